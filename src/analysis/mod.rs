@@ -1,0 +1,7 @@
+//! Pure functions over measurements: no I/O, no clocks, unit-tested on
+//! synthetic inputs with known answers.
+
+pub mod costmodel;
+pub mod knee;
+pub mod stats;
+pub mod stream;

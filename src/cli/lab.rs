@@ -1,0 +1,127 @@
+//! `netlab lab`: the main job. Runs every landed experiment in its quick
+//! profile (or `--full`), prints the tables, and writes them with the
+//! records under `netlab-out/<timestamp>/`.
+
+use super::Output;
+use super::stream::run_series;
+use super::sweep::run_sweep;
+use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
+use crate::experiment::stream::StreamConfig;
+use crate::experiment::sweep::{SweepConfig, summarize};
+use crate::measure::host::HostFacts;
+use crate::record::RecordWriter;
+use crate::report::tables;
+use crate::units::parse_size_list;
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// The source documents' full repetition counts and longer runs.
+    #[arg(long)]
+    pub full: bool,
+    /// Directory under which a timestamped results directory is created.
+    #[arg(long, default_value = "netlab-out", value_name = "DIR")]
+    pub out_dir: PathBuf,
+}
+
+/// The profile's sizes and counts.
+struct Profile {
+    joy_repeat: u32,
+    sweep_records: &'static str,
+    sweep_seconds: f64,
+    sweep_repeat: u32,
+}
+
+const QUICK: Profile = Profile {
+    joy_repeat: 5,
+    sweep_records: "64..1M",
+    sweep_seconds: 0.3,
+    sweep_repeat: 3,
+};
+
+const FULL: Profile = Profile {
+    joy_repeat: 20,
+    sweep_records: "16..4M",
+    sweep_seconds: 2.0,
+    sweep_repeat: 5,
+};
+
+pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
+    let profile = if args.full { &FULL } else { &QUICK };
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "");
+    let dir = args.out_dir.join(&stamp);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut writer = RecordWriter::append(&dir.join("results.jsonl"))
+        .with_context(|| format!("cannot create the records file in {}", dir.display()))?;
+    let host = HostFacts::gather();
+    let mut printed = String::new();
+    let mut show = |text: String, out: &mut Output| -> anyhow::Result<()> {
+        out.text(&text)?;
+        out.text("\n")?;
+        printed.push_str(&text);
+        printed.push('\n');
+        Ok(())
+    };
+
+    // 1981: Bill Joy's 4 MB in 1024-byte records.
+    let joy = StreamConfig {
+        amount: Amount::Bytes(4 << 20),
+        record: 1024,
+        send: SendStrategy::Write,
+        recv: RecvStrategy::Read { buffer: 1024 },
+        options: SocketOptions::default(),
+        verify: true,
+        port: 0,
+    };
+    eprintln!(
+        "lab: stream, {} ({} runs)",
+        joy.describe(),
+        profile.joy_repeat
+    );
+    let records = run_series(&joy, profile.joy_repeat, &mut writer, &host)?;
+    let mut text = tables::stream_table(&joy.describe(), &records);
+    if let Some(line) = tables::berkeley_then_now(&records) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    show(text, out)?;
+
+    // 1988: throughput vs write size.
+    let sweep = SweepConfig {
+        base: StreamConfig {
+            amount: Amount::Seconds(profile.sweep_seconds),
+            record: 64,
+            recv: RecvStrategy::Read { buffer: 128 << 10 },
+            ..joy.clone()
+        },
+        records: parse_size_list(profile.sweep_records).expect("profile sizes parse"),
+        repeat: profile.sweep_repeat,
+        knee_fraction: crate::analysis::knee::DEFAULT_FRACTION,
+    };
+    eprintln!(
+        "lab: sweep stream over {} ({} s per run, {} runs per size)",
+        profile.sweep_records, profile.sweep_seconds, profile.sweep_repeat
+    );
+    let records = run_sweep(&sweep, &mut writer, &host)?;
+    let summary = summarize(&records, sweep.knee_fraction);
+    let title = format!(
+        "record sizes {}; each point {}",
+        profile.sweep_records,
+        sweep.base.describe()
+    );
+    show(tables::sweep_table(&title, &summary, &records), out)?;
+
+    let tables_path = dir.join("tables.txt");
+    std::fs::write(&tables_path, &printed)
+        .with_context(|| format!("cannot write {}", tables_path.display()))?;
+    out.text(&format!(
+        "lab results: {} (records: {})\n",
+        dir.display(),
+        writer.path().display()
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The command line: one module per subcommand, each with its options beside
+//! its `run`. `main` only calls [`main`] here.
+//!
+//! Exit codes: 0 success (also when stdout is a closed pipe, as in
+//! `netlab ... | head`), 1 a failed run, 2 bad usage, 130 interrupted
+//! (records finished before the interrupt are kept).
+
+pub mod lab;
+pub mod stream;
+pub mod sweep;
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "netlab",
+    version,
+    about = "A TCP/IP performance laboratory: the classic experiments, the numbers, the reasons",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Commands,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Commands {
+    /// Run the lab: every landed experiment in its quick profile, tables and records.
+    Lab(lab::LabArgs),
+    /// Bulk transfer between two endpoint processes (ttcp-style).
+    Stream(stream::StreamArgs),
+    /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
+    Sweep(sweep::SweepArgs),
+    /// Internal: an endpoint process driven by the controller over stdin/stdout.
+    #[command(hide = true)]
+    Endpoint,
+}
+
+impl Commands {
+    fn json(&self) -> bool {
+        match self {
+            Commands::Stream(a) => a.common.json,
+            Commands::Sweep(a) => a.json(),
+            Commands::Lab(_) | Commands::Endpoint => false,
+        }
+    }
+}
+
+/// An error meaning the user interrupted the run; finished records were kept.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted; {saved} finished record(s) kept")]
+pub struct Interrupted {
+    pub saved: usize,
+}
+
+/// Standard output that treats a closed pipe as the reader's wish to stop.
+pub struct Output {
+    closed: bool,
+}
+
+impl Output {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(bytes).and_then(|_| stdout.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    pub fn text(&mut self, text: &str) -> std::io::Result<()> {
+        self.write(text.as_bytes())
+    }
+
+    /// One JSON document, pretty-printed, with a final newline.
+    pub fn json(&mut self, value: &serde_json::Value) -> std::io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        self.write(&bytes)
+    }
+}
+
+/// Parses the arguments, runs the subcommand and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let wants_json = std::env::args().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if wants_json && e.use_stderr() => {
+            let message = e.render().to_string();
+            let first = message
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            println!("{}", serde_json::json!({ "error": first }));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
+    if let Commands::Endpoint = cli.command {
+        return match crate::endpoint::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("netlab endpoint: control channel: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Err(e) = crate::experiment::endpoints::install_interrupt_handler() {
+        eprintln!("netlab: cannot install the Ctrl-C handler: {e}");
+        return ExitCode::FAILURE;
+    }
+    let json = cli.command.json();
+    let mut out = Output { closed: false };
+    let result = match cli.command {
+        Commands::Lab(args) => lab::run(args, &mut out),
+        Commands::Stream(args) => stream::run(args, &mut out),
+        Commands::Sweep(args) => sweep::run(args, &mut out),
+        Commands::Endpoint => unreachable!("handled above"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let interrupted = e.downcast_ref::<Interrupted>().is_some();
+            if json {
+                let _ = out.json(&serde_json::json!({ "error": format!("{e:#}") }));
+            } else {
+                eprintln!("netlab: {e:#}");
+            }
+            ExitCode::from(if interrupted { 130 } else { 1 })
+        }
+    }
+}

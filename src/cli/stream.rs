@@ -1,0 +1,285 @@
+//! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
+
+use super::Output;
+use crate::analysis::stats::Spread;
+use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
+use crate::experiment::stream::{MeasureError, StreamConfig, measure};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, RecordWriter};
+use crate::report::{progress::Progress, tables};
+use crate::units::{parse_duration, parse_size};
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    parse_size(text).map_err(|e| e.to_string())
+}
+
+fn usize_size_arg(text: &str) -> Result<usize, String> {
+    size_arg(text)
+        .and_then(|v| usize::try_from(v).map_err(|_| format!("size \"{text}\" is too large")))
+}
+
+fn duration_arg(text: &str) -> Result<f64, String> {
+    parse_duration(text)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SendKind {
+    /// One write(2) per record.
+    Write,
+    /// sosend-style: write(2)s of at most --chunk bytes per record.
+    Chunked,
+    /// One writev(2) of --iov records.
+    Writev,
+    /// sendfile(2) from a page-cached file.
+    Sendfile,
+    /// splice(2) file -> pipe -> socket.
+    Splice,
+    /// send(2) with MSG_ZEROCOPY.
+    Zerocopy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecvKind {
+    /// read(2) into a --rbuf buffer, verifying the data.
+    Read,
+    /// splice(2) to /dev/null (no copy to user space, no verification).
+    Splice,
+}
+
+/// The options every stream run takes, shared by `stream` and `sweep stream`.
+#[derive(Debug, Clone, Args)]
+pub struct StreamOptions {
+    /// How the sender hands data to the kernel.
+    #[arg(long, value_enum, default_value = "write")]
+    pub strategy: SendKind,
+    /// Bytes per write for --strategy chunked (Van Jacobson's sosend copied 1 KB at a time).
+    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    pub chunk: Option<usize>,
+    /// Records gathered per writev(2) for --strategy writev.
+    #[arg(long, value_name = "N")]
+    pub iov: Option<usize>,
+    /// How the receiver takes data from the kernel.
+    #[arg(long, value_enum, default_value = "read")]
+    pub recv: RecvKind,
+    /// Receiver's read buffer.
+    #[arg(long, value_parser = usize_size_arg, default_value = "128K", value_name = "SIZE")]
+    pub rbuf: usize,
+    /// Set TCP_NODELAY on both sockets.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// SO_SNDBUF for both sockets (the kernel doubles it).
+    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    pub sndbuf: Option<usize>,
+    /// SO_RCVBUF for both sockets (the kernel doubles it).
+    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    pub rcvbuf: Option<usize>,
+    /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, reno, bbr.
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// Do not verify the received bytes (for comparisons with tools that do not).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Receiver's port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Where the endpoints run. Only `loopback` so far.
+    #[arg(long, default_value = "loopback", value_parser = ["loopback"])]
+    pub placement: String,
+    /// JSON Lines file the records are appended to.
+    #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
+    pub out: PathBuf,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl StreamOptions {
+    /// Builds the run configuration, checking option combinations.
+    pub fn config(&self, amount: Amount, record: u64) -> anyhow::Result<StreamConfig> {
+        if self.chunk.is_some() && self.strategy != SendKind::Chunked {
+            bail!("--chunk applies only to --strategy chunked");
+        }
+        if self.iov.is_some() && self.strategy != SendKind::Writev {
+            bail!("--iov applies only to --strategy writev");
+        }
+        if self.iov == Some(0) {
+            bail!("--iov must be at least 1");
+        }
+        let send = match self.strategy {
+            SendKind::Write => SendStrategy::Write,
+            SendKind::Chunked => SendStrategy::Chunked {
+                chunk: self.chunk.unwrap_or(1024),
+            },
+            SendKind::Writev => SendStrategy::Writev {
+                records: self.iov.unwrap_or(16),
+            },
+            SendKind::Sendfile => SendStrategy::Sendfile,
+            SendKind::Splice => SendStrategy::Splice,
+            SendKind::Zerocopy => SendStrategy::Zerocopy,
+        };
+        let recv = match self.recv {
+            RecvKind::Read => RecvStrategy::Read { buffer: self.rbuf },
+            RecvKind::Splice => RecvStrategy::Splice,
+        };
+        let config = StreamConfig {
+            amount,
+            record,
+            send,
+            recv,
+            options: SocketOptions {
+                nodelay: self.nodelay,
+                sndbuf: self.sndbuf,
+                rcvbuf: self.rcvbuf,
+                congestion_control: self.cc.clone(),
+            },
+            verify: !self.no_verify,
+            port: self.port,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Run a bulk transfer between two endpoint processes.
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Total bytes to send (4M, 4MiB, 1G, 1GB, ...).
+    #[arg(long, value_parser = size_arg, conflicts_with = "duration", value_name = "SIZE", allow_hyphen_values = true)]
+    pub bytes: Option<u64>,
+    /// Send for this long instead (500ms, 2s, ...). Default: 2s when --bytes is absent.
+    #[arg(long, value_parser = duration_arg, value_name = "TIME", allow_hyphen_values = true)]
+    pub duration: Option<f64>,
+    /// Bytes per record (per write, for --strategy write).
+    #[arg(long, value_parser = size_arg, default_value = "128K", value_name = "SIZE", allow_hyphen_values = true)]
+    pub record: u64,
+    /// Runs to make; tables then show min/median/max.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    #[command(flatten)]
+    pub common: StreamOptions,
+}
+
+impl StreamArgs {
+    fn amount(&self) -> Amount {
+        match (self.bytes, self.duration) {
+            (Some(bytes), _) => Amount::Bytes(bytes),
+            (None, Some(seconds)) => Amount::Seconds(seconds),
+            (None, None) => Amount::Seconds(2.0),
+        }
+    }
+}
+
+/// Runs `repeat` transfers, recording each; shared with `netlab lab`.
+pub fn run_series(
+    config: &StreamConfig,
+    repeat: u32,
+    writer: &mut RecordWriter,
+    host: &HostFacts,
+) -> anyhow::Result<Vec<Record>> {
+    let (len, bytes) = match config.amount {
+        Amount::Bytes(b) => (b * u64::from(repeat), true),
+        Amount::Seconds(s) => ((s * 1000.0) as u64 * u64::from(repeat), false),
+    };
+    let mut bar = Progress::new(len, bytes, true);
+    let mut records = Vec::new();
+    for index in 0..repeat {
+        let done_before = match config.amount {
+            Amount::Bytes(b) => b * u64::from(index),
+            Amount::Seconds(s) => (s * 1000.0) as u64 * u64::from(index),
+        };
+        let start = std::time::Instant::now();
+        bar.set_message(format!("run {}/{repeat}", index + 1));
+        let outcome = measure(
+            config,
+            index,
+            None,
+            host,
+            Some(writer),
+            &mut |update| match (config.amount, update) {
+                (Amount::Bytes(_), Some(bytes)) => bar.set_position(done_before + bytes),
+                (Amount::Seconds(_), _) => {
+                    bar.set_position(done_before + start.elapsed().as_millis() as u64)
+                }
+                _ => bar.tick(),
+            },
+        );
+        let record = match outcome {
+            Ok(record) => record,
+            Err(MeasureError::Interrupted) => {
+                bar.finish();
+                return Err(super::Interrupted {
+                    saved: records.len(),
+                }
+                .into());
+            }
+            Err(e) => {
+                bar.finish();
+                return Err(e.into());
+            }
+        };
+        if let Some(error) = &record.error {
+            bar.finish();
+            bail!("{error}");
+        }
+        records.push(record);
+    }
+    bar.finish();
+    Ok(records)
+}
+
+pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
+    let config = args.common.config(args.amount(), args.record)?;
+    let mut writer = RecordWriter::append(&args.common.out)
+        .with_context(|| format!("cannot open {}", args.common.out.display()))?;
+    let host = HostFacts::gather();
+    let records = run_series(&config, args.repeat, &mut writer, &host)?;
+    if args.common.json {
+        let summary = json_summary(&records);
+        out.json(&serde_json::json!({
+            "experiment": "stream",
+            "description": config.describe(),
+            "records_file": args.common.out,
+            "summary": summary,
+            "records": records,
+        }))?;
+    } else {
+        out.text(&tables::stream_table(&config.describe(), &records))?;
+        if let Some(line) = tables::berkeley_then_now(&records) {
+            out.text(&line)?;
+            out.text("\n")?;
+        }
+        eprintln!("records appended to {}", writer.path().display());
+    }
+    Ok(())
+}
+
+/// min/median/max of the headline figures over the runs.
+fn json_summary(records: &[Record]) -> serde_json::Value {
+    let results: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } => Some(result),
+            _ => None,
+        })
+        .collect();
+    let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+        Spread::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    serde_json::json!({
+        "runs": results.len(),
+        "throughput_mb_s": spread(&|r| r.figures.throughput_mb_s),
+        "throughput_mbit_s": spread(&|r| r.figures.throughput_mbit_s),
+        "sender_us_per_kb": spread(&|r| r.figures.sender_us_per_kb),
+        "receiver_us_per_kb": spread(&|r| r.figures.receiver_us_per_kb),
+        "sender_cpu_pct": spread(&|r| r.figures.sender_cpu_pct),
+        "receiver_cpu_pct": spread(&|r| r.figures.receiver_cpu_pct),
+    })
+}

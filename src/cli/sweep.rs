@@ -1,0 +1,142 @@
+//! `netlab sweep stream`: throughput vs record size, with the knee and a
+//! fitted fixed + per-byte cost model.
+
+use super::Output;
+use super::stream::StreamOptions;
+use crate::endpoint::protocol::Amount;
+use crate::experiment::stream::MeasureError;
+use crate::experiment::sweep::{self, SweepConfig, summarize};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordWriter};
+use crate::report::{progress::Progress, tables};
+use crate::units::{format_size, parse_duration, parse_size, parse_size_list};
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub target: SweepTarget,
+}
+
+impl SweepArgs {
+    pub fn json(&self) -> bool {
+        match &self.target {
+            SweepTarget::Stream(a) => a.common.json,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SweepTarget {
+    /// Sweep the bulk transfer over record sizes.
+    Stream(SweepStreamArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SweepStreamArgs {
+    /// Record sizes: a geometric range LO..HI (doubling; LO..HI*4 for another
+    /// factor) or a list 64,1K,4000.
+    #[arg(long, default_value = "64..1M", value_name = "SIZES")]
+    pub record: String,
+    /// Bytes per run instead of a timed run.
+    #[arg(long, value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()), conflicts_with = "duration", value_name = "SIZE")]
+    pub bytes: Option<u64>,
+    /// Sending time per run.
+    #[arg(long, default_value = "500ms", value_parser = |s: &str| parse_duration(s).map(|d| d.as_secs_f64()).map_err(|e| e.to_string()), value_name = "TIME")]
+    pub duration: f64,
+    /// Runs per size (min/median/max are reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Fraction of the plateau that defines the knee.
+    #[arg(long, default_value_t = crate::analysis::knee::DEFAULT_FRACTION)]
+    pub knee_fraction: f64,
+    #[command(flatten)]
+    pub common: StreamOptions,
+}
+
+impl SweepStreamArgs {
+    /// The validated sweep.
+    pub fn config(&self) -> anyhow::Result<SweepConfig> {
+        let records = parse_size_list(&self.record).context("--record")?;
+        if !(self.knee_fraction > 0.0 && self.knee_fraction < 1.0) {
+            bail!(
+                "--knee-fraction must be between 0 and 1, not {}",
+                self.knee_fraction
+            );
+        }
+        let amount = match self.bytes {
+            Some(bytes) => Amount::Bytes(bytes),
+            None => Amount::Seconds(self.duration),
+        };
+        for &record in &records {
+            self.common
+                .config(amount, record)
+                .with_context(|| format!("record size {}", format_size(record)))?;
+        }
+        Ok(SweepConfig {
+            base: self.common.config(amount, records[0])?,
+            records,
+            repeat: self.repeat,
+            knee_fraction: self.knee_fraction,
+        })
+    }
+}
+
+/// Runs a sweep with a progress bar; shared with `netlab lab`.
+pub fn run_sweep(
+    config: &SweepConfig,
+    writer: &mut RecordWriter,
+    host: &HostFacts,
+) -> anyhow::Result<Vec<Record>> {
+    let total = config.records.len() as u64 * u64::from(config.repeat);
+    let mut bar = Progress::new(total, false, true);
+    let outcome = sweep::run(config, host, Some(writer), &mut |size, index| {
+        bar.set_message(format!("record {} run {}", format_size(size), index + 1));
+        bar.inc(1);
+    });
+    bar.finish();
+    match outcome {
+        Ok(records) => Ok(records),
+        Err(MeasureError::Interrupted) => Err(super::Interrupted {
+            saved: crate::record::read_records(writer.path()).map_or(0, |r| r.len()),
+        }
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
+    let SweepTarget::Stream(args) = args.target;
+    let config = args.config()?;
+    let mut writer = RecordWriter::append(&args.common.out)
+        .with_context(|| format!("cannot open {}", args.common.out.display()))?;
+    let host = HostFacts::gather();
+    let records = run_sweep(&config, &mut writer, &host)?;
+    let summary = summarize(&records, config.knee_fraction);
+    let title = format!(
+        "record sizes {}; each point {}",
+        args.record,
+        config.base.describe()
+    );
+    if args.common.json {
+        out.json(&serde_json::json!({
+            "experiment": "sweep",
+            "target": "stream",
+            "description": title,
+            "records_file": args.common.out,
+            "summary": summary,
+            "records": records,
+        }))?;
+    } else {
+        out.text(&tables::sweep_table(&title, &summary, &records))?;
+        eprintln!("records appended to {}", writer.path().display());
+    }
+    if summary.points.is_empty() {
+        bail!(
+            "every size failed; see the records in {}",
+            writer.path().display()
+        );
+    }
+    Ok(())
+}

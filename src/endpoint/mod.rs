@@ -1,0 +1,97 @@
+//! The programs that run at each end of an experiment.
+//!
+//! The binary re-executes itself as `netlab endpoint` (a hidden subcommand):
+//! it reads [`protocol::Command`]s framed by [`crate::wire::control`] on
+//! stdin and answers with [`protocol::Reply`]s on stdout; diagnostics go to
+//! stderr. One endpoint process serves one role for one run, so its rusage is
+//! that role's alone. The same loop will serve a namespace (started with
+//! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
+
+pub mod pattern;
+pub mod protocol;
+pub mod stream;
+
+use crate::wire::control::{FrameReader, write_frame};
+use protocol::{Command, Reply};
+use std::io::{Read, Write};
+
+/// What the endpoint holds between set-up and `Go`.
+enum State {
+    Idle,
+    Receiver(stream::Receiver),
+    Sender(stream::Sender),
+}
+
+/// Serves commands from `input`, replying on `output`, until `Exit` or end
+/// of input. Errors of the data path are replied as `Failed`; only a broken
+/// control channel is returned as an error.
+pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> {
+    let mut reader = FrameReader::new(input);
+    write_frame(
+        &mut output,
+        &Reply::Ready {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+    )?;
+    let mut state = State::Idle;
+    while let Some(command) = reader.next_message::<Command>()? {
+        let reply = match (command, std::mem::replace(&mut state, State::Idle)) {
+            (Command::Exit, _) => break,
+            (Command::StreamReceive(spec), _) => match stream::Receiver::listen(spec) {
+                Ok(receiver) => {
+                    let addr = receiver.local_addr()?;
+                    state = State::Receiver(receiver);
+                    Reply::Listening { addr }
+                }
+                Err(e) => failed(e),
+            },
+            (Command::StreamSend(spec), _) => match stream::Sender::connect(spec) {
+                Ok(sender) => {
+                    let local = sender.local_addr()?;
+                    state = State::Sender(sender);
+                    Reply::Connected { local }
+                }
+                Err(e) => failed(e),
+            },
+            (Command::Go, State::Receiver(receiver)) => {
+                let mut progress_error = None;
+                let result = receiver.run(&mut |bytes| {
+                    if let Err(e) = write_frame(&mut output, &Reply::Progress { bytes }) {
+                        progress_error.get_or_insert(e);
+                    }
+                });
+                if let Some(e) = progress_error {
+                    return Err(e);
+                }
+                result.map_or_else(failed, |r| Reply::Done(Box::new(r)))
+            }
+            (Command::Go, State::Sender(sender)) => {
+                fault_injection_point();
+                sender
+                    .run()
+                    .map_or_else(failed, |r| Reply::Done(Box::new(r)))
+            }
+            (Command::Go, State::Idle) => Reply::Failed {
+                message: "Go before any set-up command".into(),
+            },
+        };
+        write_frame(&mut output, &reply)?;
+    }
+    Ok(())
+}
+
+fn failed(error: impl std::fmt::Display) -> Reply {
+    Reply::Failed {
+        message: error.to_string(),
+    }
+}
+
+/// Test hook: `NETLAB_FAULT=sender-abort` makes a sender die by SIGABRT as it
+/// starts, so tests can check how the controller handles an endpoint that
+/// dies mid-run. Documented in docs/ARCHITECTURE.md; never set in normal use.
+fn fault_injection_point() {
+    if std::env::var("NETLAB_FAULT").as_deref() == Ok("sender-abort") {
+        std::process::abort();
+    }
+}

@@ -1,0 +1,931 @@
+//! The two ends of a bulk transfer (ttcp-style): a sender that hands records
+//! to the kernel with one of several strategies, and a receiver that drains
+//! and verifies them.
+//!
+//! Invariants:
+//! - the data path makes only the system calls it counts in `syscalls`, and
+//!   reads the clock at most once per [`CLOCK_EVERY_BYTES`] of records in
+//!   duration mode, so the measuring does not perturb what is measured;
+//! - the sender's bytes are borrowed slices of the shared [`Pattern`] (or a
+//!   file holding it, for sendfile and splice), so every strategy sends the
+//!   same stream and the receiver can verify any of them;
+//! - the sender's wall time runs until the receiver has closed, i.e. until
+//!   every byte was delivered to the receiving application, like ttcp.
+
+use super::pattern::{PERIOD, Pattern};
+use super::protocol::{
+    Amount, EndpointReport, ReceiveSpec, RecvStrategy, SendSpec, SendStrategy, SocketOptions,
+    ZerocopyStats,
+};
+use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+use thiserror::Error;
+
+/// In duration mode the sender looks at the clock after about this many bytes.
+pub const CLOCK_EVERY_BYTES: u64 = 256 * 1024;
+/// Size of the file that sendfile and splice read from (a multiple of the pattern period).
+const PATTERN_FILE_PERIODS: usize = 64;
+/// Largest pipe netlab asks for (the default `fs.pipe-max-size`).
+const MAX_PIPE: usize = 1 << 20;
+
+#[derive(Debug, Error)]
+pub enum StreamError {
+    #[error("port {port} is in use (address {addr})")]
+    PortInUse { port: u16, addr: SocketAddr },
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("data corrupted: byte at stream offset {0} differs from what was sent")]
+    Corrupt(u64),
+    #[error("congestion control \"{name}\" is not available: {source}")]
+    CongestionControl { name: String, source: io::Error },
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> StreamError {
+    move |source| StreamError::Io { what, source }
+}
+
+/// Turns a libc return value into a count, retrying on EINTR via the caller's loop.
+fn check(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+fn new_socket(addr: &SocketAddr, options: &SocketOptions) -> Result<Socket, StreamError> {
+    let socket = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )
+    .map_err(io_err("creating the socket"))?;
+    if let Some(size) = options.sndbuf {
+        socket
+            .set_send_buffer_size(size)
+            .map_err(io_err("setting SO_SNDBUF"))?;
+    }
+    if let Some(size) = options.rcvbuf {
+        socket
+            .set_recv_buffer_size(size)
+            .map_err(io_err("setting SO_RCVBUF"))?;
+    }
+    if options.nodelay {
+        socket
+            .set_tcp_nodelay(true)
+            .map_err(io_err("setting TCP_NODELAY"))?;
+    }
+    if let Some(name) = &options.congestion_control {
+        socket
+            .set_tcp_congestion(name.as_bytes())
+            .map_err(|source| StreamError::CongestionControl {
+                name: name.clone(),
+                source,
+            })?;
+    }
+    Ok(socket)
+}
+
+fn congestion_control_of(socket: &Socket) -> Option<String> {
+    socket.tcp_congestion().ok().map(|name| {
+        String::from_utf8_lossy(&name)
+            .trim_end_matches('\0')
+            .to_string()
+    })
+}
+
+/// A receiver that is listening, not yet started.
+pub struct Receiver {
+    listener: TcpListener,
+    spec: ReceiveSpec,
+}
+
+impl Receiver {
+    /// Binds and listens as `spec` says.
+    pub fn listen(spec: ReceiveSpec) -> Result<Receiver, StreamError> {
+        let socket = new_socket(&spec.bind, &spec.options)?;
+        socket
+            .set_reuse_address(true)
+            .map_err(io_err("setting SO_REUSEADDR"))?;
+        socket.bind(&spec.bind.into()).map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse {
+                StreamError::PortInUse {
+                    port: spec.bind.port(),
+                    addr: spec.bind,
+                }
+            } else {
+                StreamError::Io {
+                    what: "binding the receiver",
+                    source: e,
+                }
+            }
+        })?;
+        socket.listen(4).map_err(io_err("listening"))?;
+        Ok(Receiver {
+            listener: socket.into(),
+            spec,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts the sender's connection and drains it to end of stream,
+    /// calling `progress` with the byte count now and then.
+    pub fn run(self, progress: &mut dyn FnMut(u64)) -> Result<EndpointReport, StreamError> {
+        let (stream, _) = self.listener.accept().map_err(io_err("accepting"))?;
+        drop(self.listener);
+        if self.spec.options.nodelay {
+            stream
+                .set_nodelay(true)
+                .map_err(io_err("setting TCP_NODELAY"))?;
+        }
+        let counters_before = Counters::read();
+        let usage_before = ProcessUsage::now();
+        let (bytes, syscalls, first_byte) = match self.spec.strategy {
+            RecvStrategy::Read { buffer } => receive_read(
+                &stream,
+                buffer,
+                self.spec.verify,
+                self.spec.progress,
+                progress,
+            )?,
+            RecvStrategy::Splice => receive_splice(&stream, self.spec.progress, progress)?,
+        };
+        let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
+        let usage = ProcessUsage::now().since(&usage_before);
+        let tcp_info = TcpInfo::read(stream.as_fd()).ok();
+        let counters = Counters::read().delta_reported(&counters_before);
+        let socket = Socket::from(stream);
+        Ok(EndpointReport {
+            role: "receiver".into(),
+            pid: std::process::id(),
+            bytes,
+            syscalls,
+            wall_s,
+            usage,
+            tcp_info,
+            counters,
+            congestion_control: congestion_control_of(&socket),
+            mss: socket.tcp_mss().ok(),
+            verified: self.spec.verify && matches!(self.spec.strategy, RecvStrategy::Read { .. }),
+            zerocopy: None,
+        })
+    }
+}
+
+/// Calls `progress` at most about four times a second, looking at the clock
+/// only every 64 calls.
+struct ProgressTicker {
+    enabled: bool,
+    calls: u32,
+    last: Instant,
+}
+
+impl ProgressTicker {
+    fn new(enabled: bool) -> Self {
+        ProgressTicker {
+            enabled,
+            calls: 0,
+            last: Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, bytes: u64, progress: &mut dyn FnMut(u64)) {
+        if !self.enabled {
+            return;
+        }
+        self.calls += 1;
+        if self.calls.is_multiple_of(64) && self.last.elapsed().as_millis() >= 250 {
+            self.last = Instant::now();
+            progress(bytes);
+        }
+    }
+}
+
+fn receive_read(
+    stream: &TcpStream,
+    buffer: usize,
+    verify: bool,
+    want_progress: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(u64, u64, Option<Instant>), StreamError> {
+    let mut buf = vec![0u8; buffer];
+    let pattern = verify.then(|| Pattern::new(buffer));
+    let fd = stream.as_raw_fd();
+    let (mut total, mut syscalls, mut first) = (0u64, 0u64, None);
+    let mut ticker = ProgressTicker::new(want_progress);
+    loop {
+        // SAFETY: buf is valid for buffer bytes.
+        let ret = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        syscalls += 1;
+        let n = match check(ret) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_err("reading from the socket")(e)),
+        };
+        if first.is_none() {
+            first = Some(Instant::now());
+        }
+        if let Some(pattern) = &pattern {
+            pattern
+                .verify(total, &buf[..n])
+                .map_err(StreamError::Corrupt)?;
+        }
+        total += n as u64;
+        ticker.tick(total, progress);
+    }
+    Ok((total, syscalls, first))
+}
+
+/// A pipe, closed on drop.
+struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    capacity: usize,
+}
+
+impl Pipe {
+    fn new(want: usize) -> io::Result<Pipe> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: fds has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both descriptors are open and ours.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // Ask for a bigger pipe; keep whatever the kernel grants.
+        // SAFETY: F_SETPIPE_SZ/F_GETPIPE_SZ take an int and touch no memory.
+        unsafe {
+            libc::fcntl(
+                write.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                want.min(MAX_PIPE) as libc::c_int,
+            )
+        };
+        let capacity = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        Ok(Pipe {
+            read,
+            write,
+            capacity: capacity.max(4096) as usize,
+        })
+    }
+}
+
+fn splice(from: RawFd, from_off: Option<&mut i64>, to: RawFd, len: usize) -> io::Result<usize> {
+    let off_ptr = from_off.map_or(std::ptr::null_mut(), |o| o as *mut i64);
+    loop {
+        // SAFETY: off_ptr is null or points to a live i64; splice touches no other memory.
+        let ret = unsafe {
+            libc::splice(
+                from,
+                off_ptr,
+                to,
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        match check(ret) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+fn receive_splice(
+    stream: &TcpStream,
+    want_progress: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(u64, u64, Option<Instant>), StreamError> {
+    let pipe = Pipe::new(MAX_PIPE).map_err(io_err("creating a pipe"))?;
+    let devnull = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .map_err(io_err("opening /dev/null"))?;
+    let (mut total, mut syscalls, mut first) = (0u64, 0u64, None);
+    let mut ticker = ProgressTicker::new(want_progress);
+    loop {
+        let n = splice(
+            stream.as_raw_fd(),
+            None,
+            pipe.write.as_raw_fd(),
+            pipe.capacity,
+        )
+        .map_err(io_err("splicing from the socket"))?;
+        syscalls += 1;
+        if n == 0 {
+            break;
+        }
+        if first.is_none() {
+            first = Some(Instant::now());
+        }
+        let mut left = n;
+        while left > 0 {
+            left -= splice(pipe.read.as_raw_fd(), None, devnull.as_raw_fd(), left)
+                .map_err(io_err("splicing to /dev/null"))?;
+            syscalls += 1;
+        }
+        total += n as u64;
+        ticker.tick(total, progress);
+    }
+    Ok((total, syscalls, first))
+}
+
+/// A sender that is connected, not yet started.
+pub struct Sender {
+    stream: TcpStream,
+    spec: SendSpec,
+}
+
+/// Yields record lengths until the amount is sent.
+struct Schedule {
+    amount: Amount,
+    record: usize,
+    offset: u64,
+    start: Instant,
+    next_clock_at: u64,
+    done: bool,
+}
+
+impl Schedule {
+    fn new(amount: Amount, record: usize) -> Schedule {
+        Schedule {
+            amount,
+            record,
+            offset: 0,
+            start: Instant::now(),
+            next_clock_at: CLOCK_EVERY_BYTES,
+            done: false,
+        }
+    }
+
+    /// The stream offset and length of the next record, or `None` when done.
+    fn next(&mut self) -> Option<(u64, usize)> {
+        if self.done {
+            return None;
+        }
+        let len = match self.amount {
+            Amount::Bytes(total) => {
+                let left = total - self.offset;
+                if left == 0 {
+                    self.done = true;
+                    return None;
+                }
+                left.min(self.record as u64) as usize
+            }
+            Amount::Seconds(limit) => {
+                if self.offset >= self.next_clock_at {
+                    self.next_clock_at = self.offset + CLOCK_EVERY_BYTES;
+                    if self.start.elapsed().as_secs_f64() >= limit {
+                        self.done = true;
+                        return None;
+                    }
+                }
+                self.record
+            }
+        };
+        let offset = self.offset;
+        self.offset += len as u64;
+        Some((offset, len))
+    }
+}
+
+/// What a send loop did.
+#[derive(Default)]
+struct SendTally {
+    bytes: u64,
+    syscalls: u64,
+    zerocopy: Option<ZerocopyStats>,
+}
+
+fn write_all(fd: RawFd, mut data: &[u8], tally: &mut SendTally) -> io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: data is a valid slice for its length.
+        let ret = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        tally.syscalls += 1;
+        match check(ret) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+impl Sender {
+    /// Connects to the receiver as `spec` says.
+    pub fn connect(spec: SendSpec) -> Result<Sender, StreamError> {
+        let socket = new_socket(&spec.connect, &spec.options)?;
+        socket
+            .connect(&spec.connect.into())
+            .map_err(io_err("connecting to the receiver"))?;
+        Ok(Sender {
+            stream: socket.into(),
+            spec,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    /// Sends the whole amount, then waits for the receiver to close.
+    pub fn run(self) -> Result<EndpointReport, StreamError> {
+        let spec = &self.spec;
+        let fd = self.stream.as_raw_fd();
+        let counters_before = Counters::read();
+        let usage_before = ProcessUsage::now();
+        let start = Instant::now();
+        let mut schedule = Schedule::new(spec.amount, spec.record);
+        let tally = match spec.strategy {
+            SendStrategy::Write => {
+                let pattern = Pattern::new(spec.record);
+                let mut tally = SendTally::default();
+                while let Some((offset, len)) = schedule.next() {
+                    write_all(fd, pattern.slice(offset, len), &mut tally)
+                        .map_err(io_err("writing to the socket"))?;
+                    tally.bytes += len as u64;
+                }
+                tally
+            }
+            SendStrategy::Chunked { chunk } => {
+                let pattern = Pattern::new(spec.record);
+                let mut tally = SendTally::default();
+                while let Some((offset, len)) = schedule.next() {
+                    for piece in pattern.slice(offset, len).chunks(chunk.max(1)) {
+                        write_all(fd, piece, &mut tally)
+                            .map_err(io_err("writing to the socket"))?;
+                    }
+                    tally.bytes += len as u64;
+                }
+                tally
+            }
+            SendStrategy::Writev { records } => {
+                send_writev(fd, &mut schedule, spec.record, records.max(1))
+                    .map_err(io_err("writev to the socket"))?
+            }
+            SendStrategy::Sendfile => send_from_file(fd, &mut schedule, spec.record, false)?,
+            SendStrategy::Splice => send_from_file(fd, &mut schedule, spec.record, true)?,
+            SendStrategy::Zerocopy => send_zerocopy(&self.stream, &mut schedule, spec.record)
+                .map_err(io_err("MSG_ZEROCOPY send"))?,
+        };
+        // Wait until the receiver has read everything and closed.
+        self.stream
+            .shutdown(Shutdown::Write)
+            .map_err(io_err("shutting down the send side"))?;
+        let mut sink = [0u8; 64];
+        loop {
+            match (&self.stream).read(&mut sink) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+                Err(e) => return Err(io_err("waiting for the receiver to close")(e)),
+            }
+        }
+        let wall_s = start.elapsed().as_secs_f64();
+        let usage = ProcessUsage::now().since(&usage_before);
+        let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
+        let counters = Counters::read().delta_reported(&counters_before);
+        let socket = Socket::from(self.stream);
+        Ok(EndpointReport {
+            role: "sender".into(),
+            pid: std::process::id(),
+            bytes: tally.bytes,
+            syscalls: tally.syscalls,
+            wall_s,
+            usage,
+            tcp_info,
+            counters,
+            congestion_control: congestion_control_of(&socket),
+            mss: socket.tcp_mss().ok(),
+            verified: false,
+            zerocopy: tally.zerocopy,
+        })
+    }
+}
+
+fn send_writev(
+    fd: RawFd,
+    schedule: &mut Schedule,
+    record: usize,
+    per_call: usize,
+) -> io::Result<SendTally> {
+    let per_call = per_call.min(libc::UIO_MAXIOV as usize);
+    let pattern = Pattern::new(record);
+    let mut tally = SendTally::default();
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(per_call);
+    loop {
+        iov.clear();
+        let mut batch_offset = None;
+        let mut batch_len = 0usize;
+        while iov.len() < per_call {
+            let Some((offset, len)) = schedule.next() else {
+                break;
+            };
+            batch_offset.get_or_insert(offset);
+            let slice = pattern.slice(offset, len);
+            iov.push(libc::iovec {
+                iov_base: slice.as_ptr() as *mut libc::c_void,
+                iov_len: len,
+            });
+            batch_len += len;
+        }
+        let Some(batch_offset) = batch_offset else {
+            break;
+        };
+        // SAFETY: every iovec points into `pattern`, alive for this call.
+        let ret = loop {
+            let ret = unsafe { libc::writev(fd, iov.as_ptr(), iov.len() as libc::c_int) };
+            tally.syscalls += 1;
+            match check(ret) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
+        // A short writev leaves a contiguous tail of the stream to finish.
+        let mut done = ret;
+        while done < batch_len {
+            let len = (batch_len - done).min(pattern.max_len());
+            write_all(
+                fd,
+                pattern.slice(batch_offset + done as u64, len),
+                &mut tally,
+            )?;
+            done += len;
+        }
+        tally.bytes += batch_len as u64;
+    }
+    Ok(tally)
+}
+
+/// A page-cached, already-unlinked file holding the pattern, for sendfile and splice.
+fn pattern_file(record: usize) -> Result<(std::fs::File, u64), StreamError> {
+    use std::io::Write;
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let mut file = tempfile::tempfile_in(dir).map_err(io_err("creating the pattern file"))?;
+    let periods = PATTERN_FILE_PERIODS.max(record.div_ceil(PERIOD));
+    let pattern = Pattern::new(PERIOD);
+    for _ in 0..periods {
+        file.write_all(pattern.slice(0, PERIOD))
+            .map_err(io_err("writing the pattern file"))?;
+    }
+    Ok((file, (periods * PERIOD) as u64))
+}
+
+fn send_from_file(
+    sock: RawFd,
+    schedule: &mut Schedule,
+    record: usize,
+    via_pipe: bool,
+) -> Result<SendTally, StreamError> {
+    let (file, file_len) = pattern_file(record)?;
+    let file_fd = file.as_raw_fd();
+    let pipe = if via_pipe {
+        Some(Pipe::new(record.max(65536)).map_err(io_err("creating a pipe"))?)
+    } else {
+        None
+    };
+    let mut tally = SendTally::default();
+    while let Some((offset, len)) = schedule.next() {
+        let mut sent = 0usize;
+        while sent < len {
+            let mut file_off = ((offset + sent as u64) % file_len) as i64;
+            let want = (len - sent).min((file_len - file_off as u64) as usize);
+            let moved = match &pipe {
+                None => {
+                    // SAFETY: file_off is a live i64; sendfile touches no other memory.
+                    let ret = unsafe { libc::sendfile(sock, file_fd, &mut file_off, want) };
+                    tally.syscalls += 1;
+                    match check(ret) {
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        other => other.map_err(io_err("sendfile to the socket"))?,
+                    }
+                }
+                Some(pipe) => {
+                    let into_pipe = splice(
+                        file_fd,
+                        Some(&mut file_off),
+                        pipe.write.as_raw_fd(),
+                        want.min(pipe.capacity),
+                    )
+                    .map_err(io_err("splicing the file into the pipe"))?;
+                    tally.syscalls += 1;
+                    let mut out = 0;
+                    while out < into_pipe {
+                        out += splice(pipe.read.as_raw_fd(), None, sock, into_pipe - out)
+                            .map_err(io_err("splicing the pipe into the socket"))?;
+                        tally.syscalls += 1;
+                    }
+                    into_pipe
+                }
+            };
+            sent += moved;
+        }
+        tally.bytes += len as u64;
+    }
+    Ok(tally)
+}
+
+/// `SO_EE_ORIGIN_ZEROCOPY` and `SO_EE_CODE_ZEROCOPY_COPIED` of `linux/errqueue.h`.
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+
+/// `struct sock_extended_err` of `linux/errqueue.h`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SockExtendedErr {
+    ee_errno: u32,
+    ee_origin: u8,
+    ee_type: u8,
+    ee_code: u8,
+    ee_pad: u8,
+    ee_info: u32,
+    ee_data: u32,
+}
+
+/// Reads zerocopy completions from the socket's error queue. Returns how many
+/// sends they covered; `wait` blocks until at least one arrives.
+fn reap_completions(
+    fd: RawFd,
+    stats: &mut ZerocopyStats,
+    wait: bool,
+    syscalls: &mut u64,
+) -> io::Result<u64> {
+    let mut reaped = 0;
+    loop {
+        if wait && reaped == 0 {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: 0,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd. POLLERR is always reported.
+            unsafe { libc::poll(&mut pfd, 1, 1000) };
+            *syscalls += 1;
+        }
+        let mut control = [0u8; 128];
+        // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = control.len();
+        // SAFETY: msg points at `control`, alive for the call.
+        let ret = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        *syscalls += 1;
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock if wait && reaped == 0 => continue,
+                io::ErrorKind::WouldBlock => return Ok(reaped),
+                io::ErrorKind::Interrupted => continue,
+                _ => return Err(e),
+            }
+        }
+        // SAFETY: the kernel filled `control` with msg_controllen bytes of cmsgs.
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+        while !cmsg.is_null() {
+            let header = unsafe { &*cmsg };
+            let is_recverr = (header.cmsg_level == libc::SOL_IP
+                && header.cmsg_type == libc::IP_RECVERR)
+                || (header.cmsg_level == libc::SOL_IPV6 && header.cmsg_type == libc::IPV6_RECVERR);
+            if is_recverr {
+                // SAFETY: an IP_RECVERR cmsg carries a sock_extended_err; read unaligned.
+                let err: SockExtendedErr =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                if err.ee_origin == SO_EE_ORIGIN_ZEROCOPY {
+                    let count = u64::from(err.ee_data.wrapping_sub(err.ee_info)) + 1;
+                    stats.completed += count;
+                    if err.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0 {
+                        stats.copied += count;
+                    }
+                    reaped += count;
+                }
+            }
+            cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+        }
+    }
+}
+
+fn send_zerocopy(
+    stream: &TcpStream,
+    schedule: &mut Schedule,
+    record: usize,
+) -> io::Result<SendTally> {
+    let fd = stream.as_raw_fd();
+    let one: libc::c_int = 1;
+    // SAFETY: SO_ZEROCOPY takes an int.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ZEROCOPY,
+            (&one as *const libc::c_int).cast(),
+            4,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The pattern is never written after creation, so the kernel may keep
+    // referencing its pages until completion without any copy-on-write care.
+    let pattern = Pattern::new(record);
+    let mut stats = ZerocopyStats::default();
+    let mut tally = SendTally::default();
+    let mut issued = 0u64;
+    while let Some((offset, len)) = schedule.next() {
+        let mut data = pattern.slice(offset, len);
+        while !data.is_empty() {
+            // SAFETY: data is a valid slice that outlives the send's completion.
+            let ret =
+                unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_ZEROCOPY) };
+            tally.syscalls += 1;
+            match check(ret) {
+                Ok(n) => {
+                    data = &data[n..];
+                    issued += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Too many pages pinned (optmem): wait for completions, then retry.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    reap_completions(fd, &mut stats, true, &mut tally.syscalls)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tally.bytes += len as u64;
+        if issued - stats.completed >= 64 {
+            reap_completions(fd, &mut stats, false, &mut tally.syscalls)?;
+        }
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while stats.completed < issued && Instant::now() < deadline {
+        reap_completions(fd, &mut stats, true, &mut tally.syscalls)?;
+    }
+    tally.zerocopy = Some(stats);
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    fn transfer(
+        strategy: SendStrategy,
+        recv: RecvStrategy,
+        record: usize,
+        amount: Amount,
+    ) -> (EndpointReport, EndpointReport) {
+        let receiver = Receiver::listen(ReceiveSpec {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            options: SocketOptions::default(),
+            strategy: recv,
+            verify: true,
+            progress: false,
+        })
+        .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
+        let sender = Sender::connect(SendSpec {
+            connect: addr,
+            options: SocketOptions::default(),
+            strategy,
+            record,
+            amount,
+        })
+        .unwrap();
+        let sent = sender.run().unwrap();
+        (sent, recv_thread.join().unwrap())
+    }
+
+    #[test]
+    fn every_strategy_delivers_the_exact_stream() {
+        let total = 3 * PERIOD as u64 * PATTERN_FILE_PERIODS as u64 / 2 + 12_345; // wraps the file
+        for strategy in [
+            SendStrategy::Write,
+            SendStrategy::Chunked { chunk: 1000 },
+            SendStrategy::Writev { records: 7 },
+            SendStrategy::Sendfile,
+            SendStrategy::Splice,
+            SendStrategy::Zerocopy,
+        ] {
+            let (sent, got) = transfer(
+                strategy,
+                RecvStrategy::Read { buffer: 8191 },
+                70_001,
+                Amount::Bytes(total),
+            );
+            assert_eq!(sent.bytes, total, "{strategy:?}");
+            assert_eq!(got.bytes, total, "{strategy:?}");
+            assert!(got.verified);
+            let records_per_call = if let SendStrategy::Writev { records } = strategy {
+                records
+            } else {
+                1
+            };
+            assert!(
+                sent.syscalls >= total / 70_001 / records_per_call as u64,
+                "{strategy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn zerocopy_reports_completions() {
+        let (sent, _) = transfer(
+            SendStrategy::Zerocopy,
+            RecvStrategy::Read { buffer: 65536 },
+            65536,
+            Amount::Bytes(4 << 20),
+        );
+        let zc = sent.zerocopy.unwrap();
+        // One completion per successful send of a whole 64 KiB record at least.
+        assert!(zc.completed >= (4 << 20) / 65536, "{zc:?}");
+        // On loopback the kernel must copy the pages after all, and says so.
+        assert_eq!(zc.copied, zc.completed, "{zc:?}");
+    }
+
+    #[test]
+    fn splice_receiver_counts_bytes_without_verifying() {
+        let (_, got) = transfer(
+            SendStrategy::Write,
+            RecvStrategy::Splice,
+            4096,
+            Amount::Bytes(1 << 20),
+        );
+        assert_eq!(got.bytes, 1 << 20);
+        assert!(!got.verified);
+    }
+
+    #[test]
+    fn duration_mode_stops_on_time() {
+        let start = Instant::now();
+        let (sent, got) = transfer(
+            SendStrategy::Write,
+            RecvStrategy::Read { buffer: 65536 },
+            16384,
+            Amount::Seconds(0.3),
+        );
+        let took = start.elapsed().as_secs_f64();
+        assert!((0.3..5.0).contains(&took), "took {took}");
+        assert_eq!(sent.bytes, got.bytes);
+        assert!(sent.bytes > 0);
+    }
+
+    #[test]
+    fn chunked_sends_make_one_call_per_chunk() {
+        let (sent, _) = transfer(
+            SendStrategy::Chunked { chunk: 1024 },
+            RecvStrategy::Read { buffer: 65536 },
+            4096,
+            Amount::Bytes(1 << 20),
+        );
+        assert_eq!(sent.syscalls, (1 << 20) / 1024);
+        let (sent, _) = transfer(
+            SendStrategy::Writev { records: 8 },
+            RecvStrategy::Read { buffer: 65536 },
+            4096,
+            Amount::Bytes(1 << 20),
+        );
+        assert!(
+            sent.syscalls <= (1 << 20) / 4096 / 8 + 8,
+            "{}",
+            sent.syscalls
+        );
+    }
+
+    #[test]
+    fn port_in_use_is_named() {
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = holder.local_addr().unwrap();
+        let err = Receiver::listen(ReceiveSpec {
+            bind: addr,
+            options: SocketOptions::default(),
+            strategy: RecvStrategy::Read { buffer: 1024 },
+            verify: true,
+            progress: false,
+        })
+        .err()
+        .unwrap();
+        assert!(
+            err.to_string()
+                .contains(&format!("port {} is in use", addr.port())),
+            "{err}"
+        );
+    }
+}

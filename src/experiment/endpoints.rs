@@ -1,0 +1,282 @@
+//! The controller's handle on one endpoint process.
+//!
+//! The controller re-executes its own binary as `netlab endpoint`, talks to it
+//! over the child's stdin/stdout with [`crate::wire::control`] frames, and
+//! never touches the data path itself. A reader thread per endpoint turns the
+//! child's stdout into a channel, so the controller can wait with a timeout,
+//! notice Ctrl-C, and tell an endpoint that died (end of stream, then its exit
+//! status) from one that is merely slow.
+//!
+//! Children are started with `PR_SET_PDEATHSIG = SIGKILL`, so they cannot
+//! outlive a controller that is killed, and with SIGINT ignored, so a Ctrl-C
+//! at the terminal reaches only the controller, which then stops them itself,
+//! by PID. Dropping an [`EndpointProcess`] kills and reaps its child if it is
+//! still running: every exit path of the controller cleans up.
+
+use crate::endpoint::protocol::{Command, Reply};
+use crate::wire::control::{FrameReader, write_frame};
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Set by SIGINT or SIGTERM once [`install_interrupt_handler`] has run.
+static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Routes SIGINT and SIGTERM to a flag the controller polls, so a run stops
+/// between steps, cleans up its endpoints and keeps its finished records.
+pub fn install_interrupt_handler() -> io::Result<()> {
+    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, flag.clone())?;
+    }
+    Ok(())
+}
+
+/// Whether the user asked the controller to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED
+        .get()
+        .is_some_and(|flag| flag.load(Ordering::Relaxed))
+}
+
+#[derive(Debug, Error)]
+pub enum ControlError {
+    #[error("cannot start the {role} endpoint: {source}")]
+    Spawn {
+        role: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{role} endpoint (pid {pid}) died during the run: {status}")]
+    Died {
+        role: &'static str,
+        pid: u32,
+        status: String,
+    },
+    #[error("{role} endpoint: {message}")]
+    Failed { role: &'static str, message: String },
+    #[error("interrupted")]
+    Interrupted,
+    #[error("{role} endpoint did not answer within {seconds:.0} s while {what}")]
+    Timeout {
+        role: &'static str,
+        seconds: f64,
+        what: &'static str,
+    },
+    #[error("{role} endpoint sent an unexpected message while {what}: {reply}")]
+    Unexpected {
+        role: &'static str,
+        what: &'static str,
+        reply: String,
+    },
+    #[error("control channel to the {role} endpoint: {source}")]
+    Channel {
+        role: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// How often a waiting controller looks at Ctrl-C and ticks its progress display.
+const TICK: Duration = Duration::from_millis(100);
+
+/// A running endpoint process.
+pub struct EndpointProcess {
+    role: &'static str,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    replies: mpsc::Receiver<io::Result<Reply>>,
+}
+
+impl EndpointProcess {
+    /// Starts `netlab endpoint` for `role` and waits for it to say it is ready.
+    pub fn spawn(role: &'static str) -> Result<EndpointProcess, ControlError> {
+        let spawn_err = |source| ControlError::Spawn { role, source };
+        let exe = std::env::current_exe().map_err(spawn_err)?;
+        let mut command = std::process::Command::new(exe);
+        command
+            .arg("endpoint")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        // SAFETY: between fork and exec only async-signal-safe calls are made.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(spawn_err)?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take();
+        let (tx, replies) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("{role}-control"))
+            .spawn(move || {
+                let mut reader = FrameReader::new(stdout);
+                loop {
+                    let message = match reader.next_message::<Reply>() {
+                        Ok(Some(reply)) => Ok(reply),
+                        Ok(None) => return,
+                        Err(e) => Err(e),
+                    };
+                    let stop = message.is_err();
+                    if tx.send(message).is_err() || stop {
+                        return;
+                    }
+                }
+            })
+            .map_err(spawn_err)?;
+        let mut endpoint = EndpointProcess {
+            role,
+            child,
+            stdin,
+            replies,
+        };
+        match endpoint.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+            Reply::Ready { .. } => Ok(endpoint),
+            other => Err(endpoint.unexpected("starting", &other)),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends one command.
+    pub fn send(&mut self, command: &Command) -> Result<(), ControlError> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| ControlError::Channel {
+            role: self.role,
+            source: io::Error::other("already closed"),
+        })?;
+        match write_frame(stdin, command) {
+            Ok(()) => Ok(()),
+            // A broken pipe means the child is gone: report how it died.
+            Err(_) => Err(self.death()),
+        }
+    }
+
+    /// Waits for the next reply other than `Progress`, whose byte counts go to
+    /// `progress` (which is also called with `None` every 100 ms, to tick). `Failed` becomes an error; so do death, Ctrl-C and timeout.
+    pub fn recv(
+        &mut self,
+        timeout: Option<Duration>,
+        what: &'static str,
+        progress: &mut dyn FnMut(Option<u64>),
+    ) -> Result<Reply, ControlError> {
+        let start = Instant::now();
+        loop {
+            if interrupted() {
+                return Err(ControlError::Interrupted);
+            }
+            if let Some(limit) = timeout
+                && start.elapsed() >= limit
+            {
+                return Err(ControlError::Timeout {
+                    role: self.role,
+                    seconds: limit.as_secs_f64(),
+                    what,
+                });
+            }
+            let wait = timeout.map_or(TICK, |limit| {
+                limit.saturating_sub(start.elapsed()).min(TICK)
+            });
+            match self.replies.recv_timeout(wait) {
+                Ok(Ok(Reply::Progress { bytes })) => progress(Some(bytes)),
+                Ok(Ok(Reply::Failed { message })) => {
+                    return Err(ControlError::Failed {
+                        role: self.role,
+                        message,
+                    });
+                }
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(source)) => {
+                    return Err(ControlError::Channel {
+                        role: self.role,
+                        source,
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => progress(None),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.death()),
+            }
+        }
+    }
+
+    /// An error for a reply that does not fit the protocol's sequence.
+    pub fn unexpected(&self, what: &'static str, reply: &Reply) -> ControlError {
+        ControlError::Unexpected {
+            role: self.role,
+            what,
+            reply: format!("{reply:?}"),
+        }
+    }
+
+    /// Describes how the child ended (waiting briefly for it to finish dying).
+    fn death(&mut self) -> ControlError {
+        let pid = self.child.id();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break describe_exit(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Ok(None) => break "closed its control channel but is still running".to_string(),
+                Err(e) => break format!("status unknown ({e})"),
+            }
+        };
+        ControlError::Died {
+            role: self.role,
+            pid,
+            status,
+        }
+    }
+
+    /// Asks the endpoint to leave and reaps it (killing it if it lingers).
+    pub fn finish(mut self) {
+        let _ = self.send(&Command::Exit);
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Drop kills it.
+    }
+}
+
+impl Drop for EndpointProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // Only our own child, by PID, via the Child handle.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    if let Some(signal) = status.signal() {
+        let name = match signal {
+            libc::SIGABRT => " (SIGABRT)",
+            libc::SIGKILL => " (SIGKILL)",
+            libc::SIGSEGV => " (SIGSEGV)",
+            libc::SIGTERM => " (SIGTERM)",
+            libc::SIGPIPE => " (SIGPIPE)",
+            _ => "",
+        };
+        format!("killed by signal {signal}{name}")
+    } else {
+        format!("exited with status {}", status.code().unwrap_or(-1))
+    }
+}

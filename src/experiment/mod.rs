@@ -1,0 +1,6 @@
+//! One module per experiment: its configuration, its orchestration of
+//! endpoint processes, and the records it produces.
+
+pub mod endpoints;
+pub mod stream;
+pub mod sweep;

@@ -1,0 +1,333 @@
+//! The bulk-transfer experiment: one sender process, one receiver process,
+//! one TCP connection, N bytes (or T seconds) in R-byte records.
+//!
+//! Source: Bill Joy's 1981 VAX measurement (4 MB in 1024-byte records, CPU by
+//! side) and Van Jacobson's 1988 notes (throughput vs write size, sosend's
+//! 1 KB chunking). The controller sets both endpoints up (connection set-up
+//! is outside the measured interval), samples `/proc/stat` around the data
+//! path, and turns the two endpoint reports into one [`Record`].
+
+use super::endpoints::{ControlError, EndpointProcess};
+use crate::analysis::stream::figures;
+use crate::endpoint::protocol::{
+    Amount, Command, EndpointReport, ReceiveSpec, RecvStrategy, Reply, SendSpec, SendStrategy,
+    SocketOptions,
+};
+use crate::measure::{host::HostFacts, procstat};
+use crate::record::{
+    Record, RecordData, RecordWriter, SCHEMA, StreamParams, StreamResult, SweepContext, now_rfc3339,
+};
+use crate::units::format_size;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Largest record netlab accepts: each side holds a pattern buffer this big.
+pub const MAX_RECORD: u64 = 256 << 20;
+
+/// A bulk transfer to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamConfig {
+    pub amount: Amount,
+    pub record: u64,
+    pub send: SendStrategy,
+    pub recv: RecvStrategy,
+    pub options: SocketOptions,
+    pub verify: bool,
+    /// Receiver's port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("record size {record} is larger than the total {total} to send")]
+    RecordExceedsTotal { record: String, total: String },
+    #[error("record size {0} exceeds the maximum of {max}", max = format_size(MAX_RECORD))]
+    RecordTooLarge(String),
+    #[error("duration {0} s is not a positive number of seconds")]
+    Duration(f64),
+}
+
+impl StreamConfig {
+    /// Rejects configurations that cannot run, before any process starts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.record > MAX_RECORD {
+            return Err(ConfigError::RecordTooLarge(format_size(self.record)));
+        }
+        match self.amount {
+            Amount::Bytes(total) if self.record > total => Err(ConfigError::RecordExceedsTotal {
+                record: format_size(self.record),
+                total: format_size(total),
+            }),
+            Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The parameters as recorded.
+    pub fn params(&self, repeat_index: u32, sweep: Option<SweepContext>) -> StreamParams {
+        let (bytes, duration_s) = match self.amount {
+            Amount::Bytes(b) => (Some(b), None),
+            Amount::Seconds(s) => (None, Some(s)),
+        };
+        StreamParams {
+            bytes,
+            duration_s,
+            record: self.record,
+            send: self.send,
+            recv: self.recv,
+            options: self.options.clone(),
+            verify: self.verify && matches!(self.recv, RecvStrategy::Read { .. }),
+            repeat_index,
+            sweep,
+        }
+    }
+
+    /// One line describing the run, e.g. `4M in 1K records, write -> read(128K), verified`.
+    pub fn describe(&self) -> String {
+        let amount = match self.amount {
+            Amount::Bytes(b) => format_size(b),
+            Amount::Seconds(s) => format!("{s} s"),
+        };
+        let send = match self.send {
+            SendStrategy::Chunked { chunk } => format!("chunked({})", format_size(chunk as u64)),
+            SendStrategy::Writev { records } => format!("writev({records} records/call)"),
+            other => other.name().to_string(),
+        };
+        let recv = match self.recv {
+            RecvStrategy::Read { buffer } => format!("read({})", format_size(buffer as u64)),
+            RecvStrategy::Splice => "splice to /dev/null".into(),
+        };
+        let verify = if self.params(0, None).verify {
+            "verified"
+        } else {
+            "not verified"
+        };
+        format!(
+            "{amount} in {} records, {send} -> {recv}, {verify}",
+            format_size(self.record)
+        )
+    }
+}
+
+/// How long past its nominal length a timed run may take before the
+/// controller gives up on it.
+const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs one transfer on loopback. `progress` receives the receiver's byte
+/// count now and then, and `None` as a tick while waiting.
+pub fn run_once(
+    config: &StreamConfig,
+    progress: &mut dyn FnMut(Option<u64>),
+) -> Result<StreamResult, ControlError> {
+    let mut receiver = EndpointProcess::spawn("receiver")?;
+    let mut sender = EndpointProcess::spawn("sender")?;
+    let setup = Some(Duration::from_secs(10));
+
+    receiver.send(&Command::StreamReceive(ReceiveSpec {
+        bind: SocketAddr::from((Ipv4Addr::LOCALHOST, config.port)),
+        options: config.options.clone(),
+        strategy: config.recv,
+        verify: config.verify,
+        progress: true,
+    }))?;
+    let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
+        Reply::Listening { addr } => addr,
+        other => return Err(receiver.unexpected("setting up", &other)),
+    };
+    sender.send(&Command::StreamSend(SendSpec {
+        connect: addr,
+        options: config.options.clone(),
+        strategy: config.send,
+        record: config.record as usize,
+        amount: config.amount,
+    }))?;
+    match sender.recv(setup, "connecting", &mut |_| {})? {
+        Reply::Connected { .. } => {}
+        other => return Err(sender.unexpected("connecting", &other)),
+    }
+
+    let limit = match config.amount {
+        Amount::Seconds(s) => Some(Duration::from_secs_f64(s) + TIMED_RUN_GRACE),
+        Amount::Bytes(_) => None,
+    };
+    let stat_before = procstat::StatSnapshot::read().ok();
+    let start = Instant::now();
+    receiver.send(&Command::Go)?;
+    sender.send(&Command::Go)?;
+    // The sender finishes only after the receiver has closed, so wait for the
+    // sender first, forwarding the receiver's progress meanwhile (its report
+    // may come first).
+    let mut received = None;
+    let sent = loop {
+        match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
+            Ok(Reply::Done(report)) => break report,
+            Ok(other) => return Err(sender.unexpected("sending", &other)),
+            Err(ControlError::Timeout { .. }) => {
+                if limit.is_some_and(|l| start.elapsed() > l) {
+                    return Err(ControlError::Timeout {
+                        role: "sender",
+                        seconds: start.elapsed().as_secs_f64(),
+                        what: "sending",
+                    });
+                }
+                if received.is_none() {
+                    received = receiver_progress(&mut receiver, progress)?;
+                }
+            }
+            Err(e) => {
+                // A sender fails when its receiver went away; the receiver's
+                // own account (a corrupt byte, its death) is the real cause.
+                return Err(
+                    match receiver.recv(Some(Duration::from_millis(500)), "receiving", &mut |_| {})
+                    {
+                        Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. })) => {
+                            cause
+                        }
+                        _ => e,
+                    },
+                );
+            }
+        }
+    };
+    let received = match received {
+        Some(report) => report,
+        None => match receiver.recv(Some(Duration::from_secs(10)), "finishing", progress)? {
+            Reply::Done(report) => report,
+            other => return Err(receiver.unexpected("finishing", &other)),
+        },
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let system = match (stat_before, procstat::StatSnapshot::read().ok()) {
+        (Some(before), Some(after)) => procstat::system_cpu(&before, &after, seconds),
+        _ => Default::default(),
+    };
+    sender.finish();
+    receiver.finish();
+    let figures = figures(&sent, &received, config.record);
+    Ok(StreamResult {
+        sender: *sent,
+        receiver: *received,
+        system,
+        figures,
+    })
+}
+
+/// Drains whatever progress the receiver reported, without blocking long;
+/// returns its report if it has finished.
+fn receiver_progress(
+    receiver: &mut EndpointProcess,
+    progress: &mut dyn FnMut(Option<u64>),
+) -> Result<Option<Box<EndpointReport>>, ControlError> {
+    match receiver.recv(Some(Duration::from_millis(1)), "receiving", progress) {
+        Ok(Reply::Done(report)) => Ok(Some(report)),
+        Ok(other) => Err(receiver.unexpected("receiving", &other)),
+        Err(ControlError::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs one transfer and turns it into a record, written to `writer` if
+/// given, whether it succeeded or failed: a failed run is a record with its
+/// `error` set, so the caller decides whether to go on. An interrupted run
+/// is not recorded.
+pub fn measure(
+    config: &StreamConfig,
+    repeat_index: u32,
+    sweep: Option<SweepContext>,
+    host: &HostFacts,
+    writer: Option<&mut RecordWriter>,
+    progress: &mut dyn FnMut(Option<u64>),
+) -> Result<Record, MeasureError> {
+    let started = now_rfc3339();
+    let outcome = run_once(config, progress);
+    if let Err(ControlError::Interrupted) = outcome {
+        return Err(MeasureError::Interrupted);
+    }
+    let (result, error) = match outcome {
+        Ok(result) => (Some(Box::new(result)), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let record = Record {
+        schema: SCHEMA,
+        netlab_version: env!("CARGO_PKG_VERSION").to_string(),
+        started,
+        ended: now_rfc3339(),
+        placement: "loopback".into(),
+        host: host.clone(),
+        data: RecordData::Stream {
+            params: config.params(repeat_index, sweep),
+            result,
+        },
+        error,
+    };
+    if let Some(writer) = writer {
+        writer.write(&record).map_err(|source| MeasureError::Save {
+            path: writer.path().display().to_string(),
+            source,
+        })?;
+    }
+    Ok(record)
+}
+
+#[derive(Debug, Error)]
+pub enum MeasureError {
+    #[error("interrupted")]
+    Interrupted,
+    #[error("cannot save the record to {path}: {source}")]
+    Save {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(amount: Amount, record: u64) -> StreamConfig {
+        StreamConfig {
+            amount,
+            record,
+            send: SendStrategy::Write,
+            recv: RecvStrategy::Read { buffer: 131072 },
+            options: SocketOptions::default(),
+            verify: true,
+            port: 0,
+        }
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(config(Amount::Bytes(4 << 20), 1024).validate().is_ok());
+        assert_eq!(
+            config(Amount::Bytes(1 << 20), 4 << 20).validate(),
+            Err(ConfigError::RecordExceedsTotal {
+                record: "4M".into(),
+                total: "1M".into()
+            })
+        );
+        assert!(matches!(
+            config(Amount::Seconds(1.0), 1 << 30).validate(),
+            Err(ConfigError::RecordTooLarge(_))
+        ));
+        assert!(config(Amount::Seconds(f64::NAN), 1024).validate().is_err());
+    }
+
+    #[test]
+    fn description_reads_like_the_command() {
+        let c = config(Amount::Bytes(4 << 20), 1024);
+        assert_eq!(
+            c.describe(),
+            "4M in 1K records, write -> read(128K), verified"
+        );
+        let mut c = c;
+        c.send = SendStrategy::Chunked { chunk: 1024 };
+        c.recv = RecvStrategy::Splice;
+        assert_eq!(
+            c.describe(),
+            "4M in 1K records, chunked(1K) -> splice to /dev/null, not verified"
+        );
+    }
+}

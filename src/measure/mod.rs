@@ -1,0 +1,11 @@
+//! What each endpoint and the controller measure: per-process CPU and
+//! scheduling ([`rusage`]), the machine's CPU split ([`procstat`]), the
+//! kernel's per-connection view ([`tcpinfo`]), its protocol counters
+//! ([`netstat`]) and the host's facts ([`host`]). How each figure is obtained
+//! and where it is blind is written down in `docs/MEASUREMENT.md`.
+
+pub mod host;
+pub mod netstat;
+pub mod procstat;
+pub mod rusage;
+pub mod tcpinfo;

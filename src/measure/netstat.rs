@@ -1,0 +1,146 @@
+//! The kernel's protocol counters: `/proc/net/netstat` (TcpExt, IpExt) and
+//! `/proc/net/snmp` (Ip, Tcp, Udp).
+//!
+//! Both files come in pairs of lines, a header naming the counters and a line
+//! of values with the same prefix (`TcpExt: DelayedACKs ...` then
+//! `TcpExt: 12 ...`). The files are per network namespace: each endpoint reads
+//! them in its own namespace, so on the `netns` placement each side sees its
+//! own host's counters. They count every connection in the namespace, not just
+//! the experiment's: on a busy loopback the deltas include other traffic.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The counters netlab reports by default, as `Group.Name`.
+pub const REPORTED: &[&str] = &[
+    "TcpExt.DelayedACKs",
+    "TcpExt.DelayedACKLocked",
+    "TcpExt.DelayedACKLost",
+    "TcpExt.TCPHPHits",
+    "TcpExt.TCPPureAcks",
+    "TcpExt.TCPHPAcks",
+    "TcpExt.TCPAutoCorking",
+    "TcpExt.TCPOrigDataSent",
+    "TcpExt.TCPBacklogCoalesce",
+    "TcpExt.TCPRcvCoalesce",
+    "Tcp.RetransSegs",
+    "Tcp.InSegs",
+    "Tcp.OutSegs",
+];
+
+/// A set of named counters (`Group.Name` → value).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters(pub BTreeMap<String, u64>);
+
+impl Counters {
+    /// Reads `/proc/net/netstat` and `/proc/net/snmp` of the caller's namespace.
+    /// A file that cannot be read contributes nothing (the record then lacks
+    /// those counters rather than failing the run).
+    pub fn read() -> Counters {
+        let mut all = Counters::default();
+        for path in ["/proc/net/netstat", "/proc/net/snmp"] {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                all.0.extend(Counters::parse(&text).0);
+            }
+        }
+        all
+    }
+
+    /// Parses the header/value line pairs of either file. Lines that do not
+    /// pair up are skipped; negative values (a few snmp gauges such as
+    /// `Tcp.MaxConn` are -1) are left out.
+    pub fn parse(text: &str) -> Counters {
+        let mut counters = BTreeMap::new();
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.chunks(2) {
+            let [header, values] = pair else { continue };
+            let (Some((group, names)), Some((group2, values))) =
+                (header.split_once(':'), values.split_once(':'))
+            else {
+                continue;
+            };
+            if group != group2 {
+                continue;
+            }
+            for (name, value) in names.split_whitespace().zip(values.split_whitespace()) {
+                if let Ok(v) = value.parse::<u64>() {
+                    counters.insert(format!("{group}.{name}"), v);
+                }
+            }
+        }
+        Counters(counters)
+    }
+
+    /// The change from `earlier` to `self` of the [`REPORTED`] counters.
+    pub fn delta_reported(&self, earlier: &Counters) -> Counters {
+        Counters(
+            REPORTED
+                .iter()
+                .filter_map(|name| {
+                    let now = self.0.get(*name)?;
+                    let then = earlier.0.get(*name).copied().unwrap_or(0);
+                    Some((name.to_string(), now.saturating_sub(then)))
+                })
+                .collect(),
+        )
+    }
+
+    /// One counter's value, zero when absent.
+    pub fn get(&self, name: &str) -> u64 {
+        self.0.get(name).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NETSTAT: &str = "TcpExt: SyncookiesSent DelayedACKs DelayedACKLost TCPHPHits\n\
+TcpExt: 0 15 2 300\n\
+IpExt: InNoRoutes InOctets\n\
+IpExt: 0 123456\n";
+    const SNMP: &str = "Tcp: RtoAlgorithm MaxConn InSegs OutSegs RetransSegs\n\
+Tcp: 1 -1 1000 900 3\n";
+
+    #[test]
+    fn parses_header_value_pairs() {
+        let c = Counters::parse(NETSTAT);
+        assert_eq!(c.get("TcpExt.DelayedACKs"), 15);
+        assert_eq!(c.get("TcpExt.TCPHPHits"), 300);
+        assert_eq!(c.get("IpExt.InOctets"), 123456);
+        let s = Counters::parse(SNMP);
+        assert_eq!(s.get("Tcp.InSegs"), 1000);
+        assert!(!s.0.contains_key("Tcp.MaxConn"));
+    }
+
+    #[test]
+    fn deltas_of_reported_counters() {
+        let before = Counters::parse(SNMP);
+        let after = Counters::parse(
+            "Tcp: RtoAlgorithm MaxConn InSegs OutSegs RetransSegs\nTcp: 1 -1 1500 1000 3\n",
+        );
+        let d = after.delta_reported(&before);
+        assert_eq!(d.get("Tcp.InSegs"), 500);
+        assert_eq!(d.get("Tcp.OutSegs"), 100);
+        assert_eq!(d.get("Tcp.RetransSegs"), 0);
+        assert!(!d.0.contains_key("TcpExt.DelayedACKs"));
+    }
+
+    #[test]
+    fn this_machine_has_the_reported_counters() {
+        let c = Counters::read();
+        for name in [
+            "TcpExt.DelayedACKs",
+            "TcpExt.TCPHPHits",
+            "Tcp.InSegs",
+            "Tcp.OutSegs",
+        ] {
+            assert!(c.0.contains_key(name), "{name} missing");
+        }
+    }
+
+    #[test]
+    fn garbage_yields_nothing_rather_than_panicking() {
+        assert!(Counters::parse("x\ny: 1 2\n\n:::\n").0.is_empty());
+    }
+}

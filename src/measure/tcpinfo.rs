@@ -1,0 +1,191 @@
+//! `TCP_INFO`: the kernel's own view of one TCP connection.
+//!
+//! The layout is `struct tcp_info` of `include/uapi/linux/tcp.h`. It only ever
+//! grows at the end, and `getsockopt` returns how many bytes this kernel
+//! filled, so [`TcpInfo::parse`] reads each field only when the returned
+//! length covers it and leaves it `None` otherwise. Parsing from bytes (rather
+//! than transmuting a struct) keeps that rule in one place and testable.
+
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// The fields netlab reports, in the kernel's units converted to plain ones.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u32,
+    /// Round-trip time variation, microseconds.
+    pub rttvar_us: u32,
+    /// Congestion window, in segments.
+    pub snd_cwnd: u32,
+    /// Sender's maximum segment size in force.
+    pub snd_mss: u32,
+    /// Largest segment received so far (receiver's estimate of the peer's MSS).
+    pub rcv_mss: u32,
+    /// Path MTU.
+    pub pmtu: u32,
+    /// Segments retransmitted over the connection's life.
+    pub total_retrans: u32,
+    /// Segments sent, including pure ACKs and retransmissions.
+    pub segs_out: Option<u32>,
+    /// Segments received, including pure ACKs.
+    pub segs_in: Option<u32>,
+    /// Segments sent that carried data.
+    pub data_segs_out: Option<u32>,
+    /// Segments received that carried data.
+    pub data_segs_in: Option<u32>,
+    /// Bytes acknowledged by the peer.
+    pub bytes_acked: Option<u64>,
+    /// Bytes received from the peer.
+    pub bytes_received: Option<u64>,
+    /// The kernel's most recent delivery-rate estimate, bytes per second.
+    pub delivery_rate_bps: Option<u64>,
+    /// Minimum RTT seen, microseconds.
+    pub min_rtt_us: Option<u32>,
+    /// Microseconds the sender was limited by the receive window.
+    pub rwnd_limited_us: Option<u64>,
+    /// Microseconds the sender was limited by its send buffer.
+    pub sndbuf_limited_us: Option<u64>,
+    /// Microseconds the connection had data in flight.
+    pub busy_time_us: Option<u64>,
+}
+
+fn u32_at(buf: &[u8], offset: usize) -> Option<u32> {
+    buf.get(offset..offset + 4)
+        .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
+}
+
+fn u64_at(buf: &[u8], offset: usize) -> Option<u64> {
+    buf.get(offset..offset + 8)
+        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+}
+
+/// Byte offsets in `struct tcp_info` (the first eight fields are u8s).
+mod offset {
+    pub const SND_MSS: usize = 16;
+    pub const RCV_MSS: usize = 20;
+    pub const PMTU: usize = 60;
+    pub const RTT: usize = 68;
+    pub const RTTVAR: usize = 72;
+    pub const SND_CWND: usize = 80;
+    pub const TOTAL_RETRANS: usize = 100;
+    pub const BYTES_ACKED: usize = 120;
+    pub const BYTES_RECEIVED: usize = 128;
+    pub const SEGS_OUT: usize = 136;
+    pub const SEGS_IN: usize = 140;
+    pub const MIN_RTT: usize = 148;
+    pub const DATA_SEGS_IN: usize = 152;
+    pub const DATA_SEGS_OUT: usize = 156;
+    pub const DELIVERY_RATE: usize = 160;
+    pub const BUSY_TIME: usize = 168;
+    pub const RWND_LIMITED: usize = 176;
+    pub const SNDBUF_LIMITED: usize = 184;
+    /// The oldest layout (Linux 2.6) ends after tcpi_total_retrans.
+    pub const MINIMUM: usize = 104;
+}
+
+impl TcpInfo {
+    /// Parses the bytes `getsockopt(TCP_INFO)` filled. `None` if even the
+    /// oldest layout is not covered.
+    pub fn parse(buf: &[u8]) -> Option<TcpInfo> {
+        if buf.len() < offset::MINIMUM {
+            return None;
+        }
+        Some(TcpInfo {
+            rtt_us: u32_at(buf, offset::RTT)?,
+            rttvar_us: u32_at(buf, offset::RTTVAR)?,
+            snd_cwnd: u32_at(buf, offset::SND_CWND)?,
+            snd_mss: u32_at(buf, offset::SND_MSS)?,
+            rcv_mss: u32_at(buf, offset::RCV_MSS)?,
+            pmtu: u32_at(buf, offset::PMTU)?,
+            total_retrans: u32_at(buf, offset::TOTAL_RETRANS)?,
+            segs_out: u32_at(buf, offset::SEGS_OUT),
+            segs_in: u32_at(buf, offset::SEGS_IN),
+            data_segs_out: u32_at(buf, offset::DATA_SEGS_OUT),
+            data_segs_in: u32_at(buf, offset::DATA_SEGS_IN),
+            bytes_acked: u64_at(buf, offset::BYTES_ACKED),
+            bytes_received: u64_at(buf, offset::BYTES_RECEIVED),
+            delivery_rate_bps: u64_at(buf, offset::DELIVERY_RATE),
+            min_rtt_us: u32_at(buf, offset::MIN_RTT),
+            busy_time_us: u64_at(buf, offset::BUSY_TIME),
+            rwnd_limited_us: u64_at(buf, offset::RWND_LIMITED),
+            sndbuf_limited_us: u64_at(buf, offset::SNDBUF_LIMITED),
+        })
+    }
+
+    /// Reads `TCP_INFO` from a connected TCP socket.
+    pub fn read(fd: BorrowedFd<'_>) -> std::io::Result<TcpInfo> {
+        let mut buf = [0u8; 512];
+        let mut len = buf.len() as libc::socklen_t;
+        // SAFETY: buf is writable for len bytes; the kernel writes at most len.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        TcpInfo::parse(&buf[..len as usize])
+            .ok_or_else(|| std::io::Error::other(format!("TCP_INFO returned only {len} bytes")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn parses_fields_at_their_offsets() {
+        let mut buf = vec![0u8; 200];
+        buf[offset::RTT..offset::RTT + 4].copy_from_slice(&1234u32.to_ne_bytes());
+        buf[offset::SND_CWND..offset::SND_CWND + 4].copy_from_slice(&10u32.to_ne_bytes());
+        buf[offset::SEGS_OUT..offset::SEGS_OUT + 4].copy_from_slice(&77u32.to_ne_bytes());
+        buf[offset::DELIVERY_RATE..offset::DELIVERY_RATE + 8]
+            .copy_from_slice(&5_000_000u64.to_ne_bytes());
+        let info = TcpInfo::parse(&buf).unwrap();
+        assert_eq!(info.rtt_us, 1234);
+        assert_eq!(info.snd_cwnd, 10);
+        assert_eq!(info.segs_out, Some(77));
+        assert_eq!(info.delivery_rate_bps, Some(5_000_000));
+        assert_eq!(info.sndbuf_limited_us, Some(0));
+    }
+
+    #[test]
+    fn short_layouts_leave_newer_fields_empty() {
+        let info = TcpInfo::parse(&[0u8; offset::MINIMUM]).unwrap();
+        assert_eq!(info.segs_out, None);
+        assert_eq!(info.delivery_rate_bps, None);
+        assert!(TcpInfo::parse(&[0u8; 50]).is_none());
+    }
+
+    #[test]
+    fn real_connection_counts_its_bytes() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client.write_all(&[7u8; 10_000]).unwrap();
+        let mut got = vec![0u8; 10_000];
+        server.read_exact(&mut got).unwrap();
+        server.write_all(b"ok").unwrap();
+        let mut ack = [0u8; 2];
+        client.read_exact(&mut ack).unwrap();
+        let info = TcpInfo::read(client.as_fd()).unwrap();
+        // Linux counts the SYN in bytes_acked on the active side.
+        assert!(
+            matches!(info.bytes_acked, Some(10_000..=10_001)),
+            "{info:?}"
+        );
+        let info = TcpInfo::read(server.as_fd()).unwrap();
+        assert_eq!(info.bytes_received, Some(10_000));
+        assert!(info.data_segs_in.unwrap() >= 1);
+        assert!(info.snd_mss > 0);
+    }
+}

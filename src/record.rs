@@ -1,0 +1,135 @@
+//! The record: one measurement, self-describing, one line of a JSON Lines file.
+//!
+//! Every experiment writes [`Record`]s; reports are built from them alone. A
+//! record carries what was run (experiment and parameters), where (placement
+//! and host facts), when, with which netlab, and what was measured, or why
+//! the measurement failed. [`SCHEMA`] is bumped whenever a field changes
+//! meaning, so a reader can refuse or adapt to records of another version.
+//!
+//! [`RecordWriter`] appends and flushes each record as it completes, so an
+//! interrupted sweep keeps everything it finished.
+
+use crate::analysis::stream::StreamFigures;
+use crate::endpoint::protocol::{EndpointReport, RecvStrategy, SendStrategy, SocketOptions};
+use crate::measure::{host::HostFacts, procstat::SystemCpu};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Version of the record layout.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub schema: u32,
+    pub netlab_version: String,
+    /// RFC 3339 UTC times of the start and end of this measurement.
+    pub started: String,
+    pub ended: String,
+    /// `loopback` (both ends on this host over 127.0.0.1), later `netns`, `remote`.
+    pub placement: String,
+    pub host: HostFacts,
+    #[serde(flatten)]
+    pub data: RecordData,
+    /// Why the measurement failed; its result is then absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The experiment-specific part, tagged by the experiment's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "experiment", rename_all = "snake_case")]
+pub enum RecordData {
+    Stream {
+        params: StreamParams,
+        result: Option<Box<StreamResult>>,
+    },
+}
+
+/// Where in a sweep a record belongs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepContext {
+    /// Identifies the sweep (its start time), shared by all its records.
+    pub id: String,
+    /// The swept parameter (e.g. `record`).
+    pub parameter: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamParams {
+    /// Total bytes to send, or `None` when the run is timed.
+    pub bytes: Option<u64>,
+    /// Sending time, seconds, when the run is timed.
+    pub duration_s: Option<f64>,
+    pub record: u64,
+    pub send: SendStrategy,
+    pub recv: RecvStrategy,
+    pub options: SocketOptions,
+    /// Whether the receiver was asked to verify every byte.
+    pub verify: bool,
+    /// 0-based index of this run among `--repeat` runs.
+    pub repeat_index: u32,
+    pub sweep: Option<SweepContext>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamResult {
+    pub sender: EndpointReport,
+    pub receiver: EndpointReport,
+    /// Machine-wide CPU over the data path (from `/proc/stat`, sampled by the controller).
+    pub system: SystemCpu,
+    pub figures: StreamFigures,
+}
+
+/// Current time as RFC 3339 UTC with microseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+/// Appends records to a JSON Lines file, one flushed line each.
+pub struct RecordWriter {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl RecordWriter {
+    /// Opens `path` for appending, creating it (and its directory) if needed.
+    pub fn append(path: &Path) -> std::io::Result<RecordWriter> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(RecordWriter {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Writes one record as one line and flushes it to the file.
+    pub fn write(&mut self, record: &Record) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        // One write per record: a crash never leaves half a line behind a whole one.
+        self.file.write_all(&line)?;
+        self.file.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads every record of a JSON Lines file; lines that do not parse are
+/// returned as errors with their line number, so a reader can skip them.
+pub fn read_records(path: &Path) -> std::io::Result<Vec<Result<Record, String>>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect())
+}

@@ -1,0 +1,65 @@
+//! The source documents' figures, for printing "then" beside "now".
+//!
+//! `reference/historical-figures.toml` is a copy of the project's shared
+//! transcription of the five documents, compiled into the binary so that a
+//! report never depends on the working directory. Only the fields a report
+//! prints are typed here; the rest of the file is kept for later experiments.
+
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+const TOML: &str = include_str!("../../reference/historical-figures.toml");
+
+/// Bill Joy, TCP-IP Digest, November 1981 (004).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BerkeleyVax {
+    pub source: String,
+    pub transfer_bytes: u64,
+    pub record_bytes: u64,
+    pub seconds: f64,
+    pub user_user_mbaud: f64,
+    pub link_mbaud: f64,
+    pub sender_cpu: String,
+    pub receiver_idle_pct: f64,
+    pub system_time_split_pct: std::collections::BTreeMap<String, f64>,
+}
+
+/// Van Jacobson's notes on BSD TCP speed-ups, 1988 (003).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BsdSpeedups {
+    pub source: String,
+    pub machine: String,
+    pub stock_sunos35_kbytes_s: f64,
+    pub sosend_1k_chunks_kbytes_s: f64,
+    pub best_kbytes_s: f64,
+    pub cleaned_up_kbytes_s: f64,
+    pub packet_data_bytes: u64,
+    pub cpu_sender_pct: f64,
+    pub cpu_receiver_pct: Vec<f64>,
+    pub rule_of_thumb: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Historical {
+    pub berkeley_vax: BerkeleyVax,
+    pub bsd_speedups: BsdSpeedups,
+}
+
+/// The parsed figures (parsed once; the file is part of the build).
+pub fn figures() -> &'static Historical {
+    static PARSED: OnceLock<Historical> = OnceLock::new();
+    PARSED.get_or_init(|| toml::from_str(TOML).expect("reference/historical-figures.toml parses"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_reference_file_parses_with_the_documents_numbers() {
+        let h = super::figures();
+        assert_eq!(h.berkeley_vax.transfer_bytes, 4 * 1024 * 1024);
+        assert_eq!(h.berkeley_vax.record_bytes, 1024);
+        assert_eq!(h.berkeley_vax.seconds, 28.0);
+        assert_eq!(h.bsd_speedups.best_kbytes_s, 1000.0);
+        assert_eq!(h.bsd_speedups.sosend_1k_chunks_kbytes_s, 456.0);
+    }
+}

@@ -1,0 +1,6 @@
+//! Turning records into what people read: tables in the source documents'
+//! shape with the historical figures beside them, and the progress display.
+
+pub mod historical;
+pub mod progress;
+pub mod tables;

@@ -1,0 +1,352 @@
+//! The tables netlab prints, in the shape of the source documents where
+//! they had one, each followed by the historical figures beside today's.
+//! Functions here take records (or summaries computed from records) and
+//! return text; they print nothing themselves.
+
+use super::historical;
+use crate::analysis::stats::Spread;
+use crate::experiment::sweep::SweepSummary;
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, StreamResult};
+use crate::units::format_size;
+use comfy_table::{CellAlignment, Table, presets};
+use std::fmt::Write;
+
+/// A table whose first and last columns are text and the rest numbers.
+fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_style(presets::ASCII_MARKDOWN)
+        .set_header(header.to_vec());
+    for i in 1..header.len().saturating_sub(1) {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// Formats with a sensible number of significant digits for a table cell.
+pub fn num(value: f64) -> String {
+    let a = value.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{value:.0}")
+    } else if a >= 10.0 {
+        format!("{value:.1}")
+    } else if a >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+fn spread_cell(s: &Spread) -> String {
+    if s.n > 1 {
+        format!("{} ({}–{})", num(s.median), num(s.min), num(s.max))
+    } else {
+        num(s.median)
+    }
+}
+
+/// One line naming the machine, so no table is read apart from its host.
+pub fn host_line(host: &HostFacts, placement: &str) -> String {
+    format!(
+        "host: {} cores, {}, Linux {}{}, {} default, lo MTU {}; placement {}",
+        host.cores,
+        host.cpu_model,
+        host.kernel,
+        if host.virtualized {
+            " (virtual machine: the host's interrupt and device time is invisible)"
+        } else {
+            ""
+        },
+        host.default_congestion_control,
+        host.loopback_mtu.map_or("?".into(), |m| m.to_string()),
+        placement,
+    )
+}
+
+fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } => Some((r, result.as_ref())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The table of `netlab stream`: one row per run, then min/median/max.
+pub fn stream_table(title: &str, records: &[Record]) -> String {
+    let mut out = String::new();
+    let runs = stream_results(records);
+    let _ = writeln!(out, "netlab stream: {title}");
+    if let Some((first, _)) = runs.first() {
+        let _ = writeln!(out, "{}", host_line(&first.host, &first.placement));
+    }
+    let mut table = new_table(&[
+        "run",
+        "MB/s",
+        "Mbit/s",
+        "CPU% snd",
+        "CPU% rcv",
+        "µs/KB snd",
+        "µs/KB rcv",
+        "calls snd",
+        "calls rcv",
+        "cs vol/inv snd",
+        "cs vol/inv rcv",
+        "segs",
+        "B/seg",
+        "bottleneck",
+    ]);
+    for (i, (_, r)) in runs.iter().enumerate() {
+        let f = &r.figures;
+        table.add_row(vec![
+            (i + 1).to_string(),
+            num(f.throughput_mb_s),
+            num(f.throughput_mbit_s),
+            num(f.sender_cpu_pct),
+            num(f.receiver_cpu_pct),
+            num(f.sender_us_per_kb),
+            num(f.receiver_us_per_kb),
+            r.sender.syscalls.to_string(),
+            r.receiver.syscalls.to_string(),
+            format!(
+                "{}/{}",
+                r.sender.usage.voluntary_cs, r.sender.usage.involuntary_cs
+            ),
+            format!(
+                "{}/{}",
+                r.receiver.usage.voluntary_cs, r.receiver.usage.involuntary_cs
+            ),
+            f.data_segments.map_or("-".into(), |n| n.to_string()),
+            f.mean_segment_bytes.map_or("-".into(), num),
+            f.bottleneck.describe().to_string(),
+        ]);
+    }
+    if runs.len() > 1 {
+        let col = |f: &dyn Fn(&StreamResult) -> f64| {
+            Spread::of(&runs.iter().map(|(_, r)| f(r)).collect::<Vec<_>>())
+        };
+        for (label, pick) in [
+            ("min", (|s: &Spread| s.min) as fn(&Spread) -> f64),
+            ("median", |s: &Spread| s.median),
+            ("max", |s: &Spread| s.max),
+        ] {
+            let cell =
+                |f: &dyn Fn(&StreamResult) -> f64| col(f).map_or("-".into(), |s| num(pick(&s)));
+            table.add_row(vec![
+                label.to_string(),
+                cell(&|r| r.figures.throughput_mb_s),
+                cell(&|r| r.figures.throughput_mbit_s),
+                cell(&|r| r.figures.sender_cpu_pct),
+                cell(&|r| r.figures.receiver_cpu_pct),
+                cell(&|r| r.figures.sender_us_per_kb),
+                cell(&|r| r.figures.receiver_us_per_kb),
+                cell(&|r| r.sender.syscalls as f64),
+                cell(&|r| r.receiver.syscalls as f64),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    let _ = writeln!(out, "{table}");
+    if let Some((_, last)) = runs.last() {
+        let s = &last.system;
+        let _ = writeln!(
+            out,
+            "system (last run, /proc/stat): us {:.0}% sy {:.0}% id {:.0}% irq {:.0}% softirq {:.0}% steal {:.0}%; busiest CPU {} at {:.0}%; {:.0} cs/s{}",
+            s.user_pct,
+            s.system_pct,
+            s.idle_pct,
+            s.irq_pct,
+            s.softirq_pct,
+            s.steal_pct,
+            s.busiest_cpu,
+            s.busiest_cpu_pct,
+            s.context_switches_per_s,
+            if s.ticks < 100 {
+                format!(
+                    " (only {} clock ticks: too short a run for these percentages to mean much)",
+                    s.ticks
+                )
+            } else {
+                String::new()
+            }
+        );
+        if let Some(t) = &last.sender.tcp_info {
+            let _ = writeln!(
+                out,
+                "TCP_INFO (sender, last run): rtt {} µs ± {}, cwnd {} segs, mss {}, retransmits {}, delivery rate {}",
+                t.rtt_us,
+                t.rttvar_us,
+                t.snd_cwnd,
+                t.snd_mss,
+                t.total_retrans,
+                t.delivery_rate_bps.map_or("-".into(), |r| format!(
+                    "{} Mbit/s",
+                    num(r as f64 * 8.0 / 1e6)
+                ))
+            );
+        }
+        let counters: Vec<String> = last
+            .receiver
+            .counters
+            .0
+            .iter()
+            .map(|(k, v)| format!("{}={v}", k.split_once('.').map_or(k.as_str(), |(_, n)| n)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "kernel counters, change over the last run (receiver's namespace, all its traffic): {}",
+            counters.join(" ")
+        );
+    }
+    for r in records.iter().filter(|r| r.error.is_some()) {
+        let _ = writeln!(out, "failed run: {}", r.error.as_deref().unwrap_or(""));
+    }
+    out
+}
+
+/// The 1981 comparison line for a 4 MB transfer in 1024-byte records.
+pub fn berkeley_then_now(records: &[Record]) -> Option<String> {
+    let h = &historical::figures().berkeley_vax;
+    let runs: Vec<&StreamResult> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                params,
+                result: Some(result),
+            } if params.record == h.record_bytes && params.bytes == Some(h.transfer_bytes) => {
+                Some(result.as_ref())
+            }
+            _ => None,
+        })
+        .collect();
+    let now = Spread::of(
+        &runs
+            .iter()
+            .map(|r| r.figures.throughput_mbit_s)
+            .collect::<Vec<_>>(),
+    )?;
+    let seconds = Spread::of(&runs.iter().map(|r| r.receiver.wall_s).collect::<Vec<_>>())?;
+    Some(format!(
+        "then (1981, {src}): 4 MB in 1024-byte records, VAX-11/750 -> 11/780 over a {link} Mbit/s Ethernet: {secs} s, {then} Mbit/s user to user; sender {cpu}, receiver {idle}% idle; system time split {split}.\n\
+now: the same transfer in {now_s} ms, {now_rate} Mbit/s (median of {n}): {factor}x the 1981 rate.",
+        src = h.source,
+        link = h.link_mbaud,
+        secs = h.seconds,
+        then = h.user_user_mbaud,
+        cpu = h.sender_cpu,
+        idle = h.receiver_idle_pct,
+        split = h
+            .system_time_split_pct
+            .iter()
+            .map(|(k, v)| format!("{k} {v}%"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        now_s = num(seconds.median * 1e3),
+        now_rate = num(now.median),
+        n = now.n,
+        factor = num(now.median / h.user_user_mbaud),
+    ))
+}
+
+/// The table of `netlab sweep stream`, with knee, cost model and the 1988 figures.
+pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "netlab sweep stream: {title}");
+    if let Some(first) = records.first() {
+        let _ = writeln!(out, "{}", host_line(&first.host, &first.placement));
+    }
+    let mut table = new_table(&[
+        "record",
+        "MB/s median (min–max)",
+        "µs/record",
+        "µs CPU/KB snd",
+        "µs CPU/KB rcv",
+        "calls/record",
+        "B/seg",
+        "bottleneck",
+    ]);
+    for p in &summary.points {
+        table.add_row(vec![
+            format_size(p.record),
+            spread_cell(&p.throughput_mb_s),
+            num(p.us_per_record.median),
+            num(p.sender_us_per_kb.median),
+            num(p.receiver_us_per_kb.median),
+            num(p.syscalls_per_record),
+            p.mean_segment_bytes.map_or("-".into(), num),
+            p.bottleneck.describe().to_string(),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+    for (size, reason) in &summary.failed {
+        let _ = writeln!(out, "record {}: failed: {reason}", format_size(*size));
+    }
+    match &summary.knee {
+        Some(k) => {
+            let _ = writeln!(
+                out,
+                "knee: {} records reach {} MB/s, {:.0}% of the plateau of {} MB/s (at {}); the knee is the smallest size within {:.0}% of the best",
+                format_size(k.size as u64),
+                num(k.throughput),
+                100.0 * k.throughput / k.plateau,
+                num(k.plateau),
+                format_size(k.plateau_size as u64),
+                100.0 * (1.0 - k.fraction),
+            );
+        }
+        None => {
+            let _ = writeln!(out, "knee: not enough points");
+        }
+    }
+    if let Some(m) = &summary.model {
+        let _ = writeln!(
+            out,
+            "cost model: time per record = {} µs + {} ns/byte × size (weighted R² {:.4}, worst point off by {:.0}%); peak {} MB/s; half the peak at {} bytes",
+            num(m.fixed * 1e6),
+            num(m.per_byte * 1e9),
+            m.r_squared,
+            100.0 * m.max_relative_residual,
+            m.peak_rate().map_or("-".into(), |r| num(r / 1e6)),
+            m.half_rate_size().map_or("-".into(), num),
+        );
+    }
+    let h = &historical::figures().bsd_speedups;
+    let _ = writeln!(
+        out,
+        "then (1988, {}, {}): stock SunOS 3.5 {} KB/s; copying 1 KB per protocol call (sosend) {} KB/s; best {} KB/s; sender CPU {}%, receiver {}-{}%.",
+        h.source,
+        h.machine,
+        h.stock_sunos35_kbytes_s,
+        h.sosend_1k_chunks_kbytes_s,
+        h.best_kbytes_s,
+        h.cpu_sender_pct,
+        h.cpu_receiver_pct.first().copied().unwrap_or(0.0),
+        h.cpu_receiver_pct.last().copied().unwrap_or(0.0),
+    );
+    if let Some(p) = summary.points.iter().find(|p| p.record == 1024) {
+        let then = historical::figures().berkeley_vax.user_user_mbaud * 1e6 / 8.0 / 1e3;
+        let _ = writeln!(
+            out,
+            "now at 1 KB records: {} KB/s ({}x Van Jacobson's best, {}x the 1981 VAX's {} KB/s).",
+            num(p.throughput_mb_s.median * 1e3),
+            num(p.throughput_mb_s.median * 1e3 / h.best_kbytes_s),
+            num(p.throughput_mb_s.median * 1e3 / then),
+            num(then),
+        );
+    }
+    let _ = writeln!(out, "rule of thumb (1988): {}", h.rule_of_thumb);
+    out
+}

@@ -1,0 +1,431 @@
+//! Integration tests: the real binary, real loopback transfers between real
+//! endpoint processes.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn netlab() -> Command {
+    Command::cargo_bin("netlab").expect("binary built")
+}
+
+fn json_of(output: &[u8]) -> Value {
+    serde_json::from_slice(output).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(output)
+        )
+    })
+}
+
+fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+#[test]
+fn stream_moves_every_byte_and_measures_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let output = netlab()
+        .args([
+            "stream", "--bytes", "4M", "--record", "1K", "--repeat", "2", "--json", "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json_of(&output);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    for r in records {
+        assert_eq!(r["experiment"], "stream");
+        assert_eq!(r["schema"], 1);
+        assert_eq!(r["placement"], "loopback");
+        let res = &r["result"];
+        assert_eq!(res["sender"]["bytes"], 4 << 20);
+        assert_eq!(res["receiver"]["bytes"], 4 << 20);
+        assert_eq!(res["receiver"]["verified"], true);
+        // One write per 1 KB record, exactly.
+        assert_eq!(res["sender"]["syscalls"], 4096);
+        // Two different processes, neither of them this test.
+        let (sp, rp) = (
+            res["sender"]["pid"].as_u64().unwrap(),
+            res["receiver"]["pid"].as_u64().unwrap(),
+        );
+        assert_ne!(sp, rp);
+        // CPU and scheduling figures present and plausible.
+        let cpu = res["sender"]["usage"]["user_s"].as_f64().unwrap()
+            + res["sender"]["usage"]["sys_s"].as_f64().unwrap();
+        assert!(cpu > 0.0 && cpu < 10.0, "sender cpu {cpu}");
+        assert!(res["receiver"]["usage"]["voluntary_cs"].as_u64().is_some());
+        assert!(res["figures"]["throughput_mb_s"].as_f64().unwrap() > 1.0);
+        assert!(res["figures"]["sender_us_per_kb"].as_f64().unwrap() > 0.0);
+        assert!(res["sender"]["tcp_info"]["snd_mss"].as_u64().unwrap() > 0);
+        assert!(res["sender"]["counters"]["Tcp.OutSegs"].as_u64().unwrap() > 0);
+        assert!(r["host"]["cores"].as_u64().unwrap() >= 1);
+    }
+    assert!(
+        doc["summary"]["throughput_mb_s"]["median"]
+            .as_f64()
+            .unwrap()
+            > 1.0
+    );
+    // The same records were appended to the file.
+    assert_eq!(lines_of(&out).len(), 2);
+}
+
+#[test]
+fn every_send_strategy_runs_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    for strategy in [
+        "write", "chunked", "writev", "sendfile", "splice", "zerocopy",
+    ] {
+        let out = dir.path().join(format!("{strategy}.jsonl"));
+        let output = netlab()
+            .args([
+                "stream",
+                "--bytes",
+                "8M",
+                "--record",
+                "64K",
+                "--strategy",
+                strategy,
+                "--json",
+                "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let doc = json_of(&output);
+        let res = &doc["records"][0]["result"];
+        assert_eq!(res["receiver"]["bytes"], 8 << 20, "{strategy}");
+        assert_eq!(res["receiver"]["verified"], true, "{strategy}");
+        assert_eq!(doc["records"][0]["params"]["send"]["kind"], strategy);
+    }
+}
+
+#[test]
+fn splice_receiver_and_socket_options_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let output = netlab()
+        .args([
+            "stream",
+            "--duration",
+            "300ms",
+            "--record",
+            "16K",
+            "--recv",
+            "splice",
+            "--nodelay",
+            "--cc",
+            "reno",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json_of(&output);
+    let r = &doc["records"][0];
+    assert_eq!(r["params"]["verify"], false);
+    assert_eq!(r["params"]["options"]["nodelay"], true);
+    assert_eq!(r["result"]["sender"]["congestion_control"], "reno");
+    assert_eq!(r["result"]["receiver"]["verified"], false);
+    assert_eq!(
+        r["result"]["sender"]["bytes"],
+        r["result"]["receiver"]["bytes"]
+    );
+}
+
+#[test]
+fn table_output_names_host_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    netlab()
+        .args(["stream", "--bytes", "4M", "--record", "1024", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("MB/s"))
+        .stdout(predicate::str::contains("then (1981"))
+        .stdout(predicate::str::contains("host:"));
+}
+
+#[test]
+fn sweep_finds_a_knee_and_fits_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jsonl");
+    let output = netlab()
+        .args([
+            "sweep",
+            "stream",
+            "--record",
+            "256..64K*4",
+            "--duration",
+            "150ms",
+            "--repeat",
+            "2",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc = json_of(&output);
+    let points = doc["summary"]["points"].as_array().unwrap();
+    let sizes: Vec<u64> = points
+        .iter()
+        .map(|p| p["record"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![256, 1024, 4096, 16384, 65536]);
+    // Small writes are dominated by the per-call cost: 64 KB records must beat 256 B ones.
+    let rate = |i: usize| points[i]["throughput_mb_s"]["median"].as_f64().unwrap();
+    assert!(rate(4) > rate(0), "64K {} vs 256B {}", rate(4), rate(0));
+    let knee = doc["summary"]["knee"]["size"].as_f64().unwrap();
+    assert!(sizes.contains(&(knee as u64)));
+    let model = &doc["summary"]["model"];
+    assert!(model["fixed"].as_f64().unwrap().is_finite());
+    assert!(model["per_byte"].as_f64().unwrap().is_finite());
+    assert_eq!(lines_of(&out).len(), 10);
+    let text = String::from_utf8(output).unwrap();
+    assert!(!text.contains("NaN"));
+}
+
+#[test]
+fn sweep_table_prints_the_1988_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    netlab()
+        .args([
+            "sweep",
+            "stream",
+            "--record",
+            "1K,64K",
+            "--duration",
+            "100ms",
+            "--repeat",
+            "1",
+            "--out",
+        ])
+        .arg(dir.path().join("s.jsonl"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("knee:"))
+        .stdout(predicate::str::contains("cost model:"))
+        .stdout(predicate::str::contains("then (1988"));
+}
+
+fn bad(args: &[&str], message: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    netlab()
+        .args(args)
+        .arg("--out")
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(message));
+}
+
+#[test]
+fn bad_sizes_are_refused_with_the_reason() {
+    bad(&["stream", "--bytes", "0"], "must be greater than zero");
+    bad(&["stream", "--bytes", "-1"], "negative");
+    bad(&["stream", "--bytes", "4Q"], "unknown size suffix");
+    bad(&["stream", "--bytes", "1e999"], "not a whole number");
+    bad(
+        &["stream", "--bytes", "1M", "--record", "4M"],
+        "record size 4M is larger than the total 1M",
+    );
+    bad(
+        &["stream", "--strategy", "carrier-pigeon"],
+        "invalid value 'carrier-pigeon'",
+    );
+    bad(
+        &["stream", "--cc", "no-such-cc", "--duration", "100ms"],
+        "congestion control \"no-such-cc\" is not available",
+    );
+    bad(
+        &["sweep", "stream", "--record", "1M..64"],
+        "low end is above the high end",
+    );
+    bad(
+        &["stream", "--chunk", "1K"],
+        "--chunk applies only to --strategy chunked",
+    );
+}
+
+#[test]
+fn bad_input_errors_are_one_line_and_exit_nonzero() {
+    let dir = tempfile::tempdir().unwrap();
+    let assert = netlab()
+        .args(["stream", "--bytes", "1M", "--record", "4M", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn json_errors_are_json() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["stream", "--bytes", "4Q", "--json"],
+        vec!["stream", "--bytes", "1M", "--record", "4M", "--json"],
+    ] {
+        let output = netlab()
+            .args(&args)
+            .arg("--out")
+            .arg(dir.path().join("r.jsonl"))
+            .assert()
+            .failure()
+            .get_output()
+            .stdout
+            .clone();
+        let doc = json_of(&output);
+        assert!(doc["error"].as_str().unwrap().len() > 5, "{doc}");
+    }
+}
+
+#[test]
+fn a_port_in_use_is_named() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port().to_string();
+    bad(
+        &["stream", "--duration", "100ms", "--port", &port],
+        &format!("port {port} is in use"),
+    );
+}
+
+#[test]
+fn an_endpoint_that_dies_is_reported_and_earlier_records_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    netlab()
+        .args(["stream", "--bytes", "1M", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    netlab()
+        .env("NETLAB_FAULT", "sender-abort")
+        .args(["stream", "--bytes", "1M", "--out"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("sender endpoint (pid"))
+        .stderr(predicate::str::contains(
+            "died during the run: killed by signal 6 (SIGABRT)",
+        ));
+    let lines = lines_of(&out);
+    assert_eq!(lines.len(), 2, "the good record and the failed one");
+    assert!(lines[0]["result"].is_object());
+    assert!(lines[1]["error"].as_str().unwrap().contains("died"));
+}
+
+#[test]
+fn broken_stdout_pipe_is_not_an_error() {
+    // `netlab ... | head -c 1`: the reader goes away; netlab still exits 0.
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; {} stream --bytes 4M --record 1K --repeat 3 --out {} | head -c 1 >/dev/null",
+            assert_cmd::cargo::cargo_bin("netlab").display(),
+            dir.path().join("r.jsonl").display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    children
+}
+
+#[test]
+fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jsonl");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args([
+            "sweep",
+            "stream",
+            "--record",
+            "1K..1M",
+            "--duration",
+            "400ms",
+            "--repeat",
+            "3",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Wait for two finished records and a run in progress.
+    let mut endpoints = Vec::new();
+    while std::time::Instant::now() < deadline {
+        let lines = std::fs::read_to_string(&out)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        endpoints = children_of(pid);
+        if lines >= 2 && endpoints.len() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        endpoints.len(),
+        2,
+        "a run with two endpoint processes was in progress"
+    );
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("interrupted"));
+    let lines = lines_of(&out);
+    assert!(lines.len() >= 2);
+    assert!(
+        lines.iter().all(|l| l["result"].is_object()),
+        "no half or failed record for the interrupted run: {lines:?}"
+    );
+    for endpoint in endpoints {
+        let alive = std::path::Path::new(&format!("/proc/{endpoint}")).exists();
+        assert!(!alive, "endpoint {endpoint} still exists");
+    }
+}
