@@ -1,22 +1,60 @@
 //! The byte pattern senders send and receivers verify.
 //!
-//! Byte `i` of a stream is `PATTERN[i mod PERIOD]`, where the period is the
-//! prime 65521 and the table is a multiplicative hash of the index, so that a
-//! lost, duplicated, reordered or shifted run of bytes (of any length that is
-//! not a multiple of the period) and any flipped byte breaks the comparison.
-//! Both sides hold the table once, extended by the largest slice they will
-//! ask for, so a sender's record at stream offset `o` is simply a borrowed
-//! slice starting at `o mod PERIOD` (no per-record fill) and a receiver
-//! verifies a read with one `memcmp` against the same slice: verification
-//! costs about what the copy out of the socket cost, not a byte loop.
+//! Byte `i` of a stream is `PATTERN[i mod PERIOD]`, where the table is a
+//! multiplicative hash of the index and the period is 17 pages (69632
+//! bytes). A lost, duplicated or shifted run of bytes breaks the comparison
+//! unless its length is a multiple of the period, which no power of two is
+//! (17 is odd), and any flipped byte breaks it. Both sides hold the table
+//! once, extended by the largest slice they will ask for, so a sender's
+//! record at stream offset `o` is simply a borrowed slice starting at
+//! `o mod PERIOD` (no per-record fill) and a receiver verifies a read with one
+//! `memcmp` against the same slice: verification costs about what the copy
+//! out of the socket cost, not a byte loop.
+//!
+//! The table is page-aligned and the period a whole number of pages, so
+//! records whose size is a multiple of the page size are always sent from
+//! page-aligned addresses, as a tool that sends one fixed buffer (iperf3,
+//! ttcp) does; alignment would otherwise bias comparisons with such tools.
 
-/// Length of the repeating pattern: a prime, so power-of-two sized slips
-/// never line up with it.
-pub const PERIOD: usize = 65521;
+/// Length of the repeating pattern: 17 pages, so power-of-two sized slips
+/// never line up with it and page-multiple records stay page-aligned.
+pub const PERIOD: usize = 17 * PAGE;
+const PAGE: usize = 4096;
+
+/// A zero-initialised, page-aligned byte buffer (for the pattern and for
+/// receive buffers: the kernel's copy routines run fastest on aligned memory,
+/// and the peers netlab is compared with use page-aligned buffers).
+pub struct AlignedBuf {
+    pages: Vec<Page>,
+    len: usize,
+}
+
+#[repr(C, align(4096))]
+#[derive(Clone, Copy)]
+struct Page([u8; PAGE]);
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        AlignedBuf {
+            pages: vec![Page([0; PAGE]); len.div_ceil(PAGE).max(1)],
+            len,
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the pages are contiguous, initialised bytes, at least len long.
+        unsafe { std::slice::from_raw_parts(self.pages.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.pages.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
 
 /// The pattern, extended so any slice of up to `max_len` bytes is contiguous.
 pub struct Pattern {
-    bytes: Vec<u8>,
+    bytes: AlignedBuf,
     max_len: usize,
 }
 
@@ -28,7 +66,10 @@ fn byte_at(index: usize) -> u8 {
 impl Pattern {
     /// A pattern able to hand out slices of up to `max_len` bytes.
     pub fn new(max_len: usize) -> Pattern {
-        let bytes = (0..PERIOD + max_len).map(|i| byte_at(i % PERIOD)).collect();
+        let mut bytes = AlignedBuf::zeroed(PERIOD + max_len);
+        for (i, byte) in bytes.as_mut_slice().iter_mut().enumerate() {
+            *byte = byte_at(i % PERIOD);
+        }
         Pattern { bytes, max_len }
     }
 
@@ -43,7 +84,7 @@ impl Pattern {
             self.max_len
         );
         let start = (offset % PERIOD as u64) as usize;
-        &self.bytes[start..start + len]
+        &self.bytes.as_slice()[start..start + len]
     }
 
     /// Checks `data` received at stream `offset`; on mismatch returns the
@@ -101,6 +142,20 @@ mod tests {
         let p = Pattern::new(1000);
         let long: Vec<u8> = (0..5000).map(|i| byte_at((77 + i) % PERIOD)).collect();
         assert_eq!(p.verify(77, &long), Ok(()));
+    }
+
+    #[test]
+    fn page_multiple_records_are_page_aligned() {
+        let p = Pattern::new(128 << 10);
+        for k in 0..40u64 {
+            assert_eq!(
+                p.slice(k * (128 << 10), 128 << 10).as_ptr() as usize % 4096,
+                0
+            );
+        }
+        let mut buf = AlignedBuf::zeroed(10_000);
+        assert_eq!(buf.as_slice().len(), 10_000);
+        assert_eq!(buf.as_mut_slice().as_ptr() as usize % 4096, 0);
     }
 
     #[test]

@@ -137,6 +137,18 @@ pub struct EndpointReport {
     /// The receiver compared every byte with the pattern.
     pub verified: bool,
     pub zerocopy: Option<ZerocopyStats>,
+    /// The CPU this endpoint was on when its data path started and ended
+    /// (`sched_getcpu`): on loopback, whether both ends shared a core changes
+    /// throughput by tens of percent.
+    #[serde(default)]
+    pub cpus: Option<(u32, u32)>,
+}
+
+/// The CPU the calling thread runs on now.
+pub fn current_cpu() -> u32 {
+    // SAFETY: sched_getcpu takes no arguments and only returns a number.
+    let cpu = unsafe { libc::sched_getcpu() };
+    cpu.max(0) as u32
 }
 
 /// Endpoint → controller.

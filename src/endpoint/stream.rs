@@ -12,10 +12,10 @@
 //! - the sender's wall time runs until the receiver has closed, i.e. until
 //!   every byte was delivered to the receiving application, like ttcp.
 
-use super::pattern::{PERIOD, Pattern};
+use super::pattern::{AlignedBuf, PERIOD, Pattern};
 use super::protocol::{
     Amount, EndpointReport, ReceiveSpec, RecvStrategy, SendSpec, SendStrategy, SocketOptions,
-    ZerocopyStats,
+    ZerocopyStats, current_cpu,
 };
 use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -151,6 +151,7 @@ impl Receiver {
         }
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
+        let cpu_before = current_cpu();
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
                 &stream,
@@ -163,6 +164,7 @@ impl Receiver {
         };
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let usage = ProcessUsage::now().since(&usage_before);
+        let cpus = Some((cpu_before, current_cpu()));
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let socket = Socket::from(stream);
@@ -179,6 +181,7 @@ impl Receiver {
             mss: socket.tcp_mss().ok(),
             verified: self.spec.verify && matches!(self.spec.strategy, RecvStrategy::Read { .. }),
             zerocopy: None,
+            cpus,
         })
     }
 }
@@ -219,7 +222,8 @@ fn receive_read(
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(u64, u64, Option<Instant>), StreamError> {
-    let mut buf = vec![0u8; buffer];
+    let mut buffer_memory = AlignedBuf::zeroed(buffer);
+    let buf = buffer_memory.as_mut_slice();
     let pattern = verify.then(|| Pattern::new(buffer));
     let fd = stream.as_raw_fd();
     let (mut total, mut syscalls, mut first) = (0u64, 0u64, None);
@@ -446,6 +450,7 @@ impl Sender {
         let fd = self.stream.as_raw_fd();
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
+        let cpu_before = current_cpu();
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
         let tally = match spec.strategy {
@@ -496,6 +501,7 @@ impl Sender {
         }
         let wall_s = start.elapsed().as_secs_f64();
         let usage = ProcessUsage::now().since(&usage_before);
+        let cpus = Some((cpu_before, current_cpu()));
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let socket = Socket::from(self.stream);
@@ -512,6 +518,7 @@ impl Sender {
             mss: socket.tcp_mss().ok(),
             verified: false,
             zerocopy: tally.zerocopy,
+            cpus,
         })
     }
 }

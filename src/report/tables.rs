@@ -103,6 +103,7 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
         "cs vol/inv rcv",
         "segs",
         "B/seg",
+        "core snd/rcv",
         "bottleneck",
     ]);
     for (i, (_, r)) in runs.iter().enumerate() {
@@ -127,6 +128,10 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
             ),
             f.data_segments.map_or("-".into(), |n| n.to_string()),
             f.mean_segment_bytes.map_or("-".into(), num),
+            match (r.sender.cpus, r.receiver.cpus) {
+                (Some((_, s)), Some((_, r))) => format!("{s}/{r}"),
+                _ => "-".into(),
+            },
             f.bottleneck.describe().to_string(),
         ]);
     }
@@ -151,6 +156,7 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
                 cell(&|r| r.figures.receiver_us_per_kb),
                 cell(&|r| r.sender.syscalls as f64),
                 cell(&|r| r.receiver.syscalls as f64),
+                String::new(),
                 String::new(),
                 String::new(),
                 String::new(),

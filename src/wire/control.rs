@@ -191,6 +191,25 @@ mod tests {
         assert!(matches!(parse::<Msg>(junk), Err(FrameError::Payload(_))));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            if let Ok(Some(n)) = check(&bytes) {
+                let _ = parse::<Msg>(&bytes[..n]);
+            }
+            let mut reader = FrameReader::new(&bytes[..]);
+            while let Ok(Some(_)) = reader.next_message::<Msg>() {}
+        }
+
+        #[test]
+        fn any_port_round_trips(port in proptest::num::u16::ANY) {
+            let mut frame = Vec::new();
+            emit(&Msg::Listening { port }, &mut frame).unwrap();
+            proptest::prop_assert_eq!(check(&frame).unwrap(), Some(frame.len()));
+            proptest::prop_assert_eq!(parse::<Msg>(&frame).unwrap(), Msg::Listening { port });
+        }
+    }
+
     #[test]
     fn reader_round_trips_a_sequence() {
         let mut stream = Vec::new();
