@@ -429,3 +429,30 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
         assert!(!alive, "endpoint {endpoint} still exists");
     }
 }
+
+#[test]
+fn lab_runs_the_landed_experiments_and_writes_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .args(["lab", "--out-dir"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(output).unwrap();
+    assert!(text.contains("netlab stream: 4M in 1K records"), "{text}");
+    assert!(text.contains("netlab sweep stream"));
+    assert!(text.contains("knee:"));
+    assert!(text.contains("lab results: "));
+    let runs: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(runs.len(), 1);
+    let run_dir = runs[0].path();
+    let records = lines_of(&run_dir.join("results.jsonl"));
+    // 5 Joy runs + 15 sizes x 3 runs.
+    assert_eq!(records.len(), 5 + 15 * 3);
+    assert!(records.iter().all(|r| r["error"].is_null()));
+    let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
+    assert!(tables.contains("then (1981"));
+}

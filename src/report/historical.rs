@@ -63,3 +63,23 @@ mod tests {
         assert_eq!(h.bsd_speedups.sosend_1k_chunks_kbytes_s, 456.0);
     }
 }
+
+#[cfg(test)]
+mod sync {
+    /// The compiled-in copy must match the project's shared transcription
+    /// when it is beside the repository (as in CI and development).
+    #[test]
+    fn copy_matches_the_shared_reference() {
+        let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/reference/historical-figures.toml");
+        match std::fs::read_to_string(&shared) {
+            Ok(text) => assert_eq!(
+                text,
+                super::TOML,
+                "reference/historical-figures.toml is out of date: copy {} over it",
+                shared.display()
+            ),
+            Err(_) => eprintln!("{} not present; copy not checked", shared.display()),
+        }
+    }
+}
