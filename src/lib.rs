@@ -9,7 +9,8 @@
 //! | [`cli`] | one module per subcommand: options and `run` |
 //! | [`experiment`] | each experiment's orchestration of endpoint processes |
 //! | [`endpoint`] | the programs at each end (sender, receiver), run as child processes |
-//! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel counters, host facts |
+//! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
+//! | [`testbed`] | placements: loopback, namespaces, link profiles, the wire emulator, capture |
 //! | [`wire`] | byte formats as parse/emit pairs, no I/O |
 //! | [`analysis`] | pure functions: statistics, knee, cost model, bottleneck |
 //! | [`report`] | tables, historical figures, progress display |
@@ -23,5 +24,6 @@ pub mod experiment;
 pub mod measure;
 pub mod record;
 pub mod report;
+pub mod testbed;
 pub mod units;
 pub mod wire;

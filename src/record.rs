@@ -12,6 +12,9 @@
 use crate::analysis::stream::StreamFigures;
 use crate::endpoint::protocol::{EndpointReport, RecvStrategy, SendStrategy, SocketOptions};
 use crate::measure::{host::HostFacts, procstat::SystemCpu};
+use crate::testbed::{
+    Placement, capture::CaptureReport, emulator::EmulatorReport, netns::LinkFacts,
+};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -70,6 +73,8 @@ pub struct StreamParams {
     /// 0-based index of this run among `--repeat` runs.
     pub repeat_index: u32,
     pub sweep: Option<SweepContext>,
+    /// Where the endpoints ran, with the link profile asked for.
+    pub placement: Placement,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +84,15 @@ pub struct StreamResult {
     /// Machine-wide CPU over the data path (from `/proc/stat`, sampled by the controller).
     pub system: SystemCpu,
     pub figures: StreamFigures,
+    /// The link between the namespaces and how it was built (netns placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkFacts>,
+    /// The wire emulator's own counts and costs, when it carried the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorReport>,
+    /// The wire view, with `--capture`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureReport>,
 }
 
 /// Current time as RFC 3339 UTC with microseconds.

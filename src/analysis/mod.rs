@@ -5,3 +5,4 @@ pub mod costmodel;
 pub mod knee;
 pub mod stats;
 pub mod stream;
+pub mod wire;

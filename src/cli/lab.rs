@@ -11,6 +11,7 @@ use crate::experiment::sweep::{SweepConfig, summarize};
 use crate::measure::host::HostFacts;
 use crate::record::RecordWriter;
 use crate::report::tables;
+use crate::testbed::Placement;
 use crate::units::parse_size_list;
 use anyhow::Context;
 use clap::Args;
@@ -76,6 +77,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         options: SocketOptions::default(),
         verify: true,
         port: 0,
+        placement: Placement::Loopback,
     };
     eprintln!(
         "lab: stream, {} ({} runs)",

@@ -6,8 +6,10 @@
 //! (records finished before the interrupt are kept).
 
 pub mod lab;
+pub mod placement;
 pub mod stream;
 pub mod sweep;
+pub mod testbed;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -33,6 +35,8 @@ pub enum Commands {
     Stream(stream::StreamArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
+    /// Manage the network namespaces and links netlab creates.
+    Testbed(testbed::TestbedArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Endpoint,
@@ -43,7 +47,7 @@ impl Commands {
         match self {
             Commands::Stream(a) => a.common.json,
             Commands::Sweep(a) => a.json(),
-            Commands::Lab(_) | Commands::Endpoint => false,
+            Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
         }
     }
 }
@@ -123,6 +127,7 @@ pub fn main() -> ExitCode {
         Commands::Lab(args) => lab::run(args, &mut out),
         Commands::Stream(args) => stream::run(args, &mut out),
         Commands::Sweep(args) => sweep::run(args, &mut out),
+        Commands::Testbed(args) => testbed::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
     match result {

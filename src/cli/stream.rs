@@ -87,9 +87,8 @@ pub struct StreamOptions {
     /// Receiver's port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
-    /// Where the endpoints run. Only `loopback` so far.
-    #[arg(long, default_value = "loopback", value_parser = ["loopback"])]
-    pub placement: String,
+    #[command(flatten)]
+    pub place: super::placement::PlacementArgs,
     /// JSON Lines file the records are appended to.
     #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
     pub out: PathBuf,
@@ -139,6 +138,7 @@ impl StreamOptions {
             },
             verify: !self.no_verify,
             port: self.port,
+            placement: self.place.placement()?,
         };
         config.validate()?;
         Ok(config)

@@ -15,11 +15,13 @@ use crate::wire::control::{FrameReader, write_frame};
 use protocol::{Command, Reply};
 use std::io::{Read, Write};
 
-/// What the endpoint holds between set-up and `Go`.
+/// What the endpoint holds between set-up and `Go` (or `Stop`).
 enum State {
     Idle,
     Receiver(stream::Receiver),
     Sender(stream::Sender),
+    Emulator(crate::testbed::emulator::Emulator),
+    Capture(crate::testbed::capture::Capture),
 }
 
 /// Serves commands from `input`, replying on `output`, until `Exit` or end
@@ -72,7 +74,33 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     .run()
                     .map_or_else(failed, |r| Reply::Done(Box::new(r)))
             }
-            (Command::Go, State::Idle) => Reply::Failed {
+            (Command::Emulate(spec), _) => match crate::testbed::emulator::Emulator::start(spec) {
+                Ok(emulator) => {
+                    state = State::Emulator(emulator);
+                    Reply::Emulating
+                }
+                Err(e) => failed(format_args!("starting the wire emulator: {e}")),
+            },
+            (Command::Capture(spec), _) => {
+                let interface = spec.interface.clone();
+                match crate::testbed::capture::Capture::start(spec) {
+                    Ok(capture) => {
+                        state = State::Capture(capture);
+                        Reply::Capturing
+                    }
+                    Err(e) => failed(format_args!("capturing on {interface}: {e}")),
+                }
+            }
+            (Command::Stop, State::Emulator(emulator)) => emulator
+                .stop()
+                .map_or_else(failed, |r| Reply::EmulatorDone(Box::new(r))),
+            (Command::Stop, State::Capture(capture)) => capture
+                .stop()
+                .map_or_else(failed, |r| Reply::CaptureDone(Box::new(r))),
+            (Command::Stop, _) => Reply::Failed {
+                message: "Stop with nothing running".into(),
+            },
+            (Command::Go, _) => Reply::Failed {
                 message: "Go before any set-up command".into(),
             },
         };

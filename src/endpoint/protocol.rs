@@ -8,7 +8,13 @@
 //! [`Reply::Failed`] naming the problem. Connection setup happens before `Go`,
 //! so it is outside every measured interval.
 
-use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
+use crate::measure::{
+    ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
+};
+use crate::testbed::{
+    capture::{CaptureReport, CaptureSpec},
+    emulator::{EmulatorReport, EmulatorSpec},
+};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -81,6 +87,9 @@ pub struct ReceiveSpec {
     pub verify: bool,
     /// Send [`Reply::Progress`] about four times a second.
     pub progress: bool,
+    /// The interface whose counters to report (netns placement).
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// Sender set-up.
@@ -91,6 +100,9 @@ pub struct SendSpec {
     pub strategy: SendStrategy,
     pub record: usize,
     pub amount: Amount,
+    /// The interface whose counters to report (netns placement).
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// Controller → endpoint.
@@ -100,6 +112,12 @@ pub enum Command {
     StreamSend(SendSpec),
     /// Start the data path now.
     Go,
+    /// Relay between two TUN devices as the wire emulator; answered by `Emulating`.
+    Emulate(EmulatorSpec),
+    /// Capture an interface in this endpoint's namespace; answered by `Capturing`.
+    Capture(CaptureSpec),
+    /// End the emulator or capture; answered by `EmulatorDone` or `CaptureDone`.
+    Stop,
     /// Leave: the controller is done with this endpoint.
     Exit,
 }
@@ -142,6 +160,10 @@ pub struct EndpointReport {
     /// throughput by tens of percent.
     #[serde(default)]
     pub cpus: Option<(u32, u32)>,
+    /// The change in this endpoint's interface counters over the data path
+    /// (netns placement).
+    #[serde(default)]
+    pub interface: Option<InterfaceCounters>,
 }
 
 /// The CPU the calling thread runs on now.
@@ -159,6 +181,10 @@ pub enum Reply {
     Connected { local: SocketAddr },
     Progress { bytes: u64 },
     Done(Box<EndpointReport>),
+    Emulating,
+    EmulatorDone(Box<EmulatorReport>),
+    Capturing,
+    CaptureDone(Box<CaptureReport>),
     Failed { message: String },
 }
 
@@ -180,6 +206,7 @@ mod tests {
                 strategy: RecvStrategy::Read { buffer: 131072 },
                 verify: true,
                 progress: false,
+                interface: None,
             }),
             Command::StreamSend(SendSpec {
                 connect: "127.0.0.1:5001".parse().unwrap(),
@@ -190,6 +217,7 @@ mod tests {
                 strategy: SendStrategy::Chunked { chunk: 1024 },
                 record: 4096,
                 amount: Amount::Seconds(1.5),
+                interface: Some("nlb1a".into()),
             }),
             Command::Go,
             Command::Exit,

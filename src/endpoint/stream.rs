@@ -17,7 +17,9 @@ use super::protocol::{
     Amount, EndpointReport, ReceiveSpec, RecvStrategy, SendSpec, SendStrategy, SocketOptions,
     ZerocopyStats, current_cpu,
 };
-use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
+use crate::measure::{
+    ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
+};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -102,6 +104,13 @@ fn congestion_control_of(socket: &Socket) -> Option<String> {
     })
 }
 
+fn interface_delta(
+    name: Option<&str>,
+    before: Option<InterfaceCounters>,
+) -> Option<InterfaceCounters> {
+    Some(InterfaceCounters::read(name?)?.since(&before?))
+}
+
 /// A receiver that is listening, not yet started.
 pub struct Receiver {
     listener: TcpListener,
@@ -149,6 +158,11 @@ impl Receiver {
                 .set_nodelay(true)
                 .map_err(io_err("setting TCP_NODELAY"))?;
         }
+        let interface_before = self
+            .spec
+            .interface
+            .as_deref()
+            .and_then(InterfaceCounters::read);
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
@@ -167,6 +181,7 @@ impl Receiver {
         let cpus = Some((cpu_before, current_cpu()));
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
+        let interface = interface_delta(self.spec.interface.as_deref(), interface_before);
         let socket = Socket::from(stream);
         Ok(EndpointReport {
             role: "receiver".into(),
@@ -182,6 +197,7 @@ impl Receiver {
             verified: self.spec.verify && matches!(self.spec.strategy, RecvStrategy::Read { .. }),
             zerocopy: None,
             cpus,
+            interface,
         })
     }
 }
@@ -448,6 +464,7 @@ impl Sender {
     pub fn run(self) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
+        let interface_before = spec.interface.as_deref().and_then(InterfaceCounters::read);
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
@@ -504,6 +521,7 @@ impl Sender {
         let cpus = Some((cpu_before, current_cpu()));
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
+        let interface = interface_delta(spec.interface.as_deref(), interface_before);
         let socket = Socket::from(self.stream);
         Ok(EndpointReport {
             role: "sender".into(),
@@ -519,6 +537,7 @@ impl Sender {
             verified: false,
             zerocopy: tally.zerocopy,
             cpus,
+            interface,
         })
     }
 }
@@ -804,6 +823,7 @@ mod tests {
             strategy: recv,
             verify: true,
             progress: false,
+            interface: None,
         })
         .unwrap();
         let addr = receiver.local_addr().unwrap();
@@ -814,6 +834,7 @@ mod tests {
             strategy,
             record,
             amount,
+            interface: None,
         })
         .unwrap();
         let sent = sender.run().unwrap();
@@ -926,6 +947,7 @@ mod tests {
             strategy: RecvStrategy::Read { buffer: 1024 },
             verify: true,
             progress: false,
+            interface: None,
         })
         .err()
         .unwrap();

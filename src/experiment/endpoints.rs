@@ -16,7 +16,9 @@
 use crate::endpoint::protocol::{Command, Reply};
 use crate::wire::control::{FrameReader, write_frame};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -74,6 +76,8 @@ pub enum ControlError {
         what: &'static str,
         reply: String,
     },
+    #[error(transparent)]
+    Testbed(#[from] crate::testbed::netns::TestbedError),
     #[error("control channel to the {role} endpoint: {source}")]
     Channel {
         role: &'static str,
@@ -94,9 +98,23 @@ pub struct EndpointProcess {
 }
 
 impl EndpointProcess {
-    /// Starts `netlab endpoint` for `role` and waits for it to say it is ready.
+    /// Starts `netlab endpoint` for `role` on this host and waits for it to say it is ready.
     pub fn spawn(role: &'static str) -> Result<EndpointProcess, ControlError> {
+        Self::spawn_in(role, None)
+    }
+
+    /// Starts `netlab endpoint` for `role` inside the network namespace at
+    /// `netns` (a `/run/netns/NAME` path; `None` for this process's own).
+    pub fn spawn_in(
+        role: &'static str,
+        netns: Option<&Path>,
+    ) -> Result<EndpointProcess, ControlError> {
         let spawn_err = |source| ControlError::Spawn { role, source };
+        let namespace = netns
+            .map(std::fs::File::open)
+            .transpose()
+            .map_err(spawn_err)?;
+        let namespace_fd = namespace.as_ref().map(|f| f.as_raw_fd());
         let exe = std::env::current_exe().map_err(spawn_err)?;
         let mut command = std::process::Command::new(exe);
         command
@@ -106,8 +124,13 @@ impl EndpointProcess {
             .stderr(Stdio::inherit());
         // SAFETY: between fork and exec only async-signal-safe calls are made.
         unsafe {
-            command.pre_exec(|| {
+            command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some(fd) = namespace_fd
+                    && libc::setns(fd, libc::CLONE_NEWNET) != 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 libc::signal(libc::SIGINT, libc::SIG_IGN);

@@ -17,6 +17,12 @@ use crate::measure::{host::HostFacts, procstat};
 use crate::record::{
     Record, RecordData, RecordWriter, SCHEMA, StreamParams, StreamResult, SweepContext, now_rfc3339,
 };
+use crate::testbed::{
+    LinkVia, Placement,
+    capture::CaptureSpec,
+    emulator::{EmulatorSpec, TunSide},
+    netns::{ADDR_B, Realisation, Testbed},
+};
 use crate::units::format_size;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -34,8 +40,9 @@ pub struct StreamConfig {
     pub recv: RecvStrategy,
     pub options: SocketOptions,
     pub verify: bool,
-    /// Receiver's port on 127.0.0.1; 0 picks a free one.
+    /// Receiver's port; 0 picks a free one.
     pub port: u16,
+    pub placement: Placement,
 }
 
 #[derive(Debug, Error, PartialEq)]
@@ -80,6 +87,7 @@ impl StreamConfig {
             verify: self.verify && matches!(self.recv, RecvStrategy::Read { .. }),
             repeat_index,
             sweep,
+            placement: self.placement.clone(),
         }
     }
 
@@ -114,22 +122,148 @@ impl StreamConfig {
 /// controller gives up on it.
 const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
 
-/// Runs one transfer on loopback. `progress` receives the receiver's byte
-/// count now and then, and `None` as a tick while waiting.
+/// Default queue of the wire emulator when the profile names none: enough
+/// for a window of a few MB, so an unshaped delayed link is not queue-bound.
+const EMULATOR_DEFAULT_QUEUE: u64 = 8 << 20;
+
+/// The emulator and capture processes of a netns run, and the link. Fields
+/// drop in order: the processes go before their namespaces.
+struct Bed {
+    emulator: Option<EndpointProcess>,
+    capture: Option<EndpointProcess>,
+    testbed: Testbed,
+    seed: u64,
+}
+
+impl Bed {
+    fn create(placement: &Placement) -> Result<Option<Bed>, ControlError> {
+        let Placement::Netns {
+            link,
+            via,
+            capture,
+            pcap,
+            verbose,
+        } = placement
+        else {
+            return Ok(None);
+        };
+        let testbed = Testbed::create(link, *via == LinkVia::Emulator, *verbose)?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let emulator = if testbed.facts().realised_by == Realisation::Emulator {
+            let mut emulator = EndpointProcess::spawn("emulator")?;
+            emulator.send(&Command::Emulate(EmulatorSpec {
+                sides: [0, 1].map(|side| TunSide {
+                    netns: testbed.netns_path(side),
+                    interface: testbed.interface(side).to_string(),
+                }),
+                delay_us: link.delay_us,
+                jitter_us: link.jitter_us,
+                loss_pct: link.loss_pct,
+                queue_bytes: link.queue_bytes.unwrap_or(EMULATOR_DEFAULT_QUEUE),
+                seed,
+            }))?;
+            match emulator.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+                Reply::Emulating => Some(emulator),
+                other => return Err(emulator.unexpected("starting", &other)),
+            }
+        } else {
+            None
+        };
+        let capture = if *capture {
+            let mut capture = EndpointProcess::spawn_in("capture", Some(&testbed.netns_path(0)))?;
+            capture.send(&Command::Capture(CaptureSpec {
+                interface: testbed.interface(0).to_string(),
+                pcap: pcap.clone(),
+                snaplen: 128,
+                rate_bps: link.rate_bps,
+            }))?;
+            match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+                Reply::Capturing => Some(capture),
+                other => return Err(capture.unexpected("starting", &other)),
+            }
+        } else {
+            None
+        };
+        Ok(Some(Bed {
+            testbed,
+            emulator,
+            capture,
+            seed,
+        }))
+    }
+
+    /// Stops capture and emulator and collects their reports.
+    fn finish(mut self) -> Result<NetnsOutcome, ControlError> {
+        let mut outcome = NetnsOutcome {
+            link: self.testbed.facts().clone(),
+            emulator: None,
+            capture: None,
+        };
+        if let Some(mut capture) = self.capture.take() {
+            capture.send(&Command::Stop)?;
+            match capture.recv(Some(Duration::from_secs(30)), "stopping", &mut |_| {})? {
+                Reply::CaptureDone(report) => outcome.capture = Some(*report),
+                other => return Err(capture.unexpected("stopping", &other)),
+            }
+            capture.finish();
+        }
+        if let Some(mut emulator) = self.emulator.take() {
+            emulator.send(&Command::Stop)?;
+            match emulator.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
+                Reply::EmulatorDone(mut report) => {
+                    report.seed = self.seed;
+                    outcome.emulator = Some(*report);
+                }
+                other => return Err(emulator.unexpected("stopping", &other)),
+            }
+            emulator.finish();
+        }
+        Ok(outcome)
+    }
+}
+
+/// What a netns run adds to the result.
+struct NetnsOutcome {
+    link: crate::testbed::netns::LinkFacts,
+    emulator: Option<crate::testbed::emulator::EmulatorReport>,
+    capture: Option<crate::testbed::capture::CaptureReport>,
+}
+
+/// Runs one transfer. `progress` receives the receiver's byte count now and
+/// then, and `None` as a tick while waiting.
 pub fn run_once(
     config: &StreamConfig,
     progress: &mut dyn FnMut(Option<u64>),
 ) -> Result<StreamResult, ControlError> {
-    let mut receiver = EndpointProcess::spawn("receiver")?;
-    let mut sender = EndpointProcess::spawn("sender")?;
+    // Dropped last: the namespaces outlive every process placed in them.
+    let bed = Bed::create(&config.placement)?;
+    let (bind, netns, interfaces) = match &bed {
+        None => (Ipv4Addr::LOCALHOST, [None, None], [None, None]),
+        Some(bed) => (
+            ADDR_B,
+            [
+                Some(bed.testbed.netns_path(0)),
+                Some(bed.testbed.netns_path(1)),
+            ],
+            [
+                Some(bed.testbed.interface(0).to_string()),
+                Some(bed.testbed.interface(1).to_string()),
+            ],
+        ),
+    };
+    let mut receiver = EndpointProcess::spawn_in("receiver", netns[1].as_deref())?;
+    let mut sender = EndpointProcess::spawn_in("sender", netns[0].as_deref())?;
     let setup = Some(Duration::from_secs(10));
 
     receiver.send(&Command::StreamReceive(ReceiveSpec {
-        bind: SocketAddr::from((Ipv4Addr::LOCALHOST, config.port)),
+        bind: SocketAddr::from((bind, config.port)),
         options: config.options.clone(),
         strategy: config.recv,
         verify: config.verify,
         progress: true,
+        interface: interfaces[1].clone(),
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
         Reply::Listening { addr } => addr,
@@ -141,6 +275,7 @@ pub fn run_once(
         strategy: config.send,
         record: config.record as usize,
         amount: config.amount,
+        interface: interfaces[0].clone(),
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}
@@ -204,12 +339,16 @@ pub fn run_once(
     };
     sender.finish();
     receiver.finish();
+    let netns = bed.map(Bed::finish).transpose()?;
     let figures = figures(&sent, &received, config.record);
     Ok(StreamResult {
         sender: *sent,
         receiver: *received,
         system,
         figures,
+        link: netns.as_ref().map(|n| n.link.clone()),
+        emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
+        capture: netns.and_then(|n| n.capture),
     })
 }
 
@@ -253,7 +392,7 @@ pub fn measure(
         netlab_version: env!("CARGO_PKG_VERSION").to_string(),
         started,
         ended: now_rfc3339(),
-        placement: "loopback".into(),
+        placement: config.placement.name().into(),
         host: host.clone(),
         data: RecordData::Stream {
             params: config.params(repeat_index, sweep),
@@ -295,6 +434,7 @@ mod tests {
             options: SocketOptions::default(),
             verify: true,
             port: 0,
+            placement: Placement::Loopback,
         }
     }
 

@@ -5,6 +5,7 @@
 //! and where it is blind is written down in `docs/MEASUREMENT.md`.
 
 pub mod host;
+pub mod ifstat;
 pub mod netstat;
 pub mod procstat;
 pub mod rusage;

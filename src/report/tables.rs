@@ -217,8 +217,93 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
             counters.join(" ")
         );
     }
+    if let Some((_, last)) = runs.last() {
+        out.push_str(&netns_lines(last));
+    }
     for r in records.iter().filter(|r| r.error.is_some()) {
         let _ = writeln!(out, "failed run: {}", r.error.as_deref().unwrap_or(""));
+    }
+    out
+}
+
+/// The link, interface counters, wire view and emulator of a netns run.
+pub fn netns_lines(result: &StreamResult) -> String {
+    let mut out = String::new();
+    if let Some(link) = &result.link {
+        let _ = writeln!(
+            out,
+            "link: {}; built with {}{}",
+            link.profile.describe(),
+            link.detail,
+            link.note
+                .as_ref()
+                .map_or(String::new(), |n| format!(" ({n})"))
+        );
+    }
+    for (side, report) in [("sender", &result.sender), ("receiver", &result.receiver)] {
+        if let Some(i) = &report.interface {
+            let _ = writeln!(
+                out,
+                "net pkts ({side}'s {}): in {} ({} B), out {} ({} B), dropped in/out {}/{}",
+                i.name,
+                i.rx_packets,
+                i.rx_bytes,
+                i.tx_packets,
+                i.tx_bytes,
+                i.rx_dropped,
+                i.tx_dropped
+            );
+        }
+    }
+    if let Some(c) = &result.capture {
+        for (label, d) in [("A->B", &c.wire.outgoing), ("B->A", &c.wire.incoming)] {
+            let _ = writeln!(
+                out,
+                "wire {label}: {} frames, {} B, mean {} B; gaps p50 {} µs p99 {} µs max {} µs; {} bursts (mean {} frames, longest {}); idle {} of {} ms",
+                d.packets,
+                d.bytes,
+                num(d.mean_size),
+                num(d.gap_us_p50),
+                num(d.gap_us_p99),
+                num(d.gap_us_max),
+                d.bursts,
+                num(d.mean_burst_packets),
+                d.longest_burst_packets,
+                num(d.idle_ms),
+                num(d.span_ms),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "capture: {} frames ({}), {} dropped by the kernel{}{}",
+            c.captured,
+            c.link_type,
+            c.kernel_drops,
+            if c.truncated {
+                ", analysis truncated"
+            } else {
+                ""
+            },
+            c.pcap
+                .as_ref()
+                .map_or(String::new(), |p| format!(", pcap {}", p.display()))
+        );
+    }
+    if let Some(e) = &result.emulator {
+        let _ = writeln!(
+            out,
+            "emulator: forwarded {}/{} packets (A->B/B->A), lost {}/{}, queue drops {}/{}; its own delay p50 {} µs p99 {} µs; CPU {} s over {} s",
+            e.forwarded_packets[0],
+            e.forwarded_packets[1],
+            e.lost_packets[0],
+            e.lost_packets[1],
+            e.queue_drops[0],
+            e.queue_drops[1],
+            num(e.overhead_us_p50),
+            num(e.overhead_us_p99),
+            num(e.usage.cpu_s()),
+            num(e.wall_s),
+        );
     }
     out
 }

@@ -1,0 +1,192 @@
+//! The wire view: what a capture of the link shows, reduced to the figures
+//! Van Jacobson read off his scope: packets and bytes each way, the packet
+//! size histogram, gaps between packets, bursts and idle time.
+//!
+//! Definitions (per direction, since each direction of a full-duplex link is
+//! its own wire):
+//! - a packet's *serialisation time* is its length × 8 / link rate; on an
+//!   unshaped link netlab uses 1 µs instead (no rate to divide by);
+//! - two packets are *back to back* when the gap between their starts is at
+//!   most 1.5 × the first one's serialisation time (a little slack for
+//!   timestamp noise); a *burst* is a maximal run of back-to-back packets;
+//! - *idle time* is the sum of the parts of each gap beyond the previous
+//!   packet's serialisation time, i.e. time the wire carried nothing.
+
+use serde::{Deserialize, Serialize};
+
+/// One captured packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEvent {
+    /// Capture timestamp, ns (any epoch, monotone within a capture).
+    pub t_ns: u64,
+    /// Length on the wire (link-layer header included where there is one).
+    pub len: u32,
+    /// Sent by the capturing side (true) or received by it (false).
+    pub outgoing: bool,
+}
+
+/// Upper bounds (inclusive) of the packet size histogram's buckets; the last bucket is "larger".
+pub const SIZE_BUCKETS: [u32; 8] = [64, 128, 256, 512, 1024, 1518, 9018, 65535];
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSummary {
+    pub packets: u64,
+    pub bytes: u64,
+    pub mean_size: f64,
+    /// Counts per [`SIZE_BUCKETS`] bucket.
+    pub size_histogram: Vec<u64>,
+    pub gap_us_p50: f64,
+    pub gap_us_p90: f64,
+    pub gap_us_p99: f64,
+    pub gap_us_max: f64,
+    pub bursts: u64,
+    pub mean_burst_packets: f64,
+    pub longest_burst_packets: u64,
+    /// Time the wire carried nothing, between the first and last packet, ms.
+    pub idle_ms: f64,
+    /// First to last packet, ms.
+    pub span_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireSummary {
+    /// Sent by side A (outgoing on the captured interface).
+    pub outgoing: DirectionSummary,
+    /// Received by side A.
+    pub incoming: DirectionSummary,
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn direction(events: &[WireEvent], rate_bps: Option<u64>) -> DirectionSummary {
+    let mut s = DirectionSummary {
+        size_histogram: vec![0; SIZE_BUCKETS.len() + 1],
+        ..Default::default()
+    };
+    if events.is_empty() {
+        return s;
+    }
+    let serialisation_ns = |len: u32| match rate_bps {
+        Some(rate) if rate > 0 => u64::from(len) * 8 * 1_000_000_000 / rate,
+        _ => 1_000,
+    };
+    let mut gaps = Vec::with_capacity(events.len());
+    let (mut burst_len, mut bursts, mut burst_packets, mut longest) = (1u64, 0u64, 0u64, 1u64);
+    let mut idle_ns = 0u64;
+    for (i, e) in events.iter().enumerate() {
+        s.packets += 1;
+        s.bytes += u64::from(e.len);
+        let bucket = SIZE_BUCKETS
+            .iter()
+            .position(|&b| e.len <= b)
+            .unwrap_or(SIZE_BUCKETS.len());
+        s.size_histogram[bucket] += 1;
+        if i == 0 {
+            continue;
+        }
+        let prev = events[i - 1];
+        let gap = e.t_ns.saturating_sub(prev.t_ns);
+        gaps.push(gap as f64 / 1000.0);
+        let busy = serialisation_ns(prev.len);
+        idle_ns += gap.saturating_sub(busy);
+        if gap * 2 <= busy * 3 {
+            burst_len += 1;
+        } else {
+            if burst_len > 1 {
+                bursts += 1;
+                burst_packets += burst_len;
+            }
+            longest = longest.max(burst_len);
+            burst_len = 1;
+        }
+    }
+    if burst_len > 1 {
+        bursts += 1;
+        burst_packets += burst_len;
+    }
+    longest = longest.max(burst_len);
+    gaps.sort_by(f64::total_cmp);
+    s.mean_size = s.bytes as f64 / s.packets as f64;
+    s.gap_us_p50 = percentile(&gaps, 0.5);
+    s.gap_us_p90 = percentile(&gaps, 0.9);
+    s.gap_us_p99 = percentile(&gaps, 0.99);
+    s.gap_us_max = gaps.last().copied().unwrap_or(0.0);
+    s.bursts = bursts;
+    s.mean_burst_packets = if bursts > 0 {
+        burst_packets as f64 / bursts as f64
+    } else {
+        0.0
+    };
+    s.longest_burst_packets = longest;
+    s.idle_ms = idle_ns as f64 / 1e6;
+    s.span_ms = events
+        .last()
+        .map_or(0.0, |l| (l.t_ns - events[0].t_ns) as f64 / 1e6);
+    s
+}
+
+/// Summarises a capture (events in capture order).
+pub fn summarize(events: &[WireEvent], rate_bps: Option<u64>) -> WireSummary {
+    let (out, inc): (Vec<WireEvent>, Vec<WireEvent>) = events.iter().partition(|e| e.outgoing);
+    WireSummary {
+        outgoing: direction(&out, rate_bps),
+        incoming: direction(&inc, rate_bps),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t_us: u64, len: u32, outgoing: bool) -> WireEvent {
+        WireEvent {
+            t_ns: t_us * 1000,
+            len,
+            outgoing,
+        }
+    }
+
+    #[test]
+    fn bursts_gaps_and_idle_at_10_mbit() {
+        // 1500 B at 10 Mbit/s takes 1200 µs. Three back to back, a 10 ms pause, two back to back.
+        let events = [
+            ev(0, 1500, true),
+            ev(1200, 1500, true),
+            ev(2400, 1500, true),
+            ev(13_600, 1500, true),
+            ev(14_800, 1500, true),
+            ev(500, 66, false),
+        ];
+        let s = summarize(&events, Some(10_000_000));
+        let o = &s.outgoing;
+        assert_eq!(o.packets, 5);
+        assert_eq!(o.bytes, 7500);
+        assert_eq!(o.bursts, 2);
+        assert_eq!(o.longest_burst_packets, 3);
+        assert!((o.mean_burst_packets - 2.5).abs() < 1e-9);
+        // Idle: the gap of 11,200 µs minus 1,200 µs busy = 10 ms.
+        assert!((o.idle_ms - 10.0).abs() < 1e-9, "{}", o.idle_ms);
+        assert!((o.span_ms - 14.8).abs() < 1e-9);
+        assert_eq!(o.gap_us_p50, 1200.0);
+        assert_eq!(o.gap_us_max, 11_200.0);
+        assert_eq!(o.size_histogram[5], 5); // 1024 < 1500 <= 1518
+        assert_eq!(s.incoming.packets, 1);
+        assert_eq!(s.incoming.size_histogram[1], 1); // 64 < 66 <= 128
+    }
+
+    #[test]
+    fn empty_and_single() {
+        let s = summarize(&[], None);
+        assert_eq!(s.outgoing.packets, 0);
+        let s = summarize(&[ev(5, 100, true)], None);
+        assert_eq!(s.outgoing.packets, 1);
+        assert_eq!(s.outgoing.bursts, 0);
+        assert_eq!(s.outgoing.longest_burst_packets, 1);
+    }
+}

@@ -1,0 +1,129 @@
+//! The placement and link options every experiment takes.
+
+use crate::testbed::link::{self, LinkProfile};
+use crate::testbed::{LinkVia, Placement};
+use anyhow::bail;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlacementKind {
+    /// Both endpoints on this host over 127.0.0.1.
+    Loopback,
+    /// Two network namespaces joined by an emulated link (needs root).
+    Netns,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ViaKind {
+    /// veth when no delay, jitter or loss is asked for; netem or the emulator otherwise.
+    Auto,
+    /// Always netlab's user-space wire emulator.
+    Emulator,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlacementArgs {
+    /// Where the endpoints run.
+    #[arg(long, value_enum, default_value = "loopback")]
+    pub placement: PlacementKind,
+    /// Link profile for --placement netns: ether10, ether100, gige, wan.
+    #[arg(long, value_name = "PROFILE")]
+    pub link: Option<String>,
+    /// Link rate (10mbit, 1gbit, ...); overrides the profile's.
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
+    pub rate: Option<String>,
+    /// One-way delay each direction (10ms).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub delay: Option<String>,
+    /// Uniform jitter around the delay (2ms).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub jitter: Option<String>,
+    /// Packet loss each direction (1%, 0.5).
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true)]
+    pub loss: Option<String>,
+    /// Link MTU, 576 to 65535.
+    #[arg(long, allow_hyphen_values = true)]
+    pub mtu: Option<i64>,
+    /// Bottleneck queue in bytes (16K).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub queue: Option<String>,
+    /// How to build the link.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub link_via: ViaKind,
+    /// Record every frame on the link and report the wire view.
+    #[arg(long)]
+    pub capture: bool,
+    /// Also write the captured frames' headers to this pcap file (implies --capture).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Print every ip/tc command the testbed runs.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+impl PlacementArgs {
+    fn link_options_given(&self) -> bool {
+        self.link.is_some()
+            || self.rate.is_some()
+            || self.delay.is_some()
+            || self.jitter.is_some()
+            || self.loss.is_some()
+            || self.mtu.is_some()
+            || self.queue.is_some()
+            || self.capture
+            || self.pcap.is_some()
+            || self.link_via != ViaKind::Auto
+    }
+
+    /// The validated placement; errors name the bad option before anything is created.
+    pub fn placement(&self) -> anyhow::Result<Placement> {
+        if self.placement == PlacementKind::Loopback {
+            if self.link_options_given() {
+                bail!(
+                    "link options (--link, --rate, --delay, --jitter, --loss, --mtu, --queue, --link-via, --capture, --pcap) need --placement netns"
+                );
+            }
+            return Ok(Placement::Loopback);
+        }
+        let mut profile = match &self.link {
+            Some(name) => LinkProfile::named(name)?,
+            None => LinkProfile::default(),
+        };
+        if let Some(rate) = &self.rate {
+            profile.rate_bps = Some(link::parse_rate(rate)?);
+        }
+        if let Some(delay) = &self.delay {
+            profile.delay_us = link::parse_delay("delay", delay)?;
+        }
+        if let Some(jitter) = &self.jitter {
+            profile.jitter_us = link::parse_delay("jitter", jitter)?;
+        }
+        if let Some(loss) = &self.loss {
+            profile.loss_pct = link::parse_loss(loss)?;
+        }
+        if let Some(mtu) = self.mtu {
+            profile.mtu = u32::try_from(mtu).map_err(|_| link::LinkError::Mtu(0))?;
+            if mtu > i64::from(u32::MAX) {
+                return Err(link::LinkError::Mtu(u32::MAX).into());
+            }
+        }
+        if let Some(queue) = &self.queue {
+            profile.queue_bytes = Some(link::parse_queue(queue)?);
+        }
+        if self.link.is_none() && self.rate.is_none() {
+            profile.name = None;
+        }
+        profile.validate()?;
+        Ok(Placement::Netns {
+            link: profile,
+            via: match self.link_via {
+                ViaKind::Auto => LinkVia::Auto,
+                ViaKind::Emulator => LinkVia::Emulator,
+            },
+            capture: self.capture || self.pcap.is_some(),
+            pcap: self.pcap.clone(),
+            verbose: self.verbose,
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! Two hosts on one machine: a pair of network namespaces joined by a link.
+//!
+//! A [`Testbed`] creates, for one run, namespaces `netlab-<pid>-<seq>-a` and
+//! `-b` and joins them either with a veth pair (unimpaired links, rate
+//! shaped by tbf) or with a TUN device in each, relayed by netlab's wire
+//! emulator (when delay, jitter or loss are asked for and the kernel has no
+//! netem). Addresses come from 198.18.0.0/15, the range RFC 2544 reserves for
+//! benchmarking, and exist only inside the namespaces. Interfaces are created
+//! directly inside their namespaces (`ip link add ... netns ...`), so nothing
+//! ever appears in the root namespace.
+//!
+//! Teardown deletes both namespaces (which deletes everything in them). It
+//! runs on drop, so success, errors, Ctrl-C (which the controller turns into
+//! an error) and panics all clean up; a SIGKILLed controller leaves its
+//! namespaces behind for `netlab testbed clean`, which removes only
+//! namespaces named `netlab-<pid>-...` whose controller process is gone.
+
+use super::link::{LinkProfile, format_rate};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use thiserror::Error;
+
+/// Prefix of every namespace netlab creates.
+pub const NAMESPACE_PREFIX: &str = "netlab-";
+/// Prefix of every interface netlab creates.
+pub const INTERFACE_PREFIX: &str = "nlb";
+
+/// Address of side A (the sender) and side B (the receiver).
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const PREFIX_LEN: u8 = 30;
+
+static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Debug, Error)]
+pub enum TestbedError {
+    #[error(
+        "the netns placement needs CAP_NET_ADMIN (run as root); this process lacks it, so nothing was created"
+    )]
+    NoCapability,
+    #[error("required tool `{0}` is missing (Debian package iproute2)")]
+    MissingTool(&'static str),
+    #[error("`{command}` failed: {stderr}")]
+    Command { command: String, stderr: String },
+    #[error("running `{command}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How the link was realised, for the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Realisation {
+    /// A veth pair, tbf on both ends when a rate is set.
+    #[default]
+    Veth,
+    /// A TUN device in each namespace relayed by netlab's user-space emulator
+    /// (delay, jitter, loss), tbf on both TUN devices when a rate is set.
+    Emulator,
+    /// A veth pair with netem (and tbf) on both ends.
+    Netem,
+}
+
+/// What the record says about the link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkFacts {
+    pub profile: LinkProfile,
+    pub realised_by: Realisation,
+    /// e.g. "veth + tbf 10 Mbit/s burst 3028 B limit 16384 B, gso_max_segs 1".
+    pub detail: String,
+    pub namespaces: [String; 2],
+    pub interfaces: [String; 2],
+    pub addresses: [Ipv4Addr; 2],
+    /// Why the realisation was chosen (e.g. "netem is not in this kernel").
+    pub note: Option<String>,
+}
+
+/// Whether this process holds CAP_NET_ADMIN (bit 12 of CapEff).
+pub fn has_net_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 12) != 0)
+}
+
+/// Runs commands, logging each with `-v`.
+#[derive(Debug, Clone, Copy)]
+pub struct Runner {
+    pub verbose: bool,
+}
+
+impl Runner {
+    pub fn run(&self, program: &'static str, args: &[&str]) -> Result<String, TestbedError> {
+        let command = format!("{program} {}", args.join(" "));
+        if self.verbose {
+            eprintln!("+ {command}");
+        }
+        let output = Command::new(program)
+            .args(args)
+            .output()
+            .map_err(|source| {
+                if source.kind() == std::io::ErrorKind::NotFound {
+                    TestbedError::MissingTool(program)
+                } else {
+                    TestbedError::Spawn {
+                        command: command.clone(),
+                        source,
+                    }
+                }
+            })?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(TestbedError::Command {
+                command,
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            })
+        }
+    }
+}
+
+/// Two namespaces and the link between them; deleted on drop.
+pub struct Testbed {
+    runner: Runner,
+    namespaces: Vec<String>,
+    facts: LinkFacts,
+}
+
+/// tbf's bucket: two frames, or 1 ms at the rate, whichever is larger (tbf
+/// needs at least one MTU; a bucket much larger than a frame would let bursts
+/// through at the host's speed).
+fn tbf_burst(rate_bps: u64, mtu: u32) -> u64 {
+    (2 * (u64::from(mtu) + 14)).max(rate_bps / 8 / 1000)
+}
+
+impl Testbed {
+    /// Creates the namespaces and the link. On any error, what was created is
+    /// removed before returning. `force_emulator` builds the link with the
+    /// wire emulator even when a veth would do (to measure the emulator).
+    pub fn create(
+        profile: &LinkProfile,
+        force_emulator: bool,
+        verbose: bool,
+    ) -> Result<Testbed, TestbedError> {
+        if !has_net_admin() {
+            return Err(TestbedError::NoCapability);
+        }
+        let runner = Runner { verbose };
+        let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let ns = [
+            format!("{NAMESPACE_PREFIX}{pid}-{seq}-a"),
+            format!("{NAMESPACE_PREFIX}{pid}-{seq}-b"),
+        ];
+        // Interface names are limited to 15 bytes.
+        let ifs = [
+            format!("{INTERFACE_PREFIX}{pid:x}{seq}a"),
+            format!("{INTERFACE_PREFIX}{pid:x}{seq}b"),
+        ];
+        let mut testbed = Testbed {
+            runner,
+            namespaces: Vec::new(),
+            facts: LinkFacts {
+                profile: profile.clone(),
+                realised_by: Realisation::Veth,
+                detail: String::new(),
+                namespaces: ns.clone(),
+                interfaces: ifs.clone(),
+                addresses: [ADDR_A, ADDR_B],
+                note: None,
+            },
+        };
+        for name in &ns {
+            runner.run("ip", &["netns", "add", name])?;
+            testbed.namespaces.push(name.clone());
+            runner.run("ip", &["-n", name, "link", "set", "lo", "up"])?;
+        }
+        let realised_by = if force_emulator {
+            testbed.facts.note = Some("the emulator was asked for (--link-via emulator)".into());
+            Realisation::Emulator
+        } else if profile.needs_impairment() {
+            if netem_available(runner, &ns[0]) {
+                Realisation::Netem
+            } else {
+                testbed.facts.note = Some(
+                    "netem is not in this kernel (CONFIG_NET_SCH_NETEM off): netlab's user-space emulator adds delay, jitter and loss".into(),
+                );
+                Realisation::Emulator
+            }
+        } else {
+            Realisation::Veth
+        };
+        testbed.facts.realised_by = realised_by;
+        let mtu = profile.mtu.to_string();
+        let mut detail = Vec::new();
+        match realised_by {
+            Realisation::Veth | Realisation::Netem => {
+                runner.run(
+                    "ip",
+                    &[
+                        "link", "add", &ifs[0], "netns", &ns[0], "type", "veth", "peer", "name",
+                        &ifs[1], "netns", &ns[1],
+                    ],
+                )?;
+                detail.push("veth pair".to_string());
+            }
+            Realisation::Emulator => {
+                for (n, i) in ns.iter().zip(&ifs) {
+                    runner.run("ip", &["-n", n, "tuntap", "add", "dev", i, "mode", "tun"])?;
+                }
+                detail.push(
+                    "TUN device in each namespace, relayed by netlab's wire emulator".to_string(),
+                );
+            }
+        }
+        for ((n, i), addr) in ns.iter().zip(&ifs).zip([ADDR_A, ADDR_B]) {
+            runner.run("ip", &["-n", n, "link", "set", i, "mtu", &mtu])?;
+            // No IPv6 link-local address, so no router solicitations or DAD
+            // frames on the link: only the experiment's traffic crosses it.
+            runner.run("ip", &["-n", n, "link", "set", i, "addrgenmode", "none"])?;
+            if profile.rate_bps.is_some() {
+                // Wire-sized packets: TCP hands the device MSS-sized segments
+                // rather than 64 KB TSO bursts, as on an old Ethernet.
+                runner.run("ip", &["-n", n, "link", "set", i, "gso_max_segs", "1"])?;
+            }
+            runner.run(
+                "ip",
+                &[
+                    "-n",
+                    n,
+                    "addr",
+                    "add",
+                    &format!("{addr}/{PREFIX_LEN}"),
+                    "dev",
+                    i,
+                ],
+            )?;
+            runner.run("ip", &["-n", n, "link", "set", i, "up"])?;
+            if realised_by == Realisation::Netem {
+                let limit_packets = profile
+                    .queue_bytes
+                    .map_or(10_000, |q| (q / u64::from(profile.mtu)).max(1));
+                let mut args: Vec<String> = ["-n", n, "qdisc", "add", "dev", i, "root", "netem"]
+                    .map(String::from)
+                    .to_vec();
+                args.extend([
+                    "delay".into(),
+                    format!("{}us", profile.delay_us),
+                    format!("{}us", profile.jitter_us),
+                    "loss".into(),
+                    format!("{}%", profile.loss_pct),
+                    "limit".into(),
+                    limit_packets.to_string(),
+                ]);
+                if let Some(rate) = profile.rate_bps {
+                    args.extend(["rate".into(), format!("{rate}bit")]);
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                runner.run("tc", &args)?;
+                if detail.len() < 2 {
+                    detail.push("netem on both ends".into());
+                }
+                continue;
+            }
+            if let Some(rate) = profile.rate_bps {
+                let burst = tbf_burst(rate, profile.mtu);
+                let limit = profile.queue_bytes.unwrap_or(burst * 8).max(burst);
+                runner.run(
+                    "tc",
+                    &[
+                        "-n",
+                        n,
+                        "qdisc",
+                        "add",
+                        "dev",
+                        i,
+                        "root",
+                        "tbf",
+                        "rate",
+                        &format!("{rate}bit"),
+                        "burst",
+                        &burst.to_string(),
+                        "limit",
+                        &limit.to_string(),
+                    ],
+                )?;
+                if detail.len() < 2 {
+                    detail.push(format!(
+                        "tbf {} burst {burst} B limit {limit} B on both ends, gso_max_segs 1",
+                        format_rate(rate)
+                    ));
+                }
+            }
+        }
+        testbed.facts.detail = detail.join(", ");
+        Ok(testbed)
+    }
+
+    pub fn facts(&self) -> &LinkFacts {
+        &self.facts
+    }
+
+    /// `/run/netns/NAME` of side 0 (A, sender) or 1 (B, receiver).
+    pub fn netns_path(&self, side: usize) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.facts.namespaces[side])
+    }
+
+    pub fn interface(&self, side: usize) -> &str {
+        &self.facts.interfaces[side]
+    }
+
+    /// Deletes the namespaces now (also done on drop).
+    pub fn teardown(&mut self) {
+        for name in self.namespaces.drain(..).rev() {
+            if let Err(e) = self.runner.run("ip", &["netns", "del", &name]) {
+                eprintln!("netlab: cleaning up namespace {name}: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Whether the kernel has netem: try it on the namespace's loopback.
+fn netem_available(runner: Runner, namespace: &str) -> bool {
+    let probe = runner.run(
+        "tc",
+        &[
+            "-n", namespace, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms",
+        ],
+    );
+    if probe.is_ok() {
+        let _ = runner.run(
+            "tc",
+            &["-n", namespace, "qdisc", "del", "dev", "lo", "root"],
+        );
+    }
+    probe.is_ok()
+}
+
+/// What `netlab testbed clean` did.
+#[derive(Debug, Default)]
+pub struct CleanReport {
+    pub removed: Vec<String>,
+    pub kept_live: Vec<String>,
+}
+
+/// The PID a netlab namespace or interface name encodes, if it is one of ours.
+pub fn owner_pid(namespace: &str) -> Option<u32> {
+    let rest = namespace.strip_prefix(NAMESPACE_PREFIX)?;
+    let mut parts = rest.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let _seq: u32 = parts.next()?.parse().ok()?;
+    matches!(parts.next(), Some("a" | "b"))
+        .then_some(pid)
+        .filter(|_| parts.next().is_none())
+}
+
+fn process_is_netlab(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("netlab"))
+        .unwrap_or(false)
+}
+
+/// Removes namespaces netlab created whose controller is gone (all of
+/// netlab's when `all`), and any stray `nlb*` interface in this namespace.
+pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
+    if !has_net_admin() {
+        return Err(TestbedError::NoCapability);
+    }
+    let mut report = CleanReport::default();
+    let list = runner.run("ip", &["netns", "list"])?;
+    for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(pid) = owner_pid(name) else { continue };
+        if !all && pid != std::process::id() && process_is_netlab(pid) {
+            report.kept_live.push(name.to_string());
+            continue;
+        }
+        runner.run("ip", &["netns", "del", name])?;
+        report.removed.push(name.to_string());
+    }
+    let links = runner.run("ip", &["-o", "link", "show"])?;
+    for line in links.lines() {
+        let Some(name) = line.split(": ").nth(1) else {
+            continue;
+        };
+        let name = name.split('@').next().unwrap_or(name);
+        if name.starts_with(INTERFACE_PREFIX) && name.len() <= 15 {
+            runner.run("ip", &["link", "del", name])?;
+            report.removed.push(name.to_string());
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_our_names_are_recognised() {
+        assert_eq!(owner_pid("netlab-1234-0-a"), Some(1234));
+        assert_eq!(owner_pid("netlab-1234-17-b"), Some(1234));
+        assert_eq!(owner_pid("netlab-1234-0-c"), None);
+        assert_eq!(owner_pid("netlab-x-0-a"), None);
+        assert_eq!(owner_pid("netlab-1234-0-a-extra"), None);
+        assert_eq!(owner_pid("docker-1234-0-a"), None);
+        assert_eq!(owner_pid("netlab"), None);
+    }
+
+    #[test]
+    fn tbf_bucket_holds_frames_and_a_millisecond() {
+        assert_eq!(tbf_burst(10_000_000, 1500), 3028);
+        assert_eq!(tbf_burst(1_000_000_000, 1500), 125_000);
+    }
+}

@@ -1,0 +1,421 @@
+//! The netns placement: real namespaces, veth and TUN links, tbf, the wire
+//! emulator and the capture. These tests need root (CAP_NET_ADMIN), as CI
+//! has; without it they fail with that reason rather than skip.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn netlab() -> Command {
+    Command::cargo_bin("netlab").expect("binary built")
+}
+
+fn require_root() {
+    assert!(
+        netlab::testbed::netns::has_net_admin(),
+        "the netns tests need CAP_NET_ADMIN: run them as root"
+    );
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("netlab-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+/// Runs `netlab stream` with `args` and returns its one JSON record's result.
+fn stream(args: &[&str]) -> Value {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .arg("stream")
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let record = doc["records"][0].clone();
+    assert_eq!(record["placement"], "netns");
+    record["result"].clone()
+}
+
+#[test]
+fn ether10_delivers_about_ten_megabits() {
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--link",
+        "ether10",
+        "--duration",
+        "3s",
+        "--record",
+        "8K",
+    ]);
+    let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
+    assert!(
+        (8.5..=10.0).contains(&rate),
+        "ether10 goodput {rate} Mbit/s"
+    );
+    assert_eq!(r["link"]["realised_by"], "veth");
+    assert_eq!(r["link"]["profile"]["mtu"], 1500);
+    assert_eq!(r["sender"]["mss"], 1448);
+    // Interface counters ("net pkts in/out") are in the record.
+    assert!(r["sender"]["interface"]["tx_packets"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn an_unshaped_veth_is_far_faster() {
+    let r = stream(&["--placement", "netns", "--duration", "1s"]);
+    let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
+    assert!(rate > 200.0, "unshaped veth {rate} Mbit/s");
+    assert!(r["link"]["profile"]["rate_bps"].is_null());
+}
+
+#[test]
+fn a_10ms_delay_shows_a_20ms_rtt() {
+    let r = stream(&["--placement", "netns", "--delay", "10ms", "--bytes", "2M"]);
+    let rtt = r["sender"]["tcp_info"]["rtt_us"].as_u64().unwrap();
+    assert!((19_000..=26_000).contains(&rtt), "rtt {rtt} µs");
+    let how = r["link"]["realised_by"].as_str().unwrap();
+    assert!(how == "emulator" || how == "netem", "{how}");
+    if how == "emulator" {
+        assert!(r["emulator"]["forwarded_packets"][0].as_u64().unwrap() > 100);
+        assert!(r["link"]["note"].as_str().unwrap().contains("netem"));
+    }
+}
+
+#[test]
+fn one_percent_loss_shows_retransmits() {
+    let r = stream(&["--placement", "netns", "--loss", "1%", "--bytes", "8M"]);
+    assert!(r["sender"]["tcp_info"]["total_retrans"].as_u64().unwrap() > 0);
+    assert_eq!(r["receiver"]["bytes"], 8 << 20);
+    assert_eq!(r["receiver"]["verified"], true);
+}
+
+#[test]
+fn the_capture_counts_what_the_interface_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("wire.pcap");
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--link",
+        "ether100",
+        "--bytes",
+        "512K",
+        "--record",
+        "1K",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    let c = &r["capture"];
+    let out = c["wire"]["outgoing"]["packets"].as_u64().unwrap();
+    let inc = c["wire"]["incoming"]["packets"].as_u64().unwrap();
+    assert_eq!(c["kernel_drops"], 0);
+    assert_eq!(out, c["interface"]["tx_packets"].as_u64().unwrap());
+    assert_eq!(inc, c["interface"]["rx_packets"].as_u64().unwrap());
+    assert!(out > 300, "{out} frames for 512 KB");
+    // The data direction is full-sized frames.
+    assert!(c["wire"]["outgoing"]["mean_size"].as_f64().unwrap() > 1000.0);
+    // tcpdump reads the pcap and counts the same frames.
+    let dump = std::process::Command::new("tcpdump")
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .output()
+        .expect("tcpdump is installed (Debian package tcpdump)");
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let lines = String::from_utf8_lossy(&dump.stdout).lines().count() as u64;
+    assert_eq!(lines, c["captured"].as_u64().unwrap());
+}
+
+#[test]
+fn the_emulator_can_carry_an_unimpaired_link() {
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--link-via",
+        "emulator",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(r["link"]["realised_by"], "emulator");
+    let e = &r["emulator"];
+    assert!(e["forwarded_packets"][0].as_u64().unwrap() > 1000);
+    assert_eq!(e["lost_packets"][0], 0);
+    assert!(e["usage"]["sys_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bad_link_parameters_are_refused_before_anything_is_created() {
+    for (args, message) in [
+        (
+            vec!["--link", "token-ring"],
+            "unknown link profile \"token-ring\"",
+        ),
+        (vec!["--rate", "-10mbit"], "rates cannot be negative"),
+        (vec!["--rate", "999gbit"], "from 1 kbit/s to 100 Gbit/s"),
+        (vec!["--delay", "-5ms"], "cannot be negative"),
+        (vec!["--delay", "2h"], "at most 10 s"),
+        (vec!["--loss", "150%"], "percentage from 0 to 100"),
+        (vec!["--mtu", "500"], "MTU 500 is out of range"),
+        (vec!["--mtu", "70000"], "MTU 70000 is out of range"),
+        (
+            vec!["--delay", "1ms", "--jitter", "5ms"],
+            "exceeds the delay",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let assert = netlab()
+            .args([
+                "stream",
+                "--placement",
+                "netns",
+                "--duration",
+                "1s",
+                "--out",
+            ])
+            .arg(dir.path().join("r.jsonl"))
+            .args(&args)
+            .assert()
+            .code(1);
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("+ ip"), "nothing may be created: {stderr}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let assert = netlab()
+        .args(["stream", "--rate", "10mbit", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .code(1);
+    assert!(
+        String::from_utf8_lossy(&assert.get_output().stderr).contains("need --placement netns")
+    );
+}
+
+#[test]
+fn without_root_the_netns_placement_says_so_and_leaves_nothing() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("netlab");
+    let output = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(&bin)
+        .args([
+            "stream",
+            "--placement",
+            "netns",
+            "--duration",
+            "1s",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("needs CAP_NET_ADMIN"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_failing_run_tears_its_namespaces_down() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .env("NETLAB_FAULT", "sender-abort")
+        .args([
+            "stream",
+            "--placement",
+            "netns",
+            "--link",
+            "ether10",
+            "--bytes",
+            "1M",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(child.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&child.stderr).contains("died during the run"));
+    // The controller's pid is gone with it; no namespace of any dead netlab may remain from it.
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout).to_string();
+    for ns in text.lines().filter_map(|l| l.split_whitespace().next()) {
+        if let Some(pid) = netlab::testbed::netns::owner_pid(ns) {
+            assert!(
+                std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                "{ns} left behind"
+            );
+        }
+    }
+}
+
+fn wait_for_namespaces(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while namespaces_of(pid).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no namespaces appeared for {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let the endpoints start inside them.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn sigterm_stops_the_run_and_removes_its_namespaces() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args([
+            "stream",
+            "--placement",
+            "netns",
+            "--link",
+            "ether10",
+            "--duration",
+            "20s",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for_namespaces(pid);
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+}
+
+#[test]
+fn after_sigkill_testbed_clean_removes_the_leftovers() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args([
+            "stream",
+            "--placement",
+            "netns",
+            "--delay",
+            "5ms",
+            "--duration",
+            "20s",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for_namespaces(pid);
+    let helpers = children_of(pid);
+    assert!(
+        helpers.len() >= 3,
+        "emulator, receiver and sender: {helpers:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        namespaces_of(pid).len(),
+        2,
+        "SIGKILL leaves the namespaces behind"
+    );
+    let output = netlab()
+        .args(["testbed", "clean"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&output);
+    assert!(text.contains(&format!("removed netlab-{pid}-")), "{text}");
+    assert!(namespaces_of(pid).is_empty());
+    // The endpoints and the emulator died with their controller (PR_SET_PDEATHSIG).
+    std::thread::sleep(Duration::from_millis(200));
+    for helper in helpers {
+        let state = std::fs::read_to_string(format!("/proc/{helper}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.contains(") Z "),
+            "process {helper} outlived its controller: {state}"
+        );
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    children
+}
+
+#[test]
+fn a_panic_tears_the_testbed_down() {
+    require_root();
+    let profile = netlab::testbed::link::LinkProfile::named("ether10").unwrap();
+    let names = std::sync::Mutex::new(Vec::new());
+    let result = std::panic::catch_unwind(|| {
+        let bed = netlab::testbed::netns::Testbed::create(&profile, false, false).unwrap();
+        names.lock().unwrap().extend(bed.facts().namespaces.clone());
+        panic!("deliberate");
+    });
+    assert!(result.is_err());
+    let names = names.into_inner().unwrap();
+    assert_eq!(names.len(), 2);
+    let pid = std::process::id();
+    for name in names {
+        assert!(
+            !namespaces_of(pid).contains(&name),
+            "{name} survived the panic"
+        );
+    }
+}
