@@ -450,8 +450,19 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     assert_eq!(runs.len(), 1);
     let run_dir = runs[0].path();
     let records = lines_of(&run_dir.join("results.jsonl"));
-    // 5 Joy runs + 15 sizes x 3 runs.
-    assert_eq!(records.len(), 5 + 15 * 3);
+    // 5 Joy runs, 2 over netns ether10 when root, 15 sizes x 3 runs.
+    let netns = if netlab::testbed::netns::has_net_admin() {
+        2
+    } else {
+        0
+    };
+    assert_eq!(records.len(), 5 + netns + 15 * 3);
+    if netns > 0 {
+        assert!(text.contains("over an emulated 10 Mbit/s Ethernet"));
+        assert!(text.contains("wire A->B"));
+    } else {
+        assert!(text.contains("skipped: stream over netns"));
+    }
     assert!(records.iter().all(|r| r["error"].is_null()));
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
     assert!(tables.contains("then (1981"));

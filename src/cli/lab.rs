@@ -11,7 +11,7 @@ use crate::experiment::sweep::{SweepConfig, summarize};
 use crate::measure::host::HostFacts;
 use crate::record::RecordWriter;
 use crate::report::tables;
-use crate::testbed::Placement;
+use crate::testbed::{LinkVia, Placement, link::LinkProfile};
 use crate::units::parse_size_list;
 use anyhow::Context;
 use clap::Args;
@@ -30,6 +30,7 @@ pub struct LabArgs {
 /// The profile's sizes and counts.
 struct Profile {
     joy_repeat: u32,
+    netns_repeat: u32,
     sweep_records: &'static str,
     sweep_seconds: f64,
     sweep_repeat: u32,
@@ -37,6 +38,7 @@ struct Profile {
 
 const QUICK: Profile = Profile {
     joy_repeat: 5,
+    netns_repeat: 2,
     sweep_records: "64..1M",
     sweep_seconds: 0.3,
     sweep_repeat: 3,
@@ -44,6 +46,7 @@ const QUICK: Profile = Profile {
 
 const FULL: Profile = Profile {
     joy_repeat: 20,
+    netns_repeat: 5,
     sweep_records: "16..4M",
     sweep_seconds: 2.0,
     sweep_repeat: 5,
@@ -91,6 +94,43 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         text.push('\n');
     }
     show(text, out)?;
+
+    // 1981 again, over a 10 Mbit/s Ethernet between two hosts (namespaces).
+    if crate::testbed::netns::has_net_admin() {
+        let over_ether = StreamConfig {
+            placement: Placement::Netns {
+                link: LinkProfile::named("ether10").expect("a known profile"),
+                via: LinkVia::Auto,
+                capture: true,
+                pcap: None,
+                verbose: false,
+            },
+            ..joy.clone()
+        };
+        eprintln!(
+            "lab: stream over netns ether10, {} ({} runs)",
+            over_ether.describe(),
+            profile.netns_repeat
+        );
+        let records = run_series(&over_ether, profile.netns_repeat, &mut writer, &host)?;
+        let mut text = tables::stream_table(
+            &format!(
+                "{} over an emulated 10 Mbit/s Ethernet",
+                over_ether.describe()
+            ),
+            &records,
+        );
+        if let Some(line) = tables::berkeley_then_now(&records) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        show(text, out)?;
+    } else {
+        show(
+            "skipped: stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)\n".into(),
+            out,
+        )?;
+    }
 
     // 1988: throughput vs write size.
     let sweep = SweepConfig {

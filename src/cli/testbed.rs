@@ -1,7 +1,11 @@
 //! `netlab testbed clean`: removes what a killed run left behind.
 
 use super::Output;
-use crate::testbed::netns::{self, Runner};
+use super::placement::PlacementArgs;
+use crate::experiment::{bed::Bed, endpoints::interrupted};
+use crate::report::tables::num;
+use crate::testbed::Placement;
+use crate::testbed::netns::{self, ADDR_A, ADDR_B, Runner};
 use clap::{Args, Subcommand};
 
 #[derive(Debug, Args)]
@@ -12,6 +16,13 @@ pub struct TestbedArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TestbedCommand {
+    /// Build two namespaces and a link (as --placement netns would) and keep
+    /// them until Ctrl-C, for running other tools across the link with
+    /// `ip netns exec`.
+    Up {
+        #[command(flatten)]
+        place: PlacementArgs,
+    },
     /// Remove netlab's namespaces whose controller is gone, and stray nlb* links.
     Clean {
         /// Also remove namespaces of netlab runs that are still going.
@@ -24,7 +35,13 @@ pub enum TestbedCommand {
 }
 
 pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
-    let TestbedCommand::Clean { all, verbose } = args.command;
+    let (all, verbose) = match args.command {
+        TestbedCommand::Up { mut place } => {
+            place.placement = super::placement::PlacementKind::Netns;
+            return up(&place.placement()?, out);
+        }
+        TestbedCommand::Clean { all, verbose } => (all, verbose),
+    };
     let report = netns::clean(Runner { verbose }, all)?;
     if report.removed.is_empty() {
         out.text("nothing to clean\n")?;
@@ -37,5 +54,37 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
             "kept {name}: its netlab run is still going (--all removes it)\n"
         ))?;
     }
+    Ok(())
+}
+
+fn up(placement: &Placement, out: &mut Output) -> anyhow::Result<()> {
+    let bed = Bed::create(placement)?.expect("a netns placement builds a testbed");
+    let facts = bed.testbed.facts();
+    out.text(&format!(
+        "up: {} ({ADDR_A}, {}) <-> {} ({ADDR_B}, {})\nlink: {}; built with {}\nrun tools with `ip netns exec {} ...`; Ctrl-C tears it down\n",
+        facts.namespaces[0],
+        facts.interfaces[0],
+        facts.namespaces[1],
+        facts.interfaces[1],
+        facts.profile.describe(),
+        facts.detail,
+        facts.namespaces[0],
+    ))?;
+    while !interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let outcome = bed.finish()?;
+    if let Some(e) = outcome.emulator {
+        out.text(&format!(
+            "emulator: forwarded {}/{} packets, its own delay p50 {} µs p99 {} µs, CPU {} s over {} s\n",
+            e.forwarded_packets[0],
+            e.forwarded_packets[1],
+            num(e.overhead_us_p50),
+            num(e.overhead_us_p99),
+            num(e.usage.cpu_s()),
+            num(e.wall_s)
+        ))?;
+    }
+    out.text("down\n")?;
     Ok(())
 }

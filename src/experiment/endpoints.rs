@@ -95,6 +95,8 @@ pub struct EndpointProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     replies: mpsc::Receiver<io::Result<Reply>>,
+    /// Keep waiting through Ctrl-C (for stopping helpers after an interrupt).
+    through_interrupt: bool,
 }
 
 impl EndpointProcess {
@@ -163,6 +165,7 @@ impl EndpointProcess {
             child,
             stdin,
             replies,
+            through_interrupt: false,
         };
         match endpoint.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
             Reply::Ready { .. } => Ok(endpoint),
@@ -197,7 +200,7 @@ impl EndpointProcess {
     ) -> Result<Reply, ControlError> {
         let start = Instant::now();
         loop {
-            if interrupted() {
+            if interrupted() && !self.through_interrupt {
                 return Err(ControlError::Interrupted);
             }
             if let Some(limit) = timeout
@@ -231,6 +234,12 @@ impl EndpointProcess {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Err(self.death()),
             }
         }
+    }
+
+    /// Makes [`EndpointProcess::recv`] keep waiting after Ctrl-C, so helpers
+    /// (the emulator, the capture) can still be stopped cleanly and report.
+    pub fn wait_through_interrupt(&mut self) {
+        self.through_interrupt = true;
     }
 
     /// An error for a reply that does not fit the protocol's sequence.

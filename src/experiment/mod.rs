@@ -1,6 +1,7 @@
 //! One module per experiment: its configuration, its orchestration of
 //! endpoint processes, and the records it produces.
 
+pub mod bed;
 pub mod endpoints;
 pub mod stream;
 pub mod sweep;

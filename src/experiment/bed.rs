@@ -1,0 +1,125 @@
+//! The netns side of a run: the testbed, and the helper processes that
+//! carry (the wire emulator) and watch (the capture) its link.
+
+use super::endpoints::{ControlError, EndpointProcess};
+use crate::endpoint::protocol::{Command, Reply};
+use crate::testbed::{
+    LinkVia, Placement,
+    capture::CaptureSpec,
+    emulator::{EmulatorSpec, TunSide},
+    netns::{Realisation, Testbed},
+};
+use std::time::Duration;
+
+/// Default queue of the wire emulator when the profile names none: enough
+/// for a window of a few MB, so an unshaped delayed link is not queue-bound.
+const EMULATOR_DEFAULT_QUEUE: u64 = 8 << 20;
+
+/// The emulator and capture processes of a netns run, and the link. Fields
+/// drop in order: the processes go before their namespaces.
+pub struct Bed {
+    emulator: Option<EndpointProcess>,
+    capture: Option<EndpointProcess>,
+    pub testbed: Testbed,
+    seed: u64,
+}
+
+impl Bed {
+    /// Builds the link for a netns placement (`None` for loopback), starting
+    /// the emulator and the capture when the placement needs them.
+    pub fn create(placement: &Placement) -> Result<Option<Bed>, ControlError> {
+        let Placement::Netns {
+            link,
+            via,
+            capture,
+            pcap,
+            verbose,
+        } = placement
+        else {
+            return Ok(None);
+        };
+        let testbed = Testbed::create(link, *via == LinkVia::Emulator, *verbose)?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let emulator = if testbed.facts().realised_by == Realisation::Emulator {
+            let mut emulator = EndpointProcess::spawn("emulator")?;
+            emulator.send(&Command::Emulate(EmulatorSpec {
+                sides: [0, 1].map(|side| TunSide {
+                    netns: testbed.netns_path(side),
+                    interface: testbed.interface(side).to_string(),
+                }),
+                delay_us: link.delay_us,
+                jitter_us: link.jitter_us,
+                loss_pct: link.loss_pct,
+                queue_bytes: link.queue_bytes.unwrap_or(EMULATOR_DEFAULT_QUEUE),
+                seed,
+            }))?;
+            match emulator.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+                Reply::Emulating => Some(emulator),
+                other => return Err(emulator.unexpected("starting", &other)),
+            }
+        } else {
+            None
+        };
+        let capture = if *capture {
+            let mut capture = EndpointProcess::spawn_in("capture", Some(&testbed.netns_path(0)))?;
+            capture.send(&Command::Capture(CaptureSpec {
+                interface: testbed.interface(0).to_string(),
+                pcap: pcap.clone(),
+                snaplen: 128,
+                rate_bps: link.rate_bps,
+            }))?;
+            match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+                Reply::Capturing => Some(capture),
+                other => return Err(capture.unexpected("starting", &other)),
+            }
+        } else {
+            None
+        };
+        Ok(Some(Bed {
+            testbed,
+            emulator,
+            capture,
+            seed,
+        }))
+    }
+
+    /// Stops capture and emulator and collects their reports.
+    pub fn finish(mut self) -> Result<NetnsOutcome, ControlError> {
+        let mut outcome = NetnsOutcome {
+            link: self.testbed.facts().clone(),
+            emulator: None,
+            capture: None,
+        };
+        if let Some(mut capture) = self.capture.take() {
+            capture.wait_through_interrupt();
+            capture.send(&Command::Stop)?;
+            match capture.recv(Some(Duration::from_secs(30)), "stopping", &mut |_| {})? {
+                Reply::CaptureDone(report) => outcome.capture = Some(*report),
+                other => return Err(capture.unexpected("stopping", &other)),
+            }
+            capture.finish();
+        }
+        if let Some(mut emulator) = self.emulator.take() {
+            emulator.wait_through_interrupt();
+            emulator.send(&Command::Stop)?;
+            match emulator.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
+                Reply::EmulatorDone(mut report) => {
+                    report.seed = self.seed;
+                    outcome.emulator = Some(*report);
+                }
+                other => return Err(emulator.unexpected("stopping", &other)),
+            }
+            emulator.finish();
+        }
+        Ok(outcome)
+    }
+}
+
+/// What a netns run adds to the result.
+pub struct NetnsOutcome {
+    pub link: crate::testbed::netns::LinkFacts,
+    pub emulator: Option<crate::testbed::emulator::EmulatorReport>,
+    pub capture: Option<crate::testbed::capture::CaptureReport>,
+}
