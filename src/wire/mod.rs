@@ -1,5 +1,11 @@
 //! Byte formats, each a parse/emit pair with no I/O of its own.
 //!
 //! - [`control`]: framing of the controller ↔ endpoint channel.
+//! - [`xdr`]: XDR (RFC 4506), the subset ONC RPC uses.
+//! - [`rpc`]: ONC RPC v2 call and reply messages (RFC 5531).
+//! - [`recmark`]: RPC record marking over TCP (RFC 5531 §11).
 
 pub mod control;
+pub mod recmark;
+pub mod rpc;
+pub mod xdr;
