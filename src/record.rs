@@ -47,6 +47,10 @@ pub enum RecordData {
         params: StreamParams,
         result: Option<Box<StreamResult>>,
     },
+    Rpc {
+        params: crate::experiment::rpc::RpcParams,
+        result: Option<Box<crate::experiment::rpc::RpcResult>>,
+    },
 }
 
 /// Where in a sweep a record belongs.

@@ -1,7 +1,9 @@
 //! Pure functions over measurements: no I/O, no clocks, unit-tested on
 //! synthetic inputs with known answers.
 
+pub mod cliff;
 pub mod costmodel;
+pub mod diagnosis;
 pub mod knee;
 pub mod stats;
 pub mod stream;

@@ -7,6 +7,9 @@
 
 pub mod lab;
 pub mod placement;
+pub mod rpc;
+pub mod rpc_cliffs;
+pub mod rpc_experiment;
 pub mod stream;
 pub mod sweep;
 pub mod testbed;
@@ -33,6 +36,8 @@ pub enum Commands {
     Lab(lab::LabArgs),
     /// Bulk transfer between two endpoint processes (ttcp-style).
     Stream(stream::StreamArgs),
+    /// ONC RPC: the 1989 experiment (time per 100 calls vs size), cliffs and their causes; `serve`, `ping`.
+    Rpc(rpc::RpcArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
     /// Manage the network namespaces and links netlab creates.
@@ -47,6 +52,7 @@ impl Commands {
         match self {
             Commands::Stream(a) => a.common.json,
             Commands::Sweep(a) => a.json(),
+            Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
             Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
         }
     }
@@ -127,6 +133,7 @@ pub fn main() -> ExitCode {
         Commands::Lab(args) => lab::run(args, &mut out),
         Commands::Stream(args) => stream::run(args, &mut out),
         Commands::Sweep(args) => sweep::run(args, &mut out),
+        Commands::Rpc(args) => rpc::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };

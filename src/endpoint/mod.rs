@@ -9,6 +9,7 @@
 
 pub mod pattern;
 pub mod protocol;
+pub mod rpc;
 pub mod stream;
 
 use crate::wire::control::{FrameReader, write_frame};
@@ -22,6 +23,7 @@ enum State {
     Sender(stream::Sender),
     Emulator(crate::testbed::emulator::Emulator),
     Capture(crate::testbed::capture::Capture),
+    RpcServer(rpc::server::Running),
 }
 
 /// Serves commands from `input`, replying on `output`, until `Exit` or end
@@ -90,6 +92,22 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     }
                     Err(e) => failed(format_args!("capturing on {interface}: {e}")),
                 }
+            }
+            (Command::RpcServe { bind, options }, _) => {
+                match rpc::server::Server::bind(bind, options).and_then(|s| s.start()) {
+                    Ok(running) => {
+                        let port = running.port();
+                        state = State::RpcServer(running);
+                        Reply::RpcServing { port }
+                    }
+                    Err(e) => failed(format_args!("RPC server on {bind}: {e}")),
+                }
+            }
+            (Command::RpcClient(spec), _) => {
+                rpc::run_client(&spec).map_or_else(failed, |r| Reply::RpcClientDone(Box::new(r)))
+            }
+            (Command::Stop, State::RpcServer(running)) => {
+                Reply::RpcServerDone(Box::new(running.stop()))
             }
             (Command::Stop, State::Emulator(emulator)) => emulator
                 .stop()

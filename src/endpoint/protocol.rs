@@ -116,7 +116,15 @@ pub enum Command {
     Emulate(EmulatorSpec),
     /// Capture an interface in this endpoint's namespace; answered by `Capturing`.
     Capture(CaptureSpec),
-    /// End the emulator or capture; answered by `EmulatorDone` or `CaptureDone`.
+    /// Serve netlab's RPC program on TCP and UDP; answered by `RpcServing`.
+    RpcServe {
+        bind: SocketAddr,
+        options: crate::endpoint::rpc::ServerOptions,
+    },
+    /// Run the client side of one RPC cell; answered by `RpcClientDone`.
+    RpcClient(crate::endpoint::rpc::RpcClientSpec),
+    /// End the emulator, capture or RPC server; answered by `EmulatorDone`,
+    /// `CaptureDone` or `RpcServerDone`.
     Stop,
     /// Leave: the controller is done with this endpoint.
     Exit,
@@ -185,6 +193,9 @@ pub enum Reply {
     EmulatorDone(Box<EmulatorReport>),
     Capturing,
     CaptureDone(Box<CaptureReport>),
+    RpcServing { port: u16 },
+    RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
+    RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
     Failed { message: String },
 }
 

@@ -3,5 +3,6 @@
 
 pub mod bed;
 pub mod endpoints;
+pub mod rpc;
 pub mod stream;
 pub mod sweep;

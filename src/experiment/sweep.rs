@@ -61,7 +61,9 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
     for record in records {
-        let RecordData::Stream { params, result } = &record.data;
+        let RecordData::Stream { params, result } = &record.data else {
+            continue;
+        };
         if result.is_none() {
             if !failed.iter().any(|(s, _)| *s == params.record) {
                 failed.push((params.record, record.error.clone().unwrap_or_default()));

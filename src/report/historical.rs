@@ -39,10 +39,24 @@ pub struct BsdSpeedups {
     pub rule_of_thumb: String,
 }
 
+/// Sun RPC time for 100 calls vs argument size, 1989 (001).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RpcSizeSweep {
+    pub source: String,
+    pub what: String,
+    pub unit: String,
+    /// `arg_bytes`, `tcp_local`, `tcp_remote`, `udp_local`, `udp_remote`.
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<f64>>,
+    pub slow_ranges_bytes: Vec<Vec<u64>>,
+    pub profile_note: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Historical {
     pub berkeley_vax: BerkeleyVax,
     pub bsd_speedups: BsdSpeedups,
+    pub rpc_size_sweep: RpcSizeSweep,
 }
 
 /// The parsed figures (parsed once; the file is part of the build).

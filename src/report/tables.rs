@@ -26,6 +26,23 @@ fn new_table(header: &[&str]) -> Table {
     table
 }
 
+/// A Markdown table of strings (first column text, the rest numbers).
+pub fn markdown(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut table = Table::new();
+    table
+        .load_style(presets::ASCII_MARKDOWN)
+        .set_header(header.to_vec());
+    for i in 1..header.len() {
+        if let Some(column) = table.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for row in rows {
+        table.add_row(row.clone());
+    }
+    format!("{table}\n")
+}
+
 /// Formats with a sensible number of significant digits for a table cell.
 pub fn num(value: f64) -> String {
     let a = value.abs();

@@ -1,0 +1,163 @@
+//! `netlab rpc`: the 1989 RPC experiment, and its server and a ping.
+
+use super::Output;
+use crate::endpoint::rpc::client::{CallError, Request, UdpClient, call_once_tcp, message};
+use crate::endpoint::rpc::rpcbind;
+use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
+use crate::experiment::endpoints::interrupted;
+use crate::units::{parse_duration, parse_size};
+use crate::wire::rpc::Call;
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RpcArgs {
+    #[command(subcommand)]
+    pub command: Option<RpcCommand>,
+    #[command(flatten)]
+    pub experiment: crate::cli::rpc_experiment::RpcExperimentArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RpcCommand {
+    /// Serve netlab's RPC program (NULL and SINK) on TCP and UDP.
+    Serve(ServeArgs),
+    /// Call procedure 0 (NULL) of any ONC RPC program, like `rpcinfo -t/-u`.
+    Ping(PingArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port for both TCP and UDP; 0 picks a free one and prints it.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to bind. Anything but loopback needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Allow binding a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Register with the local rpcbind (so rpcinfo finds the program), and unregister on exit.
+    #[arg(long)]
+    pub register: bool,
+    #[arg(long)]
+    pub nodelay: bool,
+    /// Never delay ACKs (TCP_QUICKACK re-armed after every read).
+    #[arg(long)]
+    pub quickack: bool,
+    /// Largest record accepted.
+    #[arg(long, default_value = "1M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    pub max_record: u64,
+    /// Close connections idle this long.
+    #[arg(long, default_value = "60s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    pub idle_timeout: std::time::Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    /// Server address, e.g. 127.0.0.1:111.
+    pub server: SocketAddr,
+    /// Program number (100000 is rpcbind).
+    pub program: u32,
+    /// Version.
+    pub version: u32,
+    /// Use UDP instead of TCP.
+    #[arg(long)]
+    pub udp: bool,
+}
+
+pub fn run(args: RpcArgs, out: &mut Output) -> anyhow::Result<()> {
+    match args.command {
+        Some(RpcCommand::Serve(serve_args)) => serve(serve_args, out),
+        Some(RpcCommand::Ping(ping_args)) => ping(ping_args, out),
+        None => crate::cli::rpc_experiment::run(args.experiment, out),
+    }
+}
+
+fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
+    if !args.bind.is_loopback() {
+        if !args.allow_remote {
+            bail!(
+                "refusing to bind {} (not loopback) without --allow-remote",
+                args.bind
+            );
+        }
+        eprintln!(
+            "netlab rpc serve: warning: serving on {}, reachable from other hosts",
+            args.bind
+        );
+    }
+    let options = ServerOptions {
+        max_record: args.max_record as usize,
+        nodelay: args.nodelay,
+        quickack: args.quickack,
+        idle_timeout_ms: args.idle_timeout.as_millis() as u64,
+        ..Default::default()
+    };
+    let server = Server::bind(SocketAddr::new(args.bind, args.port), options)
+        .with_context(|| format!("cannot bind {}:{}", args.bind, args.port))?;
+    let running = server.start()?;
+    let port = running.port();
+    out.text(&format!("{port}\n"))?;
+    let _ = std::io::stdout().flush();
+    let rpcbind_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 111));
+    if args.register {
+        match rpcbind::register(rpcbind_addr, PROGRAM, VERSION, port) {
+            Ok(true) => eprintln!(
+                "netlab rpc serve: registered program {PROGRAM} version {VERSION} on port {port} with rpcbind"
+            ),
+            Ok(false) => bail!("rpcbind refused to register program {PROGRAM}"),
+            Err(e) => bail!("cannot register with rpcbind at {rpcbind_addr}: {e}"),
+        }
+    }
+    eprintln!(
+        "netlab rpc serve: program {PROGRAM} (0x{PROGRAM:08x}) version {VERSION} on {}:{port} TCP and UDP; Ctrl-C stops",
+        args.bind
+    );
+    while !interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if args.register {
+        let _ = rpcbind::unregister(rpcbind_addr, PROGRAM, VERSION, port);
+    }
+    let report = running.stop();
+    eprintln!(
+        "netlab rpc serve: {} calls, {} connections, {} closed for misbehaving, {} records dropped",
+        report.calls, report.connections, report.closed_bad_peers, report.dropped_records
+    );
+    Ok(())
+}
+
+fn ping(args: PingArgs, out: &mut Output) -> anyhow::Result<()> {
+    let xid = std::process::id().wrapping_mul(2_654_435_761);
+    let call = Call::new(xid, args.program, args.version, 0);
+    let start = std::time::Instant::now();
+    let outcome: Result<(), CallError> = if args.udp {
+        let mut client = UdpClient::connect(args.server)?;
+        client.tries = 3;
+        let mut request = Request::udp(&message(&call, &[]));
+        client.call(&mut request, xid).map(|_| ())
+    } else {
+        call_once_tcp(args.server, &call, &[]).map(|_| ())
+    };
+    outcome.with_context(|| {
+        format!(
+            "program {} version {} at {} ({})",
+            args.program,
+            args.version,
+            args.server,
+            if args.udp { "udp" } else { "tcp" }
+        )
+    })?;
+    out.text(&format!(
+        "program {} version {} ready and waiting ({} {} µs)\n",
+        args.program,
+        args.version,
+        if args.udp { "udp" } else { "tcp" },
+        start.elapsed().as_micros()
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! netlab's ONC RPC client, with the ways of sending a TCP request that
+//! decide whether a call stalls:
+//!
+//! - `sun`: as Sun's xdrrec did, the message is marshalled into a 4000-byte
+//!   send buffer (4 bytes of it for the fragment header) that is written out
+//!   as a fragment each time it fills, and once more, as the last fragment,
+//!   at the end of the record. A message over 3996 bytes therefore leaves in
+//!   two or more `write(2)`s, the last one small;
+//! - `two-write`: the record mark and call header in one write, the argument
+//!   in a second;
+//! - `writev`: the whole record in one gather write;
+//! - UDP: one datagram per call, retransmitted after a timeout, replies
+//!   matched by xid (stale ones discarded).
+//!
+//! A [`Request`] is built once per argument size (the bytes and where the
+//! writes split); each call only patches the xid.
+
+use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
+use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
+use crate::wire::xdr::Writer;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Size of the xdrrec send buffer of Sun's RPC library.
+pub const SUN_SENDSIZE: usize = 4000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    Sun,
+    TwoWrite,
+    Writev,
+}
+
+impl Strategy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Sun => "sun",
+            Strategy::TwoWrite => "two-write",
+            Strategy::Writev => "writev",
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum CallError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("reply does not parse: {0}")]
+    BadReply(String),
+    #[error("reply xid {got} does not match call xid {want}")]
+    Xid { got: u32, want: u32 },
+    #[error("call rejected: {0:?}")]
+    Rejected(ReplyBody),
+    #[error("no reply after {0} tries")]
+    Timeout(u32),
+    #[error("server closed the connection")]
+    Closed,
+}
+
+/// A request's bytes and the `write(2)` boundaries a strategy uses.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// All bytes sent, record marks included.
+    pub bytes: Vec<u8>,
+    /// End offsets of each write (the last is `bytes.len()`).
+    pub writes: Vec<usize>,
+    /// Offset of the xid in `bytes`.
+    xid_at: usize,
+}
+
+/// The call message (header and XDR-encoded arguments), without record marks.
+pub fn message(call: &Call, args: &[u8]) -> Vec<u8> {
+    let mut w = Writer::with_capacity(call.header_len() + args.len());
+    call.emit(&mut w);
+    w.buf.extend_from_slice(args);
+    w.into_bytes()
+}
+
+/// The XDR encoding of a SINK argument of `size` bytes.
+pub fn sink_args(size: usize) -> Vec<u8> {
+    let mut w = Writer::with_capacity(size + 8);
+    w.opaque(&vec![0x5a; size]);
+    w.into_bytes()
+}
+
+impl Request {
+    /// Frames `message` (header length `header_len`) for TCP with `strategy`.
+    pub fn tcp(message: &[u8], header_len: usize, strategy: Strategy) -> Request {
+        match strategy {
+            Strategy::Sun => {
+                let mut bytes = Vec::with_capacity(message.len() + 4 * (message.len() / 3996 + 1));
+                let mut writes = Vec::new();
+                let chunk = SUN_SENDSIZE - 4;
+                let mut chunks = message.chunks(chunk).peekable();
+                if message.is_empty() {
+                    bytes.extend_from_slice(&fragment_header(0, true));
+                    writes.push(bytes.len());
+                }
+                while let Some(piece) = chunks.next() {
+                    let last = chunks.peek().is_none();
+                    bytes.extend_from_slice(&fragment_header(piece.len() as u32, last));
+                    bytes.extend_from_slice(piece);
+                    writes.push(bytes.len());
+                }
+                Request {
+                    bytes,
+                    writes,
+                    xid_at: 4,
+                }
+            }
+            Strategy::TwoWrite | Strategy::Writev => {
+                let mut bytes = Vec::with_capacity(message.len() + 4);
+                bytes.extend_from_slice(&(message.len() as u32 | LAST_FRAGMENT).to_be_bytes());
+                bytes.extend_from_slice(message);
+                // The call header and the argument's length word, then the argument.
+                let split = (4 + header_len + 4).min(bytes.len());
+                let writes = if strategy == Strategy::TwoWrite && split < bytes.len() {
+                    vec![split, bytes.len()]
+                } else {
+                    vec![bytes.len()]
+                };
+                Request {
+                    bytes,
+                    writes,
+                    xid_at: 4,
+                }
+            }
+        }
+    }
+
+    /// The message as one UDP datagram.
+    pub fn udp(message: &[u8]) -> Request {
+        Request {
+            bytes: message.to_vec(),
+            writes: vec![message.len()],
+            xid_at: 0,
+        }
+    }
+
+    fn set_xid(&mut self, xid: u32) {
+        self.bytes[self.xid_at..self.xid_at + 4].copy_from_slice(&xid.to_be_bytes());
+    }
+}
+
+/// Socket options for the client's TCP connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOptions {
+    pub nodelay: bool,
+    /// Hold the writes of one call in TCP_CORK and release them together.
+    pub cork: bool,
+    /// Re-arm TCP_QUICKACK after every read.
+    pub quickack: bool,
+}
+
+fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: an int-valued socket option.
+    let rc = unsafe { libc::setsockopt(fd, level, name, (&value as *const i32).cast(), 4) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// An RPC client over one TCP connection.
+pub struct TcpClient {
+    stream: TcpStream,
+    options: ClientOptions,
+    assembler: Assembler,
+    buf: Vec<u8>,
+    /// Data-path system calls made.
+    pub syscalls: u64,
+}
+
+impl TcpClient {
+    pub fn connect(addr: SocketAddr, options: ClientOptions) -> io::Result<TcpClient> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(options.nodelay)?;
+        Ok(TcpClient {
+            stream,
+            options,
+            assembler: Assembler::new(1 << 20),
+            buf: vec![0u8; 64 * 1024],
+            syscalls: 0,
+        })
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Sends `request` with `xid` and waits for its reply.
+    pub fn call(&mut self, request: &mut Request, xid: u32) -> Result<Reply, CallError> {
+        request.set_xid(xid);
+        let fd = self.stream.as_raw_fd();
+        if self.options.cork {
+            set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_CORK, 1)?;
+        }
+        let mut start = 0;
+        for &end in &request.writes {
+            self.stream.write_all(&request.bytes[start..end])?;
+            self.syscalls += 1;
+            start = end;
+        }
+        if self.options.cork {
+            set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_CORK, 0)?;
+        }
+        loop {
+            if let Some(record) = self
+                .assembler
+                .next_record()
+                .map_err(|e| CallError::BadReply(e.to_string()))?
+            {
+                return check_reply(&record, xid);
+            }
+            let n = self.stream.read(&mut self.buf)?;
+            self.syscalls += 1;
+            if n == 0 {
+                return Err(CallError::Closed);
+            }
+            if self.options.quickack {
+                set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)?;
+            }
+            self.assembler.push(&self.buf[..n]);
+        }
+    }
+}
+
+/// A call's TCP request, single-write, for one-off calls (rpcbind, tests).
+pub fn call_once_tcp(
+    addr: SocketAddr,
+    call: &Call,
+    args: &[u8],
+) -> Result<(Reply, Vec<u8>), CallError> {
+    let mut client = TcpClient::connect(addr, ClientOptions::default())?;
+    let msg = message(call, args);
+    let mut request = Request::tcp(&msg, call.header_len(), Strategy::Writev);
+    request.set_xid(call.xid);
+    client.stream.write_all(&request.bytes)?;
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))?;
+    loop {
+        if let Some(record) = client
+            .assembler
+            .next_record()
+            .map_err(|e| CallError::BadReply(e.to_string()))?
+        {
+            let reply = check_reply(&record, call.xid)?;
+            let results = parse(&record)
+                .map(|(_, rest)| rest.to_vec())
+                .unwrap_or_default();
+            return Ok((reply, results));
+        }
+        let n = client.stream.read(&mut client.buf)?;
+        if n == 0 {
+            return Err(CallError::Closed);
+        }
+        let (buf, assembler) = (&client.buf[..n], &mut client.assembler);
+        assembler.push(buf);
+    }
+}
+
+fn check_reply(record: &[u8], xid: u32) -> Result<Reply, CallError> {
+    match parse(record) {
+        Ok((Message::Reply(reply), _)) if reply.xid != xid => Err(CallError::Xid {
+            got: reply.xid,
+            want: xid,
+        }),
+        Ok((Message::Reply(reply), _)) => match &reply.body {
+            ReplyBody::Accepted {
+                stat: AcceptStat::Success,
+                ..
+            } => Ok(reply),
+            other => Err(CallError::Rejected(other.clone())),
+        },
+        Ok((Message::Call(_), _)) => Err(CallError::BadReply("got a call, not a reply".into())),
+        Err(e) => Err(CallError::BadReply(e.to_string())),
+    }
+}
+
+/// An RPC client over UDP.
+pub struct UdpClient {
+    socket: UdpSocket,
+    /// First wait for a reply; doubled on each retransmission.
+    pub timeout: Duration,
+    pub tries: u32,
+    buf: Vec<u8>,
+    pub retransmissions: u64,
+    pub stale_replies: u64,
+    pub syscalls: u64,
+}
+
+impl UdpClient {
+    pub fn connect(addr: SocketAddr) -> io::Result<UdpClient> {
+        let bind: SocketAddr = if addr.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        }
+        .parse()
+        .expect("literal");
+        let socket = UdpSocket::bind(bind)?;
+        socket.connect(addr)?;
+        Ok(UdpClient {
+            socket,
+            timeout: Duration::from_millis(500),
+            tries: 5,
+            buf: vec![0u8; 65536],
+            retransmissions: 0,
+            stale_replies: 0,
+            syscalls: 0,
+        })
+    }
+
+    /// Sends `request` with `xid`, retransmitting until a matching reply or
+    /// `tries` timeouts; returns the reply and its results.
+    pub fn call(&mut self, request: &mut Request, xid: u32) -> Result<(Reply, Vec<u8>), CallError> {
+        request.set_xid(xid);
+        let mut wait = self.timeout;
+        for attempt in 0..self.tries {
+            if attempt > 0 {
+                self.retransmissions += 1;
+            }
+            self.socket.send(&request.bytes)?;
+            self.syscalls += 1;
+            let deadline = Instant::now() + wait;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                self.socket.set_read_timeout(Some(left))?;
+                let n = match self.socket.recv(&mut self.buf) {
+                    Ok(n) => n,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Err(e.into()),
+                    Err(e) => return Err(e.into()),
+                };
+                self.syscalls += 1;
+                match check_reply(&self.buf[..n], xid) {
+                    Err(CallError::Xid { .. }) => self.stale_replies += 1,
+                    Ok(reply) => {
+                        let results = parse(&self.buf[..n])
+                            .map(|(_, r)| r.to_vec())
+                            .unwrap_or_default();
+                        return Ok((reply, results));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            wait *= 2;
+        }
+        Err(CallError::Timeout(self.tries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(size: usize, strategy: Strategy) -> Request {
+        let call = Call::new(1, 0x2005_1989, 1, 1);
+        Request::tcp(
+            &message(&call, &sink_args(size)),
+            call.header_len(),
+            strategy,
+        )
+    }
+
+    #[test]
+    fn sun_splits_at_the_4000_byte_buffer() {
+        // 40-byte header + 4-byte length + argument: up to 3996 bytes fit one buffer.
+        assert_eq!(request(3952, Strategy::Sun).writes.len(), 1);
+        let r = request(3953, Strategy::Sun);
+        assert_eq!(r.writes, vec![4000, 4000 + 4 + 4]);
+        let r = request(4096, Strategy::Sun);
+        assert_eq!(r.writes.len(), 2);
+        assert_eq!(r.writes[0], 4000);
+        assert_eq!(r.writes[1] - r.writes[0], 4 + (44 + 4096 - 3996));
+        assert_eq!(request(8192, Strategy::Sun).writes.len(), 3);
+        // Fragments carry the last bit only at the end and reassemble to the message.
+        let mut a = Assembler::new(1 << 20);
+        a.push(&r.bytes);
+        let record = a.next_record().unwrap().unwrap();
+        assert_eq!(record.len(), 44 + 4096);
+    }
+
+    #[test]
+    fn two_write_and_writev() {
+        let r = request(1000, Strategy::TwoWrite);
+        assert_eq!(r.writes, vec![48, 48 + 1000]);
+        let r = request(1000, Strategy::Writev);
+        assert_eq!(r.writes, vec![1048]);
+        assert_eq!(&r.bytes[..4], &(0x8000_0000u32 | 1044).to_be_bytes());
+        // A NULL call (no argument) is one write whatever the strategy.
+        let call = Call::new(1, 0x2005_1989, 1, 0);
+        let r = Request::tcp(&message(&call, &[]), call.header_len(), Strategy::TwoWrite);
+        assert_eq!(r.writes, vec![44]);
+    }
+
+    #[test]
+    fn xid_is_patched_in_place() {
+        let mut r = request(10, Strategy::Sun);
+        r.set_xid(0xdead_beef);
+        assert_eq!(&r.bytes[4..8], &[0xde, 0xad, 0xbe, 0xef]);
+        let mut u = Request::udp(&message(&Call::new(1, 2, 3, 4), &[]));
+        u.set_xid(9);
+        assert_eq!(&u.bytes[..4], &[0, 0, 0, 9]);
+    }
+}

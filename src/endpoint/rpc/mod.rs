@@ -1,0 +1,170 @@
+//! ONC RPC endpoints: the server ([`server`]) and the client ([`client`]),
+//! and the client side of the 1989 experiment ([`run_client`]): `reps`
+//! repetitions of `calls` calls to SINK with a `size`-byte argument, timed.
+
+pub mod client;
+pub mod rpcbind;
+pub mod server;
+
+use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
+use crate::wire::rpc::Call;
+use client::{ClientOptions, Request, Strategy, TcpClient, UdpClient, message, sink_args};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcClientSpec {
+    pub server: SocketAddr,
+    pub proto: Proto,
+    pub strategy: Strategy,
+    pub options: ClientOptions,
+    /// SINK argument bytes.
+    pub size: usize,
+    pub calls: u32,
+    pub reps: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcClientReport {
+    /// Seconds for each repetition of `calls` calls.
+    pub rep_seconds: Vec<f64>,
+    /// Per-call latency, µs.
+    pub latency_us_p50: f64,
+    pub latency_us_p90: f64,
+    pub latency_us_p99: f64,
+    pub latency_us_max: f64,
+    pub latency_us_min: f64,
+    /// `write(2)`s per call the strategy makes.
+    pub writes_per_call: usize,
+    pub syscalls: u64,
+    pub usage: ProcessUsage,
+    pub counters: Counters,
+    pub tcp_info: Option<TcpInfo>,
+    pub udp_retransmissions: u64,
+}
+
+/// Runs the client's side of one cell of the experiment.
+pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
+    let call = Call::new(0, server::PROGRAM, server::VERSION, server::PROC_SINK);
+    let msg = message(&call, &sink_args(spec.size));
+    let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)
+        .map_err(|e| e.to_string())?;
+    let mut report = RpcClientReport::default();
+    let counters_before = Counters::read();
+    let usage_before = ProcessUsage::now();
+    let mut xid = std::process::id().wrapping_mul(2_654_435_761);
+    match spec.proto {
+        Proto::Tcp => {
+            let mut request = Request::tcp(&msg, call.header_len(), spec.strategy);
+            report.writes_per_call = request.writes.len();
+            let mut client = TcpClient::connect(spec.server, spec.options.clone())
+                .map_err(|e| format!("connecting to {}: {e}", spec.server))?;
+            for _ in 0..spec.reps {
+                let rep_start = Instant::now();
+                for _ in 0..spec.calls {
+                    xid = xid.wrapping_add(1);
+                    let start = Instant::now();
+                    client
+                        .call(&mut request, xid)
+                        .map_err(|e| format!("call: {e}"))?;
+                    let _ = histogram.record(start.elapsed().as_micros().max(1) as u64);
+                }
+                report.rep_seconds.push(rep_start.elapsed().as_secs_f64());
+            }
+            report.syscalls = client.syscalls;
+            report.tcp_info = TcpInfo::read(client.stream().as_fd()).ok();
+        }
+        Proto::Udp => {
+            let mut request = Request::udp(&msg);
+            report.writes_per_call = 1;
+            let mut client =
+                UdpClient::connect(spec.server).map_err(|e| format!("UDP socket: {e}"))?;
+            for _ in 0..spec.reps {
+                let rep_start = Instant::now();
+                for _ in 0..spec.calls {
+                    xid = xid.wrapping_add(1);
+                    let start = Instant::now();
+                    client
+                        .call(&mut request, xid)
+                        .map_err(|e| format!("call: {e}"))?;
+                    let _ = histogram.record(start.elapsed().as_micros().max(1) as u64);
+                }
+                report.rep_seconds.push(rep_start.elapsed().as_secs_f64());
+            }
+            report.syscalls = client.syscalls;
+            report.udp_retransmissions = client.retransmissions;
+        }
+    }
+    report.usage = ProcessUsage::now().since(&usage_before);
+    report.counters = Counters::read().delta_reported(&counters_before);
+    report.latency_us_p50 = histogram.value_at_quantile(0.5) as f64;
+    report.latency_us_p90 = histogram.value_at_quantile(0.9) as f64;
+    report.latency_us_p99 = histogram.value_at_quantile(0.99) as f64;
+    report.latency_us_max = histogram.max() as f64;
+    report.latency_us_min = histogram.min() as f64;
+    Ok(report)
+}
+
+pub use server::{ServerOptions, ServerReport};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn serve(options: ServerOptions) -> server::Running {
+        server::Server::bind((Ipv4Addr::LOCALHOST, 0).into(), options)
+            .unwrap()
+            .start()
+            .unwrap()
+    }
+
+    #[test]
+    fn every_strategy_and_udp_complete_their_calls() {
+        let running = serve(ServerOptions::default());
+        let addr: SocketAddr = (Ipv4Addr::LOCALHOST, running.port()).into();
+        for (proto, strategy) in [
+            (Proto::Tcp, Strategy::Sun),
+            (Proto::Tcp, Strategy::TwoWrite),
+            (Proto::Tcp, Strategy::Writev),
+            (Proto::Udp, Strategy::Writev),
+        ] {
+            let report = run_client(&RpcClientSpec {
+                server: addr,
+                proto,
+                strategy,
+                options: ClientOptions {
+                    nodelay: true,
+                    ..Default::default()
+                },
+                size: 5000,
+                calls: 10,
+                reps: 2,
+            })
+            .unwrap();
+            assert_eq!(report.rep_seconds.len(), 2);
+            assert!(report.latency_us_p50 > 0.0);
+        }
+        let served = running.stop();
+        assert_eq!(served.calls, 80);
+        assert_eq!(served.closed_bad_peers, 0);
+    }
+}

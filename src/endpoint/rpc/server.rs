@@ -1,0 +1,542 @@
+//! netlab's ONC RPC server: program [`PROGRAM`] version 1, procedures NULL
+//! (void → void) and SINK (opaque<> → void: the 1989 experiment's null
+//! routine with an array argument), over TCP (record marking) and UDP on the
+//! same port.
+//!
+//! The protocol decision ([`dispatch`]) is a pure function from a request
+//! record to a reply record, tested without sockets. The I/O around it: one
+//! thread accepting TCP connections, one per connection, one for UDP. A bad
+//! peer (garbage, a record mark announcing more than the maximum record, a
+//! truncated fragment, silence past the idle timeout) has its connection
+//! closed with a logged reason; every other client goes on being served.
+//! Calls that parse but cannot be served get the RFC 5531 reply that says
+//! why (PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS,
+//! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
+
+use crate::measure::{netstat::Counters, rusage::ProcessUsage};
+use crate::wire::recmark::{Assembler, fragment_header};
+use crate::wire::rpc::{
+    AUTH_NONE, AUTH_SYS, AcceptStat, AuthSys, Message, RPC_VERSION, RejectStat, Reply, auth_stat,
+    parse, peek_xid,
+};
+use crate::wire::xdr::{Reader, Writer};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// netlab's program number, in the range RFC 5531 §8.3 leaves to users
+/// (0x20000000-0x3fffffff); the digits recall the 1989 measurement.
+pub const PROGRAM: u32 = 0x2005_1989;
+pub const VERSION: u32 = 1;
+pub const PROC_NULL: u32 = 0;
+pub const PROC_SINK: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerOptions {
+    /// Largest record accepted over TCP (and largest SINK argument).
+    pub max_record: usize,
+    pub nodelay: bool,
+    /// Re-arm TCP_QUICKACK after every read, so the server never delays an ACK.
+    pub quickack: bool,
+    /// A connection silent this long is closed.
+    pub idle_timeout_ms: u64,
+    pub max_connections: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_record: 1 << 20,
+            nodelay: false,
+            quickack: false,
+            idle_timeout_ms: 60_000,
+            max_connections: 1024,
+        }
+    }
+}
+
+/// What [`dispatch`] decided for one request record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send this reply record.
+    Reply(Vec<u8>),
+    /// Send nothing; the reason is logged (and a TCP connection closed).
+    Drop(String),
+}
+
+fn reply_bytes(reply: &Reply) -> Vec<u8> {
+    let mut w = Writer::with_capacity(32);
+    reply.emit(&mut w);
+    w.into_bytes()
+}
+
+/// Answers one request record as RFC 5531 says.
+pub fn dispatch(record: &[u8], max_arg: u32) -> Outcome {
+    let (message, args) = match parse(record) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            // A call whose credentials are malformed gets AUTH_ERROR; anything
+            // without even a call header is dropped.
+            return match peek_xid(record) {
+                Some((xid, 0)) if record.len() >= 24 => Outcome::Reply(reply_bytes(
+                    &Reply::denied(xid, RejectStat::AuthError(auth_stat::BADCRED)),
+                )),
+                _ => Outcome::Drop(format!("not an RPC call: {e}")),
+            };
+        }
+    };
+    let call = match message {
+        Message::Call(call) => call,
+        Message::Reply(reply) => {
+            return Outcome::Drop(format!("a reply (xid {}) sent to a server", reply.xid));
+        }
+    };
+    let xid = call.xid;
+    let reply = if call.rpcvers != RPC_VERSION {
+        Reply::denied(
+            xid,
+            RejectStat::RpcMismatch {
+                low: RPC_VERSION,
+                high: RPC_VERSION,
+            },
+        )
+    } else if !matches!(call.cred.flavor, AUTH_NONE | AUTH_SYS) {
+        Reply::denied(xid, RejectStat::AuthError(auth_stat::REJECTEDCRED))
+    } else if call.cred.flavor == AUTH_SYS && AuthSys::parse(&call.cred.body).is_err() {
+        Reply::denied(xid, RejectStat::AuthError(auth_stat::BADCRED))
+    } else if call.prog != PROGRAM {
+        Reply::accepted(xid, AcceptStat::ProgUnavail)
+    } else if call.vers != VERSION {
+        Reply::accepted(
+            xid,
+            AcceptStat::ProgMismatch {
+                low: VERSION,
+                high: VERSION,
+            },
+        )
+    } else {
+        match call.proc_ {
+            PROC_NULL => Reply::accepted(xid, AcceptStat::Success),
+            PROC_SINK => {
+                let mut r = Reader::new(args);
+                match r.opaque(max_arg) {
+                    Ok(_) if r.remaining().is_empty() => Reply::accepted(xid, AcceptStat::Success),
+                    _ => Reply::accepted(xid, AcceptStat::GarbageArgs),
+                }
+            }
+            _ => Reply::accepted(xid, AcceptStat::ProcUnavail),
+        }
+    };
+    Outcome::Reply(reply_bytes(&reply))
+}
+
+/// Counts kept while serving.
+#[derive(Debug, Default)]
+struct Stats {
+    calls: AtomicU64,
+    dropped_records: AtomicU64,
+    closed_bad_peers: AtomicU64,
+    connections: AtomicU64,
+    open: AtomicUsize,
+}
+
+/// What a server did over its life.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub calls: u64,
+    pub dropped_records: u64,
+    pub closed_bad_peers: u64,
+    pub connections: u64,
+    pub usage: ProcessUsage,
+    /// Kernel counter deltas in the server's namespace over its life.
+    pub counters: Counters,
+}
+
+/// A bound server, not yet serving.
+pub struct Server {
+    tcp: TcpListener,
+    udp: UdpSocket,
+    options: ServerOptions,
+}
+
+/// A serving server; [`Running::stop`] ends it.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    stats: Arc<Stats>,
+    threads: Vec<JoinHandle<()>>,
+    port: u16,
+    usage_before: ProcessUsage,
+    counters_before: Counters,
+}
+
+impl Server {
+    /// Binds TCP and UDP on `addr`; port 0 picks a port free for both.
+    pub fn bind(addr: SocketAddr, options: ServerOptions) -> io::Result<Server> {
+        let mut last_error = None;
+        for _ in 0..20 {
+            let tcp = TcpListener::bind(addr)?;
+            let port = tcp.local_addr()?.port();
+            match UdpSocket::bind(SocketAddr::new(addr.ip(), port)) {
+                Ok(udp) => return Ok(Server { tcp, udp, options }),
+                Err(e) if addr.port() == 0 => last_error = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.tcp.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Starts the accept, connection and UDP threads.
+    pub fn start(self) -> io::Result<Running> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Stats::default());
+        let port = self.port();
+        let usage_before = ProcessUsage::now();
+        let counters_before = Counters::read();
+        self.tcp.set_nonblocking(true)?;
+        self.udp
+            .set_read_timeout(Some(Duration::from_millis(100)))?;
+        let mut threads = Vec::new();
+        {
+            let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
+            let udp = self.udp;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rpc-udp".into())
+                    .spawn(move || {
+                        serve_udp(&udp, &options, &stop, &stats);
+                    })?,
+            );
+        }
+        {
+            let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
+            let tcp = self.tcp;
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rpc-accept".into())
+                    .spawn(move || {
+                        accept_loop(&tcp, &options, &stop, &stats);
+                    })?,
+            );
+        }
+        Ok(Running {
+            stop,
+            stats,
+            threads,
+            port,
+            usage_before,
+            counters_before,
+        })
+    }
+}
+
+impl Running {
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn stop(self) -> ServerReport {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+        ServerReport {
+            calls: self.stats.calls.load(Ordering::Relaxed),
+            dropped_records: self.stats.dropped_records.load(Ordering::Relaxed),
+            closed_bad_peers: self.stats.closed_bad_peers.load(Ordering::Relaxed),
+            connections: self.stats.connections.load(Ordering::Relaxed),
+            usage: ProcessUsage::now().since(&self.usage_before),
+            counters: Counters::read().delta_reported(&self.counters_before),
+        }
+    }
+}
+
+fn log(peer: SocketAddr, why: &str) {
+    eprintln!("netlab rpc server: {peer}: {why}");
+}
+
+fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats: &Stats) {
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        let (n, peer) = match udp.recv_from(&mut buf) {
+            Ok(got) => got,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                eprintln!("netlab rpc server: UDP: {e}");
+                continue;
+            }
+        };
+        match dispatch(&buf[..n], options.max_record as u32) {
+            Outcome::Reply(reply) => {
+                stats.calls.fetch_add(1, Ordering::Relaxed);
+                let _ = udp.send_to(&reply, peer);
+            }
+            Outcome::Drop(why) => {
+                stats.dropped_records.fetch_add(1, Ordering::Relaxed);
+                log(peer, &format!("UDP datagram dropped: {why}"));
+            }
+        }
+    }
+}
+
+fn accept_loop(
+    tcp: &TcpListener,
+    options: &ServerOptions,
+    stop: &Arc<AtomicBool>,
+    stats: &Arc<Stats>,
+) {
+    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match tcp.accept() {
+            Ok((stream, peer)) => {
+                connections.retain(|t| !t.is_finished());
+                if stats.open.load(Ordering::Relaxed) >= options.max_connections {
+                    log(peer, "refused: too many connections");
+                    continue;
+                }
+                stats.connections.fetch_add(1, Ordering::Relaxed);
+                stats.open.fetch_add(1, Ordering::Relaxed);
+                let (stop, shared, options) = (stop.clone(), stats.clone(), options.clone());
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("rpc-conn".into())
+                        .spawn(move || {
+                            if let Err(why) = serve_connection(stream, &options, &stop, &shared) {
+                                shared.closed_bad_peers.fetch_add(1, Ordering::Relaxed);
+                                log(peer, &format!("closing: {why}"));
+                            }
+                            shared.open.fetch_sub(1, Ordering::Relaxed);
+                        });
+                match spawned {
+                    Ok(t) => connections.push(t),
+                    Err(e) => {
+                        log(peer, &format!("cannot serve: {e}"));
+                        stats.open.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => {
+                eprintln!("netlab rpc server: accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    for t in connections {
+        let _ = t.join();
+    }
+}
+
+fn set_quickack(stream: &TcpStream) {
+    let one: libc::c_int = 1;
+    // SAFETY: an int-valued socket option.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&one as *const libc::c_int).cast(),
+            4,
+        )
+    };
+}
+
+/// Serves one connection until the peer closes (Ok) or misbehaves (Err, with why).
+fn serve_connection(
+    mut stream: TcpStream,
+    options: &ServerOptions,
+    stop: &AtomicBool,
+    stats: &Stats,
+) -> Result<(), String> {
+    stream
+        .set_nodelay(options.nodelay)
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let idle_limit = Duration::from_millis(options.idle_timeout_ms);
+    let mut assembler = Assembler::new(options.max_record);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(64);
+    let mut last_activity = Instant::now();
+    if options.quickack {
+        set_quickack(&stream);
+    }
+    while !stop.load(Ordering::Relaxed) {
+        let n = match stream.read(&mut buf) {
+            Ok(0) => {
+                return if assembler.in_progress() {
+                    Err("peer closed in the middle of a record (truncated fragment)".into())
+                } else {
+                    Ok(())
+                };
+            }
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if last_activity.elapsed() > idle_limit {
+                    return Err(format!("idle for {} s", idle_limit.as_secs()));
+                }
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
+        last_activity = Instant::now();
+        if options.quickack {
+            set_quickack(&stream);
+        }
+        assembler.push(&buf[..n]);
+        loop {
+            let record = match assembler.next_record() {
+                Ok(Some(record)) => record,
+                Ok(None) => break,
+                Err(e) => return Err(e.to_string()),
+            };
+            match dispatch(&record, options.max_record as u32) {
+                Outcome::Reply(reply) => {
+                    stats.calls.fetch_add(1, Ordering::Relaxed);
+                    out.clear();
+                    out.extend_from_slice(&fragment_header(reply.len() as u32, true));
+                    out.extend_from_slice(&reply);
+                    stream.write_all(&out).map_err(|e| e.to_string())?;
+                }
+                Outcome::Drop(why) => {
+                    stats.dropped_records.fetch_add(1, Ordering::Relaxed);
+                    return Err(why);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::rpc::{Call, OpaqueAuth, ReplyBody};
+
+    fn call_bytes(call: &Call, args: &[u8]) -> Vec<u8> {
+        let mut w = Writer::new();
+        call.emit(&mut w);
+        w.buf.extend_from_slice(args);
+        w.into_bytes()
+    }
+
+    fn reply_of(outcome: Outcome) -> Reply {
+        match outcome {
+            Outcome::Reply(bytes) => match parse(&bytes).unwrap().0 {
+                Message::Reply(r) => r,
+                other => panic!("{other:?}"),
+            },
+            Outcome::Drop(why) => panic!("dropped: {why}"),
+        }
+    }
+
+    #[test]
+    fn every_rfc_answer() {
+        let ok = |c: &Call, a: &[u8]| reply_of(dispatch(&call_bytes(c, a), 1 << 20));
+        let sink_args = {
+            let mut w = Writer::new();
+            w.opaque(&[7u8; 4096]);
+            w.into_bytes()
+        };
+        assert_eq!(
+            ok(&Call::new(1, PROGRAM, 1, PROC_NULL), &[]),
+            Reply::accepted(1, AcceptStat::Success)
+        );
+        assert_eq!(
+            ok(&Call::new(2, PROGRAM, 1, PROC_SINK), &sink_args),
+            Reply::accepted(2, AcceptStat::Success)
+        );
+        assert_eq!(
+            ok(&Call::new(3, 100_003, 1, 0), &[]),
+            Reply::accepted(3, AcceptStat::ProgUnavail)
+        );
+        assert_eq!(
+            ok(&Call::new(4, PROGRAM, 7, 0), &[]),
+            Reply::accepted(4, AcceptStat::ProgMismatch { low: 1, high: 1 })
+        );
+        assert_eq!(
+            ok(&Call::new(5, PROGRAM, 1, 99), &[]),
+            Reply::accepted(5, AcceptStat::ProcUnavail)
+        );
+        // An opaque length beyond the record.
+        assert_eq!(
+            ok(&Call::new(6, PROGRAM, 1, PROC_SINK), &[0, 0, 0x10, 0, 1, 2]),
+            Reply::accepted(6, AcceptStat::GarbageArgs)
+        );
+        let mut v3 = Call::new(7, PROGRAM, 1, 0);
+        v3.rpcvers = 3;
+        assert_eq!(
+            ok(&v3, &[]),
+            Reply::denied(7, RejectStat::RpcMismatch { low: 2, high: 2 })
+        );
+        let mut kerberos = Call::new(8, PROGRAM, 1, 0);
+        kerberos.cred = OpaqueAuth {
+            flavor: 6,
+            body: vec![],
+        };
+        assert_eq!(
+            ok(&kerberos, &[]),
+            Reply::denied(8, RejectStat::AuthError(auth_stat::REJECTEDCRED))
+        );
+        let mut bad_sys = Call::new(9, PROGRAM, 1, 0);
+        bad_sys.cred = OpaqueAuth {
+            flavor: AUTH_SYS,
+            body: vec![0, 0, 0, 1],
+        };
+        assert_eq!(
+            ok(&bad_sys, &[]),
+            Reply::denied(9, RejectStat::AuthError(auth_stat::BADCRED))
+        );
+        let mut good_sys = Call::new(10, PROGRAM, 1, 0);
+        good_sys.cred = AuthSys {
+            stamp: 1,
+            machine_name: "h".into(),
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+        }
+        .to_auth();
+        assert!(matches!(
+            ok(&good_sys, &[]).body,
+            ReplyBody::Accepted {
+                stat: AcceptStat::Success,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn garbage_is_dropped_not_answered() {
+        assert!(matches!(dispatch(b"hello", 100), Outcome::Drop(_)));
+        let mut reply = Writer::new();
+        Reply::accepted(1, AcceptStat::Success).emit(&mut reply);
+        assert!(matches!(dispatch(&reply.buf, 100), Outcome::Drop(_)));
+    }
+}

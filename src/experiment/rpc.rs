@@ -1,0 +1,174 @@
+//! The RPC experiment (source: 001, Sun RPC over TCP and UDP, 1989): a
+//! client calling a null procedure with an N-byte array argument, `calls`
+//! calls per repetition, `reps` repetitions per cell, across argument sizes,
+//! TCP and UDP, local and remote.
+//!
+//! One cell is one server process and one client process (placed in
+//! namespaces B and A for `netns`); the controller only starts them, waits,
+//! and records what they report.
+
+use super::bed::Bed;
+use super::endpoints::{ControlError, EndpointProcess};
+use super::stream::MeasureError;
+use crate::analysis::stats::Spread;
+use crate::endpoint::protocol::{Command, Reply};
+use crate::endpoint::rpc::client::{ClientOptions, Strategy};
+use crate::endpoint::rpc::{Proto, RpcClientReport, RpcClientSpec, ServerOptions, ServerReport};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::testbed::{
+    Placement, capture::CaptureReport, emulator::EmulatorReport, netns::ADDR_B, netns::LinkFacts,
+};
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// One cell: an argument size, a protocol, a way of sending, a placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcParams {
+    pub size: usize,
+    pub proto: Proto,
+    /// How TCP requests are written (ignored for UDP).
+    pub strategy: Strategy,
+    pub client: ClientOptions,
+    pub server: ServerOptions,
+    pub calls: u32,
+    pub reps: u32,
+    pub placement: Placement,
+    /// `measure`, `diagnose: <change>`, or `find-cliffs`.
+    pub purpose: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcResult {
+    pub client: RpcClientReport,
+    pub server: ServerReport,
+    /// Milliseconds for 100 calls, over the repetitions.
+    pub ms_per_100_calls: Spread,
+    /// The server namespace's delayed ACKs per call.
+    pub delayed_acks_per_call: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureReport>,
+}
+
+impl RpcParams {
+    /// `TCP local`, `UDP remote`, ...: the source table's column.
+    pub fn column(&self) -> String {
+        format!(
+            "{} {}",
+            self.proto.name().to_uppercase(),
+            match self.placement {
+                Placement::Loopback => "local",
+                Placement::Netns { .. } => "remote",
+            }
+        )
+    }
+}
+
+/// Runs one cell.
+pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
+    let bed = Bed::create(&params.placement)?;
+    let (bind, netns) = match &bed {
+        None => (Ipv4Addr::LOCALHOST, [None, None]),
+        Some(bed) => (
+            ADDR_B,
+            [
+                Some(bed.testbed.netns_path(0)),
+                Some(bed.testbed.netns_path(1)),
+            ],
+        ),
+    };
+    let mut server = EndpointProcess::spawn_in("rpc server", netns[1].as_deref())?;
+    server.send(&Command::RpcServe {
+        bind: SocketAddr::from((bind, 0)),
+        options: params.server.clone(),
+    })?;
+    let port = match server.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+        Reply::RpcServing { port } => port,
+        other => return Err(server.unexpected("starting", &other)),
+    };
+    let mut client = EndpointProcess::spawn_in("rpc client", netns[0].as_deref())?;
+    client.send(&Command::RpcClient(RpcClientSpec {
+        server: SocketAddr::from((bind, port)),
+        proto: params.proto,
+        strategy: params.strategy,
+        options: params.client.clone(),
+        size: params.size,
+        calls: params.calls,
+        reps: params.reps,
+    }))?;
+    let report = match client.recv(None, "calling", &mut |_| {})? {
+        Reply::RpcClientDone(report) => *report,
+        other => return Err(client.unexpected("calling", &other)),
+    };
+    client.finish();
+    server.wait_through_interrupt();
+    server.send(&Command::Stop)?;
+    let served = match server.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
+        Reply::RpcServerDone(report) => *report,
+        other => return Err(server.unexpected("stopping", &other)),
+    };
+    server.finish();
+    let netns = bed.map(Bed::finish).transpose()?;
+    let per_100: Vec<f64> = report
+        .rep_seconds
+        .iter()
+        .map(|s| s * 1e3 * 100.0 / f64::from(params.calls.max(1)))
+        .collect();
+    let calls = f64::from(params.calls * params.reps).max(1.0);
+    Ok(RpcResult {
+        ms_per_100_calls: Spread::of(&per_100).unwrap_or(Spread {
+            min: 0.0,
+            median: 0.0,
+            max: 0.0,
+            n: 0,
+        }),
+        delayed_acks_per_call: served.counters.get("TcpExt.DelayedACKs") as f64 / calls,
+        client: report,
+        server: served,
+        link: netns.as_ref().map(|n| n.link.clone()),
+        emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
+        capture: netns.and_then(|n| n.capture),
+    })
+}
+
+/// Runs a cell and records it (failed cells too); an interrupt is not recorded.
+pub fn measure_cell(
+    params: &RpcParams,
+    host: &HostFacts,
+    writer: Option<&mut RecordWriter>,
+) -> Result<Record, MeasureError> {
+    let started = now_rfc3339();
+    let outcome = run_cell(params);
+    if let Err(ControlError::Interrupted) = outcome {
+        return Err(MeasureError::Interrupted);
+    }
+    let (result, error) = match outcome {
+        Ok(result) => (Some(Box::new(result)), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let record = Record {
+        schema: SCHEMA,
+        netlab_version: env!("CARGO_PKG_VERSION").to_string(),
+        started,
+        ended: now_rfc3339(),
+        placement: params.placement.name().into(),
+        host: host.clone(),
+        data: RecordData::Rpc {
+            params: params.clone(),
+            result,
+        },
+        error,
+    };
+    if let Some(writer) = writer {
+        writer.write(&record).map_err(|source| MeasureError::Save {
+            path: writer.path().display().to_string(),
+            source,
+        })?;
+    }
+    Ok(record)
+}
