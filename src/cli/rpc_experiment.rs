@@ -177,6 +177,9 @@ impl RpcExperimentArgs {
     }
 }
 
+/// One change to a cell, for a diagnostic rerun.
+type Change = fn(&mut RpcParams);
+
 /// One flagged cell and what its reruns showed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
@@ -298,7 +301,7 @@ pub fn find_and_diagnose(
             };
             if diagnose_cells && params.proto == Proto::Tcp {
                 let mut reruns = Vec::new();
-                let changes: [(&str, fn(&mut RpcParams)); 3] = [
+                let changes: [(&str, Change); 3] = [
                     ("TCP_NODELAY on the client", |p| p.client.nodelay = true),
                     ("TCP_QUICKACK on the server", |p| p.server.quickack = true),
                     ("the request in one writev", |p| {
