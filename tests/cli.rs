@@ -450,14 +450,22 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     assert_eq!(runs.len(), 1);
     let run_dir = runs[0].path();
     let records = lines_of(&run_dir.join("results.jsonl"));
-    // 5 Joy runs, 2 over netns ether10 when root, 15 sizes x 3 runs.
-    let netns = if netlab::testbed::netns::has_net_admin() {
-        2
-    } else {
-        0
+    let count = |experiment: &str, placement: &str| {
+        records
+            .iter()
+            .filter(|r| r["experiment"] == experiment && r["placement"] == placement)
+            .count()
     };
-    assert_eq!(records.len(), 5 + netns + 15 * 3);
-    if netns > 0 {
+    let root = netlab::testbed::netns::has_net_admin();
+    // Stream: 5 Joy runs on loopback, 2 over netns ether10 when root, then 15 sizes x 3 runs.
+    assert_eq!(count("stream", "loopback"), 5 + 15 * 3);
+    assert_eq!(count("stream", "netns"), if root { 2 } else { 0 });
+    // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
+    assert!(count("rpc", "loopback") >= 16);
+    assert_eq!(count("rpc", "netns") >= 16, root);
+    assert!(text.contains("netlab rpc: 20 calls x 3 reps"));
+    assert!(text.contains("cliff: TCP local"), "{text}");
+    if root {
         assert!(text.contains("over an emulated 10 Mbit/s Ethernet"));
         assert!(text.contains("wire A->B"));
     } else {

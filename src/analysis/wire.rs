@@ -190,3 +190,103 @@ mod tests {
         assert_eq!(s.outgoing.longest_burst_packets, 1);
     }
 }
+
+/// The segments of the last complete call in a port-filtered capture of a
+/// request/response protocol: from the client's first data segment of a
+/// request to the server's first data segment of the reply, one line each
+/// with the time since the call began, e.g.
+/// `+40.912 ms server->client 0 B [ACK]`.
+pub fn last_call_timeline(
+    events: &[crate::testbed::capture::TimelineEvent],
+    server_port: u16,
+) -> Vec<String> {
+    let to_server = |e: &crate::testbed::capture::TimelineEvent| e.dst_port == server_port;
+    // Where each request begins: client data after server data (or first).
+    let mut starts = Vec::new();
+    let mut last_data_from_server = true;
+    for (i, e) in events.iter().enumerate() {
+        if e.payload == 0 {
+            continue;
+        }
+        if to_server(e) {
+            if last_data_from_server {
+                starts.push(i);
+            }
+            last_data_from_server = false;
+        } else {
+            last_data_from_server = true;
+        }
+    }
+    for &start in starts.iter().rev() {
+        let Some(end) = events[start..]
+            .iter()
+            .position(|e| !to_server(e) && e.payload > 0)
+            .map(|p| start + p)
+        else {
+            continue;
+        };
+        let t0 = events[start].t_ns;
+        return events[start..=end]
+            .iter()
+            .map(|e| {
+                format!(
+                    "+{:.3} ms {} {} B {}",
+                    e.t_ns.saturating_sub(t0) as f64 / 1e6,
+                    if to_server(e) {
+                        "client->server"
+                    } else {
+                        "server->client"
+                    },
+                    e.payload,
+                    crate::wire::tcpseg::flag_names(e.flags)
+                )
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod timeline_tests {
+    use super::*;
+    use crate::testbed::capture::TimelineEvent;
+
+    fn ev(t_us: u64, to_server: bool, payload: u32, flags: u8) -> TimelineEvent {
+        let (src_port, dst_port) = if to_server {
+            (40000, 5001)
+        } else {
+            (5001, 40000)
+        };
+        TimelineEvent {
+            t_ns: t_us * 1000,
+            src_port,
+            dst_port,
+            payload,
+            flags,
+        }
+    }
+
+    #[test]
+    fn picks_the_last_complete_call() {
+        let events = [
+            ev(0, true, 4000, 0x18),
+            ev(40_000, false, 0, 0x10),
+            ev(40_010, true, 148, 0x18),
+            ev(40_050, false, 28, 0x18),
+            // Second call, the one shown.
+            ev(50_000, true, 4000, 0x18),
+            ev(50_005, true, 0, 0x10),
+            ev(91_000, false, 0, 0x10),
+            ev(91_010, true, 148, 0x18),
+            ev(91_100, false, 28, 0x18),
+            // A third call that never got its reply.
+            ev(95_000, true, 4000, 0x18),
+        ];
+        let lines = last_call_timeline(&events, 5001);
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert_eq!(lines[0], "+0.000 ms client->server 4000 B [PSH ACK]");
+        assert_eq!(lines[2], "+41.000 ms server->client 0 B [ACK]");
+        assert_eq!(lines[4], "+41.100 ms server->client 28 B [PSH ACK]");
+        assert!(last_call_timeline(&events[9..], 5001).is_empty());
+    }
+}

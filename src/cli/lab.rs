@@ -3,6 +3,9 @@
 //! records under `netlab-out/<timestamp>/`.
 
 use super::Output;
+use super::rpc_experiment::{
+    RpcExperimentArgs, measure_and_explain, table as rpc_table, title as rpc_title,
+};
 use super::stream::run_series;
 use super::sweep::run_sweep;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
@@ -14,7 +17,7 @@ use crate::report::tables;
 use crate::testbed::{LinkVia, Placement, link::LinkProfile};
 use crate::units::parse_size_list;
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, Parser};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -31,6 +34,8 @@ pub struct LabArgs {
 struct Profile {
     joy_repeat: u32,
     netns_repeat: u32,
+    rpc_calls: u32,
+    rpc_reps: u32,
     sweep_records: &'static str,
     sweep_seconds: f64,
     sweep_repeat: u32,
@@ -39,6 +44,8 @@ struct Profile {
 const QUICK: Profile = Profile {
     joy_repeat: 5,
     netns_repeat: 2,
+    rpc_calls: 20,
+    rpc_reps: 3,
     sweep_records: "64..1M",
     sweep_seconds: 0.3,
     sweep_repeat: 3,
@@ -47,6 +54,8 @@ const QUICK: Profile = Profile {
 const FULL: Profile = Profile {
     joy_repeat: 20,
     netns_repeat: 5,
+    rpc_calls: 100,
+    rpc_reps: 20,
     sweep_records: "16..4M",
     sweep_seconds: 2.0,
     sweep_repeat: 5,
@@ -131,6 +140,39 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
             out,
         )?;
     }
+
+    // 1989: Sun RPC time per call vs argument size, its cliffs and their causes.
+    /// The rpc command's own defaults, with the profile's counts.
+    #[derive(Parser)]
+    struct RpcDefaults {
+        #[command(flatten)]
+        args: RpcExperimentArgs,
+    }
+    let rpc_args = RpcDefaults::parse_from([
+        "rpc".to_string(),
+        "--calls".into(),
+        profile.rpc_calls.to_string(),
+        "--reps".into(),
+        profile.rpc_reps.to_string(),
+        "--out".into(),
+        writer.path().display().to_string(),
+    ])
+    .args;
+    let plan = rpc_args.plan()?;
+    for note in &plan.skipped {
+        show(format!("skipped: {note}\n"), out)?;
+    }
+    eprintln!(
+        "lab: rpc, {} calls x {} reps per cell, {} placement(s)",
+        plan.calls,
+        plan.reps,
+        plan.placements.len()
+    );
+    let (records, findings, _) = measure_and_explain(&plan, true, &host, &mut writer)?;
+    show(
+        format!("{}{}", rpc_title(&plan), rpc_table(&records, &findings)),
+        out,
+    )?;
 
     // 1988: throughput vs write size.
     let sweep = SweepConfig {

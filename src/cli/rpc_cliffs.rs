@@ -3,10 +3,12 @@
 //! 8090-8960 ranges did.
 //!
 //! A coarse pass probes every 500 bytes of the range, every power of two and
-//! every multiple of the path's MSS (and one byte either side); the cliff
+//! every multiple of the path's MSS (and one byte either side), plus a few
+//! small sizes below the range that anchor the model of a fast call; the cliff
 //! detector classifies each probe; then every boundary between a fast and a
 //! slow probe is bisected down to adjacent sizes. A probe is a short cell
-//! (5 calls), recorded like any other with purpose `find-cliffs`.
+//! (5 calls, judged by its median call), recorded like any other with
+//! purpose `find-cliffs`.
 
 use super::Output;
 use super::rpc_experiment::{RpcExperimentArgs, RpcPlan};
@@ -75,13 +77,23 @@ impl Prober<'_> {
     }
 }
 
+/// Least time a stall must add per call, ms. The stalls this maps are timer
+/// driven (a 40 ms delayed ACK, a 200 ms retransmission timeout); smaller
+/// excursions of a probe's median are scheduling noise, not cliffs.
+const MIN_STALL_MS: f64 = 1.0;
+
 fn slow(model: &CostModel, size: usize, ms: f64) -> bool {
-    ms / model.time(size as f64).max(f64::MIN_POSITIVE) >= DEFAULT_FACTOR
+    let predicted = model.time(size as f64).max(f64::MIN_POSITIVE);
+    ms / predicted >= DEFAULT_FACTOR && ms - predicted >= MIN_STALL_MS
 }
+
+/// Sizes below the range that anchor the model of the fast regime.
+const ANCHORS: [usize; 5] = [0, 256, 512, 1024, 2048];
 
 fn coarse_sizes(lo: usize, hi: usize, mss: usize) -> Vec<usize> {
     let mut sizes: Vec<usize> = (lo..=hi).step_by(500).collect();
     sizes.push(hi);
+    sizes.extend(ANCHORS.iter().filter(|&&a| a < lo));
     let mut p = 1usize;
     while p <= hi {
         if p >= lo {
@@ -133,6 +145,7 @@ pub fn run(
             reps: 1,
             placement: placement.clone(),
             purpose: "find-cliffs".into(),
+            capture_timeline: false,
         };
         let column = base.column();
         let coarse = coarse_sizes(lo, hi, mss);
@@ -173,7 +186,12 @@ pub fn run(
         prober.bar.finish();
         // Collect maximal runs of slow sizes among all probes.
         let mut run: Option<(usize, usize, Vec<f64>)> = None;
-        let probes: Vec<(usize, f64)> = prober.times.iter().map(|(&s, &t)| (s, t)).collect();
+        let probes: Vec<(usize, f64)> = prober
+            .times
+            .iter()
+            .filter(|(s, _)| (lo..=hi).contains(*s))
+            .map(|(&s, &t)| (s, t))
+            .collect();
         for (size, t) in probes {
             if slow(&model, size, t) {
                 let r = run.get_or_insert((size, size, Vec::new()));
@@ -213,8 +231,18 @@ pub fn run(
             "netlab rpc --find-cliffs: TCP, {} strategy, argument sizes {lo}..{hi}, {PROBE_CALLS} calls per probe\n",
             plan.strategy.name()
         ))?;
-        if ranges.is_empty() {
-            out.text("no stalls: every size within 3x of the model\n")?;
+        for placement in &plan.placements {
+            let column = format!(
+                "TCP {}",
+                if matches!(placement, Placement::Loopback) {
+                    "local"
+                } else {
+                    "remote"
+                }
+            );
+            if !ranges.iter().any(|r| r.placement == column) {
+                out.text(&format!("{column}: no stalls (every probe's median call within 3x, or 1 ms, of the model)\n"))?;
+            }
         }
         for r in &ranges {
             out.text(&format!(

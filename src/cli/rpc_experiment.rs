@@ -4,6 +4,7 @@
 use super::{Interrupted, Output};
 use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs};
 use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
+use crate::analysis::wire::last_call_timeline;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, ServerOptions};
 use crate::experiment::rpc::{RpcParams, RpcResult, measure_cell};
@@ -188,6 +189,8 @@ pub struct Finding {
     pub ratio: f64,
     pub ms_per_100_calls: f64,
     pub diagnosis: Option<Diagnosis>,
+    /// One stalled call as captured on the client's side of the path.
+    pub timeline: Vec<String>,
 }
 
 fn mean_ms_per_100(result: &RpcResult, calls: u32) -> f64 {
@@ -244,6 +247,7 @@ pub fn cells(plan: &RpcPlan, purpose: &str) -> Vec<RpcParams> {
                     reps: plan.reps,
                     placement: placement.clone(),
                     purpose: purpose.into(),
+                    capture_timeline: false,
                 });
             }
         }
@@ -298,6 +302,7 @@ pub fn find_and_diagnose(
                 ratio: cliff.ratio,
                 ms_per_100_calls: cliff.measured,
                 diagnosis: None,
+                timeline: Vec::new(),
             };
             if diagnose_cells && params.proto == Proto::Tcp {
                 let mut reruns = Vec::new();
@@ -323,6 +328,19 @@ pub fn find_and_diagnose(
                     }
                     extra.extend(rerun);
                 }
+                // One short run with the connection captured, to show a stalled call.
+                let mut cell = (*params).clone();
+                cell.calls = 3;
+                cell.reps = 1;
+                cell.capture_timeline = true;
+                cell.purpose = "diagnose: packet timeline".into();
+                let captured = run_cells(&[cell], host, writer, "capturing")?;
+                if let Some((_, r)) = results(&captured).first()
+                    && let Some(capture) = &r.capture
+                {
+                    finding.timeline = last_call_timeline(&capture.timeline, r.server_port);
+                }
+                extra.extend(captured);
                 finding.diagnosis = Some(diagnose(
                     mean_ms_per_100(result, params.calls) / 100.0,
                     result.client.writes_per_call,
@@ -430,6 +448,12 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
         if let Some(d) = &finding.diagnosis {
             out.push_str(&format!("  cause: {}\n", d.cause));
         }
+        if !finding.timeline.is_empty() {
+            out.push_str("  one stalled call on the wire (client side):\n");
+            for line in &finding.timeline {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
     }
     if findings.is_empty() {
         out.push_str("no cliffs: every size within 3x of what the others predict\n");
@@ -447,6 +471,34 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     out
 }
 
+/// Runs every cell of `plan`, finds the cliffs and (if `diagnose_cells`)
+/// reruns each to explain it. Shared with `netlab lab`.
+pub fn measure_and_explain(
+    plan: &RpcPlan,
+    diagnose_cells: bool,
+    host: &HostFacts,
+    writer: &mut RecordWriter,
+) -> anyhow::Result<(Vec<Record>, Vec<Finding>, Vec<Record>)> {
+    let records = run_cells(&cells(plan, "measure"), host, writer, "measuring")?;
+    let (findings, reruns) =
+        find_and_diagnose(&records, diagnose_cells, plan.calls.min(20), host, writer)?;
+    Ok((records, findings, reruns))
+}
+
+/// The heading line of the table.
+pub fn title(plan: &RpcPlan) -> String {
+    let flag = |on: bool, text: &'static str| if on { text } else { "" };
+    format!(
+        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}\n",
+        plan.calls,
+        plan.reps,
+        plan.strategy.name(),
+        flag(plan.client.nodelay, ", TCP_NODELAY"),
+        flag(plan.server.quickack, ", server TCP_QUICKACK"),
+        flag(plan.client.cork, ", TCP_CORK"),
+    )
+}
+
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let plan = args.plan()?;
     for note in &plan.skipped {
@@ -458,14 +510,8 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.find_cliffs {
         return super::rpc_cliffs::run(&args, &plan, &host, &mut writer, out);
     }
-    let records = run_cells(&cells(&plan, "measure"), &host, &mut writer, "measuring")?;
-    let (findings, reruns) = find_and_diagnose(
-        &records,
-        !args.no_diagnose,
-        plan.calls.min(20),
-        &host,
-        &mut writer,
-    )?;
+    let (records, findings, reruns) =
+        measure_and_explain(&plan, !args.no_diagnose, &host, &mut writer)?;
     if args.json {
         out.json(&serde_json::json!({
             "experiment": "rpc",
@@ -476,23 +522,7 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             "skipped": plan.skipped,
         }))?;
     } else {
-        out.text(&format!(
-            "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}\n",
-            plan.calls,
-            plan.reps,
-            plan.strategy.name(),
-            if plan.client.nodelay {
-                ", TCP_NODELAY"
-            } else {
-                ""
-            },
-            if plan.server.quickack {
-                ", server TCP_QUICKACK"
-            } else {
-                ""
-            },
-            if plan.client.cork { ", TCP_CORK" } else { "" },
-        ))?;
+        out.text(&title(&plan))?;
         out.text(&table(&records, &findings))?;
         eprintln!("records appended to {}", writer.path().display());
     }

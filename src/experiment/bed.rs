@@ -69,6 +69,7 @@ impl Bed {
                 pcap: pcap.clone(),
                 snaplen: 128,
                 rate_bps: link.rate_bps,
+                port: None,
             }))?;
             match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
                 Reply::Capturing => Some(capture),

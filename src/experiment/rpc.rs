@@ -17,7 +17,11 @@ use crate::endpoint::rpc::{Proto, RpcClientReport, RpcClientSpec, ServerOptions,
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
 use crate::testbed::{
-    Placement, capture::CaptureReport, emulator::EmulatorReport, netns::ADDR_B, netns::LinkFacts,
+    Placement,
+    capture::{CaptureReport, CaptureSpec},
+    emulator::EmulatorReport,
+    netns::ADDR_B,
+    netns::LinkFacts,
 };
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -37,6 +41,9 @@ pub struct RpcParams {
     pub placement: Placement,
     /// `measure`, `diagnose: <change>`, or `find-cliffs`.
     pub purpose: String,
+    /// Capture the connection's segments (on the client's side of the path).
+    #[serde(default)]
+    pub capture_timeline: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +60,9 @@ pub struct RpcResult {
     pub emulator: Option<EmulatorReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureReport>,
+    /// The port the server listened on (for reading the capture).
+    #[serde(default)]
+    pub server_port: u16,
 }
 
 impl RpcParams {
@@ -91,6 +101,25 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         Reply::RpcServing { port } => port,
         other => return Err(server.unexpected("starting", &other)),
     };
+    let mut capture = if params.capture_timeline {
+        let interface = bed
+            .as_ref()
+            .map_or("lo".to_string(), |b| b.testbed.interface(0).to_string());
+        let mut capture = EndpointProcess::spawn_in("capture", netns[0].as_deref())?;
+        capture.send(&Command::Capture(CaptureSpec {
+            interface,
+            pcap: None,
+            snaplen: 128,
+            rate_bps: None,
+            port: Some(port),
+        }))?;
+        match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+            Reply::Capturing => Some(capture),
+            other => return Err(capture.unexpected("starting", &other)),
+        }
+    } else {
+        None
+    };
     let mut client = EndpointProcess::spawn_in("rpc client", netns[0].as_deref())?;
     client.send(&Command::RpcClient(RpcClientSpec {
         server: SocketAddr::from((bind, port)),
@@ -106,6 +135,20 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         other => return Err(client.unexpected("calling", &other)),
     };
     client.finish();
+    let timeline_capture = match capture.as_mut() {
+        Some(capture) => {
+            capture.wait_through_interrupt();
+            capture.send(&Command::Stop)?;
+            match capture.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
+                Reply::CaptureDone(report) => Some(*report),
+                other => return Err(capture.unexpected("stopping", &other)),
+            }
+        }
+        None => None,
+    };
+    if let Some(capture) = capture {
+        capture.finish();
+    }
     server.wait_through_interrupt();
     server.send(&Command::Stop)?;
     let served = match server.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
@@ -132,7 +175,8 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         server: served,
         link: netns.as_ref().map(|n| n.link.clone()),
         emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
-        capture: netns.and_then(|n| n.capture),
+        capture: timeline_capture.or(netns.and_then(|n| n.capture)),
+        server_port: port,
     })
 }
 

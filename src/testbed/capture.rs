@@ -32,6 +32,20 @@ pub struct CaptureSpec {
     pub snaplen: u32,
     /// The link's rate, for the burst and idle analysis.
     pub rate_bps: Option<u64>,
+    /// Keep only IPv4 TCP frames to or from this port, and record each as a
+    /// [`TimelineEvent`] (on loopback each packet is kept once, not twice).
+    #[serde(default)]
+    pub port: Option<u16>,
+}
+
+/// One TCP segment of a port-filtered capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    pub t_ns: u64,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub payload: u32,
+    pub flags: u8,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +62,9 @@ pub struct CaptureReport {
     pub link_type: String,
     /// Events beyond the in-memory cap were counted but not analysed.
     pub truncated: bool,
+    /// The segments of a port-filtered capture, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineEvent>,
 }
 
 /// Events kept for analysis (16 bytes each).
@@ -55,11 +72,12 @@ const MAX_EVENTS: usize = 4_000_000;
 const ETH_P_ALL: u16 = 0x0003;
 const PACKET_OUTGOING: u8 = 4;
 const ARPHRD_ETHER: u16 = 1;
+const ARPHRD_LOOPBACK: u16 = 772;
 
 /// A running capture.
 pub struct Capture {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<io::Result<(Vec<WireEvent>, u64, bool)>>,
+    thread: JoinHandle<io::Result<Captured>>,
     fd: Arc<OwnedFd>,
     spec: CaptureSpec,
     counters_before: Option<InterfaceCounters>,
@@ -134,11 +152,17 @@ impl Capture {
         // SAFETY: SIOCGIFHWADDR fills a struct ifreq (40 bytes).
         check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, ifr.as_mut_ptr()) })?;
         let hatype = u16::from_ne_bytes([ifr[16], ifr[17]]);
-        let (link_type, datalink) = if hatype == ARPHRD_ETHER {
-            ("ethernet", DataLink::ETHERNET)
-        } else {
-            ("raw_ip", DataLink::RAW)
+        let (link_type, datalink, link_header) = match hatype {
+            ARPHRD_ETHER => ("ethernet", DataLink::ETHERNET, 14),
+            // Loopback frames carry an all-zero Ethernet header.
+            ARPHRD_LOOPBACK => ("loopback", DataLink::ETHERNET, 14),
+            _ => ("raw_ip", DataLink::RAW, 0),
         };
+        let filter = spec.port.map(|port| Filter {
+            port,
+            link_header,
+            loopback: hatype == ARPHRD_LOOPBACK,
+        });
         let writer = match &spec.pcap {
             Some(path) => {
                 let file = std::fs::File::create(path)?;
@@ -162,7 +186,7 @@ impl Capture {
         let (thread_fd, thread_stop, snaplen) = (fd.clone(), stop.clone(), spec.snaplen);
         let thread = std::thread::Builder::new()
             .name("capture".into())
-            .spawn(move || capture_loop(&thread_fd, &thread_stop, snaplen, writer))?;
+            .spawn(move || capture_loop(&thread_fd, &thread_stop, snaplen, filter, writer))?;
         Ok(Capture {
             stop,
             thread,
@@ -178,7 +202,12 @@ impl Capture {
         // Let frames already sent reach the socket.
         std::thread::sleep(Duration::from_millis(20));
         self.stop.store(true, Ordering::Relaxed);
-        let (events, captured, truncated) = self
+        let Captured {
+            events,
+            captured,
+            truncated,
+            timeline,
+        } = self
             .thread
             .join()
             .map_err(|_| io::Error::other("capture thread panicked"))??;
@@ -206,19 +235,39 @@ impl Capture {
             pcap: self.spec.pcap,
             link_type: self.link_type.into(),
             truncated,
+            timeline,
         })
     }
 }
 
 type Writer = PcapWriter<BufWriter<std::fs::File>>;
 
+/// A port filter and how to find the IP header in a frame.
+#[derive(Clone, Copy)]
+struct Filter {
+    port: u16,
+    link_header: usize,
+    /// On `lo` each packet is seen leaving and arriving: keep one copy.
+    loopback: bool,
+}
+
+/// What the capture thread collected.
+struct Captured {
+    events: Vec<WireEvent>,
+    captured: u64,
+    truncated: bool,
+    timeline: Vec<TimelineEvent>,
+}
+
 fn capture_loop(
     fd: &OwnedFd,
     stop: &AtomicBool,
     snaplen: u32,
+    filter: Option<Filter>,
     mut writer: Option<Writer>,
-) -> io::Result<(Vec<WireEvent>, u64, bool)> {
+) -> io::Result<Captured> {
     let mut events = Vec::new();
+    let mut timeline = Vec::new();
     let mut captured = 0u64;
     let mut truncated = false;
     let mut buf = vec![0u8; snaplen.max(64) as usize];
@@ -287,6 +336,26 @@ fn capture_loop(
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
         });
+        if let Some(f) = filter {
+            let kept = (n as usize).min(buf.len());
+            let segment = crate::wire::tcpseg::parse(&buf[..kept], f.link_header)
+                .filter(|s| s.src_port == f.port || s.dst_port == f.port);
+            let duplicate = f.loopback && from.sll_pkttype != PACKET_OUTGOING;
+            match segment {
+                Some(s) if !duplicate => {
+                    if timeline.len() < MAX_EVENTS {
+                        timeline.push(TimelineEvent {
+                            t_ns: stamp.as_nanos() as u64,
+                            src_port: s.src_port,
+                            dst_port: s.dst_port,
+                            payload: s.payload,
+                            flags: s.flags,
+                        });
+                    }
+                }
+                _ => continue,
+            }
+        }
         captured += 1;
         if events.len() < MAX_EVENTS {
             events.push(WireEvent {
@@ -307,5 +376,10 @@ fn capture_loop(
         use std::io::Write;
         w.into_writer().flush()?;
     }
-    Ok((events, captured, truncated))
+    Ok(Captured {
+        events,
+        captured,
+        truncated,
+        timeline,
+    })
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use thiserror::Error;
 
 /// Size of the xdrrec send buffer of Sun's RPC library.
@@ -294,6 +294,7 @@ pub struct UdpClient {
     pub retransmissions: u64,
     pub stale_replies: u64,
     pub syscalls: u64,
+    timeout_set: Option<Duration>,
 }
 
 impl UdpClient {
@@ -315,6 +316,7 @@ impl UdpClient {
             retransmissions: 0,
             stale_replies: 0,
             syscalls: 0,
+            timeout_set: None,
         })
     }
 
@@ -327,15 +329,14 @@ impl UdpClient {
             if attempt > 0 {
                 self.retransmissions += 1;
             }
+            // Only a changed timeout costs a setsockopt: not on the common path.
+            if self.timeout_set != Some(wait) {
+                self.socket.set_read_timeout(Some(wait))?;
+                self.timeout_set = Some(wait);
+            }
             self.socket.send(&request.bytes)?;
             self.syscalls += 1;
-            let deadline = Instant::now() + wait;
             loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                self.socket.set_read_timeout(Some(left))?;
                 let n = match self.socket.recv(&mut self.buf) {
                     Ok(n) => n,
                     Err(e)
@@ -346,11 +347,11 @@ impl UdpClient {
                     {
                         break;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => return Err(e.into()),
                     Err(e) => return Err(e.into()),
                 };
                 self.syscalls += 1;
                 match check_reply(&self.buf[..n], xid) {
+                    // A late reply to an earlier try: keep waiting for ours.
                     Err(CallError::Xid { .. }) => self.stale_replies += 1,
                     Ok(reply) => {
                         let results = parse(&self.buf[..n])

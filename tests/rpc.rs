@@ -1,0 +1,347 @@
+//! The RPC server and client against real peers (rpcinfo, rpcbind) and
+//! malformed ones, and the experiment through the binary.
+
+use assert_cmd::Command;
+use netlab::endpoint::rpc::server::{PROGRAM, Server, ServerOptions};
+use netlab::wire::recmark::{fragment_header, single_fragment};
+use netlab::wire::rpc::{AcceptStat, Call, Message, RejectStat, Reply, parse};
+use netlab::wire::xdr::Writer;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::process::Stdio;
+use std::time::Duration;
+
+fn netlab() -> Command {
+    Command::cargo_bin("netlab").expect("binary built")
+}
+
+fn reply_to(stream: &mut TcpStream, call: &Call, args: &[u8]) -> Reply {
+    let mut w = Writer::new();
+    call.emit(&mut w);
+    w.buf.extend_from_slice(args);
+    stream.write_all(&single_fragment(&w.buf)).unwrap();
+    let mut header = [0u8; 4];
+    stream.read_exact(&mut header).unwrap();
+    let len = (u32::from_be_bytes(header) & 0x7fff_ffff) as usize;
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).unwrap();
+    match parse(&body).unwrap().0 {
+        Message::Reply(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+/// Whether the peer closed the connection (read returns 0 or a reset).
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(stream.read(&mut buf), Ok(0) | Err(_))
+}
+
+#[test]
+fn the_server_survives_malformed_peers_and_keeps_serving() {
+    let options = ServerOptions {
+        idle_timeout_ms: 300,
+        max_record: 1 << 20,
+        ..Default::default()
+    };
+    let running = Server::bind((Ipv4Addr::LOCALHOST, 0).into(), options)
+        .unwrap()
+        .start()
+        .unwrap();
+    let addr: SocketAddr = (Ipv4Addr::LOCALHOST, running.port()).into();
+    let null = Call::new(1, PROGRAM, 1, 0);
+    {
+        let mut before = connect(addr);
+        assert_eq!(
+            reply_to(&mut before, &null, &[]),
+            Reply::accepted(1, AcceptStat::Success)
+        );
+    }
+
+    // Garbage bytes.
+    let mut bad = connect(addr);
+    bad.write_all(&single_fragment(b"this is not an RPC message"))
+        .unwrap();
+    assert!(closed(&mut bad));
+    // A record mark announcing 2 GB.
+    let mut bad = connect(addr);
+    bad.write_all(&fragment_header(0x7fff_fff0, true)).unwrap();
+    bad.write_all(&[0u8; 100]).unwrap();
+    assert!(closed(&mut bad));
+    // A truncated fragment, then the client goes away.
+    let mut bad = connect(addr);
+    bad.write_all(&fragment_header(1000, true)).unwrap();
+    bad.write_all(&[1u8; 10]).unwrap();
+    drop(bad);
+    // A client that connects and sends nothing is closed after the idle timeout.
+    let mut silent = connect(addr);
+    assert!(closed(&mut silent));
+
+    // Another client is served after all that; calls that parse but cannot
+    // be served get the RFC's answers, on a connection that stays up.
+    let mut good = connect(addr);
+    let mut v3 = Call::new(2, PROGRAM, 1, 0);
+    v3.rpcvers = 3;
+    assert_eq!(
+        reply_to(&mut good, &v3, &[]),
+        Reply::denied(2, RejectStat::RpcMismatch { low: 2, high: 2 })
+    );
+    let sink = Call::new(3, PROGRAM, 1, 1);
+    // An opaque length beyond the record.
+    assert_eq!(
+        reply_to(&mut good, &sink, &[0, 0, 0x40, 0, 1, 2, 3, 4]),
+        Reply::accepted(3, AcceptStat::GarbageArgs)
+    );
+    assert_eq!(
+        reply_to(&mut good, &Call::new(4, 99, 1, 0), &[]),
+        Reply::accepted(4, AcceptStat::ProgUnavail)
+    );
+    assert_eq!(
+        reply_to(&mut good, &Call::new(5, PROGRAM, 2, 0), &[]),
+        Reply::accepted(5, AcceptStat::ProgMismatch { low: 1, high: 1 })
+    );
+    assert_eq!(
+        reply_to(&mut good, &Call::new(6, PROGRAM, 1, 9), &[]),
+        Reply::accepted(6, AcceptStat::ProcUnavail)
+    );
+    // And the good client is still served.
+    assert_eq!(
+        reply_to(&mut good, &null, &[]),
+        Reply::accepted(1, AcceptStat::Success)
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let report = running.stop();
+    assert_eq!(report.closed_bad_peers, 4, "{report:?}");
+    assert_eq!(report.calls, 7);
+    assert_eq!(report.connections, 6);
+}
+
+fn rpcbind_listening() -> bool {
+    TcpStream::connect_timeout(
+        &SocketAddr::from((Ipv4Addr::LOCALHOST, 111)),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// Starts rpcbind if none is running; returns the child to stop afterwards.
+fn ensure_rpcbind() -> Option<std::process::Child> {
+    if rpcbind_listening() {
+        return None;
+    }
+    let mut child = std::process::Command::new("rpcbind")
+        .arg("-f")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rpcbind is installed (Debian package rpcbind)");
+    for _ in 0..100 {
+        if rpcbind_listening() {
+            return Some(child);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("rpcbind did not start");
+}
+
+#[test]
+fn interoperates_with_rpcinfo_and_rpcbind() {
+    let mut started = ensure_rpcbind();
+    // netlab's client calls procedure 0 of the real rpcbind, versions 2-4, TCP and UDP.
+    for version in ["2", "3", "4"] {
+        for udp in [false, true] {
+            let mut cmd = netlab();
+            cmd.args(["rpc", "ping", "127.0.0.1:111", "100000", version]);
+            if udp {
+                cmd.arg("--udp");
+            }
+            cmd.assert()
+                .success()
+                .stdout(predicates::str::contains("ready and waiting"));
+        }
+    }
+    // rpcinfo calls netlab's server over TCP and UDP.
+    let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args(["rpc", "serve", "--port", "0", "--register"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().expect("the port on stdout");
+    std::thread::sleep(Duration::from_millis(300));
+    let program = PROGRAM.to_string();
+    for transport in ["-t", "-u"] {
+        let out = std::process::Command::new("rpcinfo")
+            .args([
+                "-n",
+                &port.to_string(),
+                transport,
+                "127.0.0.1",
+                &program,
+                "1",
+            ])
+            .output()
+            .expect("rpcinfo is installed (Debian package rpcbind)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "rpcinfo {transport}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!("program {program} version 1 ready and waiting")),
+            "{text}"
+        );
+    }
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(server.id() as i32, libc::SIGINT) };
+    let status = server.wait().unwrap();
+    assert!(status.success());
+    let mut err = String::new();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("2 calls"), "{err}");
+    if let Some(child) = started.as_mut() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn the_experiment_finds_and_explains_the_4k_cliff() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .args([
+            "rpc",
+            "--sizes",
+            "0,1024,2048,4096",
+            "--calls",
+            "5",
+            "--reps",
+            "2",
+            "--placements",
+            "loopback",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 8, "4 sizes x TCP and UDP");
+    for r in records {
+        assert!(r["result"]["client"]["latency_us_p99"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            r["result"]["client"]["rep_seconds"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+    let findings = doc["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!(findings[0]["column"], "TCP local");
+    assert_eq!(findings[0]["size"], 4096);
+    let d = &findings[0]["diagnosis"];
+    let cause = d["cause"].as_str().unwrap();
+    assert!(cause.contains("Nagle"), "{cause}");
+    assert!(cause.contains("delayed ACKs per call"), "{cause}");
+    let fixes: Vec<&str> = d["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[0].as_str().unwrap())
+        .collect();
+    assert!(fixes.contains(&"TCP_NODELAY on the client"), "{fixes:?}");
+    assert!(fixes.contains(&"the request in one writev"), "{fixes:?}");
+    assert!(d["stall_ms_per_call"].as_f64().unwrap() > 20.0);
+    // Three reruns and one captured run.
+    assert_eq!(doc["diagnosis_records"].as_array().unwrap().len(), 4);
+    // The captured stalled call: the first write, the delayed ACK tens of ms later, the rest.
+    let timeline: Vec<&str> = findings[0]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(timeline.len() >= 4, "{timeline:?}");
+    assert!(
+        timeline[0].starts_with("+0.000 ms client->server 4000 B"),
+        "{timeline:?}"
+    );
+    assert!(
+        timeline.last().unwrap().contains("server->client 28 B"),
+        "{timeline:?}"
+    );
+}
+
+#[test]
+fn find_cliffs_maps_the_stall_to_the_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .args([
+            "rpc",
+            "--find-cliffs",
+            "--placements",
+            "loopback",
+            "--cliff-range",
+            "3800..4200",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let ranges = doc["stall_ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), 1, "{ranges:?}");
+    // 40-byte header + 4-byte length + argument (padded) must exceed 3996 bytes: 3953 and up.
+    assert_eq!(ranges[0]["from"], 3953);
+    assert_eq!(ranges[0]["to"], 4200);
+    assert_eq!(ranges[0]["open_ended"], true);
+}
+
+#[test]
+fn bad_experiment_arguments_are_refused() {
+    for (args, message) in [
+        (vec!["rpc", "--sizes", "70000"], "too large"),
+        (vec!["rpc", "--proto", "sctp"], "unknown protocol"),
+        (vec!["rpc", "--placements", "mars"], "unknown placement"),
+        (vec!["rpc", "--sizes", "4Q"], "unknown size suffix"),
+        (
+            vec!["rpc", "serve", "--bind", "0.0.0.0"],
+            "without --allow-remote",
+        ),
+    ] {
+        let assert = netlab().args(&args).assert().failure();
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
