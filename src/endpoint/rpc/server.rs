@@ -532,6 +532,37 @@ mod tests {
         ));
     }
 
+    /// `rpcinfo -n PORT -t 127.0.0.1 537205129 1` (Debian rpcbind 1.2.6),
+    /// captured on lo with tcpdump: the TCP payload, record mark included.
+    const RPCINFO_TCP_REQUEST: [u8; 44] = [
+        0x80, 0x00, 0x00, 0x28, 0x6a, 0xe6, 0xdc, 0xbd, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x02, 0x20, 0x05, 0x19, 0x89, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    /// netlab's reply in the same capture, which rpcinfo accepted.
+    const REPLY_TO_RPCINFO: [u8; 28] = [
+        0x80, 0x00, 0x00, 0x18, 0x6a, 0xe6, 0xdc, 0xbd, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn answers_rpcinfo_bytes_as_captured() {
+        let mut assembler = Assembler::new(1 << 20);
+        assembler.push(&RPCINFO_TCP_REQUEST);
+        let record = assembler.next_record().unwrap().unwrap();
+        let Outcome::Reply(reply) = dispatch(&record, 1 << 20) else {
+            panic!("rpcinfo's call was dropped");
+        };
+        let mut framed = fragment_header(reply.len() as u32, true).to_vec();
+        framed.extend_from_slice(&reply);
+        assert_eq!(framed, REPLY_TO_RPCINFO);
+        // Over UDP rpcinfo sends the same call without the record mark.
+        assert_eq!(
+            dispatch(&RPCINFO_TCP_REQUEST[4..], 1 << 20),
+            Outcome::Reply(REPLY_TO_RPCINFO[4..].to_vec())
+        );
+    }
+
     #[test]
     fn garbage_is_dropped_not_answered() {
         assert!(matches!(dispatch(b"hello", 100), Outcome::Drop(_)));
