@@ -12,12 +12,14 @@
 //! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
 //! | [`testbed`] | placements: loopback, namespaces, link profiles, the wire emulator, capture |
 //! | [`wire`] | byte formats as parse/emit pairs, no I/O |
+//! | [`checksum`] | the Internet checksum (RFC 1071) variants, fused copy, copy variants |
 //! | [`analysis`] | pure functions: statistics, knee, cost model, bottleneck |
 //! | [`report`] | tables, historical figures, progress display |
 //! | [`record`] | the record every measurement becomes, and its JSON Lines file |
 //! | [`units`] | sizes and durations as typed by users |
 
 pub mod analysis;
+pub mod checksum;
 pub mod cli;
 pub mod endpoint;
 pub mod experiment;

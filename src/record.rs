@@ -51,6 +51,10 @@ pub enum RecordData {
         params: crate::experiment::rpc::RpcParams,
         result: Option<Box<crate::experiment::rpc::RpcResult>>,
     },
+    Cksum {
+        params: crate::experiment::cksum::CksumSpec,
+        result: Option<Box<crate::experiment::cksum::CksumResult>>,
+    },
 }
 
 /// Where in a sweep a record belongs.

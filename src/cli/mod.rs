@@ -5,6 +5,7 @@
 //! `netlab ... | head`), 1 a failed run, 2 bad usage, 130 interrupted
 //! (records finished before the interrupt are kept).
 
+pub mod cksum;
 pub mod lab;
 pub mod placement;
 pub mod rpc;
@@ -38,6 +39,8 @@ pub enum Commands {
     Stream(stream::StreamArgs),
     /// ONC RPC: the 1989 experiment (time per 100 calls vs size), cliffs and their causes; `serve`, `ping`.
     Rpc(rpc::RpcArgs),
+    /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
+    Cksum(cksum::CksumArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
     /// Manage the network namespaces and links netlab creates.
@@ -53,6 +56,7 @@ impl Commands {
             Commands::Stream(a) => a.common.json,
             Commands::Sweep(a) => a.json(),
             Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
+            Commands::Cksum(a) => a.json,
             Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
         }
     }
@@ -134,6 +138,7 @@ pub fn main() -> ExitCode {
         Commands::Stream(args) => stream::run(args, &mut out),
         Commands::Sweep(args) => sweep::run(args, &mut out),
         Commands::Rpc(args) => rpc::run(args, &mut out),
+        Commands::Cksum(args) => cksum::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };

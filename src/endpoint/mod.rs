@@ -103,6 +103,9 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     Err(e) => failed(format_args!("RPC server on {bind}: {e}")),
                 }
             }
+            (Command::Cksum(spec), _) => {
+                Reply::CksumDone(Box::new(crate::experiment::cksum::measure(&spec)))
+            }
             (Command::RpcClient(spec), _) => {
                 rpc::run_client(&spec).map_or_else(failed, |r| Reply::RpcClientDone(Box::new(r)))
             }

@@ -123,6 +123,8 @@ pub enum Command {
     },
     /// Run the client side of one RPC cell; answered by `RpcClientDone`.
     RpcClient(crate::endpoint::rpc::RpcClientSpec),
+    /// Time the checksum and copy variants at one size; answered by `CksumDone`.
+    Cksum(crate::experiment::cksum::CksumSpec),
     /// End the emulator, capture or RPC server; answered by `EmulatorDone`,
     /// `CaptureDone` or `RpcServerDone`.
     Stop,
@@ -196,6 +198,7 @@ pub enum Reply {
     RpcServing { port: u16 },
     RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
     RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
+    CksumDone(Box<crate::experiment::cksum::CksumResult>),
     Failed { message: String },
 }
 

@@ -2,6 +2,7 @@
 //! endpoint processes, and the records it produces.
 
 pub mod bed;
+pub mod cksum;
 pub mod endpoints;
 pub mod rpc;
 pub mod stream;

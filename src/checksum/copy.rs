@@ -1,0 +1,87 @@
+//! Copy variants, from the 1980s routine to the platform's best.
+//!
+//! - [`bytes`]: one byte per load and store (the stores are volatile, so the
+//!   compiler cannot turn the loop into a `memcpy` call, which it otherwise
+//!   does with any simple copy loop);
+//! - [`halfwords`]: one 16-bit word at a time, likewise;
+//! - [`words`]: 64-bit words, unrolled four times (the compiler may widen
+//!   these further: that is what an unrolled copy compiles to today);
+//! - [`platform`]: `copy_from_slice`, i.e. the C library's `memcpy`;
+//! - [`super::simd::copy_nontemporal`]: streaming stores for buffers far
+//!   larger than the cache.
+
+/// A copy function by name.
+pub type CopyFn = fn(&mut [u8], &[u8]);
+
+/// Every copy variant, by name.
+pub const VARIANTS: [(&str, CopyFn); 5] = [
+    ("copy-byte", bytes),
+    ("copy-16", halfwords),
+    ("copy-64-unrolled", words),
+    ("memcpy", platform),
+    ("copy-nontemporal", super::simd::copy_nontemporal),
+];
+
+pub fn bytes(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
+    for (d, s) in dst.iter_mut().zip(src) {
+        // SAFETY: d is a valid, exclusive reference.
+        unsafe { std::ptr::write_volatile(d, *s) };
+    }
+}
+
+pub fn halfwords(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
+    let mut d = dst.chunks_exact_mut(2);
+    let mut s = src.chunks_exact(2);
+    for (dw, sw) in (&mut d).zip(&mut s) {
+        let v = u16::from_ne_bytes([sw[0], sw[1]]);
+        // SAFETY: dw holds two writable bytes; unaligned volatile store via a byte pointer pair.
+        unsafe { std::ptr::write_volatile(dw.as_mut_ptr().cast::<[u8; 2]>(), v.to_ne_bytes()) };
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
+pub fn words(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
+    let mut d = dst.chunks_exact_mut(32);
+    let mut s = src.chunks_exact(32);
+    for (db, sb) in (&mut d).zip(&mut s) {
+        for i in 0..4 {
+            let w = u64::from_ne_bytes(sb[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            db[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+        }
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+}
+
+pub fn platform(dst: &mut [u8], src: &[u8]) {
+    dst.copy_from_slice(src);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_copies_every_length_and_alignment() {
+        let src: Vec<u8> = (0..300u32).map(|i| (i * 13) as u8).collect();
+        for (name, copy) in VARIANTS {
+            for align in 0..8 {
+                for len in 0..=260 {
+                    let mut dst = vec![0xEEu8; 300];
+                    copy(&mut dst[align..align + len], &src[..len]);
+                    assert_eq!(
+                        &dst[align..align + len],
+                        &src[..len],
+                        "{name} {len} {align}"
+                    );
+                    assert!(
+                        dst[align + len..].iter().all(|&b| b == 0xEE),
+                        "{name} wrote past the end"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! SIMD sums for the Internet checksum, and the non-temporal copy.
+//!
+//! The data is taken as 32-bit native words, each zero-extended into a 64-bit
+//! lane and added there (`unpack{lo,hi}_epi32` with zero, `add_epi64`): a lane
+//! cannot overflow before 2^32 additions, i.e. 16 GiB, far beyond any buffer
+//! netlab sums. The lanes are then added with end-around carry and the
+//! 64-bit total folded as in [`super::wide`]. AVX2 is used when the CPU has
+//! it, else SSE2 (always present on x86_64); other architectures use the
+//! 64-bit scalar sum.
+
+use super::sum_wide_native;
+
+/// The native-order wide sum of `data` with the best SIMD available.
+pub fn sum_native(data: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present.
+            return unsafe { x86::sum_avx2(data) };
+        }
+        // SAFETY: SSE2 is part of x86_64.
+        unsafe { x86::sum_sse2(data) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    sum_wide_native(data)
+}
+
+/// Copies `src` to `dst` and returns the native-order wide sum.
+pub fn fused_sum_native(dst: &mut [u8], src: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present; lengths are checked by the caller.
+            return unsafe { x86::fused_avx2(dst, src) };
+        }
+    }
+    super::copy::words(dst, src);
+    sum_wide_native(src)
+}
+
+/// Which SIMD path [`sum_native`] takes on this CPU.
+pub fn path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            return "avx2";
+        }
+        "sse2"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    "portable"
+}
+
+/// Copies with non-temporal stores (bypassing the cache) where the CPU has
+/// them, else with `copy_from_slice`. Worth it only for buffers much larger
+/// than the cache, where the copy's destination would only evict useful data.
+pub fn copy_nontemporal(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present; lengths are equal.
+            unsafe { x86::copy_stream_avx2(dst, src) };
+            return;
+        }
+    }
+    dst.copy_from_slice(src);
+}
+
+fn add_carry(a: u64, b: u64) -> u64 {
+    let (s, c) = a.overflowing_add(b);
+    s + u64::from(c)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{add_carry, sum_wide_native};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn sum_avx2(data: &[u8]) -> u64 {
+        let zero = _mm256_setzero_si256();
+        let (mut a0, mut a1, mut a2, mut a3) = (zero, zero, zero, zero);
+        let mut blocks = data.chunks_exact(64);
+        for b in &mut blocks {
+            // SAFETY: each block holds 64 readable bytes; loadu has no alignment need.
+            let (v0, v1) = unsafe {
+                (
+                    _mm256_loadu_si256(b.as_ptr().cast()),
+                    _mm256_loadu_si256(b.as_ptr().add(32).cast()),
+                )
+            };
+            a0 = _mm256_add_epi64(a0, _mm256_unpacklo_epi32(v0, zero));
+            a1 = _mm256_add_epi64(a1, _mm256_unpackhi_epi32(v0, zero));
+            a2 = _mm256_add_epi64(a2, _mm256_unpacklo_epi32(v1, zero));
+            a3 = _mm256_add_epi64(a3, _mm256_unpackhi_epi32(v1, zero));
+        }
+        let mut lanes = [0u64; 16];
+        // SAFETY: lanes has room for four 32-byte stores.
+        unsafe {
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), a0);
+            _mm256_storeu_si256(lanes.as_mut_ptr().add(4).cast(), a1);
+            _mm256_storeu_si256(lanes.as_mut_ptr().add(8).cast(), a2);
+            _mm256_storeu_si256(lanes.as_mut_ptr().add(12).cast(), a3);
+        }
+        let sum = lanes.iter().fold(0u64, |s, &l| add_carry(s, l));
+        add_carry(sum, sum_wide_native(blocks.remainder()))
+    }
+
+    #[target_feature(enable = "sse2")]
+    pub unsafe fn sum_sse2(data: &[u8]) -> u64 {
+        let zero = _mm_setzero_si128();
+        let (mut a0, mut a1) = (zero, zero);
+        let mut blocks = data.chunks_exact(16);
+        for b in &mut blocks {
+            // SAFETY: each block holds 16 readable bytes.
+            let v = unsafe { _mm_loadu_si128(b.as_ptr().cast()) };
+            a0 = _mm_add_epi64(a0, _mm_unpacklo_epi32(v, zero));
+            a1 = _mm_add_epi64(a1, _mm_unpackhi_epi32(v, zero));
+        }
+        let mut lanes = [0u64; 4];
+        // SAFETY: lanes has room for two 16-byte stores.
+        unsafe {
+            _mm_storeu_si128(lanes.as_mut_ptr().cast(), a0);
+            _mm_storeu_si128(lanes.as_mut_ptr().add(2).cast(), a1);
+        }
+        let sum = lanes.iter().fold(0u64, |s, &l| add_carry(s, l));
+        add_carry(sum, sum_wide_native(blocks.remainder()))
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn fused_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
+        let zero = _mm256_setzero_si256();
+        let (mut a0, mut a1) = (zero, zero);
+        let mut d = dst.chunks_exact_mut(32);
+        let mut s = src.chunks_exact(32);
+        for (db, sb) in (&mut d).zip(&mut s) {
+            // SAFETY: both blocks hold 32 bytes.
+            let v = unsafe { _mm256_loadu_si256(sb.as_ptr().cast()) };
+            unsafe { _mm256_storeu_si256(db.as_mut_ptr().cast(), v) };
+            a0 = _mm256_add_epi64(a0, _mm256_unpacklo_epi32(v, zero));
+            a1 = _mm256_add_epi64(a1, _mm256_unpackhi_epi32(v, zero));
+        }
+        let mut lanes = [0u64; 8];
+        // SAFETY: lanes has room for two 32-byte stores.
+        unsafe {
+            _mm256_storeu_si256(lanes.as_mut_ptr().cast(), a0);
+            _mm256_storeu_si256(lanes.as_mut_ptr().add(4).cast(), a1);
+        }
+        let (dt, st) = (d.into_remainder(), s.remainder());
+        dt.copy_from_slice(st);
+        let sum = lanes.iter().fold(0u64, |s, &l| add_carry(s, l));
+        add_carry(sum, sum_wide_native(st))
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn copy_stream_avx2(dst: &mut [u8], src: &[u8]) {
+        // Head bytes until the destination is 32-byte aligned.
+        let head = dst.as_ptr().align_offset(32).min(dst.len());
+        dst[..head].copy_from_slice(&src[..head]);
+        let (dst, src) = (&mut dst[head..], &src[head..]);
+        let mut d = dst.chunks_exact_mut(32);
+        let mut s = src.chunks_exact(32);
+        for (db, sb) in (&mut d).zip(&mut s) {
+            // SAFETY: db is 32-byte aligned (we aligned the start and step by 32).
+            unsafe {
+                let v = _mm256_loadu_si256(sb.as_ptr().cast());
+                _mm256_stream_si256(db.as_mut_ptr().cast(), v);
+            }
+        }
+        d.into_remainder().copy_from_slice(s.remainder());
+        // Orders the streaming stores before anything that follows.
+        _mm_sfence();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_path_agrees_with_the_scalar_sum() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        for len in [0, 1, 15, 16, 17, 63, 64, 65, 1000, 9999] {
+            let want = super::super::fold(sum_wide_native(&data[..len]));
+            assert_eq!(
+                super::super::fold(sum_native(&data[..len])),
+                want,
+                "len {len}"
+            );
+            #[cfg(target_arch = "x86_64")]
+            {
+                // SAFETY: SSE2 is part of x86_64.
+                let sse = unsafe { x86::sum_sse2(&data[..len]) };
+                assert_eq!(super::super::fold(sse), want, "sse2 len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn nontemporal_copy_copies_at_any_alignment() {
+        let src: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        for offset in 0..33 {
+            let mut dst = vec![0u8; 5100];
+            copy_nontemporal(&mut dst[offset..offset + 4000], &src[..4000]);
+            assert_eq!(&dst[offset..offset + 4000], &src[..4000]);
+        }
+        assert!(["avx2", "sse2", "portable"].contains(&path()));
+    }
+}

@@ -1,0 +1,258 @@
+//! The checksum and copy experiment (source: 003, Van Jacobson's per-KB
+//! costs): every checksum, fused and copy variant at each size, on
+//! cache-hot and cache-cold buffers, beside the machine's own limits
+//! measured in the same run.
+//!
+//! Timing: a batch repeats one operation until it has run at least
+//! [`BATCH_TARGET`] (calibrated once per variant and size), and the figure
+//! is the median of `batches` batches, with min and max. *Hot* reuses one
+//! buffer, already in cache. *Cold* walks a pool of buffers much larger than
+//! the last-level cache, a different buffer each operation, so every byte
+//! comes from memory. Runs in an endpoint process, like every data path.
+
+use crate::analysis::stats::Spread;
+use crate::checksum::{self, copy, simd};
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Least duration of one timed batch.
+pub const BATCH_TARGET: Duration = Duration::from_millis(2);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CksumSpec {
+    pub size: usize,
+    /// Bytes of the pool the cold runs walk (per buffer side).
+    pub cold_pool: usize,
+    pub batches: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Checksum,
+    Fused,
+    Copy,
+    /// The read limit: the cheapest possible pass over the bytes.
+    ReadLimit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub variant: String,
+    pub kind: Kind,
+    pub cold: bool,
+    pub ns_per_kb: Spread,
+    /// GB/s (10⁹ bytes per second) at the median.
+    pub gb_s: f64,
+    /// Median time over the matching limit's median time: 1.0 = at the limit
+    /// (checksums against the read limit, copies and fused against memcpy).
+    pub fraction_of_limit: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CksumResult {
+    pub size: usize,
+    pub simd_path: String,
+    pub rows: Vec<Row>,
+}
+
+/// The fastest possible read of every byte: 256-bit loads OR-ed together.
+pub fn read_sweep(data: &[u8]) -> u64 {
+    let mut acc = [0u64; 4];
+    let mut blocks = data.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, a) in acc.iter_mut().enumerate() {
+            *a |= u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        }
+    }
+    let tail = blocks
+        .remainder()
+        .iter()
+        .fold(0u64, |a, &b| a | u64::from(b));
+    acc[0] | acc[1] | acc[2] | acc[3] | tail
+}
+
+enum Op {
+    Read(fn(&[u8]) -> u64),
+    Checksum(checksum::ChecksumFn),
+    Fused(checksum::FusedFn),
+    Copy(copy::CopyFn),
+}
+
+/// Buffers for one size: hot ones and cold pools.
+struct Buffers {
+    size: usize,
+    src: Vec<u8>,
+    dst: Vec<u8>,
+    pool_src: Vec<u8>,
+    pool_dst: Vec<u8>,
+    slots: usize,
+    next: usize,
+}
+
+impl Buffers {
+    fn new(size: usize, cold_pool: usize) -> Buffers {
+        let stride = size.next_multiple_of(4096) + 64;
+        let slots = (cold_pool / stride).max(2);
+        let fill = |n: usize| {
+            (0..n)
+                .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 11) as u8)
+                .collect::<Vec<u8>>()
+        };
+        Buffers {
+            size,
+            src: fill(size),
+            dst: vec![0u8; size],
+            pool_src: fill(slots * stride),
+            pool_dst: vec![1u8; slots * stride],
+            slots,
+            next: 0,
+        }
+    }
+
+    /// Runs `op` once, on the hot buffers or on the next cold slot.
+    fn run(&mut self, op: &Op, cold: bool) -> u64 {
+        let (src, dst) = if cold {
+            let stride = self.size.next_multiple_of(4096) + 64;
+            let at = (self.next % self.slots) * stride;
+            self.next += 1;
+            (
+                &self.pool_src[at..at + self.size],
+                &mut self.pool_dst[at..at + self.size],
+            )
+        } else {
+            (&self.src[..], &mut self.dst[..])
+        };
+        match op {
+            Op::Read(f) => f(black_box(src)),
+            Op::Checksum(f) => u64::from(f(black_box(src))),
+            Op::Fused(f) => u64::from(f(dst, black_box(src))),
+            Op::Copy(f) => {
+                f(dst, black_box(src));
+                u64::from(dst[0])
+            }
+        }
+    }
+
+    /// ns per operation over `batches` calibrated batches.
+    fn time(&mut self, op: &Op, cold: bool, batches: u32) -> Spread {
+        // Warm up (and, hot, bring the buffer into cache), then calibrate.
+        let mut sink = 0u64;
+        for _ in 0..3 {
+            sink ^= self.run(op, cold);
+        }
+        let start = Instant::now();
+        sink ^= self.run(op, cold);
+        let one = start.elapsed().max(Duration::from_nanos(20));
+        let reps = (BATCH_TARGET.as_nanos() / one.as_nanos()).clamp(1, 10_000_000) as u32;
+        let mut per_op = Vec::with_capacity(batches as usize);
+        for _ in 0..batches {
+            let start = Instant::now();
+            for _ in 0..reps {
+                sink ^= self.run(op, cold);
+            }
+            per_op.push(start.elapsed().as_nanos() as f64 / f64::from(reps));
+        }
+        black_box(sink);
+        Spread::of(&per_op).expect("at least one batch")
+    }
+}
+
+/// Every variant, in table order, with its kind.
+fn ops() -> Vec<(String, Kind, Op)> {
+    let mut ops: Vec<(String, Kind, Op)> =
+        vec![("read-limit".into(), Kind::ReadLimit, Op::Read(read_sweep))];
+    for (name, f) in checksum::VARIANTS {
+        ops.push((name.into(), Kind::Checksum, Op::Checksum(f)));
+    }
+    for (name, f) in checksum::FUSED {
+        ops.push((name.into(), Kind::Fused, Op::Fused(f)));
+    }
+    for (name, f) in copy::VARIANTS {
+        ops.push((name.into(), Kind::Copy, Op::Copy(f)));
+    }
+    ops
+}
+
+/// Measures every variant at `spec.size`, hot and cold.
+pub fn measure(spec: &CksumSpec) -> CksumResult {
+    let mut buffers = Buffers::new(spec.size, spec.cold_pool);
+    let kb = spec.size as f64 / 1024.0;
+    let mut rows = Vec::new();
+    for cold in [false, true] {
+        let mut timed: Vec<(String, Kind, Spread)> = Vec::new();
+        for (name, kind, op) in ops() {
+            let spread = buffers.time(&op, cold, spec.batches);
+            timed.push((name, kind, spread));
+        }
+        let limit_of = |kind: Kind| {
+            let name = match kind {
+                Kind::Checksum | Kind::ReadLimit => "read-limit",
+                Kind::Fused | Kind::Copy => "memcpy",
+            };
+            timed
+                .iter()
+                .find(|t| t.0 == name)
+                .map_or(1.0, |t| t.2.median)
+        };
+        for (name, kind, ns) in &timed {
+            let per_kb = |v: f64| v / kb;
+            rows.push(Row {
+                variant: name.clone(),
+                kind: *kind,
+                cold,
+                ns_per_kb: Spread {
+                    min: per_kb(ns.min),
+                    median: per_kb(ns.median),
+                    max: per_kb(ns.max),
+                    n: ns.n,
+                },
+                gb_s: spec.size as f64 / ns.median,
+                fraction_of_limit: limit_of(*kind) / ns.median,
+            });
+        }
+    }
+    CksumResult {
+        size: spec.size,
+        simd_path: simd::path().into(),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_every_variant_hot_and_cold() {
+        let r = measure(&CksumSpec {
+            size: 4096,
+            cold_pool: 1 << 20,
+            batches: 3,
+        });
+        assert_eq!(r.rows.len(), 2 * (1 + 3 + 3 + 5));
+        for row in &r.rows {
+            assert!(row.ns_per_kb.median > 0.0 && row.gb_s > 0.0, "{row:?}");
+            assert!(row.fraction_of_limit > 0.0);
+        }
+        // The read limit is its own limit.
+        let limit = r
+            .rows
+            .iter()
+            .find(|r| r.variant == "read-limit" && !r.cold)
+            .unwrap();
+        assert!((limit.fraction_of_limit - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn read_sweep_touches_every_byte() {
+        let mut data = vec![0u8; 1000];
+        assert_eq!(read_sweep(&data), 0);
+        data[999] = 1;
+        assert_ne!(read_sweep(&data), 0);
+        data[999] = 0;
+        data[500] = 0x80;
+        assert_ne!(read_sweep(&data), 0);
+    }
+}
