@@ -12,6 +12,7 @@
 
 use crate::analysis::stats::Spread;
 use crate::checksum::{self, copy, simd};
+use crate::endpoint::pattern::AlignedBuf;
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -81,12 +82,13 @@ enum Op {
 }
 
 /// Buffers for one size: hot ones and cold pools.
+/// Buffers are page-aligned, as kernel and network buffers are.
 struct Buffers {
     size: usize,
-    src: Vec<u8>,
-    dst: Vec<u8>,
-    pool_src: Vec<u8>,
-    pool_dst: Vec<u8>,
+    src: AlignedBuf,
+    dst: AlignedBuf,
+    pool_src: AlignedBuf,
+    pool_dst: AlignedBuf,
     slots: usize,
     next: usize,
 }
@@ -96,16 +98,18 @@ impl Buffers {
         let stride = size.next_multiple_of(4096) + 64;
         let slots = (cold_pool / stride).max(2);
         let fill = |n: usize| {
-            (0..n)
-                .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 11) as u8)
-                .collect::<Vec<u8>>()
+            let mut buf = AlignedBuf::zeroed(n);
+            for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31) ^ (i >> 11) as u8;
+            }
+            buf
         };
         Buffers {
             size,
             src: fill(size),
-            dst: vec![0u8; size],
+            dst: AlignedBuf::zeroed(size),
             pool_src: fill(slots * stride),
-            pool_dst: vec![1u8; slots * stride],
+            pool_dst: fill(slots * stride),
             slots,
             next: 0,
         }
@@ -118,11 +122,11 @@ impl Buffers {
             let at = (self.next % self.slots) * stride;
             self.next += 1;
             (
-                &self.pool_src[at..at + self.size],
-                &mut self.pool_dst[at..at + self.size],
+                &self.pool_src.as_slice()[at..at + self.size],
+                &mut self.pool_dst.as_mut_slice()[at..at + self.size],
             )
         } else {
-            (&self.src[..], &mut self.dst[..])
+            (self.src.as_slice(), self.dst.as_mut_slice())
         };
         match op {
             Op::Read(f) => f(black_box(src)),
