@@ -19,6 +19,11 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_FACTOR: f64 = 3.0;
 
+/// Least time, ms, a stall must add to a call to count. The stalls looked
+/// for are timer driven (a 40 ms delayed ACK, a 200 ms retransmission
+/// timeout); smaller excursions are scheduling noise on a busy machine.
+pub const MIN_STALL_MS: f64 = 1.0;
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cliff {
     pub size: f64,

@@ -5,6 +5,7 @@ pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
 pub mod knee;
+pub mod split;
 pub mod stats;
 pub mod stream;
 pub mod wire;

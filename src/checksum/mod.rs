@@ -252,3 +252,16 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod crate_agreement {
+    /// The `internet-checksum` crate computes the same checksum.
+    #[test]
+    fn agrees_with_the_internet_checksum_crate() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 97 % 256) as u8).collect();
+        for len in [0, 1, 2, 3, 20, 1407, 1408, 4999] {
+            let theirs = u16::from_be_bytes(internet_checksum::checksum(&data[..len]));
+            assert_eq!(super::simd(&data[..len]), theirs, "len {len}");
+        }
+    }
+}

@@ -148,6 +148,22 @@ pub fn measure_all(
     Ok(records)
 }
 
+/// The hot cost per byte (ns) of the fastest copy and the fastest checksum
+/// at the size nearest `size`.
+pub fn per_byte_costs(records: &[Record], size: usize) -> Option<(f64, f64)> {
+    let results = results(records);
+    let result = results.iter().min_by_key(|r| r.size.abs_diff(size))?;
+    let best = |kind: Kind| {
+        result
+            .rows
+            .iter()
+            .filter(|r| !r.cold && r.kind == kind)
+            .map(|r| r.ns_per_kb.median / 1024.0)
+            .min_by(f64::total_cmp)
+    };
+    Some((best(Kind::Copy)?, best(Kind::Checksum)?))
+}
+
 /// Van Jacobson's µs/KB for a variant, if he gave one.
 fn then_us_per_kb(variant: &str) -> Option<f64> {
     let h = &historical::figures().bsd_speedups;

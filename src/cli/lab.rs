@@ -3,11 +3,13 @@
 //! records under `netlab-out/<timestamp>/`.
 
 use super::Output;
+use super::cksum;
 use super::rpc_experiment::{
     RpcExperimentArgs, measure_and_explain, table as rpc_table, title as rpc_title,
 };
 use super::stream::run_series;
 use super::sweep::run_sweep;
+use crate::analysis::split::split;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiment::stream::StreamConfig;
 use crate::experiment::sweep::{SweepConfig, summarize};
@@ -39,6 +41,9 @@ struct Profile {
     sweep_records: &'static str,
     sweep_seconds: f64,
     sweep_repeat: u32,
+    cksum_sizes: &'static str,
+    cksum_batches: u32,
+    cksum_pool: u64,
 }
 
 const QUICK: Profile = Profile {
@@ -49,6 +54,9 @@ const QUICK: Profile = Profile {
     sweep_records: "64..1M",
     sweep_seconds: 0.3,
     sweep_repeat: 3,
+    cksum_sizes: "64,1408,65536,1M,64M",
+    cksum_batches: 5,
+    cksum_pool: 256 << 20,
 };
 
 const FULL: Profile = Profile {
@@ -59,6 +67,9 @@ const FULL: Profile = Profile {
     sweep_records: "16..4M",
     sweep_seconds: 2.0,
     sweep_repeat: 5,
+    cksum_sizes: "64,1408,4096,65536,1M,64M",
+    cksum_batches: 15,
+    cksum_pool: 512 << 20,
 };
 
 pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -198,6 +209,29 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         sweep.base.describe()
     );
     show(tables::sweep_table(&title, &summary, &records), out)?;
+
+    // 1988: the per-KB costs of copying and checksumming, and what they explain.
+    let specs = cksum::specs(
+        profile.cksum_sizes,
+        profile.cksum_batches,
+        profile.cksum_pool,
+    )?;
+    eprintln!("lab: cksum over {}", profile.cksum_sizes);
+    let records = cksum::measure_all(&specs, &host, &mut writer)?;
+    let mut text = format!(
+        "netlab cksum: ns per KB, median of {} batches\n",
+        profile.cksum_batches
+    );
+    text.push_str(&cksum::table(&records));
+    if let (Some(model), Some((copy, sum))) =
+        (&summary.model, cksum::per_byte_costs(&records, 65536))
+    {
+        text.push_str(&format!(
+            "the stream sweep's {} (loopback: two copies per byte, no checksum; copy and checksum costs hot at 64 KB)\n",
+            split(model.per_byte * 1e9, copy, sum, 2, 0).describe()
+        ));
+    }
+    show(text, out)?;
 
     let tables_path = dir.join("tables.txt");
     std::fs::write(&tables_path, &printed)

@@ -12,7 +12,7 @@
 
 use super::Output;
 use super::rpc_experiment::{RpcExperimentArgs, RpcPlan};
-use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs};
+use crate::analysis::cliff::{DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
 use crate::analysis::costmodel::CostModel;
 use crate::endpoint::rpc::Proto;
 use crate::experiment::rpc::{RpcParams, measure_cell};
@@ -76,11 +76,6 @@ impl Prober<'_> {
         Ok(ms)
     }
 }
-
-/// Least time a stall must add per call, ms. The stalls this maps are timer
-/// driven (a 40 ms delayed ACK, a 200 ms retransmission timeout); smaller
-/// excursions of a probe's median are scheduling noise, not cliffs.
-const MIN_STALL_MS: f64 = 1.0;
 
 fn slow(model: &CostModel, size: usize, ms: f64) -> bool {
     let predicted = model.time(size as f64).max(f64::MIN_POSITIVE);

@@ -2,7 +2,7 @@
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
 
 use super::{Interrupted, Output};
-use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs};
+use crate::analysis::cliff::{DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
 use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
 use crate::analysis::wire::last_call_timeline;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
@@ -286,12 +286,16 @@ pub fn find_and_diagnose(
             .iter()
             .filter(|(p, _)| p.column() == column)
             .collect();
+        // Judged by the median call (ms), so one slow call cannot make a cell a cliff.
         let points: Vec<(f64, f64)> = cells
             .iter()
-            .map(|(p, r)| (p.size as f64, mean_ms_per_100(r, p.calls)))
+            .map(|(p, r)| (p.size as f64, r.client.latency_us_p50 / 1e3))
             .collect();
         let (cliffs, _) = find_cliffs(&points, DEFAULT_FACTOR);
-        for cliff in cliffs {
+        for cliff in cliffs
+            .into_iter()
+            .filter(|c| c.measured - c.predicted >= MIN_STALL_MS)
+        {
             let Some((params, result)) = cells.iter().find(|(p, _)| p.size as f64 == cliff.size)
             else {
                 continue;
@@ -300,7 +304,7 @@ pub fn find_and_diagnose(
                 column: column.clone(),
                 size: params.size,
                 ratio: cliff.ratio,
-                ms_per_100_calls: cliff.measured,
+                ms_per_100_calls: mean_ms_per_100(result, params.calls),
                 diagnosis: None,
                 timeline: Vec::new(),
             };
@@ -320,10 +324,10 @@ pub fn find_and_diagnose(
                     cell.reps = 1;
                     cell.purpose = format!("diagnose: {change}");
                     let rerun = run_cells(&[cell], host, writer, "diagnosing")?;
-                    if let Some((p, r)) = results(&rerun).first() {
+                    if let Some((_, r)) = results(&rerun).first() {
                         reruns.push(Rerun {
                             change: change.into(),
-                            ms_per_call: mean_ms_per_100(r, p.calls) / 100.0,
+                            ms_per_call: r.client.latency_us_p50 / 1e3,
                         });
                     }
                     extra.extend(rerun);
@@ -342,7 +346,7 @@ pub fn find_and_diagnose(
                 }
                 extra.extend(captured);
                 finding.diagnosis = Some(diagnose(
-                    mean_ms_per_100(result, params.calls) / 100.0,
+                    result.client.latency_us_p50 / 1e3,
                     result.client.writes_per_call,
                     result.delayed_acks_per_call,
                     &reruns,
@@ -439,7 +443,7 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     }
     for finding in findings {
         out.push_str(&format!(
-            "cliff: {} at {} bytes, {} ms per 100 calls, {:.0}x what the other sizes predict\n",
+            "cliff: {} at {} bytes, {} ms per 100 calls, its median call {:.0}x what the other sizes predict\n",
             finding.column,
             finding.size,
             tables::num(finding.ms_per_100_calls),

@@ -79,7 +79,7 @@ const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
 
 /// Attaches to the TUN device `side.interface` inside `side.netns`.
-fn open_tun(side: &TunSide) -> io::Result<OwnedFd> {
+pub fn open_tun(side: &TunSide) -> io::Result<OwnedFd> {
     let home = File::open("/proc/thread-self/ns/net")?;
     let target = File::open(&side.netns)?;
     // SAFETY: setns on valid namespace fds affects only this thread.
