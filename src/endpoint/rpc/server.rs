@@ -333,7 +333,16 @@ fn accept_loop(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
+                // Sleep in poll until a connection arrives (or 100 ms pass, to
+                // see `stop`): a busy accept loop would wake this process
+                // hundreds of times a second and disturb what is measured.
+                let mut pfd = libc::pollfd {
+                    fd: tcp.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
             }
             Err(e) => {
                 eprintln!("netlab rpc server: accept: {e}");
