@@ -7,6 +7,7 @@
 //! that role's alone. The same loop will serve a namespace (started with
 //! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
 
+pub mod login;
 pub mod pattern;
 pub mod protocol;
 pub mod rpc;
