@@ -7,6 +7,7 @@
 
 pub mod cksum;
 pub mod lab;
+pub mod login;
 pub mod placement;
 pub mod rpc;
 pub mod rpc_cliffs;
@@ -43,6 +44,8 @@ pub enum Commands {
     Cksum(cksum::CksumArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
+    /// Remote-login servers on ptys (TELNET; relay design `fork`).
+    Login(login::LoginArgs),
     /// Manage the network namespaces and links netlab creates.
     Testbed(testbed::TestbedArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
@@ -57,7 +60,9 @@ impl Commands {
             Commands::Sweep(a) => a.json(),
             Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
             Commands::Cksum(a) => a.json,
-            Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
+            Commands::Lab(_) | Commands::Testbed(_) | Commands::Login(_) | Commands::Endpoint => {
+                false
+            }
         }
     }
 }
@@ -140,6 +145,7 @@ pub fn main() -> ExitCode {
         Commands::Rpc(args) => rpc::run(args, &mut out),
         Commands::Cksum(args) => cksum::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
+        Commands::Login(args) => login::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
     match result {

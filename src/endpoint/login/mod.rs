@@ -3,4 +3,5 @@
 //! The relay designs that move bytes between socket and pty build on these.
 
 pub mod pty;
+pub mod relay_poll;
 pub mod session;
