@@ -5,8 +5,9 @@ use super::{Interrupted, Output};
 use crate::endpoint::protocol::{Command, Reply};
 use crate::experiment::cksum::{CksumResult, CksumSpec, Kind};
 use crate::experiment::endpoints::{ControlError, EndpointProcess};
+use crate::experiment::stream::MeasureError;
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::record::{Record, RecordData, RecordWriter};
 use crate::report::{historical, tables};
 use crate::units::{format_size, parse_size};
 use anyhow::{Context, bail};
@@ -106,43 +107,35 @@ pub fn measure_all(
     let mut records = Vec::new();
     for spec in specs {
         eprintln!("cksum: {} ...", format_size(spec.size as u64));
-        let started = now_rfc3339();
-        let outcome = (|| -> Result<CksumResult, ControlError> {
-            let mut endpoint = EndpointProcess::spawn("cksum")?;
-            endpoint.send(&Command::Cksum(spec.clone()))?;
-            let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
-                Reply::CksumDone(result) => *result,
-                other => return Err(endpoint.unexpected("measuring", &other)),
-            };
-            endpoint.finish();
-            Ok(result)
-        })();
-        let (result, error) = match outcome {
-            Ok(r) => (Some(Box::new(r)), None),
-            Err(ControlError::Interrupted) => {
+        let measured = crate::experiment::record_run(
+            "local",
+            host,
+            Some(&mut *writer),
+            || -> Result<CksumResult, ControlError> {
+                let mut endpoint = EndpointProcess::spawn("cksum")?;
+                endpoint.send(&Command::Cksum(spec.clone()))?;
+                let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
+                    Reply::CksumDone(result) => *result,
+                    other => return Err(endpoint.unexpected("measuring", &other)),
+                };
+                endpoint.finish();
+                Ok(result)
+            },
+            |result| RecordData::Cksum {
+                params: spec.clone(),
+                result,
+            },
+        );
+        let record = match measured {
+            Ok(record) => record,
+            Err(MeasureError::Interrupted) => {
                 return Err(Interrupted {
                     saved: records.len(),
                 }
                 .into());
             }
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => return Err(e.into()),
         };
-        let record = Record {
-            schema: SCHEMA,
-            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            started,
-            ended: now_rfc3339(),
-            placement: "local".into(),
-            host: host.clone(),
-            data: RecordData::Cksum {
-                params: spec.clone(),
-                result,
-            },
-            error,
-        };
-        writer
-            .write(&record)
-            .with_context(|| format!("saving to {}", writer.path().display()))?;
         records.push(record);
     }
     Ok(records)

@@ -15,7 +15,7 @@ use crate::endpoint::protocol::{Command, Reply};
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, RpcClientReport, RpcClientSpec, ServerOptions, ServerReport};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::record::{Record, RecordData, RecordWriter};
 use crate::testbed::{
     Placement,
     capture::{CaptureReport, CaptureSpec},
@@ -186,33 +186,14 @@ pub fn measure_cell(
     host: &HostFacts,
     writer: Option<&mut RecordWriter>,
 ) -> Result<Record, MeasureError> {
-    let started = now_rfc3339();
-    let outcome = run_cell(params);
-    if let Err(ControlError::Interrupted) = outcome {
-        return Err(MeasureError::Interrupted);
-    }
-    let (result, error) = match outcome {
-        Ok(result) => (Some(Box::new(result)), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let record = Record {
-        schema: SCHEMA,
-        netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-        started,
-        ended: now_rfc3339(),
-        placement: params.placement.name().into(),
-        host: host.clone(),
-        data: RecordData::Rpc {
+    super::record_run(
+        params.placement.name(),
+        host,
+        writer,
+        || run_cell(params),
+        |result| RecordData::Rpc {
             params: params.clone(),
             result,
         },
-        error,
-    };
-    if let Some(writer) = writer {
-        writer.write(&record).map_err(|source| MeasureError::Save {
-            path: writer.path().display().to_string(),
-            source,
-        })?;
-    }
-    Ok(record)
+    )
 }

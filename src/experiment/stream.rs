@@ -15,9 +15,7 @@ use crate::endpoint::protocol::{
     SocketOptions,
 };
 use crate::measure::{host::HostFacts, procstat};
-use crate::record::{
-    Record, RecordData, RecordWriter, SCHEMA, StreamParams, StreamResult, SweepContext, now_rfc3339,
-};
+use crate::record::{Record, RecordData, RecordWriter, StreamParams, StreamResult, SweepContext};
 use crate::testbed::{Placement, netns::ADDR_B};
 use crate::units::format_size;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -265,35 +263,16 @@ pub fn measure(
     writer: Option<&mut RecordWriter>,
     progress: &mut dyn FnMut(Option<u64>),
 ) -> Result<Record, MeasureError> {
-    let started = now_rfc3339();
-    let outcome = run_once(config, progress);
-    if let Err(ControlError::Interrupted) = outcome {
-        return Err(MeasureError::Interrupted);
-    }
-    let (result, error) = match outcome {
-        Ok(result) => (Some(Box::new(result)), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let record = Record {
-        schema: SCHEMA,
-        netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-        started,
-        ended: now_rfc3339(),
-        placement: config.placement.name().into(),
-        host: host.clone(),
-        data: RecordData::Stream {
+    super::record_run(
+        config.placement.name(),
+        host,
+        writer,
+        || run_once(config, progress),
+        |result| RecordData::Stream {
             params: config.params(repeat_index, sweep),
             result,
         },
-        error,
-    };
-    if let Some(writer) = writer {
-        writer.write(&record).map_err(|source| MeasureError::Save {
-            path: writer.path().display().to_string(),
-            source,
-        })?;
-    }
-    Ok(record)
+    )
 }
 
 #[derive(Debug, Error)]
