@@ -1,6 +1,9 @@
 //! Integration tests: the real binary, real loopback transfers between real
 //! endpoint processes.
 
+mod common;
+use common::children_of;
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
@@ -351,21 +354,6 @@ fn broken_stdout_pipe_is_not_an_error() {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(
-                    list.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    children
 }
 
 #[test]

@@ -1,5 +1,8 @@
 //! `netlab login serve` over real sockets and ptys.
 
+mod common;
+use common::children_of;
+
 use netlab::wire::telnet::{DO, IAC, SB, SE, WILL, negotiation, option};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -22,21 +25,6 @@ fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
         }
     }
     got
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(
-                    list.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    children
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! emulator and the capture. These tests need root (CAP_NET_ADMIN), as CI
 //! has; without it they fail with that reason rather than skip.
 
+mod common;
+use common::children_of;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -381,21 +384,6 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
             "process {helper} outlived its controller: {state}"
         );
     }
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut children = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                children.extend(
-                    list.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    children
 }
 
 #[test]

@@ -61,6 +61,28 @@ pub struct RpcClientReport {
     pub udp_retransmissions: u64,
 }
 
+/// Makes `spec.reps` repetitions of `spec.calls` calls, timing each call
+/// into `histogram`; returns each repetition's seconds.
+fn timed_reps(
+    spec: &RpcClientSpec,
+    histogram: &mut hdrhistogram::Histogram<u64>,
+    mut call: impl FnMut(u32) -> Result<(), client::CallError>,
+) -> Result<Vec<f64>, String> {
+    let mut xid = std::process::id().wrapping_mul(2_654_435_761);
+    let mut rep_seconds = Vec::with_capacity(spec.reps as usize);
+    for _ in 0..spec.reps {
+        let rep_start = Instant::now();
+        for _ in 0..spec.calls {
+            xid = xid.wrapping_add(1);
+            let start = Instant::now();
+            call(xid).map_err(|e| format!("call: {e}"))?;
+            let _ = histogram.record(start.elapsed().as_micros().max(1) as u64);
+        }
+        rep_seconds.push(rep_start.elapsed().as_secs_f64());
+    }
+    Ok(rep_seconds)
+}
+
 /// Runs the client's side of one cell of the experiment.
 pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
     let call = Call::new(0, server::PROGRAM, server::VERSION, server::PROC_SINK);
@@ -70,25 +92,15 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
     let mut report = RpcClientReport::default();
     let counters_before = Counters::read();
     let usage_before = ProcessUsage::now();
-    let mut xid = std::process::id().wrapping_mul(2_654_435_761);
     match spec.proto {
         Proto::Tcp => {
             let mut request = Request::tcp(&msg, call.header_len(), spec.strategy);
             report.writes_per_call = request.writes.len();
             let mut client = TcpClient::connect(spec.server, spec.options.clone())
                 .map_err(|e| format!("connecting to {}: {e}", spec.server))?;
-            for _ in 0..spec.reps {
-                let rep_start = Instant::now();
-                for _ in 0..spec.calls {
-                    xid = xid.wrapping_add(1);
-                    let start = Instant::now();
-                    client
-                        .call(&mut request, xid)
-                        .map_err(|e| format!("call: {e}"))?;
-                    let _ = histogram.record(start.elapsed().as_micros().max(1) as u64);
-                }
-                report.rep_seconds.push(rep_start.elapsed().as_secs_f64());
-            }
+            report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
+                client.call(&mut request, xid).map(drop)
+            })?;
             report.syscalls = client.syscalls;
             report.tcp_info = TcpInfo::read(client.stream().as_fd()).ok();
         }
@@ -97,18 +109,9 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
             report.writes_per_call = 1;
             let mut client =
                 UdpClient::connect(spec.server).map_err(|e| format!("UDP socket: {e}"))?;
-            for _ in 0..spec.reps {
-                let rep_start = Instant::now();
-                for _ in 0..spec.calls {
-                    xid = xid.wrapping_add(1);
-                    let start = Instant::now();
-                    client
-                        .call(&mut request, xid)
-                        .map_err(|e| format!("call: {e}"))?;
-                    let _ = histogram.record(start.elapsed().as_micros().max(1) as u64);
-                }
-                report.rep_seconds.push(rep_start.elapsed().as_secs_f64());
-            }
+            report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
+                client.call(&mut request, xid).map(drop)
+            })?;
             report.syscalls = client.syscalls;
             report.udp_retransmissions = client.retransmissions;
         }
