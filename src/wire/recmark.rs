@@ -45,6 +45,8 @@ pub struct Assembler {
     record: Vec<u8>,
     /// Offset in `pending` up to which bytes are consumed.
     consumed: usize,
+    /// `record` holds a record already handed out; cleared on the next call.
+    handed_out: bool,
 }
 
 impl Assembler {
@@ -54,6 +56,7 @@ impl Assembler {
             pending: Vec::new(),
             record: Vec::new(),
             consumed: 0,
+            handed_out: false,
         }
     }
 
@@ -67,7 +70,14 @@ impl Assembler {
     }
 
     /// The next whole record, `Ok(None)` when more bytes are needed.
-    pub fn next_record(&mut self) -> Result<Option<Vec<u8>>, RecordError> {
+    ///
+    /// The record is lent, not allocated: the buffers are reused from record
+    /// to record, so a steady stream of calls costs no allocation per call.
+    pub fn next_record(&mut self) -> Result<Option<&[u8]>, RecordError> {
+        if self.handed_out {
+            self.record.clear();
+            self.handed_out = false;
+        }
         loop {
             let available = &self.pending[self.consumed..];
             let Some(header) = available.get(..4) else {
@@ -90,14 +100,15 @@ impl Assembler {
             self.record.extend_from_slice(body);
             self.consumed += 4 + len;
             if last {
-                return Ok(Some(std::mem::take(&mut self.record)));
+                self.handed_out = true;
+                return Ok(Some(&self.record));
             }
         }
     }
 
     /// Whether a record is partly received (for telling a clean close from a cut one).
     pub fn in_progress(&self) -> bool {
-        !self.record.is_empty() || self.consumed < self.pending.len()
+        (!self.handed_out && !self.record.is_empty()) || self.consumed < self.pending.len()
     }
 
     fn compact(&mut self) {
@@ -141,11 +152,11 @@ mod tests {
             a.push(&stream[..split]);
             let mut got = Vec::new();
             while let Some(r) = a.next_record().unwrap() {
-                got.push(r);
+                got.push(r.to_vec());
             }
             a.push(&stream[split..]);
             while let Some(r) = a.next_record().unwrap() {
-                got.push(r);
+                got.push(r.to_vec());
             }
             assert_eq!(
                 got,

@@ -216,7 +216,7 @@ impl TcpClient {
                 .next_record()
                 .map_err(|e| CallError::BadReply(e.to_string()))?
             {
-                return check_reply(&record, xid);
+                return check_reply(record, xid);
             }
             let n = self.stream.read(&mut self.buf)?;
             self.syscalls += 1;
@@ -251,8 +251,8 @@ pub fn call_once_tcp(
             .next_record()
             .map_err(|e| CallError::BadReply(e.to_string()))?
         {
-            let reply = check_reply(&record, call.xid)?;
-            let results = parse(&record)
+            let reply = check_reply(record, call.xid)?;
+            let results = parse(record)
                 .map(|(_, rest)| rest.to_vec())
                 .unwrap_or_default();
             return Ok((reply, results));

@@ -22,7 +22,7 @@ use crate::wire::rpc::{
 use crate::wire::xdr::{Reader, Writer};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -69,31 +69,47 @@ pub enum Outcome {
     Drop(String),
 }
 
-fn reply_bytes(reply: &Reply) -> Vec<u8> {
-    let mut w = Writer::with_capacity(32);
-    reply.emit(&mut w);
-    w.into_bytes()
-}
-
 /// Answers one request record as RFC 5531 says.
 pub fn dispatch(record: &[u8], max_arg: u32) -> Outcome {
+    let mut reply = Vec::new();
+    match dispatch_into(record, max_arg, &mut reply) {
+        Ok(()) => Outcome::Reply(reply),
+        Err(why) => Outcome::Drop(why),
+    }
+}
+
+/// [`dispatch`] appending the reply to `out` (a reused buffer, so serving a
+/// call allocates nothing); `Err` carries why the record gets no answer.
+pub fn dispatch_into(record: &[u8], max_arg: u32, out: &mut Vec<u8>) -> Result<(), String> {
+    let reply = decide(record, max_arg)?;
+    let mut w = Writer {
+        buf: std::mem::take(out),
+    };
+    reply.emit(&mut w);
+    *out = w.buf;
+    Ok(())
+}
+
+/// The reply RFC 5531 prescribes for `record`, or why there is none.
+fn decide(record: &[u8], max_arg: u32) -> Result<Reply, String> {
     let (message, args) = match parse(record) {
         Ok(parsed) => parsed,
         Err(e) => {
             // A call whose credentials are malformed gets AUTH_ERROR; anything
             // without even a call header is dropped.
             return match peek_xid(record) {
-                Some((xid, 0)) if record.len() >= 24 => Outcome::Reply(reply_bytes(
-                    &Reply::denied(xid, RejectStat::AuthError(auth_stat::BADCRED)),
+                Some((xid, 0)) if record.len() >= 24 => Ok(Reply::denied(
+                    xid,
+                    RejectStat::AuthError(auth_stat::BADCRED),
                 )),
-                _ => Outcome::Drop(format!("not an RPC call: {e}")),
+                _ => Err(format!("not an RPC call: {e}")),
             };
         }
     };
     let call = match message {
         Message::Call(call) => call,
         Message::Reply(reply) => {
-            return Outcome::Drop(format!("a reply (xid {}) sent to a server", reply.xid));
+            return Err(format!("a reply (xid {}) sent to a server", reply.xid));
         }
     };
     let xid = call.xid;
@@ -132,7 +148,7 @@ pub fn dispatch(record: &[u8], max_arg: u32) -> Outcome {
             _ => Reply::accepted(xid, AcceptStat::ProcUnavail),
         }
     };
-    Outcome::Reply(reply_bytes(&reply))
+    Ok(reply)
 }
 
 /// Counts kept while serving.
@@ -169,6 +185,7 @@ pub struct Running {
     stop: Arc<AtomicBool>,
     stats: Arc<Stats>,
     threads: Vec<JoinHandle<()>>,
+    udp_addr: SocketAddr,
     port: u16,
     usage_before: ProcessUsage,
     counters_before: Counters,
@@ -202,8 +219,15 @@ impl Server {
         let usage_before = ProcessUsage::now();
         let counters_before = Counters::read();
         self.tcp.set_nonblocking(true)?;
-        self.udp
-            .set_read_timeout(Some(Duration::from_millis(100)))?;
+        // The UDP thread blocks in recv with no timeout (no kernel timer per
+        // call); `stop` wakes it with an empty datagram.
+        let mut udp_addr = self.udp.local_addr()?;
+        if udp_addr.ip().is_unspecified() {
+            udp_addr.set_ip(match udp_addr {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
         let mut threads = Vec::new();
         {
             let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
@@ -231,6 +255,7 @@ impl Server {
             stop,
             stats,
             threads,
+            udp_addr,
             port,
             usage_before,
             counters_before,
@@ -245,6 +270,16 @@ impl Running {
 
     pub fn stop(self) -> ServerReport {
         self.stop.store(true, Ordering::Relaxed);
+        let unspecified = SocketAddr::new(
+            match self.udp_addr {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+            },
+            0,
+        );
+        if let Ok(waker) = UdpSocket::bind(unspecified) {
+            let _ = waker.send_to(&[], self.udp_addr);
+        }
         for thread in self.threads {
             let _ = thread.join();
         }
@@ -265,6 +300,7 @@ fn log(peer: SocketAddr, why: &str) {
 
 fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats: &Stats) {
     let mut buf = vec![0u8; 65536];
+    let mut reply = Vec::with_capacity(64);
     while !stop.load(Ordering::Relaxed) {
         let (n, peer) = match udp.recv_from(&mut buf) {
             Ok(got) => got,
@@ -283,17 +319,40 @@ fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats:
                 continue;
             }
         };
-        match dispatch(&buf[..n], options.max_record as u32) {
-            Outcome::Reply(reply) => {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        reply.clear();
+        match dispatch_into(&buf[..n], options.max_record as u32, &mut reply) {
+            Ok(()) => {
                 stats.calls.fetch_add(1, Ordering::Relaxed);
                 let _ = udp.send_to(&reply, peer);
             }
-            Outcome::Drop(why) => {
+            Err(why) => {
                 stats.dropped_records.fetch_add(1, Ordering::Relaxed);
                 log(peer, &format!("UDP datagram dropped: {why}"));
             }
         }
     }
+}
+
+/// What the accept loop keeps of each connection it serves, to close it
+/// when idle or when the server stops.
+struct Connection {
+    thread: JoinHandle<()>,
+    /// A second handle on the socket: `shutdown` on it wakes the serving
+    /// thread out of its blocking read.
+    socket: TcpStream,
+    watch: Arc<Watch>,
+}
+
+/// Shared between a connection's thread and the accept loop.
+#[derive(Default)]
+struct Watch {
+    /// Milliseconds since the server started, at the connection's last input.
+    last_input_ms: AtomicU64,
+    /// The accept loop shut the connection down for idleness.
+    idled_out: AtomicBool,
 }
 
 fn accept_loop(
@@ -302,30 +361,55 @@ fn accept_loop(
     stop: &Arc<AtomicBool>,
     stats: &Arc<Stats>,
 ) {
-    let mut connections: Vec<JoinHandle<()>> = Vec::new();
+    let epoch = Instant::now();
+    let idle_limit_ms = options.idle_timeout_ms;
+    let mut connections: Vec<Connection> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match tcp.accept() {
             Ok((stream, peer)) => {
-                connections.retain(|t| !t.is_finished());
+                connections.retain(|c| !c.thread.is_finished());
                 if stats.open.load(Ordering::Relaxed) >= options.max_connections {
                     log(peer, "refused: too many connections");
                     continue;
                 }
+                let socket = match stream.try_clone() {
+                    Ok(socket) => socket,
+                    Err(e) => {
+                        log(peer, &format!("cannot serve: {e}"));
+                        continue;
+                    }
+                };
+                let watch = Arc::new(Watch::default());
+                watch
+                    .last_input_ms
+                    .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 stats.open.fetch_add(1, Ordering::Relaxed);
-                let (stop, shared, options) = (stop.clone(), stats.clone(), options.clone());
+                let (shared, options, w) = (stats.clone(), options.clone(), watch.clone());
                 let spawned =
                     std::thread::Builder::new()
                         .name("rpc-conn".into())
                         .spawn(move || {
-                            if let Err(why) = serve_connection(stream, &options, &stop, &shared) {
+                            let result = serve_connection(stream, &options, epoch, &w, &shared);
+                            let result = match result {
+                                Ok(()) if w.idled_out.load(Ordering::Relaxed) => Err(format!(
+                                    "idle for {} s",
+                                    Duration::from_millis(options.idle_timeout_ms).as_secs()
+                                )),
+                                other => other,
+                            };
+                            if let Err(why) = result {
                                 shared.closed_bad_peers.fetch_add(1, Ordering::Relaxed);
                                 log(peer, &format!("closing: {why}"));
                             }
                             shared.open.fetch_sub(1, Ordering::Relaxed);
                         });
                 match spawned {
-                    Ok(t) => connections.push(t),
+                    Ok(thread) => connections.push(Connection {
+                        thread,
+                        socket,
+                        watch,
+                    }),
                     Err(e) => {
                         log(peer, &format!("cannot serve: {e}"));
                         stats.open.fetch_sub(1, Ordering::Relaxed);
@@ -334,8 +418,9 @@ fn accept_loop(
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Sleep in poll until a connection arrives (or 100 ms pass, to
-                // see `stop`): a busy accept loop would wake this process
-                // hundreds of times a second and disturb what is measured.
+                // see `stop` and close idle connections): a busy accept loop
+                // would wake this process hundreds of times a second and
+                // disturb what is measured.
                 let mut pfd = libc::pollfd {
                     fd: tcp.as_raw_fd(),
                     events: libc::POLLIN,
@@ -343,6 +428,15 @@ fn accept_loop(
                 };
                 // SAFETY: one valid pollfd.
                 unsafe { libc::poll(&mut pfd, 1, 100) };
+                let now_ms = epoch.elapsed().as_millis() as u64;
+                for c in &connections {
+                    let last = c.watch.last_input_ms.load(Ordering::Relaxed);
+                    if now_ms.saturating_sub(last) > idle_limit_ms
+                        && !c.watch.idled_out.swap(true, Ordering::Relaxed)
+                    {
+                        let _ = c.socket.shutdown(Shutdown::Both);
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("netlab rpc server: accept: {e}");
@@ -350,8 +444,11 @@ fn accept_loop(
             }
         }
     }
-    for t in connections {
-        let _ = t.join();
+    for c in &connections {
+        let _ = c.socket.shutdown(Shutdown::Both);
+    }
+    for c in connections {
+        let _ = c.thread.join();
     }
 }
 
@@ -369,53 +466,43 @@ fn set_quickack(stream: &TcpStream) {
     };
 }
 
-/// Serves one connection until the peer closes (Ok) or misbehaves (Err, with why).
+/// Serves one connection until the peer closes (Ok) or misbehaves (Err, with
+/// why). It blocks in `read` with no timeout, so a waiting call arms no
+/// kernel timer; the accept loop shuts the socket down to end it (idle, or
+/// the server stopping).
 fn serve_connection(
     mut stream: TcpStream,
     options: &ServerOptions,
-    stop: &AtomicBool,
+    epoch: Instant,
+    watch: &Watch,
     stats: &Stats,
 ) -> Result<(), String> {
     stream
         .set_nodelay(options.nodelay)
         .map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
-    let idle_limit = Duration::from_millis(options.idle_timeout_ms);
     let mut assembler = Assembler::new(options.max_record);
     let mut buf = vec![0u8; 64 * 1024];
     let mut out = Vec::with_capacity(64);
-    let mut last_activity = Instant::now();
     if options.quickack {
         set_quickack(&stream);
     }
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         let n = match stream.read(&mut buf) {
             Ok(0) => {
-                return if assembler.in_progress() {
+                return if assembler.in_progress() && !watch.idled_out.load(Ordering::Relaxed) {
                     Err("peer closed in the middle of a record (truncated fragment)".into())
                 } else {
                     Ok(())
                 };
             }
             Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                if last_activity.elapsed() > idle_limit {
-                    return Err(format!("idle for {} s", idle_limit.as_secs()));
-                }
-                continue;
-            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(e.to_string()),
         };
-        last_activity = Instant::now();
+        watch
+            .last_input_ms
+            .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         if options.quickack {
             set_quickack(&stream);
         }
@@ -426,22 +513,22 @@ fn serve_connection(
                 Ok(None) => break,
                 Err(e) => return Err(e.to_string()),
             };
-            match dispatch(&record, options.max_record as u32) {
-                Outcome::Reply(reply) => {
+            out.clear();
+            out.extend_from_slice(&[0; 4]);
+            match dispatch_into(record, options.max_record as u32, &mut out) {
+                Ok(()) => {
                     stats.calls.fetch_add(1, Ordering::Relaxed);
-                    out.clear();
-                    out.extend_from_slice(&fragment_header(reply.len() as u32, true));
-                    out.extend_from_slice(&reply);
+                    let header = fragment_header(out.len() as u32 - 4, true);
+                    out[..4].copy_from_slice(&header);
                     stream.write_all(&out).map_err(|e| e.to_string())?;
                 }
-                Outcome::Drop(why) => {
+                Err(why) => {
                     stats.dropped_records.fetch_add(1, Ordering::Relaxed);
                     return Err(why);
                 }
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -559,7 +646,7 @@ mod tests {
         let mut assembler = Assembler::new(1 << 20);
         assembler.push(&RPCINFO_TCP_REQUEST);
         let record = assembler.next_record().unwrap().unwrap();
-        let Outcome::Reply(reply) = dispatch(&record, 1 << 20) else {
+        let Outcome::Reply(reply) = dispatch(record, 1 << 20) else {
             panic!("rpcinfo's call was dropped");
         };
         let mut framed = fragment_header(reply.len() as u32, true).to_vec();
