@@ -1,17 +1,17 @@
-//! `netlab login serve`: a TELNET server on ptys. So far one relay design,
-//! `fork`: a process per session blocking in poll over socket and pty, as
-//! the classic telnetd/rlogind were (the `epoll`, `splice` and `uring`
-//! designs and rlogin are still to come, see the issue).
+//! `netlab login serve`: TELNET and rlogin servers on ptys with the relay
+//! design as a switch (`--relay fork|epoll|splice`; see
+//! [`crate::endpoint::login::server`]).
 
 use super::Output;
-use crate::endpoint::login::relay_poll::telnet_session;
+use crate::endpoint::login::conn::SessionConfig;
+use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::relay_poll::run_session;
+use crate::endpoint::login::server::{self, Relay};
 use crate::experiment::endpoints::interrupted;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Child;
+use std::os::fd::FromRawFd;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -22,15 +22,19 @@ pub struct LoginArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LoginCommand {
-    /// Serve TELNET sessions, each running a command on its own pty.
+    /// Serve TELNET or rlogin sessions, each running a command on its own pty.
     Serve(ServeArgs),
-    /// Internal: one session on the socket inherited as fd 3.
+    /// Internal: one session (fork design) on the socket inherited as fd 3.
     #[command(hide = true)]
     Session {
+        #[arg(long, value_parser = ["telnet", "rlogin"])]
+        protocol: String,
         #[arg(long)]
         linemode: bool,
         #[arg(long)]
         idle_s: u64,
+        #[arg(long)]
+        peer: SocketAddr,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -38,12 +42,12 @@ pub enum LoginCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Protocol (rlogin is not built yet).
-    #[arg(long, default_value = "telnet", value_parser = ["telnet"])]
+    /// Protocol.
+    #[arg(long, default_value = "telnet", value_parser = ["telnet", "rlogin"])]
     pub protocol: String,
-    /// Relay design (the others are not built yet).
-    #[arg(long, default_value = "fork", value_parser = ["fork"])]
-    pub relay: String,
+    /// Relay design: how bytes move between socket and pty.
+    #[arg(long, value_enum, default_value = "fork")]
+    pub relay: Relay,
     /// Port; 0 picks a free one and prints it.
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -62,8 +66,9 @@ pub struct ServeArgs {
     /// Close sessions without input for this many seconds.
     #[arg(long, default_value_t = 300)]
     pub idle_timeout: u64,
-    /// The command each session runs (default `cat`, not a shell).
-    #[arg(long, num_args = 1.., default_values = ["cat"])]
+    /// The command each session runs (default `cat`, not a shell); give it
+    /// last: every word after it, dashes included, is the command's.
+    #[arg(long, num_args = 1.., allow_hyphen_values = true, default_values = ["cat"])]
     pub command: Vec<String>,
 }
 
@@ -71,19 +76,24 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         LoginCommand::Serve(serve_args) => serve(serve_args, out),
         LoginCommand::Session {
+            protocol,
             linemode,
             idle_s,
+            peer,
             command,
         } => {
             // SAFETY: fd 3 is the socket the server passed us, and only we own it.
             let socket = unsafe { TcpStream::from_raw_fd(3) };
-            let report = telnet_session(socket, &command, linemode, Duration::from_secs(idle_s))?;
+            let config = SessionConfig {
+                protocol: Protocol::parse(&protocol).expect("checked by clap"),
+                linemode,
+                command,
+                idle: Duration::from_secs(idle_s),
+            };
+            let report = run_session(socket, peer, &config)?;
             eprintln!(
-                "netlab login session {}: ended: {} ({} bytes in, {} out)",
-                std::process::id(),
-                report.ended,
-                report.bytes_from_client,
-                report.bytes_to_client
+                "netlab login serve (fork): {peer}: session ended: {} ({} bytes in, {} out)",
+                report.ended, report.bytes_from_client, report.bytes_to_client
             );
             Ok(())
         }
@@ -91,80 +101,46 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
+    let protocol = Protocol::parse(&args.protocol).expect("checked by clap");
+    if args.linemode && protocol != Protocol::Telnet {
+        bail!("--linemode is a TELNET option; rlogin has no LINEMODE");
+    }
     if !args.bind.is_loopback() {
         if !args.allow_remote {
             bail!(
-                "refusing to bind {} (not loopback) without --allow-remote: TELNET carries no encryption and the command runs as this user",
-                args.bind
+                "refusing to bind {} (not loopback) without --allow-remote: {} carries no encryption and the command runs as this user",
+                args.bind,
+                protocol.name()
             );
         }
         eprintln!(
-            "netlab login serve: warning: serving unencrypted TELNET on {}",
+            "netlab login serve: warning: serving unencrypted {} on {}",
+            protocol.name(),
             args.bind
         );
     }
     let listener = TcpListener::bind(SocketAddr::new(args.bind, args.port))
         .with_context(|| format!("cannot bind {}:{}", args.bind, args.port))?;
-    listener.set_nonblocking(true)?;
     out.text(&format!("{}\n", listener.local_addr()?.port()))?;
-    let exe = std::env::current_exe()?;
-    let mut sessions: Vec<Child> = Vec::new();
-    while !interrupted() {
-        sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        let (socket, peer) = match listener.accept() {
-            Ok(accepted) => accepted,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let mut pfd = libc::pollfd {
-                    fd: listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if sessions.len() >= args.max_sessions {
-            eprintln!(
-                "netlab login serve: {peer}: refused, {} sessions already",
-                sessions.len()
-            );
-            continue;
-        }
-        socket.set_nonblocking(false)?;
-        let fd = socket.as_raw_fd();
-        let mut command = std::process::Command::new(&exe);
-        command
-            .args([
-                "login",
-                "session",
-                "--idle-s",
-                &args.idle_timeout.to_string(),
-            ])
-            .args(args.linemode.then_some("--linemode"))
-            .arg("--")
-            .args(&args.command);
-        // SAFETY: async-signal-safe calls only, between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::dup2(fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        match command.spawn() {
-            Ok(child) => sessions.push(child),
-            Err(e) => eprintln!("netlab login serve: {peer}: cannot start a session: {e}"),
-        }
-        drop(socket);
-    }
-    // Stop every session we started, by PID, and reap them.
-    for mut child in sessions {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    let config = SessionConfig {
+        protocol,
+        linemode: args.linemode,
+        command: args.command,
+        idle: Duration::from_secs(args.idle_timeout),
+    };
+    let report = server::serve(
+        listener,
+        args.relay,
+        &config,
+        args.max_sessions,
+        &interrupted,
+    )?;
+    eprintln!(
+        "netlab login serve ({}): stopped after {} sessions ({} refused, {} bytes spliced)",
+        args.relay.name(),
+        report.sessions,
+        report.refused,
+        report.spliced_bytes
+    );
     Ok(())
 }

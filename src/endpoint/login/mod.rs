@@ -1,7 +1,15 @@
 //! Remote-login servers (telnet, rlogin) on pseudo-terminals: the pty layer
-//! ([`pty`]) and the protocol side of a session apart from I/O ([`session`]).
-//! The relay designs that move bytes between socket and pty build on these.
+//! ([`pty`]), the protocols' server logic apart from I/O ([`session`] for
+//! TELNET, [`protocol`] for both), one session's state as every relay holds
+//! it ([`conn`]), and the relay designs that move bytes between socket and
+//! pty ([`server`] picks one).
 
+pub mod client;
+pub mod conn;
+pub mod protocol;
 pub mod pty;
+pub mod relay_epoll;
+pub mod relay_fork;
 pub mod relay_poll;
+pub mod server;
 pub mod session;

@@ -50,6 +50,45 @@ pub fn set_echo(master: &OwnedFd, echo: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets the line speed the child sees (`stty speed`): rlogin's startup
+/// names the client terminal's speed. Speeds termios cannot express are
+/// rounded down to the nearest one it can.
+pub fn set_speed(master: &OwnedFd, bits_per_second: u32) -> io::Result<()> {
+    const SPEEDS: [(u32, libc::speed_t); 16] = [
+        (50, libc::B50),
+        (75, libc::B75),
+        (110, libc::B110),
+        (134, libc::B134),
+        (150, libc::B150),
+        (200, libc::B200),
+        (300, libc::B300),
+        (600, libc::B600),
+        (1200, libc::B1200),
+        (2400, libc::B2400),
+        (4800, libc::B4800),
+        (9600, libc::B9600),
+        (19200, libc::B19200),
+        (38400, libc::B38400),
+        (57600, libc::B57600),
+        (115200, libc::B115200),
+    ];
+    let speed = SPEEDS
+        .iter()
+        .rev()
+        .find(|(bps, _)| *bps <= bits_per_second)
+        .map_or(libc::B50, |(_, s)| *s);
+    // SAFETY: termios is plain data; tcgetattr fills it.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::tcgetattr(master.as_raw_fd(), &mut t) })?;
+    // SAFETY: t came from tcgetattr.
+    unsafe {
+        libc::cfsetispeed(&mut t, speed);
+        libc::cfsetospeed(&mut t, speed);
+    }
+    check(unsafe { libc::tcsetattr(master.as_raw_fd(), libc::TCSANOW, &t) })?;
+    Ok(())
+}
+
 /// Opens a pty of `rows` x `cols` and runs `command` on it.
 pub fn spawn(command: &[String], rows: u16, cols: u16) -> io::Result<Pty> {
     let (program, args) = command

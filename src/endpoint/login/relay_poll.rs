@@ -1,122 +1,110 @@
 //! The classic relay: one session, blocking in `poll(2)` over the socket and
 //! the pty master, copying through user space with `read`/`write`, the
-//! TELNET protocol applied on the way ([`super::session`]). The `fork`
-//! design runs this in a process of its own per session, as rlogind and
-//! telnetd did; per keystroke it spends a wake-up and a poll, a read from
-//! the socket and a write to the pty, and for the echo a wake-up, a poll, a
-//! read from the pty and a write to the socket.
+//! protocol applied on the way ([`super::protocol`]). The `fork` design runs
+//! this in a process of its own per session, as rlogind and telnetd did; per
+//! keystroke it spends a wake-up and a poll, a read from the socket and a
+//! write to the pty, and for the echo a wake-up, a poll, a read from the pty
+//! and a write to the socket.
 
-use super::pty::{self, Pty};
-use super::session::TelnetSession;
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use super::conn::{Conn, SessionConfig, SessionReport, Step};
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
 
-/// How a session ended and what it moved.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SessionReport {
-    pub bytes_from_client: u64,
-    pub bytes_to_client: u64,
-    /// Why it ended: "client closed", "command exited", or the peer's fault.
-    pub ended: String,
-    pub syscalls: u64,
-}
-
-/// Runs a TELNET session on `socket` with `command` on a fresh pty until
-/// either side closes, the peer misbehaves or it is idle for `idle`.
-pub fn telnet_session(
-    mut socket: TcpStream,
-    command: &[String],
-    linemode: bool,
-    idle: Duration,
-) -> io::Result<SessionReport> {
-    let pty: Pty = pty::spawn(command, 24, 80)?;
-    let mut master = File::from(pty.master.try_clone()?);
-    let (mut session, opening) = TelnetSession::new(linemode);
-    socket.write_all(&opening)?;
-    let mut report = SessionReport {
-        syscalls: 1,
-        ..Default::default()
-    };
+/// Runs one session on `socket` until either side closes, the peer
+/// misbehaves or it is idle too long.
+pub fn run_session(
+    socket: TcpStream,
+    peer: SocketAddr,
+    config: &SessionConfig,
+) -> std::io::Result<SessionReport> {
+    let mut conn = Conn::open(socket, peer, config)?;
     let mut buf = vec![0u8; 16 * 1024];
-    let mut last_input = Instant::now();
-    loop {
+    let ended = loop {
+        // Read a side only while the other side's backlog is written, so a
+        // slow reader holds the writer back instead of growing a buffer.
         let mut fds = [
             libc::pollfd {
-                fd: socket.as_raw_fd(),
-                events: libc::POLLIN,
+                fd: conn.socket.as_raw_fd(),
+                events: if conn.to_pty.is_empty() {
+                    libc::POLLIN
+                } else {
+                    0
+                } | if conn.client_backlog() {
+                    libc::POLLOUT
+                } else {
+                    0
+                },
                 revents: 0,
             },
             libc::pollfd {
-                fd: pty.master.as_raw_fd(),
-                events: libc::POLLIN,
+                fd: conn.pty.master.as_raw_fd(),
+                events: if conn.client_backlog() {
+                    0
+                } else {
+                    libc::POLLIN
+                } | if conn.to_pty.is_empty() {
+                    0
+                } else {
+                    libc::POLLOUT
+                },
                 revents: 0,
             },
         ];
         // SAFETY: two valid pollfds.
         let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, 1000) };
-        report.syscalls += 1;
         if ready < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
         }
         if ready == 0 {
-            if last_input.elapsed() > idle {
-                report.ended = format!("idle for {} s", idle.as_secs());
-                return Ok(report);
+            if conn.idle_for(config.idle) {
+                break format!("idle for {} s", config.idle.as_secs());
             }
             continue;
         }
-        if fds[0].revents != 0 {
-            let n = socket.read(&mut buf)?;
-            report.syscalls += 1;
-            if n == 0 {
-                report.ended = "client closed".into();
-                return Ok(report);
-            }
-            last_input = Instant::now();
-            report.bytes_from_client += n as u64;
-            let out = session.from_client(&buf[..n]);
-            if let Some((rows, cols)) = out.window {
-                pty::set_window(&pty.master, rows, cols)?;
-            }
-            if let Some(echo) = out.echo {
-                pty::set_echo(&pty.master, echo)?;
-            }
-            if !out.to_client.is_empty() {
-                socket.write_all(&out.to_client)?;
-                report.syscalls += 1;
-            }
-            if !out.to_pty.is_empty() {
-                master.write_all(&out.to_pty)?;
-                report.syscalls += 1;
-            }
-            if let Some(why) = out.close {
-                report.ended = why;
-                return Ok(report);
-            }
+        let (sock, pty) = (fds[0].revents, fds[1].revents);
+        if sock & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+            && let Step::End(why) = conn.read_client(&mut buf)
+        {
+            break why;
         }
-        if fds[1].revents != 0 {
-            // EIO on the master means the command exited and the slave closed.
-            let n = match master.read(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.raw_os_error() == Some(libc::EIO) => 0,
-                Err(e) => return Err(e),
-            };
-            report.syscalls += 1;
-            if n == 0 {
-                report.ended = "command exited".into();
-                return Ok(report);
-            }
-            let out = session.from_pty(&buf[..n]);
-            report.bytes_to_client += out.len() as u64;
-            socket.write_all(&out)?;
-            report.syscalls += 1;
+        if pty & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+            && let Step::End(why) = conn.read_pty(&mut buf)
+        {
+            // Whatever the command printed last still goes out.
+            drain_to_client(&mut conn, config.idle);
+            break why;
+        }
+        if let Err(e) = conn.flush_client() {
+            break format!("client: {e}");
+        }
+        if let Err(e) = conn.flush_pty() {
+            break format!("pty: {e}");
+        }
+    };
+    conn.report.ended = ended;
+    Ok(conn.report.clone())
+}
+
+/// Writes the client's backlog, waiting for the socket as long as the
+/// client keeps taking bytes (and at most `idle` for each step).
+fn drain_to_client(conn: &mut Conn, idle: std::time::Duration) {
+    while conn.client_backlog() {
+        if !matches!(conn.flush_client(), Ok(false)) {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd: conn.socket.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let timeout = idle.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, timeout) } <= 0 || pfd.revents & libc::POLLERR != 0 {
+            return;
         }
     }
 }
@@ -125,7 +113,9 @@ pub fn telnet_session(
 mod tests {
     use super::*;
     use crate::wire::telnet::{DO, IAC, SB, SE, WILL, negotiation, option};
+    use std::io::{Read, Write};
     use std::net::TcpListener;
+    use std::time::{Duration, Instant};
 
     fn read_until(stream: &mut TcpStream, needle: &[u8]) -> Vec<u8> {
         stream
@@ -150,8 +140,14 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
-            let (socket, _) = listener.accept().unwrap();
-            telnet_session(socket, &["cat".into()], false, Duration::from_secs(10)).unwrap()
+            let (socket, peer) = listener.accept().unwrap();
+            let config = SessionConfig {
+                protocol: crate::endpoint::login::protocol::Protocol::Telnet,
+                linemode: false,
+                command: vec!["cat".into()],
+                idle: Duration::from_secs(10),
+            };
+            run_session(socket, peer, &config).unwrap()
         });
         let mut client = TcpStream::connect(addr).unwrap();
         let opening = read_until(&mut client, &negotiation(DO, option::TERMINAL_TYPE));

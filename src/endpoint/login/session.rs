@@ -12,24 +12,10 @@
 //! pty, whose ICRNL turns CR into NL, gets a single CR. Output to the client
 //! has every 0xFF doubled and a CR not followed by LF sent as CR NUL.
 
+use super::protocol::Output;
 use crate::wire::telnet::{
     self, AO, AYT, EC, EL, Event, IP, Options, Parser, Side, TTYPE_SEND, linemode, option,
 };
-
-/// Changes to apply to the pty or the session.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Output {
-    pub to_client: Vec<u8>,
-    pub to_pty: Vec<u8>,
-    /// New window size (rows, cols) from NAWS.
-    pub window: Option<(u16, u16)>,
-    /// The client's terminal type.
-    pub terminal: Option<String>,
-    /// Turn the pty's echo on (true) or off (false).
-    pub echo: Option<bool>,
-    /// Why the session must end (a malformed peer), if it must.
-    pub close: Option<String>,
-}
 
 pub struct TelnetSession {
     parser: Parser,
@@ -164,9 +150,9 @@ impl TelnetSession {
         }
     }
 
-    /// Handles bytes from the pty: escaped for the network.
-    pub fn from_pty(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(bytes.len() + 8);
+    /// Handles bytes from the pty: appends them to `out` escaped for the network.
+    pub fn from_pty(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        out.reserve(bytes.len() + 8);
         for &b in bytes {
             if self.pending_cr && b != b'\n' {
                 out.push(0);
@@ -177,7 +163,6 @@ impl TelnetSession {
                 out.push(telnet::IAC);
             }
         }
-        out
     }
 }
 
@@ -240,7 +225,9 @@ mod tests {
                 .to_client
                 .starts_with(b"\r\n[netlab")
         );
-        assert_eq!(s.from_pty(b"a\xFFb\r\nc\rd"), b"a\xFF\xFFb\r\nc\r\0d");
+        let mut out = Vec::new();
+        s.from_pty(b"a\xFFb\r\nc\rd", &mut out);
+        assert_eq!(out, b"a\xFF\xFFb\r\nc\r\0d");
     }
 
     #[test]

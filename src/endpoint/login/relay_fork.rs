@@ -1,0 +1,95 @@
+//! The `fork` design, the classic daemon: the listening process accepts,
+//! and every session gets a process of its own (this executable re-run as
+//! the hidden `netlab login session`, the socket passed as fd 3) that blocks
+//! in poll over its socket and pty ([`super::relay_poll`]). Per keystroke
+//! the session process wakes, reads and writes; with N users there are N
+//! such processes for the scheduler to switch between, as with rlogind.
+
+use super::conn::SessionConfig;
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Child;
+
+/// Counts over a server's life.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ForkReport {
+    pub sessions: u64,
+    pub refused: u64,
+}
+
+/// Serves sessions from `listener` until `stop()` says so, then kills and
+/// reaps every session process it started (by PID).
+pub fn serve(
+    listener: TcpListener,
+    config: &SessionConfig,
+    max_sessions: usize,
+    stop: &dyn Fn() -> bool,
+) -> io::Result<ForkReport> {
+    listener.set_nonblocking(true)?;
+    let exe = std::env::current_exe()?;
+    let mut sessions: Vec<Child> = Vec::new();
+    let mut report = ForkReport::default();
+    while !stop() {
+        sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        let (socket, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut pfd = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd. The timeout bounds how late
+                // `stop` and exited sessions are noticed.
+                unsafe { libc::poll(&mut pfd, 1, 100) };
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if sessions.len() >= max_sessions {
+            report.refused += 1;
+            eprintln!(
+                "netlab login serve (fork): {peer}: refused, {} sessions already",
+                sessions.len()
+            );
+            continue;
+        }
+        socket.set_nonblocking(false)?;
+        let fd = socket.as_raw_fd();
+        let mut command = std::process::Command::new(&exe);
+        command
+            .args(["login", "session", "--protocol", config.protocol.name()])
+            .args(["--idle-s", &config.idle.as_secs().to_string()])
+            .args(["--peer", &peer.to_string()])
+            .args(config.linemode.then_some("--linemode"))
+            .arg("--")
+            .args(&config.command);
+        // SAFETY: async-signal-safe calls only, between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        match command.spawn() {
+            Ok(child) => {
+                sessions.push(child);
+                report.sessions += 1;
+            }
+            Err(e) => eprintln!("netlab login serve (fork): {peer}: cannot start a session: {e}"),
+        }
+        // The session process has its own copy; ours closes here.
+        drop(socket);
+    }
+    for mut child in sessions {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ok(report)
+}
