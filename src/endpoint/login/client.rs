@@ -223,7 +223,7 @@ impl RloginClient {
 }
 
 enum Protocol {
-    Telnet(TelnetClient),
+    Telnet(Box<TelnetClient>),
     Rlogin(RloginClient),
 }
 
@@ -242,7 +242,7 @@ impl Session {
         let stream = TcpStream::connect(addr)?;
         Ok(Session {
             stream,
-            protocol: Protocol::Telnet(TelnetClient::new(linemode, 24, 80)),
+            protocol: Protocol::Telnet(Box::new(TelnetClient::new(linemode, 24, 80))),
             received: Vec::new(),
             buf: vec![0u8; 64 * 1024],
         })
