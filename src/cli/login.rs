@@ -1,5 +1,5 @@
 //! `netlab login serve`: TELNET and rlogin servers on ptys with the relay
-//! design as a switch (`--relay fork|epoll|splice`; see
+//! design as a switch (`--relay fork|epoll|splice|uring`; see
 //! [`crate::endpoint::login::server`]).
 
 use super::Output;
@@ -136,11 +136,13 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         &interrupted,
     )?;
     eprintln!(
-        "netlab login serve ({}): stopped after {} sessions ({} refused, {} bytes spliced)",
+        "netlab login serve ({}): stopped after {} sessions ({} refused, {} bytes spliced, {} io_uring completions in {} enters)",
         args.relay.name(),
         report.sessions,
         report.refused,
-        report.spliced_bytes
+        report.spliced_bytes,
+        report.uring_completions,
+        report.uring_enters
     );
     Ok(())
 }

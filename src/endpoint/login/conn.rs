@@ -112,6 +112,19 @@ impl Conn {
         })
     }
 
+    /// Makes both descriptors blocking again, for designs (io_uring) that
+    /// let the kernel wait instead of being told EAGAIN.
+    pub fn blocking(&self) -> io::Result<()> {
+        self.socket.set_nonblocking(false)?;
+        let raw = self.pty.master.as_raw_fd();
+        // SAFETY: fcntl on a descriptor we hold.
+        let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+        if flags < 0 || unsafe { libc::fcntl(raw, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Whether anything waits to be written to the client (urgent byte included).
     pub fn client_backlog(&self) -> bool {
         !self.to_client.is_empty() || self.pending_urgent.is_some()

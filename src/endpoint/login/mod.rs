@@ -11,5 +11,6 @@ pub mod pty;
 pub mod relay_epoll;
 pub mod relay_fork;
 pub mod relay_poll;
+pub mod relay_uring;
 pub mod server;
 pub mod session;

@@ -19,16 +19,19 @@ pub enum Relay {
     Epoll,
     /// As epoll, but output that needs no protocol processing moves by splice(2).
     Splice,
+    /// One process, one io_uring for all sessions: submissions and completions in batches.
+    Uring,
 }
 
 impl Relay {
-    pub const ALL: [Relay; 3] = [Relay::Fork, Relay::Epoll, Relay::Splice];
+    pub const ALL: [Relay; 4] = [Relay::Fork, Relay::Epoll, Relay::Splice, Relay::Uring];
 
     pub fn name(self) -> &'static str {
         match self {
             Relay::Fork => "fork",
             Relay::Epoll => "epoll",
             Relay::Splice => "splice",
+            Relay::Uring => "uring",
         }
     }
 }
@@ -40,6 +43,9 @@ pub struct ServeReport {
     pub refused: u64,
     /// Bytes moved pty -> socket without entering user space (splice design).
     pub spliced_bytes: u64,
+    /// io_uring_enter calls and completions (uring design).
+    pub uring_enters: u64,
+    pub uring_completions: u64,
 }
 
 /// Serves sessions on `listener` with `relay` until `stop()`; every session
@@ -56,7 +62,7 @@ pub fn serve(
             super::relay_fork::serve(listener, config, max_sessions, stop).map(|r| ServeReport {
                 sessions: r.sessions,
                 refused: r.refused,
-                spliced_bytes: 0,
+                ..ServeReport::default()
             })
         }
         Relay::Epoll | Relay::Splice => {
@@ -65,7 +71,17 @@ pub fn serve(
                     sessions: r.sessions,
                     refused: r.refused,
                     spliced_bytes: r.spliced_bytes,
+                    ..ServeReport::default()
                 })
+        }
+        Relay::Uring => {
+            super::relay_uring::serve(listener, config, max_sessions, stop).map(|r| ServeReport {
+                sessions: r.sessions,
+                refused: r.refused,
+                uring_enters: r.enters,
+                uring_completions: r.completions,
+                ..ServeReport::default()
+            })
         }
     }
 }
