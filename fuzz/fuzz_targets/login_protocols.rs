@@ -1,9 +1,13 @@
-//! The TELNET and rlogin parsers face whatever a remote-login client sends:
-//! they must never panic, never buffer without bound, and the Q-method
-//! option table must answer any negotiation.
+//! The TELNET and rlogin parsers face whatever a peer sends: they must
+//! never panic, never buffer without bound, and the Q-method option table
+//! must answer any negotiation. Covered: the wire parsers, the servers'
+//! session logic for both protocols (what every relay design runs on client
+//! bytes), and the clients' logic (what they run on server bytes).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use netlab::endpoint::login::client::{RloginClient, TelnetClient};
+use netlab::endpoint::login::protocol::{Protocol, ServerSession};
 use netlab::wire::rlogin::{ClientStream, Startup};
 use netlab::wire::telnet::{Event, Options, Parser};
 
@@ -25,4 +29,21 @@ fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     stream.feed(a, &mut out);
     stream.feed(b, &mut out);
+
+    for (protocol, linemode) in [(Protocol::Telnet, false), (Protocol::Telnet, true), (Protocol::Rlogin, false)] {
+        let (mut session, _) = ServerSession::new(protocol, linemode);
+        let _ = session.from_client(a);
+        let _ = session.from_client(b);
+        let mut to_client = Vec::new();
+        session.from_pty(data, &mut to_client);
+    }
+    let mut telnet = TelnetClient::new(true, 24, 80);
+    let (mut got, mut reply) = (Vec::new(), Vec::new());
+    telnet.from_server(a, &mut got, &mut reply);
+    telnet.from_server(b, &mut got, &mut reply);
+    let (mut rlogin, _) = RloginClient::new("u", "xterm", 9600, 24, 80);
+    rlogin.from_server(data, &mut got);
+    if let Some(&byte) = data.first() {
+        let _ = rlogin.urgent(byte);
+    }
 });
