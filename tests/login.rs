@@ -24,20 +24,25 @@ struct Server {
 
 impl Server {
     fn start(relay: &str, protocol: &str, command: &[&str]) -> Server {
+        let mut args = vec![
+            "--relay",
+            relay,
+            "--protocol",
+            protocol,
+            "--idle-timeout",
+            "30",
+            "--command",
+        ];
+        args.extend_from_slice(command);
+        Server::spawn(&args)
+    }
+
+    /// `netlab login serve --port 0 ARGS`, its log kept in a file.
+    fn spawn(args: &[&str]) -> Server {
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-            .args([
-                "login",
-                "serve",
-                "--port",
-                "0",
-                "--relay",
-                relay,
-                "--protocol",
-                protocol,
-            ])
-            .args(["--idle-timeout", "30", "--command"])
-            .args(command)
+            .args(["login", "serve", "--port", "0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(log.reopen().unwrap())
             .spawn()
@@ -354,4 +359,51 @@ fn refuses_sessions_beyond_the_cap() {
     );
     echo_round_trip(&mut first, "still");
     server.stop();
+}
+
+#[test]
+fn linemode_sessions_edit_and_echo_at_the_client() {
+    for relay in RELAYS {
+        let server = Server::spawn(&["--relay", relay, "--linemode"]);
+        let mut session = Session::telnet(server.addr, true).unwrap();
+        session.settle(Duration::from_millis(300)).unwrap();
+        let state = session.telnet_state().unwrap();
+        assert!(
+            state.linemode() && !state.server_echoes(),
+            "{relay}: LINEMODE not agreed"
+        );
+        // The client sends the whole line; the pty (cooked, echo off) hands
+        // it to cat, whose copy is the only one that comes back.
+        session.type_bytes(b"a whole line\r").unwrap();
+        assert!(
+            session.wait_for(b"a whole line\r\n", WAIT).unwrap(),
+            "{relay}"
+        );
+        session.settle(Duration::from_millis(200)).unwrap();
+        let copies = session
+            .received
+            .windows(12)
+            .filter(|w| w == b"a whole line")
+            .count();
+        assert_eq!(copies, 1, "{relay}: the server echoed a LINEMODE line");
+        server.stop();
+    }
+}
+
+#[test]
+fn idle_sessions_are_closed() {
+    let servers: Vec<Server> = RELAYS
+        .iter()
+        .map(|relay| Server::spawn(&["--relay", relay, "--idle-timeout", "1"]))
+        .collect();
+    let mut sessions: Vec<Session> = servers.iter().map(|s| s.session("telnet")).collect();
+    for (relay, session) in RELAYS.iter().zip(&mut sessions) {
+        assert!(
+            session.read_to_close(WAIT).unwrap(),
+            "{relay}: idle session still open"
+        );
+    }
+    for server in servers {
+        server.stop();
+    }
 }
