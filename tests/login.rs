@@ -326,30 +326,7 @@ fn refuses_a_remote_bind_without_the_flag() {
 
 #[test]
 fn refuses_sessions_beyond_the_cap() {
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args([
-            "login",
-            "serve",
-            "--port",
-            "0",
-            "--relay",
-            "epoll",
-            "--max-sessions",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let server = Server {
-        addr: SocketAddr::from(([127, 0, 0, 1], line.trim().parse::<u16>().unwrap())),
-        child,
-        log: tempfile::NamedTempFile::new().unwrap(),
-    };
+    let server = Server::spawn(&["--relay", "epoll", "--max-sessions", "1"]);
     let mut first = server.session("telnet");
     echo_round_trip(&mut first, "one");
     let mut second = server.session("telnet");
