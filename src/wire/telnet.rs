@@ -264,6 +264,37 @@ pub mod linemode {
     pub const MODE_EDIT: u8 = 0x01;
     pub const MODE_TRAPSIG: u8 = 0x02;
     pub const MODE_ACK: u8 = 0x04;
+
+    /// SLC functions (RFC 1184 §4) and the levels and flags of their modifiers.
+    pub const SLC_IP: u8 = 3;
+    pub const SLC_AO: u8 = 4;
+    pub const SLC_AYT: u8 = 5;
+    pub const SLC_ABORT: u8 = 7;
+    pub const SLC_EOF: u8 = 8;
+    pub const SLC_SUSP: u8 = 9;
+    pub const SLC_EC: u8 = 10;
+    pub const SLC_EL: u8 = 11;
+    pub const SLC_EW: u8 = 12;
+    pub const SLC_RP: u8 = 13;
+    pub const SLC_VALUE: u8 = 2;
+    pub const SLC_FLUSHIN: u8 = 0x40;
+    pub const SLC_FLUSHOUT: u8 = 0x20;
+
+    /// The server's default special characters, as a Linux terminal has
+    /// them (`stty -a`): interrupt ^C, quit ^\, end of file ^D, suspend ^Z,
+    /// erase DEL, kill ^U, word erase ^W, reprint ^R. Triplets of function,
+    /// modifier, value for `IAC SB LINEMODE SLC ... IAC SE`.
+    #[rustfmt::skip]
+    pub const DEFAULT_SLC: [u8; 24] = [
+        SLC_IP, SLC_VALUE | SLC_FLUSHIN | SLC_FLUSHOUT, 0x03,
+        SLC_ABORT, SLC_VALUE | SLC_FLUSHIN | SLC_FLUSHOUT, 0x1c,
+        SLC_EOF, SLC_VALUE, 0x04,
+        SLC_SUSP, SLC_VALUE | SLC_FLUSHIN, 0x1a,
+        SLC_EC, SLC_VALUE, 0x7f,
+        SLC_EL, SLC_VALUE, 0x15,
+        SLC_EW, SLC_VALUE, 0x17,
+        SLC_RP, SLC_VALUE, 0x12,
+    ];
 }
 
 /// Which side of an option (RFC 1143 calls them "us" and "him").

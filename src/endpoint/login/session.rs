@@ -119,7 +119,18 @@ impl TelnetSession {
                         None => out.close = Some(format!("malformed NAWS of {} bytes", body.len())),
                     },
                     option::TERMINAL_TYPE => out.terminal = telnet::parse_ttype_is(&body),
-                    // LINEMODE MODE acknowledgements and SLC: nothing to do.
+                    // A client offering FORWARDMASK (RFC 1184 §3) is refused:
+                    // the pty's line discipline decides when input is complete.
+                    option::LINEMODE
+                        if body.starts_with(&[telnet::WILL, linemode::FORWARDMASK]) =>
+                    {
+                        out.to_client.extend(telnet::subnegotiation(
+                            option::LINEMODE,
+                            &[telnet::DONT, linemode::FORWARDMASK],
+                        ));
+                    }
+                    // MODE acknowledgements and the client's SLC answers
+                    // (agreement needs no reply, RFC 1184 §4): nothing to do.
                     _ => {}
                 },
                 Event::SubnegotiationTooLong { option } => {
@@ -144,6 +155,10 @@ impl TelnetSession {
                     option::LINEMODE,
                     &[linemode::MODE, linemode::MODE_EDIT | linemode::MODE_TRAPSIG],
                 ));
+                let mut slc = vec![linemode::SLC];
+                slc.extend_from_slice(&linemode::DEFAULT_SLC);
+                out.to_client
+                    .extend(telnet::subnegotiation(option::LINEMODE, &slc));
                 out.echo = Some(false);
             }
             _ => {}
@@ -240,19 +255,20 @@ mod tests {
         );
         let out = s.from_client(&negotiation(WILL, option::LINEMODE));
         assert_eq!(out.echo, Some(false));
-        assert_eq!(
-            out.to_client,
-            telnet::subnegotiation(
-                option::LINEMODE,
-                &[linemode::MODE, linemode::MODE_EDIT | linemode::MODE_TRAPSIG]
-            )
-        );
+        // MODE EDIT|TRAPSIG, then the default special characters, as bytes.
+        let mut want = vec![IAC, SB, option::LINEMODE, 1, 0x03, IAC, SE];
+        want.extend([IAC, SB, option::LINEMODE, 3]);
+        want.extend([3, 0x62, 3, 7, 0x62, 0x1c, 8, 2, 4, 9, 0x42, 0x1a]);
+        want.extend([10, 2, 0x7f, 11, 2, 0x15, 12, 2, 0x17, 13, 2, 0x12, IAC, SE]);
+        assert_eq!(out.to_client, want);
         assert!(s.linemode_active());
+        // FORWARDMASK offered by the client is refused.
+        let out = s.from_client(&[IAC, SB, option::LINEMODE, WILL, 2, IAC, SE]);
+        assert_eq!(out.to_client, [IAC, SB, option::LINEMODE, DONT, 2, IAC, SE]);
         let (mut s, _) = TelnetSession::new(true);
         let out = s.from_client(&negotiation(WONT, option::LINEMODE));
         assert_eq!(out.echo, Some(true));
         assert_eq!(out.to_client, negotiation(WILL, option::ECHO));
-        let _ = DONT;
     }
 
     #[test]
