@@ -55,6 +55,10 @@ pub enum RecordData {
         params: crate::experiment::cksum::CksumSpec,
         result: Option<Box<crate::experiment::cksum::CksumResult>>,
     },
+    Login {
+        params: crate::experiment::login::LoginParams,
+        result: Option<Box<crate::experiment::login::LoginResult>>,
+    },
 }
 
 /// Where in a sweep a record belongs.

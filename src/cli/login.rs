@@ -15,9 +15,12 @@ use std::os::fd::FromRawFd;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct LoginArgs {
     #[command(subcommand)]
-    pub command: LoginCommand,
+    pub command: Option<LoginCommand>,
+    #[command(flatten)]
+    pub experiment: super::login_experiment::LoginExperimentArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,14 +77,15 @@ pub struct ServeArgs {
 
 pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
-        LoginCommand::Serve(serve_args) => serve(serve_args, out),
-        LoginCommand::Session {
+        None => super::login_experiment::run(args.experiment, out),
+        Some(LoginCommand::Serve(serve_args)) => serve(serve_args, out),
+        Some(LoginCommand::Session {
             protocol,
             linemode,
             idle_s,
             peer,
             command,
-        } => {
+        }) => {
             // SAFETY: fd 3 is the socket the server passed us, and only we own it.
             let socket = unsafe { TcpStream::from_raw_fd(3) };
             let config = SessionConfig {

@@ -8,6 +8,7 @@
 pub mod cksum;
 pub mod lab;
 pub mod login;
+pub mod login_experiment;
 pub mod placement;
 pub mod rpc;
 pub mod rpc_cliffs;
@@ -44,7 +45,7 @@ pub enum Commands {
     Cksum(cksum::CksumArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
-    /// Remote-login servers on ptys (TELNET; relay design `fork`).
+    /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
     Login(login::LoginArgs),
     /// Manage the network namespaces and links netlab creates.
     Testbed(testbed::TestbedArgs),
@@ -60,9 +61,8 @@ impl Commands {
             Commands::Sweep(a) => a.json(),
             Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
             Commands::Cksum(a) => a.json,
-            Commands::Lab(_) | Commands::Testbed(_) | Commands::Login(_) | Commands::Endpoint => {
-                false
-            }
+            Commands::Login(a) => a.command.is_none() && a.experiment.json,
+            Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
         }
     }
 }

@@ -39,6 +39,13 @@ pub fn install_interrupt_handler() -> io::Result<()> {
     Ok(())
 }
 
+/// The flag itself, for loops that run in threads of their own.
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    INTERRUPTED
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone()
+}
+
 /// Whether the user asked the controller to stop.
 pub fn interrupted() -> bool {
     INTERRUPTED

@@ -4,6 +4,7 @@
 pub mod bed;
 pub mod cksum;
 pub mod endpoints;
+pub mod login;
 pub mod rpc;
 pub mod stream;
 pub mod sweep;

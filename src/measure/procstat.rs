@@ -57,6 +57,10 @@ pub struct StatSnapshot {
     pub per_cpu: Vec<CpuTicks>,
     pub context_switches: u64,
     pub interrupts: u64,
+    /// Runnable tasks at the moment of reading (vmstat's `r`).
+    pub procs_running: u64,
+    /// Tasks blocked on I/O at the moment of reading (vmstat's `b`).
+    pub procs_blocked: u64,
 }
 
 #[derive(Debug, Error)]
@@ -79,6 +83,7 @@ impl StatSnapshot {
         let mut per_cpu = Vec::new();
         let mut context_switches = 0;
         let mut interrupts = 0;
+        let (mut procs_running, mut procs_blocked) = (0, 0);
         for line in text.lines() {
             let mut fields = line.split_ascii_whitespace();
             let Some(name) = fields.next() else { continue };
@@ -110,6 +115,10 @@ impl StatSnapshot {
                 context_switches = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             } else if name == "intr" {
                 interrupts = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            } else if name == "procs_running" {
+                procs_running = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            } else if name == "procs_blocked" {
+                procs_blocked = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             }
         }
         let all = all.ok_or_else(|| ProcStatError::Format("no aggregate cpu line".into()))?;
@@ -118,6 +127,8 @@ impl StatSnapshot {
             per_cpu,
             context_switches,
             interrupts,
+            procs_running,
+            procs_blocked,
         })
     }
 }

@@ -56,9 +56,29 @@ pub struct RpcSizeSweep {
     pub profile_note: String,
 }
 
+/// Users typing through rlogind, normal vs kernel-assisted, 1989 (000).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoginRelayLoad {
+    pub source: String,
+    pub what: String,
+    /// `relay` ("user" or "kernel"), `users`, `procs_r`, `procs_b`,
+    /// `faults_sys`, `cs`, `cpu_us`, `cpu_sy`, `cpu_id`, `pkts_in`,
+    /// `pkts_out`; -1 where the document gives a range instead.
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<toml::Value>>,
+    pub responsiveness: LoginResponsiveness,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoginResponsiveness {
+    pub user: String,
+    pub kernel: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Historical {
     pub berkeley_vax: BerkeleyVax,
+    pub login_relay_load: LoginRelayLoad,
     pub bsd_speedups: BsdSpeedups,
     pub rpc_size_sweep: RpcSizeSweep,
 }

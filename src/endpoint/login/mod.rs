@@ -14,3 +14,4 @@ pub mod relay_poll;
 pub mod relay_uring;
 pub mod server;
 pub mod session;
+pub mod typist;

@@ -1,0 +1,299 @@
+//! `netlab login [options]`: the 1989 login-load experiment. For every relay
+//! design, protocol and user count, N simulated users type into
+//! `cat > /dev/null` through netlab's server while the machine is watched in
+//! vmstat's terms; the table prints the 1989 rows beside today's.
+
+use super::{Interrupted, Output};
+use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::server::Relay;
+use crate::experiment::endpoints::interrupt_flag;
+use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, LoginResult, run_cell};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::report::{historical, progress::Progress, tables};
+use anyhow::{Context, bail};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+#[derive(Debug, Clone, Args)]
+pub struct LoginExperimentArgs {
+    /// Simulated users per cell (a list).
+    #[arg(long, default_value = "16,32,48", value_delimiter = ',')]
+    pub users: Vec<usize>,
+    /// Relay designs (a list).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fork,epoll,splice,uring"
+    )]
+    pub relay: Vec<Relay>,
+    /// Protocols (a list): rlogin as in the 1989 test, telnet.
+    #[arg(long, value_delimiter = ',', default_value = "rlogin")]
+    pub protocol: Vec<String>,
+    /// Characters per second per user (the source: 5).
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
+    pub rate: f64,
+    /// Exponential gaps between keystrokes instead of even spacing.
+    #[arg(long)]
+    pub poisson: bool,
+    /// Measured window per cell, e.g. 30s.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Typing before the window, not counted.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub warmup: std::time::Duration,
+    /// A text file to type instead of the built-in paragraph.
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    #[arg(long, default_value = "netlab-results.jsonl")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl LoginExperimentArgs {
+    fn cells(&self) -> anyhow::Result<Vec<LoginParams>> {
+        if self.users.contains(&0) {
+            bail!("--users: zero users is not an experiment");
+        }
+        if !(self.rate > 0.0 && self.rate <= 1000.0) {
+            bail!(
+                "--rate {}: must be above 0 and at most 1000 characters per second per user",
+                self.rate
+            );
+        }
+        if self.duration.is_zero() {
+            bail!("--duration must be above zero");
+        }
+        let mut protocols = Vec::new();
+        for p in &self.protocol {
+            protocols.push(
+                Protocol::parse(p)
+                    .with_context(|| format!("--protocol {p}: expected telnet or rlogin"))?,
+            );
+        }
+        let mut cells = Vec::new();
+        for &protocol in &protocols {
+            for &users in &self.users {
+                for &relay in &self.relay {
+                    cells.push(LoginParams {
+                        relay,
+                        protocol,
+                        users,
+                        rate: self.rate,
+                        poisson: self.poisson,
+                        warmup_s: self.warmup.as_secs_f64(),
+                        duration_s: self.duration.as_secs_f64(),
+                    });
+                }
+            }
+        }
+        Ok(cells)
+    }
+}
+
+fn results(records: &[Record]) -> Vec<&LoginResult> {
+    records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Login {
+                result: Some(result),
+                ..
+            } => Some(result.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Today's rows in the source's shape, then the 1989 rows.
+pub fn table(records: &[Record]) -> String {
+    let header = [
+        "relay",
+        "proto",
+        "users",
+        "r",
+        "b",
+        "syscalls/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "segs in/s",
+        "segs out/s",
+        "echo p50 ms",
+        "p99 ms",
+        "max ms",
+        "host µs/key",
+        "typist cpu %",
+        "verdict",
+    ];
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Login { params, result } = &record.data else {
+            continue;
+        };
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+            params.users.to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                format!("{:.1}", r.procs_running_mean),
+                format!("{:.1}", r.procs_blocked_mean),
+                r.syscalls_per_s.map_or("n/a".into(), |v| format!("{v:.0}")),
+                format!("{:.0}", r.cpu.context_switches_per_s),
+                format!("{:.0}", r.cpu.user_pct),
+                format!(
+                    "{:.0}",
+                    r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
+                ),
+                format!("{:.0}", r.cpu.idle_pct),
+                format!("{:.0}", r.segments_in_per_s),
+                format!("{:.0}", r.segments_out_per_s),
+                tables::num(r.typist.echo_p50_ms),
+                tables::num(r.typist.echo_p99_ms),
+                tables::num(r.typist.echo_max_ms),
+                tables::num(r.host_cpu_per_keystroke_us),
+                format!("{:.1}", r.typist.own_cpu_pct()),
+                r.verdict.clone(),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 14));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = tables::markdown(&header, &rows);
+    let then = &historical::figures().login_relay_load;
+    text.push_str(&format!("\n1989 ({}): {}\n", then.source, then.what));
+    let old_header = [
+        "relay",
+        "users",
+        "r",
+        "b",
+        "sys faults/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "pkts in",
+        "pkts out",
+    ];
+    let old_rows: Vec<Vec<String>> = then
+        .rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v {
+                    toml::Value::String(s) if s == "user" => "normal rlogind".to_string(),
+                    toml::Value::String(s) if s == "kernel" => "kernel-assisted".to_string(),
+                    toml::Value::Integer(-1) => "400-1400".to_string(),
+                    other => other.to_string().trim_matches('"').to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    text.push_str(&tables::markdown(&old_header, &old_rows));
+    text.push_str(&format!(
+        "1989 responsiveness: normal: {}; kernel-assisted: {}.\n",
+        then.responsiveness.user, then.responsiveness.kernel
+    ));
+    text.push_str(
+        "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
+         syscalls/s: every process (perf raw_syscalls:sys_enter), the load generator's included. \
+         us/sy/id: % of all CPUs (sy includes irq and softirq). host µs/key: busy CPU minus an \
+         idle baseline and the load generator's, per keystroke. The uring design's waiting \
+         thread counts as blocked (b) and its wait as iowait, not idle. Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
+         else (or >1% echoes lost, or a session failed) unusable.\n",
+    );
+    text
+}
+
+pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    let cells = args.cells()?;
+    let corpus = match &args.corpus {
+        Some(path) => std::fs::read(path)
+            .with_context(|| format!("--corpus {}: cannot read it", path.display()))?,
+        None => DEFAULT_CORPUS.as_bytes().to_vec(),
+    };
+    if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
+        bail!("the corpus has no typeable characters");
+    }
+    let mut writer = RecordWriter::append(&args.out)
+        .with_context(|| format!("cannot open {}", args.out.display()))?;
+    let host = HostFacts::gather();
+    let stop = interrupt_flag();
+    let mut bar = Progress::new(cells.len() as u64, false, !args.json);
+    let mut records = Vec::new();
+    for params in &cells {
+        bar.set_message(format!(
+            "{} {} x{}",
+            params.relay.name(),
+            params.protocol.name(),
+            params.users
+        ));
+        let started = now_rfc3339();
+        let outcome = run_cell(params, &corpus, &stop);
+        if stop.load(Ordering::Relaxed) {
+            bar.finish();
+            return Err(Interrupted {
+                saved: records.len(),
+            }
+            .into());
+        }
+        let (result, error) = match outcome {
+            Ok(result) => (Some(Box::new(result)), None),
+            // A failed cell is recorded with its reason; the sweep goes on.
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        let record = Record {
+            schema: SCHEMA,
+            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            started,
+            ended: now_rfc3339(),
+            placement: "loopback".into(),
+            host: host.clone(),
+            data: RecordData::Login {
+                params: params.clone(),
+                result,
+            },
+            error,
+        };
+        writer
+            .write(&record)
+            .with_context(|| format!("cannot save to {}", writer.path().display()))?;
+        records.push(record);
+        bar.inc(1);
+    }
+    bar.finish();
+    if args.json {
+        out.json(&serde_json::json!({
+            "experiment": "login",
+            "records_file": args.out,
+            "records": records,
+        }))?;
+    } else {
+        out.text(&format!(
+            "netlab login: users typing {} chars/s into `cat > /dev/null`, {} s window after {} s warm-up, loopback\n",
+            args.rate,
+            args.duration.as_secs_f64(),
+            args.warmup.as_secs_f64()
+        ))?;
+        out.text(&table(&records))?;
+        eprintln!("records appended to {}", writer.path().display());
+    }
+    if results(&records).is_empty() {
+        bail!(
+            "every cell failed; see the records in {}",
+            writer.path().display()
+        );
+    }
+    Ok(())
+}

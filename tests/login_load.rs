@@ -1,0 +1,73 @@
+//! `netlab login`, the typing-load experiment: a short real run, and the
+//! bad input it must refuse.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn netlab() -> Command {
+    Command::cargo_bin("netlab").unwrap()
+}
+
+#[test]
+fn a_short_run_measures_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let run = netlab()
+        .args([
+            "login",
+            "--users",
+            "4",
+            "--relay",
+            "fork,uring",
+            "--protocol",
+            "rlogin,telnet",
+        ])
+        .args(["--duration", "1s", "--warmup", "500ms", "--json", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 4);
+    for record in records {
+        let r = &record["result"];
+        let cell = format!("{} {}", r["params"]["relay"], r["params"]["protocol"]);
+        let keys = r["typist"]["keystrokes"].as_u64().unwrap();
+        // 4 users x 5 chars/s x 1 s, give or take the window's edges.
+        assert!((15..=25).contains(&keys), "{cell}: {keys} keystrokes");
+        let echoes = r["typist"]["echoes"].as_u64().unwrap();
+        assert!(echoes + 4 >= keys, "{cell}: {echoes} echoes of {keys}");
+        assert!(r["typist"]["echo_p50_ms"].as_f64().unwrap() > 0.0, "{cell}");
+        assert!(r["segments_in_per_s"].as_f64().unwrap() > 0.0, "{cell}");
+        assert!(
+            r["syscalls_per_s"].as_f64().is_some(),
+            "{cell}: no system-call count: {}",
+            r["syscalls_source"]
+        );
+        assert_eq!(r["verdict"], "normal", "{cell}: {r}");
+    }
+    // The records are on disk as well.
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 4);
+}
+
+#[test]
+fn bad_input_is_refused_with_the_reason() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--users", "0"], "zero users"),
+        (&["--rate", "-1"], "--rate"),
+        (&["--rate", "2000"], "at most 1000"),
+        (&["--corpus", "/nonexistent/corpus.txt"], "cannot read"),
+        (&["--protocol", "ssh"], "expected telnet or rlogin"),
+    ];
+    for (args, why) in cases {
+        let run = netlab().arg("login").args(args).output().unwrap();
+        assert!(!run.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+}
