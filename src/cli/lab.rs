@@ -4,13 +4,17 @@
 
 use super::Output;
 use super::cksum;
+use super::login_experiment;
 use super::rpc_experiment::{
     RpcExperimentArgs, measure_and_explain, table as rpc_table, title as rpc_title,
 };
 use super::stream::run_series;
 use super::sweep::run_sweep;
 use crate::analysis::split::split;
+use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
+use crate::experiment::login::{DEFAULT_CORPUS, LoginParams};
 use crate::experiment::stream::StreamConfig;
 use crate::experiment::sweep::{SweepConfig, summarize};
 use crate::measure::host::HostFacts;
@@ -44,6 +48,9 @@ struct Profile {
     cksum_sizes: &'static str,
     cksum_batches: u32,
     cksum_pool: u64,
+    login_users: &'static [usize],
+    login_warmup_s: f64,
+    login_seconds: f64,
 }
 
 const QUICK: Profile = Profile {
@@ -57,6 +64,9 @@ const QUICK: Profile = Profile {
     cksum_sizes: "64,1408,65536,1M,64M",
     cksum_batches: 5,
     cksum_pool: 256 << 20,
+    login_users: &[16, 48],
+    login_warmup_s: 1.0,
+    login_seconds: 2.0,
 };
 
 const FULL: Profile = Profile {
@@ -70,6 +80,9 @@ const FULL: Profile = Profile {
     cksum_sizes: "64,1408,4096,65536,1M,64M",
     cksum_batches: 15,
     cksum_pool: 512 << 20,
+    login_users: &[16, 32, 48],
+    login_warmup_s: 2.0,
+    login_seconds: 30.0,
 };
 
 pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -232,6 +245,36 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         ));
     }
     show(text, out)?;
+
+    // 1989: users typing through rlogind, one relay design against another.
+    let mut cells = Vec::new();
+    for &users in profile.login_users {
+        for relay in Relay::ALL {
+            cells.push(LoginParams {
+                relay,
+                protocol: Protocol::Rlogin,
+                users,
+                rate: 5.0,
+                poisson: false,
+                warmup_s: profile.login_warmup_s,
+                duration_s: profile.login_seconds,
+            });
+        }
+    }
+    eprintln!(
+        "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
+        profile.login_users, profile.login_seconds
+    );
+    let records =
+        login_experiment::measure_all(&cells, DEFAULT_CORPUS.as_bytes(), &host, &mut writer, true)?;
+    show(
+        format!(
+            "netlab login: users typing 5 chars/s into `cat > /dev/null` over rlogin, {} s windows, loopback\n{}",
+            profile.login_seconds,
+            login_experiment::table(&records)
+        ),
+        out,
+    )?;
 
     let tables_path = dir.join("tables.txt");
     std::fs::write(&tables_path, &printed)

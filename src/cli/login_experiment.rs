@@ -125,6 +125,7 @@ pub fn table(records: &[Record]) -> String {
         "echo p50 ms",
         "p99 ms",
         "max ms",
+        "server µs/key",
         "host µs/key",
         "typist cpu %",
         "verdict",
@@ -156,12 +157,13 @@ pub fn table(records: &[Record]) -> String {
                 tables::num(r.typist.echo_p50_ms),
                 tables::num(r.typist.echo_p99_ms),
                 tables::num(r.typist.echo_max_ms),
+                tables::num(r.server_cpu_per_keystroke_us),
                 tables::num(r.host_cpu_per_keystroke_us),
                 format!("{:.1}", r.typist.own_cpu_pct()),
                 r.verdict.clone(),
             ]),
             None => {
-                row.extend(std::iter::repeat_n(String::new(), 14));
+                row.extend(std::iter::repeat_n(String::new(), 15));
                 row.push(format!(
                     "failed: {}",
                     record.error.as_deref().unwrap_or("?")
@@ -208,7 +210,9 @@ pub fn table(records: &[Record]) -> String {
     text.push_str(
         "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
          syscalls/s: every process (perf raw_syscalls:sys_enter), the load generator's included. \
-         us/sy/id: % of all CPUs (sy includes irq and softirq). host µs/key: busy CPU minus an \
+         us/sy/id: % of all CPUs (sy includes irq and softirq). server µs/key: CPU time of the server's \
+         processes (server, sessions, commands) per keystroke, from the scheduler's own \
+         accounting (exact); host µs/key: busy CPU minus an \
          idle baseline and the load generator's, per keystroke. The uring design's waiting \
          thread counts as blocked (b) and its wait as iowait, not idle. Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
          else (or >1% echoes lost, or a session failed) unusable.\n",
@@ -216,23 +220,20 @@ pub fn table(records: &[Record]) -> String {
     text
 }
 
-pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
-    let cells = args.cells()?;
-    let corpus = match &args.corpus {
-        Some(path) => std::fs::read(path)
-            .with_context(|| format!("--corpus {}: cannot read it", path.display()))?,
-        None => DEFAULT_CORPUS.as_bytes().to_vec(),
-    };
-    if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
-        bail!("the corpus has no typeable characters");
-    }
-    let mut writer = RecordWriter::append(&args.out)
-        .with_context(|| format!("cannot open {}", args.out.display()))?;
-    let host = HostFacts::gather();
+/// Runs every cell, saving each record as it is made; a failed cell is
+/// recorded with its reason and the rest go on. Ctrl-C stops between cells
+/// (the window in progress ends early and is not recorded).
+pub fn measure_all(
+    cells: &[LoginParams],
+    corpus: &[u8],
+    host: &HostFacts,
+    writer: &mut RecordWriter,
+    show_progress: bool,
+) -> anyhow::Result<Vec<Record>> {
     let stop = interrupt_flag();
-    let mut bar = Progress::new(cells.len() as u64, false, !args.json);
+    let mut bar = Progress::new(cells.len() as u64, false, show_progress);
     let mut records = Vec::new();
-    for params in &cells {
+    for params in cells {
         bar.set_message(format!(
             "{} {} x{}",
             params.relay.name(),
@@ -240,7 +241,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             params.users
         ));
         let started = now_rfc3339();
-        let outcome = run_cell(params, &corpus, &stop);
+        let outcome = run_cell(params, corpus, &stop);
         if stop.load(Ordering::Relaxed) {
             bar.finish();
             return Err(Interrupted {
@@ -273,6 +274,23 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish();
+    Ok(records)
+}
+
+pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    let cells = args.cells()?;
+    let corpus = match &args.corpus {
+        Some(path) => std::fs::read(path)
+            .with_context(|| format!("--corpus {}: cannot read it", path.display()))?,
+        None => DEFAULT_CORPUS.as_bytes().to_vec(),
+    };
+    if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
+        bail!("the corpus has no typeable characters");
+    }
+    let mut writer = RecordWriter::append(&args.out)
+        .with_context(|| format!("cannot open {}", args.out.display()))?;
+    let host = HostFacts::gather();
+    let records = measure_all(&cells, &corpus, &host, &mut writer, !args.json)?;
     if args.json {
         out.json(&serde_json::json!({
             "experiment": "login",

@@ -85,10 +85,47 @@ pub struct LoginResult {
     /// (Busy CPU time of the machine minus its idle baseline minus the
     /// generator's) per keystroke: server, commands and kernel together, µs.
     pub host_cpu_per_keystroke_us: f64,
+    /// CPU time of the server's process tree (server, sessions, commands)
+    /// per keystroke, µs, from the scheduler's accounting (see [`tree_cpu_ns`]).
+    /// Excludes softirq work done outside those processes.
+    pub server_cpu_per_keystroke_us: f64,
+    /// The server tree's CPU over the window, in % of one CPU.
+    pub server_cpu_pct: f64,
     /// The machine's busy CPUs (in CPU-seconds per second) measured for a
     /// second before the cell, with nothing of netlab's running.
     pub baseline_busy_cpus: f64,
     pub verdict: String,
+}
+
+/// CPU time (ns, from the scheduler's own accounting in
+/// `/proc/PID/task/TID/schedstat`) of a process, all its threads and all its
+/// descendants: the server side of a cell, sessions and commands included.
+/// Exact to the nanosecond, unlike tick-sampled `/proc/stat`.
+pub fn tree_cpu_ns(root: u32) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
+                total += text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                stack.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    total
 }
 
 /// The server process of a cell; killed by PID (SIGINT, then SIGKILL) on drop.
@@ -231,6 +268,7 @@ pub fn run_cell(
                 StatSnapshot::read()?,
                 Counters::read(),
                 SyscallCounter::start(),
+                tree_cpu_ns(server.0.id()),
             ));
             // vmstat-style r and b, every 100 ms until the window ends.
             loop {
@@ -249,12 +287,17 @@ pub fn run_cell(
             break;
         }
     }
-    let after = (Instant::now(), StatSnapshot::read()?, Counters::read());
+    let after = (
+        Instant::now(),
+        StatSnapshot::read()?,
+        Counters::read(),
+        tree_cpu_ns(server.0.id()),
+    );
     let report = generator
         .join()
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
     drop(server);
-    let Some((t0, stat0, counters0, perf)) = window else {
+    let Some((t0, stat0, counters0, perf, tree0)) = window else {
         anyhow::bail!(
             "the measured window never started: {}",
             report.first_failure.as_deref().unwrap_or("interrupted")
@@ -275,6 +318,9 @@ pub fn run_cell(
     let keystrokes = report.keystrokes.max(1) as f64;
     let host_cpu_per_keystroke_us =
         ((busy_s - baseline_busy_cpus * seconds - report.own_cpu_s).max(0.0) / keystrokes) * 1e6;
+    let server_ns = after.3.saturating_sub(tree0) as f64;
+    let server_cpu_per_keystroke_us = server_ns / 1e3 / keystrokes;
+    let server_cpu_pct = 100.0 * server_ns / 1e9 / seconds;
     let unechoed_share = report.unechoed as f64 / keystrokes;
     let verdict = if report.failed_sessions > 0 {
         "unusable"
@@ -292,6 +338,8 @@ pub fn run_cell(
         segments_in_per_s: per_s("Tcp.InSegs"),
         segments_out_per_s: per_s("Tcp.OutSegs"),
         host_cpu_per_keystroke_us,
+        server_cpu_per_keystroke_us,
+        server_cpu_pct,
         baseline_busy_cpus,
         verdict: verdict.to_string(),
     })
