@@ -95,6 +95,9 @@ pub struct LoginResult {
     /// second before the cell, with nothing of netlab's running.
     pub baseline_busy_cpus: f64,
     pub verdict: String,
+    /// Sessions the server ended before the cell was over, by reason (from its log).
+    #[serde(default)]
+    pub server_endings: Vec<String>,
 }
 
 /// CPU time (ns, from the scheduler's own accounting in
@@ -128,8 +131,28 @@ pub fn tree_cpu_ns(root: u32) -> u64 {
     total
 }
 
-/// The server process of a cell; killed by PID (SIGINT, then SIGKILL) on drop.
-struct ServerProcess(Child);
+/// The server process of a cell and its log; killed by PID (SIGINT, then
+/// SIGKILL) on drop.
+struct ServerProcess(Child, tempfile::NamedTempFile);
+
+impl ServerProcess {
+    /// Why sessions ended early, from the server's log: each distinct
+    /// reason with how many sessions it ended.
+    fn session_endings(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.1.path()).unwrap_or_default();
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        for line in text.lines() {
+            if let Some((_, why)) = line.split_once("session ended: ") {
+                let why = why.split(" (").next().unwrap_or(why).to_string();
+                *counts.entry(why).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .map(|(why, n)| format!("{n} x {why}"))
+            .collect()
+    }
+}
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
@@ -151,6 +174,7 @@ impl Drop for ServerProcess {
 
 fn start_server(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAddr)> {
     let exe = std::env::current_exe()?;
+    let log = tempfile::NamedTempFile::new()?;
     let mut child = Command::new(exe)
         .args([
             "login",
@@ -166,11 +190,11 @@ fn start_server(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAd
         .args(["--command", "sh", "-c", "exec cat > /dev/null"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log.reopen()?)
         .spawn()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let server = ServerProcess(child);
+    let server = ServerProcess(child, log);
     let port: u16 = line
         .trim()
         .parse()
@@ -296,6 +320,8 @@ pub fn run_cell(
     let report = generator
         .join()
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
+    // Sessions the server ended during the run (all end at the stop).
+    let server_endings = server.session_endings();
     drop(server);
     let Some((t0, stat0, counters0, perf, tree0)) = window else {
         anyhow::bail!(
@@ -342,6 +368,7 @@ pub fn run_cell(
         server_cpu_pct,
         baseline_busy_cpus,
         verdict: verdict.to_string(),
+        server_endings,
     })
 }
 

@@ -243,7 +243,11 @@ impl Loop {
                 } else {
                     (&mut slot.writing_pty, &mut slot.pty_write_inflight)
                 };
-                if result < 0 {
+                if result == -libc::EINTR || result == -libc::EAGAIN {
+                    // Interrupted (a tty write in an io_uring worker can be,
+                    // when task work is signalled): the buffer is unchanged
+                    // and `kick` submits it again.
+                } else if result < 0 {
                     if !ending {
                         let side = if kind == WRITE_CLIENT {
                             "client"
