@@ -18,7 +18,7 @@ fn a_short_run_measures_every_cell() {
             "--users",
             "4",
             "--relay",
-            "fork,uring",
+            "fork,uring,telnetd",
             "--protocol",
             "rlogin,telnet",
         ])
@@ -33,8 +33,18 @@ fn a_short_run_measures_every_cell() {
     );
     let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
     let records = doc["records"].as_array().unwrap();
-    assert_eq!(records.len(), 4);
+    assert_eq!(records.len(), 6);
     for record in records {
+        // telnetd speaks no rlogin: that cell is recorded as failed, with
+        // the reason, and the others run.
+        if record["params"]["relay"] == "telnetd" && record["params"]["protocol"] == "rlogin" {
+            assert!(record["result"].is_null());
+            assert!(
+                record["error"].as_str().unwrap().contains("TELNET only"),
+                "{record}"
+            );
+            continue;
+        }
         let r = &record["result"];
         let cell = format!("{} {}", r["params"]["relay"], r["params"]["protocol"]);
         let keys = r["typist"]["keystrokes"].as_u64().unwrap();
@@ -50,9 +60,13 @@ fn a_short_run_measures_every_cell() {
             r["syscalls_source"]
         );
         assert_eq!(r["verdict"], "normal", "{cell}: {r}");
+        assert!(
+            r["server_cpu_per_keystroke_us"].as_f64().unwrap() > 0.0,
+            "{cell}"
+        );
     }
     // The records are on disk as well.
-    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 4);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 6);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::analysis::split::split;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::login::{DEFAULT_CORPUS, LoginParams};
+use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, Target};
 use crate::experiment::stream::StreamConfig;
 use crate::experiment::sweep::{SweepConfig, summarize};
 use crate::measure::host::HostFacts;
@@ -251,7 +251,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     for &users in profile.login_users {
         for relay in Relay::ALL {
             cells.push(LoginParams {
-                relay,
+                relay: Target::of(relay),
                 protocol: Protocol::Rlogin,
                 users,
                 rate: 5.0,

@@ -5,9 +5,8 @@
 
 use super::{Interrupted, Output};
 use crate::endpoint::login::protocol::Protocol;
-use crate::endpoint::login::server::Relay;
 use crate::experiment::endpoints::interrupt_flag;
-use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, LoginResult, run_cell};
+use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, LoginResult, Target, run_cell};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
 use crate::report::{historical, progress::Progress, tables};
@@ -21,14 +20,15 @@ pub struct LoginExperimentArgs {
     /// Simulated users per cell (a list).
     #[arg(long, default_value = "16,32,48", value_delimiter = ',')]
     pub users: Vec<usize>,
-    /// Relay designs (a list).
+    /// Servers (a list): netlab's relay designs, and `telnetd` (inetutils,
+    /// via socat; TELNET only) as the real server beside them.
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
         default_value = "fork,epoll,splice,uring"
     )]
-    pub relay: Vec<Relay>,
+    pub relay: Vec<Target>,
     /// Protocols (a list): rlogin as in the 1989 test, telnet.
     #[arg(long, value_delimiter = ',', default_value = "rlogin")]
     pub protocol: Vec<String>,

@@ -35,10 +35,53 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+/// The server a cell loads: one of netlab's relay designs, or a real one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    Fork,
+    Epoll,
+    Splice,
+    Uring,
+    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
+    /// by socat as inetd would, running the same command: TELNET only.
+    Telnetd,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self.relay() {
+            Some(relay) => relay.name(),
+            None => "telnetd",
+        }
+    }
+
+    /// netlab's design, or None for a real server.
+    pub fn relay(self) -> Option<Relay> {
+        match self {
+            Target::Fork => Some(Relay::Fork),
+            Target::Epoll => Some(Relay::Epoll),
+            Target::Splice => Some(Relay::Splice),
+            Target::Uring => Some(Relay::Uring),
+            Target::Telnetd => None,
+        }
+    }
+
+    pub fn of(relay: Relay) -> Target {
+        match relay {
+            Relay::Fork => Target::Fork,
+            Relay::Epoll => Target::Epoll,
+            Relay::Splice => Target::Splice,
+            Relay::Uring => Target::Uring,
+        }
+    }
+}
+
 /// One cell's parameters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LoginParams {
-    pub relay: Relay,
+    /// The server under load (netlab's relay design, or `telnetd`).
+    pub relay: Target,
     pub protocol: Protocol,
     pub users: usize,
     pub rate: f64,
@@ -133,13 +176,18 @@ pub fn tree_cpu_ns(root: u32) -> u64 {
 
 /// The server process of a cell and its log; killed by PID (SIGINT, then
 /// SIGKILL) on drop.
-struct ServerProcess(Child, tempfile::NamedTempFile);
+struct ServerProcess {
+    child: Child,
+    log: tempfile::NamedTempFile,
+    /// A file the server runs (telnetd's command), removed with the server.
+    _script: Option<tempfile::TempPath>,
+}
 
 impl ServerProcess {
     /// Why sessions ended early, from the server's log: each distinct
     /// reason with how many sessions it ended.
     fn session_endings(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(self.1.path()).unwrap_or_default();
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
         let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
         for line in text.lines() {
             if let Some((_, why)) = line.split_once("session ended: ") {
@@ -156,34 +204,121 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            // SAFETY: signalling our own child by PID.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.0.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+        // socat leaves its per-connection telnetds running when it stops:
+        // note every descendant now and kill what is left, by PID, after.
+        let descendants = descendants(self.child.id());
+        self.stop_root();
+        for pid in descendants {
+            // SAFETY: a process this cell started (directly or through socat).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
     }
 }
 
+/// Every descendant of `root` (not `root` itself).
+fn descendants(root: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for task in tasks.flatten() {
+                if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                    for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                        found.push(child);
+                        stack.push(child);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+impl ServerProcess {
+    fn stop_root(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signalling our own child by PID.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// inetutils telnetd behind socat on a free loopback port, running
+/// `cat > /dev/null` (through a script: telnetd's -E takes one word).
+fn start_telnetd(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAddr)> {
+    const TELNETD: &str = "/usr/sbin/telnetd";
+    if params.protocol != Protocol::Telnet {
+        anyhow::bail!("telnetd speaks TELNET only; use --protocol telnet");
+    }
+    if !std::path::Path::new(TELNETD).exists() {
+        anyhow::bail!("{TELNETD} is missing (apt-get install inetutils-telnetd)");
+    }
+    let log = tempfile::NamedTempFile::new()?;
+    let script = tempfile::Builder::new()
+        .prefix("netlab-typist-cat")
+        .tempfile()?;
+    std::fs::write(script.path(), "#!/bin/sh\nexec cat > /dev/null\n")?;
+    std::fs::set_permissions(
+        script.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let script = script.into_temp_path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new("socat")
+        .arg(format!(
+            "TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,backlog=1024"
+        ))
+        .arg(format!("EXEC:{TELNETD} -h -E {},nofork", script.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log.reopen()?)
+        .spawn()
+        .map_err(|e| {
+            anyhow::anyhow!("cannot start socat for telnetd (apt-get install socat): {e}")
+        })?;
+    let server = ServerProcess {
+        child,
+        log,
+        _script: Some(script),
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // socat listens shortly after it starts; a probe connection would be
+    // served (and counted), so wait for the listening socket instead.
+    while !listening(port) {
+        if Instant::now() > deadline {
+            anyhow::bail!("socat never listened on port {port}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((server, addr))
+}
+
+/// Whether something listens on 127.0.0.1:`port` (from /proc/net/tcp).
+fn listening(port: u16) -> bool {
+    let want = format!("0100007F:{port:04X} 00000000:0000 0A");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| t.contains(&want))
+}
+
 fn start_server(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAddr)> {
+    let Some(relay) = params.relay.relay() else {
+        return start_telnetd(params);
+    };
     let exe = std::env::current_exe()?;
     let log = tempfile::NamedTempFile::new()?;
     let mut child = Command::new(exe)
-        .args([
-            "login",
-            "serve",
-            "--port",
-            "0",
-            "--relay",
-            params.relay.name(),
-        ])
+        .args(["login", "serve", "--port", "0", "--relay", relay.name()])
         .args(["--protocol", params.protocol.name()])
         .args(["--max-sessions", &(params.users + 16).to_string()])
         .args(["--idle-timeout", "3600"])
@@ -194,7 +329,11 @@ fn start_server(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAd
         .spawn()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let server = ServerProcess(child, log);
+    let server = ServerProcess {
+        child,
+        log,
+        _script: None,
+    };
     let port: u16 = line
         .trim()
         .parse()
@@ -274,12 +413,18 @@ pub fn run_cell(
         duration: Duration::from_secs_f64(params.duration_s),
     };
     let (edges_tx, edges_rx) = std::sync::mpsc::channel::<bool>();
+    // At the window's end the generator waits for this thread's closing
+    // sample before it closes its sessions: session processes that exit
+    // take their CPU time out of the server's tree.
+    let (sampled_tx, sampled_rx) = std::sync::mpsc::channel::<()>();
     let typist_stop = stop.clone();
     let generator = std::thread::Builder::new()
         .name("typist".into())
         .spawn(move || {
             typist::run(&config, &typist_stop, &|start| {
-                let _ = edges_tx.send(start);
+                if edges_tx.send(start).is_ok() && !start {
+                    let _ = sampled_rx.recv_timeout(Duration::from_secs(10));
+                }
             })
         })?;
     // Sample the machine over the window the generator announces.
@@ -292,7 +437,7 @@ pub fn run_cell(
                 StatSnapshot::read()?,
                 Counters::read(),
                 SyscallCounter::start(),
-                tree_cpu_ns(server.0.id()),
+                tree_cpu_ns(server.child.id()),
             ));
             // vmstat-style r and b, every 100 ms until the window ends.
             loop {
@@ -315,8 +460,9 @@ pub fn run_cell(
         Instant::now(),
         StatSnapshot::read()?,
         Counters::read(),
-        tree_cpu_ns(server.0.id()),
+        tree_cpu_ns(server.child.id()),
     );
+    let _ = sampled_tx.send(());
     let report = generator
         .join()
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
