@@ -459,7 +459,14 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     } else {
         assert!(text.contains("skipped: stream over netns"));
     }
+    // Login: 16 and 48 users through each of the four relay designs.
+    assert_eq!(count("login", "loopback"), 8);
+    assert!(
+        text.contains("netlab login: users typing 5 chars/s"),
+        "{text}"
+    );
     assert!(records.iter().all(|r| r["error"].is_null()));
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
     assert!(tables.contains("then (1981"));
+    assert!(tables.contains("kernel-assisted"));
 }

@@ -70,6 +70,54 @@ fn a_short_run_measures_every_cell() {
 }
 
 #[test]
+fn find_limit_doubles_up_to_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = netlab()
+        .args([
+            "login",
+            "--find-limit",
+            "--relay",
+            "epoll",
+            "--users",
+            "2",
+            "--max-users",
+            "4",
+        ])
+        .args([
+            "--duration",
+            "500ms",
+            "--warmup",
+            "200ms",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let limit = &doc["find_limit"][0];
+    assert_eq!(limit["relay"], "epoll");
+    assert_eq!(limit["sustains"], 4, "{doc}");
+    assert!(
+        limit["why"].as_str().unwrap().contains("cap of 4"),
+        "{limit}"
+    );
+    // Each probe is a record: 2 users, then 4.
+    let users: Vec<u64> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["params"]["users"].as_u64().unwrap())
+        .collect();
+    assert_eq!(users, [2, 4]);
+}
+
+#[test]
 fn bad_input_is_refused_with_the_reason() {
     let cases: [(&[&str], &str); 5] = [
         (&["--users", "0"], "zero users"),

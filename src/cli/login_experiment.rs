@@ -51,6 +51,14 @@ pub struct LoginExperimentArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub json: bool,
+    /// Find, per server and protocol, the most users it serves with a
+    /// "normal" verdict: doubling from the first --users value, then bisecting.
+    #[arg(long)]
+    pub find_limit: bool,
+    /// Upper bound for --find-limit (each session holds a pty; the kernel's
+    /// limit is /proc/sys/kernel/pty/max).
+    #[arg(long, default_value_t = 3000)]
+    pub max_users: usize,
 }
 
 impl LoginExperimentArgs {
@@ -277,6 +285,189 @@ pub fn measure_all(
     Ok(records)
 }
 
+/// What `--find-limit` found for one server and protocol.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Limit {
+    pub relay: Target,
+    pub protocol: Protocol,
+    /// The most users served with a "normal" verdict (0: not even the first count).
+    pub sustains: usize,
+    /// The fewest users seen degraded, if any.
+    pub degraded_at: Option<usize>,
+    /// Why the search stopped there.
+    pub why: String,
+}
+
+/// The load generator is the bottleneck rather than the server: it used
+/// most of a core, or sent keystrokes late.
+fn generator_limited(result: &LoginResult) -> Option<String> {
+    let t = &result.typist;
+    if t.own_cpu_pct() > 80.0 {
+        Some(format!(
+            "the load generator used {:.0}% of a core",
+            t.own_cpu_pct()
+        ))
+    } else if t.send_lag_p99_ms > 20.0 {
+        Some(format!(
+            "the load generator sent keystrokes late (p99 {:.1} ms)",
+            t.send_lag_p99_ms
+        ))
+    } else {
+        None
+    }
+}
+
+/// The next user count to probe, or None when the search is over: double
+/// while every probe was normal (up to `max`), then bisect between the last
+/// normal count `good` and the first degraded one until they are within an
+/// eighth of `good` (or 1) of each other.
+pub fn next_users(good: usize, bad: Option<usize>, last: usize, max: usize) -> Option<usize> {
+    match bad {
+        None if last >= max => None,
+        None => Some((last * 2).min(max)),
+        Some(bad) if bad - good <= (good / 8).max(1) => None,
+        Some(bad) => Some((good + bad) / 2),
+    }
+}
+
+/// Doubles the user count from `start` while the verdict stays normal, then
+/// bisects between the last normal and the first degraded count to within
+/// an eighth. Each probe is a recorded cell.
+fn find_limit(
+    args: &LoginExperimentArgs,
+    template: &LoginParams,
+    corpus: &[u8],
+    host: &HostFacts,
+    writer: &mut RecordWriter,
+    records: &mut Vec<Record>,
+) -> anyhow::Result<Limit> {
+    let start = args.users.first().copied().unwrap_or(16);
+    let (mut good, mut bad): (usize, Option<(usize, String)>) = (0, None);
+    let mut n = start.min(args.max_users);
+    let why = loop {
+        let params = LoginParams {
+            users: n,
+            ..template.clone()
+        };
+        eprintln!(
+            "find-limit: {} {} with {n} users",
+            params.relay.name(),
+            params.protocol.name()
+        );
+        let record = measure_all(&[params], corpus, host, writer, false)?
+            .pop()
+            .expect("one cell");
+        let verdict = match &record.data {
+            RecordData::Login {
+                result: Some(r), ..
+            } => {
+                if let Some(limit) = generator_limited(r) {
+                    records.push(record);
+                    break format!(
+                        "stopped at {n} users: {limit}; the machine is saturated, so {good} is a lower bound for the server"
+                    );
+                }
+                (r.verdict == "normal").then_some(()).ok_or_else(|| {
+                    format!(
+                        "{} (echo p99 {} ms)",
+                        r.verdict,
+                        tables::num(r.typist.echo_p99_ms)
+                    )
+                })
+            }
+            _ => Err(format!(
+                "failed: {}",
+                record.error.as_deref().unwrap_or("no result")
+            )),
+        };
+        records.push(record);
+        match verdict {
+            Ok(()) => good = n,
+            Err(why) => bad = Some((n, why)),
+        }
+        match next_users(good, bad.as_ref().map(|b| b.0), n, args.max_users) {
+            Some(next) => n = next,
+            None => {
+                break match &bad {
+                    None => format!("normal up to the cap of {} users", args.max_users),
+                    Some((b, why)) => format!("degraded at {b}: {why}"),
+                };
+            }
+        }
+    };
+    Ok(Limit {
+        relay: template.relay,
+        protocol: template.protocol,
+        sustains: good,
+        degraded_at: bad.map(|(b, _)| b),
+        why,
+    })
+}
+
+fn run_find_limit(
+    args: &LoginExperimentArgs,
+    corpus: &[u8],
+    out: &mut Output,
+) -> anyhow::Result<()> {
+    let mut writer = RecordWriter::append(&args.out)
+        .with_context(|| format!("cannot open {}", args.out.display()))?;
+    let host = HostFacts::gather();
+    let mut records = Vec::new();
+    let mut limits = Vec::new();
+    let mut seen = Vec::new();
+    for template in args.cells()? {
+        if seen.contains(&(template.relay, template.protocol)) {
+            continue;
+        }
+        seen.push((template.relay, template.protocol));
+        limits.push(find_limit(
+            args,
+            &template,
+            corpus,
+            &host,
+            &mut writer,
+            &mut records,
+        )?);
+    }
+    if args.json {
+        out.json(&serde_json::json!({
+            "experiment": "login",
+            "find_limit": limits,
+            "records_file": args.out,
+            "records": records,
+        }))?;
+    } else {
+        let rows: Vec<Vec<String>> = limits
+            .iter()
+            .map(|l| {
+                vec![
+                    l.relay.name().to_string(),
+                    l.protocol.name().to_string(),
+                    l.sustains.to_string(),
+                    l.degraded_at.map_or("-".into(), |d| d.to_string()),
+                    l.why.clone(),
+                ]
+            })
+            .collect();
+        out.text(&format!(
+            "netlab login --find-limit: the most users typing {} chars/s each server serves with a normal verdict (echo p99 <= 100 ms), loopback\n",
+            args.rate
+        ))?;
+        out.text(&tables::markdown(
+            &[
+                "server",
+                "proto",
+                "sustains users",
+                "degraded at",
+                "why the search stopped",
+            ],
+            &rows,
+        ))?;
+        eprintln!("records appended to {}", writer.path().display());
+    }
+    Ok(())
+}
+
 pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let cells = args.cells()?;
     let corpus = match &args.corpus {
@@ -286,6 +477,9 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     };
     if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
         bail!("the corpus has no typeable characters");
+    }
+    if args.find_limit {
+        return run_find_limit(&args, &corpus, out);
     }
     let mut writer = RecordWriter::append(&args.out)
         .with_context(|| format!("cannot open {}", args.out.display()))?;
@@ -314,4 +508,24 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_users;
+
+    #[test]
+    fn the_limit_search_doubles_then_bisects() {
+        assert_eq!(next_users(16, None, 16, 3000), Some(32));
+        assert_eq!(next_users(2048, None, 2048, 3000), Some(3000));
+        assert_eq!(next_users(3000, None, 3000, 3000), None);
+        // 512 was normal, 1024 degraded: bisect to within 64.
+        assert_eq!(next_users(512, Some(1024), 1024, 3000), Some(768));
+        assert_eq!(next_users(768, Some(1024), 768, 3000), Some(896));
+        assert_eq!(next_users(896, Some(1024), 896, 3000), Some(960));
+        assert_eq!(next_users(960, Some(1024), 960, 3000), None);
+        // Degraded from the first probe: search below it.
+        assert_eq!(next_users(0, Some(16), 16, 3000), Some(8));
+        assert_eq!(next_users(0, Some(1), 1, 3000), None);
+    }
 }
