@@ -118,6 +118,61 @@ fn find_limit_doubles_up_to_the_cap() {
 }
 
 #[test]
+fn output_is_typed_through_each_design_and_paced_by_baud() {
+    let run = netlab()
+        .args([
+            "output",
+            "--size",
+            "64K",
+            "--relay",
+            "epoll,splice",
+            "--protocol",
+            "rlogin,telnet",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "{doc}");
+    for r in results {
+        // The terminal turns each LF into CR LF, so more arrives than was written.
+        assert!(r["bytes_received"].as_u64().unwrap() >= 65536, "{r}");
+        assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["mean_segment_bytes"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // 1200 bytes at 9600 baud (960 characters a second) take about 1.25 s.
+    let run = netlab()
+        .args([
+            "output",
+            "--size",
+            "1200",
+            "--baud",
+            "9600",
+            "--relay",
+            "epoll",
+            "--protocol",
+            "rlogin",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let kbs = doc["results"][0]["kbytes_per_s"].as_f64().unwrap();
+    assert!((0.7..1.3).contains(&kbs), "paced at {kbs} KB/s");
+}
+
+#[test]
 fn bad_input_is_refused_with_the_reason() {
     let cases: [(&[&str], &str); 5] = [
         (&["--users", "0"], "zero users"),

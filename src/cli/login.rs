@@ -27,6 +27,13 @@ pub struct LoginArgs {
 pub enum LoginCommand {
     /// Serve TELNET or rlogin sessions, each running a command on its own pty.
     Serve(ServeArgs),
+    /// Internal: write FILE to stdout at a terminal's pace (`netlab output --baud`).
+    #[command(hide = true)]
+    Pace {
+        #[arg(long)]
+        bytes_per_s: u64,
+        file: std::path::PathBuf,
+    },
     /// Internal: one session (fork design) on the socket inherited as fd 3.
     #[command(hide = true)]
     Session {
@@ -79,6 +86,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         None => super::login_experiment::run(args.experiment, out),
         Some(LoginCommand::Serve(serve_args)) => serve(serve_args, out),
+        Some(LoginCommand::Pace { bytes_per_s, file }) => pace(bytes_per_s, &file),
         Some(LoginCommand::Session {
             protocol,
             linemode,
@@ -148,5 +156,24 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         report.uring_completions,
         report.uring_enters
     );
+    Ok(())
+}
+
+/// Writes `file` to stdout at `bytes_per_s`, in chunks every 10 ms, as a
+/// serial line of that speed would carry it.
+fn pace(bytes_per_s: u64, file: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let data = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let chunk = (bytes_per_s / 100).max(1) as usize;
+    let start = std::time::Instant::now();
+    let mut stdout = std::io::stdout().lock();
+    for (i, piece) in data.chunks(chunk).enumerate() {
+        let due = start + Duration::from_secs_f64((i * chunk) as f64 / bytes_per_s as f64);
+        if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        stdout.write_all(piece)?;
+        stdout.flush()?;
+    }
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod cksum;
 pub mod lab;
 pub mod login;
 pub mod login_experiment;
+pub mod output;
 pub mod placement;
 pub mod rpc;
 pub mod rpc_cliffs;
@@ -47,6 +48,8 @@ pub enum Commands {
     Sweep(sweep::SweepArgs),
     /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
     Login(login::LoginArgs),
+    /// The 1987 terminal-output test: text typed to a terminal through each relay design.
+    Output(output::OutputArgs),
     /// Manage the network namespaces and links netlab creates.
     Testbed(testbed::TestbedArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
@@ -62,6 +65,7 @@ impl Commands {
             Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
             Commands::Cksum(a) => a.json,
             Commands::Login(a) => a.command.is_none() && a.experiment.json,
+            Commands::Output(a) => a.json,
             Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
         }
     }
@@ -146,6 +150,7 @@ pub fn main() -> ExitCode {
         Commands::Cksum(args) => cksum::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
         Commands::Login(args) => login::run(args, &mut out),
+        Commands::Output(args) => output::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
     match result {

@@ -5,6 +5,7 @@ pub mod bed;
 pub mod cksum;
 pub mod endpoints;
 pub mod login;
+pub mod output;
 pub mod rpc;
 pub mod stream;
 pub mod sweep;

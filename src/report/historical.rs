@@ -75,9 +75,31 @@ pub struct LoginResponsiveness {
     pub kernel: String,
 }
 
+/// Typing files through telnet vs DECnet and LAT, 1987 (002).
+#[derive(Debug, Clone, Deserialize)]
+pub struct TerminalOutput {
+    pub source: String,
+    pub what: String,
+    pub telnet: TelnetOutput,
+    pub lat_direct: LatDirect,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TelnetOutput {
+    pub remote_cpu_pct: f64,
+    pub avg_packet_bytes: f64,
+    pub terminal_kbytes_s_max: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LatDirect {
+    pub remote_idle_pct_min: f64,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct Historical {
     pub berkeley_vax: BerkeleyVax,
+    pub terminal_output: TerminalOutput,
     pub login_relay_load: LoginRelayLoad,
     pub bsd_speedups: BsdSpeedups,
     pub rpc_size_sweep: RpcSizeSweep,
