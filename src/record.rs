@@ -59,6 +59,10 @@ pub enum RecordData {
         params: crate::experiment::login::LoginParams,
         result: Option<Box<crate::experiment::login::LoginResult>>,
     },
+    Output {
+        params: crate::experiment::output::OutputParams,
+        result: Option<Box<crate::experiment::output::OutputResult>>,
+    },
 }
 
 /// Where in a sweep a record belongs.

@@ -119,6 +119,8 @@ fn find_limit_doubles_up_to_the_cap() {
 
 #[test]
 fn output_is_typed_through_each_design_and_paced_by_baud() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
     let run = netlab()
         .args([
             "output",
@@ -130,6 +132,8 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
             "rlogin,telnet",
             "--json",
         ])
+        .arg("--out")
+        .arg(&out)
         .output()
         .unwrap();
     assert!(
@@ -138,9 +142,10 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
         String::from_utf8_lossy(&run.stderr)
     );
     let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
-    let results = doc["results"].as_array().unwrap();
-    assert_eq!(results.len(), 4, "{doc}");
-    for r in results {
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 4, "{doc}");
+    for record in records {
+        let r = &record["result"];
         // The terminal turns each LF into CR LF, so more arrives than was written.
         assert!(r["bytes_received"].as_u64().unwrap() >= 65536, "{r}");
         assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
@@ -160,6 +165,8 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
             "rlogin",
             "--json",
         ])
+        .arg("--out")
+        .arg(&out)
         .output()
         .unwrap();
     assert!(
@@ -168,7 +175,9 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
         String::from_utf8_lossy(&run.stderr)
     );
     let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
-    let kbs = doc["results"][0]["kbytes_per_s"].as_f64().unwrap();
+    let kbs = doc["records"][0]["result"]["kbytes_per_s"]
+        .as_f64()
+        .unwrap();
     assert!((0.7..1.3).contains(&kbs), "paced at {kbs} KB/s");
 }
 

@@ -5,6 +5,7 @@
 use super::Output;
 use super::cksum;
 use super::login_experiment;
+use super::output;
 use super::rpc_experiment::{
     RpcExperimentArgs, measure_and_explain, table as rpc_table, title as rpc_title,
 };
@@ -15,6 +16,7 @@ use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, Target};
+use crate::experiment::output::write_corpus;
 use crate::experiment::stream::StreamConfig;
 use crate::experiment::sweep::{SweepConfig, summarize};
 use crate::measure::host::HostFacts;
@@ -49,6 +51,7 @@ struct Profile {
     cksum_batches: u32,
     cksum_pool: u64,
     login_users: &'static [usize],
+    output_bytes: u64,
     login_warmup_s: f64,
     login_seconds: f64,
 }
@@ -65,6 +68,7 @@ const QUICK: Profile = Profile {
     cksum_batches: 5,
     cksum_pool: 256 << 20,
     login_users: &[16, 48],
+    output_bytes: 1 << 20,
     login_warmup_s: 1.0,
     login_seconds: 2.0,
 };
@@ -81,6 +85,7 @@ const FULL: Profile = Profile {
     cksum_batches: 15,
     cksum_pool: 512 << 20,
     login_users: &[16, 32, 48],
+    output_bytes: 4 << 20,
     login_warmup_s: 2.0,
     login_seconds: 30.0,
 };
@@ -272,6 +277,31 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
             "netlab login: users typing 5 chars/s into `cat > /dev/null` over rlogin, {} s windows, loopback\n{}",
             profile.login_seconds,
             login_experiment::table(&records)
+        ),
+        out,
+    )?;
+
+    // 1987: text typed to a terminal through each design, per KB.
+    let corpus_dir = tempfile::tempdir()?;
+    let corpus = corpus_dir.path().join("corpus.txt");
+    write_corpus(&corpus, profile.output_bytes)?;
+    let targets: Vec<Target> = Relay::ALL.into_iter().map(Target::of).collect();
+    let cells = output::cells(
+        &targets,
+        &[Protocol::Telnet, Protocol::Rlogin],
+        profile.output_bytes,
+        None,
+    );
+    eprintln!(
+        "lab: output, {} typed through each relay design",
+        profile.output_bytes
+    );
+    let records = output::measure_all(&cells, &corpus, &host, &mut writer)?;
+    show(
+        format!(
+            "netlab output: {} of text typed through each design (unpaced), loopback\n{}",
+            crate::units::format_size(profile.output_bytes),
+            output::table(&records)
         ),
         out,
     )?;

@@ -3,13 +3,17 @@
 //! throughput, CPU per KB on the server and client sides, packets per KB
 //! and their mean size, with the 1987 telnet figures beside.
 
-use super::Output;
+use super::{Interrupted, Output};
 use crate::endpoint::login::protocol::Protocol;
+use crate::experiment::endpoints::interrupted;
 use crate::experiment::login::Target;
-use crate::experiment::output::{OutputParams, OutputResult, run_cell, write_corpus};
+use crate::experiment::output::{OutputParams, run_cell, write_corpus};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
 use crate::report::{historical, tables};
 use anyhow::{Context, bail};
 use clap::Args;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -30,8 +34,130 @@ pub struct OutputArgs {
     /// Pace the output like a serial terminal of this speed (e.g. 9600).
     #[arg(long)]
     pub baud: Option<u32>,
+    #[arg(long, default_value = "netlab-results.jsonl")]
+    pub out: PathBuf,
     #[arg(long)]
     pub json: bool,
+}
+
+/// Runs every cell, saving each record as it is made; a failed cell is
+/// recorded with its reason and the rest go on.
+pub fn measure_all(
+    cells: &[OutputParams],
+    file: &Path,
+    host: &HostFacts,
+    writer: &mut RecordWriter,
+) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for params in cells {
+        if interrupted() {
+            return Err(Interrupted {
+                saved: records.len(),
+            }
+            .into());
+        }
+        eprintln!("output: {} {}", params.relay.name(), params.protocol.name());
+        let started = now_rfc3339();
+        let (result, error) = match run_cell(params, file) {
+            Ok(r) => (Some(Box::new(r)), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        let record = Record {
+            schema: SCHEMA,
+            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            started,
+            ended: now_rfc3339(),
+            placement: "loopback".into(),
+            host: host.clone(),
+            data: RecordData::Output {
+                params: params.clone(),
+                result,
+            },
+            error,
+        };
+        writer
+            .write(&record)
+            .with_context(|| format!("cannot save to {}", writer.path().display()))?;
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The cells of every design and protocol for a text of `size` bytes.
+pub fn cells(
+    relays: &[Target],
+    protocols: &[Protocol],
+    size: u64,
+    baud: Option<u32>,
+) -> Vec<OutputParams> {
+    let mut cells = Vec::new();
+    for &protocol in protocols {
+        for &relay in relays {
+            cells.push(OutputParams {
+                relay,
+                protocol,
+                file_bytes: size,
+                baud,
+            });
+        }
+    }
+    cells
+}
+
+/// Today's rows, then the 1987 figures.
+pub fn table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Output { params, result } = &record.data else {
+            continue;
+        };
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                tables::num(r.kbytes_per_s),
+                tables::num(r.server_cpu_us_per_kb),
+                tables::num(r.client_cpu_us_per_kb),
+                tables::num(r.segments_per_kb),
+                tables::num(r.mean_segment_bytes),
+                format!("{:.0}", r.server_cpu_pct),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 5));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = tables::markdown(
+        &[
+            "server",
+            "proto",
+            "KB/s",
+            "server µs/KB",
+            "client µs/KB",
+            "segs/KB",
+            "mean seg B",
+            "server cpu %",
+        ],
+        &rows,
+    );
+    let then = &historical::figures().terminal_output;
+    text.push_str(&format!(
+        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
+        then.source,
+        then.what,
+        then.telnet.remote_cpu_pct,
+        then.telnet.terminal_kbytes_s_max,
+        then.telnet.avg_packet_bytes,
+        then.lat_direct.remote_idle_pct_min
+    ));
+    text
 }
 
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -41,52 +167,31 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
     }
+    let mut protocols = Vec::new();
+    for name in &args.protocol {
+        protocols.push(
+            Protocol::parse(name)
+                .with_context(|| format!("--protocol {name}: expected telnet or rlogin"))?,
+        );
+    }
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("corpus.txt");
     write_corpus(&file, args.size).with_context(|| format!("cannot write {}", file.display()))?;
-    let mut rows = Vec::new();
-    let mut results: Vec<OutputResult> = Vec::new();
-    let mut failures = Vec::new();
-    for name in &args.protocol {
-        let protocol = Protocol::parse(name)
-            .with_context(|| format!("--protocol {name}: expected telnet or rlogin"))?;
-        for &relay in &args.relay {
-            let params = OutputParams {
-                relay,
-                protocol,
-                file_bytes: args.size,
-                baud: args.baud,
-            };
-            eprintln!("output: {} {}", relay.name(), protocol.name());
-            match run_cell(&params, &file) {
-                Ok(r) => {
-                    rows.push(vec![
-                        relay.name().to_string(),
-                        protocol.name().to_string(),
-                        tables::num(r.kbytes_per_s),
-                        tables::num(r.server_cpu_us_per_kb),
-                        tables::num(r.client_cpu_us_per_kb),
-                        tables::num(r.segments_per_kb),
-                        tables::num(r.mean_segment_bytes),
-                        format!("{:.0}", r.server_cpu_pct),
-                    ]);
-                    results.push(r);
-                }
-                Err(e) => {
-                    failures.push(serde_json::json!({"relay": relay, "protocol": protocol, "error": format!("{e:#}")}));
-                    rows.push(vec![
-                        relay.name().to_string(),
-                        protocol.name().to_string(),
-                        format!("failed: {e:#}"),
-                    ]);
-                }
-            }
-        }
-    }
+    let mut writer = RecordWriter::append(&args.out)
+        .with_context(|| format!("cannot open {}", args.out.display()))?;
+    let host = HostFacts::gather();
+    let records = measure_all(
+        &cells(&args.relay, &protocols, args.size, args.baud),
+        &file,
+        &host,
+        &mut writer,
+    )?;
     if args.json {
-        out.json(
-            &serde_json::json!({"experiment": "output", "results": results, "failed": failures}),
-        )?;
+        out.json(&serde_json::json!({
+            "experiment": "output",
+            "records_file": args.out,
+            "records": records,
+        }))?;
     } else {
         out.text(&format!(
             "netlab output: {} of text typed through each design ({}), loopback\n",
@@ -94,32 +199,14 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
             args.baud
                 .map_or("unpaced".to_string(), |b| format!("paced to {b} baud"))
         ))?;
-        out.text(&tables::markdown(
-            &[
-                "server",
-                "proto",
-                "KB/s",
-                "server µs/KB",
-                "client µs/KB",
-                "segs/KB",
-                "mean seg B",
-                "server cpu %",
-            ],
-            &rows,
-        ))?;
-        let then = &historical::figures().terminal_output;
-        out.text(&format!(
-            "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
-            then.source,
-            then.what,
-            then.telnet.remote_cpu_pct,
-            then.telnet.terminal_kbytes_s_max,
-            then.telnet.avg_packet_bytes,
-            then.lat_direct.remote_idle_pct_min
-        ))?;
+        out.text(&table(&records))?;
+        eprintln!("records appended to {}", writer.path().display());
     }
-    if results.is_empty() {
-        bail!("every cell failed");
+    if records.iter().all(|r| r.error.is_some()) {
+        bail!(
+            "every cell failed; see the records in {}",
+            writer.path().display()
+        );
     }
     Ok(())
 }
