@@ -465,6 +465,9 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         text.contains("netlab login: users typing 5 chars/s"),
         "{text}"
     );
+    // Output: 1 MB through each of the four designs, TELNET and rlogin.
+    assert_eq!(count("output", "loopback"), 8);
+    assert!(text.contains("netlab output: 1M of text"), "{text}");
     assert!(records.iter().all(|r| r["error"].is_null()));
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
     assert!(tables.contains("then (1981"));
