@@ -93,6 +93,28 @@ pub struct StreamParams {
     pub placement: Placement,
 }
 
+impl Record {
+    /// A record of this netlab version, ending now.
+    pub fn new(
+        started: String,
+        placement: &str,
+        host: &HostFacts,
+        data: RecordData,
+        error: Option<String>,
+    ) -> Record {
+        Record {
+            schema: SCHEMA,
+            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
+            started,
+            ended: now_rfc3339(),
+            placement: placement.into(),
+            host: host.clone(),
+            data,
+            error,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamResult {
     pub sender: EndpointReport,

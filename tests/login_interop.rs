@@ -138,7 +138,7 @@ fn debian_rlogin_client_logs_into_every_design_with_its_window_size() {
         "the rlogin client needs root (reserved ports)"
     );
     for relay in RELAYS {
-        let (_server, addr) = serve(relay, "rlogin", &["sh", "-c", "stty size; cat"]);
+        let (_server, addr) = serve(relay, "rlogin", &["sh", "-c", "read x; stty size; cat"]);
         // The client's terminal is 37 x 111: rlogin reports it when asked.
         let client = pty::spawn(
             &[
@@ -154,35 +154,18 @@ fn debian_rlogin_client_logs_into_every_design_with_its_window_size() {
         )
         .unwrap();
         let mut seen = Vec::new();
-        // `stty size` may run before the window report lands; typing a line
-        // and reading the size again after it is what settles the question.
-        type_into(&client, b"hello rlogin\r");
-        assert!(
-            read_terminal_until(&client, &mut seen, b"hello rlogin\r\nhello rlogin\r\n"),
-            "{relay}: no echo: {:?}",
-            String::from_utf8_lossy(&seen)
-        );
-        drop(client);
-        let (_server, addr) = serve(relay, "rlogin", &["sh", "-c", "read x; stty size; cat"]);
-        let client = pty::spawn(
-            &[
-                "rlogin".into(),
-                "-p".into(),
-                addr.port().to_string(),
-                "-l".into(),
-                "netlab".into(),
-                "127.0.0.1".into(),
-            ],
-            37,
-            111,
-        )
-        .unwrap();
-        let mut seen = Vec::new();
+        // The size is read after a line is typed, so the window report has landed.
         std::thread::sleep(Duration::from_millis(300));
         type_into(&client, b"go\r");
         assert!(
             read_terminal_until(&client, &mut seen, b"37 111"),
             "{relay}: window size not seen: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        type_into(&client, b"hello rlogin\r");
+        assert!(
+            read_terminal_until(&client, &mut seen, b"hello rlogin\r\nhello rlogin\r\n"),
+            "{relay}: no echo: {:?}",
             String::from_utf8_lossy(&seen)
         );
     }

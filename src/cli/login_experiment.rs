@@ -8,7 +8,7 @@ use crate::endpoint::login::protocol::Protocol;
 use crate::experiment::endpoints::interrupt_flag;
 use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, LoginResult, Target, run_cell};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
 use crate::report::{historical, progress::Progress, tables};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -262,19 +262,11 @@ pub fn measure_all(
             // A failed cell is recorded with its reason; the sweep goes on.
             Err(e) => (None, Some(format!("{e:#}"))),
         };
-        let record = Record {
-            schema: SCHEMA,
-            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            started,
-            ended: now_rfc3339(),
-            placement: "loopback".into(),
-            host: host.clone(),
-            data: RecordData::Login {
-                params: params.clone(),
-                result,
-            },
-            error,
+        let data = RecordData::Login {
+            params: params.clone(),
+            result,
         };
+        let record = Record::new(started, "loopback", host, data, error);
         writer
             .write(&record)
             .with_context(|| format!("cannot save to {}", writer.path().display()))?;

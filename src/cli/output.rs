@@ -9,7 +9,7 @@ use crate::experiment::endpoints::interrupted;
 use crate::experiment::login::Target;
 use crate::experiment::output::{OutputParams, run_cell, write_corpus};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
 use crate::report::{historical, tables};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -62,19 +62,11 @@ pub fn measure_all(
             Ok(r) => (Some(Box::new(r)), None),
             Err(e) => (None, Some(format!("{e:#}"))),
         };
-        let record = Record {
-            schema: SCHEMA,
-            netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-            started,
-            ended: now_rfc3339(),
-            placement: "loopback".into(),
-            host: host.clone(),
-            data: RecordData::Output {
-                params: params.clone(),
-                result,
-            },
-            error,
+        let data = RecordData::Output {
+            params: params.clone(),
+            result,
         };
+        let record = Record::new(started, "loopback", host, data, error);
         writer
             .write(&record)
             .with_context(|| format!("cannot save to {}", writer.path().display()))?;

@@ -11,7 +11,7 @@ pub mod stream;
 pub mod sweep;
 
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SCHEMA, now_rfc3339};
+use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
 use endpoints::ControlError;
 use stream::MeasureError;
 
@@ -33,16 +33,7 @@ pub fn record_run<T>(
         Err(ControlError::Interrupted) => return Err(MeasureError::Interrupted),
         Err(e) => (None, Some(e.to_string())),
     };
-    let record = Record {
-        schema: SCHEMA,
-        netlab_version: env!("CARGO_PKG_VERSION").to_string(),
-        started,
-        ended: now_rfc3339(),
-        placement: placement.into(),
-        host: host.clone(),
-        data: data(result),
-        error,
-    };
+    let record = Record::new(started, placement, host, data(result), error);
     if let Some(writer) = writer {
         writer.write(&record).map_err(|source| MeasureError::Save {
             path: writer.path().display().to_string(),

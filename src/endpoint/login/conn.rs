@@ -63,13 +63,11 @@ pub struct Conn {
     pub report: SessionReport,
 }
 
-fn nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we hold.
-    let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let mut flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    flags.set(OFlag::O_NONBLOCK, on);
+    fcntl(fd, FcntlArg::F_SETFL(flags))?;
     Ok(())
 }
 
@@ -95,7 +93,7 @@ impl Conn {
     pub fn open(socket: TcpStream, peer: SocketAddr, config: &SessionConfig) -> io::Result<Conn> {
         let pty = pty::spawn(&config.command, 24, 80)?;
         socket.set_nonblocking(true)?;
-        nonblocking(pty.master.as_fd())?;
+        set_nonblocking(pty.master.as_fd(), true)?;
         let master = File::from(pty.master.try_clone()?);
         let (session, opening) = ServerSession::new(config.protocol, config.linemode);
         Ok(Conn {
@@ -116,13 +114,7 @@ impl Conn {
     /// let the kernel wait instead of being told EAGAIN.
     pub fn blocking(&self) -> io::Result<()> {
         self.socket.set_nonblocking(false)?;
-        let raw = self.pty.master.as_raw_fd();
-        // SAFETY: fcntl on a descriptor we hold.
-        let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
-        if flags < 0 || unsafe { libc::fcntl(raw, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        set_nonblocking(self.pty.master.as_fd(), false)
     }
 
     /// Whether anything waits to be written to the client (urgent byte included).

@@ -85,6 +85,10 @@ struct User {
     stream: TcpStream,
     client: Client,
     ready: bool,
+    /// Scratch for terminal data and protocol replies, reused across reads
+    /// so the generator does not allocate per read.
+    data: Vec<u8>,
+    reply: Vec<u8>,
     /// Typed, not yet echoed: expected byte, send time, and whether it
     /// counts (sent in the measured window).
     pending: VecDeque<(u8, Instant, bool)>,
@@ -144,6 +148,8 @@ impl User {
             stream,
             client,
             ready: false,
+            data: Vec::new(),
+            reply: Vec::new(),
             pending: VecDeque::new(),
             // Users start at different places in the corpus.
             cursor: index.wrapping_mul(7919) % config.corpus.len().max(1),
@@ -168,26 +174,26 @@ impl User {
                     return;
                 }
             };
-            let mut data = Vec::new();
-            let mut reply = Vec::new();
+            self.data.clear();
+            self.reply.clear();
             match &mut self.client {
                 Client::Telnet(t) => {
-                    t.from_server(&buf[..n], &mut data, &mut reply);
+                    t.from_server(&buf[..n], &mut self.data, &mut self.reply);
                     self.ready = t.server_echoes();
                 }
                 Client::Rlogin(r) => {
-                    r.from_server(&buf[..n], &mut data);
+                    r.from_server(&buf[..n], &mut self.data);
                     self.ready = r.accepted;
                 }
             }
-            if !reply.is_empty() {
+            if !self.reply.is_empty() {
                 // Negotiation replies are small; the socket buffer takes them.
-                if let Err(e) = self.stream.write_all(&reply) {
+                if let Err(e) = self.stream.write_all(&self.reply) {
                     self.broken = Some(e.to_string());
                     return;
                 }
             }
-            for b in data {
+            for &b in &self.data {
                 if let Some(&(expected, sent, counts)) = self.pending.front()
                     && b == expected
                 {
