@@ -459,14 +459,26 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     } else {
         assert!(text.contains("skipped: stream over netns"));
     }
-    // Login: 16 and 48 users through each of the four relay designs.
-    assert_eq!(count("login", "loopback"), 8);
+    // Login: 16 and 48 users through each of the four relay designs and,
+    // as root with the packages .ci/run installs, telnetd and sshd beside them.
+    let telnetd = std::path::Path::new("/usr/sbin/telnetd").exists();
+    let sshd = root && std::path::Path::new("/usr/sbin/sshd").exists();
+    let real_servers = usize::from(telnetd) + usize::from(sshd);
+    assert_eq!(count("login", "loopback"), 2 * (4 + real_servers));
+    for (server, present) in [("telnetd", telnetd), ("sshd", sshd)] {
+        let served = records
+            .iter()
+            .filter(|r| r["experiment"] == "login" && r["params"]["relay"] == server)
+            .count();
+        assert_eq!(served, if present { 2 } else { 0 }, "{server}");
+    }
     assert!(
         text.contains("netlab login: users typing 5 chars/s"),
         "{text}"
     );
-    // Output: 1 MB through each of the four designs, TELNET and rlogin.
-    assert_eq!(count("output", "loopback"), 8);
+    // Output: 1 MB through each of the four designs, TELNET and rlogin, and
+    // through telnetd and sshd.
+    assert_eq!(count("output", "loopback"), 8 + real_servers);
     assert!(text.contains("netlab output: 1M of text"), "{text}");
     assert!(records.iter().all(|r| r["error"].is_null()));
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();

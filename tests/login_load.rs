@@ -53,7 +53,7 @@ fn a_short_run_measures_every_cell() {
         let echoes = r["typist"]["echoes"].as_u64().unwrap();
         assert!(echoes + 4 >= keys, "{cell}: {echoes} echoes of {keys}");
         assert!(r["typist"]["echo_p50_ms"].as_f64().unwrap() > 0.0, "{cell}");
-        assert!(r["segments_in_per_s"].as_f64().unwrap() > 0.0, "{cell}");
+        assert!(r["packets_in_per_s"].as_f64().unwrap() > 0.0, "{cell}");
         assert!(
             r["syscalls_per_s"].as_f64().is_some(),
             "{cell}: no system-call count: {}",
@@ -183,17 +183,259 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
 
 #[test]
 fn bad_input_is_refused_with_the_reason() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--users", "0"], "zero users"),
         (&["--rate", "-1"], "--rate"),
         (&["--rate", "2000"], "at most 1000"),
         (&["--corpus", "/nonexistent/corpus.txt"], "cannot read"),
-        (&["--protocol", "ssh"], "expected telnet or rlogin"),
+        (&["--protocol", "x25"], "invalid value 'x25'"),
+        (&["--placement", "mars"], "expected loopback or netns"),
+        (
+            &["--placement", "netns", "--link", "carrier-pigeon"],
+            "carrier-pigeon",
+        ),
     ];
     for (args, why) in cases {
         let run = netlab().arg("login").args(args).output().unwrap();
         assert!(!run.status.success(), "{args:?} was accepted");
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+}
+
+fn run_json(args: &[&str], out: &std::path::Path) -> Value {
+    let run = netlab()
+        .args(args)
+        .arg("--json")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+/// No test user, and no sshd of netlab's, is left once a run is over.
+fn assert_sshd_cleaned_up() {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let me = std::process::id();
+    for line in passwd.lines().filter(|l| l.starts_with("netlab-ssh-")) {
+        // Another test binary's run may be in progress; ours are children of
+        // netlab processes that have exited, whose PIDs no longer run.
+        let pid: u32 = line["netlab-ssh-".len()..]
+            .split(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            pid == me || std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "test user left behind: {line}"
+        );
+    }
+}
+
+#[test]
+fn real_servers_and_linemode_run_beside_netlabs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let doc = run_json(
+        &[
+            "login",
+            "--users",
+            "4",
+            "--relay",
+            "sshd,telnetd,epoll",
+            "--protocol",
+            "telnet,telnet-linemode",
+            "--duration",
+            "2s",
+            "--warmup",
+            "500ms",
+        ],
+        &out,
+    );
+    let records = doc["records"].as_array().unwrap();
+    // sshd runs once, over SSH, whatever protocols are asked.
+    let cells: Vec<String> = records
+        .iter()
+        .map(|r| format!("{} {}", r["params"]["relay"], r["params"]["protocol"]))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            r#""sshd" "ssh""#,
+            r#""telnetd" "telnet""#,
+            r#""epoll" "telnet""#,
+            r#""telnetd" "telnet-linemode""#,
+            r#""epoll" "telnet-linemode""#,
+        ]
+    );
+    for record in records {
+        let r = &record["result"];
+        assert!(r.is_object(), "{record}");
+        let cell = format!("{} {}", r["params"]["relay"], r["params"]["protocol"]);
+        let t = &r["typist"];
+        let keys = t["keystrokes"].as_u64().unwrap();
+        assert!((30..=50).contains(&keys), "{cell}: {keys} keystrokes");
+        let awaited = t["awaited"].as_u64().unwrap();
+        let echoes = t["echoes"].as_u64().unwrap();
+        assert!(
+            echoes + 4 >= awaited && echoes > 0,
+            "{cell}: {echoes} of {awaited}"
+        );
+        assert_eq!(r["verdict"], "normal", "{cell}: {r}");
+        assert!(
+            r["server_cpu_per_keystroke_us"].as_f64().unwrap() > 0.0,
+            "{cell}"
+        );
+        if r["params"]["protocol"] == "telnet-linemode" {
+            // Whole lines: one echo (cat's copy) per line, far fewer than keys.
+            assert_eq!(t["per_line"], true, "{cell}");
+            assert!(
+                awaited * 5 < keys,
+                "{cell}: {awaited} lines for {keys} keys"
+            );
+        } else {
+            assert_eq!(awaited, keys, "{cell}");
+        }
+        // The ssh clients' own CPU is measured apart from the generator's.
+        let programs = t["client_programs_cpu_s"].as_f64().unwrap();
+        assert_eq!(
+            programs > 0.0,
+            r["params"]["relay"] == "sshd",
+            "{cell}: {programs}"
+        );
+    }
+    let doc = run_json(
+        &[
+            "output",
+            "--size",
+            "256K",
+            "--relay",
+            "sshd,telnetd",
+            "--protocol",
+            "telnet",
+        ],
+        &out,
+    );
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "{doc}");
+    for record in records {
+        let r = &record["result"];
+        assert!(r.is_object(), "{record}");
+        assert!(r["bytes_received"].as_u64().unwrap() >= 256 * 1024, "{r}");
+        assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["client_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+        // ssh's socket is read through pidfd_getfd: its segments are counted.
+        assert!(r["segments_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert_sshd_cleaned_up();
+}
+
+#[test]
+fn both_experiments_run_across_a_netns_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let doc = run_json(
+        &[
+            "login",
+            "--users",
+            "4",
+            "--relay",
+            "epoll",
+            "--protocol",
+            "rlogin",
+            "--placement",
+            "netns",
+            "--duration",
+            "1s",
+            "--warmup",
+            "500ms",
+        ],
+        &out,
+    );
+    let record = &doc["records"][0];
+    assert_eq!(record["placement"], "netns", "{record}");
+    let r = &record["result"];
+    assert!(
+        r["packets_source"].as_str().unwrap().contains("interface"),
+        "{r}"
+    );
+    // The server receives each keystroke and sends each echo over the link.
+    assert!(r["packets_in_per_s"].as_f64().unwrap() >= 15.0, "{r}");
+    assert!(r["packets_out_per_s"].as_f64().unwrap() >= 15.0, "{r}");
+    assert_eq!(r["link"]["profile"]["name"], "ether10", "{r}");
+    assert_eq!(r["verdict"], "normal", "{r}");
+    let doc = run_json(
+        &[
+            "output",
+            "--size",
+            "64K",
+            "--relay",
+            "splice",
+            "--protocol",
+            "rlogin",
+            "--placement",
+            "netns",
+        ],
+        &out,
+    );
+    let r = &doc["records"][0]["result"];
+    // A 10 Mbit/s link carries at most ~1.2 MB/s.
+    let kbs = r["kbytes_per_s"].as_f64().unwrap();
+    assert!(kbs > 100.0 && kbs < 1300.0, "{kbs} KB/s over ether10: {r}");
+}
+
+#[test]
+fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args(["login", "--relay", "sshd", "--users", "2"])
+        .args(["--duration", "60s", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let user = format!("netlab-ssh-{}:", run.id());
+    let has_user = || {
+        std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with(&user))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !has_user() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(has_user(), "the sshd cell never created its test user");
+    // Let sshd start and the sessions log in, then kill netlab outright.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert!(has_user(), "SIGKILL leaves the test user behind");
+    let clean = netlab().args(["testbed", "clean"]).output().unwrap();
+    assert!(clean.status.success());
+    let said = String::from_utf8_lossy(&clean.stdout);
+    assert!(
+        said.contains(&format!("removed test user {}", user.trim_end_matches(':'))),
+        "{said}"
+    );
+    assert!(!has_user(), "the test user is gone");
+    // No sshd of that run is left.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let orphan = status.lines().any(|l| l == "PPid:\t1");
+        assert!(
+            !(cmdline.starts_with("/usr/sbin/sshd") && cmdline.contains("/netlab-sshd") && orphan),
+            "an orphaned sshd of netlab's is still running: {cmdline}"
+        );
     }
 }

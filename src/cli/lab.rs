@@ -12,10 +12,9 @@ use super::rpc_experiment::{
 use super::stream::run_series;
 use super::sweep::run_sweep;
 use crate::analysis::split::split;
-use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, Target};
+use crate::experiment::login::{DEFAULT_CORPUS, Dialect, LoginParams, Target};
 use crate::experiment::output::write_corpus;
 use crate::experiment::stream::StreamConfig;
 use crate::experiment::sweep::{SweepConfig, summarize};
@@ -251,13 +250,27 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     show(text, out)?;
 
-    // 1989: users typing through rlogind, one relay design against another.
+    // 1989: users typing through rlogind, one relay design against
+    // another; the real servers beside them (telnetd over TELNET, sshd over
+    // SSH) where this machine has them.
+    let mut servers: Vec<(Target, Dialect)> = Relay::ALL
+        .into_iter()
+        .map(|relay| (Target::of(relay), Dialect::Rlogin))
+        .collect();
+    if std::path::Path::new("/usr/sbin/telnetd").exists() {
+        servers.push((Target::Telnetd, Dialect::Telnet));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if std::path::Path::new("/usr/sbin/sshd").exists() && unsafe { libc::geteuid() } == 0 {
+        servers.push((Target::Sshd, Dialect::Ssh));
+    }
     let mut cells = Vec::new();
     for &users in profile.login_users {
-        for relay in Relay::ALL {
+        for &(relay, protocol) in &servers {
             cells.push(LoginParams {
-                relay: Target::of(relay),
-                protocol: Protocol::Rlogin,
+                relay,
+                protocol,
+                placement: Placement::Loopback,
                 users,
                 rate: 5.0,
                 poisson: false,
@@ -274,7 +287,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         login_experiment::measure_all(&cells, DEFAULT_CORPUS.as_bytes(), &host, &mut writer, true)?;
     show(
         format!(
-            "netlab login: users typing 5 chars/s into `cat > /dev/null` over rlogin, {} s windows, loopback\n{}",
+            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {} s windows, loopback\n{}",
             profile.login_seconds,
             login_experiment::table(&records)
         ),
@@ -286,12 +299,26 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let corpus = corpus_dir.path().join("corpus.txt");
     write_corpus(&corpus, profile.output_bytes)?;
     let targets: Vec<Target> = Relay::ALL.into_iter().map(Target::of).collect();
-    let cells = output::cells(
+    let mut cells = output::cells(
         &targets,
-        &[Protocol::Telnet, Protocol::Rlogin],
+        &[Dialect::Telnet, Dialect::Rlogin],
+        &[Placement::Loopback],
         profile.output_bytes,
         None,
     );
+    // The real servers beside netlab's, where this machine has them.
+    let real: Vec<Target> = servers
+        .iter()
+        .filter(|(t, _)| t.relay().is_none())
+        .map(|(t, _)| *t)
+        .collect();
+    cells.extend(output::cells(
+        &real,
+        &[Dialect::Telnet],
+        &[Placement::Loopback],
+        profile.output_bytes,
+        None,
+    ));
     eprintln!(
         "lab: output, {} typed through each relay design",
         profile.output_bytes

@@ -4,12 +4,14 @@
 //! vmstat's terms; the table prints the 1989 rows beside today's.
 
 use super::{Interrupted, Output};
-use crate::endpoint::login::protocol::Protocol;
 use crate::experiment::endpoints::interrupt_flag;
-use crate::experiment::login::{DEFAULT_CORPUS, LoginParams, LoginResult, Target, run_cell};
+use crate::experiment::login::{
+    DEFAULT_CORPUS, Dialect, LoginParams, LoginResult, Target, run_cell,
+};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
 use crate::report::{historical, progress::Progress, tables};
+use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -20,8 +22,10 @@ pub struct LoginExperimentArgs {
     /// Simulated users per cell (a list).
     #[arg(long, default_value = "16,32,48", value_delimiter = ',')]
     pub users: Vec<usize>,
-    /// Servers (a list): netlab's relay designs, and `telnetd` (inetutils,
-    /// via socat; TELNET only) as the real server beside them.
+    /// Servers (a list): netlab's relay designs, and as real servers beside
+    /// them `telnetd` (inetutils, via socat; TELNET only) and `sshd`
+    /// (OpenSSH with a throwaway key and test user; its cells always speak
+    /// SSH, through real `ssh` clients; needs root).
     #[arg(
         long,
         value_enum,
@@ -29,9 +33,17 @@ pub struct LoginExperimentArgs {
         default_value = "fork,epoll,splice,uring"
     )]
     pub relay: Vec<Target>,
-    /// Protocols (a list): rlogin as in the 1989 test, telnet.
-    #[arg(long, value_delimiter = ',', default_value = "rlogin")]
-    pub protocol: Vec<String>,
+    /// Protocols (a list): rlogin as in the 1989 test, telnet, telnet-linemode
+    /// (the client edits lines; latency is per line), ssh (sshd only).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rlogin")]
+    pub protocol: Vec<Dialect>,
+    /// Placements (a list): loopback, netns (server and users in two
+    /// namespaces over --link; needs root).
+    #[arg(long, value_delimiter = ',', default_value = "loopback")]
+    pub placement: Vec<String>,
+    /// Link profile of the netns placement.
+    #[arg(long, default_value = "ether10")]
+    pub link: String,
     /// Characters per second per user (the source: 5).
     #[arg(long, default_value_t = 5.0, allow_negative_numbers = true)]
     pub rate: f64,
@@ -75,31 +87,62 @@ impl LoginExperimentArgs {
         if self.duration.is_zero() {
             bail!("--duration must be above zero");
         }
-        let mut protocols = Vec::new();
-        for p in &self.protocol {
-            protocols.push(
-                Protocol::parse(p)
-                    .with_context(|| format!("--protocol {p}: expected telnet or rlogin"))?,
-            );
-        }
+        let placements = placements(&self.placement, &self.link)?;
         let mut cells = Vec::new();
-        for &protocol in &protocols {
-            for &users in &self.users {
-                for &relay in &self.relay {
-                    cells.push(LoginParams {
-                        relay,
-                        protocol,
-                        users,
-                        rate: self.rate,
-                        poisson: self.poisson,
-                        warmup_s: self.warmup.as_secs_f64(),
-                        duration_s: self.duration.as_secs_f64(),
-                    });
+        for placement in &placements {
+            for &protocol in &self.protocol {
+                for &users in &self.users {
+                    for &relay in &self.relay {
+                        // sshd's cells speak SSH whatever else is asked, once
+                        // per user count.
+                        let protocol = if relay == Target::Sshd {
+                            Dialect::Ssh
+                        } else {
+                            protocol
+                        };
+                        let cell = LoginParams {
+                            relay,
+                            protocol,
+                            placement: placement.clone(),
+                            users,
+                            rate: self.rate,
+                            poisson: self.poisson,
+                            warmup_s: self.warmup.as_secs_f64(),
+                            duration_s: self.duration.as_secs_f64(),
+                        };
+                        if !cells.contains(&cell) {
+                            cells.push(cell);
+                        }
+                    }
                 }
             }
         }
         Ok(cells)
     }
+}
+
+/// The placements a `--placement` list names, refused up front when a
+/// netns one cannot be made (no root) or the link profile is unknown.
+pub fn placements(names: &[String], link: &str) -> anyhow::Result<Vec<Placement>> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "loopback" => Ok(Placement::Loopback),
+            "netns" => {
+                if !has_net_admin() {
+                    bail!("--placement netns needs CAP_NET_ADMIN (run as root)");
+                }
+                Ok(Placement::Netns {
+                    link: LinkProfile::named(link)?,
+                    via: LinkVia::Auto,
+                    capture: false,
+                    pcap: None,
+                    verbose: false,
+                })
+            }
+            other => bail!("--placement {other}: expected loopback or netns"),
+        })
+        .collect()
 }
 
 fn results(records: &[Record]) -> Vec<&LoginResult> {
@@ -118,8 +161,9 @@ fn results(records: &[Record]) -> Vec<&LoginResult> {
 /// Today's rows in the source's shape, then the 1989 rows.
 pub fn table(records: &[Record]) -> String {
     let header = [
-        "relay",
+        "server",
         "proto",
+        "place",
         "users",
         "r",
         "b",
@@ -128,8 +172,8 @@ pub fn table(records: &[Record]) -> String {
         "us",
         "sy",
         "id",
-        "segs in/s",
-        "segs out/s",
+        "pkts in/s",
+        "pkts out/s",
         "echo p50 ms",
         "p99 ms",
         "max ms",
@@ -146,6 +190,7 @@ pub fn table(records: &[Record]) -> String {
         let mut row = vec![
             params.relay.name().to_string(),
             params.protocol.name().to_string(),
+            params.placement.name().to_string(),
             params.users.to_string(),
         ];
         match result {
@@ -160,14 +205,14 @@ pub fn table(records: &[Record]) -> String {
                     r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
                 ),
                 format!("{:.0}", r.cpu.idle_pct),
-                format!("{:.0}", r.segments_in_per_s),
-                format!("{:.0}", r.segments_out_per_s),
+                format!("{:.0}", r.packets_in_per_s),
+                format!("{:.0}", r.packets_out_per_s),
                 tables::num(r.typist.echo_p50_ms),
                 tables::num(r.typist.echo_p99_ms),
                 tables::num(r.typist.echo_max_ms),
                 tables::num(r.server_cpu_per_keystroke_us),
                 tables::num(r.host_cpu_per_keystroke_us),
-                format!("{:.1}", r.typist.own_cpu_pct()),
+                typist_cpu(&r.typist),
                 r.verdict.clone(),
             ]),
             None => {
@@ -221,11 +266,26 @@ pub fn table(records: &[Record]) -> String {
          us/sy/id: % of all CPUs (sy includes irq and softirq). server µs/key: CPU time of the server's \
          processes (server, sessions, commands) per keystroke, from the scheduler's own \
          accounting (exact); host µs/key: busy CPU minus an \
-         idle baseline and the load generator's, per keystroke. The uring design's waiting \
+         idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
+         the generator's thread (+ its ssh clients'). pkts: TCP segments on loopback (in = out), \
+         the server side's interface on netns. The uring design's waiting \
          thread counts as blocked (b) and its wait as iowait, not idle. Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
          else (or >1% echoes lost, or a session failed) unusable.\n",
     );
     text
+}
+
+/// The generator's share of a core, and its client programs' (ssh) after a '+'.
+fn typist_cpu(t: &crate::endpoint::login::typist::TypistReport) -> String {
+    if t.client_programs_cpu_s > 0.0 {
+        format!(
+            "{:.1}+{:.0}",
+            t.own_cpu_pct(),
+            100.0 * t.client_programs_cpu_s / t.window_s.max(1e-9)
+        )
+    } else {
+        format!("{:.1}", t.own_cpu_pct())
+    }
 }
 
 /// Runs every cell, saving each record as it is made; a failed cell is
@@ -266,7 +326,7 @@ pub fn measure_all(
             params: params.clone(),
             result,
         };
-        let record = Record::new(started, "loopback", host, data, error);
+        let record = Record::new(started, params.placement.name(), host, data, error);
         writer
             .write(&record)
             .with_context(|| format!("cannot save to {}", writer.path().display()))?;
@@ -281,7 +341,8 @@ pub fn measure_all(
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Limit {
     pub relay: Target,
-    pub protocol: Protocol,
+    pub protocol: Dialect,
+    pub placement: String,
     /// The most users served with a "normal" verdict (0: not even the first count).
     pub sustains: usize,
     /// The fewest users seen degraded, if any.
@@ -390,6 +451,7 @@ fn find_limit(
     Ok(Limit {
         relay: template.relay,
         protocol: template.protocol,
+        placement: template.placement.name().to_string(),
         sustains: good,
         degraded_at: bad.map(|(b, _)| b),
         why,
@@ -408,10 +470,15 @@ fn run_find_limit(
     let mut limits = Vec::new();
     let mut seen = Vec::new();
     for template in args.cells()? {
-        if seen.contains(&(template.relay, template.protocol)) {
+        let key = (
+            template.relay,
+            template.protocol,
+            template.placement.clone(),
+        );
+        if seen.contains(&key) {
             continue;
         }
-        seen.push((template.relay, template.protocol));
+        seen.push(key);
         limits.push(find_limit(
             args,
             &template,
@@ -435,6 +502,7 @@ fn run_find_limit(
                 vec![
                     l.relay.name().to_string(),
                     l.protocol.name().to_string(),
+                    l.placement.clone(),
                     l.sustains.to_string(),
                     l.degraded_at.map_or("-".into(), |d| d.to_string()),
                     l.why.clone(),
@@ -442,13 +510,14 @@ fn run_find_limit(
             })
             .collect();
         out.text(&format!(
-            "netlab login --find-limit: the most users typing {} chars/s each server serves with a normal verdict (echo p99 <= 100 ms), loopback\n",
+            "netlab login --find-limit: the most users typing {} chars/s each server serves with a normal verdict (echo p99 <= 100 ms)\n",
             args.rate
         ))?;
         out.text(&tables::markdown(
             &[
                 "server",
                 "proto",
+                "place",
                 "sustains users",
                 "degraded at",
                 "why the search stopped",
@@ -485,7 +554,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         }))?;
     } else {
         out.text(&format!(
-            "netlab login: users typing {} chars/s into `cat > /dev/null`, {} s window after {} s warm-up, loopback\n",
+            "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n",
             args.rate,
             args.duration.as_secs_f64(),
             args.warmup.as_secs_f64()

@@ -4,20 +4,22 @@
 //! and their mean size, with the 1987 telnet figures beside.
 
 use super::{Interrupted, Output};
-use crate::endpoint::login::protocol::Protocol;
 use crate::experiment::endpoints::interrupted;
-use crate::experiment::login::Target;
+use crate::experiment::login::{Dialect, Target};
 use crate::experiment::output::{OutputParams, run_cell, write_corpus};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
 use crate::report::{historical, tables};
+use crate::testbed::Placement;
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// netlab relay designs (a list).
+    /// Servers (a list): netlab's relay designs, `telnetd` (inetutils via
+    /// socat; TELNET only), `sshd` (OpenSSH with a throwaway key and test
+    /// user, read through OpenSSH's `ssh`; always SSH; needs root).
     #[arg(
         long,
         value_enum,
@@ -25,9 +27,21 @@ pub struct OutputArgs {
         default_value = "fork,epoll,splice,uring"
     )]
     pub relay: Vec<Target>,
-    /// Protocols (a list).
-    #[arg(long, value_delimiter = ',', default_value = "telnet,rlogin")]
-    pub protocol: Vec<String>,
+    /// Protocols (a list): telnet, rlogin, telnet-linemode, ssh (sshd only).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "telnet,rlogin"
+    )]
+    pub protocol: Vec<Dialect>,
+    /// Placements (a list): loopback, netns (server and client in two
+    /// namespaces over --link; needs root).
+    #[arg(long, value_delimiter = ',', default_value = "loopback")]
+    pub placement: Vec<String>,
+    /// Link profile of the netns placement.
+    #[arg(long, default_value = "ether10")]
+    pub link: String,
     /// Size of the text typed (netlab generates it).
     #[arg(long, default_value = "4M", value_parser = crate::units::parse_size)]
     pub size: u64,
@@ -56,7 +70,12 @@ pub fn measure_all(
             }
             .into());
         }
-        eprintln!("output: {} {}", params.relay.name(), params.protocol.name());
+        eprintln!(
+            "output: {} {} {}",
+            params.relay.name(),
+            params.protocol.name(),
+            params.placement.name()
+        );
         let started = now_rfc3339();
         let (result, error) = match run_cell(params, file) {
             Ok(r) => (Some(Box::new(r)), None),
@@ -66,7 +85,7 @@ pub fn measure_all(
             params: params.clone(),
             result,
         };
-        let record = Record::new(started, "loopback", host, data, error);
+        let record = Record::new(started, params.placement.name(), host, data, error);
         writer
             .write(&record)
             .with_context(|| format!("cannot save to {}", writer.path().display()))?;
@@ -75,22 +94,34 @@ pub fn measure_all(
     Ok(records)
 }
 
-/// The cells of every design and protocol for a text of `size` bytes.
+/// The cells of every server, protocol and placement for a text of
+/// `size` bytes. sshd's cells speak SSH whatever else is asked, once.
 pub fn cells(
     relays: &[Target],
-    protocols: &[Protocol],
+    protocols: &[Dialect],
+    placements: &[Placement],
     size: u64,
     baud: Option<u32>,
 ) -> Vec<OutputParams> {
     let mut cells = Vec::new();
-    for &protocol in protocols {
-        for &relay in relays {
-            cells.push(OutputParams {
-                relay,
-                protocol,
-                file_bytes: size,
-                baud,
-            });
+    for placement in placements {
+        for &protocol in protocols {
+            for &relay in relays {
+                let cell = OutputParams {
+                    relay,
+                    protocol: if relay == Target::Sshd {
+                        Dialect::Ssh
+                    } else {
+                        protocol
+                    },
+                    placement: placement.clone(),
+                    file_bytes: size,
+                    baud,
+                };
+                if !cells.contains(&cell) {
+                    cells.push(cell);
+                }
+            }
         }
     }
     cells
@@ -106,6 +137,7 @@ pub fn table(records: &[Record]) -> String {
         let mut row = vec![
             params.relay.name().to_string(),
             params.protocol.name().to_string(),
+            params.placement.name().to_string(),
         ];
         match result {
             Some(r) => row.extend([
@@ -130,6 +162,7 @@ pub fn table(records: &[Record]) -> String {
         &[
             "server",
             "proto",
+            "place",
             "KB/s",
             "server µs/KB",
             "client µs/KB",
@@ -159,13 +192,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
     }
-    let mut protocols = Vec::new();
-    for name in &args.protocol {
-        protocols.push(
-            Protocol::parse(name)
-                .with_context(|| format!("--protocol {name}: expected telnet or rlogin"))?,
-        );
-    }
+    let placements = super::login_experiment::placements(&args.placement, &args.link)?;
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("corpus.txt");
     write_corpus(&file, args.size).with_context(|| format!("cannot write {}", file.display()))?;
@@ -173,7 +200,13 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open {}", args.out.display()))?;
     let host = HostFacts::gather();
     let records = measure_all(
-        &cells(&args.relay, &protocols, args.size, args.baud),
+        &cells(
+            &args.relay,
+            &args.protocol,
+            &placements,
+            args.size,
+            args.baud,
+        ),
         &file,
         &host,
         &mut writer,
@@ -186,7 +219,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         }))?;
     } else {
         out.text(&format!(
-            "netlab output: {} of text typed through each design ({}), loopback\n",
+            "netlab output: {} of text typed through each server ({})\n",
             crate::units::format_size(args.size),
             args.baud
                 .map_or("unpaced".to_string(), |b| format!("paced to {b} baud"))

@@ -1,4 +1,5 @@
-//! `netlab testbed clean`: removes what a killed run left behind.
+//! `netlab testbed clean`: removes what a killed run left behind
+//! (namespaces, links, and the test users of sshd cells).
 
 use super::Output;
 use super::placement::PlacementArgs;
@@ -43,11 +44,16 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
         TestbedCommand::Clean { all, verbose } => (all, verbose),
     };
     let report = netns::clean(Runner { verbose }, all)?;
-    if report.removed.is_empty() {
+    // Test users of sshd cells whose netlab process is gone.
+    let users = crate::experiment::servers::remove_stale_ssh_users();
+    if report.removed.is_empty() && users.is_empty() {
         out.text("nothing to clean\n")?;
     }
     for name in &report.removed {
         out.text(&format!("removed {name}\n"))?;
+    }
+    for name in &users {
+        out.text(&format!("removed test user {name}\n"))?;
     }
     for name in &report.kept_live {
         out.text(&format!(

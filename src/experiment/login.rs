@@ -22,67 +22,37 @@
 //! and iowait rather than idle): the `uring` design shows b = 1 and iowait
 //! while idle; busy time excludes iowait.
 
-use crate::endpoint::login::protocol::Protocol;
-use crate::endpoint::login::server::Relay;
-use crate::endpoint::login::typist::{self, TypistConfig, TypistReport};
+use super::bed::Bed;
+use super::servers::{self, Site, enter_on_this_thread};
+pub use super::servers::{Dialect, Target};
+use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
+use crate::measure::ifstat::InterfaceCounters;
 use crate::measure::netstat::Counters;
 use crate::measure::procstat::{StatSnapshot, SystemCpu, system_cpu};
+pub use crate::measure::schedstat::tree_cpu_ns;
+use crate::testbed::{Placement, netns::LinkFacts};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-/// The server a cell loads: one of netlab's relay designs, or a real one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    Fork,
-    Epoll,
-    Splice,
-    Uring,
-    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
-    /// by socat as inetd would, running the same command: TELNET only.
-    Telnetd,
-}
-
-impl Target {
-    pub fn name(self) -> &'static str {
-        match self.relay() {
-            Some(relay) => relay.name(),
-            None => "telnetd",
-        }
-    }
-
-    /// netlab's design, or None for a real server.
-    pub fn relay(self) -> Option<Relay> {
-        match self {
-            Target::Fork => Some(Relay::Fork),
-            Target::Epoll => Some(Relay::Epoll),
-            Target::Splice => Some(Relay::Splice),
-            Target::Uring => Some(Relay::Uring),
-            Target::Telnetd => None,
-        }
-    }
-
-    pub fn of(relay: Relay) -> Target {
-        match relay {
-            Relay::Fork => Target::Fork,
-            Relay::Epoll => Target::Epoll,
-            Relay::Splice => Target::Splice,
-            Relay::Uring => Target::Uring,
-        }
-    }
+fn loopback() -> Placement {
+    Placement::Loopback
 }
 
 /// One cell's parameters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LoginParams {
-    /// The server under load (netlab's relay design, or `telnetd`).
+    /// The server under load (netlab's relay design, `telnetd` or `sshd`).
     pub relay: Target,
-    pub protocol: Protocol,
+    /// What the clients speak (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and users run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
     pub users: usize,
     pub rate: f64,
     pub poisson: bool,
@@ -122,11 +92,21 @@ pub struct LoginResult {
     pub syscalls_per_s: Option<f64>,
     /// Where the system-call count came from, or why there is none.
     pub syscalls_source: String,
-    /// TCP segments per second (on loopback, in = out).
-    pub segments_in_per_s: f64,
-    pub segments_out_per_s: f64,
+    /// Packets per second into and out of the server's side: TCP segments
+    /// on loopback (where in = out), the interface's packets on netns.
+    #[serde(alias = "segments_in_per_s")]
+    pub packets_in_per_s: f64,
+    #[serde(alias = "segments_out_per_s")]
+    pub packets_out_per_s: f64,
+    /// Where the packet counts came from.
+    #[serde(default)]
+    pub packets_source: String,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
     /// (Busy CPU time of the machine minus its idle baseline minus the
-    /// generator's) per keystroke: server, commands and kernel together, µs.
+    /// generator's and its client programs') per keystroke: server,
+    /// commands and kernel together, µs.
     pub host_cpu_per_keystroke_us: f64,
     /// CPU time of the server's process tree (server, sessions, commands)
     /// per keystroke, µs, from the scheduler's accounting (see [`tree_cpu_ns`]).
@@ -141,204 +121,6 @@ pub struct LoginResult {
     /// Sessions the server ended before the cell was over, by reason (from its log).
     #[serde(default)]
     pub server_endings: Vec<String>,
-}
-
-/// CPU time (ns, from the scheduler's own accounting in
-/// `/proc/PID/task/TID/schedstat`) of a process, all its threads and all its
-/// descendants: the server side of a cell, sessions and commands included.
-/// Exact to the nanosecond, unlike tick-sampled `/proc/stat`.
-pub fn tree_cpu_ns(root: u32) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![root];
-    while let Some(pid) = stack.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
-                total += text
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-                stack.extend(
-                    children
-                        .split_whitespace()
-                        .filter_map(|c| c.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    total
-}
-
-/// The server process of a cell and its log; killed by PID (SIGINT, then
-/// SIGKILL) on drop.
-struct ServerProcess {
-    child: Child,
-    log: tempfile::NamedTempFile,
-    /// A file the server runs (telnetd's command), removed with the server.
-    _script: Option<tempfile::TempPath>,
-}
-
-impl ServerProcess {
-    /// Why sessions ended early, from the server's log: each distinct
-    /// reason with how many sessions it ended.
-    fn session_endings(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
-        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
-        for line in text.lines() {
-            if let Some((_, why)) = line.split_once("session ended: ") {
-                let why = why.split(" (").next().unwrap_or(why).to_string();
-                *counts.entry(why).or_default() += 1;
-            }
-        }
-        counts
-            .into_iter()
-            .map(|(why, n)| format!("{n} x {why}"))
-            .collect()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        // socat leaves its per-connection telnetds running when it stops:
-        // note every descendant now and kill what is left, by PID, after.
-        let descendants = descendants(self.child.id());
-        self.stop_root();
-        for pid in descendants {
-            // SAFETY: a process this cell started (directly or through socat).
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-    }
-}
-
-/// Every descendant of `root` (not `root` itself).
-fn descendants(root: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut stack = vec![root];
-    while let Some(pid) = stack.pop() {
-        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-            for task in tasks.flatten() {
-                if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-                    for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-                        found.push(child);
-                        stack.push(child);
-                    }
-                }
-            }
-        }
-    }
-    found
-}
-
-impl ServerProcess {
-    fn stop_root(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: signalling our own child by PID.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// inetutils telnetd behind socat on a free loopback port, running
-/// `cat > /dev/null` (through a script: telnetd's -E takes one word).
-fn start_telnetd(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAddr)> {
-    const TELNETD: &str = "/usr/sbin/telnetd";
-    if params.protocol != Protocol::Telnet {
-        anyhow::bail!("telnetd speaks TELNET only; use --protocol telnet");
-    }
-    if !std::path::Path::new(TELNETD).exists() {
-        anyhow::bail!("{TELNETD} is missing (apt-get install inetutils-telnetd)");
-    }
-    let log = tempfile::NamedTempFile::new()?;
-    let script = tempfile::Builder::new()
-        .prefix("netlab-typist-cat")
-        .tempfile()?;
-    std::fs::write(script.path(), "#!/bin/sh\nexec cat > /dev/null\n")?;
-    std::fs::set_permissions(
-        script.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )?;
-    let script = script.into_temp_path();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new("socat")
-        .arg(format!(
-            "TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,backlog=1024"
-        ))
-        .arg(format!("EXEC:{TELNETD} -h -E {},nofork", script.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log.reopen()?)
-        .spawn()
-        .map_err(|e| {
-            anyhow::anyhow!("cannot start socat for telnetd (apt-get install socat): {e}")
-        })?;
-    let server = ServerProcess {
-        child,
-        log,
-        _script: Some(script),
-    };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    // socat listens shortly after it starts; a probe connection would be
-    // served (and counted), so wait for the listening socket instead.
-    while !listening(port) {
-        if Instant::now() > deadline {
-            anyhow::bail!("socat never listened on port {port}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok((server, addr))
-}
-
-/// Whether something listens on 127.0.0.1:`port` (from /proc/net/tcp).
-fn listening(port: u16) -> bool {
-    let want = format!("0100007F:{port:04X} 00000000:0000 0A");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| t.contains(&want))
-}
-
-fn start_server(params: &LoginParams) -> anyhow::Result<(ServerProcess, SocketAddr)> {
-    let Some(relay) = params.relay.relay() else {
-        return start_telnetd(params);
-    };
-    let exe = std::env::current_exe()?;
-    let log = tempfile::NamedTempFile::new()?;
-    let mut child = Command::new(exe)
-        .args(["login", "serve", "--port", "0", "--relay", relay.name()])
-        .args(["--protocol", params.protocol.name()])
-        .args(["--max-sessions", &(params.users + 16).to_string()])
-        .args(["--idle-timeout", "3600"])
-        .args(["--command", "sh", "-c", "exec cat > /dev/null"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log.reopen()?)
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let server = ServerProcess {
-        child,
-        log,
-        _script: None,
-    };
-    let port: u16 = line
-        .trim()
-        .parse()
-        .map_err(|_| anyhow::anyhow!("the login server did not start (printed {line:?})"))?;
-    Ok((server, SocketAddr::from(([127, 0, 0, 1], port))))
 }
 
 /// `perf stat -a` counting system calls until stopped, if perf can.
@@ -387,13 +169,30 @@ impl Drop for SyscallCounter {
     }
 }
 
-/// Runs one cell. `stop` (Ctrl-C) ends the window early; what was measured
-/// is returned.
+/// The command each session runs: it announces itself (what a session
+/// driven through a client program waits for), then reads what is typed.
+/// Character at a time the terminal echoes and `cat` discards, as in the
+/// source; in LINEMODE nothing echoes, so `cat` writes each line back.
+pub fn session_command(dialect: Dialect) -> String {
+    let ready = String::from_utf8_lossy(READY_MARKER);
+    if dialect.linemode() {
+        format!("printf '{ready}\\n'; exec cat")
+    } else {
+        format!("printf '{ready}\\n'; exec cat > /dev/null")
+    }
+}
+
+/// Runs one cell. `stop` (Ctrl-C) ends the window early;
+/// what was measured is returned.
 pub fn run_cell(
     params: &LoginParams,
     corpus: &[u8],
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<LoginResult> {
+    params
+        .relay
+        .speaks(params.protocol)
+        .map_err(anyhow::Error::msg)?;
     // What the machine does without us, to subtract from the busy time.
     let idle0 = (Instant::now(), StatSnapshot::read()?);
     std::thread::sleep(Duration::from_secs(1));
@@ -401,10 +200,41 @@ pub fn run_cell(
     let baseline = system_cpu(&idle0.1, &idle1, idle0.0.elapsed().as_secs_f64());
     let baseline_busy_cpus = (100.0 - baseline.idle_pct - baseline.iowait_pct) / 100.0
         * idle1.per_cpu.len().max(1) as f64;
-    let (server, addr) = start_server(params)?;
+    let bed = Bed::create(&params.placement)?;
+    // The server on side B, the users on side A (netns); or both on loopback.
+    let (site, client_netns, interface) = match &bed {
+        None => (Site::loopback(), None, None),
+        Some(bed) => (
+            Site {
+                netns: Some(bed.testbed.netns_path(1)),
+                addr: bed.testbed.facts().addresses[1],
+            },
+            Some(bed.testbed.netns_path(0)),
+            Some(bed.testbed.interface(1).to_string()),
+        ),
+    };
+    let command = session_command(params.protocol);
+    let server = servers::start(
+        params.relay,
+        params.protocol,
+        &command,
+        params.users + 16,
+        &site,
+    )?;
+    let connect = match params.protocol.protocol() {
+        Some(protocol) => Connect::Socket {
+            server: SocketAddr::V4(server.addr),
+            protocol,
+            linemode: params.protocol.linemode(),
+        },
+        None => Connect::Program {
+            argv: server
+                .ssh_argv(&command)
+                .expect("an SSH dialect runs against sshd"),
+        },
+    };
     let config = TypistConfig {
-        server: addr,
-        protocol: params.protocol,
+        connect,
         users: params.users,
         rate: params.rate,
         poisson: params.poisson,
@@ -421,12 +251,26 @@ pub fn run_cell(
     let generator = std::thread::Builder::new()
         .name("typist".into())
         .spawn(move || {
+            if let Some(path) = &client_netns {
+                // Only this thread (and the client programs it starts) moves.
+                enter_on_this_thread(path)?;
+            }
             typist::run(&config, &typist_stop, &|start| {
                 if edges_tx.send(start).is_ok() && !start {
                     let _ = sampled_rx.recv_timeout(Duration::from_secs(10));
                 }
             })
         })?;
+    // Packets at the server's side: its interface (netns), or TCP segments
+    // in its namespace (loopback).
+    let packets = || match &interface {
+        Some(name) => InterfaceCounters::read_of(server.pid(), name)
+            .map_or((0, 0), |c| (c.rx_packets, c.tx_packets)),
+        None => {
+            let c = Counters::read_of(server.pid());
+            (c.get("Tcp.InSegs"), c.get("Tcp.OutSegs"))
+        }
+    };
     // Sample the machine over the window the generator announces.
     let mut window = None;
     let mut procs = (0u64, 0u64, 0u64);
@@ -435,9 +279,9 @@ pub fn run_cell(
             window = Some((
                 Instant::now(),
                 StatSnapshot::read()?,
-                Counters::read(),
+                packets(),
                 SyscallCounter::start(),
-                tree_cpu_ns(server.child.id()),
+                tree_cpu_ns(server.pid()),
             ));
             // vmstat-style r and b, every 100 ms until the window ends.
             loop {
@@ -459,8 +303,8 @@ pub fn run_cell(
     let after = (
         Instant::now(),
         StatSnapshot::read()?,
-        Counters::read(),
-        tree_cpu_ns(server.child.id()),
+        packets(),
+        tree_cpu_ns(server.pid()),
     );
     let _ = sampled_tx.send(());
     let report = generator
@@ -468,8 +312,13 @@ pub fn run_cell(
         .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
     // Sessions the server ended during the run (all end at the stop).
     let server_endings = server.session_endings();
+    // The server goes before its namespace.
     drop(server);
-    let Some((t0, stat0, counters0, perf, tree0)) = window else {
+    let link = match bed {
+        Some(bed) => Some(bed.finish()?.link),
+        None => None,
+    };
+    let Some((t0, stat0, packets0, perf, tree0)) = window else {
         anyhow::bail!(
             "the measured window never started: {}",
             report.first_failure.as_deref().unwrap_or("interrupted")
@@ -484,16 +333,20 @@ pub fn run_cell(
         ),
         Err(why) => (None, why),
     };
-    let per_s = |name: &str| after.2.get(name).saturating_sub(counters0.get(name)) as f64 / seconds;
+    let packets_source = match &interface {
+        Some(name) => format!("interface {name} (server side) rx/tx packets"),
+        None => "TCP segments on loopback (every one is both in and out)".to_string(),
+    };
     let cpus = stat0.per_cpu.len().max(1) as f64;
     let busy_s = (100.0 - cpu.idle_pct - cpu.iowait_pct) / 100.0 * cpus * seconds;
     let keystrokes = report.keystrokes.max(1) as f64;
+    let clients_s = report.own_cpu_s + report.client_programs_cpu_s;
     let host_cpu_per_keystroke_us =
-        ((busy_s - baseline_busy_cpus * seconds - report.own_cpu_s).max(0.0) / keystrokes) * 1e6;
+        ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
     let server_ns = after.3.saturating_sub(tree0) as f64;
     let server_cpu_per_keystroke_us = server_ns / 1e3 / keystrokes;
     let server_cpu_pct = 100.0 * server_ns / 1e9 / seconds;
-    let unechoed_share = report.unechoed as f64 / keystrokes;
+    let unechoed_share = report.unechoed as f64 / report.awaited.max(1) as f64;
     let verdict = if report.failed_sessions > 0 {
         "unusable"
     } else {
@@ -507,8 +360,10 @@ pub fn run_cell(
         procs_blocked_mean: procs.1 as f64 / procs.2.max(1) as f64,
         syscalls_per_s,
         syscalls_source,
-        segments_in_per_s: per_s("Tcp.InSegs"),
-        segments_out_per_s: per_s("Tcp.OutSegs"),
+        packets_in_per_s: after.2.0.saturating_sub(packets0.0) as f64 / seconds,
+        packets_out_per_s: after.2.1.saturating_sub(packets0.1) as f64 / seconds,
+        packets_source,
+        link,
         host_cpu_per_keystroke_us,
         server_cpu_per_keystroke_us,
         server_cpu_pct,
@@ -532,6 +387,18 @@ switches bytes between two kernel objects pays all of them for every byte.
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_of_earlier_versions_still_read() {
+        // Before dialects and placements: protocol telnet/rlogin, no placement.
+        let old = r#"{"relay":"epoll","protocol":"rlogin","users":16,"rate":5.0,
+            "poisson":false,"warmup_s":2.0,"duration_s":30.0}"#;
+        let params: LoginParams = serde_json::from_str(old).unwrap();
+        assert_eq!(params.protocol, Dialect::Rlogin);
+        assert_eq!(params.placement, Placement::Loopback);
+        assert!(session_command(Dialect::TelnetLinemode).ends_with("exec cat"));
+        assert!(session_command(Dialect::Ssh).ends_with("cat > /dev/null"));
+    }
 
     #[test]
     fn verdicts_follow_the_thresholds() {

@@ -7,6 +7,7 @@ pub mod endpoints;
 pub mod login;
 pub mod output;
 pub mod rpc;
+pub mod servers;
 pub mod stream;
 pub mod sweep;
 

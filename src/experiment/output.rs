@@ -6,31 +6,50 @@
 //! (and its CPU time) is still there when the server's process tree is
 //! sampled.
 //!
+//! The servers are netlab's relay designs, inetutils telnetd (via socat)
+//! and OpenSSH's sshd (see [`super::servers`]); against sshd the client is
+//! OpenSSH's `ssh -tt`, its standard output read and discarded here.
+//!
 //! Per cell: terminal throughput (the file's bytes over the time from the
 //! first byte to the marker), server CPU per KB (the scheduler's accounting
 //! of the server's process tree: server, session, command), client CPU per
-//! KB (this thread's), and from the client socket's TCP_INFO the data
-//! segments received per KB and their mean size.
+//! KB (this thread's, or the `ssh` process's), and from the client socket's
+//! TCP_INFO (for `ssh`, its socket duplicated with `pidfd_getfd(2)`) the
+//! data segments received per KB of terminal data and their mean size.
+//! In the netns placement the client runs in side A's namespace, the
+//! server in side B's, over the cell's link.
 
-use super::login::{Target, tree_cpu_ns};
+use super::bed::Bed;
+use super::servers::{self, Dialect, Site, Target, enter_on_this_thread};
 use crate::endpoint::login::client::Session;
-use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::typist::READY_MARKER;
+use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::tcpinfo::TcpInfo;
+use crate::testbed::{Placement, netns::LinkFacts};
+use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
-use std::path::Path;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What the command prints after the file, so the client knows it has all.
 pub const END_MARKER: &[u8] = b"NETLAB-END-OF-OUTPUT";
 
+fn loopback() -> Placement {
+    Placement::Loopback
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OutputParams {
     pub relay: Target,
-    pub protocol: Protocol,
+    /// What the client speaks (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and client run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
     pub file_bytes: u64,
     /// Terminal speed the output is paced to (bits per second, 10 bits a
     /// character as on a serial line), or unpaced.
@@ -46,11 +65,15 @@ pub struct OutputResult {
     pub kbytes_per_s: f64,
     pub server_cpu_us_per_kb: f64,
     pub client_cpu_us_per_kb: f64,
-    /// Data segments the client received per KB of terminal data, and their mean size.
+    /// Data segments the client received per KB of terminal data, and
+    /// their mean TCP payload (for SSH, encrypted: larger than the data).
     pub segments_per_kb: f64,
     pub mean_segment_bytes: f64,
     /// The server tree's CPU over the transfer, % of one CPU.
     pub server_cpu_pct: f64,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -61,107 +84,278 @@ fn thread_cpu_ns() -> u64 {
     ns(usage.ru_utime) + ns(usage.ru_stime)
 }
 
-/// Runs one cell: netlab's server in the given design, `file` typed through it.
-pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResult> {
-    let Some(relay) = params.relay.relay() else {
-        anyhow::bail!("netlab output runs netlab's relay designs only (not telnetd yet)");
-    };
-    let exe = std::env::current_exe()?;
-    let writer = match params.baud {
-        None => format!("cat {}", file.display()),
+/// The shell command a session runs: it announces itself and waits for a
+/// line (so logins, key exchanges and process starts are over before the
+/// counters start), then the file (or a paced copy), the end marker, and a
+/// wait so the session is still there to be sampled.
+fn output_command(file: &Path, baud: Option<u32>) -> anyhow::Result<String> {
+    let writer = match baud {
+        None => format!("cat '{}'", file.display()),
         Some(baud) => format!(
-            "{} login pace --bytes-per-s {} {}",
-            exe.display(),
+            "'{}' login pace --bytes-per-s {} '{}'",
+            std::env::current_exe()?.display(),
             (baud / 10).max(1),
             file.display()
         ),
     };
-    let script = format!(
-        "{writer}; printf '{}\\n'; sleep 60",
+    Ok(format!(
+        "stty -echo; printf '{}\\n'; read go; stty echo; {writer}; printf '{}\\n'; sleep 60",
+        String::from_utf8_lossy(READY_MARKER),
         String::from_utf8_lossy(END_MARKER)
-    );
-    let mut server = Command::new(&exe)
-        .args(["login", "serve", "--port", "0", "--relay", relay.name()])
-        .args(["--protocol", params.protocol.name()])
-        .args(["--command", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stop_server = |server: &mut std::process::Child| {
-        // SAFETY: signalling our own child by PID.
-        unsafe { libc::kill(server.id() as i32, libc::SIGINT) };
-        let _ = server.wait();
-    };
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().expect("piped")).read_line(&mut line)?;
-    let Ok(port) = line.trim().parse::<u16>() else {
-        stop_server(&mut server);
-        anyhow::bail!("the login server did not start");
-    };
-    let result = (|| -> anyhow::Result<OutputResult> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let tree0 = tree_cpu_ns(server.id());
-        let cpu0 = thread_cpu_ns();
-        let mut session = match params.protocol {
-            Protocol::Telnet => Session::telnet(addr, false)?,
-            Protocol::Rlogin => Session::rlogin(addr, "netlab")?,
-        };
-        let start = Instant::now();
-        let limit = Duration::from_secs(600);
-        // Keep only a tail of the data: enough to find the marker.
-        let mut total = 0u64;
-        let mut first_byte: Option<Instant> = None;
-        loop {
-            if !session.pump(Duration::from_millis(200))? {
-                anyhow::bail!("the server closed the session before the end marker");
-            }
-            if !session.received.is_empty() && first_byte.is_none() {
-                first_byte = Some(Instant::now());
-            }
-            let found = session
-                .received
-                .windows(END_MARKER.len())
-                .any(|w| w == END_MARKER);
-            total += session.received.len() as u64;
-            if found {
-                break;
-            }
-            let keep = session.received.len().min(END_MARKER.len());
-            let tail = session.received.split_off(session.received.len() - keep);
-            total -= tail.len() as u64;
-            session.received = tail;
-            if start.elapsed() > limit {
-                anyhow::bail!("no end marker after {} s", limit.as_secs());
-            }
+    ))
+}
+
+/// Reads terminal data through `next` (which appends what arrived and says
+/// false at end of stream) until `marker`, keeping only a tail. Returns the
+/// bytes up to and including the marker.
+fn receive_to(
+    marker: &[u8],
+    mut next: impl FnMut(&mut Vec<u8>) -> std::io::Result<bool>,
+) -> anyhow::Result<u64> {
+    let start = Instant::now();
+    let limit = Duration::from_secs(600);
+    let mut tail = Vec::new();
+    let mut total = 0u64;
+    loop {
+        let before = tail.len();
+        if !next(&mut tail)? {
+            bail!(
+                "the session ended before {}",
+                String::from_utf8_lossy(marker)
+            );
         }
-        let end = Instant::now();
-        let tree1 = tree_cpu_ns(server.id());
-        let cpu1 = thread_cpu_ns();
-        let info = TcpInfo::read(session.stream().as_fd())?;
-        let seconds = end
-            .duration_since(first_byte.unwrap_or(start))
-            .as_secs_f64()
-            .max(1e-9);
-        let kb = total as f64 / 1024.0;
-        let (segs, bytes) = (
-            info.data_segs_in.unwrap_or(0) as f64,
-            info.bytes_received.unwrap_or(0) as f64,
-        );
-        Ok(OutputResult {
-            params: params.clone(),
-            bytes_received: total,
-            seconds,
-            kbytes_per_s: kb / seconds,
-            server_cpu_us_per_kb: tree1.saturating_sub(tree0) as f64 / 1e3 / kb,
-            client_cpu_us_per_kb: cpu1.saturating_sub(cpu0) as f64 / 1e3 / kb,
-            segments_per_kb: segs / (bytes / 1024.0).max(1e-9),
-            mean_segment_bytes: bytes / segs.max(1.0),
-            server_cpu_pct: 100.0 * tree1.saturating_sub(tree0) as f64 / 1e9 / seconds,
+        total += (tail.len() - before) as u64;
+        if tail.windows(marker.len()).any(|w| w == marker) {
+            return Ok(total);
+        }
+        let keep = tail.len().min(marker.len());
+        tail.drain(..tail.len() - keep);
+        if start.elapsed() > limit {
+            bail!("no end marker after {} s", limit.as_secs());
+        }
+    }
+}
+
+/// What the client side measured.
+struct ClientSide {
+    bytes: u64,
+    seconds: f64,
+    server_ns: u64,
+    client_ns: u64,
+    info: Option<TcpInfo>,
+}
+
+/// netlab's own client on a socket: this thread's CPU is the client's.
+fn run_netlab_client(
+    params: &OutputParams,
+    addr: SocketAddr,
+    server_pid: u32,
+) -> anyhow::Result<ClientSide> {
+    let mut session = match params.protocol {
+        Dialect::Telnet | Dialect::TelnetLinemode => {
+            Session::telnet(addr, params.protocol.linemode())?
+        }
+        Dialect::Rlogin => Session::rlogin(addr, "netlab")?,
+        Dialect::Ssh => bail!("netlab's client does not speak SSH"),
+    };
+    let mut next = |tail: &mut Vec<u8>| {
+        let open = session.pump(Duration::from_millis(200))?;
+        tail.append(&mut session.received);
+        Ok(open)
+    };
+    receive_to(READY_MARKER, &mut next)?;
+    let tree0 = tree_cpu_ns(server_pid);
+    let cpu0 = thread_cpu_ns();
+    let go = Instant::now();
+    session.type_bytes(b"\r")?;
+    let bytes = receive_to(END_MARKER, |tail| {
+        let open = session.pump(Duration::from_millis(200))?;
+        tail.append(&mut session.received);
+        Ok(open)
+    })?;
+    let seconds = go.elapsed().as_secs_f64();
+    let server_ns = tree_cpu_ns(server_pid).saturating_sub(tree0);
+    let client_ns = thread_cpu_ns().saturating_sub(cpu0);
+    Ok(ClientSide {
+        bytes,
+        seconds,
+        server_ns,
+        client_ns,
+        info: Some(TcpInfo::read(session.stream().as_fd())?),
+    })
+}
+
+/// OpenSSH's client: its standard output is the terminal's; its CPU is
+/// its own process's.
+fn run_ssh_client(argv: &[String], server_pid: u32) -> anyhow::Result<ClientSide> {
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        // Held open: an end of input would end the remote session early.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot start ssh (apt-get install openssh-client)")?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut next = |tail: &mut Vec<u8>| {
+        let n = stdout.read(&mut buf)?;
+        tail.extend_from_slice(&buf[..n]);
+        Ok(n > 0)
+    };
+    let outcome = (|| -> anyhow::Result<ClientSide> {
+        receive_to(READY_MARKER, &mut next)?;
+        let tree0 = tree_cpu_ns(server_pid);
+        let client0 = tree_cpu_ns(pid);
+        let go = Instant::now();
+        stdin.write_all(b"\r")?;
+        let bytes = receive_to(END_MARKER, &mut next)?;
+        Ok(ClientSide {
+            bytes,
+            seconds: go.elapsed().as_secs_f64(),
+            server_ns: tree_cpu_ns(server_pid).saturating_sub(tree0),
+            client_ns: tree_cpu_ns(pid).saturating_sub(client0),
+            info: tcp_info_of(pid),
         })
     })();
-    stop_server(&mut server);
-    result
+
+    let _ = child.kill();
+    let mut why = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut why);
+    }
+    let _ = child.wait();
+    outcome.map_err(|e| anyhow::anyhow!("{e:#}; ssh said: {}", why.trim()))
+}
+
+/// TCP_INFO of another process's TCP socket, duplicated into this one
+/// with `pidfd_getfd(2)` (Linux 5.6; needs ptrace rights over it).
+fn tcp_info_of(pid: u32) -> Option<TcpInfo> {
+    // SAFETY: pidfd_open returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor is ours.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let is_socket = std::fs::read_link(entry.path())
+            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
+        let Some(target_fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !is_socket {
+            continue;
+        }
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_getfd,
+                std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+                target_fd,
+                0,
+            )
+        };
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: pidfd_getfd returned a new descriptor of ours.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Not a TCP socket (ssh may hold others): TCP_INFO fails; go on.
+        if let Ok(info) = TcpInfo::read(fd.as_fd()) {
+            return Some(info);
+        }
+    }
+    None
+}
+
+/// Runs one cell: the server, `file` typed through it, the client in the
+/// cell's placement.
+pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResult> {
+    params
+        .relay
+        .speaks(params.protocol)
+        .map_err(anyhow::Error::msg)?;
+    let bed = Bed::create(&params.placement)?;
+    let (site, client_netns) = match &bed {
+        None => (Site::loopback(), None),
+        Some(bed) => (
+            Site {
+                netns: Some(bed.testbed.netns_path(1)),
+                addr: bed.testbed.facts().addresses[1],
+            },
+            Some(bed.testbed.netns_path(0)),
+        ),
+    };
+    let command = output_command(file, params.baud)?;
+    let server = servers::start(params.relay, params.protocol, &command, 4, &site)?;
+    let ssh_argv = match server.readable_dir() {
+        // sshd's test user reads the file from a directory of its own.
+        Some(dir) => {
+            let copy: PathBuf = dir.join("corpus.txt");
+            std::fs::copy(file, &copy)?;
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+            server.ssh_argv(&output_command(&copy, params.baud)?)
+        }
+        None => None,
+    };
+    let addr = SocketAddr::V4(server.addr);
+    let server_pid = server.pid();
+    // The client side runs on a thread of its own, which enters side A's
+    // namespace on netns (and the ssh it starts with it).
+    let client = std::thread::scope(|scope| {
+        scope
+            .spawn(|| -> anyhow::Result<ClientSide> {
+                if let Some(path) = &client_netns {
+                    enter_on_this_thread(path)?;
+                }
+                match &ssh_argv {
+                    Some(argv) => run_ssh_client(argv, server_pid),
+                    None => run_netlab_client(params, addr, server_pid),
+                }
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the client thread panicked"))?
+    });
+    let log = server.log_text();
+    drop(server);
+    let link = match bed {
+        Some(bed) => Some(bed.finish()?.link),
+        None => None,
+    };
+    let client = client.map_err(|e| {
+        let log = log.trim();
+        if log.is_empty() {
+            e
+        } else {
+            e.context(format!("server log: {}", log.lines().last().unwrap_or(log)))
+        }
+    })?;
+    let kb = client.bytes as f64 / 1024.0;
+    let seconds = client.seconds.max(1e-9);
+    let (segs, bytes) = client.info.as_ref().map_or((0.0, 0.0), |info| {
+        (
+            info.data_segs_in.unwrap_or(0) as f64,
+            info.bytes_received.unwrap_or(0) as f64,
+        )
+    });
+    Ok(OutputResult {
+        params: params.clone(),
+        bytes_received: client.bytes,
+        seconds,
+        kbytes_per_s: kb / seconds,
+        server_cpu_us_per_kb: client.server_ns as f64 / 1e3 / kb,
+        client_cpu_us_per_kb: client.client_ns as f64 / 1e3 / kb,
+        segments_per_kb: segs / kb.max(1e-9),
+        mean_segment_bytes: bytes / segs.max(1.0),
+        server_cpu_pct: 100.0 * client.server_ns as f64 / 1e9 / seconds,
+        link,
+    })
 }
 
 /// A text file of about `bytes` bytes: lines of English, as a user's files were.

@@ -25,6 +25,12 @@ impl InterfaceCounters {
         parse(&text).into_iter().find(|c| c.name == name)
     }
 
+    /// `name`'s counters in the namespace process `pid` is in.
+    pub fn read_of(pid: u32, name: &str) -> Option<InterfaceCounters> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+        parse(&text).into_iter().find(|c| c.name == name)
+    }
+
     /// The change from `earlier` to `self`.
     pub fn since(&self, earlier: &InterfaceCounters) -> InterfaceCounters {
         InterfaceCounters {

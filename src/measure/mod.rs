@@ -9,4 +9,5 @@ pub mod ifstat;
 pub mod netstat;
 pub mod procstat;
 pub mod rusage;
+pub mod schedstat;
 pub mod tcpinfo;

@@ -37,9 +37,19 @@ impl Counters {
     /// A file that cannot be read contributes nothing (the record then lacks
     /// those counters rather than failing the run).
     pub fn read() -> Counters {
+        Counters::read_from("/proc/net")
+    }
+
+    /// The same counters of the namespace process `pid` is in (its
+    /// `/proc/PID/net`), readable from any namespace.
+    pub fn read_of(pid: u32) -> Counters {
+        Counters::read_from(&format!("/proc/{pid}/net"))
+    }
+
+    fn read_from(dir: &str) -> Counters {
         let mut all = Counters::default();
-        for path in ["/proc/net/netstat", "/proc/net/snmp"] {
-            if let Ok(text) = std::fs::read_to_string(path) {
+        for file in ["netstat", "snmp"] {
+            if let Ok(text) = std::fs::read_to_string(format!("{dir}/{file}")) {
                 all.0.extend(Counters::parse(&text).0);
             }
         }

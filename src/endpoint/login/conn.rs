@@ -63,7 +63,7 @@ pub struct Conn {
     pub report: SessionReport,
 }
 
-fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let mut flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
     flags.set(OFlag::O_NONBLOCK, on);

@@ -14,25 +14,59 @@
 //! not yet echoed bytes in order with their send times; an arriving byte
 //! equal to the oldest one completes it. Bytes that match nothing (the LF
 //! after CR, negotiation) are skipped.
+//!
+//! Three kinds of session:
+//! - netlab's own TELNET or rlogin client logic on a TCP socket,
+//!   character at a time: each keystroke waits for its echo.
+//! - TELNET with LINEMODE EDIT (RFC 1184): the client edits and echoes
+//!   locally, so a keystroke costs the network nothing until Enter sends
+//!   the line. The server echoes nothing; the command is `cat`, which
+//!   writes each line back once it has read it, and the latency is per
+//!   line: Enter sent to the line's copy (its LF) received.
+//! - a real client program on a pty (OpenSSH's `ssh -tt`): the generator
+//!   types into the pty and reads the terminal's output; the session is
+//!   ready once the remote command prints [`READY_MARKER`]. The programs'
+//!   own CPU is reported apart from the generator's.
 
 use super::client::{RloginClient, TelnetClient};
 use super::protocol::Protocol;
+use super::pty::{self, Pty};
+use crate::measure::schedstat::tree_cpu_ns;
 use hdrhistogram::Histogram;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// What a remote command prints once it runs, so a session driven through
+/// a client program knows the login is done and typing may start.
+pub const READY_MARKER: &[u8] = b"NETLAB-READY";
+
+/// How each simulated user reaches the server.
+#[derive(Debug, Clone)]
+pub enum Connect {
+    /// netlab's own client logic on a TCP socket; `linemode` asks a TELNET
+    /// server for LINEMODE EDIT and types whole lines.
+    Socket {
+        server: SocketAddr,
+        protocol: Protocol,
+        linemode: bool,
+    },
+    /// A real client program (argv) on a pty of its own, e.g. `ssh -tt`.
+    Program { argv: Vec<String> },
+}
+
 /// What the generator does.
 #[derive(Debug, Clone)]
 pub struct TypistConfig {
-    pub server: SocketAddr,
-    pub protocol: Protocol,
+    pub connect: Connect,
     pub users: usize,
     /// Characters per second per user.
     pub rate: f64,
@@ -54,8 +88,15 @@ pub struct TypistReport {
     pub failed_sessions: usize,
     pub first_failure: Option<String>,
     pub keystrokes: u64,
+    /// Echoes awaited for keystrokes of the window: one per keystroke, or
+    /// one per line in LINEMODE.
+    #[serde(default)]
+    pub awaited: u64,
+    /// Whether latency is per line (LINEMODE) rather than per keystroke.
+    #[serde(default)]
+    pub per_line: bool,
     pub echoes: u64,
-    /// Keystrokes sent in the window whose echo never came.
+    /// Echoes awaited in the window that never came.
     pub unechoed: u64,
     pub echo_p50_ms: f64,
     pub echo_p99_ms: f64,
@@ -66,6 +107,10 @@ pub struct TypistReport {
     pub send_lag_max_ms: f64,
     /// The generator thread's CPU time over the window, seconds.
     pub own_cpu_s: f64,
+    /// CPU time of the client programs (e.g. `ssh`) over the window,
+    /// seconds; zero when the generator speaks the protocol itself.
+    #[serde(default)]
+    pub client_programs_cpu_s: f64,
     pub window_s: f64,
 }
 
@@ -79,11 +124,61 @@ impl TypistReport {
 enum Client {
     Telnet(Box<TelnetClient>),
     Rlogin(RloginClient),
+    /// A program on a pty: the bytes are the terminal's.
+    Program,
+}
+
+/// A session's descriptor: a socket, or the master of a client program's pty.
+enum Link {
+    Socket(TcpStream),
+    Program { master: File, pty: Pty },
+}
+
+impl Link {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Link::Socket(s) => s.read(buf),
+            Link::Program { master, .. } => master.read(buf),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Link::Socket(s) => s.write(bytes),
+            Link::Program { master, .. } => master.write(bytes),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Link::Socket(s) => s.write_all(bytes),
+            Link::Program { master, .. } => master.write_all(bytes),
+        }
+    }
+
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Link::Socket(s) => s.as_fd(),
+            Link::Program { master, .. } => master.as_fd(),
+        }
+    }
+
+    fn program_pid(&self) -> Option<u32> {
+        match self {
+            Link::Socket(_) => None,
+            Link::Program { pty, .. } => Some(pty.child.id()),
+        }
+    }
 }
 
 struct User {
-    stream: TcpStream,
+    link: Link,
     client: Client,
+    /// LINEMODE: type whole lines; the line being edited locally.
+    linemode: bool,
+    line: Vec<u8>,
+    /// A program session: the tail of its output before the ready marker.
+    seen: Vec<u8>,
     ready: bool,
     /// Scratch for terminal data and protocol replies, reused across reads
     /// so the generator does not allocate per read.
@@ -133,20 +228,40 @@ fn gap(rate: f64, poisson: bool) -> Duration {
 
 impl User {
     fn open(config: &TypistConfig, index: usize) -> io::Result<User> {
-        let mut stream = TcpStream::connect(config.server)?;
-        stream.set_nodelay(true)?;
-        let client = match config.protocol {
-            Protocol::Telnet => Client::Telnet(Box::new(TelnetClient::new(false, 24, 80))),
-            Protocol::Rlogin => {
-                let (client, startup) = RloginClient::new("typist", "vt100", 9600, 24, 80);
-                stream.write_all(&startup)?;
-                Client::Rlogin(client)
+        let (link, client, linemode) = match &config.connect {
+            Connect::Socket {
+                server,
+                protocol,
+                linemode,
+            } => {
+                let mut stream = TcpStream::connect(server)?;
+                stream.set_nodelay(true)?;
+                let client = match protocol {
+                    Protocol::Telnet => {
+                        Client::Telnet(Box::new(TelnetClient::new(*linemode, 24, 80)))
+                    }
+                    Protocol::Rlogin => {
+                        let (client, startup) = RloginClient::new("typist", "vt100", 9600, 24, 80);
+                        stream.write_all(&startup)?;
+                        Client::Rlogin(client)
+                    }
+                };
+                stream.set_nonblocking(true)?;
+                (Link::Socket(stream), client, *linemode)
+            }
+            Connect::Program { argv } => {
+                let pty = pty::spawn(argv, 24, 80)?;
+                super::conn::set_nonblocking(pty.master.as_fd(), true)?;
+                let master = File::from(pty.master.try_clone()?);
+                (Link::Program { master, pty }, Client::Program, false)
             }
         };
-        stream.set_nonblocking(true)?;
         Ok(User {
-            stream,
+            link,
             client,
+            linemode,
+            line: Vec::new(),
+            seen: Vec::new(),
             ready: false,
             data: Vec::new(),
             reply: Vec::new(),
@@ -161,7 +276,7 @@ impl User {
     /// its keystroke counts).
     fn receive(&mut self, buf: &mut [u8], now: Instant, latencies: &mut Vec<Duration>) {
         loop {
-            let n = match self.stream.read(buf) {
+            let n = match self.link.read(buf) {
                 Ok(0) => {
                     self.broken = Some("server closed the session".into());
                     return;
@@ -169,6 +284,13 @@ impl User {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A pty master reads EIO once the program on it has exited.
+                Err(e)
+                    if self.link.program_pid().is_some() && e.raw_os_error() == Some(libc::EIO) =>
+                {
+                    self.broken = Some("the client program exited".into());
+                    return;
+                }
                 Err(e) => {
                     self.broken = Some(e.to_string());
                     return;
@@ -179,16 +301,32 @@ impl User {
             match &mut self.client {
                 Client::Telnet(t) => {
                     t.from_server(&buf[..n], &mut self.data, &mut self.reply);
-                    self.ready = t.server_echoes();
+                    self.ready = if self.linemode {
+                        t.linemode()
+                    } else {
+                        t.server_echoes()
+                    };
                 }
                 Client::Rlogin(r) => {
                     r.from_server(&buf[..n], &mut self.data);
                     self.ready = r.accepted;
                 }
+                Client::Program => {
+                    self.data.extend_from_slice(&buf[..n]);
+                    if !self.ready {
+                        self.seen.extend_from_slice(&buf[..n]);
+                        self.ready = self
+                            .seen
+                            .windows(READY_MARKER.len())
+                            .any(|w| w == READY_MARKER);
+                        let keep = self.seen.len().min(READY_MARKER.len());
+                        self.seen.drain(..self.seen.len() - keep);
+                    }
+                }
             }
             if !self.reply.is_empty() {
                 // Negotiation replies are small; the socket buffer takes them.
-                if let Err(e) = self.stream.write_all(&self.reply) {
+                if let Err(e) = self.link.write_all(&self.reply) {
                     self.broken = Some(e.to_string());
                     return;
                 }
@@ -206,20 +344,57 @@ impl User {
         }
     }
 
-    fn type_one(&mut self, corpus: &[u8], now: Instant, counts: bool) {
+    /// Types the next key; returns whether an echo is now awaited (every
+    /// key, or in LINEMODE only Enter, which sends the line).
+    fn type_one(&mut self, corpus: &[u8], now: Instant, counts: bool) -> bool {
         let key = corpus[self.cursor];
         self.cursor = (self.cursor + 1) % corpus.len();
         let mut wire = Vec::with_capacity(2);
-        match &self.client {
-            Client::Telnet(t) => t.keystrokes(&[key], &mut wire),
-            Client::Rlogin(_) => wire.push(key),
-        }
-        match self.stream.write(&wire) {
-            Ok(n) if n == wire.len() => self.pending.push_back((key, now, counts)),
-            Ok(_) => self.broken = Some("a keystroke did not fit the socket buffer".into()),
-            Err(e) => self.broken = Some(e.to_string()),
+        let expected = match &self.client {
+            Client::Telnet(t) if self.linemode => {
+                // Local editing: the key goes to the line; Enter sends it,
+                // and `cat`'s copy of it ends with LF.
+                self.line.push(key);
+                if key != b'\r' {
+                    return false;
+                }
+                t.keystrokes(&self.line, &mut wire);
+                self.line.clear();
+                b'\n'
+            }
+            Client::Telnet(t) => {
+                t.keystrokes(&[key], &mut wire);
+                key
+            }
+            Client::Rlogin(_) | Client::Program => {
+                wire.push(key);
+                key
+            }
+        };
+        match self.link.write(&wire) {
+            Ok(n) if n == wire.len() => {
+                self.pending.push_back((expected, now, counts));
+                true
+            }
+            Ok(_) => {
+                self.broken = Some("a keystroke did not fit the socket buffer".into());
+                false
+            }
+            Err(e) => {
+                self.broken = Some(e.to_string());
+                false
+            }
         }
     }
+}
+
+/// CPU time of every user's client program (and its children), ns.
+fn programs_cpu_ns(users: &[User]) -> u64 {
+    users
+        .iter()
+        .filter_map(|u| u.link.program_pid())
+        .map(tree_cpu_ns)
+        .sum()
 }
 
 /// Opens every session, types for warm-up plus the window, and reports
@@ -247,7 +422,10 @@ pub fn run(
     for i in 0..config.users {
         match User::open(config, i) {
             Ok(user) => {
-                epoll.add(&user.stream, EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+                epoll.add(
+                    user.link.fd(),
+                    EpollEvent::new(EpollFlags::EPOLLIN, i as u64),
+                )?;
                 users.push(user);
             }
             Err(e) => return Err(io::Error::other(format!("session {i} did not open: {e}"))),
@@ -288,6 +466,7 @@ pub fn run(
     let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
     let mut latencies = Vec::new();
     let mut cpu_at_window: Option<f64> = None;
+    let mut programs_at_window = 0;
     loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
@@ -295,6 +474,7 @@ pub fn run(
         }
         if cpu_at_window.is_none() && now >= window_start {
             cpu_at_window = Some(thread_cpu_s());
+            programs_at_window = programs_cpu_ns(&users);
             on_window(true);
         }
         // Fire every keystroke that is due.
@@ -307,9 +487,10 @@ pub fn run(
             if user.broken.is_none() {
                 // Warm-up keystrokes are typed but not counted.
                 let in_window = at >= window_start;
-                user.type_one(&corpus, now, in_window);
+                let awaits = user.type_one(&corpus, now, in_window);
                 if in_window && user.broken.is_none() {
                     report.keystrokes += 1;
+                    report.awaited += u64::from(awaits);
                     lag.saturating_record(
                         now.saturating_duration_since(at).as_micros().max(1) as u64
                     );
@@ -345,15 +526,18 @@ pub fn run(
                 report.echoes += 1;
             }
             if user.broken.is_some() {
-                let _ = epoll.delete(&user.stream);
+                let _ = epoll.delete(user.link.fd());
             }
         }
     }
     if cpu_at_window.is_some() {
+        report.client_programs_cpu_s =
+            programs_cpu_ns(&users).saturating_sub(programs_at_window) as f64 / 1e9;
         on_window(false);
     }
     let window = Instant::now().saturating_duration_since(window_start);
     report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
+    report.per_line = users.iter().any(|u| u.linemode);
     report.window_s = window.as_secs_f64();
     report.unechoed = users
         .iter()

@@ -1,0 +1,746 @@
+//! The servers a login-load or terminal-output cell runs against, and the
+//! session dialects their clients speak: netlab's own server in one of its
+//! relay designs (`netlab login serve`, a child process), inetutils telnetd
+//! started per connection by socat as inetd would, and OpenSSH's sshd with
+//! a throwaway host key, a throwaway client key and a key-only test user,
+//! all created here and removed when the server is dropped.
+//!
+//! Every server runs in the cell's placement: on 127.0.0.1, or inside the
+//! server-side network namespace of a netns testbed (entered with
+//! `setns(2)` between fork and exec) on that side's address.
+//!
+//! Invariant: everything started here is stopped by PID when the
+//! [`ServerProcess`] drops (the root with SIGINT, then every descendant
+//! noted before it, with SIGKILL), and only then are the test user, the
+//! privilege-separation directory (if this created it) and the key files
+//! removed.
+
+use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::server::Relay;
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The server a cell loads: one of netlab's relay designs, or a real one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    Fork,
+    Epoll,
+    Splice,
+    Uring,
+    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
+    /// by socat as inetd would, running the same command: TELNET only.
+    Telnetd,
+    /// OpenSSH's sshd (Debian openssh-server) on a throwaway host key with a
+    /// key-only test user, driven by real `ssh` clients: SSH only.
+    Sshd,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Telnetd => "telnetd",
+            Target::Sshd => "sshd",
+            other => other.relay().expect("a relay design").name(),
+        }
+    }
+
+    /// netlab's design, or None for a real server.
+    pub fn relay(self) -> Option<Relay> {
+        match self {
+            Target::Fork => Some(Relay::Fork),
+            Target::Epoll => Some(Relay::Epoll),
+            Target::Splice => Some(Relay::Splice),
+            Target::Uring => Some(Relay::Uring),
+            Target::Telnetd | Target::Sshd => None,
+        }
+    }
+
+    pub fn of(relay: Relay) -> Target {
+        match relay {
+            Relay::Fork => Target::Fork,
+            Relay::Epoll => Target::Epoll,
+            Relay::Splice => Target::Splice,
+            Relay::Uring => Target::Uring,
+        }
+    }
+
+    /// Whether this server speaks `dialect`, and if not, why.
+    pub fn speaks(self, dialect: Dialect) -> Result<(), String> {
+        match (self, dialect) {
+            (Target::Sshd, Dialect::Ssh) => Ok(()),
+            (Target::Sshd, other) => Err(format!(
+                "sshd speaks SSH only, not {}; its cells use --protocol ssh",
+                other.name()
+            )),
+            (_, Dialect::Ssh) => Err(format!(
+                "{} does not speak SSH; OpenSSH does (--relay sshd)",
+                self.name()
+            )),
+            (Target::Telnetd, Dialect::Rlogin) => {
+                Err("telnetd speaks TELNET only; use --protocol telnet".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What the simulated users' clients speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// TELNET, character at a time with server echo (netlab's client).
+    Telnet,
+    /// TELNET with LINEMODE EDIT (RFC 1184): the client edits and echoes
+    /// lines itself and sends each whole line (netlab's client).
+    TelnetLinemode,
+    /// rlogin (RFC 1282, netlab's client).
+    Rlogin,
+    /// SSH: OpenSSH's `ssh` client on a pty, against sshd.
+    Ssh,
+}
+
+impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Telnet => "telnet",
+            Dialect::TelnetLinemode => "telnet-linemode",
+            Dialect::Rlogin => "rlogin",
+            Dialect::Ssh => "ssh",
+        }
+    }
+
+    /// The protocol netlab's server speaks for this dialect (None for SSH).
+    pub fn protocol(self) -> Option<Protocol> {
+        match self {
+            Dialect::Telnet | Dialect::TelnetLinemode => Some(Protocol::Telnet),
+            Dialect::Rlogin => Some(Protocol::Rlogin),
+            Dialect::Ssh => None,
+        }
+    }
+
+    pub fn linemode(self) -> bool {
+        self == Dialect::TelnetLinemode
+    }
+}
+
+/// Where a server runs: this process's own network namespace on 127.0.0.1,
+/// or a testbed namespace on that side's address.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub netns: Option<PathBuf>,
+    pub addr: Ipv4Addr,
+}
+
+impl Site {
+    pub fn loopback() -> Site {
+        Site {
+            netns: None,
+            addr: Ipv4Addr::LOCALHOST,
+        }
+    }
+
+    /// Makes `command` start inside this site's namespace.
+    fn enter(&self, command: &mut Command) -> anyhow::Result<()> {
+        if let Some(path) = &self.netns {
+            let ns = std::fs::File::open(path)
+                .with_context(|| format!("cannot open namespace {}", path.display()))?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&ns);
+            // SAFETY: setns is async-signal-safe; `ns` outlives the spawn
+            // (the closure owns it) and the descriptor is only read.
+            unsafe {
+                command.pre_exec(move || {
+                    let _keep = &ns;
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Enters the network namespace at `path` on the calling thread only (a
+/// thread of its own that opens the clients of a netns cell).
+pub fn enter_on_this_thread(path: &Path) -> std::io::Result<()> {
+    let ns = std::fs::File::open(path)?;
+    // SAFETY: a valid namespace descriptor; only this thread moves.
+    if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A running server; stopped, with everything it needed, on drop.
+pub struct ServerProcess {
+    child: Child,
+    log: tempfile::NamedTempFile,
+    pub addr: SocketAddrV4,
+    /// A file the server runs (telnetd's command), removed with the server.
+    _script: Option<tempfile::TempPath>,
+    sshd: Option<SshdSetup>,
+}
+
+impl ServerProcess {
+    /// The root process (the server, socat or sshd): its tree holds every
+    /// session and command of the cell.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The arguments of an OpenSSH client session to this server running
+    /// `command` on a pty (sshd only).
+    pub fn ssh_argv(&self, command: &str) -> Option<Vec<String>> {
+        let setup = self.sshd.as_ref()?;
+        let dir = setup.dir.path();
+        let mut argv: Vec<String> = ["ssh", "-F", "/dev/null", "-tt", "-i"]
+            .map(String::from)
+            .to_vec();
+        argv.push(dir.join("client_key").display().to_string());
+        argv.extend(["-p".to_string(), self.addr.port().to_string()]);
+        for option in [
+            "BatchMode=yes".to_string(),
+            "IdentitiesOnly=yes".to_string(),
+            "StrictHostKeyChecking=yes".to_string(),
+            format!("UserKnownHostsFile={}", dir.join("known_hosts").display()),
+            "GlobalKnownHostsFile=/dev/null".to_string(),
+            "LogLevel=ERROR".to_string(),
+        ] {
+            argv.extend(["-o".to_string(), option]);
+        }
+        argv.push(format!("{}@{}", setup.user, self.addr.ip()));
+        argv.push(command.to_string());
+        Some(argv)
+    }
+
+    /// A directory the server's sessions can read (sshd's user is not
+    /// root): files a command needs are copied here.
+    pub fn readable_dir(&self) -> Option<&Path> {
+        self.sshd.as_ref().map(|s| s.dir.path())
+    }
+
+    /// Why sessions ended early, from the server's log: each distinct
+    /// reason with how many sessions it ended.
+    pub fn session_endings(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        for line in text.lines() {
+            if let Some((_, why)) = line.split_once("session ended: ") {
+                let why = why.split(" (").next().unwrap_or(why).to_string();
+                *counts.entry(why).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .map(|(why, n)| format!("{n} x {why}"))
+            .collect()
+    }
+
+    /// The server's log so far (for errors).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    fn stop_root(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signalling our own child by PID.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // socat and sshd leave their per-connection children running when
+        // they stop: note every descendant now and kill what is left, by
+        // PID, after.
+        let descendants = descendants(self.child.id());
+        self.stop_root();
+        for &pid in &descendants {
+            // SAFETY: a process this cell started (directly or through its server).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        // The test user can only be removed once its processes are gone.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while descendants
+            .iter()
+            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(self.sshd.take());
+    }
+}
+
+/// Every descendant of `root` (not `root` itself).
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            for task in tasks.flatten() {
+                if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                    for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                        found.push(child);
+                        stack.push(child);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether process `pid`'s namespace has a socket listening on `addr`:`port`
+/// (from its `/proc/PID/net/tcp`, so a probe connection, which the server
+/// would serve and count, is not needed).
+fn listening(pid: u32, addr: Ipv4Addr, port: u16) -> bool {
+    let want = format!(
+        "{:08X}:{port:04X} 00000000:0000 0A",
+        u32::from_le_bytes(addr.octets())
+    );
+    std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).is_ok_and(|t| t.contains(&want))
+}
+
+fn wait_listening(server: &mut ServerProcess, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !listening(server.pid(), *server.addr.ip(), server.addr.port()) {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            bail!(
+                "{what} exited ({status}) before it listened: {}",
+                server.log_text().trim()
+            );
+        }
+        if Instant::now() > deadline {
+            bail!("{what} never listened on {}", server.addr);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// A port free in the site's namespace: a fresh testbed namespace has every
+/// port free; on loopback the kernel picks one.
+fn free_port(site: &Site) -> anyhow::Result<u16> {
+    if site.netns.is_some() {
+        return Ok(2323);
+    }
+    Ok(std::net::TcpListener::bind((site.addr, 0))?
+        .local_addr()?
+        .port())
+}
+
+/// Starts `target` speaking `dialect`, each session running the shell
+/// command `command` (for sshd the client names the command: see
+/// [`ServerProcess::ssh_argv`]), serving up to `max_sessions` at once.
+pub fn start(
+    target: Target,
+    dialect: Dialect,
+    command: &str,
+    max_sessions: usize,
+    site: &Site,
+) -> anyhow::Result<ServerProcess> {
+    target.speaks(dialect).map_err(anyhow::Error::msg)?;
+    match target.relay() {
+        Some(relay) => start_netlab(relay, dialect, command, max_sessions, site),
+        None if target == Target::Telnetd => start_telnetd(dialect, command, site),
+        None => start_sshd(max_sessions, site),
+    }
+}
+
+fn start_netlab(
+    relay: Relay,
+    dialect: Dialect,
+    command: &str,
+    max_sessions: usize,
+    site: &Site,
+) -> anyhow::Result<ServerProcess> {
+    let protocol = dialect.protocol().expect("checked by speaks");
+    let log = tempfile::NamedTempFile::new()?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["login", "serve", "--port", "0", "--relay", relay.name()])
+        .args(["--protocol", protocol.name()])
+        .args(["--bind", &site.addr.to_string()])
+        .args(["--max-sessions", &max_sessions.to_string()])
+        .args(["--idle-timeout", "3600"]);
+    if !site.addr.is_loopback() {
+        // Inside the cell's own namespace, reachable only from its testbed.
+        cmd.arg("--allow-remote");
+    }
+    if dialect.linemode() {
+        cmd.arg("--linemode");
+    }
+    cmd.args(["--command", "sh", "-c", command])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.reopen()?);
+    site.enter(&mut cmd)?;
+    let mut child = cmd.spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+    let mut server = ServerProcess {
+        child,
+        log,
+        addr: SocketAddrV4::new(site.addr, 0),
+        _script: None,
+        sshd: None,
+    };
+    let port: u16 = line.trim().parse().map_err(|_| {
+        anyhow::anyhow!(
+            "the login server did not start (printed {line:?}): {}",
+            server.log_text().trim()
+        )
+    })?;
+    server.addr.set_port(port);
+    Ok(server)
+}
+
+/// inetutils telnetd behind socat, running `command` through a script
+/// (telnetd's -E takes one word). For LINEMODE, telnetd's `-l` offers it.
+fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> anyhow::Result<ServerProcess> {
+    const TELNETD: &str = "/usr/sbin/telnetd";
+    if !Path::new(TELNETD).exists() {
+        bail!("{TELNETD} is missing (apt-get install inetutils-telnetd)");
+    }
+    let log = tempfile::NamedTempFile::new()?;
+    let script = tempfile::Builder::new()
+        .prefix("netlab-telnetd-command")
+        .tempfile()?;
+    std::fs::write(script.path(), format!("#!/bin/sh\n{command}\n"))?;
+    std::fs::set_permissions(
+        script.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let script = script.into_temp_path();
+    let port = free_port(site)?;
+    let linemode = if dialect.linemode() { " -l" } else { "" };
+    let mut cmd = Command::new("socat");
+    cmd.arg(format!(
+        "TCP-LISTEN:{port},bind={},reuseaddr,fork,backlog=1024",
+        site.addr
+    ))
+    .arg(format!(
+        "EXEC:{TELNETD} -h{linemode} -E {},nofork",
+        script.display()
+    ))
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log.reopen()?);
+    site.enter(&mut cmd)?;
+    let child = cmd.spawn().map_err(|e| {
+        anyhow::anyhow!("cannot start socat for telnetd (apt-get install socat): {e}")
+    })?;
+    let mut server = ServerProcess {
+        child,
+        log,
+        addr: SocketAddrV4::new(site.addr, port),
+        _script: Some(script),
+        sshd: None,
+    };
+    wait_listening(&mut server, "socat (for telnetd)")?;
+    Ok(server)
+}
+
+/// What sshd needs that netlab creates: keys, config, a test user, maybe
+/// the privilege-separation directory. Removed on drop, user first.
+struct SshdSetup {
+    dir: tempfile::TempDir,
+    user: String,
+    made_privsep_dir: bool,
+}
+
+impl Drop for SshdSetup {
+    fn drop(&mut self) {
+        let removed = Command::new("userdel")
+            .arg(&self.user)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        if let Ok(out) = removed
+            && !out.status.success()
+        {
+            eprintln!(
+                "warning: could not remove the test user {}: {}",
+                self.user,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if self.made_privsep_dir {
+            let _ = std::fs::remove_dir(PRIVSEP_DIR);
+        }
+    }
+}
+
+const SSHD: &str = "/usr/sbin/sshd";
+const PRIVSEP_DIR: &str = "/run/sshd";
+/// Test users are named this, then this process's PID.
+pub const SSH_USER_PREFIX: &str = "netlab-ssh-";
+
+fn run_tool(program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// OpenSSH's sshd on a throwaway ed25519 host key, public-key
+/// authentication only, for one test user whose only key is a throwaway
+/// client key; no PAM, no password, no forwarding, no MOTD.
+fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess> {
+    if !Path::new(SSHD).exists() {
+        bail!("{SSHD} is missing (apt-get install openssh-server)");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("sshd cells need root: netlab creates and removes a test user for them");
+    }
+    let dir = tempfile::Builder::new().prefix("netlab-sshd").tempdir()?;
+    let path = |name: &str| dir.path().join(name);
+    // The test user's home: readable by it (sshd drops to the user to read
+    // authorized_keys, and the session's command reads files copied here).
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    for key in ["host_key", "client_key"] {
+        run_tool(
+            "ssh-keygen",
+            &[
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "netlab",
+                "-f",
+                path(key).to_str().context("temporary path")?,
+            ],
+        )?;
+    }
+    let user = format!("{SSH_USER_PREFIX}{}", std::process::id());
+    // '*' as the password: no password logs in, yet the account is not
+    // "locked" ('!'), which sshd without PAM would refuse.
+    run_tool(
+        "useradd",
+        &[
+            "--no-create-home",
+            "--home-dir",
+            dir.path().to_str().context("temporary path")?,
+            "--shell",
+            "/bin/sh",
+            "--password",
+            "*",
+            "--user-group",
+            &user,
+        ],
+    )?;
+    let made_privsep_dir = !Path::new(PRIVSEP_DIR).exists();
+    let setup = SshdSetup {
+        dir,
+        user,
+        made_privsep_dir,
+    };
+    if made_privsep_dir {
+        std::fs::create_dir(PRIVSEP_DIR)?;
+        std::fs::set_permissions(
+            PRIVSEP_DIR,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )?;
+    }
+    let path = |name: &str| setup.dir.path().join(name);
+    std::fs::copy(path("client_key.pub"), path("authorized_keys"))?;
+    let port = free_port(site)?;
+    let host_public = std::fs::read_to_string(path("host_key.pub"))?;
+    let host_public: Vec<&str> = host_public.split_whitespace().take(2).collect();
+    std::fs::write(
+        path("known_hosts"),
+        format!("[{}]:{port} {}\n", site.addr, host_public.join(" ")),
+    )?;
+    let config = format!(
+        "Port {port}\n\
+         ListenAddress {addr}\n\
+         HostKey {host_key}\n\
+         PidFile none\n\
+         AuthorizedKeysFile {keys}\n\
+         AllowUsers {user}\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         UsePAM no\n\
+         StrictModes no\n\
+         PermitRootLogin no\n\
+         X11Forwarding no\n\
+         AllowTcpForwarding no\n\
+         PrintMotd no\n\
+         PrintLastLog no\n\
+         UseDNS no\n\
+         MaxStartups {startups}\n\
+         LogLevel INFO\n",
+        addr = site.addr,
+        host_key = path("host_key").display(),
+        keys = path("authorized_keys").display(),
+        user = setup.user,
+        // Every simulated user logs in at once: no random early drops.
+        startups = max_sessions.max(10) + 16,
+    );
+    std::fs::write(path("sshd_config"), config)?;
+    let log = tempfile::NamedTempFile::new()?;
+    let mut cmd = Command::new(SSHD);
+    // -D: stay in the foreground (a child of netlab); -e: log to stderr.
+    cmd.args(["-D", "-e", "-f"])
+        .arg(path("sshd_config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log.reopen()?);
+    site.enter(&mut cmd)?;
+    let child = cmd.spawn().context("cannot start sshd")?;
+    let mut server = ServerProcess {
+        child,
+        log,
+        addr: SocketAddrV4::new(site.addr, port),
+        _script: None,
+        sshd: Some(setup),
+    };
+    wait_listening(&mut server, "sshd")?;
+    Ok(server)
+}
+
+/// Removes what sshd cells of a killed netlab left behind (`netlab
+/// testbed clean`): the orphaned sshd (its config lies in a `netlab-sshd`
+/// directory and its parent is gone), every process of a test user named
+/// [`SSH_USER_PREFIX`]PID whose PID no longer runs, then those users.
+/// Processes are killed by PID; returns the users removed.
+pub fn remove_stale_ssh_users() -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(passwd) = std::fs::read_to_string("/etc/passwd") else {
+        return removed;
+    };
+    // (name, uid, home): the home is the directory of keys and config.
+    let stale: Vec<(String, u32, String)> = passwd
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            let pid = fields.first()?.strip_prefix(SSH_USER_PREFIX)?;
+            if pid.parse::<u32>().is_err() || Path::new(&format!("/proc/{pid}")).exists() {
+                return None;
+            }
+            Some((
+                fields[0].to_string(),
+                fields.get(2)?.parse().ok()?,
+                fields.get(5)?.to_string(),
+            ))
+        })
+        .collect();
+    let mut victims = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u32>().ok())
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let orphaned_sshd = cmdline.starts_with(SSHD)
+            && cmdline.contains("/netlab-sshd")
+            && field("PPid:") == Some(1);
+        let of_stale_user =
+            field("Uid:").is_some_and(|uid| stale.iter().any(|(_, u, _)| *u == uid));
+        if orphaned_sshd || of_stale_user {
+            victims.push(pid);
+        }
+    }
+    for &pid in &victims {
+        // SAFETY: a process of netlab's own sshd or test user, by PID.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while victims
+        .iter()
+        .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (name, _, home) in stale {
+        if run_tool("userdel", &[&name]).is_ok() {
+            removed.push(name);
+        }
+        let home = Path::new(&home);
+        if home.starts_with(std::env::temp_dir())
+            && home
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("netlab-sshd"))
+        {
+            let _ = std::fs::remove_dir_all(home);
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_speak_their_own_dialects_only() {
+        assert!(Target::Epoll.speaks(Dialect::Rlogin).is_ok());
+        assert!(Target::Epoll.speaks(Dialect::TelnetLinemode).is_ok());
+        assert!(Target::Telnetd.speaks(Dialect::Telnet).is_ok());
+        assert!(Target::Telnetd.speaks(Dialect::Rlogin).is_err());
+        assert!(Target::Sshd.speaks(Dialect::Ssh).is_ok());
+        assert!(Target::Sshd.speaks(Dialect::Telnet).is_err());
+        assert!(Target::Fork.speaks(Dialect::Ssh).is_err());
+    }
+
+    #[test]
+    fn dialect_names_round_trip_through_serde() {
+        for d in [
+            Dialect::Telnet,
+            Dialect::TelnetLinemode,
+            Dialect::Rlogin,
+            Dialect::Ssh,
+        ] {
+            let json = serde_json::to_string(&d).unwrap();
+            assert_eq!(json, format!("\"{}\"", d.name()));
+        }
+    }
+}
