@@ -151,6 +151,31 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
         assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["mean_segment_bytes"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // TCP_NODELAY on the server: output leaves in the pty's chunks instead
+    // of being held by Nagle into near-MSS segments (loopback's MSS is 64 KB).
+    let mean_segment = |nodelay: bool| {
+        let mut args = vec![
+            "output",
+            "--size",
+            "1M",
+            "--relay",
+            "epoll",
+            "--protocol",
+            "rlogin",
+        ];
+        if nodelay {
+            args.push("--nodelay");
+        }
+        let doc = run_json(&args, &out);
+        let r = &doc["records"][0]["result"];
+        assert_eq!(r["params"]["nodelay"], nodelay, "{r}");
+        r["mean_segment_bytes"].as_f64().unwrap()
+    };
+    let (nagle, nodelay) = (mean_segment(false), mean_segment(true));
+    assert!(
+        nodelay * 2.0 < nagle,
+        "mean segment {nodelay} B with TCP_NODELAY vs {nagle} B with Nagle"
+    );
     // 1200 bytes at 9600 baud (960 characters a second) take about 1.25 s.
     let run = netlab()
         .args([

@@ -305,6 +305,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         &[Placement::Loopback],
         profile.output_bytes,
         None,
+        false,
     );
     // The real servers beside netlab's, where this machine has them.
     let real: Vec<Target> = servers
@@ -318,6 +319,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         &[Placement::Loopback],
         profile.output_bytes,
         None,
+        false,
     ));
     eprintln!(
         "lab: output, {} typed through each relay design",

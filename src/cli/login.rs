@@ -42,6 +42,8 @@ pub enum LoginCommand {
         #[arg(long)]
         linemode: bool,
         #[arg(long)]
+        nodelay: bool,
+        #[arg(long)]
         idle_s: u64,
         #[arg(long)]
         peer: SocketAddr,
@@ -70,6 +72,10 @@ pub struct ServeArgs {
     /// Ask clients for LINEMODE (they edit and echo lines locally).
     #[arg(long)]
     pub linemode: bool,
+    /// TCP_NODELAY on every session's socket (off, as in telnetd: Nagle
+    /// then holds small output writes until the client's delayed ACK).
+    #[arg(long)]
+    pub nodelay: bool,
     /// Most sessions at once; more are refused.
     #[arg(long, default_value_t = 256)]
     pub max_sessions: usize,
@@ -90,6 +96,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
         Some(LoginCommand::Session {
             protocol,
             linemode,
+            nodelay,
             idle_s,
             peer,
             command,
@@ -101,6 +108,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
                 linemode,
                 command,
                 idle: Duration::from_secs(idle_s),
+                nodelay,
             };
             let report = run_session(socket, peer, &config)?;
             eprintln!(
@@ -139,6 +147,7 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         linemode: args.linemode,
         command: args.command,
         idle: Duration::from_secs(args.idle_timeout),
+        nodelay: args.nodelay,
     };
     let report = server::serve(
         listener,

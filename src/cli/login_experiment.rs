@@ -269,7 +269,7 @@ pub fn table(records: &[Record]) -> String {
          idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
          the generator's thread (+ its ssh clients'). pkts: TCP segments on loopback (in = out), \
          the server side's interface on netns. The uring design's waiting \
-         thread counts as blocked (b) and its wait as iowait, not idle. Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
+         thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
          else (or >1% echoes lost, or a session failed) unusable.\n",
     );
     text

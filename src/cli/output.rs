@@ -48,6 +48,10 @@ pub struct OutputArgs {
     /// Pace the output like a serial terminal of this speed (e.g. 9600).
     #[arg(long)]
     pub baud: Option<u32>,
+    /// TCP_NODELAY on netlab's server sessions (the fix for Nagle holding
+    /// output until the client's delayed ACK; telnetd has no such switch).
+    #[arg(long)]
+    pub nodelay: bool,
     #[arg(long, default_value = "netlab-results.jsonl")]
     pub out: PathBuf,
     #[arg(long)]
@@ -102,6 +106,7 @@ pub fn cells(
     placements: &[Placement],
     size: u64,
     baud: Option<u32>,
+    nodelay: bool,
 ) -> Vec<OutputParams> {
     let mut cells = Vec::new();
     for placement in placements {
@@ -117,6 +122,7 @@ pub fn cells(
                     placement: placement.clone(),
                     file_bytes: size,
                     baud,
+                    nodelay,
                 };
                 if !cells.contains(&cell) {
                     cells.push(cell);
@@ -206,6 +212,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
             &placements,
             args.size,
             args.baud,
+            args.nodelay,
         ),
         &file,
         &host,

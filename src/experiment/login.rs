@@ -23,7 +23,7 @@
 //! while idle; busy time excludes iowait.
 
 use super::bed::Bed;
-use super::servers::{self, Site, enter_on_this_thread};
+use super::servers::{self, ServerSpec, Site, enter_on_this_thread};
 pub use super::servers::{Dialect, Target};
 use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
 use crate::measure::ifstat::InterfaceCounters;
@@ -215,10 +215,13 @@ pub fn run_cell(
     };
     let command = session_command(params.protocol);
     let server = servers::start(
-        params.relay,
-        params.protocol,
-        &command,
-        params.users + 16,
+        &ServerSpec {
+            target: params.relay,
+            dialect: params.protocol,
+            command: &command,
+            max_sessions: params.users + 16,
+            nodelay: false,
+        },
         &site,
     )?;
     let connect = match params.protocol.protocol() {

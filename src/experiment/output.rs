@@ -20,7 +20,7 @@
 //! server in side B's, over the cell's link.
 
 use super::bed::Bed;
-use super::servers::{self, Dialect, Site, Target, enter_on_this_thread};
+use super::servers::{self, Dialect, ServerSpec, Site, Target, enter_on_this_thread};
 use crate::endpoint::login::client::Session;
 use crate::endpoint::login::typist::READY_MARKER;
 use crate::measure::schedstat::tree_cpu_ns;
@@ -54,6 +54,9 @@ pub struct OutputParams {
     /// Terminal speed the output is paced to (bits per second, 10 bits a
     /// character as on a serial line), or unpaced.
     pub baud: Option<u32>,
+    /// TCP_NODELAY on netlab's server sessions (older records: off).
+    #[serde(default)]
+    pub nodelay: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -293,7 +296,16 @@ pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResu
         ),
     };
     let command = output_command(file, params.baud)?;
-    let server = servers::start(params.relay, params.protocol, &command, 4, &site)?;
+    let server = servers::start(
+        &ServerSpec {
+            target: params.relay,
+            dialect: params.protocol,
+            command: &command,
+            max_sessions: 4,
+            nodelay: params.nodelay,
+        },
+        &site,
+    )?;
     let ssh_argv = match server.readable_dir() {
         // sshd's test user reads the file from a directory of its own.
         Some(dir) => {

@@ -348,19 +348,33 @@ fn free_port(site: &Site) -> anyhow::Result<u16> {
         .port())
 }
 
-/// Starts `target` speaking `dialect`, each session running the shell
-/// command `command` (for sshd the client names the command: see
-/// [`ServerProcess::ssh_argv`]), serving up to `max_sessions` at once.
-pub fn start(
-    target: Target,
-    dialect: Dialect,
-    command: &str,
-    max_sessions: usize,
-    site: &Site,
-) -> anyhow::Result<ServerProcess> {
+/// How a server is started.
+#[derive(Debug, Clone)]
+pub struct ServerSpec<'a> {
+    pub target: Target,
+    pub dialect: Dialect,
+    /// The shell command each session runs (for sshd the client names
+    /// it: see [`ServerProcess::ssh_argv`]).
+    pub command: &'a str,
+    /// Most sessions at once.
+    pub max_sessions: usize,
+    /// TCP_NODELAY on netlab's sessions (telnetd cannot; sshd sets it on
+    /// interactive sessions itself).
+    pub nodelay: bool,
+}
+
+/// Starts the server `spec` names in `site`.
+pub fn start(spec: &ServerSpec, site: &Site) -> anyhow::Result<ServerProcess> {
+    let ServerSpec {
+        target,
+        dialect,
+        command,
+        max_sessions,
+        nodelay,
+    } = *spec;
     target.speaks(dialect).map_err(anyhow::Error::msg)?;
     match target.relay() {
-        Some(relay) => start_netlab(relay, dialect, command, max_sessions, site),
+        Some(relay) => start_netlab(relay, dialect, command, max_sessions, nodelay, site),
         None if target == Target::Telnetd => start_telnetd(dialect, command, site),
         None => start_sshd(max_sessions, site),
     }
@@ -371,6 +385,7 @@ fn start_netlab(
     dialect: Dialect,
     command: &str,
     max_sessions: usize,
+    nodelay: bool,
     site: &Site,
 ) -> anyhow::Result<ServerProcess> {
     let protocol = dialect.protocol().expect("checked by speaks");
@@ -387,6 +402,9 @@ fn start_netlab(
     }
     if dialect.linemode() {
         cmd.arg("--linemode");
+    }
+    if nodelay {
+        cmd.arg("--nodelay");
     }
     cmd.args(["--command", "sh", "-c", command])
         .stdin(Stdio::null())

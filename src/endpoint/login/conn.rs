@@ -24,6 +24,11 @@ pub struct SessionConfig {
     pub command: Vec<String>,
     /// A session without client input this long is closed.
     pub idle: Duration,
+    /// TCP_NODELAY on the session's socket. Off by default, as in the
+    /// 1980s servers and inetutils telnetd: Nagle then holds a write smaller
+    /// than the MSS while earlier output is unacknowledged (on loopback,
+    /// with its 64 KB MSS, most writes), until the client's delayed ACK.
+    pub nodelay: bool,
 }
 
 /// How a session ended and what it moved.
@@ -92,6 +97,7 @@ impl Conn {
     /// Starts the command on a fresh pty and prepares the protocol's opening.
     pub fn open(socket: TcpStream, peer: SocketAddr, config: &SessionConfig) -> io::Result<Conn> {
         let pty = pty::spawn(&config.command, 24, 80)?;
+        socket.set_nodelay(config.nodelay)?;
         socket.set_nonblocking(true)?;
         set_nonblocking(pty.master.as_fd(), true)?;
         let master = File::from(pty.master.try_clone()?);

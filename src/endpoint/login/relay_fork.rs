@@ -65,6 +65,7 @@ pub fn serve(
             .args(["--idle-s", &config.idle.as_secs().to_string()])
             .args(["--peer", &peer.to_string()])
             .args(config.linemode.then_some("--linemode"))
+            .args(config.nodelay.then_some("--nodelay"))
             .arg("--")
             .args(&config.command);
         // SAFETY: async-signal-safe calls only, between fork and exec.

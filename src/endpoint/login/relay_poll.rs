@@ -146,6 +146,7 @@ mod tests {
                 linemode: false,
                 command: vec!["cat".into()],
                 idle: Duration::from_secs(10),
+                nodelay: false,
             };
             run_session(socket, peer, &config).unwrap()
         });
