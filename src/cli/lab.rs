@@ -343,5 +343,22 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         dir.display(),
         writer.path().display()
     ))?;
+    // The report, from the records alone, beside them.
+    let loaded = crate::report::html::load(writer.path())
+        .with_context(|| format!("cannot read back {}", writer.path().display()))?;
+    let report = crate::report::html::write(&loaded, "results.jsonl", &dir)
+        .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+    for e in &report.figure_errors {
+        eprintln!("figure not drawn: {e}");
+    }
+    out.text(&format!(
+        "report: {} ({} figures)\n",
+        report.html.display(),
+        report.figures.len()
+    ))?;
+    out.text("most notable:\n")?;
+    for (i, finding) in report.notable.iter().enumerate() {
+        out.text(&format!("{}. {finding}\n", i + 1))?;
+    }
     Ok(())
 }

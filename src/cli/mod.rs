@@ -11,6 +11,7 @@ pub mod login;
 pub mod login_experiment;
 pub mod output;
 pub mod placement;
+pub mod report;
 pub mod rpc;
 pub mod rpc_cliffs;
 pub mod rpc_experiment;
@@ -50,6 +51,8 @@ pub enum Commands {
     Login(login::LoginArgs),
     /// The 1987 terminal-output test: text typed to a terminal through each relay design.
     Output(output::OutputArgs),
+    /// Build report.html, SVG/PNG figures (and --csv) from a records file.
+    Report(report::ReportArgs),
     /// Manage the network namespaces and links netlab creates.
     Testbed(testbed::TestbedArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
@@ -66,7 +69,9 @@ impl Commands {
             Commands::Cksum(a) => a.json,
             Commands::Login(a) => a.command.is_none() && a.experiment.json,
             Commands::Output(a) => a.json,
-            Commands::Lab(_) | Commands::Testbed(_) | Commands::Endpoint => false,
+            Commands::Lab(_) | Commands::Report(_) | Commands::Testbed(_) | Commands::Endpoint => {
+                false
+            }
         }
     }
 }
@@ -149,6 +154,7 @@ pub fn main() -> ExitCode {
         Commands::Rpc(args) => rpc::run(args, &mut out),
         Commands::Cksum(args) => cksum::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
+        Commands::Report(args) => report::run(args, &mut out),
         Commands::Login(args) => login::run(args, &mut out),
         Commands::Output(args) => output::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),

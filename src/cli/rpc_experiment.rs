@@ -2,7 +2,7 @@
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
 
 use super::{Interrupted, Output};
-use crate::analysis::cliff::{DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
+use crate::analysis::cliff::{Cliff, DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
 use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
 use crate::analysis::wire::last_call_timeline;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
@@ -268,19 +268,13 @@ fn results(records: &[Record]) -> Vec<(&RpcParams, &RpcResult)> {
         .collect()
 }
 
-/// Finds the cliffs of each column and, unless told not to, diagnoses each.
-pub fn find_and_diagnose(
-    records: &[Record],
-    diagnose_cells: bool,
-    rerun_calls: u32,
-    host: &HostFacts,
-    writer: &mut RecordWriter,
-) -> anyhow::Result<(Vec<Finding>, Vec<Record>)> {
+/// The cells of each column whose median call is far above what their
+/// neighbours predict (and by at least [`MIN_STALL_MS`]).
+fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcResult)> {
     let measured = results(records);
     let mut columns: Vec<String> = measured.iter().map(|(p, _)| p.column()).collect();
     columns.dedup();
-    let mut findings = Vec::new();
-    let mut extra = Vec::new();
+    let mut flagged = Vec::new();
     for column in columns {
         let cells: Vec<&(&RpcParams, &RpcResult)> = measured
             .iter()
@@ -296,64 +290,133 @@ pub fn find_and_diagnose(
             .into_iter()
             .filter(|c| c.measured - c.predicted >= MIN_STALL_MS)
         {
-            let Some((params, result)) = cells.iter().find(|(p, _)| p.size as f64 == cliff.size)
-            else {
-                continue;
-            };
-            let mut finding = Finding {
-                column: column.clone(),
+            if let Some((params, result)) = cells.iter().find(|(p, _)| p.size as f64 == cliff.size)
+            {
+                flagged.push((column.clone(), cliff, *params, *result));
+            }
+        }
+    }
+    flagged
+}
+
+/// The findings a finished run's records hold: the cliffs of its measured
+/// cells, diagnosed from the diagnosis reruns and the captured timeline
+/// recorded beside them (`netlab report` rebuilds them without measuring).
+pub fn findings_from_records(records: &[Record]) -> Vec<Finding> {
+    let measured: Vec<Record> = records
+        .iter()
+        .filter(
+            |r| matches!(&r.data, RecordData::Rpc { params, .. } if params.purpose == "measure"),
+        )
+        .cloned()
+        .collect();
+    flag_cliffs(&measured)
+        .into_iter()
+        .map(|(column, cliff, params, result)| {
+            let reruns: Vec<Rerun> =
+                crate::report::figures::diagnosis_reruns(records, &column, params.size)
+                    .into_iter()
+                    .map(|(change, ms_per_call)| Rerun {
+                        change,
+                        ms_per_call,
+                    })
+                    .collect();
+            let timeline = records
+                .iter()
+                .find_map(|r| match &r.data {
+                    RecordData::Rpc {
+                        params: p,
+                        result: Some(r),
+                    } if p.capture_timeline && p.column() == column && p.size == params.size => r
+                        .capture
+                        .as_ref()
+                        .map(|c| last_call_timeline(&c.timeline, r.server_port)),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            Finding {
+                column,
                 size: params.size,
                 ratio: cliff.ratio,
                 ms_per_100_calls: mean_ms_per_100(result, params.calls),
-                diagnosis: None,
-                timeline: Vec::new(),
-            };
-            if diagnose_cells && params.proto == Proto::Tcp {
-                let mut reruns = Vec::new();
-                let changes: [(&str, Change); 3] = [
-                    ("TCP_NODELAY on the client", |p| p.client.nodelay = true),
-                    ("TCP_QUICKACK on the server", |p| p.server.quickack = true),
-                    ("the request in one writev", |p| {
-                        p.strategy = Strategy::Writev
-                    }),
-                ];
-                for (change, apply) in changes {
-                    let mut cell = (*params).clone();
-                    apply(&mut cell);
-                    cell.calls = rerun_calls;
-                    cell.reps = 1;
-                    cell.purpose = format!("diagnose: {change}");
-                    let rerun = run_cells(&[cell], host, writer, "diagnosing")?;
-                    if let Some((_, r)) = results(&rerun).first() {
-                        reruns.push(Rerun {
-                            change: change.into(),
-                            ms_per_call: r.client.latency_us_p50 / 1e3,
-                        });
-                    }
-                    extra.extend(rerun);
-                }
-                // One short run with the connection captured, to show a stalled call.
-                let mut cell = (*params).clone();
-                cell.calls = 3;
-                cell.reps = 1;
-                cell.capture_timeline = true;
-                cell.purpose = "diagnose: packet timeline".into();
-                let captured = run_cells(&[cell], host, writer, "capturing")?;
-                if let Some((_, r)) = results(&captured).first()
-                    && let Some(capture) = &r.capture
-                {
-                    finding.timeline = last_call_timeline(&capture.timeline, r.server_port);
-                }
-                extra.extend(captured);
-                finding.diagnosis = Some(diagnose(
-                    result.client.latency_us_p50 / 1e3,
-                    result.client.writes_per_call,
-                    result.delayed_acks_per_call,
-                    &reruns,
-                ));
+                diagnosis: (!reruns.is_empty()).then(|| {
+                    diagnose(
+                        result.client.latency_us_p50 / 1e3,
+                        result.client.writes_per_call,
+                        result.delayed_acks_per_call,
+                        &reruns,
+                    )
+                }),
+                timeline,
             }
-            findings.push(finding);
+        })
+        .collect()
+}
+
+/// Finds the cliffs of each column and, unless told not to, diagnoses each.
+pub fn find_and_diagnose(
+    records: &[Record],
+    diagnose_cells: bool,
+    rerun_calls: u32,
+    host: &HostFacts,
+    writer: &mut RecordWriter,
+) -> anyhow::Result<(Vec<Finding>, Vec<Record>)> {
+    let mut findings = Vec::new();
+    let mut extra = Vec::new();
+    for (column, cliff, params, result) in flag_cliffs(records) {
+        let mut finding = Finding {
+            column: column.clone(),
+            size: params.size,
+            ratio: cliff.ratio,
+            ms_per_100_calls: mean_ms_per_100(result, params.calls),
+            diagnosis: None,
+            timeline: Vec::new(),
+        };
+        if diagnose_cells && params.proto == Proto::Tcp {
+            let mut reruns = Vec::new();
+            let changes: [(&str, Change); 3] = [
+                ("TCP_NODELAY on the client", |p| p.client.nodelay = true),
+                ("TCP_QUICKACK on the server", |p| p.server.quickack = true),
+                ("the request in one writev", |p| {
+                    p.strategy = Strategy::Writev
+                }),
+            ];
+            for (change, apply) in changes {
+                let mut cell = (*params).clone();
+                apply(&mut cell);
+                cell.calls = rerun_calls;
+                cell.reps = 1;
+                cell.purpose = format!("diagnose: {change}");
+                let rerun = run_cells(&[cell], host, writer, "diagnosing")?;
+                if let Some((_, r)) = results(&rerun).first() {
+                    reruns.push(Rerun {
+                        change: change.into(),
+                        ms_per_call: r.client.latency_us_p50 / 1e3,
+                    });
+                }
+                extra.extend(rerun);
+            }
+            // One short run with the connection captured, to show a stalled call.
+            let mut cell = (*params).clone();
+            cell.calls = 3;
+            cell.reps = 1;
+            cell.capture_timeline = true;
+            cell.purpose = "diagnose: packet timeline".into();
+            let captured = run_cells(&[cell], host, writer, "capturing")?;
+            if let Some((_, r)) = results(&captured).first()
+                && let Some(capture) = &r.capture
+            {
+                finding.timeline = last_call_timeline(&capture.timeline, r.server_port);
+            }
+            extra.extend(captured);
+            finding.diagnosis = Some(diagnose(
+                result.client.latency_us_p50 / 1e3,
+                result.client.writes_per_call,
+                result.delayed_acks_per_call,
+                &reruns,
+            ));
         }
+        findings.push(finding);
     }
     Ok((findings, extra))
 }

@@ -1,0 +1,726 @@
+//! The report's figures: first their data, computed from records alone by
+//! pure functions (what the snapshot tests pin down), then drawn with
+//! plotters' SVG backend and rasterised to PNG with resvg.
+//!
+//! Every figure names its units in its axis labels, and its caption names
+//! the host and the placements its points came from.
+
+use crate::analysis::cliff::{DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
+use crate::endpoint::rpc::Proto;
+use crate::experiment::sweep::summarize;
+use crate::record::{Record, RecordData};
+use plotters::prelude::*;
+use serde::Serialize;
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Style {
+    /// Measured points joined by lines.
+    Measured,
+    /// A model or limit: a dashed line, no points.
+    Model,
+    /// Points only (categories).
+    Points,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    pub name: String,
+    pub style: Style,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A labelled point drawn over the series: a knee, a cliff.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    pub label: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figure {
+    /// File stem: `stream-throughput` gives stream-throughput.svg and .png.
+    pub id: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub log_x: bool,
+    pub log_y: bool,
+    /// When x is a category: the name of x = 0, 1, 2, ...
+    pub categories: Vec<String>,
+    pub series: Vec<Series>,
+    pub marks: Vec<Mark>,
+    /// Host facts and placements.
+    pub caption: String,
+}
+
+/// The host and placements of the records a figure draws.
+fn caption(records: &[&Record]) -> String {
+    let mut placements: Vec<&str> = records.iter().map(|r| r.placement.as_str()).collect();
+    placements.sort_unstable();
+    placements.dedup();
+    let host = records.first().map_or(String::new(), |r| {
+        format!(
+            "{}, {} cores, Linux {}",
+            r.host.cpu_model, r.host.cores, r.host.kernel
+        )
+    });
+    format!("host: {host}; placement: {}", placements.join(", "))
+}
+
+/// Throughput vs record size, the fitted cost model drawn through it and
+/// the knee marked (`netlab sweep stream` records).
+pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
+    let sweep: Vec<Record> = records
+        .iter()
+        .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.sweep.is_some()))
+        .cloned()
+        .collect();
+    let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
+    if summary.points.is_empty() {
+        return None;
+    }
+    let measured: Vec<(f64, f64)> = summary
+        .points
+        .iter()
+        .map(|p| (p.record as f64, p.throughput_mb_s.median))
+        .collect();
+    let mut series = vec![Series {
+        name: "measured (median of runs)".into(),
+        style: Style::Measured,
+        points: measured.clone(),
+    }];
+    if let Some(model) = &summary.model {
+        series.push(Series {
+            name: format!(
+                "model: {:.2} µs + {:.3} ns/B per record",
+                model.fixed * 1e6,
+                model.per_byte * 1e9
+            ),
+            style: Style::Model,
+            points: measured
+                .iter()
+                .map(|&(size, _)| (size, size / model.time(size) / 1e6))
+                .collect(),
+        });
+    }
+    let marks = summary
+        .knee
+        .iter()
+        .map(|k| Mark {
+            x: k.size,
+            y: k.throughput,
+            label: format!("knee {} B ({:.0}% of plateau)", k.size, k.fraction * 100.0),
+        })
+        .collect();
+    Some(Figure {
+        id: "stream-throughput".into(),
+        title: "Throughput vs record size (one TCP stream)".into(),
+        x_label: "record size (bytes, log)".into(),
+        y_label: "throughput (MB/s)".into(),
+        log_x: true,
+        log_y: false,
+        categories: Vec::new(),
+        series,
+        marks,
+        caption: caption(&sweep.iter().collect::<Vec<_>>()),
+    })
+}
+
+/// Time per 100 calls vs argument size per column (TCP/UDP, local/remote),
+/// cliffs marked with their diagnosis reruns' times where recorded.
+pub fn rpc_time(records: &[Record]) -> Option<Figure> {
+    let measured: Vec<&Record> = records
+        .iter()
+        .filter(|r| {
+            matches!(&r.data, RecordData::Rpc { params, result: Some(_) } if params.purpose == "measure")
+        })
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let mut columns: Vec<String> = Vec::new();
+    for r in &measured {
+        if let RecordData::Rpc { params, .. } = &r.data
+            && !columns.contains(&params.column())
+        {
+            columns.push(params.column());
+        }
+    }
+    let mut series = Vec::new();
+    let mut marks = Vec::new();
+    for column in &columns {
+        let mut cells: Vec<(f64, f64, f64, Proto)> = measured
+            .iter()
+            .filter_map(|r| match &r.data {
+                RecordData::Rpc {
+                    params,
+                    result: Some(result),
+                } if &params.column() == column => Some((
+                    params.size as f64,
+                    result.ms_per_100_calls.median,
+                    result.client.latency_us_p50 / 1e3,
+                    params.proto,
+                )),
+                _ => None,
+            })
+            .collect();
+        cells.sort_by(|a, b| a.0.total_cmp(&b.0));
+        series.push(Series {
+            name: column.clone(),
+            style: Style::Measured,
+            // Log axes cannot show 0 bytes: it is drawn at 1.
+            points: cells.iter().map(|c| (c.0.max(1.0), c.1)).collect(),
+        });
+        // The same judgement as `netlab rpc`: by the median call.
+        let points: Vec<(f64, f64)> = cells.iter().map(|c| (c.0, c.2)).collect();
+        let (cliffs, _) = find_cliffs(&points, DEFAULT_FACTOR);
+        for cliff in cliffs
+            .iter()
+            .filter(|c| c.measured - c.predicted >= MIN_STALL_MS)
+        {
+            let Some(cell) = cells.iter().find(|c| c.0 == cliff.size) else {
+                continue;
+            };
+            let fixed = diagnosis_reruns(records, column, cliff.size as usize);
+            let label = match fixed.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+                Some((_, ms)) => format!(
+                    "{column} {} B: {:.1} -> {ms:.2} ms/call fixed",
+                    cliff.size, cliff.measured
+                ),
+                None => format!("{column} {} B: {:.1} ms/call", cliff.size, cliff.measured),
+            };
+            marks.push(Mark {
+                x: cell.0.max(1.0),
+                y: cell.1,
+                label,
+            });
+        }
+    }
+    Some(Figure {
+        id: "rpc-time".into(),
+        title: "Sun RPC: time for 100 calls vs argument size".into(),
+        x_label: "argument size (bytes, log; 0 drawn at 1)".into(),
+        y_label: "time for 100 calls (ms, log)".into(),
+        log_x: true,
+        log_y: true,
+        categories: Vec::new(),
+        series,
+        marks,
+        caption: caption(&measured),
+    })
+}
+
+/// The diagnosis reruns of one flagged cell: (change, median ms per call).
+pub fn diagnosis_reruns(records: &[Record], column: &str, size: usize) -> Vec<(String, f64)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Rpc {
+                params,
+                result: Some(result),
+            } if params.column() == column
+                && params.size == size
+                && params.purpose.starts_with("diagnose: ")
+                && !params.capture_timeline =>
+            {
+                Some((
+                    params.purpose["diagnose: ".len()..].to_string(),
+                    result.client.latency_us_p50 / 1e3,
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A login-load cell: series name, users, result, record.
+type LoginPoint<'a> = (
+    String,
+    f64,
+    &'a crate::experiment::login::LoginResult,
+    &'a Record,
+);
+
+/// The login-load cells.
+fn login_points(records: &[Record]) -> Vec<LoginPoint<'_>> {
+    records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Login {
+                params,
+                result: Some(result),
+            } => Some((
+                format!(
+                    "{} {} {}",
+                    params.relay.name(),
+                    params.protocol.name(),
+                    params.placement.name()
+                ),
+                params.users as f64,
+                result.as_ref(),
+                r,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn by_series(points: Vec<(String, f64, f64)>) -> Vec<Series> {
+    let mut series: Vec<Series> = Vec::new();
+    for (name, x, y) in points {
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((x, y)),
+            None => series.push(Series {
+                name,
+                style: Style::Measured,
+                points: vec![(x, y)],
+            }),
+        }
+    }
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    series
+}
+
+/// CPU busy (user + system, % of all CPUs) and the 99th-percentile echo
+/// vs users, per server.
+pub fn login_figures(records: &[Record]) -> Vec<Figure> {
+    let points = login_points(records);
+    if points.is_empty() {
+        return Vec::new();
+    }
+    let used: Vec<&Record> = points.iter().map(|p| p.3).collect();
+    let cpu = by_series(
+        points
+            .iter()
+            .map(|(name, users, r, _)| {
+                let busy = r.cpu.user_pct + r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct;
+                (name.clone(), *users, busy)
+            })
+            .collect(),
+    );
+    let echo = by_series(
+        points
+            .iter()
+            .map(|(name, users, r, _)| (name.clone(), *users, r.typist.echo_p99_ms.max(1e-3)))
+            .collect(),
+    );
+    let per_key = by_series(
+        points
+            .iter()
+            .map(|(name, users, r, _)| (name.clone(), *users, r.server_cpu_per_keystroke_us))
+            .collect(),
+    );
+    let figure = |id: &str, title: &str, y_label: &str, log_y: bool, series| Figure {
+        id: id.into(),
+        title: title.into(),
+        x_label: "users typing 5 chars/s".into(),
+        y_label: y_label.into(),
+        log_x: false,
+        log_y,
+        categories: Vec::new(),
+        series,
+        marks: Vec::new(),
+        caption: caption(&used),
+    };
+    vec![
+        figure(
+            "login-cpu",
+            "Login load: CPU busy vs users",
+            "CPU user + system (% of all CPUs)",
+            false,
+            cpu,
+        ),
+        figure(
+            "login-echo",
+            "Login load: 99th-percentile echo vs users",
+            "echo p99 (ms, log; 100 ms = perceptible)",
+            true,
+            echo,
+        ),
+        figure(
+            "login-cost",
+            "Login load: server CPU per keystroke vs users",
+            "server CPU per keystroke (µs)",
+            false,
+            per_key,
+        ),
+    ]
+}
+
+/// Server CPU per KB and mean segment size per server and protocol.
+pub fn output_figures(records: &[Record]) -> Vec<Figure> {
+    let cells: Vec<(&Record, String, &crate::experiment::output::OutputResult)> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Output {
+                params,
+                result: Some(result),
+            } => Some((
+                r,
+                format!(
+                    "{} {}{}{}",
+                    params.relay.name(),
+                    params.protocol.name(),
+                    if params.nodelay { " nodelay" } else { "" },
+                    if params.placement.name() == "loopback" {
+                        ""
+                    } else {
+                        " netns"
+                    }
+                ),
+                result.as_ref(),
+            )),
+            _ => None,
+        })
+        .collect();
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    let categories: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
+    let used: Vec<&Record> = cells.iter().map(|c| c.0).collect();
+    let index = |i: usize| i as f64;
+    let cost = vec![
+        Series {
+            name: "server µs/KB".into(),
+            style: Style::Points,
+            points: cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (index(i), c.2.server_cpu_us_per_kb))
+                .collect(),
+        },
+        Series {
+            name: "client µs/KB".into(),
+            style: Style::Points,
+            points: cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (index(i), c.2.client_cpu_us_per_kb))
+                .collect(),
+        },
+    ];
+    let size = vec![Series {
+        name: "mean TCP segment (bytes)".into(),
+        style: Style::Points,
+        points: cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (index(i), c.2.mean_segment_bytes.max(1.0)))
+            .collect(),
+    }];
+    vec![
+        Figure {
+            id: "output-cpu".into(),
+            title: "Terminal output: CPU per KB by server".into(),
+            x_label: "server and protocol".into(),
+            y_label: "CPU per KB of terminal output (µs)".into(),
+            log_x: false,
+            log_y: false,
+            categories: categories.clone(),
+            series: cost,
+            marks: Vec::new(),
+            caption: caption(&used),
+        },
+        Figure {
+            id: "output-segments".into(),
+            title: "Terminal output: mean segment size by server (1987: ~100 B)".into(),
+            x_label: "server and protocol".into(),
+            y_label: "mean TCP segment payload (bytes, log)".into(),
+            log_x: false,
+            log_y: true,
+            categories,
+            series: size,
+            marks: Vec::new(),
+            caption: caption(&used),
+        },
+    ]
+}
+
+/// GB/s of every checksum and copy variant vs buffer size (hot buffers),
+/// with the read limit and memcpy as the limits they are judged against.
+pub fn cksum_speed(records: &[Record]) -> Option<Figure> {
+    let mut points: Vec<(String, f64, f64)> = Vec::new();
+    let mut used = Vec::new();
+    for record in records {
+        let RecordData::Cksum {
+            result: Some(result),
+            ..
+        } = &record.data
+        else {
+            continue;
+        };
+        used.push(record);
+        for row in result.rows.iter().filter(|r| !r.cold) {
+            points.push((row.variant.clone(), result.size as f64, row.gb_s));
+        }
+    }
+    if points.is_empty() {
+        return None;
+    }
+    let mut series = by_series(points);
+    for s in &mut series {
+        if s.name.contains("read") || s.name == "memcpy" {
+            s.style = Style::Model;
+            s.name = format!("{} (limit)", s.name);
+        }
+    }
+    Some(Figure {
+        id: "cksum-speed".into(),
+        title: "Checksum and copy speed vs buffer size (hot)".into(),
+        x_label: "buffer size (bytes, log)".into(),
+        y_label: "GB/s (10^9 bytes per second)".into(),
+        log_x: true,
+        log_y: false,
+        categories: Vec::new(),
+        series,
+        marks: Vec::new(),
+        caption: caption(&used),
+    })
+}
+
+/// Every figure the records allow, in report order.
+pub fn all(records: &[Record]) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    figures.extend(stream_throughput(records));
+    figures.extend(rpc_time(records));
+    figures.extend(cksum_speed(records));
+    figures.extend(login_figures(records));
+    figures.extend(output_figures(records));
+    figures
+}
+
+/// The range a set of values needs on an axis, padded, positive on log axes.
+fn axis_range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return if log { (1.0, 10.0) } else { (0.0, 1.0) };
+    }
+    if log {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.05).max(1e-9);
+        ((lo - pad).min(0.0_f64.max(lo - pad)), hi + pad)
+    }
+}
+
+const WIDTH: u32 = 900;
+const HEIGHT: u32 = 540;
+
+/// Draws `figure` as an SVG document.
+pub fn render_svg(figure: &Figure) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, figure).map_err(|e| format!("{}: {e}", figure.id))?;
+        root.present().map_err(|e| format!("{}: {e}", figure.id))?;
+    }
+    Ok(svg)
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    f: &Figure,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (body, foot) = root.split_vertically(HEIGHT - 28);
+    foot.draw(&Text::new(
+        f.caption.clone(),
+        (10, 8),
+        ("sans-serif", 12).into_font().color(&BLACK.mix(0.7)),
+    ))?;
+    let xs = f
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .chain(f.marks.iter().map(|m| m.x));
+    let ys = f
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(f.marks.iter().map(|m| m.y));
+    let (x0, x1) = if f.categories.is_empty() {
+        axis_range(xs, f.log_x)
+    } else {
+        (-0.5, f.categories.len() as f64 - 0.5)
+    };
+    let (y0, y1) = axis_range(ys, f.log_y);
+    let mut builder = ChartBuilder::on(&body);
+    builder
+        .caption(&f.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(if f.categories.is_empty() { 40 } else { 110 })
+        .y_label_area_size(70);
+    // Four axis kinds; the drawing is the same for each.
+    macro_rules! plot {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            let categories = f.categories.clone();
+            let category_label = |x: &f64| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    categories.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            };
+            let mut mesh = chart.configure_mesh();
+            mesh.x_desc(f.x_label.as_str())
+                .y_desc(f.y_label.as_str())
+                .label_style(("sans-serif", 12));
+            if !categories.is_empty() {
+                mesh.x_labels(categories.len())
+                    .x_label_formatter(&category_label)
+                    .x_label_style(
+                        ("sans-serif", 11)
+                            .into_font()
+                            .transform(FontTransform::Rotate90),
+                    );
+            }
+            mesh.draw()?;
+            for (i, s) in f.series.iter().enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let style = ShapeStyle::from(&color).stroke_width(2);
+                match s.style {
+                    Style::Measured => {
+                        chart
+                            .draw_series(LineSeries::new(s.points.iter().copied(), style))?
+                            .label(s.name.as_str())
+                            .legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 18, y)], style)
+                            });
+                        chart.draw_series(
+                            s.points
+                                .iter()
+                                .map(|&p| Circle::new(p, 3, ShapeStyle::from(&color).filled())),
+                        )?;
+                    }
+                    Style::Model => {
+                        chart
+                            .draw_series(DashedLineSeries::new(
+                                s.points.iter().copied(),
+                                6,
+                                4,
+                                style,
+                            ))?
+                            .label(s.name.as_str())
+                            .legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 18, y)], style)
+                            });
+                    }
+                    Style::Points => {
+                        chart
+                            .draw_series(
+                                s.points
+                                    .iter()
+                                    .map(|&p| Circle::new(p, 5, ShapeStyle::from(&color).filled())),
+                            )?
+                            .label(s.name.as_str())
+                            .legend(move |(x, y)| {
+                                Circle::new((x + 9, y), 4, ShapeStyle::from(&color).filled())
+                            });
+                    }
+                }
+            }
+            // Labels stagger downwards so neighbouring marks stay legible,
+            // and sit left of marks in the right half of the plot.
+            let right_half = |x: f64| {
+                if f.log_x {
+                    x.ln() > (x0.ln() + x1.ln()) / 2.0
+                } else {
+                    x > (x0 + x1) / 2.0
+                }
+            };
+            for (i, m) in f.marks.iter().enumerate() {
+                let width = (m.label.chars().count() as f64 * 6.6) as i32;
+                let dx = if right_half(m.x) { -width - 10 } else { 10 };
+                let dy = 10 + 15 * (i as i32 % 5);
+                chart.draw_series(std::iter::once(
+                    EmptyElement::at((m.x, m.y))
+                        + Cross::new((0, 0), 7, ShapeStyle::from(&RED).stroke_width(2))
+                        + Text::new(
+                            m.label.clone(),
+                            (dx, dy),
+                            ("sans-serif", 12).into_font().color(&RED),
+                        ),
+                ))?;
+            }
+            if !f.series.is_empty() {
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK.mix(0.4))
+                    .label_font(("sans-serif", 12))
+                    .position(legend_position(f))
+                    .draw()?;
+            }
+        }};
+    }
+    match (f.log_x, f.log_y) {
+        (false, false) => plot!(builder.build_cartesian_2d(x0..x1, y0..y1)?),
+        (true, false) => plot!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
+        (false, true) => plot!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
+        (true, true) => {
+            plot!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?)
+        }
+    }
+    Ok(())
+}
+
+/// Upper left when the curves rise, upper right when they fall, so the
+/// legend sits where the data is not.
+fn legend_position(f: &Figure) -> SeriesLabelPosition {
+    let falling = f
+        .series
+        .iter()
+        .filter(|s| s.points.len() >= 2)
+        .filter(|s| s.points[0].1 > s.points[s.points.len() - 1].1)
+        .count();
+    let rising = f.series.iter().filter(|s| s.points.len() >= 2).count() - falling;
+    if falling > rising {
+        SeriesLabelPosition::UpperRight
+    } else {
+        SeriesLabelPosition::UpperLeft
+    }
+}
+
+/// Rasterises an SVG document to PNG with resvg (system fonts for text).
+pub fn render_png(svg: &str) -> Result<Vec<u8>, String> {
+    use resvg::{tiny_skia, usvg};
+    let mut options = usvg::Options::default();
+    let fonts = options.fontdb_mut();
+    fonts.load_system_fonts();
+    // The figures ask for "sans-serif"; fontdb maps it to Arial, which a
+    // Debian machine lacks: map it to a sans face that is installed.
+    let installed: Vec<String> = fonts
+        .faces()
+        .flat_map(|f| f.families.iter().map(|(name, _)| name.clone()))
+        .collect();
+    if let Some(sans) = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
+        .into_iter()
+        .find(|want| installed.iter().any(|have| have == want))
+        .map(String::from)
+        .or_else(|| installed.first().cloned())
+    {
+        fonts.set_sans_serif_family(sans);
+    }
+    let tree = usvg::Tree::from_str(svg, &options).map_err(|e| e.to_string())?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("an empty figure")?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
