@@ -155,7 +155,13 @@ pub fn sections(records: &[Record]) -> Vec<Section> {
         let (title, tables, reading, figures) = match experiment {
             "stream" => stream_section(&mine),
             "rpc" => rpc_section(&mine),
-            "cksum" => cksum_section(&mine),
+            "cksum" => {
+                let (title, mut tables, reading, figures) = cksum_section(&mine);
+                if let Some(budget) = packet_budget(records) {
+                    tables.push_str(&budget);
+                }
+                (title, tables, reading, figures)
+            }
             "login" => login_section(&mine),
             _ => output_section(&mine),
         };
@@ -254,26 +260,31 @@ fn rpc_section(records: &[Record]) -> Parts {
     let reading = if findings.is_empty() {
         "No cliffs: every size's median call is within 3x of what its neighbours predict.".into()
     } else {
-        findings
+        let cells: Vec<String> = findings
             .iter()
             .map(|f| {
-                let mut s = format!(
-                    "{} at {} bytes: {:.1} ms per 100 calls, {:.1}x what its neighbours predict.",
+                format!(
+                    "{} {} B ({:.0} ms per 100 calls, {:.0}x)",
                     f.column, f.size, f.ms_per_100_calls, f.ratio
-                );
-                if let Some(d) = &f.diagnosis {
-                    s.push(' ');
-                    s.push_str(&d.cause);
-                    for (change, before, after) in &d.fixes {
-                        s.push_str(&format!(
-                            " With {change}: {before:.2} -> {after:.2} ms per call."
-                        ));
-                    }
-                }
-                s
+                )
             })
-            .collect::<Vec<_>>()
-            .join(" ")
+            .collect();
+        let mut s = format!(
+            "Cliffs, far above what their neighbours predict: {}.",
+            cells.join(", ")
+        );
+        // Each kind of diagnosis once (the same cause with other numbers
+        // is the same finding; the table below has every cell's).
+        let mut causes: Vec<String> = Vec::new();
+        for f in &findings {
+            let Some(d) = &f.diagnosis else { continue };
+            let kind: String = d.cause.chars().filter(|c| !c.is_ascii_digit()).collect();
+            if !causes.contains(&kind) {
+                causes.push(kind);
+                s.push_str(&format!(" {} {} B: {}", f.column, f.size, d.cause));
+            }
+        }
+        s
     };
     (
         "rpc: Sun RPC over TCP and UDP, the 4096-byte cliff (1989)".into(),
@@ -284,7 +295,7 @@ fn rpc_section(records: &[Record]) -> Parts {
 }
 
 fn cksum_section(records: &[Record]) -> Parts {
-    let mut text = cksum::table(records);
+    let text = cksum::table(records);
     let results: Vec<&crate::experiment::cksum::CksumResult> = records
         .iter()
         .filter_map(|r| match &r.data {
@@ -294,9 +305,6 @@ fn cksum_section(records: &[Record]) -> Parts {
             _ => None,
         })
         .collect();
-    if !results.is_empty() {
-        text.push_str(&cksum::budget(&results));
-    }
     let mut reading = String::new();
     if let Some(largest) = results.iter().max_by_key(|r| r.size) {
         let hot: Vec<_> = largest.rows.iter().filter(|r| !r.cold).collect();
@@ -322,6 +330,51 @@ fn cksum_section(records: &[Record]) -> Parts {
         reading,
         figures::cksum_speed(records).into_iter().collect(),
     )
+}
+
+/// Van Jacobson's per-packet budget for today's host: the stream sweep's
+/// fitted cost of one packet-sized record (fixed + per byte), split into
+/// copies and checksum by the cksum experiment's per-byte costs, and the
+/// packet rate it allows, beside his 1988 Sun-3/60 figures. `None` unless
+/// the records hold both a fitted sweep and checksum timings.
+pub fn packet_budget(records: &[Record]) -> Option<String> {
+    let sweep: Vec<Record> = records
+        .iter()
+        .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.sweep.is_some()))
+        .cloned()
+        .collect();
+    let model = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION).model?;
+    let h = &crate::report::historical::figures().bsd_speedups;
+    let bytes = h.packet_data_bytes as f64;
+    let (copy_ns_per_byte, sum_ns_per_byte) = cksum::per_byte_costs(records, bytes as usize)?;
+    let total_us = (model.fixed + model.per_byte * bytes) * 1e6;
+    let fixed_us = model.fixed * 1e6;
+    // On loopback a byte is copied twice (into the sender's socket buffer,
+    // out of the receiver's) and never checksummed in software.
+    let copies_us = 2.0 * copy_ns_per_byte * bytes / 1e3;
+    let checksum_us = sum_ns_per_byte * bytes / 1e3;
+    let rest_us = (total_us - fixed_us - copies_us).max(0.0);
+    let then = |key: &str| h.per_packet_us.get(key).copied().unwrap_or(f64::NAN);
+    Some(format!(
+        "\nper-packet budget in Van Jacobson's form, {bytes:.0} B of data per packet (today: the stream sweep's fit on this host's placement, the cksum experiment's hot per-byte costs):\n\
+         | per packet | today µs | 1988 Sun-3/60 µs |\n\
+         |---|---|---|\n\
+         | copy (x2 on loopback) | {copies_us:.3} | {:.0} (one copy) |\n\
+         | checksum (software, if done: loopback skips it) | {checksum_us:.3} | {:.0} |\n\
+         | other per-byte work | {rest_us:.3} | {:.0} (LANCE DMA) |\n\
+         | fixed (system calls, protocol, wake-ups) | {fixed_us:.3} | {:.0} (budget) |\n\
+         | total | {total_us:.3} | {:.0} observed, {:.0} budget at 10 Mbit/s |\n\
+         packets per second the budget allows: today {:.0} ({:.0} MB/s of data), 1988 {:.0} at the 1200 µs budget.\n",
+        then("copy"),
+        then("checksum"),
+        then("lance_dma"),
+        then("fixed_budget"),
+        then("observed"),
+        then("budget_at_10mbit"),
+        1e6 / total_us,
+        bytes / total_us,
+        1e6 / then("budget_at_10mbit"),
+    ))
 }
 
 fn login_section(records: &[Record]) -> Parts {

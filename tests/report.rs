@@ -1,0 +1,302 @@
+//! `netlab report`: snapshots of the tables and figure data built from a
+//! fixed records file (a real `netlab lab` run on this project's machine),
+//! the page rendered by headless Chromium, CSV export, and records files
+//! that are empty, truncated, mixed with other versions or experiments, or
+//! hold failed cells.
+
+use assert_cmd::Command;
+use netlab::report::{figures, html};
+use std::path::{Path, PathBuf};
+
+const FIXTURE: &str = "tests/fixtures/lab-records.jsonl";
+
+fn netlab() -> Command {
+    Command::cargo_bin("netlab").unwrap()
+}
+
+fn fixture() -> html::Loaded {
+    let loaded = html::load(Path::new(FIXTURE)).unwrap();
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    loaded
+}
+
+#[test]
+fn tables_and_readings_match_their_snapshots() {
+    let loaded = fixture();
+    let sections = html::sections(&loaded.records);
+    let names: Vec<&str> = sections.iter().map(|s| s.experiment).collect();
+    assert_eq!(names, ["stream", "rpc", "cksum", "login", "output"]);
+    for section in &sections {
+        insta::assert_snapshot!(
+            format!("tables-{}", section.experiment),
+            format!("{}\n\n{}", section.reading, section.tables)
+        );
+    }
+    insta::assert_snapshot!("notable", html::notable(&loaded.records).join("\n"));
+}
+
+#[test]
+fn figure_data_matches_its_snapshots() {
+    let loaded = fixture();
+    let all = figures::all(&loaded.records);
+    let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "stream-throughput",
+            "rpc-time",
+            "cksum-speed",
+            "login-cpu",
+            "login-echo",
+            "login-cost",
+            "output-cpu",
+            "output-segments"
+        ]
+    );
+    for figure in &all {
+        // Every figure names its units and where its points came from.
+        assert!(
+            figure.y_label.contains('('),
+            "{}: {}",
+            figure.id,
+            figure.y_label
+        );
+        assert!(figure.caption.contains("placement:"), "{}", figure.id);
+        insta::assert_json_snapshot!(format!("figure-{}", figure.id), figure);
+    }
+    // The RPC figure marks the loopback cliffs the lab found.
+    let rpc = all.iter().find(|f| f.id == "rpc-time").unwrap();
+    assert!(
+        rpc.marks
+            .iter()
+            .any(|m| m.label.starts_with("TCP local 4096 B")),
+        "{:?}",
+        rpc.marks
+    );
+}
+
+fn chromium() -> &'static str {
+    let path = "/usr/bin/chromium";
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing (apt-get install chromium; .ci/run installs it)"
+    );
+    path
+}
+
+/// Loads `page` in headless Chromium: its DOM, and the console messages
+/// it logged.
+fn render(page: &Path, screenshot: Option<&Path>) -> (String, Vec<String>) {
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let mut cmd = std::process::Command::new(chromium());
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--log-level=0",
+        "--window-size=1200,2400",
+    ]);
+    match screenshot {
+        Some(path) => cmd.arg(format!("--screenshot={}", path.display())),
+        None => cmd.arg("--dump-dom"),
+    };
+    let run = cmd.arg(&url).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let console = String::from_utf8_lossy(&run.stderr)
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(String::from)
+        .collect();
+    (String::from_utf8_lossy(&run.stdout).into_owned(), console)
+}
+
+#[test]
+fn chromium_renders_every_figure_without_console_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = netlab()
+        .args(["report", FIXTURE, "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let page = dir.path().join("report.html");
+    let text = std::fs::read_to_string(&page).unwrap();
+    // Self-contained: nothing to fetch, nothing to run.
+    for forbidden in ["<script", "<link", "src=", "url("] {
+        assert!(!text.contains(forbidden), "the page contains {forbidden}");
+    }
+    let (dom, console) = render(&page, None);
+    assert!(console.is_empty(), "console: {console:?}");
+    let figures = figures::all(&fixture().records);
+    for figure in &figures {
+        assert!(
+            dom.contains(&format!("<figure id=\"{}\"><svg", figure.id)),
+            "{} not in the rendered page",
+            figure.id
+        );
+        for ext in ["svg", "png"] {
+            let file = dir.path().join(format!("{}.{ext}", figure.id));
+            assert!(std::fs::metadata(&file).unwrap().len() > 1000, "{file:?}");
+        }
+    }
+    // A screenshot for the CI's artifacts (and the README).
+    let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("report.png");
+    render(&page, Some(&shot));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
+}
+
+#[test]
+fn the_console_check_catches_a_failing_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("bad.html");
+    std::fs::write(
+        &page,
+        "<html><body><script>undefinedFn();</script></body></html>",
+    )
+    .unwrap();
+    let (_, console) = render(&page, None);
+    assert!(
+        console.iter().any(|l| l.contains("undefinedFn")),
+        "{console:?}"
+    );
+}
+
+#[test]
+fn csv_has_a_row_per_record_and_a_column_per_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = netlab()
+        .args(["report", FIXTURE, "--csv", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let loaded = fixture();
+    for experiment in html::EXPERIMENTS {
+        let path = dir.path().join(format!("{experiment}.csv"));
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let header = reader.headers().unwrap().clone();
+        assert!(header.iter().any(|h| h == "experiment"), "{experiment}");
+        assert!(header.iter().any(|h| h == "host.cpu_model"), "{experiment}");
+        let rows = reader.records().count();
+        let want = loaded
+            .records
+            .iter()
+            .filter(|r| serde_json::to_value(r).unwrap()["experiment"] == experiment)
+            .count();
+        assert_eq!(rows, want, "{experiment}");
+    }
+    let mut login = csv::Reader::from_path(dir.path().join("login.csv")).unwrap();
+    let header = login.headers().unwrap().clone();
+    let column = header
+        .iter()
+        .position(|h| h == "result.server_cpu_per_keystroke_us")
+        .expect("a nested result field is a column");
+    let first = login.records().next().unwrap().unwrap();
+    assert!(first[column].parse::<f64>().unwrap() > 0.0);
+}
+
+#[test]
+fn bad_records_files_render_what_they_can_and_say_what_they_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(FIXTURE)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let login = lines
+        .iter()
+        .find(|l| l.contains("\"experiment\":\"login\""))
+        .unwrap();
+    // A failed cell: no result, an error.
+    let mut failed: serde_json::Value = serde_json::from_str(login).unwrap();
+    failed["result"] = serde_json::Value::Null;
+    failed["error"] = "the server refused the sessions".into();
+    failed["params"]["users"] = 4096.into();
+    // A record of a future netlab, another experiment, a truncated line.
+    let mut future: serde_json::Value = serde_json::from_str(login).unwrap();
+    future["schema"] = 99.into();
+    future["netlab_version"] = "9.0.0".into();
+    let mut unknown: serde_json::Value = serde_json::from_str(login).unwrap();
+    unknown["experiment"] = "quic".into();
+    let truncated = &lines[0][..lines[0].len() / 2];
+    let text = [
+        login.clone(),
+        failed.to_string(),
+        future.to_string(),
+        unknown.to_string(),
+        truncated.to_string(),
+    ]
+    .join("\n");
+    let mixed = dir.path().join("mixed.jsonl");
+    std::fs::write(&mixed, text).unwrap();
+    let run = netlab()
+        .args(["report"])
+        .arg(&mixed)
+        .arg("-o")
+        .arg(dir.path().join("mixed"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let page = std::fs::read_to_string(dir.path().join("mixed/report.html")).unwrap();
+    for said in [
+        "line 3: from a future netlab (record schema 99, netlab 9.0.0)",
+        "line 4: unknown experiment \"quic\"",
+        "line 5: not a whole JSON record (truncated?)",
+    ] {
+        assert!(stderr.contains(said), "stderr lacks {said:?}: {stderr}");
+        assert!(
+            page.contains(&said.replace('"', "&quot;")),
+            "page lacks {said:?}"
+        );
+    }
+    assert!(page.contains("4096 users (loopback): the server refused the sessions"));
+    assert!(page.contains("<figure id=\"login-cpu\"><svg"));
+    let (_, console) = render(&dir.path().join("mixed/report.html"), None);
+    assert!(console.is_empty(), "{console:?}");
+
+    // Nothing usable: the page says so, the exit status is non-zero.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let run = netlab()
+        .args(["report"])
+        .arg(&empty)
+        .arg("-o")
+        .arg(dir.path().join("empty"))
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("holds no record"));
+    let page = std::fs::read_to_string(dir.path().join("empty/report.html")).unwrap();
+    assert!(page.contains("No records to report."));
+
+    // A file that is not there.
+    let run = netlab()
+        .args(["report", "/nonexistent/results.jsonl"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("cannot read /nonexistent/results.jsonl")
+    );
+}
