@@ -479,6 +479,31 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     // Output: 1 MB through each of the four designs, TELNET and rlogin, and
     // through telnetd and sshd.
     assert_eq!(count("output", "loopback"), 8 + real_servers);
+    // One cell of each over a netns ether10 link, as root.
+    assert_eq!(count("login", "netns"), usize::from(root));
+    assert_eq!(count("output", "netns"), usize::from(root));
+    // The report, its figures and the notable findings.
+    let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    for figure in [
+        "stream-throughput",
+        "rpc-time",
+        "cksum-speed",
+        "login-cpu",
+        "output-cpu",
+    ] {
+        assert!(
+            report.contains(&format!("<figure id=\"{figure}\"><svg")),
+            "{figure}"
+        );
+        assert!(
+            run_dir.join(format!("{figure}.png")).exists(),
+            "{figure}.png"
+        );
+    }
+    assert!(
+        text.contains("most notable:\n1. RPC over TCP local stalls"),
+        "{text}"
+    );
     assert!(text.contains("netlab output: 1M of text"), "{text}");
     assert!(records.iter().all(|r| r["error"].is_null()));
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();

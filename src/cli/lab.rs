@@ -68,8 +68,8 @@ const QUICK: Profile = Profile {
     cksum_pool: 256 << 20,
     login_users: &[16, 48],
     output_bytes: 1 << 20,
-    login_warmup_s: 1.0,
-    login_seconds: 2.0,
+    login_warmup_s: 0.5,
+    login_seconds: 1.5,
 };
 
 const FULL: Profile = Profile {
@@ -264,20 +264,38 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     if std::path::Path::new("/usr/sbin/sshd").exists() && unsafe { libc::geteuid() } == 0 {
         servers.push((Target::Sshd, Dialect::Ssh));
     }
+    // Over a 10 Mbit/s Ethernet too (as root), one design at the first count:
+    // the packets in and out are then the interface's, as in 1989's vmstat.
+    let ether10 = crate::testbed::netns::has_net_admin().then(|| Placement::Netns {
+        link: LinkProfile::named("ether10").expect("a known profile"),
+        via: LinkVia::Auto,
+        capture: false,
+        pcap: None,
+        verbose: false,
+    });
     let mut cells = Vec::new();
+    let login_cell = |relay, protocol, placement: &Placement, users| LoginParams {
+        relay,
+        protocol,
+        placement: placement.clone(),
+        users,
+        rate: 5.0,
+        poisson: false,
+        warmup_s: profile.login_warmup_s,
+        duration_s: profile.login_seconds,
+    };
     for &users in profile.login_users {
         for &(relay, protocol) in &servers {
-            cells.push(LoginParams {
-                relay,
-                protocol,
-                placement: Placement::Loopback,
-                users,
-                rate: 5.0,
-                poisson: false,
-                warmup_s: profile.login_warmup_s,
-                duration_s: profile.login_seconds,
-            });
+            cells.push(login_cell(relay, protocol, &Placement::Loopback, users));
         }
+    }
+    if let Some(netns) = &ether10 {
+        cells.push(login_cell(
+            Target::Epoll,
+            Dialect::Rlogin,
+            netns,
+            profile.login_users[0],
+        ));
     }
     eprintln!(
         "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
@@ -287,7 +305,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         login_experiment::measure_all(&cells, DEFAULT_CORPUS.as_bytes(), &host, &mut writer, true)?;
     show(
         format!(
-            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {} s windows, loopback\n{}",
+            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {} s windows, loopback (and epoll over netns ether10 as root)\n{}",
             profile.login_seconds,
             login_experiment::table(&records)
         ),
@@ -321,6 +339,16 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         None,
         false,
     ));
+    if let Some(netns) = &ether10 {
+        cells.extend(output::cells(
+            &[Target::Epoll],
+            &[Dialect::Rlogin],
+            std::slice::from_ref(netns),
+            profile.output_bytes,
+            None,
+            false,
+        ));
+    }
     eprintln!(
         "lab: output, {} typed through each relay design",
         profile.output_bytes
@@ -328,7 +356,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let records = output::measure_all(&cells, &corpus, &host, &mut writer)?;
     show(
         format!(
-            "netlab output: {} of text typed through each design (unpaced), loopback\n{}",
+            "netlab output: {} of text typed through each design (unpaced), loopback (and epoll over netns ether10 as root)\n{}",
             crate::units::format_size(profile.output_bytes),
             output::table(&records)
         ),

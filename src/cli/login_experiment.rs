@@ -299,6 +299,8 @@ pub fn measure_all(
     show_progress: bool,
 ) -> anyhow::Result<Vec<Record>> {
     let stop = interrupt_flag();
+    // One idle baseline for the sweep, before any cell starts anything.
+    let baseline = crate::experiment::login::idle_baseline()?;
     let mut bar = Progress::new(cells.len() as u64, false, show_progress);
     let mut records = Vec::new();
     for params in cells {
@@ -309,7 +311,7 @@ pub fn measure_all(
             params.users
         ));
         let started = now_rfc3339();
-        let outcome = run_cell(params, corpus, &stop);
+        let outcome = run_cell(params, corpus, &stop, Some(baseline));
         if stop.load(Ordering::Relaxed) {
             bar.finish();
             return Err(Interrupted {

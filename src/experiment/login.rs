@@ -115,7 +115,7 @@ pub struct LoginResult {
     /// The server tree's CPU over the window, in % of one CPU.
     pub server_cpu_pct: f64,
     /// The machine's busy CPUs (in CPU-seconds per second) measured for a
-    /// second before the cell, with nothing of netlab's running.
+    /// second before the cell (or its sweep), with nothing of netlab's running.
     pub baseline_busy_cpus: f64,
     pub verdict: String,
     /// Sessions the server ended before the cell was over, by reason (from its log).
@@ -182,24 +182,35 @@ pub fn session_command(dialect: Dialect) -> String {
     }
 }
 
-/// Runs one cell. `stop` (Ctrl-C) ends the window early;
-/// what was measured is returned.
+/// What the machine does without us: its busy CPUs (CPU-seconds per
+/// second, iowait not counted) over one second with nothing of netlab's
+/// running, to subtract from a cell's busy time.
+pub fn idle_baseline() -> anyhow::Result<f64> {
+    let idle0 = (Instant::now(), StatSnapshot::read()?);
+    std::thread::sleep(Duration::from_secs(1));
+    let idle1 = StatSnapshot::read()?;
+    let baseline = system_cpu(&idle0.1, &idle1, idle0.0.elapsed().as_secs_f64());
+    Ok((100.0 - baseline.idle_pct - baseline.iowait_pct) / 100.0
+        * idle1.per_cpu.len().max(1) as f64)
+}
+
+/// Runs one cell. `stop` (Ctrl-C) ends the window early; what was measured
+/// is returned. `baseline_busy_cpus` is [`idle_baseline`]'s, measured now
+/// when `None` (a sweep measures it once, before its cells).
 pub fn run_cell(
     params: &LoginParams,
     corpus: &[u8],
     stop: &Arc<AtomicBool>,
+    baseline_busy_cpus: Option<f64>,
 ) -> anyhow::Result<LoginResult> {
     params
         .relay
         .speaks(params.protocol)
         .map_err(anyhow::Error::msg)?;
-    // What the machine does without us, to subtract from the busy time.
-    let idle0 = (Instant::now(), StatSnapshot::read()?);
-    std::thread::sleep(Duration::from_secs(1));
-    let idle1 = StatSnapshot::read()?;
-    let baseline = system_cpu(&idle0.1, &idle1, idle0.0.elapsed().as_secs_f64());
-    let baseline_busy_cpus = (100.0 - baseline.idle_pct - baseline.iowait_pct) / 100.0
-        * idle1.per_cpu.len().max(1) as f64;
+    let baseline_busy_cpus = match baseline_busy_cpus {
+        Some(b) => b,
+        None => idle_baseline()?,
+    };
     let bed = Bed::create(&params.placement)?;
     // The server on side B, the users on side A (netns); or both on loopback.
     let (site, client_netns, interface) = match &bed {

@@ -18,7 +18,7 @@
 use super::link::{LinkProfile, format_rate};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use thiserror::Error;
@@ -390,8 +390,13 @@ pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
             report.kept_live.push(name.to_string());
             continue;
         }
-        runner.run("ip", &["netns", "del", name])?;
-        report.removed.push(name.to_string());
+        match runner.run("ip", &["netns", "del", name]) {
+            Ok(_) => report.removed.push(name.to_string()),
+            // Gone between the listing and now: another cleaner (or the
+            // run's own teardown) removed it, which is what was wanted.
+            Err(_) if !Path::new("/run/netns").join(name).exists() => {}
+            Err(e) => return Err(e),
+        }
     }
     let links = runner.run("ip", &["-o", "link", "show"])?;
     for line in links.lines() {
@@ -400,8 +405,11 @@ pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
         };
         let name = name.split('@').next().unwrap_or(name);
         if name.starts_with(INTERFACE_PREFIX) && name.len() <= 15 {
-            runner.run("ip", &["link", "del", name])?;
-            report.removed.push(name.to_string());
+            match runner.run("ip", &["link", "del", name]) {
+                Ok(_) => report.removed.push(name.to_string()),
+                Err(_) if !Path::new("/sys/class/net").join(name).exists() => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(report)
