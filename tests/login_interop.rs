@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const RELAYS: [&str; 4] = ["fork", "epoll", "splice", "uring"];
+const RELAYS: [&str; 5] = ["fork", "epoll", "splice", "uring", "batch"];
 const WAIT: Duration = Duration::from_secs(10);
 
 fn require(path: &str, package: &str) {

@@ -1,5 +1,5 @@
 //! `netlab login serve`: TELNET and rlogin servers on ptys with the relay
-//! design as a switch (`--relay fork|epoll|splice|uring`; see
+//! design as a switch (`--relay fork|epoll|splice|uring|batch`; see
 //! [`crate::endpoint::login::server`]).
 
 use super::Output;

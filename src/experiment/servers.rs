@@ -34,6 +34,8 @@ pub enum Target {
     Epoll,
     Splice,
     Uring,
+    /// epoll with a 20 ms coalescing window per wake-up (see `Relay::Batch`).
+    Batch,
     /// inetutils telnetd (Debian inetutils-telnetd), started per connection
     /// by socat as inetd would, running the same command: TELNET only.
     Telnetd,
@@ -58,6 +60,7 @@ impl Target {
             Target::Epoll => Some(Relay::Epoll),
             Target::Splice => Some(Relay::Splice),
             Target::Uring => Some(Relay::Uring),
+            Target::Batch => Some(Relay::Batch),
             Target::Telnetd | Target::Sshd => None,
         }
     }
@@ -68,6 +71,7 @@ impl Target {
             Relay::Epoll => Target::Epoll,
             Relay::Splice => Target::Splice,
             Relay::Uring => Target::Uring,
+            Relay::Batch => Target::Batch,
         }
     }
 

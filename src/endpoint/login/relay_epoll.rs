@@ -101,9 +101,14 @@ pub fn serve(
     config: &SessionConfig,
     max_sessions: usize,
     use_splice: bool,
+    coalesce: Option<Duration>,
     stop: &dyn Fn() -> bool,
 ) -> io::Result<LoopReport> {
-    let design = if use_splice { "splice" } else { "epoll" };
+    let design = match (use_splice, coalesce) {
+        (true, _) => "splice",
+        (false, Some(_)) => "batch",
+        (false, None) => "epoll",
+    };
     listener.set_nonblocking(true)?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     epoll.add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
@@ -114,11 +119,19 @@ pub fn serve(
     let mut buf = vec![0u8; 16 * 1024];
     let mut last_idle_check = Instant::now();
     while !stop() {
-        let n = match epoll.wait(&mut events, 1000u16) {
+        let mut n = match epoll.wait(&mut events, 1000u16) {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         };
+        if let Some(pause) = coalesce
+            && n > 0
+        {
+            // Let more events gather, then take them all in one round
+            // (level-triggered: what was ready is still ready).
+            std::thread::sleep(pause);
+            n = epoll.wait(&mut events, 0u16).unwrap_or(n);
+        }
         for event in &events[..n] {
             if event.data() == LISTENER {
                 accept_all(

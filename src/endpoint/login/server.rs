@@ -21,7 +21,15 @@ pub enum Relay {
     Splice,
     /// One process, one io_uring for all sessions: submissions and completions in batches.
     Uring,
+    /// As epoll, but each wake-up first waits [`BATCH_WINDOW`] so the events of
+    /// many sessions are served in one round: interrupt moderation for a
+    /// relay, trading echo latency for wake-ups.
+    Batch,
 }
+
+/// How long the `batch` design lets events gather after a wake-up: well
+/// inside the 100 ms at which an echo stops feeling instantaneous.
+pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Relay {
     pub const ALL: [Relay; 4] = [Relay::Fork, Relay::Epoll, Relay::Splice, Relay::Uring];
@@ -32,6 +40,7 @@ impl Relay {
             Relay::Epoll => "epoll",
             Relay::Splice => "splice",
             Relay::Uring => "uring",
+            Relay::Batch => "batch",
         }
     }
 }
@@ -65,15 +74,20 @@ pub fn serve(
                 ..ServeReport::default()
             })
         }
-        Relay::Epoll | Relay::Splice => {
-            super::relay_epoll::serve(listener, config, max_sessions, relay == Relay::Splice, stop)
-                .map(|r| ServeReport {
-                    sessions: r.sessions,
-                    refused: r.refused,
-                    spliced_bytes: r.spliced_bytes,
-                    ..ServeReport::default()
-                })
-        }
+        Relay::Epoll | Relay::Splice | Relay::Batch => super::relay_epoll::serve(
+            listener,
+            config,
+            max_sessions,
+            relay == Relay::Splice,
+            (relay == Relay::Batch).then_some(BATCH_WINDOW),
+            stop,
+        )
+        .map(|r| ServeReport {
+            sessions: r.sessions,
+            refused: r.refused,
+            spliced_bytes: r.spliced_bytes,
+            ..ServeReport::default()
+        }),
         Relay::Uring => {
             super::relay_uring::serve(listener, config, max_sessions, stop).map(|r| ServeReport {
                 sessions: r.sessions,
