@@ -23,7 +23,8 @@ pub enum Relay {
     Uring,
     /// As epoll, but each wake-up first waits [`BATCH_WINDOW`] so the events of
     /// many sessions are served in one round: interrupt moderation for a
-    /// relay, trading echo latency for wake-ups.
+    /// relay, trading echo latency (a window for the keystroke and one for
+    /// its echo) for wake-ups.
     Batch,
 }
 
