@@ -452,6 +452,7 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
         "{said}"
     );
     assert!(!has_user(), "the test user is gone");
+    assert!(said.contains("stopped orphaned sshd "), "{said}");
     // No sshd of that run is left.
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
@@ -459,7 +460,8 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
         let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
         let orphan = status.lines().any(|l| l == "PPid:\t1");
         assert!(
-            !(cmdline.starts_with("/usr/sbin/sshd") && cmdline.contains("/netlab-sshd") && orphan),
+            // sshd retitles itself "sshd: /usr/sbin/sshd -D ... [listener]".
+            !(cmdline.contains("/usr/sbin/sshd") && cmdline.contains("/netlab-sshd") && orphan),
             "an orphaned sshd of netlab's is still running: {cmdline}"
         );
     }

@@ -52,8 +52,8 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     for name in &report.removed {
         out.text(&format!("removed {name}\n"))?;
     }
-    for name in &users {
-        out.text(&format!("removed test user {name}\n"))?;
+    for done in &users {
+        out.text(&format!("{done}\n"))?;
     }
     for name in &report.kept_live {
         out.text(&format!(

@@ -658,9 +658,11 @@ fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess>
 
 /// Removes what sshd cells of a killed netlab left behind (`netlab
 /// testbed clean`): the orphaned sshd (its config lies in a `netlab-sshd`
-/// directory and its parent is gone), every process of a test user named
+/// directory, removed with it, and its parent is gone), every process of a
+/// test user named
 /// [`SSH_USER_PREFIX`]PID whose PID no longer runs, then those users.
-/// Processes are killed by PID; returns the users removed.
+/// Processes are killed by PID; returns what was done, a line each
+/// ("stopped orphaned sshd PID", "removed test user NAME").
 pub fn remove_stale_ssh_users() -> Vec<String> {
     let mut removed = Vec::new();
     let Ok(passwd) = std::fs::read_to_string("/etc/passwd") else {
@@ -683,6 +685,7 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
         })
         .collect();
     let mut victims = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = stale.iter().map(|(_, _, home)| home.into()).collect();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -701,11 +704,23 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
         };
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
-        let orphaned_sshd = cmdline.starts_with(SSHD)
-            && cmdline.contains("/netlab-sshd")
-            && field("PPid:") == Some(1);
+        let orphaned_sshd =
+            cmdline.contains(SSHD) && cmdline.contains("/netlab-sshd") && field("PPid:") == Some(1);
         let of_stale_user =
             field("Uid:").is_some_and(|uid| stale.iter().any(|(_, u, _)| *u == uid));
+        if orphaned_sshd {
+            // Its key and config directory goes with it.
+            if let Some(dir) = cmdline
+                .split(|c: char| c == '\0' || c.is_whitespace())
+                .find(|w| w.ends_with("/sshd_config"))
+                .and_then(|config| Path::new(config).parent())
+            {
+                dirs.push(dir.to_path_buf());
+            }
+        }
+        if orphaned_sshd {
+            removed.push(format!("stopped orphaned sshd {pid}"));
+        }
         if orphaned_sshd || of_stale_user {
             victims.push(pid);
         }
@@ -722,17 +737,19 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for (name, _, home) in stale {
+    for (name, _, _) in stale {
         if run_tool("userdel", &[&name]).is_ok() {
-            removed.push(name);
+            removed.push(format!("removed test user {name}"));
         }
-        let home = Path::new(&home);
-        if home.starts_with(std::env::temp_dir())
-            && home
+    }
+    // Only netlab's own throwaway directories.
+    for dir in dirs {
+        if dir.starts_with(std::env::temp_dir())
+            && dir
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("netlab-sshd"))
         {
-            let _ = std::fs::remove_dir_all(home);
+            let _ = std::fs::remove_dir_all(&dir);
         }
     }
     removed
