@@ -270,7 +270,7 @@ fn results(records: &[Record]) -> Vec<(&RpcParams, &RpcResult)> {
 
 /// The cells of each column whose median call is far above what their
 /// neighbours predict (and by at least [`MIN_STALL_MS`]).
-fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcResult)> {
+pub fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcResult)> {
     let measured = results(records);
     let mut columns: Vec<String> = measured.iter().map(|(p, _)| p.column()).collect();
     columns.dedup();
@@ -299,17 +299,22 @@ fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcResult
     flagged
 }
 
-/// The findings a finished run's records hold: the cliffs of its measured
-/// cells, diagnosed from the diagnosis reruns and the captured timeline
-/// recorded beside them (`netlab report` rebuilds them without measuring).
-pub fn findings_from_records(records: &[Record]) -> Vec<Finding> {
-    let measured: Vec<Record> = records
+/// The RPC records of the grid itself (not diagnosis reruns or captures).
+pub fn measured_records(records: &[Record]) -> Vec<Record> {
+    records
         .iter()
         .filter(
             |r| matches!(&r.data, RecordData::Rpc { params, .. } if params.purpose == "measure"),
         )
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// The findings a finished run's records hold: the cliffs of its measured
+/// cells, diagnosed from the diagnosis reruns and the captured timeline
+/// recorded beside them (`netlab report` rebuilds them without measuring).
+pub fn findings_from_records(records: &[Record]) -> Vec<Finding> {
+    let measured = measured_records(records);
     flag_cliffs(&measured)
         .into_iter()
         .map(|(column, cliff, params, result)| {

@@ -5,8 +5,7 @@
 //! Every figure names its units in its axis labels, and its caption names
 //! the host and the placements its points came from.
 
-use crate::analysis::cliff::{DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
-use crate::endpoint::rpc::Proto;
+use crate::cli::rpc_experiment;
 use crate::experiment::sweep::summarize;
 use crate::record::{Record, RecordData};
 use plotters::prelude::*;
@@ -70,14 +69,19 @@ fn caption(records: &[&Record]) -> String {
     format!("host: {host}; placement: {}", placements.join(", "))
 }
 
-/// Throughput vs record size, the fitted cost model drawn through it and
-/// the knee marked (`netlab sweep stream` records).
-pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
-    let sweep: Vec<Record> = records
+/// The stream records of size sweeps (not single runs).
+pub fn sweep_records(records: &[Record]) -> Vec<Record> {
+    records
         .iter()
         .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.sweep.is_some()))
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// Throughput vs record size, the fitted cost model drawn through it and
+/// the knee marked (`netlab sweep stream` records).
+pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
+    let sweep = sweep_records(records);
     let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
     if summary.points.is_empty() {
         return None;
@@ -132,59 +136,41 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
 /// Time per 100 calls vs argument size per column (TCP/UDP, local/remote),
 /// cliffs marked with their diagnosis reruns' times where recorded.
 pub fn rpc_time(records: &[Record]) -> Option<Figure> {
-    let measured: Vec<&Record> = records
-        .iter()
-        .filter(|r| {
-            matches!(&r.data, RecordData::Rpc { params, result: Some(_) } if params.purpose == "measure")
-        })
-        .collect();
+    let measured = rpc_experiment::measured_records(records);
     if measured.is_empty() {
         return None;
     }
-    let mut columns: Vec<String> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     for r in &measured {
-        if let RecordData::Rpc { params, .. } = &r.data
-            && !columns.contains(&params.column())
+        if let RecordData::Rpc {
+            params,
+            result: Some(result),
+        } = &r.data
         {
-            columns.push(params.column());
+            // Log axes cannot show 0 bytes: it is drawn at 1.
+            let point = (
+                (params.size as f64).max(1.0),
+                result.ms_per_100_calls.median,
+            );
+            match series.iter_mut().find(|s| s.name == params.column()) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    name: params.column(),
+                    style: Style::Measured,
+                    points: vec![point],
+                }),
+            }
         }
     }
-    let mut series = Vec::new();
-    let mut marks = Vec::new();
-    for column in &columns {
-        let mut cells: Vec<(f64, f64, f64, Proto)> = measured
-            .iter()
-            .filter_map(|r| match &r.data {
-                RecordData::Rpc {
-                    params,
-                    result: Some(result),
-                } if &params.column() == column => Some((
-                    params.size as f64,
-                    result.ms_per_100_calls.median,
-                    result.client.latency_us_p50 / 1e3,
-                    params.proto,
-                )),
-                _ => None,
-            })
-            .collect();
-        cells.sort_by(|a, b| a.0.total_cmp(&b.0));
-        series.push(Series {
-            name: column.clone(),
-            style: Style::Measured,
-            // Log axes cannot show 0 bytes: it is drawn at 1.
-            points: cells.iter().map(|c| (c.0.max(1.0), c.1)).collect(),
-        });
-        // The same judgement as `netlab rpc`: by the median call.
-        let points: Vec<(f64, f64)> = cells.iter().map(|c| (c.0, c.2)).collect();
-        let (cliffs, _) = find_cliffs(&points, DEFAULT_FACTOR);
-        for cliff in cliffs
-            .iter()
-            .filter(|c| c.measured - c.predicted >= MIN_STALL_MS)
-        {
-            let Some(cell) = cells.iter().find(|c| c.0 == cliff.size) else {
-                continue;
-            };
-            let fixed = diagnosis_reruns(records, column, cliff.size as usize);
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    // The cliffs `netlab rpc` flags (by the median call), with the best
+    // time a diagnosis rerun reached.
+    let marks = rpc_experiment::flag_cliffs(&measured)
+        .into_iter()
+        .map(|(column, cliff, params, result)| {
+            let fixed = diagnosis_reruns(records, &column, params.size);
             let label = match fixed.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
                 Some((_, ms)) => format!(
                     "{column} {} B: {:.1} -> {ms:.2} ms/call fixed",
@@ -192,13 +178,14 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
                 ),
                 None => format!("{column} {} B: {:.1} ms/call", cliff.size, cliff.measured),
             };
-            marks.push(Mark {
-                x: cell.0.max(1.0),
-                y: cell.1,
+            Mark {
+                x: cliff.size.max(1.0),
+                y: result.ms_per_100_calls.median,
                 label,
-            });
-        }
-    }
+            }
+        })
+        .collect();
+    let used: Vec<&Record> = measured.iter().collect();
     Some(Figure {
         id: "rpc-time".into(),
         title: "Sun RPC: time for 100 calls vs argument size".into(),
@@ -209,7 +196,7 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
         categories: Vec::new(),
         series,
         marks,
-        caption: caption(&measured),
+        caption: caption(&used),
     })
 }
 

@@ -249,14 +249,7 @@ fn stream_section(records: &[Record]) -> Parts {
 
 fn rpc_section(records: &[Record]) -> Parts {
     let findings = rpc_experiment::findings_from_records(records);
-    let measured: Vec<Record> = records
-        .iter()
-        .filter(
-            |r| matches!(&r.data, RecordData::Rpc { params, .. } if params.purpose == "measure"),
-        )
-        .cloned()
-        .collect();
-    let text = rpc_experiment::table(&measured, &findings);
+    let text = rpc_experiment::table(&rpc_experiment::measured_records(records), &findings);
     let reading = if findings.is_empty() {
         "No cliffs: every size's median call is within 3x of what its neighbours predict.".into()
     } else {
@@ -338,11 +331,7 @@ fn cksum_section(records: &[Record]) -> Parts {
 /// packet rate it allows, beside his 1988 Sun-3/60 figures. `None` unless
 /// the records hold both a fitted sweep and checksum timings.
 pub fn packet_budget(records: &[Record]) -> Option<String> {
-    let sweep: Vec<Record> = records
-        .iter()
-        .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.sweep.is_some()))
-        .cloned()
-        .collect();
+    let sweep = figures::sweep_records(records);
     let model = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION).model?;
     let h = &crate::report::historical::figures().bsd_speedups;
     let bytes = h.packet_data_bytes as f64;
