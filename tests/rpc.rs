@@ -16,6 +16,23 @@ fn netlab() -> Command {
     Command::cargo_bin("netlab").expect("binary built")
 }
 
+/// Runs `netlab rpc ARGS --json` with records in a temporary file; returns
+/// the JSON document it printed.
+fn rpc_json(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .arg("rpc")
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&output).unwrap()
+}
+
 fn reply_to(stream: &mut TcpStream, call: &Call, args: &[u8]) -> Reply {
     let mut w = Writer::new();
     call.emit(&mut w);
@@ -46,9 +63,22 @@ fn closed(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn the_server_survives_malformed_peers_and_keeps_serving() {
+    survives_malformed_peers(0);
+}
+
+/// The same bad peers against a server that busy-polls: its spinning
+/// receives must hand back end of file, resets and garbage exactly as its
+/// blocking ones do.
+#[test]
+fn a_busy_polling_server_survives_malformed_peers_too() {
+    survives_malformed_peers(200);
+}
+
+fn survives_malformed_peers(busy_poll_us: u32) {
     let options = ServerOptions {
         idle_timeout_ms: 300,
         max_record: 1 << 20,
+        busy_poll_us,
         ..Default::default()
     };
     let running = Server::bind((Ipv4Addr::LOCALHOST, 0).into(), options)
@@ -228,28 +258,16 @@ fn interoperates_with_rpcinfo_and_rpcbind() {
 
 #[test]
 fn the_experiment_finds_and_explains_the_4k_cliff() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
-        .args([
-            "rpc",
-            "--sizes",
-            "0,1024,2048,4096",
-            "--calls",
-            "5",
-            "--reps",
-            "2",
-            "--placements",
-            "loopback",
-            "--json",
-            "--out",
-        ])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let doc = rpc_json(&[
+        "--sizes",
+        "0,1024,2048,4096",
+        "--calls",
+        "5",
+        "--reps",
+        "2",
+        "--placements",
+        "loopback",
+    ]);
     let records = doc["records"].as_array().unwrap();
     assert_eq!(records.len(), 8, "4 sizes x TCP and UDP");
     for r in records {
@@ -300,26 +318,58 @@ fn the_experiment_finds_and_explains_the_4k_cliff() {
 }
 
 #[test]
+fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
+    let doc = rpc_json(&[
+        "--sizes",
+        "0,1024,2048,4096",
+        "--calls",
+        "10",
+        "--reps",
+        "2",
+        "--busy-poll",
+        "100",
+        "--no-diagnose",
+        "--placements",
+        "loopback",
+    ]);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 8, "4 sizes x TCP and UDP");
+    for r in records {
+        let params = &r["params"];
+        assert_eq!(params["client"]["busy_poll_us"], 100, "{params}");
+        assert_eq!(params["server"]["busy_poll_us"], 100, "{params}");
+        // A reply cannot be back before the client's first look: it spun.
+        let client = &r["result"]["client"];
+        assert!(client["empty_polls"].as_u64().unwrap() > 0, "{client}");
+    }
+    // Spinning 100 µs does not outlast a 40 ms delayed ACK: the 4096-byte
+    // TCP call still stalls, and is still flagged.
+    let stalled = records
+        .iter()
+        .find(|r| r["params"]["size"] == 4096 && r["params"]["proto"] == "tcp")
+        .unwrap();
+    let p50 = stalled["result"]["client"]["latency_us_p50"]
+        .as_f64()
+        .unwrap();
+    assert!(p50 > 20_000.0, "{p50}");
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["column"] == "TCP local" && f["size"] == 4096),
+        "{findings:?}"
+    );
+}
+
+#[test]
 fn find_cliffs_maps_the_stall_to_the_byte() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
-        .args([
-            "rpc",
-            "--find-cliffs",
-            "--placements",
-            "loopback",
-            "--cliff-range",
-            "3800..4200",
-            "--json",
-            "--out",
-        ])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let doc = rpc_json(&[
+        "--find-cliffs",
+        "--placements",
+        "loopback",
+        "--cliff-range",
+        "3800..4200",
+    ]);
     let ranges = doc["stall_ranges"].as_array().unwrap();
     assert_eq!(ranges.len(), 1, "{ranges:?}");
     // 40-byte header + 4-byte length + argument (padded) must exceed 3996 bytes: 3953 and up.
@@ -335,6 +385,7 @@ fn bad_experiment_arguments_are_refused() {
         (vec!["rpc", "--proto", "sctp"], "unknown protocol"),
         (vec!["rpc", "--placements", "mars"], "unknown placement"),
         (vec!["rpc", "--sizes", "4Q"], "unknown size suffix"),
+        (vec!["rpc", "--busy-poll", "200000"], "not in 0..=100000"),
         (
             vec!["rpc", "serve", "--bind", "0.0.0.0"],
             "without --allow-remote",

@@ -48,6 +48,9 @@ pub struct ServeArgs {
     /// Never delay ACKs (TCP_QUICKACK re-armed after every read).
     #[arg(long)]
     pub quickack: bool,
+    /// Spin on non-blocking receives this many µs before sleeping (0: never).
+    #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub busy_poll: u32,
     /// Largest record accepted.
     #[arg(long, default_value = "1M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
     pub max_record: u64,
@@ -94,6 +97,7 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         max_record: args.max_record as usize,
         nodelay: args.nodelay,
         quickack: args.quickack,
+        busy_poll_us: args.busy_poll,
         idle_timeout_ms: args.idle_timeout.as_millis() as u64,
         ..Default::default()
     };

@@ -51,6 +51,11 @@ pub struct RpcExperimentArgs {
     /// TCP_CORK around each request's writes on the client.
     #[arg(long)]
     pub cork: bool,
+    /// Busy polling on both ends: spin on non-blocking receives this many
+    /// µs before sleeping (user space; loopback and veth have no NAPI for
+    /// SO_BUSY_POLL). 0, the default, never spins.
+    #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub busy_poll: u32,
     /// Placements: loopback ("local"), netns ("remote"); default both when allowed.
     #[arg(long, value_delimiter = ',')]
     pub placements: Vec<String>,
@@ -166,9 +171,11 @@ impl RpcExperimentArgs {
                 nodelay: self.nodelay,
                 cork: self.cork,
                 quickack: false,
+                busy_poll_us: self.busy_poll,
             },
             server: ServerOptions {
                 quickack: self.quickack,
+                busy_poll_us: self.busy_poll,
                 ..Default::default()
             },
             calls: self.calls,
@@ -484,10 +491,18 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     }
     let mut out = String::new();
     if let Some(first) = records.first() {
-        out.push_str(&tables::host_line(
-            &first.host,
-            "loopback (local), netns (remote)",
-        ));
+        // Only the placements these records were measured on.
+        let mut placements: Vec<String> = Vec::new();
+        for (params, _) in results(records) {
+            let text = match &params.placement {
+                Placement::Loopback => "loopback (local)".to_string(),
+                Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
+            };
+            if !placements.contains(&text) {
+                placements.push(text);
+            }
+        }
+        out.push_str(&tables::host_line(&first.host, &placements.join(", ")));
         out.push('\n');
     }
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -561,13 +576,17 @@ pub fn measure_and_explain(
 pub fn title(plan: &RpcPlan) -> String {
     let flag = |on: bool, text: &'static str| if on { text } else { "" };
     format!(
-        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}\n",
+        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}\n",
         plan.calls,
         plan.reps,
         plan.strategy.name(),
         flag(plan.client.nodelay, ", TCP_NODELAY"),
         flag(plan.server.quickack, ", server TCP_QUICKACK"),
         flag(plan.client.cork, ", TCP_CORK"),
+        match plan.client.busy_poll_us {
+            0 => String::new(),
+            us => format!(", busy poll {us} µs"),
+        },
     )
 }
 

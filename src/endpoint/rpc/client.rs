@@ -15,6 +15,7 @@
 //! A [`Request`] is built once per argument size (the bytes and where the
 //! writes split); each call only patches the xid.
 
+use super::busypoll;
 use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
 use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
 use crate::wire::xdr::Writer;
@@ -155,6 +156,16 @@ pub struct ClientOptions {
     pub cork: bool,
     /// Re-arm TCP_QUICKACK after every read.
     pub quickack: bool,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one (see [`super::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+}
+
+impl ClientOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
 }
 
 fn set_int_option(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
@@ -173,8 +184,10 @@ pub struct TcpClient {
     options: ClientOptions,
     assembler: Assembler,
     buf: Vec<u8>,
-    /// Data-path system calls made.
+    /// Data-path system calls made that moved data (or ended the stream).
     pub syscalls: u64,
+    /// Busy-poll receives that found nothing.
+    pub empty_polls: u64,
 }
 
 impl TcpClient {
@@ -187,6 +200,7 @@ impl TcpClient {
             assembler: Assembler::new(1 << 20),
             buf: vec![0u8; 64 * 1024],
             syscalls: 0,
+            empty_polls: 0,
         })
     }
 
@@ -218,7 +232,13 @@ impl TcpClient {
             {
                 return check_reply(record, xid);
             }
-            let n = self.stream.read(&mut self.buf)?;
+            let spun = busypoll::spin(self.options.busy_poll(), &mut self.empty_polls, || {
+                busypoll::recv_now(&self.stream, &mut self.buf)
+            });
+            let n = match spun {
+                Some(got) => got?,
+                None => self.stream.read(&mut self.buf)?,
+            };
             self.syscalls += 1;
             if n == 0 {
                 return Err(CallError::Closed);
@@ -294,6 +314,11 @@ pub struct UdpClient {
     pub retransmissions: u64,
     pub stale_replies: u64,
     pub syscalls: u64,
+    /// Spin this long on non-blocking receives before each blocking one
+    /// (which then waits up to the timeout).
+    pub busy_poll: Duration,
+    /// Busy-poll receives that found nothing.
+    pub empty_polls: u64,
     timeout_set: Option<Duration>,
 }
 
@@ -316,6 +341,8 @@ impl UdpClient {
             retransmissions: 0,
             stale_replies: 0,
             syscalls: 0,
+            busy_poll: Duration::ZERO,
+            empty_polls: 0,
             timeout_set: None,
         })
     }
@@ -337,7 +364,14 @@ impl UdpClient {
             self.socket.send(&request.bytes)?;
             self.syscalls += 1;
             loop {
-                let n = match self.socket.recv(&mut self.buf) {
+                let spun = busypoll::spin(self.busy_poll, &mut self.empty_polls, || {
+                    busypoll::recv_datagram_now(&self.socket, &mut self.buf)
+                });
+                let received = match spun {
+                    Some(got) => got,
+                    None => self.socket.recv(&mut self.buf),
+                };
+                let n = match received {
                     Ok(n) => n,
                     Err(e)
                         if matches!(

@@ -2,6 +2,7 @@
 //! and the client side of the 1989 experiment ([`run_client`]): `reps`
 //! repetitions of `calls` calls to SINK with a `size`-byte argument, timed.
 
+pub mod busypoll;
 pub mod client;
 pub mod rpcbind;
 pub mod server;
@@ -55,6 +56,9 @@ pub struct RpcClientReport {
     /// `write(2)`s per call the strategy makes.
     pub writes_per_call: usize,
     pub syscalls: u64,
+    /// Busy-poll receives that found nothing (0 unless busy polling).
+    #[serde(default)]
+    pub empty_polls: u64,
     pub usage: ProcessUsage,
     pub counters: Counters,
     pub tcp_info: Option<TcpInfo>,
@@ -102,6 +106,7 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
                 client.call(&mut request, xid).map(drop)
             })?;
             report.syscalls = client.syscalls;
+            report.empty_polls = client.empty_polls;
             report.tcp_info = TcpInfo::read(client.stream().as_fd()).ok();
         }
         Proto::Udp => {
@@ -109,10 +114,12 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
             report.writes_per_call = 1;
             let mut client =
                 UdpClient::connect(spec.server).map_err(|e| format!("UDP socket: {e}"))?;
+            client.busy_poll = spec.options.busy_poll();
             report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
                 client.call(&mut request, xid).map(drop)
             })?;
             report.syscalls = client.syscalls;
+            report.empty_polls = client.empty_polls;
             report.udp_retransmissions = client.retransmissions;
         }
     }

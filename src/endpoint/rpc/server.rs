@@ -13,6 +13,7 @@
 //! why (PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS,
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
+use super::busypoll;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::recmark::{Assembler, fragment_header};
 use crate::wire::rpc::{
@@ -46,6 +47,17 @@ pub struct ServerOptions {
     /// A connection silent this long is closed.
     pub idle_timeout_ms: u64,
     pub max_connections: usize,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one, on every connection and on UDP (see
+    /// [`super::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+}
+
+impl ServerOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
 }
 
 impl Default for ServerOptions {
@@ -56,6 +68,7 @@ impl Default for ServerOptions {
             quickack: false,
             idle_timeout_ms: 60_000,
             max_connections: 1024,
+            busy_poll_us: 0,
         }
     }
 }
@@ -301,8 +314,16 @@ fn log(peer: SocketAddr, why: &str) {
 fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats: &Stats) {
     let mut buf = vec![0u8; 65536];
     let mut reply = Vec::with_capacity(64);
+    let mut empty_polls = 0;
     while !stop.load(Ordering::Relaxed) {
-        let (n, peer) = match udp.recv_from(&mut buf) {
+        let spun = busypoll::spin(options.busy_poll(), &mut empty_polls, || {
+            busypoll::recv_from_now(udp, &mut buf)
+        });
+        let received = match spun {
+            Some(got) => got,
+            None => udp.recv_from(&mut buf),
+        };
+        let (n, peer) = match received {
             Ok(got) => got,
             Err(e)
                 if matches!(
@@ -486,8 +507,16 @@ fn serve_connection(
     if options.quickack {
         set_quickack(&stream);
     }
+    let mut empty_polls = 0;
     loop {
-        let n = match stream.read(&mut buf) {
+        let spun = busypoll::spin(options.busy_poll(), &mut empty_polls, || {
+            busypoll::recv_now(&stream, &mut buf)
+        });
+        let received = match spun {
+            Some(got) => got,
+            None => stream.read(&mut buf),
+        };
+        let n = match received {
             Ok(0) => {
                 return if assembler.in_progress() && !watch.idled_out.load(Ordering::Relaxed) {
                     Err("peer closed in the middle of a record (truncated fragment)".into())
