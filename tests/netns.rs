@@ -88,8 +88,14 @@ fn an_unshaped_veth_is_far_faster() {
 #[test]
 fn a_10ms_delay_shows_a_20ms_rtt() {
     let r = stream(&["--placement", "netns", "--delay", "10ms", "--bytes", "2M"]);
-    let rtt = r["sender"]["tcp_info"]["rtt_us"].as_u64().unwrap();
-    assert!((19_000..=26_000).contains(&rtt), "rtt {rtt} µs");
+    // The minimum RTT is the path's delay; the smoothed RTT also carries
+    // whatever queue the bulk transfer builds in the emulator (26.5 ms was
+    // seen under CI load), so it only has to be at least the delay.
+    let tcp = &r["sender"]["tcp_info"];
+    let min_rtt = tcp["min_rtt_us"].as_u64().unwrap();
+    assert!((19_500..=23_000).contains(&min_rtt), "min rtt {min_rtt} µs");
+    let srtt = tcp["rtt_us"].as_u64().unwrap();
+    assert!(srtt >= 19_500, "smoothed rtt {srtt} µs below the delay");
     let how = r["link"]["realised_by"].as_str().unwrap();
     assert!(how == "emulator" || how == "netem", "{how}");
     if how == "emulator" {
