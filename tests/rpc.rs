@@ -55,6 +55,45 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// This process's open TCP sockets whose local port is `port` (a server's
+/// listener and its ends of connections), from /proc/self/fd and
+/// /proc/net/tcp: other tests running in this process never use the port.
+fn open_server_sockets(port: u16) -> usize {
+    let ours: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|target| {
+            let t = target.to_string_lossy().into_owned();
+            Some(t.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+        })
+        .collect();
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields[1].rsplit(':').next().unwrap();
+            u16::from_str_radix(local_port, 16).unwrap() == port && ours.contains(fields[9])
+        })
+        .count()
+}
+
+/// The descriptors open in each of this process's threads named `name`
+/// (a thread with a file table of its own has its own
+/// /proc/self/task/TID/fd; one sharing the process's shows all of them).
+fn descriptors_of_threads(name: &str) -> Vec<usize> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+            (comm.trim() == name)
+                .then(|| std::fs::read_dir(path.join("fd")).ok().map(Iterator::count))?
+        })
+        .collect()
+}
+
 /// Whether the peer closed the connection (read returns 0 or a reset).
 fn closed(stream: &mut TcpStream) -> bool {
     let mut buf = [0u8; 64];
@@ -146,8 +185,22 @@ fn survives_malformed_peers(busy_poll_us: u32) {
         reply_to(&mut good, &null, &[]),
         Reply::accepted(1, AcceptStat::Success)
     );
-    std::thread::sleep(Duration::from_millis(100));
+    // Each connection's thread serves from a file table of its own
+    // (fdtable.rs); the server's handle on a finished connection closes
+    // within its accept loop's 100 ms tick, leaving the listener and the good
+    // client's connection; stopping closes those.
+    // (200 ms: two ticks, and less than the 300 ms idle timeout.)
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(open_server_sockets(addr.port()), 2);
+    // The UDP and connection threads hold the standard streams and their
+    // socket only (this test's and any other test's server running beside).
+    for name in ["rpc-udp", "rpc-conn"] {
+        let counts = descriptors_of_threads(name);
+        assert!(!counts.is_empty(), "no {name} thread");
+        assert!(counts.iter().all(|&n| n <= 4), "{name}: {counts:?}");
+    }
     let report = running.stop();
+    assert_eq!(open_server_sockets(addr.port()), 0);
     assert_eq!(report.closed_bad_peers, 4, "{report:?}");
     assert_eq!(report.calls, 7);
     assert_eq!(report.connections, 6);

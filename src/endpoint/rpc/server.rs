@@ -5,7 +5,11 @@
 //!
 //! The protocol decision ([`dispatch`]) is a pure function from a request
 //! record to a reply record, tested without sockets. The I/O around it: one
-//! thread accepting TCP connections, one per connection, one for UDP. A bad
+//! thread accepting TCP connections, one per connection, one for UDP; the
+//! UDP and connection threads serve from file tables of their own
+//! ([`super::fdtable`]), so a call's system calls skip the shared table's
+//! reference counting. Idle connections are found by the accept loop from a
+//! per-connection read counter (no clock read per call). A bad
 //! peer (garbage, a record mark announcing more than the maximum record, a
 //! truncated fragment, silence past the idle timeout) has its connection
 //! closed with a logged reason; every other client goes on being served.
@@ -13,7 +17,7 @@
 //! why (PROG_UNAVAIL, PROG_MISMATCH, PROC_UNAVAIL, GARBAGE_ARGS,
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
-use super::busypoll;
+use super::{busypoll, fdtable};
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::recmark::{Assembler, fragment_header};
 use crate::wire::rpc::{
@@ -195,6 +199,9 @@ pub struct Server {
 
 /// A serving server; [`Running::stop`] ends it.
 pub struct Running {
+    /// The process's handle on the UDP socket, which the UDP thread copied
+    /// into its own file table; closed here after the thread has ended.
+    _udp: UdpSocket,
     stop: Arc<AtomicBool>,
     stats: Arc<Stats>,
     threads: Vec<JoinHandle<()>>,
@@ -244,12 +251,15 @@ impl Server {
         let mut threads = Vec::new();
         {
             let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
-            let udp = self.udp;
+            // The thread serves from its own file table (fdtable.rs);
+            // `Running` keeps the process's handle, closed after the join.
+            let udp_fd = self.udp.as_raw_fd();
             threads.push(
                 std::thread::Builder::new()
                     .name("rpc-udp".into())
-                    .spawn(move || {
-                        serve_udp(&udp, &options, &stop, &stats);
+                    .spawn(move || match fdtable::own_socket::<UdpSocket>(udp_fd) {
+                        Ok((udp, _)) => serve_udp(&udp, &options, &stop, &stats),
+                        Err(e) => eprintln!("netlab rpc server: UDP: cannot serve: {e}"),
                     })?,
             );
         }
@@ -265,6 +275,7 @@ impl Server {
             );
         }
         Ok(Running {
+            _udp: self.udp,
             stop,
             stats,
             threads,
@@ -361,17 +372,23 @@ fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats:
 /// when idle or when the server stops.
 struct Connection {
     thread: JoinHandle<()>,
-    /// A second handle on the socket: `shutdown` on it wakes the serving
-    /// thread out of its blocking read.
+    /// The process's handle on the socket, which the serving thread copied
+    /// into its own file table: `shutdown` on it wakes the thread out of
+    /// its blocking read. Dropped only once the thread has finished.
     socket: TcpStream,
     watch: Arc<Watch>,
+    /// `watch.reads` when the accept loop last saw it change, and when.
+    reads_seen: u64,
+    quiet_since: Instant,
 }
 
 /// Shared between a connection's thread and the accept loop.
 #[derive(Default)]
 struct Watch {
-    /// Milliseconds since the server started, at the connection's last input.
-    last_input_ms: AtomicU64,
+    /// Reads that brought input. The serving thread only counts; the accept
+    /// loop, which wakes every 100 ms anyway, notes when the count last
+    /// changed. So a call costs no clock read for idle tracking.
+    reads: AtomicU64,
     /// The accept loop shut the connection down for idleness.
     idled_out: AtomicBool,
 }
@@ -382,8 +399,7 @@ fn accept_loop(
     stop: &Arc<AtomicBool>,
     stats: &Arc<Stats>,
 ) {
-    let epoch = Instant::now();
-    let idle_limit_ms = options.idle_timeout_ms;
+    let idle_limit = Duration::from_millis(options.idle_timeout_ms);
     let mut connections: Vec<Connection> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match tcp.accept() {
@@ -393,17 +409,8 @@ fn accept_loop(
                     log(peer, "refused: too many connections");
                     continue;
                 }
-                let socket = match stream.try_clone() {
-                    Ok(socket) => socket,
-                    Err(e) => {
-                        log(peer, &format!("cannot serve: {e}"));
-                        continue;
-                    }
-                };
+                let fd = stream.as_raw_fd();
                 let watch = Arc::new(Watch::default());
-                watch
-                    .last_input_ms
-                    .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
                 stats.connections.fetch_add(1, Ordering::Relaxed);
                 stats.open.fetch_add(1, Ordering::Relaxed);
                 let (shared, options, w) = (stats.clone(), options.clone(), watch.clone());
@@ -411,7 +418,18 @@ fn accept_loop(
                     std::thread::Builder::new()
                         .name("rpc-conn".into())
                         .spawn(move || {
-                            let result = serve_connection(stream, &options, epoch, &w, &shared);
+                            // The accept loop holds `stream` open until
+                            // this thread has finished (fdtable.rs).
+                            let result = match fdtable::own_socket::<TcpStream>(fd) {
+                                Ok((mine, _)) => {
+                                    let served = serve_connection(&mine, &options, &w, &shared);
+                                    // The peer sees the end now, not when the
+                                    // accept loop drops its handle.
+                                    let _ = mine.shutdown(Shutdown::Both);
+                                    served
+                                }
+                                Err(e) => Err(format!("cannot serve: {e}")),
+                            };
                             let result = match result {
                                 Ok(()) if w.idled_out.load(Ordering::Relaxed) => Err(format!(
                                     "idle for {} s",
@@ -428,8 +446,10 @@ fn accept_loop(
                 match spawned {
                     Ok(thread) => connections.push(Connection {
                         thread,
-                        socket,
+                        socket: stream,
                         watch,
+                        reads_seen: 0,
+                        quiet_since: Instant::now(),
                     }),
                     Err(e) => {
                         log(peer, &format!("cannot serve: {e}"));
@@ -449,10 +469,15 @@ fn accept_loop(
                 };
                 // SAFETY: one valid pollfd.
                 unsafe { libc::poll(&mut pfd, 1, 100) };
-                let now_ms = epoch.elapsed().as_millis() as u64;
-                for c in &connections {
-                    let last = c.watch.last_input_ms.load(Ordering::Relaxed);
-                    if now_ms.saturating_sub(last) > idle_limit_ms
+                // Finished connections' sockets close here, within 100 ms.
+                connections.retain(|c| !c.thread.is_finished());
+                let now = Instant::now();
+                for c in &mut connections {
+                    let reads = c.watch.reads.load(Ordering::Relaxed);
+                    if reads != c.reads_seen {
+                        c.reads_seen = reads;
+                        c.quiet_since = now;
+                    } else if now - c.quiet_since > idle_limit
                         && !c.watch.idled_out.swap(true, Ordering::Relaxed)
                     {
                         let _ = c.socket.shutdown(Shutdown::Both);
@@ -492,9 +517,8 @@ fn set_quickack(stream: &TcpStream) {
 /// kernel timer; the accept loop shuts the socket down to end it (idle, or
 /// the server stopping).
 fn serve_connection(
-    mut stream: TcpStream,
+    mut stream: &TcpStream,
     options: &ServerOptions,
-    epoch: Instant,
     watch: &Watch,
     stats: &Stats,
 ) -> Result<(), String> {
@@ -505,12 +529,13 @@ fn serve_connection(
     let mut buf = vec![0u8; 64 * 1024];
     let mut out = Vec::with_capacity(64);
     if options.quickack {
-        set_quickack(&stream);
+        set_quickack(stream);
     }
     let mut empty_polls = 0;
+    let mut reads = 0;
     loop {
         let spun = busypoll::spin(options.busy_poll(), &mut empty_polls, || {
-            busypoll::recv_now(&stream, &mut buf)
+            busypoll::recv_now(stream, &mut buf)
         });
         let received = match spun {
             Some(got) => got,
@@ -529,11 +554,11 @@ fn serve_connection(
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
             Err(e) => return Err(e.to_string()),
         };
-        watch
-            .last_input_ms
-            .store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        // This thread is the only writer: a plain store, no locked add.
+        reads += 1;
+        watch.reads.store(reads, Ordering::Relaxed);
         if options.quickack {
-            set_quickack(&stream);
+            set_quickack(stream);
         }
         assembler.push(&buf[..n]);
         loop {
