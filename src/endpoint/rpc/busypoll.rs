@@ -19,10 +19,12 @@
 //! receive that did not say "would block" returned is handed back as is,
 //! including end of file and connection errors.
 
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use socket2::SockRef;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Calls `attempt` until it returns anything but "would block" (returned as
@@ -64,7 +66,21 @@ fn as_uninit(buf: &mut [u8]) -> &mut [MaybeUninit<u8>] {
 }
 
 /// One receive on a TCP stream that does not wait.
+///
+/// It asks `poll` first and receives only when something is there. A TCP
+/// receive takes the socket's lock even when it finds nothing, and a
+/// segment that arrives while a spinning receiver holds the lock is parked
+/// on the socket's backlog, to be processed only when the lock is released:
+/// a receive per spin would keep the lock held much of the time and delay
+/// the very reply it waits for. `poll` reads the socket's state without the
+/// lock. (A UDP receive takes no socket lock, so UDP spins on receives.)
 pub fn recv_now(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    // POLLIN is also reported for end of file; errors and hang-ups always
+    // are: each is then handed back by the receive.
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut fds, PollTimeout::ZERO)? == 0 {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
     SockRef::from(stream).recv_with_flags(as_uninit(buf), libc::MSG_DONTWAIT)
 }
 
@@ -158,5 +174,26 @@ mod tests {
         });
         let (n, from) = got.unwrap().unwrap();
         assert_eq!((&buf[..n], from), (&b"call"[..], b.local_addr().unwrap()));
+    }
+
+    #[test]
+    fn spinning_hands_back_a_reset() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        // Closing with linger 0 sends a reset instead of a FIN.
+        socket2::SockRef::from(&server)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(server);
+        let mut buf = [0u8; 16];
+        let mut empty = 0;
+        let got = spin(Duration::from_secs(5), &mut empty, || {
+            recv_now(&client, &mut buf)
+        });
+        assert_eq!(
+            got.unwrap().unwrap_err().kind(),
+            io::ErrorKind::ConnectionReset
+        );
     }
 }
