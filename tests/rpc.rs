@@ -415,6 +415,32 @@ fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
 }
 
 #[test]
+fn pinned_ends_are_run_and_recorded_where_asked() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let pin = format!("0,{}", cpus - 1);
+    let doc = rpc_json(&[
+        "--sizes",
+        "0",
+        "--calls",
+        "50",
+        "--reps",
+        "2",
+        "--pin",
+        &pin,
+        "--no-diagnose",
+        "--placements",
+        "loopback",
+    ]);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "TCP and UDP");
+    for r in records {
+        assert_eq!(r["params"]["client"]["cpu"], 0);
+        assert_eq!(r["params"]["server"]["cpu"], cpus - 1);
+        assert_eq!(r["result"]["server"]["calls"], 100);
+    }
+}
+
+#[test]
 fn find_cliffs_maps_the_stall_to_the_byte() {
     let doc = rpc_json(&[
         "--find-cliffs",
@@ -439,6 +465,12 @@ fn bad_experiment_arguments_are_refused() {
         (vec!["rpc", "--placements", "mars"], "unknown placement"),
         (vec!["rpc", "--sizes", "4Q"], "unknown size suffix"),
         (vec!["rpc", "--busy-poll", "200000"], "not in 0..=100000"),
+        (vec!["rpc", "--pin", "0"], "give two CPU numbers"),
+        (vec!["rpc", "--pin", "0,x"], "give two CPU numbers"),
+        (
+            vec!["rpc", "--pin", "0,4096"],
+            "CPU 4096 is not one this process may run on",
+        ),
         (
             vec!["rpc", "serve", "--bind", "0.0.0.0"],
             "without --allow-remote",

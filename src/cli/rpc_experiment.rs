@@ -56,6 +56,11 @@ pub struct RpcExperimentArgs {
     /// SO_BUSY_POLL). 0, the default, never spins.
     #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub busy_poll: u32,
+    /// Pin the client and the server each to one CPU, e.g. `0,1` (two CPUs)
+    /// or `1,1` (one shared). Unpinned, the scheduler chooses call by call,
+    /// which on a small VM moves a loopback round trip by several times.
+    #[arg(long, value_name = "CLIENT,SERVER")]
+    pub pin: Option<String>,
     /// Placements: loopback ("local"), netns ("remote"); default both when allowed.
     #[arg(long, value_delimiter = ',')]
     pub placements: Vec<String>,
@@ -88,6 +93,22 @@ pub struct RpcPlan {
     pub calls: u32,
     pub reps: u32,
     pub skipped: Vec<String>,
+}
+
+/// `--pin CLIENT,SERVER`: two CPU numbers this process may run on.
+fn parse_pin(text: &str) -> anyhow::Result<(usize, usize)> {
+    let usage = || {
+        anyhow::anyhow!(
+            "--pin {text}: give two CPU numbers, the client's and the server's (e.g. --pin 0,1)"
+        )
+    };
+    let (client, server) = text.split_once(',').ok_or_else(usage)?;
+    let cpu = |s: &str| s.trim().parse::<usize>().map_err(|_| usage());
+    let (client, server) = (cpu(client)?, cpu(server)?);
+    for cpu in [client, server] {
+        crate::endpoint::pin::check(cpu).map_err(|e| anyhow::anyhow!("--pin {text}: {e}"))?;
+    }
+    Ok((client, server))
 }
 
 fn parse_sizes(text: &str) -> anyhow::Result<Vec<usize>> {
@@ -130,6 +151,7 @@ impl RpcExperimentArgs {
                 other => bail!("unknown protocol \"{other}\" (tcp or udp)"),
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let pin = self.pin.as_deref().map(parse_pin).transpose()?;
         let link = LinkProfile::named(&self.link)?;
         let netns = Placement::Netns {
             link,
@@ -172,10 +194,12 @@ impl RpcExperimentArgs {
                 cork: self.cork,
                 quickack: false,
                 busy_poll_us: self.busy_poll,
+                cpu: pin.map(|(client, _)| client),
             },
             server: ServerOptions {
                 quickack: self.quickack,
                 busy_poll_us: self.busy_poll,
+                cpu: pin.map(|(_, server)| server),
                 ..Default::default()
             },
             calls: self.calls,
@@ -576,7 +600,7 @@ pub fn measure_and_explain(
 pub fn title(plan: &RpcPlan) -> String {
     let flag = |on: bool, text: &'static str| if on { text } else { "" };
     format!(
-        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}\n",
+        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}\n",
         plan.calls,
         plan.reps,
         plan.strategy.name(),
@@ -586,6 +610,11 @@ pub fn title(plan: &RpcPlan) -> String {
         match plan.client.busy_poll_us {
             0 => String::new(),
             us => format!(", busy poll {us} µs"),
+        },
+        match (plan.client.cpu, plan.server.cpu) {
+            (Some(client), Some(server)) =>
+                format!(", client on CPU {client}, server on CPU {server}"),
+            _ => String::new(),
         },
     )
 }

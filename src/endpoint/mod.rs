@@ -9,6 +9,7 @@
 
 pub mod login;
 pub mod pattern;
+pub mod pin;
 pub mod protocol;
 pub mod rpc;
 pub mod stream;

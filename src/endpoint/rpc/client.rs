@@ -160,6 +160,9 @@ pub struct ClientOptions {
     /// blocking one (see [`super::busypoll`]); 0 never spins.
     #[serde(default)]
     pub busy_poll_us: u32,
+    /// The CPU the client runs on (`--pin`); none: where the scheduler puts it.
+    #[serde(default)]
+    pub cpu: Option<usize>,
 }
 
 impl ClientOptions {

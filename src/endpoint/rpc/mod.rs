@@ -95,6 +95,9 @@ fn timed_reps(
 
 /// Runs the client's side of one cell of the experiment.
 pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
+    if let Some(cpu) = spec.options.cpu {
+        crate::endpoint::pin::pin_current_thread(cpu).map_err(|e| e.to_string())?;
+    }
     let call = Call::new(0, server::PROGRAM, server::VERSION, server::PROC_SINK);
     let msg = message(&call, &sink_args(spec.size));
     let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)

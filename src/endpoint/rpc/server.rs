@@ -18,6 +18,7 @@
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
 use super::{busypoll, fdtable};
+use crate::endpoint::pin;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::recmark::{Assembler, fragment_header};
 use crate::wire::rpc::{
@@ -56,6 +57,10 @@ pub struct ServerOptions {
     /// [`super::busypoll`]); 0 never spins.
     #[serde(default)]
     pub busy_poll_us: u32,
+    /// The CPU every serving thread runs on (`--pin`); none: where the
+    /// scheduler puts them.
+    #[serde(default)]
+    pub cpu: Option<usize>,
 }
 
 impl ServerOptions {
@@ -73,6 +78,7 @@ impl Default for ServerOptions {
             idle_timeout_ms: 60_000,
             max_connections: 1024,
             busy_poll_us: 0,
+            cpu: None,
         }
     }
 }
@@ -233,6 +239,10 @@ impl Server {
 
     /// Starts the accept, connection and UDP threads.
     pub fn start(self) -> io::Result<Running> {
+        if let Some(cpu) = self.options.cpu {
+            // Refused here, before any thread starts, rather than in each.
+            pin::check(cpu).map_err(io::Error::other)?;
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Stats::default());
         let port = self.port();
@@ -257,9 +267,12 @@ impl Server {
             threads.push(
                 std::thread::Builder::new()
                     .name("rpc-udp".into())
-                    .spawn(move || match fdtable::own_socket::<UdpSocket>(udp_fd) {
-                        Ok((udp, _)) => serve_udp(&udp, &options, &stop, &stats),
-                        Err(e) => eprintln!("netlab rpc server: UDP: cannot serve: {e}"),
+                    .spawn(move || {
+                        pin_thread(&options);
+                        match fdtable::own_socket::<UdpSocket>(udp_fd) {
+                            Ok((udp, _)) => serve_udp(&udp, &options, &stop, &stats),
+                            Err(e) => eprintln!("netlab rpc server: UDP: cannot serve: {e}"),
+                        }
                     })?,
             );
         }
@@ -270,6 +283,8 @@ impl Server {
                 std::thread::Builder::new()
                     .name("rpc-accept".into())
                     .spawn(move || {
+                        // Connection threads start from this one and inherit its CPU.
+                        pin_thread(&options);
                         accept_loop(&tcp, &options, &stop, &stats);
                     })?,
             );
@@ -315,6 +330,15 @@ impl Running {
             usage: ProcessUsage::now().since(&self.usage_before),
             counters: Counters::read().delta_reported(&self.counters_before),
         }
+    }
+}
+
+/// Pins the calling thread where `options` say (checked in `start`).
+fn pin_thread(options: &ServerOptions) {
+    if let Some(cpu) = options.cpu
+        && let Err(e) = pin::pin_current_thread(cpu)
+    {
+        eprintln!("netlab rpc server: {e}");
     }
 }
 
