@@ -146,6 +146,11 @@ fn cksum_measures_and_refuses_bad_sizes() {
     let rows = records[0]["result"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 24);
     assert!(rows.iter().all(|r| r["gb_s"].as_f64().unwrap() > 0.0));
+    // The caches are a fact of the measuring host, kept with the record
+    // (sysfs lists them on every Linux this runs on).
+    let caches = records[0]["host"]["caches"].as_str().unwrap();
+    assert!(caches.starts_with("L1d "), "{caches}");
+    assert_eq!(doc["caches"], records[0]["host"]["caches"]);
     for (sizes, message) in [
         ("0", "greater than zero"),
         ("4Q", "unknown size suffix"),

@@ -38,37 +38,6 @@ fn mem_available() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The CPU's data caches, e.g. "L1d 48K, L2 2M, L3 105M".
-pub fn cache_sizes() -> String {
-    let mut caches = Vec::new();
-    for i in 0..8 {
-        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
-        let read = |f: &str| {
-            std::fs::read_to_string(format!("{dir}/{f}"))
-                .ok()
-                .map(|s| s.trim().to_string())
-        };
-        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size"))
-        else {
-            continue;
-        };
-        if kind == "Instruction" {
-            continue;
-        }
-        let name = if kind == "Data" {
-            format!("L{level}d")
-        } else {
-            format!("L{level}")
-        };
-        caches.push(format!("{name} {size}"));
-    }
-    if caches.is_empty() {
-        "caches unknown".into()
-    } else {
-        caches.join(", ")
-    }
-}
-
 /// Checks sizes and memory before anything runs.
 pub fn specs(sizes: &str, batches: u32, cold_pool: u64) -> anyhow::Result<Vec<CksumSpec>> {
     let sizes = sizes
@@ -193,7 +162,11 @@ pub fn table(records: &[Record]) -> String {
     }
     out.push_str(&format!(
         "caches: {}; SIMD path: {}\n",
-        cache_sizes(),
+        // The machine that measured, not the one printing the report.
+        records
+            .first()
+            .and_then(|r| r.host.caches.as_deref())
+            .unwrap_or("not recorded"),
         results.first().map_or("?", |r| r.simd_path.as_str())
     ));
     for result in &results {
@@ -318,7 +291,7 @@ pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
         out.json(&serde_json::json!({
             "experiment": "cksum",
             "records_file": args.out,
-            "caches": cache_sizes(),
+            "caches": host.caches,
             "records": records,
         }))?;
     } else {

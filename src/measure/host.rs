@@ -17,6 +17,11 @@ pub struct HostFacts {
     pub default_congestion_control: String,
     /// MTU of the loopback interface.
     pub loopback_mtu: Option<u32>,
+    /// The CPU's data and unified caches, e.g. "L1d 48K, L2 1024K, L3
+    /// 32768K" (cpu0, from sysfs). A VM's host can change between runs, and
+    /// with it the caches that decide memory-bound figures.
+    #[serde(default)]
+    pub caches: Option<String>,
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -49,6 +54,25 @@ impl HostFacts {
             default_congestion_control: read_trimmed("/proc/sys/net/ipv4/tcp_congestion_control")
                 .unwrap_or_default(),
             loopback_mtu: read_trimmed("/sys/class/net/lo/mtu").and_then(|s| s.parse().ok()),
+            caches: cache_sizes(),
         }
     }
+}
+
+/// cpu0's data and unified caches, in sysfs order.
+fn cache_sizes() -> Option<String> {
+    let caches: Vec<String> = (0..8)
+        .filter_map(|i| {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let level = read_trimmed(&format!("{dir}/level"))?;
+            let kind = read_trimmed(&format!("{dir}/type"))?;
+            let size = read_trimmed(&format!("{dir}/size"))?;
+            match kind.as_str() {
+                "Instruction" => None,
+                "Data" => Some(format!("L{level}d {size}")),
+                _ => Some(format!("L{level} {size}")),
+            }
+        })
+        .collect();
+    (!caches.is_empty()).then(|| caches.join(", "))
 }
