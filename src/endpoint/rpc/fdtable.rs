@@ -34,7 +34,7 @@ const STANDARD_STREAMS: RawFd = 3;
 /// standard streams only. On failure the thread's table is unchanged
 /// (an old kernel without `close_range` or its unshare flag) or private
 /// with more descriptors than asked (the second close failed).
-pub fn private_table_keeping(fd: RawFd) -> io::Result<()> {
+fn private_table_keeping(fd: RawFd) -> io::Result<()> {
     let fd = u32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // Unshare, copying only descriptors up to `fd`, and close any above it
     // in the copy.
@@ -54,10 +54,10 @@ pub fn private_table_keeping(fd: RawFd) -> io::Result<()> {
 
 /// The calling thread's own handle on the socket `fd`, held in a private
 /// file table when the kernel allows (see the module docs), otherwise a
-/// duplicate in the shared one. Returns whether the table is private.
+/// duplicate in the shared one.
 ///
 /// `fd` must be open, and stay open in the shared table until this returns.
-pub fn own_socket<T: From<OwnedFd>>(fd: RawFd) -> io::Result<(T, bool)> {
+pub fn own_socket<T: From<OwnedFd>>(fd: RawFd) -> io::Result<T> {
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
@@ -66,11 +66,11 @@ pub fn own_socket<T: From<OwnedFd>>(fd: RawFd) -> io::Result<(T, bool)> {
         // private table holds the only reference to this descriptor number
         // that anything in this thread owns.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        return Ok((T::from(owned), true));
+        return Ok(T::from(owned));
     }
     // SAFETY: `fd` is open for the duration of this call (caller's invariant).
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    Ok((T::from(borrowed.try_clone_to_owned()?), false))
+    Ok(T::from(borrowed.try_clone_to_owned()?))
 }
 
 #[cfg(test)]
@@ -91,14 +91,13 @@ mod tests {
         let (other, _other_peer) = UnixStream::pair().unwrap();
         let (served_fd, other_fd) = (served.as_raw_fd(), other.as_raw_fd());
         let thread = std::thread::spawn(move || {
-            let (mut mine, private): (UnixStream, bool) = own_socket(served_fd).unwrap();
-            assert!(
-                private,
-                "close_range(CLOSE_RANGE_UNSHARE) failed on this kernel"
-            );
+            let mut mine: UnixStream = own_socket(served_fd).unwrap();
+            // Open in the process's table, closed in this thread's: the
+            // table is private (close_range(CLOSE_RANGE_UNSHARE) worked, not
+            // the shared-table fallback) and holds no other socket.
             assert!(
                 !is_open(other_fd),
-                "another socket was left in the private table"
+                "no private table (close_range(CLOSE_RANGE_UNSHARE) failed?), or another socket left in it"
             );
             assert!(is_open(2), "stderr is kept for the log");
             let mut byte = [0u8; 1];
@@ -106,6 +105,9 @@ mod tests {
             mine.write_all(&[byte[0] + 1]).unwrap();
             // `mine` closes the private copy here.
         });
+        // A failed assertion in the thread must fail the test, not hang it.
+        peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
         peer.write_all(&[41]).unwrap();
         let mut answer = [0u8; 1];
         peer.read_exact(&mut answer).unwrap();

@@ -270,7 +270,7 @@ impl Server {
                     .spawn(move || {
                         pin_thread(&options);
                         match fdtable::own_socket::<UdpSocket>(udp_fd) {
-                            Ok((udp, _)) => serve_udp(&udp, &options, &stop, &stats),
+                            Ok(udp) => serve_udp(&udp, &options, &stop, &stats),
                             Err(e) => eprintln!("netlab rpc server: UDP: cannot serve: {e}"),
                         }
                     })?,
@@ -445,7 +445,7 @@ fn accept_loop(
                             // The accept loop holds `stream` open until
                             // this thread has finished (fdtable.rs).
                             let result = match fdtable::own_socket::<TcpStream>(fd) {
-                                Ok((mine, _)) => {
+                                Ok(mine) => {
                                     let served = serve_connection(&mine, &options, &w, &shared);
                                     // The peer sees the end now, not when the
                                     // accept loop drops its handle.
