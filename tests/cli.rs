@@ -2,33 +2,9 @@
 //! endpoint processes.
 
 mod common;
-use common::children_of;
+use common::{children_of, json_of, lines_of, netlab};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
-use serde_json::Value;
-use std::path::Path;
-
-fn netlab() -> Command {
-    Command::cargo_bin("netlab").expect("binary built")
-}
-
-fn json_of(output: &[u8]) -> Value {
-    serde_json::from_slice(output).unwrap_or_else(|e| {
-        panic!(
-            "not one JSON document ({e}): {}",
-            String::from_utf8_lossy(output)
-        )
-    })
-}
-
-fn lines_of(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
 
 #[test]
 fn stream_moves_every_byte_and_measures_both_sides() {

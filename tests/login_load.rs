@@ -1,12 +1,9 @@
 //! `netlab login`, the typing-load experiment: a short real run, and the
 //! bad input it must refuse.
 
-use assert_cmd::Command;
+mod common;
+use common::{netlab, run_json};
 use serde_json::Value;
-
-fn netlab() -> Command {
-    Command::cargo_bin("netlab").unwrap()
-}
 
 #[test]
 fn a_short_run_measures_every_cell() {
@@ -233,22 +230,6 @@ fn bad_input_is_refused_with_the_reason() {
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(stderr.contains(why), "{args:?}: {stderr}");
     }
-}
-
-fn run_json(args: &[&str], out: &std::path::Path) -> Value {
-    let run = netlab()
-        .args(args)
-        .arg("--json")
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).unwrap()
 }
 
 /// No test user, and no sshd of netlab's, is left once a run is over.

@@ -3,15 +3,10 @@
 //! has; without it they fail with that reason rather than skip.
 
 mod common;
-use common::children_of;
+use common::{children_of, netlab};
 
-use assert_cmd::Command;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-
-fn netlab() -> Command {
-    Command::cargo_bin("netlab").expect("binary built")
-}
 
 fn require_root() {
     assert!(

@@ -4,15 +4,12 @@
 //! that are empty, truncated, mixed with other versions or experiments, or
 //! hold failed cells.
 
-use assert_cmd::Command;
+mod common;
+use common::netlab;
 use netlab::report::{figures, html};
 use std::path::{Path, PathBuf};
 
 const FIXTURE: &str = "tests/fixtures/lab-records.jsonl";
-
-fn netlab() -> Command {
-    Command::cargo_bin("netlab").unwrap()
-}
 
 fn fixture() -> html::Loaded {
     let loaded = html::load(Path::new(FIXTURE)).unwrap();

@@ -1,7 +1,8 @@
 //! The RPC server and client against real peers (rpcinfo, rpcbind) and
 //! malformed ones, and the experiment through the binary.
 
-use assert_cmd::Command;
+mod common;
+use common::{netlab, run_json};
 use netlab::endpoint::rpc::server::{PROGRAM, Server, ServerOptions};
 use netlab::wire::recmark::{fragment_header, single_fragment};
 use netlab::wire::rpc::{AcceptStat, Call, Message, RejectStat, Reply, parse};
@@ -12,25 +13,13 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
-fn netlab() -> Command {
-    Command::cargo_bin("netlab").expect("binary built")
-}
-
 /// Runs `netlab rpc ARGS --json` with records in a temporary file; returns
 /// the JSON document it printed.
 fn rpc_json(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
-        .arg("rpc")
-        .args(args)
-        .args(["--json", "--out"])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&output).unwrap()
+    let mut full = vec!["rpc"];
+    full.extend_from_slice(args);
+    run_json(&full, &dir.path().join("r.jsonl"))
 }
 
 fn reply_to(stream: &mut TcpStream, call: &Call, args: &[u8]) -> Reply {

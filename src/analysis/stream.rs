@@ -6,32 +6,12 @@
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
 use crate::endpoint::protocol::EndpointReport;
-use serde::{Deserialize, Serialize};
+pub use crate::record::stream::{Bottleneck, StreamFigures};
 
 /// CPU utilisation (CPU seconds over wall seconds) above which a side counts
 /// as saturated. Below 100% because a saturated process still blocks briefly
 /// (for instance while the peer drains a full socket buffer).
 pub const SATURATED: f64 = 0.85;
-
-/// Which side limited the transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bottleneck {
-    Sender,
-    Receiver,
-    /// Neither endpoint kept its CPU busy: the path, the window or latency limited it.
-    Neither,
-}
-
-impl Bottleneck {
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Bottleneck::Sender => "sender CPU",
-            Bottleneck::Receiver => "receiver CPU",
-            Bottleneck::Neither => "neither CPU (path, window or waiting)",
-        }
-    }
-}
 
 /// Names the bottleneck from each side's CPU utilisation (0..1 or a little
 /// above, for processes whose softirq work is charged to them). The busier
@@ -44,28 +24,6 @@ pub fn bottleneck(sender_util: f64, receiver_util: f64) -> Bottleneck {
     } else {
         Bottleneck::Receiver
     }
-}
-
-/// What the tables print for one transfer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StreamFigures {
-    /// User-to-user throughput: bytes delivered over the receiver's time from
-    /// first byte to end of stream.
-    pub throughput_mb_s: f64,
-    pub throughput_mbit_s: f64,
-    /// CPU seconds over wall seconds, percent, per side.
-    pub sender_cpu_pct: f64,
-    pub receiver_cpu_pct: f64,
-    /// Service demand: µs of CPU (user + system) per KB moved, per side.
-    pub sender_us_per_kb: f64,
-    pub receiver_us_per_kb: f64,
-    pub bottleneck: Bottleneck,
-    /// Data segments the sender's TCP emitted, when TCP_INFO says.
-    pub data_segments: Option<u64>,
-    /// Mean payload bytes per data segment.
-    pub mean_segment_bytes: Option<f64>,
-    /// Wall time per record at the sender, µs (for the cost model).
-    pub us_per_record: f64,
 }
 
 fn ratio(num: f64, den: f64) -> f64 {

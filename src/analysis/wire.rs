@@ -12,6 +12,7 @@
 //! - *idle time* is the sum of the parts of each gap beyond the previous
 //!   packet's serialisation time, i.e. time the wire carried nothing.
 
+pub use crate::record::testbed::{DirectionSummary, WireSummary};
 use serde::{Deserialize, Serialize};
 
 /// One captured packet.
@@ -27,34 +28,6 @@ pub struct WireEvent {
 
 /// Upper bounds (inclusive) of the packet size histogram's buckets; the last bucket is "larger".
 pub const SIZE_BUCKETS: [u32; 8] = [64, 128, 256, 512, 1024, 1518, 9018, 65535];
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DirectionSummary {
-    pub packets: u64,
-    pub bytes: u64,
-    pub mean_size: f64,
-    /// Counts per [`SIZE_BUCKETS`] bucket.
-    pub size_histogram: Vec<u64>,
-    pub gap_us_p50: f64,
-    pub gap_us_p90: f64,
-    pub gap_us_p99: f64,
-    pub gap_us_max: f64,
-    pub bursts: u64,
-    pub mean_burst_packets: f64,
-    pub longest_burst_packets: u64,
-    /// Time the wire carried nothing, between the first and last packet, ms.
-    pub idle_ms: f64,
-    /// First to last packet, ms.
-    pub span_ms: f64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WireSummary {
-    /// Sent by side A (outgoing on the captured interface).
-    pub outgoing: DirectionSummary,
-    /// Received by side A.
-    pub incoming: DirectionSummary,
-}
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {

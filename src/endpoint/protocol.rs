@@ -8,8 +8,8 @@
 //! [`Reply::Failed`] naming the problem. Connection setup happens before `Go`,
 //! so it is outside every measured interval.
 
-use crate::measure::{
-    ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
+pub use crate::record::stream::{
+    Amount, EndpointReport, RecvStrategy, SendStrategy, SocketOptions, ZerocopyStats,
 };
 use crate::testbed::{
     capture::{CaptureReport, CaptureSpec},
@@ -17,66 +17,6 @@ use crate::testbed::{
 };
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-
-/// How the sender hands bytes to the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum SendStrategy {
-    /// One `write(2)` per record.
-    Write,
-    /// sosend-style: each record handed over in `write(2)`s of at most `chunk` bytes.
-    Chunked { chunk: usize },
-    /// One `writev(2)` gathering `records` records at a time.
-    Writev { records: usize },
-    /// `sendfile(2)` from a page-cached file holding the pattern.
-    Sendfile,
-    /// `splice(2)` file → pipe → socket.
-    Splice,
-    /// `send(2)` with `MSG_ZEROCOPY`, completions reaped from the error queue.
-    Zerocopy,
-}
-
-impl SendStrategy {
-    /// The short name used on the command line and in tables.
-    pub fn name(&self) -> &'static str {
-        match self {
-            SendStrategy::Write => "write",
-            SendStrategy::Chunked { .. } => "chunked",
-            SendStrategy::Writev { .. } => "writev",
-            SendStrategy::Sendfile => "sendfile",
-            SendStrategy::Splice => "splice",
-            SendStrategy::Zerocopy => "zerocopy",
-        }
-    }
-}
-
-/// How the receiver takes bytes from the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum RecvStrategy {
-    /// `read(2)` into a buffer of `buffer` bytes (and verify, if asked).
-    Read { buffer: usize },
-    /// `splice(2)` socket → pipe → /dev/null: no user-space copy, no verification.
-    Splice,
-}
-
-/// Socket options applied before connecting (sender) or listening (receiver).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketOptions {
-    pub nodelay: bool,
-    pub sndbuf: Option<usize>,
-    pub rcvbuf: Option<usize>,
-    /// Congestion control algorithm (`TCP_CONGESTION`).
-    pub congestion_control: Option<String>,
-}
-
-/// How much the sender sends.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Amount {
-    Bytes(u64),
-    Seconds(f64),
-}
 
 /// Receiver set-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,50 +72,6 @@ pub enum Command {
     Exit,
 }
 
-/// Counts specific to `MSG_ZEROCOPY` sends.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ZerocopyStats {
-    /// Sends whose completion was reported.
-    pub completed: u64,
-    /// Of those, sends the kernel had to copy after all (always the case on
-    /// loopback, where the receiver would otherwise read the sender's pages).
-    pub copied: u64,
-}
-
-/// What one endpoint measured over its data path.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EndpointReport {
-    pub role: String,
-    pub pid: u32,
-    /// Payload bytes this side moved.
-    pub bytes: u64,
-    /// Data-path system calls made (write/read/sendfile/splice/... each counts one).
-    pub syscalls: u64,
-    /// Wall time of the data path: sender from the first send to the peer's
-    /// close (all data delivered); receiver from the first byte to end of stream.
-    pub wall_s: f64,
-    pub usage: ProcessUsage,
-    pub tcp_info: Option<TcpInfo>,
-    /// Deltas of the kernel's protocol counters in this endpoint's namespace.
-    pub counters: Counters,
-    /// Congestion control the socket actually used.
-    pub congestion_control: Option<String>,
-    /// TCP_MAXSEG of the socket.
-    pub mss: Option<u32>,
-    /// The receiver compared every byte with the pattern.
-    pub verified: bool,
-    pub zerocopy: Option<ZerocopyStats>,
-    /// The CPU this endpoint was on when its data path started and ended
-    /// (`sched_getcpu`): on loopback, whether both ends shared a core changes
-    /// throughput by tens of percent.
-    #[serde(default)]
-    pub cpus: Option<(u32, u32)>,
-    /// The change in this endpoint's interface counters over the data path
-    /// (netns placement).
-    #[serde(default)]
-    pub interface: Option<InterfaceCounters>,
-}
-
 /// The CPU the calling thread runs on now.
 pub fn current_cpu() -> u32 {
     // SAFETY: sched_getcpu takes no arguments and only returns a number.
@@ -205,6 +101,7 @@ pub enum Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::tcpinfo::TcpInfo;
     use crate::wire::control::{check, emit, parse};
 
     #[test]

@@ -13,50 +13,12 @@
 use crate::analysis::stats::Spread;
 use crate::checksum::{self, copy, simd};
 use crate::endpoint::pattern::AlignedBuf;
-use serde::{Deserialize, Serialize};
+pub use crate::record::cksum::{CksumResult, CksumSpec, Kind, Row};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 /// Least duration of one timed batch.
 pub const BATCH_TARGET: Duration = Duration::from_millis(2);
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CksumSpec {
-    pub size: usize,
-    /// Bytes of the pool the cold runs walk (per buffer side).
-    pub cold_pool: usize,
-    pub batches: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Checksum,
-    Fused,
-    Copy,
-    /// The read limit: the cheapest possible pass over the bytes.
-    ReadLimit,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub variant: String,
-    pub kind: Kind,
-    pub cold: bool,
-    pub ns_per_kb: Spread,
-    /// GB/s (10⁹ bytes per second) at the median.
-    pub gb_s: f64,
-    /// Median time over the matching limit's median time: 1.0 = at the limit
-    /// (checksums against the read limit, copies and fused against memcpy).
-    pub fraction_of_limit: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CksumResult {
-    pub size: usize,
-    pub simd_path: String,
-    pub rows: Vec<Row>,
-}
 
 /// The fastest possible read of every byte: 256-bit loads OR-ed together.
 /// Written with AVX2 intrinsics where the CPU has them, so the limit does

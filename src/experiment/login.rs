@@ -25,40 +25,18 @@
 use super::bed::Bed;
 use super::servers::{self, ServerSpec, Site, enter_on_this_thread};
 pub use super::servers::{Dialect, Target};
-use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
+use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig};
 use crate::measure::ifstat::InterfaceCounters;
 use crate::measure::netstat::Counters;
-use crate::measure::procstat::{StatSnapshot, SystemCpu, system_cpu};
+use crate::measure::procstat::{StatSnapshot, system_cpu};
 pub use crate::measure::schedstat::tree_cpu_ns;
-use crate::testbed::{Placement, netns::LinkFacts};
-use serde::{Deserialize, Serialize};
+pub use crate::record::login::{LoginParams, LoginResult};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
-
-fn loopback() -> Placement {
-    Placement::Loopback
-}
-
-/// One cell's parameters.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LoginParams {
-    /// The server under load (netlab's relay design, `telnetd` or `sshd`).
-    pub relay: Target,
-    /// What the clients speak (older records: `telnet` or `rlogin`).
-    pub protocol: Dialect,
-    /// Where server and users run (older records: loopback).
-    #[serde(default = "loopback")]
-    pub placement: Placement,
-    pub users: usize,
-    pub rate: f64,
-    pub poisson: bool,
-    pub warmup_s: f64,
-    pub duration_s: f64,
-}
 
 /// How responsive the sessions felt, by the 99th-percentile echo delay.
 ///
@@ -77,50 +55,6 @@ pub fn verdict(p99_ms: f64, unechoed_share: f64) -> &'static str {
     } else {
         "normal"
     }
-}
-
-/// What one cell measured.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LoginResult {
-    pub params: LoginParams,
-    pub typist: TypistReport,
-    /// Machine-wide over the window.
-    pub cpu: SystemCpu,
-    /// vmstat's r and b: means of 100 ms samples over the window.
-    pub procs_running_mean: f64,
-    pub procs_blocked_mean: f64,
-    pub syscalls_per_s: Option<f64>,
-    /// Where the system-call count came from, or why there is none.
-    pub syscalls_source: String,
-    /// Packets per second into and out of the server's side: TCP segments
-    /// on loopback (where in = out), the interface's packets on netns.
-    #[serde(alias = "segments_in_per_s")]
-    pub packets_in_per_s: f64,
-    #[serde(alias = "segments_out_per_s")]
-    pub packets_out_per_s: f64,
-    /// Where the packet counts came from.
-    #[serde(default)]
-    pub packets_source: String,
-    /// The link of a netns cell.
-    #[serde(default)]
-    pub link: Option<LinkFacts>,
-    /// (Busy CPU time of the machine minus its idle baseline minus the
-    /// generator's and its client programs') per keystroke: server,
-    /// commands and kernel together, µs.
-    pub host_cpu_per_keystroke_us: f64,
-    /// CPU time of the server's process tree (server, sessions, commands)
-    /// per keystroke, µs, from the scheduler's accounting (see [`tree_cpu_ns`]).
-    /// Excludes softirq work done outside those processes.
-    pub server_cpu_per_keystroke_us: f64,
-    /// The server tree's CPU over the window, in % of one CPU.
-    pub server_cpu_pct: f64,
-    /// The machine's busy CPUs (in CPU-seconds per second) measured for a
-    /// second before the cell (or its sweep), with nothing of netlab's running.
-    pub baseline_busy_cpus: f64,
-    pub verdict: String,
-    /// Sessions the server ended before the cell was over, by reason (from its log).
-    #[serde(default)]
-    pub server_endings: Vec<String>,
 }
 
 /// `perf stat -a` counting system calls until stopped, if perf can.
@@ -401,6 +335,7 @@ switches bytes between two kernel objects pays all of them for every byte.
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testbed::Placement;
 
     #[test]
     fn records_of_earlier_versions_still_read() {

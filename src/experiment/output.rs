@@ -20,14 +20,13 @@
 //! server in side B's, over the cell's link.
 
 use super::bed::Bed;
-use super::servers::{self, Dialect, ServerSpec, Site, Target, enter_on_this_thread};
+use super::servers::{self, Dialect, ServerSpec, Site, enter_on_this_thread};
 use crate::endpoint::login::client::Session;
 use crate::endpoint::login::typist::READY_MARKER;
 use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::tcpinfo::TcpInfo;
-use crate::testbed::{Placement, netns::LinkFacts};
+pub use crate::record::login::{OutputParams, OutputResult};
 use anyhow::{Context, bail};
-use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -37,47 +36,6 @@ use std::time::{Duration, Instant};
 
 /// What the command prints after the file, so the client knows it has all.
 pub const END_MARKER: &[u8] = b"NETLAB-END-OF-OUTPUT";
-
-fn loopback() -> Placement {
-    Placement::Loopback
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OutputParams {
-    pub relay: Target,
-    /// What the client speaks (older records: `telnet` or `rlogin`).
-    pub protocol: Dialect,
-    /// Where server and client run (older records: loopback).
-    #[serde(default = "loopback")]
-    pub placement: Placement,
-    pub file_bytes: u64,
-    /// Terminal speed the output is paced to (bits per second, 10 bits a
-    /// character as on a serial line), or unpaced.
-    pub baud: Option<u32>,
-    /// TCP_NODELAY on netlab's server sessions (older records: off).
-    #[serde(default)]
-    pub nodelay: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OutputResult {
-    pub params: OutputParams,
-    /// Terminal data the client received (the terminal turns LF into CR LF).
-    pub bytes_received: u64,
-    pub seconds: f64,
-    pub kbytes_per_s: f64,
-    pub server_cpu_us_per_kb: f64,
-    pub client_cpu_us_per_kb: f64,
-    /// Data segments the client received per KB of terminal data, and
-    /// their mean TCP payload (for SSH, encrypted: larger than the data).
-    pub segments_per_kb: f64,
-    pub mean_segment_bytes: f64,
-    /// The server tree's CPU over the transfer, % of one CPU.
-    pub server_cpu_pct: f64,
-    /// The link of a netns cell.
-    #[serde(default)]
-    pub link: Option<LinkFacts>,
-}
 
 fn thread_cpu_ns() -> u64 {
     // SAFETY: getrusage fills the struct.

@@ -12,72 +12,13 @@ use super::endpoints::{ControlError, EndpointProcess};
 use super::stream::MeasureError;
 use crate::analysis::stats::Spread;
 use crate::endpoint::protocol::{Command, Reply};
-use crate::endpoint::rpc::client::{ClientOptions, Strategy};
-use crate::endpoint::rpc::{Proto, RpcClientReport, RpcClientSpec, ServerOptions, ServerReport};
+use crate::endpoint::rpc::RpcClientSpec;
 use crate::measure::host::HostFacts;
+pub use crate::record::rpc::{RpcParams, RpcResult};
 use crate::record::{Record, RecordData, RecordWriter};
-use crate::testbed::{
-    Placement,
-    capture::{CaptureReport, CaptureSpec},
-    emulator::EmulatorReport,
-    netns::ADDR_B,
-    netns::LinkFacts,
-};
-use serde::{Deserialize, Serialize};
+use crate::testbed::{capture::CaptureSpec, netns::ADDR_B};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
-
-/// One cell: an argument size, a protocol, a way of sending, a placement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RpcParams {
-    pub size: usize,
-    pub proto: Proto,
-    /// How TCP requests are written (ignored for UDP).
-    pub strategy: Strategy,
-    pub client: ClientOptions,
-    pub server: ServerOptions,
-    pub calls: u32,
-    pub reps: u32,
-    pub placement: Placement,
-    /// `measure`, `diagnose: <change>`, or `find-cliffs`.
-    pub purpose: String,
-    /// Capture the connection's segments (on the client's side of the path).
-    #[serde(default)]
-    pub capture_timeline: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RpcResult {
-    pub client: RpcClientReport,
-    pub server: ServerReport,
-    /// Milliseconds for 100 calls, over the repetitions.
-    pub ms_per_100_calls: Spread,
-    /// The server namespace's delayed ACKs per call.
-    pub delayed_acks_per_call: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link: Option<LinkFacts>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub emulator: Option<EmulatorReport>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capture: Option<CaptureReport>,
-    /// The port the server listened on (for reading the capture).
-    #[serde(default)]
-    pub server_port: u16,
-}
-
-impl RpcParams {
-    /// `TCP local`, `UDP remote`, ...: the source table's column.
-    pub fn column(&self) -> String {
-        format!(
-            "{} {}",
-            self.proto.name().to_uppercase(),
-            match self.placement {
-                Placement::Loopback => "local",
-                Placement::Netns { .. } => "remote",
-            }
-        )
-    }
-}
 
 /// Runs one cell.
 pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {

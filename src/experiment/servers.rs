@@ -17,32 +17,14 @@
 
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::server::Relay;
+pub use crate::record::login::{Dialect, Target};
 use anyhow::{Context, bail};
-use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The server a cell loads: one of netlab's relay designs, or a real one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
-    Fork,
-    Epoll,
-    Splice,
-    Uring,
-    /// epoll with a 20 ms coalescing window per wake-up (see `Relay::Batch`).
-    Batch,
-    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
-    /// by socat as inetd would, running the same command: TELNET only.
-    Telnetd,
-    /// OpenSSH's sshd (Debian openssh-server) on a throwaway host key with a
-    /// key-only test user, driven by real `ssh` clients: SSH only.
-    Sshd,
-}
 
 impl Target {
     pub fn name(self) -> &'static str {
@@ -93,21 +75,6 @@ impl Target {
             _ => Ok(()),
         }
     }
-}
-
-/// What the simulated users' clients speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dialect {
-    /// TELNET, character at a time with server echo (netlab's client).
-    Telnet,
-    /// TELNET with LINEMODE EDIT (RFC 1184): the client edits and echoes
-    /// lines itself and sends each whole line (netlab's client).
-    TelnetLinemode,
-    /// rlogin (RFC 1282, netlab's client).
-    Rlogin,
-    /// SSH: OpenSSH's `ssh` client on a pty, against sshd.
-    Ssh,
 }
 
 impl Dialect {

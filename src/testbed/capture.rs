@@ -11,8 +11,9 @@
 //! tcpdump, tshark and Wireshark read. The socket's drop count
 //! (`PACKET_STATISTICS`) is reported: a capture that could not keep up says so.
 
-use crate::analysis::wire::{WireEvent, WireSummary, summarize};
+use crate::analysis::wire::{WireEvent, summarize};
 use crate::measure::ifstat::InterfaceCounters;
+pub use crate::record::testbed::{CaptureReport, TimelineEvent};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use serde::{Deserialize, Serialize};
@@ -36,35 +37,6 @@ pub struct CaptureSpec {
     /// [`TimelineEvent`] (on loopback each packet is kept once, not twice).
     #[serde(default)]
     pub port: Option<u16>,
-}
-
-/// One TCP segment of a port-filtered capture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimelineEvent {
-    pub t_ns: u64,
-    pub src_port: u16,
-    pub dst_port: u16,
-    pub payload: u32,
-    pub flags: u8,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CaptureReport {
-    pub wire: WireSummary,
-    /// Frames captured.
-    pub captured: u64,
-    /// Frames the kernel dropped because the capture fell behind.
-    pub kernel_drops: u64,
-    /// The interface's own counters over the capture's window.
-    pub interface: Option<InterfaceCounters>,
-    pub pcap: Option<PathBuf>,
-    /// `ethernet` or `raw_ip`.
-    pub link_type: String,
-    /// Events beyond the in-memory cap were counted but not analysed.
-    pub truncated: bool,
-    /// The segments of a port-filtered capture, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub timeline: Vec<TimelineEvent>,
 }
 
 /// Events kept for analysis (16 bytes each).

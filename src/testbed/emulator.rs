@@ -22,6 +22,7 @@
 //!   packets reach the emulator.
 
 use crate::measure::rusage::ProcessUsage;
+pub use crate::record::testbed::EmulatorReport;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -50,27 +51,6 @@ pub struct EmulatorSpec {
     /// Bytes held per direction before tail drop.
     pub queue_bytes: u64,
     /// Seed of the loss and jitter generator, so a run can be repeated.
-    pub seed: u64,
-}
-
-/// Per-direction counts; index 0 is A→B, 1 is B→A.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct EmulatorReport {
-    pub forwarded_packets: [u64; 2],
-    pub forwarded_bytes: [u64; 2],
-    pub lost_packets: [u64; 2],
-    pub queue_drops: [u64; 2],
-    /// Most packets held at once, per direction.
-    pub max_queued: [usize; 2],
-    /// Time each packet spent in the emulator beyond its intended delay, µs.
-    pub overhead_us_p50: f64,
-    pub overhead_us_p99: f64,
-    pub overhead_us_max: f64,
-    /// The emulator process's CPU over its life.
-    pub usage: ProcessUsage,
-    pub wall_s: f64,
-    /// Seed of the loss and jitter generator.
-    #[serde(default)]
     pub seed: u64,
 }
 

@@ -16,28 +16,10 @@
 //! rates from 1 kbit/s to 100 Gbit/s, delays and jitter up to 10 s, jitter
 //! no larger than the delay.
 
+pub use crate::record::testbed::LinkProfile;
 use crate::units::parse_duration;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use thiserror::Error;
-
-/// A link between the two namespaces. `None` rate means unshaped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkProfile {
-    /// The named profile it started from, if any.
-    pub name: Option<String>,
-    /// Bits per second.
-    pub rate_bps: Option<u64>,
-    /// One-way delay, each direction.
-    pub delay_us: u64,
-    /// Uniform jitter added to the delay, ± this much.
-    pub jitter_us: u64,
-    /// Probability of losing each packet, percent, each direction.
-    pub loss_pct: f64,
-    pub mtu: u32,
-    /// Bytes the bottleneck queue holds (tbf limit, emulator queue).
-    pub queue_bytes: Option<u64>,
-}
 
 impl Default for LinkProfile {
     fn default() -> Self {

@@ -16,7 +16,7 @@
 //! namespaces named `netlab-<pid>-...` whose controller process is gone.
 
 use super::link::{LinkProfile, format_rate};
-use serde::{Deserialize, Serialize};
+pub use crate::record::testbed::{LinkFacts, Realisation};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,34 +51,6 @@ pub enum TestbedError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// How the link was realised, for the record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Realisation {
-    /// A veth pair, tbf on both ends when a rate is set.
-    #[default]
-    Veth,
-    /// A TUN device in each namespace relayed by netlab's user-space emulator
-    /// (delay, jitter, loss), tbf on both TUN devices when a rate is set.
-    Emulator,
-    /// A veth pair with netem (and tbf) on both ends.
-    Netem,
-}
-
-/// What the record says about the link.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkFacts {
-    pub profile: LinkProfile,
-    pub realised_by: Realisation,
-    /// e.g. "veth + tbf 10 Mbit/s burst 3028 B limit 16384 B, gso_max_segs 1".
-    pub detail: String,
-    pub namespaces: [String; 2],
-    pub interfaces: [String; 2],
-    pub addresses: [Ipv4Addr; 2],
-    /// Why the realisation was chosen (e.g. "netem is not in this kernel").
-    pub note: Option<String>,
 }
 
 /// Whether this process holds CAP_NET_ADMIN (bit 12 of CapEff).

@@ -1,4 +1,53 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: running the binary, reading its
+//! JSON, and counting a process's children.
+// Each test binary compiles this module and uses a different part of it.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+/// The netlab binary under test.
+pub fn netlab() -> Command {
+    Command::cargo_bin("netlab").expect("binary built")
+}
+
+/// The one JSON document `output` holds, or a panic showing what it held.
+pub fn json_of(output: &[u8]) -> Value {
+    serde_json::from_slice(output).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(output)
+        )
+    })
+}
+
+/// Runs `netlab ARGS --json --out OUT`, asserts it succeeded, and returns
+/// the document it printed.
+pub fn run_json(args: &[&str], out: &Path) -> Value {
+    let run = netlab()
+        .args(args)
+        .arg("--json")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("netlab runs");
+    assert!(
+        run.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    json_of(&run.stdout)
+}
+
+/// Every line of a JSON Lines file, parsed.
+pub fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("records file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
 
 /// The PIDs of `pid`'s children (all its threads'), from /proc.
 pub fn children_of(pid: u32) -> Vec<u32> {

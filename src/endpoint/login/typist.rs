@@ -32,9 +32,9 @@ use super::client::{RloginClient, TelnetClient};
 use super::protocol::Protocol;
 use super::pty::{self, Pty};
 use crate::measure::schedstat::tree_cpu_ns;
+pub use crate::record::login::TypistReport;
 use hdrhistogram::Histogram;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
-use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
@@ -78,47 +78,6 @@ pub struct TypistConfig {
     pub warmup: Duration,
     /// The measured window.
     pub duration: Duration,
-}
-
-/// What the generator saw in the measured window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TypistReport {
-    pub users: usize,
-    /// Sessions that did not open or broke during the run, with the first reason.
-    pub failed_sessions: usize,
-    pub first_failure: Option<String>,
-    pub keystrokes: u64,
-    /// Echoes awaited for keystrokes of the window: one per keystroke, or
-    /// one per line in LINEMODE.
-    #[serde(default)]
-    pub awaited: u64,
-    /// Whether latency is per line (LINEMODE) rather than per keystroke.
-    #[serde(default)]
-    pub per_line: bool,
-    pub echoes: u64,
-    /// Echoes awaited in the window that never came.
-    pub unechoed: u64,
-    pub echo_p50_ms: f64,
-    pub echo_p99_ms: f64,
-    pub echo_max_ms: f64,
-    pub echo_mean_ms: f64,
-    /// How late keystrokes were sent against their schedule (the generator's own lag).
-    pub send_lag_p99_ms: f64,
-    pub send_lag_max_ms: f64,
-    /// The generator thread's CPU time over the window, seconds.
-    pub own_cpu_s: f64,
-    /// CPU time of the client programs (e.g. `ssh`) over the window,
-    /// seconds; zero when the generator speaks the protocol itself.
-    #[serde(default)]
-    pub client_programs_cpu_s: f64,
-    pub window_s: f64,
-}
-
-impl TypistReport {
-    /// The generator's share of one core over the window.
-    pub fn own_cpu_pct(&self) -> f64 {
-        100.0 * self.own_cpu_s / self.window_s.max(1e-9)
-    }
 }
 
 enum Client {

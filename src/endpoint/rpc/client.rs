@@ -16,10 +16,10 @@
 //! writes split); each call only patches the xid.
 
 use super::busypoll;
+pub use crate::record::rpc::{ClientOptions, Strategy};
 use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
 use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
 use crate::wire::xdr::Writer;
-use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -28,24 +28,6 @@ use thiserror::Error;
 
 /// Size of the xdrrec send buffer of Sun's RPC library.
 pub const SUN_SENDSIZE: usize = 4000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    Sun,
-    TwoWrite,
-    Writev,
-}
-
-impl Strategy {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Strategy::Sun => "sun",
-            Strategy::TwoWrite => "two-write",
-            Strategy::Writev => "writev",
-        }
-    }
-}
 
 #[derive(Debug, Error)]
 pub enum CallError {
@@ -145,29 +127,6 @@ impl Request {
 
     fn set_xid(&mut self, xid: u32) {
         self.bytes[self.xid_at..self.xid_at + 4].copy_from_slice(&xid.to_be_bytes());
-    }
-}
-
-/// Socket options for the client's TCP connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientOptions {
-    pub nodelay: bool,
-    /// Hold the writes of one call in TCP_CORK and release them together.
-    pub cork: bool,
-    /// Re-arm TCP_QUICKACK after every read.
-    pub quickack: bool,
-    /// Spin on non-blocking receives this many µs before sleeping in a
-    /// blocking one (see [`super::busypoll`]); 0 never spins.
-    #[serde(default)]
-    pub busy_poll_us: u32,
-    /// The CPU the client runs on (`--pin`); none: where the scheduler puts it.
-    #[serde(default)]
-    pub cpu: Option<usize>,
-}
-
-impl ClientOptions {
-    pub fn busy_poll(&self) -> Duration {
-        Duration::from_micros(self.busy_poll_us.into())
     }
 }
 

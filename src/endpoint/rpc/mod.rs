@@ -16,22 +16,6 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::Instant;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
-
-impl Proto {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcClientSpec {
     pub server: SocketAddr,
@@ -42,28 +26,6 @@ pub struct RpcClientSpec {
     pub size: usize,
     pub calls: u32,
     pub reps: u32,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RpcClientReport {
-    /// Seconds for each repetition of `calls` calls.
-    pub rep_seconds: Vec<f64>,
-    /// Per-call latency, µs.
-    pub latency_us_p50: f64,
-    pub latency_us_p90: f64,
-    pub latency_us_p99: f64,
-    pub latency_us_max: f64,
-    pub latency_us_min: f64,
-    /// `write(2)`s per call the strategy makes.
-    pub writes_per_call: usize,
-    pub syscalls: u64,
-    /// Busy-poll receives that found nothing (0 unless busy polling).
-    #[serde(default)]
-    pub empty_polls: u64,
-    pub usage: ProcessUsage,
-    pub counters: Counters,
-    pub tcp_info: Option<TcpInfo>,
-    pub udp_retransmissions: u64,
 }
 
 /// Makes `spec.reps` repetitions of `spec.calls` calls, timing each call
@@ -142,6 +104,7 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
     Ok(report)
 }
 
+pub use crate::record::rpc::{Proto, RpcClientReport};
 pub use server::{ServerOptions, ServerReport};
 
 #[cfg(test)]

@@ -20,13 +20,13 @@
 use super::{busypoll, fdtable};
 use crate::endpoint::pin;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
+pub use crate::record::rpc::{ServerOptions, ServerReport};
 use crate::wire::recmark::{Assembler, fragment_header};
 use crate::wire::rpc::{
     AUTH_NONE, AUTH_SYS, AcceptStat, AuthSys, Message, RPC_VERSION, RejectStat, Reply, auth_stat,
     parse, peek_xid,
 };
 use crate::wire::xdr::{Reader, Writer};
-use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -41,47 +41,6 @@ pub const PROGRAM: u32 = 0x2005_1989;
 pub const VERSION: u32 = 1;
 pub const PROC_NULL: u32 = 0;
 pub const PROC_SINK: u32 = 1;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServerOptions {
-    /// Largest record accepted over TCP (and largest SINK argument).
-    pub max_record: usize,
-    pub nodelay: bool,
-    /// Re-arm TCP_QUICKACK after every read, so the server never delays an ACK.
-    pub quickack: bool,
-    /// A connection silent this long is closed.
-    pub idle_timeout_ms: u64,
-    pub max_connections: usize,
-    /// Spin on non-blocking receives this many µs before sleeping in a
-    /// blocking one, on every connection and on UDP (see
-    /// [`super::busypoll`]); 0 never spins.
-    #[serde(default)]
-    pub busy_poll_us: u32,
-    /// The CPU every serving thread runs on (`--pin`); none: where the
-    /// scheduler puts them.
-    #[serde(default)]
-    pub cpu: Option<usize>,
-}
-
-impl ServerOptions {
-    pub fn busy_poll(&self) -> Duration {
-        Duration::from_micros(self.busy_poll_us.into())
-    }
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            max_record: 1 << 20,
-            nodelay: false,
-            quickack: false,
-            idle_timeout_ms: 60_000,
-            max_connections: 1024,
-            busy_poll_us: 0,
-            cpu: None,
-        }
-    }
-}
 
 /// What [`dispatch`] decided for one request record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,18 +141,6 @@ struct Stats {
     closed_bad_peers: AtomicU64,
     connections: AtomicU64,
     open: AtomicUsize,
-}
-
-/// What a server did over its life.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerReport {
-    pub calls: u64,
-    pub dropped_records: u64,
-    pub closed_bad_peers: u64,
-    pub connections: u64,
-    pub usage: ProcessUsage,
-    /// Kernel counter deltas in the server's namespace over its life.
-    pub counters: Counters,
 }
 
 /// A bound server, not yet serving.

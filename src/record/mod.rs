@@ -9,15 +9,19 @@
 //! [`RecordWriter`] appends and flushes each record as it completes, so an
 //! interrupted sweep keeps everything it finished.
 
-use crate::analysis::stream::StreamFigures;
-use crate::endpoint::protocol::{EndpointReport, RecvStrategy, SendStrategy, SocketOptions};
+pub mod cksum;
+pub mod login;
+pub mod rpc;
+pub mod stats;
+pub mod stream;
+pub mod testbed;
+
 use crate::measure::{host::HostFacts, procstat::SystemCpu};
-use crate::testbed::{
-    Placement, capture::CaptureReport, emulator::EmulatorReport, netns::LinkFacts,
-};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use stream::{EndpointReport, RecvStrategy, SendStrategy, SocketOptions, StreamFigures};
+use testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
 
 /// Version of the record layout.
 pub const SCHEMA: u32 = 1;
@@ -48,20 +52,20 @@ pub enum RecordData {
         result: Option<Box<StreamResult>>,
     },
     Rpc {
-        params: crate::experiment::rpc::RpcParams,
-        result: Option<Box<crate::experiment::rpc::RpcResult>>,
+        params: rpc::RpcParams,
+        result: Option<Box<rpc::RpcResult>>,
     },
     Cksum {
-        params: crate::experiment::cksum::CksumSpec,
-        result: Option<Box<crate::experiment::cksum::CksumResult>>,
+        params: cksum::CksumSpec,
+        result: Option<Box<cksum::CksumResult>>,
     },
     Login {
-        params: crate::experiment::login::LoginParams,
-        result: Option<Box<crate::experiment::login::LoginResult>>,
+        params: login::LoginParams,
+        result: Option<Box<login::LoginResult>>,
     },
     Output {
-        params: crate::experiment::output::OutputParams,
-        result: Option<Box<crate::experiment::output::OutputResult>>,
+        params: login::OutputParams,
+        result: Option<Box<login::OutputResult>>,
     },
 }
 

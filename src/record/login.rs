@@ -1,0 +1,185 @@
+//! The login-load and terminal-output experiments' cells and results as
+//! records carry them: the server under test, the dialect its users speak,
+//! the load generator's own account. Data only; `experiment::login`,
+//! `experiment::output` and `endpoint::login` run them.
+
+use super::testbed::{LinkFacts, Placement};
+use crate::measure::procstat::SystemCpu;
+use serde::{Deserialize, Serialize};
+
+/// Records written before the placement was recorded ran on loopback.
+fn loopback() -> Placement {
+    Placement::Loopback
+}
+
+/// The server a cell loads: one of netlab's relay designs, or a real one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    Fork,
+    Epoll,
+    Splice,
+    Uring,
+    /// epoll with a 20 ms coalescing window per wake-up (see `Relay::Batch`).
+    Batch,
+    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
+    /// by socat as inetd would, running the same command: TELNET only.
+    Telnetd,
+    /// OpenSSH's sshd (Debian openssh-server) on a throwaway host key with a
+    /// key-only test user, driven by real `ssh` clients: SSH only.
+    Sshd,
+}
+
+/// What the simulated users' clients speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// TELNET, character at a time with server echo (netlab's client).
+    Telnet,
+    /// TELNET with LINEMODE EDIT (RFC 1184): the client edits and echoes
+    /// lines itself and sends each whole line (netlab's client).
+    TelnetLinemode,
+    /// rlogin (RFC 1282, netlab's client).
+    Rlogin,
+    /// SSH: OpenSSH's `ssh` client on a pty, against sshd.
+    Ssh,
+}
+
+/// What the generator saw in the measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypistReport {
+    pub users: usize,
+    /// Sessions that did not open or broke during the run, with the first reason.
+    pub failed_sessions: usize,
+    pub first_failure: Option<String>,
+    pub keystrokes: u64,
+    /// Echoes awaited for keystrokes of the window: one per keystroke, or
+    /// one per line in LINEMODE.
+    #[serde(default)]
+    pub awaited: u64,
+    /// Whether latency is per line (LINEMODE) rather than per keystroke.
+    #[serde(default)]
+    pub per_line: bool,
+    pub echoes: u64,
+    /// Echoes awaited in the window that never came.
+    pub unechoed: u64,
+    pub echo_p50_ms: f64,
+    pub echo_p99_ms: f64,
+    pub echo_max_ms: f64,
+    pub echo_mean_ms: f64,
+    /// How late keystrokes were sent against their schedule (the generator's own lag).
+    pub send_lag_p99_ms: f64,
+    pub send_lag_max_ms: f64,
+    /// The generator thread's CPU time over the window, seconds.
+    pub own_cpu_s: f64,
+    /// CPU time of the client programs (e.g. `ssh`) over the window,
+    /// seconds; zero when the generator speaks the protocol itself.
+    #[serde(default)]
+    pub client_programs_cpu_s: f64,
+    pub window_s: f64,
+}
+
+impl TypistReport {
+    /// The generator's share of one core over the window.
+    pub fn own_cpu_pct(&self) -> f64 {
+        100.0 * self.own_cpu_s / self.window_s.max(1e-9)
+    }
+}
+
+/// One cell's parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoginParams {
+    /// The server under load (netlab's relay design, `telnetd` or `sshd`).
+    pub relay: Target,
+    /// What the clients speak (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and users run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
+    pub users: usize,
+    pub rate: f64,
+    pub poisson: bool,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+}
+
+/// What one cell measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoginResult {
+    pub params: LoginParams,
+    pub typist: TypistReport,
+    /// Machine-wide over the window.
+    pub cpu: SystemCpu,
+    /// vmstat's r and b: means of 100 ms samples over the window.
+    pub procs_running_mean: f64,
+    pub procs_blocked_mean: f64,
+    pub syscalls_per_s: Option<f64>,
+    /// Where the system-call count came from, or why there is none.
+    pub syscalls_source: String,
+    /// Packets per second into and out of the server's side: TCP segments
+    /// on loopback (where in = out), the interface's packets on netns.
+    #[serde(alias = "segments_in_per_s")]
+    pub packets_in_per_s: f64,
+    #[serde(alias = "segments_out_per_s")]
+    pub packets_out_per_s: f64,
+    /// Where the packet counts came from.
+    #[serde(default)]
+    pub packets_source: String,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
+    /// (Busy CPU time of the machine minus its idle baseline minus the
+    /// generator's and its client programs') per keystroke: server,
+    /// commands and kernel together, µs.
+    pub host_cpu_per_keystroke_us: f64,
+    /// CPU time of the server's process tree (server, sessions, commands)
+    /// per keystroke, µs, from the scheduler's accounting (see [`tree_cpu_ns`]).
+    /// Excludes softirq work done outside those processes.
+    pub server_cpu_per_keystroke_us: f64,
+    /// The server tree's CPU over the window, in % of one CPU.
+    pub server_cpu_pct: f64,
+    /// The machine's busy CPUs (in CPU-seconds per second) measured for a
+    /// second before the cell (or its sweep), with nothing of netlab's running.
+    pub baseline_busy_cpus: f64,
+    pub verdict: String,
+    /// Sessions the server ended before the cell was over, by reason (from its log).
+    #[serde(default)]
+    pub server_endings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputParams {
+    pub relay: Target,
+    /// What the client speaks (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and client run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
+    pub file_bytes: u64,
+    /// Terminal speed the output is paced to (bits per second, 10 bits a
+    /// character as on a serial line), or unpaced.
+    pub baud: Option<u32>,
+    /// TCP_NODELAY on netlab's server sessions (older records: off).
+    #[serde(default)]
+    pub nodelay: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputResult {
+    pub params: OutputParams,
+    /// Terminal data the client received (the terminal turns LF into CR LF).
+    pub bytes_received: u64,
+    pub seconds: f64,
+    pub kbytes_per_s: f64,
+    pub server_cpu_us_per_kb: f64,
+    pub client_cpu_us_per_kb: f64,
+    /// Data segments the client received per KB of terminal data, and
+    /// their mean TCP payload (for SSH, encrypted: larger than the data).
+    pub segments_per_kb: f64,
+    pub mean_segment_bytes: f64,
+    /// The server tree's CPU over the transfer, % of one CPU.
+    pub server_cpu_pct: f64,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
+}

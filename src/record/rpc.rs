@@ -1,0 +1,193 @@
+//! The 1989 RPC experiment's cells and results as records carry them: the
+//! protocol, the client's write strategy and options, the server's options,
+//! what each end measured. Data only; `endpoint::rpc` implements them.
+
+use super::stats::Spread;
+use super::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
+use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    Sun,
+    TwoWrite,
+    Writev,
+}
+
+impl Strategy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Sun => "sun",
+            Strategy::TwoWrite => "two-write",
+            Strategy::Writev => "writev",
+        }
+    }
+}
+
+/// Socket options for the client's TCP connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOptions {
+    pub nodelay: bool,
+    /// Hold the writes of one call in TCP_CORK and release them together.
+    pub cork: bool,
+    /// Re-arm TCP_QUICKACK after every read.
+    pub quickack: bool,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one (see [`super::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+    /// The CPU the client runs on (`--pin`); none: where the scheduler puts it.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+}
+
+impl ClientOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerOptions {
+    /// Largest record accepted over TCP (and largest SINK argument).
+    pub max_record: usize,
+    pub nodelay: bool,
+    /// Re-arm TCP_QUICKACK after every read, so the server never delays an ACK.
+    pub quickack: bool,
+    /// A connection silent this long is closed.
+    pub idle_timeout_ms: u64,
+    pub max_connections: usize,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one, on every connection and on UDP (see
+    /// [`super::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+    /// The CPU every serving thread runs on (`--pin`); none: where the
+    /// scheduler puts them.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+}
+
+impl ServerOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_record: 1 << 20,
+            nodelay: false,
+            quickack: false,
+            idle_timeout_ms: 60_000,
+            max_connections: 1024,
+            busy_poll_us: 0,
+            cpu: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcClientReport {
+    /// Seconds for each repetition of `calls` calls.
+    pub rep_seconds: Vec<f64>,
+    /// Per-call latency, µs.
+    pub latency_us_p50: f64,
+    pub latency_us_p90: f64,
+    pub latency_us_p99: f64,
+    pub latency_us_max: f64,
+    pub latency_us_min: f64,
+    /// `write(2)`s per call the strategy makes.
+    pub writes_per_call: usize,
+    pub syscalls: u64,
+    /// Busy-poll receives that found nothing (0 unless busy polling).
+    #[serde(default)]
+    pub empty_polls: u64,
+    pub usage: ProcessUsage,
+    pub counters: Counters,
+    pub tcp_info: Option<TcpInfo>,
+    pub udp_retransmissions: u64,
+}
+
+/// What a server did over its life.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub calls: u64,
+    pub dropped_records: u64,
+    pub closed_bad_peers: u64,
+    pub connections: u64,
+    pub usage: ProcessUsage,
+    /// Kernel counter deltas in the server's namespace over its life.
+    pub counters: Counters,
+}
+
+/// One cell: an argument size, a protocol, a way of sending, a placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcParams {
+    pub size: usize,
+    pub proto: Proto,
+    /// How TCP requests are written (ignored for UDP).
+    pub strategy: Strategy,
+    pub client: ClientOptions,
+    pub server: ServerOptions,
+    pub calls: u32,
+    pub reps: u32,
+    pub placement: Placement,
+    /// `measure`, `diagnose: <change>`, or `find-cliffs`.
+    pub purpose: String,
+    /// Capture the connection's segments (on the client's side of the path).
+    #[serde(default)]
+    pub capture_timeline: bool,
+}
+
+impl RpcParams {
+    /// `TCP local`, `UDP remote`, ...: the source table's column.
+    pub fn column(&self) -> String {
+        format!(
+            "{} {}",
+            self.proto.name().to_uppercase(),
+            match self.placement {
+                Placement::Loopback => "local",
+                Placement::Netns { .. } => "remote",
+            }
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcResult {
+    pub client: RpcClientReport,
+    pub server: ServerReport,
+    /// Milliseconds for 100 calls, over the repetitions.
+    pub ms_per_100_calls: Spread,
+    /// The server namespace's delayed ACKs per call.
+    pub delayed_acks_per_call: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureReport>,
+    /// The port the server listened on (for reading the capture).
+    #[serde(default)]
+    pub server_port: u16,
+}

@@ -1,0 +1,155 @@
+//! A bulk transfer's parameters and results as records carry them: the
+//! strategies and socket options each end used, what each end measured, and
+//! the figures derived from them. Data only; `endpoint` runs the transfer and
+//! `analysis` derives the figures.
+
+use crate::measure::{
+    ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
+};
+use serde::{Deserialize, Serialize};
+
+/// How the sender hands bytes to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum SendStrategy {
+    /// One `write(2)` per record.
+    Write,
+    /// sosend-style: each record handed over in `write(2)`s of at most `chunk` bytes.
+    Chunked { chunk: usize },
+    /// One `writev(2)` gathering `records` records at a time.
+    Writev { records: usize },
+    /// `sendfile(2)` from a page-cached file holding the pattern.
+    Sendfile,
+    /// `splice(2)` file → pipe → socket.
+    Splice,
+    /// `send(2)` with `MSG_ZEROCOPY`, completions reaped from the error queue.
+    Zerocopy,
+}
+
+impl SendStrategy {
+    /// The short name used on the command line and in tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendStrategy::Write => "write",
+            SendStrategy::Chunked { .. } => "chunked",
+            SendStrategy::Writev { .. } => "writev",
+            SendStrategy::Sendfile => "sendfile",
+            SendStrategy::Splice => "splice",
+            SendStrategy::Zerocopy => "zerocopy",
+        }
+    }
+}
+
+/// How the receiver takes bytes from the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum RecvStrategy {
+    /// `read(2)` into a buffer of `buffer` bytes (and verify, if asked).
+    Read { buffer: usize },
+    /// `splice(2)` socket → pipe → /dev/null: no user-space copy, no verification.
+    Splice,
+}
+
+/// Socket options applied before connecting (sender) or listening (receiver).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketOptions {
+    pub nodelay: bool,
+    pub sndbuf: Option<usize>,
+    pub rcvbuf: Option<usize>,
+    /// Congestion control algorithm (`TCP_CONGESTION`).
+    pub congestion_control: Option<String>,
+}
+
+/// How much the sender sends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Amount {
+    Bytes(u64),
+    Seconds(f64),
+}
+
+/// Counts specific to `MSG_ZEROCOPY` sends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZerocopyStats {
+    /// Sends whose completion was reported.
+    pub completed: u64,
+    /// Of those, sends the kernel had to copy after all (always the case on
+    /// loopback, where the receiver would otherwise read the sender's pages).
+    pub copied: u64,
+}
+
+/// What one endpoint measured over its data path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointReport {
+    pub role: String,
+    pub pid: u32,
+    /// Payload bytes this side moved.
+    pub bytes: u64,
+    /// Data-path system calls made (write/read/sendfile/splice/... each counts one).
+    pub syscalls: u64,
+    /// Wall time of the data path: sender from the first send to the peer's
+    /// close (all data delivered); receiver from the first byte to end of stream.
+    pub wall_s: f64,
+    pub usage: ProcessUsage,
+    pub tcp_info: Option<TcpInfo>,
+    /// Deltas of the kernel's protocol counters in this endpoint's namespace.
+    pub counters: Counters,
+    /// Congestion control the socket actually used.
+    pub congestion_control: Option<String>,
+    /// TCP_MAXSEG of the socket.
+    pub mss: Option<u32>,
+    /// The receiver compared every byte with the pattern.
+    pub verified: bool,
+    pub zerocopy: Option<ZerocopyStats>,
+    /// The CPU this endpoint was on when its data path started and ended
+    /// (`sched_getcpu`): on loopback, whether both ends shared a core changes
+    /// throughput by tens of percent.
+    #[serde(default)]
+    pub cpus: Option<(u32, u32)>,
+    /// The change in this endpoint's interface counters over the data path
+    /// (netns placement).
+    #[serde(default)]
+    pub interface: Option<InterfaceCounters>,
+}
+
+/// Which side limited the transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    Sender,
+    Receiver,
+    /// Neither endpoint kept its CPU busy: the path, the window or latency limited it.
+    Neither,
+}
+
+impl Bottleneck {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Bottleneck::Sender => "sender CPU",
+            Bottleneck::Receiver => "receiver CPU",
+            Bottleneck::Neither => "neither CPU (path, window or waiting)",
+        }
+    }
+}
+
+/// What the tables print for one transfer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamFigures {
+    /// User-to-user throughput: bytes delivered over the receiver's time from
+    /// first byte to end of stream.
+    pub throughput_mb_s: f64,
+    pub throughput_mbit_s: f64,
+    /// CPU seconds over wall seconds, percent, per side.
+    pub sender_cpu_pct: f64,
+    pub receiver_cpu_pct: f64,
+    /// Service demand: µs of CPU (user + system) per KB moved, per side.
+    pub sender_us_per_kb: f64,
+    pub receiver_us_per_kb: f64,
+    pub bottleneck: Bottleneck,
+    /// Data segments the sender's TCP emitted, when TCP_INFO says.
+    pub data_segments: Option<u64>,
+    /// Mean payload bytes per data segment.
+    pub mean_segment_bytes: Option<f64>,
+    /// Wall time per record at the sender, µs (for the cost model).
+    pub us_per_record: f64,
+}

@@ -1,0 +1,167 @@
+//! Where a measurement ran, as its record says: the placement, the link
+//! profile asked for and how it was built, the wire emulator's counts, the
+//! capture's wire view. Data only; `testbed` builds and runs these.
+
+use crate::measure::{ifstat::InterfaceCounters, rusage::ProcessUsage};
+use serde::{Deserialize, Serialize};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+/// How the link is built when a profile could use either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkVia {
+    /// veth for unimpaired links; netem or the emulator for delay, jitter, loss.
+    #[default]
+    Auto,
+    /// Always netlab's emulator (to measure the emulator itself).
+    Emulator,
+}
+
+/// Where the two endpoints of an experiment run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Placement {
+    Loopback,
+    Netns {
+        link: LinkProfile,
+        via: LinkVia,
+        /// Capture the link on side A; write a pcap there if given.
+        capture: bool,
+        pcap: Option<std::path::PathBuf>,
+        verbose: bool,
+    },
+}
+
+impl Placement {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Placement::Loopback => "loopback",
+            Placement::Netns { .. } => "netns",
+        }
+    }
+}
+
+/// A link between the two namespaces. `None` rate means unshaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkProfile {
+    /// The named profile it started from, if any.
+    pub name: Option<String>,
+    /// Bits per second.
+    pub rate_bps: Option<u64>,
+    /// One-way delay, each direction.
+    pub delay_us: u64,
+    /// Uniform jitter added to the delay, ± this much.
+    pub jitter_us: u64,
+    /// Probability of losing each packet, percent, each direction.
+    pub loss_pct: f64,
+    pub mtu: u32,
+    /// Bytes the bottleneck queue holds (tbf limit, emulator queue).
+    pub queue_bytes: Option<u64>,
+}
+
+/// How the link was realised, for the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Realisation {
+    /// A veth pair, tbf on both ends when a rate is set.
+    #[default]
+    Veth,
+    /// A TUN device in each namespace relayed by netlab's user-space emulator
+    /// (delay, jitter, loss), tbf on both TUN devices when a rate is set.
+    Emulator,
+    /// A veth pair with netem (and tbf) on both ends.
+    Netem,
+}
+
+/// What the record says about the link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkFacts {
+    pub profile: LinkProfile,
+    pub realised_by: Realisation,
+    /// e.g. "veth + tbf 10 Mbit/s burst 3028 B limit 16384 B, gso_max_segs 1".
+    pub detail: String,
+    pub namespaces: [String; 2],
+    pub interfaces: [String; 2],
+    pub addresses: [Ipv4Addr; 2],
+    /// Why the realisation was chosen (e.g. "netem is not in this kernel").
+    pub note: Option<String>,
+}
+
+/// Per-direction counts; index 0 is A→B, 1 is B→A.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmulatorReport {
+    pub forwarded_packets: [u64; 2],
+    pub forwarded_bytes: [u64; 2],
+    pub lost_packets: [u64; 2],
+    pub queue_drops: [u64; 2],
+    /// Most packets held at once, per direction.
+    pub max_queued: [usize; 2],
+    /// Time each packet spent in the emulator beyond its intended delay, µs.
+    pub overhead_us_p50: f64,
+    pub overhead_us_p99: f64,
+    pub overhead_us_max: f64,
+    /// The emulator process's CPU over its life.
+    pub usage: ProcessUsage,
+    pub wall_s: f64,
+    /// Seed of the loss and jitter generator.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// One TCP segment of a port-filtered capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    pub t_ns: u64,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub payload: u32,
+    pub flags: u8,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureReport {
+    pub wire: WireSummary,
+    /// Frames captured.
+    pub captured: u64,
+    /// Frames the kernel dropped because the capture fell behind.
+    pub kernel_drops: u64,
+    /// The interface's own counters over the capture's window.
+    pub interface: Option<InterfaceCounters>,
+    pub pcap: Option<PathBuf>,
+    /// `ethernet` or `raw_ip`.
+    pub link_type: String,
+    /// Events beyond the in-memory cap were counted but not analysed.
+    pub truncated: bool,
+    /// The segments of a port-filtered capture, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineEvent>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSummary {
+    pub packets: u64,
+    pub bytes: u64,
+    pub mean_size: f64,
+    /// Counts per [`SIZE_BUCKETS`] bucket.
+    pub size_histogram: Vec<u64>,
+    pub gap_us_p50: f64,
+    pub gap_us_p90: f64,
+    pub gap_us_p99: f64,
+    pub gap_us_max: f64,
+    pub bursts: u64,
+    pub mean_burst_packets: f64,
+    pub longest_burst_packets: u64,
+    /// Time the wire carried nothing, between the first and last packet, ms.
+    pub idle_ms: f64,
+    /// First to last packet, ms.
+    pub span_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireSummary {
+    /// Sent by side A (outgoing on the captured interface).
+    pub outgoing: DirectionSummary,
+    /// Received by side A.
+    pub incoming: DirectionSummary,
+}
