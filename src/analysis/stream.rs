@@ -5,7 +5,7 @@
 //! network engineers and iperf3 count link rates); a KB in "µs CPU per KB"
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
-use crate::endpoint::protocol::EndpointReport;
+use crate::record::stream::EndpointReport;
 pub use crate::record::stream::{Bottleneck, StreamFigures};
 
 /// CPU utilisation (CPU seconds over wall seconds) above which a side counts

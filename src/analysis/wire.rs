@@ -170,10 +170,10 @@ mod tests {
 /// with the time since the call began, e.g.
 /// `+40.912 ms server->client 0 B [ACK]`.
 pub fn last_call_timeline(
-    events: &[crate::testbed::capture::TimelineEvent],
+    events: &[crate::record::testbed::TimelineEvent],
     server_port: u16,
 ) -> Vec<String> {
-    let to_server = |e: &crate::testbed::capture::TimelineEvent| e.dst_port == server_port;
+    let to_server = |e: &crate::record::testbed::TimelineEvent| e.dst_port == server_port;
     // Where each request begins: client data after server data (or first).
     let mut starts = Vec::new();
     let mut last_data_from_server = true;
@@ -222,7 +222,7 @@ pub fn last_call_timeline(
 #[cfg(test)]
 mod timeline_tests {
     use super::*;
-    use crate::testbed::capture::TimelineEvent;
+    use crate::record::testbed::TimelineEvent;
 
     fn ev(t_us: u64, to_server: bool, payload: u32, flags: u8) -> TimelineEvent {
         let (src_port, dst_port) = if to_server {

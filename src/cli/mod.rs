@@ -13,12 +13,13 @@ pub mod output;
 pub mod placement;
 pub mod report;
 pub mod rpc;
-pub mod rpc_cliffs;
 pub mod rpc_experiment;
 pub mod stream;
 pub mod sweep;
 pub mod testbed;
 
+use crate::experiment::MeasureError;
+use crate::record::Record;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
@@ -81,6 +82,15 @@ impl Commands {
 #[error("interrupted; {saved} finished record(s) kept")]
 pub struct Interrupted {
     pub saved: usize,
+}
+
+/// A run whose every cell failed is a failed run: its first reason, with
+/// where the records are. Some cells failing is not: they show in the table.
+pub fn every_cell_failed(records: &[Record]) -> anyhow::Result<()> {
+    match records.iter().find_map(|r| r.error.as_deref()) {
+        Some(error) if records.iter().all(|r| r.error.is_some()) => anyhow::bail!("{error}"),
+        _ => Ok(()),
+    }
 }
 
 /// Standard output that treats a closed pipe as the reader's wish to stop.
@@ -162,7 +172,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let interrupted = e.downcast_ref::<Interrupted>().is_some();
+            let interrupted = e.downcast_ref::<Interrupted>().is_some()
+                || matches!(
+                    e.downcast_ref::<MeasureError>(),
+                    Some(MeasureError::Interrupted { .. })
+                );
             if json {
                 let _ = out.json(&serde_json::json!({ "error": format!("{e:#}") }));
             } else {

@@ -3,17 +3,16 @@
 //! throughput, CPU per KB on the server and client sides, packets per KB
 //! and their mean size, with the 1987 telnet figures beside.
 
-use super::{Interrupted, Output};
-use crate::experiment::endpoints::interrupted;
+use super::Output;
 use crate::experiment::login::{Dialect, Target};
-use crate::experiment::output::{OutputParams, run_cell, write_corpus};
+use crate::experiment::output::{OutputMeasure, OutputPlan, write_corpus};
+use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
-use crate::report::{historical, tables};
-use crate::testbed::Placement;
+use crate::record::RecordWriter;
+use crate::report;
 use anyhow::{Context, bail};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -56,139 +55,10 @@ pub struct OutputArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub json: bool,
-}
-
-/// Runs every cell, saving each record as it is made; a failed cell is
-/// recorded with its reason and the rest go on.
-pub fn measure_all(
-    cells: &[OutputParams],
-    file: &Path,
-    host: &HostFacts,
-    writer: &mut RecordWriter,
-) -> anyhow::Result<Vec<Record>> {
-    let mut records = Vec::new();
-    for params in cells {
-        if interrupted() {
-            return Err(Interrupted {
-                saved: records.len(),
-            }
-            .into());
-        }
-        eprintln!(
-            "output: {} {} {}",
-            params.relay.name(),
-            params.protocol.name(),
-            params.placement.name()
-        );
-        let started = now_rfc3339();
-        let (result, error) = match run_cell(params, file) {
-            Ok(r) => (Some(Box::new(r)), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
-        let data = RecordData::Output {
-            params: params.clone(),
-            result,
-        };
-        let record = Record::new(started, params.placement.name(), host, data, error);
-        writer
-            .write(&record)
-            .with_context(|| format!("cannot save to {}", writer.path().display()))?;
-        records.push(record);
-    }
-    Ok(records)
-}
-
-/// The cells of every server, protocol and placement for a text of
-/// `size` bytes. sshd's cells speak SSH whatever else is asked, once.
-pub fn cells(
-    relays: &[Target],
-    protocols: &[Dialect],
-    placements: &[Placement],
-    size: u64,
-    baud: Option<u32>,
-    nodelay: bool,
-) -> Vec<OutputParams> {
-    let mut cells = Vec::new();
-    for placement in placements {
-        for &protocol in protocols {
-            for &relay in relays {
-                let cell = OutputParams {
-                    relay,
-                    protocol: if relay == Target::Sshd {
-                        Dialect::Ssh
-                    } else {
-                        protocol
-                    },
-                    placement: placement.clone(),
-                    file_bytes: size,
-                    baud,
-                    nodelay,
-                };
-                if !cells.contains(&cell) {
-                    cells.push(cell);
-                }
-            }
-        }
-    }
-    cells
-}
-
-/// Today's rows, then the 1987 figures.
-pub fn table(records: &[Record]) -> String {
-    let mut rows = Vec::new();
-    for record in records {
-        let RecordData::Output { params, result } = &record.data else {
-            continue;
-        };
-        let mut row = vec![
-            params.relay.name().to_string(),
-            params.protocol.name().to_string(),
-            params.placement.name().to_string(),
-        ];
-        match result {
-            Some(r) => row.extend([
-                tables::num(r.kbytes_per_s),
-                tables::num(r.server_cpu_us_per_kb),
-                tables::num(r.client_cpu_us_per_kb),
-                tables::num(r.segments_per_kb),
-                tables::num(r.mean_segment_bytes),
-                format!("{:.0}", r.server_cpu_pct),
-            ]),
-            None => {
-                row.extend(std::iter::repeat_n(String::new(), 5));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
-                ));
-            }
-        }
-        rows.push(row);
-    }
-    let mut text = tables::markdown(
-        &[
-            "server",
-            "proto",
-            "place",
-            "KB/s",
-            "server µs/KB",
-            "client µs/KB",
-            "segs/KB",
-            "mean seg B",
-            "server cpu %",
-        ],
-        &rows,
-    );
-    let then = &historical::figures().terminal_output;
-    text.push_str(&format!(
-        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
-        then.source,
-        then.what,
-        then.telnet.remote_cpu_pct,
-        then.telnet.terminal_kbytes_s_max,
-        then.telnet.avg_packet_bytes,
-        then.lat_direct.remote_idle_pct_min
-    ));
-    text
+    /// Stop at the first failed cell (it is recorded); by default a failed
+    /// cell is recorded with its reason and the rest go on.
+    #[arg(long)]
+    pub fail_fast: bool,
 }
 
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -202,22 +72,20 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("corpus.txt");
     write_corpus(&file, args.size).with_context(|| format!("cannot write {}", file.display()))?;
+    let plan = OutputPlan {
+        relays: args.relay.clone(),
+        protocols: args.protocol.clone(),
+        placements,
+        size: args.size,
+        baud: args.baud,
+        nodelay: args.nodelay,
+    };
     let mut writer = RecordWriter::append(&args.out)
         .with_context(|| format!("cannot open {}", args.out.display()))?;
-    let host = HostFacts::gather();
-    let records = measure_all(
-        &cells(
-            &args.relay,
-            &args.protocol,
-            &placements,
-            args.size,
-            args.baud,
-            args.nodelay,
-        ),
-        &file,
-        &host,
-        &mut writer,
-    )?;
+    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
+        .fail_fast(args.fail_fast)
+        .progress(!args.json)
+        .grid(&mut OutputMeasure { file }, &plan.cells())?;
     if args.json {
         out.json(&serde_json::json!({
             "experiment": "output",
@@ -231,13 +99,13 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
             args.baud
                 .map_or("unpaced".to_string(), |b| format!("paced to {b} baud"))
         ))?;
-        out.text(&table(&records))?;
-        eprintln!("records appended to {}", writer.path().display());
+        out.text(&report::login::output_table(&records))?;
+        eprintln!("records appended to {}", args.out.display());
     }
     if records.iter().all(|r| r.error.is_some()) {
         bail!(
             "every cell failed; see the records in {}",
-            writer.path().display()
+            args.out.display()
         );
     }
     Ok(())

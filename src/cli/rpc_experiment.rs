@@ -1,21 +1,18 @@
 //! `netlab rpc [options]`: the 1989 Sun RPC experiment, its cliffs found and
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
+//! Arguments become an [`RpcPlan`]; `experiment::rpc_search` runs it.
 
-use super::{Interrupted, Output};
-use crate::analysis::cliff::{Cliff, DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
-use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
-use crate::analysis::wire::last_call_timeline;
-use crate::endpoint::rpc::client::{ClientOptions, Strategy};
-use crate::endpoint::rpc::{Proto, ServerOptions};
-use crate::experiment::rpc::{RpcParams, RpcResult, measure_cell};
-use crate::experiment::stream::MeasureError;
+use super::Output;
+use crate::analysis::rpc::results;
+use crate::experiment::rpc::{ClientOptions, Proto, RpcMeasure, RpcPlan, ServerOptions, Strategy};
+use crate::experiment::rpc_search;
+use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter};
-use crate::report::{historical, progress::Progress, tables};
-use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
+use crate::record::RecordWriter;
+use crate::report::{self, historical};
+use crate::testbed::{LinkVia, Placement, link::LinkProfile};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,19 +77,10 @@ pub struct RpcExperimentArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub json: bool,
-}
-
-/// Validated settings of a run.
-pub struct RpcPlan {
-    pub sizes: Vec<usize>,
-    pub protos: Vec<Proto>,
-    pub placements: Vec<Placement>,
-    pub strategy: Strategy,
-    pub client: ClientOptions,
-    pub server: ServerOptions,
-    pub calls: u32,
-    pub reps: u32,
-    pub skipped: Vec<String>,
+    /// Stop at the first failed cell (it is recorded); by default a failed
+    /// cell is recorded with its reason and the rest go on.
+    #[arg(long)]
+    pub fail_fast: bool,
 }
 
 /// `--pin CLIENT,SERVER`: two CPU numbers this process may run on.
@@ -160,17 +148,19 @@ impl RpcExperimentArgs {
             pcap: None,
             verbose: false,
         };
-        let mut skipped = Vec::new();
+        let defaults = RpcPlan::default();
+        let mut skipped = defaults.skipped.clone();
         let placements = if self.placements.is_empty() {
-            if has_net_admin() {
-                vec![Placement::Loopback, netns]
-            } else {
-                skipped.push(
-                    "remote (netns) placement skipped: it needs CAP_NET_ADMIN (run as root)".into(),
-                );
-                vec![Placement::Loopback]
-            }
+            defaults
+                .placements
+                .iter()
+                .map(|p| match p {
+                    Placement::Loopback => p.clone(),
+                    Placement::Netns { .. } => netns.clone(),
+                })
+                .collect()
         } else {
+            skipped.clear();
             self.placements
                 .iter()
                 .map(|p| match p.as_str() {
@@ -204,434 +194,59 @@ impl RpcExperimentArgs {
             },
             calls: self.calls,
             reps: self.reps,
+            diagnose: !self.no_diagnose,
             skipped,
         })
     }
 }
 
-/// One change to a cell, for a diagnostic rerun.
-type Change = fn(&mut RpcParams);
-
-/// One flagged cell and what its reruns showed.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub column: String,
-    pub size: usize,
-    pub ratio: f64,
-    pub ms_per_100_calls: f64,
-    pub diagnosis: Option<Diagnosis>,
-    /// One stalled call as captured on the client's side of the path.
-    pub timeline: Vec<String>,
-}
-
-fn mean_ms_per_100(result: &RpcResult, calls: u32) -> f64 {
-    let reps = &result.client.rep_seconds;
-    if reps.is_empty() {
-        return 0.0;
-    }
-    reps.iter().sum::<f64>() / reps.len() as f64 * 1e3 * 100.0 / f64::from(calls.max(1))
-}
-
-fn run_cells(
-    cells: &[RpcParams],
-    host: &HostFacts,
-    writer: &mut RecordWriter,
-    label: &str,
-) -> anyhow::Result<Vec<Record>> {
-    let mut bar = Progress::new(cells.len() as u64, false, true);
-    let mut records = Vec::new();
-    for cell in cells {
-        bar.set_message(format!("{label} {} {} B", cell.column(), cell.size));
-        match measure_cell(cell, host, Some(writer)) {
-            Ok(record) => records.push(record),
-            Err(MeasureError::Interrupted) => {
-                bar.finish();
-                return Err(Interrupted {
-                    saved: records.len(),
-                }
-                .into());
-            }
-            Err(e) => {
-                bar.finish();
-                return Err(e.into());
-            }
-        }
-        bar.inc(1);
-    }
-    bar.finish();
-    Ok(records)
-}
-
-/// The grid of cells of a plan.
-pub fn cells(plan: &RpcPlan, purpose: &str) -> Vec<RpcParams> {
-    let mut cells = Vec::new();
-    for placement in &plan.placements {
-        for &proto in &plan.protos {
-            for &size in &plan.sizes {
-                cells.push(RpcParams {
-                    size,
-                    proto,
-                    strategy: plan.strategy,
-                    client: plan.client.clone(),
-                    server: plan.server.clone(),
-                    calls: plan.calls,
-                    reps: plan.reps,
-                    placement: placement.clone(),
-                    purpose: purpose.into(),
-                    capture_timeline: false,
-                });
-            }
-        }
-    }
-    cells
-}
-
-fn results(records: &[Record]) -> Vec<(&RpcParams, &RpcResult)> {
-    records
-        .iter()
-        .filter_map(|r| match &r.data {
-            RecordData::Rpc {
-                params,
-                result: Some(result),
-            } => Some((params, result.as_ref())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The cells of each column whose median call is far above what their
-/// neighbours predict (and by at least [`MIN_STALL_MS`]).
-pub fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcResult)> {
-    let measured = results(records);
-    let mut columns: Vec<String> = measured.iter().map(|(p, _)| p.column()).collect();
-    columns.dedup();
-    let mut flagged = Vec::new();
-    for column in columns {
-        let cells: Vec<&(&RpcParams, &RpcResult)> = measured
-            .iter()
-            .filter(|(p, _)| p.column() == column)
-            .collect();
-        // Judged by the median call (ms), so one slow call cannot make a cell a cliff.
-        let points: Vec<(f64, f64)> = cells
-            .iter()
-            .map(|(p, r)| (p.size as f64, r.client.latency_us_p50 / 1e3))
-            .collect();
-        let (cliffs, _) = find_cliffs(&points, DEFAULT_FACTOR);
-        for cliff in cliffs
-            .into_iter()
-            .filter(|c| c.measured - c.predicted >= MIN_STALL_MS)
-        {
-            if let Some((params, result)) = cells.iter().find(|(p, _)| p.size as f64 == cliff.size)
-            {
-                flagged.push((column.clone(), cliff, *params, *result));
-            }
-        }
-    }
-    flagged
-}
-
-/// The RPC records of the grid itself (not diagnosis reruns or captures).
-pub fn measured_records(records: &[Record]) -> Vec<Record> {
-    records
-        .iter()
-        .filter(
-            |r| matches!(&r.data, RecordData::Rpc { params, .. } if params.purpose == "measure"),
-        )
-        .cloned()
-        .collect()
-}
-
-/// The findings a finished run's records hold: the cliffs of its measured
-/// cells, diagnosed from the diagnosis reruns and the captured timeline
-/// recorded beside them (`netlab report` rebuilds them without measuring).
-pub fn findings_from_records(records: &[Record]) -> Vec<Finding> {
-    let measured = measured_records(records);
-    flag_cliffs(&measured)
-        .into_iter()
-        .map(|(column, cliff, params, result)| {
-            let reruns: Vec<Rerun> =
-                crate::report::figures::diagnosis_reruns(records, &column, params.size)
-                    .into_iter()
-                    .map(|(change, ms_per_call)| Rerun {
-                        change,
-                        ms_per_call,
-                    })
-                    .collect();
-            let timeline = records
-                .iter()
-                .find_map(|r| match &r.data {
-                    RecordData::Rpc {
-                        params: p,
-                        result: Some(r),
-                    } if p.capture_timeline && p.column() == column && p.size == params.size => r
-                        .capture
-                        .as_ref()
-                        .map(|c| last_call_timeline(&c.timeline, r.server_port)),
-                    _ => None,
-                })
-                .unwrap_or_default();
-            Finding {
-                column,
-                size: params.size,
-                ratio: cliff.ratio,
-                ms_per_100_calls: mean_ms_per_100(result, params.calls),
-                diagnosis: (!reruns.is_empty()).then(|| {
-                    diagnose(
-                        result.client.latency_us_p50 / 1e3,
-                        result.client.writes_per_call,
-                        result.delayed_acks_per_call,
-                        &reruns,
-                    )
-                }),
-                timeline,
-            }
-        })
-        .collect()
-}
-
-/// Finds the cliffs of each column and, unless told not to, diagnoses each.
-pub fn find_and_diagnose(
-    records: &[Record],
-    diagnose_cells: bool,
-    rerun_calls: u32,
-    host: &HostFacts,
-    writer: &mut RecordWriter,
-) -> anyhow::Result<(Vec<Finding>, Vec<Record>)> {
-    let mut findings = Vec::new();
-    let mut extra = Vec::new();
-    for (column, cliff, params, result) in flag_cliffs(records) {
-        let mut finding = Finding {
-            column: column.clone(),
-            size: params.size,
-            ratio: cliff.ratio,
-            ms_per_100_calls: mean_ms_per_100(result, params.calls),
-            diagnosis: None,
-            timeline: Vec::new(),
-        };
-        if diagnose_cells && params.proto == Proto::Tcp {
-            let mut reruns = Vec::new();
-            let changes: [(&str, Change); 3] = [
-                ("TCP_NODELAY on the client", |p| p.client.nodelay = true),
-                ("TCP_QUICKACK on the server", |p| p.server.quickack = true),
-                ("the request in one writev", |p| {
-                    p.strategy = Strategy::Writev
-                }),
-            ];
-            for (change, apply) in changes {
-                let mut cell = (*params).clone();
-                apply(&mut cell);
-                cell.calls = rerun_calls;
-                cell.reps = 1;
-                cell.purpose = format!("diagnose: {change}");
-                let rerun = run_cells(&[cell], host, writer, "diagnosing")?;
-                if let Some((_, r)) = results(&rerun).first() {
-                    reruns.push(Rerun {
-                        change: change.into(),
-                        ms_per_call: r.client.latency_us_p50 / 1e3,
-                    });
-                }
-                extra.extend(rerun);
-            }
-            // One short run with the connection captured, to show a stalled call.
-            let mut cell = (*params).clone();
-            cell.calls = 3;
-            cell.reps = 1;
-            cell.capture_timeline = true;
-            cell.purpose = "diagnose: packet timeline".into();
-            let captured = run_cells(&[cell], host, writer, "capturing")?;
-            if let Some((_, r)) = results(&captured).first()
-                && let Some(capture) = &r.capture
-            {
-                finding.timeline = last_call_timeline(&capture.timeline, r.server_port);
-            }
-            extra.extend(captured);
-            finding.diagnosis = Some(diagnose(
-                result.client.latency_us_p50 / 1e3,
-                result.client.writes_per_call,
-                result.delayed_acks_per_call,
-                &reruns,
-            ));
-        }
-        findings.push(finding);
-    }
-    Ok((findings, extra))
-}
-
-/// The source document's table: rows of argument sizes, columns TCP/UDP local/remote.
-pub fn table(records: &[Record], findings: &[Finding]) -> String {
-    let measured = results(records);
-    // The source document's order: TCP local, TCP remote, UDP local, UDP remote.
-    let columns: Vec<String> = ["TCP local", "TCP remote", "UDP local", "UDP remote"]
-        .into_iter()
-        .map(String::from)
-        .filter(|c| measured.iter().any(|(p, _)| &p.column() == c))
-        .collect();
-    let mut sizes: Vec<usize> = measured.iter().map(|(p, _)| p.size).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let h = &historical::figures().rpc_size_sweep;
-    let mut header: Vec<String> = vec!["arg bytes".into()];
-    header.extend(columns.iter().map(|c| format!("{c} ms/100 calls")));
-    header.extend(columns.iter().map(|c| format!("1989 {c}")));
-    let mut rows = Vec::new();
-    for size in &sizes {
-        let mut row = vec![size.to_string()];
-        for column in &columns {
-            let cell = measured
-                .iter()
-                .find(|(p, _)| p.size == *size && &p.column() == column);
-            row.push(match cell {
-                Some((p, r)) => {
-                    let flag = if findings
-                        .iter()
-                        .any(|f| &f.column == column && f.size == *size)
-                    {
-                        " !"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "{} ({}–{}){flag}",
-                        tables::num(mean_ms_per_100(r, p.calls)),
-                        tables::num(r.ms_per_100_calls.min),
-                        tables::num(r.ms_per_100_calls.max)
-                    )
-                }
-                None => "-".into(),
-            });
-        }
-        for column in &columns {
-            let index = h
-                .columns
-                .iter()
-                .position(|c| c.replace('_', " ").eq_ignore_ascii_case(column));
-            let then = h.rows.iter().find(|r| r[0] as usize == *size);
-            row.push(match (index, then) {
-                (Some(i), Some(r)) => tables::num(r[i]),
-                _ => "".into(),
-            });
-        }
-        rows.push(row);
-    }
-    let mut out = String::new();
-    if let Some(first) = records.first() {
-        // Only the placements these records were measured on.
-        let mut placements: Vec<String> = Vec::new();
-        for (params, _) in results(records) {
-            let text = match &params.placement {
-                Placement::Loopback => "loopback (local)".to_string(),
-                Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
-            };
-            if !placements.contains(&text) {
-                placements.push(text);
-            }
-        }
-        out.push_str(&tables::host_line(&first.host, &placements.join(", ")));
-        out.push('\n');
-    }
-    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-    out.push_str(&tables::markdown(&header_refs, &rows));
-    out.push_str(&format!(
-        "ms/100 calls: mean over the repetitions (min–max); ! marks a cliff. 1989: {}; unit: {}.\n",
-        h.what, h.unit
-    ));
-    for (params, result) in measured
-        .iter()
-        .filter(|(p, _)| p.size == *sizes.last().unwrap_or(&0))
-    {
-        out.push_str(&format!(
-            "per-call latency, {} {} B: p50 {} µs, p99 {} µs, max {} µs\n",
-            params.column(),
-            params.size,
-            tables::num(result.client.latency_us_p50),
-            tables::num(result.client.latency_us_p99),
-            tables::num(result.client.latency_us_max)
-        ));
-    }
-    for finding in findings {
-        out.push_str(&format!(
-            "cliff: {} at {} bytes, {} ms per 100 calls, its median call {:.0}x what the other sizes predict\n",
-            finding.column,
-            finding.size,
-            tables::num(finding.ms_per_100_calls),
-            finding.ratio
-        ));
-        if let Some(d) = &finding.diagnosis {
-            out.push_str(&format!("  cause: {}\n", d.cause));
-        }
-        if !finding.timeline.is_empty() {
-            out.push_str("  one stalled call on the wire (client side):\n");
-            for line in &finding.timeline {
-                out.push_str(&format!("    {line}\n"));
-            }
-        }
-    }
-    if findings.is_empty() {
-        out.push_str("no cliffs: every size within 3x of what the others predict\n");
-    }
-    out.push_str(&format!(
-        "1989: TCP slow ranges {:?} bytes; {}\n",
-        h.slow_ranges_bytes, h.profile_note
-    ));
-    for record in records.iter().filter(|r| r.error.is_some()) {
-        out.push_str(&format!(
-            "failed cell: {}\n",
-            record.error.as_deref().unwrap_or("")
-        ));
-    }
-    out
-}
-
-/// Runs every cell of `plan`, finds the cliffs and (if `diagnose_cells`)
-/// reruns each to explain it. Shared with `netlab lab`.
-pub fn measure_and_explain(
-    plan: &RpcPlan,
-    diagnose_cells: bool,
-    host: &HostFacts,
-    writer: &mut RecordWriter,
-) -> anyhow::Result<(Vec<Record>, Vec<Finding>, Vec<Record>)> {
-    let records = run_cells(&cells(plan, "measure"), host, writer, "measuring")?;
-    let (findings, reruns) =
-        find_and_diagnose(&records, diagnose_cells, plan.calls.min(20), host, writer)?;
-    Ok((records, findings, reruns))
-}
-
-/// The heading line of the table.
-pub fn title(plan: &RpcPlan) -> String {
-    let flag = |on: bool, text: &'static str| if on { text } else { "" };
-    format!(
-        "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}\n",
-        plan.calls,
-        plan.reps,
-        plan.strategy.name(),
-        flag(plan.client.nodelay, ", TCP_NODELAY"),
-        flag(plan.server.quickack, ", server TCP_QUICKACK"),
-        flag(plan.client.cork, ", TCP_CORK"),
-        match plan.client.busy_poll_us {
-            0 => String::new(),
-            us => format!(", busy poll {us} µs"),
-        },
-        match (plan.client.cpu, plan.server.cpu) {
-            (Some(client), Some(server)) =>
-                format!(", client on CPU {client}, server on CPU {server}"),
-            _ => String::new(),
-        },
-    )
+fn parse_cliff_range(text: &str) -> anyhow::Result<(usize, usize)> {
+    let usage = || anyhow::anyhow!("--cliff-range must be LO..HI, e.g. 0..12000, not {text}");
+    let (lo, hi) = text.split_once("..").ok_or_else(usage)?;
+    let bound = |s: &str| s.trim().parse::<usize>().map_err(|_| usage());
+    Ok((bound(lo)?, bound(hi)?))
 }
 
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let plan = args.plan()?;
+    let cliff_range = args
+        .find_cliffs
+        .then(|| parse_cliff_range(&args.cliff_range))
+        .transpose()?;
     for note in &plan.skipped {
         eprintln!("netlab rpc: {note}");
     }
     let mut writer = RecordWriter::append(&args.out)
         .with_context(|| format!("cannot open {}", args.out.display()))?;
-    let host = HostFacts::gather();
-    if args.find_cliffs {
-        return super::rpc_cliffs::run(&args, &plan, &host, &mut writer, out);
+    let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
+        .fail_fast(args.fail_fast)
+        .progress(!args.json);
+    if let Some((lo, hi)) = cliff_range {
+        let ranges = rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi)?;
+        if args.json {
+            out.json(&serde_json::json!({
+                "experiment": "rpc-find-cliffs",
+                "strategy": plan.strategy.name(),
+                "range": [lo, hi],
+                "stall_ranges": ranges,
+                "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+            }))?;
+        } else {
+            out.text(&report::rpc::stall_ranges_text(
+                plan.strategy.name(),
+                &plan.placements,
+                &ranges,
+                (lo, hi),
+                rpc_search::PROBE_CALLS,
+            ))?;
+        }
+        return Ok(());
     }
-    let (records, findings, reruns) =
-        measure_and_explain(&plan, !args.no_diagnose, &host, &mut writer)?;
+    let rpc_search::Explained {
+        records,
+        findings,
+        reruns,
+    } = rpc_search::measure_and_explain(&mut runner, &mut RpcMeasure, &plan)?;
     if args.json {
         out.json(&serde_json::json!({
             "experiment": "rpc",
@@ -642,14 +257,14 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             "skipped": plan.skipped,
         }))?;
     } else {
-        out.text(&title(&plan))?;
-        out.text(&table(&records, &findings))?;
-        eprintln!("records appended to {}", writer.path().display());
+        out.text(&plan.title())?;
+        out.text(&report::rpc::table(&records, &findings))?;
+        eprintln!("records appended to {}", args.out.display());
     }
     if results(&records).is_empty() {
         bail!(
             "every cell failed; see the records in {}",
-            writer.path().display()
+            args.out.display()
         );
     }
     Ok(())

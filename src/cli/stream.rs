@@ -3,10 +3,11 @@
 use super::Output;
 use crate::analysis::stats::Spread;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::stream::{MeasureError, StreamConfig, measure};
+use crate::experiment::runner::Runner;
+use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, RecordWriter};
-use crate::report::{progress::Progress, tables};
+use crate::report::tables;
 use crate::units::{parse_duration, parse_size};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -95,6 +96,10 @@ pub struct StreamOptions {
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Stop at the first failed run (it is recorded); by default a failed
+    /// run is recorded with its reason and the rest go on.
+    #[arg(long)]
+    pub fail_fast: bool,
 }
 
 impl StreamOptions {
@@ -174,70 +179,18 @@ impl StreamArgs {
     }
 }
 
-/// Runs `repeat` transfers, recording each; shared with `netlab lab`.
-pub fn run_series(
-    config: &StreamConfig,
-    repeat: u32,
-    writer: &mut RecordWriter,
-    host: &HostFacts,
-) -> anyhow::Result<Vec<Record>> {
-    let (len, bytes) = match config.amount {
-        Amount::Bytes(b) => (b * u64::from(repeat), true),
-        Amount::Seconds(s) => ((s * 1000.0) as u64 * u64::from(repeat), false),
-    };
-    let mut bar = Progress::new(len, bytes, true);
-    let mut records = Vec::new();
-    for index in 0..repeat {
-        let done_before = match config.amount {
-            Amount::Bytes(b) => b * u64::from(index),
-            Amount::Seconds(s) => (s * 1000.0) as u64 * u64::from(index),
-        };
-        let start = std::time::Instant::now();
-        bar.set_message(format!("run {}/{repeat}", index + 1));
-        let outcome = measure(
-            config,
-            index,
-            None,
-            host,
-            Some(writer),
-            &mut |update| match (config.amount, update) {
-                (Amount::Bytes(_), Some(bytes)) => bar.set_position(done_before + bytes),
-                (Amount::Seconds(_), _) => {
-                    bar.set_position(done_before + start.elapsed().as_millis() as u64)
-                }
-                _ => bar.tick(),
-            },
-        );
-        let record = match outcome {
-            Ok(record) => record,
-            Err(MeasureError::Interrupted) => {
-                bar.finish();
-                return Err(super::Interrupted {
-                    saved: records.len(),
-                }
-                .into());
-            }
-            Err(e) => {
-                bar.finish();
-                return Err(e.into());
-            }
-        };
-        if let Some(error) = &record.error {
-            bar.finish();
-            bail!("{error}");
-        }
-        records.push(record);
-    }
-    bar.finish();
-    Ok(records)
-}
-
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let config = args.common.config(args.amount(), args.record)?;
     let mut writer = RecordWriter::append(&args.common.out)
         .with_context(|| format!("cannot open {}", args.common.out.display()))?;
-    let host = HostFacts::gather();
-    let records = run_series(&config, args.repeat, &mut writer, &host)?;
+    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
+        .fail_fast(args.common.fail_fast)
+        .progress(!args.common.json)
+        .grid(
+            &mut StreamMeasure,
+            &StreamCell::repeats(&config, args.repeat),
+        )?;
+    super::every_cell_failed(&records)?;
     if args.common.json {
         let summary = json_summary(&records);
         out.json(&serde_json::json!({
@@ -253,7 +206,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
             out.text(&line)?;
             out.text("\n")?;
         }
-        eprintln!("records appended to {}", writer.path().display());
+        eprintln!("records appended to {}", args.common.out.display());
     }
     Ok(())
 }

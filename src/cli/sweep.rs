@@ -4,11 +4,12 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::stream::MeasureError;
+use crate::experiment::runner::Runner;
+use crate::experiment::stream::StreamMeasure;
 use crate::experiment::sweep::{self, SweepConfig, summarize};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordWriter};
-use crate::report::{progress::Progress, tables};
+use crate::record::RecordWriter;
+use crate::report::tables;
 use crate::units::{format_size, parse_duration, parse_size, parse_size_list};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -83,36 +84,15 @@ impl SweepStreamArgs {
     }
 }
 
-/// Runs a sweep with a progress bar; shared with `netlab lab`.
-pub fn run_sweep(
-    config: &SweepConfig,
-    writer: &mut RecordWriter,
-    host: &HostFacts,
-) -> anyhow::Result<Vec<Record>> {
-    let total = config.records.len() as u64 * u64::from(config.repeat);
-    let mut bar = Progress::new(total, false, true);
-    let outcome = sweep::run(config, host, Some(writer), &mut |size, index| {
-        bar.set_message(format!("record {} run {}", format_size(size), index + 1));
-        bar.inc(1);
-    });
-    bar.finish();
-    match outcome {
-        Ok(records) => Ok(records),
-        Err(MeasureError::Interrupted) => Err(super::Interrupted {
-            saved: crate::record::read_records(writer.path()).map_or(0, |r| r.len()),
-        }
-        .into()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
     let SweepTarget::Stream(args) = args.target;
     let config = args.config()?;
     let mut writer = RecordWriter::append(&args.common.out)
         .with_context(|| format!("cannot open {}", args.common.out.display()))?;
-    let host = HostFacts::gather();
-    let records = run_sweep(&config, &mut writer, &host)?;
+    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
+        .fail_fast(args.common.fail_fast)
+        .progress(!args.common.json)
+        .grid(&mut StreamMeasure, &sweep::cells(&config))?;
     let summary = summarize(&records, config.knee_fraction);
     let title = format!(
         "record sizes {}; each point {}",

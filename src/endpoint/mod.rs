@@ -7,6 +7,7 @@
 //! that role's alone. The same loop will serve a namespace (started with
 //! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
 
+pub mod cksum;
 pub mod login;
 pub mod pattern;
 pub mod pin;
@@ -105,9 +106,7 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     Err(e) => failed(format_args!("RPC server on {bind}: {e}")),
                 }
             }
-            (Command::Cksum(spec), _) => {
-                Reply::CksumDone(Box::new(crate::experiment::cksum::measure(&spec)))
-            }
+            (Command::Cksum(spec), _) => Reply::CksumDone(Box::new(cksum::measure(&spec))),
             (Command::RpcClient(spec), _) => {
                 rpc::run_client(&spec).map_or_else(failed, |r| Reply::RpcClientDone(Box::new(r)))
             }

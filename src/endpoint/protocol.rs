@@ -64,7 +64,7 @@ pub enum Command {
     /// Run the client side of one RPC cell; answered by `RpcClientDone`.
     RpcClient(crate::endpoint::rpc::RpcClientSpec),
     /// Time the checksum and copy variants at one size; answered by `CksumDone`.
-    Cksum(crate::experiment::cksum::CksumSpec),
+    Cksum(crate::record::cksum::CksumSpec),
     /// End the emulator, capture or RPC server; answered by `EmulatorDone`,
     /// `CaptureDone` or `RpcServerDone`.
     Stop,
@@ -94,7 +94,7 @@ pub enum Reply {
     RpcServing { port: u16 },
     RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
     RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
-    CksumDone(Box<crate::experiment::cksum::CksumResult>),
+    CksumDone(Box<crate::record::cksum::CksumResult>),
     Failed { message: String },
 }
 

@@ -23,14 +23,19 @@
 //! while idle; busy time excludes iowait.
 
 use super::bed::Bed;
+use super::runner::{MeasureCell, Measured, Runner};
 use super::servers::{self, ServerSpec, Site, enter_on_this_thread};
 pub use super::servers::{Dialect, Target};
+use super::{Interrupted, MeasureError};
+use crate::endpoint::login::server::Relay;
 use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig};
 use crate::measure::ifstat::InterfaceCounters;
 use crate::measure::netstat::Counters;
 use crate::measure::procstat::{StatSnapshot, system_cpu};
 pub use crate::measure::schedstat::tree_cpu_ns;
 pub use crate::record::login::{LoginParams, LoginResult};
+use crate::record::testbed::Placement;
+use crate::record::{Record, RecordData};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -332,9 +337,397 @@ process switches, system calls and copies. A remote-login server that only
 switches bytes between two kernel objects pays all of them for every byte.
 ";
 
+/// The grid of a login-load run, and the typing every cell does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginPlan {
+    pub users: Vec<usize>,
+    pub relays: Vec<Target>,
+    pub protocols: Vec<Dialect>,
+    pub placements: Vec<Placement>,
+    /// Characters per second per user.
+    pub rate: f64,
+    pub poisson: bool,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+}
+
+impl Default for LoginPlan {
+    /// The 1989 test: 16, 32 and 48 users typing 5 characters a second over
+    /// rlogin through each of netlab's designs that answer at once, 30 s
+    /// windows after 2 s of warm-up, on loopback.
+    fn default() -> Self {
+        LoginPlan {
+            users: vec![16, 32, 48],
+            relays: Relay::ALL.into_iter().map(Target::of).collect(),
+            protocols: vec![Dialect::Rlogin],
+            placements: vec![Placement::Loopback],
+            rate: 5.0,
+            poisson: false,
+            warmup_s: 2.0,
+            duration_s: 30.0,
+        }
+    }
+}
+
+/// Why a login plan cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--users: zero users is not an experiment")]
+    ZeroUsers,
+    #[error("--rate {0}: must be above 0 and at most 1000 characters per second per user")]
+    Rate(String),
+    #[error("--duration must be above zero")]
+    Duration,
+}
+
+impl LoginPlan {
+    /// The lab's quick profile: 16 and 48 users, 1.5 s windows.
+    pub fn quick() -> Self {
+        LoginPlan {
+            users: vec![16, 48],
+            warmup_s: 0.5,
+            duration_s: 1.5,
+            ..LoginPlan::default()
+        }
+    }
+
+    pub fn full() -> Self {
+        LoginPlan::default()
+    }
+
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.users.contains(&0) {
+            return Err(PlanError::ZeroUsers);
+        }
+        if !(self.rate > 0.0 && self.rate <= 1000.0) {
+            return Err(PlanError::Rate(self.rate.to_string()));
+        }
+        if self.duration_s.is_nan() || self.duration_s <= 0.0 {
+            return Err(PlanError::Duration);
+        }
+        Ok(())
+    }
+
+    /// One cell of this plan's typing.
+    pub fn cell(
+        &self,
+        relay: Target,
+        protocol: Dialect,
+        placement: &Placement,
+        users: usize,
+    ) -> LoginParams {
+        LoginParams {
+            relay,
+            // sshd's cells speak SSH whatever else is asked.
+            protocol: if relay == Target::Sshd {
+                Dialect::Ssh
+            } else {
+                protocol
+            },
+            placement: placement.clone(),
+            users,
+            rate: self.rate,
+            poisson: self.poisson,
+            warmup_s: self.warmup_s,
+            duration_s: self.duration_s,
+        }
+    }
+
+    /// Every cell once: placements, then protocols, then user counts, then servers.
+    pub fn cells(&self) -> Vec<LoginParams> {
+        let mut cells = Vec::new();
+        for placement in &self.placements {
+            for &protocol in &self.protocols {
+                for &users in &self.users {
+                    for &relay in &self.relays {
+                        let cell = self.cell(relay, protocol, placement, users);
+                        if !cells.contains(&cell) {
+                            cells.push(cell);
+                        }
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// Loads each cell's server with simulated users typing `corpus`.
+pub struct LoginMeasure {
+    pub corpus: Vec<u8>,
+    /// The machine's busy CPUs with nothing of netlab's running, measured
+    /// once before the first cell.
+    pub baseline_busy_cpus: f64,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl LoginMeasure {
+    /// Measures the idle baseline now, before any cell starts anything.
+    pub fn new(corpus: Vec<u8>) -> anyhow::Result<LoginMeasure> {
+        Ok(LoginMeasure {
+            corpus,
+            baseline_busy_cpus: idle_baseline()?,
+            stop: super::endpoints::interrupt_flag(),
+        })
+    }
+}
+
+impl MeasureCell for LoginMeasure {
+    type Cell = LoginParams;
+
+    fn label(&self, cell: &LoginParams) -> String {
+        format!(
+            "{} {} x{}",
+            cell.relay.name(),
+            cell.protocol.name(),
+            cell.users
+        )
+    }
+
+    fn measure(&mut self, cell: &LoginParams) -> Result<Measured, Interrupted> {
+        let outcome = run_cell(
+            cell,
+            &self.corpus,
+            &self.stop,
+            Some(self.baseline_busy_cpus),
+        );
+        let (result, error) = match outcome {
+            Ok(result) => (Some(Box::new(result)), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        Ok(Measured {
+            placement: cell.placement.name().into(),
+            data: RecordData::Login {
+                params: cell.clone(),
+                result,
+            },
+            error,
+        })
+    }
+}
+
+/// What the limit search found for one server and protocol.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Limit {
+    pub relay: Target,
+    pub protocol: Dialect,
+    pub placement: String,
+    /// The most users served with a "normal" verdict (0: not even the first count).
+    pub sustains: usize,
+    /// The fewest users seen degraded, if any.
+    pub degraded_at: Option<usize>,
+    /// Why the search stopped there.
+    pub why: String,
+}
+
+/// The load generator is the bottleneck rather than the server: it used
+/// most of a core, or sent keystrokes late.
+pub fn generator_limited(result: &LoginResult) -> Option<String> {
+    let t = &result.typist;
+    if t.own_cpu_pct() > 80.0 {
+        Some(format!(
+            "the load generator used {:.0}% of a core",
+            t.own_cpu_pct()
+        ))
+    } else if t.send_lag_p99_ms > 20.0 {
+        Some(format!(
+            "the load generator sent keystrokes late (p99 {:.1} ms)",
+            t.send_lag_p99_ms
+        ))
+    } else {
+        None
+    }
+}
+
+/// The next user count to probe, or None when the search is over: double
+/// while every probe was normal (up to `max`), then bisect between the last
+/// normal count `good` and the first degraded one until they are within an
+/// eighth of `good` (or 1) of each other.
+pub fn next_users(good: usize, bad: Option<usize>, last: usize, max: usize) -> Option<usize> {
+    match bad {
+        None if last >= max => None,
+        None => Some((last * 2).min(max)),
+        Some(bad) if bad - good <= (good / 8).max(1) => None,
+        Some(bad) => Some((good + bad) / 2),
+    }
+}
+
+/// Doubles the user count from `start` while the verdict stays normal, then
+/// bisects between the last normal and the first degraded count to within
+/// an eighth ([`next_users`]). Each probe is a recorded cell, appended to
+/// `records`. Stops early, saying so, when the load generator rather than
+/// the server is the limit.
+pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    template: &LoginParams,
+    start: usize,
+    max_users: usize,
+    records: &mut Vec<Record>,
+) -> Result<Limit, MeasureError> {
+    let (mut good, mut bad): (usize, Option<(usize, String)>) = (0, None);
+    let mut n = start.clamp(1, max_users.max(1));
+    let why = loop {
+        let record = runner.cell(
+            measure,
+            &LoginParams {
+                users: n,
+                ..template.clone()
+            },
+        )?;
+        let verdict = match &record.data {
+            RecordData::Login {
+                result: Some(r), ..
+            } => {
+                if let Some(limit) = generator_limited(r) {
+                    records.push(record);
+                    break format!(
+                        "stopped at {n} users: {limit}; the machine is saturated, so {good} is a lower bound for the server"
+                    );
+                }
+                (r.verdict == "normal").then_some(()).ok_or_else(|| {
+                    format!("{} (echo p99 {:.1} ms)", r.verdict, r.typist.echo_p99_ms)
+                })
+            }
+            _ => Err(format!(
+                "failed: {}",
+                record.error.as_deref().unwrap_or("no result")
+            )),
+        };
+        records.push(record);
+        match verdict {
+            Ok(()) => good = n,
+            Err(why) => bad = Some((n, why)),
+        }
+        match next_users(good, bad.as_ref().map(|b| b.0), n, max_users) {
+            Some(next) => n = next,
+            None => {
+                break match &bad {
+                    None => format!("normal up to the cap of {max_users} users"),
+                    Some((b, why)) => format!("degraded at {b}: {why}"),
+                };
+            }
+        }
+    };
+    Ok(Limit {
+        relay: template.relay,
+        protocol: template.protocol,
+        placement: template.placement.name().to_string(),
+        sustains: good,
+        degraded_at: bad.map(|(b, _)| b),
+        why,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::runner::mock::{Mock, runner};
+    use crate::record::login::TypistReport;
+
+    #[test]
+    fn the_limit_search_doubles_then_bisects() {
+        assert_eq!(next_users(16, None, 16, 3000), Some(32));
+        assert_eq!(next_users(2048, None, 2048, 3000), Some(3000));
+        assert_eq!(next_users(3000, None, 3000, 3000), None);
+        // 512 was normal, 1024 degraded: bisect to within 64.
+        assert_eq!(next_users(512, Some(1024), 1024, 3000), Some(768));
+        assert_eq!(next_users(768, Some(1024), 768, 3000), Some(896));
+        assert_eq!(next_users(896, Some(1024), 896, 3000), Some(960));
+        assert_eq!(next_users(960, Some(1024), 960, 3000), None);
+        // Degraded from the first probe: search below it.
+        assert_eq!(next_users(0, Some(16), 16, 3000), Some(8));
+        assert_eq!(next_users(0, Some(1), 1, 3000), None);
+    }
+
+    /// A server that echoes in 5 ms up to `limit` users and in 500 ms past it,
+    /// with a generator that needs `cpu_per_user` % of a core per user.
+    fn server(
+        limit: usize,
+        cpu_per_user: f64,
+    ) -> impl FnMut(&LoginParams) -> Result<Measured, Interrupted> {
+        move |cell: &LoginParams| {
+            let p99 = if cell.users <= limit { 5.0 } else { 500.0 };
+            let result = LoginResult {
+                verdict: verdict(p99, 0.0).into(),
+                typist: TypistReport {
+                    echo_p99_ms: p99,
+                    own_cpu_s: cpu_per_user * cell.users as f64 / 100.0,
+                    window_s: 1.0,
+                    ..TypistReport::default()
+                },
+                ..LoginResult::default()
+            };
+            Ok(Measured {
+                placement: cell.placement.name().into(),
+                data: RecordData::Login {
+                    params: cell.clone(),
+                    result: Some(Box::new(result)),
+                },
+                error: None,
+            })
+        }
+    }
+
+    #[test]
+    fn the_limit_search_brackets_the_melting_point() {
+        let template =
+            LoginPlan::quick().cell(Target::Epoll, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut mock = Mock::new(server(700, 0.0));
+        let mut records = Vec::new();
+        let limit =
+            find_limit(&mut runner(), &mut mock, &template, 16, 3000, &mut records).unwrap();
+        let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
+        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768, 640, 704]);
+        assert_eq!(limit.sustains, 640);
+        assert_eq!(limit.degraded_at, Some(704));
+        assert!(
+            limit
+                .why
+                .starts_with("degraded at 704: degraded (echo p99 500.0 ms)"),
+            "{}",
+            limit.why
+        );
+        assert_eq!(records.len(), probed.len(), "every probe is recorded");
+    }
+
+    #[test]
+    fn the_limit_search_stops_at_the_cap_and_at_a_saturated_generator() {
+        let template =
+            LoginPlan::quick().cell(Target::Fork, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut records = Vec::new();
+        let mut never_melts = Mock::new(server(usize::MAX, 0.0));
+        let limit = find_limit(
+            &mut runner(),
+            &mut never_melts,
+            &template,
+            16,
+            100,
+            &mut records,
+        )
+        .unwrap();
+        assert_eq!((limit.sustains, limit.degraded_at), (100, None));
+        assert_eq!(limit.why, "normal up to the cap of 100 users");
+        // 0.2% of a core per user: past 400 users the generator is the limit.
+        let mut busy_generator = Mock::new(server(usize::MAX, 0.2));
+        let limit = find_limit(
+            &mut runner(),
+            &mut busy_generator,
+            &template,
+            16,
+            3000,
+            &mut records,
+        )
+        .unwrap();
+        assert_eq!(limit.sustains, 256);
+        assert!(
+            limit
+                .why
+                .starts_with("stopped at 512 users: the load generator used 102% of a core"),
+            "{}",
+            limit.why
+        );
+    }
     use crate::testbed::Placement;
 
     #[test]

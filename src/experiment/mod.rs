@@ -1,45 +1,64 @@
-//! One module per experiment: its configuration, its orchestration of
-//! endpoint processes, and the records it produces.
+//! One module per experiment: its plan, its orchestration of endpoint
+//! processes through the one [`runner`], the searches built on it, and the
+//! records it produces.
 
 pub mod bed;
 pub mod cksum;
 pub mod endpoints;
+pub mod lab;
 pub mod login;
 pub mod output;
+pub mod progress;
 pub mod rpc;
+pub mod rpc_search;
+pub mod runner;
 pub mod servers;
 pub mod stream;
 pub mod sweep;
 
-use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
+use crate::record::RecordData;
 use endpoints::ControlError;
-use stream::MeasureError;
+use runner::Measured;
+use thiserror::Error;
 
-/// Runs one measurement and turns its outcome into a record, written to
-/// `writer` if given, whether it succeeded or failed: a failed run is a
-/// record with its `error` set, so the caller decides whether to go on. An
-/// interrupted run is not recorded. `data` builds the experiment's part
-/// from the result (absent when the run failed).
-pub fn record_run<T>(
+/// The user interrupted a cell (Ctrl-C or SIGTERM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Why a grid of cells stopped before its end. A failed cell is not one of
+/// these: it is a record with its error, and the grid goes on (unless
+/// `--fail-fast`).
+#[derive(Debug, Error)]
+pub enum MeasureError {
+    #[error("interrupted; {saved} finished record(s) kept")]
+    Interrupted { saved: usize },
+    #[error("stopped at the first failed cell (--fail-fast; {saved} record(s) kept): {error}")]
+    FailFast { error: String, saved: usize },
+    #[error("cannot save the record to {path}: {source}")]
+    Save {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Turns a run's outcome into what the runner records: the result, or the
+/// error that ended it (an interruption ends the grid instead). `data`
+/// builds the experiment's part from the result, absent when the run failed.
+pub fn measured<T>(
     placement: &str,
-    host: &HostFacts,
-    writer: Option<&mut RecordWriter>,
-    run: impl FnOnce() -> Result<T, ControlError>,
+    outcome: Result<T, ControlError>,
     data: impl FnOnce(Option<Box<T>>) -> RecordData,
-) -> Result<Record, MeasureError> {
-    let started = now_rfc3339();
-    let (result, error) = match run() {
+) -> Result<Measured, Interrupted> {
+    let (result, error) = match outcome {
         Ok(result) => (Some(Box::new(result)), None),
-        Err(ControlError::Interrupted) => return Err(MeasureError::Interrupted),
+        Err(ControlError::Interrupted) => return Err(Interrupted),
         Err(e) => (None, Some(e.to_string())),
     };
-    let record = Record::new(started, placement, host, data(result), error);
-    if let Some(writer) = writer {
-        writer.write(&record).map_err(|source| MeasureError::Save {
-            path: writer.path().display().to_string(),
-            source,
-        })?;
-    }
-    Ok(record)
+    Ok(Measured {
+        placement: placement.into(),
+        data: data(result),
+        error,
+    })
 }

@@ -19,13 +19,18 @@
 //! In the netns placement the client runs in side A's namespace, the
 //! server in side B's, over the cell's link.
 
+use super::Interrupted;
 use super::bed::Bed;
-use super::servers::{self, Dialect, ServerSpec, Site, enter_on_this_thread};
+use super::runner::{MeasureCell, Measured};
+use super::servers::{self, Dialect, ServerSpec, Site, Target, enter_on_this_thread};
 use crate::endpoint::login::client::Session;
+use crate::endpoint::login::server::Relay;
 use crate::endpoint::login::typist::READY_MARKER;
 use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::tcpinfo::TcpInfo;
+use crate::record::RecordData;
 pub use crate::record::login::{OutputParams, OutputResult};
+use crate::record::testbed::Placement;
 use anyhow::{Context, bail};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -337,4 +342,108 @@ pub fn write_corpus(path: &Path, bytes: u64) -> std::io::Result<()> {
     }
     data.truncate(bytes as usize);
     std::fs::write(path, data)
+}
+
+/// The grid of an output run: servers x protocols x placements, one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputPlan {
+    pub relays: Vec<Target>,
+    pub protocols: Vec<Dialect>,
+    pub placements: Vec<Placement>,
+    /// Bytes of text typed.
+    pub size: u64,
+    /// Pace the output like a serial line of this many baud.
+    pub baud: Option<u32>,
+    /// TCP_NODELAY on netlab's sessions.
+    pub nodelay: bool,
+}
+
+impl Default for OutputPlan {
+    /// netlab's four designs that answer at once, over TELNET and rlogin,
+    /// on loopback, 4 MB unpaced.
+    fn default() -> Self {
+        OutputPlan {
+            relays: Relay::ALL.into_iter().map(Target::of).collect(),
+            protocols: vec![Dialect::Telnet, Dialect::Rlogin],
+            placements: vec![Placement::Loopback],
+            size: 4 << 20,
+            baud: None,
+            nodelay: false,
+        }
+    }
+}
+
+impl OutputPlan {
+    /// The lab's quick profile: 1 MB through each design.
+    pub fn quick() -> Self {
+        OutputPlan {
+            size: 1 << 20,
+            ..OutputPlan::default()
+        }
+    }
+
+    pub fn full() -> Self {
+        OutputPlan::default()
+    }
+
+    /// The cells, each server once per protocol it is asked with (sshd's
+    /// always speak SSH, once).
+    pub fn cells(&self) -> Vec<OutputParams> {
+        let mut cells = Vec::new();
+        for placement in &self.placements {
+            for &protocol in &self.protocols {
+                for &relay in &self.relays {
+                    let cell = OutputParams {
+                        relay,
+                        protocol: if relay == Target::Sshd {
+                            Dialect::Ssh
+                        } else {
+                            protocol
+                        },
+                        placement: placement.clone(),
+                        file_bytes: self.size,
+                        baud: self.baud,
+                        nodelay: self.nodelay,
+                    };
+                    if !cells.contains(&cell) {
+                        cells.push(cell);
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// Types `file` through each cell's server.
+pub struct OutputMeasure {
+    pub file: PathBuf,
+}
+
+impl MeasureCell for OutputMeasure {
+    type Cell = OutputParams;
+
+    fn label(&self, cell: &OutputParams) -> String {
+        format!(
+            "output {} {} {}",
+            cell.relay.name(),
+            cell.protocol.name(),
+            cell.placement.name()
+        )
+    }
+
+    fn measure(&mut self, cell: &OutputParams) -> Result<Measured, Interrupted> {
+        let (result, error) = match run_cell(cell, &self.file) {
+            Ok(r) => (Some(Box::new(r)), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        Ok(Measured {
+            placement: cell.placement.name().into(),
+            data: RecordData::Output {
+                params: cell.clone(),
+                result,
+            },
+            error,
+        })
+    }
 }

@@ -7,15 +7,18 @@
 //! namespaces B and A for `netns`); the controller only starts them, waits,
 //! and records what they report.
 
+use super::Interrupted;
 use super::bed::Bed;
 use super::endpoints::{ControlError, EndpointProcess};
-use super::stream::MeasureError;
+use super::runner::{MeasureCell, Measured};
 use crate::analysis::stats::Spread;
 use crate::endpoint::protocol::{Command, Reply};
 use crate::endpoint::rpc::RpcClientSpec;
-use crate::measure::host::HostFacts;
-pub use crate::record::rpc::{RpcParams, RpcResult};
-use crate::record::{Record, RecordData, RecordWriter};
+use crate::record::RecordData;
+pub use crate::record::rpc::{
+    ClientOptions, Proto, Purpose, RpcParams, RpcResult, ServerOptions, Strategy,
+};
+use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
 use crate::testbed::{capture::CaptureSpec, netns::ADDR_B};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -121,20 +124,151 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     })
 }
 
-/// Runs a cell and records it (failed cells too); an interrupt is not recorded.
-pub fn measure_cell(
-    params: &RpcParams,
-    host: &HostFacts,
-    writer: Option<&mut RecordWriter>,
-) -> Result<Record, MeasureError> {
-    super::record_run(
-        params.placement.name(),
-        host,
-        writer,
-        || run_cell(params),
-        |result| RecordData::Rpc {
-            params: params.clone(),
-            result,
-        },
-    )
+/// Measures RPC cells with a server and a client process each.
+pub struct RpcMeasure;
+
+impl MeasureCell for RpcMeasure {
+    type Cell = RpcParams;
+
+    fn label(&self, cell: &RpcParams) -> String {
+        let what = match &cell.purpose {
+            Purpose::Measure => "measuring",
+            Purpose::FindCliffs => "probing",
+            Purpose::Diagnose(_) if cell.capture_timeline => "capturing",
+            Purpose::Diagnose(_) | Purpose::Other(_) => "diagnosing",
+        };
+        format!("{what} {} {} B", cell.column(), cell.size)
+    }
+
+    fn measure(&mut self, cell: &RpcParams) -> Result<Measured, Interrupted> {
+        super::measured(cell.placement.name(), run_cell(cell), |result| {
+            RecordData::Rpc {
+                params: cell.clone(),
+                result,
+            }
+        })
+    }
+}
+
+/// Validated settings of an RPC run: the grid (sizes x protocols x
+/// placements) and how every cell calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcPlan {
+    pub sizes: Vec<usize>,
+    pub protos: Vec<Proto>,
+    pub placements: Vec<Placement>,
+    pub strategy: Strategy,
+    pub client: ClientOptions,
+    pub server: ServerOptions,
+    pub calls: u32,
+    pub reps: u32,
+    /// Rerun each flagged TCP cell with one change at a time, and capture one.
+    pub diagnose: bool,
+    /// What the plan left out and why (e.g. netns without root).
+    pub skipped: Vec<String>,
+}
+
+/// The 1989 document's argument sizes.
+pub const SIZES_1989: [usize; 8] = [0, 512, 1024, 2048, 4000, 4096, 8000, 8192];
+
+impl Default for RpcPlan {
+    /// The 1989 table: its sizes, TCP and UDP, local and (as root) remote
+    /// over an emulated 10 Mbit/s Ethernet, Sun's writes, 100 calls x 20.
+    fn default() -> Self {
+        let mut skipped = Vec::new();
+        let placements = if has_net_admin() {
+            vec![Placement::Loopback, remote_1989()]
+        } else {
+            skipped.push(
+                "remote (netns) placement skipped: it needs CAP_NET_ADMIN (run as root)".into(),
+            );
+            vec![Placement::Loopback]
+        };
+        RpcPlan {
+            sizes: SIZES_1989.to_vec(),
+            protos: vec![Proto::Tcp, Proto::Udp],
+            placements,
+            strategy: Strategy::Sun,
+            client: ClientOptions::default(),
+            server: ServerOptions::default(),
+            calls: 100,
+            reps: 20,
+            diagnose: true,
+            skipped,
+        }
+    }
+}
+
+impl RpcPlan {
+    /// The lab's quick profile: 20 calls x 3 repetitions per cell.
+    pub fn quick() -> Self {
+        RpcPlan {
+            calls: 20,
+            reps: 3,
+            ..RpcPlan::default()
+        }
+    }
+
+    /// The source's counts: 100 calls x 20 repetitions.
+    pub fn full() -> Self {
+        RpcPlan::default()
+    }
+
+    /// The grid's cells, each with `purpose`.
+    pub fn cells(&self, purpose: Purpose) -> Vec<RpcParams> {
+        let mut cells = Vec::new();
+        for placement in &self.placements {
+            for &proto in &self.protos {
+                for &size in &self.sizes {
+                    cells.push(RpcParams {
+                        size,
+                        proto,
+                        strategy: self.strategy,
+                        client: self.client.clone(),
+                        server: self.server.clone(),
+                        calls: self.calls,
+                        reps: self.reps,
+                        placement: placement.clone(),
+                        purpose: purpose.clone(),
+                        capture_timeline: false,
+                    });
+                }
+            }
+        }
+        cells
+    }
+
+    /// The heading line of the table.
+    pub fn title(&self) -> String {
+        let flag = |on: bool, text: &'static str| if on { text } else { "" };
+        format!(
+            "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}\n",
+            self.calls,
+            self.reps,
+            self.strategy.name(),
+            flag(self.client.nodelay, ", TCP_NODELAY"),
+            flag(self.server.quickack, ", server TCP_QUICKACK"),
+            flag(self.client.cork, ", TCP_CORK"),
+            match self.client.busy_poll_us {
+                0 => String::new(),
+                us => format!(", busy poll {us} µs"),
+            },
+            match (self.client.cpu, self.server.cpu) {
+                (Some(client), Some(server)) =>
+                    format!(", client on CPU {client}, server on CPU {server}"),
+                _ => String::new(),
+            },
+        )
+    }
+}
+
+/// 1989's "remote": two hosts on a 10 Mbit/s Ethernet, as two namespaces.
+pub fn remote_1989() -> Placement {
+    Placement::Netns {
+        link: LinkProfile::named("ether10").expect("a known profile"),
+        via: LinkVia::Auto,
+        capture: false,
+        pcap: None,
+        verbose: false,
+    }
 }

@@ -27,14 +27,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 impl Target {
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Telnetd => "telnetd",
-            Target::Sshd => "sshd",
-            other => other.relay().expect("a relay design").name(),
-        }
-    }
-
     /// netlab's design, or None for a real server.
     pub fn relay(self) -> Option<Relay> {
         match self {
@@ -78,15 +70,6 @@ impl Target {
 }
 
 impl Dialect {
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Telnet => "telnet",
-            Dialect::TelnetLinemode => "telnet-linemode",
-            Dialect::Rlogin => "rlogin",
-            Dialect::Ssh => "ssh",
-        }
-    }
-
     /// The protocol netlab's server speaks for this dialect (None for SSH).
     pub fn protocol(self) -> Option<Protocol> {
         match self {
@@ -94,10 +77,6 @@ impl Dialect {
             Dialect::Rlogin => Some(Protocol::Rlogin),
             Dialect::Ssh => None,
         }
-    }
-
-    pub fn linemode(self) -> bool {
-        self == Dialect::TelnetLinemode
     }
 }
 

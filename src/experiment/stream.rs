@@ -7,15 +7,17 @@
 //! is outside the measured interval), samples `/proc/stat` around the data
 //! path, and turns the two endpoint reports into one [`Record`].
 
+use super::Interrupted;
 use super::bed::Bed;
 use super::endpoints::{ControlError, EndpointProcess};
+use super::runner::{MeasureCell, Measured};
 use crate::analysis::stream::figures;
 use crate::endpoint::protocol::{
     Amount, Command, EndpointReport, ReceiveSpec, RecvStrategy, Reply, SendSpec, SendStrategy,
     SocketOptions,
 };
-use crate::measure::{host::HostFacts, procstat};
-use crate::record::{Record, RecordData, RecordWriter, StreamParams, StreamResult, SweepContext};
+use crate::measure::procstat;
+use crate::record::{RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::{Placement, netns::ADDR_B};
 use crate::units::format_size;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -251,40 +253,53 @@ fn receiver_progress(
     }
 }
 
-/// Runs one transfer and turns it into a record, written to `writer` if
-/// given, whether it succeeded or failed: a failed run is a record with its
-/// `error` set, so the caller decides whether to go on. An interrupted run
-/// is not recorded.
-pub fn measure(
-    config: &StreamConfig,
-    repeat_index: u32,
-    sweep: Option<SweepContext>,
-    host: &HostFacts,
-    writer: Option<&mut RecordWriter>,
-    progress: &mut dyn FnMut(Option<u64>),
-) -> Result<Record, MeasureError> {
-    super::record_run(
-        config.placement.name(),
-        host,
-        writer,
-        || run_once(config, progress),
-        |result| RecordData::Stream {
-            params: config.params(repeat_index, sweep),
-            result,
-        },
-    )
+/// One stream cell: a transfer, and where it sits among repeats and sweeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamCell {
+    pub config: StreamConfig,
+    /// 0-based index among `--repeat` runs.
+    pub repeat_index: u32,
+    pub sweep: Option<SweepContext>,
 }
 
-#[derive(Debug, Error)]
-pub enum MeasureError {
-    #[error("interrupted")]
-    Interrupted,
-    #[error("cannot save the record to {path}: {source}")]
-    Save {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+impl StreamCell {
+    /// `repeat` runs of `config`, as cells of a grid.
+    pub fn repeats(config: &StreamConfig, repeat: u32) -> Vec<StreamCell> {
+        (0..repeat)
+            .map(|repeat_index| StreamCell {
+                config: config.clone(),
+                repeat_index,
+                sweep: None,
+            })
+            .collect()
+    }
+}
+
+/// Measures stream cells with two endpoint processes each.
+pub struct StreamMeasure;
+
+impl MeasureCell for StreamMeasure {
+    type Cell = StreamCell;
+
+    fn label(&self, cell: &StreamCell) -> String {
+        format!(
+            "record {} run {}",
+            format_size(cell.config.record),
+            cell.repeat_index + 1
+        )
+    }
+
+    fn measure(&mut self, cell: &StreamCell) -> Result<Measured, Interrupted> {
+        let config = &cell.config;
+        super::measured(
+            config.placement.name(),
+            run_once(config, &mut |_| {}),
+            |result| RecordData::Stream {
+                params: config.params(cell.repeat_index, cell.sweep.clone()),
+                result,
+            },
+        )
+    }
 }
 
 #[cfg(test)]

@@ -4,15 +4,14 @@
 //! The summary is computed from records alone ([`summarize`]), so a report
 //! rebuilt later from the JSON Lines file gives the same table as the live run.
 
-use super::stream::{MeasureError, StreamConfig, measure};
+use super::stream::{StreamCell, StreamConfig};
 use crate::analysis::{
     costmodel::{self, CostModel},
     knee::{self, Knee},
     stats::Spread,
     stream::Bottleneck,
 };
-use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, SweepContext, now_rfc3339};
+use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
 use serde::{Deserialize, Serialize};
 
 /// A stream sweep over record sizes.
@@ -128,44 +127,26 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
     }
 }
 
-/// Runs every size `repeat` times (sizes in the outer loop, so a sweep that
-/// is interrupted has whole sizes), writing each record as it completes.
-/// A size whose run fails is recorded as failed and the sweep goes on;
-/// Ctrl-C stops it at once. `on_run` is told each finished run (size,
-/// repeat index) and gets progress ticks.
-pub fn run(
-    config: &SweepConfig,
-    host: &HostFacts,
-    mut writer: Option<&mut RecordWriter>,
-    on_run: &mut dyn FnMut(u64, u32),
-) -> Result<Vec<Record>, MeasureError> {
+/// The sweep's cells: every size `repeat` times, sizes in the outer loop
+/// so that a sweep that is interrupted has whole sizes.
+pub fn cells(config: &SweepConfig) -> Vec<StreamCell> {
     let context = SweepContext {
         id: now_rfc3339(),
         parameter: "record".into(),
     };
-    let mut records = Vec::new();
+    let mut cells = Vec::new();
     for &size in &config.records {
         let point = StreamConfig {
             record: size,
             ..config.base.clone()
         };
-        for index in 0..config.repeat {
-            let outcome = measure(
-                &point,
-                index,
-                Some(context.clone()),
-                host,
-                writer.as_deref_mut(),
-                &mut |_| {},
-            );
-            on_run(size, index);
-            let record = outcome?;
-            let failed = record.error.is_some();
-            records.push(record);
-            if failed {
-                break;
-            }
+        for repeat_index in 0..config.repeat {
+            cells.push(StreamCell {
+                config: point.clone(),
+                repeat_index,
+                sweep: Some(context.clone()),
+            });
         }
     }
-    Ok(records)
+    cells
 }

@@ -1,5 +1,5 @@
 //! The checksum and copy timings as records carry them. Data only;
-//! `experiment::cksum` times the variants.
+//! `endpoint::cksum` times the variants.
 
 use super::stats::Spread;
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,7 @@ pub struct Row {
     pub fraction_of_limit: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CksumResult {
     pub size: usize,
     pub simd_path: String,

@@ -13,9 +13,11 @@ fn loopback() -> Placement {
 }
 
 /// The server a cell loads: one of netlab's relay designs, or a real one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
+    /// A process per session, as 1989's rlogind (the default).
+    #[default]
     Fork,
     Epoll,
     Splice,
@@ -31,7 +33,7 @@ pub enum Target {
 }
 
 /// What the simulated users' clients speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Dialect {
     /// TELNET, character at a time with server echo (netlab's client).
@@ -40,9 +42,39 @@ pub enum Dialect {
     /// lines itself and sends each whole line (netlab's client).
     TelnetLinemode,
     /// rlogin (RFC 1282, netlab's client).
+    #[default]
     Rlogin,
     /// SSH: OpenSSH's `ssh` client on a pty, against sshd.
     Ssh,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Fork => "fork",
+            Target::Epoll => "epoll",
+            Target::Splice => "splice",
+            Target::Uring => "uring",
+            Target::Batch => "batch",
+            Target::Telnetd => "telnetd",
+            Target::Sshd => "sshd",
+        }
+    }
+}
+
+impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Telnet => "telnet",
+            Dialect::TelnetLinemode => "telnet-linemode",
+            Dialect::Rlogin => "rlogin",
+            Dialect::Ssh => "ssh",
+        }
+    }
+
+    pub fn linemode(self) -> bool {
+        self == Dialect::TelnetLinemode
+    }
 }
 
 /// What the generator saw in the measured window.
@@ -87,7 +119,7 @@ impl TypistReport {
 }
 
 /// One cell's parameters.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LoginParams {
     /// The server under load (netlab's relay design, `telnetd` or `sshd`).
     pub relay: Target,
@@ -104,7 +136,7 @@ pub struct LoginParams {
 }
 
 /// What one cell measured.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LoginResult {
     pub params: LoginParams,
     pub typist: TypistReport,

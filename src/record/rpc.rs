@@ -152,8 +152,8 @@ pub struct RpcParams {
     pub calls: u32,
     pub reps: u32,
     pub placement: Placement,
-    /// `measure`, `diagnose: <change>`, or `find-cliffs`.
-    pub purpose: String,
+    /// Why the cell ran: the grid itself, a diagnosis rerun, a cliff probe.
+    pub purpose: Purpose,
     /// Capture the connection's segments (on the client's side of the path).
     #[serde(default)]
     pub capture_timeline: bool,
@@ -173,7 +173,7 @@ impl RpcParams {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RpcResult {
     pub client: RpcClientReport,
     pub server: ServerReport,
@@ -190,4 +190,67 @@ pub struct RpcResult {
     /// The port the server listened on (for reading the capture).
     #[serde(default)]
     pub server_port: u16,
+}
+
+/// Why an RPC cell ran. Written as the strings records have always carried:
+/// `measure`, `find-cliffs`, `diagnose: <what changed>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum Purpose {
+    /// A cell of the experiment's grid.
+    Measure,
+    /// A probe of `--find-cliffs`.
+    FindCliffs,
+    /// A flagged cell rerun with one thing changed (or captured), to explain it.
+    Diagnose(String),
+    /// A purpose this netlab does not know (a later version's record).
+    Other(String),
+}
+
+const DIAGNOSE_PREFIX: &str = "diagnose: ";
+
+impl From<Purpose> for String {
+    fn from(purpose: Purpose) -> String {
+        match purpose {
+            Purpose::Measure => "measure".into(),
+            Purpose::FindCliffs => "find-cliffs".into(),
+            Purpose::Diagnose(change) => format!("{DIAGNOSE_PREFIX}{change}"),
+            Purpose::Other(text) => text,
+        }
+    }
+}
+
+impl From<String> for Purpose {
+    fn from(text: String) -> Purpose {
+        match text.as_str() {
+            "measure" => Purpose::Measure,
+            "find-cliffs" => Purpose::FindCliffs,
+            _ => match text.strip_prefix(DIAGNOSE_PREFIX) {
+                Some(change) => Purpose::Diagnose(change.into()),
+                None => Purpose::Other(text),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Purpose;
+
+    #[test]
+    fn purposes_read_and_write_the_strings_records_carry() {
+        for (purpose, text) in [
+            (Purpose::Measure, "measure"),
+            (Purpose::FindCliffs, "find-cliffs"),
+            (
+                Purpose::Diagnose("TCP_NODELAY on the client".into()),
+                "diagnose: TCP_NODELAY on the client",
+            ),
+            (Purpose::Other("later".into()), "later"),
+        ] {
+            let json = serde_json::to_string(&purpose).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<Purpose>(&json).unwrap(), purpose);
+        }
+    }
 }

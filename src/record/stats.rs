@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Minimum, median and maximum of a set of runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub min: f64,
     pub median: f64,

@@ -19,9 +19,10 @@ pub enum LinkVia {
 }
 
 /// Where the two endpoints of an experiment run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Placement {
+    #[default]
     Loopback,
     Netns {
         link: LinkProfile,

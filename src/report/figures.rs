@@ -5,7 +5,7 @@
 //! Every figure names its units in its axis labels, and its caption names
 //! the host and the placements its points came from.
 
-use crate::cli::rpc_experiment;
+use crate::analysis::rpc::{self, diagnosis_reruns};
 use crate::experiment::sweep::summarize;
 use crate::record::{Record, RecordData};
 use plotters::prelude::*;
@@ -136,7 +136,7 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
 /// Time per 100 calls vs argument size per column (TCP/UDP, local/remote),
 /// cliffs marked with their diagnosis reruns' times where recorded.
 pub fn rpc_time(records: &[Record]) -> Option<Figure> {
-    let measured = rpc_experiment::measured_records(records);
+    let measured = rpc::measured_records(records);
     if measured.is_empty() {
         return None;
     }
@@ -167,12 +167,12 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
     }
     // The cliffs `netlab rpc` flags (by the median call), with the best
     // time a diagnosis rerun reached.
-    let marks = rpc_experiment::flag_cliffs(&measured)
+    let marks = rpc::flag_cliffs(&measured)
         .into_iter()
         .map(|(column, cliff, params, result)| {
             let fixed = diagnosis_reruns(records, &column, params.size);
-            let label = match fixed.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
-                Some((_, ms)) => format!(
+            let label = match fixed.iter().map(|r| r.ms_per_call).min_by(f64::total_cmp) {
+                Some(ms) => format!(
                     "{column} {} B: {:.1} -> {ms:.2} ms/call fixed",
                     cliff.size, cliff.measured
                 ),
@@ -198,29 +198,6 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
         marks,
         caption: caption(&used),
     })
-}
-
-/// The diagnosis reruns of one flagged cell: (change, median ms per call).
-pub fn diagnosis_reruns(records: &[Record], column: &str, size: usize) -> Vec<(String, f64)> {
-    records
-        .iter()
-        .filter_map(|r| match &r.data {
-            RecordData::Rpc {
-                params,
-                result: Some(result),
-            } if params.column() == column
-                && params.size == size
-                && params.purpose.starts_with("diagnose: ")
-                && !params.capture_timeline =>
-            {
-                Some((
-                    params.purpose["diagnose: ".len()..].to_string(),
-                    result.client.latency_us_p50 / 1e3,
-                ))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// A login-load cell: series name, users, result, record.

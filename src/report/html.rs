@@ -9,7 +9,7 @@
 //! skipped, with why; failed cells are listed as missing.
 
 use super::figures::{self, Figure};
-use crate::cli::{cksum, login_experiment, output, rpc_experiment};
+use crate::analysis;
 use crate::experiment::sweep::summarize;
 use crate::record::{Record, RecordData, SCHEMA};
 use crate::report::tables;
@@ -248,8 +248,8 @@ fn stream_section(records: &[Record]) -> Parts {
 }
 
 fn rpc_section(records: &[Record]) -> Parts {
-    let findings = rpc_experiment::findings_from_records(records);
-    let text = rpc_experiment::table(&rpc_experiment::measured_records(records), &findings);
+    let findings = analysis::rpc::findings_from_records(records);
+    let text = super::rpc::table(&analysis::rpc::measured_records(records), &findings);
     let reading = if findings.is_empty() {
         "No cliffs: every size's median call is within 3x of what its neighbours predict.".into()
     } else {
@@ -288,8 +288,8 @@ fn rpc_section(records: &[Record]) -> Parts {
 }
 
 fn cksum_section(records: &[Record]) -> Parts {
-    let text = cksum::table(records);
-    let results: Vec<&crate::experiment::cksum::CksumResult> = records
+    let text = super::cksum::table(records);
+    let results: Vec<&crate::record::cksum::CksumResult> = records
         .iter()
         .filter_map(|r| match &r.data {
             RecordData::Cksum {
@@ -303,7 +303,7 @@ fn cksum_section(records: &[Record]) -> Parts {
         let hot: Vec<_> = largest.rows.iter().filter(|r| !r.cold).collect();
         let best_sum = hot
             .iter()
-            .filter(|r| r.kind == crate::experiment::cksum::Kind::Checksum)
+            .filter(|r| r.kind == crate::record::cksum::Kind::Checksum)
             .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s));
         let memcpy = hot.iter().find(|r| r.variant == "memcpy");
         if let (Some(sum), Some(copy)) = (best_sum, memcpy) {
@@ -335,7 +335,8 @@ pub fn packet_budget(records: &[Record]) -> Option<String> {
     let model = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION).model?;
     let h = &crate::report::historical::figures().bsd_speedups;
     let bytes = h.packet_data_bytes as f64;
-    let (copy_ns_per_byte, sum_ns_per_byte) = cksum::per_byte_costs(records, bytes as usize)?;
+    let (copy_ns_per_byte, sum_ns_per_byte) =
+        analysis::cksum::per_byte_costs(records, bytes as usize)?;
     let total_us = (model.fixed + model.per_byte * bytes) * 1e6;
     let fixed_us = model.fixed * 1e6;
     // On loopback a byte is copied twice (into the sender's socket buffer,
@@ -367,7 +368,7 @@ pub fn packet_budget(records: &[Record]) -> Option<String> {
 }
 
 fn login_section(records: &[Record]) -> Parts {
-    let text = login_experiment::table(records);
+    let text = super::login::table(records);
     let mut reading = String::new();
     let mut counts: Vec<usize> = records
         .iter()
@@ -433,7 +434,7 @@ fn login_section(records: &[Record]) -> Parts {
 }
 
 fn output_section(records: &[Record]) -> Parts {
-    let text = output::table(records);
+    let text = super::login::output_table(records);
     let cells: Vec<(String, &crate::experiment::output::OutputResult)> = records
         .iter()
         .filter_map(|r| match &r.data {
@@ -481,7 +482,7 @@ pub fn notable(records: &[Record]) -> Vec<String> {
         .filter(|r| matches!(r.data, RecordData::Rpc { .. }))
         .cloned()
         .collect();
-    for f in rpc_experiment::findings_from_records(&rpc).iter().take(1) {
+    for f in analysis::rpc::findings_from_records(&rpc).iter().take(1) {
         let mut s = format!(
             "RPC over {} stalls at {} bytes ({:.0}x what its neighbours predict, {:.1} ms per 100 calls)",
             f.column, f.size, f.ratio, f.ms_per_100_calls

@@ -1,8 +1,10 @@
 //! Turning records into what people read: tables in the source documents'
-//! shape with the historical figures beside them, and the progress display.
+//! shape with the historical figures beside them, figures, and the report page.
 
+pub mod cksum;
 pub mod figures;
 pub mod historical;
 pub mod html;
-pub mod progress;
+pub mod login;
+pub mod rpc;
 pub mod tables;

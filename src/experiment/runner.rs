@@ -1,0 +1,319 @@
+//! The one grid runner every experiment uses.
+//!
+//! An experiment says how to measure one cell ([`MeasureCell`]); the runner
+//! walks a grid of cells through it with one failure policy, one
+//! interruption path, one progress display and one way of keeping records:
+//!
+//! - a failed cell becomes a record with its `error` set, saved like any
+//!   other, and the grid goes on; with `fail_fast` the runner stops after
+//!   saving it ([`MeasureError::FailFast`]);
+//! - an interruption (Ctrl-C, SIGTERM) ends the grid between cells; the
+//!   cell in progress is not recorded, every finished one is on disk
+//!   already ([`MeasureError::Interrupted`]);
+//! - each record is appended and flushed the moment its cell ends.
+//!
+//! Searches (the cliff bisection, the limit search, the diagnosis reruns)
+//! call [`Runner::cell`] one cell at a time and decide the next from the
+//! record, so they run against a mock [`MeasureCell`] in tests exactly as
+//! against endpoint processes.
+
+use super::progress::Progress;
+use super::{Interrupted, MeasureError};
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What measuring one cell gave: the experiment's part of the record and,
+/// when the cell failed, why (its result is then absent from `data`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// The placement's name as records carry it (`loopback`, `netns`, `local`).
+    pub placement: String,
+    pub data: RecordData,
+    pub error: Option<String>,
+}
+
+/// Measures one cell of an experiment. The real implementations run
+/// endpoint processes; tests use mocks that return made-up results.
+pub trait MeasureCell {
+    type Cell;
+
+    /// A few words naming the cell, for the progress display.
+    fn label(&self, cell: &Self::Cell) -> String;
+
+    /// Measures `cell`. A cell that failed is still `Ok`, with its reason in
+    /// [`Measured::error`]; `Err` means the user interrupted it.
+    fn measure(&mut self, cell: &Self::Cell) -> Result<Measured, Interrupted>;
+}
+
+/// Walks cells through a [`MeasureCell`], keeping a record of each.
+pub struct Runner<'w> {
+    host: HostFacts,
+    writer: Option<&'w mut RecordWriter>,
+    fail_fast: bool,
+    show_progress: bool,
+    stop: Arc<AtomicBool>,
+    saved: usize,
+}
+
+impl<'w> Runner<'w> {
+    /// A runner that appends records to `writer` (none: keep them in memory
+    /// only) and stops on the process's interrupt flag.
+    pub fn new(host: HostFacts, writer: Option<&'w mut RecordWriter>) -> Runner<'w> {
+        Runner {
+            host,
+            writer,
+            fail_fast: false,
+            show_progress: true,
+            stop: super::endpoints::interrupt_flag(),
+            saved: 0,
+        }
+    }
+
+    /// Stop at the first failed cell (after recording it).
+    pub fn fail_fast(mut self, on: bool) -> Self {
+        self.fail_fast = on;
+        self
+    }
+
+    /// Show a progress bar on a terminal (the default); scripted runs and
+    /// `--json` turn it off.
+    pub fn progress(mut self, on: bool) -> Self {
+        self.show_progress = on;
+        self
+    }
+
+    /// Watch `flag` instead of the process's interrupt flag (tests).
+    pub fn stop_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.stop = flag;
+        self
+    }
+
+    pub fn host(&self) -> &HostFacts {
+        &self.host
+    }
+
+    /// Records saved so far by this runner.
+    pub fn saved(&self) -> usize {
+        self.saved
+    }
+
+    /// Where the records go, if anywhere.
+    pub fn records_path(&self) -> Option<&std::path::Path> {
+        self.writer.as_deref().map(RecordWriter::path)
+    }
+
+    /// Measures every cell in order; see the module's policy.
+    pub fn grid<M: MeasureCell>(
+        &mut self,
+        measure: &mut M,
+        cells: &[M::Cell],
+    ) -> Result<Vec<Record>, MeasureError> {
+        let mut bar = Progress::new(cells.len() as u64, false, self.show_progress);
+        let mut records = Vec::with_capacity(cells.len());
+        for cell in cells {
+            bar.set_message(measure.label(cell));
+            let outcome = self.cell(measure, cell);
+            bar.inc(1);
+            match outcome {
+                Ok(record) => records.push(record),
+                Err(e) => {
+                    bar.finish();
+                    return Err(e);
+                }
+            }
+        }
+        bar.finish();
+        Ok(records)
+    }
+
+    /// Measures one cell and saves its record (failed or not).
+    pub fn cell<M: MeasureCell>(
+        &mut self,
+        measure: &mut M,
+        cell: &M::Cell,
+    ) -> Result<Record, MeasureError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(self.interrupted());
+        }
+        let started = now_rfc3339();
+        let measured = match measure.measure(cell) {
+            Ok(measured) => measured,
+            Err(Interrupted) => return Err(self.interrupted()),
+        };
+        // A cell that ended because of the interrupt is not a measurement.
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(self.interrupted());
+        }
+        let record = Record::new(
+            started,
+            &measured.placement,
+            &self.host,
+            measured.data,
+            measured.error,
+        );
+        if let Some(writer) = self.writer.as_deref_mut() {
+            writer.write(&record).map_err(|source| MeasureError::Save {
+                path: writer.path().display().to_string(),
+                source,
+            })?;
+        }
+        self.saved += 1;
+        if self.fail_fast
+            && let Some(error) = &record.error
+        {
+            return Err(MeasureError::FailFast {
+                error: error.clone(),
+                saved: self.saved,
+            });
+        }
+        Ok(record)
+    }
+
+    fn interrupted(&self) -> MeasureError {
+        MeasureError::Interrupted { saved: self.saved }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod mock {
+    //! A [`MeasureCell`] that answers from a function, for tests of the
+    //! runner and of the searches built on it.
+
+    use super::*;
+
+    /// Measures a cell by calling `answer`; counts the cells it measured.
+    pub struct Mock<C, F: FnMut(&C) -> Result<Measured, Interrupted>> {
+        pub answer: F,
+        pub measured: Vec<C>,
+    }
+
+    impl<C: Clone, F: FnMut(&C) -> Result<Measured, Interrupted>> Mock<C, F> {
+        pub fn new(answer: F) -> Self {
+            Mock {
+                answer,
+                measured: Vec::new(),
+            }
+        }
+    }
+
+    impl<C: Clone + std::fmt::Debug, F: FnMut(&C) -> Result<Measured, Interrupted>> MeasureCell
+        for Mock<C, F>
+    {
+        type Cell = C;
+
+        fn label(&self, cell: &C) -> String {
+            format!("{cell:?}")
+        }
+
+        fn measure(&mut self, cell: &C) -> Result<Measured, Interrupted> {
+            self.measured.push(cell.clone());
+            (self.answer)(cell)
+        }
+    }
+
+    /// A runner that keeps records in memory, shows nothing and has its own
+    /// stop flag.
+    pub fn runner() -> Runner<'static> {
+        Runner::new(HostFacts::default(), None)
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mock::{Mock, runner};
+    use super::*;
+    use crate::record::cksum::{CksumResult, CksumSpec};
+
+    fn cksum_cell(size: usize, error: Option<&str>) -> Measured {
+        Measured {
+            placement: "local".into(),
+            data: RecordData::Cksum {
+                params: CksumSpec {
+                    size,
+                    cold_pool: 0,
+                    batches: 1,
+                },
+                result: error.is_none().then(|| Box::new(CksumResult::default())),
+            },
+            error: error.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_failed_cell_is_recorded_and_the_grid_goes_on() {
+        let mut mock =
+            Mock::new(|&size: &usize| Ok(cksum_cell(size, (size == 2).then_some("no such thing"))));
+        let records = runner().grid(&mut mock, &[1, 2, 3]).unwrap();
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[1].error.as_deref(), Some("no such thing"));
+        assert!(records[0].error.is_none() && records[2].error.is_none());
+        assert_eq!(mock.measured, [1, 2, 3]);
+    }
+
+    #[test]
+    fn fail_fast_stops_after_recording_the_failure() {
+        let mut mock =
+            Mock::new(|&size: &usize| Ok(cksum_cell(size, (size == 2).then_some("broken"))));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut writer = RecordWriter::append(&path).unwrap();
+        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+            .fail_fast(true);
+        match runner.grid(&mut mock, &[1, 2, 3]) {
+            Err(MeasureError::FailFast { error, saved }) => {
+                assert_eq!(error, "broken");
+                assert_eq!(saved, 2);
+            }
+            other => panic!("expected fail-fast, got {other:?}"),
+        }
+        assert_eq!(mock.measured, [1, 2]);
+        let on_disk = crate::record::read_records(&path).unwrap();
+        assert_eq!(on_disk.len(), 2, "the failure is on disk too");
+    }
+
+    #[test]
+    fn an_interruption_keeps_what_finished_and_drops_the_cell_in_progress() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let mut mock = Mock::new(move |&size: &usize| {
+            if size == 3 {
+                // The user presses Ctrl-C while cell 3 runs.
+                flag.store(true, Ordering::Relaxed);
+            }
+            Ok(cksum_cell(size, None))
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut writer = RecordWriter::append(&path).unwrap();
+        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+            .progress(false)
+            .stop_flag(stop);
+        match runner.grid(&mut mock, &[1, 2, 3, 4]) {
+            Err(MeasureError::Interrupted { saved }) => assert_eq!(saved, 2),
+            other => panic!("expected an interruption, got {other:?}"),
+        }
+        assert_eq!(mock.measured, [1, 2, 3], "cell 4 never started");
+        assert_eq!(crate::record::read_records(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_cell_that_reports_interruption_ends_the_grid() {
+        let mut mock = Mock::new(|&size: &usize| {
+            if size == 2 {
+                Err(Interrupted)
+            } else {
+                Ok(cksum_cell(size, None))
+            }
+        });
+        match runner().grid(&mut mock, &[1, 2, 3]) {
+            Err(MeasureError::Interrupted { saved }) => assert_eq!(saved, 1),
+            other => panic!("expected an interruption, got {other:?}"),
+        }
+    }
+}

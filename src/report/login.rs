@@ -1,0 +1,229 @@
+//! The login-load table (the 1989 vmstat rows beside today's), the limit
+//! search's table, and the 1987 terminal-output table.
+
+use super::historical;
+use super::tables::{markdown, num};
+use crate::experiment::login::Limit;
+use crate::record::login::TypistReport;
+use crate::record::{Record, RecordData};
+
+/// Today's rows in the source's shape, then the 1989 rows.
+pub fn table(records: &[Record]) -> String {
+    let header = [
+        "server",
+        "proto",
+        "place",
+        "users",
+        "r",
+        "b",
+        "syscalls/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "pkts in/s",
+        "pkts out/s",
+        "echo p50 ms",
+        "p99 ms",
+        "max ms",
+        "server µs/key",
+        "host µs/key",
+        "typist cpu %",
+        "verdict",
+    ];
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Login { params, result } = &record.data else {
+            continue;
+        };
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+            params.placement.name().to_string(),
+            params.users.to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                format!("{:.1}", r.procs_running_mean),
+                format!("{:.1}", r.procs_blocked_mean),
+                r.syscalls_per_s.map_or("n/a".into(), |v| format!("{v:.0}")),
+                format!("{:.0}", r.cpu.context_switches_per_s),
+                format!("{:.0}", r.cpu.user_pct),
+                format!(
+                    "{:.0}",
+                    r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
+                ),
+                format!("{:.0}", r.cpu.idle_pct),
+                format!("{:.0}", r.packets_in_per_s),
+                format!("{:.0}", r.packets_out_per_s),
+                num(r.typist.echo_p50_ms),
+                num(r.typist.echo_p99_ms),
+                num(r.typist.echo_max_ms),
+                num(r.server_cpu_per_keystroke_us),
+                num(r.host_cpu_per_keystroke_us),
+                typist_cpu(&r.typist),
+                r.verdict.clone(),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 15));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = markdown(&header, &rows);
+    let then = &historical::figures().login_relay_load;
+    text.push_str(&format!("\n1989 ({}): {}\n", then.source, then.what));
+    let old_header = [
+        "relay",
+        "users",
+        "r",
+        "b",
+        "sys faults/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "pkts in",
+        "pkts out",
+    ];
+    let old_rows: Vec<Vec<String>> = then
+        .rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v {
+                    toml::Value::String(s) if s == "user" => "normal rlogind".to_string(),
+                    toml::Value::String(s) if s == "kernel" => "kernel-assisted".to_string(),
+                    toml::Value::Integer(-1) => "400-1400".to_string(),
+                    other => other.to_string().trim_matches('"').to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    text.push_str(&markdown(&old_header, &old_rows));
+    text.push_str(&format!(
+        "1989 responsiveness: normal: {}; kernel-assisted: {}.\n",
+        then.responsiveness.user, then.responsiveness.kernel
+    ));
+    text.push_str(
+        "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
+         syscalls/s: every process (perf raw_syscalls:sys_enter), the load generator's included. \
+         us/sy/id: % of all CPUs (sy includes irq and softirq). server µs/key: CPU time of the server's \
+         processes (server, sessions, commands) per keystroke, from the scheduler's own \
+         accounting (exact); host µs/key: busy CPU minus an \
+         idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
+         the generator's thread (+ its ssh clients'). pkts: TCP segments on loopback (in = out), \
+         the server side's interface on netns. The uring design's waiting \
+         thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
+         else (or >1% echoes lost, or a session failed) unusable.\n",
+    );
+    text
+}
+
+/// The generator's share of a core, and its client programs' (ssh) after a '+'.
+fn typist_cpu(t: &TypistReport) -> String {
+    if t.client_programs_cpu_s > 0.0 {
+        format!(
+            "{:.1}+{:.0}",
+            t.own_cpu_pct(),
+            100.0 * t.client_programs_cpu_s / t.window_s.max(1e-9)
+        )
+    } else {
+        format!("{:.1}", t.own_cpu_pct())
+    }
+}
+
+/// What `--find-limit` found, one row per server, protocol and placement.
+pub fn limits_table(rate: f64, limits: &[Limit]) -> String {
+    let rows: Vec<Vec<String>> = limits
+        .iter()
+        .map(|l| {
+            vec![
+                l.relay.name().to_string(),
+                l.protocol.name().to_string(),
+                l.placement.clone(),
+                l.sustains.to_string(),
+                l.degraded_at.map_or("-".into(), |d| d.to_string()),
+                l.why.clone(),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "netlab login --find-limit: the most users typing {rate} chars/s each server serves with a normal verdict (echo p99 <= 100 ms)\n"
+    );
+    text.push_str(&markdown(
+        &[
+            "server",
+            "proto",
+            "place",
+            "sustains users",
+            "degraded at",
+            "why the search stopped",
+        ],
+        &rows,
+    ));
+    text
+}
+
+/// The terminal-output cells: throughput, CPU and segments per KB per
+/// server, the 1987 telnet figures beside.
+pub fn output_table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Output { params, result } = &record.data else {
+            continue;
+        };
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+            params.placement.name().to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                num(r.kbytes_per_s),
+                num(r.server_cpu_us_per_kb),
+                num(r.client_cpu_us_per_kb),
+                num(r.segments_per_kb),
+                num(r.mean_segment_bytes),
+                format!("{:.0}", r.server_cpu_pct),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 5));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = markdown(
+        &[
+            "server",
+            "proto",
+            "place",
+            "KB/s",
+            "server µs/KB",
+            "client µs/KB",
+            "segs/KB",
+            "mean seg B",
+            "server cpu %",
+        ],
+        &rows,
+    );
+    let then = &historical::figures().terminal_output;
+    text.push_str(&format!(
+        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
+        then.source,
+        then.what,
+        then.telnet.remote_cpu_pct,
+        then.telnet.terminal_kbytes_s_max,
+        then.telnet.avg_packet_bytes,
+        then.lat_direct.remote_idle_pct_min
+    ));
+    text
+}

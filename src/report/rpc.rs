@@ -1,0 +1,178 @@
+//! The 1989 RPC table in its own shape (rows of argument sizes, columns TCP
+//! and UDP, local and remote, the 1989 figures beside), the cliffs and their
+//! causes, and the stall ranges of `--find-cliffs`.
+
+use super::historical;
+use super::tables::{host_line, markdown, num};
+use crate::analysis::rpc::{Finding, StallRange, mean_ms_per_100, results};
+use crate::record::Record;
+use crate::record::testbed::Placement;
+
+/// The source document's table: rows of argument sizes, columns TCP/UDP local/remote.
+pub fn table(records: &[Record], findings: &[Finding]) -> String {
+    let measured = results(records);
+    // The source document's order: TCP local, TCP remote, UDP local, UDP remote.
+    let columns: Vec<String> = ["TCP local", "TCP remote", "UDP local", "UDP remote"]
+        .into_iter()
+        .map(String::from)
+        .filter(|c| measured.iter().any(|(p, _)| &p.column() == c))
+        .collect();
+    let mut sizes: Vec<usize> = measured.iter().map(|(p, _)| p.size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let h = &historical::figures().rpc_size_sweep;
+    let mut header: Vec<String> = vec!["arg bytes".into()];
+    header.extend(columns.iter().map(|c| format!("{c} ms/100 calls")));
+    header.extend(columns.iter().map(|c| format!("1989 {c}")));
+    let mut rows = Vec::new();
+    for size in &sizes {
+        let mut row = vec![size.to_string()];
+        for column in &columns {
+            let cell = measured
+                .iter()
+                .find(|(p, _)| p.size == *size && &p.column() == column);
+            row.push(match cell {
+                Some((p, r)) => {
+                    let flag = if findings
+                        .iter()
+                        .any(|f| &f.column == column && f.size == *size)
+                    {
+                        " !"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{} ({}–{}){flag}",
+                        num(mean_ms_per_100(r, p.calls)),
+                        num(r.ms_per_100_calls.min),
+                        num(r.ms_per_100_calls.max)
+                    )
+                }
+                None => "-".into(),
+            });
+        }
+        for column in &columns {
+            let index = h
+                .columns
+                .iter()
+                .position(|c| c.replace('_', " ").eq_ignore_ascii_case(column));
+            let then = h.rows.iter().find(|r| r[0] as usize == *size);
+            row.push(match (index, then) {
+                (Some(i), Some(r)) => num(r[i]),
+                _ => "".into(),
+            });
+        }
+        rows.push(row);
+    }
+    let mut out = String::new();
+    if let Some(first) = records.first() {
+        // Only the placements these records were measured on.
+        let mut placements: Vec<String> = Vec::new();
+        for (params, _) in results(records) {
+            let text = match &params.placement {
+                Placement::Loopback => "loopback (local)".to_string(),
+                Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
+            };
+            if !placements.contains(&text) {
+                placements.push(text);
+            }
+        }
+        out.push_str(&host_line(&first.host, &placements.join(", ")));
+        out.push('\n');
+    }
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    out.push_str(&markdown(&header_refs, &rows));
+    out.push_str(&format!(
+        "ms/100 calls: mean over the repetitions (min–max); ! marks a cliff. 1989: {}; unit: {}.\n",
+        h.what, h.unit
+    ));
+    for (params, result) in measured
+        .iter()
+        .filter(|(p, _)| p.size == *sizes.last().unwrap_or(&0))
+    {
+        out.push_str(&format!(
+            "per-call latency, {} {} B: p50 {} µs, p99 {} µs, max {} µs\n",
+            params.column(),
+            params.size,
+            num(result.client.latency_us_p50),
+            num(result.client.latency_us_p99),
+            num(result.client.latency_us_max)
+        ));
+    }
+    for finding in findings {
+        out.push_str(&format!(
+            "cliff: {} at {} bytes, {} ms per 100 calls, its median call {:.0}x what the other sizes predict\n",
+            finding.column,
+            finding.size,
+            num(finding.ms_per_100_calls),
+            finding.ratio
+        ));
+        if let Some(d) = &finding.diagnosis {
+            out.push_str(&format!("  cause: {}\n", d.cause));
+        }
+        if !finding.timeline.is_empty() {
+            out.push_str("  one stalled call on the wire (client side):\n");
+            for line in &finding.timeline {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    if findings.is_empty() {
+        out.push_str("no cliffs: every size within 3x of what the others predict\n");
+    }
+    out.push_str(&format!(
+        "1989: TCP slow ranges {:?} bytes; {}\n",
+        h.slow_ranges_bytes, h.profile_note
+    ));
+    for record in records.iter().filter(|r| r.error.is_some()) {
+        out.push_str(&format!(
+            "failed cell: {}\n",
+            record.error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// What `--find-cliffs` found on each placement, with 1989's ranges.
+pub fn stall_ranges_text(
+    strategy: &str,
+    placements: &[Placement],
+    ranges: &[StallRange],
+    (lo, hi): (usize, usize),
+    probe_calls: u32,
+) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let mut out = format!(
+        "netlab rpc --find-cliffs: TCP, {strategy} strategy, argument sizes {lo}..{hi}, {probe_calls} calls per probe\n"
+    );
+    for placement in placements {
+        let column = format!(
+            "TCP {}",
+            if matches!(placement, Placement::Loopback) {
+                "local"
+            } else {
+                "remote"
+            }
+        );
+        if !ranges.iter().any(|r| r.placement == column) {
+            out.push_str(&format!(
+                "{column}: no stalls (every probe's mean call within 3x, or 1 ms, of the model)\n"
+            ));
+        }
+    }
+    for r in ranges {
+        out.push_str(&format!(
+            "{}: calls stall from {} to {} bytes{} ({:.1} ms per call)\n",
+            r.placement,
+            r.from,
+            r.to,
+            if r.open_ended { " and beyond" } else { "" },
+            r.ms_per_call
+        ));
+    }
+    out.push_str(&format!(
+        "1989 (Sun-3/60, SunOS 4.0.1): TCP slow from {:?} bytes\n",
+        h.slow_ranges_bytes
+    ));
+    out
+}
