@@ -27,6 +27,7 @@ enum State {
     Emulator(crate::testbed::emulator::Emulator),
     Capture(crate::testbed::capture::Capture),
     RpcServer(rpc::server::Running),
+    LoginServer(login::server::Running),
 }
 
 /// Serves commands from `input`, replying on `output`, until `Exit` or end
@@ -106,6 +107,17 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     Err(e) => failed(format_args!("RPC server on {bind}: {e}")),
                 }
             }
+            (Command::LoginServe(spec), _) => {
+                let bind = spec.bind;
+                match login::server::Running::start(spec) {
+                    Ok(running) => {
+                        let port = running.port();
+                        state = State::LoginServer(running);
+                        Reply::LoginServing { port }
+                    }
+                    Err(e) => failed(format_args!("login server on {bind}: {e}")),
+                }
+            }
             (Command::Cksum(spec), _) => Reply::CksumDone(Box::new(cksum::measure(&spec))),
             (Command::RpcClient(spec), _) => {
                 rpc::run_client(&spec).map_or_else(failed, |r| Reply::RpcClientDone(Box::new(r)))
@@ -113,6 +125,9 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
             (Command::Stop, State::RpcServer(running)) => {
                 Reply::RpcServerDone(Box::new(running.stop()))
             }
+            (Command::Stop, State::LoginServer(running)) => running
+                .stop()
+                .map_or_else(failed, |r| Reply::LoginServerDone(Box::new(r))),
             (Command::Stop, State::Emulator(emulator)) => emulator
                 .stop()
                 .map_or_else(failed, |r| Reply::EmulatorDone(Box::new(r))),

@@ -63,10 +63,13 @@ pub enum Command {
     },
     /// Run the client side of one RPC cell; answered by `RpcClientDone`.
     RpcClient(crate::endpoint::rpc::RpcClientSpec),
+    /// Serve a login server (TELNET or rlogin on ptys) until `Stop`;
+    /// answered by `LoginServing`.
+    LoginServe(crate::endpoint::login::server::LoginServeSpec),
     /// Time the checksum and copy variants at one size; answered by `CksumDone`.
     Cksum(crate::record::cksum::CksumSpec),
-    /// End the emulator, capture or RPC server; answered by `EmulatorDone`,
-    /// `CaptureDone` or `RpcServerDone`.
+    /// End the emulator, capture, RPC or login server; answered by
+    /// `EmulatorDone`, `CaptureDone`, `RpcServerDone` or `LoginServerDone`.
     Stop,
     /// Leave: the controller is done with this endpoint.
     Exit,
@@ -92,6 +95,8 @@ pub enum Reply {
     Capturing,
     CaptureDone(Box<CaptureReport>),
     RpcServing { port: u16 },
+    LoginServing { port: u16 },
+    LoginServerDone(Box<crate::endpoint::login::server::ServeReport>),
     RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
     RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
     CksumDone(Box<crate::record::cksum::CksumResult>),

@@ -2,6 +2,7 @@
 //! carry (the wire emulator) and watch (the capture) its link.
 
 use super::endpoints::{ControlError, EndpointProcess};
+use super::launcher::{End, Launcher};
 use crate::endpoint::protocol::{Command, Reply};
 use crate::testbed::{
     LinkVia, Placement,
@@ -43,7 +44,7 @@ impl Bed {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
         let emulator = if testbed.facts().realised_by == Realisation::Emulator {
-            let mut emulator = EndpointProcess::spawn("emulator")?;
+            let mut emulator = Launcher::helper("emulator")?;
             emulator.send(&Command::Emulate(EmulatorSpec {
                 sides: [0, 1].map(|side| TunSide {
                     netns: testbed.netns_path(side),
@@ -63,7 +64,7 @@ impl Bed {
             None
         };
         let capture = if *capture {
-            let mut capture = EndpointProcess::spawn_in("capture", Some(&testbed.netns_path(0)))?;
+            let mut capture = Launcher::for_testbed(&testbed).spawn("capture", End::From)?;
             capture.send(&Command::Capture(CaptureSpec {
                 interface: testbed.interface(0).to_string(),
                 pcap: pcap.clone(),

@@ -4,7 +4,8 @@
 //! variants there).
 
 use super::Interrupted;
-use super::endpoints::{ControlError, EndpointProcess};
+use super::endpoints::ControlError;
+use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured};
 use crate::endpoint::protocol::{Command, Reply};
 use crate::record::RecordData;
@@ -124,7 +125,7 @@ impl MeasureCell for CksumMeasure {
 
     fn measure(&mut self, spec: &CksumSpec) -> Result<Measured, Interrupted> {
         let outcome = (|| -> Result<CksumResult, ControlError> {
-            let mut endpoint = EndpointProcess::spawn("cksum")?;
+            let mut endpoint = Launcher::loopback().spawn("cksum", End::To)?;
             endpoint.send(&Command::Cksum(spec.clone()))?;
             let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
                 Reply::CksumDone(result) => *result,

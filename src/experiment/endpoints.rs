@@ -107,16 +107,14 @@ pub struct EndpointProcess {
 }
 
 impl EndpointProcess {
-    /// Starts `netlab endpoint` for `role` on this host and waits for it to say it is ready.
-    pub fn spawn(role: &'static str) -> Result<EndpointProcess, ControlError> {
-        Self::spawn_in(role, None)
-    }
-
     /// Starts `netlab endpoint` for `role` inside the network namespace at
-    /// `netns` (a `/run/netns/NAME` path; `None` for this process's own).
-    pub fn spawn_in(
+    /// `netns` (a `/run/netns/NAME` path; `None` for this process's own),
+    /// its stderr to `log` (or the controller's), and waits for it to say it
+    /// is ready. Experiments start endpoints through [`super::launcher`].
+    pub(super) fn spawn_in(
         role: &'static str,
         netns: Option<&Path>,
+        log: Option<std::fs::File>,
     ) -> Result<EndpointProcess, ControlError> {
         let spawn_err = |source| ControlError::Spawn { role, source };
         let namespace = netns
@@ -130,7 +128,7 @@ impl EndpointProcess {
             .arg("endpoint")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(log.map_or_else(Stdio::inherit, Stdio::from));
         // SAFETY: between fork and exec only async-signal-safe calls are made.
         unsafe {
             command.pre_exec(move || {

@@ -23,6 +23,7 @@
 //! while idle; busy time excludes iowait.
 
 use super::bed::Bed;
+use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured, Runner};
 use super::servers::{self, ServerSpec, Site, enter_on_this_thread};
 pub use super::servers::{Dialect, Target};
@@ -152,17 +153,12 @@ pub fn run_cell(
     };
     let bed = Bed::create(&params.placement)?;
     // The server on side B, the users on side A (netns); or both on loopback.
-    let (site, client_netns, interface) = match &bed {
-        None => (Site::loopback(), None, None),
-        Some(bed) => (
-            Site {
-                netns: Some(bed.testbed.netns_path(1)),
-                addr: bed.testbed.facts().addresses[1],
-            },
-            Some(bed.testbed.netns_path(0)),
-            Some(bed.testbed.interface(1).to_string()),
-        ),
-    };
+    let launcher = Launcher::for_bed(bed.as_ref());
+    let (site, client_netns, interface) = (
+        Site::serving_end(&launcher),
+        launcher.netns(End::From),
+        launcher.interface(End::To),
+    );
     let command = session_command(params.protocol);
     let server = servers::start(
         &ServerSpec {

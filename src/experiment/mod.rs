@@ -6,6 +6,7 @@ pub mod bed;
 pub mod cksum;
 pub mod endpoints;
 pub mod lab;
+pub mod launcher;
 pub mod login;
 pub mod output;
 pub mod progress;

@@ -21,6 +21,7 @@
 
 use super::Interrupted;
 use super::bed::Bed;
+use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured};
 use super::servers::{self, Dialect, ServerSpec, Site, Target, enter_on_this_thread};
 use crate::endpoint::login::client::Session;
@@ -248,16 +249,8 @@ pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResu
         .speaks(params.protocol)
         .map_err(anyhow::Error::msg)?;
     let bed = Bed::create(&params.placement)?;
-    let (site, client_netns) = match &bed {
-        None => (Site::loopback(), None),
-        Some(bed) => (
-            Site {
-                netns: Some(bed.testbed.netns_path(1)),
-                addr: bed.testbed.facts().addresses[1],
-            },
-            Some(bed.testbed.netns_path(0)),
-        ),
-    };
+    let launcher = Launcher::for_bed(bed.as_ref());
+    let (site, client_netns) = (Site::serving_end(&launcher), launcher.netns(End::From));
     let command = output_command(file, params.baud)?;
     let server = servers::start(
         &ServerSpec {

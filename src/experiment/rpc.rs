@@ -9,7 +9,8 @@
 
 use super::Interrupted;
 use super::bed::Bed;
-use super::endpoints::{ControlError, EndpointProcess};
+use super::endpoints::ControlError;
+use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured};
 use crate::analysis::stats::Spread;
 use crate::endpoint::protocol::{Command, Reply};
@@ -18,25 +19,17 @@ use crate::record::RecordData;
 pub use crate::record::rpc::{
     ClientOptions, Proto, Purpose, RpcParams, RpcResult, ServerOptions, Strategy,
 };
+use crate::testbed::capture::CaptureSpec;
 use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
-use crate::testbed::{capture::CaptureSpec, netns::ADDR_B};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Runs one cell.
 pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     let bed = Bed::create(&params.placement)?;
-    let (bind, netns) = match &bed {
-        None => (Ipv4Addr::LOCALHOST, [None, None]),
-        Some(bed) => (
-            ADDR_B,
-            [
-                Some(bed.testbed.netns_path(0)),
-                Some(bed.testbed.netns_path(1)),
-            ],
-        ),
-    };
-    let mut server = EndpointProcess::spawn_in("rpc server", netns[1].as_deref())?;
+    let launcher = Launcher::for_bed(bed.as_ref());
+    let bind = launcher.address(End::To);
+    let mut server = launcher.spawn("rpc server", End::To)?;
     server.send(&Command::RpcServe {
         bind: SocketAddr::from((bind, 0)),
         options: params.server.clone(),
@@ -46,10 +39,10 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         other => return Err(server.unexpected("starting", &other)),
     };
     let mut capture = if params.capture_timeline {
-        let interface = bed
-            .as_ref()
-            .map_or("lo".to_string(), |b| b.testbed.interface(0).to_string());
-        let mut capture = EndpointProcess::spawn_in("capture", netns[0].as_deref())?;
+        let interface = launcher
+            .interface(End::From)
+            .unwrap_or_else(|| "lo".to_string());
+        let mut capture = launcher.spawn("capture", End::From)?;
         capture.send(&Command::Capture(CaptureSpec {
             interface,
             pcap: None,
@@ -64,7 +57,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     } else {
         None
     };
-    let mut client = EndpointProcess::spawn_in("rpc client", netns[0].as_deref())?;
+    let mut client = launcher.spawn("rpc client", End::From)?;
     client.send(&Command::RpcClient(RpcClientSpec {
         server: SocketAddr::from((bind, port)),
         proto: params.proto,

@@ -1,6 +1,7 @@
 //! The servers a login-load or terminal-output cell runs against, and the
 //! session dialects their clients speak: netlab's own server in one of its
-//! relay designs (`netlab login serve`, a child process), inetutils telnetd
+//! relay designs (an endpoint process started by the launcher and driven
+//! over the control channel: `LoginServe`, `Stop`), inetutils telnetd
 //! started per connection by socat as inetd would, and OpenSSH's sshd with
 //! a throwaway host key, a throwaway client key and a key-only test user,
 //! all created here and removed when the server is dropped.
@@ -10,17 +11,20 @@
 //! `setns(2)` between fork and exec) on that side's address.
 //!
 //! Invariant: everything started here is stopped by PID when the
-//! [`ServerProcess`] drops (the root with SIGINT, then every descendant
+//! [`ServerProcess`] drops (the root with `Stop` or SIGINT, then every descendant
 //! noted before it, with SIGKILL), and only then are the test user, the
 //! privilege-separation directory (if this created it) and the key files
 //! removed.
 
+use super::endpoints::EndpointProcess;
+use super::launcher::{End, Launcher};
 use crate::endpoint::login::protocol::Protocol;
+use crate::endpoint::login::server::LoginServeSpec;
 use crate::endpoint::login::server::Relay;
+use crate::endpoint::protocol::{Command as Control, Reply};
 pub use crate::record::login::{Dialect, Target};
 use anyhow::{Context, bail};
-use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -86,13 +90,21 @@ impl Dialect {
 pub struct Site {
     pub netns: Option<PathBuf>,
     pub addr: Ipv4Addr,
+    /// Starts netlab's own server as an endpoint at the serving end.
+    launcher: Launcher,
 }
 
 impl Site {
     pub fn loopback() -> Site {
+        Site::serving_end(&Launcher::loopback())
+    }
+
+    /// The serving end of a cell the launcher places.
+    pub fn serving_end(launcher: &Launcher) -> Site {
         Site {
-            netns: None,
-            addr: Ipv4Addr::LOCALHOST,
+            netns: launcher.netns(End::To),
+            addr: launcher.address(End::To),
+            launcher: launcher.clone(),
         }
     }
 
@@ -129,9 +141,17 @@ pub fn enter_on_this_thread(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The process at the root of a server's tree.
+enum Root {
+    /// netlab's own design, an endpoint driven over the control channel.
+    Endpoint(EndpointProcess),
+    /// A real server's program (socat running telnetd, sshd).
+    Program(Child),
+}
+
 /// A running server; stopped, with everything it needed, on drop.
 pub struct ServerProcess {
-    child: Child,
+    root: Root,
     log: tempfile::NamedTempFile,
     pub addr: SocketAddrV4,
     /// A file the server runs (telnetd's command), removed with the server.
@@ -143,7 +163,10 @@ impl ServerProcess {
     /// The root process (the server, socat or sshd): its tree holds every
     /// session and command of the cell.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.root {
+            Root::Endpoint(endpoint) => endpoint.pid(),
+            Root::Program(child) => child.id(),
+        }
     }
 
     /// The arguments of an OpenSSH client session to this server running
@@ -200,18 +223,31 @@ impl ServerProcess {
     }
 
     fn stop_root(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: signalling our own child by PID.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
+        match &mut self.root {
+            Root::Endpoint(endpoint) => {
+                // It ends every session before it answers; dropping it after
+                // kills it if it did not.
+                endpoint.wait_through_interrupt();
+                if endpoint.send(&Control::Stop).is_ok() {
+                    let _ = endpoint.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {});
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                let _ = endpoint.send(&Control::Exit);
             }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            Root::Program(child) => {
+                if let Ok(None) = child.try_wait() {
+                    // SAFETY: signalling our own child by PID.
+                    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    while Instant::now() < deadline {
+                        if let Ok(Some(_)) = child.try_wait() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
         }
     }
 }
@@ -221,7 +257,7 @@ impl Drop for ServerProcess {
         // socat and sshd leave their per-connection children running when
         // they stop: note every descendant now and kill what is left, by
         // PID, after.
-        let descendants = descendants(self.child.id());
+        let descendants = descendants(self.pid());
         self.stop_root();
         for &pid in &descendants {
             // SAFETY: a process this cell started (directly or through its server).
@@ -273,7 +309,9 @@ fn listening(pid: u32, addr: Ipv4Addr, port: u16) -> bool {
 fn wait_listening(server: &mut ServerProcess, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !listening(server.pid(), *server.addr.ip(), server.addr.port()) {
-        if let Ok(Some(status)) = server.child.try_wait() {
+        if let Root::Program(child) = &mut server.root
+            && let Ok(Some(status)) = child.try_wait()
+        {
             bail!(
                 "{what} exited ({status}) before it listened: {}",
                 server.log_text().trim()
@@ -340,45 +378,30 @@ fn start_netlab(
 ) -> anyhow::Result<ServerProcess> {
     let protocol = dialect.protocol().expect("checked by speaks");
     let log = tempfile::NamedTempFile::new()?;
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["login", "serve", "--port", "0", "--relay", relay.name()])
-        .args(["--protocol", protocol.name()])
-        .args(["--bind", &site.addr.to_string()])
-        .args(["--max-sessions", &max_sessions.to_string()])
-        .args(["--idle-timeout", "3600"]);
-    if !site.addr.is_loopback() {
-        // Inside the cell's own namespace, reachable only from its testbed.
-        cmd.arg("--allow-remote");
-    }
-    if dialect.linemode() {
-        cmd.arg("--linemode");
-    }
-    if nodelay {
-        cmd.arg("--nodelay");
-    }
-    cmd.args(["--command", "sh", "-c", command])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log.reopen()?);
-    site.enter(&mut cmd)?;
-    let mut child = cmd.spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let mut server = ServerProcess {
-        child,
+    let mut endpoint = site
+        .launcher
+        .spawn_logged("login server", End::To, log.reopen()?)?;
+    endpoint.send(&Control::LoginServe(LoginServeSpec {
+        bind: SocketAddr::from((site.addr, 0)),
+        relay,
+        protocol: protocol.name().to_string(),
+        linemode: dialect.linemode(),
+        nodelay,
+        max_sessions,
+        idle_timeout_s: 3600,
+        command: ["sh", "-c", command].map(String::from).to_vec(),
+    }))?;
+    let port = match endpoint.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+        Reply::LoginServing { port } => port,
+        other => return Err(endpoint.unexpected("starting", &other).into()),
+    };
+    Ok(ServerProcess {
+        root: Root::Endpoint(endpoint),
         log,
-        addr: SocketAddrV4::new(site.addr, 0),
+        addr: SocketAddrV4::new(site.addr, port),
         _script: None,
         sshd: None,
-    };
-    let port: u16 = line.trim().parse().map_err(|_| {
-        anyhow::anyhow!(
-            "the login server did not start (printed {line:?}): {}",
-            server.log_text().trim()
-        )
-    })?;
-    server.addr.set_port(port);
-    Ok(server)
+    })
 }
 
 /// inetutils telnetd behind socat, running `command` through a script
@@ -417,7 +440,7 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> anyhow::Result
         anyhow::anyhow!("cannot start socat for telnetd (apt-get install socat): {e}")
     })?;
     let mut server = ServerProcess {
-        child,
+        root: Root::Program(child),
         log,
         addr: SocketAddrV4::new(site.addr, port),
         _script: Some(script),
@@ -592,7 +615,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess>
     site.enter(&mut cmd)?;
     let child = cmd.spawn().context("cannot start sshd")?;
     let mut server = ServerProcess {
-        child,
+        root: Root::Program(child),
         log,
         addr: SocketAddrV4::new(site.addr, port),
         _script: None,

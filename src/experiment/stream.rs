@@ -10,6 +10,7 @@
 use super::Interrupted;
 use super::bed::Bed;
 use super::endpoints::{ControlError, EndpointProcess};
+use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured};
 use crate::analysis::stream::figures;
 use crate::endpoint::protocol::{
@@ -18,9 +19,9 @@ use crate::endpoint::protocol::{
 };
 use crate::measure::procstat;
 use crate::record::{RecordData, StreamParams, StreamResult, SweepContext};
-use crate::testbed::{Placement, netns::ADDR_B};
+use crate::testbed::Placement;
 use crate::units::format_size;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -126,31 +127,18 @@ pub fn run_once(
 ) -> Result<StreamResult, ControlError> {
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
-    let (bind, netns, interfaces) = match &bed {
-        None => (Ipv4Addr::LOCALHOST, [None, None], [None, None]),
-        Some(bed) => (
-            ADDR_B,
-            [
-                Some(bed.testbed.netns_path(0)),
-                Some(bed.testbed.netns_path(1)),
-            ],
-            [
-                Some(bed.testbed.interface(0).to_string()),
-                Some(bed.testbed.interface(1).to_string()),
-            ],
-        ),
-    };
-    let mut receiver = EndpointProcess::spawn_in("receiver", netns[1].as_deref())?;
-    let mut sender = EndpointProcess::spawn_in("sender", netns[0].as_deref())?;
+    let launcher = Launcher::for_bed(bed.as_ref());
+    let mut receiver = launcher.spawn("receiver", End::To)?;
+    let mut sender = launcher.spawn("sender", End::From)?;
     let setup = Some(Duration::from_secs(10));
 
     receiver.send(&Command::StreamReceive(ReceiveSpec {
-        bind: SocketAddr::from((bind, config.port)),
+        bind: SocketAddr::from((launcher.address(End::To), config.port)),
         options: config.options.clone(),
         strategy: config.recv,
         verify: config.verify,
         progress: true,
-        interface: interfaces[1].clone(),
+        interface: launcher.interface(End::To),
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
         Reply::Listening { addr } => addr,
@@ -162,7 +150,7 @@ pub fn run_once(
         strategy: config.send,
         record: config.record as usize,
         amount: config.amount,
-        interface: interfaces[0].clone(),
+        interface: launcher.interface(End::From),
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}

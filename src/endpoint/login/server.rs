@@ -4,8 +4,12 @@
 //! takes. `docs/EXPERIMENTS.md` counts the system calls per keystroke of each.
 
 use super::conn::SessionConfig;
+use super::protocol::Protocol;
 use std::io;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 
 /// How a server moves bytes between sockets and ptys.
 #[derive(
@@ -47,7 +51,7 @@ impl Relay {
 }
 
 /// What a server did over its life.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServeReport {
     pub sessions: u64,
     pub refused: u64,
@@ -98,5 +102,95 @@ pub fn serve(
                 ..ServeReport::default()
             })
         }
+    }
+}
+
+/// A login server an endpoint runs for the controller until `Stop`
+/// (`Command::LoginServe`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LoginServeSpec {
+    pub bind: SocketAddr,
+    pub relay: Relay,
+    /// `telnet` or `rlogin`.
+    pub protocol: String,
+    pub linemode: bool,
+    pub nodelay: bool,
+    pub max_sessions: usize,
+    pub idle_timeout_s: u64,
+    /// The command each session runs on its pty.
+    pub command: Vec<String>,
+}
+
+/// A server serving on a thread of its own.
+pub struct Running {
+    relay: Relay,
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<io::Result<ServeReport>>,
+}
+
+impl Running {
+    /// Binds `spec.bind` and serves on a new thread.
+    pub fn start(spec: LoginServeSpec) -> io::Result<Running> {
+        let protocol = Protocol::parse(&spec.protocol).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("unknown protocol {:?} (telnet or rlogin)", spec.protocol),
+            )
+        })?;
+        if spec.linemode && protocol != Protocol::Telnet {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "LINEMODE is a TELNET option; rlogin has no LINEMODE",
+            ));
+        }
+        let listener = TcpListener::bind(spec.bind)?;
+        let port = listener.local_addr()?.port();
+        let config = SessionConfig {
+            protocol,
+            linemode: spec.linemode,
+            command: spec.command,
+            idle: std::time::Duration::from_secs(spec.idle_timeout_s),
+            nodelay: spec.nodelay,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (relay, max_sessions) = (spec.relay, spec.max_sessions);
+        let thread = std::thread::Builder::new()
+            .name(format!("login-{}", relay.name()))
+            .spawn(move || {
+                serve(listener, relay, &config, max_sessions, &|| {
+                    flag.load(Ordering::Relaxed)
+                })
+            })?;
+        Ok(Running {
+            relay,
+            port,
+            stop,
+            thread,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops serving; every open session is ended before this returns.
+    pub fn stop(self) -> io::Result<ServeReport> {
+        self.stop.store(true, Ordering::Relaxed);
+        let report = self
+            .thread
+            .join()
+            .map_err(|_| io::Error::other("the login server's thread panicked"))??;
+        eprintln!(
+            "netlab login serve ({}): stopped after {} sessions ({} refused, {} bytes spliced, {} io_uring completions in {} enters)",
+            self.relay.name(),
+            report.sessions,
+            report.refused,
+            report.spliced_bytes,
+            report.uring_completions,
+            report.uring_enters
+        );
+        Ok(report)
     }
 }
