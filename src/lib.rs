@@ -6,17 +6,20 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | one module per subcommand: options and `run` |
-//! | [`experiment`] | each experiment's orchestration of endpoint processes |
-//! | [`endpoint`] | the programs at each end (sender, receiver), run as child processes |
-//! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
-//! | [`testbed`] | placements: loopback, namespaces, link profiles, the wire emulator, capture |
 //! | [`wire`] | byte formats as parse/emit pairs, no I/O |
 //! | [`checksum`] | the Internet checksum (RFC 1071) variants, fused copy, copy variants |
-//! | [`analysis`] | pure functions: statistics, knee, cost model, bottleneck |
-//! | [`report`] | tables, historical figures, progress display |
-//! | [`record`] | the record every measurement becomes, and its JSON Lines file |
 //! | [`units`] | sizes and durations as typed by users |
+//! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
+//! | [`record`] | the record every measurement becomes: each experiment's data, its JSON Lines file |
+//! | [`analysis`] | pure functions over records: statistics, knee, cost model, cliffs, findings |
+//! | [`testbed`] | placements: namespaces, link profiles, the wire emulator, capture |
+//! | [`endpoint`] | the programs at each end (sender, receiver, servers), run as child processes |
+//! | [`experiment`] | plans, the one runner and launcher, each experiment's orchestration and searches |
+//! | [`report`] | tables in the sources' shapes, figures, the report page, CSV |
+//! | [`cli`] | one module per subcommand: arguments into a plan, run, print |
+//!
+//! The table lists the layers from the bottom: a module names only modules
+//! listed before it (`tests/layers.rs` checks).
 
 pub mod analysis;
 pub mod checksum;

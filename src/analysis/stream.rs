@@ -5,8 +5,10 @@
 //! network engineers and iperf3 count link rates); a KB in "µs CPU per KB"
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
+use crate::record::stats::Spread;
 use crate::record::stream::EndpointReport;
 pub use crate::record::stream::{Bottleneck, StreamFigures};
+use crate::record::{Record, RecordData};
 
 /// CPU utilisation (CPU seconds over wall seconds) above which a side counts
 /// as saturated. Below 100% because a saturated process still blocks briefly
@@ -55,6 +57,32 @@ pub fn figures(sender: &EndpointReport, receiver: &EndpointReport, record: u64) 
         mean_segment_bytes: data_segments.filter(|&n| n > 0).map(|n| bytes / n as f64),
         us_per_record: ratio(sender.wall_s * 1e6, records),
     }
+}
+
+/// min/median/max of the headline figures over the runs.
+pub fn summary_json(records: &[Record]) -> serde_json::Value {
+    let results: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } => Some(result),
+            _ => None,
+        })
+        .collect();
+    let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+        Spread::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    serde_json::json!({
+        "runs": results.len(),
+        "throughput_mb_s": spread(&|r| r.figures.throughput_mb_s),
+        "throughput_mbit_s": spread(&|r| r.figures.throughput_mbit_s),
+        "sender_us_per_kb": spread(&|r| r.figures.sender_us_per_kb),
+        "receiver_us_per_kb": spread(&|r| r.figures.receiver_us_per_kb),
+        "sender_cpu_pct": spread(&|r| r.figures.sender_cpu_pct),
+        "receiver_cpu_pct": spread(&|r| r.figures.receiver_cpu_pct),
+    })
 }
 
 #[cfg(test)]

@@ -6,11 +6,11 @@ use super::Output;
 use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_poll::run_session;
-use crate::endpoint::login::server::{self, Relay};
+use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
 use crate::experiment::endpoints::interrupted;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::FromRawFd;
 use std::time::Duration;
 
@@ -92,7 +92,11 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         None => super::login_experiment::run(args.experiment, out),
         Some(LoginCommand::Serve(serve_args)) => serve(serve_args, out),
-        Some(LoginCommand::Pace { bytes_per_s, file }) => pace(bytes_per_s, &file),
+        Some(LoginCommand::Pace { bytes_per_s, file }) => {
+            let data =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            Ok(pace(bytes_per_s, &data, &mut std::io::stdout().lock())?)
+        }
         Some(LoginCommand::Session {
             protocol,
             linemode,
@@ -121,68 +125,35 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
-    let protocol = Protocol::parse(&args.protocol).expect("checked by clap");
-    if args.linemode && protocol != Protocol::Telnet {
-        bail!("--linemode is a TELNET option; rlogin has no LINEMODE");
-    }
     if !args.bind.is_loopback() {
         if !args.allow_remote {
             bail!(
                 "refusing to bind {} (not loopback) without --allow-remote: {} carries no encryption and the command runs as this user",
                 args.bind,
-                protocol.name()
+                args.protocol
             );
         }
         eprintln!(
             "netlab login serve: warning: serving unencrypted {} on {}",
-            protocol.name(),
-            args.bind
+            args.protocol, args.bind
         );
     }
-    let listener = TcpListener::bind(SocketAddr::new(args.bind, args.port))
-        .with_context(|| format!("cannot bind {}:{}", args.bind, args.port))?;
-    out.text(&format!("{}\n", listener.local_addr()?.port()))?;
-    let config = SessionConfig {
-        protocol,
+    let bind = SocketAddr::new(args.bind, args.port);
+    let running = server::Running::start(LoginServeSpec {
+        bind,
+        relay: args.relay,
+        protocol: args.protocol,
         linemode: args.linemode,
-        command: args.command,
-        idle: Duration::from_secs(args.idle_timeout),
         nodelay: args.nodelay,
-    };
-    let report = server::serve(
-        listener,
-        args.relay,
-        &config,
-        args.max_sessions,
-        &interrupted,
-    )?;
-    eprintln!(
-        "netlab login serve ({}): stopped after {} sessions ({} refused, {} bytes spliced, {} io_uring completions in {} enters)",
-        args.relay.name(),
-        report.sessions,
-        report.refused,
-        report.spliced_bytes,
-        report.uring_completions,
-        report.uring_enters
-    );
-    Ok(())
-}
-
-/// Writes `file` to stdout at `bytes_per_s`, in chunks every 10 ms, as a
-/// serial line of that speed would carry it.
-fn pace(bytes_per_s: u64, file: &std::path::Path) -> anyhow::Result<()> {
-    use std::io::Write;
-    let data = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let chunk = (bytes_per_s / 100).max(1) as usize;
-    let start = std::time::Instant::now();
-    let mut stdout = std::io::stdout().lock();
-    for (i, piece) in data.chunks(chunk).enumerate() {
-        let due = start + Duration::from_secs_f64((i * chunk) as f64 / bytes_per_s as f64);
-        if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        stdout.write_all(piece)?;
-        stdout.flush()?;
+        max_sessions: args.max_sessions,
+        idle_timeout_s: args.idle_timeout,
+        command: args.command,
+    })
+    .with_context(|| format!("cannot serve on {bind}"))?;
+    out.text(&format!("{}\n", running.port()))?;
+    while !interrupted() {
+        std::thread::sleep(Duration::from_millis(100));
     }
+    running.stop()?;
     Ok(())
 }

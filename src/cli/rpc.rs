@@ -1,12 +1,11 @@
 //! `netlab rpc`: the 1989 RPC experiment, and its server and a ping.
 
 use super::Output;
-use crate::endpoint::rpc::client::{CallError, Request, UdpClient, call_once_tcp, message};
+use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
 use crate::experiment::endpoints::interrupted;
 use crate::units::{parse_duration, parse_size};
-use crate::wire::rpc::Call;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use std::io::Write;
@@ -136,32 +135,19 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn ping(args: PingArgs, out: &mut Output) -> anyhow::Result<()> {
-    let xid = std::process::id().wrapping_mul(2_654_435_761);
-    let call = Call::new(xid, args.program, args.version, 0);
-    let start = std::time::Instant::now();
-    let outcome: Result<(), CallError> = if args.udp {
-        let mut client = UdpClient::connect(args.server)?;
-        client.tries = 3;
-        let mut request = Request::udp(&message(&call, &[]));
-        client.call(&mut request, xid).map(|_| ())
-    } else {
-        call_once_tcp(args.server, &call, &[]).map(|_| ())
-    };
-    outcome.with_context(|| {
-        format!(
-            "program {} version {} at {} ({})",
-            args.program,
-            args.version,
-            args.server,
-            if args.udp { "udp" } else { "tcp" }
-        )
-    })?;
+    let proto = if args.udp { "udp" } else { "tcp" };
+    let took =
+        client::ping(args.server, args.program, args.version, args.udp).with_context(|| {
+            format!(
+                "program {} version {} at {} ({proto})",
+                args.program, args.version, args.server
+            )
+        })?;
     out.text(&format!(
-        "program {} version {} ready and waiting ({} {} µs)\n",
+        "program {} version {} ready and waiting ({proto} {} µs)\n",
         args.program,
         args.version,
-        if args.udp { "udp" } else { "tcp" },
-        start.elapsed().as_micros()
+        took.as_micros()
     ))?;
     Ok(())
 }

@@ -1,12 +1,12 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
 use super::Output;
-use crate::analysis::stats::Spread;
+use crate::analysis::stream::summary_json;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiment::runner::Runner;
 use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter};
+use crate::record::RecordWriter;
 use crate::report::tables;
 use crate::units::{parse_duration, parse_size};
 use anyhow::{Context, bail};
@@ -192,7 +192,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         )?;
     super::every_cell_failed(&records)?;
     if args.common.json {
-        let summary = json_summary(&records);
+        let summary = summary_json(&records);
         out.json(&serde_json::json!({
             "experiment": "stream",
             "description": config.describe(),
@@ -209,30 +209,4 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         eprintln!("records appended to {}", args.common.out.display());
     }
     Ok(())
-}
-
-/// min/median/max of the headline figures over the runs.
-fn json_summary(records: &[Record]) -> serde_json::Value {
-    let results: Vec<_> = records
-        .iter()
-        .filter_map(|r| match &r.data {
-            RecordData::Stream {
-                result: Some(result),
-                ..
-            } => Some(result),
-            _ => None,
-        })
-        .collect();
-    let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
-        Spread::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
-    };
-    serde_json::json!({
-        "runs": results.len(),
-        "throughput_mb_s": spread(&|r| r.figures.throughput_mb_s),
-        "throughput_mbit_s": spread(&|r| r.figures.throughput_mbit_s),
-        "sender_us_per_kb": spread(&|r| r.figures.sender_us_per_kb),
-        "receiver_us_per_kb": spread(&|r| r.figures.receiver_us_per_kb),
-        "sender_cpu_pct": spread(&|r| r.figures.sender_cpu_pct),
-        "receiver_cpu_pct": spread(&|r| r.figures.receiver_cpu_pct),
-    })
 }

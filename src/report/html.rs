@@ -664,3 +664,21 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
     std::fs::write(&written.html, html)?;
     Ok(written)
 }
+/// How the report links to the records: relative when beside it.
+pub fn records_link(records: &Path, dir: &Path) -> String {
+    let records_dir = records.parent().unwrap_or(Path::new(""));
+    let same = std::fs::canonicalize(if records_dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        records_dir
+    })
+    .ok()
+        == std::fs::canonicalize(dir).ok();
+    match (same, records.file_name()) {
+        (true, Some(name)) => name.to_string_lossy().into_owned(),
+        _ => std::fs::canonicalize(records)
+            .unwrap_or_else(|_| records.to_path_buf())
+            .display()
+            .to_string(),
+    }
+}

@@ -2,6 +2,7 @@
 //! shape with the historical figures beside them, figures, and the report page.
 
 pub mod cksum;
+pub mod csv;
 pub mod figures;
 pub mod historical;
 pub mod html;

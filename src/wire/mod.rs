@@ -8,6 +8,44 @@
 //! - [`telnet`]: TELNET stream, Q-method negotiation, NAWS, TTYPE, LINEMODE (RFC 854/855/1143/1073/1091/1184).
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
 
+/// Writes a protocol's table of codes once, as an enum with `code()` for
+/// emitting and `from_code()` for parsing (smoltcp's `enum_with_unknown!`
+/// idea): a number cannot be written one way and read another.
+macro_rules! code_table {
+    (
+        $(#[$attr:meta])*
+        pub enum $name:ident {
+            $( $(#[$variant_attr:meta])* $variant:ident = $code:expr ),+ $(,)?
+        }
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$variant_attr])* $variant ),+
+        }
+
+        impl $name {
+            /// Every code, in the table's order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The number on the wire.
+            pub const fn code(self) -> u32 {
+                match self {
+                    $( $name::$variant => $code ),+
+                }
+            }
+
+            /// The entry for a number read from the wire, if it has one.
+            pub const fn from_code(code: u32) -> Option<$name> {
+                match code {
+                    $( $code => Some($name::$variant), )+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
 pub mod control;
 pub mod recmark;
 pub mod rlogin;

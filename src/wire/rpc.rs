@@ -26,8 +26,55 @@ pub const MAX_AUTH_BYTES: u32 = 400;
 pub const MAX_MACHINE_NAME: u32 = 255;
 pub const MAX_GIDS: u32 = 16;
 
-const CALL: u32 = 0;
-const REPLY: u32 = 1;
+code_table! {
+    /// msg_type (RFC 5531 §9).
+    pub enum MsgType {
+        Call = 0,
+        Reply = 1,
+    }
+}
+
+code_table! {
+    /// reply_stat (RFC 5531 §9).
+    pub enum ReplyStat {
+        MsgAccepted = 0,
+        MsgDenied = 1,
+    }
+}
+
+code_table! {
+    /// accept_stat (RFC 5531 §9): how an accepted call fared.
+    pub enum AcceptCode {
+        Success = 0,
+        ProgUnavail = 1,
+        ProgMismatch = 2,
+        ProcUnavail = 3,
+        GarbageArgs = 4,
+        SystemErr = 5,
+    }
+}
+
+code_table! {
+    /// reject_stat (RFC 5531 §9): why a call was denied.
+    pub enum RejectCode {
+        RpcMismatch = 0,
+        AuthError = 1,
+    }
+}
+
+code_table! {
+    /// auth_stat (RFC 5531 §9): why authentication failed.
+    pub enum AuthStat {
+        Ok = 0,
+        BadCred = 1,
+        RejectedCred = 2,
+        BadVerf = 3,
+        RejectedVerf = 4,
+        TooWeak = 5,
+        InvalidResp = 6,
+        Failed = 7,
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RpcError {
@@ -140,7 +187,7 @@ impl Call {
     /// Appends the header; the caller appends the arguments.
     pub fn emit(&self, w: &mut Writer) {
         w.u32(self.xid)
-            .u32(CALL)
+            .u32(MsgType::Call.code())
             .u32(self.rpcvers)
             .u32(self.prog)
             .u32(self.vers)
@@ -174,19 +221,48 @@ pub enum AcceptStat {
     SystemErr,
 }
 
-/// Authentication failures (RFC 5531 §9, auth_stat).
+/// Authentication failures as numbers, from the [`AuthStat`] table.
 pub mod auth_stat {
-    pub const BADCRED: u32 = 1;
-    pub const REJECTEDCRED: u32 = 2;
-    pub const BADVERF: u32 = 3;
-    pub const REJECTEDVERF: u32 = 4;
-    pub const TOOWEAK: u32 = 5;
+    use super::AuthStat;
+    pub const BADCRED: u32 = AuthStat::BadCred.code();
+    pub const REJECTEDCRED: u32 = AuthStat::RejectedCred.code();
+    pub const BADVERF: u32 = AuthStat::BadVerf.code();
+    pub const REJECTEDVERF: u32 = AuthStat::RejectedVerf.code();
+    pub const TOOWEAK: u32 = AuthStat::TooWeak.code();
+}
+
+impl AcceptStat {
+    /// This status's entry in the accept_stat table.
+    pub fn code(self) -> AcceptCode {
+        match self {
+            AcceptStat::Success => AcceptCode::Success,
+            AcceptStat::ProgUnavail => AcceptCode::ProgUnavail,
+            AcceptStat::ProgMismatch { .. } => AcceptCode::ProgMismatch,
+            AcceptStat::ProcUnavail => AcceptCode::ProcUnavail,
+            AcceptStat::GarbageArgs => AcceptCode::GarbageArgs,
+            AcceptStat::SystemErr => AcceptCode::SystemErr,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectStat {
-    RpcMismatch { low: u32, high: u32 },
+    RpcMismatch {
+        low: u32,
+        high: u32,
+    },
+    /// An auth_stat number ([`AuthStat`]; kept as sent, known or not).
     AuthError(u32),
+}
+
+impl RejectStat {
+    /// This status's entry in the reject_stat table.
+    pub fn code(self) -> RejectCode {
+        match self {
+            RejectStat::RpcMismatch { .. } => RejectCode::RpcMismatch,
+            RejectStat::AuthError(_) => RejectCode::AuthError,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,25 +297,22 @@ impl Reply {
 
     /// Appends the reply header; for `Success` the caller appends the results.
     pub fn emit(&self, w: &mut Writer) {
-        w.u32(self.xid).u32(REPLY);
+        w.u32(self.xid).u32(MsgType::Reply.code());
         match &self.body {
             ReplyBody::Accepted { verf, stat } => {
-                w.u32(0);
+                w.u32(ReplyStat::MsgAccepted.code());
                 verf.emit(w);
-                match *stat {
-                    AcceptStat::Success => w.u32(0),
-                    AcceptStat::ProgUnavail => w.u32(1),
-                    AcceptStat::ProgMismatch { low, high } => w.u32(2).u32(low).u32(high),
-                    AcceptStat::ProcUnavail => w.u32(3),
-                    AcceptStat::GarbageArgs => w.u32(4),
-                    AcceptStat::SystemErr => w.u32(5),
-                };
+                w.u32(stat.code().code());
+                if let AcceptStat::ProgMismatch { low, high } = *stat {
+                    w.u32(low).u32(high);
+                }
             }
             ReplyBody::Denied(stat) => {
-                w.u32(1);
+                w.u32(ReplyStat::MsgDenied.code());
+                w.u32(stat.code().code());
                 match *stat {
-                    RejectStat::RpcMismatch { low, high } => w.u32(0).u32(low).u32(high),
-                    RejectStat::AuthError(why) => w.u32(1).u32(why),
+                    RejectStat::RpcMismatch { low, high } => w.u32(low).u32(high),
+                    RejectStat::AuthError(why) => w.u32(why),
                 };
             }
         }
@@ -265,8 +338,9 @@ pub fn peek_xid(record: &[u8]) -> Option<(u32, u32)> {
 pub fn parse(record: &[u8]) -> Result<(Message, &[u8]), RpcError> {
     let mut r = Reader::new(record);
     let xid = r.u32()?;
-    let message = match r.u32()? {
-        CALL => {
+    let message_type = r.u32()?;
+    let message = match MsgType::from_code(message_type) {
+        Some(MsgType::Call) => {
             let rpcvers = r.u32()?;
             let prog = r.u32()?;
             let vers = r.u32()?;
@@ -283,37 +357,42 @@ pub fn parse(record: &[u8]) -> Result<(Message, &[u8]), RpcError> {
                 verf,
             })
         }
-        REPLY => {
-            let body = match r.u32()? {
-                0 => {
+        Some(MsgType::Reply) => {
+            let reply_stat = r.u32()?;
+            let body = match ReplyStat::from_code(reply_stat) {
+                Some(ReplyStat::MsgAccepted) => {
                     let verf = OpaqueAuth::parse(&mut r)?;
-                    let stat = match r.u32()? {
-                        0 => AcceptStat::Success,
-                        1 => AcceptStat::ProgUnavail,
-                        2 => AcceptStat::ProgMismatch {
+                    let code = r.u32()?;
+                    let stat = match AcceptCode::from_code(code) {
+                        Some(AcceptCode::Success) => AcceptStat::Success,
+                        Some(AcceptCode::ProgUnavail) => AcceptStat::ProgUnavail,
+                        Some(AcceptCode::ProgMismatch) => AcceptStat::ProgMismatch {
                             low: r.u32()?,
                             high: r.u32()?,
                         },
-                        3 => AcceptStat::ProcUnavail,
-                        4 => AcceptStat::GarbageArgs,
-                        5 => AcceptStat::SystemErr,
-                        other => return Err(RpcError::AcceptStat(other)),
+                        Some(AcceptCode::ProcUnavail) => AcceptStat::ProcUnavail,
+                        Some(AcceptCode::GarbageArgs) => AcceptStat::GarbageArgs,
+                        Some(AcceptCode::SystemErr) => AcceptStat::SystemErr,
+                        None => return Err(RpcError::AcceptStat(code)),
                     };
                     ReplyBody::Accepted { verf, stat }
                 }
-                1 => ReplyBody::Denied(match r.u32()? {
-                    0 => RejectStat::RpcMismatch {
-                        low: r.u32()?,
-                        high: r.u32()?,
-                    },
-                    1 => RejectStat::AuthError(r.u32()?),
-                    other => return Err(RpcError::RejectStat(other)),
-                }),
-                other => return Err(RpcError::ReplyStat(other)),
+                Some(ReplyStat::MsgDenied) => {
+                    let code = r.u32()?;
+                    ReplyBody::Denied(match RejectCode::from_code(code) {
+                        Some(RejectCode::RpcMismatch) => RejectStat::RpcMismatch {
+                            low: r.u32()?,
+                            high: r.u32()?,
+                        },
+                        Some(RejectCode::AuthError) => RejectStat::AuthError(r.u32()?),
+                        None => return Err(RpcError::RejectStat(code)),
+                    })
+                }
+                None => return Err(RpcError::ReplyStat(reply_stat)),
             };
             Message::Reply(Reply { xid, body })
         }
-        other => return Err(RpcError::MessageType(other)),
+        None => return Err(RpcError::MessageType(message_type)),
     };
     Ok((message, r.remaining()))
 }
@@ -435,5 +514,25 @@ mod tests {
         ));
         assert_eq!(peek_xid(&NULL_CALL), Some((0x1234_5678, 0)));
         assert_eq!(peek_xid(&NULL_CALL[..6]), None);
+    }
+
+    #[test]
+    fn every_code_reads_back_as_itself_and_only_table_numbers_read() {
+        for &code in AcceptCode::ALL {
+            assert_eq!(AcceptCode::from_code(code.code()), Some(code));
+        }
+        for &code in RejectCode::ALL {
+            assert_eq!(RejectCode::from_code(code.code()), Some(code));
+        }
+        for &code in AuthStat::ALL {
+            assert_eq!(AuthStat::from_code(code.code()), Some(code));
+        }
+        assert_eq!(AcceptCode::from_code(6), None);
+        assert_eq!(RejectCode::from_code(2), None);
+        assert_eq!(AuthStat::from_code(8), None);
+        // RFC 5531 §9's numbers.
+        assert_eq!(AcceptCode::GarbageArgs.code(), 4);
+        assert_eq!(AuthStat::TooWeak.code(), 5);
+        assert_eq!(auth_stat::REJECTEDCRED, 2);
     }
 }

@@ -194,3 +194,22 @@ impl Running {
         Ok(report)
     }
 }
+
+/// Writes `data` to `out` at `bytes_per_s`, in chunks every 10 ms, as a
+/// serial line of that speed would carry it (`netlab output --baud`: the
+/// command a session runs).
+pub fn pace(bytes_per_s: u64, data: &[u8], out: &mut impl io::Write) -> io::Result<()> {
+    let bytes_per_s = bytes_per_s.max(1);
+    let chunk = (bytes_per_s / 100).max(1) as usize;
+    let start = std::time::Instant::now();
+    for (i, piece) in data.chunks(chunk).enumerate() {
+        let due =
+            start + std::time::Duration::from_secs_f64((i * chunk) as f64 / bytes_per_s as f64);
+        if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        out.write_all(piece)?;
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -364,6 +364,28 @@ impl UdpClient {
     }
 }
 
+/// Calls procedure 0 (NULL) of `program` `version` at `server`, as
+/// `rpcinfo -t`/`-u` does; returns how long the call took.
+pub fn ping(
+    server: SocketAddr,
+    program: u32,
+    version: u32,
+    udp: bool,
+) -> Result<Duration, CallError> {
+    let xid = std::process::id().wrapping_mul(2_654_435_761);
+    let call = Call::new(xid, program, version, 0);
+    let start = std::time::Instant::now();
+    if udp {
+        let mut client = UdpClient::connect(server)?;
+        client.tries = 3;
+        let mut request = Request::udp(&message(&call, &[]));
+        client.call(&mut request, xid)?;
+    } else {
+        call_once_tcp(server, &call, &[])?;
+    }
+    Ok(start.elapsed())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
