@@ -182,7 +182,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut measure = LoginMeasure::new(corpus)?;
     let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
         .fail_fast(args.fail_fast)
-        .progress(!args.json && !args.find_limit);
+        .progress(!args.json);
     if args.find_limit {
         return run_find_limit(&args, &plan, &mut measure, &mut runner, out);
     }

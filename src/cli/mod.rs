@@ -77,13 +77,6 @@ impl Commands {
     }
 }
 
-/// An error meaning the user interrupted the run; finished records were kept.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted; {saved} finished record(s) kept")]
-pub struct Interrupted {
-    pub saved: usize,
-}
-
 /// A run whose every cell failed is a failed run: its first reason, with
 /// where the records are. Some cells failing is not: they show in the table.
 pub fn every_cell_failed(records: &[Record]) -> anyhow::Result<()> {
@@ -172,11 +165,10 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let interrupted = e.downcast_ref::<Interrupted>().is_some()
-                || matches!(
-                    e.downcast_ref::<MeasureError>(),
-                    Some(MeasureError::Interrupted { .. })
-                );
+            let interrupted = matches!(
+                e.downcast_ref::<MeasureError>(),
+                Some(MeasureError::Interrupted { .. })
+            );
             if json {
                 let _ = out.json(&serde_json::json!({ "error": format!("{e:#}") }));
             } else {

@@ -33,6 +33,21 @@ impl Progress {
         }
     }
 
+    /// A spinner for work of unknown length (a search), counting cells.
+    pub fn spinner(enabled: bool) -> Progress {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} cells {msg}")
+                .expect("valid template"),
+        );
+        Progress {
+            bar,
+            start: Instant::now(),
+            terminal: enabled && std::io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
     fn maybe_show(&mut self) {
         if self.terminal && !self.shown && self.start.elapsed() >= SHOW_AFTER {
             self.bar.set_draw_target(ProgressDrawTarget::stderr());

@@ -55,6 +55,16 @@ pub struct Runner<'w> {
     show_progress: bool,
     stop: Arc<AtomicBool>,
     saved: usize,
+    /// The display of cells measured one at a time (searches).
+    spinner: Option<Progress>,
+}
+
+impl Drop for Runner<'_> {
+    fn drop(&mut self) {
+        if let Some(spinner) = &self.spinner {
+            spinner.finish();
+        }
+    }
 }
 
 impl<'w> Runner<'w> {
@@ -68,6 +78,7 @@ impl<'w> Runner<'w> {
             show_progress: true,
             stop: super::endpoints::interrupt_flag(),
             saved: 0,
+            spinner: None,
         }
     }
 
@@ -114,7 +125,7 @@ impl<'w> Runner<'w> {
         let mut records = Vec::with_capacity(cells.len());
         for cell in cells {
             bar.set_message(measure.label(cell));
-            let outcome = self.cell(measure, cell);
+            let outcome = self.measure_and_save(measure, cell);
             bar.inc(1);
             match outcome {
                 Ok(record) => records.push(record),
@@ -128,8 +139,25 @@ impl<'w> Runner<'w> {
         Ok(records)
     }
 
-    /// Measures one cell and saves its record (failed or not).
+    /// Measures one cell and saves its record (failed or not): a search's
+    /// step, shown on a spinner.
     pub fn cell<M: MeasureCell>(
+        &mut self,
+        measure: &mut M,
+        cell: &M::Cell,
+    ) -> Result<Record, MeasureError> {
+        let show = self.show_progress;
+        let spinner = self.spinner.get_or_insert_with(|| Progress::spinner(show));
+        spinner.set_message(measure.label(cell));
+        spinner.tick();
+        let outcome = self.measure_and_save(measure, cell);
+        if let Some(spinner) = &mut self.spinner {
+            spinner.inc(1);
+        }
+        outcome
+    }
+
+    fn measure_and_save<M: MeasureCell>(
         &mut self,
         measure: &mut M,
         cell: &M::Cell,
