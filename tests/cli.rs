@@ -317,6 +317,36 @@ fn an_endpoint_that_dies_is_reported_and_earlier_records_stay() {
 }
 
 #[test]
+fn a_failed_run_is_recorded_and_the_rest_go_on_unless_fail_fast() {
+    // Every run's sender aborts: by default all three are tried and
+    // recorded; with --fail-fast the first stops the series.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    netlab()
+        .env("NETLAB_FAULT", "sender-abort")
+        .args(["stream", "--bytes", "256K", "--repeat", "3", "--out"])
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("killed by signal 6 (SIGABRT)"));
+    assert_eq!(lines_of(&out).len(), 3, "each failed run is a record");
+    let fast = dir.path().join("fast.jsonl");
+    netlab()
+        .env("NETLAB_FAULT", "sender-abort")
+        .args(["stream", "--bytes", "256K", "--repeat", "3", "--fail-fast"])
+        .arg("--out")
+        .arg(&fast)
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "stopped at the first failed cell (--fail-fast; 1 record(s) kept)",
+        ));
+    let lines = lines_of(&fast);
+    assert_eq!(lines.len(), 1, "the failure that stopped it is kept");
+    assert!(lines[0]["error"].as_str().unwrap().contains("died"));
+}
+
+#[test]
 fn broken_stdout_pipe_is_not_an_error() {
     // `netlab ... | head -c 1`: the reader goes away; netlab still exits 0.
     let dir = tempfile::tempdir().unwrap();

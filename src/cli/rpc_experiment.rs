@@ -222,11 +222,13 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         .fail_fast(args.fail_fast)
         .progress(!args.json);
     if let Some((lo, hi)) = cliff_range {
-        let ranges = rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi)
-            .map_err(|e| match e {
-                // Keeps an interruption an interruption (exit 130).
-                rpc_search::SearchError::Stopped(stopped) => anyhow::Error::from(stopped),
-                other => other.into(),
+        let ranges =
+            rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi).map_err(|e| {
+                match e {
+                    // Keeps an interruption an interruption (exit 130).
+                    rpc_search::SearchError::Stopped(stopped) => anyhow::Error::from(stopped),
+                    other => other.into(),
+                }
             })?;
         if args.json {
             out.json(&serde_json::json!({

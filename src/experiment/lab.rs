@@ -10,7 +10,6 @@ use super::rpc::{RpcPlan, remote_1989};
 use super::stream::StreamConfig;
 use super::sweep::SweepConfig;
 use crate::endpoint::login::server::Relay;
-use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::testbed::{Placement, netns::has_net_admin};
 
 /// Everything a lab run measures, in the order it runs.
@@ -38,27 +37,10 @@ pub struct LabPlan {
     pub skipped: Vec<String>,
 }
 
-/// Bill Joy's 1981 transfer: 4 MB in 1024-byte records, read 1 KB at a time.
-pub fn joy_1981() -> StreamConfig {
-    StreamConfig {
-        amount: Amount::Bytes(4 << 20),
-        record: 1024,
-        send: SendStrategy::Write,
-        recv: RecvStrategy::Read { buffer: 1024 },
-        options: SocketOptions::default(),
-        verify: true,
-        port: 0,
-        placement: Placement::Loopback,
-    }
-}
-
 /// The profile's counts; everything else is each experiment's own plan.
 struct Counts {
     joy_repeat: u32,
     ether10_repeat: u32,
-    sweep_records: Vec<u64>,
-    sweep_seconds: f64,
-    sweep_repeat: u32,
 }
 
 impl LabPlan {
@@ -68,11 +50,9 @@ impl LabPlan {
             Counts {
                 joy_repeat: 5,
                 ether10_repeat: 2,
-                sweep_records: doubling(64, 1 << 20),
-                sweep_seconds: 0.3,
-                sweep_repeat: 3,
             },
             RpcPlan::quick(),
+            SweepConfig::quick(),
             CksumPlan::quick(),
             LoginPlan::quick(),
             OutputPlan::quick(),
@@ -85,11 +65,9 @@ impl LabPlan {
             Counts {
                 joy_repeat: 20,
                 ether10_repeat: 5,
-                sweep_records: doubling(16, 4 << 20),
-                sweep_seconds: 2.0,
-                sweep_repeat: 5,
             },
             RpcPlan::full(),
+            SweepConfig::full(),
             CksumPlan::full(),
             LoginPlan::full(),
             OutputPlan::full(),
@@ -99,13 +77,14 @@ impl LabPlan {
     fn build(
         counts: Counts,
         rpc: RpcPlan,
+        sweep: SweepConfig,
         cksum: CksumPlan,
         login: LoginPlan,
         output: OutputPlan,
     ) -> LabPlan {
         let root = has_net_admin();
         let mut skipped = Vec::new();
-        let joy = joy_1981();
+        let joy = StreamConfig::joy_1981();
         let ether10 = root.then(remote_1989);
         if ether10.is_none() {
             skipped.push(
@@ -113,17 +92,6 @@ impl LabPlan {
             );
         }
         skipped.extend(rpc.skipped.iter().cloned());
-        let sweep = SweepConfig {
-            base: StreamConfig {
-                amount: Amount::Seconds(counts.sweep_seconds),
-                record: 64,
-                recv: RecvStrategy::Read { buffer: 128 << 10 },
-                ..joy.clone()
-            },
-            records: counts.sweep_records,
-            repeat: counts.sweep_repeat,
-            knee_fraction: crate::analysis::knee::DEFAULT_FRACTION,
-        };
         // netlab's designs over rlogin; the real servers beside them
         // (telnetd over TELNET, sshd over SSH) where this machine has them.
         let mut servers: Vec<(Target, Dialect)> = Relay::ALL
@@ -213,14 +181,10 @@ impl LabPlan {
     }
 }
 
-/// `lo, 2 lo, 4 lo, ...` up to `hi`.
-fn doubling(lo: u64, hi: u64) -> Vec<u64> {
-    std::iter::successors(Some(lo), |&s| (s < hi).then_some(s * 2)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endpoint::protocol::Amount;
 
     #[test]
     fn the_quick_profile_keeps_the_lab_short_and_the_full_one_the_sources_counts() {
@@ -241,6 +205,9 @@ mod tests {
 
     #[test]
     fn doubling_ends_at_the_top() {
-        assert_eq!(doubling(64, 512), [64, 128, 256, 512]);
+        assert_eq!(
+            crate::experiment::sweep::doubling(64, 512),
+            [64, 128, 256, 512]
+        );
     }
 }

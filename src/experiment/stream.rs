@@ -52,7 +52,35 @@ pub enum ConfigError {
     Duration(f64),
 }
 
+impl Default for StreamConfig {
+    /// `netlab stream`'s defaults: 2 s of 128 KB writes on loopback, read
+    /// into a 128 KB buffer and verified.
+    fn default() -> Self {
+        StreamConfig {
+            amount: Amount::Seconds(2.0),
+            record: 128 << 10,
+            send: SendStrategy::Write,
+            recv: RecvStrategy::Read { buffer: 128 << 10 },
+            options: SocketOptions::default(),
+            verify: true,
+            port: 0,
+            placement: Placement::Loopback,
+        }
+    }
+}
+
 impl StreamConfig {
+    /// Bill Joy's 1981 transfer: 4 MB in 1024-byte records, read 1 KB at a
+    /// time, on loopback.
+    pub fn joy_1981() -> Self {
+        StreamConfig {
+            amount: Amount::Bytes(4 << 20),
+            record: 1024,
+            recv: RecvStrategy::Read { buffer: 1024 },
+            ..StreamConfig::default()
+        }
+    }
+
     /// Rejects configurations that cannot run, before any process starts.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.record > MAX_RECORD {

@@ -25,6 +25,57 @@ pub struct SweepConfig {
     pub knee_fraction: f64,
 }
 
+impl Default for SweepConfig {
+    /// `netlab sweep stream`'s defaults: 64 B to 1 MB doubling, 500 ms per
+    /// run, 3 runs per size.
+    fn default() -> Self {
+        SweepConfig {
+            // The sizes replace the base's record; the title names the first.
+            base: StreamConfig {
+                amount: crate::endpoint::protocol::Amount::Seconds(0.5),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            records: doubling(64, 1 << 20),
+            repeat: 3,
+            knee_fraction: crate::analysis::knee::DEFAULT_FRACTION,
+        }
+    }
+}
+
+impl SweepConfig {
+    /// The lab's quick profile: 64 B to 1 MB, 0.3 s per run, 3 runs each.
+    pub fn quick() -> Self {
+        SweepConfig {
+            base: StreamConfig {
+                amount: crate::endpoint::protocol::Amount::Seconds(0.3),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            ..SweepConfig::default()
+        }
+    }
+
+    /// The lab's full profile: 16 B to 4 MB, 2 s per run, 5 runs each.
+    pub fn full() -> Self {
+        SweepConfig {
+            base: StreamConfig {
+                amount: crate::endpoint::protocol::Amount::Seconds(2.0),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            records: doubling(16, 4 << 20),
+            repeat: 5,
+            ..SweepConfig::default()
+        }
+    }
+}
+
+/// `lo, 2 lo, 4 lo, ...` up to `hi`.
+pub fn doubling(lo: u64, hi: u64) -> Vec<u64> {
+    std::iter::successors(Some(lo), |&s| (s < hi).then_some(s * 2)).collect()
+}
+
 /// One record size's runs, summarised.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {
