@@ -511,7 +511,12 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         "{text}"
     );
     assert!(text.contains("netlab output: 1M of text"), "{text}");
-    assert!(records.iter().all(|r| r["error"].is_null()));
+    let failed: Vec<String> = records
+        .iter()
+        .filter(|r| !r["error"].is_null())
+        .map(|r| format!("{}: {}", r["experiment"], r["error"]))
+        .collect();
+    assert!(failed.is_empty(), "failed cells: {failed:#?}");
     let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
     assert!(tables.contains("then (1981"));
     assert!(tables.contains("kernel-assisted"));

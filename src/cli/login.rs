@@ -5,13 +5,12 @@
 use super::Output;
 use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
-use crate::endpoint::login::relay_poll::run_session;
+use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
 use crate::experiment::endpoints::interrupted;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -105,8 +104,6 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
             peer,
             command,
         }) => {
-            // SAFETY: fd 3 is the socket the server passed us, and only we own it.
-            let socket = unsafe { TcpStream::from_raw_fd(3) };
             let config = SessionConfig {
                 protocol: Protocol::parse(&protocol).expect("checked by clap"),
                 linemode,
@@ -114,12 +111,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
                 idle: Duration::from_secs(idle_s),
                 nodelay,
             };
-            let report = run_session(socket, peer, &config)?;
-            eprintln!(
-                "netlab login serve (fork): {peer}: session ended: {} ({} bytes in, {} out)",
-                report.ended, report.bytes_from_client, report.bytes_to_client
-            );
-            Ok(())
+            Ok(relay_fork::session_on_fd3(peer, &config)?)
         }
     }
 }

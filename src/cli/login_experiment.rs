@@ -11,7 +11,6 @@ use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
 use crate::record::{RecordData, RecordWriter};
 use crate::report;
-use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -82,7 +81,7 @@ impl LoginExperimentArgs {
             users: self.users.clone(),
             relays: self.relay.clone(),
             protocols: self.protocol.clone(),
-            placements: placements(&self.placement, &self.link)?,
+            placements: super::placement::named("--placement", &self.placement, &self.link)?,
             rate: self.rate,
             poisson: self.poisson,
             warmup_s: self.warmup.as_secs_f64(),
@@ -91,30 +90,6 @@ impl LoginExperimentArgs {
         plan.validate()?;
         Ok(plan)
     }
-}
-
-/// The placements a `--placement` list names, refused up front when a
-/// netns one cannot be made (no root) or the link profile is unknown.
-pub fn placements(names: &[String], link: &str) -> anyhow::Result<Vec<Placement>> {
-    names
-        .iter()
-        .map(|name| match name.as_str() {
-            "loopback" => Ok(Placement::Loopback),
-            "netns" => {
-                if !has_net_admin() {
-                    bail!("--placement netns needs CAP_NET_ADMIN (run as root)");
-                }
-                Ok(Placement::Netns {
-                    link: LinkProfile::named(link)?,
-                    via: LinkVia::Auto,
-                    capture: false,
-                    pcap: None,
-                    verbose: false,
-                })
-            }
-            other => bail!("--placement {other}: expected loopback or netns"),
-        })
-        .collect()
 }
 
 fn run_find_limit(

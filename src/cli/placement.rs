@@ -1,6 +1,7 @@
 //! The placement and link options every experiment takes.
 
 use crate::testbed::link::{self, LinkProfile};
+use crate::testbed::netns::has_net_admin;
 use crate::testbed::{LinkVia, Placement};
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -126,4 +127,32 @@ impl PlacementArgs {
             verbose: self.verbose,
         })
     }
+}
+
+/// The placements a list such as `loopback,netns` names (`local` and
+/// `remote`, the 1989 table's words, too), netns ones over the `link`
+/// profile; refused up front when a netns one cannot be made (no root) or a
+/// name or profile is unknown.
+pub fn named(option: &str, names: &[String], link: &str) -> anyhow::Result<Vec<Placement>> {
+    names
+        .iter()
+        .map(|name| match name.as_str() {
+            "loopback" | "local" => Ok(Placement::Loopback),
+            "netns" | "remote" => {
+                if !has_net_admin() {
+                    bail!("{option} {name} needs CAP_NET_ADMIN (run as root)");
+                }
+                Ok(Placement::Netns {
+                    link: LinkProfile::named(link)?,
+                    via: LinkVia::Auto,
+                    capture: false,
+                    pcap: None,
+                    verbose: false,
+                })
+            }
+            other => {
+                bail!("unknown placement \"{other}\" for {option}: expected loopback or netns")
+            }
+        })
+        .collect()
 }

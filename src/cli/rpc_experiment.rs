@@ -10,7 +10,6 @@ use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
 use crate::record::RecordWriter;
 use crate::report::{self, historical};
-use crate::testbed::{LinkVia, Placement, link::LinkProfile};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -140,35 +139,22 @@ impl RpcExperimentArgs {
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let pin = self.pin.as_deref().map(parse_pin).transpose()?;
-        let link = LinkProfile::named(&self.link)?;
-        let netns = Placement::Netns {
-            link,
-            via: LinkVia::Auto,
-            capture: false,
-            pcap: None,
-            verbose: false,
-        };
         let defaults = RpcPlan::default();
-        let mut skipped = defaults.skipped.clone();
-        let placements = if self.placements.is_empty() {
-            defaults
+        let (placements, skipped) = if self.placements.is_empty() {
+            let names: Vec<String> = defaults
                 .placements
                 .iter()
-                .map(|p| match p {
-                    Placement::Loopback => p.clone(),
-                    Placement::Netns { .. } => netns.clone(),
-                })
-                .collect()
+                .map(|p| p.name().to_string())
+                .collect();
+            (
+                super::placement::named("--placements", &names, &self.link)?,
+                defaults.skipped,
+            )
         } else {
-            skipped.clear();
-            self.placements
-                .iter()
-                .map(|p| match p.as_str() {
-                    "loopback" | "local" => Ok(Placement::Loopback),
-                    "netns" | "remote" => Ok(netns.clone()),
-                    other => bail!("unknown placement \"{other}\" (loopback or netns)"),
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?
+            (
+                super::placement::named("--placements", &self.placements, &self.link)?,
+                Vec::new(),
+            )
         };
         Ok(RpcPlan {
             sizes,

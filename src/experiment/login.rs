@@ -27,7 +27,7 @@ use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured, Runner};
 use super::servers::{self, ServerSpec, Site, enter_on_this_thread};
 pub use super::servers::{Dialect, Target};
-use super::{Interrupted, MeasureError};
+use super::{CellError, Interrupted, MeasureError};
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::login::typist::{self, Connect, READY_MARKER, TypistConfig};
 use crate::measure::ifstat::InterfaceCounters;
@@ -125,7 +125,7 @@ pub fn session_command(dialect: Dialect) -> String {
 /// What the machine does without us: its busy CPUs (CPU-seconds per
 /// second, iowait not counted) over one second with nothing of netlab's
 /// running, to subtract from a cell's busy time.
-pub fn idle_baseline() -> anyhow::Result<f64> {
+pub fn idle_baseline() -> Result<f64, CellError> {
     let idle0 = (Instant::now(), StatSnapshot::read()?);
     std::thread::sleep(Duration::from_secs(1));
     let idle1 = StatSnapshot::read()?;
@@ -142,11 +142,11 @@ pub fn run_cell(
     corpus: &[u8],
     stop: &Arc<AtomicBool>,
     baseline_busy_cpus: Option<f64>,
-) -> anyhow::Result<LoginResult> {
+) -> Result<LoginResult, CellError> {
     params
         .relay
         .speaks(params.protocol)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(CellError::Refused)?;
     let baseline_busy_cpus = match baseline_busy_cpus {
         Some(b) => b,
         None => idle_baseline()?,
@@ -258,7 +258,7 @@ pub fn run_cell(
     let _ = sampled_tx.send(());
     let report = generator
         .join()
-        .map_err(|_| anyhow::anyhow!("the load generator panicked"))??;
+        .map_err(|_| CellError::Refused("the load generator panicked".into()))??;
     // Sessions the server ended during the run (all end at the stop).
     let server_endings = server.session_endings();
     // The server goes before its namespace.
@@ -268,7 +268,7 @@ pub fn run_cell(
         None => None,
     };
     let Some((t0, stat0, packets0, perf, tree0)) = window else {
-        anyhow::bail!(
+        refuse!(
             "the measured window never started: {}",
             report.first_failure.as_deref().unwrap_or("interrupted")
         );
@@ -459,7 +459,7 @@ pub struct LoginMeasure {
 
 impl LoginMeasure {
     /// Measures the idle baseline now, before any cell starts anything.
-    pub fn new(corpus: Vec<u8>) -> anyhow::Result<LoginMeasure> {
+    pub fn new(corpus: Vec<u8>) -> Result<LoginMeasure, CellError> {
         Ok(LoginMeasure {
             corpus,
             baseline_busy_cpus: idle_baseline()?,

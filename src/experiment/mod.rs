@@ -2,6 +2,13 @@
 //! processes through the one [`runner`], the searches built on it, and the
 //! records it produces.
 
+/// `return Err(CellError::Refused(format!(...)))`.
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err($crate::experiment::CellError::Refused(format!($($arg)*)).into())
+    };
+}
+
 pub mod bed;
 pub mod cksum;
 pub mod endpoints;
@@ -42,6 +49,53 @@ pub enum MeasureError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why a login-load or terminal-output cell (or the server it loads) could
+/// not be measured; recorded as the cell's error.
+#[derive(Debug, Error)]
+pub enum CellError {
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    ProcStat(#[from] crate::measure::procstat::ProcStatError),
+    /// An I/O error, with what was being done.
+    #[error("{what}: {source}")]
+    While {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cell cannot run as asked (a server that does not speak the
+    /// dialect, a program missing, root needed), or a server misbehaved.
+    #[error("{0}")]
+    Refused(String),
+    /// An error with what the server's log said about it.
+    #[error("{error}; {detail}")]
+    Detail {
+        error: Box<CellError>,
+        detail: String,
+    },
+}
+
+impl CellError {
+    /// An I/O error while doing `what`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> CellError {
+        CellError::While {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// This error with `detail` after it.
+    pub fn with(self, detail: impl Into<String>) -> CellError {
+        CellError::Detail {
+            error: Box::new(self),
+            detail: detail.into(),
+        }
+    }
 }
 
 /// Turns a run's outcome into what the runner records: the result, or the

@@ -19,6 +19,7 @@
 //! In the netns placement the client runs in side A's namespace, the
 //! server in side B's, over the cell's link.
 
+use super::CellError;
 use super::Interrupted;
 use super::bed::Bed;
 use super::launcher::{End, Launcher};
@@ -32,7 +33,6 @@ use crate::measure::tcpinfo::TcpInfo;
 use crate::record::RecordData;
 pub use crate::record::login::{OutputParams, OutputResult};
 use crate::record::testbed::Placement;
-use anyhow::{Context, bail};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
@@ -55,7 +55,7 @@ fn thread_cpu_ns() -> u64 {
 /// line (so logins, key exchanges and process starts are over before the
 /// counters start), then the file (or a paced copy), the end marker, and a
 /// wait so the session is still there to be sampled.
-fn output_command(file: &Path, baud: Option<u32>) -> anyhow::Result<String> {
+fn output_command(file: &Path, baud: Option<u32>) -> Result<String, CellError> {
     let writer = match baud {
         None => format!("cat '{}'", file.display()),
         Some(baud) => format!(
@@ -78,7 +78,7 @@ fn output_command(file: &Path, baud: Option<u32>) -> anyhow::Result<String> {
 fn receive_to(
     marker: &[u8],
     mut next: impl FnMut(&mut Vec<u8>) -> std::io::Result<bool>,
-) -> anyhow::Result<u64> {
+) -> Result<u64, CellError> {
     let start = Instant::now();
     let limit = Duration::from_secs(600);
     let mut tail = Vec::new();
@@ -86,7 +86,7 @@ fn receive_to(
     loop {
         let before = tail.len();
         if !next(&mut tail)? {
-            bail!(
+            refuse!(
                 "the session ended before {}",
                 String::from_utf8_lossy(marker)
             );
@@ -98,7 +98,7 @@ fn receive_to(
         let keep = tail.len().min(marker.len());
         tail.drain(..tail.len() - keep);
         if start.elapsed() > limit {
-            bail!("no end marker after {} s", limit.as_secs());
+            refuse!("no end marker after {} s", limit.as_secs());
         }
     }
 }
@@ -117,13 +117,13 @@ fn run_netlab_client(
     params: &OutputParams,
     addr: SocketAddr,
     server_pid: u32,
-) -> anyhow::Result<ClientSide> {
+) -> Result<ClientSide, CellError> {
     let mut session = match params.protocol {
         Dialect::Telnet | Dialect::TelnetLinemode => {
             Session::telnet(addr, params.protocol.linemode())?
         }
         Dialect::Rlogin => Session::rlogin(addr, "netlab")?,
-        Dialect::Ssh => bail!("netlab's client does not speak SSH"),
+        Dialect::Ssh => refuse!("netlab's client does not speak SSH"),
     };
     let mut next = |tail: &mut Vec<u8>| {
         let open = session.pump(Duration::from_millis(200))?;
@@ -154,7 +154,7 @@ fn run_netlab_client(
 
 /// OpenSSH's client: its standard output is the terminal's; its CPU is
 /// its own process's.
-fn run_ssh_client(argv: &[String], server_pid: u32) -> anyhow::Result<ClientSide> {
+fn run_ssh_client(argv: &[String], server_pid: u32) -> Result<ClientSide, CellError> {
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         // Held open: an end of input would end the remote session early.
@@ -162,7 +162,7 @@ fn run_ssh_client(argv: &[String], server_pid: u32) -> anyhow::Result<ClientSide
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("cannot start ssh (apt-get install openssh-client)")?;
+        .map_err(|e| CellError::io("cannot start ssh (apt-get install openssh-client)", e))?;
     let pid = child.id();
     let mut stdout = child.stdout.take().expect("piped");
     let mut buf = vec![0u8; 64 * 1024];
@@ -172,7 +172,7 @@ fn run_ssh_client(argv: &[String], server_pid: u32) -> anyhow::Result<ClientSide
         tail.extend_from_slice(&buf[..n]);
         Ok(n > 0)
     };
-    let outcome = (|| -> anyhow::Result<ClientSide> {
+    let outcome = (|| -> Result<ClientSide, CellError> {
         receive_to(READY_MARKER, &mut next)?;
         let tree0 = tree_cpu_ns(server_pid);
         let client0 = tree_cpu_ns(pid);
@@ -194,7 +194,7 @@ fn run_ssh_client(argv: &[String], server_pid: u32) -> anyhow::Result<ClientSide
         let _ = err.read_to_string(&mut why);
     }
     let _ = child.wait();
-    outcome.map_err(|e| anyhow::anyhow!("{e:#}; ssh said: {}", why.trim()))
+    outcome.map_err(|e| e.with(format!("ssh said: {}", why.trim())))
 }
 
 /// TCP_INFO of another process's TCP socket, duplicated into this one
@@ -243,11 +243,11 @@ fn tcp_info_of(pid: u32) -> Option<TcpInfo> {
 
 /// Runs one cell: the server, `file` typed through it, the client in the
 /// cell's placement.
-pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResult> {
+pub fn run_cell(params: &OutputParams, file: &Path) -> Result<OutputResult, CellError> {
     params
         .relay
         .speaks(params.protocol)
-        .map_err(anyhow::Error::msg)?;
+        .map_err(CellError::Refused)?;
     let bed = Bed::create(&params.placement)?;
     let launcher = Launcher::for_bed(bed.as_ref());
     let (site, client_netns) = (Site::serving_end(&launcher), launcher.netns(End::From));
@@ -278,7 +278,7 @@ pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResu
     // namespace on netns (and the ssh it starts with it).
     let client = std::thread::scope(|scope| {
         scope
-            .spawn(|| -> anyhow::Result<ClientSide> {
+            .spawn(|| -> Result<ClientSide, CellError> {
                 if let Some(path) = &client_netns {
                     enter_on_this_thread(path)?;
                 }
@@ -288,7 +288,7 @@ pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResu
                 }
             })
             .join()
-            .map_err(|_| anyhow::anyhow!("the client thread panicked"))?
+            .map_err(|_| CellError::Refused("the client thread panicked".into()))?
     });
     let log = server.log_text();
     drop(server);
@@ -301,7 +301,7 @@ pub fn run_cell(params: &OutputParams, file: &Path) -> anyhow::Result<OutputResu
         if log.is_empty() {
             e
         } else {
-            e.context(format!("server log: {}", log.lines().last().unwrap_or(log)))
+            e.with(format!("server log: {}", log.lines().last().unwrap_or(log)))
         }
     })?;
     let kb = client.bytes as f64 / 1024.0;

@@ -16,6 +16,7 @@
 //! privilege-separation directory (if this created it) and the key files
 //! removed.
 
+use super::CellError;
 use super::endpoints::EndpointProcess;
 use super::launcher::{End, Launcher};
 use crate::endpoint::login::protocol::Protocol;
@@ -23,7 +24,6 @@ use crate::endpoint::login::server::LoginServeSpec;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Command as Control, Reply};
 pub use crate::record::login::{Dialect, Target};
-use anyhow::{Context, bail};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -109,10 +109,11 @@ impl Site {
     }
 
     /// Makes `command` start inside this site's namespace.
-    fn enter(&self, command: &mut Command) -> anyhow::Result<()> {
+    fn enter(&self, command: &mut Command) -> Result<(), CellError> {
         if let Some(path) = &self.netns {
-            let ns = std::fs::File::open(path)
-                .with_context(|| format!("cannot open namespace {}", path.display()))?;
+            let ns = std::fs::File::open(path).map_err(|e| {
+                CellError::io(format!("cannot open namespace {}", path.display()), e)
+            })?;
             let fd = std::os::fd::AsRawFd::as_raw_fd(&ns);
             // SAFETY: setns is async-signal-safe; `ns` outlives the spawn
             // (the closure owns it) and the descriptor is only read.
@@ -306,19 +307,19 @@ fn listening(pid: u32, addr: Ipv4Addr, port: u16) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).is_ok_and(|t| t.contains(&want))
 }
 
-fn wait_listening(server: &mut ServerProcess, what: &str) -> anyhow::Result<()> {
+fn wait_listening(server: &mut ServerProcess, what: &str) -> Result<(), CellError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !listening(server.pid(), *server.addr.ip(), server.addr.port()) {
         if let Root::Program(child) = &mut server.root
             && let Ok(Some(status)) = child.try_wait()
         {
-            bail!(
+            refuse!(
                 "{what} exited ({status}) before it listened: {}",
                 server.log_text().trim()
             );
         }
         if Instant::now() > deadline {
-            bail!("{what} never listened on {}", server.addr);
+            refuse!("{what} never listened on {}", server.addr);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -327,7 +328,7 @@ fn wait_listening(server: &mut ServerProcess, what: &str) -> anyhow::Result<()> 
 
 /// A port free in the site's namespace: a fresh testbed namespace has every
 /// port free; on loopback the kernel picks one.
-fn free_port(site: &Site) -> anyhow::Result<u16> {
+fn free_port(site: &Site) -> Result<u16, CellError> {
     if site.netns.is_some() {
         return Ok(2323);
     }
@@ -352,7 +353,7 @@ pub struct ServerSpec<'a> {
 }
 
 /// Starts the server `spec` names in `site`.
-pub fn start(spec: &ServerSpec, site: &Site) -> anyhow::Result<ServerProcess> {
+pub fn start(spec: &ServerSpec, site: &Site) -> Result<ServerProcess, CellError> {
     let ServerSpec {
         target,
         dialect,
@@ -360,7 +361,7 @@ pub fn start(spec: &ServerSpec, site: &Site) -> anyhow::Result<ServerProcess> {
         max_sessions,
         nodelay,
     } = *spec;
-    target.speaks(dialect).map_err(anyhow::Error::msg)?;
+    target.speaks(dialect).map_err(CellError::Refused)?;
     match target.relay() {
         Some(relay) => start_netlab(relay, dialect, command, max_sessions, nodelay, site),
         None if target == Target::Telnetd => start_telnetd(dialect, command, site),
@@ -375,7 +376,7 @@ fn start_netlab(
     max_sessions: usize,
     nodelay: bool,
     site: &Site,
-) -> anyhow::Result<ServerProcess> {
+) -> Result<ServerProcess, CellError> {
     let protocol = dialect.protocol().expect("checked by speaks");
     let log = tempfile::NamedTempFile::new()?;
     let mut endpoint = site
@@ -406,10 +407,10 @@ fn start_netlab(
 
 /// inetutils telnetd behind socat, running `command` through a script
 /// (telnetd's -E takes one word). For LINEMODE, telnetd's `-l` offers it.
-fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> anyhow::Result<ServerProcess> {
+fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> Result<ServerProcess, CellError> {
     const TELNETD: &str = "/usr/sbin/telnetd";
     if !Path::new(TELNETD).exists() {
-        bail!("{TELNETD} is missing (apt-get install inetutils-telnetd)");
+        refuse!("{TELNETD} is missing (apt-get install inetutils-telnetd)");
     }
     let log = tempfile::NamedTempFile::new()?;
     let script = tempfile::Builder::new()
@@ -436,9 +437,9 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> anyhow::Result
     .stdout(Stdio::null())
     .stderr(log.reopen()?);
     site.enter(&mut cmd)?;
-    let child = cmd.spawn().map_err(|e| {
-        anyhow::anyhow!("cannot start socat for telnetd (apt-get install socat): {e}")
-    })?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| CellError::io("cannot start socat for telnetd (apt-get install socat)", e))?;
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,
@@ -486,14 +487,14 @@ const PRIVSEP_DIR: &str = "/run/sshd";
 /// Test users are named this, then this process's PID.
 pub const SSH_USER_PREFIX: &str = "netlab-ssh-";
 
-fn run_tool(program: &str, args: &[&str]) -> anyhow::Result<()> {
+fn run_tool(program: &str, args: &[&str]) -> Result<(), CellError> {
     let out = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("cannot run {program}"))?;
+        .map_err(|e| CellError::io(format!("cannot run {program}"), e))?;
     if !out.status.success() {
-        bail!(
+        refuse!(
             "{program} {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -505,13 +506,13 @@ fn run_tool(program: &str, args: &[&str]) -> anyhow::Result<()> {
 /// OpenSSH's sshd on a throwaway ed25519 host key, public-key
 /// authentication only, for one test user whose only key is a throwaway
 /// client key; no PAM, no password, no forwarding, no MOTD.
-fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess> {
+fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellError> {
     if !Path::new(SSHD).exists() {
-        bail!("{SSHD} is missing (apt-get install openssh-server)");
+        refuse!("{SSHD} is missing (apt-get install openssh-server)");
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("sshd cells need root: netlab creates and removes a test user for them");
+        refuse!("sshd cells need root: netlab creates and removes a test user for them");
     }
     let dir = tempfile::Builder::new().prefix("netlab-sshd").tempdir()?;
     let path = |name: &str| dir.path().join(name);
@@ -533,7 +534,9 @@ fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess>
                 "-C",
                 "netlab",
                 "-f",
-                path(key).to_str().context("temporary path")?,
+                path(key)
+                    .to_str()
+                    .ok_or_else(|| CellError::Refused("a temporary path is not UTF-8".into()))?,
             ],
         )?;
     }
@@ -545,7 +548,9 @@ fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess>
         &[
             "--no-create-home",
             "--home-dir",
-            dir.path().to_str().context("temporary path")?,
+            dir.path()
+                .to_str()
+                .ok_or_else(|| CellError::Refused("a temporary path is not UTF-8".into()))?,
             "--shell",
             "/bin/sh",
             "--password",
@@ -613,7 +618,9 @@ fn start_sshd(max_sessions: usize, site: &Site) -> anyhow::Result<ServerProcess>
         .stdout(Stdio::null())
         .stderr(log.reopen()?);
     site.enter(&mut cmd)?;
-    let child = cmd.spawn().context("cannot start sshd")?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| CellError::io("cannot start sshd", e))?;
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,

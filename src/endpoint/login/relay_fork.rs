@@ -94,3 +94,17 @@ pub fn serve(
     }
     Ok(report)
 }
+/// A session process's whole life (`netlab login session`, started by
+/// [`serve`] with the accepted socket as descriptor 3): relays until the
+/// session ends, then says why on stderr (the server's log).
+pub fn session_on_fd3(peer: std::net::SocketAddr, config: &SessionConfig) -> io::Result<()> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fd 3 is the socket the server passed us, and only we own it.
+    let socket = unsafe { std::net::TcpStream::from_raw_fd(3) };
+    let report = super::relay_poll::run_session(socket, peer, config)?;
+    eprintln!(
+        "netlab login serve (fork): {peer}: session ended: {} ({} bytes in, {} out)",
+        report.ended, report.bytes_from_client, report.bytes_to_client
+    );
+    Ok(())
+}
