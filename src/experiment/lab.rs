@@ -1,16 +1,29 @@
-//! The lab's plan: every landed experiment in its quick (or full) profile,
-//! built from each experiment's own plan type. What the lab runs depends on
+//! The lab: every landed experiment in its quick (or full) profile, its
+//! plan built from each experiment's own plan type, run section by section
+//! through one runner; each finished section goes to the caller to print. What the lab runs depends on
 //! this host (root for the netns placement, telnetd and sshd where they are
 //! installed); what it leaves out is listed with the reason.
 
-use super::cksum::CksumPlan;
+use super::cksum::{CksumMeasure, CksumPlan};
+use super::login::{DEFAULT_CORPUS, LoginMeasure};
 use super::login::{Dialect, LoginParams, LoginPlan, Target};
+use super::output::{OutputMeasure, write_corpus};
 use super::output::{OutputParams, OutputPlan};
+use super::rpc::RpcMeasure;
 use super::rpc::{RpcPlan, remote_1989};
+use super::rpc_search::{Explained, measure_and_explain};
+use super::runner::Runner;
 use super::stream::StreamConfig;
+use super::stream::{StreamCell, StreamMeasure};
 use super::sweep::SweepConfig;
+use super::sweep::{self, SweepSummary, summarize};
+use super::{CellError, MeasureError};
+use crate::analysis::costmodel::CostModel;
 use crate::endpoint::login::server::Relay;
+use crate::endpoint::protocol::Amount;
+use crate::record::Record;
 use crate::testbed::{Placement, netns::has_net_admin};
+use crate::units::format_size;
 
 /// Everything a lab run measures, in the order it runs.
 #[derive(Debug, Clone)]
@@ -181,10 +194,164 @@ impl LabPlan {
     }
 }
 
+/// What one step of the lab measured, for the report layer to present.
+#[derive(Debug)]
+pub enum Section {
+    /// A note on what was left out and why.
+    Skipped(String),
+    /// Bulk transfers of one configuration (`title` describes it).
+    Stream { title: String, records: Vec<Record> },
+    /// The RPC table's grid and its explained cliffs.
+    Rpc { title: String, explained: Explained },
+    /// Throughput vs record size, summarised.
+    Sweep {
+        title: String,
+        summary: SweepSummary,
+        records: Vec<Record>,
+    },
+    /// Checksum and copy costs, and the sweep's per-byte cost they explain.
+    Cksum {
+        batches: u32,
+        records: Vec<Record>,
+        sweep_model: Option<CostModel>,
+    },
+    /// Users typing through each server.
+    Login { window_s: f64, records: Vec<Record> },
+    /// Text typed to a terminal through each server.
+    Output { bytes: u64, records: Vec<Record> },
+}
+
+/// Runs the plan, section by section, through `runner`, handing each
+/// finished section to `show` (which prints it) before the next starts.
+pub fn run<E: From<MeasureError> + From<CellError> + From<std::io::Error>>(
+    plan: &LabPlan,
+    runner: &mut Runner,
+    show: &mut dyn FnMut(Section) -> Result<(), E>,
+) -> Result<(), E> {
+    // Limits first: nothing runs if a later section could not.
+    let cksum_specs = plan
+        .cksum
+        .specs()
+        .map_err(|e| CellError::Refused(e.to_string()))?;
+
+    // 1981: Bill Joy's 4 MB in 1024-byte records.
+    let joy = &plan.joy;
+    eprintln!("lab: stream, {} ({} runs)", joy.describe(), plan.joy_repeat);
+    let records = runner.grid(
+        &mut StreamMeasure,
+        &StreamCell::repeats(joy, plan.joy_repeat),
+    )?;
+    show(Section::Stream {
+        title: joy.describe(),
+        records,
+    })?;
+
+    // 1981 again, over a 10 Mbit/s Ethernet between two hosts (namespaces).
+    match &plan.joy_ether10 {
+        Some(over_ether) => {
+            eprintln!(
+                "lab: stream over netns ether10, {} ({} runs)",
+                over_ether.describe(),
+                plan.ether10_repeat
+            );
+            let cells = StreamCell::repeats(over_ether, plan.ether10_repeat);
+            let records = runner.grid(&mut StreamMeasure, &cells)?;
+            show(Section::Stream {
+                title: format!(
+                    "{} over an emulated 10 Mbit/s Ethernet",
+                    over_ether.describe()
+                ),
+                records,
+            })?;
+        }
+        None => show(Section::Skipped(
+            "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
+                .into(),
+        ))?,
+    }
+
+    // 1989: Sun RPC time per call vs argument size, its cliffs and their causes.
+    for note in &plan.rpc.skipped {
+        show(Section::Skipped(note.clone()))?;
+    }
+    eprintln!(
+        "lab: rpc, {} calls x {} reps per cell, {} placement(s)",
+        plan.rpc.calls,
+        plan.rpc.reps,
+        plan.rpc.placements.len()
+    );
+    let explained = measure_and_explain(runner, &mut RpcMeasure, &plan.rpc)?;
+    show(Section::Rpc {
+        title: plan.rpc.title(),
+        explained,
+    })?;
+
+    // 1988: throughput vs write size.
+    let sweep = &plan.sweep;
+    let first = sweep.records.first().copied().unwrap_or(0);
+    let sizes = format!(
+        "{}..{}",
+        format_size(first),
+        format_size(sweep.records.last().copied().unwrap_or(first))
+    );
+    eprintln!(
+        "lab: sweep stream over {sizes} ({} s per run, {} runs per size)",
+        match sweep.base.amount {
+            Amount::Seconds(s) => s,
+            Amount::Bytes(_) => 0.0,
+        },
+        sweep.repeat
+    );
+    let records = runner.grid(&mut StreamMeasure, &sweep::cells(sweep))?;
+    let summary = summarize(&records, sweep.knee_fraction);
+    let sweep_model = summary.model;
+    show(Section::Sweep {
+        title: format!("record sizes {sizes}; each point {}", sweep.base.describe()),
+        summary,
+        records,
+    })?;
+
+    // 1988: the per-KB costs of copying and checksumming, and what they explain.
+    let sizes: Vec<String> = plan.cksum.sizes.iter().map(|&s| format_size(s)).collect();
+    eprintln!("lab: cksum over {}", sizes.join(","));
+    let records = runner.grid(&mut CksumMeasure, &cksum_specs)?;
+    show(Section::Cksum {
+        batches: plan.cksum.batches,
+        records,
+        sweep_model,
+    })?;
+
+    // 1989: users typing through rlogind, one relay design against
+    // another; the real servers beside them where this machine has them.
+    eprintln!(
+        "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
+        plan.login.users, plan.login.duration_s
+    );
+    let mut typing = LoginMeasure::new(DEFAULT_CORPUS.as_bytes().to_vec())?;
+    let records = runner.grid(&mut typing, &plan.login_cells)?;
+    show(Section::Login {
+        window_s: plan.login.duration_s,
+        records,
+    })?;
+
+    // 1987: text typed to a terminal through each design, per KB.
+    let corpus_dir = tempfile::tempdir()?;
+    let corpus = corpus_dir.path().join("corpus.txt");
+    write_corpus(&corpus, plan.output.size)?;
+    eprintln!(
+        "lab: output, {} typed through each relay design",
+        plan.output.size
+    );
+    let records = runner.grid(&mut OutputMeasure { file: corpus }, &plan.output_cells)?;
+    show(Section::Output {
+        bytes: plan.output.size,
+        records,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::protocol::Amount;
 
     #[test]
     fn the_quick_profile_keeps_the_lab_short_and_the_full_one_the_sources_counts() {

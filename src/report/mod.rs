@@ -6,6 +6,7 @@ pub mod csv;
 pub mod figures;
 pub mod historical;
 pub mod html;
+pub mod lab;
 pub mod login;
 pub mod rpc;
 pub mod tables;
