@@ -8,8 +8,6 @@ use crate::experiment::login::{
     DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limit,
 };
 use crate::experiment::runner::Runner;
-use crate::measure::host::HostFacts;
-use crate::record::{RecordData, RecordWriter};
 use crate::report;
 use anyhow::{Context, bail};
 use clap::Args;
@@ -56,10 +54,6 @@ pub struct LoginExperimentArgs {
     /// A text file to type instead of the built-in paragraph.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
-    #[arg(long, default_value = "netlab-results.jsonl")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
     /// Find, per server and protocol, the most users it serves with a
     /// "normal" verdict: doubling from the first --users value, then bisecting.
     #[arg(long)]
@@ -68,10 +62,8 @@ pub struct LoginExperimentArgs {
     /// limit is /proc/sys/kernel/pty/max).
     #[arg(long, default_value_t = 3000)]
     pub max_users: usize,
-    /// Stop at the first failed cell (it is recorded); by default a failed
-    /// cell is recorded with its reason and the rest go on.
-    #[arg(long)]
-    pub fail_fast: bool,
+    #[command(flatten)]
+    pub run: super::run::RunOptions,
 }
 
 impl LoginExperimentArgs {
@@ -127,18 +119,15 @@ fn run_find_limit(
             &mut records,
         )?);
     }
-    if args.json {
-        out.json(&serde_json::json!({
-            "experiment": "login",
-            "find_limit": limits,
-            "records_file": args.out,
-            "records": records,
-        }))?;
-    } else {
-        out.text(&report::login::limits_table(args.rate, &limits))?;
-        eprintln!("records appended to {}", args.out.display());
-    }
-    Ok(())
+    let doc = serde_json::json!({
+        "experiment": "login",
+        "find_limit": limits,
+        "records": records,
+    });
+    // A limit is found even when its probes failed: no failure check.
+    args.run.finish(out, &[], doc, || {
+        report::login::limits_table(args.rate, &limits)
+    })
 }
 
 pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -151,46 +140,22 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
         bail!("the corpus has no typeable characters");
     }
-    let mut writer = RecordWriter::append(&args.out)
-        .with_context(|| format!("cannot open {}", args.out.display()))?;
+    let mut writer = args.run.writer()?;
     // One idle baseline for the run, before any cell starts anything.
     let mut measure = LoginMeasure::new(corpus)?;
-    let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
-        .fail_fast(args.fail_fast)
-        .progress(!args.json);
+    let mut runner = args.run.runner(&mut writer);
     if args.find_limit {
         return run_find_limit(&args, &plan, &mut measure, &mut runner, out);
     }
     let records = runner.grid(&mut measure, &plan.cells())?;
-    if args.json {
-        out.json(&serde_json::json!({
-            "experiment": "login",
-            "records_file": args.out,
-            "records": records,
-        }))?;
-    } else {
-        out.text(&format!(
-            "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n",
+    let doc = serde_json::json!({ "experiment": "login", "records": records });
+    args.run.finish(out, &records, doc, || {
+        format!(
+            "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n{}",
             args.rate,
             args.duration.as_secs_f64(),
-            args.warmup.as_secs_f64()
-        ))?;
-        out.text(&report::login::table(&records))?;
-        eprintln!("records appended to {}", args.out.display());
-    }
-    if !records.iter().any(|r| {
-        matches!(
-            &r.data,
-            RecordData::Login {
-                result: Some(_),
-                ..
-            }
+            args.warmup.as_secs_f64(),
+            report::login::table(&records)
         )
-    }) {
-        bail!(
-            "every cell failed; see the records in {}",
-            args.out.display()
-        );
-    }
-    Ok(())
+    })
 }

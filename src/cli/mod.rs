@@ -14,12 +14,12 @@ pub mod placement;
 pub mod report;
 pub mod rpc;
 pub mod rpc_experiment;
+pub mod run;
 pub mod stream;
 pub mod sweep;
 pub mod testbed;
 
 use crate::experiment::MeasureError;
-use crate::record::Record;
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
@@ -64,25 +64,16 @@ pub enum Commands {
 impl Commands {
     fn json(&self) -> bool {
         match self {
-            Commands::Stream(a) => a.common.json,
+            Commands::Stream(a) => a.common.run.json,
             Commands::Sweep(a) => a.json(),
-            Commands::Rpc(a) => a.command.is_none() && a.experiment.json,
-            Commands::Cksum(a) => a.json,
-            Commands::Login(a) => a.command.is_none() && a.experiment.json,
-            Commands::Output(a) => a.json,
+            Commands::Rpc(a) => a.command.is_none() && a.experiment.run.json,
+            Commands::Cksum(a) => a.run.json,
+            Commands::Login(a) => a.command.is_none() && a.experiment.run.json,
+            Commands::Output(a) => a.run.json,
             Commands::Lab(_) | Commands::Report(_) | Commands::Testbed(_) | Commands::Endpoint => {
                 false
             }
         }
-    }
-}
-
-/// A run whose every cell failed is a failed run: its first reason, with
-/// where the records are. Some cells failing is not: they show in the table.
-pub fn every_cell_failed(records: &[Record]) -> anyhow::Result<()> {
-    match records.iter().find_map(|r| r.error.as_deref()) {
-        Some(error) if records.iter().all(|r| r.error.is_some()) => anyhow::bail!("{error}"),
-        _ => Ok(()),
     }
 }
 

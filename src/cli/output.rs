@@ -6,13 +6,9 @@
 use super::Output;
 use crate::experiment::login::{Dialect, Target};
 use crate::experiment::output::{OutputMeasure, OutputPlan, write_corpus};
-use crate::experiment::runner::Runner;
-use crate::measure::host::HostFacts;
-use crate::record::RecordWriter;
 use crate::report;
 use anyhow::{Context, bail};
 use clap::Args;
-use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -51,14 +47,8 @@ pub struct OutputArgs {
     /// output until the client's delayed ACK; telnetd has no such switch).
     #[arg(long)]
     pub nodelay: bool,
-    #[arg(long, default_value = "netlab-results.jsonl")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
-    /// Stop at the first failed cell (it is recorded); by default a failed
-    /// cell is recorded with its reason and the rest go on.
-    #[arg(long)]
-    pub fail_fast: bool,
+    #[command(flatten)]
+    pub run: super::run::RunOptions,
 }
 
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -80,33 +70,19 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         baud: args.baud,
         nodelay: args.nodelay,
     };
-    let mut writer = RecordWriter::append(&args.out)
-        .with_context(|| format!("cannot open {}", args.out.display()))?;
-    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
-        .fail_fast(args.fail_fast)
-        .progress(!args.json)
+    let mut writer = args.run.writer()?;
+    let records = args
+        .run
+        .runner(&mut writer)
         .grid(&mut OutputMeasure { file }, &plan.cells())?;
-    if args.json {
-        out.json(&serde_json::json!({
-            "experiment": "output",
-            "records_file": args.out,
-            "records": records,
-        }))?;
-    } else {
-        out.text(&format!(
-            "netlab output: {} of text typed through each server ({})\n",
+    let doc = serde_json::json!({ "experiment": "output", "records": records });
+    args.run.finish(out, &records, doc, || {
+        format!(
+            "netlab output: {} of text typed through each server ({})\n{}",
             crate::units::format_size(args.size),
             args.baud
-                .map_or("unpaced".to_string(), |b| format!("paced to {b} baud"))
-        ))?;
-        out.text(&report::login::output_table(&records))?;
-        eprintln!("records appended to {}", args.out.display());
-    }
-    if records.iter().all(|r| r.error.is_some()) {
-        bail!(
-            "every cell failed; see the records in {}",
-            args.out.display()
-        );
-    }
-    Ok(())
+                .map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
+            report::login::output_table(&records)
+        )
+    })
 }

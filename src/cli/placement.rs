@@ -1,6 +1,6 @@
 //! The placement and link options every experiment takes.
 
-use crate::testbed::link::{self, LinkProfile};
+use crate::testbed::link::{LinkOverrides, LinkProfile};
 use crate::testbed::netns::has_net_admin;
 use crate::testbed::{LinkVia, Placement};
 use anyhow::bail;
@@ -87,35 +87,15 @@ impl PlacementArgs {
             }
             return Ok(Placement::Loopback);
         }
-        let mut profile = match &self.link {
-            Some(name) => LinkProfile::named(name)?,
-            None => LinkProfile::default(),
-        };
-        if let Some(rate) = &self.rate {
-            profile.rate_bps = Some(link::parse_rate(rate)?);
-        }
-        if let Some(delay) = &self.delay {
-            profile.delay_us = link::parse_delay("delay", delay)?;
-        }
-        if let Some(jitter) = &self.jitter {
-            profile.jitter_us = link::parse_delay("jitter", jitter)?;
-        }
-        if let Some(loss) = &self.loss {
-            profile.loss_pct = link::parse_loss(loss)?;
-        }
-        if let Some(mtu) = self.mtu {
-            profile.mtu = u32::try_from(mtu).map_err(|_| link::LinkError::Mtu(0))?;
-            if mtu > i64::from(u32::MAX) {
-                return Err(link::LinkError::Mtu(u32::MAX).into());
-            }
-        }
-        if let Some(queue) = &self.queue {
-            profile.queue_bytes = Some(link::parse_queue(queue)?);
-        }
-        if self.link.is_none() && self.rate.is_none() {
-            profile.name = None;
-        }
-        profile.validate()?;
+        let profile = LinkProfile::with_overrides(&LinkOverrides {
+            profile: self.link.clone(),
+            rate: self.rate.clone(),
+            delay: self.delay.clone(),
+            jitter: self.jitter.clone(),
+            loss: self.loss.clone(),
+            mtu: self.mtu,
+            queue: self.queue.clone(),
+        })?;
         Ok(Placement::Netns {
             link: profile,
             via: match self.link_via {

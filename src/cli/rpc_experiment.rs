@@ -3,16 +3,11 @@
 //! Arguments become an [`RpcPlan`]; `experiment::rpc_search` runs it.
 
 use super::Output;
-use crate::analysis::rpc::results;
 use crate::experiment::rpc::{ClientOptions, Proto, RpcMeasure, RpcPlan, ServerOptions, Strategy};
 use crate::experiment::rpc_search;
-use crate::experiment::runner::Runner;
-use crate::measure::host::HostFacts;
-use crate::record::RecordWriter;
 use crate::report::{self, historical};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StrategyArg {
@@ -72,14 +67,8 @@ pub struct RpcExperimentArgs {
     /// Range for --find-cliffs.
     #[arg(long, default_value = "0..12000")]
     pub cliff_range: String,
-    #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
-    /// Stop at the first failed cell (it is recorded); by default a failed
-    /// cell is recorded with its reason and the rest go on.
-    #[arg(long)]
-    pub fail_fast: bool,
+    #[command(flatten)]
+    pub run: super::run::RunOptions,
 }
 
 /// `--pin CLIENT,SERVER`: two CPU numbers this process may run on.
@@ -202,11 +191,8 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     for note in &plan.skipped {
         eprintln!("netlab rpc: {note}");
     }
-    let mut writer = RecordWriter::append(&args.out)
-        .with_context(|| format!("cannot open {}", args.out.display()))?;
-    let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
-        .fail_fast(args.fail_fast)
-        .progress(!args.json);
+    let mut writer = args.run.writer()?;
+    let mut runner = args.run.runner(&mut writer);
     if let Some((lo, hi)) = cliff_range {
         let ranges =
             rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi).map_err(|e| {
@@ -216,49 +202,40 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
                     other => other.into(),
                 }
             })?;
-        if args.json {
-            out.json(&serde_json::json!({
-                "experiment": "rpc-find-cliffs",
-                "strategy": plan.strategy.name(),
-                "range": [lo, hi],
-                "stall_ranges": ranges,
-                "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
-            }))?;
-        } else {
-            out.text(&report::rpc::stall_ranges_text(
+        let doc = serde_json::json!({
+            "experiment": "rpc-find-cliffs",
+            "strategy": plan.strategy.name(),
+            "range": [lo, hi],
+            "stall_ranges": ranges,
+            "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+        });
+        return args.run.finish(out, &[], doc, || {
+            report::rpc::stall_ranges_text(
                 plan.strategy.name(),
                 &plan.placements,
                 &ranges,
                 (lo, hi),
                 rpc_search::PROBE_CALLS,
-            ))?;
-        }
-        return Ok(());
+            )
+        });
     }
     let rpc_search::Explained {
         records,
         findings,
         reruns,
     } = rpc_search::measure_and_explain(&mut runner, &mut RpcMeasure, &plan)?;
-    if args.json {
-        out.json(&serde_json::json!({
-            "experiment": "rpc",
-            "records_file": args.out,
-            "findings": findings,
-            "records": records,
-            "diagnosis_records": reruns,
-            "skipped": plan.skipped,
-        }))?;
-    } else {
-        out.text(&plan.title())?;
-        out.text(&report::rpc::table(&records, &findings))?;
-        eprintln!("records appended to {}", args.out.display());
-    }
-    if results(&records).is_empty() {
-        bail!(
-            "every cell failed; see the records in {}",
-            args.out.display()
-        );
-    }
-    Ok(())
+    let doc = serde_json::json!({
+        "experiment": "rpc",
+        "findings": findings,
+        "records": records,
+        "diagnosis_records": reruns,
+        "skipped": plan.skipped,
+    });
+    args.run.finish(out, &records, doc, || {
+        format!(
+            "{}{}",
+            plan.title(),
+            report::rpc::table(&records, &findings)
+        )
+    })
 }

@@ -3,15 +3,11 @@
 use super::Output;
 use crate::analysis::stream::summary_json;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::runner::Runner;
 use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
-use crate::measure::host::HostFacts;
-use crate::record::RecordWriter;
 use crate::report::tables;
 use crate::units::{parse_duration, parse_size};
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
 
 fn size_arg(text: &str) -> Result<u64, String> {
     parse_size(text).map_err(|e| e.to_string())
@@ -90,16 +86,8 @@ pub struct StreamOptions {
     pub port: u16,
     #[command(flatten)]
     pub place: super::placement::PlacementArgs,
-    /// JSON Lines file the records are appended to.
-    #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
-    pub out: PathBuf,
-    /// Print one JSON document instead of tables.
-    #[arg(long)]
-    pub json: bool,
-    /// Stop at the first failed run (it is recorded); by default a failed
-    /// run is recorded with its reason and the rest go on.
-    #[arg(long)]
-    pub fail_fast: bool,
+    #[command(flatten)]
+    pub run: super::run::RunOptions,
 }
 
 impl StreamOptions {
@@ -181,32 +169,22 @@ impl StreamArgs {
 
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let config = args.common.config(args.amount(), args.record)?;
-    let mut writer = RecordWriter::append(&args.common.out)
-        .with_context(|| format!("cannot open {}", args.common.out.display()))?;
-    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
-        .fail_fast(args.common.fail_fast)
-        .progress(!args.common.json)
-        .grid(
-            &mut StreamMeasure,
-            &StreamCell::repeats(&config, args.repeat),
-        )?;
-    super::every_cell_failed(&records)?;
-    if args.common.json {
-        let summary = summary_json(&records);
-        out.json(&serde_json::json!({
-            "experiment": "stream",
-            "description": config.describe(),
-            "records_file": args.common.out,
-            "summary": summary,
-            "records": records,
-        }))?;
-    } else {
-        out.text(&tables::stream_table(&config.describe(), &records))?;
+    let run = &args.common.run;
+    let mut writer = run.writer()?;
+    let cells = StreamCell::repeats(&config, args.repeat);
+    let records = run.runner(&mut writer).grid(&mut StreamMeasure, &cells)?;
+    let doc = serde_json::json!({
+        "experiment": "stream",
+        "description": config.describe(),
+        "summary": summary_json(&records),
+        "records": records,
+    });
+    run.finish(out, &records, doc, || {
+        let mut text = tables::stream_table(&config.describe(), &records);
         if let Some(line) = tables::berkeley_then_now(&records) {
-            out.text(&line)?;
-            out.text("\n")?;
+            text.push_str(&line);
+            text.push('\n');
         }
-        eprintln!("records appended to {}", args.common.out.display());
-    }
-    Ok(())
+        text
+    })
 }

@@ -4,11 +4,8 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::runner::Runner;
 use crate::experiment::stream::StreamMeasure;
 use crate::experiment::sweep::{self, SweepConfig, summarize};
-use crate::measure::host::HostFacts;
-use crate::record::RecordWriter;
 use crate::report::tables;
 use crate::units::{format_size, parse_duration, parse_size, parse_size_list};
 use anyhow::{Context, bail};
@@ -23,7 +20,7 @@ pub struct SweepArgs {
 impl SweepArgs {
     pub fn json(&self) -> bool {
         match &self.target {
-            SweepTarget::Stream(a) => a.common.json,
+            SweepTarget::Stream(a) => a.common.run.json,
         }
     }
 }
@@ -87,11 +84,10 @@ impl SweepStreamArgs {
 pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
     let SweepTarget::Stream(args) = args.target;
     let config = args.config()?;
-    let mut writer = RecordWriter::append(&args.common.out)
-        .with_context(|| format!("cannot open {}", args.common.out.display()))?;
-    let records = Runner::new(HostFacts::gather(), Some(&mut writer))
-        .fail_fast(args.common.fail_fast)
-        .progress(!args.common.json)
+    let run = &args.common.run;
+    let mut writer = run.writer()?;
+    let records = run
+        .runner(&mut writer)
         .grid(&mut StreamMeasure, &sweep::cells(&config))?;
     let summary = summarize(&records, config.knee_fraction);
     let title = format!(
@@ -99,24 +95,14 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
         args.record,
         config.base.describe()
     );
-    if args.common.json {
-        out.json(&serde_json::json!({
-            "experiment": "sweep",
-            "target": "stream",
-            "description": title,
-            "records_file": args.common.out,
-            "summary": summary,
-            "records": records,
-        }))?;
-    } else {
-        out.text(&tables::sweep_table(&title, &summary, &records))?;
-        eprintln!("records appended to {}", writer.path().display());
-    }
-    if summary.points.is_empty() {
-        bail!(
-            "every size failed; see the records in {}",
-            writer.path().display()
-        );
-    }
-    Ok(())
+    let doc = serde_json::json!({
+        "experiment": "sweep",
+        "target": "stream",
+        "description": title,
+        "summary": summary,
+        "records": records,
+    });
+    run.finish(out, &records, doc, || {
+        tables::sweep_table(&title, &summary, &records)
+    })
 }

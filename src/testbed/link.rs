@@ -221,6 +221,55 @@ pub fn parse_queue(text: &str) -> Result<u64, LinkError> {
     Ok(bytes)
 }
 
+/// A link as a user gives it: a named profile (or none) and overrides of
+/// its parameters, each as typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkOverrides {
+    pub profile: Option<String>,
+    pub rate: Option<String>,
+    pub delay: Option<String>,
+    pub jitter: Option<String>,
+    pub loss: Option<String>,
+    pub mtu: Option<i64>,
+    pub queue: Option<String>,
+}
+
+impl LinkProfile {
+    /// The named profile (or the default link) with each given parameter
+    /// replacing its own, validated. A link with neither a name nor a rate
+    /// of its own is anonymous.
+    pub fn with_overrides(given: &LinkOverrides) -> Result<LinkProfile, LinkError> {
+        let mut profile = match &given.profile {
+            Some(name) => LinkProfile::named(name)?,
+            None => LinkProfile::default(),
+        };
+        if let Some(rate) = &given.rate {
+            profile.rate_bps = Some(parse_rate(rate)?);
+        }
+        if let Some(delay) = &given.delay {
+            profile.delay_us = parse_delay("delay", delay)?;
+        }
+        if let Some(jitter) = &given.jitter {
+            profile.jitter_us = parse_delay("jitter", jitter)?;
+        }
+        if let Some(loss) = &given.loss {
+            profile.loss_pct = parse_loss(loss)?;
+        }
+        if let Some(mtu) = given.mtu {
+            profile.mtu = u32::try_from(mtu)
+                .map_err(|_| LinkError::Mtu(if mtu < 0 { 0 } else { u32::MAX }))?;
+        }
+        if let Some(queue) = &given.queue {
+            profile.queue_bytes = Some(parse_queue(queue)?);
+        }
+        if given.profile.is_none() && given.rate.is_none() {
+            profile.name = None;
+        }
+        profile.validate()?;
+        Ok(profile)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,5 +339,36 @@ mod tests {
         assert_eq!(format_rate(1_000_000_000), "1 Gbit/s");
         assert_eq!(format_rate(3_500_000), "3.5 Mbit/s");
         assert_eq!(format_rate(512_000), "512 kbit/s");
+    }
+
+    #[test]
+    fn overrides_replace_the_named_profile_s_values() {
+        let given = LinkOverrides {
+            profile: Some("ether10".into()),
+            delay: Some("5ms".into()),
+            mtu: Some(1280),
+            ..LinkOverrides::default()
+        };
+        let p = LinkProfile::with_overrides(&given).unwrap();
+        assert_eq!(p.name.as_deref(), Some("ether10"));
+        assert_eq!(p.rate_bps, Some(10_000_000));
+        assert_eq!((p.delay_us, p.mtu), (5000, 1280));
+        // No name and no rate: an anonymous link.
+        let p = LinkProfile::with_overrides(&LinkOverrides {
+            loss: Some("1%".into()),
+            ..LinkOverrides::default()
+        })
+        .unwrap();
+        assert_eq!((p.name, p.loss_pct), (None, 1.0));
+        for mtu in [-1, 500, 1 << 40] {
+            let given = LinkOverrides {
+                mtu: Some(mtu),
+                ..LinkOverrides::default()
+            };
+            assert!(matches!(
+                LinkProfile::with_overrides(&given),
+                Err(LinkError::Mtu(_))
+            ));
+        }
     }
 }

@@ -1,0 +1,72 @@
+//! What every experiment's command shares: where its records go, how it
+//! prints, whether it stops at the first failed cell; and the steps around
+//! its grid (open the records file, make the runner, print the JSON document
+//! or the text, fail when no cell measured anything).
+
+use super::Output;
+use crate::experiment::runner::Runner;
+use crate::measure::host::HostFacts;
+use crate::record::{Record, RecordWriter};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Args)]
+pub struct RunOptions {
+    /// JSON Lines file the records are appended to.
+    #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
+    pub out: PathBuf,
+    /// Print one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Stop at the first failed cell (it is recorded); by default a failed
+    /// cell is recorded with its reason and the rest go on.
+    #[arg(long)]
+    pub fail_fast: bool,
+}
+
+impl RunOptions {
+    /// The records file, opened for appending.
+    pub fn writer(&self) -> anyhow::Result<RecordWriter> {
+        RecordWriter::append(&self.out)
+            .with_context(|| format!("cannot open {}", self.out.display()))
+    }
+
+    /// A runner over `writer` with these options, on this host.
+    pub fn runner<'w>(&self, writer: &'w mut RecordWriter) -> Runner<'w> {
+        Runner::new(HostFacts::gather(), Some(writer))
+            .fail_fast(self.fail_fast)
+            .progress(!self.json)
+    }
+
+    /// Prints `doc` (with `records_file` added) under `--json`, or `text`;
+    /// a run whose every cell failed is an error instead of a document (so
+    /// `--json` prints one document either way).
+    pub fn finish(
+        &self,
+        out: &mut Output,
+        records: &[Record],
+        mut doc: serde_json::Value,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        let every_cell_failed = !records.is_empty() && records.iter().all(|r| r.error.is_some());
+        if self.json && !every_cell_failed {
+            doc["records_file"] = serde_json::json!(self.out);
+            out.json(&doc)?;
+        } else if !self.json {
+            out.text(&text())?;
+            eprintln!("records appended to {}", self.out.display());
+        }
+        if every_cell_failed {
+            let first = records
+                .iter()
+                .find_map(|r| r.error.as_deref())
+                .unwrap_or("");
+            anyhow::bail!(
+                "every cell failed ({first}); see the records in {}",
+                self.out.display()
+            );
+        }
+        Ok(())
+    }
+}
