@@ -5,7 +5,7 @@
 
 use super::Output;
 use crate::experiment::login::{
-    DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limit,
+    DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limits,
 };
 use crate::experiment::runner::Runner;
 use crate::report;
@@ -93,32 +93,7 @@ fn run_find_limit(
 ) -> anyhow::Result<()> {
     let start = plan.users.first().copied().unwrap_or(16);
     let mut records = Vec::new();
-    let mut limits = Vec::new();
-    let mut seen = Vec::new();
-    for template in plan.cells() {
-        let key = (
-            template.relay,
-            template.protocol,
-            template.placement.clone(),
-        );
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
-        eprintln!(
-            "find-limit: {} {} from {start} users",
-            template.relay.name(),
-            template.protocol.name()
-        );
-        limits.push(find_limit(
-            runner,
-            measure,
-            &template,
-            start,
-            args.max_users,
-            &mut records,
-        )?);
-    }
+    let limits = find_limits(runner, measure, plan, start, args.max_users, &mut records)?;
     let doc = serde_json::json!({
         "experiment": "login",
         "find_limit": limits,

@@ -71,22 +71,6 @@ pub struct RpcExperimentArgs {
     pub run: super::run::RunOptions,
 }
 
-/// `--pin CLIENT,SERVER`: two CPU numbers this process may run on.
-fn parse_pin(text: &str) -> anyhow::Result<(usize, usize)> {
-    let usage = || {
-        anyhow::anyhow!(
-            "--pin {text}: give two CPU numbers, the client's and the server's (e.g. --pin 0,1)"
-        )
-    };
-    let (client, server) = text.split_once(',').ok_or_else(usage)?;
-    let cpu = |s: &str| s.trim().parse::<usize>().map_err(|_| usage());
-    let (client, server) = (cpu(client)?, cpu(server)?);
-    for cpu in [client, server] {
-        crate::endpoint::pin::check(cpu).map_err(|e| anyhow::anyhow!("--pin {text}: {e}"))?;
-    }
-    Ok((client, server))
-}
-
 fn parse_sizes(text: &str) -> anyhow::Result<Vec<usize>> {
     if let Some((lo, hi)) = text.split_once("..") {
         let lo: usize = lo.trim().parse().context("size range start")?;
@@ -127,7 +111,13 @@ impl RpcExperimentArgs {
                 other => bail!("unknown protocol \"{other}\" (tcp or udp)"),
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let pin = self.pin.as_deref().map(parse_pin).transpose()?;
+        let pin = self
+            .pin
+            .as_deref()
+            .map(|text| {
+                crate::endpoint::pin::parse_pair(text).with_context(|| format!("--pin {text}"))
+            })
+            .transpose()?;
         let defaults = RpcPlan::default();
         let (placements, skipped) = if self.placements.is_empty() {
             let names: Vec<String> = defaults

@@ -18,6 +18,8 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum PinError {
+    #[error("\"{0}\": give two CPU numbers, the client's and the server's (e.g. 0,1)")]
+    Pair(String),
     #[error("CPU {cpu} is not one this process may run on (allowed: {allowed})")]
     NotAllowed { cpu: usize, allowed: String },
     #[error("pinning to CPU {cpu}: {source}")]
@@ -70,6 +72,17 @@ pub fn check(cpu: usize) -> Result<(), PinError> {
     }
 }
 
+/// `CLIENT,SERVER`: two CPUs this process may run on (`netlab rpc --pin`).
+pub fn parse_pair(text: &str) -> Result<(usize, usize), PinError> {
+    let usage = || PinError::Pair(text.to_string());
+    let (client, server) = text.split_once(',').ok_or_else(usage)?;
+    let cpu = |s: &str| s.trim().parse::<usize>().map_err(|_| usage());
+    let (client, server) = (cpu(client)?, cpu(server)?);
+    check(client)?;
+    check(server)?;
+    Ok((client, server))
+}
+
 /// Pins the calling thread (and the threads it starts from now on) to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
     check(cpu)?;
@@ -110,5 +123,21 @@ mod tests {
     fn a_cpu_outside_the_allowed_set_is_refused_by_name() {
         let err = pin_current_thread(100_000).unwrap_err().to_string();
         assert!(err.contains("CPU 100000 is not one"), "{err}");
+    }
+
+    #[test]
+    fn a_pair_is_two_allowed_cpus() {
+        let first = allowed_cpus()[0];
+        assert_eq!(
+            parse_pair(&format!("{first}, {first}")).unwrap(),
+            (first, first)
+        );
+        for bad in ["0", "0,x", ",", ""] {
+            assert!(matches!(parse_pair(bad), Err(PinError::Pair(_))), "{bad}");
+        }
+        assert!(matches!(
+            parse_pair(&format!("{first},100000")),
+            Err(PinError::NotAllowed { cpu: 100000, .. })
+        ));
     }
 }

@@ -615,6 +615,35 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
     })
 }
 
+/// [`find_limit`] for each server, protocol and placement of the plan, in
+/// turn, from `start` users up to `max_users`.
+pub fn find_limits<M: MeasureCell<Cell = LoginParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    plan: &LoginPlan,
+    start: usize,
+    max_users: usize,
+    records: &mut Vec<Record>,
+) -> Result<Vec<Limit>, MeasureError> {
+    let mut limits = Vec::new();
+    let mut seen = Vec::new();
+    for template in plan.cells() {
+        let key = (
+            template.relay,
+            template.protocol,
+            template.placement.clone(),
+        );
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        limits.push(find_limit(
+            runner, measure, &template, start, max_users, records,
+        )?);
+    }
+    Ok(limits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -685,6 +714,30 @@ mod tests {
             limit.why
         );
         assert_eq!(records.len(), probed.len(), "every probe is recorded");
+    }
+
+    #[test]
+    fn every_server_gets_its_own_search() {
+        let plan = LoginPlan {
+            users: vec![16, 32],
+            relays: vec![Target::Fork, Target::Epoll],
+            ..LoginPlan::quick()
+        };
+        let mut mock = Mock::new(server(100, 0.0));
+        let mut records = Vec::new();
+        let limits = find_limits(&mut runner(), &mut mock, &plan, 16, 3000, &mut records).unwrap();
+        let servers: Vec<Target> = limits.iter().map(|l| l.relay).collect();
+        assert_eq!(
+            servers,
+            [Target::Fork, Target::Epoll],
+            "once each, not per user count"
+        );
+        assert!(
+            limits
+                .iter()
+                .all(|l| l.sustains == 96 && l.degraded_at == Some(104))
+        );
+        assert_eq!(records.len(), mock.measured.len());
     }
 
     #[test]
