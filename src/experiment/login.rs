@@ -487,17 +487,9 @@ impl MeasureCell for LoginMeasure {
             &self.stop,
             Some(self.baseline_busy_cpus),
         );
-        let (result, error) = match outcome {
-            Ok(result) => (Some(Box::new(result)), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
-        Ok(Measured {
-            placement: cell.placement.name().into(),
-            data: RecordData::Login {
-                params: cell.clone(),
-                result,
-            },
-            error,
+        super::measured(cell.placement.name(), outcome, |result| RecordData::Login {
+            params: cell.clone(),
+            result,
         })
     }
 }

@@ -101,14 +101,14 @@ impl CellError {
 /// Turns a run's outcome into what the runner records: the result, or the
 /// error that ended it (an interruption ends the grid instead). `data`
 /// builds the experiment's part from the result, absent when the run failed.
-pub fn measured<T>(
+pub fn measured<T, E: Into<CellError>>(
     placement: &str,
-    outcome: Result<T, ControlError>,
+    outcome: Result<T, E>,
     data: impl FnOnce(Option<Box<T>>) -> RecordData,
 ) -> Result<Measured, Interrupted> {
-    let (result, error) = match outcome {
+    let (result, error) = match outcome.map_err(Into::into) {
         Ok(result) => (Some(Box::new(result)), None),
-        Err(ControlError::Interrupted) => return Err(Interrupted),
+        Err(CellError::Control(ControlError::Interrupted)) => return Err(Interrupted),
         Err(e) => (None, Some(e.to_string())),
     };
     Ok(Measured {

@@ -426,17 +426,13 @@ impl MeasureCell for OutputMeasure {
     }
 
     fn measure(&mut self, cell: &OutputParams) -> Result<Measured, Interrupted> {
-        let (result, error) = match run_cell(cell, &self.file) {
-            Ok(r) => (Some(Box::new(r)), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
-        Ok(Measured {
-            placement: cell.placement.name().into(),
-            data: RecordData::Output {
+        super::measured(
+            cell.placement.name(),
+            run_cell(cell, &self.file),
+            |result| RecordData::Output {
                 params: cell.clone(),
                 result,
             },
-            error,
-        })
+        )
     }
 }

@@ -323,6 +323,23 @@ mod tests {
         0.1 + size as f64 * 1e-5
     }
 
+    /// The search on loopback, with a path of this MSS, over `lo..=hi`.
+    fn search(
+        mock: &mut impl MeasureCell<Cell = RpcParams>,
+        mss: usize,
+        (lo, hi): (usize, usize),
+    ) -> Result<Vec<StallRange>, SearchError> {
+        find_cliffs_on(
+            &mut runner(),
+            mock,
+            &tcp_plan(),
+            &Placement::Loopback,
+            mss,
+            lo,
+            hi,
+        )
+    }
+
     fn tcp_plan() -> RpcPlan {
         RpcPlan {
             placements: vec![Placement::Loopback],
@@ -342,16 +359,7 @@ mod tests {
             };
             rpc_measured(cell, fast(cell.size) + stall)
         });
-        let ranges = find_cliffs_on(
-            &mut runner(),
-            &mut mock,
-            &tcp_plan(),
-            &Placement::Loopback,
-            1448,
-            0,
-            12000,
-        )
-        .unwrap();
+        let ranges = search(&mut mock, 1448, (0, 12000)).unwrap();
         assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!((ranges[0].from, ranges[0].to), (4097, 8192));
         assert!(!ranges[0].open_ended);
@@ -377,16 +385,7 @@ mod tests {
             let stall = if cell.size >= 9001 { 40.0 } else { 0.0 };
             rpc_measured(cell, fast(cell.size) + stall)
         });
-        let ranges = find_cliffs_on(
-            &mut runner(),
-            &mut mock,
-            &tcp_plan(),
-            &Placement::Loopback,
-            65483,
-            0,
-            12000,
-        )
-        .unwrap();
+        let ranges = search(&mut mock, 65483, (0, 12000)).unwrap();
         assert_eq!(ranges.len(), 1, "{ranges:?}");
         assert_eq!((ranges[0].from, ranges[0].to), (9001, 12000));
         assert!(ranges[0].open_ended);
@@ -395,16 +394,7 @@ mod tests {
     #[test]
     fn no_stall_no_range() {
         let mut mock = Mock::new(|cell: &RpcParams| rpc_measured(cell, fast(cell.size)));
-        let ranges = find_cliffs_on(
-            &mut runner(),
-            &mut mock,
-            &tcp_plan(),
-            &Placement::Loopback,
-            1448,
-            0,
-            12000,
-        )
-        .unwrap();
+        let ranges = search(&mut mock, 1448, (0, 12000)).unwrap();
         assert!(ranges.is_empty(), "{ranges:?}");
     }
 
@@ -424,16 +414,7 @@ mod tests {
                 rpc_measured(cell, fast(cell.size))
             }
         });
-        let err = find_cliffs_on(
-            &mut runner(),
-            &mut mock,
-            &tcp_plan(),
-            &Placement::Loopback,
-            1448,
-            0,
-            12000,
-        )
-        .unwrap_err();
+        let err = search(&mut mock, 1448, (0, 12000)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "probe at 4096 bytes failed: server endpoint died"
@@ -445,15 +426,7 @@ mod tests {
         let mut mock = Mock::new(|cell: &RpcParams| rpc_measured(cell, 1.0));
         for (lo, hi) in [(5, 5), (10, 2), (0, 60_001)] {
             assert!(matches!(
-                find_cliffs_on(
-                    &mut runner(),
-                    &mut mock,
-                    &tcp_plan(),
-                    &Placement::Loopback,
-                    1448,
-                    lo,
-                    hi
-                ),
+                search(&mut mock, 1448, (lo, hi)),
                 Err(SearchError::Range { .. })
             ));
         }
