@@ -163,6 +163,32 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// Byte counts that may be zero, as a list (`0,512,4K`) or as every
+/// integer of a range (`4000..4100`): RPC argument sizes.
+pub fn parse_count_list(text: &str) -> Result<Vec<usize>, UnitError> {
+    if let Some((lo, hi)) = text.split_once("..") {
+        let bound = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| UnitError::Range(text.into(), format!("\"{s}\" is not a byte count")))
+        };
+        let (lo, hi) = (bound(lo)?, bound(hi)?);
+        if lo > hi {
+            return Err(UnitError::Range(
+                text.into(),
+                "the low end is above the high end".into(),
+            ));
+        }
+        return Ok((lo..=hi).collect());
+    }
+    text.split(',')
+        .map(|s| match s.trim() {
+            "0" => Ok(0),
+            s => parse_size(s).map(|v| v as usize),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +262,17 @@ mod tests {
         for text in ["64", "1K", "128K", "4M", "1G", "1500"] {
             assert_eq!(format_size(parse_size(text).unwrap()), text);
         }
+    }
+
+    #[test]
+    fn count_lists_take_zero_and_every_integer_of_a_range() {
+        assert_eq!(parse_count_list("0,512,4K").unwrap(), [0, 512, 4096]);
+        assert_eq!(parse_count_list("4095..4097").unwrap(), [4095, 4096, 4097]);
+        assert!(parse_count_list("9..3").is_err());
+        assert!(parse_count_list("a..3").is_err());
+        assert!(matches!(
+            parse_count_list("4Q"),
+            Err(UnitError::UnknownSuffix(_))
+        ));
     }
 }

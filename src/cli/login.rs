@@ -8,7 +8,7 @@ use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
 use crate::experiment::endpoints::interrupted;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -117,19 +117,12 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
-    if !args.bind.is_loopback() {
-        if !args.allow_remote {
-            bail!(
-                "refusing to bind {} (not loopback) without --allow-remote: {} carries no encryption and the command runs as this user",
-                args.bind,
-                args.protocol
-            );
-        }
-        eprintln!(
-            "netlab login serve: warning: serving unencrypted {} on {}",
-            args.protocol, args.bind
-        );
-    }
+    super::check_bind(
+        "login serve",
+        args.bind,
+        args.allow_remote,
+        "the protocol carries no encryption and the command runs as this user",
+    )?;
     let bind = SocketAddr::new(args.bind, args.port);
     let running = server::Running::start(LoginServeSpec {
         bind,

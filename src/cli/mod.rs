@@ -77,6 +77,23 @@ impl Commands {
     }
 }
 
+/// Refuses a non-loopback `bind` unless `allow_remote`, and warns when it
+/// is allowed: `what` serves `why` to anyone who can reach the address.
+pub fn check_bind(
+    what: &str,
+    bind: std::net::IpAddr,
+    allow_remote: bool,
+    why: &str,
+) -> anyhow::Result<()> {
+    if !bind.is_loopback() {
+        if !allow_remote {
+            anyhow::bail!("refusing to bind {bind} (not loopback) without --allow-remote: {why}");
+        }
+        eprintln!("netlab {what}: warning: serving on {bind}, reachable from other hosts: {why}");
+    }
+    Ok(())
+}
+
 /// Standard output that treats a closed pipe as the reader's wish to stop.
 pub struct Output {
     closed: bool,

@@ -6,10 +6,10 @@ use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
 use crate::experiment::endpoints::interrupted;
 use crate::units::{parse_duration, parse_size};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -80,18 +80,12 @@ pub fn run(args: RpcArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
-    if !args.bind.is_loopback() {
-        if !args.allow_remote {
-            bail!(
-                "refusing to bind {} (not loopback) without --allow-remote",
-                args.bind
-            );
-        }
-        eprintln!(
-            "netlab rpc serve: warning: serving on {}, reachable from other hosts",
-            args.bind
-        );
-    }
+    super::check_bind(
+        "rpc serve",
+        args.bind,
+        args.allow_remote,
+        "any peer may call the program",
+    )?;
     let options = ServerOptions {
         max_record: args.max_record as usize,
         nodelay: args.nodelay,
@@ -106,26 +100,23 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
     let port = running.port();
     out.text(&format!("{port}\n"))?;
     let _ = std::io::stdout().flush();
-    let rpcbind_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, 111));
-    if args.register {
-        match rpcbind::register(rpcbind_addr, PROGRAM, VERSION, port) {
-            Ok(true) => eprintln!(
-                "netlab rpc serve: registered program {PROGRAM} version {VERSION} on port {port} with rpcbind"
-            ),
-            Ok(false) => bail!("rpcbind refused to register program {PROGRAM}"),
-            Err(e) => bail!("cannot register with rpcbind at {rpcbind_addr}: {e}"),
-        }
-    }
+    let registration = args
+        .register
+        .then(|| rpcbind::Registration::new(PROGRAM, VERSION, port))
+        .transpose()?;
     eprintln!(
-        "netlab rpc serve: program {PROGRAM} (0x{PROGRAM:08x}) version {VERSION} on {}:{port} TCP and UDP; Ctrl-C stops",
-        args.bind
+        "netlab rpc serve: program {PROGRAM} (0x{PROGRAM:08x}) version {VERSION} on {}:{port} TCP and UDP{}; Ctrl-C stops",
+        args.bind,
+        if registration.is_some() {
+            ", registered with rpcbind"
+        } else {
+            ""
+        }
     );
     while !interrupted() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    if args.register {
-        let _ = rpcbind::unregister(rpcbind_addr, PROGRAM, VERSION, port);
-    }
+    drop(registration);
     let report = running.stop();
     eprintln!(
         "netlab rpc serve: {} calls, {} connections, {} closed for misbehaving, {} records dropped",

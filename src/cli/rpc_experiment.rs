@@ -6,6 +6,7 @@ use super::Output;
 use crate::experiment::rpc::{ClientOptions, Proto, RpcMeasure, RpcPlan, ServerOptions, Strategy};
 use crate::experiment::rpc_search;
 use crate::report::{self, historical};
+use crate::units::parse_count_list;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 
@@ -71,32 +72,9 @@ pub struct RpcExperimentArgs {
     pub run: super::run::RunOptions,
 }
 
-fn parse_sizes(text: &str) -> anyhow::Result<Vec<usize>> {
-    if let Some((lo, hi)) = text.split_once("..") {
-        let lo: usize = lo.trim().parse().context("size range start")?;
-        let hi: usize = hi.trim().parse().context("size range end")?;
-        if lo > hi {
-            bail!("size range {text}: the low end is above the high end");
-        }
-        return Ok((lo..=hi).collect());
-    }
-    text.split(',')
-        .map(|s| {
-            let s = s.trim();
-            if s == "0" {
-                Ok(0)
-            } else {
-                crate::units::parse_size(s)
-                    .map(|v| v as usize)
-                    .map_err(|e| anyhow::anyhow!("--sizes: {e}"))
-            }
-        })
-        .collect()
-}
-
 impl RpcExperimentArgs {
     pub fn plan(&self) -> anyhow::Result<RpcPlan> {
-        let sizes = parse_sizes(&self.sizes)?;
+        let sizes = parse_count_list(&self.sizes).context("--sizes")?;
         if let Some(&big) = sizes.iter().find(|&&s| s > 60_000) {
             bail!(
                 "argument size {big} is too large: a UDP call must fit one datagram (at most 60000 bytes)"

@@ -39,9 +39,10 @@ impl RunOptions {
             .progress(!self.json)
     }
 
-    /// Prints `doc` (with `records_file` added) under `--json`, or `text`;
-    /// a run whose every cell failed is an error instead of a document (so
-    /// `--json` prints one document either way).
+    /// Prints `doc` (with `records_file` added) under `--json`, or `text`.
+    /// A run whose every cell failed prints neither: it is an error naming
+    /// the first reason and the records file (so `--json` prints one
+    /// document either way, the error's).
     pub fn finish(
         &self,
         out: &mut Output,
@@ -49,15 +50,7 @@ impl RunOptions {
         mut doc: serde_json::Value,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
-        let every_cell_failed = !records.is_empty() && records.iter().all(|r| r.error.is_some());
-        if self.json && !every_cell_failed {
-            doc["records_file"] = serde_json::json!(self.out);
-            out.json(&doc)?;
-        } else if !self.json {
-            out.text(&text())?;
-            eprintln!("records appended to {}", self.out.display());
-        }
-        if every_cell_failed {
+        if !records.is_empty() && records.iter().all(|r| r.error.is_some()) {
             let first = records
                 .iter()
                 .find_map(|r| r.error.as_deref())
@@ -66,6 +59,13 @@ impl RunOptions {
                 "every cell failed ({first}); see the records in {}",
                 self.out.display()
             );
+        }
+        if self.json {
+            doc["records_file"] = serde_json::json!(self.out);
+            out.json(&doc)?;
+        } else {
+            out.text(&text())?;
+            eprintln!("records appended to {}", self.out.display());
         }
         Ok(())
     }

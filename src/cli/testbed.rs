@@ -4,9 +4,9 @@
 use super::Output;
 use super::placement::PlacementArgs;
 use crate::experiment::{bed::Bed, endpoints::interrupted};
-use crate::report::tables::num;
+use crate::report;
 use crate::testbed::Placement;
-use crate::testbed::netns::{self, ADDR_A, ADDR_B, Runner};
+use crate::testbed::netns::{self, Runner};
 use clap::{Args, Subcommand};
 
 #[derive(Debug, Args)]
@@ -65,31 +65,13 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
 
 fn up(placement: &Placement, out: &mut Output) -> anyhow::Result<()> {
     let bed = Bed::create(placement)?.expect("a netns placement builds a testbed");
-    let facts = bed.testbed.facts();
-    out.text(&format!(
-        "up: {} ({ADDR_A}, {}) <-> {} ({ADDR_B}, {})\nlink: {}; built with {}\nrun tools with `ip netns exec {} ...`; Ctrl-C tears it down\n",
-        facts.namespaces[0],
-        facts.interfaces[0],
-        facts.namespaces[1],
-        facts.interfaces[1],
-        facts.profile.describe(),
-        facts.detail,
-        facts.namespaces[0],
-    ))?;
+    out.text(&report::testbed::up_text(bed.testbed.facts()))?;
     while !interrupted() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let outcome = bed.finish()?;
-    if let Some(e) = outcome.emulator {
-        out.text(&format!(
-            "emulator: forwarded {}/{} packets, its own delay p50 {} µs p99 {} µs, CPU {} s over {} s\n",
-            e.forwarded_packets[0],
-            e.forwarded_packets[1],
-            num(e.overhead_us_p50),
-            num(e.overhead_us_p99),
-            num(e.usage.cpu_s()),
-            num(e.wall_s)
-        ))?;
+    if let Some(e) = &outcome.emulator {
+        out.text(&report::testbed::emulator_line(e))?;
     }
     out.text("down\n")?;
     Ok(())

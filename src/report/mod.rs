@@ -10,3 +10,4 @@ pub mod lab;
 pub mod login;
 pub mod rpc;
 pub mod tables;
+pub mod testbed;

@@ -8,7 +8,8 @@
 use super::client::{CallError, call_once_tcp};
 use crate::wire::rpc::Call;
 use crate::wire::xdr::{Reader, Writer};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
+use thiserror::Error;
 
 pub const PMAP_PROGRAM: u32 = 100_000;
 pub const PMAP_VERSION: u32 = 2;
@@ -52,4 +53,40 @@ pub fn register(rpcbind: SocketAddr, prog: u32, vers: u32, port: u16) -> Result<
 /// Removes the mappings of `prog`/`vers` (all protocols).
 pub fn unregister(rpcbind: SocketAddr, prog: u32, vers: u32, port: u16) -> Result<bool, CallError> {
     boolean_call(rpcbind, PMAPPROC_UNSET, &mapping(prog, vers, 0, port))
+}
+
+/// rpcbind on this host.
+pub const LOCAL_RPCBIND: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 111);
+
+#[derive(Debug, Error)]
+pub enum RegisterError {
+    #[error("rpcbind refused to register program {0}")]
+    Refused(u32),
+    #[error("cannot register with rpcbind at {LOCAL_RPCBIND}: {0}")]
+    Call(#[from] CallError),
+}
+
+/// A program registered with the local rpcbind for as long as this lives.
+pub struct Registration {
+    prog: u32,
+    vers: u32,
+    port: u16,
+}
+
+impl Registration {
+    /// Registers `prog`/`vers` on `port` (TCP and UDP) with the local rpcbind.
+    pub fn new(prog: u32, vers: u32, port: u16) -> Result<Registration, RegisterError> {
+        if register(LOCAL_RPCBIND, prog, vers, port)? {
+            Ok(Registration { prog, vers, port })
+        } else {
+            Err(RegisterError::Refused(prog))
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = unregister(LOCAL_RPCBIND, self.prog, self.vers, self.port);
+    }
 }

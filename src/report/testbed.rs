@@ -1,0 +1,34 @@
+//! What `netlab testbed up` tells the person who keeps a testbed up: the
+//! two hosts, the link and how it was built, and the emulator's account.
+
+use super::tables::num;
+use crate::record::testbed::{EmulatorReport, LinkFacts};
+
+/// The hosts, their addresses and interfaces, the link, and how to use it.
+pub fn up_text(facts: &LinkFacts) -> String {
+    format!(
+        "up: {} ({}, {}) <-> {} ({}, {})\nlink: {}; built with {}\nrun tools with `ip netns exec {} ...`; Ctrl-C tears it down\n",
+        facts.namespaces[0],
+        facts.addresses[0],
+        facts.interfaces[0],
+        facts.namespaces[1],
+        facts.addresses[1],
+        facts.interfaces[1],
+        facts.profile.describe(),
+        facts.detail,
+        facts.namespaces[0],
+    )
+}
+
+/// The emulator's packets each way, its own delay and its CPU.
+pub fn emulator_line(e: &EmulatorReport) -> String {
+    format!(
+        "emulator: forwarded {}/{} packets, its own delay p50 {} µs p99 {} µs, CPU {} s over {} s\n",
+        e.forwarded_packets[0],
+        e.forwarded_packets[1],
+        num(e.overhead_us_p50),
+        num(e.overhead_us_p99),
+        num(e.usage.cpu_s()),
+        num(e.wall_s)
+    )
+}
