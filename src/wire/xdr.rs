@@ -27,6 +27,11 @@ pub enum XdrError {
     Padding(usize),
     #[error("XDR boolean at offset {offset} is {value}, not 0 or 1")]
     Bool { offset: usize, value: u32 },
+    /// RFC 4506 §4.11 strings are ASCII; netlab also takes UTF-8, but not
+    /// bytes that are neither (decoding them lossily would change the
+    /// string's length, so it could not be written back as it came).
+    #[error("XDR string at offset {0} is not text (neither ASCII nor UTF-8)")]
+    NotText(usize),
 }
 
 /// Bytes of zero padding that follow `len` bytes of opaque data.
@@ -172,7 +177,9 @@ impl<'a> Reader<'a> {
     /// A string of at most `bound` bytes (not required to be UTF-8 on the
     /// wire; invalid sequences are replaced).
     pub fn string(&mut self, bound: u32) -> Result<String, XdrError> {
-        Ok(String::from_utf8_lossy(self.opaque(bound)?).into_owned())
+        let offset = self.pos;
+        let bytes = self.opaque(bound)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| XdrError::NotText(offset))
     }
 
     /// The count of a variable-length array, at most `bound`.
@@ -268,5 +275,18 @@ mod tests {
             let _ = r.u64();
             let _ = r.array_len(16);
         }
+    }
+
+    #[test]
+    fn a_string_that_is_not_text_is_refused_not_rewritten() {
+        // Found by the rpc_server fuzz target's round trip: a lossy decode
+        // turned a 255-byte name into 339 bytes that could not be sent back.
+        let mut w = Writer::new();
+        w.opaque(&[0x66, 0xff, 0x6f]);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(r.string(255), Err(XdrError::NotText(0)));
+        let mut w = Writer::new();
+        w.string("hôte");
+        assert_eq!(Reader::new(&w.buf).string(255).unwrap(), "hôte");
     }
 }

@@ -635,6 +635,18 @@ mod tests {
             ok(&bad_sys, &[]),
             Reply::denied(9, RejectStat::AuthError(auth_stat::BADCRED))
         );
+        // A machine name that is not text (stamp 0, a 3-byte name with 0xff).
+        let mut not_text = Call::new(11, PROGRAM, 1, 0);
+        not_text.cred = OpaqueAuth {
+            flavor: AUTH_SYS,
+            body: vec![
+                0, 0, 0, 0, 0, 0, 0, 3, b'h', 0xff, b't', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ],
+        };
+        assert_eq!(
+            ok(&not_text, &[]),
+            Reply::denied(11, RejectStat::AuthError(auth_stat::BADCRED))
+        );
         let mut good_sys = Call::new(10, PROGRAM, 1, 0);
         good_sys.cred = AuthSys {
             stamp: 1,
