@@ -105,16 +105,6 @@ impl<'w> Runner<'w> {
         &self.host
     }
 
-    /// Records saved so far by this runner.
-    pub fn saved(&self) -> usize {
-        self.saved
-    }
-
-    /// Where the records go, if anywhere.
-    pub fn records_path(&self) -> Option<&std::path::Path> {
-        self.writer.as_deref().map(RecordWriter::path)
-    }
-
     /// Measures every cell in order; see the module's policy.
     pub fn grid<M: MeasureCell>(
         &mut self,
