@@ -4,7 +4,7 @@ use super::Output;
 use crate::analysis::stream::summary_json;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
-use crate::report::tables;
+use crate::report;
 use crate::units::{parse_duration, parse_size};
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -180,11 +180,6 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         "records": records,
     });
     run.finish(out, &records, doc, || {
-        let mut text = tables::stream_table(&config.describe(), &records);
-        if let Some(line) = tables::berkeley_then_now(&records) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
+        report::lab::stream_section(&config.describe(), &records)
     })
 }
