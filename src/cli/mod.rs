@@ -1,9 +1,14 @@
 //! The command line: one module per subcommand, each with its options beside
-//! its `run`. `main` only calls [`main`] here.
+//! its `run`, which turns them into a plan (`experiment`), runs it through
+//! the runner and prints what `report` makes of the records; [`run`] holds
+//! the options and steps every experiment shares. `main` only calls [`main`]
+//! here.
 //!
 //! Exit codes: 0 success (also when stdout is a closed pipe, as in
-//! `netlab ... | head`), 1 a failed run, 2 bad usage, 130 interrupted
-//! (records finished before the interrupt are kept).
+//! `netlab ... | head`; failed cells show in the table and the records), 1
+//! every cell failed, `--fail-fast` stopped at one, or bad configuration, 2
+//! bad usage, 130 interrupted (records finished before the interrupt are
+//! kept).
 
 pub mod cksum;
 pub mod lab;
