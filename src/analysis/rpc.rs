@@ -106,21 +106,14 @@ pub fn measured_records(records: &[Record]) -> Vec<Record> {
 
 /// The diagnosis reruns of one flagged cell: (change, median ms per call).
 pub fn diagnosis_reruns(records: &[Record], column: &str, size: usize) -> Vec<Rerun> {
-    records
-        .iter()
-        .filter_map(|r| match &r.data {
-            RecordData::Rpc {
-                params,
-                result: Some(result),
-            } if params.column() == column && params.size == size && !params.capture_timeline => {
-                match &params.purpose {
-                    Purpose::Diagnose(change) => Some(Rerun {
-                        change: change.clone(),
-                        ms_per_call: result.client.latency_us_p50 / 1e3,
-                    }),
-                    _ => None,
-                }
-            }
+    results(records)
+        .into_iter()
+        .filter(|(p, _)| p.column() == column && p.size == size && !p.capture_timeline)
+        .filter_map(|(p, r)| match &p.purpose {
+            Purpose::Diagnose(change) => Some(Rerun {
+                change: change.clone(),
+                ms_per_call: r.client.latency_us_p50 / 1e3,
+            }),
             _ => None,
         })
         .collect()
@@ -128,19 +121,13 @@ pub fn diagnosis_reruns(records: &[Record], column: &str, size: usize) -> Vec<Re
 
 /// The last call of the captured rerun of a flagged cell, as lines.
 pub fn captured_timeline(records: &[Record], column: &str, size: usize) -> Vec<String> {
-    records
-        .iter()
-        .find_map(|r| match &r.data {
-            RecordData::Rpc {
-                params,
-                result: Some(result),
-            } if params.capture_timeline && params.column() == column && params.size == size => {
-                result
-                    .capture
-                    .as_ref()
-                    .map(|c| last_call_timeline(&c.timeline, result.server_port))
-            }
-            _ => None,
+    results(records)
+        .into_iter()
+        .filter(|(p, _)| p.capture_timeline && p.column() == column && p.size == size)
+        .find_map(|(_, r)| {
+            r.capture
+                .as_ref()
+                .map(|c| last_call_timeline(&c.timeline, r.server_port))
         })
         .unwrap_or_default()
 }

@@ -278,7 +278,7 @@ impl EndpointProcess {
     }
 
     /// Asks the endpoint to leave and reaps it (killing it if it lingers).
-    pub fn finish(mut self) {
+    pub fn finish(&mut self) {
         let _ = self.send(&Command::Exit);
         self.stdin = None;
         let deadline = Instant::now() + Duration::from_secs(2);

@@ -4,7 +4,7 @@
 //! this host (root for the netns placement, telnetd and sshd where they are
 //! installed); what it leaves out is listed with the reason.
 
-use super::cksum::{CksumMeasure, CksumPlan};
+use super::cksum::{CksumMeasure, CksumPlan, PlanError};
 use super::login::{DEFAULT_CORPUS, LoginMeasure};
 use super::login::{Dialect, LoginParams, LoginPlan, Target};
 use super::output::{OutputMeasure, write_corpus};
@@ -46,8 +46,6 @@ pub struct LabPlan {
     /// 1987: text typed to a terminal through each design and real server.
     pub output: OutputPlan,
     pub output_cells: Vec<OutputParams>,
-    /// What this host could not run, and why.
-    pub skipped: Vec<String>,
 }
 
 /// The profile's counts; everything else is each experiment's own plan.
@@ -95,16 +93,8 @@ impl LabPlan {
         login: LoginPlan,
         output: OutputPlan,
     ) -> LabPlan {
-        let root = has_net_admin();
-        let mut skipped = Vec::new();
         let joy = StreamConfig::joy_1981();
-        let ether10 = root.then(remote_1989);
-        if ether10.is_none() {
-            skipped.push(
-                "stream, login and output over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)".to_string(),
-            );
-        }
-        skipped.extend(rpc.skipped.iter().cloned());
+        let ether10 = has_net_admin().then(remote_1989);
         // netlab's designs over rlogin; the real servers beside them
         // (telnetd over TELNET, sshd over SSH) where this machine has them.
         let mut servers: Vec<(Target, Dialect)> = Relay::ALL
@@ -113,15 +103,10 @@ impl LabPlan {
             .collect();
         if std::path::Path::new("/usr/sbin/telnetd").exists() {
             servers.push((Target::Telnetd, Dialect::Telnet));
-        } else {
-            skipped.push("inetutils telnetd (not installed)".into());
         }
         // SAFETY: geteuid has no preconditions.
-        let euid = unsafe { libc::geteuid() };
-        if std::path::Path::new("/usr/sbin/sshd").exists() && euid == 0 {
+        if std::path::Path::new("/usr/sbin/sshd").exists() && unsafe { libc::geteuid() } == 0 {
             servers.push((Target::Sshd, Dialect::Ssh));
-        } else {
-            skipped.push("OpenSSH sshd (needs /usr/sbin/sshd and root)".into());
         }
         let mut login_cells = Vec::new();
         for &users in &login.users {
@@ -160,24 +145,15 @@ impl LabPlan {
             );
         }
         LabPlan {
-            joy_ether10: ether10.map(|placement| StreamConfig {
-                placement: match placement {
-                    Placement::Netns {
-                        link,
-                        via,
-                        pcap,
-                        verbose,
-                        ..
-                    } => Placement::Netns {
-                        link,
-                        via,
-                        capture: true,
-                        pcap,
-                        verbose,
-                    },
-                    other => other,
-                },
-                ..joy.clone()
+            // The 1981 transfer over the Ethernet is watched on the wire.
+            joy_ether10: ether10.map(|mut placement| {
+                if let Placement::Netns { capture, .. } = &mut placement {
+                    *capture = true;
+                }
+                StreamConfig {
+                    placement,
+                    ..joy.clone()
+                }
             }),
             joy,
             joy_repeat: counts.joy_repeat,
@@ -189,7 +165,6 @@ impl LabPlan {
             login_cells,
             output,
             output_cells,
-            skipped,
         }
     }
 }
@@ -223,16 +198,16 @@ pub enum Section {
 
 /// Runs the plan, section by section, through `runner`, handing each
 /// finished section to `show` (which prints it) before the next starts.
-pub fn run<E: From<MeasureError> + From<CellError> + From<std::io::Error>>(
+pub fn run<E>(
     plan: &LabPlan,
     runner: &mut Runner,
     show: &mut dyn FnMut(Section) -> Result<(), E>,
-) -> Result<(), E> {
+) -> Result<(), E>
+where
+    E: From<MeasureError> + From<CellError> + From<PlanError> + From<std::io::Error>,
+{
     // Limits first: nothing runs if a later section could not.
-    let cksum_specs = plan
-        .cksum
-        .specs()
-        .map_err(|e| CellError::Refused(e.to_string()))?;
+    let cksum_specs = plan.cksum.specs()?;
 
     // 1981: Bill Joy's 4 MB in 1024-byte records.
     let joy = &plan.joy;

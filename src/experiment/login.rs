@@ -414,12 +414,7 @@ impl LoginPlan {
     ) -> LoginParams {
         LoginParams {
             relay,
-            // sshd's cells speak SSH whatever else is asked.
-            protocol: if relay == Target::Sshd {
-                Dialect::Ssh
-            } else {
-                protocol
-            },
+            protocol: relay.dialect_for(protocol),
             placement: placement.clone(),
             users,
             rate: self.rate,

@@ -388,11 +388,7 @@ impl OutputPlan {
                 for &relay in &self.relays {
                     let cell = OutputParams {
                         relay,
-                        protocol: if relay == Target::Sshd {
-                            Dialect::Ssh
-                        } else {
-                            protocol
-                        },
+                        protocol: relay.dialect_for(protocol),
                         placement: placement.clone(),
                         file_bytes: self.size,
                         baud: self.baud,

@@ -83,7 +83,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         }
         None => None,
     };
-    if let Some(capture) = capture {
+    if let Some(mut capture) = capture {
         capture.finish();
     }
     server.wait_through_interrupt();

@@ -21,12 +21,10 @@ use super::MeasureError;
 use super::rpc::{Proto, Purpose, RpcParams, RpcPlan, Strategy};
 use super::runner::{MeasureCell, Runner};
 use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs as model_cliffs};
-use crate::analysis::diagnosis::{Rerun, diagnose};
 use crate::analysis::rpc::{
-    Finding, StallRange, coarse_sizes, flag_cliffs, is_stall, mean_ms_per_100, mean_ms_per_call,
-    mss_for_mtu, results, stall_ranges,
+    Finding, StallRange, coarse_sizes, findings_from_records, flag_cliffs, is_stall,
+    mean_ms_per_call, mss_for_mtu, stall_ranges,
 };
-use crate::analysis::wire::last_call_timeline;
 use crate::record::{Record, RecordData};
 use crate::testbed::Placement;
 use std::collections::BTreeMap;
@@ -83,8 +81,10 @@ pub fn measure_and_explain<M: MeasureCell<Cell = RpcParams>>(
     })
 }
 
-/// Finds the cliffs among `records` and, if `diagnose_cells`, reruns each
-/// TCP cliff to name its cause. Returns the findings and the reruns' records.
+/// Finds the cliffs among `records` (the grid) and, if `diagnose_cells`,
+/// reruns each TCP cliff with one change at a time and once captured.
+/// Returns the findings, read from the records exactly as `netlab report`
+/// reads them ([`findings_from_records`]), and the reruns' records.
 pub fn find_and_diagnose<M: MeasureCell<Cell = RpcParams>>(
     runner: &mut Runner,
     measure: &mut M,
@@ -92,57 +92,43 @@ pub fn find_and_diagnose<M: MeasureCell<Cell = RpcParams>>(
     diagnose_cells: bool,
     rerun_calls: u32,
 ) -> Result<(Vec<Finding>, Vec<Record>), MeasureError> {
-    let mut findings = Vec::new();
-    let mut extra = Vec::new();
-    for (column, cliff, params, result) in flag_cliffs(records) {
-        let mut finding = Finding {
-            column: column.clone(),
-            size: params.size,
-            ratio: cliff.ratio,
-            ms_per_100_calls: mean_ms_per_100(result, params.calls),
-            diagnosis: None,
-            timeline: Vec::new(),
-        };
-        if diagnose_cells && params.proto == Proto::Tcp {
-            let mut reruns = Vec::new();
-            for (change, apply) in CHANGES {
-                let mut cell = params.clone();
-                apply(&mut cell);
-                cell.calls = rerun_calls;
-                cell.reps = 1;
-                cell.purpose = Purpose::Diagnose(change.into());
-                let record = runner.cell(measure, &cell)?;
-                if let Some((_, r)) = results(std::slice::from_ref(&record)).first() {
-                    reruns.push(Rerun {
-                        change: change.into(),
-                        ms_per_call: r.client.latency_us_p50 / 1e3,
-                    });
-                }
-                extra.push(record);
+    let mut reruns = Vec::new();
+    if diagnose_cells {
+        for (_, _, params, _) in flag_cliffs(records) {
+            if params.proto != Proto::Tcp {
+                continue;
             }
-            // One short run with the connection captured, to show a stalled call.
-            let mut cell = params.clone();
-            cell.calls = 3;
-            cell.reps = 1;
-            cell.capture_timeline = true;
-            cell.purpose = Purpose::Diagnose("packet timeline".into());
-            let record = runner.cell(measure, &cell)?;
-            if let Some((_, r)) = results(std::slice::from_ref(&record)).first()
-                && let Some(capture) = &r.capture
-            {
-                finding.timeline = last_call_timeline(&capture.timeline, r.server_port);
+            for cell in diagnosis_cells(params, rerun_calls) {
+                reruns.push(runner.cell(measure, &cell)?);
             }
-            extra.push(record);
-            finding.diagnosis = Some(diagnose(
-                result.client.latency_us_p50 / 1e3,
-                result.client.writes_per_call,
-                result.delayed_acks_per_call,
-                &reruns,
-            ));
         }
-        findings.push(finding);
     }
-    Ok((findings, extra))
+    let all: Vec<Record> = records.iter().chain(&reruns).cloned().collect();
+    Ok((findings_from_records(&all), reruns))
+}
+
+/// The reruns that explain a stalled cell: each of [`CHANGES`] alone, then
+/// one short run with the connection captured, to show a stalled call.
+fn diagnosis_cells(stalled: &RpcParams, rerun_calls: u32) -> Vec<RpcParams> {
+    let mut cells: Vec<RpcParams> = CHANGES
+        .iter()
+        .map(|(change, apply)| {
+            let mut cell = stalled.clone();
+            apply(&mut cell);
+            cell.calls = rerun_calls;
+            cell.reps = 1;
+            cell.purpose = Purpose::Diagnose((*change).into());
+            cell
+        })
+        .collect();
+    cells.push(RpcParams {
+        calls: 3,
+        reps: 1,
+        capture_timeline: true,
+        purpose: Purpose::Diagnose("packet timeline".into()),
+        ..stalled.clone()
+    });
+    cells
 }
 
 #[derive(Debug, Error)]

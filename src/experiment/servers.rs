@@ -26,7 +26,7 @@ use crate::endpoint::protocol::{Command as Control, Reply};
 pub use crate::record::login::{Dialect, Target};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,18 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The dialect a cell of this server speaks when `asked` is asked:
+    /// sshd's cells speak SSH whatever else is asked.
+    pub fn dialect_for(self, asked: Dialect) -> Dialect {
+        if self == Target::Sshd {
+            Dialect::Ssh
+        } else {
+            asked
+        }
+    }
+}
+
 impl Dialect {
     /// The protocol netlab's server speaks for this dialect (None for SSH).
     pub fn protocol(self) -> Option<Protocol> {
@@ -88,29 +100,26 @@ impl Dialect {
 /// or a testbed namespace on that side's address.
 #[derive(Debug, Clone)]
 pub struct Site {
-    pub netns: Option<PathBuf>,
-    pub addr: Ipv4Addr,
-    /// Starts netlab's own server as an endpoint at the serving end.
+    /// Places the serving end (and starts netlab's own server there).
     launcher: Launcher,
 }
 
 impl Site {
-    pub fn loopback() -> Site {
-        Site::serving_end(&Launcher::loopback())
-    }
-
     /// The serving end of a cell the launcher places.
     pub fn serving_end(launcher: &Launcher) -> Site {
         Site {
-            netns: launcher.netns(End::To),
-            addr: launcher.address(End::To),
             launcher: launcher.clone(),
         }
     }
 
+    /// The address the server listens on.
+    fn addr(&self) -> Ipv4Addr {
+        self.launcher.address(End::To)
+    }
+
     /// Makes `command` start inside this site's namespace.
     fn enter(&self, command: &mut Command) -> Result<(), CellError> {
-        if let Some(path) = &self.netns {
+        if let Some(path) = &self.launcher.netns(End::To) {
             let ns = std::fs::File::open(path).map_err(|e| {
                 CellError::io(format!("cannot open namespace {}", path.display()), e)
             })?;
@@ -232,7 +241,7 @@ impl ServerProcess {
                 if endpoint.send(&Control::Stop).is_ok() {
                     let _ = endpoint.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {});
                 }
-                let _ = endpoint.send(&Control::Exit);
+                endpoint.finish();
             }
             Root::Program(child) => {
                 if let Ok(None) = child.try_wait() {
@@ -329,10 +338,10 @@ fn wait_listening(server: &mut ServerProcess, what: &str) -> Result<(), CellErro
 /// A port free in the site's namespace: a fresh testbed namespace has every
 /// port free; on loopback the kernel picks one.
 fn free_port(site: &Site) -> Result<u16, CellError> {
-    if site.netns.is_some() {
+    if site.launcher.netns(End::To).is_some() {
         return Ok(2323);
     }
-    Ok(std::net::TcpListener::bind((site.addr, 0))?
+    Ok(std::net::TcpListener::bind((site.addr(), 0))?
         .local_addr()?
         .port())
 }
@@ -383,7 +392,7 @@ fn start_netlab(
         .launcher
         .spawn_logged("login server", End::To, log.reopen()?)?;
     endpoint.send(&Control::LoginServe(LoginServeSpec {
-        bind: SocketAddr::from((site.addr, 0)),
+        bind: SocketAddr::from((site.addr(), 0)),
         relay,
         protocol: protocol.name().to_string(),
         linemode: dialect.linemode(),
@@ -399,7 +408,7 @@ fn start_netlab(
     Ok(ServerProcess {
         root: Root::Endpoint(endpoint),
         log,
-        addr: SocketAddrV4::new(site.addr, port),
+        addr: SocketAddrV4::new(site.addr(), port),
         _script: None,
         sshd: None,
     })
@@ -427,7 +436,7 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> Result<ServerP
     let mut cmd = Command::new("socat");
     cmd.arg(format!(
         "TCP-LISTEN:{port},bind={},reuseaddr,fork,backlog=1024",
-        site.addr
+        site.addr()
     ))
     .arg(format!(
         "EXEC:{TELNETD} -h{linemode} -E {},nofork",
@@ -443,7 +452,7 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> Result<ServerP
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,
-        addr: SocketAddrV4::new(site.addr, port),
+        addr: SocketAddrV4::new(site.addr(), port),
         _script: Some(script),
         sshd: None,
     };
@@ -579,7 +588,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
     let host_public: Vec<&str> = host_public.split_whitespace().take(2).collect();
     std::fs::write(
         path("known_hosts"),
-        format!("[{}]:{port} {}\n", site.addr, host_public.join(" ")),
+        format!("[{}]:{port} {}\n", site.addr(), host_public.join(" ")),
     )?;
     let config = format!(
         "Port {port}\n\
@@ -601,7 +610,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
          UseDNS no\n\
          MaxStartups {startups}\n\
          LogLevel INFO\n",
-        addr = site.addr,
+        addr = site.addr(),
         host_key = path("host_key").display(),
         keys = path("authorized_keys").display(),
         user = setup.user,
@@ -624,7 +633,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,
-        addr: SocketAddrV4::new(site.addr, port),
+        addr: SocketAddrV4::new(site.addr(), port),
         _script: None,
         sshd: Some(setup),
     };

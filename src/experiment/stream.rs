@@ -147,12 +147,8 @@ impl StreamConfig {
 /// controller gives up on it.
 const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
 
-/// Runs one transfer. `progress` receives the receiver's byte count now and
-/// then, and `None` as a tick while waiting.
-pub fn run_once(
-    config: &StreamConfig,
-    progress: &mut dyn FnMut(Option<u64>),
-) -> Result<StreamResult, ControlError> {
+/// Runs one transfer.
+pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
     let launcher = Launcher::for_bed(bed.as_ref());
@@ -165,7 +161,9 @@ pub fn run_once(
         options: config.options.clone(),
         strategy: config.recv,
         verify: config.verify,
-        progress: true,
+        // Nothing reads byte counts during the run: the receiver sends none
+        // (no clock reads or control frames on its data path).
+        progress: false,
         interface: launcher.interface(End::To),
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
@@ -194,8 +192,8 @@ pub fn run_once(
     receiver.send(&Command::Go)?;
     sender.send(&Command::Go)?;
     // The sender finishes only after the receiver has closed, so wait for the
-    // sender first, forwarding the receiver's progress meanwhile (its report
-    // may come first).
+    // sender first, looking at the receiver meanwhile (its report may come
+    // first).
     let mut received = None;
     let sent = loop {
         match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
@@ -210,7 +208,7 @@ pub fn run_once(
                     });
                 }
                 if received.is_none() {
-                    received = receiver_progress(&mut receiver, progress)?;
+                    received = receiver_report(&mut receiver)?;
                 }
             }
             Err(e) => {
@@ -230,7 +228,7 @@ pub fn run_once(
     };
     let received = match received {
         Some(report) => report,
-        None => match receiver.recv(Some(Duration::from_secs(10)), "finishing", progress)? {
+        None => match receiver.recv(Some(Duration::from_secs(10)), "finishing", &mut |_| {})? {
             Reply::Done(report) => report,
             other => return Err(receiver.unexpected("finishing", &other)),
         },
@@ -255,13 +253,11 @@ pub fn run_once(
     })
 }
 
-/// Drains whatever progress the receiver reported, without blocking long;
-/// returns its report if it has finished.
-fn receiver_progress(
+/// The receiver's report if it has finished, without blocking long.
+fn receiver_report(
     receiver: &mut EndpointProcess,
-    progress: &mut dyn FnMut(Option<u64>),
 ) -> Result<Option<Box<EndpointReport>>, ControlError> {
-    match receiver.recv(Some(Duration::from_millis(1)), "receiving", progress) {
+    match receiver.recv(Some(Duration::from_millis(1)), "receiving", &mut |_| {}) {
         Ok(Reply::Done(report)) => Ok(Some(report)),
         Ok(other) => Err(receiver.unexpected("receiving", &other)),
         Err(ControlError::Timeout { .. }) => Ok(None),
@@ -307,14 +303,12 @@ impl MeasureCell for StreamMeasure {
 
     fn measure(&mut self, cell: &StreamCell) -> Result<Measured, Interrupted> {
         let config = &cell.config;
-        super::measured(
-            config.placement.name(),
-            run_once(config, &mut |_| {}),
-            |result| RecordData::Stream {
+        super::measured(config.placement.name(), run_once(config), |result| {
+            RecordData::Stream {
                 params: config.params(cell.repeat_index, cell.sweep.clone()),
                 result,
-            },
-        )
+            }
+        })
     }
 }
 
