@@ -15,12 +15,14 @@
 //! | [`testbed`] | placements: namespaces, link profiles, the wire emulator, capture |
 //! | [`endpoint`] | the programs at each end (sender, receiver, servers), run as child processes |
 //! | [`experiment`] | plans, the one runner and launcher, each experiment's orchestration and searches |
+//! | [`agent`] | `netlab agent serve`: the ends of experiments for controllers on other hosts |
 //! | [`report`] | tables in the sources' shapes, figures, the report page, CSV |
 //! | [`cli`] | one module per subcommand: arguments into a plan, run, print |
 //!
 //! The table lists the layers from the bottom: a module names only modules
 //! listed before it (`tests/layers.rs` checks).
 
+pub mod agent;
 pub mod analysis;
 pub mod checksum;
 pub mod cli;

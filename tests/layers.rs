@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 11] = [
+const LAYERS: [&str; 12] = [
     "wire",
     "checksum",
     "units",
@@ -21,6 +21,7 @@ const LAYERS: [&str; 11] = [
     "testbed",
     "endpoint",
     "experiment",
+    "agent",
     "report",
     "cli",
 ];

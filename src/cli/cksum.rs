@@ -19,15 +19,21 @@ pub struct CksumArgs {
     #[arg(long, default_value = "512M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
     pub cold_pool: u64,
     #[command(flatten)]
+    pub remote: super::placement::RemoteArgs,
+    #[command(flatten)]
     pub run: super::run::RunOptions,
 }
 
 pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.remote.from.is_some() {
+        anyhow::bail!("cksum runs on one host: name it with --to");
+    }
+    let on = args.remote.ends("cksum")?.map(|(_, to)| to);
     let specs = CksumPlan::with_sizes(&args.sizes, args.batches, args.cold_pool)?.specs()?;
     let mut writer = args.run.writer()?;
     let mut runner = args.run.runner(&mut writer);
     let caches = runner.host().caches.clone();
-    let records = runner.grid(&mut CksumMeasure, &specs)?;
+    let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
     drop(runner);
     let doc = serde_json::json!({
         "experiment": "cksum",

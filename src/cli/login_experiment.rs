@@ -73,7 +73,7 @@ impl LoginExperimentArgs {
             users: self.users.clone(),
             relays: self.relay.clone(),
             protocols: self.protocol.clone(),
-            placements: super::placement::named("--placement", &self.placement, &self.link)?,
+            placements: super::placement::named("--placement", &self.placement, &self.link, None)?,
             rate: self.rate,
             poisson: self.poisson,
             warmup_s: self.warmup.as_secs_f64(),

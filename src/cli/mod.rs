@@ -10,6 +10,7 @@
 //! bad usage, 130 interrupted (records finished before the interrupt are
 //! kept).
 
+pub mod agent;
 pub mod cksum;
 pub mod lab;
 pub mod login;
@@ -61,6 +62,8 @@ pub enum Commands {
     Report(report::ReportArgs),
     /// Manage the network namespaces and links netlab creates.
     Testbed(testbed::TestbedArgs),
+    /// Serve as the far end of runs from other hosts (`keygen`, `serve`).
+    Agent(agent::AgentArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Endpoint,
@@ -75,9 +78,11 @@ impl Commands {
             Commands::Cksum(a) => a.run.json,
             Commands::Login(a) => a.command.is_none() && a.experiment.run.json,
             Commands::Output(a) => a.run.json,
-            Commands::Lab(_) | Commands::Report(_) | Commands::Testbed(_) | Commands::Endpoint => {
-                false
-            }
+            Commands::Lab(_)
+            | Commands::Report(_)
+            | Commands::Testbed(_)
+            | Commands::Agent(_)
+            | Commands::Endpoint => false,
         }
     }
 }
@@ -173,8 +178,12 @@ pub fn main() -> ExitCode {
         Commands::Report(args) => report::run(args, &mut out),
         Commands::Login(args) => login::run(args, &mut out),
         Commands::Output(args) => output::run(args, &mut out),
+        Commands::Agent(args) => agent::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
+    // Ends the run on every agent it used, so each is free for the next
+    // controller at once.
+    crate::experiment::remote::close_all();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

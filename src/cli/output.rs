@@ -58,7 +58,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
     }
-    let placements = super::placement::named("--placement", &args.placement, &args.link)?;
+    let placements = super::placement::named("--placement", &args.placement, &args.link, None)?;
     let dir = tempfile::tempdir()?;
     let file = dir.path().join("corpus.txt");
     write_corpus(&file, args.size).with_context(|| format!("cannot write {}", file.display()))?;

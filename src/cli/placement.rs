@@ -1,5 +1,9 @@
-//! The placement and link options every experiment takes.
+//! The placement and link options every experiment takes, and the agents
+//! of a run between real hosts (`--from`, `--to`, `--key`).
 
+use crate::endpoint::agent::key::Key;
+use crate::endpoint::agent::policy::canonical;
+use crate::experiment::remote;
 use crate::testbed::link::{LinkOverrides, LinkProfile};
 use crate::testbed::netns::has_net_admin;
 use crate::testbed::{LinkVia, Placement};
@@ -21,6 +25,52 @@ pub enum ViaKind {
     Auto,
     /// Always netlab's user-space wire emulator.
     Emulator,
+}
+
+/// The ends of a run between real hosts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RemoteArgs {
+    /// The sending, calling or typing end: `local` or an agent's HOST[:PORT]
+    /// (port 5310 by default). With --from or --to the placement is remote.
+    #[arg(long, value_name = "AGENT")]
+    pub from: Option<String>,
+    /// The receiving or serving end (and where cksum runs): `local` or an
+    /// agent's HOST[:PORT].
+    #[arg(long, value_name = "AGENT")]
+    pub to: Option<String>,
+    /// The agents' pre-shared key (`netlab agent keygen`).
+    #[arg(long, value_name = "FILE", env = "NETLAB_KEY_FILE")]
+    pub key: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    /// `(from, to)` when either is given (the other is `local`), with the
+    /// agents reached and authenticated now: a wrong key, an unreachable or
+    /// busy agent is one clear error before any cell runs.
+    pub fn ends(&self, experiment: &str) -> anyhow::Result<Option<(String, String)>> {
+        if self.from.is_none() && self.to.is_none() {
+            return Ok(None);
+        }
+        let from = self.from.clone().unwrap_or_else(|| "local".into());
+        let to = self.to.clone().unwrap_or_else(|| "local".into());
+        let agents: Vec<&String> = [&from, &to]
+            .into_iter()
+            .filter(|name| name.as_str() != "local")
+            .collect();
+        if !agents.is_empty() {
+            let Some(path) = &self.key else {
+                bail!(
+                    "{} needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)",
+                    agents[0]
+                );
+            };
+            remote::configure(Key::load(path)?, canonical(experiment));
+            for agent in agents {
+                remote::link(agent)?;
+            }
+        }
+        Ok(Some((from, to)))
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -61,6 +111,8 @@ pub struct PlacementArgs {
     /// Print every ip/tc command the testbed runs.
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 impl PlacementArgs {
@@ -77,8 +129,17 @@ impl PlacementArgs {
             || self.link_via != ViaKind::Auto
     }
 
-    /// The validated placement; errors name the bad option before anything is created.
-    pub fn placement(&self) -> anyhow::Result<Placement> {
+    /// The validated placement; errors name the bad option before anything
+    /// is created. With `--from`/`--to`, the agents are reached now.
+    pub fn placement(&self, experiment: &str) -> anyhow::Result<Placement> {
+        if (self.remote.from.is_some() || self.remote.to.is_some())
+            && (self.placement != PlacementKind::Loopback || self.link_options_given())
+        {
+            bail!("--from/--to run between real hosts: they take no --placement or link options");
+        }
+        if let Some((from, to)) = self.remote.ends(experiment)? {
+            return Ok(Placement::Remote { from, to });
+        }
         if self.placement == PlacementKind::Loopback {
             if self.link_options_given() {
                 bail!(
@@ -112,13 +173,28 @@ impl PlacementArgs {
 /// The placements a list such as `loopback,netns` names (`local` and
 /// `remote`, the 1989 table's words, too), netns ones over the `link`
 /// profile; refused up front when a netns one cannot be made (no root) or a
-/// name or profile is unknown.
-pub fn named(option: &str, names: &[String], link: &str) -> anyhow::Result<Vec<Placement>> {
+/// name or profile is unknown. Between real hosts (`ends` from
+/// [`RemoteArgs::ends`]), as in 1989: `local` is both ends on the `--to`
+/// host, `remote` is `--from` to `--to`.
+pub fn named(
+    option: &str,
+    names: &[String],
+    link: &str,
+    ends: Option<&(String, String)>,
+) -> anyhow::Result<Vec<Placement>> {
     names
         .iter()
-        .map(|name| match name.as_str() {
-            "loopback" | "local" => Ok(Placement::Loopback),
-            "netns" | "remote" => {
+        .map(|name| match (name.as_str(), ends) {
+            ("loopback" | "local", Some((_, to))) => Ok(Placement::Remote {
+                from: to.clone(),
+                to: to.clone(),
+            }),
+            ("netns" | "remote", Some((from, to))) => Ok(Placement::Remote {
+                from: from.clone(),
+                to: to.clone(),
+            }),
+            ("loopback" | "local", None) => Ok(Placement::Loopback),
+            ("netns" | "remote", None) => {
                 if !has_net_admin() {
                     bail!("{option} {name} needs CAP_NET_ADMIN (run as root)");
                 }
@@ -130,7 +206,7 @@ pub fn named(option: &str, names: &[String], link: &str) -> anyhow::Result<Vec<P
                     verbose: false,
                 })
             }
-            other => {
+            (other, _) => {
                 bail!("unknown placement \"{other}\" for {option}: expected loopback or netns")
             }
         })

@@ -69,6 +69,8 @@ pub struct RpcExperimentArgs {
     #[arg(long, default_value = "0..12000")]
     pub cliff_range: String,
     #[command(flatten)]
+    pub remote: super::placement::RemoteArgs,
+    #[command(flatten)]
     pub run: super::run::RunOptions,
 }
 
@@ -97,19 +99,30 @@ impl RpcExperimentArgs {
             })
             .transpose()?;
         let defaults = RpcPlan::default();
-        let (placements, skipped) = if self.placements.is_empty() {
+        let ends = self.remote.ends("rpc")?;
+        let (placements, skipped) = if let Some(ends) = &ends {
+            let names = if self.placements.is_empty() {
+                vec!["local".to_string(), "remote".to_string()]
+            } else {
+                self.placements.clone()
+            };
+            (
+                super::placement::named("--placements", &names, &self.link, Some(ends))?,
+                Vec::new(),
+            )
+        } else if self.placements.is_empty() {
             let names: Vec<String> = defaults
                 .placements
                 .iter()
                 .map(|p| p.name().to_string())
                 .collect();
             (
-                super::placement::named("--placements", &names, &self.link)?,
+                super::placement::named("--placements", &names, &self.link, None)?,
                 defaults.skipped,
             )
         } else {
             (
-                super::placement::named("--placements", &self.placements, &self.link)?,
+                super::placement::named("--placements", &self.placements, &self.link, None)?,
                 Vec::new(),
             )
         };

@@ -131,7 +131,7 @@ impl StreamOptions {
             },
             verify: !self.no_verify,
             port: self.port,
-            placement: self.place.placement()?,
+            placement: self.place.placement("stream")?,
         };
         config.validate()?;
         Ok(config)

@@ -22,7 +22,7 @@ pub enum TestbedCommand {
     /// `ip netns exec`.
     Up {
         #[command(flatten)]
-        place: PlacementArgs,
+        place: Box<PlacementArgs>,
     },
     /// Remove netlab's namespaces whose controller is gone, and stray nlb* links.
     Clean {
@@ -38,8 +38,13 @@ pub enum TestbedCommand {
 pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     let (all, verbose) = match args.command {
         TestbedCommand::Up { mut place } => {
+            if place.remote.from.is_some() || place.remote.to.is_some() {
+                anyhow::bail!(
+                    "testbed up builds namespaces on this host: --from/--to do not apply"
+                );
+            }
             place.placement = super::placement::PlacementKind::Netns;
-            return up(&place.placement()?, out);
+            return up(&place.placement("stream")?, out);
         }
         TestbedCommand::Clean { all, verbose } => (all, verbose),
     };

@@ -7,7 +7,9 @@
 //! that role's alone. The same loop will serve a namespace (started with
 //! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
 
+pub mod agent;
 pub mod cksum;
+pub mod guard;
 pub mod login;
 pub mod pattern;
 pub mod pin;
@@ -97,8 +99,17 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     Err(e) => failed(format_args!("capturing on {interface}: {e}")),
                 }
             }
-            (Command::RpcServe { bind, options }, _) => {
-                match rpc::server::Server::bind(bind, options).and_then(|s| s.start()) {
+            (
+                Command::RpcServe {
+                    bind,
+                    options,
+                    guard,
+                },
+                _,
+            ) => {
+                match rpc::server::Server::bind_guarded(bind, options, guard)
+                    .and_then(|s| s.start())
+                {
                     Ok(running) => {
                         let port = running.port();
                         state = State::RpcServer(running);

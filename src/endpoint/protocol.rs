@@ -16,7 +16,26 @@ use crate::testbed::{
     emulator::{EmulatorReport, EmulatorSpec},
 };
 use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+
+/// Bytes of a run token.
+pub const TOKEN_LEN: usize = 16;
+/// A run's token: random, made by the controller for one run through agents.
+pub type Token = [u8; TOKEN_LEN];
+
+/// How a listener of a run through an agent guards its data port
+/// ([`crate::endpoint::guard`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataGuard {
+    /// The only address served.
+    pub peer: IpAddr,
+    /// The first bytes of every data connection.
+    pub token: Token,
+    /// The ports (inclusive) the listener may take; the agent sets them
+    /// from its `--data-ports`.
+    #[serde(default)]
+    pub ports: Option<(u16, u16)>,
+}
 
 /// Receiver set-up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +49,12 @@ pub struct ReceiveSpec {
     /// The interface whose counters to report (netns placement).
     #[serde(default)]
     pub interface: Option<String>,
+    /// Through an agent: who may connect, with which token.
+    #[serde(default)]
+    pub guard: Option<DataGuard>,
+    /// Through an agent: the most bytes the receiver takes.
+    #[serde(default)]
+    pub limit_bytes: Option<u64>,
 }
 
 /// Sender set-up.
@@ -43,6 +68,9 @@ pub struct SendSpec {
     /// The interface whose counters to report (netns placement).
     #[serde(default)]
     pub interface: Option<String>,
+    /// Through an agent: the run token, sent first on the connection.
+    #[serde(default)]
+    pub token: Option<Token>,
 }
 
 /// Controller → endpoint.
@@ -60,6 +88,9 @@ pub enum Command {
     RpcServe {
         bind: SocketAddr,
         options: crate::endpoint::rpc::ServerOptions,
+        /// Through an agent: who may call, with which token.
+        #[serde(default)]
+        guard: Option<DataGuard>,
     },
     /// Run the client side of one RPC cell; answered by `RpcClientDone`.
     RpcClient(crate::endpoint::rpc::RpcClientSpec),
@@ -123,6 +154,8 @@ mod tests {
                 verify: true,
                 progress: false,
                 interface: None,
+                guard: None,
+                limit_bytes: None,
             }),
             Command::StreamSend(SendSpec {
                 connect: "127.0.0.1:5001".parse().unwrap(),
@@ -134,6 +167,7 @@ mod tests {
                 record: 4096,
                 amount: Amount::Seconds(1.5),
                 interface: Some("nlb1a".into()),
+                token: Some([1; TOKEN_LEN]),
             }),
             Command::Go,
             Command::Exit,

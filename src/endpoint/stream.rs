@@ -17,6 +17,9 @@ use super::protocol::{
     Amount, EndpointReport, ReceiveSpec, RecvStrategy, SendSpec, SendStrategy, SocketOptions,
     ZerocopyStats, current_cpu,
 };
+use crate::endpoint::guard;
+#[cfg(test)]
+use crate::endpoint::protocol::DataGuard;
 use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
@@ -48,6 +51,8 @@ pub enum StreamError {
     Corrupt(u64),
     #[error("congestion control \"{name}\" is not available: {source}")]
     CongestionControl { name: String, source: io::Error },
+    #[error("the sender passed the agent's limit of {0} bytes a cell")]
+    Limit(u64),
 }
 
 fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> StreamError {
@@ -120,12 +125,14 @@ pub struct Receiver {
 impl Receiver {
     /// Binds and listens as `spec` says.
     pub fn listen(spec: ReceiveSpec) -> Result<Receiver, StreamError> {
-        let socket = new_socket(&spec.bind, &spec.options)?;
-        socket
-            .set_reuse_address(true)
-            .map_err(io_err("setting SO_REUSEADDR"))?;
-        socket.bind(&spec.bind.into()).map_err(|e| {
-            if e.kind() == io::ErrorKind::AddrInUse {
+        let listener = guard::bind_first(spec.bind, spec.guard.as_ref(), |addr| {
+            let socket = new_socket(&addr, &spec.options).map_err(io::Error::other)?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&addr.into())?;
+            Ok(socket)
+        })
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse && spec.guard.is_none() {
                 StreamError::PortInUse {
                     port: spec.bind.port(),
                     addr: spec.bind,
@@ -137,9 +144,9 @@ impl Receiver {
                 }
             }
         })?;
-        socket.listen(4).map_err(io_err("listening"))?;
+        listener.listen(4).map_err(io_err("listening"))?;
         Ok(Receiver {
-            listener: socket.into(),
+            listener: listener.into(),
             spec,
         })
     }
@@ -151,8 +158,11 @@ impl Receiver {
     /// Accepts the sender's connection and drains it to end of stream,
     /// calling `progress` with the byte count now and then.
     pub fn run(self, progress: &mut dyn FnMut(u64)) -> Result<EndpointReport, StreamError> {
-        let (stream, _) = self.listener.accept().map_err(io_err("accepting"))?;
+        let stream =
+            guard::accept(&self.listener, self.spec.guard.as_ref()).map_err(io_err("accepting"))?;
+        // The data port closes as soon as the sender is in.
         drop(self.listener);
+        let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
         if self.spec.options.nodelay {
             stream
                 .set_nodelay(true)
@@ -171,10 +181,11 @@ impl Receiver {
                 &stream,
                 buffer,
                 self.spec.verify,
+                limit,
                 self.spec.progress,
                 progress,
             )?,
-            RecvStrategy::Splice => receive_splice(&stream, self.spec.progress, progress)?,
+            RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress)?,
         };
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let usage = ProcessUsage::now().since(&usage_before);
@@ -235,6 +246,7 @@ fn receive_read(
     stream: &TcpStream,
     buffer: usize,
     verify: bool,
+    limit: u64,
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(u64, u64, Option<Instant>), StreamError> {
@@ -263,6 +275,9 @@ fn receive_read(
                 .map_err(StreamError::Corrupt)?;
         }
         total += n as u64;
+        if total > limit {
+            return Err(StreamError::Limit(limit));
+        }
         ticker.tick(total, progress);
     }
     Ok((total, syscalls, first))
@@ -325,6 +340,7 @@ fn splice(from: RawFd, from_off: Option<&mut i64>, to: RawFd, len: usize) -> io:
 
 fn receive_splice(
     stream: &TcpStream,
+    limit: u64,
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(u64, u64, Option<Instant>), StreamError> {
@@ -357,6 +373,9 @@ fn receive_splice(
             syscalls += 1;
         }
         total += n as u64;
+        if total > limit {
+            return Err(StreamError::Limit(limit));
+        }
         ticker.tick(total, progress);
     }
     Ok((total, syscalls, first))
@@ -450,10 +469,10 @@ impl Sender {
         socket
             .connect(&spec.connect.into())
             .map_err(io_err("connecting to the receiver"))?;
-        Ok(Sender {
-            stream: socket.into(),
-            spec,
-        })
+        let mut stream: TcpStream = socket.into();
+        guard::present(&mut stream, spec.token.as_ref())
+            .map_err(io_err("sending the run token"))?;
+        Ok(Sender { stream, spec })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -824,6 +843,8 @@ mod tests {
             verify: true,
             progress: false,
             interface: None,
+            guard: None,
+            limit_bytes: None,
         })
         .unwrap();
         let addr = receiver.local_addr().unwrap();
@@ -835,10 +856,57 @@ mod tests {
             record,
             amount,
             interface: None,
+            token: None,
         })
         .unwrap();
         let sent = sender.run().unwrap();
         (sent, recv_thread.join().unwrap())
+    }
+
+    #[test]
+    fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
+        let token = [9u8; crate::endpoint::protocol::TOKEN_LEN];
+        let spec = |limit_bytes| ReceiveSpec {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            options: SocketOptions::default(),
+            strategy: RecvStrategy::Read { buffer: 4096 },
+            verify: true,
+            progress: false,
+            interface: None,
+            guard: Some(DataGuard {
+                peer: "127.0.0.1".parse().unwrap(),
+                token,
+                ports: None,
+            }),
+            limit_bytes,
+        };
+        let send = |addr, bytes| {
+            Sender::connect(SendSpec {
+                connect: addr,
+                options: SocketOptions::default(),
+                strategy: SendStrategy::Write,
+                record: 1000,
+                amount: Amount::Bytes(bytes),
+                interface: None,
+                token: Some(token),
+            })
+            .unwrap()
+            .run()
+        };
+        for (limit, bytes, ok) in [(Some(10_000), 10_000, true), (Some(10_000), 50_000, false)] {
+            let receiver = Receiver::listen(spec(limit)).unwrap();
+            let addr = receiver.local_addr().unwrap();
+            let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}));
+            // A connection without the token is refused; the run goes on.
+            drop(TcpStream::connect(addr).unwrap());
+            let _ = send(addr, bytes);
+            let received = recv_thread.join().unwrap();
+            match (ok, received) {
+                (true, Ok(report)) => assert_eq!(report.bytes, bytes),
+                (false, Err(StreamError::Limit(10_000))) => {}
+                (_, other) => panic!("limit {limit:?}, {bytes} bytes: {other:?}"),
+            }
+        }
     }
 
     #[test]
@@ -948,6 +1016,8 @@ mod tests {
             verify: true,
             progress: false,
             interface: None,
+            guard: None,
+            limit_bytes: None,
         })
         .err()
         .unwrap();

@@ -113,8 +113,12 @@ impl CksumPlan {
     }
 }
 
-/// Times each size's variants in an endpoint process of its own.
-pub struct CksumMeasure;
+/// Times each size's variants in an endpoint process of its own, on this
+/// host or `on` an agent's.
+#[derive(Debug, Clone, Default)]
+pub struct CksumMeasure {
+    pub on: Option<String>,
+}
 
 impl MeasureCell for CksumMeasure {
     type Cell = CksumSpec;
@@ -125,7 +129,11 @@ impl MeasureCell for CksumMeasure {
 
     fn measure(&mut self, spec: &CksumSpec) -> Result<Measured, Interrupted> {
         let outcome = (|| -> Result<CksumResult, ControlError> {
-            let mut endpoint = Launcher::loopback().spawn("cksum", End::To)?;
+            let launcher = match &self.on {
+                Some(agent) => Launcher::remote("local", agent)?,
+                None => Launcher::loopback(),
+            };
+            let mut endpoint = launcher.spawn("cksum", End::To)?;
             endpoint.send(&Command::Cksum(spec.clone()))?;
             let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
                 Reply::CksumDone(result) => *result,
@@ -134,7 +142,8 @@ impl MeasureCell for CksumMeasure {
             endpoint.finish();
             Ok(result)
         })();
-        super::measured("local", outcome, |result| RecordData::Cksum {
+        let placement = if self.on.is_some() { "remote" } else { "local" };
+        super::measured(placement, outcome, |result| RecordData::Cksum {
             params: spec.clone(),
             result,
         })

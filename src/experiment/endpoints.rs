@@ -85,6 +85,9 @@ pub enum ControlError {
     },
     #[error(transparent)]
     Testbed(#[from] crate::testbed::netns::TestbedError),
+    /// An agent could not be reached, refused the run, or was lost.
+    #[error("agent {agent}: {message}")]
+    Agent { agent: String, message: String },
     #[error("control channel to the {role} endpoint: {source}")]
     Channel {
         role: &'static str,
@@ -96,55 +99,72 @@ pub enum ControlError {
 /// How often a waiting controller looks at Ctrl-C and ticks its progress display.
 const TICK: Duration = Duration::from_millis(100);
 
-/// A running endpoint process.
+/// A running endpoint process: a child of this one over a pipe, or a child
+/// of a remote agent over its channel ([`super::remote`]).
 pub struct EndpointProcess {
     role: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    channel: Channel,
     replies: mpsc::Receiver<io::Result<Reply>>,
     /// Keep waiting through Ctrl-C (for stopping helpers after an interrupt).
     through_interrupt: bool,
 }
 
+enum Channel {
+    Pipe {
+        child: Child,
+        stdin: Option<ChildStdin>,
+    },
+    Agent {
+        link: Arc<super::remote::AgentLink>,
+        id: u32,
+        pid: u32,
+    },
+}
+
+/// Starts `netlab endpoint` as a child of this process: inside the network
+/// namespace at `netns` (a `/run/netns/NAME` path; `None` for this
+/// process's own), killed when the thread that started it ends, deaf to
+/// the terminal's Ctrl-C, its stderr to `log` (or this process's). The
+/// local launcher and the agent both start endpoints here.
+pub fn start_child(netns: Option<&Path>, log: Option<std::fs::File>) -> io::Result<Child> {
+    let namespace = netns.map(std::fs::File::open).transpose()?;
+    let namespace_fd = namespace.as_ref().map(|f| f.as_raw_fd());
+    let exe = std::env::current_exe()?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("endpoint")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log.map_or_else(Stdio::inherit, Stdio::from));
+    // SAFETY: between fork and exec only async-signal-safe calls are made.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = namespace_fd
+                && libc::setns(fd, libc::CLONE_NEWNET) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
 impl EndpointProcess {
-    /// Starts `netlab endpoint` for `role` inside the network namespace at
-    /// `netns` (a `/run/netns/NAME` path; `None` for this process's own),
-    /// its stderr to `log` (or the controller's), and waits for it to say it
-    /// is ready. Experiments start endpoints through [`super::launcher`].
+    /// Starts `netlab endpoint` for `role` ([`start_child`]) and waits for it
+    /// to say it is ready. Experiments start endpoints through
+    /// [`super::launcher`].
     pub(super) fn spawn_in(
         role: &'static str,
         netns: Option<&Path>,
         log: Option<std::fs::File>,
     ) -> Result<EndpointProcess, ControlError> {
         let spawn_err = |source| ControlError::Spawn { role, source };
-        let namespace = netns
-            .map(std::fs::File::open)
-            .transpose()
-            .map_err(spawn_err)?;
-        let namespace_fd = namespace.as_ref().map(|f| f.as_raw_fd());
-        let exe = std::env::current_exe().map_err(spawn_err)?;
-        let mut command = std::process::Command::new(exe);
-        command
-            .arg("endpoint")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log.map_or_else(Stdio::inherit, Stdio::from));
-        // SAFETY: between fork and exec only async-signal-safe calls are made.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if let Some(fd) = namespace_fd
-                    && libc::setns(fd, libc::CLONE_NEWNET) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().map_err(spawn_err)?;
+        let mut child = start_child(netns, log).map_err(spawn_err)?;
         let stdout = child.stdout.take().expect("piped stdout");
         let stdin = child.stdin.take();
         let (tx, replies) = mpsc::channel();
@@ -165,34 +185,74 @@ impl EndpointProcess {
                 }
             })
             .map_err(spawn_err)?;
-        let mut endpoint = EndpointProcess {
+        EndpointProcess {
             role,
-            child,
-            stdin,
+            channel: Channel::Pipe { child, stdin },
             replies,
             through_interrupt: false,
-        };
-        match endpoint.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
-            Reply::Ready { .. } => Ok(endpoint),
-            other => Err(endpoint.unexpected("starting", &other)),
+        }
+        .ready()
+    }
+
+    /// An endpoint that agent `link` started as `id`, its replies arriving
+    /// on `replies`; waits for it to say it is ready.
+    pub(super) fn on_agent(
+        role: &'static str,
+        link: Arc<super::remote::AgentLink>,
+        id: u32,
+        replies: mpsc::Receiver<io::Result<Reply>>,
+    ) -> Result<EndpointProcess, ControlError> {
+        EndpointProcess {
+            role,
+            channel: Channel::Agent { link, id, pid: 0 },
+            replies,
+            through_interrupt: false,
+        }
+        .ready()
+    }
+
+    fn ready(mut self) -> Result<EndpointProcess, ControlError> {
+        match self.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
+            Reply::Ready { pid, .. } => {
+                if let Channel::Agent { pid: remote, .. } = &mut self.channel {
+                    *remote = pid;
+                }
+                Ok(self)
+            }
+            other => Err(self.unexpected("starting", &other)),
         }
     }
 
+    /// The agent this endpoint runs on (`None`: this host).
+    pub fn agent(&self) -> Option<&str> {
+        match &self.channel {
+            Channel::Pipe { .. } => None,
+            Channel::Agent { link, .. } => Some(link.name()),
+        }
+    }
+
+    /// Its process id (on its own host).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.channel {
+            Channel::Pipe { child, .. } => child.id(),
+            Channel::Agent { pid, .. } => *pid,
+        }
     }
 
     /// Sends one command.
     pub fn send(&mut self, command: &Command) -> Result<(), ControlError> {
-        let stdin = self.stdin.as_mut().ok_or_else(|| ControlError::Channel {
-            role: self.role,
-            source: io::Error::other("already closed"),
-        })?;
-        match write_frame(stdin, command) {
-            Ok(()) => Ok(()),
-            // A broken pipe means the child is gone: report how it died.
-            Err(_) => Err(self.death()),
-        }
+        let sent = match &mut self.channel {
+            Channel::Pipe { stdin, .. } => {
+                let stdin = stdin.as_mut().ok_or_else(|| ControlError::Channel {
+                    role: self.role,
+                    source: io::Error::other("already closed"),
+                })?;
+                write_frame(stdin, command).is_ok()
+            }
+            Channel::Agent { link, id, .. } => link.command(*id, command).is_ok(),
+        };
+        // A broken pipe or channel means the endpoint is gone: say how.
+        if sent { Ok(()) } else { Err(self.death()) }
     }
 
     /// Waits for the next reply other than `Progress`, whose byte counts go to
@@ -256,19 +316,26 @@ impl EndpointProcess {
         }
     }
 
-    /// Describes how the child ended (waiting briefly for it to finish dying).
+    /// Describes how the endpoint ended (waiting briefly for it to finish dying).
     fn death(&mut self) -> ControlError {
-        let pid = self.child.id();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break describe_exit(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
+        let pid = self.pid();
+        let status = match &mut self.channel {
+            Channel::Pipe { child, .. } => {
+                let deadline = Instant::now() + Duration::from_secs(2);
+                loop {
+                    match child.try_wait() {
+                        Ok(Some(status)) => break describe_exit(status),
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
+                        Ok(None) => {
+                            break "closed its control channel but is still running".to_string();
+                        }
+                        Err(e) => break format!("status unknown ({e})"),
+                    }
                 }
-                Ok(None) => break "closed its control channel but is still running".to_string(),
-                Err(e) => break format!("status unknown ({e})"),
             }
+            Channel::Agent { link, id, .. } => link.fate(*id),
         };
         ControlError::Died {
             role: self.role,
@@ -280,29 +347,49 @@ impl EndpointProcess {
     /// Asks the endpoint to leave and reaps it (killing it if it lingers).
     pub fn finish(&mut self) {
         let _ = self.send(&Command::Exit);
-        self.stdin = None;
         let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        match &mut self.channel {
+            Channel::Pipe { child, stdin } => {
+                *stdin = None;
+                while Instant::now() < deadline {
+                    if let Ok(Some(_)) = child.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // Drop kills it.
             }
-            std::thread::sleep(Duration::from_millis(5));
+            Channel::Agent { .. } => {
+                // The agent reaps it and says so (the reply channel closes);
+                // it kills an endpoint that lingers after `Exit` itself.
+                while Instant::now() < deadline {
+                    match self.replies.recv_timeout(TICK) {
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                        _ => continue,
+                    }
+                }
+            }
         }
-        // Drop kills it.
     }
 }
 
 impl Drop for EndpointProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // Only our own child, by PID, via the Child handle.
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        match &mut self.channel {
+            Channel::Pipe { child, .. } => {
+                if let Ok(None) = child.try_wait() {
+                    // Only our own child, by PID, via the Child handle.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+            Channel::Agent { link, id, .. } => link.forget(*id),
         }
     }
 }
 
-fn describe_exit(status: std::process::ExitStatus) -> String {
+/// How a process ended, in words.
+pub fn describe_exit(status: std::process::ExitStatus) -> String {
     if let Some(signal) = status.signal() {
         let name = match signal {
             libc::SIGABRT => " (SIGABRT)",

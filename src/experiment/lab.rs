@@ -289,7 +289,7 @@ where
     // 1988: the per-KB costs of copying and checksumming, and what they explain.
     let sizes: Vec<String> = plan.cksum.sizes.iter().map(|&s| format_size(s)).collect();
     eprintln!("lab: cksum over {}", sizes.join(","));
-    let records = runner.grid(&mut CksumMeasure, &cksum_specs)?;
+    let records = runner.grid(&mut CksumMeasure::default(), &cksum_specs)?;
     show(Section::Cksum {
         batches: plan.cksum.batches,
         records,

@@ -17,6 +17,7 @@ pub mod launcher;
 pub mod login;
 pub mod output;
 pub mod progress;
+pub mod remote;
 pub mod rpc;
 pub mod rpc_search;
 pub mod runner;

@@ -27,18 +27,21 @@ use std::time::Duration;
 /// Runs one cell.
 pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     let bed = Bed::create(&params.placement)?;
-    let launcher = Launcher::for_bed(bed.as_ref());
+    let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
     let bind = launcher.address(End::To);
     let mut server = launcher.spawn("rpc server", End::To)?;
     server.send(&Command::RpcServe {
         bind: SocketAddr::from((bind, 0)),
         options: params.server.clone(),
+        guard: launcher.guard(End::To),
     })?;
     let port = match server.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
         Reply::RpcServing { port } => port,
         other => return Err(server.unexpected("starting", &other)),
     };
-    let mut capture = if params.capture_timeline {
+    // The capture is a testbed helper: on this host's loopback or
+    // namespaces, not on an agent's host.
+    let mut capture = if params.capture_timeline && launcher.agent(End::From).is_none() {
         let interface = launcher
             .interface(End::From)
             .unwrap_or_else(|| "lo".to_string());
@@ -66,6 +69,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         size: params.size,
         calls: params.calls,
         reps: params.reps,
+        token: launcher.token(),
     }))?;
     let report = match client.recv(None, "calling", &mut |_| {})? {
         Reply::RpcClientDone(report) => *report,

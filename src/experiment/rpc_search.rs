@@ -186,6 +186,10 @@ pub fn path_mss(placement: &Placement) -> usize {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(65536),
+        // Between real hosts the path's MTU is not known before a
+        // connection: Ethernet's is assumed (each record's TCP_INFO carries
+        // the MSS the path really had).
+        Placement::Remote { .. } => 1500,
     };
     mss_for_mtu(mtu)
 }

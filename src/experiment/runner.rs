@@ -164,13 +164,16 @@ impl<'w> Runner<'w> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(self.interrupted());
         }
-        let record = Record::new(
+        let mut record = Record::new(
             started,
             &measured.placement,
             &self.host,
             measured.data,
             measured.error,
         );
+        if record.placement == "remote" {
+            record.agents = super::remote::facts();
+        }
         if let Some(writer) = self.writer.as_deref_mut() {
             writer.write(&record).map_err(|source| MeasureError::Save {
                 path: writer.path().display().to_string(),

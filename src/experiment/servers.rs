@@ -24,7 +24,7 @@ use crate::endpoint::login::server::LoginServeSpec;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Command as Control, Reply};
 pub use crate::record::login::{Dialect, Target};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -114,7 +114,12 @@ impl Site {
 
     /// The address the server listens on.
     fn addr(&self) -> Ipv4Addr {
-        self.launcher.address(End::To)
+        // Login sites are loopback or netns, both IPv4 (the command line
+        // does not yet take agents for login and output).
+        match self.launcher.address(End::To) {
+            IpAddr::V4(v4) => v4,
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().unwrap_or(Ipv4Addr::LOCALHOST),
+        }
     }
 
     /// Makes `command` start inside this site's namespace.

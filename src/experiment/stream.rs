@@ -151,7 +151,7 @@ const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
 pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
-    let launcher = Launcher::for_bed(bed.as_ref());
+    let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
     let mut receiver = launcher.spawn("receiver", End::To)?;
     let mut sender = launcher.spawn("sender", End::From)?;
     let setup = Some(Duration::from_secs(10));
@@ -165,6 +165,8 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
         // (no clock reads or control frames on its data path).
         progress: false,
         interface: launcher.interface(End::To),
+        guard: launcher.guard(End::To),
+        limit_bytes: None,
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
         Reply::Listening { addr } => addr,
@@ -177,6 +179,7 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
         record: config.record as usize,
         amount: config.amount,
         interface: launcher.interface(End::From),
+        token: launcher.token(),
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}

@@ -35,7 +35,11 @@ pub struct Record {
     pub ended: String,
     /// `loopback` (both ends on this host over 127.0.0.1), later `netns`, `remote`.
     pub placement: String,
+    /// The controller's host (and, on loopback and netns, both ends').
     pub host: HostFacts,
+    /// On a remote placement, each agent the run went through.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<testbed::AgentFacts>,
     #[serde(flatten)]
     pub data: RecordData,
     /// Why the measurement failed; its result is then absent.
@@ -113,6 +117,7 @@ impl Record {
             ended: now_rfc3339(),
             placement: placement.into(),
             host: host.clone(),
+            agents: Vec::new(),
             data,
             error,
         }

@@ -165,9 +165,12 @@ impl RpcParams {
         format!(
             "{} {}",
             self.proto.name().to_uppercase(),
-            match self.placement {
+            match &self.placement {
                 Placement::Loopback => "local",
                 Placement::Netns { .. } => "remote",
+                // As in 1989: "local" is both ends on one (the --to) host.
+                Placement::Remote { from, to } if from == to => "local",
+                Placement::Remote { .. } => "remote",
             }
         )
     }

@@ -32,6 +32,27 @@ pub enum Placement {
         pcap: Option<std::path::PathBuf>,
         verbose: bool,
     },
+    /// Real hosts: each end `local` (the controller's host) or an agent's
+    /// `HOST[:PORT]`.
+    Remote { from: String, to: String },
+}
+
+/// An agent a record's run went through: its host, its clock against the
+/// controller's, its limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentFacts {
+    /// As the user named it (`HOST[:PORT]`).
+    pub agent: String,
+    /// The address the controller reached.
+    pub address: String,
+    pub netlab_version: String,
+    pub host: crate::measure::host::HostFacts,
+    /// The agent's clock minus the controller's (µs), from the `Hello`
+    /// exchange, to within half its round trip.
+    pub clock_offset_us: i64,
+    /// Round trip of that exchange (µs).
+    pub control_rtt_us: u64,
+    pub limits: String,
 }
 
 impl Placement {
@@ -39,6 +60,7 @@ impl Placement {
         match self {
             Placement::Loopback => "loopback",
             Placement::Netns { .. } => "netns",
+            Placement::Remote { .. } => "remote",
         }
     }
 }

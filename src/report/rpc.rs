@@ -72,6 +72,8 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
             let text = match &params.placement {
                 Placement::Loopback => "loopback (local)".to_string(),
                 Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
+                Placement::Remote { from, to } if from == to => format!("{to} (local)"),
+                Placement::Remote { from, to } => format!("{from} -> {to} (remote)"),
             };
             if !placements.contains(&text) {
                 placements.push(text);

@@ -166,6 +166,11 @@ impl TcpClient {
         })
     }
 
+    /// Sends the run token of a run through an agent, if any.
+    pub fn present(&mut self, token: Option<&crate::endpoint::protocol::Token>) -> io::Result<()> {
+        crate::endpoint::guard::present(&mut self.stream, token)
+    }
+
     pub fn stream(&self) -> &TcpStream {
         &self.stream
     }

@@ -26,6 +26,9 @@ pub struct RpcClientSpec {
     pub size: usize,
     pub calls: u32,
     pub reps: u32,
+    /// Through an agent: the run token, sent first on a TCP connection.
+    #[serde(default)]
+    pub token: Option<crate::endpoint::protocol::Token>,
 }
 
 /// Makes `spec.reps` repetitions of `spec.calls` calls, timing each call
@@ -73,6 +76,9 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
             report.writes_per_call = request.writes.len();
             let mut client = TcpClient::connect(spec.server, spec.options.clone())
                 .map_err(|e| format!("connecting to {}: {e}", spec.server))?;
+            client
+                .present(spec.token.as_ref())
+                .map_err(|e| format!("sending the run token to {}: {e}", spec.server))?;
             report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
                 client.call(&mut request, xid).map(drop)
             })?;
@@ -140,6 +146,7 @@ mod tests {
                 size: 5000,
                 calls: 10,
                 reps: 2,
+                token: None,
             })
             .unwrap();
             assert_eq!(report.rep_seconds.len(), 2);

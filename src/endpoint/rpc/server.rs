@@ -18,6 +18,7 @@
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
 use super::{busypoll, fdtable};
+use crate::endpoint::guard::{self, DataGuard};
 use crate::endpoint::pin;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 pub use crate::record::rpc::{ServerOptions, ServerReport};
@@ -148,6 +149,7 @@ pub struct Server {
     tcp: TcpListener,
     udp: UdpSocket,
     options: ServerOptions,
+    guard: Option<DataGuard>,
 }
 
 /// A serving server; [`Running::stop`] ends it.
@@ -167,12 +169,34 @@ pub struct Running {
 impl Server {
     /// Binds TCP and UDP on `addr`; port 0 picks a port free for both.
     pub fn bind(addr: SocketAddr, options: ServerOptions) -> io::Result<Server> {
+        Server::bind_guarded(addr, options, None)
+    }
+
+    /// As [`Server::bind`], serving only the guard's peer (TCP connections
+    /// must also send its token first), on a port of its range.
+    pub fn bind_guarded(
+        addr: SocketAddr,
+        options: ServerOptions,
+        guard: Option<DataGuard>,
+    ) -> io::Result<Server> {
+        let server = |tcp, udp| Server {
+            tcp,
+            udp,
+            options: options.clone(),
+            guard: guard.clone(),
+        };
+        if guard.as_ref().is_some_and(|g| g.ports.is_some()) {
+            return guard::bind_first(addr, guard.as_ref(), |addr| {
+                let tcp = TcpListener::bind(addr)?;
+                Ok(server(tcp, UdpSocket::bind(addr)?))
+            });
+        }
         let mut last_error = None;
         for _ in 0..20 {
             let tcp = TcpListener::bind(addr)?;
             let port = tcp.local_addr()?.port();
             match UdpSocket::bind(SocketAddr::new(addr.ip(), port)) {
-                Ok(udp) => return Ok(Server { tcp, udp, options }),
+                Ok(udp) => return Ok(server(tcp, udp)),
                 Err(e) if addr.port() == 0 => last_error = Some(e),
                 Err(e) => return Err(e),
             }
@@ -208,6 +232,7 @@ impl Server {
         let mut threads = Vec::new();
         {
             let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
+            let guard = self.guard.clone();
             // The thread serves from its own file table (fdtable.rs);
             // `Running` keeps the process's handle, closed after the join.
             let udp_fd = self.udp.as_raw_fd();
@@ -217,7 +242,7 @@ impl Server {
                     .spawn(move || {
                         pin_thread(&options);
                         match fdtable::own_socket::<UdpSocket>(udp_fd) {
-                            Ok(udp) => serve_udp(&udp, &options, &stop, &stats),
+                            Ok(udp) => serve_udp(&udp, &options, guard.as_ref(), &stop, &stats),
                             Err(e) => eprintln!("netlab rpc server: UDP: cannot serve: {e}"),
                         }
                     })?,
@@ -225,6 +250,7 @@ impl Server {
         }
         {
             let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
+            let guard = self.guard.clone();
             let tcp = self.tcp;
             threads.push(
                 std::thread::Builder::new()
@@ -232,7 +258,7 @@ impl Server {
                     .spawn(move || {
                         // Connection threads start from this one and inherit its CPU.
                         pin_thread(&options);
-                        accept_loop(&tcp, &options, &stop, &stats);
+                        accept_loop(&tcp, &options, guard.as_ref(), &stop, &stats);
                     })?,
             );
         }
@@ -293,7 +319,13 @@ fn log(peer: SocketAddr, why: &str) {
     eprintln!("netlab rpc server: {peer}: {why}");
 }
 
-fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats: &Stats) {
+fn serve_udp(
+    udp: &UdpSocket,
+    options: &ServerOptions,
+    guard: Option<&DataGuard>,
+    stop: &AtomicBool,
+    stats: &Stats,
+) {
     let mut buf = vec![0u8; 65536];
     let mut reply = Vec::with_capacity(64);
     let mut empty_polls = 0;
@@ -324,6 +356,11 @@ fn serve_udp(udp: &UdpSocket, options: &ServerOptions, stop: &AtomicBool, stats:
         };
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if !guard::admits(guard, peer.ip()) {
+            stats.dropped_records.fetch_add(1, Ordering::Relaxed);
+            log(peer, "UDP datagram dropped: not the run's peer");
+            continue;
         }
         reply.clear();
         match dispatch_into(&buf[..n], options.max_record as u32, &mut reply) {
@@ -367,6 +404,7 @@ struct Watch {
 fn accept_loop(
     tcp: &TcpListener,
     options: &ServerOptions,
+    guard: Option<&DataGuard>,
     stop: &Arc<AtomicBool>,
     stats: &Arc<Stats>,
 ) {
@@ -374,8 +412,15 @@ fn accept_loop(
     let mut connections: Vec<Connection> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         match tcp.accept() {
-            Ok((stream, peer)) => {
+            Ok((mut stream, peer)) => {
                 connections.retain(|c| !c.thread.is_finished());
+                if let Some(guard) = guard
+                    && let Err(why) = guard::check(&mut stream, peer, guard)
+                {
+                    stats.closed_bad_peers.fetch_add(1, Ordering::Relaxed);
+                    log(peer, &format!("refused: {why}"));
+                    continue;
+                }
                 if stats.open.load(Ordering::Relaxed) >= options.max_connections {
                     log(peer, "refused: too many connections");
                     continue;

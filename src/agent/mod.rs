@@ -1,0 +1,302 @@
+//! `netlab agent serve`: runs the ends of experiments for controllers on
+//! other hosts.
+//!
+//! One thread accepts; each connection gets a thread that does the Noise
+//! handshake ([`crate::endpoint::agent::channel`]) under a deadline, with
+//! fixed buffers and nothing parsed, and drops a peer that fails it, logging
+//! its address and the reason (at most [`LOG_BURST`] lines per
+//! [`LOG_WINDOW`], then a count). An authenticated controller says `Hello`;
+//! the agent checks its version and the experiment against `--allow`, takes
+//! one of `--max-runs` slots or answers `Busy` naming the run that holds it,
+//! and serves the run ([`session`]) until the controller says `Bye`, goes
+//! away, or the run passes `--max-duration`. Then every endpoint of the run
+//! is killed and reaped, and the slot is free for the next controller.
+
+pub mod session;
+
+use crate::endpoint::agent::channel::{self, ChannelError, FRAME_TIME};
+use crate::endpoint::agent::key::Key;
+use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, now_us, version_mismatch};
+use crate::measure::host::HostFacts;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Refusals logged per window before they are only counted.
+pub const LOG_BURST: u32 = 10;
+pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+/// Connections in their handshake at once; more are closed unread.
+pub const MAX_HANDSHAKES: usize = 32;
+
+/// What `netlab agent serve` was told.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub key: Key,
+    pub listen: SocketAddr,
+    pub policy: Policy,
+}
+
+fn log(line: impl std::fmt::Display) {
+    eprintln!("{} netlab agent: {line}", crate::record::now_rfc3339());
+}
+
+/// Logs refused peers, at most [`LOG_BURST`] a window.
+#[derive(Default)]
+struct RefusalLog {
+    state: Mutex<Option<(Instant, u32, u32)>>,
+}
+
+impl RefusalLog {
+    fn refuse(&self, peer: SocketAddr, reason: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let (start, shown, hidden) = state.get_or_insert((now, 0, 0));
+        if now.duration_since(*start) >= LOG_WINDOW {
+            if *hidden > 0 {
+                log(format_args!(
+                    "{hidden} more refused peers in the last {} s not shown",
+                    LOG_WINDOW.as_secs()
+                ));
+            }
+            (*start, *shown, *hidden) = (now, 0, 0);
+        }
+        if *shown < LOG_BURST {
+            *shown += 1;
+            log(format_args!("refused {peer}: {reason}"));
+        } else {
+            *hidden += 1;
+        }
+    }
+}
+
+/// A run holding a slot.
+#[derive(Debug, Clone)]
+struct RunInfo {
+    id: u64,
+    experiment: String,
+    controller: String,
+    since: String,
+}
+
+/// The `--max-runs` slots.
+struct Slots {
+    max: usize,
+    runs: Mutex<Vec<RunInfo>>,
+    next: AtomicUsize,
+}
+
+/// A held slot, freed on drop.
+struct Slot<'a> {
+    slots: &'a Slots,
+    id: u64,
+}
+
+impl Slots {
+    fn acquire(&self, experiment: &str, controller: String) -> Result<Slot<'_>, RunInfo> {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if runs.len() >= self.max {
+            return Err(runs[0].clone());
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed) as u64;
+        runs.push(RunInfo {
+            id,
+            experiment: experiment.to_string(),
+            controller,
+            since: crate::record::now_rfc3339(),
+        });
+        Ok(Slot { slots: self, id })
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.slots
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|r| r.id != self.id);
+    }
+}
+
+/// Shared by every connection's thread.
+struct Agent {
+    config: AgentConfig,
+    facts: HostFacts,
+    refusals: RefusalLog,
+    slots: Slots,
+    handshakes: AtomicUsize,
+    stop: Arc<AtomicBool>,
+}
+
+/// Serves until `stop` is set; then ends every run and returns.
+pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let listener = TcpListener::bind(config.listen).map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+    })?;
+    listener.set_nonblocking(true)?;
+    log(format_args!(
+        "listening on {} ({}); control channel {}",
+        listener.local_addr()?,
+        config.policy.describe(),
+        channel::PATTERN
+    ));
+    let agent = Arc::new(Agent {
+        slots: Slots {
+            max: config.policy.max_runs,
+            runs: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(1),
+        },
+        config,
+        facts: HostFacts::gather(),
+        refusals: RefusalLog::default(),
+        handshakes: AtomicUsize::new(0),
+        stop: stop.clone(),
+    });
+    let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                threads.retain(|t| !t.is_finished());
+                if agent.handshakes.load(Ordering::Relaxed) >= MAX_HANDSHAKES {
+                    agent
+                        .refusals
+                        .refuse(peer, "too many connections in their handshake");
+                    continue;
+                }
+                agent.handshakes.fetch_add(1, Ordering::Relaxed);
+                let agent = agent.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("agent-{peer}"))
+                    .spawn(move || connection(&agent, stream, peer));
+                match spawned {
+                    Ok(thread) => threads.push(thread),
+                    Err(e) => log(format_args!("cannot serve {peer}: {e}")),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_readable(&listener, Duration::from_millis(200));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                log(format_args!("accept: {e}"));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    log("stopping: ending every run");
+    for thread in threads {
+        let _ = thread.join();
+    }
+    Ok(())
+}
+
+fn wait_readable(listener: &TcpListener, timeout: Duration) {
+    let mut fds = [libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(fds.as_mut_ptr(), 1, timeout.as_millis() as libc::c_int) };
+}
+
+fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let handshake = channel::accept(stream, &agent.config.key);
+    agent.handshakes.fetch_sub(1, Ordering::Relaxed);
+    let channel = match handshake {
+        Ok(channel) => channel,
+        Err(e) => {
+            let reason = match e {
+                ChannelError::Closed => "closed the connection in the handshake".to_string(),
+                other => other.to_string(),
+            };
+            agent.refusals.refuse(peer, &reason);
+            return;
+        }
+    };
+    let (sealer, mut opener) = match channel.split() {
+        Ok(halves) => halves,
+        Err(e) => return log(format_args!("{peer}: {e}")),
+    };
+    let hello = match opener.recv::<ToAgent>(Some(FRAME_TIME)) {
+        Ok(ToAgent::Hello(hello)) => hello,
+        Ok(_) => {
+            return agent
+                .refusals
+                .refuse(peer, "its first message was not Hello");
+        }
+        Err(e) => return agent.refusals.refuse(peer, &format!("no Hello: {e}")),
+    };
+    let mut sealer = sealer;
+    let ours = env!("CARGO_PKG_VERSION");
+    let refusal = if hello.version != ours {
+        Some(version_mismatch(ours, &hello.version))
+    } else {
+        agent.config.policy.admit(&hello.experiment).err()
+    };
+    if let Some(reason) = refusal {
+        agent.refusals.refuse(peer, &reason);
+        let _ = sealer.send(&FromAgent::Refused { reason });
+        return;
+    }
+    let controller = format!("{} ({peer})", hello.controller);
+    let slot = match agent.slots.acquire(&hello.experiment, controller.clone()) {
+        Ok(slot) => slot,
+        Err(holder) => {
+            agent.refusals.refuse(
+                peer,
+                &format!("busy with {} for {}", holder.experiment, holder.controller),
+            );
+            let _ = sealer.send(&FromAgent::Busy {
+                experiment: holder.experiment,
+                controller: holder.controller,
+                since: holder.since,
+            });
+            return;
+        }
+    };
+    let welcome = Welcome {
+        version: ours.to_string(),
+        facts: agent.facts.clone(),
+        time_us: now_us(),
+        limits: agent.config.policy.describe(),
+    };
+    if let Err(e) = sealer.send(&FromAgent::Welcome(Box::new(welcome))) {
+        return log(format_args!("{peer}: {e}"));
+    }
+    run(agent, &hello, &controller, sealer, opener);
+    drop(slot);
+}
+
+fn run(
+    agent: &Agent,
+    hello: &Hello,
+    controller: &str,
+    sealer: channel::Sealer,
+    opener: channel::Opener,
+) {
+    log(format_args!(
+        "run of {} for {controller} started",
+        hello.experiment
+    ));
+    let started = Instant::now();
+    let outcome = session::Session::new(
+        &agent.config.policy,
+        &hello.experiment,
+        sealer,
+        agent.stop.clone(),
+    )
+    .serve(opener);
+    log(format_args!(
+        "run of {} for {controller} ended after {:.1} s: {}; {} endpoint(s) started, every one reaped",
+        hello.experiment,
+        started.elapsed().as_secs_f64(),
+        outcome.reason,
+        outcome.endpoints
+    ));
+}

@@ -1,0 +1,257 @@
+//! One run on an agent: the endpoints it starts, each command checked by
+//! the policy on its way in, each reply sealed on its way out, and
+//! everything killed and reaped when the run ends, however it ends.
+
+use crate::endpoint::agent::channel::{ChannelError, Opener, Sealer};
+use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::agent::{FromAgent, ToAgent, source_toward};
+use crate::endpoint::protocol::{Command, Reply};
+use crate::experiment::endpoints::{describe_exit, start_child};
+use crate::wire::control::{FrameReader, write_frame};
+use std::collections::HashMap;
+use std::process::{Child, ChildStdin};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often a waiting run looks at its deadlines and the stop flag.
+const TICK: Duration = Duration::from_millis(500);
+/// How long an endpoint has to leave after `Exit` before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// Most endpoints one run may have at once.
+const MAX_ENDPOINTS: usize = 16;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Endpoint {
+    process: Arc<Mutex<Child>>,
+    stdin: Option<ChildStdin>,
+    forward: JoinHandle<()>,
+    /// Killed at this time if still running (after `Exit`).
+    kill_at: Option<Instant>,
+}
+
+/// How a run ended.
+pub struct Outcome {
+    pub reason: String,
+    pub endpoints: usize,
+}
+
+pub struct Session<'p> {
+    policy: &'p Policy,
+    experiment: String,
+    sealer: Arc<Mutex<Sealer>>,
+    endpoints: HashMap<u32, Endpoint>,
+    started: usize,
+    stop: Arc<AtomicBool>,
+}
+
+impl<'p> Session<'p> {
+    pub fn new(
+        policy: &'p Policy,
+        experiment: &str,
+        sealer: Sealer,
+        stop: Arc<AtomicBool>,
+    ) -> Session<'p> {
+        Session {
+            policy,
+            experiment: experiment.to_string(),
+            sealer: Arc::new(Mutex::new(sealer)),
+            endpoints: HashMap::new(),
+            started: 0,
+            stop,
+        }
+    }
+
+    fn send(&self, message: &FromAgent) {
+        // A failed send means the controller is gone; the read side sees it.
+        let _ = lock(&self.sealer).send(message);
+    }
+
+    fn failed(&self, id: u32, message: String) {
+        self.send(&FromAgent::Endpoint {
+            id,
+            reply: Reply::Failed { message },
+        });
+    }
+
+    /// Serves the run until it ends; every endpoint is reaped on return.
+    pub fn serve(mut self, mut opener: Opener) -> Outcome {
+        let deadline = Instant::now() + self.policy.max_duration;
+        let reason = loop {
+            self.kill_lingering();
+            if self.stop.load(Ordering::Relaxed) {
+                self.send(&FromAgent::Ended {
+                    reason: "the agent is stopping".into(),
+                });
+                break "the agent is stopping".to_string();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let reason = format!(
+                    "the run passed the agent's --max-duration of {} s",
+                    self.policy.max_duration.as_secs()
+                );
+                self.send(&FromAgent::Ended {
+                    reason: reason.clone(),
+                });
+                break reason;
+            }
+            match opener.recv::<ToAgent>(Some(left.min(TICK))) {
+                Ok(ToAgent::Spawn { id, role }) => self.spawn(id, &role),
+                Ok(ToAgent::Endpoint { id, command }) => self.command(id, command),
+                Ok(ToAgent::Route { to }) => self.send(&FromAgent::Route {
+                    from: source_toward(to).map_err(|e| e.to_string()),
+                }),
+                Ok(ToAgent::Bye) => break "the controller ended it".to_string(),
+                Ok(ToAgent::Hello(_)) => break "a second Hello (protocol error)".to_string(),
+                Err(ChannelError::Timeout("waiting for a message")) => {}
+                Err(ChannelError::Closed) => break "the controller went away".to_string(),
+                Err(e) => break format!("control channel: {e}"),
+            }
+        };
+        lock(&self.sealer).shutdown();
+        self.reap_all();
+        Outcome {
+            reason,
+            endpoints: self.started,
+        }
+    }
+
+    fn spawn(&mut self, id: u32, role: &str) {
+        if self.endpoints.contains_key(&id) {
+            return self.failed(id, format!("endpoint id {id} is in use"));
+        }
+        if self.endpoints.len() >= MAX_ENDPOINTS {
+            return self.failed(
+                id,
+                format!("a run may have at most {MAX_ENDPOINTS} endpoints at once"),
+            );
+        }
+        let mut child = match start_child(None, None) {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return self.failed(
+                    id,
+                    format!(
+                        "cannot start the {role} endpoint: the agent's program was replaced or removed since it started ({e}); restart the agent"
+                    ),
+                );
+            }
+            Err(e) => return self.failed(id, format!("cannot start the {role} endpoint: {e}")),
+        };
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = child.stdin.take();
+        let process = Arc::new(Mutex::new(child));
+        let forward = {
+            let (sealer, process) = (self.sealer.clone(), process.clone());
+            std::thread::Builder::new()
+                .name(format!("agent-endpoint-{id}"))
+                .spawn(move || forward(id, stdout, &sealer, &process))
+        };
+        match forward {
+            Ok(forward) => {
+                self.started += 1;
+                self.endpoints.insert(
+                    id,
+                    Endpoint {
+                        process,
+                        stdin,
+                        forward,
+                        kill_at: None,
+                    },
+                );
+            }
+            Err(e) => {
+                let _ = lock(&process).kill();
+                let _ = lock(&process).wait();
+                self.failed(id, format!("cannot relay the {role} endpoint: {e}"));
+            }
+        }
+    }
+
+    fn command(&mut self, id: u32, mut command: Command) {
+        if let Err(reason) = self.policy.check(&self.experiment, &mut command) {
+            return self.failed(id, format!("refused by the agent: {reason}"));
+        }
+        let Some(endpoint) = self.endpoints.get_mut(&id) else {
+            // An endpoint that already ended: its Gone is on its way.
+            return;
+        };
+        let exit = command == Command::Exit;
+        if let Some(stdin) = endpoint.stdin.as_mut()
+            && write_frame(stdin, &command).is_err()
+        {
+            endpoint.stdin = None;
+        }
+        if exit {
+            endpoint.stdin = None;
+            endpoint.kill_at = Some(Instant::now() + EXIT_GRACE);
+        }
+    }
+
+    /// Kills endpoints that did not leave after `Exit`, and forgets the
+    /// ones whose relay has ended (it reaped them and said `Gone`).
+    fn kill_lingering(&mut self) {
+        let now = Instant::now();
+        self.endpoints.retain(|_, endpoint| {
+            if endpoint.kill_at.is_some_and(|t| now >= t) {
+                let _ = lock(&endpoint.process).kill();
+            }
+            !endpoint.forward.is_finished()
+        });
+    }
+
+    fn reap_all(&mut self) {
+        for (_, endpoint) in self.endpoints.drain() {
+            drop(endpoint.stdin);
+            // By PID through the Child handle, which knows if it was reaped.
+            let _ = lock(&endpoint.process).kill();
+            let _ = endpoint.forward.join();
+        }
+    }
+}
+
+/// Relays endpoint `id`'s replies to the controller until it closes its
+/// channel, then reaps it and says how it ended.
+fn forward(
+    id: u32,
+    stdout: std::process::ChildStdout,
+    sealer: &Mutex<Sealer>,
+    process: &Mutex<Child>,
+) {
+    let mut reader = FrameReader::new(stdout);
+    while let Ok(Some(reply)) = reader.next_message::<Reply>() {
+        if lock(sealer)
+            .send(&FromAgent::Endpoint { id, reply })
+            .is_err()
+        {
+            break;
+        }
+    }
+    let deadline = Instant::now() + EXIT_GRACE;
+    let status = loop {
+        let mut child = lock(process);
+        match child.try_wait() {
+            Ok(Some(status)) => break describe_exit(status),
+            Ok(None) if Instant::now() < deadline => {}
+            Ok(None) => {
+                let _ = child.kill();
+                break match child.wait() {
+                    Ok(status) => format!(
+                        "closed its control channel and was killed ({})",
+                        describe_exit(status)
+                    ),
+                    Err(e) => format!("status unknown ({e})"),
+                };
+            }
+            Err(e) => break format!("status unknown ({e})"),
+        }
+        drop(child);
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = lock(sealer).send(&FromAgent::Gone { id, status });
+}

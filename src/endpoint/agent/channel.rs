@@ -1,0 +1,569 @@
+//! The encrypted, mutually authenticated control channel between a
+//! controller and an agent: the Noise protocol framework (through the `snow`
+//! crate) with the pattern [`PATTERN`], the pre-shared key as its PSK.
+//!
+//! On the wire, every Noise message (handshake or transport) is
+//!
+//! ```text
+//! +----------------+------------------------------------+
+//! | length: u16 BE | Noise message, at most 65535 bytes |
+//! +----------------+------------------------------------+
+//! ```
+//!
+//! Handshake (XXpsk3, three messages): `-> e`, `<- e, ee, s, es`,
+//! `-> s, se, psk`. Each side's static key is fresh per process and proves
+//! nothing; the PSK mixed into the third message is the authentication:
+//! the responder (the agent) decrypts that message only if the initiator
+//! holds the key, and the initiator (the controller) decrypts the agent's
+//! first transport message only if the agent does. A replayed handshake
+//! fails at the third message: the agent's new ephemeral key changes every
+//! key that follows. Transport messages carry a counter nonce checked by
+//! `snow`, so a replayed, dropped or reordered message fails to decrypt and
+//! ends the channel.
+//!
+//! Before authentication the agent reads at most three messages of at most
+//! [`HANDSHAKE_MESSAGE_MAX`] bytes into fixed buffers, under one deadline
+//! ([`HANDSHAKE_TIME`]) for the whole handshake, and parses no control
+//! message. After it, the plaintext is a sequence of
+//! [`crate::wire::control`] frames (at most [`MAX_FRAME`] bytes), each split
+//! over as many Noise messages as it needs and starting a new one; once a
+//! frame's first bytes have arrived, the rest must follow within
+//! [`FRAME_TIME`], so a peer sending a byte a minute is dropped.
+
+use super::key::Key;
+use crate::wire::control;
+use serde::{Serialize, de::DeserializeOwned};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// The Noise protocol name.
+pub const PATTERN: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";
+/// Bound into the handshake: a peer speaking another agent protocol fails it.
+const PROLOGUE: &[u8] = b"netlab agent protocol 1";
+/// Largest Noise message.
+pub const NOISE_MAX: usize = 65535;
+/// Bytes a Noise transport message adds to its plaintext (the AEAD tag).
+const TAG_LEN: usize = 16;
+/// Largest handshake message either side accepts (XXpsk3 needs at most 96
+/// bytes with empty payloads).
+pub const HANDSHAKE_MESSAGE_MAX: usize = 256;
+/// The whole handshake must be done within this time.
+pub const HANDSHAKE_TIME: Duration = Duration::from_secs(5);
+/// Once a frame has begun, its end must arrive within this time.
+pub const FRAME_TIME: Duration = Duration::from_secs(10);
+/// Largest control frame on an agent channel (header included).
+pub const MAX_FRAME: usize = 4 << 20;
+
+#[derive(Debug, Error)]
+pub enum ChannelError {
+    #[error("authentication failed ({0})")]
+    Authentication(&'static str),
+    #[error("the peer closed the connection")]
+    Closed,
+    #[error("timed out {0}")]
+    Timeout(&'static str),
+    #[error("handshake message of {0} bytes (at most {HANDSHAKE_MESSAGE_MAX})")]
+    HandshakeTooLong(usize),
+    #[error("control frame of {0} bytes exceeds the agent channel's {MAX_FRAME}-byte limit")]
+    TooLong(usize),
+    #[error("a message does not decrypt (replayed, reordered or altered)")]
+    Decrypt,
+    #[error(transparent)]
+    Frame(#[from] control::FrameError),
+    #[error("Noise: {0}")]
+    Noise(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A byte stream with a read deadline: TCP here, memory in tests and fuzzing.
+pub trait Link: Read + Write {
+    /// Makes the next reads fail with `TimedOut`/`WouldBlock` at `deadline`
+    /// (`None`: wait for ever).
+    fn read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()>;
+}
+
+impl Link for TcpStream {
+    fn read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let timeout = deadline.map(|d| {
+            d.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1))
+        });
+        self.set_read_timeout(timeout)
+    }
+}
+
+fn noise(e: snow::Error) -> ChannelError {
+    ChannelError::Noise(e.to_string())
+}
+
+/// Fills `buf`, each read bounded by `deadline`.
+fn read_exact_by(
+    link: &mut impl Link,
+    buf: &mut [u8],
+    deadline: Option<Instant>,
+    what: &'static str,
+) -> Result<(), ChannelError> {
+    let mut got = 0;
+    while got < buf.len() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ChannelError::Timeout(what));
+        }
+        link.read_deadline(deadline)?;
+        match link.read(&mut buf[got..]) {
+            Ok(0) => return Err(ChannelError::Closed),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(ChannelError::Timeout(what));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Reads one length-prefixed Noise message into `buf`, refusing one longer
+/// than `buf`. The first byte may take until `first`; the rest must follow
+/// within [`FRAME_TIME`] (or by `first`, in a handshake).
+fn read_message(
+    link: &mut impl Link,
+    buf: &mut [u8],
+    first: Option<Instant>,
+    handshake: bool,
+) -> Result<usize, ChannelError> {
+    let mut header = [0u8; 2];
+    read_exact_by(link, &mut header[..1], first, "waiting for a message")?;
+    let rest = if handshake {
+        first
+    } else {
+        Some(Instant::now() + FRAME_TIME)
+    };
+    read_exact_by(link, &mut header[1..], rest, "inside a message")?;
+    let length = u16::from_be_bytes(header) as usize;
+    if length > buf.len() {
+        return Err(ChannelError::HandshakeTooLong(length));
+    }
+    read_exact_by(link, &mut buf[..length], rest, "inside a message")?;
+    Ok(length)
+}
+
+fn write_message(link: &mut impl Write, message: &[u8]) -> io::Result<()> {
+    let mut wire = Vec::with_capacity(2 + message.len());
+    wire.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    wire.extend_from_slice(message);
+    link.write_all(&wire)?;
+    link.flush()
+}
+
+fn handshake_state(key: &Key, initiator: bool) -> Result<snow::HandshakeState, ChannelError> {
+    let params: snow::params::NoiseParams = PATTERN.parse().map_err(noise)?;
+    let builder = snow::Builder::new(params);
+    let static_key = builder.generate_keypair().map_err(noise)?;
+    let builder = builder
+        .prologue(PROLOGUE)
+        .map_err(noise)?
+        .psk(3, key.bytes())
+        .map_err(noise)?
+        .local_private_key(&static_key.private)
+        .map_err(noise)?;
+    if initiator {
+        builder.build_initiator().map_err(noise)
+    } else {
+        builder.build_responder().map_err(noise)
+    }
+}
+
+/// The controller's side of the handshake.
+pub fn connect<L: Link>(mut link: L, key: &Key) -> Result<Channel<L>, ChannelError> {
+    let deadline = Some(Instant::now() + HANDSHAKE_TIME);
+    let mut state = handshake_state(key, true)?;
+    let mut message = [0u8; HANDSHAKE_MESSAGE_MAX];
+    let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
+    let n = state.write_message(&[], &mut message).map_err(noise)?;
+    write_message(&mut link, &message[..n])?;
+    let n = read_message(&mut link, &mut message, deadline, true)?;
+    state
+        .read_message(&message[..n], &mut payload)
+        .map_err(|_| ChannelError::Authentication("the agent's reply does not verify"))?;
+    let n = state.write_message(&[], &mut message).map_err(noise)?;
+    write_message(&mut link, &message[..n])?;
+    Channel::new(link, state)
+}
+
+/// The agent's side of the handshake: a peer without the key fails at the
+/// third message, before any control message is read.
+pub fn accept<L: Link>(mut link: L, key: &Key) -> Result<Channel<L>, ChannelError> {
+    let deadline = Some(Instant::now() + HANDSHAKE_TIME);
+    let mut state = handshake_state(key, false)?;
+    let mut message = [0u8; HANDSHAKE_MESSAGE_MAX];
+    let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
+    let n = read_message(&mut link, &mut message, deadline, true)?;
+    state
+        .read_message(&message[..n], &mut payload)
+        .map_err(|_| ChannelError::Authentication("malformed first handshake message"))?;
+    let n = state.write_message(&[], &mut message).map_err(noise)?;
+    write_message(&mut link, &message[..n])?;
+    let n = read_message(&mut link, &mut message, deadline, true)?;
+    state
+        .read_message(&message[..n], &mut payload)
+        .map_err(|_| {
+            ChannelError::Authentication("wrong key, or a replayed or altered handshake")
+        })?;
+    Channel::new(link, state)
+}
+
+/// An established channel; [`Channel::split`] gives a sending and a
+/// receiving half for two threads.
+pub struct Channel<L> {
+    link: L,
+    state: Arc<Mutex<snow::TransportState>>,
+}
+
+impl<L: Link> Channel<L> {
+    fn new(link: L, state: snow::HandshakeState) -> Result<Channel<L>, ChannelError> {
+        Ok(Channel {
+            link,
+            state: Arc::new(Mutex::new(state.into_transport_mode().map_err(noise)?)),
+        })
+    }
+
+    /// Sends one message (as one control frame).
+    pub fn send<T: Serialize>(&mut self, message: &T) -> Result<(), ChannelError> {
+        seal(&self.state, &mut self.link, message)
+    }
+
+    /// Receives one message; waits at most `idle` for it to begin.
+    pub fn recv<T: DeserializeOwned>(&mut self, idle: Option<Duration>) -> Result<T, ChannelError> {
+        open(&self.state, &mut self.link, idle)
+    }
+}
+
+impl Channel<TcpStream> {
+    /// Two halves over the same socket and Noise state.
+    pub fn split(self) -> io::Result<(Sealer, Opener)> {
+        let write = self.link.try_clone()?;
+        write.set_write_timeout(Some(FRAME_TIME))?;
+        Ok((
+            Sealer {
+                link: write,
+                state: self.state.clone(),
+            },
+            Opener {
+                link: self.link,
+                state: self.state,
+            },
+        ))
+    }
+}
+
+/// The sending half of a TCP channel.
+pub struct Sealer {
+    link: TcpStream,
+    state: Arc<Mutex<snow::TransportState>>,
+}
+
+impl Sealer {
+    pub fn send<T: Serialize>(&mut self, message: &T) -> Result<(), ChannelError> {
+        seal(&self.state, &mut self.link, message)
+    }
+
+    /// Closes both directions (the receiving half's reads end).
+    pub fn shutdown(&self) {
+        let _ = self.link.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The receiving half of a TCP channel.
+pub struct Opener {
+    link: TcpStream,
+    state: Arc<Mutex<snow::TransportState>>,
+}
+
+impl Opener {
+    pub fn recv<T: DeserializeOwned>(&mut self, idle: Option<Duration>) -> Result<T, ChannelError> {
+        open(&self.state, &mut self.link, idle)
+    }
+}
+
+fn seal<T: Serialize>(
+    state: &Mutex<snow::TransportState>,
+    link: &mut impl Write,
+    message: &T,
+) -> Result<(), ChannelError> {
+    let mut frame = Vec::new();
+    control::emit(message, &mut frame)?;
+    if frame.len() > MAX_FRAME {
+        return Err(ChannelError::TooLong(frame.len()));
+    }
+    let chunk = NOISE_MAX - TAG_LEN;
+    let mut wire = Vec::with_capacity(frame.len() + frame.len().div_ceil(chunk) * (2 + TAG_LEN));
+    let mut sealed = vec![0u8; NOISE_MAX];
+    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    for piece in frame.chunks(chunk) {
+        let n = state.write_message(piece, &mut sealed).map_err(noise)?;
+        wire.extend_from_slice(&(n as u16).to_be_bytes());
+        wire.extend_from_slice(&sealed[..n]);
+    }
+    // Written under the lock: two threads' frames never interleave, and
+    // the nonces go out in order.
+    link.write_all(&wire)?;
+    link.flush()?;
+    Ok(())
+}
+
+/// The whole length of the frame starting `plain`, once its header is in.
+fn frame_length(plain: &[u8]) -> Result<Option<usize>, ChannelError> {
+    let Some(header) = plain.get(..control::HEADER_LEN) else {
+        return Ok(None);
+    };
+    let length = u32::from_be_bytes(header.try_into().expect("4 bytes")) as usize;
+    if length == 0 {
+        return Err(control::FrameError::Empty.into());
+    }
+    let total = length.saturating_add(control::HEADER_LEN);
+    if total > MAX_FRAME {
+        return Err(ChannelError::TooLong(total));
+    }
+    Ok(Some(total))
+}
+
+fn open<T: DeserializeOwned>(
+    state: &Mutex<snow::TransportState>,
+    link: &mut impl Link,
+    idle: Option<Duration>,
+) -> Result<T, ChannelError> {
+    let mut plain = Vec::new();
+    let mut sealed = vec![0u8; NOISE_MAX];
+    let mut opened = vec![0u8; NOISE_MAX];
+    let idle_deadline = idle.map(|d| Instant::now() + d);
+    let mut frame_deadline = None;
+    loop {
+        if let Some(total) = frame_length(&plain)? {
+            if plain.len() > total {
+                // A frame always ends a Noise message.
+                return Err(ChannelError::Decrypt);
+            }
+            if plain.len() == total {
+                return Ok(control::parse(&plain)?);
+            }
+        }
+        let first = frame_deadline.or(idle_deadline);
+        let n = read_message(link, &mut sealed, first, false)?;
+        frame_deadline.get_or_insert(Instant::now() + FRAME_TIME);
+        let n = state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read_message(&sealed[..n], &mut opened)
+            .map_err(|_| ChannelError::Decrypt)?;
+        plain.extend_from_slice(&opened[..n]);
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::sync::mpsc;
+
+    /// One end of an in-memory duplex pipe.
+    pub struct MemLink {
+        pub rx: mpsc::Receiver<Vec<u8>>,
+        pub tx: mpsc::Sender<Vec<u8>>,
+        pending: VecDeque<u8>,
+        deadline: Option<Instant>,
+        /// Every byte this end wrote, in order.
+        pub written: Arc<Mutex<Vec<u8>>>,
+    }
+
+    pub fn pair() -> (MemLink, MemLink) {
+        let (a_tx, b_rx) = mpsc::channel();
+        let (b_tx, a_rx) = mpsc::channel();
+        let end = |rx, tx| MemLink {
+            rx,
+            tx,
+            pending: VecDeque::new(),
+            deadline: None,
+            written: Arc::default(),
+        };
+        (end(a_rx, a_tx), end(b_rx, b_tx))
+    }
+
+    impl Read for MemLink {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.pending.is_empty() {
+                let got = match self.deadline {
+                    None => self.rx.recv().map_err(|_| ()),
+                    Some(d) => self
+                        .rx
+                        .recv_timeout(d.saturating_duration_since(Instant::now()))
+                        .map_err(|e| match e {
+                            mpsc::RecvTimeoutError::Timeout => (),
+                            mpsc::RecvTimeoutError::Disconnected => (),
+                        }),
+                };
+                match got {
+                    Ok(bytes) => self.pending.extend(bytes),
+                    Err(()) if self.deadline.is_some_and(|d| Instant::now() >= d) => {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    Err(()) => return Ok(0),
+                }
+            }
+            let n = buf.len().min(self.pending.len());
+            for (slot, byte) in buf.iter_mut().zip(self.pending.drain(..n)) {
+                *slot = byte;
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for MemLink {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.written.lock().unwrap().extend_from_slice(buf);
+            self.tx
+                .send(buf.to_vec())
+                .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Link for MemLink {
+        fn read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+            self.deadline = deadline;
+            Ok(())
+        }
+    }
+
+    fn handshake(
+        client_key: Key,
+        agent_key: Key,
+    ) -> (
+        Result<Channel<MemLink>, ChannelError>,
+        Result<Channel<MemLink>, ChannelError>,
+    ) {
+        let (a, b) = pair();
+        let agent = std::thread::spawn(move || accept(b, &agent_key));
+        let client = connect(a, &client_key);
+        (client, agent.join().unwrap())
+    }
+
+    #[test]
+    fn peers_with_one_key_talk_both_ways() {
+        let key = Key::from_bytes([7; 32]);
+        let (client, agent) = handshake(key.clone(), key);
+        let (mut client, mut agent) = (client.unwrap(), agent.unwrap());
+        client.send(&"hello".to_string()).unwrap();
+        assert_eq!(agent.recv::<String>(None).unwrap(), "hello");
+        // A frame longer than one Noise message is split and joined.
+        let big = "x".repeat(200_000);
+        agent.send(&big).unwrap();
+        assert_eq!(client.recv::<String>(None).unwrap(), big);
+    }
+
+    #[test]
+    fn a_wrong_key_fails_at_the_third_message() {
+        let (_client, agent) = handshake(Key::from_bytes([1; 32]), Key::from_bytes([2; 32]));
+        assert!(
+            matches!(agent, Err(ChannelError::Authentication(_))),
+            "{:?}",
+            agent.err()
+        );
+    }
+
+    #[test]
+    fn a_replayed_handshake_is_refused() {
+        let key = Key::from_bytes([9; 32]);
+        // A real session, recorded as an eavesdropper would see it.
+        let (a, b) = pair();
+        let recorded = a.written.clone();
+        let agent_key = key.clone();
+        let agent = std::thread::spawn(move || accept(b, &agent_key));
+        let mut client = connect(a, &key).unwrap();
+        let _agent = agent.join().unwrap().unwrap();
+        client.send(&"run".to_string()).unwrap();
+        let bytes = recorded.lock().unwrap().clone();
+        // Replay the client's bytes to a new agent: the first message
+        // parses, the third does not (the agent's ephemeral key is new).
+        let (mut attacker, b) = pair();
+        let agent_key = key.clone();
+        let agent = std::thread::spawn(move || accept(b, &agent_key).map(|_| ()));
+        attacker.write_all(&bytes).unwrap();
+        let result = agent.join().unwrap();
+        assert!(
+            matches!(result, Err(ChannelError::Authentication(_))),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn a_replayed_transport_message_does_not_decrypt() {
+        let key = Key::from_bytes([3; 32]);
+        let (a, b) = pair();
+        let written = a.written.clone();
+        let agent_key = key.clone();
+        let agent = std::thread::spawn(move || accept(b, &agent_key));
+        let mut client = connect(a, &key).unwrap();
+        let mut agent = agent.join().unwrap().unwrap();
+        let before = written.lock().unwrap().len();
+        client.send(&"once".to_string()).unwrap();
+        let message = written.lock().unwrap()[before..].to_vec();
+        assert_eq!(agent.recv::<String>(None).unwrap(), "once");
+        client.link.tx.send(message).unwrap();
+        assert!(matches!(
+            agent.recv::<String>(None),
+            Err(ChannelError::Decrypt)
+        ));
+    }
+
+    #[test]
+    fn a_silent_or_slow_peer_times_out() {
+        let (a, b) = pair();
+        let started = Instant::now();
+        let agent = std::thread::spawn(move || accept(b, &Key::from_bytes([1; 32])).map(|_| ()));
+        // One byte of a length, then nothing.
+        let mut a = a;
+        a.write_all(&[0]).unwrap();
+        let result = agent.join().unwrap();
+        assert!(
+            matches!(result, Err(ChannelError::Timeout(_))),
+            "{result:?}"
+        );
+        assert!(started.elapsed() >= HANDSHAKE_TIME);
+        drop(a);
+    }
+
+    #[test]
+    fn an_oversized_handshake_message_is_refused_unread() {
+        let (mut a, b) = pair();
+        let agent = std::thread::spawn(move || accept(b, &Key::from_bytes([1; 32])).map(|_| ()));
+        a.write_all(&[0xff, 0xff]).unwrap();
+        let result = agent.join().unwrap();
+        assert!(
+            matches!(result, Err(ChannelError::HandshakeTooLong(65535))),
+            "{result:?}"
+        );
+    }
+
+    #[test]
+    fn frame_lengths_are_bounded() {
+        assert!(frame_length(&[0, 0]).unwrap().is_none());
+        assert!(matches!(
+            frame_length(&[0x7f, 0, 0, 0]),
+            Err(ChannelError::TooLong(_))
+        ));
+        assert!(frame_length(&[0, 0, 0, 0]).is_err());
+        assert_eq!(frame_length(&[0, 0, 0, 5]).unwrap(), Some(9));
+    }
+}

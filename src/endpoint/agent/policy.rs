@@ -1,0 +1,268 @@
+//! What an agent lets a controller do: which experiments, which data
+//! ports, how long and how much. Pure checks on the typed commands, applied
+//! by the agent before an endpoint sees a command.
+
+use crate::endpoint::protocol::{Amount, Command};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The experiments an agent can serve. `login` and `output` start servers,
+/// shells and relays on the agent's host, so an agent serves them only
+/// where `--allow` lists them.
+pub const EXPERIMENTS: [&str; 5] = ["stream", "rpc", "cksum", "login", "output"];
+/// Served without `--allow`: they run no command of the agent's host.
+pub const DEFAULT_ALLOW: [&str; 3] = ["stream", "rpc", "cksum"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub allow: BTreeSet<String>,
+    /// The ports (inclusive) an endpoint may listen on for data.
+    pub data_ports: (u16, u16),
+    /// Longest run (from `Hello` to the last endpoint's end).
+    pub max_duration: Duration,
+    /// Most bytes one cell may move.
+    pub max_bytes: u64,
+    /// Runs at once.
+    pub max_runs: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            allow: DEFAULT_ALLOW.iter().map(|s| s.to_string()).collect(),
+            data_ports: (5311, 5350),
+            max_duration: Duration::from_secs(30 * 60),
+            max_bytes: 100 << 30,
+            max_runs: 1,
+        }
+    }
+}
+
+/// The experiment name a controller's subcommand runs under (`sweep` runs
+/// streams).
+pub fn canonical(experiment: &str) -> &str {
+    match experiment {
+        "sweep" => "stream",
+        other => other,
+    }
+}
+
+impl Policy {
+    /// One line for the agent's log and the controller's records.
+    pub fn describe(&self) -> String {
+        format!(
+            "allow {}; data ports {}-{}; at most {} s and {} bytes a run; {} run(s) at once",
+            self.allow.iter().cloned().collect::<Vec<_>>().join(","),
+            self.data_ports.0,
+            self.data_ports.1,
+            self.max_duration.as_secs(),
+            self.max_bytes,
+            self.max_runs
+        )
+    }
+
+    /// Whether a run of `experiment` may start here.
+    pub fn admit(&self, experiment: &str) -> Result<(), String> {
+        let name = canonical(experiment);
+        if !EXPERIMENTS.contains(&name) {
+            return Err(format!("unknown experiment \"{experiment}\""));
+        }
+        if !self.allow.contains(name) {
+            return Err(format!(
+                "this agent does not serve {name} (it serves {}; {name} needs --allow {name} on the agent)",
+                self.allow.iter().cloned().collect::<Vec<_>>().join(",")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks `command` of a run of `experiment`, and binds it to the
+    /// agent's limits: a listener gets the data ports, a receiver the byte
+    /// limit. `Err` names what is refused; the endpoint never sees it.
+    pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
+        let experiment = canonical(experiment);
+        let listens_for = |what: &str| format!("{what} is not part of a {experiment} run");
+        match command {
+            Command::StreamReceive(spec) => {
+                if experiment != "stream" {
+                    return Err(listens_for("a stream receiver"));
+                }
+                let guard = spec.guard.as_mut().ok_or_else(unguarded)?;
+                guard.ports = Some(self.ports_for(spec.bind.port())?);
+                spec.limit_bytes = Some(self.max_bytes);
+            }
+            Command::StreamSend(spec) => {
+                if experiment != "stream" {
+                    return Err(listens_for("a stream sender"));
+                }
+                match spec.amount {
+                    Amount::Bytes(bytes) if bytes > self.max_bytes => {
+                        return Err(format!(
+                            "{bytes} bytes exceed the agent's limit of {} bytes a cell",
+                            self.max_bytes
+                        ));
+                    }
+                    Amount::Seconds(s) if s > self.max_duration.as_secs_f64() => {
+                        return Err(format!(
+                            "{s} s exceeds the agent's limit of {} s a run",
+                            self.max_duration.as_secs()
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Command::RpcServe { bind, guard, .. } => {
+                if experiment != "rpc" {
+                    return Err(listens_for("an RPC server"));
+                }
+                let guard = guard.as_mut().ok_or_else(unguarded)?;
+                guard.ports = Some(self.ports_for(bind.port())?);
+            }
+            Command::RpcClient(spec) => {
+                if experiment != "rpc" {
+                    return Err(listens_for("an RPC client"));
+                }
+                let bytes = (spec.size as u64)
+                    .saturating_mul(spec.calls as u64)
+                    .saturating_mul(spec.reps as u64);
+                if bytes > self.max_bytes {
+                    return Err(format!(
+                        "{bytes} bytes of arguments exceed the agent's limit of {} bytes a cell",
+                        self.max_bytes
+                    ));
+                }
+            }
+            Command::Cksum(_) => {
+                if experiment != "cksum" {
+                    return Err(listens_for("a checksum measurement"));
+                }
+            }
+            Command::LoginServe(_) => {
+                if experiment != "login" && experiment != "output" {
+                    return Err(listens_for("a login server"));
+                }
+            }
+            Command::Emulate(_) | Command::Capture(_) => {
+                return Err(
+                    "the wire emulator and the capture run only on the controller's host".into(),
+                );
+            }
+            Command::Go | Command::Stop | Command::Exit => {}
+        }
+        Ok(())
+    }
+
+    fn ports_for(&self, asked: u16) -> Result<(u16, u16), String> {
+        let (lo, hi) = self.data_ports;
+        if asked == 0 || (lo..=hi).contains(&asked) {
+            Ok(if asked == 0 { (lo, hi) } else { (asked, asked) })
+        } else {
+            Err(format!(
+                "port {asked} is outside the agent's data ports {lo}-{hi}"
+            ))
+        }
+    }
+}
+
+fn unguarded() -> String {
+    "the agent opens a data port only for a named peer with a run token, and the controller sent neither".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::protocol::{DataGuard, ReceiveSpec, SendSpec, SocketOptions};
+    use crate::record::stream::{RecvStrategy, SendStrategy};
+
+    fn receive(guard: Option<DataGuard>, port: u16) -> Command {
+        Command::StreamReceive(ReceiveSpec {
+            bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
+            options: SocketOptions::default(),
+            strategy: RecvStrategy::Read { buffer: 1 << 17 },
+            verify: true,
+            progress: false,
+            interface: None,
+            guard,
+            limit_bytes: None,
+        })
+    }
+
+    fn guard() -> DataGuard {
+        DataGuard {
+            peer: "10.0.0.1".parse().unwrap(),
+            token: [5; 16],
+            ports: None,
+        }
+    }
+
+    #[test]
+    fn a_receiver_gets_the_data_ports_and_the_byte_limit() {
+        let policy = Policy::default();
+        let mut command = receive(Some(guard()), 0);
+        policy.check("stream", &mut command).unwrap();
+        let Command::StreamReceive(spec) = command else {
+            unreachable!()
+        };
+        assert_eq!(spec.guard.unwrap().ports, Some((5311, 5350)));
+        assert_eq!(spec.limit_bytes, Some(policy.max_bytes));
+        let mut outside = receive(Some(guard()), 80);
+        assert!(
+            policy
+                .check("stream", &mut outside)
+                .unwrap_err()
+                .contains("outside")
+        );
+    }
+
+    #[test]
+    fn unguarded_listeners_and_foreign_commands_are_refused() {
+        let policy = Policy::default();
+        assert!(policy.check("stream", &mut receive(None, 0)).is_err());
+        assert!(policy.check("rpc", &mut receive(Some(guard()), 0)).is_err());
+    }
+
+    #[test]
+    fn amounts_over_the_limits_are_refused() {
+        let policy = Policy {
+            max_bytes: 1000,
+            max_duration: Duration::from_secs(10),
+            ..Policy::default()
+        };
+        let send = |amount| {
+            Command::StreamSend(SendSpec {
+                connect: "10.0.0.2:5311".parse().unwrap(),
+                options: SocketOptions::default(),
+                strategy: SendStrategy::Write,
+                record: 100,
+                amount,
+                interface: None,
+                token: None,
+            })
+        };
+        assert!(
+            policy
+                .check("stream", &mut send(Amount::Bytes(1000)))
+                .is_ok()
+        );
+        assert!(
+            policy
+                .check("stream", &mut send(Amount::Bytes(1001)))
+                .is_err()
+        );
+        assert!(
+            policy
+                .check("stream", &mut send(Amount::Seconds(11.0)))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn login_needs_allow() {
+        let policy = Policy::default();
+        assert!(policy.admit("stream").is_ok());
+        assert!(policy.admit("sweep").is_ok());
+        let refusal = policy.admit("login").unwrap_err();
+        assert!(refusal.contains("--allow login"), "{refusal}");
+        assert!(policy.admit("rm -rf").is_err());
+    }
+}

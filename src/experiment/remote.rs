@@ -1,0 +1,388 @@
+//! The controller's side of the agents: one authenticated channel per agent
+//! for the whole experiment ([`AgentLink`]), shared by every cell, and the
+//! endpoints started through it.
+//!
+//! [`configure`] gives the key and the experiment's name; [`link`] connects
+//! on first use and again after an agent was lost, so a cell after a lost
+//! agent fails (or succeeds, once the agent is back) on its own. A reader
+//! thread per link hands each endpoint's replies to its
+//! [`EndpointProcess`], which then behaves exactly as a local one.
+
+use super::endpoints::{ControlError, EndpointProcess};
+use crate::endpoint::agent::channel::{self, ChannelError, Opener, Sealer};
+use crate::endpoint::agent::key::Key;
+use crate::endpoint::agent::{DEFAULT_PORT, FromAgent, Hello, ToAgent, Welcome, now_us};
+use crate::endpoint::protocol::{Command, Reply};
+use crate::record::testbed::AgentFacts;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// How long a controller waits to reach an agent.
+const CONNECT_TIME: Duration = Duration::from_secs(5);
+/// How long an agent has to answer a request of the controller's own.
+const ANSWER_TIME: Duration = Duration::from_secs(10);
+
+/// An authenticated channel to one agent.
+pub struct AgentLink {
+    name: String,
+    addr: SocketAddr,
+    local: SocketAddr,
+    welcome: Welcome,
+    clock_offset_us: i64,
+    control_rtt_us: u64,
+    sealer: Mutex<Sealer>,
+    shared: Arc<Shared>,
+    next_id: AtomicU32,
+}
+
+/// What the reader thread and the endpoints share.
+#[derive(Default)]
+struct Shared {
+    routes: Mutex<HashMap<u32, mpsc::Sender<io::Result<Reply>>>>,
+    fates: Mutex<HashMap<u32, String>>,
+    lost: Mutex<Option<String>>,
+    route_answer: Mutex<Option<mpsc::Sender<Result<IpAddr, String>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `HOST[:PORT]` as a socket address (the agent's port by default).
+pub fn resolve(name: &str) -> Result<SocketAddr, String> {
+    let with_port = if name.parse::<SocketAddr>().is_ok() {
+        name.to_string()
+    } else if name.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6()) {
+        format!("[{name}]:{DEFAULT_PORT}")
+    } else if name
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        name.to_string()
+    } else {
+        format!("{name}:{DEFAULT_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {name}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{name} resolves to no address"))
+}
+
+impl AgentLink {
+    /// Connects, authenticates and opens a run of `experiment`.
+    pub fn connect(name: &str, key: &Key, experiment: &str) -> Result<AgentLink, ControlError> {
+        let fail = |message: String| ControlError::Agent {
+            agent: name.to_string(),
+            message,
+        };
+        let addr = resolve(name).map_err(fail)?;
+        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIME)
+            .map_err(|e| fail(format!("cannot connect to {addr}: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let _ = keepalive(&stream);
+        let local = stream.local_addr().map_err(|e| fail(e.to_string()))?;
+        let auth_failed = |e: ChannelError| {
+            fail(match e {
+                ChannelError::Authentication(why) => format!("authentication failed ({why})"),
+                ChannelError::Closed | ChannelError::Decrypt => "authentication failed (the agent closed the connection at the handshake: a different key, or not a netlab agent)".into(),
+                other => format!("authentication failed ({other})"),
+            })
+        };
+        let mut channel = channel::connect(stream, key).map_err(auth_failed)?;
+        let sent_us = now_us();
+        let started = Instant::now();
+        channel
+            .send(&ToAgent::Hello(Hello {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                experiment: experiment.to_string(),
+                controller: controller_name(),
+                time_us: sent_us,
+            }))
+            .map_err(auth_failed)?;
+        let welcome = match channel.recv::<FromAgent>(Some(ANSWER_TIME)) {
+            Ok(FromAgent::Welcome(welcome)) => *welcome,
+            Ok(FromAgent::Busy {
+                experiment,
+                controller,
+                since,
+            }) => {
+                return Err(fail(format!(
+                    "busy: running {experiment} for {controller} since {since}"
+                )));
+            }
+            Ok(FromAgent::Refused { reason }) => return Err(fail(format!("refused: {reason}"))),
+            Ok(other) => return Err(fail(format!("unexpected answer to Hello: {other:?}"))),
+            Err(e) => return Err(auth_failed(e)),
+        };
+        let rtt = started.elapsed();
+        // The agent's clock at the midpoint of the exchange, against ours.
+        let clock_offset_us = welcome.time_us - (sent_us + rtt.as_micros() as i64 / 2);
+        let (sealer, opener) = channel.split().map_err(|e| fail(e.to_string()))?;
+        let shared = Arc::new(Shared::default());
+        {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("agent-reader".into())
+                .spawn(move || read_agent(opener, &shared))
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        Ok(AgentLink {
+            name: name.to_string(),
+            addr,
+            local,
+            welcome,
+            clock_offset_us,
+            control_rtt_us: rtt.as_micros() as u64,
+            sealer: Mutex::new(sealer),
+            shared,
+            next_id: AtomicU32::new(1),
+        })
+    }
+
+    /// The agent as the user named it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The agent's address as this controller reaches it.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// This controller's address on the channel (as the agent sees it).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Why the link is unusable, if it is.
+    pub fn lost(&self) -> Option<String> {
+        lock(&self.shared.lost).clone()
+    }
+
+    /// The agent's host and clock, for the records.
+    pub fn facts(&self) -> AgentFacts {
+        AgentFacts {
+            agent: self.name.clone(),
+            address: self.addr.to_string(),
+            netlab_version: self.welcome.version.clone(),
+            host: self.welcome.facts.clone(),
+            clock_offset_us: self.clock_offset_us,
+            control_rtt_us: self.control_rtt_us,
+            limits: self.welcome.limits.clone(),
+        }
+    }
+
+    fn send(&self, message: &ToAgent) -> Result<(), ControlError> {
+        if let Some(why) = self.lost() {
+            return Err(self.error(why));
+        }
+        lock(&self.sealer)
+            .send(message)
+            .map_err(|e| self.error(format!("connection lost: {e}")))
+    }
+
+    fn error(&self, message: String) -> ControlError {
+        ControlError::Agent {
+            agent: self.name.clone(),
+            message,
+        }
+    }
+
+    /// Starts `netlab endpoint` for `role` on the agent's host.
+    pub fn spawn(
+        self: &Arc<AgentLink>,
+        role: &'static str,
+    ) -> Result<EndpointProcess, ControlError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        lock(&self.shared.routes).insert(id, tx);
+        let sent = self.send(&ToAgent::Spawn {
+            id,
+            role: role.to_string(),
+        });
+        if let Err(e) = sent {
+            lock(&self.shared.routes).remove(&id);
+            return Err(e);
+        }
+        EndpointProcess::on_agent(role, self.clone(), id, rx)
+    }
+
+    /// Sends `command` to endpoint `id`.
+    pub(super) fn command(&self, id: u32, command: &Command) -> Result<(), ControlError> {
+        self.send(&ToAgent::Endpoint {
+            id,
+            command: command.clone(),
+        })
+    }
+
+    /// How endpoint `id` ended, as the agent said, or why the link is gone.
+    pub(super) fn fate(&self, id: u32) -> String {
+        if let Some(status) = lock(&self.shared.fates).get(&id) {
+            return format!("on agent {}: {status}", self.name);
+        }
+        match self.lost() {
+            Some(why) => format!("agent {}: {why}", self.name),
+            None => format!("on agent {}: ended without a word", self.name),
+        }
+    }
+
+    /// Drops what the link keeps of endpoint `id`, telling the agent to
+    /// stop it if it still runs.
+    pub(super) fn forget(&self, id: u32) {
+        if lock(&self.shared.routes).remove(&id).is_some() {
+            let _ = self.command(id, &Command::Exit);
+        }
+        lock(&self.shared.fates).remove(&id);
+    }
+
+    /// The agent's source address toward `to`.
+    pub fn route(&self, to: IpAddr) -> Result<IpAddr, ControlError> {
+        let (tx, rx) = mpsc::channel();
+        *lock(&self.shared.route_answer) = Some(tx);
+        self.send(&ToAgent::Route { to })?;
+        rx.recv_timeout(ANSWER_TIME)
+            .map_err(|_| {
+                self.error(format!(
+                    "no route answer within {} s",
+                    ANSWER_TIME.as_secs()
+                ))
+            })?
+            .map_err(|why| self.error(format!("no route to {to}: {why}")))
+    }
+
+    /// Ends the run on the agent (it stops whatever of the run still runs).
+    pub fn bye(&self) {
+        let _ = self.send(&ToAgent::Bye);
+        lock(&self.sealer).shutdown();
+    }
+}
+
+fn keepalive(stream: &TcpStream) -> io::Result<()> {
+    // A vanished peer is noticed within about two minutes of silence;
+    // probes start only after a minute, so a cell of less than a minute
+    // sends nothing at all on the control connection.
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(6);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive)
+}
+
+/// `user@host` of this controller.
+fn controller_name() -> String {
+    let uid = nix::unistd::getuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| format!("uid {uid}"), |u| u.name);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{user}@{}", host.trim())
+}
+
+fn read_agent(mut opener: Opener, shared: &Shared) {
+    let why = loop {
+        match opener.recv::<FromAgent>(None) {
+            Ok(FromAgent::Endpoint { id, reply }) => {
+                if let Some(route) = lock(&shared.routes).get(&id) {
+                    let _ = route.send(Ok(reply));
+                }
+            }
+            Ok(FromAgent::Gone { id, status }) => {
+                lock(&shared.fates).insert(id, status);
+                lock(&shared.routes).remove(&id);
+            }
+            Ok(FromAgent::Route { from }) => {
+                if let Some(answer) = lock(&shared.route_answer).take() {
+                    let _ = answer.send(from);
+                }
+            }
+            Ok(FromAgent::Ended { reason }) => break format!("the agent ended the run: {reason}"),
+            Ok(other) => break format!("unexpected message {other:?}"),
+            Err(ChannelError::Closed) => break "the agent closed the connection".to_string(),
+            Err(e) => break format!("connection lost: {e}"),
+        }
+    };
+    *lock(&shared.lost) = Some(why);
+    // Every waiting endpoint sees its channel close, and asks `fate`.
+    lock(&shared.routes).clear();
+}
+
+/// The links of this process's run.
+struct Registry {
+    key: Key,
+    experiment: String,
+    links: HashMap<String, Arc<AgentLink>>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// Sets the key and the experiment's name for every link this process makes.
+pub fn configure(key: Key, experiment: &str) {
+    *lock(&REGISTRY) = Some(Registry {
+        key,
+        experiment: experiment.to_string(),
+        links: HashMap::new(),
+    });
+}
+
+/// The live link to agent `name`, connecting (again) if there is none.
+pub fn link(name: &str) -> Result<Arc<AgentLink>, ControlError> {
+    let mut registry = lock(&REGISTRY);
+    let registry = registry.as_mut().ok_or_else(|| ControlError::Agent {
+        agent: name.to_string(),
+        message: "no key: give --key FILE or set NETLAB_KEY_FILE".into(),
+    })?;
+    if let Some(link) = registry.links.get(name)
+        && link.lost().is_none()
+    {
+        return Ok(link.clone());
+    }
+    let link = Arc::new(AgentLink::connect(
+        name,
+        &registry.key,
+        &registry.experiment,
+    )?);
+    registry.links.insert(name.to_string(), link.clone());
+    Ok(link)
+}
+
+/// The facts of every agent this process has reached, for the records.
+pub fn facts() -> Vec<AgentFacts> {
+    let registry = lock(&REGISTRY);
+    let mut facts: Vec<AgentFacts> = registry
+        .iter()
+        .flat_map(|r| r.links.values())
+        .map(|link| link.facts())
+        .collect();
+    facts.sort_by(|a, b| a.agent.cmp(&b.agent));
+    facts
+}
+
+/// Ends the run on every agent.
+pub fn close_all() {
+    if let Some(registry) = lock(&REGISTRY).as_mut() {
+        for (_, link) in registry.links.drain() {
+            link.bye();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_with_the_default_port() {
+        assert_eq!(resolve("127.0.0.1").unwrap().port(), DEFAULT_PORT);
+        assert_eq!(resolve("127.0.0.1:7000").unwrap().port(), 7000);
+        assert_eq!(resolve("::1").unwrap().port(), DEFAULT_PORT);
+        assert_eq!(resolve("[::1]:7000").unwrap().port(), 7000);
+        assert_eq!(resolve("localhost").unwrap().port(), DEFAULT_PORT);
+        assert!(resolve("no.such.host.invalid").is_err());
+    }
+}
