@@ -247,6 +247,13 @@ impl<L: Link> Channel<L> {
     }
 }
 
+impl<L> Channel<L> {
+    /// The link under the channel (to inspect a test's recording).
+    pub fn into_link(self) -> L {
+        self.link
+    }
+}
+
 impl Channel<TcpStream> {
     /// Two halves over the same socket and Noise state.
     pub fn split(self) -> io::Result<(Sealer, Opener)> {

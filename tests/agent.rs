@@ -1,0 +1,622 @@
+//! Agents between hosts: three network namespaces stand in for a
+//! controller's host and two agents' hosts (A and B), joined by a bridge in
+//! a fourth, all made and removed by the test. The agents are the real
+//! binary (`netlab agent serve`), the controllers too; the hostile peers
+//! are raw sockets and the library's own channel. Root is needed (CAP_NET_ADMIN);
+//! without it these tests fail with that reason rather than skip.
+
+mod common;
+use common::{children_of, json_of, lines_of};
+
+use netlab::endpoint::agent::channel::{self, Link};
+use netlab::endpoint::agent::key::Key;
+use serde_json::Value;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip runs");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("netlab")
+}
+
+/// Three hosts on one bridge: the controller's (`.1`), A (`.2`), B (`.3`).
+struct Hosts {
+    names: [String; 4],
+    subnet: u32,
+    dir: tempfile::TempDir,
+    key: PathBuf,
+    agents: [Option<Child>; 2],
+}
+
+const CTL: usize = 0;
+const A: usize = 1;
+const B: usize = 2;
+
+impl Hosts {
+    fn new() -> Hosts {
+        assert!(
+            netlab::testbed::netns::has_net_admin(),
+            "the agent tests need CAP_NET_ADMIN: run them as root"
+        );
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("nlt{}x{n}", std::process::id());
+        let names = ["ctl", "a", "b", "sw"].map(|h| format!("{tag}{h}"));
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agent.key");
+        Key::generate().unwrap().write_new(&key).unwrap();
+        let hosts = Hosts {
+            names,
+            subnet: 100 + n,
+            dir,
+            key,
+            agents: [None, None],
+        };
+        for name in &hosts.names {
+            ip(&["netns", "add", name]);
+        }
+        let sw = hosts.names[3].as_str();
+        ip(&["-n", sw, "link", "add", "br0", "type", "bridge"]);
+        ip(&["-n", sw, "link", "set", "br0", "up"]);
+        for host in [CTL, A, B] {
+            let port = format!("p{host}");
+            let ns = hosts.names[host].as_str();
+            ip(&[
+                "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", ns,
+            ]);
+            ip(&["-n", sw, "link", "set", &port, "master", "br0", "up"]);
+            let addr = format!("{}/24", hosts.addr(host));
+            ip(&["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+            ip(&["-n", ns, "link", "set", "eth0", "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        hosts
+    }
+
+    fn addr(&self, host: usize) -> String {
+        format!("10.231.{}.{}", self.subnet, host + 1)
+    }
+
+    fn log(&self, host: usize) -> PathBuf {
+        self.dir.path().join(format!("agent-{host}.log"))
+    }
+
+    fn log_text(&self, host: usize) -> String {
+        std::fs::read_to_string(self.log(host)).unwrap_or_default()
+    }
+
+    /// `netlab ARGS` on `host`.
+    fn netlab(&self, host: usize) -> Command {
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &self.names[host]])
+            .arg(binary())
+            .env("NETLAB_KEY_FILE", &self.key);
+        command
+    }
+
+    /// Starts the agent of `host` (A or B) and waits until it listens.
+    fn start_agent(&mut self, host: usize, extra: &[&str]) {
+        let log = File::create(self.log(host)).unwrap();
+        let child = self
+            .netlab(host)
+            .args(["agent", "serve", "--listen"])
+            .arg(format!("{}:5310", self.addr(host)))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.agents[host - 1] = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log_text(host).contains("listening on") {
+            assert!(
+                Instant::now() < deadline,
+                "agent did not start: {}",
+                self.log_text(host)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn agent_pid(&self, host: usize) -> u32 {
+        self.agents[host - 1].as_ref().unwrap().id()
+    }
+
+    /// Runs `netlab ARGS --json --out FILE` on `host`.
+    fn run(&self, host: usize, args: &[&str], out: &Path) -> Output {
+        self.netlab(host)
+            .args(args)
+            .arg("--json")
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `f` on a thread inside `host`'s namespace.
+    fn inside<T: Send>(&self, host: usize, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/run/netns/{}", self.names[host]);
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let ns = File::open(&path).unwrap();
+                    // SAFETY: setns on this thread only; the fd is open.
+                    assert_eq!(
+                        unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                        0
+                    );
+                    f()
+                })
+                .join()
+                .unwrap()
+        })
+    }
+
+    fn control(&self, host: usize) -> String {
+        format!("{}:5310", self.addr(host))
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for agent in self.agents.iter_mut().flatten() {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn agents_named(record: &Value) -> Vec<String> {
+    record["agents"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x["address"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(A, &[]);
+    hosts.start_agent(B, &[]);
+    let out = hosts.dir.path().join("r.jsonl");
+
+    // Third party: the controller's host drives A sending to B.
+    let run = hosts.run(
+        CTL,
+        &[
+            "stream",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--bytes",
+            "20M",
+        ],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let record = &doc["records"][0];
+    assert!(record["error"].is_null(), "{record}");
+    assert_eq!(record["placement"], "remote");
+    assert_eq!(record["result"]["receiver"]["bytes"], 20 << 20);
+    assert_eq!(record["result"]["receiver"]["verified"], true);
+    assert_eq!(
+        agents_named(record),
+        [hosts.control(A), hosts.control(B)],
+        "the record names both hosts"
+    );
+    assert!(record["agents"][0]["host"]["kernel"].is_string());
+    assert!(
+        record["result"]["sender"]["tcp_info"]["pmtu"]
+            .as_u64()
+            .unwrap()
+            >= 1500
+    );
+
+    // A drives its own end to B: RPC "local" is both ends on B, "remote" A to B.
+    let run = hosts.run(
+        A,
+        &[
+            "rpc",
+            "--to",
+            &hosts.addr(B),
+            "--sizes",
+            "0,1000",
+            "--calls",
+            "20",
+            "--reps",
+            "2",
+            "--no-diagnose",
+        ],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 8, "2 sizes x 2 protocols x 2 placements");
+    for record in records {
+        assert!(record["error"].is_null(), "{record}");
+        assert_eq!(
+            record["result"]["server"]["calls"].as_u64(),
+            Some(40),
+            "{record}"
+        );
+    }
+    let placements: Vec<&Value> = records.iter().map(|r| &r["params"]["placement"]).collect();
+    assert!(
+        placements.iter().any(|p| p["from"] == p["to"]),
+        "a local column"
+    );
+    assert!(
+        placements.iter().any(|p| p["from"] == "local"),
+        "a remote column"
+    );
+
+    // Both agents say the runs ended and reaped what they started.
+    for host in [A, B] {
+        let log = hosts.log_text(host);
+        assert!(log.contains("every one reaped"), "{log}");
+    }
+    assert_eq!(lines_of(&out).len(), 9);
+}
+
+#[test]
+fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, &[]);
+    let other = hosts.dir.path().join("other.key");
+    Key::generate().unwrap().write_new(&other).unwrap();
+    let out = hosts.dir.path().join("r.jsonl");
+    let run = hosts
+        .netlab(CTL)
+        .args(["stream", "--to", &hosts.addr(B), "--bytes", "1M", "--key"])
+        .arg(&other)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let text = stderr(&run);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains(&hosts.addr(B)) && text.contains("authentication failed"),
+        "{text}"
+    );
+    assert!(
+        hosts.log_text(B).contains("refused"),
+        "{}",
+        hosts.log_text(B)
+    );
+    // The agent goes on serving holders of the key.
+    let run = hosts.run(
+        CTL,
+        &["stream", "--to", &hosts.addr(B), "--bytes", "1M"],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+}
+
+#[test]
+fn a_busy_agent_refuses_a_second_controller() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, &[]);
+    let out = hosts.dir.path().join("r.jsonl");
+    let mut first = hosts
+        .netlab(CTL)
+        .args([
+            "stream",
+            "--to",
+            &hosts.addr(B),
+            "--duration",
+            "3s",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !hosts.log_text(B).contains("started") {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = hosts.run(
+        A,
+        &["stream", "--to", &hosts.addr(B), "--bytes", "1M"],
+        &out,
+    );
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stdout);
+    assert!(
+        said.contains("busy: running stream for") && said.contains(&hosts.addr(CTL)),
+        "{said}"
+    );
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    let mut text = String::new();
+    first
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(json_of(text.as_bytes())["records"][0]["error"].is_null());
+}
+
+/// The recorded client side of a handshake.
+struct Recorder {
+    stream: TcpStream,
+    written: Vec<u8>,
+}
+
+impl Read for Recorder {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.read(buf)
+    }
+}
+
+impl Write for Recorder {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.written.extend_from_slice(buf);
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+impl Link for Recorder {
+    fn read_deadline(&mut self, deadline: Option<Instant>) -> std::io::Result<()> {
+        self.stream.read_deadline(deadline)
+    }
+}
+
+/// Whether the agent closed `stream` (within 10 s) after sending at most a
+/// handshake reply: no Welcome, nothing more.
+fn closed_by_agent(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return got.len() <= channel::HANDSHAKE_MESSAGE_MAX,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn hostile_peers_do_not_disturb_a_run_in_progress() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, &[]);
+    let out = hosts.dir.path().join("r.jsonl");
+    let mut run = hosts
+        .netlab(A)
+        .args([
+            "stream",
+            "--to",
+            &hosts.addr(B),
+            "--duration",
+            "4s",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let control = hosts.control(B);
+    let key = Key::load(&hosts.key).unwrap();
+    let started = Instant::now();
+    let results = hosts.inside(CTL, || {
+        std::thread::scope(|scope| {
+            let garbage = scope.spawn(|| {
+                let mut s = TcpStream::connect(&control).unwrap();
+                let _ = s.write_all(&[0x42; 3000]);
+                closed_by_agent(&mut s)
+            });
+            let oversized = scope.spawn(|| {
+                let mut s = TcpStream::connect(&control).unwrap();
+                let _ = s.write_all(&[0xff, 0xff, 1, 2, 3]);
+                closed_by_agent(&mut s)
+            });
+            let slow = scope.spawn(|| {
+                let mut s = TcpStream::connect(&control).unwrap();
+                let t = Instant::now();
+                // A 32-byte first message, one byte a second: the agent
+                // drops it at its handshake deadline.
+                for byte in [0u8, 32, 1, 1, 1, 1, 1, 1] {
+                    if s.write_all(&[byte]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                (closed_by_agent(&mut s), t.elapsed())
+            });
+            let replayed = scope.spawn(|| {
+                // A real handshake, recorded, then replayed on a new connection.
+                let recorder = Recorder {
+                    stream: TcpStream::connect(&control).unwrap(),
+                    written: Vec::new(),
+                };
+                let channel = channel::connect(recorder, &key).unwrap();
+                let bytes = channel.into_link().written;
+                let mut s = TcpStream::connect(&control).unwrap();
+                s.write_all(&bytes).unwrap();
+                closed_by_agent(&mut s)
+            });
+            (
+                garbage.join().unwrap(),
+                oversized.join().unwrap(),
+                slow.join().unwrap(),
+                replayed.join().unwrap(),
+            )
+        })
+    });
+    let (garbage, oversized, (slow, slow_time), replayed) = results;
+    assert!(
+        garbage && oversized && replayed,
+        "{garbage} {oversized} {replayed}"
+    );
+    assert!(slow, "the slow client was dropped");
+    assert!(
+        slow_time < channel::HANDSHAKE_TIME + Duration::from_secs(3),
+        "{slow_time:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let mut text = String::new();
+    run.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let doc = json_of(text.as_bytes());
+    assert!(doc["records"][0]["error"].is_null(), "{doc}");
+    let log = hosts.log_text(B);
+    for reason in [
+        "wrong key, or a replayed",
+        "handshake message of 65535 bytes",
+        "timed out",
+    ] {
+        assert!(log.contains(reason), "{reason}: {log}");
+    }
+}
+
+#[test]
+fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, &[]);
+    let out = hosts.dir.path().join("r.jsonl");
+    let run = hosts
+        .netlab(CTL)
+        .args([
+            "stream",
+            "--to",
+            &hosts.addr(B),
+            "--duration",
+            "2s",
+            "--repeat",
+            "3",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !hosts.log_text(B).contains("started") {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let agent = hosts.agents[B - 1].as_mut().unwrap();
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let output = run.wait_with_output().unwrap();
+    let records = lines_of(&out);
+    assert_eq!(records.len(), 3, "every cell recorded: {}", stderr(&output));
+    let first = records[0]["error"].as_str().unwrap_or_default();
+    assert!(first.contains(&hosts.addr(B)), "{first}");
+    for record in &records[1..] {
+        let error = record["error"].as_str().unwrap_or_default();
+        assert!(error.contains("cannot connect"), "{error}");
+    }
+}
+
+#[test]
+fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(A, &[]);
+    hosts.start_agent(B, &[]);
+    let out = hosts.dir.path().join("r.jsonl");
+    let mut run = hosts
+        .netlab(CTL)
+        .args([
+            "stream",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--duration",
+            "20s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while children_of(hosts.agent_pid(A)).is_empty() || children_of(hosts.agent_pid(B)).is_empty() {
+        assert!(Instant::now() < deadline, "the endpoints never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = Instant::now();
+    for host in [A, B] {
+        while !children_of(hosts.agent_pid(host)).is_empty() {
+            assert!(
+                killed.elapsed() < Duration::from_secs(5),
+                "agent {host} still has {:?}",
+                children_of(hosts.agent_pid(host))
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = hosts.log_text(host);
+        assert!(log.contains("the controller went away"), "{log}");
+    }
+    // Both are ready for the next controller.
+    let run = hosts.run(
+        CTL,
+        &[
+            "stream",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--bytes",
+            "1M",
+        ],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+}
