@@ -110,14 +110,34 @@ impl Hosts {
         command
     }
 
-    /// Starts the agent of `host` (A or B) and waits until it listens.
-    fn start_agent(&mut self, host: usize, extra: &[&str]) {
+    /// Starts the agent of `host` (A or B) and waits until it listens; `as_nobody`:
+    /// as deploy/netlab-agent.service runs it, an unprivileged user with
+    /// no capabilities and no way to gain any.
+    fn start_agent(&mut self, host: usize, as_nobody: bool) {
         let log = File::create(self.log(host)).unwrap();
-        let child = self
-            .netlab(host)
+        let mut command = self.netlab(host);
+        if as_nobody {
+            use std::os::unix::fs::{PermissionsExt, chown};
+            let (uid, gid) = (65534, 65534);
+            std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o711))
+                .unwrap();
+            let own = self.dir.path().join("nobody");
+            std::fs::create_dir(&own).unwrap();
+            chown(&own, Some(uid), Some(gid)).unwrap();
+            let key = own.join("agent.key");
+            std::fs::copy(&self.key, &key).unwrap();
+            chown(&key, Some(uid), Some(gid)).unwrap();
+            command = Command::new("ip");
+            command
+                .args(["netns", "exec", &self.names[host], "setpriv"])
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .args(["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"])
+                .arg(binary())
+                .env("NETLAB_KEY_FILE", &key);
+        }
+        let child = command
             .args(["agent", "serve", "--listen"])
             .arg(format!("{}:5310", self.addr(host)))
-            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -203,8 +223,9 @@ fn agents_named(record: &Value) -> Vec<String> {
 #[test]
 fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(A, &[]);
-    hosts.start_agent(B, &[]);
+    // A runs as the systemd unit would: no privilege at all.
+    hosts.start_agent(A, true);
+    hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
 
     // Third party: the controller's host drives A sending to B.
@@ -291,7 +312,7 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
 #[test]
 fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(B, &[]);
+    hosts.start_agent(B, false);
     let other = hosts.dir.path().join("other.key");
     Key::generate().unwrap().write_new(&other).unwrap();
     let out = hosts.dir.path().join("r.jsonl");
@@ -327,7 +348,7 @@ fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
 #[test]
 fn a_busy_agent_refuses_a_second_controller() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(B, &[]);
+    hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
     let mut first = hosts
         .netlab(CTL)
@@ -421,7 +442,7 @@ fn closed_by_agent(stream: &mut TcpStream) -> bool {
 #[test]
 fn hostile_peers_do_not_disturb_a_run_in_progress() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(B, &[]);
+    hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
     let mut run = hosts
         .netlab(A)
@@ -520,7 +541,7 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
 #[test]
 fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(B, &[]);
+    hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
     let run = hosts
         .netlab(CTL)
@@ -563,8 +584,8 @@ fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
 #[test]
 fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
     let mut hosts = Hosts::new();
-    hosts.start_agent(A, &[]);
-    hosts.start_agent(B, &[]);
+    hosts.start_agent(A, false);
+    hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
     let mut run = hosts
         .netlab(CTL)
