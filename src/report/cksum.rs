@@ -3,7 +3,7 @@
 //! per-packet budget at today's costs.
 
 use super::historical;
-use super::tables::{host_line, markdown, num};
+use super::tables::{hosts_text, markdown, num};
 use crate::analysis::cksum::results;
 use crate::record::Record;
 use crate::record::cksum::{CksumResult, Kind};
@@ -26,7 +26,14 @@ pub fn table(records: &[Record]) -> String {
     let mut out = String::new();
     let results = results(records);
     if let Some(first) = records.first() {
-        out.push_str(&host_line(&first.host, "local"));
+        out.push_str(&hosts_text(
+            first,
+            if first.agents.is_empty() {
+                "local"
+            } else {
+                "on the agent below"
+            },
+        ));
         out.push('\n');
     }
     out.push_str(&format!(

@@ -3,7 +3,7 @@
 //! causes, and the stall ranges of `--find-cliffs`.
 
 use super::historical;
-use super::tables::{host_line, markdown, num};
+use super::tables::{hosts_text, markdown, num};
 use crate::analysis::rpc::{Finding, StallRange, mean_ms_per_100, results};
 use crate::record::Record;
 use crate::record::testbed::Placement;
@@ -79,7 +79,7 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
                 placements.push(text);
             }
         }
-        out.push_str(&host_line(&first.host, &placements.join(", ")));
+        out.push_str(&hosts_text(first, &placements.join(", ")));
         out.push('\n');
     }
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();

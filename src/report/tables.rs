@@ -85,6 +85,32 @@ pub fn host_line(host: &HostFacts, placement: &str) -> String {
     )
 }
 
+/// The controller's host line, then one line per agent the record's run
+/// went through (its host, its clock against the controller's).
+pub fn hosts_text(record: &Record, placement: &str) -> String {
+    let mut out = host_line(&record.host, placement);
+    if !record.agents.is_empty() {
+        out.push_str(" (this line: the controller's host)");
+    }
+    for agent in &record.agents {
+        let h = &agent.host;
+        let _ = write!(
+            out,
+            "\nagent {} ({}): {}, {} cores, {}, Linux {}, {} default; clock {:+} µs from the controller's (± {} µs)",
+            agent.agent,
+            agent.address,
+            h.hostname,
+            h.cores,
+            h.cpu_model,
+            h.kernel,
+            h.default_congestion_control,
+            agent.clock_offset_us,
+            agent.control_rtt_us / 2
+        );
+    }
+    out
+}
+
 fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
     records
         .iter()
@@ -104,7 +130,7 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
     let runs = stream_results(records);
     let _ = writeln!(out, "netlab stream: {title}");
     if let Some((first, _)) = runs.first() {
-        let _ = writeln!(out, "{}", host_line(&first.host, &first.placement));
+        let _ = writeln!(out, "{}", hosts_text(first, &first.placement));
     }
     let mut table = new_table(&[
         "run",
@@ -374,7 +400,7 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
     let mut out = String::new();
     let _ = writeln!(out, "netlab sweep stream: {title}");
     if let Some(first) = records.first() {
-        let _ = writeln!(out, "{}", host_line(&first.host, &first.placement));
+        let _ = writeln!(out, "{}", hosts_text(first, &first.placement));
     }
     let mut table = new_table(&[
         "record",
