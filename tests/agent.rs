@@ -169,6 +169,32 @@ impl Hosts {
             .unwrap()
     }
 
+    /// Starts `netlab ARGS --json --out FILE` on `host` in the background.
+    fn spawn(&self, host: usize, args: &[&str], out: &Path) -> Child {
+        self.netlab(host)
+            .args(args)
+            .arg("--json")
+            .arg("--out")
+            .arg(out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits (at most 10 s) until `host`'s agent has logged `text`.
+    fn wait_for_log(&self, host: usize, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log_text(host).contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "agent {host} never logged {text:?}: {}",
+                self.log_text(host)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Runs `f` on a thread inside `host`'s namespace.
     fn inside<T: Send>(&self, host: usize, f: impl FnOnce() -> T + Send) -> T {
         let path = format!("/run/netns/{}", self.names[host]);
@@ -207,6 +233,13 @@ impl Drop for Hosts {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The document a background run printed, after it exited with 0.
+fn finished(run: Child) -> Value {
+    let output = run.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    json_of(&output.stdout)
 }
 
 fn agents_named(record: &Value) -> Vec<String> {
@@ -350,27 +383,12 @@ fn a_busy_agent_refuses_a_second_controller() {
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
-    let mut first = hosts
-        .netlab(CTL)
-        .args([
-            "stream",
-            "--to",
-            &hosts.addr(B),
-            "--duration",
-            "3s",
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !hosts.log_text(B).contains("started") {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let first = hosts.spawn(
+        CTL,
+        &["stream", "--to", &hosts.addr(B), "--duration", "3s"],
+        &out,
+    );
+    hosts.wait_for_log(B, "started");
     let second = hosts.run(
         A,
         &["stream", "--to", &hosts.addr(B), "--bytes", "1M"],
@@ -382,15 +400,7 @@ fn a_busy_agent_refuses_a_second_controller() {
         said.contains("busy: running stream for") && said.contains(&hosts.addr(CTL)),
         "{said}"
     );
-    assert_eq!(first.wait().unwrap().code(), Some(0));
-    let mut text = String::new();
-    first
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    assert!(json_of(text.as_bytes())["records"][0]["error"].is_null());
+    assert!(finished(first)["records"][0]["error"].is_null());
 }
 
 /// The recorded client side of a handshake.
@@ -444,22 +454,11 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
-    let mut run = hosts
-        .netlab(A)
-        .args([
-            "stream",
-            "--to",
-            &hosts.addr(B),
-            "--duration",
-            "4s",
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = hosts.spawn(
+        A,
+        &["stream", "--to", &hosts.addr(B), "--duration", "4s"],
+        &out,
+    );
     let control = hosts.control(B);
     let key = Key::load(&hosts.key).unwrap();
     let started = Instant::now();
@@ -519,14 +518,7 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
         "{slow_time:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(30));
-    assert_eq!(run.wait().unwrap().code(), Some(0));
-    let mut text = String::new();
-    run.stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .unwrap();
-    let doc = json_of(text.as_bytes());
+    let doc = finished(run);
     assert!(doc["records"][0]["error"].is_null(), "{doc}");
     let log = hosts.log_text(B);
     for reason in [
@@ -543,9 +535,9 @@ fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
-    let run = hosts
-        .netlab(CTL)
-        .args([
+    let run = hosts.spawn(
+        CTL,
+        &[
             "stream",
             "--to",
             &hosts.addr(B),
@@ -553,19 +545,10 @@ fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
             "2s",
             "--repeat",
             "3",
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !hosts.log_text(B).contains("started") {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        ],
+        &out,
+    );
+    hosts.wait_for_log(B, "started");
     std::thread::sleep(Duration::from_millis(700));
     let agent = hosts.agents[B - 1].as_mut().unwrap();
     agent.kill().unwrap();
@@ -587,9 +570,9 @@ fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
     hosts.start_agent(A, false);
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
-    let mut run = hosts
-        .netlab(CTL)
-        .args([
+    let mut run = hosts.spawn(
+        CTL,
+        &[
             "stream",
             "--from",
             &hosts.addr(A),
@@ -597,13 +580,9 @@ fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
             &hosts.addr(B),
             "--duration",
             "20s",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+        &out,
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while children_of(hosts.agent_pid(A)).is_empty() || children_of(hosts.agent_pid(B)).is_empty() {
         assert!(Instant::now() < deadline, "the endpoints never started");

@@ -1,15 +1,13 @@
-//! What an agent reads from a peer before and after authentication must
-//! never panic or over-allocate: the Noise handshake fed any bytes (the
-//! agent's side, which must refuse them: no bytes forge a handshake without
-//! the key), and the agent protocol's frames, which round trip (parse, emit,
-//! parse again, equal).
+//! What an agent reads from a peer before authentication must never panic
+//! or over-allocate: the agent's side of the Noise handshake fed any bytes,
+//! which it must refuse (no bytes forge a handshake without the key). The
+//! agent protocol's frames, read after it, are round-tripped by the
+//! `control_frame` target.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use netlab::endpoint::agent::channel::{self, Link};
 use netlab::endpoint::agent::key::Key;
-use netlab::endpoint::agent::{FromAgent, ToAgent};
-use netlab::wire::control::{check, emit, parse};
 use std::io::{Read, Write};
 use std::time::Instant;
 
@@ -42,26 +40,10 @@ impl Link for Peer<'_> {
     }
 }
 
-fn round_trip<T>(frame: &[u8])
-where
-    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
-{
-    if let Ok(message) = parse::<T>(frame) {
-        let mut again = Vec::new();
-        emit(&message, &mut again).expect("a parsed message emits");
-        let reparsed: T = parse(&again).expect("an emitted frame parses");
-        assert_eq!(reparsed, message);
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let key = Key::from_bytes([7; 32]);
     assert!(
         channel::accept(Peer { input: data }, &key).is_err(),
         "bytes without the key passed the handshake"
     );
-    if let Ok(Some(n)) = check(data) {
-        round_trip::<ToAgent>(&data[..n]);
-        round_trip::<FromAgent>(&data[..n]);
-    }
 });

@@ -1,9 +1,11 @@
 //! The control-channel reader must never panic or over-allocate on any bytes:
-//! it will face a TCP peer when remote agents arrive. Every frame that parses
-//! is emitted again and must parse to the same message (a round trip).
+//! its frames carry the endpoint messages and, inside the Noise channel, the
+//! agent protocol's. Every frame that parses is emitted again and must parse
+//! to the same message (a round trip).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use netlab::endpoint::agent::{FromAgent, ToAgent};
 use netlab::endpoint::protocol::{Command, Reply};
 use netlab::wire::control::{FrameReader, check, emit, parse};
 
@@ -23,6 +25,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Some(n)) = check(data) {
         round_trip::<Command>(&data[..n]);
         round_trip::<Reply>(&data[..n]);
+        round_trip::<ToAgent>(&data[..n]);
+        round_trip::<FromAgent>(&data[..n]);
     }
     let mut reader = FrameReader::new(data);
     while let Ok(Some(_)) = reader.next_message::<Reply>() {}

@@ -17,11 +17,11 @@ pub mod session;
 use crate::endpoint::agent::channel::{self, ChannelError, FRAME_TIME};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
-use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, now_us, version_mismatch};
+use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, lock, now_us, version_mismatch};
 use crate::measure::host::HostFacts;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,7 +52,7 @@ struct RefusalLog {
 
 impl RefusalLog {
     fn refuse(&self, peer: SocketAddr, reason: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         let now = Instant::now();
         let (start, shown, hidden) = state.get_or_insert((now, 0, 0));
         if now.duration_since(*start) >= LOG_WINDOW {
@@ -85,8 +85,8 @@ struct RunInfo {
 /// The `--max-runs` slots.
 struct Slots {
     max: usize,
-    runs: Mutex<Vec<RunInfo>>,
-    next: AtomicUsize,
+    /// The runs holding a slot, and the id the next one gets.
+    runs: Mutex<(Vec<RunInfo>, u64)>,
 }
 
 /// A held slot, freed on drop.
@@ -97,11 +97,13 @@ struct Slot<'a> {
 
 impl Slots {
     fn acquire(&self, experiment: &str, controller: String) -> Result<Slot<'_>, RunInfo> {
-        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.runs);
+        let (runs, next) = &mut *guard;
         if runs.len() >= self.max {
             return Err(runs[0].clone());
         }
-        let id = self.next.fetch_add(1, Ordering::Relaxed) as u64;
+        let id = *next;
+        *next += 1;
         runs.push(RunInfo {
             id,
             experiment: experiment.to_string(),
@@ -114,11 +116,7 @@ impl Slots {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.slots
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|r| r.id != self.id);
+        lock(&self.slots.runs).0.retain(|r| r.id != self.id);
     }
 }
 
@@ -147,8 +145,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
     let agent = Arc::new(Agent {
         slots: Slots {
             max: config.policy.max_runs,
-            runs: Mutex::new(Vec::new()),
-            next: AtomicUsize::new(1),
+            runs: Mutex::new((Vec::new(), 1)),
         },
         config,
         facts: HostFacts::gather(),
@@ -195,13 +192,11 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
 }
 
 fn wait_readable(listener: &TcpListener, timeout: Duration) {
-    let mut fds = [libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(fds.as_mut_ptr(), 1, timeout.as_millis() as libc::c_int) };
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    // Woken early by a connection, or at the timeout to look at the stop flag.
+    let _ = poll(&mut fds, timeout);
 }
 
 fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
@@ -219,7 +214,7 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
             return;
         }
     };
-    let (sealer, mut opener) = match channel.split() {
+    let (mut sealer, mut opener) = match channel.split() {
         Ok(halves) => halves,
         Err(e) => return log(format_args!("{peer}: {e}")),
     };
@@ -232,7 +227,6 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
         }
         Err(e) => return agent.refusals.refuse(peer, &format!("no Hello: {e}")),
     };
-    let mut sealer = sealer;
     let ours = env!("CARGO_PKG_VERSION");
     let refusal = if hello.version != ours {
         Some(version_mismatch(ours, &hello.version))

@@ -4,9 +4,9 @@
 
 use crate::endpoint::agent::channel::{ChannelError, Opener, Sealer};
 use crate::endpoint::agent::policy::Policy;
-use crate::endpoint::agent::{FromAgent, ToAgent, source_toward};
+use crate::endpoint::agent::{FromAgent, ToAgent, lock, source_toward};
 use crate::endpoint::protocol::{Command, Reply};
-use crate::experiment::endpoints::{describe_exit, start_child};
+use crate::experiment::endpoints::{EXIT_GRACE, describe_exit, exit_within, start_child};
 use crate::wire::control::{FrameReader, write_frame};
 use std::collections::HashMap;
 use std::process::{Child, ChildStdin};
@@ -17,14 +17,8 @@ use std::time::{Duration, Instant};
 
 /// How often a waiting run looks at its deadlines and the stop flag.
 const TICK: Duration = Duration::from_millis(500);
-/// How long an endpoint has to leave after `Exit` before it is killed.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Most endpoints one run may have at once.
 const MAX_ENDPOINTS: usize = 16;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 struct Endpoint {
     process: Arc<Mutex<Child>>,
@@ -232,26 +226,23 @@ fn forward(
             break;
         }
     }
-    let deadline = Instant::now() + EXIT_GRACE;
-    let status = loop {
-        let mut child = lock(process);
-        match child.try_wait() {
-            Ok(Some(status)) => break describe_exit(status),
-            Ok(None) if Instant::now() < deadline => {}
-            Ok(None) => {
-                let _ = child.kill();
-                break match child.wait() {
-                    Ok(status) => format!(
-                        "closed its control channel and was killed ({})",
-                        describe_exit(status)
-                    ),
-                    Err(e) => format!("status unknown ({e})"),
-                };
+    // It is leaving (its channel is closed): the lock is held for the few
+    // ms that takes, or for the grace before it is killed.
+    let mut child = lock(process);
+    let status = match exit_within(&mut child, EXIT_GRACE) {
+        Ok(Some(status)) => describe_exit(status),
+        Ok(None) => {
+            let _ = child.kill();
+            match child.wait() {
+                Ok(status) => format!(
+                    "closed its control channel and was killed ({})",
+                    describe_exit(status)
+                ),
+                Err(e) => format!("status unknown ({e})"),
             }
-            Err(e) => break format!("status unknown ({e})"),
         }
-        drop(child);
-        std::thread::sleep(Duration::from_millis(10));
+        Err(e) => format!("status unknown ({e})"),
     };
+    drop(child);
     let _ = lock(sealer).send(&FromAgent::Gone { id, status });
 }

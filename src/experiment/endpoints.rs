@@ -320,21 +320,11 @@ impl EndpointProcess {
     fn death(&mut self) -> ControlError {
         let pid = self.pid();
         let status = match &mut self.channel {
-            Channel::Pipe { child, .. } => {
-                let deadline = Instant::now() + Duration::from_secs(2);
-                loop {
-                    match child.try_wait() {
-                        Ok(Some(status)) => break describe_exit(status),
-                        Ok(None) if Instant::now() < deadline => {
-                            std::thread::sleep(Duration::from_millis(10))
-                        }
-                        Ok(None) => {
-                            break "closed its control channel but is still running".to_string();
-                        }
-                        Err(e) => break format!("status unknown ({e})"),
-                    }
-                }
-            }
+            Channel::Pipe { child, .. } => match exit_within(child, EXIT_GRACE) {
+                Ok(Some(status)) => describe_exit(status),
+                Ok(None) => "closed its control channel but is still running".to_string(),
+                Err(e) => format!("status unknown ({e})"),
+            },
             Channel::Agent { link, id, .. } => link.fate(*id),
         };
         ControlError::Died {
@@ -347,17 +337,12 @@ impl EndpointProcess {
     /// Asks the endpoint to leave and reaps it (killing it if it lingers).
     pub fn finish(&mut self) {
         let _ = self.send(&Command::Exit);
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + EXIT_GRACE;
         match &mut self.channel {
             Channel::Pipe { child, stdin } => {
                 *stdin = None;
-                while Instant::now() < deadline {
-                    if let Ok(Some(_)) = child.try_wait() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                // Drop kills it.
+                // Drop kills it if it is still running.
+                let _ = exit_within(child, EXIT_GRACE);
             }
             Channel::Agent { .. } => {
                 // The agent reaps it and says so (the reply channel closes);
@@ -385,6 +370,28 @@ impl Drop for EndpointProcess {
             }
             Channel::Agent { link, id, .. } => link.forget(*id),
         }
+    }
+}
+
+/// How long an endpoint has to leave after `Exit` or after closing its
+/// control channel before it is killed.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits up to `grace` for `child` to exit (looking every 5 ms): its
+/// status, or `None` if it still runs.
+pub fn exit_within(
+    child: &mut Child,
+    grace: Duration,
+) -> io::Result<Option<std::process::ExitStatus>> {
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

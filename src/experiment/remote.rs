@@ -11,7 +11,7 @@
 use super::endpoints::{ControlError, EndpointProcess};
 use crate::endpoint::agent::channel::{self, ChannelError, Opener, Sealer};
 use crate::endpoint::agent::key::Key;
-use crate::endpoint::agent::{DEFAULT_PORT, FromAgent, Hello, ToAgent, Welcome, now_us};
+use crate::endpoint::agent::{DEFAULT_PORT, FromAgent, Hello, ToAgent, Welcome, lock, now_us};
 use crate::endpoint::protocol::{Command, Reply};
 use crate::record::testbed::AgentFacts;
 use std::collections::HashMap;
@@ -46,10 +46,6 @@ struct Shared {
     fates: Mutex<HashMap<u32, String>>,
     lost: Mutex<Option<String>>,
     route_answer: Mutex<Option<mpsc::Sender<Result<IpAddr, String>>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `HOST[:PORT]` as a socket address (the agent's port by default).

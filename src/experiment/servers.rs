@@ -113,12 +113,14 @@ impl Site {
     }
 
     /// The address the server listens on.
-    fn addr(&self) -> Ipv4Addr {
-        // Login sites are loopback or netns, both IPv4 (the command line
-        // does not yet take agents for login and output).
+    fn addr(&self) -> Result<Ipv4Addr, CellError> {
+        // The servers and their /proc probes are IPv4 only; loopback and
+        // netns sites are IPv4 (agents are not yet taken for login and output).
         match self.launcher.address(End::To) {
-            IpAddr::V4(v4) => v4,
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().unwrap_or(Ipv4Addr::LOCALHOST),
+            IpAddr::V4(v4) => Ok(v4),
+            IpAddr::V6(v6) => Err(CellError::Refused(format!(
+                "login servers listen on IPv4 only, not {v6}"
+            ))),
         }
     }
 
@@ -346,7 +348,7 @@ fn free_port(site: &Site) -> Result<u16, CellError> {
     if site.launcher.netns(End::To).is_some() {
         return Ok(2323);
     }
-    Ok(std::net::TcpListener::bind((site.addr(), 0))?
+    Ok(std::net::TcpListener::bind((site.addr()?, 0))?
         .local_addr()?
         .port())
 }
@@ -397,7 +399,7 @@ fn start_netlab(
         .launcher
         .spawn_logged("login server", End::To, log.reopen()?)?;
     endpoint.send(&Control::LoginServe(LoginServeSpec {
-        bind: SocketAddr::from((site.addr(), 0)),
+        bind: SocketAddr::from((site.addr()?, 0)),
         relay,
         protocol: protocol.name().to_string(),
         linemode: dialect.linemode(),
@@ -413,7 +415,7 @@ fn start_netlab(
     Ok(ServerProcess {
         root: Root::Endpoint(endpoint),
         log,
-        addr: SocketAddrV4::new(site.addr(), port),
+        addr: SocketAddrV4::new(site.addr()?, port),
         _script: None,
         sshd: None,
     })
@@ -441,7 +443,7 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> Result<ServerP
     let mut cmd = Command::new("socat");
     cmd.arg(format!(
         "TCP-LISTEN:{port},bind={},reuseaddr,fork,backlog=1024",
-        site.addr()
+        site.addr()?
     ))
     .arg(format!(
         "EXEC:{TELNETD} -h{linemode} -E {},nofork",
@@ -457,7 +459,7 @@ fn start_telnetd(dialect: Dialect, command: &str, site: &Site) -> Result<ServerP
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,
-        addr: SocketAddrV4::new(site.addr(), port),
+        addr: SocketAddrV4::new(site.addr()?, port),
         _script: Some(script),
         sshd: None,
     };
@@ -593,7 +595,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
     let host_public: Vec<&str> = host_public.split_whitespace().take(2).collect();
     std::fs::write(
         path("known_hosts"),
-        format!("[{}]:{port} {}\n", site.addr(), host_public.join(" ")),
+        format!("[{}]:{port} {}\n", site.addr()?, host_public.join(" ")),
     )?;
     let config = format!(
         "Port {port}\n\
@@ -615,7 +617,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
          UseDNS no\n\
          MaxStartups {startups}\n\
          LogLevel INFO\n",
-        addr = site.addr(),
+        addr = site.addr()?,
         host_key = path("host_key").display(),
         keys = path("authorized_keys").display(),
         user = setup.user,
@@ -638,7 +640,7 @@ fn start_sshd(max_sessions: usize, site: &Site) -> Result<ServerProcess, CellErr
     let mut server = ServerProcess {
         root: Root::Program(child),
         log,
-        addr: SocketAddrV4::new(site.addr(), port),
+        addr: SocketAddrV4::new(site.addr()?, port),
         _script: None,
         sshd: Some(setup),
     };

@@ -70,7 +70,17 @@ fn spread_cell(s: &Spread) -> String {
 /// One line naming the machine, so no table is read apart from its host.
 pub fn host_line(host: &HostFacts, placement: &str) -> String {
     format!(
-        "host: {} cores, {}, Linux {}{}, {} default, lo MTU {}; placement {}",
+        "host: {}, lo MTU {}; placement {}",
+        machine(host),
+        host.loopback_mtu.map_or("?".into(), |m| m.to_string()),
+        placement,
+    )
+}
+
+/// A machine in one phrase: cores, CPU, kernel, default congestion control.
+fn machine(host: &HostFacts) -> String {
+    format!(
+        "{} cores, {}, Linux {}{}, {} default",
         host.cores,
         host.cpu_model,
         host.kernel,
@@ -80,8 +90,6 @@ pub fn host_line(host: &HostFacts, placement: &str) -> String {
             ""
         },
         host.default_congestion_control,
-        host.loopback_mtu.map_or("?".into(), |m| m.to_string()),
-        placement,
     )
 }
 
@@ -93,17 +101,13 @@ pub fn hosts_text(record: &Record, placement: &str) -> String {
         out.push_str(" (this line: the controller's host)");
     }
     for agent in &record.agents {
-        let h = &agent.host;
         let _ = write!(
             out,
-            "\nagent {} ({}): {}, {} cores, {}, Linux {}, {} default; clock {:+} µs from the controller's (± {} µs)",
+            "\nagent {} ({}): {}, {}; clock {:+} µs from the controller's (± {} µs)",
             agent.agent,
             agent.address,
-            h.hostname,
-            h.cores,
-            h.cpu_model,
-            h.kernel,
-            h.default_congestion_control,
+            agent.host.hostname,
+            machine(&agent.host),
             agent.clock_offset_us,
             agent.control_rtt_us / 2
         );

@@ -226,6 +226,14 @@ pub fn accept<L: Link>(mut link: L, key: &Key) -> Result<Channel<L>, ChannelErro
 pub struct Channel<L> {
     link: L,
     state: Arc<Mutex<snow::TransportState>>,
+    sealed: Vec<u8>,
+    opened: Vec<u8>,
+}
+
+/// A buffer for one whole Noise message, allocated once per channel half
+/// (after the handshake), not per message.
+fn noise_buffer() -> Vec<u8> {
+    vec![0u8; NOISE_MAX]
 }
 
 impl<L: Link> Channel<L> {
@@ -233,17 +241,25 @@ impl<L: Link> Channel<L> {
         Ok(Channel {
             link,
             state: Arc::new(Mutex::new(state.into_transport_mode().map_err(noise)?)),
+            sealed: noise_buffer(),
+            opened: noise_buffer(),
         })
     }
 
     /// Sends one message (as one control frame).
     pub fn send<T: Serialize>(&mut self, message: &T) -> Result<(), ChannelError> {
-        seal(&self.state, &mut self.link, message)
+        seal(&self.state, &mut self.link, message, &mut self.sealed)
     }
 
     /// Receives one message; waits at most `idle` for it to begin.
     pub fn recv<T: DeserializeOwned>(&mut self, idle: Option<Duration>) -> Result<T, ChannelError> {
-        open(&self.state, &mut self.link, idle)
+        open(
+            &self.state,
+            &mut self.link,
+            idle,
+            &mut self.sealed,
+            &mut self.opened,
+        )
     }
 }
 
@@ -263,10 +279,13 @@ impl Channel<TcpStream> {
             Sealer {
                 link: write,
                 state: self.state.clone(),
+                sealed: noise_buffer(),
             },
             Opener {
                 link: self.link,
                 state: self.state,
+                sealed: self.sealed,
+                opened: self.opened,
             },
         ))
     }
@@ -276,11 +295,12 @@ impl Channel<TcpStream> {
 pub struct Sealer {
     link: TcpStream,
     state: Arc<Mutex<snow::TransportState>>,
+    sealed: Vec<u8>,
 }
 
 impl Sealer {
     pub fn send<T: Serialize>(&mut self, message: &T) -> Result<(), ChannelError> {
-        seal(&self.state, &mut self.link, message)
+        seal(&self.state, &mut self.link, message, &mut self.sealed)
     }
 
     /// Closes both directions (the receiving half's reads end).
@@ -293,11 +313,19 @@ impl Sealer {
 pub struct Opener {
     link: TcpStream,
     state: Arc<Mutex<snow::TransportState>>,
+    sealed: Vec<u8>,
+    opened: Vec<u8>,
 }
 
 impl Opener {
     pub fn recv<T: DeserializeOwned>(&mut self, idle: Option<Duration>) -> Result<T, ChannelError> {
-        open(&self.state, &mut self.link, idle)
+        open(
+            &self.state,
+            &mut self.link,
+            idle,
+            &mut self.sealed,
+            &mut self.opened,
+        )
     }
 }
 
@@ -305,6 +333,7 @@ fn seal<T: Serialize>(
     state: &Mutex<snow::TransportState>,
     link: &mut impl Write,
     message: &T,
+    sealed: &mut [u8],
 ) -> Result<(), ChannelError> {
     let mut frame = Vec::new();
     control::emit(message, &mut frame)?;
@@ -313,10 +342,9 @@ fn seal<T: Serialize>(
     }
     let chunk = NOISE_MAX - TAG_LEN;
     let mut wire = Vec::with_capacity(frame.len() + frame.len().div_ceil(chunk) * (2 + TAG_LEN));
-    let mut sealed = vec![0u8; NOISE_MAX];
-    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = super::lock(state);
     for piece in frame.chunks(chunk) {
-        let n = state.write_message(piece, &mut sealed).map_err(noise)?;
+        let n = state.write_message(piece, sealed).map_err(noise)?;
         wire.extend_from_slice(&(n as u16).to_be_bytes());
         wire.extend_from_slice(&sealed[..n]);
     }
@@ -347,10 +375,10 @@ fn open<T: DeserializeOwned>(
     state: &Mutex<snow::TransportState>,
     link: &mut impl Link,
     idle: Option<Duration>,
+    sealed: &mut [u8],
+    opened: &mut [u8],
 ) -> Result<T, ChannelError> {
     let mut plain = Vec::new();
-    let mut sealed = vec![0u8; NOISE_MAX];
-    let mut opened = vec![0u8; NOISE_MAX];
     let idle_deadline = idle.map(|d| Instant::now() + d);
     let mut frame_deadline = None;
     loop {
@@ -364,12 +392,10 @@ fn open<T: DeserializeOwned>(
             }
         }
         let first = frame_deadline.or(idle_deadline);
-        let n = read_message(link, &mut sealed, first, false)?;
+        let n = read_message(link, sealed, first, false)?;
         frame_deadline.get_or_insert(Instant::now() + FRAME_TIME);
-        let n = state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .read_message(&sealed[..n], &mut opened)
+        let n = super::lock(state)
+            .read_message(&sealed[..n], opened)
             .map_err(|_| ChannelError::Decrypt)?;
         plain.extend_from_slice(&opened[..n]);
     }

@@ -115,6 +115,15 @@ pub fn version_mismatch(agent: &str, controller: &str) -> String {
     )
 }
 
+/// Locks `mutex` even if a thread panicked holding it: the state of a run
+/// (its channel, its endpoints) must stay reachable so the run can still be
+/// ended and its processes reaped.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Microseconds since the Unix epoch, now.
 pub fn now_us() -> i64 {
     std::time::SystemTime::now()
