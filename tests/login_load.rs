@@ -407,6 +407,15 @@ fn both_experiments_run_across_a_netns_link() {
 #[test]
 fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
     let dir = tempfile::tempdir().unwrap();
+    let test_users = || -> Vec<String> {
+        std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("netlab-ssh-"))
+            .map(|l| format!("{}:", l.split(':').next().unwrap()))
+            .collect()
+    };
+    let before = test_users();
     let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
         .args(["login", "--relay", "sshd", "--users", "2"])
         .args(["--duration", "60s", "--out"])
@@ -415,23 +424,38 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let user = format!("netlab-ssh-{}:", run.id());
+    // The serving endpoint, a child of the run, names the user after itself.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let user = loop {
+        if let Some(user) = test_users().into_iter().find(|u| !before.contains(u)) {
+            break user;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sshd cell never created its test user"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     let has_user = || {
         std::fs::read_to_string("/etc/passwd")
             .unwrap()
             .lines()
             .any(|l| l.starts_with(&user))
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !has_user() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(has_user(), "the sshd cell never created its test user");
     // Let sshd start and the sessions log in, then kill netlab outright.
     std::thread::sleep(std::time::Duration::from_secs(2));
     run.kill().unwrap();
     run.wait().unwrap();
     assert!(has_user(), "SIGKILL leaves the test user behind");
+    // Its serving endpoint dies with it (PR_SET_PDEATHSIG), a moment later.
+    let endpoint = user.trim_start_matches("netlab-ssh-").trim_end_matches(':');
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{endpoint}/cmdline")).exists()
+        && std::fs::read_to_string(format!("/proc/{endpoint}/cmdline")).is_ok_and(|c| !c.is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let clean = netlab().args(["testbed", "clean"]).output().unwrap();
     assert!(clean.status.success());
     let said = String::from_utf8_lossy(&clean.stdout);

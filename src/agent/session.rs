@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 /// How often a waiting run looks at its deadlines and the stop flag.
 const TICK: Duration = Duration::from_millis(500);
+/// How long a run's endpoints have to clean up and leave when the run
+/// ends before they are killed.
+pub const CLEANUP_GRACE: Duration = Duration::from_secs(3);
 /// Most endpoints one run may have at once.
 const MAX_ENDPOINTS: usize = 16;
 
@@ -199,11 +202,27 @@ impl<'p> Session<'p> {
         });
     }
 
+    /// Ends every endpoint of the run: each gets the end of its input
+    /// first, so one between commands stops what it started (a login
+    /// server's sessions, sshd and its test user) and leaves; whatever
+    /// still runs [`CLEANUP_GRACE`] later (an endpoint busy in a data
+    /// path) is killed.
     fn reap_all(&mut self) {
-        for (_, endpoint) in self.endpoints.drain() {
-            drop(endpoint.stdin);
-            // By PID through the Child handle, which knows if it was reaped.
-            let _ = lock(&endpoint.process).kill();
+        let mut endpoints: Vec<Endpoint> = self.endpoints.drain().map(|(_, e)| e).collect();
+        for endpoint in &mut endpoints {
+            endpoint.stdin = None;
+        }
+        let deadline = Instant::now() + CLEANUP_GRACE;
+        for endpoint in endpoints {
+            {
+                let mut child = lock(&endpoint.process);
+                let _ = exit_within(
+                    &mut child,
+                    deadline.saturating_duration_since(Instant::now()),
+                );
+                // By PID through the Child handle, which knows if it was reaped.
+                let _ = child.kill();
+            }
             let _ = endpoint.forward.join();
         }
     }

@@ -33,9 +33,11 @@ pub struct LoginExperimentArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "rlogin")]
     pub protocol: Vec<Dialect>,
     /// Placements (a list): loopback, netns (server and users in two
-    /// namespaces over --link; needs root).
-    #[arg(long, value_delimiter = ',', default_value = "loopback")]
-    pub placement: Vec<String>,
+    /// namespaces over --link; needs root). Default loopback; with
+    /// --from/--to, `remote` (users at --from, server at --to) and `local`
+    /// (both at --to), remote by default.
+    #[arg(long, value_delimiter = ',')]
+    pub placement: Option<Vec<String>>,
     /// Link profile of the netns placement.
     #[arg(long, default_value = "ether10")]
     pub link: String,
@@ -63,6 +65,8 @@ pub struct LoginExperimentArgs {
     #[arg(long, default_value_t = 3000)]
     pub max_users: usize,
     #[command(flatten)]
+    pub remote: super::placement::RemoteArgs,
+    #[command(flatten)]
     pub run: super::run::RunOptions,
 }
 
@@ -73,7 +77,12 @@ impl LoginExperimentArgs {
             users: self.users.clone(),
             relays: self.relay.clone(),
             protocols: self.protocol.clone(),
-            placements: super::placement::named("--placement", &self.placement, &self.link, None)?,
+            placements: super::placement::listed(
+                self.placement.as_deref(),
+                &self.link,
+                &self.remote,
+                "login",
+            )?,
             rate: self.rate,
             poisson: self.poisson,
             warmup_s: self.warmup.as_secs_f64(),

@@ -5,9 +5,9 @@
 
 use super::Output;
 use crate::experiment::login::{Dialect, Target};
-use crate::experiment::output::{OutputMeasure, OutputPlan, write_corpus};
+use crate::experiment::output::{OutputMeasure, OutputPlan};
 use crate::report;
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 
 #[derive(Debug, Clone, Args)]
@@ -30,10 +30,12 @@ pub struct OutputArgs {
         default_value = "telnet,rlogin"
     )]
     pub protocol: Vec<Dialect>,
-    /// Placements (a list): loopback, netns (server and client in two
-    /// namespaces over --link; needs root).
-    #[arg(long, value_delimiter = ',', default_value = "loopback")]
-    pub placement: Vec<String>,
+    /// Placements (a list): loopback, netns (server and users in two
+    /// namespaces over --link; needs root). Default loopback; with
+    /// --from/--to, `remote` (users at --from, server at --to) and `local`
+    /// (both at --to), remote by default.
+    #[arg(long, value_delimiter = ',')]
+    pub placement: Option<Vec<String>>,
     /// Link profile of the netns placement.
     #[arg(long, default_value = "ether10")]
     pub link: String,
@@ -48,6 +50,8 @@ pub struct OutputArgs {
     #[arg(long)]
     pub nodelay: bool,
     #[command(flatten)]
+    pub remote: super::placement::RemoteArgs,
+    #[command(flatten)]
     pub run: super::run::RunOptions,
 }
 
@@ -58,10 +62,12 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
     }
-    let placements = super::placement::named("--placement", &args.placement, &args.link, None)?;
-    let dir = tempfile::tempdir()?;
-    let file = dir.path().join("corpus.txt");
-    write_corpus(&file, args.size).with_context(|| format!("cannot write {}", file.display()))?;
+    let placements = super::placement::listed(
+        args.placement.as_deref(),
+        &args.link,
+        &args.remote,
+        "output",
+    )?;
     let plan = OutputPlan {
         relays: args.relay.clone(),
         protocols: args.protocol.clone(),
@@ -74,7 +80,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     let records = args
         .run
         .runner(&mut writer)
-        .grid(&mut OutputMeasure { file }, &plan.cells())?;
+        .grid(&mut OutputMeasure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "output", "records": records });
     args.run.finish(out, &records, doc, || {
         format!(

@@ -212,3 +212,22 @@ pub fn named(
         })
         .collect()
 }
+
+/// The placements of an experiment that takes a list (`--placement`):
+/// loopback by default, or with `--from`/`--to` the run from `--from` to
+/// `--to` (`remote`) unless the list asks for `local` too.
+pub fn listed(
+    names: Option<&[String]>,
+    link: &str,
+    remote: &RemoteArgs,
+    experiment: &str,
+) -> anyhow::Result<Vec<Placement>> {
+    let ends = remote.ends(experiment)?;
+    let default = [if ends.is_some() { "remote" } else { "loopback" }.to_string()];
+    named(
+        "--placement",
+        names.unwrap_or(&default),
+        link,
+        ends.as_ref(),
+    )
+}

@@ -50,7 +50,7 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     };
     let report = netns::clean(Runner { verbose }, all)?;
     // Test users of sshd cells whose netlab process is gone.
-    let users = crate::experiment::servers::remove_stale_ssh_users();
+    let users = crate::endpoint::login::programs::remove_stale_ssh_users();
     if report.removed.is_empty() && users.is_empty() {
         out.text("nothing to clean\n")?;
     }

@@ -29,7 +29,7 @@ enum State {
     Emulator(crate::testbed::emulator::Emulator),
     Capture(crate::testbed::capture::Capture),
     RpcServer(rpc::server::Running),
-    LoginServer(login::server::Running),
+    LoginHost(Box<login::host::Host>),
 }
 
 /// Serves commands from `input`, replying on `output`, until `Exit` or end
@@ -118,16 +118,39 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                     Err(e) => failed(format_args!("RPC server on {bind}: {e}")),
                 }
             }
-            (Command::LoginServe(spec), _) => {
-                let bind = spec.bind;
-                match login::server::Running::start(spec) {
-                    Ok(running) => {
-                        let port = running.port();
-                        state = State::LoginServer(running);
-                        Reply::LoginServing { port }
+            (Command::HostServe(spec), _) => {
+                let target = spec.target.name();
+                match login::host::Host::start(spec) {
+                    Ok((host, serving)) => {
+                        state = State::LoginHost(Box::new(host));
+                        Reply::HostServing(Box::new(serving))
                     }
-                    Err(e) => failed(format_args!("login server on {bind}: {e}")),
+                    Err(e) => failed(format_args!("starting {target}: {e}")),
                 }
+            }
+            (Command::WindowOpen, State::LoginHost(mut host)) => {
+                let reply = host
+                    .open_window()
+                    .map_or_else(failed, |()| Reply::WindowOpened);
+                state = State::LoginHost(host);
+                reply
+            }
+            (Command::WindowClose, State::LoginHost(mut host)) => {
+                let reply = host
+                    .close_window()
+                    .map_or_else(failed, |w| Reply::HostWindow(Box::new(w)));
+                state = State::LoginHost(host);
+                reply
+            }
+            (Command::Type(spec), _) => {
+                let mut edge = |open, awaits| window_edge(&mut reader, &mut output, open, awaits);
+                login::clients::type_load(&spec, &mut edge)
+                    .map_or_else(failed, |r| Reply::Typed(Box::new(r)))
+            }
+            (Command::Terminal(spec), _) => {
+                let mut edge = |open, awaits| window_edge(&mut reader, &mut output, open, awaits);
+                login::clients::terminal(&spec, &mut edge)
+                    .map_or_else(failed, |r| Reply::TerminalDone(Box::new(r)))
             }
             (Command::Cksum(spec), _) => Reply::CksumDone(Box::new(cksum::measure(&spec))),
             (Command::RpcClient(spec), _) => {
@@ -136,9 +159,9 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
             (Command::Stop, State::RpcServer(running)) => {
                 Reply::RpcServerDone(Box::new(running.stop()))
             }
-            (Command::Stop, State::LoginServer(running)) => running
+            (Command::Stop, State::LoginHost(host)) => host
                 .stop()
-                .map_or_else(failed, |r| Reply::LoginServerDone(Box::new(r))),
+                .map_or_else(failed, |r| Reply::HostDone(Box::new(r))),
             (Command::Stop, State::Emulator(emulator)) => emulator
                 .stop()
                 .map_or_else(failed, |r| Reply::EmulatorDone(Box::new(r))),
@@ -151,10 +174,37 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
             (Command::Go, _) => Reply::Failed {
                 message: "Go before any set-up command".into(),
             },
+            (Command::WindowOpen | Command::WindowClose, _) => Reply::Failed {
+                message: "a window with no server running".into(),
+            },
+            (Command::Proceed, _) => Reply::Failed {
+                message: "Proceed with no window edge waiting".into(),
+            },
         };
         write_frame(&mut output, &reply)?;
     }
     Ok(())
+}
+
+/// Tells the controller a window edge came; when `awaits`, waits for its
+/// `Proceed` (the controller samples the serving host meanwhile).
+fn window_edge<R: Read, W: Write>(
+    reader: &mut FrameReader<R>,
+    output: &mut W,
+    open: bool,
+    awaits: bool,
+) -> std::io::Result<()> {
+    write_frame(output, &Reply::Window { open, awaits })?;
+    if !awaits {
+        return Ok(());
+    }
+    match reader.next_message::<Command>()? {
+        Some(Command::Proceed) => Ok(()),
+        Some(other) => Err(std::io::Error::other(format!(
+            "expected Proceed at the window's edge, got {other:?}"
+        ))),
+        None => Err(std::io::Error::other("the controller left mid-window")),
+    }
 }
 
 fn failed(error: impl std::fmt::Display) -> Reply {

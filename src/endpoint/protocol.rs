@@ -94,13 +94,25 @@ pub enum Command {
     },
     /// Run the client side of one RPC cell; answered by `RpcClientDone`.
     RpcClient(crate::endpoint::rpc::RpcClientSpec),
-    /// Serve a login server (TELNET or rlogin on ptys) until `Stop`;
-    /// answered by `LoginServing`.
-    LoginServe(crate::endpoint::login::server::LoginServeSpec),
+    /// Serve a login-load or terminal-output cell's server until `Stop`;
+    /// answered by `HostServing`.
+    HostServe(crate::endpoint::login::host::HostServeSpec),
+    /// Open the serving host's measured window; answered by `WindowOpened`.
+    WindowOpen,
+    /// Close it; answered by `HostWindow`.
+    WindowClose,
+    /// Type a login load against a server; answered by `Window` at each
+    /// edge of the measured window, then `Typed`.
+    Type(crate::endpoint::login::clients::TypeSpec),
+    /// Read one file's output through a server as a terminal; answered by
+    /// `Window` at each edge, then `TerminalDone`.
+    Terminal(crate::endpoint::login::clients::TerminalSpec),
+    /// Go on after a `Window` edge that awaits it.
+    Proceed,
     /// Time the checksum and copy variants at one size; answered by `CksumDone`.
     Cksum(crate::record::cksum::CksumSpec),
     /// End the emulator, capture, RPC or login server; answered by
-    /// `EmulatorDone`, `CaptureDone`, `RpcServerDone` or `LoginServerDone`.
+    /// `EmulatorDone`, `CaptureDone`, `RpcServerDone` or `HostDone`.
     Stop,
     /// Leave: the controller is done with this endpoint.
     Exit,
@@ -116,22 +128,45 @@ pub fn current_cpu() -> u32 {
 /// Endpoint → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
-    Ready { pid: u32, version: String },
-    Listening { addr: SocketAddr },
-    Connected { local: SocketAddr },
-    Progress { bytes: u64 },
+    Ready {
+        pid: u32,
+        version: String,
+    },
+    Listening {
+        addr: SocketAddr,
+    },
+    Connected {
+        local: SocketAddr,
+    },
+    Progress {
+        bytes: u64,
+    },
     Done(Box<EndpointReport>),
     Emulating,
     EmulatorDone(Box<EmulatorReport>),
     Capturing,
     CaptureDone(Box<CaptureReport>),
-    RpcServing { port: u16 },
-    LoginServing { port: u16 },
-    LoginServerDone(Box<crate::endpoint::login::server::ServeReport>),
+    RpcServing {
+        port: u16,
+    },
+    HostServing(Box<crate::endpoint::login::host::HostServing>),
+    WindowOpened,
+    HostWindow(Box<crate::measure::window::HostWindow>),
+    HostDone(Box<crate::endpoint::login::host::HostReport>),
+    /// The typing end's measured window opens or closes; when `awaits`,
+    /// it waits for `Proceed`.
+    Window {
+        open: bool,
+        awaits: bool,
+    },
+    Typed(Box<crate::record::login::TypistReport>),
+    TerminalDone(Box<crate::endpoint::login::clients::TerminalReport>),
     RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
     RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
     CksumDone(Box<crate::record::cksum::CksumResult>),
-    Failed { message: String },
+    Failed {
+        message: String,
+    },
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use super::cksum::{CksumMeasure, CksumPlan, PlanError};
 use super::login::{DEFAULT_CORPUS, LoginMeasure};
 use super::login::{Dialect, LoginParams, LoginPlan, Target};
-use super::output::{OutputMeasure, write_corpus};
+use super::output::OutputMeasure;
 use super::output::{OutputParams, OutputPlan};
 use super::rpc::RpcMeasure;
 use super::rpc::{RpcPlan, remote_1989};
@@ -310,14 +310,11 @@ where
     })?;
 
     // 1987: text typed to a terminal through each design, per KB.
-    let corpus_dir = tempfile::tempdir()?;
-    let corpus = corpus_dir.path().join("corpus.txt");
-    write_corpus(&corpus, plan.output.size)?;
     eprintln!(
         "lab: output, {} typed through each relay design",
         plan.output.size
     );
-    let records = runner.grid(&mut OutputMeasure { file: corpus }, &plan.output_cells)?;
+    let records = runner.grid(&mut OutputMeasure, &plan.output_cells)?;
     show(Section::Output {
         bytes: plan.output.size,
         records,

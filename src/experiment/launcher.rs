@@ -223,6 +223,18 @@ impl Launcher {
         }
     }
 
+    /// Whether both ends run on one host (and share its CPUs).
+    pub fn same_host(&self) -> bool {
+        match &self.place {
+            Place::Loopback | Place::Netns { .. } => true,
+            Place::Remote { agents, .. } => match agents {
+                [None, None] => true,
+                [Some(a), Some(b)] => a.name() == b.name(),
+                _ => false,
+            },
+        }
+    }
+
     /// The namespace of `end` (`None`: the controller's own), for work the
     /// controller does there on a thread of its own.
     pub fn netns(&self, end: End) -> Option<PathBuf> {

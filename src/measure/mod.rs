@@ -11,3 +11,4 @@ pub mod procstat;
 pub mod rusage;
 pub mod schedstat;
 pub mod tcpinfo;
+pub mod window;

@@ -2,6 +2,8 @@
 //! ports, how long and how much. Pure checks on the typed commands, applied
 //! by the agent before an endpoint sees a command.
 
+use crate::endpoint::login::clients::MAX_CORPUS;
+use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::protocol::{Amount, Command};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -137,9 +139,49 @@ impl Policy {
                     return Err(listens_for("a checksum measurement"));
                 }
             }
-            Command::LoginServe(_) => {
+            Command::HostServe(spec) => {
                 if experiment != "login" && experiment != "output" {
                     return Err(listens_for("a login server"));
+                }
+                match spec.session {
+                    SessionCommand::Discard { .. } if experiment != "login" => {
+                        return Err(listens_for("a typing session"));
+                    }
+                    SessionCommand::Output { .. } if experiment != "output" => {
+                        return Err(listens_for("an output session"));
+                    }
+                    SessionCommand::Output { bytes, .. } if bytes > self.max_bytes => {
+                        return Err(format!(
+                            "{bytes} bytes of output exceed the agent's limit of {} bytes a cell",
+                            self.max_bytes
+                        ));
+                    }
+                    _ => {}
+                }
+                let guard = spec.guard.as_mut().ok_or_else(unguarded)?;
+                guard.ports = Some(self.ports_for(0)?);
+            }
+            Command::Type(spec) => {
+                if experiment != "login" {
+                    return Err(listens_for("a typist"));
+                }
+                if spec.warmup_s + spec.duration_s > self.max_duration.as_secs_f64() {
+                    return Err(format!(
+                        "{} s of typing exceeds the agent's limit of {} s a run",
+                        spec.warmup_s + spec.duration_s,
+                        self.max_duration.as_secs()
+                    ));
+                }
+                if spec.corpus.len() > MAX_CORPUS {
+                    return Err(format!(
+                        "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
+                        spec.corpus.len()
+                    ));
+                }
+            }
+            Command::Terminal(_) => {
+                if experiment != "output" {
+                    return Err(listens_for("a terminal"));
                 }
             }
             Command::Emulate(_) | Command::Capture(_) => {
@@ -147,7 +189,12 @@ impl Policy {
                     "the wire emulator and the capture run only on the controller's host".into(),
                 );
             }
-            Command::Go | Command::Stop | Command::Exit => {}
+            Command::Go
+            | Command::Stop
+            | Command::Exit
+            | Command::WindowOpen
+            | Command::WindowClose
+            | Command::Proceed => {}
         }
         Ok(())
     }

@@ -29,6 +29,28 @@ pub struct SessionConfig {
     /// than the MSS while earlier output is unacknowledged (on loopback,
     /// with its 64 KB MSS, most writes), until the client's delayed ACK.
     pub nodelay: bool,
+    /// Through an agent: the only client address served (others are
+    /// closed at accept and logged).
+    pub admit: Option<std::net::IpAddr>,
+}
+
+impl SessionConfig {
+    /// Whether a connection from `peer` is served; a refusal is logged.
+    pub fn admits(&self, peer: std::net::SocketAddr, design: &str) -> bool {
+        let guard = self.admit.map(|ip| crate::endpoint::guard::DataGuard {
+            peer: ip,
+            token: [0; crate::endpoint::guard::TOKEN_LEN],
+            ports: None,
+        });
+        let admitted = crate::endpoint::guard::admits(guard.as_ref(), peer.ip());
+        if !admitted {
+            eprintln!(
+                "netlab login serve ({design}): {peer}: refused, not the run's peer {}",
+                self.admit.map_or(String::new(), |ip| ip.to_string())
+            );
+        }
+        admitted
+    }
 }
 
 /// How a session ended and what it moved.

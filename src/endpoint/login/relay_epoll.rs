@@ -213,6 +213,9 @@ fn accept_all(
                 return;
             }
         };
+        if !config.admits(peer, design) {
+            continue;
+        }
         if *open >= max_sessions {
             report.refused += 1;
             eprintln!("netlab login serve ({design}): {peer}: refused, {open} sessions already");

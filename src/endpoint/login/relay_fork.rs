@@ -49,6 +49,9 @@ pub fn serve(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
+        if !config.admits(peer, "fork") {
+            continue;
+        }
         if sessions.len() >= max_sessions {
             report.refused += 1;
             eprintln!(

@@ -284,6 +284,9 @@ impl Loop {
         let peer = socket
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        if !config.admits(peer, "uring") {
+            return;
+        }
         if self.open >= max_sessions {
             self.report.refused += 1;
             eprintln!(

@@ -119,6 +119,9 @@ pub struct LoginServeSpec {
     pub idle_timeout_s: u64,
     /// The command each session runs on its pty.
     pub command: Vec<String>,
+    /// Through an agent: the only client address served.
+    #[serde(default)]
+    pub admit: Option<std::net::IpAddr>,
 }
 
 /// A server serving on a thread of its own.
@@ -132,6 +135,13 @@ pub struct Running {
 impl Running {
     /// Binds `spec.bind` and serves on a new thread.
     pub fn start(spec: LoginServeSpec) -> io::Result<Running> {
+        let listener = TcpListener::bind(spec.bind)?;
+        Running::on(listener, spec)
+    }
+
+    /// Serves on `listener` (already bound; `spec.bind` is not used) on a
+    /// new thread.
+    pub fn on(listener: TcpListener, spec: LoginServeSpec) -> io::Result<Running> {
         let protocol = Protocol::parse(&spec.protocol).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -144,7 +154,6 @@ impl Running {
                 "LINEMODE is a TELNET option; rlogin has no LINEMODE",
             ));
         }
-        let listener = TcpListener::bind(spec.bind)?;
         let port = listener.local_addr()?.port();
         let config = SessionConfig {
             protocol,
@@ -152,6 +161,7 @@ impl Running {
             command: spec.command,
             idle: std::time::Duration::from_secs(spec.idle_timeout_s),
             nodelay: spec.nodelay,
+            admit: spec.admit,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

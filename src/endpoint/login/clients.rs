@@ -1,0 +1,302 @@
+//! The typing end of a login-load or terminal-output cell, as an endpoint
+//! role: the typist load generator ([`super::typist`]) or one terminal
+//! reading a file's output, against the server the serving end
+//! ([`super::host`]) started.
+//!
+//! Both announce the measured window's edges through `edge(open)`, which
+//! the endpoint turns into `Reply::Window` messages; the controller opens
+//! and closes the serving host's window in between. An edge that must
+//! wait (the typist's close, so sessions outlive the host's last sample;
+//! both of the terminal's, so the server's tree is sampled before the
+//! first byte and after the last) returns once the controller says
+//! `Proceed`.
+
+use super::client::Session;
+use super::host::END_MARKER;
+use super::programs::SshAccess;
+use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
+use crate::measure::schedstat::tree_cpu_ns;
+use crate::measure::tcpinfo::TcpInfo;
+use crate::measure::window::thread_cpu_ns;
+use crate::record::login::Dialect;
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// The most text a typing end takes to type (it travels in one control frame).
+pub const MAX_CORPUS: usize = 1 << 20;
+
+/// A window edge: `open`, and whether the client waits for `Proceed`.
+pub type Edge<'a> = dyn FnMut(bool, bool) -> io::Result<()> + 'a;
+
+/// How the typing end of a login-load cell types (`Command::Type`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeSpec {
+    pub server: SocketAddr,
+    pub dialect: Dialect,
+    /// For sshd: how to log in.
+    pub ssh: Option<SshAccess>,
+    pub users: usize,
+    pub rate: f64,
+    pub poisson: bool,
+    pub corpus: Vec<u8>,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+}
+
+/// The client's connection: netlab's own protocol logic, or OpenSSH's
+/// client with the key and host key the serving end made, in `dir`.
+fn connect(
+    server: SocketAddr,
+    dialect: Dialect,
+    ssh: Option<&SshAccess>,
+    dir: &std::path::Path,
+) -> io::Result<Connect> {
+    match (dialect.protocol(), ssh) {
+        (Some(protocol), _) => Ok(Connect::Socket {
+            server,
+            protocol,
+            linemode: dialect.linemode(),
+        }),
+        (None, Some(access)) => Ok(Connect::Program {
+            argv: access.argv(dir, server)?,
+        }),
+        (None, None) => Err(io::Error::other(
+            "an SSH cell needs the serving end's login (no sshd answered)",
+        )),
+    }
+}
+
+/// Types the load and reports the window; the window's close waits for
+/// `Proceed` (the open does not: keystrokes are due).
+pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
+    if spec.corpus.len() > MAX_CORPUS {
+        return Err(io::Error::other(format!(
+            "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
+            spec.corpus.len()
+        )));
+    }
+    let dir = tempfile::Builder::new().prefix("netlab-typist").tempdir()?;
+    let config = TypistConfig {
+        connect: connect(spec.server, spec.dialect, spec.ssh.as_ref(), dir.path())?,
+        users: spec.users,
+        rate: spec.rate,
+        poisson: spec.poisson,
+        corpus: spec.corpus.clone(),
+        warmup: Duration::from_secs_f64(spec.warmup_s),
+        duration: Duration::from_secs_f64(spec.duration_s),
+    };
+    // Ctrl-C reaches the controller only; it ends this endpoint.
+    let never = Arc::new(AtomicBool::new(false));
+    let edge = std::cell::RefCell::new(edge);
+    let failure = std::cell::RefCell::new(None);
+    let report = typist::run(&config, &never, &|open| {
+        if let Err(e) = (edge.borrow_mut())(open, !open) {
+            failure.borrow_mut().get_or_insert(e);
+        }
+    })?;
+    match failure.into_inner() {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// How the terminal of an output cell connects (`Command::Terminal`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerminalSpec {
+    pub server: SocketAddr,
+    pub dialect: Dialect,
+    pub ssh: Option<SshAccess>,
+}
+
+/// What the terminal measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TerminalReport {
+    /// Terminal data received, up to and including the end marker.
+    pub bytes: u64,
+    /// From the line that starts the output to the end marker.
+    pub seconds: f64,
+    /// The client's CPU over that time: this thread's, or the `ssh` process's.
+    pub client_ns: u64,
+    /// The client socket's TCP_INFO at the end.
+    pub tcp_info: Option<TcpInfo>,
+}
+
+/// Reads terminal data through `next` (which appends what arrived and says
+/// false at end of stream) until `marker`, keeping only a tail. Returns the
+/// bytes up to and including the marker.
+fn receive_to(
+    marker: &[u8],
+    mut next: impl FnMut(&mut Vec<u8>) -> io::Result<bool>,
+) -> io::Result<u64> {
+    let start = Instant::now();
+    let limit = Duration::from_secs(600);
+    let mut tail = Vec::new();
+    let mut total = 0u64;
+    loop {
+        let before = tail.len();
+        if !next(&mut tail)? {
+            return Err(io::Error::other(format!(
+                "the session ended before {}",
+                String::from_utf8_lossy(marker)
+            )));
+        }
+        total += (tail.len() - before) as u64;
+        if tail.windows(marker.len()).any(|w| w == marker) {
+            return Ok(total);
+        }
+        let keep = tail.len().min(marker.len());
+        tail.drain(..tail.len() - keep);
+        if start.elapsed() > limit {
+            return Err(io::Error::other(format!(
+                "no end marker after {} s",
+                limit.as_secs()
+            )));
+        }
+    }
+}
+
+/// Reads one file's output through the cell's server.
+pub fn terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalReport> {
+    let dir = tempfile::Builder::new()
+        .prefix("netlab-terminal")
+        .tempdir()?;
+    match connect(spec.server, spec.dialect, spec.ssh.as_ref(), dir.path())? {
+        Connect::Socket { .. } => netlab_terminal(spec, edge),
+        Connect::Program { argv } => ssh_terminal(&argv, edge),
+    }
+}
+
+/// netlab's own client on a socket: this thread's CPU is the client's.
+fn netlab_terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalReport> {
+    let mut session = match spec.dialect {
+        Dialect::Telnet | Dialect::TelnetLinemode => {
+            Session::telnet(spec.server, spec.dialect.linemode())?
+        }
+        Dialect::Rlogin => Session::rlogin(spec.server, "netlab")?,
+        Dialect::Ssh => return Err(io::Error::other("netlab's client does not speak SSH")),
+    };
+    let mut next = |tail: &mut Vec<u8>| {
+        let open = session.pump(Duration::from_millis(200))?;
+        tail.append(&mut session.received);
+        Ok(open)
+    };
+    receive_to(READY_MARKER, &mut next)?;
+    edge(true, true)?;
+    let cpu0 = thread_cpu_ns();
+    let go = Instant::now();
+    session.type_bytes(b"\r")?;
+    let bytes = receive_to(END_MARKER, |tail| {
+        let open = session.pump(Duration::from_millis(200))?;
+        tail.append(&mut session.received);
+        Ok(open)
+    })?;
+    let seconds = go.elapsed().as_secs_f64();
+    let client_ns = thread_cpu_ns().saturating_sub(cpu0);
+    edge(false, true)?;
+    Ok(TerminalReport {
+        bytes,
+        seconds,
+        client_ns,
+        tcp_info: Some(TcpInfo::read(session.stream().as_fd())?),
+    })
+}
+
+/// OpenSSH's client: its standard output is the terminal's; its CPU is
+/// its own process's.
+fn ssh_terminal(argv: &[String], edge: &mut Edge) -> io::Result<TerminalReport> {
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        // Held open: an end of input would end the remote session early.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            io::Error::other(format!(
+                "cannot start ssh (apt-get install openssh-client): {e}"
+            ))
+        })?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut next = |tail: &mut Vec<u8>| {
+        let n = stdout.read(&mut buf)?;
+        tail.extend_from_slice(&buf[..n]);
+        Ok(n > 0)
+    };
+    let outcome = (|| -> io::Result<TerminalReport> {
+        receive_to(READY_MARKER, &mut next)?;
+        edge(true, true)?;
+        let client0 = tree_cpu_ns(pid);
+        let go = Instant::now();
+        stdin.write_all(b"\r")?;
+        let bytes = receive_to(END_MARKER, &mut next)?;
+        let report = TerminalReport {
+            bytes,
+            seconds: go.elapsed().as_secs_f64(),
+            client_ns: tree_cpu_ns(pid).saturating_sub(client0),
+            tcp_info: tcp_info_of(pid),
+        };
+        edge(false, true)?;
+        Ok(report)
+    })();
+    let _ = child.kill();
+    let mut why = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut why);
+    }
+    let _ = child.wait();
+    outcome.map_err(|e| io::Error::new(e.kind(), format!("{e}; ssh said: {}", why.trim())))
+}
+
+/// TCP_INFO of another process's TCP socket, duplicated into this one
+/// with `pidfd_getfd(2)` (Linux 5.6; needs ptrace rights over it).
+fn tcp_info_of(pid: u32) -> Option<TcpInfo> {
+    // SAFETY: pidfd_open returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor is ours.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        let is_socket = std::fs::read_link(entry.path())
+            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
+        let Some(target_fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !is_socket {
+            continue;
+        }
+        // SAFETY: pidfd_getfd returns a new descriptor or -1.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_getfd,
+                std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+                target_fd,
+                0,
+            )
+        };
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: pidfd_getfd returned a new descriptor of ours.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Not a TCP socket (ssh may hold others): TCP_INFO fails; go on.
+        if let Ok(info) = TcpInfo::read(fd.as_fd()) {
+            return Some(info);
+        }
+    }
+    None
+}

@@ -1,0 +1,469 @@
+//! The serving end of a login-load or terminal-output cell: one endpoint
+//! process that starts the cell's server (netlab's own in one of its relay
+//! designs, in this process; or telnetd or sshd as children,
+//! [`super::programs`]), samples its host over the window the typing end
+//! announces ([`crate::measure::window`]), and stops it all at `Stop`.
+//!
+//! The endpoint is the root of the server's process tree, so the tree's CPU
+//! time is the server's (its sessions and their commands with it) wherever
+//! the endpoint runs: on this host, in a namespace, or on an agent.
+//!
+//! What a session runs is chosen from [`SessionCommand`], never a
+//! controller's shell text: an agent that allows login or output runs only
+//! these commands.
+//!
+//! The server's diagnostics (for netlab's relays, this process's stderr,
+//! redirected to a log for the server's life) come back at `Stop` as the
+//! reasons sessions ended and the log's last lines.
+
+use super::programs::{self, Program, SshAccess};
+use super::protocol::Protocol;
+use super::server::{LoginServeSpec, Relay, Running, ServeReport};
+use super::typist::READY_MARKER;
+use crate::endpoint::guard::{DataGuard, bind_first};
+use crate::measure::window::{HostWindow, Sampler, idle_busy_cpus};
+use crate::record::login::{Dialect, Target};
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+/// A few kilobytes of plain English to type (netlab ships no corpus file by
+/// default; `--corpus FILE` types another text).
+pub const DEFAULT_CORPUS: &str = "\
+The test faked users typing at an even five characters per second into cooked
+mode with echo. Each keystroke crosses the network, wakes the server, enters
+the terminal, comes back as an echo and crosses the network again. What the
+host spends per keystroke is the price of the relay between socket and pty:
+process switches, system calls and copies. A remote-login server that only
+switches bytes between two kernel objects pays all of them for every byte.
+";
+
+/// What the command of a terminal-output session prints after the file, so
+/// the client knows it has all.
+pub const END_MARKER: &[u8] = b"NETLAB-END-OF-OUTPUT";
+
+impl Target {
+    /// netlab's design, or None for a real server.
+    pub fn relay(self) -> Option<Relay> {
+        match self {
+            Target::Fork => Some(Relay::Fork),
+            Target::Epoll => Some(Relay::Epoll),
+            Target::Splice => Some(Relay::Splice),
+            Target::Uring => Some(Relay::Uring),
+            Target::Batch => Some(Relay::Batch),
+            Target::Telnetd | Target::Sshd => None,
+        }
+    }
+
+    pub fn of(relay: Relay) -> Target {
+        match relay {
+            Relay::Fork => Target::Fork,
+            Relay::Epoll => Target::Epoll,
+            Relay::Splice => Target::Splice,
+            Relay::Uring => Target::Uring,
+            Relay::Batch => Target::Batch,
+        }
+    }
+
+    /// Whether this server speaks `dialect`, and if not, why.
+    pub fn speaks(self, dialect: Dialect) -> Result<(), String> {
+        match (self, dialect) {
+            (Target::Sshd, Dialect::Ssh) => Ok(()),
+            (Target::Sshd, other) => Err(format!(
+                "sshd speaks SSH only, not {}; its cells use --protocol ssh",
+                other.name()
+            )),
+            (_, Dialect::Ssh) => Err(format!(
+                "{} does not speak SSH; OpenSSH does (--relay sshd)",
+                self.name()
+            )),
+            (Target::Telnetd, Dialect::Rlogin) => {
+                Err("telnetd speaks TELNET only; use --protocol telnet".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The dialect a cell of this server speaks when `asked` is asked:
+    /// sshd's cells speak SSH whatever else is asked.
+    pub fn dialect_for(self, asked: Dialect) -> Dialect {
+        if self == Target::Sshd {
+            Dialect::Ssh
+        } else {
+            asked
+        }
+    }
+}
+
+impl Dialect {
+    /// The protocol netlab's server speaks for this dialect (None for SSH).
+    pub fn protocol(self) -> Option<Protocol> {
+        match self {
+            Dialect::Telnet | Dialect::TelnetLinemode => Some(Protocol::Telnet),
+            Dialect::Rlogin => Some(Protocol::Rlogin),
+            Dialect::Ssh => None,
+        }
+    }
+}
+
+/// What each session of a cell runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SessionCommand {
+    /// The 1989 load: announce, then read what is typed. Character at a
+    /// time the terminal echoes and `cat` discards; in LINEMODE nothing
+    /// echoes, so `cat` writes each line back.
+    Discard { linemode: bool },
+    /// The 1987 output test: announce, wait for a line (so logins and key
+    /// exchanges are over before the counters start), then `bytes` of text
+    /// (paced like a serial line of `baud`, if given), the end marker, and
+    /// a wait so the session is still there when its tree is sampled.
+    Output { bytes: u64, baud: Option<u32> },
+}
+
+impl SessionCommand {
+    /// The shell line; an output session's text is written into `dir`.
+    pub fn shell_line(self, dir: &Path) -> io::Result<String> {
+        let ready = String::from_utf8_lossy(READY_MARKER);
+        match self {
+            SessionCommand::Discard { linemode: true } => {
+                Ok(format!("printf '{ready}\\n'; exec cat"))
+            }
+            SessionCommand::Discard { linemode: false } => {
+                Ok(format!("printf '{ready}\\n'; exec cat > /dev/null"))
+            }
+            SessionCommand::Output { bytes, baud } => {
+                let file = dir.join("corpus.txt");
+                write_corpus(&file, bytes)?;
+                // sshd's test user reads it.
+                std::fs::set_permissions(
+                    &file,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o644),
+                )?;
+                let writer = match baud {
+                    None => format!("cat '{}'", file.display()),
+                    Some(baud) => format!(
+                        "'{}' login pace --bytes-per-s {} '{}'",
+                        std::env::current_exe()?.display(),
+                        (baud / 10).max(1),
+                        file.display()
+                    ),
+                };
+                Ok(format!(
+                    "stty -echo; printf '{ready}\\n'; read go; stty echo; {writer}; printf '{}\\n'; sleep 60",
+                    String::from_utf8_lossy(END_MARKER)
+                ))
+            }
+        }
+    }
+}
+
+/// A text file of about `bytes` bytes: lines of English, as a user's files were.
+pub fn write_corpus(path: &Path, bytes: u64) -> io::Result<()> {
+    let paragraph = DEFAULT_CORPUS.as_bytes();
+    let mut data = Vec::with_capacity(bytes as usize + paragraph.len());
+    while (data.len() as u64) < bytes {
+        data.extend_from_slice(paragraph);
+    }
+    data.truncate(bytes as usize);
+    std::fs::write(path, data)
+}
+
+/// How the serving end starts (`Command::HostServe`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostServeSpec {
+    pub target: Target,
+    pub dialect: Dialect,
+    /// The address the server listens on (IPv4).
+    pub address: IpAddr,
+    pub session: SessionCommand,
+    pub max_sessions: usize,
+    /// TCP_NODELAY on netlab's sessions (telnetd cannot; sshd sets it on
+    /// interactive sessions itself).
+    pub nodelay: bool,
+    /// The interface whose packets a window counts (None: TCP segments of
+    /// this namespace).
+    pub interface: Option<String>,
+    /// Measure the host's idle CPU for a second before the server starts.
+    pub measure_idle: bool,
+    /// Through an agent: the data ports (set by the agent) and the only
+    /// client address served. Login ports take no run token: real clients
+    /// speak their protocol from the first byte.
+    pub guard: Option<DataGuard>,
+}
+
+/// The serving end's answer to `HostServe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostServing {
+    pub port: u16,
+    /// For sshd: what a client needs to log in.
+    pub ssh: Option<SshAccess>,
+    /// Busy CPUs of the idle host, if asked.
+    pub idle_busy_cpus: Option<f64>,
+}
+
+/// What the serving end reports at `Stop`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// netlab's server's own account (None for telnetd and sshd).
+    pub serve: Option<ServeReport>,
+    /// Why sessions ended, each reason with how many.
+    pub endings: Vec<String>,
+    /// The server log's last lines.
+    pub log_tail: String,
+}
+
+/// This process's stderr pointed at a file until dropped.
+struct StderrTo {
+    saved: OwnedFd,
+}
+
+impl StderrTo {
+    fn file(path: &Path) -> io::Result<StderrTo> {
+        let log = std::fs::File::options().append(true).open(path)?;
+        let saved = nix::unistd::dup(std::io::stderr())?;
+        // SAFETY: both descriptors are open; dup2 replaces fd 2 atomically.
+        if unsafe { libc::dup2(log.as_raw_fd(), 2) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(StderrTo { saved })
+    }
+}
+
+impl Drop for StderrTo {
+    fn drop(&mut self) {
+        // SAFETY: restores the descriptor saved above.
+        unsafe { libc::dup2(self.saved.as_raw_fd(), 2) };
+    }
+}
+
+enum Server {
+    Netlab(Running, StderrTo),
+    Program(Program),
+}
+
+/// A serving end between `HostServe` and `Stop`.
+pub struct Host {
+    server: Option<Server>,
+    interface: Option<String>,
+    sampler: Option<Sampler>,
+    log: tempfile::NamedTempFile,
+    /// The output session's text (and anything else sessions read).
+    _dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// Starts the server `spec` names.
+    pub fn start(spec: HostServeSpec) -> io::Result<(Host, HostServing)> {
+        spec.target.speaks(spec.dialect).map_err(io::Error::other)?;
+        let IpAddr::V4(address) = spec.address else {
+            return Err(io::Error::other(format!(
+                "login servers listen on IPv4 only, not {}",
+                spec.address
+            )));
+        };
+        let idle_busy_cpus = if spec.measure_idle {
+            Some(idle_busy_cpus().map_err(io::Error::other)?)
+        } else {
+            None
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("netlab-session")
+            .tempdir()?;
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )?;
+        let command = spec.session.shell_line(dir.path())?;
+        let log = tempfile::NamedTempFile::new()?;
+        let guard = spec.guard.as_ref();
+        let (server, port, ssh) = match (spec.target.relay(), spec.target) {
+            (Some(relay), _) => {
+                let protocol = spec.dialect.protocol().expect("checked by speaks");
+                let listener =
+                    bind_first(SocketAddr::from((address, 0)), guard, TcpListener::bind)?;
+                let stderr = StderrTo::file(log.path())?;
+                let running = Running::on(
+                    listener,
+                    LoginServeSpec {
+                        bind: SocketAddr::from((address, 0)),
+                        relay,
+                        protocol: protocol.name().to_string(),
+                        linemode: spec.dialect.linemode(),
+                        nodelay: spec.nodelay,
+                        max_sessions: spec.max_sessions,
+                        idle_timeout_s: 3600,
+                        command: ["sh", "-c", &command].map(String::from).to_vec(),
+                        admit: guard.map(|g| g.peer),
+                    },
+                )?;
+                let port = running.port();
+                (Server::Netlab(running, stderr), port, None)
+            }
+            (None, Target::Telnetd) => {
+                let program = programs::telnetd(
+                    spec.dialect.linemode(),
+                    &command,
+                    address,
+                    guard,
+                    log.path(),
+                )?;
+                let port = program.port;
+                (Server::Program(program), port, None)
+            }
+            (None, _) => {
+                let (program, mut access) =
+                    programs::sshd(spec.max_sessions, address, guard, log.path())?;
+                access.command = command;
+                let port = program.port;
+                (Server::Program(program), port, Some(access))
+            }
+        };
+        Ok((
+            Host {
+                server: Some(server),
+                interface: spec.interface,
+                sampler: None,
+                log,
+                _dir: dir,
+            },
+            HostServing {
+                port,
+                ssh,
+                idle_busy_cpus,
+            },
+        ))
+    }
+
+    /// Opens the measured window.
+    pub fn open_window(&mut self) -> io::Result<()> {
+        if self.sampler.is_some() {
+            return Err(io::Error::other("the window is open already"));
+        }
+        self.sampler = Some(
+            Sampler::start(std::process::id(), self.interface.clone()).map_err(io::Error::other)?,
+        );
+        Ok(())
+    }
+
+    /// Closes the window: what the host did over it.
+    pub fn close_window(&mut self) -> io::Result<HostWindow> {
+        let sampler = self
+            .sampler
+            .take()
+            .ok_or_else(|| io::Error::other("no window is open"))?;
+        sampler.finish().map_err(io::Error::other)
+    }
+
+    /// Stops the server (every session with it) and reports.
+    pub fn stop(mut self) -> io::Result<HostReport> {
+        let serve = match self.server.take() {
+            Some(Server::Netlab(running, stderr)) => {
+                let report = running.stop();
+                drop(stderr);
+                Some(report?)
+            }
+            Some(Server::Program(mut program)) => {
+                program.stop();
+                None
+            }
+            None => None,
+        };
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        Ok(HostReport {
+            serve,
+            endings: session_endings(&text),
+            log_tail: tail(&text, 5),
+        })
+    }
+}
+
+impl Drop for Host {
+    /// A serving end that loses its controller (end of input, or an agent
+    /// ending the run) still stops every session, sshd and test user.
+    fn drop(&mut self) {
+        match self.server.take() {
+            Some(Server::Netlab(running, _stderr)) => {
+                let _ = running.stop();
+            }
+            Some(Server::Program(program)) => drop(program),
+            None => {}
+        }
+    }
+}
+
+/// Why sessions ended, from a server's log: each distinct reason with how
+/// many sessions it ended.
+pub fn session_endings(log: &str) -> Vec<String> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in log.lines() {
+        if let Some((_, why)) = line.split_once("session ended: ") {
+            let why = why.split(" (").next().unwrap_or(why).to_string();
+            *counts.entry(why).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(why, n)| format!("{n} x {why}"))
+        .collect()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_run_only_their_own_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let discard = SessionCommand::Discard { linemode: false }
+            .shell_line(dir.path())
+            .unwrap();
+        assert!(discard.ends_with("exec cat > /dev/null"), "{discard}");
+        let line = SessionCommand::Discard { linemode: true }
+            .shell_line(dir.path())
+            .unwrap();
+        assert!(line.ends_with("exec cat"), "{line}");
+        let output = SessionCommand::Output {
+            bytes: 1000,
+            baud: None,
+        }
+        .shell_line(dir.path())
+        .unwrap();
+        assert!(output.contains("NETLAB-END-OF-OUTPUT"), "{output}");
+        assert_eq!(
+            std::fs::metadata(dir.path().join("corpus.txt"))
+                .unwrap()
+                .len(),
+            1000
+        );
+    }
+
+    #[test]
+    fn servers_speak_their_own_dialects_only() {
+        assert!(Target::Epoll.speaks(Dialect::Rlogin).is_ok());
+        assert!(Target::Epoll.speaks(Dialect::TelnetLinemode).is_ok());
+        assert!(Target::Telnetd.speaks(Dialect::Telnet).is_ok());
+        assert!(Target::Telnetd.speaks(Dialect::Rlogin).is_err());
+        assert!(Target::Sshd.speaks(Dialect::Ssh).is_ok());
+        assert!(Target::Sshd.speaks(Dialect::Telnet).is_err());
+        assert!(Target::Fork.speaks(Dialect::Ssh).is_err());
+    }
+
+    #[test]
+    fn endings_are_counted_by_reason() {
+        let log = "x: session ended: client closed (1 bytes in, 2 out)\n\
+                   y: session ended: client closed (3 bytes in, 4 out)\n\
+                   z: session ended: idle (0 bytes in, 0 out)\n";
+        assert_eq!(
+            session_endings(log),
+            ["2 x client closed", "1 x idle"].map(String::from)
+        );
+        assert_eq!(tail("a\nb\nc", 2), "b\nc");
+    }
+}

@@ -1,0 +1,243 @@
+//! The serving host over a measured window, in vmstat's terms: what a
+//! login-load or terminal-output cell samples on the host that runs the
+//! server, started and ended by the controller's window edges.
+//!
+//! Over the window: `/proc/stat` at both edges (CPU us/sy/id, context
+//! switches) and every 100 ms (procs_running and procs_blocked, vmstat's r
+//! and b), packets at the server's interface (or TCP segments in its
+//! namespace), the system calls of every process from the
+//! `raw_syscalls:sys_enter` tracepoint through `perf stat -a` when perf can
+//! (otherwise the window says why not), and the scheduler's CPU time of the
+//! server's process tree.
+//!
+//! Invariant: the sampler thread runs inside the tree it measures (the
+//! serving endpoint is the tree's root), so its own CPU time is taken out
+//! of the tree's; what the endpoint's control thread does at the two edges
+//! (a few reads of `/proc`) stays in.
+
+use super::ifstat::InterfaceCounters;
+use super::netstat::Counters;
+use super::procstat::{ProcStatError, StatSnapshot, SystemCpu, system_cpu};
+use super::schedstat::tree_cpu_ns;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often vmstat's r and b are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// What the serving host did over one window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostWindow {
+    /// The window's length by the serving host's clock.
+    pub seconds: f64,
+    pub cpu: SystemCpu,
+    /// CPUs of the serving host.
+    pub cpus: usize,
+    pub procs_running_mean: f64,
+    pub procs_blocked_mean: f64,
+    /// System calls of every process over the window (None: see `syscalls_source`).
+    pub syscalls: Option<u64>,
+    /// Where the count came from, or why there is none.
+    pub syscalls_source: String,
+    /// Packets in and out at the server's interface, or TCP segments in
+    /// and out in its namespace when no interface was named.
+    pub packets_in: u64,
+    pub packets_out: u64,
+    /// CPU time (ns) of the server's process tree over the window, the
+    /// sampler's own taken out.
+    pub tree_ns: u64,
+}
+
+/// `perf stat -a` counting system calls until stopped, if perf can.
+pub struct SyscallCounter(Option<Child>, String);
+
+impl SyscallCounter {
+    pub fn start() -> SyscallCounter {
+        let spawned = Command::new("perf")
+            .args(["stat", "-a", "-x,", "-e", "raw_syscalls:sys_enter"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        match spawned {
+            Ok(child) => SyscallCounter(Some(child), String::new()),
+            Err(e) => SyscallCounter(None, format!("perf could not start: {e}")),
+        }
+    }
+
+    /// Stops perf (SIGINT by PID) and returns the count, or why none.
+    pub fn stop(mut self) -> Result<u64, String> {
+        let Some(mut child) = self.0.take() else {
+            return Err(std::mem::take(&mut self.1));
+        };
+        // SAFETY: signalling our own child by PID.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let mut text = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        let _ = child.wait();
+        text.lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))
+            .and_then(|l| l.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| format!("perf counted no raw_syscalls:sys_enter: {}", text.trim()))
+    }
+}
+
+impl Drop for SyscallCounter {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The calling thread's CPU time (ns), user and system.
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+/// The machine's busy CPUs (CPU-seconds per second, iowait not counted)
+/// over one second: what it does without the experiment, to subtract.
+pub fn idle_busy_cpus() -> Result<f64, ProcStatError> {
+    let start = (Instant::now(), StatSnapshot::read()?);
+    std::thread::sleep(Duration::from_secs(1));
+    let end = StatSnapshot::read()?;
+    let cpu = system_cpu(&start.1, &end, start.0.elapsed().as_secs_f64());
+    Ok((100.0 - cpu.idle_pct - cpu.iowait_pct) / 100.0 * end.per_cpu.len().max(1) as f64)
+}
+
+/// Packets (in, out) at `interface`, or TCP segments in this namespace.
+fn packets(interface: Option<&str>) -> (u64, u64) {
+    match interface {
+        Some(name) => {
+            InterfaceCounters::read(name).map_or((0, 0), |c| (c.rx_packets, c.tx_packets))
+        }
+        None => {
+            let c = Counters::read();
+            (c.get("Tcp.InSegs"), c.get("Tcp.OutSegs"))
+        }
+    }
+}
+
+/// r and b summed over the samples, the sample count, and the sampling
+/// thread's own CPU time.
+type Procs = (u64, u64, u64, u64);
+
+/// A window in progress.
+pub struct Sampler {
+    start: Instant,
+    stat: StatSnapshot,
+    packets: (u64, u64),
+    perf: SyscallCounter,
+    tree: u64,
+    root: u32,
+    interface: Option<String>,
+    stop: Arc<AtomicBool>,
+    procs: JoinHandle<Procs>,
+}
+
+impl Sampler {
+    /// Opens a window over the tree rooted at `root` (this process when it
+    /// is the server's root), counting packets at `interface`.
+    pub fn start(root: u32, interface: Option<String>) -> Result<Sampler, ProcStatError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let procs = std::thread::Builder::new()
+            .name("window-sampler".into())
+            .spawn(move || {
+                let mut procs = (0, 0, 0, 0);
+                let own0 = thread_cpu_ns();
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(SAMPLE_EVERY);
+                    if let Ok(s) = StatSnapshot::read() {
+                        // The sampler itself is running while it reads: not counted.
+                        procs.0 += s.procs_running.saturating_sub(1);
+                        procs.1 += s.procs_blocked;
+                        procs.2 += 1;
+                    }
+                }
+                procs.3 = thread_cpu_ns().saturating_sub(own0);
+                procs
+            })?;
+        Ok(Sampler {
+            start: Instant::now(),
+            stat: StatSnapshot::read()?,
+            packets: packets(interface.as_deref()),
+            perf: SyscallCounter::start(),
+            tree: tree_cpu_ns(root),
+            root,
+            interface,
+            stop,
+            procs,
+        })
+    }
+
+    /// Closes the window.
+    pub fn finish(self) -> Result<HostWindow, ProcStatError> {
+        let (stat, packets1, tree) = (
+            StatSnapshot::read()?,
+            packets(self.interface.as_deref()),
+            tree_cpu_ns(self.root),
+        );
+        let seconds = self.start.elapsed().as_secs_f64();
+        self.stop.store(true, Ordering::Relaxed);
+        let procs = self.procs.join().unwrap_or_default();
+        let (syscalls, syscalls_source) = match self.perf.stop() {
+            Ok(n) => (
+                Some(n),
+                "perf stat -a -e raw_syscalls:sys_enter (every process)".to_string(),
+            ),
+            Err(why) => (None, why),
+        };
+        Ok(HostWindow {
+            seconds,
+            cpu: system_cpu(&self.stat, &stat, seconds),
+            cpus: stat.per_cpu.len().max(1),
+            procs_running_mean: procs.0 as f64 / procs.2.max(1) as f64,
+            procs_blocked_mean: procs.1 as f64 / procs.2.max(1) as f64,
+            syscalls,
+            syscalls_source,
+            packets_in: packets1.0.saturating_sub(self.packets.0),
+            packets_out: packets1.1.saturating_sub(self.packets.1),
+            tree_ns: tree.saturating_sub(self.tree).saturating_sub(procs.3),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_counts_its_own_tree_without_the_sampler() {
+        let sampler = Sampler::start(std::process::id(), None).unwrap();
+        // Burn about 50 ms of this thread's CPU inside the window.
+        let burn = Instant::now();
+        let mut x = 0u64;
+        while burn.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        let window = sampler.finish().unwrap();
+        assert!(window.seconds >= 0.3, "{window:?}");
+        assert!(window.tree_ns >= 40_000_000, "{window:?}");
+        assert!(window.cpus >= 1);
+        assert!(window.cpu.idle_pct <= 100.0);
+        assert!(
+            window.syscalls.is_some() || !window.syscalls_source.is_empty(),
+            "a count, or why none"
+        );
+    }
+}
