@@ -114,6 +114,11 @@ impl Hosts {
     /// as deploy/netlab-agent.service runs it, an unprivileged user with
     /// no capabilities and no way to gain any.
     fn start_agent(&mut self, host: usize, as_nobody: bool) {
+        self.start_agent_with(host, as_nobody, &[]);
+    }
+
+    /// [`Hosts::start_agent`] with more options for `agent serve`.
+    fn start_agent_with(&mut self, host: usize, as_nobody: bool, options: &[&str]) {
         let log = File::create(self.log(host)).unwrap();
         let mut command = self.netlab(host);
         if as_nobody {
@@ -138,6 +143,7 @@ impl Hosts {
         let child = command
             .args(["agent", "serve", "--listen"])
             .arg(format!("{}:5310", self.addr(host)))
+            .args(options)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -619,4 +625,149 @@ fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
         &out,
     );
     assert!(run.status.success(), "{}", stderr(&run));
+}
+
+fn test_users() -> Vec<String> {
+    std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("netlab-ssh-"))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
+    let mut hosts = Hosts::new();
+    // A types as the systemd unit would run it; B serves (sshd needs root).
+    hosts.start_agent_with(A, true, &["--allow", "login,output"]);
+    hosts.start_agent_with(B, false, &["--allow", "login,output"]);
+    let out = hosts.dir.path().join("r.jsonl");
+    let users_before = test_users();
+
+    // Third party: the controller drives users on A typing into B's servers.
+    let run = hosts.run(
+        CTL,
+        &[
+            "login",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--relay",
+            "epoll,sshd",
+            "--users",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "300ms",
+        ],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    for record in records {
+        assert!(record["error"].is_null(), "{record}");
+        assert_eq!(record["placement"], "remote");
+        assert_eq!(agents_named(record), [hosts.control(A), hosts.control(B)]);
+        let r = &record["result"];
+        assert_eq!(r["verdict"], "normal", "{r}");
+        assert_eq!(r["typist"]["failed_sessions"], 0, "{r}");
+        assert!(r["typist"]["echoes"].as_u64().unwrap() >= 8, "{r}");
+        // The keystrokes crossed to B: its TCP segments counted them.
+        assert!(
+            r["packets_source"]
+                .as_str()
+                .unwrap()
+                .contains("serving host"),
+            "{r}"
+        );
+        assert!(r["packets_in_per_s"].as_f64().unwrap() >= 15.0, "{r}");
+        assert!(
+            r["server_cpu_per_keystroke_us"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+    }
+    assert_eq!(records[1]["params"]["relay"], "sshd");
+
+    // The 1987 output test, A reading a file B's server types.
+    let run = hosts.run(
+        CTL,
+        &[
+            "output",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--relay",
+            "splice",
+            "--protocol",
+            "telnet",
+            "--size",
+            "64K",
+        ],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let r = &doc["records"][0]["result"];
+    assert!(r["bytes_received"].as_u64().unwrap() >= 64 << 10, "{r}");
+    assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(test_users(), users_before, "every test user removed");
+
+    // A controller killed mid-run: B stops sshd, its sessions and its test
+    // user, and reaps its endpoints.
+    let mut run = hosts.spawn(
+        CTL,
+        &[
+            "login",
+            "--from",
+            &hosts.addr(A),
+            "--to",
+            &hosts.addr(B),
+            "--relay",
+            "sshd",
+            "--users",
+            "2",
+            "--duration",
+            "30s",
+        ],
+        &out,
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while test_users() == users_before {
+        assert!(
+            Instant::now() < deadline,
+            "B's sshd never made its test user"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = Instant::now();
+    for host in [A, B] {
+        while !children_of(hosts.agent_pid(host)).is_empty() || test_users() != users_before {
+            assert!(
+                killed.elapsed() < Duration::from_secs(10),
+                "agent {host} still has {:?}; test users {:?}",
+                children_of(hosts.agent_pid(host)),
+                test_users()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let reaped = killed.elapsed();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("/netlab-sshd"),
+            "an sshd of the run is left: {}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
+    eprintln!("reaped {reaped:?} after the controller died");
 }

@@ -9,7 +9,7 @@
 //! test user in only from it (`AllowUsers user@peer`). A real client speaks
 //! its protocol from the first byte, so these ports take no run token.
 //!
-//! Invariant: [`Program::stop`] (also on drop) stops the root (SIGINT, then
+//! Invariant: [`Program::stop`] (also on drop) stops the root (SIGTERM, then
 //! SIGKILL after 5 s), kills by PID every descendant noted before, waits
 //! for them, and only then removes the test user, the privilege-separation
 //! directory (if this created it) and the key files.
@@ -103,8 +103,11 @@ impl Program {
         // they stop: note every descendant now, kill what is left after.
         let descendants = descendants(self.child.id());
         if let Ok(None) = self.child.try_wait() {
+            // SIGTERM, not SIGINT: an endpoint ignores SIGINT (the
+            // terminal's Ctrl-C is the controller's), and its children
+            // inherit that.
             // SAFETY: signalling our own child by PID.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));
