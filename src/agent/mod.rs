@@ -259,6 +259,7 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
         facts: agent.facts.clone(),
         time_us: now_us(),
         limits: agent.config.policy.describe(),
+        allow: agent.config.policy.allow.iter().cloned().collect(),
     };
     if let Err(e) = sealer.send(&FromAgent::Welcome(Box::new(welcome))) {
         return log(format_args!("{peer}: {e}"));

@@ -4,6 +4,7 @@
 
 use super::Output;
 use crate::experiment::lab::{self, LabPlan};
+use crate::experiment::remote;
 use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
 use crate::record::RecordWriter;
@@ -24,14 +25,40 @@ pub struct LabArgs {
     /// cell is recorded with its reason and the lab goes on.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Run the lab across a real path: --to AGENT (and --from AGENT, this
+    /// host by default).
+    #[command(flatten)]
+    pub remote: super::placement::RemoteArgs,
 }
 
 pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
-    let plan = if args.full {
+    let mut plan = if args.full {
         LabPlan::full()
     } else {
         LabPlan::quick()
     };
+    // Across a real path: the agents are reached (and authenticated) now.
+    let mut header = String::new();
+    if let Some((from, to)) = args.remote.ends("lab")? {
+        let agents = remote::facts();
+        let serves = |end: &str, experiment: &str| {
+            end == "local"
+                || agents
+                    .iter()
+                    .any(|a| a.agent == end && a.allow.iter().any(|e| e == experiment))
+        };
+        plan = plan.across(&from, &to, &serves);
+        header = format!(
+            "netlab lab across hosts: from {from} to {to}\n{}\n",
+            report::tables::controller_line(&HostFacts::gather())
+        );
+        for agent in &agents {
+            header.push_str(&report::tables::agent_line(agent));
+            header.push('\n');
+        }
+        header.push('\n');
+        out.text(&header)?;
+    }
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "");
@@ -41,7 +68,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut writer = RecordWriter::append(&records_path)
         .with_context(|| format!("cannot create the records file in {}", dir.display()))?;
     let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer)).fail_fast(args.fail_fast);
-    let mut printed = String::new();
+    let mut printed = header;
     lab::run(&plan, &mut runner, &mut |section| -> anyhow::Result<()> {
         let text = report::lab::text(&section);
         out.text(&text)?;

@@ -46,6 +46,13 @@ pub struct LabPlan {
     /// 1987: text typed to a terminal through each design and real server.
     pub output: OutputPlan,
     pub output_cells: Vec<OutputParams>,
+    /// Where the checksum costs are measured: this host, or an agent.
+    pub cksum_on: Option<String>,
+    /// Why there is no run over the emulated Ethernet, if there is none.
+    pub ether10_skipped: String,
+    /// What of the login and output sections was left out, and why.
+    pub login_skipped: Vec<String>,
+    pub output_skipped: Vec<String>,
 }
 
 /// The profile's counts; everything else is each experiment's own plan.
@@ -165,7 +172,81 @@ impl LabPlan {
             login_cells,
             output,
             output_cells,
+            cksum_on: None,
+            ether10_skipped:
+                "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
+                    .into(),
+            login_skipped: Vec::new(),
+            output_skipped: Vec::new(),
         }
+    }
+
+    /// The same lab across a real path: the sending, calling and typing
+    /// ends at `from`, the receiving and serving ends (and the checksum
+    /// costs) at `to`, each `local` or an agent. RPC's "local" column is
+    /// both ends on `to`, as in 1989. The emulated Ethernet is not built
+    /// (the path is the real network's); login and output run netlab's
+    /// own designs where `serves(agent, experiment)` says both ends allow
+    /// them, and the real servers (whose presence on an agent's host this
+    /// host cannot see) are left to `netlab login --relay telnetd,sshd`.
+    pub fn across(mut self, from: &str, to: &str, serves: &dyn Fn(&str, &str) -> bool) -> LabPlan {
+        let path = Placement::Remote {
+            from: from.to_string(),
+            to: to.to_string(),
+        };
+        self.joy.placement = path.clone();
+        self.joy_ether10 = None;
+        self.ether10_skipped = format!(
+            "stream over an emulated 10 Mbit/s Ethernet: this lab runs across the real path from {from} to {to}"
+        );
+        self.rpc.placements = vec![
+            Placement::Remote {
+                from: to.to_string(),
+                to: to.to_string(),
+            },
+            path.clone(),
+        ];
+        self.rpc.skipped.clear();
+        self.sweep.base.placement = path.clone();
+        self.cksum_on = (to != "local").then(|| to.to_string());
+        let both = |experiment: &str| {
+            [from, to]
+                .into_iter()
+                .filter(|end| !serves(end, experiment))
+                .map(|end| format!("{experiment} from {from} to {to}: agent {end} does not serve {experiment} (start it with --allow {experiment})"))
+                .collect::<Vec<String>>()
+        };
+        self.login_skipped = both("login");
+        self.login_cells = if self.login_skipped.is_empty() {
+            let mut cells = Vec::new();
+            for &users in &self.login.users {
+                for relay in Relay::ALL {
+                    cells.push(
+                        self.login
+                            .cell(Target::of(relay), Dialect::Rlogin, &path, users),
+                    );
+                }
+            }
+            cells
+        } else {
+            Vec::new()
+        };
+        self.output_skipped = both("output");
+        self.output_cells = if self.output_skipped.is_empty() {
+            OutputPlan {
+                placements: vec![path.clone()],
+                ..self.output.clone()
+            }
+            .cells()
+        } else {
+            Vec::new()
+        };
+        if self.login_skipped.is_empty() || self.output_skipped.is_empty() {
+            self.login_skipped.push(format!(
+                "telnetd and sshd across agents (this host cannot see whether the agent's host has them): netlab login --relay telnetd,sshd --from {from} --to {to}, and the same for output"
+            ));
+        }
+        self
     }
 }
 
@@ -239,10 +320,7 @@ where
                 records,
             })?;
         }
-        None => show(Section::Skipped(
-            "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
-                .into(),
-        ))?,
+        None => show(Section::Skipped(plan.ether10_skipped.clone()))?,
     }
 
     // 1989: Sun RPC time per call vs argument size, its cliffs and their causes.
@@ -289,7 +367,12 @@ where
     // 1988: the per-KB costs of copying and checksumming, and what they explain.
     let sizes: Vec<String> = plan.cksum.sizes.iter().map(|&s| format_size(s)).collect();
     eprintln!("lab: cksum over {}", sizes.join(","));
-    let records = runner.grid(&mut CksumMeasure::default(), &cksum_specs)?;
+    let records = runner.grid(
+        &mut CksumMeasure {
+            on: plan.cksum_on.clone(),
+        },
+        &cksum_specs,
+    )?;
     show(Section::Cksum {
         batches: plan.cksum.batches,
         records,
@@ -298,18 +381,29 @@ where
 
     // 1989: users typing through rlogind, one relay design against
     // another; the real servers beside them where this machine has them.
-    eprintln!(
-        "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
-        plan.login.users, plan.login.duration_s
-    );
-    let mut typing = LoginMeasure::new(DEFAULT_CORPUS.as_bytes().to_vec())?;
-    let records = runner.grid(&mut typing, &plan.login_cells)?;
-    show(Section::Login {
-        window_s: plan.login.duration_s,
-        records,
-    })?;
+    for note in &plan.login_skipped {
+        show(Section::Skipped(note.clone()))?;
+    }
+    if !plan.login_cells.is_empty() {
+        eprintln!(
+            "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
+            plan.login.users, plan.login.duration_s
+        );
+        let mut typing = LoginMeasure::new(DEFAULT_CORPUS.as_bytes().to_vec())?;
+        let records = runner.grid(&mut typing, &plan.login_cells)?;
+        show(Section::Login {
+            window_s: plan.login.duration_s,
+            records,
+        })?;
+    }
 
     // 1987: text typed to a terminal through each design, per KB.
+    for note in &plan.output_skipped {
+        show(Section::Skipped(note.clone()))?;
+    }
+    if plan.output_cells.is_empty() {
+        return Ok(());
+    }
     eprintln!(
         "lab: output, {} typed through each relay design",
         plan.output.size
@@ -340,6 +434,47 @@ mod tests {
         assert_eq!(full.sweep.records.first(), Some(&16));
         assert_eq!(full.sweep.records.last(), Some(&(4 << 20)));
         assert_eq!(full.login.users, [16, 32, 48]);
+    }
+
+    #[test]
+    fn across_a_path_every_end_is_an_agent_and_nothing_is_emulated() {
+        let remote = |from: &str, to: &str| Placement::Remote {
+            from: from.into(),
+            to: to.into(),
+        };
+        let plan = LabPlan::quick().across("a:5310", "b:5310", &|_, _| true);
+        assert_eq!(plan.joy.placement, remote("a:5310", "b:5310"));
+        assert!(plan.joy_ether10.is_none());
+        assert!(plan.ether10_skipped.contains("real path"));
+        assert_eq!(
+            plan.rpc.placements,
+            [remote("b:5310", "b:5310"), remote("a:5310", "b:5310")],
+            "1989's local column is both ends on --to"
+        );
+        assert_eq!(plan.sweep.base.placement, remote("a:5310", "b:5310"));
+        assert_eq!(plan.cksum_on.as_deref(), Some("b:5310"));
+        assert!(!plan.login_cells.is_empty());
+        assert!(
+            plan.login_cells
+                .iter()
+                .all(|c| c.placement == remote("a:5310", "b:5310") && c.relay.relay().is_some())
+        );
+        assert!(
+            plan.output_cells
+                .iter()
+                .all(|c| c.placement == remote("a:5310", "b:5310"))
+        );
+        // An agent that does not allow login: no login cells, and why.
+        let plan = LabPlan::quick().across("local", "b:5310", &|end, experiment| {
+            end == "local" || experiment != "login"
+        });
+        assert!(plan.login_cells.is_empty());
+        assert!(
+            plan.login_skipped[0].contains("--allow login"),
+            "{:?}",
+            plan.login_skipped
+        );
+        assert!(!plan.output_cells.is_empty());
     }
 
     #[test]

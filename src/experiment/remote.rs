@@ -170,6 +170,7 @@ impl AgentLink {
             clock_offset_us: self.clock_offset_us,
             control_rtt_us: self.control_rtt_us,
             limits: self.welcome.limits.clone(),
+            allow: self.welcome.allow.clone(),
         }
     }
 

@@ -53,6 +53,9 @@ pub struct AgentFacts {
     /// Round trip of that exchange (µs).
     pub control_rtt_us: u64,
     pub limits: String,
+    /// The experiments it serves.
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 impl Placement {

@@ -6,7 +6,8 @@ use super::{cksum, login, rpc, tables};
 use crate::analysis::cksum::per_byte_costs;
 use crate::analysis::split::split;
 use crate::experiment::lab::Section;
-use crate::record::Record;
+use crate::record::testbed::Placement;
+use crate::record::{Record, RecordData};
 use crate::units::format_size;
 
 /// A stream table with the 1981 figures beside it.
@@ -50,13 +51,40 @@ pub fn text(section: &Section) -> String {
             text
         }
         Section::Login { window_s, records } => format!(
-            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {window_s} s windows, loopback (and epoll over netns ether10 as root)\n{}",
+            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {window_s} s windows, {}\n{}",
+            where_run(records),
             login::table(records)
         ),
         Section::Output { bytes, records } => format!(
-            "netlab output: {} of text typed through each design (unpaced), loopback (and epoll over netns ether10 as root)\n{}",
+            "netlab output: {} of text typed through each design (unpaced), {}\n{}",
             format_size(*bytes),
+            where_run(records),
             login::output_table(records)
         ),
     }
+}
+
+/// Where a section's cells ran, each place once in order: loopback, a
+/// netns link by its profile, or from one host to another.
+fn where_run(records: &[Record]) -> String {
+    let mut places: Vec<String> = Vec::new();
+    for record in records {
+        let placement = match &record.data {
+            RecordData::Login { params, .. } => &params.placement,
+            RecordData::Output { params, .. } => &params.placement,
+            _ => continue,
+        };
+        let place = match placement {
+            Placement::Loopback => "loopback".to_string(),
+            Placement::Netns { link, .. } => format!(
+                "netns over {}",
+                link.name.as_deref().unwrap_or("a custom link")
+            ),
+            Placement::Remote { from, to } => format!("from {from} to {to}"),
+        };
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
+    places.join(", ")
 }

@@ -111,13 +111,14 @@ pub fn table(records: &[Record]) -> String {
     ));
     text.push_str(
         "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
-         syscalls/s: every process (perf raw_syscalls:sys_enter), the load generator's included. \
+         syscalls/s: every process of the serving host (perf raw_syscalls:sys_enter), the load generator's included when it runs there. \
          us/sy/id: % of all CPUs (sy includes irq and softirq). server µs/key: CPU time of the server's \
          processes (server, sessions, commands) per keystroke, from the scheduler's own \
          accounting (exact); host µs/key: busy CPU minus an \
          idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
-         the generator's thread (+ its ssh clients'). pkts: TCP segments on loopback (in = out), \
-         the server side's interface on netns. The uring design's waiting \
+         the generator's thread (+ its ssh clients'), subtracted only when it runs on the serving host. \
+         pkts: TCP segments on loopback (in = out), the server side's interface on netns, \
+         the serving host's TCP segments through agents. The uring design's waiting \
          thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
          else (or >1% echoes lost, or a session failed) unusable.\n",
     );

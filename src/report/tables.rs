@@ -101,18 +101,28 @@ pub fn hosts_text(record: &Record, placement: &str) -> String {
         out.push_str(" (this line: the controller's host)");
     }
     for agent in &record.agents {
-        let _ = write!(
-            out,
-            "\nagent {} ({}): {}, {}; clock {:+} µs from the controller's (± {} µs)",
-            agent.agent,
-            agent.address,
-            agent.host.hostname,
-            machine(&agent.host),
-            agent.clock_offset_us,
-            agent.control_rtt_us / 2
-        );
+        let _ = write!(out, "\n{}", agent_line(agent));
     }
     out
+}
+
+/// An agent in one line: its name and address, its host, its clock
+/// against the controller's.
+pub fn agent_line(agent: &crate::record::testbed::AgentFacts) -> String {
+    format!(
+        "agent {} ({}): {}, {}; clock {:+} µs from the controller's (± {} µs)",
+        agent.agent,
+        agent.address,
+        agent.host.hostname,
+        machine(&agent.host),
+        agent.clock_offset_us,
+        agent.control_rtt_us / 2
+    )
+}
+
+/// The controller's host in one line.
+pub fn controller_line(host: &HostFacts) -> String {
+    format!("controller: {}, {}", host.hostname, machine(host))
 }
 
 fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {

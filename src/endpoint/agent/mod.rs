@@ -106,6 +106,9 @@ pub struct Welcome {
     pub time_us: i64,
     /// The limits it will hold the run to, as one line.
     pub limits: String,
+    /// The experiments it serves (`--allow`).
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// The refusal an agent of `agent` gives a controller of `controller`.

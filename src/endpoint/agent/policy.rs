@@ -63,8 +63,16 @@ impl Policy {
         )
     }
 
-    /// Whether a run of `experiment` may start here.
+    /// Whether a run of `experiment` may start here. A `lab` run needs
+    /// the three experiments served by default; its login and output cells
+    /// run where `--allow` lists them.
     pub fn admit(&self, experiment: &str) -> Result<(), String> {
+        if experiment == "lab" {
+            return DEFAULT_ALLOW
+                .iter()
+                .try_for_each(|name| self.admit(name))
+                .map_err(|why| format!("a lab run needs stream, rpc and cksum: {why}"));
+        }
         let name = canonical(experiment);
         if !EXPERIMENTS.contains(&name) {
             return Err(format!("unknown experiment \"{experiment}\""));
@@ -82,7 +90,14 @@ impl Policy {
     /// agent's limits: a listener gets the data ports, a receiver the byte
     /// limit. `Err` names what is refused; the endpoint never sees it.
     pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
-        let experiment = canonical(experiment);
+        let mut experiment = canonical(experiment);
+        // A lab run holds each command to its own experiment.
+        if experiment == "lab"
+            && let Some(kind) = experiment_of(command)
+        {
+            self.admit(kind)?;
+            experiment = kind;
+        }
         let listens_for = |what: &str| format!("{what} is not part of a {experiment} run");
         match command {
             Command::StreamReceive(spec) => {
@@ -211,6 +226,29 @@ impl Policy {
     }
 }
 
+/// The experiment a command belongs to (None: one every run uses).
+pub fn experiment_of(command: &Command) -> Option<&'static str> {
+    match command {
+        Command::StreamReceive(_) | Command::StreamSend(_) => Some("stream"),
+        Command::RpcServe { .. } | Command::RpcClient(_) => Some("rpc"),
+        Command::Cksum(_) => Some("cksum"),
+        Command::HostServe(spec) => Some(match spec.session {
+            SessionCommand::Discard { .. } => "login",
+            SessionCommand::Output { .. } => "output",
+        }),
+        Command::Type(_) => Some("login"),
+        Command::Terminal(_) => Some("output"),
+        Command::Go
+        | Command::Stop
+        | Command::Exit
+        | Command::WindowOpen
+        | Command::WindowClose
+        | Command::Proceed
+        | Command::Emulate(_)
+        | Command::Capture(_) => None,
+    }
+}
+
 fn unguarded() -> String {
     "the agent opens a data port only for a named peer with a run token, and the controller sent neither".into()
 }
@@ -311,5 +349,58 @@ mod tests {
         let refusal = policy.admit("login").unwrap_err();
         assert!(refusal.contains("--allow login"), "{refusal}");
         assert!(policy.admit("rm -rf").is_err());
+    }
+
+    #[test]
+    fn a_lab_run_holds_each_command_to_its_own_experiment() {
+        let policy = Policy::default();
+        assert!(policy.admit("lab").is_ok());
+        assert!(policy.check("lab", &mut receive(Some(guard()), 0)).is_ok());
+        let typing = |session| {
+            Command::HostServe(crate::endpoint::login::host::HostServeSpec {
+                target: crate::record::login::Target::Epoll,
+                dialect: crate::record::login::Dialect::Rlogin,
+                address: "10.0.0.2".parse().unwrap(),
+                session,
+                max_sessions: 4,
+                nodelay: false,
+                interface: None,
+                measure_idle: false,
+                guard: Some(guard()),
+            })
+        };
+        let refusal = policy
+            .check(
+                "lab",
+                &mut typing(SessionCommand::Discard { linemode: false }),
+            )
+            .unwrap_err();
+        assert!(refusal.contains("--allow login"), "{refusal}");
+        let allowing = Policy {
+            allow: ["stream", "rpc", "cksum", "login"].map(String::from).into(),
+            ..Policy::default()
+        };
+        assert!(
+            allowing
+                .check(
+                    "lab",
+                    &mut typing(SessionCommand::Discard { linemode: false })
+                )
+                .is_ok()
+        );
+        // Output needs its own --allow; and a login run takes no output session.
+        let output = || {
+            typing(SessionCommand::Output {
+                bytes: 10,
+                baud: None,
+            })
+        };
+        assert!(allowing.check("lab", &mut output()).is_err());
+        assert!(allowing.check("login", &mut output()).is_err());
+        let streams_only = Policy {
+            allow: ["stream"].map(String::from).into(),
+            ..Policy::default()
+        };
+        assert!(streams_only.admit("lab").is_err());
     }
 }
