@@ -294,6 +294,21 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
         "the record names both hosts"
     );
     assert!(record["agents"][0]["host"]["kernel"].is_string());
+    // Each agent's interfaces, with the one holding its address and its MTU.
+    let b = record["agents"][1]["host"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| {
+            i["addresses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a.as_str() == Some(hosts.addr(B).as_str()))
+        })
+        .cloned()
+        .expect("B's interface");
+    assert!(b["mtu"].as_u64().unwrap() >= 1280, "{b}");
     assert!(
         record["result"]["sender"]["tcp_info"]["pmtu"]
             .as_u64()

@@ -22,6 +22,86 @@ pub struct HostFacts {
     /// with it the caches that decide memory-bound figures.
     #[serde(default)]
     pub caches: Option<String>,
+    /// The network interfaces that are up, with their addresses and MTUs
+    /// (in this process's namespace): which one a run crossed follows from
+    /// its addresses.
+    #[serde(default)]
+    pub interfaces: Vec<Interface>,
+}
+
+/// A network interface: its name, MTU and addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interface {
+    pub name: String,
+    pub mtu: Option<u32>,
+    pub addresses: Vec<std::net::IpAddr>,
+}
+
+impl HostFacts {
+    /// The interface holding `address`, if this host has it.
+    pub fn interface_with(&self, address: std::net::IpAddr) -> Option<&Interface> {
+        self.interfaces
+            .iter()
+            .find(|i| i.addresses.contains(&address))
+    }
+}
+
+/// An interface's MTU by `SIOCGIFMTU`, which (unlike sysfs) answers for
+/// this process's own network namespace.
+fn mtu_of(name: &str) -> Option<u32> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= request.ifr_name.len() {
+        return None;
+    }
+    for (slot, &b) in request.ifr_name.iter_mut().zip(bytes) {
+        *slot = b as libc::c_char;
+    }
+    // SAFETY: a valid socket and a valid ifreq naming the interface.
+    let ret = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            libc::SIOCGIFMTU,
+            &mut request,
+        )
+    };
+    // SAFETY: SIOCGIFMTU filled the union's MTU member.
+    (ret == 0).then(|| unsafe { request.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The interfaces that are up, each once, with every address.
+fn interfaces() -> Vec<Interface> {
+    let mut found: Vec<Interface> = Vec::new();
+    let Ok(addresses) = nix::ifaddrs::getifaddrs() else {
+        return found;
+    };
+    for entry in addresses {
+        if !entry.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP) {
+            continue;
+        }
+        let address = entry.address.as_ref().and_then(|a| {
+            a.as_sockaddr_in()
+                .map(|v4| std::net::IpAddr::V4(v4.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|v6| std::net::IpAddr::V6(v6.ip())))
+        });
+        let index = match found.iter().position(|i| i.name == entry.interface_name) {
+            Some(index) => index,
+            None => {
+                found.push(Interface {
+                    mtu: mtu_of(&entry.interface_name),
+                    name: entry.interface_name.clone(),
+                    addresses: Vec::new(),
+                });
+                found.len() - 1
+            }
+        };
+        if let Some(address) = address {
+            found[index].addresses.push(address);
+        }
+    }
+    found
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -55,6 +135,7 @@ impl HostFacts {
                 .unwrap_or_default(),
             loopback_mtu: read_trimmed("/sys/class/net/lo/mtu").and_then(|s| s.parse().ok()),
             caches: cache_sizes(),
+            interfaces: interfaces(),
         }
     }
 }
@@ -75,4 +156,29 @@ fn cache_sizes() -> Option<String> {
         })
         .collect();
     (!caches.is_empty()).then(|| caches.join(", "))
+}
+
+#[cfg(test)]
+mod interface_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_found_by_its_address_with_its_mtu() {
+        let facts = HostFacts::gather();
+        let lo = facts
+            .interface_with("127.0.0.1".parse().unwrap())
+            .expect("loopback holds 127.0.0.1");
+        assert_eq!(lo.name, "lo");
+        assert_eq!(
+            lo.mtu,
+            std::fs::read_to_string("/sys/class/net/lo/mtu")
+                .ok()
+                .and_then(|m| m.trim().parse().ok())
+        );
+        assert!(
+            facts
+                .interface_with("192.0.2.255".parse().unwrap())
+                .is_none()
+        );
+    }
 }

@@ -109,8 +109,20 @@ pub fn hosts_text(record: &Record, placement: &str) -> String {
 /// An agent in one line: its name and address, its host, its clock
 /// against the controller's.
 pub fn agent_line(agent: &crate::record::testbed::AgentFacts) -> String {
+    let interface = agent
+        .address
+        .parse::<std::net::SocketAddr>()
+        .ok()
+        .and_then(|a| agent.host.interface_with(a.ip()))
+        .map_or(String::new(), |i| {
+            format!(
+                ", {} MTU {}",
+                i.name,
+                i.mtu.map_or("?".into(), |m| m.to_string())
+            )
+        });
     format!(
-        "agent {} ({}): {}, {}; clock {:+} µs from the controller's (± {} µs)",
+        "agent {} ({}{interface}): {}, {}; clock {:+} µs from the controller's (± {} µs)",
         agent.agent,
         agent.address,
         agent.host.hostname,
