@@ -67,8 +67,11 @@ fn mtu_of(name: &str) -> Option<u32> {
             &mut request,
         )
     };
+    if ret != 0 {
+        return None;
+    }
     // SAFETY: SIOCGIFMTU filled the union's MTU member.
-    (ret == 0).then(|| unsafe { request.ifr_ifru.ifru_mtu } as u32)
+    Some(unsafe { request.ifr_ifru.ifru_mtu } as u32)
 }
 
 /// The interfaces that are up, each once, with every address.
