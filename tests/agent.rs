@@ -400,6 +400,38 @@ fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
 }
 
 #[test]
+fn another_release_is_refused_naming_both_versions() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, false);
+    let out = hosts.dir.path().join("r.jsonl");
+    let run = hosts
+        .netlab(A)
+        .env("NETLAB_FAULT", "claim-version:0.0.1")
+        .args(["stream", "--to", &hosts.addr(B), "--bytes", "1M", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let said = stderr(&run);
+    assert!(
+        said.contains(&format!(
+            "version mismatch: the agent runs netlab {}, the controller netlab 0.0.1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{said}"
+    );
+    assert!(said.contains(&hosts.addr(B)), "names the agent: {said}");
+    assert!(!out.exists() || lines_of(&out).is_empty(), "nothing ran");
+    // The same release is served.
+    let run = hosts.run(
+        A,
+        &["stream", "--to", &hosts.addr(B), "--bytes", "1M"],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+}
+
+#[test]
 fn a_busy_agent_refuses_a_second_controller() {
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);

@@ -94,7 +94,7 @@ impl AgentLink {
         let started = Instant::now();
         channel
             .send(&ToAgent::Hello(Hello {
-                version: env!("CARGO_PKG_VERSION").to_string(),
+                version: claimed_version(),
                 experiment: experiment.to_string(),
                 controller: controller_name(),
                 time_us: sent_us,
@@ -307,6 +307,18 @@ fn read_agent(mut opener: Opener, shared: &Shared) {
     *lock(&shared.lost) = Some(why);
     // Every waiting endpoint sees its channel close, and asks `fate`.
     lock(&shared.routes).clear();
+}
+
+/// The release this controller announces: its own, or for tests of a
+/// mismatch (`NETLAB_FAULT=claim-version:X`, documented in
+/// docs/ARCHITECTURE.md; never set in normal use) another one.
+fn claimed_version() -> String {
+    match std::env::var("NETLAB_FAULT") {
+        Ok(fault) if fault.starts_with("claim-version:") => {
+            fault["claim-version:".len()..].to_string()
+        }
+        _ => env!("CARGO_PKG_VERSION").to_string(),
+    }
 }
 
 /// The links of this process's run.
