@@ -165,7 +165,7 @@ impl Hosts {
     }
 
     /// Runs `netlab ARGS --json --out FILE` on `host`.
-    fn run(&self, host: usize, args: &[&str], out: &Path) -> Output {
+    fn run<S: AsRef<std::ffi::OsStr>>(&self, host: usize, args: &[S], out: &Path) -> Output {
         self.netlab(host)
             .args(args)
             .arg("--json")
@@ -176,7 +176,7 @@ impl Hosts {
     }
 
     /// Starts `netlab ARGS --json --out FILE` on `host` in the background.
-    fn spawn(&self, host: usize, args: &[&str], out: &Path) -> Child {
+    fn spawn<S: AsRef<std::ffi::OsStr>>(&self, host: usize, args: &[S], out: &Path) -> Child {
         self.netlab(host)
             .args(args)
             .arg("--json")
@@ -218,6 +218,19 @@ impl Hosts {
                 .join()
                 .unwrap()
         })
+    }
+
+    /// `EXPERIMENT --from A --to B OPTIONS...`: a run from A to B.
+    fn a_to_b(&self, experiment: &str, options: &[&str]) -> Vec<String> {
+        let mut args = vec![
+            experiment.to_string(),
+            "--from".into(),
+            self.addr(A),
+            "--to".into(),
+            self.addr(B),
+        ];
+        args.extend(options.iter().map(|o| o.to_string()));
+        args
     }
 
     fn control(&self, host: usize) -> String {
@@ -268,19 +281,7 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
     let out = hosts.dir.path().join("r.jsonl");
 
     // Third party: the controller's host drives A sending to B.
-    let run = hosts.run(
-        CTL,
-        &[
-            "stream",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--bytes",
-            "20M",
-        ],
-        &out,
-    );
+    let run = hosts.run(CTL, &hosts.a_to_b("stream", &["--bytes", "20M"]), &out);
     assert!(run.status.success(), "{}", stderr(&run));
     let doc = json_of(&run.stdout);
     let record = &doc["records"][0];
@@ -623,19 +624,7 @@ fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
     hosts.start_agent(A, false);
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
-    let mut run = hosts.spawn(
-        CTL,
-        &[
-            "stream",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--duration",
-            "20s",
-        ],
-        &out,
-    );
+    let mut run = hosts.spawn(CTL, &hosts.a_to_b("stream", &["--duration", "20s"]), &out);
     let deadline = Instant::now() + Duration::from_secs(10);
     while children_of(hosts.agent_pid(A)).is_empty() || children_of(hosts.agent_pid(B)).is_empty() {
         assert!(Instant::now() < deadline, "the endpoints never started");
@@ -658,19 +647,7 @@ fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
         assert!(log.contains("the controller went away"), "{log}");
     }
     // Both are ready for the next controller.
-    let run = hosts.run(
-        CTL,
-        &[
-            "stream",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--bytes",
-            "1M",
-        ],
-        &out,
-    );
+    let run = hosts.run(CTL, &hosts.a_to_b("stream", &["--bytes", "1M"]), &out);
     assert!(run.status.success(), "{}", stderr(&run));
 }
 
@@ -695,21 +672,19 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
     // Third party: the controller drives users on A typing into B's servers.
     let run = hosts.run(
         CTL,
-        &[
+        &hosts.a_to_b(
             "login",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--relay",
-            "epoll,sshd",
-            "--users",
-            "4",
-            "--duration",
-            "1s",
-            "--warmup",
-            "300ms",
-        ],
+            &[
+                "--relay",
+                "epoll,sshd",
+                "--users",
+                "4",
+                "--duration",
+                "1s",
+                "--warmup",
+                "300ms",
+            ],
+        ),
         &out,
     );
     assert!(run.status.success(), "{}", stderr(&run));
@@ -743,19 +718,10 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
     // The 1987 output test, A reading a file B's server types.
     let run = hosts.run(
         CTL,
-        &[
+        &hosts.a_to_b(
             "output",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--relay",
-            "splice",
-            "--protocol",
-            "telnet",
-            "--size",
-            "64K",
-        ],
+            &["--relay", "splice", "--protocol", "telnet", "--size", "64K"],
+        ),
         &out,
     );
     assert!(run.status.success(), "{}", stderr(&run));
@@ -769,19 +735,10 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
     // user, and reaps its endpoints.
     let mut run = hosts.spawn(
         CTL,
-        &[
+        &hosts.a_to_b(
             "login",
-            "--from",
-            &hosts.addr(A),
-            "--to",
-            &hosts.addr(B),
-            "--relay",
-            "sshd",
-            "--users",
-            "2",
-            "--duration",
-            "30s",
-        ],
+            &["--relay", "sshd", "--users", "2", "--duration", "30s"],
+        ),
         &out,
     );
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -115,19 +115,8 @@ impl Program {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        for &pid in &descendants {
-            // SAFETY: a process this server started, by PID.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
         // The test user can only be removed once its processes are gone.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while descendants
-            .iter()
-            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        kill_and_wait(&descendants);
         drop(self.sshd.take());
     }
 
@@ -157,6 +146,23 @@ impl Program {
 impl Drop for Program {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Kills `pids` (processes of netlab's own servers and test users) by PID
+/// and waits up to 5 s for them to be gone.
+fn kill_and_wait(pids: &[u32]) {
+    for &pid in pids {
+        // SAFETY: a process netlab's server or test user runs, by PID.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids
+        .iter()
+        .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -510,18 +516,7 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
             victims.push(pid);
         }
     }
-    for &pid in &victims {
-        // SAFETY: a process of netlab's own sshd or test user, by PID.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while victims
-        .iter()
-        .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    kill_and_wait(&victims);
     for (name, _, _) in stale {
         if run_tool("userdel", &[&name]).is_ok() {
             removed.push(format!("removed test user {name}"));
