@@ -110,7 +110,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
                 command,
                 idle: Duration::from_secs(idle_s),
                 nodelay,
-                admit: None,
+                guard: None,
             };
             Ok(relay_fork::session_on_fd3(peer, &config)?)
         }
@@ -134,7 +134,7 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         max_sessions: args.max_sessions,
         idle_timeout_s: args.idle_timeout,
         command: args.command,
-        admit: None,
+        guard: None,
     })
     .with_context(|| format!("cannot serve on {bind}"))?;
     out.text(&format!("{}\n", running.port()))?;

@@ -114,6 +114,7 @@ pub fn run_cell(
         server: server.addr,
         dialect: params.protocol,
         ssh: server.ssh.clone(),
+        token: server.token,
         users: params.users,
         rate: params.rate,
         poisson: params.poisson,

@@ -62,6 +62,7 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
         server: server.addr,
         dialect: params.protocol,
         ssh: server.ssh.clone(),
+        token: server.token,
     };
     // The session gives up after 600 s without its end marker.
     let driven = servers::drive(

@@ -17,7 +17,7 @@ use super::launcher::{End, Launcher};
 pub use crate::endpoint::login::host::{HostReport, SessionCommand};
 use crate::endpoint::login::host::{HostServeSpec, HostServing};
 use crate::endpoint::login::programs::SshAccess;
-use crate::endpoint::protocol::{Command as Control, Reply};
+use crate::endpoint::protocol::{Command as Control, Reply, Token};
 use crate::measure::window::HostWindow;
 pub use crate::record::login::{Dialect, Target};
 use std::net::SocketAddr;
@@ -45,6 +45,8 @@ pub struct ServerProcess {
     pub addr: SocketAddr,
     /// For sshd: how a client logs in.
     pub ssh: Option<SshAccess>,
+    /// What a client sends first (netlab's own servers through an agent).
+    pub token: Option<Token>,
     /// The serving host's busy CPUs when idle, if asked.
     pub idle_busy_cpus: Option<f64>,
     stopped: bool,
@@ -76,6 +78,8 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
     Ok(ServerProcess {
         addr: SocketAddr::new(launcher.address(End::To), serving.port),
         ssh: serving.ssh,
+        // telnetd and sshd speak their protocol from the first byte.
+        token: launcher.token().filter(|_| spec.target.relay().is_some()),
         idle_busy_cpus: serving.idle_busy_cpus,
         endpoint,
         stopped: false,

@@ -239,7 +239,11 @@ pub struct Session {
 impl Session {
     /// Connects and opens a TELNET session (LINEMODE if the server asks and `linemode`).
     pub fn telnet(addr: SocketAddr, linemode: bool) -> io::Result<Session> {
-        let stream = TcpStream::connect(addr)?;
+        Session::telnet_on(TcpStream::connect(addr)?, linemode)
+    }
+
+    /// Opens a TELNET session on a connected stream.
+    pub fn telnet_on(stream: TcpStream, linemode: bool) -> io::Result<Session> {
         Ok(Session {
             stream,
             protocol: Protocol::Telnet(Box::new(TelnetClient::new(linemode, 24, 80))),
@@ -250,7 +254,11 @@ impl Session {
 
     /// Connects and sends the rlogin startup (user, terminal `xterm/38400`).
     pub fn rlogin(addr: SocketAddr, user: &str) -> io::Result<Session> {
-        let mut stream = TcpStream::connect(addr)?;
+        Session::rlogin_on(TcpStream::connect(addr)?, user)
+    }
+
+    /// Sends the rlogin startup on a connected stream.
+    pub fn rlogin_on(mut stream: TcpStream, user: &str) -> io::Result<Session> {
         let (client, startup) = RloginClient::new(user, "xterm", 38400, 24, 80);
         stream.write_all(&startup)?;
         Ok(Session {

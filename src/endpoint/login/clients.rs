@@ -15,6 +15,7 @@ use super::client::Session;
 use super::host::END_MARKER;
 use super::programs::SshAccess;
 use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
+use crate::endpoint::guard::Token;
 use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::tcpinfo::TcpInfo;
 use crate::measure::window::thread_cpu_ns;
@@ -41,6 +42,9 @@ pub struct TypeSpec {
     pub dialect: Dialect,
     /// For sshd: how to log in.
     pub ssh: Option<SshAccess>,
+    /// Through an agent, to netlab's own server: the run token each
+    /// connection sends first.
+    pub token: Option<Token>,
     pub users: usize,
     pub rate: f64,
     pub poisson: bool,
@@ -55,6 +59,7 @@ fn connect(
     server: SocketAddr,
     dialect: Dialect,
     ssh: Option<&SshAccess>,
+    token: Option<Token>,
     dir: &std::path::Path,
 ) -> io::Result<Connect> {
     match (dialect.protocol(), ssh) {
@@ -62,6 +67,7 @@ fn connect(
             server,
             protocol,
             linemode: dialect.linemode(),
+            token,
         }),
         (None, Some(access)) => Ok(Connect::Program {
             argv: access.argv(dir, server)?,
@@ -83,7 +89,13 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
     }
     let dir = tempfile::Builder::new().prefix("netlab-typist").tempdir()?;
     let config = TypistConfig {
-        connect: connect(spec.server, spec.dialect, spec.ssh.as_ref(), dir.path())?,
+        connect: connect(
+            spec.server,
+            spec.dialect,
+            spec.ssh.as_ref(),
+            spec.token,
+            dir.path(),
+        )?,
         users: spec.users,
         rate: spec.rate,
         poisson: spec.poisson,
@@ -112,6 +124,8 @@ pub struct TerminalSpec {
     pub server: SocketAddr,
     pub dialect: Dialect,
     pub ssh: Option<SshAccess>,
+    /// As [`TypeSpec::token`].
+    pub token: Option<Token>,
 }
 
 /// What the terminal measured.
@@ -166,7 +180,13 @@ pub fn terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalRepo
     let dir = tempfile::Builder::new()
         .prefix("netlab-terminal")
         .tempdir()?;
-    match connect(spec.server, spec.dialect, spec.ssh.as_ref(), dir.path())? {
+    match connect(
+        spec.server,
+        spec.dialect,
+        spec.ssh.as_ref(),
+        spec.token,
+        dir.path(),
+    )? {
         Connect::Socket { .. } => netlab_terminal(spec, edge),
         Connect::Program { argv } => ssh_terminal(&argv, edge),
     }
@@ -174,11 +194,13 @@ pub fn terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalRepo
 
 /// netlab's own client on a socket: this thread's CPU is the client's.
 fn netlab_terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalReport> {
+    let mut stream = std::net::TcpStream::connect(spec.server)?;
+    crate::endpoint::guard::present(&mut stream, spec.token.as_ref())?;
     let mut session = match spec.dialect {
         Dialect::Telnet | Dialect::TelnetLinemode => {
-            Session::telnet(spec.server, spec.dialect.linemode())?
+            Session::telnet_on(stream, spec.dialect.linemode())?
         }
-        Dialect::Rlogin => Session::rlogin(spec.server, "netlab")?,
+        Dialect::Rlogin => Session::rlogin_on(stream, "netlab")?,
         Dialect::Ssh => return Err(io::Error::other("netlab's client does not speak SSH")),
     };
     let mut next = |tail: &mut Vec<u8>| {

@@ -29,27 +29,27 @@ pub struct SessionConfig {
     /// than the MSS while earlier output is unacknowledged (on loopback,
     /// with its 64 KB MSS, most writes), until the client's delayed ACK.
     pub nodelay: bool,
-    /// Through an agent: the only client address served (others are
-    /// closed at accept and logged).
-    pub admit: Option<std::net::IpAddr>,
+    /// Through an agent: the only client address served, and the run
+    /// token its connections begin with (others are closed at accept and
+    /// logged).
+    pub guard: Option<crate::endpoint::guard::DataGuard>,
 }
 
 impl SessionConfig {
-    /// Whether a connection from `peer` is served; a refusal is logged.
-    pub fn admits(&self, peer: std::net::SocketAddr, design: &str) -> bool {
-        let guard = self.admit.map(|ip| crate::endpoint::guard::DataGuard {
-            peer: ip,
-            token: [0; crate::endpoint::guard::TOKEN_LEN],
-            ports: None,
-        });
-        let admitted = crate::endpoint::guard::admits(guard.as_ref(), peer.ip());
-        if !admitted {
-            eprintln!(
-                "netlab login serve ({design}): {peer}: refused, not the run's peer {}",
-                self.admit.map_or(String::new(), |ip| ip.to_string())
-            );
+    /// Whether a connection from `peer` is served: its address, then the
+    /// run token in its first bytes (up to 5 s; strangers are refused by
+    /// address before any read). A refusal is logged.
+    pub fn admits(&self, socket: &mut TcpStream, peer: SocketAddr, design: &str) -> bool {
+        let Some(guard) = &self.guard else {
+            return true;
+        };
+        match crate::endpoint::guard::check(socket, peer, guard) {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("netlab login serve ({design}): refused a connection {why}");
+                false
+            }
         }
-        admitted
     }
 }
 

@@ -187,9 +187,10 @@ pub struct HostServeSpec {
     pub interface: Option<String>,
     /// Measure the host's idle CPU for a second before the server starts.
     pub measure_idle: bool,
-    /// Through an agent: the data ports (set by the agent) and the only
-    /// client address served. Login ports take no run token: real clients
-    /// speak their protocol from the first byte.
+    /// Through an agent: the data ports (set by the agent), the only
+    /// client address served, and the run token netlab's own servers
+    /// check; telnetd and sshd take no token (real clients speak their
+    /// protocol from the first byte) and are held by address.
     pub guard: Option<DataGuard>,
 }
 
@@ -295,7 +296,7 @@ impl Host {
                         max_sessions: spec.max_sessions,
                         idle_timeout_s: 3600,
                         command: ["sh", "-c", &command].map(String::from).to_vec(),
-                        admit: guard.map(|g| g.peer),
+                        guard: spec.guard.clone(),
                     },
                 )?;
                 let port = running.port();
@@ -453,6 +454,79 @@ mod tests {
         assert!(Target::Sshd.speaks(Dialect::Ssh).is_ok());
         assert!(Target::Sshd.speaks(Dialect::Telnet).is_err());
         assert!(Target::Fork.speaks(Dialect::Ssh).is_err());
+    }
+
+    /// What the server says to an rlogin startup sent from `from`, the
+    /// run token first if given: its NUL, or nothing (closed).
+    fn first_byte(port: u16, from: &str, token: Option<&[u8]>) -> Option<u8> {
+        use std::io::{Read, Write};
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket
+            .bind(&SocketAddr::new(from.parse().unwrap(), 0).into())
+            .unwrap();
+        socket
+            .connect(&SocketAddr::from(([127, 0, 0, 1], port)).into())
+            .unwrap();
+        let mut stream: std::net::TcpStream = socket.into();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        if let Some(token) = token {
+            stream.write_all(token).unwrap();
+        }
+        stream.write_all(b"\0typist\0typist\0vt100/9600\0").unwrap();
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte) {
+            Ok(1) => Some(byte[0]),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn through_an_agent_only_the_named_peer_with_the_token_logs_in() {
+        let token = [7u8; crate::endpoint::guard::TOKEN_LEN];
+        let (host, serving) = Host::start(HostServeSpec {
+            target: Target::Epoll,
+            dialect: Dialect::Rlogin,
+            address: "127.0.0.1".parse().unwrap(),
+            session: SessionCommand::Discard { linemode: false },
+            max_sessions: 4,
+            nodelay: false,
+            interface: None,
+            measure_idle: false,
+            guard: Some(DataGuard {
+                peer: "127.0.0.2".parse().unwrap(),
+                token,
+                ports: Some((5391, 5399)),
+            }),
+        })
+        .unwrap();
+        assert!((5391..=5399).contains(&serving.port), "{}", serving.port);
+        assert_eq!(
+            first_byte(serving.port, "127.0.0.1", Some(&token)),
+            None,
+            "a stranger"
+        );
+        assert_eq!(
+            first_byte(serving.port, "127.0.0.2", None),
+            None,
+            "no token"
+        );
+        assert_eq!(
+            first_byte(serving.port, "127.0.0.2", Some(&[8u8; 16])),
+            None,
+            "a wrong token"
+        );
+        assert_eq!(
+            first_byte(serving.port, "127.0.0.2", Some(&token)),
+            Some(0),
+            "the peer"
+        );
+        let report = host.stop().unwrap();
+        // Refused connections never became sessions. (Their log lines go to
+        // the test harness here, not to the server's log.)
+        assert_eq!(report.serve.unwrap().sessions, 1);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! Guarded runs (through an agent): the port comes from the agent's data
 //! ports, socat serves only the named peer (`range=`), and sshd lets the
 //! test user in only from it (`AllowUsers user@peer`). A real client speaks
-//! its protocol from the first byte, so these ports take no run token.
+//! its protocol from the first byte, so these ports take no run token
+//! (netlab's own servers do: [`super::conn::SessionConfig::admits`]).
 //!
 //! Invariant: [`Program::stop`] (also on drop) stops the root (SIGTERM, then
 //! SIGKILL after 5 s), kills by PID every descendant noted before, waits

@@ -204,7 +204,7 @@ fn accept_all(
     design: &str,
 ) {
     loop {
-        let (socket, peer) = match listener.accept() {
+        let (mut socket, peer) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -213,7 +213,7 @@ fn accept_all(
                 return;
             }
         };
-        if !config.admits(peer, design) {
+        if !config.admits(&mut socket, peer, design) {
             continue;
         }
         if *open >= max_sessions {

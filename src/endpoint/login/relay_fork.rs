@@ -33,7 +33,7 @@ pub fn serve(
     let mut report = ForkReport::default();
     while !stop() {
         sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        let (socket, peer) = match listener.accept() {
+        let (mut socket, peer) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let mut pfd = libc::pollfd {
@@ -49,7 +49,7 @@ pub fn serve(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        if !config.admits(peer, "fork") {
+        if !config.admits(&mut socket, peer, "fork") {
             continue;
         }
         if sessions.len() >= max_sessions {

@@ -147,7 +147,7 @@ mod tests {
                 command: vec!["cat".into()],
                 idle: Duration::from_secs(10),
                 nodelay: false,
-                admit: None,
+                guard: None,
             };
             run_session(socket, peer, &config).unwrap()
         });

@@ -280,11 +280,11 @@ impl Loop {
 
     fn accepted(&mut self, fd: i32, config: &SessionConfig, max_sessions: usize) {
         // SAFETY: the kernel gave us this new descriptor.
-        let socket = unsafe { TcpStream::from_raw_fd(fd) };
+        let mut socket = unsafe { TcpStream::from_raw_fd(fd) };
         let peer = socket
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        if !config.admits(peer, "uring") {
+        if !config.admits(&mut socket, peer, "uring") {
             return;
         }
         if self.open >= max_sessions {

@@ -119,9 +119,10 @@ pub struct LoginServeSpec {
     pub idle_timeout_s: u64,
     /// The command each session runs on its pty.
     pub command: Vec<String>,
-    /// Through an agent: the only client address served.
+    /// Through an agent: the only client address served, and the token
+    /// its connections begin with.
     #[serde(default)]
-    pub admit: Option<std::net::IpAddr>,
+    pub guard: Option<crate::endpoint::guard::DataGuard>,
 }
 
 /// A server serving on a thread of its own.
@@ -161,7 +162,7 @@ impl Running {
             command: spec.command,
             idle: std::time::Duration::from_secs(spec.idle_timeout_s),
             nodelay: spec.nodelay,
-            admit: spec.admit,
+            guard: spec.guard,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -58,6 +58,8 @@ pub enum Connect {
         server: SocketAddr,
         protocol: Protocol,
         linemode: bool,
+        /// Through an agent, to netlab's own server: the run token, sent first.
+        token: Option<crate::endpoint::guard::Token>,
     },
     /// A real client program (argv) on a pty of its own, e.g. `ssh -tt`.
     Program { argv: Vec<String> },
@@ -192,8 +194,10 @@ impl User {
                 server,
                 protocol,
                 linemode,
+                token,
             } => {
                 let mut stream = TcpStream::connect(server)?;
+                crate::endpoint::guard::present(&mut stream, token.as_ref())?;
                 stream.set_nodelay(true)?;
                 let client = match protocol {
                     Protocol::Telnet => {
