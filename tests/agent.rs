@@ -714,6 +714,10 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
         );
     }
     assert_eq!(records[1]["params"]["relay"], "sshd");
+    // The path typed across, from the first session's TCP_INFO.
+    let info = &records[0]["result"]["typist"]["tcp_info"];
+    assert!(info["pmtu"].as_u64().unwrap() >= 1280, "{info}");
+    assert!(info["rtt_us"].as_u64().unwrap() > 0, "{info}");
 
     // The 1987 output test, A reading a file B's server types.
     let run = hosts.run(
@@ -729,6 +733,7 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
     let r = &doc["records"][0]["result"];
     assert!(r["bytes_received"].as_u64().unwrap() >= 64 << 10, "{r}");
     assert!(r["server_cpu_us_per_kb"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["tcp_info"]["pmtu"].as_u64().unwrap() >= 1280, "{r}");
     assert_eq!(test_users(), users_before, "every test user removed");
 
     // A controller killed mid-run: B stops sshd, its sessions and its test

@@ -223,11 +223,14 @@ mod tests {
     #[test]
     fn a_window_counts_its_own_tree_without_the_sampler() {
         let sampler = Sampler::start(std::process::id(), None).unwrap();
-        // Burn about 50 ms of this thread's CPU inside the window.
-        let burn = Instant::now();
+        // Burn 50 ms of this thread's CPU inside the window (CPU time, not
+        // wall time: on a loaded machine the thread may wait to run).
+        let burn = thread_cpu_ns();
         let mut x = 0u64;
-        while burn.elapsed() < Duration::from_millis(50) {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        while thread_cpu_ns() - burn < 50_000_000 {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
         }
         std::thread::sleep(Duration::from_millis(250));
         let window = sampler.finish().unwrap();

@@ -109,6 +109,10 @@ pub struct TypistReport {
     #[serde(default)]
     pub client_programs_cpu_s: f64,
     pub window_s: f64,
+    /// TCP_INFO of the first session's socket at the window's end (RTT,
+    /// MSS, path MTU of the path typed across); none for client programs.
+    #[serde(default)]
+    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
 }
 
 impl TypistReport {
@@ -214,4 +218,7 @@ pub struct OutputResult {
     /// The link of a netns cell.
     #[serde(default)]
     pub link: Option<LinkFacts>,
+    /// TCP_INFO of the terminal's socket at the end (RTT, MSS, path MTU).
+    #[serde(default)]
+    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
 }

@@ -501,6 +501,10 @@ pub fn run(
     let window = Instant::now().saturating_duration_since(window_start);
     report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
     report.per_line = users.iter().any(|u| u.linemode);
+    report.tcp_info = users.iter().find_map(|u| match &u.link {
+        Link::Socket(stream) => crate::measure::tcpinfo::TcpInfo::read(stream.as_fd()).ok(),
+        Link::Program { .. } => None,
+    });
     report.window_s = window.as_secs_f64();
     report.unechoed = users
         .iter()
