@@ -1,6 +1,7 @@
 //! Pure functions over measurements: no I/O, no clocks, unit-tested on
 //! synthetic inputs with known answers.
 
+pub mod bounds;
 pub mod cksum;
 pub mod cliff;
 pub mod costmodel;

@@ -48,7 +48,7 @@ pub enum Commands {
     Lab(lab::LabArgs),
     /// Bulk transfer between two endpoint processes (ttcp-style).
     Stream(stream::StreamArgs),
-    /// ONC RPC: the 1989 experiment (time per 100 calls vs size), cliffs and their causes; `serve`, `ping`.
+    /// ONC RPC: the 1989 experiment (time per call vs size), cliffs and their causes; `serve`, `ping`.
     Rpc(rpc::RpcArgs),
     /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
     Cksum(cksum::CksumArgs),

@@ -133,7 +133,7 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
     })
 }
 
-/// Time per 100 calls vs argument size per column (TCP/UDP, local/remote),
+/// Time per call vs argument size per column (TCP/UDP, local/remote),
 /// cliffs marked with their diagnosis reruns' times where recorded.
 pub fn rpc_time(records: &[Record]) -> Option<Figure> {
     let measured = rpc::measured_records(records);
@@ -150,7 +150,7 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
             // Log axes cannot show 0 bytes: it is drawn at 1.
             let point = (
                 (params.size as f64).max(1.0),
-                result.ms_per_100_calls.median,
+                result.ms_per_100_calls.median / 100.0,
             );
             match series.iter_mut().find(|s| s.name == params.column()) {
                 Some(s) => s.points.push(point),
@@ -180,7 +180,7 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
             };
             Mark {
                 x: cliff.size.max(1.0),
-                y: result.ms_per_100_calls.median,
+                y: result.ms_per_100_calls.median / 100.0,
                 label,
             }
         })
@@ -188,9 +188,9 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
     let used: Vec<&Record> = measured.iter().collect();
     Some(Figure {
         id: "rpc-time".into(),
-        title: "Sun RPC: time for 100 calls vs argument size".into(),
+        title: "Sun RPC: time per call vs argument size".into(),
         x_label: "argument size (bytes, log; 0 drawn at 1)".into(),
-        y_label: "time for 100 calls (ms, log)".into(),
+        y_label: "time per call (ms, log)".into(),
         log_x: true,
         log_y: true,
         categories: Vec::new(),

@@ -49,6 +49,11 @@ pub struct RpcSizeSweep {
     pub source: String,
     pub what: String,
     pub unit: String,
+    /// The unit the figures must be in (the document states none), and why.
+    #[serde(default)]
+    pub unit_derived: Option<String>,
+    #[serde(default)]
+    pub unit_derivation: Option<String>,
     /// `arg_bytes`, `tcp_local`, `tcp_remote`, `udp_local`, `udp_remote`.
     pub columns: Vec<String>,
     pub rows: Vec<Vec<f64>>,

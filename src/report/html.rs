@@ -257,8 +257,11 @@ fn rpc_section(records: &[Record]) -> Parts {
             .iter()
             .map(|f| {
                 format!(
-                    "{} {} B ({:.0} ms per 100 calls, {:.0}x)",
-                    f.column, f.size, f.ms_per_100_calls, f.ratio
+                    "{} {} B ({:.1} ms per call, {:.0}x)",
+                    f.column,
+                    f.size,
+                    f.ms_per_100_calls / 100.0,
+                    f.ratio
                 )
             })
             .collect();
@@ -484,8 +487,11 @@ pub fn notable(records: &[Record]) -> Vec<String> {
         .collect();
     for f in analysis::rpc::findings_from_records(&rpc).iter().take(1) {
         let mut s = format!(
-            "RPC over {} stalls at {} bytes ({:.0}x what its neighbours predict, {:.1} ms per 100 calls)",
-            f.column, f.size, f.ratio, f.ms_per_100_calls
+            "RPC over {} stalls at {} bytes ({:.0}x what its neighbours predict, {:.1} ms per call)",
+            f.column,
+            f.size,
+            f.ratio,
+            f.ms_per_100_calls / 100.0
         );
         if let Some(d) = &f.diagnosis {
             let cause = d.cause.split(". ").next().unwrap_or(&d.cause);

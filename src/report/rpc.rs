@@ -4,7 +4,11 @@
 
 use super::historical;
 use super::tables::{hosts_text, markdown, num};
+use crate::analysis::bounds::rpc_below_bound;
 use crate::analysis::rpc::{Finding, StallRange, mean_ms_per_100, results};
+
+/// The 1989 Ethernet's rate.
+const ETHER10_BITS_PER_S: f64 = 10e6;
 use crate::record::Record;
 use crate::record::testbed::Placement;
 
@@ -22,8 +26,8 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     sizes.dedup();
     let h = &historical::figures().rpc_size_sweep;
     let mut header: Vec<String> = vec!["arg bytes".into()];
-    header.extend(columns.iter().map(|c| format!("{c} ms/100 calls")));
-    header.extend(columns.iter().map(|c| format!("1989 {c}")));
+    header.extend(columns.iter().map(|c| format!("{c} ms/call")));
+    header.extend(columns.iter().map(|c| format!("1989 {c} ms/call")));
     let mut rows = Vec::new();
     for size in &sizes {
         let mut row = vec![size.to_string()];
@@ -43,9 +47,9 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
                     };
                     format!(
                         "{} ({}–{}){flag}",
-                        num(mean_ms_per_100(r, p.calls)),
-                        num(r.ms_per_100_calls.min),
-                        num(r.ms_per_100_calls.max)
+                        num(mean_ms_per_100(r, p.calls) / 100.0),
+                        num(r.ms_per_100_calls.min / 100.0),
+                        num(r.ms_per_100_calls.max / 100.0)
                     )
                 }
                 None => "-".into(),
@@ -85,8 +89,9 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
     out.push_str(&markdown(&header_refs, &rows));
     out.push_str(&format!(
-        "ms/100 calls: mean over the repetitions (min–max); ! marks a cliff. 1989: {}; unit: {}.\n",
-        h.what, h.unit
+        "ms/call: mean over the repetitions (min–max); ! marks a cliff. 1989: {}.\n{}\n",
+        h.what,
+        unit_note(h)
     ));
     for (params, result) in measured
         .iter()
@@ -103,10 +108,10 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     }
     for finding in findings {
         out.push_str(&format!(
-            "cliff: {} at {} bytes, {} ms per 100 calls, its median call {:.0}x what the other sizes predict\n",
+            "cliff: {} at {} bytes, {} ms per call, its median call {:.0}x what the other sizes predict\n",
             finding.column,
             finding.size,
-            num(finding.ms_per_100_calls),
+            num(finding.ms_per_100_calls / 100.0),
             finding.ratio
         ));
         if let Some(d) = &finding.diagnosis {
@@ -177,4 +182,22 @@ pub fn stall_ranges_text(
         h.slow_ranges_bytes
     ));
     out
+}
+
+/// The 1989 table's unit, as derived, and the physical check behind it:
+/// read either way, how many of its over-the-Ethernet figures fall below
+/// the wire time of their own call on a 10 Mbit/s Ethernet.
+pub fn unit_note(h: &historical::RpcSizeSweep) -> String {
+    let below = |read: &dyn Fn(f64) -> f64| {
+        rpc_below_bound(&h.columns, &h.rows, read, 1500, ETHER10_BITS_PER_S).len()
+    };
+    let remote = h.rows.len() * h.columns.iter().filter(|c| c.ends_with("remote")).count();
+    format!(
+        "1989 unit: the document says \"{}\"; read as {}: as ms per 100 calls {} of its {remote} figures over the Ethernet would beat the wire time of their own call (10 Mbit/s, every frame's bytes counted), as ms per call {} do ({}).",
+        h.unit,
+        h.unit_derived.as_deref().unwrap_or("stated"),
+        below(&|v| v / 100.0),
+        below(&|v| v),
+        h.unit_derivation.as_deref().unwrap_or("")
+    )
 }
