@@ -31,7 +31,9 @@ pub struct Row {
     /// GB/s (10⁹ bytes per second) at the median.
     pub gb_s: f64,
     /// Median time over the matching limit's median time: 1.0 = at the limit
-    /// (checksums against the read limit, copies and fused against memcpy).
+    /// (checksums against the read limit; copies and fused copies against
+    /// the fastest of memcpy, rep movsb and the non-temporal copy; records
+    /// before 2026-11-24: against memcpy alone).
     pub fraction_of_limit: f64,
 }
 

@@ -4,7 +4,7 @@
 
 use super::historical;
 use super::tables::{hosts_text, markdown, num};
-use crate::analysis::cksum::results;
+use crate::analysis::cksum::{beyond_limits, results};
 use crate::record::Record;
 use crate::record::cksum::{CksumResult, Kind};
 
@@ -90,7 +90,19 @@ pub fn table(records: &[Record]) -> String {
             &rows,
         ));
     }
-    out.push_str("of limit: checksums against the read limit (an OR over every byte), copies and fused copies against memcpy, same size and temperature.\n");
+    out.push_str("of limit: checksums against the fastest kernel that reads every byte (the read sweep, an OR over every byte, or a checksum), copies and fused copies against the fastest of memcpy, rep movsb and the non-temporal copy, same size and temperature; cold cells walk a shuffled pool larger than the caches, so each meets uncached lines. Over 100% within the batches' spread is noise.\n");
+    for result in &results {
+        for b in beyond_limits(result) {
+            out.push_str(&format!(
+                "beyond its limit: {} ({} B, {}) at {:.0}% of {}: every batch faster than every batch of the limit\n",
+                b.variant,
+                result.size,
+                if b.cold { "cold" } else { "hot" },
+                100.0 * b.fraction,
+                b.limit
+            ));
+        }
+    }
     out.push_str(&budget(&results));
     for record in records.iter().filter(|r| r.error.is_some()) {
         out.push_str(&format!(
