@@ -478,3 +478,87 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
         );
     }
 }
+
+/// The netlab cgroups of this host's CPU hierarchies.
+fn netlab_cgroups() -> Vec<String> {
+    [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/unified",
+    ]
+    .iter()
+    .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+    .map(|e| e.path().display().to_string())
+    .filter(|p| {
+        p.rsplit('/')
+            .next()
+            .is_some_and(|n| n.starts_with("netlab-"))
+    })
+    .collect()
+}
+
+#[test]
+fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let before = netlab_cgroups();
+    let cell = |budget: Option<&str>| {
+        let mut args = vec![
+            "login",
+            "--relay",
+            "epoll",
+            "--users",
+            "48",
+            "--duration",
+            "1s",
+            "--warmup",
+            "300ms",
+        ];
+        if let Some(b) = budget {
+            args.extend(["--host-cpu", b]);
+        }
+        let doc = run_json(&args, &out);
+        doc["records"][0]["result"].clone()
+    };
+    let free = cell(None);
+    assert_eq!(free["verdict"], "normal", "{free}");
+    // 48 users at 5 keystrokes a second need a few % of a CPU here; 1% of
+    // one CPU cannot serve them.
+    let starved = cell(Some("1"));
+    assert!(
+        starved["host_cpu"]
+            .as_str()
+            .unwrap()
+            .starts_with("1% of one CPU, cgroup "),
+        "{starved}"
+    );
+    assert!(
+        starved["server_throttled_s"].as_f64().unwrap() > 0.1,
+        "{starved}"
+    );
+    let free_p99 = free["typist"]["echo_p99_ms"].as_f64().unwrap();
+    let starved_p99 = starved["typist"]["echo_p99_ms"].as_f64().unwrap();
+    assert!(
+        starved["verdict"] != "normal" && (starved_p99 > 10.0 * free_p99 || starved_p99 == 0.0),
+        "echo p99 {free_p99} ms free, {starved_p99} ms under 1%: {starved}"
+    );
+    assert_eq!(netlab_cgroups(), before, "the budget's cgroup is removed");
+    // Out of range: refused before anything runs.
+    for bad in ["0", "-5", "100000"] {
+        let run = netlab()
+            .args([
+                "login",
+                "--relay",
+                "epoll",
+                "--users",
+                "2",
+                "--host-cpu",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        assert!(!run.status.success());
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert!(said.contains("--host-cpu"), "{said}");
+    }
+}

@@ -64,6 +64,13 @@ pub struct LoginExperimentArgs {
     /// limit is /proc/sys/kernel/pty/max).
     #[arg(long, default_value_t = 3000)]
     pub max_users: usize,
+    /// Give the server a CPU budget of PERCENT of one CPU (up to 100 per
+    /// CPU), through a cgroup of the CPU controller that netlab creates
+    /// and removes: a 1989-class host on today's machine. Needs root;
+    /// where no CPU controller is available netlab says so and runs
+    /// without.
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    pub host_cpu: Option<f64>,
     #[command(flatten)]
     pub remote: super::placement::RemoteArgs,
     #[command(flatten)]
@@ -74,6 +81,7 @@ impl LoginExperimentArgs {
     /// The validated plan; errors name the bad option before anything runs.
     pub fn plan(&self) -> anyhow::Result<LoginPlan> {
         let plan = LoginPlan {
+            host_cpu_pct: self.host_cpu,
             users: self.users.clone(),
             relays: self.relay.clone(),
             protocols: self.protocol.clone(),
@@ -115,7 +123,17 @@ fn run_find_limit(
 }
 
 pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
-    let plan = args.plan()?;
+    let mut plan = args.plan()?;
+    let serving_here = plan.placements.iter().all(
+        |p| !matches!(p, crate::record::testbed::Placement::Remote { to, .. } if to != "local"),
+    );
+    if plan.host_cpu_pct.is_some()
+        && serving_here
+        && let Err(why) = crate::testbed::cgroup::available()
+    {
+        eprintln!("warning: --host-cpu ignored: {why}");
+        plan.host_cpu_pct = None;
+    }
     let corpus = match &args.corpus {
         Some(path) => std::fs::read(path)
             .with_context(|| format!("--corpus {}: cannot read it", path.display()))?,

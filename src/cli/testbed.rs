@@ -51,8 +51,13 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     let report = netns::clean(Runner { verbose }, all)?;
     // Test users of sshd cells whose netlab process is gone.
     let users = crate::endpoint::login::programs::remove_stale_ssh_users();
-    if report.removed.is_empty() && users.is_empty() {
+    // CPU budgets (--host-cpu) of netlab processes that are gone.
+    let budgets = crate::testbed::cgroup::remove_stale();
+    if report.removed.is_empty() && users.is_empty() && budgets.is_empty() {
         out.text("nothing to clean\n")?;
+    }
+    for path in &budgets {
+        out.text(&format!("removed cgroup {path}\n"))?;
     }
     for name in &report.removed {
         out.text(&format!("removed {name}\n"))?;

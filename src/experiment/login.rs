@@ -103,6 +103,7 @@ pub fn run_cell(
             max_sessions: params.users + 16,
             nodelay: false,
             measure_idle: baseline_busy_cpus.is_none(),
+            cpu_budget_pct: params.host_cpu_pct,
         },
         &launcher,
     )?;
@@ -136,6 +137,7 @@ pub fn run_cell(
         }
     };
     typist.finish();
+    let host_cpu = server.cpu_budget.clone();
     // Sessions the server ended during the run (all end at the stop).
     let host = server.stop()?;
     let link = match bed {
@@ -191,6 +193,8 @@ pub fn run_cell(
         baseline_busy_cpus,
         verdict: verdict.to_string(),
         server_endings: host.endings,
+        host_cpu,
+        server_throttled_s: host.throttled_s,
     })
 }
 
@@ -214,6 +218,8 @@ pub struct LoginPlan {
     pub poisson: bool,
     pub warmup_s: f64,
     pub duration_s: f64,
+    /// The server's CPU budget, percent of one CPU (`--host-cpu`).
+    pub host_cpu_pct: Option<f64>,
 }
 
 impl Default for LoginPlan {
@@ -230,6 +236,7 @@ impl Default for LoginPlan {
             poisson: false,
             warmup_s: 2.0,
             duration_s: 30.0,
+            host_cpu_pct: None,
         }
     }
 }
@@ -243,6 +250,8 @@ pub enum PlanError {
     Rate(String),
     #[error("--duration must be above zero")]
     Duration,
+    #[error("{0}")]
+    HostCpu(String),
 }
 
 impl LoginPlan {
@@ -270,6 +279,10 @@ impl LoginPlan {
         if self.duration_s.is_nan() || self.duration_s <= 0.0 {
             return Err(PlanError::Duration);
         }
+        if let Some(percent) = self.host_cpu_pct {
+            crate::testbed::cgroup::check(percent)
+                .map_err(|e| PlanError::HostCpu(e.to_string()))?;
+        }
         Ok(())
     }
 
@@ -290,6 +303,7 @@ impl LoginPlan {
             poisson: self.poisson,
             warmup_s: self.warmup_s,
             duration_s: self.duration_s,
+            host_cpu_pct: self.host_cpu_pct,
         }
     }
 

@@ -54,6 +54,7 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
             max_sessions: 4,
             nodelay: params.nodelay,
             measure_idle: false,
+            cpu_budget_pct: None,
         },
         &launcher,
     )?;

@@ -37,6 +37,8 @@ pub struct ServerSpec {
     pub nodelay: bool,
     /// Measure the serving host's idle CPU before the server starts.
     pub measure_idle: bool,
+    /// A CPU budget for the server, percent of one CPU (`--host-cpu`).
+    pub cpu_budget_pct: Option<f64>,
 }
 
 /// A running serving end.
@@ -49,6 +51,8 @@ pub struct ServerProcess {
     pub token: Option<Token>,
     /// The serving host's busy CPUs when idle, if asked.
     pub idle_busy_cpus: Option<f64>,
+    /// The CPU budget as applied, or why not.
+    pub cpu_budget: Option<String>,
     stopped: bool,
 }
 
@@ -68,6 +72,7 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         interface: launcher.interface(End::To),
         measure_idle: spec.measure_idle,
         guard: launcher.guard(End::To),
+        cpu_budget_pct: spec.cpu_budget_pct,
     }))?;
     // sshd's keys and test user, and an idle second, come first.
     let serving: HostServing =
@@ -81,6 +86,7 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         // telnetd and sshd speak their protocol from the first byte.
         token: launcher.token().filter(|_| spec.target.relay().is_some()),
         idle_busy_cpus: serving.idle_busy_cpus,
+        cpu_budget: serving.cpu_budget,
         endpoint,
         stopped: false,
     })

@@ -137,6 +137,10 @@ pub struct LoginParams {
     pub poisson: bool,
     pub warmup_s: f64,
     pub duration_s: f64,
+    /// The server's CPU budget, percent of one CPU (`--host-cpu`; none:
+    /// the whole machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_pct: Option<f64>,
 }
 
 /// What one cell measured.
@@ -181,6 +185,12 @@ pub struct LoginResult {
     /// Sessions the server ended before the cell was over, by reason (from its log).
     #[serde(default)]
     pub server_endings: Vec<String>,
+    /// The CPU budget as applied, or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<String>,
+    /// How long the budget held the server back over the cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_throttled_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -36,8 +36,16 @@ pub fn table(records: &[Record]) -> String {
         let RecordData::Login { params, result } = &record.data else {
             continue;
         };
+        // A server under a CPU budget says so, and whether it was applied.
+        let budget = match (params.host_cpu_pct, result) {
+            (None, _) => String::new(),
+            (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
+                format!(" ({p}% CPU: not applied)")
+            }
+            (Some(p), _) => format!(" ({p}% CPU)"),
+        };
         let mut row = vec![
-            params.relay.name().to_string(),
+            format!("{}{budget}", params.relay.name()),
             params.protocol.name().to_string(),
             params.placement.name().to_string(),
             params.users.to_string(),

@@ -4,6 +4,7 @@
 //! view. See `docs/TESTBED.md`.
 
 pub mod capture;
+pub mod cgroup;
 pub mod emulator;
 pub mod link;
 pub mod netns;

@@ -367,6 +367,7 @@ mod tests {
                 interface: None,
                 measure_idle: false,
                 guard: Some(guard()),
+                cpu_budget_pct: None,
             })
         };
         let refusal = policy

@@ -23,6 +23,7 @@ use super::typist::READY_MARKER;
 use crate::endpoint::guard::{DataGuard, bind_first};
 use crate::measure::window::{HostWindow, Sampler, idle_busy_cpus};
 use crate::record::login::{Dialect, Target};
+use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -192,6 +193,10 @@ pub struct HostServeSpec {
     /// check; telnetd and sshd take no token (real clients speak their
     /// protocol from the first byte) and are held by address.
     pub guard: Option<DataGuard>,
+    /// A CPU budget for the server (percent of one CPU), through a cgroup
+    /// the serving end joins before it starts the server.
+    #[serde(default)]
+    pub cpu_budget_pct: Option<f64>,
 }
 
 /// The serving end's answer to `HostServe`.
@@ -202,6 +207,10 @@ pub struct HostServing {
     pub ssh: Option<SshAccess>,
     /// Busy CPUs of the idle host, if asked.
     pub idle_busy_cpus: Option<f64>,
+    /// The CPU budget as applied ("10% of one CPU, cgroup PATH"), or why
+    /// it could not be (the server then runs without one).
+    #[serde(default)]
+    pub cpu_budget: Option<String>,
 }
 
 /// What the serving end reports at `Stop`.
@@ -213,6 +222,9 @@ pub struct HostReport {
     pub endings: Vec<String>,
     /// The server log's last lines.
     pub log_tail: String,
+    /// How long the CPU budget held the server back (cgroup `cpu.stat`).
+    #[serde(default)]
+    pub throttled_s: Option<f64>,
 }
 
 /// This process's stderr pointed at a file until dropped.
@@ -247,6 +259,8 @@ enum Server {
 /// A serving end between `HostServe` and `Stop`.
 pub struct Host {
     server: Option<Server>,
+    /// Dropped after the server: the group empties, then goes.
+    budget: Option<CpuBudget>,
     interface: Option<String>,
     sampler: Option<Sampler>,
     log: tempfile::NamedTempFile,
@@ -268,6 +282,19 @@ impl Host {
             Some(idle_busy_cpus().map_err(io::Error::other)?)
         } else {
             None
+        };
+        // The budget before the server: everything it starts inherits it.
+        let (budget, cpu_budget) = match spec.cpu_budget_pct {
+            None => (None, None),
+            Some(percent) => {
+                match CpuBudget::create(percent).and_then(|b| b.enter_thread().map(|()| b)) {
+                    Ok(b) => {
+                        let note = format!("{percent}% of one CPU, cgroup {}", b.path().display());
+                        (Some(b), Some(note))
+                    }
+                    Err(e) => (None, Some(format!("not applied: {e}"))),
+                }
+            }
         };
         let dir = tempfile::Builder::new()
             .prefix("netlab-session")
@@ -321,9 +348,15 @@ impl Host {
                 (Server::Program(program), port, Some(access))
             }
         };
+        // The server's threads and processes are in the budget; this
+        // thread (control, and the sampler it will start) goes back out.
+        if let Some(b) = &budget {
+            b.leave_thread().map_err(io::Error::other)?;
+        }
         Ok((
             Host {
                 server: Some(server),
+                budget,
                 interface: spec.interface,
                 sampler: None,
                 log,
@@ -333,6 +366,7 @@ impl Host {
                 port,
                 ssh,
                 idle_busy_cpus,
+                cpu_budget,
             },
         ))
     }
@@ -372,10 +406,16 @@ impl Host {
             None => None,
         };
         let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let throttled_s = self
+            .budget
+            .take()
+            .and_then(|b| b.throttled())
+            .map(|t| t.as_secs_f64());
         Ok(HostReport {
             serve,
             endings: session_endings(&text),
             log_tail: tail(&text, 5),
+            throttled_s,
         })
     }
 }
@@ -500,6 +540,7 @@ mod tests {
                 token,
                 ports: Some((5391, 5399)),
             }),
+            cpu_budget_pct: None,
         })
         .unwrap();
         assert!((5391..=5399).contains(&serving.port), "{}", serving.port);

@@ -1,0 +1,279 @@
+//! A CPU budget for the serving side of a cell (`--host-cpu PERCENT`): a
+//! cgroup of the CPU controller that netlab creates, moves a process into
+//! (its children follow), and removes.
+//!
+//! cgroup v2 (`cpu.max` = "QUOTA PERIOD") where the unified hierarchy has
+//! the cpu controller; otherwise v1 (`cpu.cfs_quota_us` and
+//! `cpu.cfs_period_us` under the cpu hierarchy), as on this machine. The
+//! scheduler then runs the group's tasks for at most QUOTA µs of every
+//! PERIOD µs, summed over all CPUs: 25% is a quarter of one CPU, 150% one
+//! and a half. Groups are named `netlab-PID-N` after the process that made
+//! them; `netlab testbed clean` removes those whose process is gone.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The scheduler period the quota is a share of (the kernel's default).
+pub const PERIOD_US: u64 = 100_000;
+/// Groups are named this, then the making process's PID and a count.
+pub const PREFIX: &str = "netlab-";
+
+const V2_ROOT: &str = "/sys/fs/cgroup";
+const V2_UNIFIED: &str = "/sys/fs/cgroup/unified";
+const V1_CPU: &str = "/sys/fs/cgroup/cpu";
+
+/// Why a budget cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetError {
+    #[error("--host-cpu {0}: must be above 0 and at most {1} (100 per CPU of this host)")]
+    Range(f64, f64),
+    #[error(
+        "no cgroup CPU controller is available here (neither cgroup v2 with the cpu controller nor v1's cpu hierarchy is mounted writable): {0}"
+    )]
+    NoController(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BudgetError {
+    let what = what.into();
+    move |source| BudgetError::Io { what, source }
+}
+
+/// Which interface a hierarchy speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// The hierarchy where CPU budgets can be made, if any.
+fn hierarchy() -> Result<(PathBuf, Version), BudgetError> {
+    let has_cpu = |dir: &str| {
+        std::fs::read_to_string(Path::new(dir).join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"))
+    };
+    for dir in [V2_ROOT, V2_UNIFIED] {
+        if has_cpu(dir) {
+            return Ok((dir.into(), Version::V2));
+        }
+    }
+    if Path::new(V1_CPU).join("cpu.cfs_quota_us").exists() {
+        return Ok((V1_CPU.into(), Version::V1));
+    }
+    Err(BudgetError::NoController(format!(
+        "looked for cpu in {V2_ROOT}/cgroup.controllers, {V2_UNIFIED}/cgroup.controllers and {V1_CPU}/cpu.cfs_quota_us"
+    )))
+}
+
+/// Whether this host can make CPU budgets (and if not, why).
+pub fn available() -> Result<(), BudgetError> {
+    hierarchy().map(|_| ())
+}
+
+/// The most a budget may be on this host: 100 per CPU.
+pub fn max_percent() -> f64 {
+    100.0 * std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
+}
+
+/// Checks a budget's range before anything is made.
+pub fn check(percent: f64) -> Result<(), BudgetError> {
+    let max = max_percent();
+    if !(percent > 0.0 && percent <= max) {
+        return Err(BudgetError::Range(percent, max));
+    }
+    Ok(())
+}
+
+/// A CPU budget, removed on drop.
+#[derive(Debug)]
+pub struct CpuBudget {
+    dir: PathBuf,
+    parent: PathBuf,
+    version: Version,
+    pub percent: f64,
+}
+
+impl CpuBudget {
+    /// Makes a group of `percent` of one CPU.
+    pub fn create(percent: f64) -> Result<CpuBudget, BudgetError> {
+        check(percent)?;
+        let (root, version) = hierarchy()?;
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = root.join(format!("{PREFIX}{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(io_err(format!(
+            "cannot create the cgroup {} (it needs root)",
+            dir.display()
+        )))?;
+        let budget = CpuBudget {
+            dir,
+            parent: root,
+            version,
+            percent,
+        };
+        let quota = (percent / 100.0 * PERIOD_US as f64).round().max(1000.0) as u64;
+        match version {
+            Version::V2 => budget.write("cpu.max", &format!("{quota} {PERIOD_US}"))?,
+            Version::V1 => {
+                budget.write("cpu.cfs_period_us", &PERIOD_US.to_string())?;
+                budget.write("cpu.cfs_quota_us", &quota.to_string())?;
+            }
+        }
+        Ok(budget)
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), BudgetError> {
+        let path = self.dir.join(file);
+        std::fs::write(&path, value).map_err(io_err(format!(
+            "cannot write {value} to {}",
+            path.display()
+        )))
+    }
+
+    /// Moves process `pid` (and the children it starts from now on) into
+    /// the budget.
+    pub fn enter(&self, pid: u32) -> Result<(), BudgetError> {
+        self.write("cgroup.procs", &pid.to_string())
+    }
+
+    /// Puts the calling thread in the budget until [`CpuBudget::leave`]:
+    /// the threads and processes it starts meanwhile stay in it, the rest
+    /// of the process does not (so a serving endpoint's control thread and
+    /// window sampler are not starved by the server they measure). cgroup
+    /// v1 moves single threads; v2 only whole processes (without threaded
+    /// mode), so there the whole process enters and stays.
+    pub fn enter_thread(&self) -> Result<(), BudgetError> {
+        match self.version {
+            // SAFETY: gettid has no preconditions.
+            Version::V1 => self.write("tasks", &unsafe { libc::gettid() }.to_string()),
+            Version::V2 => self.enter(std::process::id()),
+        }
+    }
+
+    /// Takes the calling thread back out (cgroup v1; a no-op on v2).
+    pub fn leave_thread(&self) -> Result<(), BudgetError> {
+        match self.version {
+            Version::V1 => {
+                let path = self.parent.join("tasks");
+                // SAFETY: gettid has no preconditions.
+                std::fs::write(&path, unsafe { libc::gettid() }.to_string())
+                    .map_err(io_err(format!("cannot write to {}", path.display())))
+            }
+            Version::V2 => Ok(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How long the group's tasks were held back by the quota (the
+    /// scheduler's `throttled_usec`, or v1's `throttled_time` in ns).
+    pub fn throttled(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(self.dir.join("cpu.stat")).ok()?;
+        let field = |name: &str| {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        field("throttled_usec ")
+            .map(Duration::from_micros)
+            .or_else(|| field("throttled_time ").map(Duration::from_nanos))
+    }
+}
+
+impl Drop for CpuBudget {
+    /// Moves whatever still runs in the group (this process, if it entered
+    /// itself) back to the parent and removes the group.
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            let _ = std::fs::write(self.parent.join("cgroup.procs"), pid);
+        }
+        // A task that just exited may hold the group a moment longer.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Removes the budgets of netlab processes that are gone (`netlab testbed
+/// clean`); returns their paths.
+pub fn remove_stale() -> Vec<String> {
+    let Ok((root, _)) = hierarchy() else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_err() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let procs = std::fs::read_to_string(entry.path().join("cgroup.procs")).unwrap_or_default();
+        for task in procs.split_whitespace() {
+            let _ = std::fs::write(root.join("cgroup.procs"), task);
+        }
+        if std::fs::remove_dir(entry.path()).is_ok() {
+            removed.push(entry.path().display().to_string());
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_out_of_range_are_refused_before_anything_is_made() {
+        assert!(matches!(check(0.0), Err(BudgetError::Range(..))));
+        assert!(matches!(check(-5.0), Err(BudgetError::Range(..))));
+        assert!(matches!(check(f64::NAN), Err(BudgetError::Range(..))));
+        assert!(matches!(
+            check(max_percent() + 1.0),
+            Err(BudgetError::Range(..))
+        ));
+        assert!(check(25.0).is_ok());
+    }
+
+    #[test]
+    fn a_budget_holds_a_busy_process_to_its_share() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || hierarchy().is_err() {
+            // Not a skip of a claim: this host cannot make cgroups; the
+            // integration test (as root in CI) covers it.
+            return;
+        }
+        let budget = CpuBudget::create(10.0).unwrap();
+        let dir = budget.path().to_path_buf();
+        assert!(dir.exists());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        budget.enter(child.id()).unwrap();
+        let start = crate::measure::schedstat::tree_cpu_ns(child.id());
+        std::thread::sleep(Duration::from_millis(1000));
+        let used = crate::measure::schedstat::tree_cpu_ns(child.id()) - start;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // 10% of a CPU for 1 s is 100 ms; allow a period's slack.
+        assert!(used < 250_000_000, "{used} ns in 1 s under a 10% budget");
+        assert!(budget.throttled().is_some_and(|t| t > Duration::ZERO));
+        drop(budget);
+        assert!(!dir.exists(), "the group is removed");
+    }
+}
