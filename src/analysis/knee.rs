@@ -59,9 +59,129 @@ pub fn find_knee(points: &[(f64, f64)], fraction: f64) -> Option<Knee> {
     })
 }
 
+/// The knee from the fitted cost model: the size at which a record's
+/// fixed cost has fallen to `1 - fraction` of its time (so throughput is
+/// `fraction` of the peak), `f/(1-f) · fixed/per_byte`, with an interval
+/// from the repetitions.
+///
+/// Why the model rather than the measured curve: the threshold on measured
+/// points picks whichever size happens to clear it first, so one outlier
+/// (a dip at 32-64K, a jump at 1M) moves the knee across decades; the
+/// model uses every size at once, weighted by relative error
+/// ([`crate::analysis::costmodel`]), and its knee moves only as far as the
+/// repetitions let the fit move. The interval is a percentile bootstrap
+/// (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13):
+/// each resample draws, for every size, its runs with replacement and
+/// takes their median; the fit's knee over the resamples gives the 2.5th
+/// and 97.5th percentiles.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelKnee {
+    pub size: f64,
+    /// 95% bootstrap interval.
+    pub low: f64,
+    pub high: f64,
+    pub fraction: f64,
+    pub resamples: usize,
+}
+
+/// The model's knee: `f/(1-f) · fixed/per_byte` (None without a positive
+/// fixed and per-byte cost).
+pub fn model_knee_size(
+    model: &crate::analysis::costmodel::CostModel,
+    fraction: f64,
+) -> Option<f64> {
+    (model.fixed > 0.0 && model.per_byte > 0.0 && fraction > 0.0 && fraction < 1.0)
+        .then(|| fraction / (1.0 - fraction) * model.fixed / model.per_byte)
+}
+
+/// [`ModelKnee`] of `runs`: for each size, the time per record of every
+/// repetition. Deterministic (a fixed generator seed).
+pub fn model_knee(runs: &[(f64, Vec<f64>)], fraction: f64, resamples: usize) -> Option<ModelKnee> {
+    let median = |v: &mut Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let points: Vec<(f64, f64)> = runs
+        .iter()
+        .filter(|(_, t)| !t.is_empty())
+        .map(|(s, t)| (*s, median(&mut t.clone())))
+        .collect();
+    let size = model_knee_size(&crate::analysis::costmodel::fit(&points)?, fraction)?;
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let mut knees = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let resampled: Vec<(f64, f64)> = runs
+            .iter()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(s, t)| {
+                let mut draw: Vec<f64> = (0..t.len()).map(|_| t[next(t.len())]).collect();
+                (*s, median(&mut draw))
+            })
+            .collect();
+        if let Some(k) =
+            crate::analysis::costmodel::fit(&resampled).and_then(|m| model_knee_size(&m, fraction))
+        {
+            knees.push(k);
+        }
+    }
+    if knees.is_empty() {
+        return None;
+    }
+    knees.sort_by(f64::total_cmp);
+    let at = |q: f64| knees[((knees.len() - 1) as f64 * q).round() as usize];
+    Some(ModelKnee {
+        size,
+        low: at(0.025),
+        high: at(0.975),
+        fraction,
+        resamples: knees.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_knee_matches_the_closed_form_and_ignores_an_outlier() {
+        // time = 2 µs + 0.5 ns/byte: the 90% knee is 9 · 2e-6 / 0.5e-9 = 36000 B.
+        let time = |s: f64| 2e-6 + 0.5e-9 * s;
+        let sizes = [
+            64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
+        ];
+        let runs: Vec<(f64, Vec<f64>)> = sizes
+            .iter()
+            .map(|&s| {
+                // Three repetitions, ±2%.
+                (s, vec![time(s) * 0.98, time(s), time(s) * 1.02])
+            })
+            .collect();
+        let k = model_knee(&runs, 0.9, 200).unwrap();
+        assert!((k.size - 36000.0).abs() / 36000.0 < 0.01, "{k:?}");
+        assert!(k.low <= k.size && k.size <= k.high, "{k:?}");
+        assert!(
+            k.high / k.low < 1.5,
+            "a tight interval from tight runs: {k:?}"
+        );
+        // One repetition of one size far off (a dip): the knee stays, the
+        // interval widens, where the threshold rule would jump.
+        let mut noisy = runs.clone();
+        noisy[5].1[0] *= 3.0;
+        let n = model_knee(&noisy, 0.9, 200).unwrap();
+        assert!((n.size - k.size).abs() / k.size < 0.2, "{n:?} vs {k:?}");
+        assert!(n.high - n.low >= k.high - k.low, "{n:?} vs {k:?}");
+    }
 
     fn model_curve(fixed: f64, per_byte: f64, sizes: &[f64]) -> Vec<(f64, f64)> {
         sizes

@@ -101,9 +101,15 @@ pub struct SweepSummary {
     pub knee: Option<Knee>,
     /// `time per record (s) = fixed + per_byte × record`.
     pub model: Option<CostModel>,
+    /// The knee from the model, with a bootstrap interval over the runs.
+    #[serde(default)]
+    pub model_knee: Option<knee::ModelKnee>,
     /// Record sizes whose runs failed, with the first reason.
     pub failed: Vec<(u64, String)>,
 }
+
+/// Bootstrap resamples for the model knee's interval.
+pub const KNEE_RESAMPLES: usize = 500;
 
 /// Summarises stream records by record size (records of other experiments
 /// are ignored).
@@ -170,8 +176,26 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
         .iter()
         .map(|p| (p.record as f64, p.us_per_record.median * 1e-6))
         .collect();
+    // Every run's time per record, by size, for the model knee's interval.
+    let runs: Vec<(f64, Vec<f64>)> = points
+        .iter()
+        .map(|p| {
+            let times = records
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RecordData::Stream {
+                        params,
+                        result: Some(result),
+                    } if params.record == p.record => Some(result.figures.us_per_record * 1e-6),
+                    _ => None,
+                })
+                .collect();
+            (p.record as f64, times)
+        })
+        .collect();
     SweepSummary {
         knee: knee::find_knee(&curve, knee_fraction),
+        model_knee: knee::model_knee(&runs, knee_fraction, KNEE_RESAMPLES),
         model: costmodel::fit(&times),
         points,
         failed,

@@ -471,6 +471,17 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
             let _ = writeln!(out, "knee: not enough points");
         }
     }
+    if let Some(k) = &summary.model_knee {
+        let _ = writeln!(
+            out,
+            "knee from the cost model: {} bytes (95% interval {}–{}, {} bootstrap resamples of the runs): where a record's fixed cost falls to {:.0}% of its time",
+            num(k.size),
+            num(k.low),
+            num(k.high),
+            k.resamples,
+            100.0 * (1.0 - k.fraction),
+        );
+    }
     if let Some(m) = &summary.model {
         let _ = writeln!(
             out,
