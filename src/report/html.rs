@@ -214,12 +214,24 @@ fn stream_section(records: &[Record]) -> Parts {
             "Throughput rises from {:.0} MB/s with {}-byte records to {:.0} MB/s with {}-byte records. ",
             first.throughput_mb_s.median, first.record, best.throughput_mb_s.median, best.record
         ));
-        if let Some(k) = &summary.knee {
-            reading.push_str(&format!(
+        // The model's knee uses every size; the first size to clear the
+        // threshold can be moved by one outlier.
+        match (&summary.model_knee, &summary.knee) {
+            (Some(m), Some(k)) => reading.push_str(&format!(
+                "The knee ({:.0}% of the peak) is at about {:.0} bytes by the cost model (95% interval {:.0}-{:.0} over the repetitions); the first measured size within {:.0}% of the best is {} bytes. ",
+                m.fraction * 100.0,
+                m.size,
+                m.low,
+                m.high,
+                (1.0 - k.fraction) * 100.0,
+                k.size
+            )),
+            (None, Some(k)) => reading.push_str(&format!(
                 "The knee ({:.0}% of the plateau) is at {} bytes. ",
                 k.fraction * 100.0,
                 k.size
-            ));
+            )),
+            _ => {}
         }
         if let Some(m) = &summary.model {
             reading.push_str(&format!(
