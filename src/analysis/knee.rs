@@ -97,19 +97,10 @@ pub fn model_knee_size(
 /// [`ModelKnee`] of `runs`: for each size, the time per record of every
 /// repetition. Deterministic (a fixed generator seed).
 pub fn model_knee(runs: &[(f64, Vec<f64>)], fraction: f64, resamples: usize) -> Option<ModelKnee> {
-    let median = |v: &mut Vec<f64>| -> f64 {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    let median = |v: &[f64]| crate::record::stats::Spread::of(v).map(|s| s.median);
     let points: Vec<(f64, f64)> = runs
         .iter()
-        .filter(|(_, t)| !t.is_empty())
-        .map(|(s, t)| (*s, median(&mut t.clone())))
+        .filter_map(|(s, t)| Some((*s, median(t)?)))
         .collect();
     let size = model_knee_size(&crate::analysis::costmodel::fit(&points)?, fraction)?;
     let mut state = 0x2545_F491_4F6C_DD1Du64;
@@ -124,9 +115,9 @@ pub fn model_knee(runs: &[(f64, Vec<f64>)], fraction: f64, resamples: usize) -> 
         let resampled: Vec<(f64, f64)> = runs
             .iter()
             .filter(|(_, t)| !t.is_empty())
-            .map(|(s, t)| {
-                let mut draw: Vec<f64> = (0..t.len()).map(|_| t[next(t.len())]).collect();
-                (*s, median(&mut draw))
+            .filter_map(|(s, t)| {
+                let draw: Vec<f64> = (0..t.len()).map(|_| t[next(t.len())]).collect();
+                Some((*s, median(&draw)?))
             })
             .collect();
         if let Some(k) =

@@ -124,9 +124,10 @@ fn run_find_limit(
 
 pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut plan = args.plan()?;
-    let serving_here = plan.placements.iter().all(
-        |p| !matches!(p, crate::record::testbed::Placement::Remote { to, .. } if to != "local"),
-    );
+    let serving_here = plan
+        .placements
+        .iter()
+        .all(|p| crate::experiment::login::serving_host(p) == "local");
     if plan.host_cpu_pct.is_some()
         && serving_here
         && let Err(why) = crate::testbed::cgroup::available()

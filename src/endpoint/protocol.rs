@@ -106,7 +106,7 @@ pub enum Command {
     Type(crate::endpoint::login::clients::TypeSpec),
     /// Read one file's output through a server as a terminal; answered by
     /// `Window` at each edge, then `TerminalDone`.
-    Terminal(crate::endpoint::login::clients::TerminalSpec),
+    Terminal(crate::endpoint::login::clients::LoginTarget),
     /// Go on after a `Window` edge that awaits it.
     Proceed,
     /// Time the checksum and copy variants at one size; answered by `CksumDone`.

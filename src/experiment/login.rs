@@ -112,10 +112,7 @@ pub fn run_cell(
         .ok_or_else(|| CellError::Refused("the serving end measured no idle baseline".into()))?;
     let mut typist = launcher.spawn("typist", End::From)?;
     let spec = TypeSpec {
-        server: server.addr,
-        dialect: params.protocol,
-        ssh: server.ssh.clone(),
-        token: server.token,
+        target: server.target(params.protocol),
         users: params.users,
         rate: params.rate,
         poisson: params.poisson,
@@ -131,10 +128,7 @@ pub fn run_cell(
     let (report, window) = match driven {
         Ok((Reply::Typed(report), window)) => (*report, window),
         Ok((other, _)) => return Err(typist.unexpected("typing", &other).into()),
-        Err(e) => {
-            let log = server.stop().map(|r| r.log_tail).unwrap_or_default();
-            return Err(with_log(e, &log));
-        }
+        Err(e) => return Err(server.failed(e)),
     };
     typist.finish();
     let host_cpu = server.cpu_budget.clone();
@@ -196,14 +190,6 @@ pub fn run_cell(
         host_cpu,
         server_throttled_s: host.throttled_s,
     })
-}
-
-/// `error` with the server log's last line after it, if there is one.
-pub(super) fn with_log(error: CellError, log: &str) -> CellError {
-    match log.trim().lines().last() {
-        Some(line) => error.with(format!("server log: {line}")),
-        None => error,
-    }
 }
 
 /// The grid of a login-load run, and the typing every cell does.
@@ -346,7 +332,7 @@ impl LoginMeasure {
 }
 
 /// The host serving a cell: `local`, or its agent's name.
-fn serving_host(placement: &Placement) -> &str {
+pub fn serving_host(placement: &Placement) -> &str {
     match placement {
         Placement::Remote { to, .. } => to,
         _ => "local",

@@ -22,10 +22,8 @@ use super::CellError;
 use super::Interrupted;
 use super::bed::Bed;
 use super::launcher::{End, Launcher};
-use super::login::with_log;
 use super::runner::{MeasureCell, Measured};
 use super::servers::{self, Dialect, ServerSpec, SessionCommand, Target};
-use crate::endpoint::login::clients::TerminalSpec;
 pub use crate::endpoint::login::host::END_MARKER;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Command, Reply};
@@ -59,12 +57,7 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
         &launcher,
     )?;
     let mut terminal = launcher.spawn("terminal", End::From)?;
-    let spec = TerminalSpec {
-        server: server.addr,
-        dialect: params.protocol,
-        ssh: server.ssh.clone(),
-        token: server.token,
-    };
+    let spec = server.target(params.protocol);
     // The session gives up after 600 s without its end marker.
     let driven = servers::drive(
         &mut terminal,
@@ -75,10 +68,7 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
     let (client, window) = match driven {
         Ok((Reply::TerminalDone(client), Some(window))) => (*client, window),
         Ok((other, _)) => return Err(terminal.unexpected("typing the file", &other).into()),
-        Err(e) => {
-            let log = server.stop().map(|r| r.log_tail).unwrap_or_default();
-            return Err(with_log(e, &log));
-        }
+        Err(e) => return Err(server.failed(e)),
     };
     terminal.finish();
     server.stop()?;

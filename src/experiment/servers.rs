@@ -14,6 +14,7 @@
 use super::CellError;
 use super::endpoints::EndpointProcess;
 use super::launcher::{End, Launcher};
+use crate::endpoint::login::clients::LoginTarget;
 pub use crate::endpoint::login::host::{HostReport, SessionCommand};
 use crate::endpoint::login::host::{HostServeSpec, HostServing};
 use crate::endpoint::login::programs::SshAccess;
@@ -93,6 +94,26 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
 }
 
 impl ServerProcess {
+    /// What a typing end needs to log in to this server in `dialect`.
+    pub fn target(&self, dialect: Dialect) -> LoginTarget {
+        LoginTarget {
+            server: self.addr,
+            dialect,
+            ssh: self.ssh.clone(),
+            token: self.token,
+        }
+    }
+
+    /// `error` of the cell, with the server stopped and its log's last
+    /// line after it.
+    pub fn failed(self, error: CellError) -> CellError {
+        let log = self.stop().map(|r| r.log_tail).unwrap_or_default();
+        match log.trim().lines().last() {
+            Some(line) => error.with(format!("server log: {line}")),
+            None => error,
+        }
+    }
+
     pub fn open_window(&mut self) -> Result<(), CellError> {
         self.endpoint.send(&Control::WindowOpen)?;
         match self.endpoint.recv(

@@ -40,15 +40,14 @@ pub struct ProcessUsage {
     pub cpu_ns: Option<u64>,
 }
 
-/// The run time (ns) of every thread of this process, from schedstat.
-fn own_cpu_ns() -> Option<u64> {
-    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
-    let mut total = 0u64;
-    for task in tasks.flatten() {
-        let text = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(total)
+/// The calling thread's CPU time (ns), user and system (getrusage's
+/// total is the scheduler's exact run time; only its split is sampled).
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
 }
 
 /// Scheduler ticks a second assumed for the sampled split: Linux's
@@ -72,7 +71,7 @@ impl ProcessUsage {
             involuntary_cs: raw.ru_nivcsw as u64,
             minor_faults: raw.ru_minflt as u64,
             major_faults: raw.ru_majflt as u64,
-            cpu_ns: own_cpu_ns(),
+            cpu_ns: super::schedstat::process_cpu_ns(std::process::id()),
         }
     }
 
@@ -113,10 +112,10 @@ mod tests {
     #[test]
     fn a_short_burn_is_counted_exactly() {
         let before = ProcessUsage::now();
-        let burn = own_cpu_ns().unwrap();
+        let burn = thread_cpu_ns();
         let mut x = 0u64;
         // 3 ms of this thread's CPU: shorter than a scheduler tick at 250 Hz.
-        while own_cpu_ns().unwrap() - burn < 3_000_000 {
+        while thread_cpu_ns() - burn < 3_000_000 {
             for _ in 0..1000 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
             }

@@ -7,6 +7,23 @@
 //! it, so trees are read while their sessions still run. Softirq work done
 //! on behalf of the tree while another task was running is not in it.
 
+/// A task's run time (ns) from its `schedstat`'s first field.
+fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(task.join("schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// CPU time (ns) of process `pid`'s threads (not its children); `None`
+/// when it cannot be read.
+pub fn process_cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks.flatten().map(|task| task_cpu_ns(&task.path())).sum()
+}
+
 /// CPU time (ns) of `root`, all its threads and all its descendants.
 pub fn tree_cpu_ns(root: u32) -> u64 {
     let mut total = 0;
@@ -16,13 +33,7 @@ pub fn tree_cpu_ns(root: u32) -> u64 {
             continue;
         };
         for task in tasks.flatten() {
-            if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
-                total += text
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
+            total += task_cpu_ns(&task.path()).unwrap_or(0);
             if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
                 stack.extend(
                     children

@@ -18,6 +18,7 @@
 use super::ifstat::InterfaceCounters;
 use super::netstat::Counters;
 use super::procstat::{ProcStatError, StatSnapshot, SystemCpu, system_cpu};
+use super::rusage::thread_cpu_ns;
 use super::schedstat::tree_cpu_ns;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -97,15 +98,6 @@ impl Drop for SyscallCounter {
             let _ = child.wait();
         }
     }
-}
-
-/// The calling thread's CPU time (ns), user and system.
-pub fn thread_cpu_ns() -> u64 {
-    // SAFETY: getrusage fills the struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    ns(usage.ru_utime) + ns(usage.ru_stime)
 }
 
 /// The machine's busy CPUs (CPU-seconds per second, iowait not counted)

@@ -216,10 +216,11 @@ pub fn remove_stale() -> Vec<String> {
         let Some(pid) = name
             .strip_prefix(PREFIX)
             .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
         else {
             continue;
         };
-        if pid.parse::<u32>().is_err() || Path::new(&format!("/proc/{pid}")).exists() {
+        if super::netlab_runs(pid) {
             continue;
         }
         let procs = std::fs::read_to_string(entry.path().join("cgroup.procs")).unwrap_or_default();

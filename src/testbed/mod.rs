@@ -10,3 +10,13 @@ pub mod link;
 pub mod netns;
 
 pub use crate::record::testbed::{LinkVia, Placement};
+
+/// Whether process `pid` is a live netlab process: the rule by which
+/// `netlab testbed clean` tells a leftover (namespace, cgroup, sshd test
+/// user) from one still in use. A zombie has no command line, and a PID
+/// reused by another program has another one: both count as gone.
+pub fn netlab_runs(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).contains("netlab"))
+        .unwrap_or(false)
+}

@@ -342,12 +342,6 @@ pub fn owner_pid(namespace: &str) -> Option<u32> {
         .filter(|_| parts.next().is_none())
 }
 
-fn process_is_netlab(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).contains("netlab"))
-        .unwrap_or(false)
-}
-
 /// Removes namespaces netlab created whose controller is gone (all of
 /// netlab's when `all`), and any stray `nlb*` interface in this namespace.
 pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
@@ -358,7 +352,7 @@ pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
     let list = runner.run("ip", &["netns", "list"])?;
     for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
         let Some(pid) = owner_pid(name) else { continue };
-        if !all && pid != std::process::id() && process_is_netlab(pid) {
+        if !all && pid != std::process::id() && super::netlab_runs(pid) {
             report.kept_live.push(name.to_string());
             continue;
         }

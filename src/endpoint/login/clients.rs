@@ -16,9 +16,9 @@ use super::host::END_MARKER;
 use super::programs::SshAccess;
 use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
 use crate::endpoint::guard::Token;
+use crate::measure::rusage::thread_cpu_ns;
 use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::tcpinfo::TcpInfo;
-use crate::measure::window::thread_cpu_ns;
 use crate::record::login::Dialect;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -35,9 +35,10 @@ pub const MAX_CORPUS: usize = 1 << 20;
 /// A window edge: `open`, and whether the client waits for `Proceed`.
 pub type Edge<'a> = dyn FnMut(bool, bool) -> io::Result<()> + 'a;
 
-/// How the typing end of a login-load cell types (`Command::Type`).
+/// The server a typing end logs in to, and how: what the serving end
+/// answered, as the controller hands it on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TypeSpec {
+pub struct LoginTarget {
     pub server: SocketAddr,
     pub dialect: Dialect,
     /// For sshd: how to log in.
@@ -45,37 +46,39 @@ pub struct TypeSpec {
     /// Through an agent, to netlab's own server: the run token each
     /// connection sends first.
     pub token: Option<Token>,
+}
+
+impl LoginTarget {
+    /// A connection to it: netlab's own protocol logic, or OpenSSH's
+    /// client with the key and host key the serving end made, in `dir`.
+    fn connect(&self, dir: &std::path::Path) -> io::Result<Connect> {
+        match (self.dialect.protocol(), &self.ssh) {
+            (Some(protocol), _) => Ok(Connect::Socket {
+                server: self.server,
+                protocol,
+                linemode: self.dialect.linemode(),
+                token: self.token,
+            }),
+            (None, Some(access)) => Ok(Connect::Program {
+                argv: access.argv(dir, self.server)?,
+            }),
+            (None, None) => Err(io::Error::other(
+                "an SSH cell needs the serving end's login (no sshd answered)",
+            )),
+        }
+    }
+}
+
+/// How the typing end of a login-load cell types (`Command::Type`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeSpec {
+    pub target: LoginTarget,
     pub users: usize,
     pub rate: f64,
     pub poisson: bool,
     pub corpus: Vec<u8>,
     pub warmup_s: f64,
     pub duration_s: f64,
-}
-
-/// The client's connection: netlab's own protocol logic, or OpenSSH's
-/// client with the key and host key the serving end made, in `dir`.
-fn connect(
-    server: SocketAddr,
-    dialect: Dialect,
-    ssh: Option<&SshAccess>,
-    token: Option<Token>,
-    dir: &std::path::Path,
-) -> io::Result<Connect> {
-    match (dialect.protocol(), ssh) {
-        (Some(protocol), _) => Ok(Connect::Socket {
-            server,
-            protocol,
-            linemode: dialect.linemode(),
-            token,
-        }),
-        (None, Some(access)) => Ok(Connect::Program {
-            argv: access.argv(dir, server)?,
-        }),
-        (None, None) => Err(io::Error::other(
-            "an SSH cell needs the serving end's login (no sshd answered)",
-        )),
-    }
 }
 
 /// Types the load and reports the window; the window's close waits for
@@ -89,13 +92,7 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
     }
     let dir = tempfile::Builder::new().prefix("netlab-typist").tempdir()?;
     let config = TypistConfig {
-        connect: connect(
-            spec.server,
-            spec.dialect,
-            spec.ssh.as_ref(),
-            spec.token,
-            dir.path(),
-        )?,
+        connect: spec.target.connect(dir.path())?,
         users: spec.users,
         rate: spec.rate,
         poisson: spec.poisson,
@@ -116,16 +113,6 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
         Some(e) => Err(e),
         None => Ok(report),
     }
-}
-
-/// How the terminal of an output cell connects (`Command::Terminal`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TerminalSpec {
-    pub server: SocketAddr,
-    pub dialect: Dialect,
-    pub ssh: Option<SshAccess>,
-    /// As [`TypeSpec::token`].
-    pub token: Option<Token>,
 }
 
 /// What the terminal measured.
@@ -176,24 +163,18 @@ fn receive_to(
 }
 
 /// Reads one file's output through the cell's server.
-pub fn terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalReport> {
+pub fn terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalReport> {
     let dir = tempfile::Builder::new()
         .prefix("netlab-terminal")
         .tempdir()?;
-    match connect(
-        spec.server,
-        spec.dialect,
-        spec.ssh.as_ref(),
-        spec.token,
-        dir.path(),
-    )? {
+    match spec.connect(dir.path())? {
         Connect::Socket { .. } => netlab_terminal(spec, edge),
         Connect::Program { argv } => ssh_terminal(&argv, edge),
     }
 }
 
 /// netlab's own client on a socket: this thread's CPU is the client's.
-fn netlab_terminal(spec: &TerminalSpec, edge: &mut Edge) -> io::Result<TerminalReport> {
+fn netlab_terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalReport> {
     let mut stream = std::net::TcpStream::connect(spec.server)?;
     crate::endpoint::guard::present(&mut stream, spec.token.as_ref())?;
     let mut session = match spec.dialect {

@@ -442,15 +442,6 @@ pub fn sshd(
     Ok((program, access))
 }
 
-/// Whether process `pid` runs (a zombie does not: it is dying).
-fn runs(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-        !status
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains("Z (zombie)"))
-    })
-}
-
 /// Removes what sshd cells of a killed netlab left behind (`netlab
 /// testbed clean`): the orphaned sshd (its config lies in a `netlab-sshd`
 /// directory, removed with it, and its parent is gone), every process of a
@@ -468,7 +459,7 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(':').collect();
             let pid = fields.first()?.strip_prefix(SSH_USER_PREFIX)?;
-            if pid.parse::<u32>().is_err() || runs(pid) {
+            if crate::testbed::netlab_runs(pid.parse().ok()?) {
                 return None;
             }
             Some((

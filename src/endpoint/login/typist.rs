@@ -154,11 +154,7 @@ struct User {
 }
 
 fn thread_cpu_s() -> f64 {
-    // SAFETY: getrusage fills the struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    crate::measure::rusage::thread_cpu_ns() as f64 / 1e9
 }
 
 /// The corpus as keystrokes: printable bytes, line ends as CR, tabs as
