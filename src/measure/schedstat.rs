@@ -17,13 +17,6 @@ fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
         .ok()
 }
 
-/// CPU time (ns) of process `pid`'s threads (not its children); `None`
-/// when it cannot be read.
-pub fn process_cpu_ns(pid: u32) -> Option<u64> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    tasks.flatten().map(|task| task_cpu_ns(&task.path())).sum()
-}
-
 /// CPU time (ns) of `root`, all its threads and all its descendants.
 pub fn tree_cpu_ns(root: u32) -> u64 {
     let mut total = 0;
