@@ -10,6 +10,7 @@
 //! | [`checksum`] | the Internet checksum (RFC 1071) variants, fused copy, copy variants |
 //! | [`units`] | sizes and durations as typed by users |
 //! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
+//! | [`model`] | deterministic models of historical stacks (SunOS 4 TCP and Sun RPC, 1989), pure code |
 //! | [`record`] | the record every measurement becomes: each experiment's data, its JSON Lines file |
 //! | [`analysis`] | pure functions over records: statistics, knee, cost model, cliffs, findings |
 //! | [`testbed`] | placements: namespaces, link profiles, the wire emulator, capture |
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod endpoint;
 pub mod experiment;
 pub mod measure;
+pub mod model;
 pub mod record;
 pub mod report;
 pub mod testbed;

@@ -11,11 +11,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 12] = [
+const LAYERS: [&str; 13] = [
     "wire",
     "checksum",
     "units",
     "measure",
+    "model",
     "record",
     "analysis",
     "testbed",

@@ -1,0 +1,208 @@
+//! Sun RPC over TCP on SunOS 4 (1989): why 4096 and 8192 bytes stalled
+//! while 4000 and 8000 did not (`001_a2ff8248013a620f.txt`).
+//!
+//! A deterministic discrete-event simulation of one RPC client calling a
+//! null procedure with an `opaque<>` argument of N bytes, over the kernel
+//! rules that decide when bytes move: `sosend` filling the 4096-byte send
+//! buffer, Nagle's rule in `tcp_output`, the receiver's window updates and
+//! its 200 ms delayed ACK, and Sun's `xdrrec` writing a record in
+//! 4000-byte fragments. The rules are read from SunOS 4.1.3's sources, the
+//! nearest published relative of the SunOS 4.0.1 the table was measured on
+//! (Van Jacobson, 1988, `003_aac813b9b3bf47d2.txt`: SunOS 4.0 is Sun's
+//! upgrade to 4.3BSD's network code); each constant below names its file.
+//!
+//! The mechanism it finds: a call's last `write` that does not fit the
+//! send buffer behind the 4000-byte fragment still in flight is split by
+//! `sosend` (what fits, then the rest after the window-update ACK); the
+//! rest is less than a segment with data unacknowledged, so Nagle holds
+//! it, and the server, which needs it to finish the record, owes only a
+//! delayed ACK: the call waits for `tcp_fasttimo`. A last write of a
+//! cluster (1024 bytes) or more is not split: `sosend` sleeps until the
+//! buffer has a cluster's room and sends it whole to an idle connection.
+//!
+//! Time: each host's CPU is one queue of work. Per packet a fixed cost and
+//! the checksum, per byte copied between user and kernel the copy: Van
+//! Jacobson's Sun-3 figures (1988). The wire is 10 Mbit/s Ethernet with
+//! its preamble, inter-frame gap and minimum frame. On one host (local)
+//! the running process keeps the CPU until it sleeps, and loopback
+//! packets are taken in right after the protocol call that sent them (the
+//! software interrupt runs when `splx` lowers the priority).
+//! What the model leaves out is said where its figures are shown: the RPC
+//! library's own CPU (XDR, `select`, the scheduler), retransmission,
+//! persist and slow start (no loss; see [`tcp`]).
+
+mod sim;
+pub mod tcp;
+
+pub use sim::{Call, End, SimError, Trace, TraceEvent, simulate};
+
+/// Historical constants, each from the source that sets it.
+pub mod consts {
+    /// `tcp_sendspace` and `tcp_recvspace`, SunOS 4.1.3
+    /// `sys/netinet/in_proto.c` (and SunOS 3.4 `netinet/tcp_usrreq.c`):
+    /// `1024*4`.
+    pub const TCP_SPACE: u64 = 4096;
+    /// `MSIZE`, `sys/sys/mbuf.h`: the size of an mbuf.
+    pub const MSIZE: u64 = 128;
+    /// `MLEN = MSIZE - MMINOFF(12) - MTAIL(4)`, `sys/sys/mbuf.h`.
+    pub const MLEN: u64 = 112;
+    /// `MCLBYTES`, `sys/sys/mbuf.h`: 1024 where the page (`CLBYTES`, 8 KB
+    /// on a Sun-3) is larger.
+    pub const MCLBYTES: u64 = 1024;
+    /// `SEND_THRESH = MCLBYTES/2`, `sys/os/uipc_socket.c`: the least data
+    /// `sosend` puts in a cluster.
+    pub const SEND_THRESH: u64 = MCLBYTES / 2;
+    /// `SEND_CHUNK = MCLBYTES * 4`, `sys/os/uipc_socket.c`: the most
+    /// `sosend` copies before calling the protocol.
+    pub const SEND_CHUNK: u64 = MCLBYTES * 4;
+    /// `LOMTU = 1024+512`, `sys/netinet/if_loop.c`.
+    pub const LOOPBACK_MTU: u64 = 1536;
+    /// Ethernet's MTU (RFC 894).
+    pub const ETHERNET_MTU: u64 = 1500;
+    /// `sizeof(struct tcpiphdr)`: `tcp_mss` gives a peer on a local
+    /// network the interface MTU less this.
+    pub const TCPIP_HEADER: u64 = 40;
+    /// `PR_FASTHZ = 5`, `sys/sys/protosw.h`: `tcp_fasttimo` sends due
+    /// delayed ACKs every 200 ms.
+    pub const FASTTIMO_NS: u64 = 200_000_000;
+    /// `fix_buf_size`, `lib/libc/rpc/xdr_rec.c`: a send or receive buffer
+    /// of 0 (what `clnt_create` and `svctcp_create` pass) becomes 4000
+    /// bytes, the record mark included.
+    pub const XDRREC_BUFFER: u64 = 4000;
+    /// The record mark before each fragment (RFC 1057 section 10).
+    pub const RECORD_MARK: u64 = 4;
+    /// A call header with AUTH_NULL credentials and verifier (RFC 1057:
+    /// xid, type, rpcvers, prog, vers, proc, two 8-byte opaque_auth) and
+    /// the 4-byte length of the `opaque<>` argument.
+    pub const CALL_HEADER: u64 = 40 + 4;
+    /// An accepted reply with AUTH_NULL verifier and a void result: xid,
+    /// type, reply_stat, verifier (8), accept_stat.
+    pub const REPLY: u64 = 24;
+    /// Van Jacobson (1988) on a Sun-3/60: "800us per packet fixed costs"
+    /// (device setup, interrupt service, task handling, protocol), charged
+    /// to each end of every packet.
+    pub const PACKET_FIXED_NS: u64 = 800_000;
+    /// Van Jacobson (1988): Sun's checksum before his rewrite, "490us/KB",
+    /// over each segment and its 40-byte header, at each end.
+    pub const CHECKSUM_NS_PER_KB: u64 = 490_000;
+    /// Van Jacobson (1988): `copyin`/`copyout` before unrolling, "200us/KB".
+    pub const COPY_NS_PER_KB: u64 = 200_000;
+    /// 10 Mbit/s: 800 ns a byte.
+    pub const ETHERNET_NS_PER_BYTE: u64 = 800;
+    /// Preamble and start delimiter (8) and inter-frame gap (12), IEEE 802.3.
+    pub const ETHERNET_GAP_BYTES: u64 = 20;
+    /// Ethernet header and FCS.
+    pub const ETHERNET_FRAME_OVERHEAD: u64 = 18;
+    /// The least frame, header to FCS.
+    pub const ETHERNET_MIN_FRAME: u64 = 64;
+}
+
+/// Where the two processes run, as in the 1989 table's two columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Client and server on one Sun-3/60, over the loopback interface.
+    Local,
+    /// Two Sun-3/60s on a 10 Mbit/s Ethernet.
+    Remote,
+}
+
+impl Placement {
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Local => "local",
+            Placement::Remote => "remote",
+        }
+    }
+
+    /// `tcp_mss` (SunOS 4.1.3): the interface MTU less the headers for a
+    /// peer on a local network; the loopback interface for one's own
+    /// address.
+    pub fn maxseg(self) -> u64 {
+        match self {
+            Placement::Local => consts::LOOPBACK_MTU - consts::TCPIP_HEADER,
+            Placement::Remote => consts::ETHERNET_MTU - consts::TCPIP_HEADER,
+        }
+    }
+}
+
+/// The writes `xdrrec` makes for a call with an `opaque<>` argument of
+/// `arg_bytes`: full 4000-byte fragments, then the rest, each with its
+/// record mark (`xdrrec_putbytes` flushes a full buffer; `endofrecord`
+/// flushes the last fragment).
+pub fn call_writes(arg_bytes: u64) -> Vec<u64> {
+    let mut payload = consts::CALL_HEADER + arg_bytes.div_ceil(4) * 4;
+    let per_fragment = consts::XDRREC_BUFFER - consts::RECORD_MARK;
+    let mut writes = Vec::new();
+    loop {
+        let here = payload.min(per_fragment);
+        writes.push(here + consts::RECORD_MARK);
+        payload -= here;
+        if payload == 0 {
+            return writes;
+        }
+    }
+}
+
+/// The model's figures for one argument size.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Prediction {
+    pub arg_bytes: u64,
+    pub placement: Placement,
+    /// Mean time per call over the measured calls.
+    pub ms_per_call: f64,
+    /// Calls (of the measured ones) that waited for the delayed-ACK timer.
+    pub stalled_calls: u32,
+    pub measured_calls: u32,
+    /// The `write`s of each call.
+    pub writes: Vec<u64>,
+}
+
+impl Prediction {
+    pub fn stalls(&self) -> bool {
+        self.stalled_calls > 0
+    }
+}
+
+/// Calls simulated before measuring: the first call starts against idle
+/// timers; from the second on, each call finds the state the previous one
+/// left.
+const WARMUP_CALLS: u32 = 2;
+/// Calls measured.
+pub const MEASURED_CALLS: u32 = 6;
+
+/// The model's time per call and stalls for `arg_bytes` at `placement`.
+pub fn predict(arg_bytes: u64, placement: Placement) -> Result<Prediction, SimError> {
+    let calls = simulate(arg_bytes, placement, WARMUP_CALLS + MEASURED_CALLS, None)?;
+    let measured = &calls[WARMUP_CALLS as usize..];
+    let total_ns: u64 = measured.iter().map(|c| c.end_ns - c.start_ns).sum();
+    Ok(Prediction {
+        arg_bytes,
+        placement,
+        ms_per_call: total_ns as f64 / measured.len() as f64 / 1e6,
+        stalled_calls: measured.iter().filter(|c| c.timer_acks > 0).count() as u32,
+        measured_calls: measured.len() as u32,
+        writes: call_writes(arg_bytes),
+    })
+}
+
+/// The argument sizes in `lo..=hi` whose calls stall, as inclusive ranges.
+pub fn slow_ranges(lo: u64, hi: u64, placement: Placement) -> Result<Vec<(u64, u64)>, SimError> {
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut size = lo;
+    while size <= hi {
+        // Sizes that pad to the same multiple of 4 make the same writes.
+        let padded_end = (size.div_ceil(4) * 4).min(hi).max(size);
+        if predict(size, placement)?.stalls() {
+            match ranges.last_mut() {
+                Some(last) if last.1 + 1 == size => last.1 = padded_end,
+                _ => ranges.push((size, padded_end)),
+            }
+        }
+        size = padded_end + 1;
+    }
+    Ok(ranges)
+}
+
+#[cfg(test)]
+mod tests;
