@@ -473,3 +473,41 @@ fn bad_experiment_arguments_are_refused() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn the_sunos4_model_predicts_the_1989_ranges_through_the_binary() {
+    let doc = rpc_json(&[
+        "--stack",
+        "sunos4",
+        "--find-cliffs",
+        "--cliff-range",
+        "3900..9100",
+    ]);
+    assert_eq!(doc["experiment"], "rpc-model-find-cliffs");
+    for placement in doc["stall_ranges"].as_array().unwrap() {
+        assert_eq!(
+            placement["ranges"],
+            serde_json::json!([[4045, 4968], [8041, 8964]]),
+            "{placement}"
+        );
+    }
+    let table = netlab()
+        .args(["rpc", "--stack", "sunos4", "--sizes", "4000,4096"])
+        .arg("--out")
+        .arg(tempfile::tempdir().unwrap().path().join("r.jsonl"))
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&table.get_output().stdout).to_string();
+    assert!(text.contains("| 4096      | 4000+148 |"), "{text}");
+    assert!(text.contains("200 stall"), "{text}");
+    netlab()
+        .args(["rpc", "--stack", "sunos5"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("invalid value 'sunos5'"));
+    netlab()
+        .args(["rpc", "--stack", "sunos4", "--to", "10.0.0.1"])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("runs no endpoints"));
+}

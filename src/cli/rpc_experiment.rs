@@ -17,8 +17,23 @@ pub enum StrategyArg {
     Writev,
 }
 
+/// Which stack carries the calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StackArg {
+    /// This machine's kernel: real sockets, real RPC client and server.
+    Linux,
+    /// The 1989 SunOS 4 stack as a deterministic model (no sockets, TCP
+    /// only): `model::sunos4`.
+    Sunos4,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct RpcExperimentArgs {
+    /// The stack: `linux` (the real kernel) or `sunos4` (the model of
+    /// 1989's SunOS 4, which predicts the source's table and its slow
+    /// ranges from historical constants).
+    #[arg(long, value_enum, default_value = "linux")]
+    pub stack: StackArg,
     /// Argument sizes in bytes (a list, or LO..HI).
     #[arg(long, default_value = "0,512,1024,2048,4000,4096,8000,8192")]
     pub sizes: String,
@@ -163,7 +178,65 @@ fn parse_cliff_range(text: &str) -> anyhow::Result<(usize, usize)> {
     Ok((bound(lo)?, bound(hi)?))
 }
 
+/// The largest argument the model is asked about: a call of 64 KB is
+/// already sixteen fragments; beyond it nothing new happens.
+const MODEL_MAX_BYTES: usize = 65_536;
+
+/// `--stack sunos4`: the model's table, or its slow ranges.
+fn run_model(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    use crate::model::sunos4;
+    if args.remote.from.is_some() || args.remote.to.is_some() {
+        bail!("--stack sunos4 is a model that runs no endpoints: --from/--to do not apply");
+    }
+    if args.proto.iter().all(|p| p == "udp") {
+        bail!("--stack sunos4 models TCP only (1989's UDP columns had no stalls to explain)");
+    }
+    if args.find_cliffs {
+        let (lo, hi) = parse_cliff_range(&args.cliff_range)?;
+        if hi > MODEL_MAX_BYTES || lo > hi {
+            bail!("--cliff-range {lo}..{hi}: the model takes LO <= HI <= {MODEL_MAX_BYTES}");
+        }
+        let ranges = [sunos4::Placement::Local, sunos4::Placement::Remote]
+            .into_iter()
+            .map(|p| Ok((p, sunos4::slow_ranges(lo as u64, hi as u64, p)?)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let doc = serde_json::json!({
+            "experiment": "rpc-model-find-cliffs",
+            "stack": "sunos4",
+            "range": [lo, hi],
+            "stall_ranges": ranges.iter().map(|(p, r)| serde_json::json!({"placement": p, "ranges": r})).collect::<Vec<_>>(),
+            "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+        });
+        return args.run.finish(out, &[], doc, || {
+            report::rpc::model_ranges_text(lo as u64, hi as u64, &ranges)
+        });
+    }
+    let sizes = parse_count_list(&args.sizes).context("--sizes")?;
+    if let Some(&big) = sizes.iter().find(|&&s| s > MODEL_MAX_BYTES) {
+        bail!("argument size {big} is beyond the model's {MODEL_MAX_BYTES} bytes");
+    }
+    let predictions = sizes
+        .iter()
+        .flat_map(|&size| {
+            [sunos4::Placement::Local, sunos4::Placement::Remote]
+                .map(|p| sunos4::predict(size as u64, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let doc = serde_json::json!({
+        "experiment": "rpc-model",
+        "stack": "sunos4",
+        "predictions": predictions,
+        "mechanism": report::rpc::MODEL_MECHANISM,
+        "caveats": report::rpc::MODEL_CAVEATS,
+    });
+    args.run
+        .finish(out, &[], doc, || report::rpc::model_table(&sizes))
+}
+
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.stack == StackArg::Sunos4 {
+        return run_model(args, out);
+    }
     let plan = args.plan()?;
     let cliff_range = args
         .find_cliffs

@@ -6,6 +6,7 @@ use super::historical;
 use super::tables::{hosts_text, markdown, num};
 use crate::analysis::bounds::rpc_below_bound;
 use crate::analysis::rpc::{Finding, StallRange, mean_ms_per_100, results};
+use crate::model::sunos4;
 
 /// The 1989 Ethernet's rate.
 const ETHER10_BITS_PER_S: f64 = 10e6;
@@ -28,6 +29,19 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     let mut header: Vec<String> = vec!["arg bytes".into()];
     header.extend(columns.iter().map(|c| format!("{c} ms/call")));
     header.extend(columns.iter().map(|c| format!("1989 {c} ms/call")));
+    let model_columns: Vec<(&String, sunos4::Placement)> = columns
+        .iter()
+        .filter_map(|c| match c.as_str() {
+            "TCP local" => Some((c, sunos4::Placement::Local)),
+            "TCP remote" => Some((c, sunos4::Placement::Remote)),
+            _ => None,
+        })
+        .collect();
+    header.extend(
+        model_columns
+            .iter()
+            .map(|(c, _)| format!("1989 model {c} ms/call")),
+    );
     let mut rows = Vec::new();
     for size in &sizes {
         let mut row = vec![size.to_string()];
@@ -66,6 +80,9 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
                 _ => "".into(),
             });
         }
+        for (_, placement) in &model_columns {
+            row.push(model_cell(*size as u64, *placement));
+        }
         rows.push(row);
     }
     let mut out = String::new();
@@ -93,6 +110,9 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
         h.what,
         unit_note(h)
     ));
+    if !model_columns.is_empty() {
+        out.push_str(&format!("{MODEL_MECHANISM}\n{MODEL_CAVEATS}\n"));
+    }
     for (params, result) in measured
         .iter()
         .filter(|(p, _)| p.size == *sizes.last().unwrap_or(&0))
@@ -201,3 +221,116 @@ pub fn unit_note(h: &historical::RpcSizeSweep) -> String {
         h.unit_derivation.as_deref().unwrap_or("")
     )
 }
+
+/// The model's cell for `size` in a TCP column: ms per call, and "stall"
+/// when its calls wait for the delayed-ACK timer.
+fn model_cell(size: u64, placement: sunos4::Placement) -> String {
+    match sunos4::predict(size, placement) {
+        Ok(p) if p.stalls() => format!("{} stall", num(p.ms_per_call)),
+        Ok(p) => num(p.ms_per_call),
+        Err(e) => format!("({e})"),
+    }
+}
+
+/// The mechanism the model finds, in one paragraph, for the tables and
+/// the report.
+pub const MODEL_MECHANISM: &str = "1989 model (netlab rpc --stack sunos4: SunOS 4.1.3's sosend, tcp_output and tcp_input, xdrrec's 4000-byte fragments): a call's last write that does not fit the 4096-byte send buffer behind the 4000-byte fragment in flight, and is under a 1024-byte cluster, is split by sosend; the window update releases the part that fit, Nagle holds the rest (under a segment, data unacknowledged), and the server, which needs the rest to finish the record, owes only a delayed ACK: the call waits for the 200 ms timer. The same pair (a sub-MSS tail held by Nagle, a receiver delaying its ACK because it waits for that tail) is what stalls today's kernel where it stalls.";
+
+/// What the model leaves out, beside its figures.
+pub const MODEL_CAVEATS: &str = "the model's ms/call counts Van Jacobson's 1988 Sun-3 costs (800 µs fixed per packet at each end, checksum 490 µs/KB, copy 200 µs/KB) and the 10 Mbit/s wire; not the RPC library's own CPU (XDR, select, scheduling), so its fast rows sit below 1989's.";
+
+/// `netlab rpc --stack sunos4`: the 1989 table's TCP columns beside the
+/// model's, size by size.
+pub fn model_table(sizes: &[usize]) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let column = |name: &str| h.columns.iter().position(|c| c == name);
+    let header = [
+        "arg bytes",
+        "writes",
+        "1989 TCP local ms/call",
+        "model local ms/call",
+        "1989 TCP remote ms/call",
+        "model remote ms/call",
+    ];
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let then = h.rows.iter().find(|r| r[0] as usize == size);
+        let figure = |name: &str| match (then, column(name)) {
+            (Some(r), Some(i)) => num(r[i]),
+            _ => String::new(),
+        };
+        let writes = sunos4::call_writes(size as u64)
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        rows.push(vec![
+            size.to_string(),
+            writes,
+            figure("tcp_local"),
+            model_cell(size as u64, sunos4::Placement::Local),
+            figure("tcp_remote"),
+            model_cell(size as u64, sunos4::Placement::Remote),
+        ]);
+    }
+    let mut out = String::from(
+        "netlab rpc --stack sunos4: the 1989 stack as a deterministic model (no sockets), Sun-3/60s, SunOS 4, 10 Mbit/s Ethernet\n",
+    );
+    out.push_str(&markdown(&header, &rows));
+    out.push_str(&format!(
+        "writes: the client's write()s of one call (xdrrec fragments with their record marks). stall: the calls wait for the delayed-ACK timer.\n{MODEL_MECHANISM}\n{MODEL_CAVEATS}\n1989: {}; TCP slow ranges {:?}.\n",
+        h.what, h.slow_ranges_bytes
+    ));
+    out
+}
+
+/// `netlab rpc --stack sunos4 --find-cliffs`: the model's slow ranges on
+/// each placement, against 1989's, boundary by boundary.
+pub fn model_ranges_text(
+    lo: u64,
+    hi: u64,
+    ranges: &[(sunos4::Placement, Vec<(u64, u64)>)],
+) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let mut out = format!(
+        "netlab rpc --stack sunos4 --find-cliffs: argument sizes {lo}..{hi}, every size simulated\n"
+    );
+    for (placement, found) in ranges {
+        if found.is_empty() {
+            out.push_str(&format!("model {}: no stalls\n", placement.name()));
+        }
+        for (from, to) in found {
+            out.push_str(&format!(
+                "model {}: calls stall from {from} to {to} bytes\n",
+                placement.name()
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "1989 (Sun-3/60, SunOS 4.0.1): TCP slow from {:?} bytes\n",
+        h.slow_ranges_bytes
+    ));
+    if let Some((_, found)) = ranges.first() {
+        for (then, now) in h.slow_ranges_bytes.iter().zip(found) {
+            if let [from, to] = then[..] {
+                let residual = |model: u64, measured: u64| match model as i64 - measured as i64 {
+                    0 => "to the byte".to_string(),
+                    d => format!("{d:+} bytes"),
+                };
+                out.push_str(&format!(
+                    "residual: {from}-{to} measured, {}-{} modelled: start {}, end {}\n",
+                    now.0,
+                    now.1,
+                    residual(now.0, from),
+                    residual(now.1, to)
+                ));
+            }
+        }
+    }
+    out.push_str(MODEL_RESIDUAL);
+    out.push('\n');
+    out
+}
+
+/// What would account for the residual, as far as the sources allow.
+pub const MODEL_RESIDUAL: &str = "what would account for it: the model's boundaries are where a last write stops fitting the 96 bytes left behind a 4000-byte fragment (start) and where it reaches a cluster, 1024 bytes, so sosend stops splitting it (end). 1989's first range ends at a last write of 1004 bytes, 16 before the cluster, and its second starts at 148, 48 after the room the model leaves; SunOS 4.0.1's own sosend and mbuf accounting (not published; the model reads 4.1.3's) would have to give a last write 48 more bytes of room after two fragments and stop splitting 16 bytes before a cluster.";
