@@ -75,31 +75,10 @@ enum Event {
     /// A process may run (when its CPU is free).
     Run(End),
     /// A segment's last bit reached `to`'s interface.
-    Arrive(End, SegmentKey),
+    Arrive(End, Segment),
     /// `to`'s CPU has taken the segment in: `tcp_input`.
-    Input(End, SegmentKey),
+    Input(End, Segment),
     Tick,
-}
-
-/// A segment as an ordered key for the event queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct SegmentKey(u64, u64, u64, u64);
-
-impl From<Segment> for SegmentKey {
-    fn from(s: Segment) -> Self {
-        SegmentKey(s.seq, s.len, s.ack, s.win)
-    }
-}
-
-impl From<SegmentKey> for Segment {
-    fn from(k: SegmentKey) -> Self {
-        Segment {
-            seq: k.0,
-            len: k.1,
-            ack: k.2,
-            win: k.3,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,11 +133,11 @@ pub fn simulate(
     let maxseg = placement.maxseg();
     let writes = call_writes(arg_bytes);
     let record = writes.iter().sum();
-    let end = |_| Tcb::new(TCP_SPACE, TCP_SPACE, TCP_SPACE, maxseg);
+    let end = Tcb::new(TCP_SPACE, TCP_SPACE, TCP_SPACE, maxseg);
     let mut sim = Sim {
         placement,
         arg_bytes,
-        tcb: [end(0), end(1)],
+        tcb: [end.clone(), end],
         now: 0,
         cpu_free: [0; 2],
         wire_free: [0; 2],
@@ -183,6 +162,7 @@ pub fn simulate(
         last_progress: 0,
         trace,
     };
+    sim.start_call();
     sim.push(0, Event::Run(End::Server));
     sim.push(0, Event::Run(End::Client));
     sim.push(FASTTIMO_NS, Event::Tick);
@@ -247,7 +227,7 @@ impl Sim<'_> {
                     let start = departs.max(self.wire_free[from.index()]);
                     let end = start + frame * ETHERNET_NS_PER_BYTE;
                     self.wire_free[from.index()] = end;
-                    self.push(end, Event::Arrive(from.peer(), seg.into()));
+                    self.push(end, Event::Arrive(from.peer(), seg));
                 }
             }
         }
@@ -298,14 +278,11 @@ impl Sim<'_> {
                         return Ok(());
                     }
                 }
-                Event::Arrive(to, key) => {
-                    let seg: Segment = key.into();
+                Event::Arrive(to, seg) => {
                     let done = self.charge(to, Self::packet_cost(&seg));
-                    self.push(done, Event::Input(to, key));
+                    self.push(done, Event::Input(to, seg));
                 }
-                Event::Input(to, key) => {
-                    self.deliver(to, key.into());
-                }
+                Event::Input(to, seg) => self.deliver(to, seg),
                 Event::Tick => {
                     for end in [End::Client, End::Server] {
                         let peer = &self.tcb[end.peer().index()];
@@ -396,19 +373,25 @@ impl Sim<'_> {
         Some(n)
     }
 
+    /// The client begins a call: its first write, its clock started.
+    fn start_call(&mut self) {
+        self.current = Call {
+            start_ns: self.clock(End::Client),
+            end_ns: 0,
+            timer_acks: 0,
+        };
+        self.client = Client::Write {
+            index: 0,
+            resid: self.writes[0],
+        };
+    }
+
     /// The client: `clnttcp_call` writes the call's fragments, then reads
     /// until the whole reply is in; then the next call.
     fn run_client(&mut self) {
         loop {
             match self.client {
                 Client::Write { index, mut resid } => {
-                    if index == 0 && resid == self.writes[0] {
-                        self.current = Call {
-                            start_ns: self.clock(End::Client),
-                            end_ns: 0,
-                            timer_acks: 0,
-                        };
-                    }
                     let done = self.sosend(End::Client, &mut resid);
                     self.client = if !done {
                         Client::Write { index, resid }
@@ -438,14 +421,11 @@ impl Sim<'_> {
                     self.current.end_ns = self.clock(End::Client);
                     self.calls.push(self.current);
                     self.last_progress = self.now;
-                    self.client = if self.calls.len() as u32 >= self.calls_wanted {
-                        Client::Done
+                    if self.calls.len() as u32 >= self.calls_wanted {
+                        self.client = Client::Done;
                     } else {
-                        Client::Write {
-                            index: 0,
-                            resid: self.writes[0],
-                        }
-                    };
+                        self.start_call();
+                    }
                 }
                 Client::Done => return,
             }

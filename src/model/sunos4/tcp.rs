@@ -10,7 +10,7 @@ use super::consts::{MCLBYTES, MLEN, MSIZE};
 
 /// A segment on the wire: `len` data bytes from `seq`, acknowledging `ack`,
 /// advertising `win`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Segment {
     pub seq: u64,
     pub len: u64,

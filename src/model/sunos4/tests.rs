@@ -44,6 +44,29 @@ const FIRST_FRAGMENT: [(End, &str, u64); 4] = [
     (Client, "data", 1008),
 ];
 
+/// A call whose last write sosend splits: the first 96 bytes wait for
+/// room and leave with the window update; the `rest` is held by Nagle
+/// until the server's delayed ACK comes due.
+fn split_and_stalled(rest: u64) -> Vec<(End, &'static str, u64)> {
+    let mut want = FIRST_FRAGMENT.to_vec();
+    want.extend([
+        (Client, "copy", 96),
+        (Server, "read", 4000),
+        (Server, "ack", 0),
+        (Client, "data", 96),
+        (Server, "read", 96),
+        (Client, "copy", rest),
+        (Server, "timer", 0),
+        (Server, "ack", 0),
+        (Client, "data", rest),
+        (Server, "read", rest),
+        (Server, "copy", 28),
+        (Server, "data", 28),
+        (Client, "read", 28),
+    ]);
+    want
+}
+
 #[test]
 fn at_4000_bytes_the_last_write_fits_and_leaves_when_the_window_update_comes() {
     // The call is 44 + 4000 bytes: writes of 4000 and 52. The 52 fit the
@@ -74,23 +97,7 @@ fn at_4096_bytes_the_rest_of_a_split_write_waits_for_the_delayed_ack() {
     // flight. The server read the 96 but needs the 52 to finish the record:
     // reading 96 bytes is no window update, so it owes only a delayed ACK,
     // and the call waits for tcp_fasttimo.
-    let mut want = FIRST_FRAGMENT.to_vec();
-    want.extend([
-        (Client, "copy", 96),
-        (Server, "read", 4000),
-        (Server, "ack", 0),
-        (Client, "data", 96),
-        (Server, "read", 96),
-        (Client, "copy", 52),
-        (Server, "timer", 0),
-        (Server, "ack", 0),
-        (Client, "data", 52),
-        (Server, "read", 52),
-        (Server, "copy", 28),
-        (Server, "data", 28),
-        (Client, "read", 28),
-    ]);
-    assert_eq!(third_call(4096, Placement::Local), want);
+    assert_eq!(third_call(4096, Placement::Local), split_and_stalled(52));
 }
 
 #[test]
@@ -100,23 +107,11 @@ fn at_4952_and_4953_bytes_the_rest_is_still_under_a_cluster_and_waits() {
     // bytes, under the 1496-byte MSS) waits for the timer. 1989 measured
     // 4953 fast: the model's residual, 16 bytes of last write (4953..4968).
     for (size, rest) in [(4952, 908), (4953, 912)] {
-        let mut want = FIRST_FRAGMENT.to_vec();
-        want.extend([
-            (Client, "copy", 96),
-            (Server, "read", 4000),
-            (Server, "ack", 0),
-            (Client, "data", 96),
-            (Server, "read", 96),
-            (Client, "copy", rest),
-            (Server, "timer", 0),
-            (Server, "ack", 0),
-            (Client, "data", rest),
-            (Server, "read", rest),
-            (Server, "copy", 28),
-            (Server, "data", 28),
-            (Client, "read", 28),
-        ]);
-        assert_eq!(third_call(size, Placement::Local), want, "{size} bytes");
+        assert_eq!(
+            third_call(size, Placement::Local),
+            split_and_stalled(rest),
+            "{size} bytes"
+        );
     }
 }
 
