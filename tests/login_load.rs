@@ -548,9 +548,40 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
         rank(&starved) > rank(&free) || starved_p99 > 10.0 * free_p99,
         "echo p99 {free_p99} ms free, {starved_p99} ms under 1%: {starved}"
     );
+    // A preset: the budget derived from this host's packet cost, recorded
+    // with its derivation, applied as a percent like any other.
+    let doc = run_json(
+        &[
+            "login",
+            "--relay",
+            "epoll",
+            "--users",
+            "2",
+            "--duration",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--host-cpu",
+            "sun3",
+        ],
+        &out,
+    );
+    let params = &doc["records"][0]["params"];
+    let percent = params["host_cpu_pct"].as_f64().unwrap();
+    assert!(percent >= 0.1, "{params}");
+    let derivation = params["host_cpu_preset"].as_str().unwrap();
+    assert!(
+        derivation.starts_with("sun3: ") && derivation.contains("Sun-3/260"),
+        "{derivation}"
+    );
+    let applied = doc["records"][0]["result"]["host_cpu"].as_str().unwrap();
+    assert!(
+        applied.starts_with(&format!("{percent}% of one CPU")),
+        "{applied}"
+    );
     assert_eq!(netlab_cgroups(), before, "the budget's cgroup is removed");
-    // Out of range: refused before anything runs.
-    for bad in ["0", "-5", "100000"] {
+    // Out of range or unknown: refused before anything runs.
+    for bad in ["0", "-5", "0.05", "100000", "sun4"] {
         let run = netlab()
             .args([
                 "login",

@@ -5,10 +5,13 @@
 
 use super::Output;
 use crate::experiment::login::{
-    DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limits,
+    DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limits, serving_host,
 };
 use crate::experiment::runner::Runner;
+use crate::measure::packet_cost::loopback_packet_cost;
 use crate::report;
+use crate::testbed::Placement;
+use crate::testbed::cgroup::HostPreset;
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -64,13 +67,15 @@ pub struct LoginExperimentArgs {
     /// limit is /proc/sys/kernel/pty/max).
     #[arg(long, default_value_t = 3000)]
     pub max_users: usize,
-    /// Give the server a CPU budget of PERCENT of one CPU (up to 100 per
-    /// CPU), through a cgroup of the CPU controller that netlab creates
-    /// and removes: a 1989-class host on today's machine. Needs root;
-    /// where no CPU controller is available netlab says so and runs
-    /// without.
-    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
-    pub host_cpu: Option<f64>,
+    /// Give the server a CPU budget of PERCENT of one CPU (0.1 up to 100
+    /// per CPU), through a cgroup of the CPU controller that netlab creates
+    /// and removes: a 1989-class host on today's machine. Or a preset,
+    /// `sun3` (the 1989 test's Sun-3/260) or `vax750`: the budget under
+    /// which a small TCP packet costs this host what it cost that one
+    /// (measured here first, in a quarter second). Needs root; where no
+    /// CPU controller is available netlab says so and runs without.
+    #[arg(long, value_name = "PERCENT|PRESET", allow_hyphen_values = true)]
+    pub host_cpu: Option<String>,
     #[command(flatten)]
     pub remote: super::placement::RemoteArgs,
     #[command(flatten)]
@@ -80,17 +85,16 @@ pub struct LoginExperimentArgs {
 impl LoginExperimentArgs {
     /// The validated plan; errors name the bad option before anything runs.
     pub fn plan(&self) -> anyhow::Result<LoginPlan> {
+        let placements =
+            super::placement::listed(self.placement.as_deref(), &self.link, &self.remote, "login")?;
+        let (host_cpu_pct, host_cpu_preset) = self.host_budget(&placements)?;
         let plan = LoginPlan {
-            host_cpu_pct: self.host_cpu,
+            host_cpu_pct,
+            host_cpu_preset,
             users: self.users.clone(),
             relays: self.relay.clone(),
             protocols: self.protocol.clone(),
-            placements: super::placement::listed(
-                self.placement.as_deref(),
-                &self.link,
-                &self.remote,
-                "login",
-            )?,
+            placements,
             rate: self.rate,
             poisson: self.poisson,
             warmup_s: self.warmup.as_secs_f64(),
@@ -98,6 +102,31 @@ impl LoginExperimentArgs {
         };
         plan.validate()?;
         Ok(plan)
+    }
+
+    /// `--host-cpu`: a percent as given, or a preset's percent from this
+    /// host's packet cost, measured now, with its derivation.
+    fn host_budget(
+        &self,
+        placements: &[Placement],
+    ) -> anyhow::Result<(Option<f64>, Option<String>)> {
+        let Some(text) = self.host_cpu.as_deref() else {
+            return Ok((None, None));
+        };
+        if let Ok(percent) = text.parse::<f64>() {
+            return Ok((Some(percent), None));
+        }
+        let Some(preset) = HostPreset::parse(text) else {
+            bail!("--host-cpu {text}: give a percent of one CPU or a preset (sun3, vax750)");
+        };
+        if placements.iter().any(|p| serving_host(p) != "local") {
+            bail!(
+                "--host-cpu {text} is derived from this host's packet cost; a server on an agent needs a percent"
+            );
+        }
+        let cost = loopback_packet_cost().context("measuring this host's cost of a TCP packet")?;
+        let percent = (preset.percent(cost.us_per_packet) * 100.0).round() / 100.0;
+        Ok((Some(percent), Some(preset.derivation(cost.us_per_packet))))
     }
 }
 
@@ -124,16 +153,17 @@ fn run_find_limit(
 
 pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut plan = args.plan()?;
-    let serving_here = plan
-        .placements
-        .iter()
-        .all(|p| crate::experiment::login::serving_host(p) == "local");
+    let serving_here = plan.placements.iter().all(|p| serving_host(p) == "local");
     if plan.host_cpu_pct.is_some()
         && serving_here
         && let Err(why) = crate::testbed::cgroup::available()
     {
         eprintln!("warning: --host-cpu ignored: {why}");
         plan.host_cpu_pct = None;
+        plan.host_cpu_preset = None;
+    }
+    if let Some(derivation) = &plan.host_cpu_preset {
+        eprintln!("netlab login: --host-cpu {derivation}");
     }
     let corpus = match &args.corpus {
         Some(path) => std::fs::read(path)
@@ -154,10 +184,13 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let doc = serde_json::json!({ "experiment": "login", "records": records });
     args.run.finish(out, &records, doc, || {
         format!(
-            "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n{}",
+            "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n{}{}",
             args.rate,
             args.duration.as_secs_f64(),
             args.warmup.as_secs_f64(),
+            plan.host_cpu_preset
+                .as_ref()
+                .map_or(String::new(), |d| format!("server CPU budget {d}\n")),
             report::login::table(&records)
         )
     })

@@ -206,6 +206,8 @@ pub struct LoginPlan {
     pub duration_s: f64,
     /// The server's CPU budget, percent of one CPU (`--host-cpu`).
     pub host_cpu_pct: Option<f64>,
+    /// The preset the budget was derived from, and how.
+    pub host_cpu_preset: Option<String>,
 }
 
 impl Default for LoginPlan {
@@ -223,6 +225,7 @@ impl Default for LoginPlan {
             warmup_s: 2.0,
             duration_s: 30.0,
             host_cpu_pct: None,
+            host_cpu_preset: None,
         }
     }
 }
@@ -290,6 +293,7 @@ impl LoginPlan {
             warmup_s: self.warmup_s,
             duration_s: self.duration_s,
             host_cpu_pct: self.host_cpu_pct,
+            host_cpu_preset: self.host_cpu_preset.clone(),
         }
     }
 

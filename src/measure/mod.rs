@@ -7,6 +7,7 @@
 pub mod host;
 pub mod ifstat;
 pub mod netstat;
+pub mod packet_cost;
 pub mod procstat;
 pub mod rusage;
 pub mod schedstat;

@@ -44,7 +44,7 @@ pub struct ProcessUsage {
 /// The process's CPU time (ns): the scheduler's exact run time of all its
 /// threads, those that have exited included (`CLOCK_PROCESS_CPUTIME_ID`;
 /// summing the live threads' schedstat would lose an exited thread's time).
-fn process_cpu_ns() -> Option<u64> {
+pub fn process_cpu_ns() -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

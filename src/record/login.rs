@@ -141,6 +141,11 @@ pub struct LoginParams {
     /// the whole machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu_pct: Option<f64>,
+    /// The 1989-class host the budget stands for (`--host-cpu sun3`), with
+    /// its derivation: "sun3: 2.70% of one CPU = 22.0 µs per small TCP
+    /// packet here / 815 µs on a Sun-3/260 ...".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_preset: Option<String>,
 }
 
 /// What one cell measured.

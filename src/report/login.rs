@@ -37,12 +37,17 @@ pub fn table(records: &[Record]) -> String {
             continue;
         };
         // A server under a CPU budget says so, and whether it was applied.
+        let preset = params
+            .host_cpu_preset
+            .as_deref()
+            .and_then(|d| d.split_once(':'))
+            .map_or(String::new(), |(name, _)| format!("{name} "));
         let budget = match (params.host_cpu_pct, result) {
             (None, _) => String::new(),
             (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
-                format!(" ({p}% CPU: not applied)")
+                format!(" ({preset}{p}% CPU: not applied)")
             }
-            (Some(p), _) => format!(" ({p}% CPU)"),
+            (Some(p), _) => format!(" ({preset}{p}% CPU)"),
         };
         let mut row = vec![
             format!("{}{budget}", params.relay.name()),

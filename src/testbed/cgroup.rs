@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 
 /// The scheduler period the quota is a share of (the kernel's default).
 pub const PERIOD_US: u64 = 100_000;
+/// The kernel's smallest quota and longest period (`sched/core.c`:
+/// `min_cfs_quota_period` 1 ms, `max_cfs_quota_period` 1 s): a budget under
+/// 1% gets a longer period so that its quota stays at 1 ms, down to 0.1%.
+const MIN_QUOTA_US: u64 = 1_000;
+const MAX_PERIOD_US: u64 = 1_000_000;
+/// The smallest budget the kernel can enforce, percent of one CPU.
+pub const MIN_PERCENT: f64 = 100.0 * MIN_QUOTA_US as f64 / MAX_PERIOD_US as f64;
 /// Groups are named this, then the making process's PID and a count.
 pub const PREFIX: &str = "netlab-";
 
@@ -26,7 +33,9 @@ const V1_CPU: &str = "/sys/fs/cgroup/cpu";
 /// Why a budget cannot be had.
 #[derive(Debug, thiserror::Error)]
 pub enum BudgetError {
-    #[error("--host-cpu {0}: must be above 0 and at most {1} (100 per CPU of this host)")]
+    #[error(
+        "--host-cpu {0}: must be at least 0.1 (the kernel's smallest quota, 1 ms in its longest period, 1 s) and at most {1} (100 per CPU of this host)"
+    )]
     Range(f64, f64),
     #[error(
         "no cgroup CPU controller is available here (neither cgroup v2 with the cpu controller nor v1's cpu hierarchy is mounted writable): {0}"
@@ -84,10 +93,92 @@ pub fn max_percent() -> f64 {
 /// Checks a budget's range before anything is made.
 pub fn check(percent: f64) -> Result<(), BudgetError> {
     let max = max_percent();
-    if !(percent > 0.0 && percent <= max) {
+    if !(percent >= MIN_PERCENT && percent <= max) {
         return Err(BudgetError::Range(percent, max));
     }
     Ok(())
+}
+
+/// The quota and period (µs) of a budget of `percent` (checked): the
+/// kernel's default period, or for a budget under 1% the period that keeps
+/// the quota at the kernel's 1 ms minimum. A long period makes the server
+/// run in bursts (up to the quota, then held until the period ends); the
+/// table says which period applied.
+pub fn quota_and_period(percent: f64) -> (u64, u64) {
+    let quota = (percent / 100.0 * PERIOD_US as f64).round() as u64;
+    if quota >= MIN_QUOTA_US {
+        return (quota, PERIOD_US);
+    }
+    let period = (MIN_QUOTA_US as f64 * 100.0 / percent).round() as u64;
+    (MIN_QUOTA_US, period.min(MAX_PERIOD_US))
+}
+
+/// A 1989-class host for `--host-cpu NAME`: the budget under which this
+/// host's CPU cost of a small TCP packet (measured now,
+/// [`crate::measure::packet_cost`]) is what the historical host's was.
+/// The historical costs come from the sources (`docs/EXPERIMENTS.md`
+/// works them through): a packet's fixed cost, because a keystroke is a
+/// packet of one byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostPreset {
+    /// The Sun-3/260 (25 MHz 68020, SunOS 3.5) of the 1989 login test.
+    Sun3,
+    /// A VAX-11/750, the sender of Berkeley's 1981 measurements and the
+    /// host of the 1988 VMS terminal test.
+    Vax750,
+}
+
+impl HostPreset {
+    pub const ALL: [HostPreset; 2] = [HostPreset::Sun3, HostPreset::Vax750];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HostPreset::Sun3 => "sun3",
+            HostPreset::Vax750 => "vax750",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<HostPreset> {
+        HostPreset::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The historical host's CPU per packet, µs.
+    pub fn packet_us(self) -> f64 {
+        match self {
+            // Van Jacobson 1988 (seed 003): a Sun-3/60 (20 MHz) sends a
+            // packet every 1500 µs of which 700 are per-byte: 800 µs fixed,
+            // 30% (240 µs) protocol, 45% before his header-prediction
+            // changes, which SunOS 3.5 lacked. The other 560 µs (device,
+            // interrupt, task handling, stalls) were then 55% of 1018 µs.
+            // The 3/260's 25 MHz clock scales that by 20/25.
+            HostPreset::Sun3 => 560.0 / 0.55 * 20.0 / 25.0,
+            // Joy 1981 (seed 004): 4 MB in 1 KB records took 28 s with the
+            // 11/750 sender saturated, 6836 µs per packet; checksumming
+            // (25% of it) is per-byte, the rest is taken as fixed (it still
+            // holds the copy, which the split does not separate, so this
+            // errs toward the slower host).
+            HostPreset::Vax750 => 28e6 / 4096.0 * 0.75,
+        }
+    }
+
+    /// The budget, percent of one CPU, for a packet cost of `today_us` here.
+    pub fn percent(self, today_us: f64) -> f64 {
+        100.0 * today_us / self.packet_us()
+    }
+
+    /// One line: the preset, the two costs and the budget they give.
+    pub fn derivation(self, today_us: f64) -> String {
+        let host = match self {
+            HostPreset::Sun3 => "a Sun-3/260 under SunOS 3.5 (VJ 1988, scaled to 25 MHz)",
+            HostPreset::Vax750 => "a VAX-11/750 (Joy 1981)",
+        };
+        format!(
+            "{}: {:.2}% of one CPU = {today_us:.1} µs per small TCP packet here / {:.0} µs on {host}",
+            self.name(),
+            self.percent(today_us),
+            self.packet_us()
+        )
+    }
 }
 
 /// A CPU budget, removed on drop.
@@ -117,15 +208,20 @@ impl CpuBudget {
             version,
             percent,
         };
-        let quota = (percent / 100.0 * PERIOD_US as f64).round().max(1000.0) as u64;
+        let (quota, period) = quota_and_period(percent);
         match version {
-            Version::V2 => budget.write("cpu.max", &format!("{quota} {PERIOD_US}"))?,
+            Version::V2 => budget.write("cpu.max", &format!("{quota} {period}"))?,
             Version::V1 => {
-                budget.write("cpu.cfs_period_us", &PERIOD_US.to_string())?;
+                budget.write("cpu.cfs_period_us", &period.to_string())?;
                 budget.write("cpu.cfs_quota_us", &quota.to_string())?;
             }
         }
         Ok(budget)
+    }
+
+    /// The quota and period as written, µs.
+    pub fn quota_and_period(&self) -> (u64, u64) {
+        quota_and_period(self.percent)
     }
 
     fn write(&self, file: &str, value: &str) -> Result<(), BudgetError> {
@@ -248,6 +344,43 @@ mod tests {
             Err(BudgetError::Range(..))
         ));
         assert!(check(25.0).is_ok());
+        assert!(matches!(check(0.05), Err(BudgetError::Range(..))));
+        assert!(check(MIN_PERCENT).is_ok());
+    }
+
+    #[test]
+    fn a_small_budget_lengthens_the_period_to_keep_the_kernels_minimum_quota() {
+        assert_eq!(quota_and_period(25.0), (25_000, PERIOD_US));
+        assert_eq!(quota_and_period(1.0), (1_000, PERIOD_US));
+        assert_eq!(quota_and_period(0.5), (1_000, 200_000));
+        assert_eq!(quota_and_period(0.1), (1_000, 1_000_000));
+        // The share is kept whichever period applies.
+        for percent in [0.1, 0.37, 0.9, 2.7, 150.0] {
+            let (quota, period) = quota_and_period(percent);
+            let share = 100.0 * quota as f64 / period as f64;
+            assert!(
+                (share - percent).abs() / percent < 0.01,
+                "{percent}: {share}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_presets_costs_follow_from_the_sources_figures() {
+        // 800 µs fixed at 30% protocol; 560 µs were 55% before header
+        // prediction; 20 MHz to 25 MHz.
+        assert!((HostPreset::Sun3.packet_us() - 814.5).abs() < 0.1);
+        // 28 s / 4096 packets, less the 25% checksum.
+        assert!((HostPreset::Vax750.packet_us() - 5126.95).abs() < 0.1);
+        // A host whose packet costs what the Sun-3/260's did gets one CPU.
+        assert!((HostPreset::Sun3.percent(HostPreset::Sun3.packet_us()) - 100.0).abs() < 1e-9);
+        assert_eq!(HostPreset::parse("vax750"), Some(HostPreset::Vax750));
+        assert_eq!(HostPreset::parse("sun4"), None);
+        assert!(
+            HostPreset::Sun3
+                .derivation(22.0)
+                .starts_with("sun3: 2.70% of one CPU")
+        );
     }
 
     #[test]

@@ -289,7 +289,11 @@ impl Host {
             Some(percent) => {
                 match CpuBudget::create(percent).and_then(|b| b.enter_thread().map(|()| b)) {
                     Ok(b) => {
-                        let note = format!("{percent}% of one CPU, cgroup {}", b.path().display());
+                        let (quota, period) = b.quota_and_period();
+                        let note = format!(
+                            "{percent}% of one CPU, cgroup {} ({quota} µs every {period} µs)",
+                            b.path().display()
+                        );
                         (Some(b), Some(note))
                     }
                     Err(e) => (None, Some(format!("not applied: {e}"))),
