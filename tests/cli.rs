@@ -470,7 +470,40 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     let telnetd = std::path::Path::new("/usr/sbin/telnetd").exists();
     let sshd = root && std::path::Path::new("/usr/sbin/sshd").exists();
     let real_servers = usize::from(telnetd) + usize::from(sshd);
-    assert_eq!(count("login", "loopback"), 2 * (4 + real_servers));
+    let on_1989_host = |r: &&serde_json::Value| {
+        r["experiment"] == "login" && !r["params"]["host_cpu_preset"].is_null()
+    };
+    let probes: Vec<&serde_json::Value> = records.iter().filter(on_1989_host).collect();
+    assert_eq!(
+        count("login", "loopback") - probes.len(),
+        2 * (4 + real_servers)
+    );
+    // As root, each of fork's and splice's limit on a 1989-class host (a
+    // search of a few probes each), beside 1989's.
+    if root {
+        for relay in ["fork", "splice"] {
+            assert!(
+                probes.iter().any(|r| r["params"]["relay"] == relay),
+                "{relay}: {probes:?}"
+            );
+        }
+        assert!(
+            probes
+                .iter()
+                .all(|r| r["params"]["host_cpu_preset"]["name"] == "sun3")
+        );
+        assert!(
+            text.contains("netlab login on a 1989-class host: server CPU budget sun3: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("1989 (000_2144c0e834c30e0c.txt): normal rlogind"),
+            "{text}"
+        );
+    } else {
+        assert!(probes.is_empty());
+        assert!(text.contains("skipped: each design's limit on a 1989-class host"));
+    }
     for (server, present) in [("telnetd", telnetd), ("sshd", sshd)] {
         let served = records
             .iter()

@@ -569,7 +569,14 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
     let params = &doc["records"][0]["params"];
     let percent = params["host_cpu_pct"].as_f64().unwrap();
     assert!(percent >= 0.1, "{params}");
-    let derivation = params["host_cpu_preset"].as_str().unwrap();
+    let preset = &params["host_cpu_preset"];
+    assert_eq!(preset["name"], "sun3");
+    let (here, then) = (
+        preset["packet_us_here"].as_f64().unwrap(),
+        preset["packet_us_then"].as_f64().unwrap(),
+    );
+    assert!((percent - 100.0 * here / then).abs() < 0.01, "{params}");
+    let derivation = preset["derivation"].as_str().unwrap();
     assert!(
         derivation.starts_with("sun3: ") && derivation.contains("Sun-3/260"),
         "{derivation}"

@@ -7,6 +7,7 @@ pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
 pub mod knee;
+pub mod login;
 pub mod rpc;
 pub mod split;
 pub mod stats;

@@ -5,7 +5,8 @@
 
 use super::Output;
 use crate::experiment::login::{
-    DEFAULT_CORPUS, Dialect, LoginMeasure, LoginPlan, Target, find_limits, serving_host,
+    DEFAULT_CORPUS, Dialect, LimitSearch, LoginMeasure, LoginPlan, PresetBudget, Target,
+    find_limits, serving_host,
 };
 use crate::experiment::runner::Runner;
 use crate::measure::packet_cost::loopback_packet_cost;
@@ -109,7 +110,7 @@ impl LoginExperimentArgs {
     fn host_budget(
         &self,
         placements: &[Placement],
-    ) -> anyhow::Result<(Option<f64>, Option<String>)> {
+    ) -> anyhow::Result<(Option<f64>, Option<PresetBudget>)> {
         let Some(text) = self.host_cpu.as_deref() else {
             return Ok((None, None));
         };
@@ -125,8 +126,8 @@ impl LoginExperimentArgs {
             );
         }
         let cost = loopback_packet_cost().context("measuring this host's cost of a TCP packet")?;
-        let percent = (preset.percent(cost.us_per_packet) * 100.0).round() / 100.0;
-        Ok((Some(percent), Some(preset.derivation(cost.us_per_packet))))
+        let (percent, budget) = preset.budget(cost.us_per_packet);
+        Ok((Some(percent), Some(budget)))
     }
 }
 
@@ -139,7 +140,12 @@ fn run_find_limit(
 ) -> anyhow::Result<()> {
     let start = plan.users.first().copied().unwrap_or(16);
     let mut records = Vec::new();
-    let limits = find_limits(runner, measure, plan, start, args.max_users, &mut records)?;
+    let search = LimitSearch {
+        start,
+        max_users: args.max_users,
+        resolution: 8,
+    };
+    let limits = find_limits(runner, measure, plan, search, &mut records)?;
     let doc = serde_json::json!({
         "experiment": "login",
         "find_limit": limits,
@@ -162,8 +168,8 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         plan.host_cpu_pct = None;
         plan.host_cpu_preset = None;
     }
-    if let Some(derivation) = &plan.host_cpu_preset {
-        eprintln!("netlab login: --host-cpu {derivation}");
+    if let Some(preset) = &plan.host_cpu_preset {
+        eprintln!("netlab login: --host-cpu {}", preset.derivation);
     }
     let corpus = match &args.corpus {
         Some(path) => std::fs::read(path)
@@ -190,7 +196,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             args.warmup.as_secs_f64(),
             plan.host_cpu_preset
                 .as_ref()
-                .map_or(String::new(), |d| format!("server CPU budget {d}\n")),
+                .map_or(String::new(), |p| format!("server CPU budget {}\n", p.derivation)),
             report::login::table(&records)
         )
     })

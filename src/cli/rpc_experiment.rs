@@ -63,6 +63,11 @@ pub struct RpcExperimentArgs {
     /// SO_BUSY_POLL). 0, the default, never spins.
     #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub busy_poll: u32,
+    /// SO_SNDBUF and SO_RCVBUF on both ends' TCP sockets, set before the
+    /// connection opens (e.g. 4096, SunOS 4's tcp_sendspace and
+    /// tcp_recvspace; Linux doubles it and keeps at least its minimum).
+    #[arg(long, value_name = "SIZE")]
+    pub sockbuf: Option<String>,
     /// Pin the client and the server each to one CPU, e.g. `0,1` (two CPUs)
     /// or `1,1` (one shared). Unpinned, the scheduler chooses call by call,
     /// which on a small VM moves a loopback round trip by several times.
@@ -113,6 +118,16 @@ impl RpcExperimentArgs {
                 crate::endpoint::pin::parse_pair(text).with_context(|| format!("--pin {text}"))
             })
             .transpose()?;
+        let sockbuf = self
+            .sockbuf
+            .as_deref()
+            .map(|text| {
+                crate::units::parse_size(text)
+                    .ok()
+                    .and_then(|n| u32::try_from(n).ok().filter(|&n| n > 0 && n <= 1 << 30))
+                    .ok_or_else(|| anyhow::anyhow!("--sockbuf {text}: a size from 1 byte to 1G"))
+            })
+            .transpose()?;
         let defaults = RpcPlan::default();
         let ends = self.remote.ends("rpc")?;
         let (placements, skipped) = if let Some(ends) = &ends {
@@ -156,11 +171,13 @@ impl RpcExperimentArgs {
                 quickack: false,
                 busy_poll_us: self.busy_poll,
                 cpu: pin.map(|(client, _)| client),
+                sockbuf,
             },
             server: ServerOptions {
                 quickack: self.quickack,
                 busy_poll_us: self.busy_poll,
                 cpu: pin.map(|(_, server)| server),
+                sockbuf,
                 ..Default::default()
             },
             calls: self.calls,

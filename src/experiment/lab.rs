@@ -6,7 +6,7 @@
 
 use super::cksum::{CksumMeasure, CksumPlan, PlanError};
 use super::login::{DEFAULT_CORPUS, LoginMeasure};
-use super::login::{Dialect, LoginParams, LoginPlan, Target};
+use super::login::{Dialect, LimitSearch, LoginParams, LoginPlan, Target, find_limits};
 use super::output::OutputMeasure;
 use super::output::{OutputParams, OutputPlan};
 use super::rpc::RpcMeasure;
@@ -21,7 +21,9 @@ use super::{CellError, MeasureError};
 use crate::analysis::costmodel::CostModel;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::Amount;
+use crate::measure::packet_cost::loopback_packet_cost;
 use crate::record::Record;
+use crate::testbed::cgroup::{self, HostPreset};
 use crate::testbed::{Placement, netns::has_net_admin};
 use crate::units::format_size;
 
@@ -53,12 +55,64 @@ pub struct LabPlan {
     /// What of the login and output sections was left out, and why.
     pub login_skipped: Vec<String>,
     pub output_skipped: Vec<String>,
+    /// 1989's shape: each of netlab's designs' limit on a 1989-class host
+    /// (none across hosts: the preset is calibrated on the serving host).
+    pub limits: Option<DesignLimits>,
+}
+
+/// Each relay design's limit (the most users it serves normally) under a
+/// preset CPU budget, as `netlab login --host-cpu PRESET --find-limit`.
+#[derive(Debug, Clone)]
+pub struct DesignLimits {
+    pub preset: HostPreset,
+    /// Designs, windows and the first count (its budget is set at run time).
+    pub login: LoginPlan,
+    pub search: LimitSearch,
+}
+
+impl DesignLimits {
+    fn new(login: &LoginPlan, relays: Vec<Target>, search: LimitSearch) -> DesignLimits {
+        DesignLimits {
+            preset: HostPreset::Sun3,
+            login: LoginPlan {
+                users: vec![search.start],
+                relays,
+                protocols: vec![Dialect::Rlogin],
+                placements: vec![Placement::Loopback],
+                ..login.clone()
+            },
+            search,
+        }
+    }
+
+    /// The plan with its budget: this host's packet cost measured now.
+    /// Why not, when this host cannot give a server a budget.
+    pub fn budgeted(&self) -> Result<LoginPlan, String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("a CPU budget needs root (a cgroup of the CPU controller)".into());
+        }
+        cgroup::available().map_err(|e| e.to_string())?;
+        let cost = loopback_packet_cost()
+            .map_err(|e| format!("cannot measure this host's cost of a TCP packet: {e}"))?;
+        let (percent, preset) = self.preset.budget(cost.us_per_packet);
+        cgroup::check(percent).map_err(|e| e.to_string())?;
+        Ok(LoginPlan {
+            host_cpu_pct: Some(percent),
+            host_cpu_preset: Some(preset),
+            ..self.login.clone()
+        })
+    }
 }
 
 /// The profile's counts; everything else is each experiment's own plan.
 struct Counts {
     joy_repeat: u32,
     ether10_repeat: u32,
+    /// The limit search's designs, windows and resolution.
+    limit_relays: Vec<Target>,
+    limit_windows: LoginPlan,
+    limit_search: LimitSearch,
 }
 
 impl LabPlan {
@@ -68,6 +122,22 @@ impl LabPlan {
             Counts {
                 joy_repeat: 5,
                 ether10_repeat: 2,
+                // 1989's pair: a process per session, as the normal
+                // rlogind, against the kernel-assisted analogue (splice);
+                // up to 128 users, 1 s windows, one bisection: about a
+                // minute (logging 128 users in under a 3% budget is most
+                // of it).
+                limit_relays: vec![Target::Fork, Target::Splice],
+                limit_windows: LoginPlan {
+                    warmup_s: 0.3,
+                    duration_s: 1.0,
+                    ..LoginPlan::quick()
+                },
+                limit_search: LimitSearch {
+                    start: 16,
+                    max_users: 128,
+                    resolution: 2,
+                },
             },
             RpcPlan::quick(),
             SweepConfig::quick(),
@@ -83,6 +153,17 @@ impl LabPlan {
             Counts {
                 joy_repeat: 20,
                 ether10_repeat: 5,
+                limit_relays: Relay::ALL.into_iter().map(Target::of).collect(),
+                limit_windows: LoginPlan {
+                    warmup_s: 1.0,
+                    duration_s: 5.0,
+                    ..LoginPlan::full()
+                },
+                limit_search: LimitSearch {
+                    start: 16,
+                    max_users: 1024,
+                    resolution: 8,
+                },
             },
             RpcPlan::full(),
             SweepConfig::full(),
@@ -100,6 +181,11 @@ impl LabPlan {
         login: LoginPlan,
         output: OutputPlan,
     ) -> LabPlan {
+        let limits = Some(DesignLimits::new(
+            &counts.limit_windows,
+            counts.limit_relays.clone(),
+            counts.limit_search,
+        ));
         let joy = StreamConfig::joy_1981();
         let ether10 = has_net_admin().then(remote_1989);
         // netlab's designs over rlogin; the real servers beside them
@@ -178,6 +264,7 @@ impl LabPlan {
                     .into(),
             login_skipped: Vec::new(),
             output_skipped: Vec::new(),
+            limits,
         }
     }
 
@@ -246,6 +333,10 @@ impl LabPlan {
                 "telnetd and sshd across agents (this host cannot see whether the agent's host has them): netlab login --relay telnetd,sshd --from {from} --to {to}, and the same for output"
             ));
         }
+        self.limits = None;
+        self.login_skipped.push(format!(
+            "each design's limit on a 1989-class host (--host-cpu sun3 is calibrated on the serving host, this one): netlab login --host-cpu PERCENT --find-limit --from {from} --to {to}"
+        ));
         self
     }
 }
@@ -273,6 +364,8 @@ pub enum Section {
     },
     /// Users typing through each server.
     Login { window_s: f64, records: Vec<Record> },
+    /// Each design's limit under a 1989-class budget: the search's probes.
+    LoginLimits { records: Vec<Record> },
     /// Text typed to a terminal through each server.
     Output { bytes: u64, records: Vec<Record> },
 }
@@ -395,6 +488,27 @@ where
             window_s: plan.login.duration_s,
             records,
         })?;
+    }
+
+    // 1989's shape: where each design melts on a 1989-class host.
+    if let Some(limits) = &plan.limits {
+        match limits.budgeted() {
+            Err(why) => show(Section::Skipped(format!(
+                "each design's limit on a 1989-class host: {why}"
+            )))?,
+            Ok(budgeted) => {
+                if let Some(preset) = &budgeted.host_cpu_preset {
+                    eprintln!(
+                        "lab: login limits on a 1989-class host, --host-cpu {}",
+                        preset.derivation
+                    );
+                }
+                let mut typing = LoginMeasure::new(DEFAULT_CORPUS.as_bytes().to_vec())?;
+                let mut records = Vec::new();
+                find_limits(runner, &mut typing, &budgeted, limits.search, &mut records)?;
+                show(Section::LoginLimits { records })?;
+            }
+        }
     }
 
     // 1987: text typed to a terminal through each design, per KB.

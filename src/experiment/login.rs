@@ -33,6 +33,7 @@ use super::runner::{MeasureCell, Measured, Runner};
 use super::servers::{self, ServerSpec, SessionCommand};
 pub use super::servers::{Dialect, Target};
 use super::{CellError, Interrupted, MeasureError};
+pub use crate::analysis::login::generator_limited;
 pub use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
 pub use crate::endpoint::login::host::DEFAULT_CORPUS;
@@ -40,7 +41,7 @@ use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::{Command, Reply};
 pub use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::window::idle_busy_cpus;
-pub use crate::record::login::{LoginParams, LoginResult};
+pub use crate::record::login::{Limit, LoginParams, LoginResult, PresetBudget};
 use crate::record::testbed::Placement;
 use crate::record::{Record, RecordData};
 use std::collections::HashMap;
@@ -207,7 +208,7 @@ pub struct LoginPlan {
     /// The server's CPU budget, percent of one CPU (`--host-cpu`).
     pub host_cpu_pct: Option<f64>,
     /// The preset the budget was derived from, and how.
-    pub host_cpu_preset: Option<String>,
+    pub host_cpu_preset: Option<PresetBudget>,
 }
 
 impl Default for LoginPlan {
@@ -370,65 +371,55 @@ impl MeasureCell for LoginMeasure {
     }
 }
 
-/// What the limit search found for one server and protocol.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Limit {
-    pub relay: Target,
-    pub protocol: Dialect,
-    pub placement: String,
-    /// The most users served with a "normal" verdict (0: not even the first count).
-    pub sustains: usize,
-    /// The fewest users seen degraded, if any.
-    pub degraded_at: Option<usize>,
-    /// Why the search stopped there.
-    pub why: String,
-}
-
-/// The load generator is the bottleneck rather than the server: it used
-/// most of a core, or sent keystrokes late.
-pub fn generator_limited(result: &LoginResult) -> Option<String> {
-    let t = &result.typist;
-    if t.own_cpu_pct() > 80.0 {
-        Some(format!(
-            "the load generator used {:.0}% of a core",
-            t.own_cpu_pct()
-        ))
-    } else if t.send_lag_p99_ms > 20.0 {
-        Some(format!(
-            "the load generator sent keystrokes late (p99 {:.1} ms)",
-            t.send_lag_p99_ms
-        ))
-    } else {
-        None
-    }
+/// How far a limit search goes, and how fine it bisects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitSearch {
+    /// The first count probed (then doubled).
+    pub start: usize,
+    /// The most users ever probed.
+    pub max_users: usize,
+    /// Bisect until the last normal and the first degraded count are within
+    /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`,
+    /// 2 (a half) in the lab's quick profile.
+    pub resolution: usize,
 }
 
 /// The next user count to probe, or None when the search is over: double
 /// while every probe was normal (up to `max`), then bisect between the last
-/// normal count `good` and the first degraded one until they are within an
-/// eighth of `good` (or 1) of each other.
-pub fn next_users(good: usize, bad: Option<usize>, last: usize, max: usize) -> Option<usize> {
+/// normal count `good` and the first degraded one until they are within
+/// `good / resolution` (or 1) of each other.
+pub fn next_users(
+    good: usize,
+    bad: Option<usize>,
+    last: usize,
+    max: usize,
+    resolution: usize,
+) -> Option<usize> {
     match bad {
         None if last >= max => None,
         None => Some((last * 2).min(max)),
-        Some(bad) if bad - good <= (good / 8).max(1) => None,
+        Some(bad) if bad - good <= (good / resolution.max(1)).max(1) => None,
         Some(bad) => Some((good + bad) / 2),
     }
 }
 
-/// Doubles the user count from `start` while the verdict stays normal, then
-/// bisects between the last normal and the first degraded count to within
-/// an eighth ([`next_users`]). Each probe is a recorded cell, appended to
+/// Doubles the user count from `search.start` while the verdict stays
+/// normal, then bisects between the last normal and the first degraded
+/// count to the search's resolution ([`next_users`]). Each probe is a recorded cell, appended to
 /// `records`. Stops early, saying so, when the load generator rather than
 /// the server is the limit.
 pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
     runner: &mut Runner,
     measure: &mut M,
     template: &LoginParams,
-    start: usize,
-    max_users: usize,
+    search: LimitSearch,
     records: &mut Vec<Record>,
 ) -> Result<Limit, MeasureError> {
+    let LimitSearch {
+        start,
+        max_users,
+        resolution,
+    } = search;
     let (mut good, mut bad): (usize, Option<(usize, String)>) = (0, None);
     let mut n = start.clamp(1, max_users.max(1));
     let why = loop {
@@ -463,7 +454,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
             Ok(()) => good = n,
             Err(why) => bad = Some((n, why)),
         }
-        match next_users(good, bad.as_ref().map(|b| b.0), n, max_users) {
+        match next_users(good, bad.as_ref().map(|b| b.0), n, max_users, resolution) {
             Some(next) => n = next,
             None => {
                 break match &bad {
@@ -484,13 +475,12 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
 }
 
 /// [`find_limit`] for each server, protocol and placement of the plan, in
-/// turn, from `start` users up to `max_users`.
+/// turn, each searched as `search` says.
 pub fn find_limits<M: MeasureCell<Cell = LoginParams>>(
     runner: &mut Runner,
     measure: &mut M,
     plan: &LoginPlan,
-    start: usize,
-    max_users: usize,
+    search: LimitSearch,
     records: &mut Vec<Record>,
 ) -> Result<Vec<Limit>, MeasureError> {
     let mut limits = Vec::new();
@@ -505,9 +495,7 @@ pub fn find_limits<M: MeasureCell<Cell = LoginParams>>(
             continue;
         }
         seen.push(key);
-        limits.push(find_limit(
-            runner, measure, &template, start, max_users, records,
-        )?);
+        limits.push(find_limit(runner, measure, &template, search, records)?);
     }
     Ok(limits)
 }
@@ -520,17 +508,17 @@ mod tests {
 
     #[test]
     fn the_limit_search_doubles_then_bisects() {
-        assert_eq!(next_users(16, None, 16, 3000), Some(32));
-        assert_eq!(next_users(2048, None, 2048, 3000), Some(3000));
-        assert_eq!(next_users(3000, None, 3000, 3000), None);
+        assert_eq!(next_users(16, None, 16, 3000, 8), Some(32));
+        assert_eq!(next_users(2048, None, 2048, 3000, 8), Some(3000));
+        assert_eq!(next_users(3000, None, 3000, 3000, 8), None);
         // 512 was normal, 1024 degraded: bisect to within 64.
-        assert_eq!(next_users(512, Some(1024), 1024, 3000), Some(768));
-        assert_eq!(next_users(768, Some(1024), 768, 3000), Some(896));
-        assert_eq!(next_users(896, Some(1024), 896, 3000), Some(960));
-        assert_eq!(next_users(960, Some(1024), 960, 3000), None);
+        assert_eq!(next_users(512, Some(1024), 1024, 3000, 8), Some(768));
+        assert_eq!(next_users(768, Some(1024), 768, 3000, 8), Some(896));
+        assert_eq!(next_users(896, Some(1024), 896, 3000, 8), Some(960));
+        assert_eq!(next_users(960, Some(1024), 960, 3000, 8), None);
         // Degraded from the first probe: search below it.
-        assert_eq!(next_users(0, Some(16), 16, 3000), Some(8));
-        assert_eq!(next_users(0, Some(1), 1, 3000), None);
+        assert_eq!(next_users(0, Some(16), 16, 3000, 8), Some(8));
+        assert_eq!(next_users(0, Some(1), 1, 3000, 8), None);
     }
 
     /// A server that echoes in 5 ms up to `limit` users and in 500 ms past it,
@@ -562,14 +550,39 @@ mod tests {
         }
     }
 
+    /// `--find-limit`'s search.
+    const EIGHTH: LimitSearch = LimitSearch {
+        start: 16,
+        max_users: 3000,
+        resolution: 8,
+    };
+
+    #[test]
+    fn a_coarser_search_stops_sooner_and_the_records_say_what_it_found() {
+        let template =
+            LoginPlan::quick().cell(Target::Epoll, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut mock = Mock::new(server(700, 0.0));
+        let mut records = Vec::new();
+        let half = LimitSearch {
+            resolution: 2,
+            ..EIGHTH
+        };
+        let limit = find_limit(&mut runner(), &mut mock, &template, half, &mut records).unwrap();
+        let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
+        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768]);
+        assert_eq!((limit.sustains, limit.degraded_at), (512, Some(768)));
+        // The report reads the same limit back from the records alone.
+        let seen = crate::analysis::login::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
+    }
+
     #[test]
     fn the_limit_search_brackets_the_melting_point() {
         let template =
             LoginPlan::quick().cell(Target::Epoll, Dialect::Rlogin, &Placement::Loopback, 16);
         let mut mock = Mock::new(server(700, 0.0));
         let mut records = Vec::new();
-        let limit =
-            find_limit(&mut runner(), &mut mock, &template, 16, 3000, &mut records).unwrap();
+        let limit = find_limit(&mut runner(), &mut mock, &template, EIGHTH, &mut records).unwrap();
         let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
         assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768, 640, 704]);
         assert_eq!(limit.sustains, 640);
@@ -593,7 +606,7 @@ mod tests {
         };
         let mut mock = Mock::new(server(100, 0.0));
         let mut records = Vec::new();
-        let limits = find_limits(&mut runner(), &mut mock, &plan, 16, 3000, &mut records).unwrap();
+        let limits = find_limits(&mut runner(), &mut mock, &plan, EIGHTH, &mut records).unwrap();
         let servers: Vec<Target> = limits.iter().map(|l| l.relay).collect();
         assert_eq!(
             servers,
@@ -618,8 +631,10 @@ mod tests {
             &mut runner(),
             &mut never_melts,
             &template,
-            16,
-            100,
+            LimitSearch {
+                max_users: 100,
+                ..EIGHTH
+            },
             &mut records,
         )
         .unwrap();
@@ -631,8 +646,7 @@ mod tests {
             &mut runner(),
             &mut busy_generator,
             &template,
-            16,
-            3000,
+            EIGHTH,
             &mut records,
         )
         .unwrap();

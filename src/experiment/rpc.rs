@@ -239,7 +239,7 @@ impl RpcPlan {
     pub fn title(&self) -> String {
         let flag = |on: bool, text: &'static str| if on { text } else { "" };
         format!(
-            "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}\n",
+            "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}{}\n",
             self.calls,
             self.reps,
             self.strategy.name(),
@@ -255,6 +255,9 @@ impl RpcPlan {
                     format!(", client on CPU {client}, server on CPU {server}"),
                 _ => String::new(),
             },
+            self.client.sockbuf.map_or(String::new(), |size| format!(
+                ", SO_SNDBUF/SO_RCVBUF {size} asked on both ends"
+            )),
         )
     }
 }

@@ -141,11 +141,24 @@ pub struct LoginParams {
     /// the whole machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu_pct: Option<f64>,
-    /// The 1989-class host the budget stands for (`--host-cpu sun3`), with
-    /// its derivation: "sun3: 2.70% of one CPU = 22.0 µs per small TCP
-    /// packet here / 815 µs on a Sun-3/260 ...".
+    /// The 1989-class host the budget stands for (`--host-cpu sun3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_cpu_preset: Option<String>,
+    pub host_cpu_preset: Option<PresetBudget>,
+}
+
+/// A budget derived from a historical host (`testbed::cgroup::HostPreset`):
+/// the CPU a small TCP packet cost there and here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PresetBudget {
+    /// `sun3`, `vax750`.
+    pub name: String,
+    /// This host's CPU per small TCP packet, µs (measured before the run).
+    pub packet_us_here: f64,
+    /// The historical host's, µs (from the sources).
+    pub packet_us_then: f64,
+    /// One line: "sun3: 2.70% of one CPU = 22.0 µs per small TCP packet
+    /// here / 815 µs on a Sun-3/260 ...".
+    pub derivation: String,
 }
 
 /// What one cell measured.
@@ -236,4 +249,19 @@ pub struct OutputResult {
     /// TCP_INFO of the terminal's socket at the end (RTT, MSS, path MTU).
     #[serde(default)]
     pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+}
+
+/// The most users one server serves with a normal verdict, as a limit
+/// search found it or as its probes' records show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub relay: Target,
+    pub protocol: Dialect,
+    pub placement: String,
+    /// The most users served with a "normal" verdict (0: not even the first count).
+    pub sustains: usize,
+    /// The fewest users seen degraded, if any.
+    pub degraded_at: Option<usize>,
+    /// Why the search stopped there.
+    pub why: String,
 }

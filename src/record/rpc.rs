@@ -57,6 +57,10 @@ pub struct ClientOptions {
     /// The CPU the client runs on (`--pin`); none: where the scheduler puts it.
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// SO_SNDBUF and SO_RCVBUF asked for before connecting (`--sockbuf`);
+    /// Linux doubles the value and keeps at least its minimum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockbuf: Option<u32>,
 }
 
 impl ClientOptions {
@@ -84,6 +88,10 @@ pub struct ServerOptions {
     /// scheduler puts them.
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// SO_SNDBUF and SO_RCVBUF of the listening socket, which accepted
+    /// connections inherit (`--sockbuf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockbuf: Option<u32>,
 }
 
 impl ServerOptions {
@@ -102,6 +110,7 @@ impl Default for ServerOptions {
             max_connections: 1024,
             busy_poll_us: 0,
             cpu: None,
+            sockbuf: None,
         }
     }
 }

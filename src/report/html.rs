@@ -382,8 +382,18 @@ pub fn packet_budget(records: &[Record]) -> Option<String> {
     ))
 }
 
-fn login_section(records: &[Record]) -> Parts {
-    let text = super::login::table(records);
+fn login_section(all: &[Record]) -> Parts {
+    // Cells on a preset 1989-class host (a limit search) are their own table.
+    let (budgeted, free): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(
+        |r| matches!(&r.data, RecordData::Login { params, .. } if params.host_cpu_preset.is_some()),
+    );
+    let records = &free[..];
+    let mut text = super::login::table(records);
+    let limits = super::login::design_limits(&budgeted);
+    if !limits.is_empty() {
+        text.push('\n');
+        text.push_str(&limits);
+    }
     let mut reading = String::new();
     let mut counts: Vec<usize> = records
         .iter()
@@ -440,6 +450,9 @@ fn login_section(records: &[Record]) -> Parts {
         }
     }
     reading.push_str("In 1989 the normal rlogind was unusable at 48 users on a Sun-3; today the echo path costs tens to hundreds of microseconds, mostly kernel work every design pays alike.");
+    if let Some(line) = limits.lines().rev().find(|l| l.starts_with("Here ")) {
+        reading.push_str(&format!(" On a 1989-class host (a CPU budget): {line}"));
+    }
     (
         "login: users typing through each relay design (1989)".into(),
         text,

@@ -55,6 +55,7 @@ pub fn text(section: &Section) -> String {
             where_run(records),
             login::table(records)
         ),
+        Section::LoginLimits { records } => login::design_limits(records),
         Section::Output { bytes, records } => format!(
             "netlab output: {} of text typed through each design (unpaced), {}\n{}",
             format_size(*bytes),

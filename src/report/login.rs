@@ -3,8 +3,9 @@
 
 use super::historical;
 use super::tables::{markdown, num};
-use crate::experiment::login::Limit;
+use crate::analysis::login::limits;
 use crate::record::login::TypistReport;
+use crate::record::login::{Limit, Target};
 use crate::record::{Record, RecordData};
 
 /// Today's rows in the source's shape, then the 1989 rows.
@@ -39,9 +40,8 @@ pub fn table(records: &[Record]) -> String {
         // A server under a CPU budget says so, and whether it was applied.
         let preset = params
             .host_cpu_preset
-            .as_deref()
-            .and_then(|d| d.split_once(':'))
-            .map_or(String::new(), |(name, _)| format!("{name} "));
+            .as_ref()
+            .map_or(String::new(), |p| format!("{} ", p.name));
         let budget = match (params.host_cpu_pct, result) {
             (None, _) => String::new(),
             (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
@@ -180,6 +180,150 @@ pub fn limits_table(rate: f64, limits: &[Limit]) -> String {
         ],
         &rows,
     ));
+    text
+}
+
+/// The 1989 typing rate, characters a second per user (000: "an even 5cps").
+const TYPED_CPS_1989: f64 = 5.0;
+
+/// 1989's CPU per keystroke of each design in packets of the preset's
+/// cost: (us + sy) of the machine over users x 5 keystrokes a second, at
+/// the smallest user count the table gives (16), for "user" and "kernel".
+fn packets_per_keystroke_1989(packet_us: f64) -> Vec<(String, usize, f64)> {
+    let h = &historical::figures().login_relay_load;
+    let col = |name: &str| h.columns.iter().position(|c| c == name);
+    let (Some(relay), Some(users), Some(us), Some(sy)) =
+        (col("relay"), col("users"), col("cpu_us"), col("cpu_sy"))
+    else {
+        return Vec::new();
+    };
+    let mut seen = Vec::new();
+    for row in &h.rows {
+        let (Some(r), Some(n), Some(u), Some(y)) = (
+            row[relay].as_str(),
+            row[users].as_integer(),
+            row[us].as_integer(),
+            row[sy].as_integer(),
+        ) else {
+            continue;
+        };
+        if seen
+            .iter()
+            .any(|(seen_relay, _, _): &(String, usize, f64)| seen_relay == r)
+        {
+            continue;
+        }
+        let cpu_us_per_key = (u + y) as f64 / 100.0 * 1e6 / (n as f64 * TYPED_CPS_1989);
+        seen.push((r.to_string(), n as usize, cpu_us_per_key / packet_us));
+    }
+    seen
+}
+
+/// Each design's limit on a 1989-class host (the probes of a limit search
+/// under one budget), beside 1989's, with each design's CPU per keystroke
+/// in packets of its host's own cost, then and now. Empty without
+/// budgeted records.
+pub fn design_limits(records: &[Record]) -> String {
+    let Some((params, preset)) = records.iter().find_map(|r| match &r.data {
+        RecordData::Login { params, .. } => params
+            .host_cpu_preset
+            .as_ref()
+            .map(|preset| (params, preset)),
+        _ => None,
+    }) else {
+        return String::new();
+    };
+    let found = limits(records, params.host_cpu_pct);
+    // The server's CPU per keystroke at the most users it served normally.
+    let at_limit = |limit: &Limit| {
+        records.iter().find_map(|r| match &r.data {
+            RecordData::Login {
+                params: p,
+                result: Some(result),
+            } if p.relay == limit.relay
+                && p.users == limit.sustains
+                && p.host_cpu_pct == params.host_cpu_pct =>
+            {
+                Some(result.server_cpu_per_keystroke_us)
+            }
+            _ => None,
+        })
+    };
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|l| {
+            let per_key = at_limit(l);
+            vec![
+                l.relay.name().to_string(),
+                l.sustains.to_string(),
+                l.degraded_at.map_or("-".into(), |d| d.to_string()),
+                per_key.map_or("-".into(), num),
+                per_key.map_or("-".into(), |us| {
+                    format!("{:.1}", us / preset.packet_us_here)
+                }),
+                l.why.clone(),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "netlab login on a 1989-class host: server CPU budget {}; users typing {} chars/s over rlogin, {} s windows; a design's limit is the most users it serves with echo p99 <= 100 ms\n",
+        preset.derivation, params.rate, params.duration_s
+    );
+    text.push_str(&markdown(
+        &[
+            "server",
+            "sustains users",
+            "degraded at",
+            "server µs/key at the limit",
+            "in packets here",
+            "why the search stopped",
+        ],
+        &rows,
+    ));
+    let h = &historical::figures().login_relay_load;
+    text.push_str(&format!(
+        "1989 ({}): normal rlogind: {}; kernel-assisted: {} (limits under 16 and over 40 users: a ratio above 2.5).\n",
+        h.source, h.responsiveness.user, h.responsiveness.kernel
+    ));
+    let then: Vec<String> = packets_per_keystroke_1989(preset.packet_us_then)
+        .iter()
+        .map(|(relay, users, packets)| {
+            let name = if relay == "user" {
+                "normal"
+            } else {
+                "kernel-assisted"
+            };
+            format!("{name} {packets:.1} (at {users} users)")
+        })
+        .collect();
+    text.push_str(&format!(
+        "CPU per keystroke in packets of the host's own cost ({:.0} µs then, {:.1} µs here): 1989 {}; here the column above.\n",
+        preset.packet_us_then,
+        preset.packet_us_here,
+        then.join(", ")
+    ));
+    let fork = found.iter().find(|l| l.relay == Target::Fork);
+    let best = found
+        .iter()
+        .filter(|l| l.relay != Target::Fork)
+        .max_by_key(|l| l.sustains);
+    if let (Some(fork), Some(best)) = (fork, best) {
+        text.push_str(&if fork.sustains == 0 {
+            format!(
+                "Here fork served no count normally; the best design ({}) {} users.\n",
+                best.relay.name(),
+                best.sustains
+            )
+        } else {
+            format!(
+                "Here the best design ({}, {} users) serves {:.1}x fork's {}; in 1989 the kernel-assisted daemon served more than 2.5x the normal one's.\n",
+                best.relay.name(),
+                best.sustains,
+                best.sustains as f64 / fork.sustains as f64,
+                fork.sustains
+            )
+        });
+    }
     text
 }
 

@@ -10,6 +10,7 @@
 //! and a half. Groups are named `netlab-PID-N` after the process that made
 //! them; `netlab testbed clean` removes those whose process is gone.
 
+use crate::record::login::PresetBudget;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -164,6 +165,19 @@ impl HostPreset {
     /// The budget, percent of one CPU, for a packet cost of `today_us` here.
     pub fn percent(self, today_us: f64) -> f64 {
         100.0 * today_us / self.packet_us()
+    }
+
+    /// The budget for a packet cost of `today_us` here (rounded to a
+    /// hundredth of a percent), as records carry it.
+    pub fn budget(self, today_us: f64) -> (f64, PresetBudget) {
+        let percent = (self.percent(today_us) * 100.0).round() / 100.0;
+        let preset = PresetBudget {
+            name: self.name().to_string(),
+            packet_us_here: today_us,
+            packet_us_then: self.packet_us(),
+            derivation: self.derivation(today_us),
+        };
+        (percent, preset)
     }
 
     /// One line: the preset, the two costs and the budget they give.

@@ -154,7 +154,21 @@ pub struct TcpClient {
 
 impl TcpClient {
     pub fn connect(addr: SocketAddr, options: ClientOptions) -> io::Result<TcpClient> {
-        let stream = TcpStream::connect(addr)?;
+        let stream = match options.sockbuf {
+            None => TcpStream::connect(addr)?,
+            // Before connecting, so that the SYN's window is already the small one.
+            Some(size) => {
+                let socket = socket2::Socket::new(
+                    socket2::Domain::for_address(addr),
+                    socket2::Type::STREAM,
+                    Some(socket2::Protocol::TCP),
+                )?;
+                socket.set_send_buffer_size(size as usize)?;
+                socket.set_recv_buffer_size(size as usize)?;
+                socket.connect(&addr.into())?;
+                socket.into()
+            }
+        };
         stream.set_nodelay(options.nodelay)?;
         Ok(TcpClient {
             stream,

@@ -179,6 +179,15 @@ impl Server {
         options: ServerOptions,
         guard: Option<DataGuard>,
     ) -> io::Result<Server> {
+        // Accepted connections inherit the listener's buffer sizes.
+        let sized = |tcp: TcpListener| -> io::Result<TcpListener> {
+            if let Some(size) = options.sockbuf {
+                let socket = socket2::SockRef::from(&tcp);
+                socket.set_send_buffer_size(size as usize)?;
+                socket.set_recv_buffer_size(size as usize)?;
+            }
+            Ok(tcp)
+        };
         let server = |tcp, udp| Server {
             tcp,
             udp,
@@ -187,13 +196,13 @@ impl Server {
         };
         if guard.as_ref().is_some_and(|g| g.ports.is_some()) {
             return guard::bind_first(addr, guard.as_ref(), |addr| {
-                let tcp = TcpListener::bind(addr)?;
+                let tcp = sized(TcpListener::bind(addr)?)?;
                 Ok(server(tcp, UdpSocket::bind(addr)?))
             });
         }
         let mut last_error = None;
         for _ in 0..20 {
-            let tcp = TcpListener::bind(addr)?;
+            let tcp = sized(TcpListener::bind(addr)?)?;
             let port = tcp.local_addr()?.port();
             match UdpSocket::bind(SocketAddr::new(addr.ip(), port)) {
                 Ok(udp) => return Ok(server(tcp, udp)),
