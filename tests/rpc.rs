@@ -450,6 +450,41 @@ fn find_cliffs_maps_the_stall_to_the_byte() {
 }
 
 #[test]
+fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
+    // With 4 KB buffers asked (Linux doubles them) a two-write call no
+    // longer stalls on loopback (docs/EXPERIMENTS.md: from 7949 bytes on,
+    // three writes, it does): the 3953-byte step is gone from this range.
+    let doc = rpc_json(&[
+        "--find-cliffs",
+        "--placements",
+        "loopback",
+        "--cliff-range",
+        "3900..4100",
+        "--sockbuf",
+        "4096",
+    ]);
+    assert_eq!(doc["stall_ranges"], serde_json::json!([]), "{doc}");
+    let doc = rpc_json(&[
+        "--sizes",
+        "4096",
+        "--calls",
+        "10",
+        "--reps",
+        "1",
+        "--proto",
+        "tcp",
+        "--sockbuf",
+        "4K",
+        "--no-diagnose",
+        "--placements",
+        "loopback",
+    ]);
+    let params = &doc["records"][0]["params"];
+    assert_eq!(params["client"]["sockbuf"], 4096, "{params}");
+    assert_eq!(params["server"]["sockbuf"], 4096, "{params}");
+}
+
+#[test]
 fn bad_experiment_arguments_are_refused() {
     for (args, message) in [
         (vec!["rpc", "--sizes", "70000"], "too large"),
@@ -457,6 +492,14 @@ fn bad_experiment_arguments_are_refused() {
         (vec!["rpc", "--placements", "mars"], "unknown placement"),
         (vec!["rpc", "--sizes", "4Q"], "unknown size suffix"),
         (vec!["rpc", "--busy-poll", "200000"], "not in 0..=100000"),
+        (
+            vec!["rpc", "--sockbuf", "0"],
+            "--sockbuf 0: a size from 1 byte to 1G",
+        ),
+        (
+            vec!["rpc", "--sockbuf", "2G"],
+            "--sockbuf 2G: a size from 1 byte to 1G",
+        ),
         (vec!["rpc", "--pin", "0"], "give two CPU numbers"),
         (vec!["rpc", "--pin", "0,x"], "give two CPU numbers"),
         (

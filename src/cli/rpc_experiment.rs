@@ -224,7 +224,7 @@ fn run_model(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             "stall_ranges": ranges.iter().map(|(p, r)| serde_json::json!({"placement": p, "ranges": r})).collect::<Vec<_>>(),
             "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
         });
-        return args.run.finish(out, &[], doc, || {
+        return args.run.finish_unrecorded(out, doc, || {
             report::rpc::model_ranges_text(lo as u64, hi as u64, &ranges)
         });
     }
@@ -247,7 +247,7 @@ fn run_model(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         "caveats": report::rpc::MODEL_CAVEATS,
     });
     args.run
-        .finish(out, &[], doc, || report::rpc::model_table(&sizes))
+        .finish_unrecorded(out, doc, || report::rpc::model_table(&sizes))
 }
 
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {

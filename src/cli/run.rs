@@ -69,4 +69,20 @@ impl RunOptions {
         }
         Ok(())
     }
+
+    /// As [`RunOptions::finish`] for a run that measured nothing and wrote
+    /// no records (a model's predictions): no records file is named.
+    pub fn finish_unrecorded(
+        &self,
+        out: &mut Output,
+        doc: serde_json::Value,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        if self.json {
+            out.json(&doc)?;
+        } else {
+            out.text(&text())?;
+        }
+        Ok(())
+    }
 }
