@@ -436,7 +436,12 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         .stdout
         .clone();
     let text = String::from_utf8(output).unwrap();
-    assert!(text.contains("netlab stream: 4M in 1K records"), "{text}");
+    // Joy's 4 MB, 64 times over per loopback run, reported per 4 MB.
+    assert!(text.contains("netlab stream: 256M in 1K records"), "{text}");
+    assert!(
+        text.contains("(each run moved it 64 times over, timed whole)"),
+        "{text}"
+    );
     assert!(text.contains("netlab sweep stream"));
     assert!(text.contains("knee:"));
     assert!(text.contains("lab results: "));

@@ -105,6 +105,9 @@ impl DesignLimits {
     }
 }
 
+/// Joy's 4 MB transfers per loopback run (about half a second here).
+pub const JOY_LOOPBACK_TRANSFERS: u64 = 64;
+
 /// The profile's counts; everything else is each experiment's own plan.
 struct Counts {
     joy_repeat: u32,
@@ -186,7 +189,15 @@ impl LabPlan {
             counts.limit_relays.clone(),
             counts.limit_search,
         ));
-        let joy = StreamConfig::joy_1981();
+        // On loopback Joy's 4 MB take a few ms, too short for the CPU
+        // figures to mean much (a cold start, a page fault, one tick of
+        // the sampled user/system split): each run moves the transfer
+        // JOY_LOOPBACK_TRANSFERS times over and the report gives the time
+        // per 4 MB. Over the emulated Ethernet 4 MB already take 3.4 s.
+        let joy = StreamConfig {
+            amount: Amount::Bytes(JOY_LOOPBACK_TRANSFERS * (4 << 20)),
+            ..StreamConfig::joy_1981()
+        };
         let ether10 = has_net_admin().then(remote_1989);
         // netlab's designs over rlogin; the real servers beside them
         // (telnetd over TELNET, sshd over SSH) where this machine has them.
@@ -245,7 +256,7 @@ impl LabPlan {
                 }
                 StreamConfig {
                     placement,
-                    ..joy.clone()
+                    ..StreamConfig::joy_1981()
                 }
             }),
             joy,
@@ -281,7 +292,11 @@ impl LabPlan {
             from: from.to_string(),
             to: to.to_string(),
         };
-        self.joy.placement = path.clone();
+        // A real path's speed is unknown: the source's 4 MB.
+        self.joy = StreamConfig {
+            placement: path.clone(),
+            ..StreamConfig::joy_1981()
+        };
         self.joy_ether10 = None;
         self.ether10_skipped = format!(
             "stream over an emulated 10 Mbit/s Ethernet: this lab runs across the real path from {from} to {to}"
@@ -537,7 +552,10 @@ mod tests {
     fn the_quick_profile_keeps_the_lab_short_and_the_full_one_the_sources_counts() {
         let quick = LabPlan::quick();
         assert_eq!(quick.joy.record, 1024);
-        assert_eq!(quick.joy.amount, Amount::Bytes(4 << 20));
+        assert_eq!(
+            quick.joy.amount,
+            Amount::Bytes(JOY_LOOPBACK_TRANSFERS * (4 << 20))
+        );
         assert_eq!((quick.rpc.calls, quick.rpc.reps), (20, 3));
         assert_eq!(quick.sweep.records.first(), Some(&64));
         assert_eq!(quick.sweep.records.last(), Some(&(1 << 20)));
