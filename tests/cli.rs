@@ -2,7 +2,7 @@
 //! endpoint processes.
 
 mod common;
-use common::{children_of, json_of, lines_of, netlab};
+use common::{children_of, json_of, lines_of, netlab, run_json};
 
 use predicates::prelude::*;
 
@@ -207,6 +207,53 @@ fn sweep_table_prints_the_1988_figures() {
         .stdout(predicate::str::contains("knee:"))
         .stdout(predicate::str::contains("cost model:"))
         .stdout(predicate::str::contains("then (1988"));
+}
+
+#[test]
+fn a_sweep_with_a_precision_target_runs_more_and_says_what_it_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jsonl");
+    let doc = run_json(
+        &[
+            "sweep",
+            "stream",
+            "--record",
+            "1K,64K",
+            "--duration",
+            "50ms",
+            "--repeat",
+            "2",
+            "--ci",
+            "50",
+            "--budget",
+            "20s",
+            "--max-runs",
+            "8",
+        ],
+        &out,
+    );
+    let precision = &doc["precision"];
+    let points = precision["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{precision}");
+    // Two runs give no 95% interval: every size runs again, to at least six.
+    for point in points {
+        let runs = point["runs"].as_u64().unwrap();
+        assert!((6..=8).contains(&runs), "{point}");
+        if point["met"] == true {
+            assert!(point["half_width"].as_f64().unwrap() <= 0.5, "{point}");
+        }
+    }
+    let extra = precision["extra_runs"].as_u64().unwrap() as usize;
+    assert_eq!(doc["records"].as_array().unwrap().len(), 4 + extra);
+    assert_eq!(lines_of(&out).len(), 4 + extra, "every run is on disk");
+    bad(
+        &["sweep", "stream", "--ci", "0"],
+        "--ci 0: a half-width between 0 and 100 percent",
+    );
+    bad(
+        &["sweep", "stream", "--ci", "5", "--budget", "1s"],
+        "--budget 1s: the first 45 runs alone take at least",
+    );
 }
 
 fn bad(args: &[&str], message: &str) {

@@ -2,10 +2,65 @@
 //! than one run carries its spread.
 
 pub use crate::record::stats::Spread;
+use statrs::distribution::{Binomial, DiscreteCDF};
+
+/// A distribution-free confidence interval for the median of what was
+/// sampled: the k-th smallest and the k-th largest of the n samples, k the
+/// largest with P(Binomial(n, 1/2) < k) <= (1 - level) / 2 (the order
+/// statistics interval: Le Boudec, *Performance Evaluation of Computer and
+/// Communication Systems*, 2010, Theorem 2.1). It assumes only independent
+/// runs, not a normal distribution, which run times rarely follow. None
+/// when n is too small for the level (fewer than 6 runs at 95%) or a
+/// sample is not a number.
+pub fn median_interval(samples: &[f64], level: f64) -> Option<(f64, f64)> {
+    let n = samples.len();
+    if n == 0 || samples.iter().any(|x| x.is_nan()) || !(level > 0.0 && level < 1.0) {
+        return None;
+    }
+    let tail = (1.0 - level) / 2.0;
+    let binomial = Binomial::new(0.5, n as u64).ok()?;
+    // P(B < k) = P(B <= k - 1); the largest k (1-based) whose tail fits.
+    let k = (1..=n / 2)
+        .take_while(|&k| binomial.cdf(k as u64 - 1) <= tail)
+        .last()?;
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some((sorted[k - 1], sorted[n - k]))
+}
+
+/// The interval's half-width relative to the median, e.g. 0.05 for ±5%.
+pub fn relative_half_width(samples: &[f64], level: f64) -> Option<f64> {
+    let (lo, hi) = median_interval(samples, level)?;
+    let median = Spread::of(samples)?.median;
+    (median > 0.0).then(|| (hi - lo) / 2.0 / median)
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_interval_takes_the_order_statistics_the_binomial_allows() {
+        // Five runs cannot give 95%: even min..max covers the median with
+        // probability 1 - 2/32 = 93.75%.
+        assert_eq!(median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.95), None);
+        assert_eq!(
+            median_interval(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.90),
+            Some((1.0, 5.0))
+        );
+        // Six: P(B <= 0) = 1/64 <= 2.5%, P(B <= 1) = 7/64 > 2.5%: min..max.
+        let six = [6.0, 1.0, 5.0, 2.0, 4.0, 3.0];
+        assert_eq!(median_interval(&six, 0.95), Some((1.0, 6.0)));
+        // Twenty: P(B <= 5) = 2.07% <= 2.5% < P(B <= 6) = 5.77%: the 6th
+        // smallest and the 6th largest (Le Boudec's table: n = 20, 6..15).
+        let twenty: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(median_interval(&twenty, 0.95), Some((6.0, 15.0)));
+        // Relative half-width: (15 - 6) / 2 / 10.5.
+        let w = relative_half_width(&twenty, 0.95).unwrap();
+        assert!((w - 4.5 / 10.5).abs() < 1e-12);
+        assert_eq!(median_interval(&[f64::NAN; 8], 0.95), None);
+        assert_eq!(median_interval(&[], 0.95), None);
+    }
 
     #[test]
     fn odd_even_and_empty() {

@@ -5,7 +5,7 @@ use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
 use crate::experiment::stream::StreamMeasure;
-use crate::experiment::sweep::{self, SweepConfig, summarize};
+use crate::experiment::sweep::{self, Precision, SweepConfig, summarize};
 use crate::report::tables;
 use crate::units::{format_size, parse_duration, parse_size, parse_size_list};
 use anyhow::{Context, bail};
@@ -49,6 +49,17 @@ pub struct SweepStreamArgs {
     /// Fraction of the plateau that defines the knee.
     #[arg(long, default_value_t = crate::analysis::knee::DEFAULT_FRACTION)]
     pub knee_fraction: f64,
+    /// After the --repeat runs, run the least precise size again until
+    /// every size's median throughput has a 95% confidence interval within
+    /// ±PERCENT of it (order statistics: at least 6 runs), within --budget.
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    pub ci: Option<f64>,
+    /// The whole sweep's time with --ci.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration, value_name = "TIME")]
+    pub budget: std::time::Duration,
+    /// The most runs of one size with --ci.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(6..=1000))]
+    pub max_runs: u32,
     #[command(flatten)]
     pub common: StreamOptions,
 }
@@ -81,14 +92,59 @@ impl SweepStreamArgs {
     }
 }
 
+impl SweepStreamArgs {
+    /// `--ci` and `--budget` as a target, refused when out of range or when
+    /// the first runs alone would not fit the budget.
+    fn precision(&self, config: &SweepConfig) -> anyhow::Result<Option<Precision>> {
+        let Some(percent) = self.ci else {
+            return Ok(None);
+        };
+        if !(percent > 0.0 && percent < 100.0) {
+            bail!("--ci {percent}: a half-width between 0 and 100 percent of the median");
+        }
+        if let Amount::Seconds(per_run) = config.base.amount {
+            let first = config.records.len() as f64 * f64::from(config.repeat);
+            let estimate = first * per_run;
+            if estimate > self.budget.as_secs_f64() {
+                bail!(
+                    "--budget {}: the first {first} runs alone take at least {estimate:.0} s ({} sizes x {} runs x {per_run} s)",
+                    humantime::format_duration(self.budget),
+                    config.records.len(),
+                    config.repeat
+                );
+            }
+        }
+        Ok(Some(Precision {
+            half_width: percent / 100.0,
+            level: 0.95,
+            budget: self.budget,
+            max_runs: self.max_runs as usize,
+        }))
+    }
+}
+
 pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
     let SweepTarget::Stream(args) = args.target;
     let config = args.config()?;
+    let precision = args.precision(&config)?;
     let run = &args.common.run;
     let mut writer = run.writer()?;
-    let records = run
-        .runner(&mut writer)
-        .grid(&mut StreamMeasure, &sweep::cells(&config))?;
+    let mut runner = run.runner(&mut writer);
+    let started = std::time::Instant::now();
+    let cells = sweep::cells(&config);
+    let mut records = runner.grid(&mut StreamMeasure, &cells)?;
+    let refined = match &precision {
+        Some(p) => Some(sweep::refine(
+            &mut runner,
+            &mut StreamMeasure,
+            &cells,
+            &mut records,
+            p,
+            started,
+        )?),
+        None => None,
+    };
+    drop(runner);
     let summary = summarize(&records, config.knee_fraction);
     let title = format!(
         "record sizes {}; each point {}",
@@ -100,9 +156,14 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
         "target": "stream",
         "description": title,
         "summary": summary,
+        "precision": refined,
         "records": records,
     });
     run.finish(out, &records, doc, || {
-        tables::sweep_table(&title, &summary, &records)
+        let mut text = tables::sweep_table(&title, &summary, &records);
+        if let Some(refined) = &refined {
+            text.push_str(&tables::precision_text(refined));
+        }
+        text
     })
 }

@@ -16,7 +16,7 @@ use super::runner::Runner;
 use super::stream::StreamConfig;
 use super::stream::{StreamCell, StreamMeasure};
 use super::sweep::SweepConfig;
-use super::sweep::{self, SweepSummary, summarize};
+use super::sweep::{self, Precision, PrecisionReport, SweepSummary, summarize};
 use super::{CellError, MeasureError};
 use crate::analysis::costmodel::CostModel;
 use crate::endpoint::login::server::Relay;
@@ -40,6 +40,8 @@ pub struct LabPlan {
     pub rpc: RpcPlan,
     /// 1988: throughput vs record size.
     pub sweep: SweepConfig,
+    /// The sweep's precision target (the full profile: ±5%, in 10 minutes).
+    pub sweep_precision: Option<Precision>,
     /// 1988: checksum and copy costs per KB.
     pub cksum: CksumPlan,
     /// 1989: users typing through each relay design and real server.
@@ -116,6 +118,7 @@ struct Counts {
     limit_relays: Vec<Target>,
     limit_windows: LoginPlan,
     limit_search: LimitSearch,
+    sweep_precision: Option<Precision>,
 }
 
 impl LabPlan {
@@ -141,6 +144,7 @@ impl LabPlan {
                     max_users: 128,
                     resolution: 2,
                 },
+                sweep_precision: None,
             },
             RpcPlan::quick(),
             SweepConfig::quick(),
@@ -167,6 +171,14 @@ impl LabPlan {
                     max_users: 1024,
                     resolution: 8,
                 },
+                // Each point's median within ±5% (95%), the sweep within
+                // ten minutes, at most 20 runs a size.
+                sweep_precision: Some(Precision {
+                    half_width: 0.05,
+                    level: 0.95,
+                    budget: std::time::Duration::from_secs(600),
+                    max_runs: 20,
+                }),
             },
             RpcPlan::full(),
             SweepConfig::full(),
@@ -264,6 +276,7 @@ impl LabPlan {
             ether10_repeat: counts.ether10_repeat,
             rpc,
             sweep,
+            sweep_precision: counts.sweep_precision,
             cksum,
             login,
             login_cells,
@@ -370,6 +383,8 @@ pub enum Section {
         title: String,
         summary: SweepSummary,
         records: Vec<Record>,
+        /// What the full profile's precision target reached.
+        precision: Option<Box<PrecisionReport>>,
     },
     /// Checksum and copy costs, and the sweep's per-byte cost they explain.
     Cksum {
@@ -463,13 +478,27 @@ where
         },
         sweep.repeat
     );
-    let records = runner.grid(&mut StreamMeasure, &sweep::cells(sweep))?;
+    let started = std::time::Instant::now();
+    let cells = sweep::cells(sweep);
+    let mut records = runner.grid(&mut StreamMeasure, &cells)?;
+    let precision = match &plan.sweep_precision {
+        Some(p) => Some(Box::new(sweep::refine(
+            runner,
+            &mut StreamMeasure,
+            &cells,
+            &mut records,
+            p,
+            started,
+        )?)),
+        None => None,
+    };
     let summary = summarize(&records, sweep.knee_fraction);
     let sweep_model = summary.model;
     show(Section::Sweep {
         title: format!("record sizes {sizes}; each point {}", sweep.base.describe()),
         summary,
         records,
+        precision,
     })?;
 
     // 1988: the per-KB costs of copying and checksumming, and what they explain.

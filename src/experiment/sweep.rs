@@ -4,15 +4,18 @@
 //! The summary is computed from records alone ([`summarize`]), so a report
 //! rebuilt later from the JSON Lines file gives the same table as the live run.
 
+use super::MeasureError;
+use super::runner::{MeasureCell, Runner};
 use super::stream::{StreamCell, StreamConfig};
 use crate::analysis::{
     costmodel::{self, CostModel},
     knee::{self, Knee},
-    stats::Spread,
+    stats::{self, Spread},
     stream::Bottleneck,
 };
 use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// A stream sweep over record sizes.
 #[derive(Debug, Clone)]
@@ -224,4 +227,264 @@ pub fn cells(config: &SweepConfig) -> Vec<StreamCell> {
         }
     }
     cells
+}
+
+/// How precisely each size's median throughput is wanted, and how long the
+/// whole sweep may take (netperf's `-I`, per point of a curve).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precision {
+    /// The confidence interval's half-width relative to the median (0.05: ±5%).
+    pub half_width: f64,
+    /// The interval's confidence level (0.95).
+    pub level: f64,
+    /// The whole sweep's time, first runs included.
+    pub budget: Duration,
+    /// The most runs of any one size.
+    pub max_runs: usize,
+}
+
+/// How precise one size's median came out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointPrecision {
+    pub record: u64,
+    pub runs: usize,
+    /// The interval's half-width relative to the median; none with too few runs.
+    pub half_width: Option<f64>,
+    pub met: bool,
+}
+
+/// What [`refine`] did: the target, the time it took, each size's outcome
+/// and why it stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionReport {
+    pub half_width: f64,
+    pub level: f64,
+    pub budget_s: f64,
+    pub spent_s: f64,
+    pub extra_runs: usize,
+    pub points: Vec<PointPrecision>,
+    pub stopped: String,
+}
+
+/// Each size's precision from the records: the throughput medians' order
+/// statistics interval ([`stats::relative_half_width`]).
+fn precision_of(records: &[Record], sizes: &[u64], p: &Precision) -> Vec<PointPrecision> {
+    sizes
+        .iter()
+        .map(|&size| {
+            let mut runs = 0;
+            let mut throughputs = Vec::new();
+            for record in records {
+                if let RecordData::Stream { params, result } = &record.data
+                    && params.record == size
+                {
+                    runs += 1;
+                    if let Some(result) = result {
+                        throughputs.push(result.figures.throughput_mb_s);
+                    }
+                }
+            }
+            let half_width = stats::relative_half_width(&throughputs, p.level);
+            PointPrecision {
+                record: size,
+                runs,
+                half_width,
+                met: half_width.is_some_and(|w| w <= p.half_width),
+            }
+        })
+        .collect()
+}
+
+/// After the sweep's first runs (`records`, from `cells`, begun at
+/// `started`): one more run at a time of the size whose median is least
+/// precise, until every size's interval is within the target, a size has
+/// `max_runs`, or the next run would overrun the budget (estimated from the
+/// runs so far). New records are appended to `records`.
+pub fn refine<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    cells: &[StreamCell],
+    records: &mut Vec<Record>,
+    precision: &Precision,
+    started: Instant,
+) -> Result<PrecisionReport, MeasureError> {
+    let mut sizes: Vec<u64> = cells.iter().map(|c| c.config.record).collect();
+    sizes.dedup();
+    let mut extra_runs = 0;
+    let stopped = loop {
+        let points = precision_of(records, &sizes, precision);
+        let pending = points
+            .iter()
+            .filter(|p| !p.met && p.runs < precision.max_runs)
+            .max_by(|a, b| {
+                let width = |p: &PointPrecision| p.half_width.unwrap_or(f64::INFINITY);
+                width(a).total_cmp(&width(b))
+            });
+        let Some(worst) = pending else {
+            break if points.iter().all(|p| p.met) {
+                "every size within the target".to_string()
+            } else {
+                format!("the sizes left reached {} runs", precision.max_runs)
+            };
+        };
+        let per_run = started.elapsed().div_f64(records.len().max(1) as f64);
+        if started.elapsed() + per_run > precision.budget {
+            break format!(
+                "the budget: another run (about {:.1} s) would end past {:.0} s",
+                per_run.as_secs_f64(),
+                precision.budget.as_secs_f64()
+            );
+        }
+        let Some(template) = cells.iter().find(|c| c.config.record == worst.record) else {
+            break "no cell for a size (a bug)".to_string();
+        };
+        let cell = StreamCell {
+            repeat_index: worst.runs as u32,
+            ..template.clone()
+        };
+        records.push(runner.cell(measure, &cell)?);
+        extra_runs += 1;
+    };
+    Ok(PrecisionReport {
+        half_width: precision.half_width,
+        level: precision.level,
+        budget_s: precision.budget.as_secs_f64(),
+        spent_s: started.elapsed().as_secs_f64(),
+        extra_runs,
+        points: precision_of(records, &sizes, precision),
+        stopped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::runner::Measured;
+    use crate::experiment::runner::mock::{Mock, runner};
+
+    /// A recorded stream run (the report fixture's first), as a template.
+    fn recorded() -> Record {
+        include_str!("../../tests/fixtures/lab-records.jsonl")
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Record>(line).ok())
+            .find(|r| {
+                matches!(
+                    &r.data,
+                    RecordData::Stream {
+                        result: Some(_),
+                        ..
+                    }
+                )
+            })
+            .expect("the fixture has a stream run")
+    }
+
+    /// Runs whose throughput is 100 MB/s, ±1% for 64-byte records and ±30%
+    /// for 1 KB ones, alternating.
+    fn answer(
+        template: Record,
+    ) -> impl FnMut(&StreamCell) -> Result<Measured, crate::experiment::Interrupted> {
+        let mut count = 0;
+        move |cell: &StreamCell| {
+            count += 1;
+            let swing = if cell.config.record == 64 { 0.01 } else { 0.3 };
+            let sign = if count % 2 == 0 { 1.0 } else { -1.0 };
+            let mut data = template.data.clone();
+            if let RecordData::Stream {
+                params,
+                result: Some(result),
+            } = &mut data
+            {
+                params.record = cell.config.record;
+                result.figures.throughput_mb_s = 100.0 * (1.0 + sign * swing);
+            }
+            Ok(Measured {
+                placement: "loopback".into(),
+                data,
+                error: None,
+            })
+        }
+    }
+
+    fn sweep() -> SweepConfig {
+        SweepConfig {
+            records: vec![64, 1024],
+            ..SweepConfig::quick()
+        }
+    }
+
+    #[test]
+    fn refining_runs_the_least_precise_size_until_it_is_within_the_target_or_capped() {
+        let grid = cells(&sweep());
+        let mut mock = Mock::new(answer(recorded()));
+        let mut runner = runner();
+        let started = Instant::now();
+        let mut records = runner.grid(&mut mock, &grid).unwrap();
+        let precision = Precision {
+            half_width: 0.05,
+            level: 0.95,
+            budget: Duration::from_secs(3600),
+            max_runs: 10,
+        };
+        let report = refine(
+            &mut runner,
+            &mut mock,
+            &grid,
+            &mut records,
+            &precision,
+            started,
+        )
+        .unwrap();
+        // 64 B: three more runs give six, the fewest with a 95% interval,
+        // and ±1% meets ±5%. 1 KB: ±30% never does; it stops at 10 runs.
+        let runs: Vec<(u64, usize, bool)> = report
+            .points
+            .iter()
+            .map(|p| (p.record, p.runs, p.met))
+            .collect();
+        assert_eq!(runs, [(64, 6, true), (1024, 10, false)]);
+        assert_eq!(report.extra_runs, 3 + 7);
+        assert_eq!(records.len(), 16);
+        assert_eq!(report.stopped, "the sizes left reached 10 runs");
+        assert!(report.points[0].half_width.unwrap() <= 0.0101);
+        // The repeat indices go on from the grid's.
+        let last: Vec<u32> = mock
+            .measured
+            .iter()
+            .filter(|c| c.config.record == 64)
+            .map(|c| c.repeat_index)
+            .collect();
+        assert_eq!(last, [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn refining_stops_at_the_budget() {
+        let grid = cells(&sweep());
+        let mut mock = Mock::new(answer(recorded()));
+        let mut runner = runner();
+        let started = Instant::now();
+        let mut records = runner.grid(&mut mock, &grid).unwrap();
+        let precision = Precision {
+            half_width: 0.05,
+            level: 0.95,
+            budget: Duration::ZERO,
+            max_runs: 10,
+        };
+        let report = refine(
+            &mut runner,
+            &mut mock,
+            &grid,
+            &mut records,
+            &precision,
+            started,
+        )
+        .unwrap();
+        assert_eq!(report.extra_runs, 0);
+        assert!(
+            report.stopped.starts_with("the budget"),
+            "{}",
+            report.stopped
+        );
+        assert!(report.points.iter().all(|p| !p.met && p.runs == 3));
+    }
 }

@@ -33,7 +33,14 @@ pub fn text(section: &Section) -> String {
             title,
             summary,
             records,
-        } => tables::sweep_table(title, summary, records),
+            precision,
+        } => {
+            let mut text = tables::sweep_table(title, summary, records);
+            if let Some(precision) = precision {
+                text.push_str(&tables::precision_text(precision));
+            }
+            text
+        }
         Section::Cksum {
             batches,
             records,

@@ -535,3 +535,41 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
     let _ = writeln!(out, "rule of thumb (1988): {}", h.rule_of_thumb);
     out
 }
+
+/// What `--ci` achieved: the target, each size's interval and runs, the
+/// time spent and why the runs stopped.
+pub fn precision_text(report: &crate::experiment::sweep::PrecisionReport) -> String {
+    let missed: Vec<String> = report
+        .points
+        .iter()
+        .filter(|p| !p.met)
+        .map(|p| match p.half_width {
+            Some(w) => format!(
+                "{} (±{:.1}%, {} runs)",
+                format_size(p.record),
+                w * 100.0,
+                p.runs
+            ),
+            None => format!(
+                "{} (too few runs for an interval: {})",
+                format_size(p.record),
+                p.runs
+            ),
+        })
+        .collect();
+    let met = report.points.len() - missed.len();
+    let mut text = format!(
+        "precision: median throughput within ±{}% at {:.0}% confidence (order statistics) for {met} of {} sizes; {} extra runs in {:.0} s of a {:.0} s budget; stopped: {}\n",
+        num(report.half_width * 100.0),
+        report.level * 100.0,
+        report.points.len(),
+        report.extra_runs,
+        report.spent_s,
+        report.budget_s,
+        report.stopped
+    );
+    if !missed.is_empty() {
+        text.push_str(&format!("not within the target: {}\n", missed.join(", ")));
+    }
+    text
+}
