@@ -6,6 +6,7 @@ pub mod cksum;
 pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
+pub mod dips;
 pub mod knee;
 pub mod login;
 pub mod rpc;

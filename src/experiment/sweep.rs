@@ -9,6 +9,7 @@ use super::runner::{MeasureCell, Runner};
 use super::stream::{StreamCell, StreamConfig};
 use crate::analysis::{
     costmodel::{self, CostModel},
+    dips,
     knee::{self, Knee},
     stats::{self, Spread},
     stream::Bottleneck,
@@ -109,6 +110,10 @@ pub struct SweepSummary {
     pub model_knee: Option<knee::ModelKnee>,
     /// Record sizes whose runs failed, with the first reason.
     pub failed: Vec<(u64, String)>,
+    /// Sizes slower than both neighbours beyond the runs' spread, and what
+    /// the records say about each.
+    #[serde(default)]
+    pub dips: Vec<dips::Dip>,
 }
 
 /// Bootstrap resamples for the model knee's interval.
@@ -200,6 +205,7 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
         knee: knee::find_knee(&curve, knee_fraction),
         model_knee: knee::model_knee(&runs, knee_fraction, KNEE_RESAMPLES),
         model: costmodel::fit(&times),
+        dips: dips::dips(records),
         points,
         failed,
     }

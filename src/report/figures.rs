@@ -79,7 +79,7 @@ pub fn sweep_records(records: &[Record]) -> Vec<Record> {
 }
 
 /// Throughput vs record size, the fitted cost model drawn through it and
-/// the knee marked (`netlab sweep stream` records).
+/// the model's knee marked (`netlab sweep stream` records).
 pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
     let sweep = sweep_records(records);
     let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
@@ -110,15 +110,28 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
                 .collect(),
         });
     }
-    let marks = summary
-        .knee
-        .iter()
-        .map(|k| Mark {
+    // The model's knee, which uses every size's runs, where there is one;
+    // the threshold knee (which one outlying point can move) otherwise.
+    let model_knee = summary.model_knee.as_ref().zip(summary.model.as_ref());
+    let marks = match model_knee {
+        Some((k, model)) => vec![Mark {
             x: k.size,
-            y: k.throughput,
-            label: format!("knee {} B ({:.0}% of plateau)", k.size, k.fraction * 100.0),
-        })
-        .collect();
+            y: k.size / model.time(k.size) / 1e6,
+            label: format!(
+                "knee (model) {:.0} B, 95% {:.0}-{:.0}",
+                k.size, k.low, k.high
+            ),
+        }],
+        None => summary
+            .knee
+            .iter()
+            .map(|k| Mark {
+                x: k.size,
+                y: k.throughput,
+                label: format!("knee {} B ({:.0}% of plateau)", k.size, k.fraction * 100.0),
+            })
+            .collect(),
+    };
     Some(Figure {
         id: "stream-throughput".into(),
         title: "Throughput vs record size (one TCP stream)".into(),

@@ -508,6 +508,21 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
             m.half_rate_size().map_or("-".into(), num),
         );
     }
+    for dip in &summary.dips {
+        let _ = writeln!(
+            out,
+            "dip at {}: {} MB/s, {:.0}% below its neighbours' {} MB/s (every run below every neighbouring run): {}",
+            format_size(dip.record),
+            num(dip.median_mb_s),
+            dip.shortfall_pct,
+            num(dip.expected_mb_s),
+            if dip.evidence.is_empty() {
+                "nothing the records carry sets it apart (shared CPU, segment size, autocorking, reads per record, sender sleeps): unexplained".to_string()
+            } else {
+                dip.evidence.join("; ")
+            }
+        );
+    }
     let h = &historical::figures().bsd_speedups;
     let _ = writeln!(
         out,
