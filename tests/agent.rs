@@ -613,8 +613,13 @@ fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
     let first = records[0]["error"].as_str().unwrap_or_default();
     assert!(first.contains(&hosts.addr(B)), "{first}");
     for record in &records[1..] {
+        // Refused outright, or (when the next cell reached the dying agent)
+        // cut off at the handshake, which the error names.
         let error = record["error"].as_str().unwrap_or_default();
-        assert!(error.contains("cannot connect"), "{error}");
+        assert!(
+            error.contains("cannot connect") || error.contains("handshake"),
+            "{error}"
+        );
     }
 }
 

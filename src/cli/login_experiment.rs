@@ -9,7 +9,6 @@ use crate::experiment::login::{
     find_limits, serving_host,
 };
 use crate::experiment::runner::Runner;
-use crate::measure::packet_cost::loopback_packet_cost;
 use crate::report;
 use crate::testbed::Placement;
 use crate::testbed::cgroup::HostPreset;
@@ -125,8 +124,9 @@ impl LoginExperimentArgs {
                 "--host-cpu {text} is derived from this host's packet cost; a server on an agent needs a percent"
             );
         }
-        let cost = loopback_packet_cost().context("measuring this host's cost of a TCP packet")?;
-        let (percent, budget) = preset.budget(cost.us_per_packet);
+        let (percent, budget) = preset
+            .budget_here()
+            .context("measuring this host's cost of a TCP packet")?;
         Ok((Some(percent), Some(budget)))
     }
 }

@@ -21,7 +21,6 @@ use super::{CellError, MeasureError};
 use crate::analysis::costmodel::CostModel;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::protocol::Amount;
-use crate::measure::packet_cost::loopback_packet_cost;
 use crate::record::Record;
 use crate::testbed::cgroup::{self, HostPreset};
 use crate::testbed::{Placement, netns::has_net_admin};
@@ -95,9 +94,10 @@ impl DesignLimits {
             return Err("a CPU budget needs root (a cgroup of the CPU controller)".into());
         }
         cgroup::available().map_err(|e| e.to_string())?;
-        let cost = loopback_packet_cost()
+        let (percent, preset) = self
+            .preset
+            .budget_here()
             .map_err(|e| format!("cannot measure this host's cost of a TCP packet: {e}"))?;
-        let (percent, preset) = self.preset.budget(cost.us_per_packet);
         cgroup::check(percent).map_err(|e| e.to_string())?;
         Ok(LoginPlan {
             host_cpu_pct: Some(percent),

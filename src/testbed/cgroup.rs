@@ -10,6 +10,7 @@
 //! and a half. Groups are named `netlab-PID-N` after the process that made
 //! them; `netlab testbed clean` removes those whose process is gone.
 
+use crate::measure::packet_cost::loopback_packet_cost;
 use crate::record::login::PresetBudget;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -178,6 +179,13 @@ impl HostPreset {
             derivation: self.derivation(today_us),
         };
         (percent, preset)
+    }
+
+    /// The budget on this host, its cost of a small TCP packet measured
+    /// now ([`loopback_packet_cost`], a quarter second).
+    pub fn budget_here(self) -> io::Result<(f64, PresetBudget)> {
+        let cost = loopback_packet_cost()?;
+        Ok(self.budget(cost.us_per_packet))
     }
 
     /// One line: the preset, the two costs and the budget they give.
