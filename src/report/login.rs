@@ -234,7 +234,8 @@ pub fn design_limits(records: &[Record]) -> String {
         return String::new();
     };
     let found = limits(records, params.host_cpu_pct);
-    // The server's CPU per keystroke at the most users it served normally.
+    // The server's CPU per keystroke, and its share of one CPU, at the most
+    // users it served normally.
     let at_limit = |limit: &Limit| {
         records.iter().find_map(|r| match &r.data {
             RecordData::Login {
@@ -244,7 +245,7 @@ pub fn design_limits(records: &[Record]) -> String {
                 && p.users == limit.sustains
                 && p.host_cpu_pct == params.host_cpu_pct =>
             {
-                Some(result.server_cpu_per_keystroke_us)
+                Some((result.server_cpu_per_keystroke_us, result.server_cpu_pct))
             }
             _ => None,
         })
@@ -252,15 +253,16 @@ pub fn design_limits(records: &[Record]) -> String {
     let rows: Vec<Vec<String>> = found
         .iter()
         .map(|l| {
-            let per_key = at_limit(l);
+            let seen = at_limit(l);
             vec![
                 l.relay.name().to_string(),
                 l.sustains.to_string(),
                 l.degraded_at.map_or("-".into(), |d| d.to_string()),
-                per_key.map_or("-".into(), num),
-                per_key.map_or("-".into(), |us| {
+                seen.map_or("-".into(), |(us, _)| num(us)),
+                seen.map_or("-".into(), |(us, _)| {
                     format!("{:.1}", us / preset.packet_us_here)
                 }),
+                seen.map_or("-".into(), |(_, pct)| format!("{pct:.1}")),
                 l.why.clone(),
             ]
         })
@@ -276,9 +278,14 @@ pub fn design_limits(records: &[Record]) -> String {
             "degraded at",
             "server µs/key at the limit",
             "in packets here",
+            "server CPU % there",
             "why the search stopped",
         ],
         &rows,
+    ));
+    text.push_str(&format!(
+        "server CPU %: the server's process tree's exact CPU over the window, % of one CPU, beside the {}% budget (a small group can run past its quota: docs/EXPERIMENTS.md).\n",
+        params.host_cpu_pct.unwrap_or(0.0)
     ));
     let h = &historical::figures().login_relay_load;
     text.push_str(&format!(
