@@ -8,6 +8,7 @@ pub mod costmodel;
 pub mod diagnosis;
 pub mod dips;
 pub mod knee;
+pub mod layers;
 pub mod login;
 pub mod rpc;
 pub mod split;

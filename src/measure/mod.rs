@@ -6,6 +6,7 @@
 
 pub mod host;
 pub mod ifstat;
+pub mod kallsyms;
 pub mod netstat;
 pub mod packet_cost;
 pub mod procstat;
