@@ -606,3 +606,64 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     assert!(tables.contains("then (1981"));
     assert!(tables.contains("kernel-assisted"));
 }
+
+#[test]
+fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
+    if !netlab::testbed::netns::has_net_admin() {
+        // perf_event_open system-wide and kernel addresses need root; CI is root.
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.jsonl");
+    let output = netlab()
+        .args([
+            "stream",
+            "--bytes",
+            "64M",
+            "--record",
+            "1K",
+            "--profile",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(output).unwrap();
+    assert!(text.contains("where the CPU went, by layer"), "{text}");
+    assert!(
+        text.contains("| 1981 category | 1981 % | today % |"),
+        "{text}"
+    );
+    let record = &lines_of(&out)[0];
+    let profile = &record["profile"];
+    assert!(
+        profile["method"]
+            .as_str()
+            .unwrap()
+            .starts_with("perf_event_open cpu-clock")
+    );
+    let system = &profile["system"];
+    let samples = system["samples"].as_u64().unwrap();
+    assert!(samples > 20, "{profile}");
+    // A bulk TCP transfer on loopback spends samples in TCP; every share
+    // is counted once and the busy shares sum to one.
+    let shares = system["shares"].as_array().unwrap();
+    let tcp = shares
+        .iter()
+        .find(|s| s["layer"] == "tcp")
+        .expect("TCP samples");
+    assert!(tcp["samples"].as_u64().unwrap() > 0);
+    let busy: u64 = shares.iter().map(|s| s["samples"].as_u64().unwrap()).sum();
+    assert_eq!(busy + system["idle"].as_u64().unwrap(), samples);
+    let total: f64 = shares.iter().map(|s| s["share"].as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-9, "{total}");
+    // The endpoints are among the busy processes, by name.
+    let processes = profile["processes"].as_array().unwrap();
+    assert!(
+        processes.iter().any(|p| p["comm"] == "netlab"),
+        "{processes:?}"
+    );
+}

@@ -15,58 +15,7 @@
 //! Names are compared without the compiler's suffixes (`.isra.0`,
 //! `.constprop.0`, `.part.0`, `.cold`).
 
-use serde::{Deserialize, Serialize};
-
-/// The layers a sample is counted in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Layer {
-    /// netlab's own user-space code.
-    Netlab,
-    /// Any other user-space code (libc, the peer programs).
-    OtherUser,
-    /// System-call entry and exit, file-descriptor lookup, the VFS hop.
-    Syscall,
-    /// The socket layer: sendmsg/recvmsg, socket buffers, locking, wake-ups of readers.
-    Socket,
-    Tcp,
-    /// IP, routing, netfilter hooks, ICMP.
-    Ip,
-    /// Devices and queueing: loopback, veth, tun, qdiscs, the receive backlog.
-    Link,
-    Checksum,
-    /// Copies between user and kernel memory.
-    Copy,
-    /// Allocation and freeing (slab, pages, sk_buffs), page faults.
-    Memory,
-    /// The scheduler: switching, waking, run-queue accounting.
-    Scheduler,
-    /// Interrupts and softirq dispatch, timers.
-    Interrupt,
-    Idle,
-    Unclassified,
-}
-
-impl Layer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Netlab => "netlab user code",
-            Layer::OtherUser => "other user code",
-            Layer::Syscall => "system call entry/exit",
-            Layer::Socket => "socket layer",
-            Layer::Tcp => "TCP",
-            Layer::Ip => "IP",
-            Layer::Link => "link and driver",
-            Layer::Checksum => "checksum",
-            Layer::Copy => "copy user<->kernel",
-            Layer::Memory => "memory management",
-            Layer::Scheduler => "scheduler and wake-ups",
-            Layer::Interrupt => "softirq and interrupts",
-            Layer::Idle => "idle",
-            Layer::Unclassified => "unclassified",
-        }
-    }
-}
+pub use crate::record::profile::{Layer, LayerShare, LayerTable};
 
 /// How a rule matches a function name.
 #[derive(Debug, Clone, Copy)]
@@ -132,7 +81,19 @@ pub const RULES: &[Rule] = &[
     helper(P("_raw_write_"), Scheduler),
     helper(P("native_queued_spin_lock"), Scheduler),
     helper(P("queued_spin_lock"), Scheduler),
+    helper(P("__pv_queued_spin"), Scheduler),
+    helper(P("__raw_callee_save___pv_queued_spin"), Scheduler),
     helper(P("__rcu_read_"), Scheduler),
+    // Retpoline thunks: an indirect call of whoever calls them.
+    helper(P("__x86_indirect_thunk"), Syscall),
+    // Clock reads (TCP's timestamps, the scheduler's accounting).
+    helper(E("read_tsc"), Interrupt),
+    helper(P("ktime_get"), Interrupt),
+    // Hardened usercopy's checks of a copy's bounds.
+    helper(E("__check_object_size"), Copy),
+    helper(E("check_heap_object"), Copy),
+    helper(E("is_vmalloc_addr"), Copy),
+    helper(E("__virt_addr_valid"), Copy),
     helper(P("rcu_read_"), Scheduler),
     helper(P("__local_bh_enable"), Interrupt),
     helper(E("local_bh_enable"), Interrupt),
@@ -215,6 +176,10 @@ pub const RULES: &[Rule] = &[
     prefix("do_epoll_", Socket),
     // Memory.
     prefix("kmem_cache_", Memory),
+    prefix("__folio", Memory),
+    prefix("folio_", Memory),
+    prefix("__alloc_frozen_pages", Memory),
+    prefix("__free_frozen_pages", Memory),
     prefix("__kmem_cache_", Memory),
     prefix("kmalloc", Memory),
     prefix("__kmalloc", Memory),
@@ -300,6 +265,8 @@ pub const RULES: &[Rule] = &[
     prefix("__fdget", Syscall),
     prefix("fput", Syscall),
     prefix("rw_verify_area", Syscall),
+    // The security hooks every read, write and sendmsg passes.
+    prefix("security_", Syscall),
 ];
 
 /// A name without the compiler's clone suffixes.
@@ -387,6 +354,47 @@ pub fn classify(chain: &[Frame]) -> Layer {
     leaf_rule.layer
 }
 
+/// Counts chains (leaf first) by layer.
+pub fn table<'a>(chains: impl IntoIterator<Item = &'a [Frame<'a>]>) -> LayerTable {
+    let mut counts: std::collections::BTreeMap<Layer, u64> = Default::default();
+    let mut unknown: std::collections::HashMap<String, u64> = Default::default();
+    let mut samples = 0;
+    for chain in chains {
+        samples += 1;
+        let layer = classify(chain);
+        *counts.entry(layer).or_default() += 1;
+        if layer == Unclassified
+            && let Some(Frame::Kernel(leaf)) = chain.first()
+        {
+            *unknown.entry(base_name(leaf).to_string()).or_default() += 1;
+        }
+    }
+    let idle = counts.remove(&Idle).unwrap_or(0);
+    let busy = samples - idle;
+    let mut shares: Vec<LayerShare> = counts
+        .into_iter()
+        .map(|(layer, n)| {
+            let p = n as f64 / busy.max(1) as f64;
+            LayerShare {
+                layer,
+                samples: n,
+                share: p,
+                error: 1.96 * (p * (1.0 - p) / busy.max(1) as f64).sqrt(),
+            }
+        })
+        .collect();
+    shares.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.layer.cmp(&b.layer)));
+    let mut unclassified: Vec<(String, u64)> = unknown.into_iter().collect();
+    unclassified.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    unclassified.truncate(10);
+    LayerTable {
+        samples,
+        idle,
+        shares,
+        unclassified,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +463,17 @@ mod tests {
         "pfifo_fast_dequeue",
         "__qdisc_run",
         "tcp_recvmsg",
+        "__pv_queued_spin_lock_slowpath",
+        "read_tsc",
+        "ktime_get",
+        "__check_object_size",
+        "is_vmalloc_addr",
+        "__virt_addr_valid",
+        "security_file_permission",
+        "security_socket_sendmsg",
+        "__folio_put",
+        "__x86_indirect_thunk_rax",
+        "__free_frozen_pages",
     ];
 
     #[test]
@@ -489,6 +508,10 @@ mod tests {
             ("asm_sysvec_apic_timer_interrupt", Interrupt),
             ("pv_native_safe_halt", Idle),
             ("do_idle", Idle),
+            ("security_socket_sendmsg", Syscall),
+            ("security_file_permission", Syscall),
+            ("__folio_put", Memory),
+            ("__free_frozen_pages", Memory),
         ] {
             assert_eq!(classify(&k(&[name])), layer, "{name}");
         }
@@ -532,10 +555,69 @@ mod tests {
             classify(&k(&["_raw_spin_unlock_irqrestore", "try_to_wake_up"])),
             Scheduler
         );
+        // A paravirt lock slow path under TCP is TCP's; a clock read for
+        // TCP's timestamps TCP's; a usercopy bounds check under a socket
+        // receive is the copy.
+        assert_eq!(
+            classify(&k(&[
+                "__pv_queued_spin_lock_slowpath",
+                "_raw_spin_lock_bh",
+                "tcp_write_xmit"
+            ])),
+            Tcp
+        );
+        assert_eq!(classify(&k(&["read_tsc", "ktime_get", "tcp_ack"])), Tcp);
+        assert_eq!(
+            classify(&k(&[
+                "__virt_addr_valid",
+                "__check_object_size",
+                "skb_copy_datagram_iter"
+            ])),
+            Copy
+        );
+        assert_eq!(
+            classify(&k(&[
+                "is_vmalloc_addr",
+                "__check_object_size",
+                "_copy_to_iter",
+                "tcp_recvmsg"
+            ])),
+            Copy
+        );
+        // A retpoline thunk is its caller's.
+        assert_eq!(
+            classify(&k(&["__x86_indirect_thunk_rax", "tcp_sendmsg_locked"])),
+            Tcp
+        );
         // A helper with no deciding caller keeps its own layer.
         assert_eq!(classify(&k(&["memset"])), Memory);
         // Compiler suffixes are ignored.
         assert_eq!(classify(&k(&["tcp_ack.isra.0"])), Tcp);
+    }
+
+    #[test]
+    fn a_table_counts_busy_samples_by_layer_with_their_error() {
+        let chains: Vec<Vec<Frame>> = vec![
+            k(&["tcp_sendmsg_locked"]),
+            k(&["tcp_ack"]),
+            k(&[
+                "rep_movs_alternative",
+                "_copy_from_iter",
+                "tcp_sendmsg_locked",
+            ]),
+            k(&["pv_native_safe_halt", "default_idle"]),
+            k(&["a_mystery"]),
+            vec![Frame::User { netlab: true }],
+        ];
+        let t = table(chains.iter().map(|c| c.as_slice()));
+        assert_eq!((t.samples, t.idle), (6, 1));
+        let of = |layer| t.shares.iter().find(|s| s.layer == layer).unwrap();
+        assert_eq!(of(Tcp).samples, 2);
+        assert!((of(Tcp).share - 0.4).abs() < 1e-12);
+        assert!((of(Tcp).error - 1.96 * (0.4f64 * 0.6 / 5.0).sqrt()).abs() < 1e-12);
+        assert_eq!(t.shares[0].layer, Tcp, "largest first");
+        assert_eq!(of(Copy).samples, 1);
+        assert_eq!(t.unclassified, [("a_mystery".to_string(), 1)]);
     }
 
     #[test]

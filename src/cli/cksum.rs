@@ -31,7 +31,7 @@ pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
     let on = args.remote.ends("cksum")?.map(|(_, to)| to);
     let specs = CksumPlan::with_sizes(&args.sizes, args.batches, args.cold_pool)?.specs()?;
     let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer);
+    let mut runner = args.run.runner(&mut writer)?;
     let caches = runner.host().caches.clone();
     let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
     drop(runner);

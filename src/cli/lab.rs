@@ -25,6 +25,9 @@ pub struct LabArgs {
     /// cell is recorded with its reason and the lab goes on.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Profile every cell's CPU by layer (see `netlab stream --profile`).
+    #[arg(long)]
+    pub profile: bool,
     /// Run the lab across a real path: --to AGENT (and --from AGENT, this
     /// host by default).
     #[command(flatten)]
@@ -67,7 +70,13 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let records_path = dir.join("results.jsonl");
     let mut writer = RecordWriter::append(&records_path)
         .with_context(|| format!("cannot create the records file in {}", dir.display()))?;
-    let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer)).fail_fast(args.fail_fast);
+    let profiling = args
+        .profile
+        .then(crate::experiment::profile::Profiling::check)
+        .transpose()?;
+    let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
+        .fail_fast(args.fail_fast)
+        .profiling(profiling);
     let mut printed = header;
     lab::run(&plan, &mut runner, &mut |section| -> anyhow::Result<()> {
         let text = report::lab::text(&section);
@@ -90,6 +99,16 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     // The report, from the records alone, beside them.
     let loaded = report::html::load(&records_path)
         .with_context(|| format!("cannot read back {}", records_path.display()))?;
+    // With --profile: where the CPU went over the whole lab, by layer.
+    let profile = report::profile::text(&loaded.records);
+    if !profile.is_empty() {
+        out.text(&profile)?;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&tables_path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, profile.as_bytes()))
+            .with_context(|| format!("cannot write {}", tables_path.display()))?;
+    }
     let written = report::html::write(&loaded, "results.jsonl", &dir)
         .with_context(|| format!("cannot write the report into {}", dir.display()))?;
     for e in &written.figure_errors {

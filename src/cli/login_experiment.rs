@@ -182,7 +182,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut writer = args.run.writer()?;
     // One idle baseline for the run, before any cell starts anything.
     let mut measure = LoginMeasure::new(corpus)?;
-    let mut runner = args.run.runner(&mut writer);
+    let mut runner = args.run.runner(&mut writer)?;
     if args.find_limit {
         return run_find_limit(&args, &plan, &mut measure, &mut runner, out);
     }

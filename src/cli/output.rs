@@ -79,7 +79,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut writer = args.run.writer()?;
     let records = args
         .run
-        .runner(&mut writer)
+        .runner(&mut writer)?
         .grid(&mut OutputMeasure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "output", "records": records });
     args.run.finish(out, &records, doc, || {

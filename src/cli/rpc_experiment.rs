@@ -263,7 +263,7 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         eprintln!("netlab rpc: {note}");
     }
     let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer);
+    let mut runner = args.run.runner(&mut writer)?;
     if let Some((lo, hi)) = cliff_range {
         let ranges =
             rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi).map_err(|e| {

@@ -23,6 +23,11 @@ pub struct RunOptions {
     /// cell is recorded with its reason and the rest go on.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Sample every CPU while each cell runs (perf_event_open, cpu-clock,
+    /// kernel call chains) and keep where the CPU went, by layer (TCP, IP,
+    /// link, checksum, copy, ...), in each record. Needs root.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 impl RunOptions {
@@ -32,11 +37,17 @@ impl RunOptions {
             .with_context(|| format!("cannot open {}", self.out.display()))
     }
 
-    /// A runner over `writer` with these options, on this host.
-    pub fn runner<'w>(&self, writer: &'w mut RecordWriter) -> Runner<'w> {
-        Runner::new(HostFacts::gather(), Some(writer))
+    /// A runner over `writer` with these options, on this host; with
+    /// `--profile`, refused here when this host cannot profile.
+    pub fn runner<'w>(&self, writer: &'w mut RecordWriter) -> anyhow::Result<Runner<'w>> {
+        let profiling = self
+            .profile
+            .then(crate::experiment::profile::Profiling::check)
+            .transpose()?;
+        Ok(Runner::new(HostFacts::gather(), Some(writer))
             .fail_fast(self.fail_fast)
             .progress(!self.json)
+            .profiling(profiling))
     }
 
     /// Prints `doc` (with `records_file` added) under `--json`, or `text`.
@@ -65,6 +76,7 @@ impl RunOptions {
             out.json(&doc)?;
         } else {
             out.text(&text())?;
+            out.text(&crate::report::profile::text(records))?;
             eprintln!("records appended to {}", self.out.display());
         }
         Ok(())

@@ -172,7 +172,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let run = &args.common.run;
     let mut writer = run.writer()?;
     let cells = StreamCell::repeats(&config, args.repeat);
-    let records = run.runner(&mut writer).grid(&mut StreamMeasure, &cells)?;
+    let records = run.runner(&mut writer)?.grid(&mut StreamMeasure, &cells)?;
     let doc = serde_json::json!({
         "experiment": "stream",
         "description": config.describe(),

@@ -129,7 +129,7 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
     let precision = args.precision(&config)?;
     let run = &args.common.run;
     let mut writer = run.writer()?;
-    let mut runner = run.runner(&mut writer);
+    let mut runner = run.runner(&mut writer)?;
     let started = std::time::Instant::now();
     let cells = sweep::cells(&config);
     let mut records = runner.grid(&mut StreamMeasure, &cells)?;

@@ -57,6 +57,8 @@ pub struct Runner<'w> {
     saved: usize,
     /// The display of cells measured one at a time (searches).
     spinner: Option<Progress>,
+    /// `--profile`: each cell measured under a CPU profile.
+    profiling: Option<super::profile::Profiling>,
 }
 
 impl Drop for Runner<'_> {
@@ -79,7 +81,14 @@ impl<'w> Runner<'w> {
             stop: super::endpoints::interrupt_flag(),
             saved: 0,
             spinner: None,
+            profiling: None,
         }
+    }
+
+    /// Profile every cell's CPU by layer (`--profile`), kept in its record.
+    pub fn profiling(mut self, profiling: Option<super::profile::Profiling>) -> Self {
+        self.profiling = profiling;
+        self
     }
 
     /// Stop at the first failed cell (after recording it).
@@ -156,9 +165,20 @@ impl<'w> Runner<'w> {
             return Err(self.interrupted());
         }
         let started = now_rfc3339();
+        // A profile that cannot start is said in the record, not fatal:
+        // the measurement itself goes on.
+        let profiler = self.profiling.as_ref().map(|p| p.start());
         let measured = match measure.measure(cell) {
             Ok(measured) => measured,
             Err(Interrupted) => return Err(self.interrupted()),
+        };
+        let profile = match (profiler, &self.profiling) {
+            (Some(Ok(profiler)), Some(profiling)) => match profiler.stop() {
+                Ok(profile) => Some(Ok(profiling.report(&profile))),
+                Err(e) => Some(Err(e.to_string())),
+            },
+            (Some(Err(e)), _) => Some(Err(e.to_string())),
+            _ => None,
         };
         // A cell that ended because of the interrupt is not a measurement.
         if self.stop.load(Ordering::Relaxed) {
@@ -173,6 +193,16 @@ impl<'w> Runner<'w> {
         );
         if record.placement == "remote" {
             record.agents = super::remote::facts();
+        }
+        match profile {
+            Some(Ok(report)) => record.profile = Some(Box::new(report)),
+            Some(Err(e)) => {
+                record.profile = Some(Box::new(crate::record::profile::ProfileReport {
+                    method: format!("not profiled: {e}"),
+                    ..Default::default()
+                }))
+            }
+            None => {}
         }
         if let Some(writer) = self.writer.as_deref_mut() {
             writer.write(&record).map_err(|source| MeasureError::Save {

@@ -10,6 +10,7 @@ pub mod kallsyms;
 pub mod netstat;
 pub mod packet_cost;
 pub mod procstat;
+pub mod profile;
 pub mod rusage;
 pub mod schedstat;
 pub mod tcpinfo;

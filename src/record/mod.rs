@@ -11,6 +11,7 @@
 
 pub mod cksum;
 pub mod login;
+pub mod profile;
 pub mod rpc;
 pub mod stats;
 pub mod stream;
@@ -45,6 +46,9 @@ pub struct Record {
     /// Why the measurement failed; its result is then absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Where the CPU went over the cell, by layer (`--profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Box<profile::ProfileReport>>,
 }
 
 /// The experiment-specific part, tagged by the experiment's name.
@@ -120,6 +124,7 @@ impl Record {
             agents: Vec::new(),
             data,
             error,
+            profile: None,
         }
     }
 }

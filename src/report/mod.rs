@@ -8,6 +8,7 @@ pub mod historical;
 pub mod html;
 pub mod lab;
 pub mod login;
+pub mod profile;
 pub mod rpc;
 pub mod tables;
 pub mod testbed;

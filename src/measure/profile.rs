@@ -1,0 +1,320 @@
+//! System-wide CPU sampling for CPU-by-layer profiles (#17): the software
+//! `cpu-clock` event on every online CPU through `perf_event_open` (the
+//! `perf-event2` crate), with kernel and user call chains. A software
+//! clock event works on virtual machines, which have no hardware counters;
+//! idle CPUs are sampled too (in the idle task), so busy and idle shares
+//! come from the same samples.
+//!
+//! A reader thread drains each CPU's ring buffer every 20 ms so that a
+//! long cell does not overflow it; records the kernel had to drop are
+//! counted (`lost`), never silently missing. Process names come from
+//! `/proc` at the start and from the kernel's COMM records after, so a
+//! sample of an endpoint that has since exited still says whose it was.
+
+use perf_event::data::Record as PerfRecord;
+use perf_event::events::Software;
+use perf_event::{Builder, SampleFlag, Sampler};
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The kernel's call-chain context markers (`PERF_CONTEXT_KERNEL`, `_USER`).
+const CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const CONTEXT_USER: u64 = (-512i64) as u64;
+/// Markers are the highest 4095 values of the address space.
+const CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// One sample: where a CPU was, and whose thread it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// Kernel frames, leaf first.
+    pub kernel: Vec<u64>,
+    /// User frames, leaf first (beyond the leaf only where the program
+    /// keeps frame pointers).
+    pub user: Vec<u64>,
+}
+
+/// What a profile saw.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    pub samples: Vec<Sample>,
+    /// Records the kernel dropped because a ring buffer was full.
+    pub lost: u64,
+    pub seconds: f64,
+    pub frequency_hz: u64,
+    pub cpus: usize,
+    /// Process names by PID (`/proc/PID/comm` at the start, COMM records after).
+    pub comms: HashMap<u32, String>,
+}
+
+/// What the reader thread collected: samples, lost records, process names.
+type Drained = (Vec<Sample>, u64, HashMap<u32, String>);
+
+/// A running profile; [`Profiler::stop`] ends it.
+pub struct Profiler {
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<Drained>>,
+    started: Instant,
+    frequency_hz: u64,
+    cpus: usize,
+}
+
+fn split_chain(chain: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let (mut kernel, mut user) = (Vec::new(), Vec::new());
+    let mut in_user = false;
+    for &ip in chain {
+        match ip {
+            CONTEXT_KERNEL => in_user = false,
+            CONTEXT_USER => in_user = true,
+            marker if marker >= CONTEXT_MAX => {}
+            ip if in_user => user.push(ip),
+            ip => kernel.push(ip),
+        }
+    }
+    (kernel, user)
+}
+
+fn process_names() -> HashMap<u32, String> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+            Some((pid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+fn drain(
+    sampler: &mut Sampler,
+    samples: &mut Vec<Sample>,
+    lost: &mut u64,
+    comms: &mut HashMap<u32, String>,
+) {
+    while let Some(record) = sampler.next_record() {
+        match record.parse_record() {
+            Ok(PerfRecord::Sample(sample)) => {
+                let (kernel, user) = split_chain(sample.callchain().unwrap_or(&[]));
+                samples.push(Sample {
+                    cpu: sample.cpu().unwrap_or(0),
+                    pid: sample.pid().unwrap_or(0),
+                    tid: sample.tid().unwrap_or(0),
+                    kernel,
+                    user,
+                });
+            }
+            Ok(PerfRecord::Comm(comm)) => {
+                comms.insert(
+                    comm.pid,
+                    String::from_utf8_lossy(&comm.comm)
+                        .trim_end_matches('\0')
+                        .to_string(),
+                );
+            }
+            Ok(PerfRecord::Lost(l)) => *lost += l.lost,
+            Ok(PerfRecord::LostSamples(l)) => *lost += l.lost,
+            // Other records, and one that does not parse, carry no sample.
+            _ => {}
+        }
+    }
+}
+
+impl Profile {
+    /// Each sample's kernel frames as function names (leaf first) and
+    /// whether its user part, if it has no kernel frames, is netlab's own
+    /// (by the process name: the endpoints are `netlab`).
+    pub fn symbolised(&self, kernel: &super::kallsyms::Kallsyms) -> Vec<(Vec<String>, bool)> {
+        self.samples
+            .iter()
+            .map(|s| {
+                let names = s
+                    .kernel
+                    .iter()
+                    .map(|&ip| kernel.lookup(ip).unwrap_or("[unknown]").to_string())
+                    .collect();
+                let netlab = self.comms.get(&s.pid).is_some_and(|c| c == "netlab");
+                (names, netlab)
+            })
+            .collect()
+    }
+}
+
+impl Profiler {
+    /// Starts sampling every online CPU at `frequency_hz`. Needs root or
+    /// `kernel.perf_event_paranoid` at -1 or below; the error says so.
+    pub fn start(frequency_hz: u64) -> io::Result<Profiler> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut samplers = Vec::with_capacity(cpus);
+        for cpu in 0..cpus {
+            let sampler = Builder::new(Software::CPU_CLOCK)
+                .one_cpu(cpu)
+                .any_pid()
+                .sample_frequency(frequency_hz)
+                .sample(SampleFlag::IP | SampleFlag::TID | SampleFlag::CPU | SampleFlag::CALLCHAIN)
+                // The builder leaves the kernel out by default: the
+                // kernel is most of what a network profile is about.
+                .include_kernel()
+                .exclude_idle(false)
+                .comm(true)
+                .enabled(false)
+                .build()
+                .and_then(|counter| counter.sampled(1 << 20))
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot sample CPU {cpu} with perf_event_open (cpu-clock): {e}; system-wide sampling needs root or kernel.perf_event_paranoid <= -1"
+                        ),
+                    )
+                })?;
+            samplers.push(sampler);
+        }
+        let comms = process_names();
+        for sampler in &mut samplers {
+            sampler.as_counter_mut().enable()?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let reader = std::thread::Builder::new()
+            .name("profile-reader".into())
+            .spawn(move || {
+                let (mut samples, mut lost, mut comms) = (Vec::new(), 0, comms);
+                loop {
+                    let last = stopping.load(Ordering::Acquire);
+                    for sampler in &mut samplers {
+                        if last {
+                            let _ = sampler.as_counter_mut().disable();
+                        }
+                        drain(sampler, &mut samples, &mut lost, &mut comms);
+                    }
+                    if last {
+                        break (samples, lost, comms);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })?;
+        Ok(Profiler {
+            stop,
+            reader: Some(reader),
+            started: Instant::now(),
+            frequency_hz,
+            cpus,
+        })
+    }
+
+    /// Stops sampling and returns what was seen.
+    pub fn stop(mut self) -> io::Result<Profile> {
+        self.stop.store(true, Ordering::Release);
+        let seconds = self.started.elapsed().as_secs_f64();
+        let (samples, lost, comms) = self
+            .reader
+            .take()
+            .expect("a running profiler has its reader")
+            .join()
+            .map_err(|_| io::Error::other("the profile reader panicked"))?;
+        Ok(Profile {
+            samples,
+            lost,
+            seconds,
+            frequency_hz: self.frequency_hz,
+            cpus: self.cpus,
+            comms,
+        })
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_splits_at_its_context_markers() {
+        let chain = [
+            CONTEXT_KERNEL,
+            0xffff_ffff_8100_0010,
+            0xffff_ffff_8100_0020,
+            CONTEXT_USER,
+            0x5555_0000_1000,
+        ];
+        let (kernel, user) = split_chain(&chain);
+        assert_eq!(kernel, [0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020]);
+        assert_eq!(user, [0x5555_0000_1000]);
+        assert_eq!(split_chain(&[]), (vec![], vec![]));
+    }
+
+    #[test]
+    fn a_busy_loopback_ping_pong_is_sampled_in_the_kernel() {
+        let Ok(profiler) = Profiler::start(999) else {
+            // Not root: perf_event_open refuses system-wide sampling (the
+            // error's wording is tested by the CLI later); CI runs as root.
+            return;
+        };
+        let cost = crate::measure::packet_cost::loopback_packet_cost().unwrap();
+        let profile = profiler.stop().unwrap();
+        assert!(cost.packets > 0);
+        let mine = std::process::id();
+        let ours: Vec<&Sample> = profile.samples.iter().filter(|s| s.pid == mine).collect();
+        // A quarter second of ping-pong at 999 Hz: tens of samples of this
+        // process in the kernel (system calls, TCP, loopback). Other tests
+        // of this binary run beside it, so only the kernel samples are
+        // counted, not their share.
+        assert!(
+            ours.len() >= 20,
+            "{} samples of ours of {}",
+            ours.len(),
+            profile.samples.len()
+        );
+        let in_kernel = ours.iter().filter(|s| !s.kernel.is_empty()).count();
+        assert!(
+            in_kernel >= 10,
+            "{in_kernel} of {} in the kernel",
+            ours.len()
+        );
+        assert!(profile.comms.contains_key(&mine));
+        // Sorted into layers, the ping-pong is mostly kernel networking
+        // and system-call work, and TCP is among it.
+        let Ok(kernel) = crate::measure::kallsyms::Kallsyms::read() else {
+            return;
+        };
+        let named = profile.symbolised(&kernel);
+        let chains: Vec<Vec<crate::analysis::layers::Frame>> = named
+            .iter()
+            .zip(&profile.samples)
+            .filter(|(_, s)| s.pid == mine)
+            .map(|((names, netlab), _)| {
+                let mut chain: Vec<crate::analysis::layers::Frame> = names
+                    .iter()
+                    .map(|n| crate::analysis::layers::Frame::Kernel(n.as_str()))
+                    .collect();
+                if chain.is_empty() {
+                    chain.push(crate::analysis::layers::Frame::User { netlab: *netlab });
+                }
+                chain
+            })
+            .collect();
+        let table = crate::analysis::layers::table(chains.iter().map(|c| c.as_slice()));
+        let tcp = table
+            .shares
+            .iter()
+            .find(|s| s.layer == crate::analysis::layers::Layer::Tcp)
+            .map_or(0, |s| s.samples);
+        assert!(tcp > 0, "{table:#?}");
+    }
+}
