@@ -84,6 +84,8 @@ pub const RULES: &[Rule] = &[
     helper(P("__pv_queued_spin"), Scheduler),
     helper(P("__raw_callee_save___pv_queued_spin"), Scheduler),
     helper(P("__rcu_read_"), Scheduler),
+    // List integrity checks: their caller's.
+    helper(P("__list_"), Memory),
     // Retpoline thunks: an indirect call of whoever calls them.
     helper(P("__x86_indirect_thunk"), Syscall),
     // Clock reads (TCP's timestamps, the scheduler's accounting).
@@ -176,6 +178,18 @@ pub const RULES: &[Rule] = &[
     prefix("do_epoll_", Socket),
     // Memory.
     prefix("kmem_cache_", Memory),
+    // Mapping and unmapping (a process starting or ending), memory
+    // cgroups, DAMON's sampling of memory.
+    prefix("unmap_", Memory),
+    prefix("zap_", Memory),
+    exact("copy_page_range", Memory),
+    prefix("__do_fault", Memory),
+    prefix("do_fault", Memory),
+    prefix("next_uptodate", Memory),
+    prefix("filemap_", Memory),
+    prefix("memcg", Memory),
+    prefix("mem_cgroup", Memory),
+    prefix("damon_", Memory),
     prefix("__folio", Memory),
     prefix("folio_", Memory),
     prefix("__alloc_frozen_pages", Memory),
@@ -474,6 +488,14 @@ mod tests {
         "__folio_put",
         "__x86_indirect_thunk_rax",
         "__free_frozen_pages",
+        "unmap_page_range",
+        "copy_page_range",
+        "__do_fault",
+        "next_uptodate_folio",
+        "memcg1_commit_charge",
+        "damon_pa_batch_lock",
+        "__list_del_entry_valid_or_report",
+        "filemap_map_pages",
     ];
 
     #[test]
@@ -512,6 +534,12 @@ mod tests {
             ("security_file_permission", Syscall),
             ("__folio_put", Memory),
             ("__free_frozen_pages", Memory),
+            ("unmap_page_range", Memory),
+            ("copy_page_range", Memory),
+            ("__do_fault", Memory),
+            ("next_uptodate_folio", Memory),
+            ("memcg1_commit_charge", Memory),
+            ("damon_pa_batch_lock", Memory),
         ] {
             assert_eq!(classify(&k(&[name])), layer, "{name}");
         }
@@ -583,6 +611,14 @@ mod tests {
                 "tcp_recvmsg"
             ])),
             Copy
+        );
+        // A list check inside the socket layer is the socket layer's.
+        assert_eq!(
+            classify(&k(&[
+                "__list_del_entry_valid_or_report",
+                "sock_def_readable"
+            ])),
+            Socket
         );
         // A retpoline thunk is its caller's.
         assert_eq!(
