@@ -13,6 +13,7 @@
 //! the dip is reported as unexplained rather than left out.
 
 use crate::record::StreamResult;
+use crate::record::stats::Spread;
 use crate::record::{Record, RecordData};
 
 /// The least shortfall against the neighbours that counts as a dip.
@@ -65,17 +66,30 @@ fn run(record: u64, r: &StreamResult) -> Run {
     }
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.retain(|v| v.is_finite());
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            values[n / 2]
-        } else {
-            (values[n / 2 - 1] + values[n / 2]) / 2.0
-        }
-    })
+fn median(runs: &[Run], figure: impl Fn(&Run) -> Option<f64>) -> Option<f64> {
+    Spread::of(&runs.iter().filter_map(figure).collect::<Vec<_>>()).map(|s| s.median)
+}
+
+/// A figure's medians here and at each neighbour, when all three have it.
+fn medians(
+    here: &[Run],
+    left: &[Run],
+    right: &[Run],
+    figure: impl Fn(&Run) -> Option<f64> + Copy,
+) -> Option<(f64, f64, f64)> {
+    Some((
+        median(here, figure)?,
+        median(left, figure)?,
+        median(right, figure)?,
+    ))
+}
+
+/// How many runs had both ends on one CPU, of those that say.
+fn shared_core<'a>(runs: impl Iterator<Item = &'a Run>) -> (usize, usize) {
+    runs.filter_map(|r| r.shared_core)
+        .fold((0, 0), |(shared, known), s| {
+            (shared + usize::from(s), known + 1)
+        })
 }
 
 /// `here` differs from both neighbours by more than `factor`, the same way.
@@ -102,7 +116,7 @@ fn evidence(record: u64, here: &[Run], left: &[Run], right: &[Run]) -> Vec<Strin
         let full = record / u64::from(mss);
         // The segments show whether the rest really left on its own.
         let per_record = record as f64 / (full + 1) as f64;
-        let segment = median(here.iter().filter_map(|r| r.segment_bytes).collect());
+        let segment = median(here, |r| r.segment_bytes);
         found.push(match segment {
             Some(seen) if (seen / per_record - 1.0).abs() < 0.1 => format!(
                 "a {record}-byte record is {full} full segment(s) of the {mss}-byte MSS and {rest} bytes more, and segments here averaged {seen:.0} bytes, {} to a record: each record pays one more packet's fixed cost for {rest} bytes",
@@ -113,17 +127,8 @@ fn evidence(record: u64, here: &[Run], left: &[Run], right: &[Run]) -> Vec<Strin
             ),
         });
     }
-    let shared = |runs: &[Run]| {
-        let known: Vec<bool> = runs.iter().filter_map(|r| r.shared_core).collect();
-        (known.iter().filter(|&&s| s).count(), known.len())
-    };
-    let (s_here, n_here) = shared(here);
-    let around: Vec<&Run> = left.iter().chain(right).collect();
-    let known_around: Vec<bool> = around.iter().filter_map(|r| r.shared_core).collect();
-    let (s_around, n_around) = (
-        known_around.iter().filter(|&&s| s).count(),
-        known_around.len(),
-    );
+    let (s_here, n_here) = shared_core(here.iter());
+    let (s_around, n_around) = shared_core(left.iter().chain(right));
     if n_here > 0 && n_around > 0 {
         let share = |s: usize, n: usize| s as f64 / n as f64;
         if (share(s_here, n_here) - share(s_around, n_around)).abs() >= 0.5 {
@@ -132,21 +137,14 @@ fn evidence(record: u64, here: &[Run], left: &[Run], right: &[Run]) -> Vec<Strin
             ));
         }
     }
-    let med =
-        |runs: &[Run], f: &dyn Fn(&Run) -> Option<f64>| median(runs.iter().filter_map(f).collect());
-    let segment = |r: &Run| r.segment_bytes;
-    if let (Some(h), Some(l), Some(r)) = (
-        med(here, &segment),
-        med(left, &segment),
-        med(right, &segment),
-    ) && apart(h, l, r, 1.25)
+    if let Some((h, l, r)) = medians(here, left, right, |r| r.segment_bytes)
+        && apart(h, l, r, 1.25)
     {
         found.push(format!(
             "segments averaged {h:.0} bytes here against {l:.0} and {r:.0} either side"
         ));
     }
-    let cork = |r: &Run| Some(r.autocork_per_record);
-    if let (Some(h), Some(l), Some(r)) = (med(here, &cork), med(left, &cork), med(right, &cork))
+    if let Some((h, l, r)) = medians(here, left, right, |r| Some(r.autocork_per_record))
         && (h - l.max(r)).abs().max((h - l.min(r)).abs()) > 0.05
         && apart(h + 0.01, l + 0.01, r + 0.01, 2.0)
     {
@@ -154,17 +152,14 @@ fn evidence(record: u64, here: &[Run], left: &[Run], right: &[Run]) -> Vec<Strin
             "TCP autocorked {h:.2} times a record here against {l:.2} and {r:.2} either side"
         ));
     }
-    let reads = |r: &Run| Some(r.reads_per_record);
-    if let (Some(h), Some(l), Some(r)) = (med(here, &reads), med(left, &reads), med(right, &reads))
+    if let Some((h, l, r)) = medians(here, left, right, |r| Some(r.reads_per_record))
         && apart(h, l, r, 1.5)
     {
         found.push(format!(
             "the receiver made {h:.2} reads a record here against {l:.2} and {r:.2} either side"
         ));
     }
-    let sleeps = |r: &Run| Some(r.sender_sleeps_per_record);
-    if let (Some(h), Some(l), Some(r)) =
-        (med(here, &sleeps), med(left, &sleeps), med(right, &sleeps))
+    if let Some((h, l, r)) = medians(here, left, right, |r| Some(r.sender_sleeps_per_record))
         && (h - l).abs().max((h - r).abs()) > 0.05
         && apart(h + 0.01, l + 0.01, r + 0.01, 1.5)
     {
@@ -207,9 +202,7 @@ pub fn dips(records: &[Record]) -> Vec<Dip> {
             .chain(right)
             .map(|r| r.throughput)
             .fold(f64::MAX, f64::min);
-        let throughput = |runs: &[Run]| median(runs.iter().map(|r| r.throughput).collect());
-        let (Some(m), Some(l), Some(r)) = (throughput(here), throughput(left), throughput(right))
-        else {
+        let Some((m, l, r)) = medians(here, left, right, |r| Some(r.throughput)) else {
             continue;
         };
         let expected = (l * r).sqrt();
@@ -231,25 +224,8 @@ pub fn dips(records: &[Record]) -> Vec<Dip> {
 mod tests {
     use super::*;
 
-    /// A recorded stream run (the report fixture's first), as a template.
-    fn recorded() -> Record {
-        include_str!("../../tests/fixtures/lab-records.jsonl")
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Record>(line).ok())
-            .find(|r| {
-                matches!(
-                    &r.data,
-                    RecordData::Stream {
-                        result: Some(_),
-                        ..
-                    }
-                )
-            })
-            .expect("the fixture has a stream run")
-    }
-
     fn at(record: u64, mb_s: f64, shared: bool, segment: f64) -> Record {
-        let mut r = recorded();
+        let mut r = crate::record::fixture_stream_run();
         if let RecordData::Stream {
             params,
             result: Some(result),

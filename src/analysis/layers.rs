@@ -16,6 +16,7 @@
 //! `.constprop.0`, `.part.0`, `.cold`).
 
 pub use crate::record::profile::{Layer, LayerShare, LayerTable};
+use std::collections::BTreeMap;
 
 /// How a rule matches a function name.
 #[derive(Debug, Clone, Copy)]
@@ -370,11 +371,9 @@ pub fn classify(chain: &[Frame]) -> Layer {
 
 /// Counts chains (leaf first) by layer.
 pub fn table<'a>(chains: impl IntoIterator<Item = &'a [Frame<'a>]>) -> LayerTable {
-    let mut counts: std::collections::BTreeMap<Layer, u64> = Default::default();
-    let mut unknown: std::collections::HashMap<String, u64> = Default::default();
-    let mut samples = 0;
+    let mut counts: BTreeMap<Layer, u64> = BTreeMap::new();
+    let mut unknown: BTreeMap<String, u64> = BTreeMap::new();
     for chain in chains {
-        samples += 1;
         let layer = classify(chain);
         *counts.entry(layer).or_default() += 1;
         if layer == Unclassified
@@ -383,17 +382,43 @@ pub fn table<'a>(chains: impl IntoIterator<Item = &'a [Frame<'a>]>) -> LayerTabl
             *unknown.entry(base_name(leaf).to_string()).or_default() += 1;
         }
     }
+    of_counts(counts, unknown)
+}
+
+/// Several tables as one (the cells of a run): counts summed, shares and
+/// intervals recomputed. Each table keeps only its top unclassified
+/// leaves, so the merged list is of those.
+pub fn merge<'a>(tables: impl IntoIterator<Item = &'a LayerTable>) -> LayerTable {
+    let mut counts: BTreeMap<Layer, u64> = BTreeMap::new();
+    let mut unknown: BTreeMap<String, u64> = BTreeMap::new();
+    for t in tables {
+        *counts.entry(Idle).or_default() += t.idle;
+        for share in &t.shares {
+            *counts.entry(share.layer).or_default() += share.samples;
+        }
+        for (name, n) in &t.unclassified {
+            *unknown.entry(name.clone()).or_default() += n;
+        }
+    }
+    of_counts(counts, unknown)
+}
+
+/// The table of samples counted by layer (idle among them) and of the
+/// unclassified leaves by name.
+fn of_counts(mut counts: BTreeMap<Layer, u64>, unknown: BTreeMap<String, u64>) -> LayerTable {
+    let samples: u64 = counts.values().sum();
     let idle = counts.remove(&Idle).unwrap_or(0);
-    let busy = samples - idle;
+    let busy = (samples - idle).max(1) as f64;
     let mut shares: Vec<LayerShare> = counts
         .into_iter()
+        .filter(|(_, n)| *n > 0)
         .map(|(layer, n)| {
-            let p = n as f64 / busy.max(1) as f64;
+            let p = n as f64 / busy;
             LayerShare {
                 layer,
                 samples: n,
                 share: p,
-                error: 1.96 * (p * (1.0 - p) / busy.max(1) as f64).sqrt(),
+                error: 1.96 * (p * (1.0 - p) / busy).sqrt(),
             }
         })
         .collect();
@@ -654,6 +679,14 @@ mod tests {
         assert_eq!(t.shares[0].layer, Tcp, "largest first");
         assert_eq!(of(Copy).samples, 1);
         assert_eq!(t.unclassified, [("a_mystery".to_string(), 1)]);
+        // Two cells' tables merge into one of their summed counts.
+        let both = merge([&t, &t]);
+        assert_eq!((both.samples, both.idle), (12, 2));
+        let tcp = both.shares.iter().find(|s| s.layer == Tcp).unwrap();
+        assert_eq!(tcp.samples, 4);
+        assert!((tcp.share - 0.4).abs() < 1e-12);
+        assert!((tcp.error - 1.96 * (0.4f64 * 0.6 / 10.0).sqrt()).abs() < 1e-12);
+        assert_eq!(both.unclassified, [("a_mystery".to_string(), 2)]);
     }
 
     #[test]

@@ -25,14 +25,19 @@ pub fn generator_limited(result: &LoginResult) -> Option<String> {
 }
 
 /// One probe's outcome: normal, not (and why), or paced by the generator.
-enum Probe {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
     Normal,
     Worse(String),
     GeneratorLimited(String),
 }
 
-fn probe(record: &Record, result: Option<&LoginResult>) -> Probe {
-    match result {
+/// What a login record says about its server at its user count.
+pub fn probe(record: &Record) -> Option<Probe> {
+    let RecordData::Login { result, .. } = &record.data else {
+        return None;
+    };
+    Some(match result.as_deref() {
         Some(r) => match generator_limited(r) {
             Some(why) => Probe::GeneratorLimited(why),
             None if r.verdict == "normal" => Probe::Normal,
@@ -45,7 +50,15 @@ fn probe(record: &Record, result: Option<&LoginResult>) -> Probe {
             "failed: {}",
             record.error.as_deref().unwrap_or("no result")
         )),
-    }
+    })
+}
+
+/// Why a limit is only a lower bound: the generator could not drive `at`
+/// users (the search and the records' reading of it say it alike).
+pub fn lower_bound_why(at: usize, why: &str, sustains: usize) -> String {
+    format!(
+        "stopped at {at} users: {why}; the machine is saturated, so {sustains} is a lower bound for the server"
+    )
 }
 
 /// Each server's limit from the login records of one budget (`budget_pct`,
@@ -54,90 +67,80 @@ fn probe(record: &Record, result: Option<&LoginResult>) -> Probe {
 /// fewest that were not. A count the generator could not drive ends what
 /// the records can say: the limit found below it is a lower bound.
 pub fn limits(records: &[Record], budget_pct: Option<f64>) -> Vec<Limit> {
-    let mut limits: Vec<(Limit, Option<(usize, String)>)> = Vec::new();
+    let mut groups: Vec<(Limit, Vec<(usize, Probe)>)> = Vec::new();
     for record in records {
-        let RecordData::Login { params, result } = &record.data else {
+        let RecordData::Login { params, .. } = &record.data else {
             continue;
         };
         if params.host_cpu_pct != budget_pct {
             continue;
         }
+        let Some(outcome) = probe(record) else {
+            continue;
+        };
         let placement = params.placement.name().to_string();
-        let index = match limits.iter().position(|(l, _)| {
+        let probes = match groups.iter().position(|(l, _)| {
             l.relay == params.relay && l.protocol == params.protocol && l.placement == placement
         }) {
-            Some(i) => i,
+            Some(i) => &mut groups[i].1,
             None => {
-                limits.push((
-                    Limit {
-                        relay: params.relay,
-                        protocol: params.protocol,
-                        placement,
-                        sustains: 0,
-                        degraded_at: None,
-                        why: String::new(),
-                    },
-                    None,
-                ));
-                limits.len() - 1
+                let limit = Limit {
+                    relay: params.relay,
+                    protocol: params.protocol,
+                    placement,
+                    sustains: 0,
+                    degraded_at: None,
+                    why: String::new(),
+                };
+                groups.push((limit, Vec::new()));
+                &mut groups.last_mut().expect("just pushed").1
             }
         };
-        let (limit, stopped) = &mut limits[index];
-        let users = params.users;
-        match probe(record, result.as_deref()) {
-            Probe::Normal => limit.sustains = limit.sustains.max(users),
-            Probe::Worse(why) => {
-                if limit.degraded_at.is_none_or(|d| users < d) {
-                    limit.degraded_at = Some(users);
-                    limit.why = format!("degraded at {users}: {why}");
-                }
-            }
-            Probe::GeneratorLimited(why) => {
-                if stopped.as_ref().is_none_or(|(at, _)| users < *at) {
-                    *stopped = Some((users, why));
-                }
-            }
-        }
+        probes.push((params.users, outcome));
     }
-    limits
+    groups
         .into_iter()
-        .map(|(mut limit, stopped)| {
-            // Normal counts above a worse one are noise at the edge, not capacity.
-            let ceiling = [limit.degraded_at, stopped.as_ref().map(|s| s.0)]
-                .into_iter()
-                .flatten()
-                .min();
-            if let Some(ceiling) = ceiling {
-                let normal_below = records.iter().filter_map(|r| match &r.data {
-                    RecordData::Login { params, result }
-                        if params.host_cpu_pct == budget_pct
-                            && params.relay == limit.relay
-                            && params.protocol == limit.protocol
-                            && params.placement.name() == limit.placement
-                            && params.users < ceiling
-                            && matches!(probe(r, result.as_deref()), Probe::Normal) =>
-                    {
-                        Some(params.users)
-                    }
-                    _ => None,
-                });
-                limit.sustains = normal_below.max().unwrap_or(0);
-            }
-            match stopped {
-                Some((at, why)) if limit.degraded_at.is_none_or(|d| at < d) => {
-                    limit.why = format!(
-                        "stopped at {at} users: {why}; the machine is saturated, so {} is a lower bound for the server",
-                        limit.sustains
-                    );
-                }
-                _ if limit.degraded_at.is_none() => {
-                    limit.why = format!("normal at every count tried (up to {})", limit.sustains);
-                }
-                _ => {}
-            }
-            limit
-        })
+        .map(|(limit, probes)| limit_of(limit, &probes))
         .collect()
+}
+
+/// One server's limit from its probes.
+fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
+    let first = |wanted: fn(&Probe) -> Option<&String>| {
+        probes
+            .iter()
+            .filter_map(|(users, p)| wanted(p).map(|why| (*users, why)))
+            .min_by_key(|(users, _)| *users)
+    };
+    let worse = first(|p| match p {
+        Probe::Worse(why) => Some(why),
+        _ => None,
+    });
+    let stopped = first(|p| match p {
+        Probe::GeneratorLimited(why) => Some(why),
+        _ => None,
+    });
+    // Normal counts above a worse one are noise at the edge, not capacity.
+    let ceiling = [worse.map(|w| w.0), stopped.map(|s| s.0)]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(usize::MAX);
+    limit.sustains = probes
+        .iter()
+        .filter(|(users, p)| *p == Probe::Normal && *users < ceiling)
+        .map(|(users, _)| *users)
+        .max()
+        .unwrap_or(0);
+    limit.degraded_at = worse.map(|w| w.0);
+    limit.why = match (worse, stopped) {
+        (_, Some((at, why))) if worse.is_none_or(|w| at < w.0) => {
+            lower_bound_why(at, why, limit.sustains)
+        }
+        (Some((at, why)), _) => format!("degraded at {at}: {why}"),
+        _ => format!("normal at every count tried (up to {})", limit.sustains),
+    };
+    limit
 }
 
 #[cfg(test)]

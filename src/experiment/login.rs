@@ -33,7 +33,7 @@ use super::runner::{MeasureCell, Measured, Runner};
 use super::servers::{self, ServerSpec, SessionCommand};
 pub use super::servers::{Dialect, Target};
 use super::{CellError, Interrupted, MeasureError};
-pub use crate::analysis::login::generator_limited;
+use crate::analysis::login::{Probe, lower_bound_why};
 pub use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
 pub use crate::endpoint::login::host::DEFAULT_CORPUS;
@@ -430,24 +430,17 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
                 ..template.clone()
             },
         )?;
-        let verdict = match &record.data {
-            RecordData::Login {
-                result: Some(r), ..
-            } => {
-                if let Some(limit) = generator_limited(r) {
-                    records.push(record);
-                    break format!(
-                        "stopped at {n} users: {limit}; the machine is saturated, so {good} is a lower bound for the server"
-                    );
-                }
-                (r.verdict == "normal").then_some(()).ok_or_else(|| {
-                    format!("{} (echo p99 {:.1} ms)", r.verdict, r.typist.echo_p99_ms)
-                })
-            }
-            _ => Err(format!(
-                "failed: {}",
-                record.error.as_deref().unwrap_or("no result")
-            )),
+        let outcome = crate::analysis::login::probe(&record);
+        if let Some(Probe::GeneratorLimited(limit)) = &outcome {
+            let why = lower_bound_why(n, limit, good);
+            records.push(record);
+            break why;
+        }
+        let verdict = match outcome {
+            Some(Probe::Normal) => Ok(()),
+            Some(Probe::Worse(why)) => Err(why),
+            // Not a login record (a measure of the wrong experiment).
+            _ => Err("no login result".to_string()),
         };
         records.push(record);
         match verdict {

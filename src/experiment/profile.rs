@@ -13,6 +13,23 @@ use std::io;
 /// do not lock step with periodic work.
 pub const FREQUENCY_HZ: u64 = 999;
 
+/// Each sample as a chain of frames for the layer rules (leaf first), in
+/// the order of `profile.samples`: its kernel frames, or when it has none
+/// (it was in user space) one user frame, netlab's or another program's.
+pub fn chains<'k>(profile: &Profile, kernel: &'k Kallsyms) -> Vec<Vec<Frame<'k>>> {
+    profile
+        .symbolised(kernel)
+        .into_iter()
+        .map(|(names, netlab)| {
+            if names.is_empty() {
+                vec![Frame::User { netlab }]
+            } else {
+                names.into_iter().map(Frame::Kernel).collect()
+            }
+        })
+        .collect()
+}
+
 /// What a runner needs to profile cells: the kernel's symbols, read once.
 pub struct Profiling {
     kernel: Kallsyms,
@@ -36,18 +53,7 @@ impl Profiling {
 
     /// The layer tables of a finished profile.
     pub fn report(&self, profile: &Profile) -> ProfileReport {
-        let named = profile.symbolised(&self.kernel);
-        let chains: Vec<Vec<Frame>> = named
-            .iter()
-            .map(|(names, netlab)| {
-                let mut chain: Vec<Frame> =
-                    names.iter().map(|n| Frame::Kernel(n.as_str())).collect();
-                if chain.is_empty() {
-                    chain.push(Frame::User { netlab: *netlab });
-                }
-                chain
-            })
-            .collect();
+        let chains = chains(profile, &self.kernel);
         let system = table(chains.iter().map(|c| c.as_slice()));
         let busy = (system.samples - system.idle).max(1);
         let mut pids: Vec<(u32, u64)> = Vec::new();
@@ -88,5 +94,42 @@ impl Profiling {
             system,
             processes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::layers::Layer;
+
+    #[test]
+    fn a_loopback_ping_pong_profiles_into_tcp_among_other_layers() {
+        let Ok(profiling) = Profiling::check() else {
+            // Not root: no system-wide sampling or kernel addresses; CI is root.
+            return;
+        };
+        let profiler = profiling.start().unwrap();
+        crate::measure::packet_cost::loopback_packet_cost().unwrap();
+        let profile = profiler.stop().unwrap();
+        // This process's samples, sorted into layers: the ping-pong's
+        // kernel work includes TCP.
+        let mine = std::process::id();
+        let chains = chains(&profile, &profiling.kernel);
+        let ours = table(
+            chains
+                .iter()
+                .zip(&profile.samples)
+                .filter(|(_, s)| s.pid == mine)
+                .map(|(c, _)| c.as_slice()),
+        );
+        let tcp = ours
+            .shares
+            .iter()
+            .find(|s| s.layer == Layer::Tcp)
+            .map_or(0, |s| s.samples);
+        assert!(tcp > 0, "{ours:#?}");
+        // The report's system table counts every sample once.
+        let report = profiling.report(&profile);
+        assert_eq!(report.system.samples, profile.samples.len() as u64);
     }
 }

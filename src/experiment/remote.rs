@@ -84,20 +84,9 @@ impl AgentLink {
         let local = stream.local_addr().map_err(|e| fail(e.to_string()))?;
         let auth_failed = |e: ChannelError| {
             fail(match e {
-                // An agent refusing a key and an agent that stops (or is
-                // killed) mid-handshake both reset the connection: the
-                // error names every cause it cannot tell apart.
-                ChannelError::Io(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionReset
-                            | std::io::ErrorKind::ConnectionAborted
-                            | std::io::ErrorKind::BrokenPipe
-                    ) =>
-                {
-                    format!("authentication failed (the agent reset the connection at the handshake: a different key, not a netlab agent, or an agent stopping): {e}")
-                }
                 ChannelError::Authentication(why) => format!("authentication failed ({why})"),
+                // A refused key and an agent stopping mid-handshake both
+                // end the connection (FIN or reset): every cause is named.
                 ChannelError::Closed | ChannelError::Decrypt => "authentication failed (the agent closed the connection at the handshake: a different key, not a netlab agent, or an agent stopping)".into(),
                 other => format!("authentication failed ({other})"),
             })

@@ -368,23 +368,6 @@ mod tests {
     use crate::experiment::runner::Measured;
     use crate::experiment::runner::mock::{Mock, runner};
 
-    /// A recorded stream run (the report fixture's first), as a template.
-    fn recorded() -> Record {
-        include_str!("../../tests/fixtures/lab-records.jsonl")
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Record>(line).ok())
-            .find(|r| {
-                matches!(
-                    &r.data,
-                    RecordData::Stream {
-                        result: Some(_),
-                        ..
-                    }
-                )
-            })
-            .expect("the fixture has a stream run")
-    }
-
     /// Runs whose throughput is 100 MB/s, ±1% for 64-byte records and ±30%
     /// for 1 KB ones, alternating.
     fn answer(
@@ -419,17 +402,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn refining_runs_the_least_precise_size_until_it_is_within_the_target_or_capped() {
+    /// The sweep's first runs through the mock, then `refine` to ±5% at
+    /// 95%, at most 10 runs a size, within `budget`: its report, every
+    /// record, and the record sizes of the cells measured, in order, with
+    /// their repeat indices.
+    fn refined(budget: Duration) -> (PrecisionReport, Vec<Record>, Vec<(u64, u32)>) {
         let grid = cells(&sweep());
-        let mut mock = Mock::new(answer(recorded()));
+        let mut mock = Mock::new(answer(crate::record::fixture_stream_run()));
         let mut runner = runner();
         let started = Instant::now();
         let mut records = runner.grid(&mut mock, &grid).unwrap();
         let precision = Precision {
             half_width: 0.05,
             level: 0.95,
-            budget: Duration::from_secs(3600),
+            budget,
             max_runs: 10,
         };
         let report = refine(
@@ -441,6 +427,17 @@ mod tests {
             started,
         )
         .unwrap();
+        let measured = mock
+            .measured
+            .iter()
+            .map(|c| (c.config.record, c.repeat_index))
+            .collect();
+        (report, records, measured)
+    }
+
+    #[test]
+    fn refining_runs_the_least_precise_size_until_it_is_within_the_target_or_capped() {
+        let (report, records, measured) = refined(Duration::from_secs(3600));
         // 64 B: three more runs give six, the fewest with a 95% interval,
         // and ±1% meets ±5%. 1 KB: ±30% never does; it stops at 10 runs.
         let runs: Vec<(u64, usize, bool)> = report
@@ -454,37 +451,17 @@ mod tests {
         assert_eq!(report.stopped, "the sizes left reached 10 runs");
         assert!(report.points[0].half_width.unwrap() <= 0.0101);
         // The repeat indices go on from the grid's.
-        let last: Vec<u32> = mock
-            .measured
+        let last: Vec<u32> = measured
             .iter()
-            .filter(|c| c.config.record == 64)
-            .map(|c| c.repeat_index)
+            .filter(|(record, _)| *record == 64)
+            .map(|(_, index)| *index)
             .collect();
         assert_eq!(last, [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]
     fn refining_stops_at_the_budget() {
-        let grid = cells(&sweep());
-        let mut mock = Mock::new(answer(recorded()));
-        let mut runner = runner();
-        let started = Instant::now();
-        let mut records = runner.grid(&mut mock, &grid).unwrap();
-        let precision = Precision {
-            half_width: 0.05,
-            level: 0.95,
-            budget: Duration::ZERO,
-            max_runs: 10,
-        };
-        let report = refine(
-            &mut runner,
-            &mut mock,
-            &grid,
-            &mut records,
-            &precision,
-            started,
-        )
-        .unwrap();
+        let (report, _, _) = refined(Duration::ZERO);
         assert_eq!(report.extra_runs, 0);
         assert!(
             report.stopped.starts_with("the budget"),

