@@ -488,17 +488,20 @@ fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
 fn bad_experiment_arguments_are_refused() {
     for (args, message) in [
         (vec!["rpc", "--sizes", "70000"], "too large"),
-        (vec!["rpc", "--proto", "sctp"], "unknown protocol"),
+        (
+            vec!["rpc", "--proto", "sctp"],
+            "invalid value 'sctp' for '--proto",
+        ),
         (vec!["rpc", "--placements", "mars"], "unknown placement"),
         (vec!["rpc", "--sizes", "4Q"], "unknown size suffix"),
         (vec!["rpc", "--busy-poll", "200000"], "not in 0..=100000"),
         (
             vec!["rpc", "--sockbuf", "0"],
-            "--sockbuf 0: a size from 1 byte to 1G",
+            "invalid value '0' for '--sockbuf <SIZE>': a size from 1 byte to 1G",
         ),
         (
             vec!["rpc", "--sockbuf", "2G"],
-            "--sockbuf 2G: a size from 1 byte to 1G",
+            "invalid value '2G' for '--sockbuf <SIZE>': a size from 1 byte to 1G",
         ),
         (vec!["rpc", "--pin", "0"], "give two CPU numbers"),
         (vec!["rpc", "--pin", "0,x"], "give two CPU numbers"),

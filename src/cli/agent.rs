@@ -4,10 +4,8 @@
 use super::Output;
 use crate::agent::AgentConfig;
 use crate::endpoint::agent::key::Key;
-use crate::endpoint::agent::policy::{EXPERIMENTS, Policy};
+use crate::endpoint::agent::policy::Policy;
 use crate::experiment::endpoints::interrupt_flag;
-use crate::units::{parse_duration, parse_size};
-use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,48 +60,6 @@ pub struct ServeArgs {
     pub max_runs: u32,
 }
 
-impl ServeArgs {
-    fn policy(&self) -> anyhow::Result<Policy> {
-        for name in &self.allow {
-            if !EXPERIMENTS.contains(&name.as_str()) {
-                bail!(
-                    "--allow {name}: unknown experiment (one of {})",
-                    EXPERIMENTS.join(", ")
-                );
-            }
-        }
-        let usage = || {
-            format!(
-                "--data-ports must be LO-HI, e.g. 5311-5350, not {}",
-                self.data_ports
-            )
-        };
-        let (lo, hi) = self.data_ports.split_once('-').with_context(usage)?;
-        let port = |s: &str| s.trim().parse::<u16>().ok().filter(|&p| p > 0);
-        let (lo, hi) = (port(lo).with_context(usage)?, port(hi).with_context(usage)?);
-        if lo > hi {
-            bail!("{}", usage());
-        }
-        if (lo..=hi).contains(&self.listen.port()) {
-            bail!(
-                "--data-ports {lo}-{hi} holds the control port {}",
-                self.listen.port()
-            );
-        }
-        let max_duration = parse_duration(&self.max_duration).context("--max-duration")?;
-        if max_duration.is_zero() {
-            bail!("--max-duration must be more than 0");
-        }
-        Ok(Policy {
-            allow: self.allow.iter().cloned().collect(),
-            data_ports: (lo, hi),
-            max_duration,
-            max_bytes: parse_size(&self.max_bytes).context("--max-bytes")?,
-            max_runs: self.max_runs as usize,
-        })
-    }
-}
-
 pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         AgentCommand::Keygen { out: path } => {
@@ -115,7 +71,14 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
             Ok(())
         }
         AgentCommand::Serve(serve) => {
-            let policy = serve.policy()?;
+            let policy = Policy::from_options(
+                &serve.allow,
+                &serve.data_ports,
+                &serve.max_duration,
+                &serve.max_bytes,
+                serve.max_runs as usize,
+                serve.listen.port(),
+            )?;
             let key = Key::load(&serve.key)?;
             if !serve.listen.ip().is_loopback() {
                 eprintln!(

@@ -16,7 +16,7 @@ pub struct CksumArgs {
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub batches: u32,
     /// Pool the cold runs walk through; should exceed the last-level cache.
-    #[arg(long, default_value = "512M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "512M", value_parser = parse_size)]
     pub cold_pool: u64,
     #[command(flatten)]
     pub remote: super::placement::RemoteArgs,
@@ -35,11 +35,7 @@ pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
     let caches = runner.host().caches.clone();
     let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
     drop(runner);
-    let doc = serde_json::json!({
-        "experiment": "cksum",
-        "caches": caches,
-        "records": records,
-    });
+    let doc = report::cksum::doc(&caches, &records);
     args.run.finish(out, &records, doc, || {
         format!(
             "netlab cksum: ns per KB, median of {} batches\n{}",

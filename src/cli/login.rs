@@ -7,10 +7,10 @@ use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
-use crate::experiment::endpoints::interrupted;
+use crate::experiment::endpoints::wait_for_interrupt;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
@@ -59,15 +59,8 @@ pub struct ServeArgs {
     /// Relay design: how bytes move between socket and pty.
     #[arg(long, value_enum, default_value = "fork")]
     pub relay: Relay,
-    /// Port; 0 picks a free one and prints it.
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
-    /// Address to bind; anything but loopback needs --allow-remote.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind: IpAddr,
-    /// Allow a non-loopback bind (TELNET is unencrypted and the command runs as this user).
-    #[arg(long)]
-    pub allow_remote: bool,
+    #[command(flatten)]
+    pub bind: super::BindArgs,
     /// Ask clients for LINEMODE (they edit and echo lines locally).
     #[arg(long)]
     pub linemode: bool,
@@ -118,13 +111,10 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
-    super::check_bind(
+    let bind = args.bind.checked(
         "login serve",
-        args.bind,
-        args.allow_remote,
         "the protocol carries no encryption and the command runs as this user",
     )?;
-    let bind = SocketAddr::new(args.bind, args.port);
     let running = server::Running::start(LoginServeSpec {
         bind,
         relay: args.relay,
@@ -138,9 +128,7 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
     })
     .with_context(|| format!("cannot serve on {bind}"))?;
     out.text(&format!("{}\n", running.port()))?;
-    while !interrupted() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_interrupt();
     running.stop()?;
     Ok(())
 }

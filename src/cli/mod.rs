@@ -87,21 +87,48 @@ impl Commands {
     }
 }
 
-/// Refuses a non-loopback `bind` unless `allow_remote`, and warns when it
-/// is allowed: `what` serves `why` to anyone who can reach the address.
-pub fn check_bind(
-    what: &str,
-    bind: std::net::IpAddr,
-    allow_remote: bool,
-    why: &str,
-) -> anyhow::Result<()> {
-    if !bind.is_loopback() {
-        if !allow_remote {
-            anyhow::bail!("refusing to bind {bind} (not loopback) without --allow-remote: {why}");
+/// A size (`parse_size`) as a `usize`, for clap.
+fn usize_size_arg(text: &str) -> Result<usize, String> {
+    let size = crate::units::parse_size(text).map_err(|e| e.to_string())?;
+    usize::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
+}
+
+/// A duration (`parse_duration`) in seconds, for clap.
+fn seconds_arg(text: &str) -> Result<f64, crate::units::UnitError> {
+    crate::units::parse_duration(text).map(|d| d.as_secs_f64())
+}
+
+/// Where a server started from the command line listens.
+#[derive(Debug, clap::Args)]
+pub struct BindArgs {
+    /// Port; 0 picks a free one and prints it.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to bind; anything but loopback needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Allow a non-loopback bind (the server has no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+impl BindArgs {
+    /// The address, refused when not loopback without --allow-remote, with a
+    /// warning when allowed: `what` serves `why` to anyone who reaches it.
+    fn checked(&self, what: &str, why: &str) -> anyhow::Result<std::net::SocketAddr> {
+        let bind = self.bind;
+        if !bind.is_loopback() {
+            if !self.allow_remote {
+                anyhow::bail!(
+                    "refusing to bind {bind} (not loopback) without --allow-remote: {why}"
+                );
+            }
+            eprintln!(
+                "netlab {what}: warning: serving on {bind}, reachable from other hosts: {why}"
+            );
         }
-        eprintln!("netlab {what}: warning: serving on {bind}, reachable from other hosts: {why}");
+        Ok(std::net::SocketAddr::new(bind, self.port))
     }
-    Ok(())
 }
 
 /// Standard output that treats a closed pipe as the reader's wish to stop.

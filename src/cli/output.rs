@@ -30,15 +30,6 @@ pub struct OutputArgs {
         default_value = "telnet,rlogin"
     )]
     pub protocol: Vec<Dialect>,
-    /// Placements (a list): loopback, netns (server and users in two
-    /// namespaces over --link; needs root). Default loopback; with
-    /// --from/--to, `remote` (users at --from, server at --to) and `local`
-    /// (both at --to), remote by default.
-    #[arg(long, value_delimiter = ',')]
-    pub placement: Option<Vec<String>>,
-    /// Link profile of the netns placement.
-    #[arg(long, default_value = "ether10")]
-    pub link: String,
     /// Size of the text typed (netlab generates it).
     #[arg(long, default_value = "4M", value_parser = crate::units::parse_size)]
     pub size: u64,
@@ -50,7 +41,7 @@ pub struct OutputArgs {
     #[arg(long)]
     pub nodelay: bool,
     #[command(flatten)]
-    pub remote: super::placement::RemoteArgs,
+    pub place: super::placement::ListedArgs,
     #[command(flatten)]
     pub run: super::run::RunOptions,
 }
@@ -62,12 +53,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
     }
-    let placements = super::placement::listed(
-        args.placement.as_deref(),
-        &args.link,
-        &args.remote,
-        "output",
-    )?;
+    let placements = args.place.placements("output")?;
     let plan = OutputPlan {
         relays: args.relay.clone(),
         protocols: args.protocol.clone(),
@@ -83,12 +69,6 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         .grid(&mut OutputMeasure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "output", "records": records });
     args.run.finish(out, &records, doc, || {
-        format!(
-            "netlab output: {} of text typed through each server ({})\n{}",
-            crate::units::format_size(args.size),
-            args.baud
-                .map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
-            report::login::output_table(&records)
-        )
+        report::login::output_text(args.size, args.baud, &records)
     })
 }

@@ -1,11 +1,8 @@
 //! The placement and link options every experiment takes, and the agents
 //! of a run between real hosts (`--from`, `--to`, `--key`).
 
-use crate::endpoint::agent::key::Key;
-use crate::endpoint::agent::policy::canonical;
-use crate::experiment::remote;
+use crate::experiment::placement::{self, Ends};
 use crate::testbed::link::{LinkOverrides, LinkProfile};
-use crate::testbed::netns::has_net_admin;
 use crate::testbed::{LinkVia, Placement};
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -44,32 +41,35 @@ pub struct RemoteArgs {
 }
 
 impl RemoteArgs {
-    /// `(from, to)` when either is given (the other is `local`), with the
-    /// agents reached and authenticated now: a wrong key, an unreachable or
-    /// busy agent is one clear error before any cell runs.
-    pub fn ends(&self, experiment: &str) -> anyhow::Result<Option<(String, String)>> {
-        if self.from.is_none() && self.to.is_none() {
-            return Ok(None);
-        }
-        let from = self.from.clone().unwrap_or_else(|| "local".into());
-        let to = self.to.clone().unwrap_or_else(|| "local".into());
-        let agents: Vec<&String> = [&from, &to]
-            .into_iter()
-            .filter(|name| name.as_str() != "local")
-            .collect();
-        if !agents.is_empty() {
-            let Some(path) = &self.key else {
-                bail!(
-                    "{} needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)",
-                    agents[0]
-                );
-            };
-            remote::configure(Key::load(path)?, canonical(experiment));
-            for agent in agents {
-                remote::link(agent)?;
-            }
-        }
-        Ok(Some((from, to)))
+    /// `(from, to)` when either is given, the agents reached now
+    /// ([`placement::reach`]).
+    pub fn ends(&self, experiment: &str) -> anyhow::Result<Option<Ends>> {
+        let (from, to) = (self.from.as_deref(), self.to.as_deref());
+        Ok(placement::reach(from, to, self.key.as_deref(), experiment)?)
+    }
+}
+
+/// The placements of an experiment that runs a list of them (login, output).
+#[derive(Debug, Clone, Args)]
+pub struct ListedArgs {
+    /// Placements (a list): loopback, netns (server and users in two
+    /// namespaces over --link; needs root). Default loopback; with
+    /// --from/--to, `remote` (users at --from, server at --to) and `local`
+    /// (both at --to), remote by default.
+    #[arg(long, value_delimiter = ',')]
+    pub placement: Option<Vec<String>>,
+    /// Link profile of the netns placement.
+    #[arg(long, default_value = "ether10")]
+    pub link: String,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+impl ListedArgs {
+    pub fn placements(&self, experiment: &str) -> anyhow::Result<Vec<Placement>> {
+        let ends = self.remote.ends(experiment)?;
+        let names = self.placement.as_deref();
+        Ok(placement::listed(names, &self.link, ends.as_ref())?)
     }
 }
 
@@ -168,66 +168,4 @@ impl PlacementArgs {
             verbose: self.verbose,
         })
     }
-}
-
-/// The placements a list such as `loopback,netns` names (`local` and
-/// `remote`, the 1989 table's words, too), netns ones over the `link`
-/// profile; refused up front when a netns one cannot be made (no root) or a
-/// name or profile is unknown. Between real hosts (`ends` from
-/// [`RemoteArgs::ends`]), as in 1989: `local` is both ends on the `--to`
-/// host, `remote` is `--from` to `--to`.
-pub fn named(
-    option: &str,
-    names: &[String],
-    link: &str,
-    ends: Option<&(String, String)>,
-) -> anyhow::Result<Vec<Placement>> {
-    names
-        .iter()
-        .map(|name| match (name.as_str(), ends) {
-            ("loopback" | "local", Some((_, to))) => Ok(Placement::Remote {
-                from: to.clone(),
-                to: to.clone(),
-            }),
-            ("netns" | "remote", Some((from, to))) => Ok(Placement::Remote {
-                from: from.clone(),
-                to: to.clone(),
-            }),
-            ("loopback" | "local", None) => Ok(Placement::Loopback),
-            ("netns" | "remote", None) => {
-                if !has_net_admin() {
-                    bail!("{option} {name} needs CAP_NET_ADMIN (run as root)");
-                }
-                Ok(Placement::Netns {
-                    link: LinkProfile::named(link)?,
-                    via: LinkVia::Auto,
-                    capture: false,
-                    pcap: None,
-                    verbose: false,
-                })
-            }
-            (other, _) => {
-                bail!("unknown placement \"{other}\" for {option}: expected loopback or netns")
-            }
-        })
-        .collect()
-}
-
-/// The placements of an experiment that takes a list (`--placement`):
-/// loopback by default, or with `--from`/`--to` the run from `--from` to
-/// `--to` (`remote`) unless the list asks for `local` too.
-pub fn listed(
-    names: Option<&[String]>,
-    link: &str,
-    remote: &RemoteArgs,
-    experiment: &str,
-) -> anyhow::Result<Vec<Placement>> {
-    let ends = remote.ends(experiment)?;
-    let default = [if ends.is_some() { "remote" } else { "loopback" }.to_string()];
-    named(
-        "--placement",
-        names.unwrap_or(&default),
-        link,
-        ends.as_ref(),
-    )
 }

@@ -6,7 +6,7 @@ use super::Output;
 use crate::report::{self, html};
 use anyhow::{Context, bail};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -23,14 +23,7 @@ pub struct ReportArgs {
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
     let loaded = html::load(&args.records)
         .with_context(|| format!("cannot read {}", args.records.display()))?;
-    let dir = match &args.out_dir {
-        Some(dir) => dir.clone(),
-        None => args
-            .records
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-    };
+    let dir = args.out_dir.unwrap_or_else(|| html::beside(&args.records));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let link = html::records_link(&args.records, &dir);
     let written = html::write(&loaded, &link, &dir)
@@ -46,14 +39,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
             out.text(&format!("csv: {}\n", path.display()))?;
         }
     }
-    out.text(&format!(
-        "report: {} ({} figures)\n",
-        written.html.display(),
-        written.figures.len()
-    ))?;
-    for (i, n) in written.notable.iter().enumerate() {
-        out.text(&format!("{}. {n}\n", i + 1))?;
-    }
+    out.text(&written.summary_text(""))?;
     if loaded.records.is_empty() {
         bail!(
             "{} holds no record this netlab can report ({} line(s) skipped); the report says so",

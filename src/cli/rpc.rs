@@ -4,12 +4,12 @@ use super::Output;
 use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
-use crate::experiment::endpoints::interrupted;
+use crate::experiment::endpoints::wait_for_interrupt;
 use crate::units::{parse_duration, parse_size};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -30,15 +30,9 @@ pub enum RpcCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Port for both TCP and UDP; 0 picks a free one and prints it.
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
-    /// Address to bind. Anything but loopback needs --allow-remote.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind: IpAddr,
-    /// Allow binding a non-loopback address.
-    #[arg(long)]
-    pub allow_remote: bool,
+    /// Where to serve (one port for both TCP and UDP).
+    #[command(flatten)]
+    pub bind: super::BindArgs,
     /// Register with the local rpcbind (so rpcinfo finds the program), and unregister on exit.
     #[arg(long)]
     pub register: bool,
@@ -51,10 +45,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub busy_poll: u32,
     /// Largest record accepted.
-    #[arg(long, default_value = "1M", value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
     pub max_record: u64,
     /// Close connections idle this long.
-    #[arg(long, default_value = "60s", value_parser = |s: &str| parse_duration(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: std::time::Duration,
 }
 
@@ -80,12 +74,9 @@ pub fn run(args: RpcArgs, out: &mut Output) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
-    super::check_bind(
-        "rpc serve",
-        args.bind,
-        args.allow_remote,
-        "any peer may call the program",
-    )?;
+    let bind = args
+        .bind
+        .checked("rpc serve", "any peer may call the program")?;
     let options = ServerOptions {
         max_record: args.max_record as usize,
         nodelay: args.nodelay,
@@ -94,8 +85,7 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         idle_timeout_ms: args.idle_timeout.as_millis() as u64,
         ..Default::default()
     };
-    let server = Server::bind(SocketAddr::new(args.bind, args.port), options)
-        .with_context(|| format!("cannot bind {}:{}", args.bind, args.port))?;
+    let server = Server::bind(bind, options).with_context(|| format!("cannot bind {bind}"))?;
     let running = server.start()?;
     let port = running.port();
     out.text(&format!("{port}\n"))?;
@@ -106,16 +96,14 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
         .transpose()?;
     eprintln!(
         "netlab rpc serve: program {PROGRAM} (0x{PROGRAM:08x}) version {VERSION} on {}:{port} TCP and UDP{}; Ctrl-C stops",
-        args.bind,
+        bind.ip(),
         if registration.is_some() {
             ", registered with rpcbind"
         } else {
             ""
         }
     );
-    while !interrupted() {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for_interrupt();
     drop(registration);
     let report = running.stop();
     eprintln!(

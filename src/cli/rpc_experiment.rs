@@ -5,17 +5,11 @@
 use super::Output;
 use crate::experiment::rpc::{ClientOptions, Proto, RpcMeasure, RpcPlan, ServerOptions, Strategy};
 use crate::experiment::rpc_search;
-use crate::report::{self, historical};
+use crate::model::sunos4;
+use crate::report;
 use crate::units::parse_count_list;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StrategyArg {
-    Sun,
-    TwoWrite,
-    Writev,
-}
 
 /// Which stack carries the calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -44,11 +38,11 @@ pub struct RpcExperimentArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub reps: u32,
     /// Protocols: tcp, udp or both.
-    #[arg(long, default_value = "tcp,udp", value_delimiter = ',')]
-    pub proto: Vec<String>,
+    #[arg(long, value_enum, default_value = "tcp,udp", value_delimiter = ',')]
+    pub proto: Vec<Proto>,
     /// How the client writes a TCP request.
     #[arg(long, value_enum, default_value = "sun")]
-    pub strategy: StrategyArg,
+    pub strategy: Strategy,
     /// TCP_NODELAY on the client.
     #[arg(long)]
     pub nodelay: bool,
@@ -66,13 +60,13 @@ pub struct RpcExperimentArgs {
     /// SO_SNDBUF and SO_RCVBUF on both ends' TCP sockets, set before the
     /// connection opens (e.g. 4096, SunOS 4's tcp_sendspace and
     /// tcp_recvspace; Linux doubles it and keeps at least its minimum).
-    #[arg(long, value_name = "SIZE")]
-    pub sockbuf: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = sockbuf_arg)]
+    pub sockbuf: Option<u32>,
     /// Pin the client and the server each to one CPU, e.g. `0,1` (two CPUs)
     /// or `1,1` (one shared). Unpinned, the scheduler chooses call by call,
     /// which on a small VM moves a loopback round trip by several times.
-    #[arg(long, value_name = "CLIENT,SERVER")]
-    pub pin: Option<String>,
+    #[arg(long, value_name = "CLIENT,SERVER", value_parser = crate::endpoint::pin::parse_pair)]
+    pub pin: Option<(usize, usize)>,
     /// Placements: loopback ("local"), netns ("remote"); default both when allowed.
     #[arg(long, value_delimiter = ',')]
     pub placements: Vec<String>,
@@ -94,6 +88,14 @@ pub struct RpcExperimentArgs {
     pub run: super::run::RunOptions,
 }
 
+/// `--sockbuf`: a size from 1 byte to 1G.
+fn sockbuf_arg(text: &str) -> Result<u32, String> {
+    crate::units::parse_size(text)
+        .ok()
+        .and_then(|n| u32::try_from(n).ok().filter(|&n| n > 0 && n <= 1 << 30))
+        .ok_or_else(|| "a size from 1 byte to 1G".to_string())
+}
+
 impl RpcExperimentArgs {
     pub fn plan(&self) -> anyhow::Result<RpcPlan> {
         let sizes = parse_count_list(&self.sizes).context("--sizes")?;
@@ -102,69 +104,15 @@ impl RpcExperimentArgs {
                 "argument size {big} is too large: a UDP call must fit one datagram (at most 60000 bytes)"
             );
         }
-        let protos = self
-            .proto
-            .iter()
-            .map(|p| match p.as_str() {
-                "tcp" => Ok(Proto::Tcp),
-                "udp" => Ok(Proto::Udp),
-                other => bail!("unknown protocol \"{other}\" (tcp or udp)"),
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let pin = self
-            .pin
-            .as_deref()
-            .map(|text| {
-                crate::endpoint::pin::parse_pair(text).with_context(|| format!("--pin {text}"))
-            })
-            .transpose()?;
-        let sockbuf = self
-            .sockbuf
-            .as_deref()
-            .map(|text| {
-                crate::units::parse_size(text)
-                    .ok()
-                    .and_then(|n| u32::try_from(n).ok().filter(|&n| n > 0 && n <= 1 << 30))
-                    .ok_or_else(|| anyhow::anyhow!("--sockbuf {text}: a size from 1 byte to 1G"))
-            })
-            .transpose()?;
-        let defaults = RpcPlan::default();
+        let (pin, sockbuf) = (self.pin, self.sockbuf);
         let ends = self.remote.ends("rpc")?;
-        let (placements, skipped) = if let Some(ends) = &ends {
-            let names = if self.placements.is_empty() {
-                vec!["local".to_string(), "remote".to_string()]
-            } else {
-                self.placements.clone()
-            };
-            (
-                super::placement::named("--placements", &names, &self.link, Some(ends))?,
-                Vec::new(),
-            )
-        } else if self.placements.is_empty() {
-            let names: Vec<String> = defaults
-                .placements
-                .iter()
-                .map(|p| p.name().to_string())
-                .collect();
-            (
-                super::placement::named("--placements", &names, &self.link, None)?,
-                defaults.skipped,
-            )
-        } else {
-            (
-                super::placement::named("--placements", &self.placements, &self.link, None)?,
-                Vec::new(),
-            )
-        };
+        let (placements, skipped) =
+            RpcPlan::placements(&self.placements, &self.link, ends.as_ref())?;
         Ok(RpcPlan {
             sizes,
-            protos,
+            protos: self.proto.clone(),
             placements,
-            strategy: match self.strategy {
-                StrategyArg::Sun => Strategy::Sun,
-                StrategyArg::TwoWrite => Strategy::TwoWrite,
-                StrategyArg::Writev => Strategy::Writev,
-            },
+            strategy: self.strategy,
             client: ClientOptions {
                 nodelay: self.nodelay,
                 cork: self.cork,
@@ -195,59 +143,30 @@ fn parse_cliff_range(text: &str) -> anyhow::Result<(usize, usize)> {
     Ok((bound(lo)?, bound(hi)?))
 }
 
-/// The largest argument the model is asked about: a call of 64 KB is
-/// already sixteen fragments; beyond it nothing new happens.
-const MODEL_MAX_BYTES: usize = 65_536;
-
 /// `--stack sunos4`: the model's table, or its slow ranges.
 fn run_model(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
-    use crate::model::sunos4;
     if args.remote.from.is_some() || args.remote.to.is_some() {
         bail!("--stack sunos4 is a model that runs no endpoints: --from/--to do not apply");
     }
-    if args.proto.iter().all(|p| p == "udp") {
+    if args.proto.iter().all(|&p| p == Proto::Udp) {
         bail!("--stack sunos4 models TCP only (1989's UDP columns had no stalls to explain)");
     }
     if args.find_cliffs {
         let (lo, hi) = parse_cliff_range(&args.cliff_range)?;
-        if hi > MODEL_MAX_BYTES || lo > hi {
-            bail!("--cliff-range {lo}..{hi}: the model takes LO <= HI <= {MODEL_MAX_BYTES}");
-        }
-        let ranges = [sunos4::Placement::Local, sunos4::Placement::Remote]
-            .into_iter()
-            .map(|p| Ok((p, sunos4::slow_ranges(lo as u64, hi as u64, p)?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let doc = serde_json::json!({
-            "experiment": "rpc-model-find-cliffs",
-            "stack": "sunos4",
-            "range": [lo, hi],
-            "stall_ranges": ranges.iter().map(|(p, r)| serde_json::json!({"placement": p, "ranges": r})).collect::<Vec<_>>(),
-            "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
-        });
-        return args.run.finish_unrecorded(out, doc, || {
-            report::rpc::model_ranges_text(lo as u64, hi as u64, &ranges)
-        });
+        let ranges = sunos4::slow_ranges_table(lo as u64, hi as u64).context("--cliff-range")?;
+        return args.run.finish_unrecorded(
+            out,
+            report::rpc::model_ranges_doc(lo as u64, hi as u64, &ranges),
+            || report::rpc::model_ranges_text(lo as u64, hi as u64, &ranges),
+        );
     }
     let sizes = parse_count_list(&args.sizes).context("--sizes")?;
-    if let Some(&big) = sizes.iter().find(|&&s| s > MODEL_MAX_BYTES) {
-        bail!("argument size {big} is beyond the model's {MODEL_MAX_BYTES} bytes");
-    }
-    let predictions = sizes
-        .iter()
-        .flat_map(|&size| {
-            [sunos4::Placement::Local, sunos4::Placement::Remote]
-                .map(|p| sunos4::predict(size as u64, p))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let doc = serde_json::json!({
-        "experiment": "rpc-model",
-        "stack": "sunos4",
-        "predictions": predictions,
-        "mechanism": report::rpc::MODEL_MECHANISM,
-        "caveats": report::rpc::MODEL_CAVEATS,
-    });
+    let sizes64: Vec<u64> = sizes.iter().map(|&s| s as u64).collect();
+    let predictions = sunos4::predict_table(&sizes64)?;
     args.run
-        .finish_unrecorded(out, doc, || report::rpc::model_table(&sizes))
+        .finish_unrecorded(out, report::rpc::model_doc(&predictions), || {
+            report::rpc::model_table(&sizes)
+        })
 }
 
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -273,13 +192,7 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
                     other => other.into(),
                 }
             })?;
-        let doc = serde_json::json!({
-            "experiment": "rpc-find-cliffs",
-            "strategy": plan.strategy.name(),
-            "range": [lo, hi],
-            "stall_ranges": ranges,
-            "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
-        });
+        let doc = report::rpc::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
         return args.run.finish(out, &[], doc, || {
             report::rpc::stall_ranges_text(
                 plan.strategy.name(),
@@ -295,13 +208,7 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         findings,
         reruns,
     } = rpc_search::measure_and_explain(&mut runner, &mut RpcMeasure, &plan)?;
-    let doc = serde_json::json!({
-        "experiment": "rpc",
-        "findings": findings,
-        "records": records,
-        "diagnosis_records": reruns,
-        "skipped": plan.skipped,
-    });
+    let doc = report::rpc::doc(&records, &findings, &reruns, &plan.skipped);
     args.run.finish(out, &records, doc, || {
         format!(
             "{}{}",

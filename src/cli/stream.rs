@@ -1,28 +1,12 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
 use super::Output;
-use crate::analysis::stream::summary_json;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
 use crate::report;
-use crate::units::{parse_duration, parse_size};
+use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-
-fn size_arg(text: &str) -> Result<u64, String> {
-    parse_size(text).map_err(|e| e.to_string())
-}
-
-fn usize_size_arg(text: &str) -> Result<usize, String> {
-    size_arg(text)
-        .and_then(|v| usize::try_from(v).map_err(|_| format!("size \"{text}\" is too large")))
-}
-
-fn duration_arg(text: &str) -> Result<f64, String> {
-    parse_duration(text)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| e.to_string())
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SendKind {
@@ -55,7 +39,7 @@ pub struct StreamOptions {
     #[arg(long, value_enum, default_value = "write")]
     pub strategy: SendKind,
     /// Bytes per write for --strategy chunked (Van Jacobson's sosend copied 1 KB at a time).
-    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
     pub chunk: Option<usize>,
     /// Records gathered per writev(2) for --strategy writev.
     #[arg(long, value_name = "N")]
@@ -64,16 +48,16 @@ pub struct StreamOptions {
     #[arg(long, value_enum, default_value = "read")]
     pub recv: RecvKind,
     /// Receiver's read buffer.
-    #[arg(long, value_parser = usize_size_arg, default_value = "128K", value_name = "SIZE")]
+    #[arg(long, value_parser = super::usize_size_arg, default_value = "128K", value_name = "SIZE")]
     pub rbuf: usize,
     /// Set TCP_NODELAY on both sockets.
     #[arg(long)]
     pub nodelay: bool,
     /// SO_SNDBUF for both sockets (the kernel doubles it).
-    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
     pub sndbuf: Option<usize>,
     /// SO_RCVBUF for both sockets (the kernel doubles it).
-    #[arg(long, value_parser = usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
     pub rcvbuf: Option<usize>,
     /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
@@ -142,13 +126,13 @@ impl StreamOptions {
 #[derive(Debug, Args)]
 pub struct StreamArgs {
     /// Total bytes to send (4M, 4MiB, 1G, 1GB, ...).
-    #[arg(long, value_parser = size_arg, conflicts_with = "duration", value_name = "SIZE", allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_size, conflicts_with = "duration", value_name = "SIZE", allow_hyphen_values = true)]
     pub bytes: Option<u64>,
     /// Send for this long instead (500ms, 2s, ...). Default: 2s when --bytes is absent.
-    #[arg(long, value_parser = duration_arg, value_name = "TIME", allow_hyphen_values = true)]
+    #[arg(long, value_parser = super::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
     pub duration: Option<f64>,
     /// Bytes per record (per write, for --strategy write).
-    #[arg(long, value_parser = size_arg, default_value = "128K", value_name = "SIZE", allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_size, default_value = "128K", value_name = "SIZE", allow_hyphen_values = true)]
     pub record: u64,
     /// Runs to make; tables then show min/median/max.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -173,12 +157,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut writer = run.writer()?;
     let cells = StreamCell::repeats(&config, args.repeat);
     let records = run.runner(&mut writer)?.grid(&mut StreamMeasure, &cells)?;
-    let doc = serde_json::json!({
-        "experiment": "stream",
-        "description": config.describe(),
-        "summary": summary_json(&records),
-        "records": records,
-    });
+    let doc = report::tables::stream_doc(&config.describe(), &records);
     run.finish(out, &records, doc, || {
         report::lab::stream_section(&config.describe(), &records)
     })

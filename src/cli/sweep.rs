@@ -5,9 +5,9 @@ use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
 use crate::experiment::stream::StreamMeasure;
-use crate::experiment::sweep::{self, Precision, SweepConfig, summarize};
+use crate::experiment::sweep::{self, Precision, SweepConfig};
 use crate::report::tables;
-use crate::units::{format_size, parse_duration, parse_size, parse_size_list};
+use crate::units::{format_size, parse_size, parse_size_list};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
@@ -38,10 +38,10 @@ pub struct SweepStreamArgs {
     #[arg(long, default_value = "64..1M", value_name = "SIZES")]
     pub record: String,
     /// Bytes per run instead of a timed run.
-    #[arg(long, value_parser = |s: &str| parse_size(s).map_err(|e| e.to_string()), conflicts_with = "duration", value_name = "SIZE")]
+    #[arg(long, value_parser = parse_size, conflicts_with = "duration", value_name = "SIZE")]
     pub bytes: Option<u64>,
     /// Sending time per run.
-    #[arg(long, default_value = "500ms", value_parser = |s: &str| parse_duration(s).map(|d| d.as_secs_f64()).map_err(|e| e.to_string()), value_name = "TIME")]
+    #[arg(long, default_value = "500ms", value_parser = super::seconds_arg, value_name = "TIME")]
     pub duration: f64,
     /// Runs per size (min/median/max are reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -92,73 +92,28 @@ impl SweepStreamArgs {
     }
 }
 
-impl SweepStreamArgs {
-    /// `--ci` and `--budget` as a target, refused when out of range or when
-    /// the first runs alone would not fit the budget.
-    fn precision(&self, config: &SweepConfig) -> anyhow::Result<Option<Precision>> {
-        let Some(percent) = self.ci else {
-            return Ok(None);
-        };
-        if !(percent > 0.0 && percent < 100.0) {
-            bail!("--ci {percent}: a half-width between 0 and 100 percent of the median");
-        }
-        if let Amount::Seconds(per_run) = config.base.amount {
-            let first = config.records.len() as f64 * f64::from(config.repeat);
-            let estimate = first * per_run;
-            if estimate > self.budget.as_secs_f64() {
-                bail!(
-                    "--budget {}: the first {first} runs alone take at least {estimate:.0} s ({} sizes x {} runs x {per_run} s)",
-                    humantime::format_duration(self.budget),
-                    config.records.len(),
-                    config.repeat
-                );
-            }
-        }
-        Ok(Some(Precision {
-            half_width: percent / 100.0,
-            level: 0.95,
-            budget: self.budget,
-            max_runs: self.max_runs as usize,
-        }))
-    }
-}
-
 pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
     let SweepTarget::Stream(args) = args.target;
     let config = args.config()?;
-    let precision = args.precision(&config)?;
+    let precision = args
+        .ci
+        .map(|percent| Precision::checked(percent, args.budget, args.max_runs as usize, &config))
+        .transpose()?;
     let run = &args.common.run;
     let mut writer = run.writer()?;
     let mut runner = run.runner(&mut writer)?;
-    let started = std::time::Instant::now();
-    let cells = sweep::cells(&config);
-    let mut records = runner.grid(&mut StreamMeasure, &cells)?;
-    let refined = match &precision {
-        Some(p) => Some(sweep::refine(
-            &mut runner,
-            &mut StreamMeasure,
-            &cells,
-            &mut records,
-            p,
-            started,
-        )?),
-        None => None,
-    };
+    let sweep::Swept {
+        records,
+        summary,
+        precision: refined,
+    } = sweep::run(&mut runner, &mut StreamMeasure, &config, precision.as_ref())?;
     drop(runner);
-    let summary = summarize(&records, config.knee_fraction);
     let title = format!(
         "record sizes {}; each point {}",
         args.record,
         config.base.describe()
     );
-    let doc = serde_json::json!({
-        "experiment": "sweep",
-        "target": "stream",
-        "description": title,
-        "summary": summary,
-        "precision": refined,
-        "records": records,
-    });
+    let doc = tables::sweep_doc(&title, &summary, refined.as_ref(), &records);
     run.finish(out, &records, doc, || {
         let mut text = tables::sweep_table(&title, &summary, &records);
         if let Some(refined) = &refined {

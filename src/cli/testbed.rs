@@ -3,7 +3,7 @@
 
 use super::Output;
 use super::placement::PlacementArgs;
-use crate::experiment::{bed::Bed, endpoints::interrupted};
+use crate::experiment::{bed::Bed, endpoints::wait_for_interrupt};
 use crate::report;
 use crate::testbed::Placement;
 use crate::testbed::netns::{self, Runner};
@@ -53,32 +53,14 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     let users = crate::endpoint::login::programs::remove_stale_ssh_users();
     // CPU budgets (--host-cpu) of netlab processes that are gone.
     let budgets = crate::testbed::cgroup::remove_stale();
-    if report.removed.is_empty() && users.is_empty() && budgets.is_empty() {
-        out.text("nothing to clean\n")?;
-    }
-    for path in &budgets {
-        out.text(&format!("removed cgroup {path}\n"))?;
-    }
-    for name in &report.removed {
-        out.text(&format!("removed {name}\n"))?;
-    }
-    for done in &users {
-        out.text(&format!("{done}\n"))?;
-    }
-    for name in &report.kept_live {
-        out.text(&format!(
-            "kept {name}: its netlab run is still going (--all removes it)\n"
-        ))?;
-    }
+    out.text(&report::testbed::clean_text(&report, &users, &budgets))?;
     Ok(())
 }
 
 fn up(placement: &Placement, out: &mut Output) -> anyhow::Result<()> {
     let bed = Bed::create(placement)?.expect("a netns placement builds a testbed");
     out.text(&report::testbed::up_text(bed.testbed.facts()))?;
-    while !interrupted() {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for_interrupt();
     let outcome = bed.finish()?;
     if let Some(e) = &outcome.emulator {
         out.text(&report::testbed::emulator_line(e))?;

@@ -53,6 +53,14 @@ pub fn interrupted() -> bool {
         .is_some_and(|flag| flag.load(Ordering::Relaxed))
 }
 
+/// Returns once the user asks to stop (Ctrl-C or SIGTERM): a server run
+/// from the command line serves until then.
+pub fn wait_for_interrupt() {
+    while !interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum ControlError {
     #[error("cannot start the {role} endpoint: {source}")]

@@ -16,7 +16,7 @@ use super::runner::Runner;
 use super::stream::StreamConfig;
 use super::stream::{StreamCell, StreamMeasure};
 use super::sweep::SweepConfig;
-use super::sweep::{self, Precision, PrecisionReport, SweepSummary, summarize};
+use super::sweep::{self, Precision, PrecisionReport, SweepSummary};
 use super::{CellError, MeasureError};
 use crate::analysis::costmodel::CostModel;
 use crate::endpoint::login::server::Relay;
@@ -300,6 +300,18 @@ impl LabPlan {
     /// own designs where `serves(agent, experiment)` says both ends allow
     /// them, and the real servers (whose presence on an agent's host this
     /// host cannot see) are left to `netlab login --relay telnetd,sshd`.
+    /// [`LabPlan::across`] with what the agents reached said they serve.
+    pub fn across_agents(self, from: &str, to: &str) -> LabPlan {
+        let agents = super::remote::facts();
+        let serves = |end: &str, experiment: &str| {
+            end == "local"
+                || agents
+                    .iter()
+                    .any(|a| a.agent == end && a.allow.iter().any(|e| e == experiment))
+        };
+        self.across(from, to, &serves)
+    }
+
     pub fn across(mut self, from: &str, to: &str, serves: &dyn Fn(&str, &str) -> bool) -> LabPlan {
         let path = Placement::Remote {
             from: from.to_string(),
@@ -478,21 +490,14 @@ where
         },
         sweep.repeat
     );
-    let started = std::time::Instant::now();
-    let cells = sweep::cells(sweep);
-    let mut records = runner.grid(&mut StreamMeasure, &cells)?;
-    let precision = match &plan.sweep_precision {
-        Some(p) => Some(Box::new(sweep::refine(
-            runner,
-            &mut StreamMeasure,
-            &cells,
-            &mut records,
-            p,
-            started,
-        )?)),
-        None => None,
-    };
-    let summary = summarize(&records, sweep.knee_fraction);
+    let swept = sweep::run(
+        runner,
+        &mut StreamMeasure,
+        sweep,
+        plan.sweep_precision.as_ref(),
+    )?;
+    let (summary, records) = (swept.summary, swept.records);
+    let precision = swept.precision.map(Box::new);
     let sweep_model = summary.model;
     show(Section::Sweep {
         title: format!("record sizes {sizes}; each point {}", sweep.base.describe()),

@@ -44,6 +44,7 @@ use crate::measure::window::idle_busy_cpus;
 pub use crate::record::login::{Limit, LoginParams, LoginResult, PresetBudget};
 use crate::record::testbed::Placement;
 use crate::record::{Record, RecordData};
+use crate::testbed::cgroup::HostPreset;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -242,6 +243,54 @@ pub enum PlanError {
     Duration,
     #[error("{0}")]
     HostCpu(String),
+    #[error("--host-cpu {0}: give a percent of one CPU or a preset (sun3, vax750)")]
+    UnknownPreset(String),
+    #[error(
+        "--host-cpu {0} is derived from this host's packet cost; a server on an agent needs a percent"
+    )]
+    PresetOnAgent(String),
+    #[error("measuring this host's cost of a TCP packet: {0}")]
+    PacketCost(String),
+    #[error("--corpus {path}: cannot read it: {reason}")]
+    Corpus { path: String, reason: String },
+    #[error("the corpus has no typeable characters")]
+    EmptyCorpus,
+}
+
+/// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
+/// from this host's cost of a TCP packet, measured now, with its
+/// derivation. A preset needs the server here: the cost is this host's.
+pub fn host_budget(
+    text: &str,
+    placements: &[Placement],
+) -> Result<(f64, Option<PresetBudget>), PlanError> {
+    if let Ok(percent) = text.parse::<f64>() {
+        return Ok((percent, None));
+    }
+    let preset = HostPreset::parse(text).ok_or_else(|| PlanError::UnknownPreset(text.into()))?;
+    if placements.iter().any(|p| serving_host(p) != "local") {
+        return Err(PlanError::PresetOnAgent(text.into()));
+    }
+    let (percent, budget) = preset
+        .budget_here()
+        .map_err(|e| PlanError::PacketCost(e.to_string()))?;
+    Ok((percent, Some(budget)))
+}
+
+/// What the simulated users type: the file at `path`, or the built-in
+/// paragraph; refused when nothing in it can be typed.
+pub fn corpus(path: Option<&std::path::Path>) -> Result<Vec<u8>, PlanError> {
+    let corpus = match path {
+        Some(path) => std::fs::read(path).map_err(|e| PlanError::Corpus {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?,
+        None => DEFAULT_CORPUS.as_bytes().to_vec(),
+    };
+    if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
+        return Err(PlanError::EmptyCorpus);
+    }
+    Ok(corpus)
 }
 
 impl LoginPlan {
@@ -274,6 +323,19 @@ impl LoginPlan {
                 .map_err(|e| PlanError::HostCpu(e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// Drops the server's CPU budget when the server runs here and this
+    /// host has no CPU controller, saying why: the run goes on without it.
+    pub fn drop_budget_unless_available(&mut self) -> Option<String> {
+        let serving_here = self.placements.iter().all(|p| serving_host(p) == "local");
+        if self.host_cpu_pct.is_none() || !serving_here {
+            return None;
+        }
+        let why = crate::testbed::cgroup::available().err()?;
+        self.host_cpu_pct = None;
+        self.host_cpu_preset = None;
+        Some(format!("--host-cpu ignored: {why}"))
     }
 
     /// One cell of this plan's typing.

@@ -16,6 +16,7 @@ pub mod lab;
 pub mod launcher;
 pub mod login;
 pub mod output;
+pub mod placement;
 pub mod profile;
 pub mod progress;
 pub mod remote;

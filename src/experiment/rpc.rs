@@ -11,6 +11,7 @@ use super::Interrupted;
 use super::bed::Bed;
 use super::endpoints::ControlError;
 use super::launcher::{End, Launcher};
+use super::placement;
 use super::runner::{MeasureCell, Measured};
 use crate::analysis::stats::Spread;
 use crate::endpoint::protocol::{Command, Reply};
@@ -176,9 +177,7 @@ impl Default for RpcPlan {
         let placements = if has_net_admin() {
             vec![Placement::Loopback, remote_1989()]
         } else {
-            skipped.push(
-                "remote (netns) placement skipped: it needs CAP_NET_ADMIN (run as root)".into(),
-            );
+            skipped.push(NETNS_SKIPPED.into());
             vec![Placement::Loopback]
         };
         RpcPlan {
@@ -196,7 +195,35 @@ impl Default for RpcPlan {
     }
 }
 
+/// Why the default plan has no remote column without root.
+const NETNS_SKIPPED: &str =
+    "remote (netns) placement skipped: it needs CAP_NET_ADMIN (run as root)";
+
 impl RpcPlan {
+    /// The placements `names` lists ([`placement::named`]), or when it is
+    /// empty the 1989 table's two, local and remote (between real hosts
+    /// both; here remote only as root, else left out with the reason in
+    /// the second list).
+    pub fn placements(
+        names: &[String],
+        link: &str,
+        ends: Option<&placement::Ends>,
+    ) -> Result<(Vec<Placement>, Vec<String>), placement::PlacementError> {
+        let mut skipped = Vec::new();
+        let names = if !names.is_empty() {
+            names.to_vec()
+        } else if ends.is_some() || has_net_admin() {
+            vec!["local".to_string(), "remote".to_string()]
+        } else {
+            skipped.push(NETNS_SKIPPED.to_string());
+            vec!["local".to_string()]
+        };
+        Ok((
+            placement::named("--placements", &names, link, ends)?,
+            skipped,
+        ))
+    }
+
     /// The lab's quick profile: 20 calls x 3 repetitions per cell.
     pub fn quick() -> Self {
         RpcPlan {

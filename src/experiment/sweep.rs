@@ -14,6 +14,7 @@ use crate::analysis::{
     stats::{self, Spread},
     stream::Bottleneck,
 };
+use crate::endpoint::protocol::Amount;
 use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ impl Default for SweepConfig {
         SweepConfig {
             // The sizes replace the base's record; the title names the first.
             base: StreamConfig {
-                amount: crate::endpoint::protocol::Amount::Seconds(0.5),
+                amount: Amount::Seconds(0.5),
                 record: 64,
                 ..StreamConfig::default()
             },
@@ -52,7 +53,7 @@ impl SweepConfig {
     pub fn quick() -> Self {
         SweepConfig {
             base: StreamConfig {
-                amount: crate::endpoint::protocol::Amount::Seconds(0.3),
+                amount: Amount::Seconds(0.3),
                 record: 64,
                 ..StreamConfig::default()
             },
@@ -64,7 +65,7 @@ impl SweepConfig {
     pub fn full() -> Self {
         SweepConfig {
             base: StreamConfig {
-                amount: crate::endpoint::protocol::Amount::Seconds(2.0),
+                amount: Amount::Seconds(2.0),
                 record: 64,
                 ..StreamConfig::default()
             },
@@ -249,6 +250,60 @@ pub struct Precision {
     pub max_runs: usize,
 }
 
+/// Why a precision target cannot be met.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrecisionError {
+    #[error("--ci {0}: a half-width between 0 and 100 percent of the median")]
+    HalfWidth(f64),
+    #[error(
+        "--budget {budget}: the first {runs} runs alone take at least {estimate_s:.0} s ({sizes} sizes x {repeat} runs x {per_run_s} s)"
+    )]
+    Budget {
+        budget: String,
+        runs: f64,
+        estimate_s: f64,
+        sizes: usize,
+        repeat: u32,
+        per_run_s: f64,
+    },
+}
+
+impl Precision {
+    /// A 95% target of ±`percent`% for `config`'s sweep within `budget`,
+    /// refused when out of range or when the sweep's first runs alone would
+    /// not fit the budget (timed runs; a run of a byte count has no
+    /// estimate).
+    pub fn checked(
+        percent: f64,
+        budget: Duration,
+        max_runs: usize,
+        config: &SweepConfig,
+    ) -> Result<Precision, PrecisionError> {
+        if !(percent > 0.0 && percent < 100.0) {
+            return Err(PrecisionError::HalfWidth(percent));
+        }
+        if let Amount::Seconds(per_run_s) = config.base.amount {
+            let runs = config.records.len() as f64 * f64::from(config.repeat);
+            if runs * per_run_s > budget.as_secs_f64() {
+                return Err(PrecisionError::Budget {
+                    budget: humantime::format_duration(budget).to_string(),
+                    runs,
+                    estimate_s: runs * per_run_s,
+                    sizes: config.records.len(),
+                    repeat: config.repeat,
+                    per_run_s,
+                });
+            }
+        }
+        Ok(Precision {
+            half_width: percent / 100.0,
+            level: 0.95,
+            budget,
+            max_runs,
+        })
+    }
+}
+
 /// How precise one size's median came out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointPrecision {
@@ -306,6 +361,36 @@ fn precision_of(records: &[Record], sizes: &[u64], p: &Precision) -> Vec<PointPr
 /// precise, until every size's interval is within the target, a size has
 /// `max_runs`, or the next run would overrun the budget (estimated from the
 /// runs so far). New records are appended to `records`.
+/// A sweep's records, summary and, with a precision target, what the
+/// refinement did.
+pub struct Swept {
+    pub records: Vec<Record>,
+    pub summary: SweepSummary,
+    pub precision: Option<PrecisionReport>,
+}
+
+/// Runs `config`'s sweep: every size `repeat` times, then with `precision`
+/// the least precise size again until each is precise enough
+/// ([`refine`]).
+pub fn run<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    config: &SweepConfig,
+    precision: Option<&Precision>,
+) -> Result<Swept, MeasureError> {
+    let started = Instant::now();
+    let cells = cells(config);
+    let mut records = runner.grid(measure, &cells)?;
+    let precision = precision
+        .map(|p| refine(runner, measure, &cells, &mut records, p, started))
+        .transpose()?;
+    Ok(Swept {
+        summary: summarize(&records, config.knee_fraction),
+        records,
+        precision,
+    })
+}
+
 pub fn refine<M: MeasureCell<Cell = StreamCell>>(
     runner: &mut Runner,
     measure: &mut M,

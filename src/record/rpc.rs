@@ -8,7 +8,7 @@ use crate::measure::{netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Proto {
     Tcp,
@@ -24,11 +24,15 @@ impl Proto {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How the client writes a TCP request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
+    /// As Sun's xdrrec: a write per 4000-byte fragment.
     Sun,
+    /// The record mark and header, then the argument.
     TwoWrite,
+    /// One writev of the whole record.
     Writev,
 }
 

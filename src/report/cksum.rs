@@ -22,6 +22,12 @@ fn then_us_per_kb(variant: &str) -> Option<f64> {
 }
 
 /// The tables, the historical comparison and the per-packet budget.
+/// `netlab cksum --json`: the host's caches (what the cold runs must
+/// exceed) and the records.
+pub fn doc(caches: &impl serde::Serialize, records: &[Record]) -> serde_json::Value {
+    serde_json::json!({ "experiment": "cksum", "caches": caches, "records": records })
+}
+
 pub fn table(records: &[Record]) -> String {
     let mut out = String::new();
     let results = results(records);

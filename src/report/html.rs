@@ -695,6 +695,30 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
     std::fs::write(&written.html, html)?;
     Ok(written)
 }
+impl Written {
+    /// Where the report is, its figures' count and, under `heading`, the
+    /// most notable findings, numbered.
+    pub fn summary_text(&self, heading: &str) -> String {
+        let mut text = format!(
+            "report: {} ({} figures)\n{heading}",
+            self.html.display(),
+            self.figures.len()
+        );
+        for (i, finding) in self.notable.iter().enumerate() {
+            text.push_str(&format!("{}. {finding}\n", i + 1));
+        }
+        text
+    }
+}
+
+/// The directory beside a records file (`.` for a bare file name).
+pub fn beside(records: &Path) -> PathBuf {
+    records
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
 /// How the report links to the records: relative when beside it.
 pub fn records_link(records: &Path, dir: &Path) -> String {
     let records_dir = records.parent().unwrap_or(Path::new(""));

@@ -4,9 +4,28 @@
 use super::historical;
 use super::tables::{markdown, num};
 use crate::analysis::login::limits;
+use crate::experiment::login::LoginPlan;
 use crate::record::login::TypistReport;
 use crate::record::login::{Limit, Target};
 use crate::record::{Record, RecordData};
+
+/// `netlab login`'s text: what the users did, the server's budget, then
+/// [`table`].
+pub fn grid_text(plan: &LoginPlan, records: &[Record]) -> String {
+    format!(
+        "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n{}{}",
+        plan.rate,
+        plan.duration_s,
+        plan.warmup_s,
+        plan.host_cpu_preset
+            .as_ref()
+            .map_or(String::new(), |p| format!(
+                "server CPU budget {}\n",
+                p.derivation
+            )),
+        table(records)
+    )
+}
 
 /// Today's rows in the source's shape, then the 1989 rows.
 pub fn table(records: &[Record]) -> String {
@@ -336,6 +355,17 @@ pub fn design_limits(records: &[Record]) -> String {
 
 /// The terminal-output cells: throughput, CPU and segments per KB per
 /// server, the 1987 telnet figures beside.
+/// `netlab output`'s text: what was typed, how paced, then
+/// [`output_table`].
+pub fn output_text(size: u64, baud: Option<u32>, records: &[Record]) -> String {
+    format!(
+        "netlab output: {} of text typed through each server ({})\n{}",
+        crate::units::format_size(size),
+        baud.map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
+        output_table(records)
+    )
+}
+
 pub fn output_table(records: &[Record]) -> String {
     let mut rows = Vec::new();
     for record in records {

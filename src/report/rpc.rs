@@ -14,6 +14,60 @@ use crate::record::Record;
 use crate::record::testbed::Placement;
 
 /// The source document's table: rows of argument sizes, columns TCP/UDP local/remote.
+/// `netlab rpc --json`: the grid's records, its findings, the diagnosis
+/// reruns and what the plan left out.
+pub fn doc(
+    records: &[Record],
+    findings: &[Finding],
+    reruns: &[Record],
+    skipped: &[String],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc",
+        "findings": findings,
+        "records": records,
+        "diagnosis_records": reruns,
+        "skipped": skipped,
+    })
+}
+
+/// `netlab rpc --find-cliffs --json`.
+pub fn cliffs_doc(
+    strategy: &str,
+    range: (usize, usize),
+    ranges: &[StallRange],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-find-cliffs",
+        "strategy": strategy,
+        "range": [range.0, range.1],
+        "stall_ranges": ranges,
+        "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+    })
+}
+
+/// `netlab rpc --stack sunos4 --json`.
+pub fn model_doc(predictions: &[sunos4::Prediction]) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-model",
+        "stack": "sunos4",
+        "predictions": predictions,
+        "mechanism": MODEL_MECHANISM,
+        "caveats": MODEL_CAVEATS,
+    })
+}
+
+/// `netlab rpc --stack sunos4 --find-cliffs --json`.
+pub fn model_ranges_doc(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-model-find-cliffs",
+        "stack": "sunos4",
+        "range": [lo, hi],
+        "stall_ranges": ranges.iter().map(|(p, r)| serde_json::json!({"placement": p, "ranges": r})).collect::<Vec<_>>(),
+        "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+    })
+}
+
 pub fn table(records: &[Record], findings: &[Finding]) -> String {
     let measured = results(records);
     // The source document's order: TCP local, TCP remote, UDP local, UDP remote.
@@ -286,11 +340,7 @@ pub fn model_table(sizes: &[usize]) -> String {
 
 /// `netlab rpc --stack sunos4 --find-cliffs`: the model's slow ranges on
 /// each placement, against 1989's, boundary by boundary.
-pub fn model_ranges_text(
-    lo: u64,
-    hi: u64,
-    ranges: &[(sunos4::Placement, Vec<(u64, u64)>)],
-) -> String {
+pub fn model_ranges_text(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> String {
     let h = &historical::figures().rpc_size_sweep;
     let mut out = format!(
         "netlab rpc --stack sunos4 --find-cliffs: argument sizes {lo}..{hi}, every size simulated\n"

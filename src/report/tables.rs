@@ -5,7 +5,7 @@
 
 use super::historical;
 use crate::analysis::stats::Spread;
-use crate::experiment::sweep::SweepSummary;
+use crate::experiment::sweep::{PrecisionReport, SweepSummary};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordData, StreamResult};
 use crate::units::format_size;
@@ -151,6 +151,33 @@ fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
 }
 
 /// The table of `netlab stream`: one row per run, then min/median/max.
+/// `netlab stream --json`: the run's description, its summary and records.
+pub fn stream_doc(description: &str, records: &[Record]) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "stream",
+        "description": description,
+        "summary": crate::analysis::stream::summary_json(records),
+        "records": records,
+    })
+}
+
+/// `netlab sweep stream --json`, with what `--ci` did.
+pub fn sweep_doc(
+    description: &str,
+    summary: &SweepSummary,
+    precision: Option<&PrecisionReport>,
+    records: &[Record],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "sweep",
+        "target": "stream",
+        "description": description,
+        "summary": summary,
+        "precision": precision,
+        "records": records,
+    })
+}
+
 pub fn stream_table(title: &str, records: &[Record]) -> String {
     let mut out = String::new();
     let runs = stream_results(records);

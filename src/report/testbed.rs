@@ -3,6 +3,7 @@
 
 use super::tables::num;
 use crate::record::testbed::{EmulatorReport, LinkFacts};
+use crate::testbed::netns::CleanReport;
 
 /// The hosts, their addresses and interfaces, the link, and how to use it.
 pub fn up_text(facts: &LinkFacts) -> String {
@@ -31,4 +32,28 @@ pub fn emulator_line(e: &EmulatorReport) -> String {
         num(e.usage.cpu_s()),
         num(e.wall_s)
     )
+}
+
+/// What `netlab testbed clean` removed (cgroups, namespaces and links, test
+/// users) and the namespaces it kept because their run is still going.
+pub fn clean_text(netns: &CleanReport, users: &[String], cgroups: &[String]) -> String {
+    let mut text = String::new();
+    if netns.removed.is_empty() && users.is_empty() && cgroups.is_empty() {
+        text.push_str("nothing to clean\n");
+    }
+    for path in cgroups {
+        text.push_str(&format!("removed cgroup {path}\n"));
+    }
+    for name in &netns.removed {
+        text.push_str(&format!("removed {name}\n"));
+    }
+    for done in users {
+        text.push_str(&format!("{done}\n"));
+    }
+    for name in &netns.kept_live {
+        text.push_str(&format!(
+            "kept {name}: its netlab run is still going (--all removes it)\n"
+        ));
+    }
+    text
 }

@@ -5,6 +5,7 @@
 use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::protocol::{Amount, Command};
+use crate::units::{UnitError, parse_duration, parse_size};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -37,6 +38,65 @@ impl Default for Policy {
             max_bytes: 100 << 30,
             max_runs: 1,
         }
+    }
+}
+
+/// Why an agent's options make no policy.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("--allow {0}: unknown experiment (one of {list})", list = EXPERIMENTS.join(", "))]
+    Unknown(String),
+    #[error("--data-ports must be LO-HI, e.g. 5311-5350, not {0}")]
+    Ports(String),
+    #[error("--data-ports {0}-{1} holds the control port {2}")]
+    HoldsControl(u16, u16, u16),
+    #[error("--max-duration: {0}")]
+    Duration(UnitError),
+    #[error("--max-duration must be more than 0")]
+    ZeroDuration,
+    #[error("--max-bytes: {0}")]
+    Bytes(UnitError),
+}
+
+impl Policy {
+    /// The policy of `netlab agent serve`'s options, checked: known
+    /// experiments, a port range `LO-HI` apart from the control port, a
+    /// positive duration and a size.
+    pub fn from_options(
+        allow: &[String],
+        data_ports: &str,
+        max_duration: &str,
+        max_bytes: &str,
+        max_runs: usize,
+        control_port: u16,
+    ) -> Result<Policy, PolicyError> {
+        if let Some(name) = allow.iter().find(|n| !EXPERIMENTS.contains(&n.as_str())) {
+            return Err(PolicyError::Unknown(name.clone()));
+        }
+        let bad_ports = || PolicyError::Ports(data_ports.to_string());
+        let (lo, hi) = data_ports.split_once('-').ok_or_else(bad_ports)?;
+        let port = |s: &str| s.trim().parse::<u16>().ok().filter(|&p| p > 0);
+        let (lo, hi) = (
+            port(lo).ok_or_else(bad_ports)?,
+            port(hi).ok_or_else(bad_ports)?,
+        );
+        if lo > hi {
+            return Err(bad_ports());
+        }
+        if (lo..=hi).contains(&control_port) {
+            return Err(PolicyError::HoldsControl(lo, hi, control_port));
+        }
+        let max_duration = parse_duration(max_duration).map_err(PolicyError::Duration)?;
+        if max_duration.is_zero() {
+            return Err(PolicyError::ZeroDuration);
+        }
+        Ok(Policy {
+            allow: allow.iter().cloned().collect(),
+            data_ports: (lo, hi),
+            max_duration,
+            max_bytes: parse_size(max_bytes).map_err(PolicyError::Bytes)?,
+            max_runs,
+        })
     }
 }
 
@@ -258,6 +318,30 @@ mod tests {
     use super::*;
     use crate::endpoint::protocol::{DataGuard, ReceiveSpec, SendSpec, SocketOptions};
     use crate::record::stream::{RecvStrategy, SendStrategy};
+
+    #[test]
+    fn serve_options_make_a_checked_policy() {
+        let allow = vec!["stream".to_string(), "login".to_string()];
+        let policy =
+            Policy::from_options(&allow, "6000-6010", "10m", "1G", 2, 5310).expect("valid options");
+        assert_eq!(policy.data_ports, (6000, 6010));
+        assert_eq!(policy.max_duration, Duration::from_secs(600));
+        assert_eq!(policy.max_bytes, 1 << 30);
+        assert!(policy.allow.contains("login"));
+        let refused = |allow: &[String], ports: &str, time: &str| {
+            Policy::from_options(allow, ports, time, "1G", 1, 5310)
+                .expect_err("bad options")
+                .to_string()
+        };
+        assert!(refused(&["shell".into()], "6000-6010", "1m").contains("unknown experiment"));
+        assert!(refused(&allow, "6010-6000", "1m").contains("must be LO-HI"));
+        assert!(refused(&allow, "6000", "1m").contains("must be LO-HI"));
+        assert_eq!(
+            refused(&allow, "5300-5320", "1m"),
+            "--data-ports 5300-5320 holds the control port 5310"
+        );
+        assert!(refused(&allow, "6000-6010", "0s").starts_with("--max-duration"));
+    }
 
     fn receive(guard: Option<DataGuard>, port: u16) -> Command {
         Command::StreamReceive(ReceiveSpec {

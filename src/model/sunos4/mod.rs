@@ -186,6 +186,39 @@ pub fn predict(arg_bytes: u64, placement: Placement) -> Result<Prediction, SimEr
     })
 }
 
+/// The largest argument the model is asked about: a call of 64 KB is
+/// already sixteen fragments; beyond it nothing new happens.
+pub const MAX_ARG_BYTES: u64 = 65_536;
+
+/// The 1989 table's two columns.
+pub const PLACEMENTS: [Placement; 2] = [Placement::Local, Placement::Remote];
+
+/// Both columns' predictions for each of `sizes` (each at most
+/// [`MAX_ARG_BYTES`]).
+pub fn predict_table(sizes: &[u64]) -> Result<Vec<Prediction>, SimError> {
+    if let Some(&big) = sizes.iter().find(|&&s| s > MAX_ARG_BYTES) {
+        return Err(SimError::TooLarge(big));
+    }
+    sizes
+        .iter()
+        .flat_map(|&size| PLACEMENTS.map(|p| predict(size, p)))
+        .collect()
+}
+
+/// One column's slow argument sizes, as inclusive ranges.
+pub type SlowRanges = (Placement, Vec<(u64, u64)>);
+
+/// Both columns' slow ranges in `lo..=hi` (at most [`MAX_ARG_BYTES`]).
+pub fn slow_ranges_table(lo: u64, hi: u64) -> Result<Vec<SlowRanges>, SimError> {
+    if hi > MAX_ARG_BYTES || lo > hi {
+        return Err(SimError::BadRange(lo, hi));
+    }
+    PLACEMENTS
+        .into_iter()
+        .map(|p| Ok((p, slow_ranges(lo, hi, p)?)))
+        .collect()
+}
+
 /// The argument sizes in `lo..=hi` whose calls stall, as inclusive ranges.
 pub fn slow_ranges(lo: u64, hi: u64, placement: Placement) -> Result<Vec<(u64, u64)>, SimError> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();

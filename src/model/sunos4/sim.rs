@@ -17,6 +17,10 @@ pub enum SimError {
         arg_bytes: u64,
         placement: &'static str,
     },
+    #[error("argument size {0} is beyond the model's {max} bytes", max = super::MAX_ARG_BYTES)]
+    TooLarge(u64),
+    #[error("range {0}..{1}: the model takes LO <= HI <= {max}", max = super::MAX_ARG_BYTES)]
+    BadRange(u64, u64),
 }
 
 /// The two ends of the connection.
