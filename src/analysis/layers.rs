@@ -16,7 +16,7 @@
 //! `.constprop.0`, `.part.0`, `.cold`).
 
 pub use crate::record::profile::{Layer, LayerShare, LayerTable};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// How a rule matches a function name.
 #[derive(Debug, Clone, Copy)]
@@ -385,6 +385,53 @@ pub fn table<'a>(chains: impl IntoIterator<Item = &'a [Frame<'a>]>) -> LayerTabl
     of_counts(counts, unknown)
 }
 
+/// The busy samples as folded stacks for a flame graph: `comm;root;...;leaf`
+/// with their counts, most sampled first. Idle samples are left out; a
+/// sample in user space (no kernel frames) is one `[user]` frame (netlab's
+/// own code is not unwound: no frame pointers). Beyond `max_stacks`
+/// distinct stacks the rest are counted as `[rarer stacks]`, so the counts
+/// still sum to the busy samples.
+pub fn folded<'a>(
+    samples: impl IntoIterator<Item = (&'a str, &'a [Frame<'a>])>,
+    max_stacks: usize,
+) -> Vec<(String, u64)> {
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for (comm, chain) in samples {
+        if classify(chain) == Idle {
+            continue;
+        }
+        // ';' separates frames and ' ' the count in the folded format.
+        let mut stack: String = comm
+            .chars()
+            .map(|c| {
+                if c == ';' || c.is_whitespace() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        for frame in chain.iter().rev() {
+            stack.push(';');
+            stack.push_str(match frame {
+                Frame::Kernel(symbol) => base_name(symbol),
+                Frame::User { .. } => "[user]",
+            });
+        }
+        *counts.entry(stack).or_default() += 1;
+    }
+    let mut stacks: Vec<(String, u64)> = counts.into_iter().collect();
+    stacks.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    if stacks.len() > max_stacks {
+        let rest: u64 = stacks
+            .drain(max_stacks.saturating_sub(1)..)
+            .map(|s| s.1)
+            .sum();
+        stacks.push(("[rarer stacks]".to_string(), rest));
+    }
+    stacks
+}
+
 /// Several tables as one (the cells of a run): counts summed, shares and
 /// intervals recomputed. Each table keeps only its top unclassified
 /// leaves, so the merged list is of those.
@@ -440,6 +487,37 @@ mod tests {
 
     fn k(names: &[&'static str]) -> Vec<Frame<'static>> {
         names.iter().map(|n| Frame::Kernel(n)).collect()
+    }
+
+    #[test]
+    fn folded_stacks_run_root_to_leaf_without_idle_and_keep_every_busy_sample() {
+        let send = k(&["_copy_from_iter", "tcp_sendmsg_locked", "tcp_sendmsg"]);
+        let ack = k(&["tcp_ack.cold", "tcp_rcv_established"]);
+        let idle = k(&["pv_native_safe_halt", "default_idle", "do_idle"]);
+        let user = vec![Frame::User { netlab: true }];
+        let samples = [
+            ("netlab", &send[..]),
+            ("netlab", &send[..]),
+            ("swapper/1", &idle[..]),
+            ("netlab", &user[..]),
+            ("ksoftirqd 0", &ack[..]),
+        ];
+        assert_eq!(
+            folded(samples, 10),
+            vec![
+                (
+                    "netlab;tcp_sendmsg;tcp_sendmsg_locked;_copy_from_iter".to_string(),
+                    2
+                ),
+                ("ksoftirqd_0;tcp_rcv_established;tcp_ack".to_string(), 1),
+                ("netlab;[user]".to_string(), 1),
+            ]
+        );
+        // Capped: the rest are one stack, and the counts still sum.
+        let capped = folded(samples, 2);
+        assert_eq!(capped.len(), 2);
+        assert_eq!(capped[1], ("[rarer stacks]".to_string(), 2));
+        assert_eq!(capped.iter().map(|s| s.1).sum::<u64>(), 4);
     }
 
     /// Every kernel function the tests below name, so that a test on this

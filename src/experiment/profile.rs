@@ -3,7 +3,7 @@
 //! ([`crate::analysis::layers`]) for the whole system and for each busy
 //! process, and the table kept in the cell's record.
 
-use crate::analysis::layers::{Frame, table};
+use crate::analysis::layers::{Frame, folded, table};
 use crate::measure::kallsyms::Kallsyms;
 use crate::measure::profile::{Profile, Profiler};
 use crate::record::profile::{ProcessLayers, ProfileReport};
@@ -12,6 +12,10 @@ use std::io;
 /// The sampling rate: 999 Hz, off the 1000 Hz of timers so that samples
 /// do not lock step with periodic work.
 pub const FREQUENCY_HZ: u64 = 999;
+
+/// The most distinct stacks a record keeps for its flame graph (the rest
+/// are one `[rarer stacks]`): a few hundred KB of JSON at most.
+pub const MAX_STACKS: usize = 1_500;
 
 /// Each sample as a chain of frames for the layer rules (leaf first), in
 /// the order of `profile.samples`: its kernel frames, or when it has none
@@ -82,7 +86,20 @@ impl Profiling {
                 ),
             })
             .collect();
+        let comm = |pid: u32| match profile.comms.get(&pid) {
+            Some(comm) => comm.as_str(),
+            None if pid == 0 => "swapper",
+            None => "[unknown]",
+        };
+        let folded = folded(
+            chains
+                .iter()
+                .zip(&profile.samples)
+                .map(|(c, s)| (comm(s.pid), c.as_slice())),
+            MAX_STACKS,
+        );
         ProfileReport {
+            folded,
             method: format!(
                 "perf_event_open cpu-clock at {} Hz on every CPU, kernel call chains symbolised through /proc/kallsyms",
                 profile.frequency_hz

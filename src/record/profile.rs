@@ -98,4 +98,8 @@ pub struct ProfileReport {
     pub system: LayerTable,
     /// The processes with at least 5% of the busy samples, busiest first.
     pub processes: Vec<ProcessLayers>,
+    /// The busy samples as folded stacks (`comm;root;...;leaf`, count),
+    /// most sampled first, for the cell's flame graph.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<(String, u64)>,
 }

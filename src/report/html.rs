@@ -110,32 +110,31 @@ pub struct Section {
     pub records: usize,
 }
 
+/// One cell as people name it: its experiment's varied parameters and its
+/// placement.
+fn cell_name(r: &Record) -> String {
+    let what = match &r.data {
+        RecordData::Stream { params, .. } => format!("stream {} B records", params.record),
+        RecordData::Rpc { params, .. } => format!("rpc {} {} B", params.column(), params.size),
+        RecordData::Cksum { params, .. } => format!("cksum {} B", params.size),
+        RecordData::Login { params, .. } => format!(
+            "login {} {} {} users",
+            params.relay.name(),
+            params.protocol.name(),
+            params.users
+        ),
+        RecordData::Output { params, .. } => {
+            format!("output {} {}", params.relay.name(), params.protocol.name())
+        }
+    };
+    format!("{what} ({})", r.placement)
+}
+
 fn missing_cells(records: &[&Record]) -> Vec<String> {
     records
         .iter()
         .filter(|r| r.error.is_some())
-        .map(|r| {
-            let what = match &r.data {
-                RecordData::Stream { params, .. } => format!("{} B records", params.record),
-                RecordData::Rpc { params, .. } => format!("{} {} B", params.column(), params.size),
-                RecordData::Cksum { params, .. } => format!("{} B", params.size),
-                RecordData::Login { params, .. } => format!(
-                    "{} {} {} users",
-                    params.relay.name(),
-                    params.protocol.name(),
-                    params.users
-                ),
-                RecordData::Output { params, .. } => {
-                    format!("{} {}", params.relay.name(), params.protocol.name())
-                }
-            };
-            format!(
-                "{} ({}): {}",
-                what,
-                r.placement,
-                r.error.as_deref().unwrap_or("")
-            )
-        })
+        .map(|r| format!("{}: {}", cell_name(r), r.error.as_deref().unwrap_or("")))
         .collect()
 }
 
@@ -680,6 +679,7 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
         }
         html.push_str("</section>\n");
     }
+    profile_section(&loaded.records, dir, &mut html, &mut written)?;
     let absent: Vec<&str> = EXPERIMENTS
         .iter()
         .copied()
@@ -695,6 +695,54 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
     std::fs::write(&written.html, html)?;
     Ok(written)
 }
+/// With `--profile`: the layer tables over every profiled cell, and a
+/// flame graph per cell (`flame-N.svg`, N its line among the records),
+/// linked.
+fn profile_section(
+    records: &[Record],
+    dir: &Path,
+    html: &mut String,
+    written: &mut Written,
+) -> std::io::Result<()> {
+    let mut links = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let Some(profile) = &record.profile else {
+            continue;
+        };
+        let name = cell_name(record);
+        match super::profile::flame_svg(profile, &name) {
+            None => {}
+            Some(Err(e)) => written.figure_errors.push(format!("{name}: {e}")),
+            Some(Ok(svg)) => {
+                let file = format!("flame-{}.svg", i + 1);
+                let path = dir.join(&file);
+                std::fs::write(&path, svg)?;
+                written.figures.push(path);
+                let busy = profile.system.samples - profile.system.idle;
+                links.push(format!(
+                    "<li><a href=\"{file}\">{}</a> ({busy} busy samples)</li>\n",
+                    escape(&name)
+                ));
+            }
+        }
+    }
+    let text = super::profile::text(records);
+    if text.is_empty() && links.is_empty() {
+        return Ok(());
+    }
+    html.push_str(&format!(
+        "<section id=\"profile\">\n<h2>Where the CPU went, by layer (--profile)</h2>\n<pre>{}</pre>\n",
+        escape(&text)
+    ));
+    if !links.is_empty() {
+        html.push_str("<p>Flame graphs, one per profiled cell (kernel call chains; each process's user-space time is one [user] frame):</p>\n<ul>\n");
+        links.iter().for_each(|l| html.push_str(l));
+        html.push_str("</ul>\n");
+    }
+    html.push_str("</section>\n");
+    Ok(())
+}
+
 impl Written {
     /// Where the report is, its figures' count and, under `heading`, the
     /// most notable findings, numbered.

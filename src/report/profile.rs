@@ -6,7 +6,7 @@ use super::historical;
 use super::tables::markdown;
 use crate::analysis::layers::merge;
 use crate::record::Record;
-use crate::record::profile::{Layer, LayerTable};
+use crate::record::profile::{Layer, LayerTable, ProfileReport};
 
 /// 1981's categories (004: "Ethernet handling 20%, IP 10%, TCP 30%,
 /// checksumming 25%, system call handling 15%") and today's layers each
@@ -116,4 +116,90 @@ pub fn text(records: &[Record]) -> String {
         ));
     }
     out
+}
+
+/// A profiled cell's flame graph (inferno) from its record's folded
+/// stacks, or `None` when it kept none: kernel frames from the root up,
+/// each process's user-space time as one `[user]` frame.
+pub fn flame_svg(profile: &ProfileReport, title: &str) -> Option<Result<Vec<u8>, String>> {
+    if profile.folded.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = profile
+        .folded
+        .iter()
+        .map(|(stack, count)| format!("{stack} {count}"))
+        .collect();
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.subtitle = Some(format!(
+        "busy samples at {} Hz over {:.2} s on {} CPU(s); idle left out",
+        profile.frequency_hz, profile.seconds, profile.cpus
+    ));
+    options.count_name = "samples".to_string();
+    // The same stacks draw the same colours: reports compare across runs.
+    options.hash = true;
+    options.deterministic = true;
+    let mut svg = Vec::new();
+    Some(
+        inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
+            .map(|()| svg)
+            .map_err(|e| format!("flame graph: {e}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::fixture_stream_run;
+
+    fn profiled() -> Record {
+        let mut record = fixture_stream_run();
+        record.profile = Some(Box::new(ProfileReport {
+            method: "test".into(),
+            frequency_hz: 999,
+            seconds: 1.0,
+            cpus: 2,
+            folded: vec![
+                (
+                    "netlab;do_syscall_64;tcp_sendmsg;_copy_from_iter".into(),
+                    30,
+                ),
+                ("swapper;do_softirq;net_rx_action;tcp_v4_rcv".into(), 10),
+                ("netlab;[user]".into(), 5),
+            ],
+            ..ProfileReport::default()
+        }));
+        record
+    }
+
+    #[test]
+    fn a_profiled_cell_draws_its_flame_graph_from_the_record_alone() {
+        let record = profiled();
+        let svg = flame_svg(record.profile.as_ref().unwrap(), "stream 1 KB")
+            .expect("stacks kept")
+            .expect("drawn");
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("<svg"), "{svg}");
+        for frame in ["tcp_sendmsg", "_copy_from_iter", "net_rx_action", "[user]"] {
+            assert!(svg.contains(frame), "{frame} missing");
+        }
+        // A profile without stacks (an older record) has no graph.
+        assert!(flame_svg(&ProfileReport::default(), "none").is_none());
+    }
+
+    #[test]
+    fn the_report_writes_and_links_one_flame_graph_per_profiled_cell() {
+        let dir = tempfile::tempdir().unwrap();
+        let loaded = crate::report::html::Loaded {
+            records: vec![fixture_stream_run(), profiled()],
+            skipped: Vec::new(),
+        };
+        let written = crate::report::html::write(&loaded, "r.jsonl", dir.path()).unwrap();
+        let flame = dir.path().join("flame-2.svg");
+        assert!(written.figures.contains(&flame), "{:?}", written.figures);
+        assert!(!dir.path().join("flame-1.svg").exists());
+        let html = std::fs::read_to_string(&written.html).unwrap();
+        assert!(html.contains("<a href=\"flame-2.svg\">"), "{html}");
+    }
 }
