@@ -494,7 +494,7 @@ mod tests {
         let send = k(&["_copy_from_iter", "tcp_sendmsg_locked", "tcp_sendmsg"]);
         let ack = k(&["tcp_ack.cold", "tcp_rcv_established"]);
         let idle = k(&["pv_native_safe_halt", "default_idle", "do_idle"]);
-        let user = vec![Frame::User { netlab: true }];
+        let user = [Frame::User { netlab: true }];
         let samples = [
             ("netlab", &send[..]),
             ("netlab", &send[..]),
