@@ -432,6 +432,27 @@ pub fn folded<'a>(
     stacks
 }
 
+/// Busy CPU per packet by layer, µs: each busy layer's samples as CPU time
+/// (one sample is 1/`frequency_hz` s of one CPU) over `packets`, largest
+/// first; `None` without packets.
+pub fn per_packet_us(
+    table: &LayerTable,
+    frequency_hz: u64,
+    packets: u64,
+) -> Option<Vec<(Layer, f64)>> {
+    if packets == 0 || frequency_hz == 0 {
+        return None;
+    }
+    let us_per_sample = 1e6 / frequency_hz as f64;
+    Some(
+        table
+            .shares
+            .iter()
+            .map(|s| (s.layer, s.samples as f64 * us_per_sample / packets as f64))
+            .collect(),
+    )
+}
+
 /// Several tables as one (the cells of a run): counts summed, shares and
 /// intervals recomputed. Each table keeps only its top unclassified
 /// leaves, so the merged list is of those.

@@ -9,6 +9,7 @@ use super::login::{DEFAULT_CORPUS, LoginMeasure};
 use super::login::{Dialect, LimitSearch, LoginParams, LoginPlan, Target, find_limits};
 use super::output::OutputMeasure;
 use super::output::{OutputParams, OutputPlan};
+use super::profile::Profiling;
 use super::rpc::RpcMeasure;
 use super::rpc::{RpcPlan, remote_1989};
 use super::rpc_search::{Explained, measure_and_explain};
@@ -59,6 +60,10 @@ pub struct LabPlan {
     /// 1989's shape: each of netlab's designs' limit on a 1989-class host
     /// (none across hosts: the preset is calibrated on the serving host).
     pub limits: Option<DesignLimits>,
+    /// Profile the 1981 stream cells by layer (where this host can), to set
+    /// beside Berkeley's split; off across hosts (the sampler sees this
+    /// host only).
+    pub profile_joy: bool,
 }
 
 /// Each relay design's limit (the most users it serves normally) under a
@@ -283,6 +288,7 @@ impl LabPlan {
             output,
             output_cells,
             cksum_on: None,
+            profile_joy: true,
             ether10_skipped:
                 "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
                     .into(),
@@ -323,6 +329,7 @@ impl LabPlan {
             ..StreamConfig::joy_1981()
         };
         self.joy_ether10 = None;
+        self.profile_joy = false;
         self.ether10_skipped = format!(
             "stream over an emulated 10 Mbit/s Ethernet: this lab runs across the real path from {from} to {to}"
         );
@@ -425,7 +432,19 @@ where
     // Limits first: nothing runs if a later section could not.
     let cksum_specs = plan.cksum.specs()?;
 
-    // 1981: Bill Joy's 4 MB in 1024-byte records.
+    // 1981: Bill Joy's 4 MB in 1024-byte records, profiled by layer when
+    // this host can (root) to set beside Berkeley's split of its CPU.
+    let restore = match (
+        plan.profile_joy && !runner.is_profiling(),
+        Profiling::check(),
+    ) {
+        (true, Ok(profiling)) => Some(runner.swap_profiling(Some(profiling))),
+        (true, Err(e)) => {
+            eprintln!("lab: stream cells not profiled by layer: {e}");
+            None
+        }
+        (false, _) => None,
+    };
     let joy = &plan.joy;
     eprintln!("lab: stream, {} ({} runs)", joy.describe(), plan.joy_repeat);
     let records = runner.grid(
@@ -456,6 +475,9 @@ where
             })?;
         }
         None => show(Section::Skipped(plan.ether10_skipped.clone()))?,
+    }
+    if let Some(before) = restore {
+        runner.swap_profiling(before);
     }
 
     // 1989: Sun RPC time per call vs argument size, its cliffs and their causes.

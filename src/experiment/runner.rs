@@ -91,6 +91,19 @@ impl<'w> Runner<'w> {
         self
     }
 
+    /// Profiles the cells from now on with `profiling` (or none), giving
+    /// back what it had: a plan may profile some sections only.
+    pub fn swap_profiling(
+        &mut self,
+        profiling: Option<super::profile::Profiling>,
+    ) -> Option<super::profile::Profiling> {
+        std::mem::replace(&mut self.profiling, profiling)
+    }
+
+    pub fn is_profiling(&self) -> bool {
+        self.profiling.is_some()
+    }
+
     /// Stop at the first failed cell (after recording it).
     pub fn fail_fast(mut self, on: bool) -> Self {
         self.fail_fast = on;

@@ -38,6 +38,9 @@ pub struct BsdSpeedups {
     pub copy_us_per_kb: Vec<f64>,
     pub copy_and_checksum_fused_us_per_kb: f64,
     pub per_packet_us: std::collections::BTreeMap<String, f64>,
+    /// The 800 µs fixed cost by part: `protocol`, `stalls`,
+    /// `device_interrupt_task` (and `protocol_before_header_prediction`).
+    pub fixed_cost_split_pct: std::collections::BTreeMap<String, f64>,
     pub cpu_sender_pct: f64,
     pub cpu_receiver_pct: Vec<f64>,
     pub rule_of_thumb: String,

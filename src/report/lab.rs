@@ -92,7 +92,9 @@ pub fn stream_section(title: &str, records: &[Record]) -> String {
 pub fn text(section: &Section) -> String {
     match section {
         Section::Skipped(note) => format!("skipped: {note}\n"),
-        Section::Stream { title, records } => stream_section(title, records),
+        Section::Stream { title, records } => {
+            stream_section(title, records) + &super::profile::then_and_now(records)
+        }
         Section::Rpc { title, explained } => format!(
             "{title}{}",
             rpc::table(&explained.records, &explained.findings)

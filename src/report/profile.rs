@@ -3,10 +3,11 @@
 //! layers, saying how), and what no rule classified.
 
 use super::historical;
-use super::tables::markdown;
-use crate::analysis::layers::merge;
-use crate::record::Record;
+use super::tables::{markdown, num};
+use crate::analysis::layers::{merge, per_packet_us};
 use crate::record::profile::{Layer, LayerTable, ProfileReport};
+use crate::record::{Record, RecordData};
+use crate::units::format_size;
 
 /// 1981's categories (004: "Ethernet handling 20%, IP 10%, TCP 30%,
 /// checksumming 25%, system call handling 15%") and today's layers each
@@ -21,6 +22,148 @@ const MAPPING: [(&str, &[Layer]); 5] = [
     ("syscall", &[Layer::Syscall, Layer::Socket, Layer::Copy]),
 ];
 
+/// Van Jacobson's 1988 per-packet parts and today's layers in each. His
+/// fixed cost (800 µs a packet on a Sun-3/60) was 30% "TCP, IP, ARP and
+/// ethernet protocol processing", 55% "device setup, interrupt service and
+/// task handling", 15% stalls; copying and checksumming a packet were
+/// variable costs beside it (193 + 184 µs for 1408 bytes). Socket layer,
+/// system calls, memory and user code he does not name: they are shown
+/// apart. Stalls cannot be seen by sampling a clock (no hardware counters):
+/// a stalled instruction's time lands on its function's layer.
+const PER_PACKET: [(&str, &[Layer]); 5] = [
+    ("protocol (TCP, IP)", &[Layer::Tcp, Layer::Ip]),
+    (
+        "device, interrupt, task (link, softirq, scheduler)",
+        &[Layer::Link, Layer::Interrupt, Layer::Scheduler],
+    ),
+    ("copy + checksum", &[Layer::Copy, Layer::Checksum]),
+    (
+        "socket, syscall, memory, unclassified",
+        &[
+            Layer::Socket,
+            Layer::Syscall,
+            Layer::Memory,
+            Layer::Unclassified,
+        ],
+    ),
+    ("user code", &[Layer::Netlab, Layer::OtherUser]),
+];
+
+/// The per-packet view of profiled stream cells: the whole host's busy CPU
+/// per data segment by part, grouped by placement and record size (their
+/// repeats merged), beside Van Jacobson's 1988 Sun-3/60 packet.
+pub fn per_packet_text(records: &[Record]) -> String {
+    let mut groups: Vec<(String, u64, Vec<&LayerTable>, u64, f64, u64)> = Vec::new();
+    for r in records {
+        let (
+            Some(profile),
+            RecordData::Stream {
+                params,
+                result: Some(result),
+            },
+        ) = (&r.profile, &r.data)
+        else {
+            continue;
+        };
+        let Some(segments) = result.figures.data_segments.filter(|&n| n > 0) else {
+            continue;
+        };
+        let bytes = result.figures.mean_segment_bytes.unwrap_or(0.0) * segments as f64;
+        match groups
+            .iter_mut()
+            .find(|g| g.0 == r.placement && g.1 == params.record)
+        {
+            Some(g) => {
+                g.2.push(&profile.system);
+                g.3 += segments;
+                g.4 += bytes;
+            }
+            None => groups.push((
+                r.placement.clone(),
+                params.record,
+                vec![&profile.system],
+                segments,
+                bytes,
+                profile.frequency_hz,
+            )),
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let h = &historical::figures().bsd_speedups;
+    let fixed = h
+        .per_packet_us
+        .get("observed_fixed")
+        .copied()
+        .unwrap_or(800.0);
+    let part =
+        |name: &str| fixed * h.fixed_cost_split_pct.get(name).copied().unwrap_or(0.0) / 100.0;
+    let variable = h.per_packet_us.get("copy").copied().unwrap_or(0.0)
+        + h.per_packet_us.get("checksum").copied().unwrap_or(0.0);
+    let mut header = vec!["cell".to_string(), "segment B".to_string()];
+    header.extend(PER_PACKET.iter().map(|(name, _)| name.to_string()));
+    header.push("busy µs/segment".into());
+    let mut rows = vec![{
+        let mut row = vec![
+            format!("1988 Sun-3/60 sender ({})", h.source),
+            h.packet_data_bytes.to_string(),
+            format!("{:.0}", part("protocol")),
+            format!("{:.0}", part("device_interrupt_task")),
+            format!("{variable:.0}"),
+            "-".into(),
+            "-".into(),
+        ];
+        row.push(format!(
+            "{:.0} (+{:.0} stalls)",
+            fixed - part("stalls") + variable,
+            part("stalls")
+        ));
+        row
+    }];
+    let mut protocol_share = Vec::new();
+    for (placement, record, tables, segments, bytes, hz) in &groups {
+        let table = merge(tables.iter().copied());
+        let Some(per) = per_packet_us(&table, *hz, *segments) else {
+            continue;
+        };
+        let sum = |layers: &[Layer]| -> f64 {
+            per.iter()
+                .filter(|(l, _)| layers.contains(l))
+                .map(|(_, us)| us)
+                .sum()
+        };
+        let mut row = vec![
+            format!("{} records, {placement}", format_size(*record)),
+            format!("{:.0}", bytes / *segments as f64),
+        ];
+        row.extend(PER_PACKET.iter().map(|(_, layers)| num(sum(layers))));
+        row.push(num(per.iter().map(|(_, us)| us).sum()));
+        rows.push(row);
+        let (p, d) = (sum(PER_PACKET[0].1), sum(PER_PACKET[1].1));
+        if p + d > 0.0 {
+            protocol_share.push(format!(
+                "{} records {placement} {:.0}%",
+                format_size(*record),
+                p * 100.0 / (p + d)
+            ));
+        }
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut out = String::from(
+        "per packet (Van Jacobson 1988 beside): today's µs are the whole host's busy CPU (both ends, and their ACKs) per data segment the sender's TCP emitted:\n",
+    );
+    out.push_str(&markdown(&header, &rows));
+    let (p, d) = (part("protocol"), part("device_interrupt_task"));
+    out.push_str(&format!(
+        "protocol's part of the fixed cost (protocol + device/interrupt/task): 1988 {:.0}% (\"protocol processing is negligible\"), today {}. Stalls (1988: {:.0}%) are invisible to clock sampling: a stalled instruction counts in its function's layer.\n",
+        p * 100.0 / (p + d),
+        if protocol_share.is_empty() { "-".to_string() } else { protocol_share.join(", ") },
+        h.fixed_cost_split_pct.get("stalls").copied().unwrap_or(0.0)
+    ));
+    out
+}
+
 /// The profiled records' system tables as one, and how many there were.
 fn summed(records: &[Record]) -> Option<(LayerTable, usize)> {
     let tables: Vec<&LayerTable> = records
@@ -32,41 +175,40 @@ fn summed(records: &[Record]) -> Option<(LayerTable, usize)> {
     (!tables.is_empty()).then(|| (merge(tables.iter().copied()), tables.len()))
 }
 
-/// The profile section, or nothing when no record was profiled.
-pub fn text(records: &[Record]) -> String {
-    let not_profiled: Vec<&str> = records
-        .iter()
-        .filter_map(|r| r.profile.as_ref())
-        .filter(|p| p.method.starts_with("not profiled"))
-        .map(|p| p.method.as_str())
-        .collect();
-    let Some((table, cells)) = summed(records) else {
-        return not_profiled
-            .first()
-            .map_or(String::new(), |why| format!("profile: {why}\n"));
-    };
-    let method = records
-        .iter()
-        .find_map(|r| r.profile.as_ref().map(|p| p.method.clone()))
-        .unwrap_or_default();
+/// Berkeley's 1981 split beside `table`'s busy samples in its five
+/// categories ([`MAPPING`]), and what falls outside them today.
+fn berkeley_text(table: &LayerTable) -> String {
+    let mut out = String::new();
     let busy = table.samples - table.idle;
-    let mut out = format!(
-        "where the CPU went, by layer ({cells} profiled cell(s), {} samples, {busy} busy; {method}); share of busy samples, 95% interval from the binomial:\n",
-        table.samples
+    let share = |layer: Layer| {
+        table
+            .shares
+            .iter()
+            .find(|s| s.layer == layer)
+            .map_or(0.0, |s| s.share * 100.0)
+    };
+    let checksum = share(Layer::Checksum);
+    let reading = if checksum < 1.0 {
+        format!(
+            "checksum {checksum:.1}% today against 25% in 1981: on loopback and veth the kernel marks packets CHECKSUM_PARTIAL or UNNECESSARY and computes no checksum in software (the TUN emulator, --link-via emulator, does)"
+        )
+    } else {
+        format!(
+            "checksum {checksum:.1}% today: computed in software on this path (the TUN emulator, or a device without offload)"
+        )
+    };
+    let (copy, syscall) = (
+        share(Layer::Copy),
+        share(Layer::Syscall) + share(Layer::Scheduler),
     );
-    let rows: Vec<Vec<String>> = table
-        .shares
-        .iter()
-        .map(|s| {
-            vec![
-                s.layer.name().to_string(),
-                s.samples.to_string(),
-                format!("{:.1} ± {:.1}", s.share * 100.0, s.error * 100.0),
-            ]
-        })
-        .collect();
-    out.push_str(&markdown(&["layer", "samples", "% of busy"], &rows));
-    // 1981 beside: today's shares within the five categories it had.
+    let reading = format!(
+        "{reading}; the copy is {copy:.0}% and system calls with wake-ups {syscall:.0}% ({}).\n",
+        if copy > syscall {
+            "copying outweighs the per-call costs, as large records make it"
+        } else {
+            "the per-call costs outweigh copying, as small records make them"
+        }
+    );
     let h = &historical::figures().berkeley_vax;
     let within: Vec<(&str, u64)> = MAPPING
         .iter()
@@ -104,6 +246,60 @@ pub fn text(records: &[Record]) -> String {
             (busy - total) as f64 * 100.0 / busy.max(1) as f64
         ));
     }
+    out.push_str(&reading);
+    out
+}
+
+/// The lab's stream section with its cells profiled: "1981 VAX-11/750 vs
+/// today" by layer, and the per-packet view; nothing when no cell was.
+pub fn then_and_now(records: &[Record]) -> String {
+    let Some((table, cells)) = summed(records) else {
+        return String::new();
+    };
+    format!(
+        "by layer ({cells} profiled run(s), {} busy samples):\n{}{}",
+        table.samples - table.idle,
+        berkeley_text(&table),
+        per_packet_text(records)
+    )
+}
+
+/// The profile section, or nothing when no record was profiled.
+pub fn text(records: &[Record]) -> String {
+    let not_profiled: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r.profile.as_ref())
+        .filter(|p| p.method.starts_with("not profiled"))
+        .map(|p| p.method.as_str())
+        .collect();
+    let Some((table, cells)) = summed(records) else {
+        return not_profiled
+            .first()
+            .map_or(String::new(), |why| format!("profile: {why}\n"));
+    };
+    let method = records
+        .iter()
+        .find_map(|r| r.profile.as_ref().map(|p| p.method.clone()))
+        .unwrap_or_default();
+    let busy = table.samples - table.idle;
+    let mut out = format!(
+        "where the CPU went, by layer ({cells} profiled cell(s), {} samples, {busy} busy; {method}); share of busy samples, 95% interval from the binomial:\n",
+        table.samples
+    );
+    let rows: Vec<Vec<String>> = table
+        .shares
+        .iter()
+        .map(|s| {
+            vec![
+                s.layer.name().to_string(),
+                s.samples.to_string(),
+                format!("{:.1} ± {:.1}", s.share * 100.0, s.error * 100.0),
+            ]
+        })
+        .collect();
+    out.push_str(&markdown(&["layer", "samples", "% of busy"], &rows));
+    out.push_str(&berkeley_text(&table));
+    out.push_str(&per_packet_text(records));
     if !table.unclassified.is_empty() {
         let names: Vec<String> = table
             .unclassified
@@ -171,6 +367,59 @@ mod tests {
             ..ProfileReport::default()
         }));
         record
+    }
+
+    #[test]
+    fn the_per_packet_view_divides_each_layers_cpu_by_the_segments() {
+        let mut record = profiled();
+        let RecordData::Stream {
+            result: Some(result),
+            ..
+        } = &mut record.data
+        else {
+            panic!("the fixture is a stream run");
+        };
+        result.figures.data_segments = Some(1_000);
+        result.figures.mean_segment_bytes = Some(1448.0);
+        let profile = record.profile.as_mut().unwrap();
+        profile.frequency_hz = 1_000;
+        let counts = [
+            (Layer::Tcp, 400),
+            (Layer::Ip, 100),
+            (Layer::Link, 250),
+            (Layer::Copy, 250),
+        ];
+        profile.system = LayerTable {
+            samples: 1_000,
+            idle: 0,
+            shares: counts
+                .iter()
+                .map(|&(layer, samples)| crate::record::profile::LayerShare {
+                    layer,
+                    samples,
+                    share: samples as f64 / 1_000.0,
+                    error: 0.0,
+                })
+                .collect(),
+            unclassified: Vec::new(),
+        };
+        // 1,000 samples at 1 kHz = 1 s of CPU over 1,000 segments: 1,000 µs
+        // a segment, TCP and IP 500 of them.
+        let text = per_packet_text(&[record]);
+        let row = text
+            .lines()
+            .find(|l| l.contains("records, "))
+            .expect("today's row");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(
+            &cells[2..9],
+            ["1448", "500", "250", "250", "0", "0", "1000"],
+            "{row}"
+        );
+        assert!(text.contains("1988 35%"), "{text}");
+        assert!(text.contains("67%"), "protocol 500 of 750: {text}");
+        // Nothing profiled: no view.
+        assert!(per_packet_text(&[fixture_stream_run()]).is_empty());
     }
 
     #[test]
