@@ -53,7 +53,16 @@ const PER_PACKET: [(&str, &[Layer]); 5] = [
 /// per data segment by part, grouped by placement and record size (their
 /// repeats merged), beside Van Jacobson's 1988 Sun-3/60 packet.
 pub fn per_packet_text(records: &[Record]) -> String {
-    let mut groups: Vec<(String, u64, Vec<&LayerTable>, u64, f64, u64)> = Vec::new();
+    /// The profiled runs of one placement and record size.
+    struct Group<'a> {
+        placement: String,
+        record: u64,
+        tables: Vec<&'a LayerTable>,
+        segments: u64,
+        bytes: f64,
+        hz: u64,
+    }
+    let mut groups: Vec<Group> = Vec::new();
     for r in records {
         let (
             Some(profile),
@@ -71,21 +80,21 @@ pub fn per_packet_text(records: &[Record]) -> String {
         let bytes = result.figures.mean_segment_bytes.unwrap_or(0.0) * segments as f64;
         match groups
             .iter_mut()
-            .find(|g| g.0 == r.placement && g.1 == params.record)
+            .find(|g| g.placement == r.placement && g.record == params.record)
         {
             Some(g) => {
-                g.2.push(&profile.system);
-                g.3 += segments;
-                g.4 += bytes;
+                g.tables.push(&profile.system);
+                g.segments += segments;
+                g.bytes += bytes;
             }
-            None => groups.push((
-                r.placement.clone(),
-                params.record,
-                vec![&profile.system],
+            None => groups.push(Group {
+                placement: r.placement.clone(),
+                record: params.record,
+                tables: vec![&profile.system],
                 segments,
                 bytes,
-                profile.frequency_hz,
-            )),
+                hz: profile.frequency_hz,
+            }),
         }
     }
     if groups.is_empty() {
@@ -122,7 +131,15 @@ pub fn per_packet_text(records: &[Record]) -> String {
         row
     }];
     let mut protocol_share = Vec::new();
-    for (placement, record, tables, segments, bytes, hz) in &groups {
+    for Group {
+        placement,
+        record,
+        tables,
+        segments,
+        bytes,
+        hz,
+    } in &groups
+    {
         let table = merge(tables.iter().copied());
         let Some(per) = per_packet_us(&table, *hz, *segments) else {
             continue;
