@@ -308,9 +308,11 @@ pub fn rule_for(symbol: &str) -> Option<&'static Rule> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
     Kernel(&'a str),
-    /// A user-space frame: whether it is netlab's own code.
+    /// A user-space frame: whether it is netlab's own code, and its
+    /// function where netlab's symbols name it.
     User {
         netlab: bool,
+        function: Option<&'a str>,
     },
 }
 
@@ -320,8 +322,8 @@ pub fn classify(chain: &[Frame]) -> Layer {
         return Unclassified;
     };
     let leaf_rule = match leaf {
-        Frame::User { netlab: true } => return Netlab,
-        Frame::User { netlab: false } => return OtherUser,
+        Frame::User { netlab: true, .. } => return Netlab,
+        Frame::User { netlab: false, .. } => return OtherUser,
         Frame::Kernel(symbol) => match rule_for(symbol) {
             Some(rule) => rule,
             None => return Unclassified,
@@ -387,8 +389,8 @@ pub fn table<'a>(chains: impl IntoIterator<Item = &'a [Frame<'a>]>) -> LayerTabl
 
 /// The busy samples as folded stacks for a flame graph: `comm;root;...;leaf`
 /// with their counts, most sampled first. Idle samples are left out; a
-/// sample in user space (no kernel frames) is one `[user]` frame (netlab's
-/// own code is not unwound: no frame pointers). Beyond `max_stacks`
+/// user frame is netlab's function where its symbols name it, else
+/// `[user]` (user stacks are not unwound: no frame pointers). Beyond `max_stacks`
 /// distinct stacks the rest are counted as `[rarer stacks]`, so the counts
 /// still sum to the busy samples.
 pub fn folded<'a>(
@@ -415,7 +417,7 @@ pub fn folded<'a>(
             stack.push(';');
             stack.push_str(match frame {
                 Frame::Kernel(symbol) => base_name(symbol),
-                Frame::User { .. } => "[user]",
+                Frame::User { function, .. } => function.unwrap_or("[user]"),
             });
         }
         *counts.entry(stack).or_default() += 1;
@@ -515,7 +517,10 @@ mod tests {
         let send = k(&["_copy_from_iter", "tcp_sendmsg_locked", "tcp_sendmsg"]);
         let ack = k(&["tcp_ack.cold", "tcp_rcv_established"]);
         let idle = k(&["pv_native_safe_halt", "default_idle", "do_idle"]);
-        let user = [Frame::User { netlab: true }];
+        let user = [Frame::User {
+            netlab: true,
+            function: None,
+        }];
         let samples = [
             ("netlab", &send[..]),
             ("netlab", &send[..]),
@@ -767,7 +772,10 @@ mod tests {
             ]),
             k(&["pv_native_safe_halt", "default_idle"]),
             k(&["a_mystery"]),
-            vec![Frame::User { netlab: true }],
+            vec![Frame::User {
+                netlab: true,
+                function: None,
+            }],
         ];
         let t = table(chains.iter().map(|c| c.as_slice()));
         assert_eq!((t.samples, t.idle), (6, 1));
@@ -790,8 +798,20 @@ mod tests {
 
     #[test]
     fn user_frames_and_the_unknown() {
-        assert_eq!(classify(&[Frame::User { netlab: true }]), Netlab);
-        assert_eq!(classify(&[Frame::User { netlab: false }]), OtherUser);
+        assert_eq!(
+            classify(&[Frame::User {
+                netlab: true,
+                function: None
+            }]),
+            Netlab
+        );
+        assert_eq!(
+            classify(&[Frame::User {
+                netlab: false,
+                function: None
+            }]),
+            OtherUser
+        );
         assert_eq!(
             classify(&k(&["some_driver_we_never_heard_of"])),
             Unclassified

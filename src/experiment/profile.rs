@@ -6,6 +6,7 @@
 use crate::analysis::layers::{Frame, folded, table};
 use crate::measure::kallsyms::Kallsyms;
 use crate::measure::profile::{Profile, Profiler};
+use crate::measure::usersyms::UserSymbols;
 use crate::record::profile::{ProcessLayers, ProfileReport};
 use std::io;
 
@@ -18,25 +19,65 @@ pub const FREQUENCY_HZ: u64 = 999;
 pub const MAX_STACKS: usize = 1_500;
 
 /// Each sample as a chain of frames for the layer rules (leaf first), in
-/// the order of `profile.samples`: its kernel frames, or when it has none
-/// (it was in user space) one user frame, netlab's or another program's.
-pub fn chains<'k>(profile: &Profile, kernel: &'k Kallsyms) -> Vec<Vec<Frame<'k>>> {
+/// the order of `profile.samples`: its kernel frames, then (in netlab's
+/// processes, where its symbols name it) the netlab function that entered
+/// the kernel; or when it has no kernel frames (it was in user space) one
+/// user frame, netlab's or another program's.
+pub fn chains<'a>(
+    profile: &Profile,
+    kernel: &'a Kallsyms,
+    netlab: Option<&'a UserSymbols>,
+) -> Vec<Vec<Frame<'a>>> {
     profile
-        .symbolised(kernel)
+        .symbolised(kernel, netlab)
         .into_iter()
-        .map(|(names, netlab)| {
-            if names.is_empty() {
-                vec![Frame::User { netlab }]
+        .map(|s| {
+            let user = Frame::User {
+                netlab: s.netlab,
+                function: s.user,
+            };
+            if s.kernel.is_empty() {
+                vec![user]
             } else {
-                names.into_iter().map(Frame::Kernel).collect()
+                let mut chain: Vec<Frame> = s.kernel.into_iter().map(Frame::Kernel).collect();
+                if s.user.is_some() {
+                    chain.push(user);
+                }
+                chain
             }
         })
         .collect()
 }
 
-/// What a runner needs to profile cells: the kernel's symbols, read once.
+/// The most sampled functions of netlab's own user-space code, at most 10.
+fn netlab_functions(chains: &[Vec<Frame>]) -> Vec<(String, u64)> {
+    let mut counts: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for chain in chains {
+        if let [
+            Frame::User {
+                netlab: true,
+                function: Some(name),
+            },
+        ] = chain.as_slice()
+        {
+            *counts.entry(name).or_default() += 1;
+        }
+    }
+    let mut top: Vec<(String, u64)> = counts
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c))
+        .collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    top.truncate(10);
+    top
+}
+
+/// What a runner needs to profile cells: the kernel's symbols and
+/// netlab's own, read once.
 pub struct Profiling {
     kernel: Kallsyms,
+    /// netlab's own functions, or why they are not named.
+    netlab: Result<UserSymbols, String>,
 }
 
 impl Profiling {
@@ -48,7 +89,10 @@ impl Profiling {
         Profiler::start(FREQUENCY_HZ)
             .map_err(|e| io::Error::new(e.kind(), format!("--profile: {e}")))?
             .stop()?;
-        Ok(Profiling { kernel })
+        let netlab = std::env::current_exe()
+            .and_then(|exe| UserSymbols::read(&exe))
+            .map_err(|e| e.to_string());
+        Ok(Profiling { kernel, netlab })
     }
 
     pub fn start(&self) -> io::Result<Profiler> {
@@ -57,7 +101,7 @@ impl Profiling {
 
     /// The layer tables of a finished profile.
     pub fn report(&self, profile: &Profile) -> ProfileReport {
-        let chains = chains(profile, &self.kernel);
+        let chains = chains(profile, &self.kernel, self.netlab.as_ref().ok());
         let system = table(chains.iter().map(|c| c.as_slice()));
         let busy = (system.samples - system.idle).max(1);
         let mut pids: Vec<(u32, u64)> = Vec::new();
@@ -100,9 +144,14 @@ impl Profiling {
         );
         ProfileReport {
             folded,
+            netlab_functions: netlab_functions(&chains),
             method: format!(
-                "perf_event_open cpu-clock at {} Hz on every CPU, kernel call chains symbolised through /proc/kallsyms",
-                profile.frequency_hz
+                "perf_event_open cpu-clock at {} Hz on every CPU, kernel call chains symbolised through /proc/kallsyms, netlab's user-space leaf {}",
+                profile.frequency_hz,
+                match &self.netlab {
+                    Ok(symbols) => format!("through {}'s symbol table", symbols.path.display()),
+                    Err(why) => format!("not named ({why})"),
+                }
             ),
             frequency_hz: profile.frequency_hz,
             seconds: profile.seconds,
@@ -131,7 +180,7 @@ mod tests {
         // This process's samples, sorted into layers: the ping-pong's
         // kernel work includes TCP.
         let mine = std::process::id();
-        let chains = chains(&profile, &profiling.kernel);
+        let chains = chains(&profile, &profiling.kernel, None);
         let ours = table(
             chains
                 .iter()

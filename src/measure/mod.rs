@@ -14,4 +14,5 @@ pub mod profile;
 pub mod rusage;
 pub mod schedstat;
 pub mod tcpinfo;
+pub mod usersyms;
 pub mod window;

@@ -12,6 +12,7 @@
 //! `/proc` at the start and from the kernel's COMM records after, so a
 //! sample of an endpoint that has since exited still says whose it was.
 
+use super::usersyms::{ExecMap, UserSymbols, exec_maps};
 use perf_event::data::Record as PerfRecord;
 use perf_event::events::Software;
 use perf_event::{Builder, SampleFlag, Sampler};
@@ -56,10 +57,19 @@ pub struct Profile {
     pub cpus: usize,
     /// Process names by PID (`/proc/PID/comm` at the start, COMM records after).
     pub comms: HashMap<u32, String>,
+    /// Executable mappings by PID: netlab's processes' at the start
+    /// (`/proc/PID/maps`), every process's after (MMAP records).
+    pub maps: HashMap<u32, Vec<ExecMap>>,
 }
 
-/// What the reader thread collected: samples, lost records, process names.
-type Drained = (Vec<Sample>, u64, HashMap<u32, String>);
+/// What the reader thread collected.
+#[derive(Default)]
+struct Drained {
+    samples: Vec<Sample>,
+    lost: u64,
+    comms: HashMap<u32, String>,
+    maps: HashMap<u32, Vec<ExecMap>>,
+}
 
 /// A running profile; [`Profiler::stop`] ends it.
 pub struct Profiler {
@@ -98,14 +108,37 @@ fn process_names() -> HashMap<u32, String> {
         .collect()
 }
 
-fn drain(
-    sampler: &mut Sampler,
-    samples: &mut Vec<Sample>,
-    lost: &mut u64,
-    comms: &mut HashMap<u32, String>,
-) {
+/// The executable mappings of the running netlab processes.
+fn netlab_maps(comms: &HashMap<u32, String>) -> HashMap<u32, Vec<ExecMap>> {
+    comms
+        .iter()
+        .filter(|(_, comm)| comm.as_str() == "netlab")
+        .filter_map(|(&pid, _)| {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+            Some((pid, exec_maps(&maps)))
+        })
+        .collect()
+}
+
+fn drain(sampler: &mut Sampler, drained: &mut Drained) {
+    let Drained {
+        samples,
+        lost,
+        comms,
+        maps,
+    } = drained;
     while let Some(record) = sampler.next_record() {
         match record.parse_record() {
+            Ok(PerfRecord::Mmap(mmap)) => maps.entry(mmap.pid).or_default().push(ExecMap {
+                start: mmap.addr,
+                len: mmap.len,
+                pgoff: mmap.pgoff,
+                path: std::path::PathBuf::from(
+                    String::from_utf8_lossy(&mmap.filename)
+                        .trim_end_matches('\0')
+                        .to_string(),
+                ),
+            }),
             Ok(PerfRecord::Sample(sample)) => {
                 let (kernel, user) = split_chain(sample.callchain().unwrap_or(&[]));
                 samples.push(Sample {
@@ -132,24 +165,48 @@ fn drain(
     }
 }
 
+/// One sample with names: its kernel frames (leaf first), whether its
+/// process is netlab's own (by name: the endpoints are `netlab`), and for
+/// netlab's own the function of its user-space leaf where the binary's
+/// symbols say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbolised<'a> {
+    pub kernel: Vec<&'a str>,
+    pub netlab: bool,
+    pub user: Option<&'a str>,
+}
+
 impl Profile {
-    /// Each sample's kernel frames as function names (leaf first), and
-    /// whether its process is netlab's own (by name: the endpoints are
-    /// `netlab`), in the order of `samples`.
-    pub fn symbolised<'k>(
+    /// Every sample with names, in the order of `samples`.
+    pub fn symbolised<'a>(
         &self,
-        kernel: &'k super::kallsyms::Kallsyms,
-    ) -> Vec<(Vec<&'k str>, bool)> {
+        kernel: &'a super::kallsyms::Kallsyms,
+        netlab_symbols: Option<&'a UserSymbols>,
+    ) -> Vec<Symbolised<'a>> {
         self.samples
             .iter()
             .map(|s| {
-                let names = s
-                    .kernel
-                    .iter()
-                    .map(|&ip| kernel.lookup(ip).unwrap_or("[unknown]"))
-                    .collect();
                 let netlab = self.comms.get(&s.pid).is_some_and(|c| c == "netlab");
-                (names, netlab)
+                let user = match (netlab, netlab_symbols, s.user.first()) {
+                    (true, Some(symbols), Some(&ip)) => self
+                        .maps
+                        .get(&s.pid)
+                        .into_iter()
+                        .flatten()
+                        .filter(|m| m.path == symbols.path)
+                        .find_map(|m| m.file_offset(ip))
+                        .and_then(|offset| symbols.at_offset(offset)),
+                    _ => None,
+                };
+                Symbolised {
+                    kernel: s
+                        .kernel
+                        .iter()
+                        .map(|&ip| kernel.lookup(ip).unwrap_or("[unknown]"))
+                        .collect(),
+                    netlab,
+                    user,
+                }
             })
             .collect()
     }
@@ -172,6 +229,9 @@ impl Profiler {
                 .include_kernel()
                 .exclude_idle(false)
                 .comm(true)
+                // Executable mappings: where netlab's own code sits in
+                // each endpoint process started during the profile.
+                .mmap(true)
                 .enabled(false)
                 .build()
                 .and_then(|counter| counter.sampled(1 << 20))
@@ -186,6 +246,7 @@ impl Profiler {
             samplers.push(sampler);
         }
         let comms = process_names();
+        let maps = netlab_maps(&comms);
         for sampler in &mut samplers {
             sampler.as_counter_mut().enable()?;
         }
@@ -194,17 +255,21 @@ impl Profiler {
         let reader = std::thread::Builder::new()
             .name("profile-reader".into())
             .spawn(move || {
-                let (mut samples, mut lost, mut comms) = (Vec::new(), 0, comms);
+                let mut drained = Drained {
+                    comms,
+                    maps,
+                    ..Drained::default()
+                };
                 loop {
                     let last = stopping.load(Ordering::Acquire);
                     for sampler in &mut samplers {
                         if last {
                             let _ = sampler.as_counter_mut().disable();
                         }
-                        drain(sampler, &mut samples, &mut lost, &mut comms);
+                        drain(sampler, &mut drained);
                     }
                     if last {
-                        break (samples, lost, comms);
+                        break drained;
                     }
                     std::thread::sleep(DRAIN_EVERY);
                 }
@@ -222,19 +287,20 @@ impl Profiler {
     pub fn stop(mut self) -> io::Result<Profile> {
         self.stop.store(true, Ordering::Release);
         let seconds = self.started.elapsed().as_secs_f64();
-        let (samples, lost, comms) = self
+        let drained = self
             .reader
             .take()
             .expect("a running profiler has its reader")
             .join()
             .map_err(|_| io::Error::other("the profile reader panicked"))?;
         Ok(Profile {
-            samples,
-            lost,
+            samples: drained.samples,
+            lost: drained.lost,
             seconds,
             frequency_hz: self.frequency_hz,
             cpus: self.cpus,
-            comms,
+            comms: drained.comms,
+            maps: drained.maps,
         })
     }
 }

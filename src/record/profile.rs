@@ -102,4 +102,8 @@ pub struct ProfileReport {
     /// most sampled first, for the cell's flame graph.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folded: Vec<(String, u64)>,
+    /// netlab's own most sampled user-space functions (at most 10), where
+    /// its symbol table names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub netlab_functions: Vec<(String, u64)>,
 }

@@ -281,6 +281,31 @@ pub fn then_and_now(records: &[Record]) -> String {
     )
 }
 
+/// netlab's own most sampled functions over the profiled records, where
+/// its symbols named them.
+fn netlab_functions_text(records: &[Record]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for profile in records.iter().filter_map(|r| r.profile.as_ref()) {
+        for (name, n) in &profile.netlab_functions {
+            *counts.entry(name).or_default() += n;
+        }
+    }
+    if counts.is_empty() {
+        return String::new();
+    }
+    let mut top: Vec<(&str, u64)> = counts.into_iter().collect();
+    top.sort_by_key(|t| std::cmp::Reverse(t.1));
+    let names: Vec<String> = top
+        .iter()
+        .take(8)
+        .map(|(name, n)| format!("{name} ({n})"))
+        .collect();
+    format!(
+        "netlab's own user-space code, most sampled functions: {}\n",
+        names.join(", ")
+    )
+}
+
 /// The profile section, or nothing when no record was profiled.
 pub fn text(records: &[Record]) -> String {
     let not_profiled: Vec<&str> = records
@@ -315,6 +340,7 @@ pub fn text(records: &[Record]) -> String {
         })
         .collect();
     out.push_str(&markdown(&["layer", "samples", "% of busy"], &rows));
+    out.push_str(&netlab_functions_text(records));
     out.push_str(&berkeley_text(&table));
     out.push_str(&per_packet_text(records));
     if !table.unclassified.is_empty() {
