@@ -666,4 +666,23 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
         processes.iter().any(|p| p["comm"] == "netlab"),
         "{processes:?}"
     );
+    // The folded stacks count every busy sample once, for the flame graph.
+    let folded: u64 = profile["folded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(folded, busy);
+    // The per-packet view, Van Jacobson's 1988 packet beside.
+    assert!(text.contains("1988 Sun-3/60 sender"), "{text}");
+    // The report draws and links the cell's flame graph.
+    netlab().args(["report"]).arg(&out).assert().success();
+    let svg = std::fs::read_to_string(dir.path().join("flame-1.svg")).unwrap();
+    assert!(
+        svg.contains("tcp_sendmsg"),
+        "the sender's TCP in the flame graph"
+    );
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("href=\"flame-1.svg\""));
 }

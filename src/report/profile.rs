@@ -305,7 +305,7 @@ pub fn then_and_now(records: &[Record]) -> String {
         return String::new();
     };
     format!(
-        "by layer ({cells} profiled run(s), {} busy samples):\n{}{}{}",
+        "1981 VAX-11/750 vs today, by layer ({cells} profiled run(s), {} busy samples):\n{}{}{}",
         table.samples - table.idle,
         berkeley_text(&table),
         reading_text(&table, records),
