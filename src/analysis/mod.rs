@@ -7,6 +7,7 @@ pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
 pub mod dips;
+pub mod factorial;
 pub mod knee;
 pub mod layers;
 pub mod login;
