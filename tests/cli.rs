@@ -686,3 +686,146 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     assert!(html.contains("href=\"flame-1.svg\""));
 }
+
+#[test]
+fn ablate_runs_every_combination_and_reports_effects_and_interactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a.jsonl");
+    let doc = run_json(
+        &[
+            "ablate",
+            "stream",
+            "--factor",
+            "record=4K,64K",
+            "--factor",
+            "nodelay=off,on",
+            "--reps",
+            "2",
+            "--duration",
+            "200ms",
+            "--seed",
+            "11",
+        ],
+        &out,
+    );
+    assert_eq!(doc["experiment"], "ablate");
+    assert_eq!(doc["seed"], 11);
+    let records = lines_of(&out);
+    assert_eq!(records.len(), 8);
+    // Every combination twice, once in each block.
+    let mut seen: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let d = &r["params"]["design"];
+            format!("{}{}", d["factors"], d["block"])
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 8);
+    // The levels reached the runs.
+    for r in &records {
+        let factors = r["params"]["design"]["factors"].as_array().unwrap();
+        let record = if factors[0][1] == "4K" { 4096 } else { 65536 };
+        assert_eq!(r["params"]["record"], record);
+        assert_eq!(r["params"]["options"]["nodelay"], factors[1][1] == "on");
+    }
+    let analysis = &doc["analysis"];
+    assert_eq!(analysis["main"].as_array().unwrap().len(), 2);
+    assert_eq!(analysis["interactions"].as_array().unwrap().len(), 1);
+    assert_eq!(analysis["runs_per_cell"], 2);
+    assert!(analysis["main"][0]["half_width"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn ablate_refuses_a_factor_its_placement_cannot_change_and_a_design_over_budget() {
+    netlab()
+        .args(["ablate", "stream", "--factor", "mtu=1500,9000"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "factor mtu cannot change on the loopback placement",
+        ));
+    netlab()
+        .args([
+            "ablate",
+            "stream",
+            "--factor",
+            "record=1K,4K,16K",
+            "--factor",
+            "nodelay=off,on",
+            "--reps",
+            "20",
+            "--duration",
+            "2s",
+            "--budget",
+            "1m",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "120 runs (6 combinations x 20 reps)",
+        ));
+}
+
+#[test]
+fn ablate_on_netns_builds_each_combinations_link_and_leaves_nothing_behind() {
+    if !netlab::testbed::netns::has_net_admin() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("n.jsonl");
+    run_json(
+        &[
+            "ablate",
+            "stream",
+            "--placement",
+            "netns",
+            "--link",
+            "gige",
+            "--factor",
+            "mtu=1500,9000",
+            "--factor",
+            "link=veth,emulator",
+            "--reps",
+            "1",
+            "--duration",
+            "200ms",
+        ],
+        &out,
+    );
+    let records = lines_of(&out);
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        let factors = r["params"]["design"]["factors"].as_array().unwrap();
+        let link = &r["result"]["link"];
+        assert_eq!(
+            link["profile"]["mtu"].to_string(),
+            factors[0][1].as_str().unwrap()
+        );
+        let via = link["realised_by"].as_str().unwrap();
+        assert!(
+            via.starts_with(if factors[1][1] == "veth" {
+                "veth"
+            } else {
+                "emulat"
+            }),
+            "{via}"
+        );
+    }
+    // Each combination's namespaces and link went with its run: none left
+    // whose netlab process is gone (other tests' live ones may be there).
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    for line in String::from_utf8_lossy(&listed.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        if let Some(pid) = netlab::testbed::netns::owner_pid(name) {
+            assert!(
+                std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                "{name} outlived its run"
+            );
+        }
+    }
+}

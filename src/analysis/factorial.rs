@@ -77,6 +77,15 @@ pub struct Analysis {
     pub flags: Vec<String>,
 }
 
+/// A signed figure to a precision that suits its size.
+fn signed(x: f64) -> String {
+    match x.abs() {
+        a if a >= 100.0 => format!("{x:+.0}"),
+        a if a >= 1.0 => format!("{x:+.2}"),
+        _ => format!("{x:+.3}"),
+    }
+}
+
 /// Every combination of the factors' levels, the last factor varying
 /// fastest.
 pub fn combinations(factors: &[Factor]) -> Vec<Vec<usize>> {
@@ -234,8 +243,18 @@ pub fn analyse(
             let (ex, ey) = (main_of(x), main_of(y));
             (i.estimate.abs() >= ex.abs().min(ey.abs())).then(|| {
                 format!(
-                    "{}={} and {}={} interact: the effect of {}={} changes by {:+.3} when {}={} is added, as large as the main effects ({:+.3}, {:+.3}); judged one at a time, either would be misjudged",
-                    x.0, x.1, y.0, y.1, x.0, x.1, i.estimate, y.0, y.1, ex, ey
+                    "{}={} and {}={} interact: the effect of {}={} changes by {} when {}={} is added, as large as the main effects ({}, {}); judged one at a time, either would be misjudged",
+                    x.0,
+                    x.1,
+                    y.0,
+                    y.1,
+                    x.0,
+                    x.1,
+                    signed(i.estimate),
+                    y.0,
+                    y.1,
+                    signed(ex),
+                    signed(ey)
                 )
             })
         })

@@ -10,6 +10,7 @@
 //! bad usage, 130 interrupted (records finished before the interrupt are
 //! kept).
 
+pub mod ablate;
 pub mod agent;
 pub mod cksum;
 pub mod lab;
@@ -54,6 +55,8 @@ pub enum Commands {
     Cksum(cksum::CksumArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
     Sweep(sweep::SweepArgs),
+    /// What-ifs as a full factorial: each feature's effect and their interactions.
+    Ablate(ablate::AblateArgs),
     /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
     Login(login::LoginArgs),
     /// The 1987 terminal-output test: text typed to a terminal through each relay design.
@@ -74,6 +77,7 @@ impl Commands {
         match self {
             Commands::Stream(a) => a.common.run.json,
             Commands::Sweep(a) => a.json(),
+            Commands::Ablate(a) => a.json(),
             Commands::Rpc(a) => a.command.is_none() && a.experiment.run.json,
             Commands::Cksum(a) => a.run.json,
             Commands::Login(a) => a.command.is_none() && a.experiment.run.json,
@@ -199,6 +203,7 @@ pub fn main() -> ExitCode {
         Commands::Lab(args) => lab::run(args, &mut out),
         Commands::Stream(args) => stream::run(args, &mut out),
         Commands::Sweep(args) => sweep::run(args, &mut out),
+        Commands::Ablate(args) => ablate::run(args, &mut out),
         Commands::Rpc(args) => rpc::run(args, &mut out),
         Commands::Cksum(args) => cksum::run(args, &mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),

@@ -9,6 +9,7 @@ macro_rules! refuse {
     };
 }
 
+pub mod ablate;
 pub mod bed;
 pub mod cksum;
 pub mod endpoints;

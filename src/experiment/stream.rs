@@ -18,7 +18,7 @@ use crate::endpoint::protocol::{
     SocketOptions,
 };
 use crate::measure::procstat;
-use crate::record::{RecordData, StreamParams, StreamResult, SweepContext};
+use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
 use crate::units::format_size;
 use std::net::SocketAddr;
@@ -113,6 +113,7 @@ impl StreamConfig {
             repeat_index,
             sweep,
             placement: self.placement.clone(),
+            design: None,
         }
     }
 
@@ -275,6 +276,7 @@ pub struct StreamCell {
     /// 0-based index among `--repeat` runs.
     pub repeat_index: u32,
     pub sweep: Option<SweepContext>,
+    pub design: Option<DesignContext>,
 }
 
 impl StreamCell {
@@ -285,6 +287,7 @@ impl StreamCell {
                 config: config.clone(),
                 repeat_index,
                 sweep: None,
+                design: None,
             })
             .collect()
     }
@@ -308,7 +311,10 @@ impl MeasureCell for StreamMeasure {
         let config = &cell.config;
         super::measured(config.placement.name(), run_once(config), |result| {
             RecordData::Stream {
-                params: config.params(cell.repeat_index, cell.sweep.clone()),
+                params: StreamParams {
+                    design: cell.design.clone(),
+                    ..config.params(cell.repeat_index, cell.sweep.clone())
+                },
                 result,
             }
         })

@@ -230,6 +230,7 @@ pub fn cells(config: &SweepConfig) -> Vec<StreamCell> {
                 config: point.clone(),
                 repeat_index,
                 sweep: Some(context.clone()),
+                design: None,
             });
         }
     }

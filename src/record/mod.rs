@@ -86,6 +86,20 @@ pub struct SweepContext {
     pub parameter: String,
 }
 
+/// Where in a factorial design (`netlab ablate`) a record belongs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignContext {
+    /// Identifies the design (its start time), shared by all its records.
+    pub id: String,
+    /// Each factor's name and the level this run had, in the design's order.
+    pub factors: Vec<(String, String)>,
+    /// The repetition (block) this run belongs to: every combination runs
+    /// once per block, in a random order of its own.
+    pub block: u32,
+    /// The seed of the design's random order, to run it again.
+    pub seed: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamParams {
     /// Total bytes to send, or `None` when the run is timed.
@@ -103,6 +117,8 @@ pub struct StreamParams {
     pub sweep: Option<SweepContext>,
     /// Where the endpoints ran, with the link profile asked for.
     pub placement: Placement,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<DesignContext>,
 }
 
 impl Record {

@@ -1,6 +1,7 @@
 //! Turning records into what people read: tables in the source documents'
 //! shape with the historical figures beside them, figures, and the report page.
 
+pub mod ablate;
 pub mod cksum;
 pub mod csv;
 pub mod figures;

@@ -1,0 +1,532 @@
+//! `netlab ablate`: what-if experiments as full factorials. Every
+//! combination of the factors' levels runs `reps` times; each repetition is
+//! a block holding every combination once, in a random order of its own
+//! (seeded, recorded), so that drift over the run hits every combination
+//! alike. Every run is a record (its levels in `params.design`); the
+//! effects come from [`crate::analysis::factorial`].
+//!
+//! Factors (first part): the stream's own settings (record size, send and
+//! receive strategies, Nagle, socket buffers, congestion control) and, on
+//! the netns placement, the link's MTU and whether it is a veth pair or the
+//! TUN emulator (where checksums are computed in software). Each is set per
+//! cell: socket options die with the cell's sockets and a netns cell builds
+//! and removes its own link, so nothing outlives a run (success, error or
+//! Ctrl-C) and nothing needs restoring.
+
+use super::stream::{StreamCell, StreamConfig};
+use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
+use crate::endpoint::protocol::Amount;
+use crate::record::stream::{RecvStrategy, SendStrategy};
+use crate::record::{DesignContext, Record, RecordData, now_rfc3339};
+use crate::testbed::{LinkVia, Placement};
+use crate::units::parse_size;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use std::time::Duration;
+use thiserror::Error;
+
+/// What a factor changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    Record,
+    Send,
+    Recv,
+    Nodelay,
+    Sndbuf,
+    Rcvbuf,
+    Cc,
+    Mtu,
+    Link,
+}
+
+/// Every factor `--factor` takes, with what its levels may be.
+pub const KNOBS: [(&str, Knob, &str); 9] = [
+    ("record", Knob::Record, "sizes, e.g. 1K,64K"),
+    (
+        "send",
+        Knob::Send,
+        "write, chunked (1 KB writes, sosend-style), writev, sendfile, splice, zerocopy",
+    ),
+    ("recv", Knob::Recv, "read, splice"),
+    ("nodelay", Knob::Nodelay, "off, on"),
+    ("sndbuf", Knob::Sndbuf, "default or sizes"),
+    ("rcvbuf", Knob::Rcvbuf, "default or sizes"),
+    (
+        "cc",
+        Knob::Cc,
+        "congestion control names, e.g. cubic,reno,bbr",
+    ),
+    ("mtu", Knob::Mtu, "576 to 65535 (netns)"),
+    (
+        "link",
+        Knob::Link,
+        "veth, emulator (netns: the TUN emulator computes checksums in software)",
+    ),
+];
+
+#[derive(Debug, Error, PartialEq)]
+pub enum AblateError {
+    #[error("--factor {0}: expected NAME=V1,V2[,...]")]
+    Syntax(String),
+    #[error("unknown factor {name} (known: {known})", known = KNOBS.map(|k| k.0).join(", "))]
+    UnknownFactor { name: String },
+    #[error("factor {name}: {level} is not a level it takes ({takes})")]
+    Level {
+        name: String,
+        level: String,
+        takes: &'static str,
+    },
+    #[error("factor {0} needs at least two levels")]
+    OneLevel(String),
+    #[error("factor {0} is given twice")]
+    Twice(String),
+    #[error("factor {name} cannot change on the {placement} placement: {why}")]
+    Placement {
+        name: String,
+        placement: &'static str,
+        why: &'static str,
+    },
+    #[error("factor {name}={level}: {reason}")]
+    Refused {
+        name: String,
+        level: String,
+        reason: String,
+    },
+    #[error("no factor: give at least one --factor NAME=V1,V2")]
+    NoFactor,
+    #[error(
+        "--budget {budget}: {runs} runs ({cells} combinations x {reps} reps) take about {estimate} at {per_run:.1} s each (the run and its set-up)"
+    )]
+    Budget {
+        budget: String,
+        runs: usize,
+        cells: usize,
+        reps: u32,
+        estimate: String,
+        per_run: f64,
+    },
+}
+
+/// A factor of the design and what it changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesignFactor {
+    pub knob: Knob,
+    pub factor: Factor,
+}
+
+impl DesignFactor {
+    /// `NAME=V1,V2[,...]`, each level checked against what the factor takes.
+    pub fn parse(text: &str) -> Result<DesignFactor, AblateError> {
+        let (name, levels) = text
+            .split_once('=')
+            .ok_or_else(|| AblateError::Syntax(text.to_string()))?;
+        let name = name.trim();
+        let &(_, knob, takes) = KNOBS
+            .iter()
+            .find(|k| k.0 == name)
+            .ok_or_else(|| AblateError::UnknownFactor { name: name.into() })?;
+        let levels: Vec<String> = levels
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        if levels.len() < 2 {
+            return Err(AblateError::OneLevel(name.into()));
+        }
+        let factor = DesignFactor {
+            knob,
+            factor: Factor {
+                name: name.into(),
+                levels,
+            },
+        };
+        for level in &factor.factor.levels {
+            factor
+                .apply(level, &mut StreamConfig::default())
+                .map_err(|_| AblateError::Level {
+                    name: name.into(),
+                    level: level.clone(),
+                    takes,
+                })?;
+        }
+        Ok(factor)
+    }
+
+    /// Sets this factor's `level` in `config` (placement checks apart:
+    /// [`AblatePlan::new`]).
+    fn apply(&self, level: &str, config: &mut StreamConfig) -> Result<(), String> {
+        let size = |text: &str| -> Result<usize, String> {
+            parse_size(text)
+                .map_err(|e| e.to_string())
+                .and_then(|n| usize::try_from(n).map_err(|e| e.to_string()))
+        };
+        let buffer = |text: &str| -> Result<Option<usize>, String> {
+            if text == "default" {
+                Ok(None)
+            } else {
+                size(text).map(Some)
+            }
+        };
+        match self.knob {
+            Knob::Record => config.record = size(level)? as u64,
+            Knob::Send => {
+                config.send = match level {
+                    "write" => SendStrategy::Write,
+                    "chunked" => SendStrategy::Chunked { chunk: 1024 },
+                    "writev" => SendStrategy::Writev { records: 16 },
+                    "sendfile" => SendStrategy::Sendfile,
+                    "splice" => SendStrategy::Splice,
+                    "zerocopy" => SendStrategy::Zerocopy,
+                    other => return Err(format!("unknown send strategy {other}")),
+                }
+            }
+            Knob::Recv => {
+                config.recv = match level {
+                    "read" => RecvStrategy::Read {
+                        buffer: match config.recv {
+                            RecvStrategy::Read { buffer } => buffer,
+                            _ => 128 << 10,
+                        },
+                    },
+                    "splice" => RecvStrategy::Splice,
+                    other => return Err(format!("unknown receive strategy {other}")),
+                }
+            }
+            Knob::Nodelay => {
+                config.options.nodelay = match level {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("{other}: on or off")),
+                }
+            }
+            Knob::Sndbuf => config.options.sndbuf = buffer(level)?,
+            Knob::Rcvbuf => config.options.rcvbuf = buffer(level)?,
+            Knob::Cc => {
+                if level.is_empty() || !level.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(format!("{level} is no congestion control name"));
+                }
+                config.options.congestion_control = Some(level.to_string());
+            }
+            Knob::Mtu => {
+                let mtu: u32 = level.parse().map_err(|_| format!("{level}: a number"))?;
+                if !(576..=65535).contains(&mtu) {
+                    return Err(format!("{mtu} is out of 576..65535"));
+                }
+                if let Placement::Netns { link, .. } = &mut config.placement {
+                    link.mtu = mtu;
+                }
+            }
+            Knob::Link => {
+                let via = match level {
+                    "veth" => LinkVia::Auto,
+                    "emulator" => LinkVia::Emulator,
+                    other => return Err(format!("{other}: veth or emulator")),
+                };
+                if let Placement::Netns { via: v, .. } = &mut config.placement {
+                    *v = via;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A validated factorial design over a stream run.
+#[derive(Debug, Clone)]
+pub struct AblatePlan {
+    pub base: StreamConfig,
+    pub factors: Vec<DesignFactor>,
+    pub reps: u32,
+    pub seed: u64,
+}
+
+/// Congestion control algorithms this kernel offers.
+fn available_congestion_control() -> Vec<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+impl AblatePlan {
+    /// Checks every combination before anything runs: a factor the
+    /// placement cannot change, a level the kernel would refuse, a
+    /// combination the stream refuses.
+    pub fn new(
+        base: StreamConfig,
+        factors: Vec<DesignFactor>,
+        reps: u32,
+        seed: u64,
+    ) -> Result<AblatePlan, AblateError> {
+        if factors.is_empty() {
+            return Err(AblateError::NoFactor);
+        }
+        for (i, f) in factors.iter().enumerate() {
+            if factors[..i].iter().any(|g| g.factor.name == f.factor.name) {
+                return Err(AblateError::Twice(f.factor.name.clone()));
+            }
+            let placement = base.placement.name();
+            match (f.knob, &base.placement) {
+                (Knob::Mtu, Placement::Netns { .. }) | (Knob::Link, Placement::Netns { .. }) => {}
+                (Knob::Mtu, _) => {
+                    return Err(AblateError::Placement {
+                        name: f.factor.name.clone(),
+                        placement,
+                        why: "netlab builds no link there (the loopback MTU is the host's own); use --placement netns",
+                    });
+                }
+                (Knob::Link, _) => {
+                    return Err(AblateError::Placement {
+                        name: f.factor.name.clone(),
+                        placement,
+                        why: "only a netns placement has a link netlab builds; use --placement netns",
+                    });
+                }
+                (Knob::Cc, _) => {
+                    let available = available_congestion_control();
+                    if let Some(level) = f.factor.levels.iter().find(|l| !available.contains(l)) {
+                        return Err(AblateError::Refused {
+                            name: f.factor.name.clone(),
+                            level: level.clone(),
+                            reason: format!(
+                                "this kernel offers {} (modprobe tcp_{level} may add it)",
+                                available.join(", ")
+                            ),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        let plan = AblatePlan {
+            base,
+            factors,
+            reps,
+            seed,
+        };
+        for levels in combinations(&plan.design()) {
+            let config = plan.config(&levels)?;
+            config.validate().map_err(|e| {
+                let (name, level) = plan.named(&levels).into_iter().next().unwrap_or_default();
+                AblateError::Refused {
+                    name,
+                    level,
+                    reason: format!("{e} (in the combination {:?})", plan.named(&levels)),
+                }
+            })?;
+        }
+        Ok(plan)
+    }
+
+    /// The factors as the analysis sees them.
+    pub fn design(&self) -> Vec<Factor> {
+        self.factors.iter().map(|f| f.factor.clone()).collect()
+    }
+
+    fn named(&self, levels: &[usize]) -> Vec<(String, String)> {
+        self.factors
+            .iter()
+            .zip(levels)
+            .map(|(f, &l)| (f.factor.name.clone(), f.factor.levels[l].clone()))
+            .collect()
+    }
+
+    /// The stream run of one combination.
+    pub fn config(&self, levels: &[usize]) -> Result<StreamConfig, AblateError> {
+        let mut config = self.base.clone();
+        for (f, &l) in self.factors.iter().zip(levels) {
+            let level = &f.factor.levels[l];
+            f.apply(level, &mut config)
+                .map_err(|reason| AblateError::Refused {
+                    name: f.factor.name.clone(),
+                    level: level.clone(),
+                    reason,
+                })?;
+        }
+        Ok(config)
+    }
+
+    pub fn runs(&self) -> usize {
+        combinations(&self.design()).len() * self.reps as usize
+    }
+
+    /// Refuses a design whose runs would not fit `budget`, counting each
+    /// run's time and `setup_s` of starting its endpoints (and link).
+    pub fn check_budget(&self, budget: Duration, setup_s: f64) -> Result<(), AblateError> {
+        let per_run = match self.base.amount {
+            Amount::Seconds(s) => s + setup_s,
+            // A byte count's time is unknown before it runs: the set-up only.
+            Amount::Bytes(_) => setup_s,
+        };
+        let estimate = per_run * self.runs() as f64;
+        if estimate > budget.as_secs_f64() {
+            return Err(AblateError::Budget {
+                budget: humantime::format_duration(budget).to_string(),
+                runs: self.runs(),
+                cells: self.runs() / self.reps as usize,
+                reps: self.reps,
+                estimate: humantime::format_duration(Duration::from_secs(estimate.ceil() as u64))
+                    .to_string(),
+                per_run,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every run in the order it runs: block by block, each block every
+    /// combination once in its own random order.
+    pub fn cells(&self) -> Vec<StreamCell> {
+        let id = now_rfc3339();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed);
+        let all = combinations(&self.design());
+        let mut cells = Vec::with_capacity(self.runs());
+        for block in 0..self.reps {
+            let mut order = all.clone();
+            order.shuffle(&mut rng);
+            for levels in order {
+                let config = self
+                    .config(&levels)
+                    .expect("every combination was checked by AblatePlan::new");
+                cells.push(StreamCell {
+                    config,
+                    repeat_index: block,
+                    sweep: None,
+                    design: Some(DesignContext {
+                        id: id.clone(),
+                        factors: self.named(&levels),
+                        block,
+                        seed: self.seed,
+                    }),
+                });
+            }
+        }
+        cells
+    }
+}
+
+/// The effects on throughput (Mbit/s) of the records of one design, read
+/// back from the records alone: each record's levels by name. Failed runs
+/// leave their cell short: the analysis then refuses (unbalanced), naming
+/// the cell.
+pub fn analyse_records(
+    factors: &[Factor],
+    records: &[Record],
+    level: f64,
+) -> Result<Analysis, FactorialError> {
+    let runs: Vec<(Vec<usize>, f64)> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                params,
+                result: Some(result),
+            } => {
+                let design = params.design.as_ref()?;
+                let levels = factors
+                    .iter()
+                    .map(|f| {
+                        let (_, level) = design.factors.iter().find(|(n, _)| n == &f.name)?;
+                        f.levels.iter().position(|l| l == level)
+                    })
+                    .collect::<Option<Vec<usize>>>()?;
+                Some((levels, result.figures.throughput_mbit_s))
+            }
+            _ => None,
+        })
+        .collect();
+    analyse(factors, &runs, level)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(factors: &[&str], reps: u32) -> Result<AblatePlan, AblateError> {
+        let factors = factors
+            .iter()
+            .map(|f| DesignFactor::parse(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        AblatePlan::new(
+            StreamConfig {
+                amount: Amount::Seconds(0.5),
+                ..StreamConfig::default()
+            },
+            factors,
+            reps,
+            7,
+        )
+    }
+
+    #[test]
+    fn every_combination_runs_once_a_block_in_a_seeded_random_order() {
+        let plan = plan(
+            &["record=1K,64K", "nodelay=off,on", "send=write,chunked"],
+            3,
+        )
+        .unwrap();
+        let cells = plan.cells();
+        assert_eq!(cells.len(), 24);
+        for block in cells.chunks(8) {
+            let mut seen: Vec<Vec<(String, String)>> = block
+                .iter()
+                .map(|c| c.design.as_ref().unwrap().factors.clone())
+                .collect();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), 8, "each block holds every combination once");
+        }
+        // The levels reach the run: 1 KB records with chunked 1 KB writes.
+        let cell = cells
+            .iter()
+            .find(|c| {
+                let f = &c.design.as_ref().unwrap().factors;
+                f[0].1 == "1K" && f[2].1 == "chunked"
+            })
+            .unwrap();
+        assert_eq!(cell.config.record, 1024);
+        assert_eq!(cell.config.send, SendStrategy::Chunked { chunk: 1024 });
+        // Seeded: the same order again; blocks differ from one another.
+        let again: Vec<_> = plan
+            .cells()
+            .into_iter()
+            .map(|c| c.design.unwrap().factors)
+            .collect();
+        let first: Vec<_> = cells
+            .iter()
+            .map(|c| c.design.clone().unwrap().factors)
+            .collect();
+        assert_eq!(again, first);
+        assert_ne!(first[..8], first[8..16]);
+    }
+
+    #[test]
+    fn bad_factors_are_refused_before_anything_runs() {
+        let refused = |factors: &[&str]| plan(factors, 2).expect_err("refused").to_string();
+        assert!(refused(&["speed=1,2"]).starts_with("unknown factor speed"));
+        assert!(refused(&["record"]).contains("expected NAME=V1,V2"));
+        assert_eq!(
+            refused(&["nodelay=on"]),
+            "factor nodelay needs at least two levels"
+        );
+        assert!(refused(&["send=write,carrier-pigeon"]).contains("carrier-pigeon is not a level"));
+        assert!(refused(&["nodelay=on,off", "nodelay=off,on"]).contains("given twice"));
+        assert!(refused(&["mtu=1500,9000"]).contains("cannot change on the loopback placement"),);
+        assert!(refused(&["cc=cubic,no_such_cc"]).contains("this kernel offers"));
+        assert!(refused(&["record=1K,64G"]).contains("record=64G"));
+        assert_eq!(plan(&[], 1).unwrap_err(), AblateError::NoFactor);
+    }
+
+    #[test]
+    fn a_design_that_cannot_fit_its_budget_is_refused_with_its_count() {
+        let plan = plan(&["record=1K,4K,64K", "nodelay=off,on"], 5).unwrap();
+        assert_eq!(plan.runs(), 30);
+        let err = plan
+            .check_budget(Duration::from_secs(10), 0.3)
+            .expect_err("30 runs of 0.8 s");
+        assert!(
+            err.to_string()
+                .contains("30 runs (6 combinations x 5 reps)"),
+            "{err}"
+        );
+        assert!(plan.check_budget(Duration::from_secs(60), 0.3).is_ok());
+    }
+}
