@@ -829,3 +829,68 @@ fn ablate_on_netns_builds_each_combinations_link_and_leaves_nothing_behind() {
         }
     }
 }
+
+#[test]
+fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_not_grant() {
+    if !netlab::testbed::netns::has_net_admin() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.jsonl");
+    run_json(
+        &[
+            "ablate",
+            "stream",
+            "--placement",
+            "netns",
+            "--factor",
+            "tx-checksum=on,off",
+            "--factor",
+            "gro=on,off",
+            "--reps",
+            "1",
+            "--duration",
+            "200ms",
+        ],
+        &out,
+    );
+    let records = lines_of(&out);
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        let factors = r["params"]["design"]["factors"].as_array().unwrap();
+        let offloads = &r["params"]["placement"]["link"]["offloads"];
+        assert_eq!(offloads[0][0], "tx");
+        assert_eq!(offloads[0][1], factors[0][1] == "on");
+        assert_eq!(offloads[1][0], "gro");
+        assert_eq!(offloads[1][1], factors[1][1] == "on");
+        assert!(r["error"].is_null(), "{}", r["error"]);
+    }
+    // TSO needs checksum offload: the kernel will not grant tso on with tx
+    // off, and the design is refused before any run.
+    let refused = dir.path().join("r.jsonl");
+    netlab()
+        .args([
+            "ablate",
+            "stream",
+            "--placement",
+            "netns",
+            "--factor",
+            "tx-checksum=on,off",
+            "--factor",
+            "tso=on,off",
+            "--out",
+        ])
+        .arg(&refused)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "the combination tx-checksum=off tso=on cannot run",
+        ));
+    assert!(!refused.exists(), "nothing ran");
+    // On loopback there is no link of netlab's to switch.
+    netlab()
+        .args(["ablate", "stream", "--factor", "gro=on,off"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("never the host's own devices"));
+}

@@ -84,6 +84,10 @@ pub struct LinkProfile {
     pub mtu: u32,
     /// Bytes the bottleneck queue holds (tbf limit, emulator queue).
     pub queue_bytes: Option<u64>,
+    /// Offloads switched on both ends' devices (`ethtool -K`): a feature's
+    /// short name (tx, rx, tso, gso, gro) and whether it is on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offloads: Vec<(String, bool)>,
 }
 
 /// How the link was realised, for the record.

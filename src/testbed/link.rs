@@ -31,6 +31,7 @@ impl Default for LinkProfile {
             loss_pct: 0.0,
             mtu: 1500,
             queue_bytes: None,
+            offloads: Vec::new(),
         }
     }
 }

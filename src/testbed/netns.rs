@@ -51,6 +51,90 @@ pub enum TestbedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{device}: the kernel does not grant {asked} together: ethtool -k shows \"{line}\"")]
+    Offload {
+        device: String,
+        asked: String,
+        line: String,
+    },
+}
+
+/// ethtool's long name of each offload netlab switches (`ethtool -k`
+/// prints these; `ethtool -K` takes the short ones).
+pub const OFFLOADS: [(&str, &str); 5] = [
+    ("tx", "tx-checksumming"),
+    ("rx", "rx-checksumming"),
+    ("tso", "tcp-segmentation-offload"),
+    ("gso", "generic-segmentation-offload"),
+    ("gro", "generic-receive-offload"),
+];
+
+/// Reads `device`'s features back after `ethtool -K`: each asked feature
+/// as asked, and none of its sub-features left unlike the request
+/// (`[requested on]`: TSO, say, needs checksum offload, and `ethtool` then
+/// prints the summary line on while the segmentation itself stays off).
+fn check_offloads(
+    runner: &Runner,
+    namespace: &str,
+    device: &str,
+    offloads: &[(String, bool)],
+) -> Result<(), TestbedError> {
+    let shown = runner.run("ip", &["netns", "exec", namespace, "ethtool", "-k", device])?;
+    match offload_refusal(&shown, offloads) {
+        None => Ok(()),
+        Some(line) => Err(TestbedError::Offload {
+            device: device.to_string(),
+            asked: offloads
+                .iter()
+                .map(|(f, on)| format!("{f} {}", if *on { "on" } else { "off" }))
+                .collect::<Vec<_>>()
+                .join(", "),
+            line,
+        }),
+    }
+}
+
+/// The `ethtool -k` line showing that one of `offloads` was not granted,
+/// if any.
+pub fn offload_refusal(shown: &str, offloads: &[(String, bool)]) -> Option<String> {
+    offloads.iter().find_map(|(feature, on)| {
+        let long = OFFLOADS
+            .iter()
+            .find(|(short, _)| short == feature)
+            .map_or(feature.as_str(), |(_, long)| long);
+        match offload_state(shown, long) {
+            Some((state, _)) if state == *on => {}
+            found => {
+                return Some(found.map_or(format!("{long} not listed"), |(_, l)| l.to_string()));
+            }
+        }
+        // The summary's own sub-features (indented under it) as asked.
+        shown
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with(&format!("{long}:")))
+            .skip(1)
+            .take_while(|l| l.starts_with(char::is_whitespace))
+            .find(|l| l.contains("[requested"))
+            .map(|l| l.trim().to_string())
+    })
+}
+
+/// Whether the kernel grants `offloads` on a veth pair: built on a scratch
+/// pair in namespaces of its own, read back, and removed.
+pub fn probe_offloads(offloads: &[(String, bool)], verbose: bool) -> Result<(), TestbedError> {
+    let profile = crate::record::testbed::LinkProfile {
+        offloads: offloads.to_vec(),
+        ..crate::testbed::link::LinkProfile::default()
+    };
+    Testbed::create(&profile, false, verbose).map(drop)
+}
+
+/// A feature's state in `ethtool -k` output: on or off, and its line.
+pub fn offload_state<'a>(features: &'a str, long_name: &str) -> Option<(bool, &'a str)> {
+    features.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix(long_name)?.strip_prefix(':')?;
+        Some((rest.trim_start().starts_with("on"), line.trim()))
+    })
 }
 
 /// Whether this process holds CAP_NET_ADMIN (bit 12 of CapEff).
@@ -200,6 +284,16 @@ impl Testbed {
             // No IPv6 link-local address, so no router solicitations or DAD
             // frames on the link: only the experiment's traffic crosses it.
             runner.run("ip", &["-n", n, "link", "set", i, "addrgenmode", "none"])?;
+            for (feature, on) in &profile.offloads {
+                let wanted = if *on { "on" } else { "off" };
+                runner.run(
+                    "ip",
+                    &["netns", "exec", n, "ethtool", "-K", i, feature, wanted],
+                )?;
+            }
+            if !profile.offloads.is_empty() {
+                check_offloads(&runner, n, i, &profile.offloads)?;
+            }
             if profile.rate_bps.is_some() {
                 // Wire-sized packets: TCP hands the device MSS-sized segments
                 // rather than 64 KB TSO bursts, as on an old Ethernet.
@@ -384,6 +478,44 @@ pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ethtool -k` of a veth end after `-K tx off` then `-K tso on`.
+    const TX_OFF_TSO_ASKED: &str = "Features for nlb1a:
+rx-checksumming: on
+tx-checksumming: off
+\ttx-checksum-ipv4: off [fixed]
+\ttx-checksum-ip-generic: off
+scatter-gather: on
+tcp-segmentation-offload: on
+\ttx-tcp-segmentation: off [requested on]
+\ttx-tcp-ecn-segmentation: off [requested on]
+generic-segmentation-offload: on
+generic-receive-offload: on
+";
+
+    #[test]
+    fn offloads_are_read_back_sub_features_included() {
+        let asked = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
+            list.iter().map(|(f, on)| (f.to_string(), *on)).collect()
+        };
+        assert_eq!(
+            offload_refusal(TX_OFF_TSO_ASKED, &asked(&[("tx", false), ("gro", true)])),
+            None
+        );
+        // TSO's summary says on; its segmentation stayed off.
+        assert_eq!(
+            offload_refusal(TX_OFF_TSO_ASKED, &asked(&[("tx", false), ("tso", true)])).as_deref(),
+            Some("tx-tcp-segmentation: off [requested on]")
+        );
+        assert_eq!(
+            offload_refusal(TX_OFF_TSO_ASKED, &asked(&[("rx", false)])).as_deref(),
+            Some("rx-checksumming: on")
+        );
+        assert_eq!(
+            offload_state(TX_OFF_TSO_ASKED, "generic-receive-offload").map(|s| s.0),
+            Some(true)
+        );
+    }
 
     #[test]
     fn only_our_names_are_recognised() {
