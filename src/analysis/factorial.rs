@@ -70,11 +70,53 @@ pub struct Analysis {
     pub sigma: Option<f64>,
     pub df: usize,
     pub level: f64,
+    /// The t quantile of the intervals (`None` without degrees of freedom).
+    pub t: Option<f64>,
+    /// Each combination (its levels) and its mean response.
+    pub means: Vec<(Vec<usize>, f64)>,
     pub main: Vec<Effect>,
     pub interactions: Vec<Effect>,
     /// Interactions whose interval leaves out zero and that are at least as
     /// large as the smaller of the two factors' main effects, in words.
     pub flags: Vec<String>,
+}
+
+impl Analysis {
+    /// The mean response of one combination.
+    pub fn mean_of(&self, levels: &[usize]) -> Option<f64> {
+        self.means
+            .iter()
+            .find(|(l, _)| l == levels)
+            .map(|(_, m)| *m)
+    }
+
+    /// One factor at a time from the baseline (every factor at its first
+    /// level), as leave-one-out testing measures it: each level's cell
+    /// (the others at baseline) against the baseline cell, with the same
+    /// pooled interval (a difference of two cell means: `t σ √(2/n)`).
+    pub fn one_at_a_time(&self, factors: &[Factor]) -> Vec<Effect> {
+        let baseline = vec![0; factors.len()];
+        let base = self.mean_of(&baseline).unwrap_or(f64::NAN);
+        let half_width = match (self.sigma, self.t) {
+            (Some(s), Some(t)) => Some(t * s * (2.0 / self.runs_per_cell as f64).sqrt()),
+            _ => None,
+        };
+        let mut effects = Vec::new();
+        for (i, factor) in factors.iter().enumerate() {
+            for j in 1..factor.levels.len() {
+                let mut levels = baseline.clone();
+                levels[i] = j;
+                if let Some(mean) = self.mean_of(&levels) {
+                    effects.push(Effect {
+                        factors: vec![(factor.name.clone(), factor.levels[j].clone())],
+                        estimate: mean - base,
+                        half_width,
+                    });
+                }
+            }
+        }
+        effects
+    }
 }
 
 /// A signed figure to a precision that suits its size.
@@ -266,6 +308,8 @@ pub fn analyse(
         sigma,
         df,
         level,
+        t,
+        means: cells.iter().cloned().zip(means.iter().copied()).collect(),
         main,
         interactions,
         flags,
@@ -313,6 +357,12 @@ mod tests {
         let half = a.interactions[0].half_width.unwrap();
         assert!((half - t * sigma * (4.0f64 / 2.0).sqrt()).abs() < 1e-9);
         assert_eq!(a.flags.len(), 1, "{:?}", a.flags);
+        // One at a time from the basic system, as leave-one-out sees it:
+        // A alone -80, B alone -70; both "bad", yet together +100.
+        let alone = a.one_at_a_time(&factors);
+        assert!((alone[0].estimate + 80.0).abs() < 1e-9);
+        assert!((alone[1].estimate + 70.0).abs() < 1e-9);
+        assert_eq!(a.mean_of(&[1, 1]), Some(700.0));
         assert!(
             a.flags[0].contains("A=on and B=on interact"),
             "{}",

@@ -4,7 +4,7 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::ablate::{AblatePlan, DesignFactor};
+use crate::experiment::ablate::{AblatePlan, DesignFactor, Preset};
 use crate::experiment::stream::StreamMeasure;
 use crate::report;
 use crate::units::parse_size;
@@ -35,8 +35,19 @@ pub struct AblateStreamArgs {
     /// A factor and its levels, the first the baseline (repeatable):
     /// record, send, recv, nodelay, sndbuf, rcvbuf, cc; on --placement
     /// netns also mtu and link (veth or emulator).
-    #[arg(long = "factor", value_name = "NAME=V1,V2", required = true)]
+    #[arg(
+        long = "factor",
+        value_name = "NAME=V1,V2",
+        required_unless_present = "preset",
+        conflicts_with = "preset"
+    )]
     pub factors: Vec<String>,
+    /// A source's what-if instead of --factor (on two namespaces; needs
+    /// root): joy1981 (Bill Joy's ladder, each step added and alone) or
+    /// vj1988 (1 KB protocol calls against whole writes, leave-one-out
+    /// against the factorial).
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
     /// Runs of each combination, each in its own randomised block.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub reps: u32,
@@ -71,9 +82,24 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         Some(bytes) => Amount::Bytes(bytes),
         None => Amount::Seconds(args.duration),
     };
-    let base = args.common.config(amount, args.record)?;
-    let factors = args
-        .factors
+    let (base, texts): (_, Vec<String>) = match args.preset {
+        Some(preset) => {
+            if !crate::testbed::netns::has_net_admin() {
+                anyhow::bail!(
+                    "--preset runs on two namespaces: it needs CAP_NET_ADMIN (run as root)"
+                );
+            }
+            (
+                preset.base(),
+                preset.factors().iter().map(|f| f.to_string()).collect(),
+            )
+        }
+        None => (
+            args.common.config(amount, args.record)?,
+            args.factors.clone(),
+        ),
+    };
+    let factors = texts
         .iter()
         .map(|f| DesignFactor::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
@@ -109,12 +135,21 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         "target": "stream",
         "description": title,
         "seed": seed,
+        "preset": args.preset.and_then(|p| clap::ValueEnum::to_possible_value(&p)).map(|v| v.get_name().to_string()),
         "analysis": analysis.as_ref().ok(),
         "analysis_error": analysis.as_ref().err().map(|e| e.to_string()),
         "records": records,
     });
     run.finish(out, &records, doc, || match &analysis {
-        Ok(a) => report::ablate::text(&title, &design, &records, a),
+        Ok(a) => {
+            let mut text = report::ablate::text(&title, &design, &records, a);
+            match args.preset {
+                Some(Preset::Joy1981) => text.push_str(&report::ablate::joy_ladder(&design, a)),
+                Some(Preset::Vj1988) => text.push_str(&report::ablate::leave_one_out(&design, a)),
+                None => {}
+            }
+            text
+        }
         Err(e) => format!(
             "netlab ablate: {title}\nno analysis: {e} (a failed run leaves its combination short; see the records)\n"
         ),

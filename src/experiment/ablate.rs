@@ -252,6 +252,69 @@ impl DesignFactor {
     }
 }
 
+/// The source documents' what-ifs as designs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// Bill Joy's 1981 ladder (004) with his transfer (4 MB in 1 KB
+    /// records), each step's nearest feature today.
+    Joy1981,
+    /// Van Jacobson's 1988 sosend change (003): 1 KB protocol calls against
+    /// whole writes, with checksum offload and GRO, leave-one-out against
+    /// the full factorial.
+    Vj1988,
+}
+
+impl Preset {
+    /// The factors, each first level the baseline, in the source's order.
+    pub fn factors(self) -> &'static [&'static str] {
+        match self {
+            // Joy's steps 2-5 (step 1, IP fragmentation of 4 KB TCP
+            // segments, has no Linux counterpart: TCP sets DF and sizes
+            // its segments to the path MTU).
+            Preset::Joy1981 => &[
+                "recv=read,splice",
+                "tx-checksum=off,on",
+                "mtu=1500,4136",
+                "send=write,zerocopy",
+            ],
+            Preset::Vj1988 => &["send=chunked,write", "tx-checksum=off,on", "gro=off,on"],
+        }
+    }
+
+    /// The stream every combination varies: on two namespaces over an
+    /// unshaped veth pair (the CPU, not a wire, is the limit, as in both
+    /// sources); Joy's 4 MB in 1 KB records moved 64 times a run (4 MB
+    /// alone is milliseconds today), his links without segmentation
+    /// offloads (1981 had none); Van Jacobson's 64 KB writes.
+    pub fn base(self) -> StreamConfig {
+        let mut link = crate::testbed::link::LinkProfile::default();
+        let (record, offloads) = match self {
+            Preset::Joy1981 => (
+                1024,
+                vec![
+                    ("tso".into(), false),
+                    ("gso".into(), false),
+                    ("gro".into(), false),
+                ],
+            ),
+            Preset::Vj1988 => (64 << 10, Vec::new()),
+        };
+        link.offloads = offloads;
+        StreamConfig {
+            amount: Amount::Bytes(64 * (4 << 20)),
+            record,
+            placement: Placement::Netns {
+                link,
+                via: LinkVia::Auto,
+                capture: false,
+                pcap: None,
+                verbose: false,
+            },
+            ..StreamConfig::default()
+        }
+    }
+}
+
 /// A validated factorial design over a stream run.
 #[derive(Debug, Clone)]
 pub struct AblatePlan {

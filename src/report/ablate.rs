@@ -3,6 +3,7 @@
 //! the interactions large enough to make one-at-a-time verdicts wrong, in
 //! words.
 
+use super::historical;
 use super::tables::{markdown, num};
 use crate::analysis::factorial::{Analysis, Effect, Factor};
 use crate::record::{Record, RecordData};
@@ -145,4 +146,162 @@ pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Anal
         out.push_str("Van Jacobson (1988, 003), on four such runs: \"any statement of the form \"feature A/B is good/bad\" is bogus\"; the full factorial measures what leave-one-out cannot.\n");
     }
     out
+}
+
+/// `--preset joy1981`: Bill Joy's ladder beside today's. His projections
+/// (004) are user-to-user Mbaud from his 1.2; each of his steps 2-5 has its
+/// nearest feature today, in his order. Each step is read from the
+/// factorial's own cells: added to every step before it (his order), and
+/// alone on the baseline.
+pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
+    let projections = &historical::figures().berkeley_vax.projections_mbaud;
+    let baseline = vec![0; factors.len()];
+    let Some(base) = analysis.mean_of(&baseline) else {
+        return String::new();
+    };
+    let mut rows = Vec::new();
+    let mut previous = base;
+    let mut joy_previous = projections.first().map_or(1.2, |p| p.1);
+    let mut cumulative = baseline.clone();
+    rows.push(vec![
+        format!("1. {} (Joy 1.9 Mbaud)", projections.first().map_or("", |p| p.0.as_str())),
+        "no Linux counterpart: TCP sets DF and sizes segments to the path MTU; the ladder starts from today's baseline".into(),
+        format!("{:.2}", joy_previous / 1.2),
+        "-".into(),
+        "-".into(),
+        num(base),
+    ]);
+    for (i, factor) in factors.iter().enumerate() {
+        let Some((step, joy)) = projections.get(i + 1) else {
+            break;
+        };
+        cumulative[i] = 1;
+        let mut alone = baseline.clone();
+        alone[i] = 1;
+        let (Some(now), Some(by_itself)) =
+            (analysis.mean_of(&cumulative), analysis.mean_of(&alone))
+        else {
+            continue;
+        };
+        rows.push(vec![
+            format!("{}. {step}", i + 2),
+            format!("{}={}", factor.name, factor.levels[1]),
+            format!("{:.2}", joy / joy_previous),
+            format!("{:.2}", now / previous),
+            format!("{:.2}", by_itself / base),
+            num(now),
+        ]);
+        previous = now;
+        joy_previous = *joy;
+    }
+    let mut out = format!(
+        "Bill Joy's 1981 ladder (004, from 1.2 Mbaud user to user) on today's stack, the baseline {}:\n",
+        factors
+            .iter()
+            .map(|f| format!("{}={}", f.name, f.levels[0]))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    out.push_str(&markdown(
+        &[
+            "Joy's step",
+            "nearest today",
+            "Joy: x step before",
+            "now: x step before",
+            "now: alone x baseline",
+            "now Mbit/s",
+        ],
+        &rows,
+    ));
+    out.push_str(&format!(
+        "Joy projected x{:.1} from steps 2-5 together; today they give x{:.2}.\n",
+        joy_previous / projections.first().map_or(1.2, |p| p.1),
+        previous / base
+    ));
+    out
+}
+
+/// `--preset vj1988`: each factor judged one at a time from the baseline
+/// (leave-one-out, Van Jacobson's own method) beside the factorial's main
+/// effect, and where the two verdicts differ.
+pub fn leave_one_out(factors: &[Factor], analysis: &Analysis) -> String {
+    let alone = analysis.one_at_a_time(factors);
+    let rows: Vec<Vec<String>> = alone
+        .iter()
+        .zip(&analysis.main)
+        .map(|(one, main)| {
+            let differs = verdict(one) != verdict(main);
+            vec![
+                format!("{}={}", one.factors[0].0, one.factors[0].1),
+                format!("{} ({})", interval(one), verdict(one)),
+                format!("{} ({})", interval(main), verdict(main)),
+                if differs { "differs" } else { "same" }.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = String::from(
+        "one factor at a time from the baseline (leave-one-out) against the full factorial's main effect, Mbit/s:\n",
+    );
+    out.push_str(&markdown(
+        &[
+            "change",
+            "one at a time",
+            "factorial (averaged over the others)",
+            "verdicts",
+        ],
+        &rows,
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::factorial::{analyse, combinations};
+
+    fn two(name: &str, first: &str, second: &str) -> Factor {
+        Factor {
+            name: name.into(),
+            levels: vec![first.into(), second.into()],
+        }
+    }
+
+    #[test]
+    fn leave_one_out_and_the_factorial_disagree_on_van_jacobsons_numbers() {
+        let factors = [two("A", "off", "on"), two("B", "off", "on")];
+        let means = [600.0, 530.0, 520.0, 700.0]; // (0,0) (0,1) (1,0) (1,1)
+        let runs: Vec<(Vec<usize>, f64)> = combinations(&factors)
+            .into_iter()
+            .zip(means)
+            .flat_map(|(l, y)| [(l.clone(), y - 5.0), (l, y + 5.0)])
+            .collect();
+        let a = analyse(&factors, &runs, 0.95).unwrap();
+        let text = leave_one_out(&factors, &a);
+        // A alone: -80, "lowers it"; averaged over B: +45, "raises it".
+        let row = text.lines().find(|l| l.contains("A=on")).unwrap();
+        assert!(row.contains("-80.0") && row.contains("lowers it"), "{row}");
+        assert!(
+            row.contains("raises it") && row.contains("differs"),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn joys_ladder_reads_each_step_added_and_alone_from_the_factorials_cells() {
+        let factors = [two("recv", "read", "splice"), two("mtu", "1500", "4136")];
+        // Baseline 100; splice alone 110; 4136 alone 150; both 180.
+        let means = [100.0, 150.0, 110.0, 180.0];
+        let runs: Vec<(Vec<usize>, f64)> = combinations(&factors).into_iter().zip(means).collect();
+        let a = analyse(&factors, &runs, 0.95).unwrap();
+        let text = joy_ladder(&factors, &a);
+        let step2 = text.lines().find(|l| l.contains("recv=splice")).unwrap();
+        let cells: Vec<&str> = step2.split('|').map(str::trim).collect();
+        // Joy: 2.25 / 1.9; now: 110 / 100, alone the same.
+        assert_eq!(&cells[3..7], ["1.18", "1.10", "1.10", "110"], "{step2}");
+        let step3 = text.lines().find(|l| l.contains("mtu=4136")).unwrap();
+        let cells: Vec<&str> = step3.split('|').map(str::trim).collect();
+        // Joy: 3.5 / 2.25; now 180 / 110 added to step 2, 150 / 100 alone.
+        assert_eq!(&cells[3..7], ["1.56", "1.64", "1.50", "180"], "{step3}");
+        assert!(text.contains("today they give x1.80"), "{text}");
+    }
 }

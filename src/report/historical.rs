@@ -22,6 +22,8 @@ pub struct BerkeleyVax {
     pub sender_cpu: String,
     pub receiver_idle_pct: f64,
     pub system_time_split_pct: std::collections::BTreeMap<String, f64>,
+    /// Joy's ladder: each step and its projected Mbaud user to user.
+    pub projections_mbaud: Vec<(String, f64)>,
 }
 
 /// Van Jacobson's notes on BSD TCP speed-ups, 1988 (003).
