@@ -674,6 +674,8 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
         .map(|s| s[1].as_u64().unwrap())
         .sum();
     assert_eq!(folded, busy);
+    // Each endpoint's own layers, by its role.
+    assert!(text.contains("| netlab (sender) "), "{text}");
     // The per-packet view, Van Jacobson's 1988 packet beside.
     assert!(text.contains("1988 Sun-3/60 sender"), "{text}");
     // The report draws and links the cell's flame graph.

@@ -4,7 +4,7 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::ablate::{AblatePlan, DesignFactor, Preset};
+use crate::experiment::ablate::{AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed};
 use crate::experiment::stream::StreamMeasure;
 use crate::report;
 use crate::units::parse_size;
@@ -70,12 +70,6 @@ pub struct AblateStreamArgs {
     pub common: StreamOptions,
 }
 
-/// A run's set-up besides its transfer: endpoints (and a link) started and
-/// stopped, measured here at 0.1-0.3 s on loopback and about 1 s on netns.
-fn setup_s(netns: bool) -> f64 {
-    if netns { 1.0 } else { 0.3 }
-}
-
 pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
     let AblateTarget::Stream(args) = args.target;
     let amount = match args.bytes {
@@ -83,17 +77,10 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         None => Amount::Seconds(args.duration),
     };
     let (base, texts): (_, Vec<String>) = match args.preset {
-        Some(preset) => {
-            if !crate::testbed::netns::has_net_admin() {
-                anyhow::bail!(
-                    "--preset runs on two namespaces: it needs CAP_NET_ADMIN (run as root)"
-                );
-            }
-            (
-                preset.base(),
-                preset.factors().iter().map(|f| f.to_string()).collect(),
-            )
-        }
+        Some(preset) => (
+            preset.base()?,
+            preset.factors().iter().map(|f| f.to_string()).collect(),
+        ),
         None => (
             args.common.config(amount, args.record)?,
             args.factors.clone(),
@@ -103,55 +90,21 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         .iter()
         .map(|f| DesignFactor::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let seed = match args.seed {
-        Some(seed) => seed,
-        None => {
-            let mut bytes = [0u8; 8];
-            getrandom::fill(&mut bytes).context("a random seed")?;
-            u64::from_le_bytes(bytes)
-        }
-    };
-    let netns = base.placement.name() == "netns";
+    let seed = args
+        .seed
+        .map_or_else(fresh_seed, Ok)
+        .context("a random seed")?;
     let plan = AblatePlan::new(base, factors, args.reps, seed)?;
-    plan.check_budget(args.budget, setup_s(netns))?;
-    let title = format!(
-        "stream, {}; factors {}; seed {seed}",
-        plan.base.describe(),
-        plan.factors
-            .iter()
-            .map(|f| format!("{}={}", f.factor.name, f.factor.levels.join(",")))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    plan.check_budget(args.budget)?;
     let run = &args.common.run;
     let mut writer = run.writer()?;
     let records = run
         .runner(&mut writer)?
         .grid(&mut StreamMeasure, &plan.cells())?;
     let design = plan.design();
-    let analysis = crate::experiment::ablate::analyse_records(&design, &records, 0.95);
-    let doc = serde_json::json!({
-        "experiment": "ablate",
-        "target": "stream",
-        "description": title,
-        "seed": seed,
-        "preset": args.preset.and_then(|p| clap::ValueEnum::to_possible_value(&p)).map(|v| v.get_name().to_string()),
-        "analysis": analysis.as_ref().ok(),
-        "analysis_error": analysis.as_ref().err().map(|e| e.to_string()),
-        "records": records,
-    });
-    run.finish(out, &records, doc, || match &analysis {
-        Ok(a) => {
-            let mut text = report::ablate::text(&title, &design, &records, a);
-            match args.preset {
-                Some(Preset::Joy1981) => text.push_str(&report::ablate::joy_ladder(&design, a)),
-                Some(Preset::Vj1988) => text.push_str(&report::ablate::leave_one_out(&design, a)),
-                None => {}
-            }
-            text
-        }
-        Err(e) => format!(
-            "netlab ablate: {title}\nno analysis: {e} (a failed run leaves its combination short; see the records)\n"
-        ),
+    let analysis = analyse_records(&design, &records, 0.95);
+    let doc = report::ablate::doc(&plan, args.preset, &analysis, &records);
+    run.finish(out, &records, doc, || {
+        report::ablate::full_text(&plan, args.preset, &analysis, &records)
     })
 }

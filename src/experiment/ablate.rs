@@ -101,6 +101,8 @@ pub enum AblateError {
     },
     #[error("the combination {combination} cannot run: {reason}")]
     Combination { combination: String, reason: String },
+    #[error("--preset runs on two namespaces: it needs CAP_NET_ADMIN (run as root)")]
+    NeedsRoot,
     #[error("no factor: give at least one --factor NAME=V1,V2")]
     NoFactor,
     #[error(
@@ -281,12 +283,20 @@ impl Preset {
         }
     }
 
+    /// [`Preset::stream`], refused without root (two namespaces).
+    pub fn base(self) -> Result<StreamConfig, AblateError> {
+        if !crate::testbed::netns::has_net_admin() {
+            return Err(AblateError::NeedsRoot);
+        }
+        Ok(self.stream())
+    }
+
     /// The stream every combination varies: on two namespaces over an
     /// unshaped veth pair (the CPU, not a wire, is the limit, as in both
     /// sources); Joy's 4 MB in 1 KB records moved 64 times a run (4 MB
     /// alone is milliseconds today), his links without segmentation
     /// offloads (1981 had none); Van Jacobson's 64 KB writes.
-    pub fn base(self) -> StreamConfig {
+    pub fn stream(self) -> StreamConfig {
         let mut link = crate::testbed::link::LinkProfile::default();
         let (record, offloads) = match self {
             Preset::Joy1981 => (
@@ -434,6 +444,20 @@ impl AblatePlan {
         Ok(plan)
     }
 
+    /// The design in one line: the stream, the factors and the seed.
+    pub fn title(&self) -> String {
+        format!(
+            "stream, {}; factors {}; seed {}",
+            self.base.describe(),
+            self.factors
+                .iter()
+                .map(|f| format!("{}={}", f.factor.name, f.factor.levels.join(",")))
+                .collect::<Vec<_>>()
+                .join(" "),
+            self.seed
+        )
+    }
+
     /// The factors as the analysis sees them.
     pub fn design(&self) -> Vec<Factor> {
         self.factors.iter().map(|f| f.factor.clone()).collect()
@@ -476,8 +500,15 @@ impl AblatePlan {
     }
 
     /// Refuses a design whose runs would not fit `budget`, counting each
-    /// run's time and `setup_s` of starting its endpoints (and link).
-    pub fn check_budget(&self, budget: Duration, setup_s: f64) -> Result<(), AblateError> {
+    /// run's time and its set-up: endpoints (and on netns the link)
+    /// started and stopped, 0.1-0.3 s on loopback and about 1 s on netns
+    /// here.
+    pub fn check_budget(&self, budget: Duration) -> Result<(), AblateError> {
+        let setup_s = if self.base.placement.name() == "netns" {
+            1.0
+        } else {
+            0.3
+        };
         let per_run = match self.base.amount {
             Amount::Seconds(s) => s + setup_s,
             // A byte count's time is unknown before it runs: the set-up only.
@@ -527,6 +558,13 @@ impl AblatePlan {
         }
         cells
     }
+}
+
+/// A fresh seed for a design's random order, from the kernel.
+pub fn fresh_seed() -> std::io::Result<u64> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+    Ok(u64::from_le_bytes(bytes))
 }
 
 /// The effects on throughput (Mbit/s) of the records of one design, read
@@ -645,13 +683,13 @@ mod tests {
         let plan = plan(&["record=1K,4K,64K", "nodelay=off,on"], 5).unwrap();
         assert_eq!(plan.runs(), 30);
         let err = plan
-            .check_budget(Duration::from_secs(10), 0.3)
+            .check_budget(Duration::from_secs(10))
             .expect_err("30 runs of 0.8 s");
         assert!(
             err.to_string()
                 .contains("30 runs (6 combinations x 5 reps)"),
             "{err}"
         );
-        assert!(plan.check_budget(Duration::from_secs(60), 0.3).is_ok());
+        assert!(plan.check_budget(Duration::from_secs(60)).is_ok());
     }
 }

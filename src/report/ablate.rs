@@ -5,8 +5,56 @@
 
 use super::historical;
 use super::tables::{markdown, num};
-use crate::analysis::factorial::{Analysis, Effect, Factor};
+use crate::analysis::factorial::{Analysis, Effect, Factor, FactorialError};
+use crate::experiment::ablate::{AblatePlan, Preset};
 use crate::record::{Record, RecordData};
+
+/// `netlab ablate --json`: the design, its analysis (or why there is
+/// none) and the records.
+pub fn doc(
+    plan: &AblatePlan,
+    preset: Option<Preset>,
+    analysis: &Result<Analysis, FactorialError>,
+    records: &[Record],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "ablate",
+        "target": "stream",
+        "description": plan.title(),
+        "seed": plan.seed,
+        "preset": preset
+            .and_then(|p| clap::ValueEnum::to_possible_value(&p))
+            .map(|v| v.get_name().to_string()),
+        "analysis": analysis.as_ref().ok(),
+        "analysis_error": analysis.as_ref().err().map(|e| e.to_string()),
+        "records": records,
+    })
+}
+
+/// The text: [`text`], then a preset's own table.
+pub fn full_text(
+    plan: &AblatePlan,
+    preset: Option<Preset>,
+    analysis: &Result<Analysis, FactorialError>,
+    records: &[Record],
+) -> String {
+    let design = plan.design();
+    match analysis {
+        Ok(a) => {
+            let mut out = text(&plan.title(), &design, records, a);
+            match preset {
+                Some(Preset::Joy1981) => out.push_str(&joy_ladder(&design, a)),
+                Some(Preset::Vj1988) => out.push_str(&leave_one_out(&design, a)),
+                None => {}
+            }
+            out
+        }
+        Err(e) => format!(
+            "netlab ablate: {}\nno analysis: {e} (a failed run leaves its combination short; see the records)\n",
+            plan.title()
+        ),
+    }
+}
 
 fn interval(e: &Effect) -> String {
     match e.half_width {

@@ -313,6 +313,71 @@ pub fn then_and_now(records: &[Record]) -> String {
     )
 }
 
+/// Each busy process (by name, its cells' tables merged): its busy
+/// samples and its three largest layers with their intervals.
+fn processes_text(records: &[Record]) -> String {
+    let mut by_name: Vec<(String, Vec<&LayerTable>)> = Vec::new();
+    for r in records {
+        let Some(profile) = &r.profile else { continue };
+        // A stream's endpoints by their role: the record knows their PIDs.
+        let role = |pid: u32| match &r.data {
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } if result.sender.pid == pid => " (sender)",
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } if result.receiver.pid == pid => " (receiver)",
+            _ => "",
+        };
+        for p in &profile.processes {
+            let name = format!("{}{}", p.comm, role(p.pid));
+            match by_name.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, tables)) => tables.push(&p.table),
+                None => by_name.push((name, vec![&p.table])),
+            }
+        }
+    }
+    if by_name.is_empty() {
+        return String::new();
+    }
+    let mut rows: Vec<(u64, Vec<String>)> = by_name
+        .into_iter()
+        .map(|(name, tables)| {
+            let table = merge(tables);
+            let busy = table.samples - table.idle;
+            let top: Vec<String> = table
+                .shares
+                .iter()
+                .take(3)
+                .map(|s| {
+                    format!(
+                        "{} {:.0} ± {:.0}%",
+                        s.layer.name(),
+                        s.share * 100.0,
+                        s.error * 100.0
+                    )
+                })
+                .collect();
+            (busy, vec![name, busy.to_string(), top.join(", ")])
+        })
+        .collect();
+    rows.sort_by_key(|(busy, _)| std::cmp::Reverse(*busy));
+    let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, row)| row).collect();
+    format!(
+        "by process (each with at least 5% of a cell's busy samples; the endpoints are `netlab`):\n{}",
+        markdown(
+            &[
+                "process",
+                "busy samples",
+                "largest layers (% of its busy samples)"
+            ],
+            &rows
+        )
+    )
+}
+
 /// netlab's own most sampled functions over the profiled records, where
 /// its symbols named them.
 fn netlab_functions_text(records: &[Record]) -> String {
@@ -372,6 +437,7 @@ pub fn text(records: &[Record]) -> String {
         })
         .collect();
     out.push_str(&markdown(&["layer", "samples", "% of busy"], &rows));
+    out.push_str(&processes_text(records));
     out.push_str(&netlab_functions_text(records));
     out.push_str(&berkeley_text(&table));
     out.push_str(&reading_text(&table, records));
