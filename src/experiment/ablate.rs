@@ -552,6 +552,11 @@ impl AblatePlan {
                         factors: self.named(&levels),
                         block,
                         seed: self.seed,
+                        design: self
+                            .factors
+                            .iter()
+                            .map(|f| (f.factor.name.clone(), f.factor.levels.clone()))
+                            .collect(),
                     }),
                 });
             }

@@ -98,6 +98,10 @@ pub struct DesignContext {
     pub block: u32,
     /// The seed of the design's random order, to run it again.
     pub seed: u64,
+    /// Every factor with its levels in the design's order, the first the
+    /// baseline: the records alone rebuild the analysis.
+    #[serde(default)]
+    pub design: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ use super::tables::{markdown, num};
 use crate::analysis::factorial::{Analysis, Effect, Factor, FactorialError};
 use crate::experiment::ablate::{AblatePlan, Preset};
 use crate::record::{Record, RecordData};
+use crate::report::figures::{Figure, Series, Style};
 
 /// `netlab ablate --json`: the design, its analysis (or why there is
 /// none) and the records.
@@ -302,6 +303,116 @@ pub fn leave_one_out(factors: &[Factor], analysis: &Analysis) -> String {
     out
 }
 
+/// The factorial designs among `records` (grouped by design id), each
+/// analysed from its records alone: the text, a reading (the flagged
+/// interactions), and one interaction plot per pair of factors (the mean
+/// response at each level of the first, a line per level of the second,
+/// averaged over the other factors).
+pub fn designs(records: &[Record]) -> (String, String, Vec<Figure>) {
+    let mut ids: Vec<&str> = Vec::new();
+    for r in records {
+        if let RecordData::Stream { params, .. } = &r.data
+            && let Some(d) = &params.design
+            && !ids.contains(&d.id.as_str())
+        {
+            ids.push(&d.id);
+        }
+    }
+    let (mut text, mut reading, mut plots) = (String::new(), String::new(), Vec::new());
+    for (n, id) in ids.iter().enumerate() {
+        let mine: Vec<Record> = records
+            .iter()
+            .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.design.as_ref().is_some_and(|d| d.id == *id)))
+            .cloned()
+            .collect();
+        let Some(first) = mine.iter().find_map(|r| match &r.data {
+            RecordData::Stream { params, .. } => params.design.clone(),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let factors: Vec<Factor> = first
+            .design
+            .iter()
+            .map(|(name, levels)| Factor {
+                name: name.clone(),
+                levels: levels.clone(),
+            })
+            .collect();
+        let title = format!("design {id} (seed {})", first.seed);
+        match crate::experiment::ablate::analyse_records(&factors, &mine, 0.95) {
+            Err(e) => text.push_str(&format!("netlab ablate: {title}: no analysis: {e}\n")),
+            Ok(a) => {
+                text.push_str(&self::text(&title, &factors, &mine, &a));
+                for flag in &a.flags {
+                    reading.push_str(&format!(" In the factorial {title}, {flag}."));
+                }
+                plots.extend(interaction_plots(n, &factors, &a, &mine));
+            }
+        }
+    }
+    (text, reading, plots)
+}
+
+fn interaction_plots(
+    n: usize,
+    factors: &[Factor],
+    a: &Analysis,
+    records: &[Record],
+) -> Vec<Figure> {
+    let refs: Vec<&Record> = records.iter().collect();
+    let mut plots = Vec::new();
+    for i in 0..factors.len() {
+        for j in 0..factors.len() {
+            if i >= j {
+                continue;
+            }
+            let (x, line) = (&factors[i], &factors[j]);
+            let series = line
+                .levels
+                .iter()
+                .enumerate()
+                .map(|(l, level)| Series {
+                    name: format!("{}={level}", line.name),
+                    style: Style::Measured,
+                    points: (0..x.levels.len())
+                        .map(|k| {
+                            let cells: Vec<f64> = a
+                                .means
+                                .iter()
+                                .filter(|(levels, _)| levels[i] == k && levels[j] == l)
+                                .map(|(_, m)| *m)
+                                .collect();
+                            (
+                                k as f64,
+                                cells.iter().sum::<f64>() / cells.len().max(1) as f64,
+                            )
+                        })
+                        .collect(),
+                })
+                .collect();
+            plots.push(Figure {
+                id: format!("ablate-{}-{}-{}", n + 1, x.name, line.name),
+                title: format!("{} x {}: interaction", x.name, line.name),
+                x_label: x.name.clone(),
+                y_label: "throughput, Mbit/s (mean over the other factors)".into(),
+                log_x: false,
+                log_y: false,
+                categories: x.levels.clone(),
+                series,
+                marks: Vec::new(),
+                caption: format!(
+                    "parallel lines: no interaction; crossing or diverging lines: {}'s effect depends on {}; {}",
+                    x.name,
+                    line.name,
+                    super::figures::caption(&refs)
+                ),
+            });
+        }
+    }
+    plots
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +443,59 @@ mod tests {
             row.contains("raises it") && row.contains("differs"),
             "{row}"
         );
+    }
+
+    #[test]
+    fn the_report_rebuilds_a_design_from_its_records_with_one_interaction_plot_a_pair() {
+        let design = vec![
+            ("A".to_string(), vec!["off".to_string(), "on".to_string()]),
+            ("B".to_string(), vec!["off".to_string(), "on".to_string()]),
+            ("C".to_string(), vec!["x".to_string(), "y".to_string()]),
+        ];
+        let mut records = Vec::new();
+        for (levels, y) in combinations(&[
+            two("A", "off", "on"),
+            two("B", "off", "on"),
+            two("C", "x", "y"),
+        ])
+        .into_iter()
+        .zip([600.0, 600.0, 530.0, 530.0, 520.0, 520.0, 700.0, 700.0])
+        {
+            for block in 0..2 {
+                let mut r = crate::record::fixture_stream_run();
+                if let RecordData::Stream {
+                    params,
+                    result: Some(result),
+                } = &mut r.data
+                {
+                    result.figures.throughput_mbit_s = y + block as f64;
+                    params.design = Some(crate::record::DesignContext {
+                        id: "d1".into(),
+                        factors: design
+                            .iter()
+                            .zip(&levels)
+                            .map(|((n, ls), &l)| (n.clone(), ls[l].clone()))
+                            .collect(),
+                        block,
+                        seed: 1,
+                        design: design.clone(),
+                    });
+                }
+                records.push(r);
+            }
+        }
+        let (text, reading, plots) = designs(&records);
+        assert!(
+            text.contains("16 runs: 8 combinations x 2 randomised blocks"),
+            "{text}"
+        );
+        assert!(reading.contains("A=on and B=on interact"), "{reading}");
+        assert_eq!(plots.len(), 3, "A x B, A x C, B x C");
+        let ab = &plots[0];
+        assert_eq!(ab.categories, ["off", "on"]);
+        // B=off: A off 600.5, on 520.5; B=on: 530.5, 700.5 (over C and blocks).
+        assert_eq!(ab.series[0].points, [(0.0, 600.5), (1.0, 520.5)]);
+        assert_eq!(ab.series[1].points, [(0.0, 530.5), (1.0, 700.5)]);
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub struct Figure {
 }
 
 /// The host and placements of the records a figure draws.
-fn caption(records: &[&Record]) -> String {
+pub fn caption(records: &[&Record]) -> String {
     let mut placements: Vec<&str> = records.iter().map(|r| r.placement.as_str()).collect();
     placements.sort_unstable();
     placements.dedup();

@@ -180,10 +180,18 @@ pub fn sections(records: &[Record]) -> Vec<Section> {
 type Parts = (String, String, String, Vec<Figure>);
 
 fn stream_section(records: &[Record]) -> Parts {
+    let (designed, records): (Vec<Record>, Vec<Record>) = records.iter().cloned().partition(
+        |r| matches!(&r.data, RecordData::Stream { params, .. } if params.design.is_some()),
+    );
+    let records = &records[..];
     let (sweep, single): (Vec<Record>, Vec<Record>) = records.iter().cloned().partition(
         |r| matches!(&r.data, RecordData::Stream { params, .. } if params.sweep.is_some()),
     );
     let mut text = String::new();
+    // Factorial designs (`netlab ablate`): their analysis and one
+    // interaction plot per pair of factors.
+    let (design_text, design_reading, design_figures) = super::ablate::designs(&designed);
+    text.push_str(&design_text);
     if !single.is_empty() {
         text.push_str(&tables::stream_table("netlab stream", &single));
         if let Some(line) = tables::berkeley_then_now(&single) {
@@ -250,11 +258,14 @@ fn stream_section(records: &[Record]) -> Parts {
             "Single runs only (no size sweep): the table gives each run's throughput and CPU.",
         );
     }
+    reading.push_str(&design_reading);
+    let mut figures: Vec<Figure> = figures::stream_throughput(records).into_iter().collect();
+    figures.extend(design_figures);
     (
         "stream: bulk transfer, throughput vs record size (1981, 1988)".into(),
         text,
         reading,
-        figures::stream_throughput(records).into_iter().collect(),
+        figures,
     )
 }
 
