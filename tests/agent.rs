@@ -365,6 +365,64 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
 }
 
 #[test]
+fn ablate_runs_its_factors_between_agents_and_refuses_what_they_cannot_change() {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(A, false);
+    hosts.start_agent(B, false);
+    let out = hosts.dir.path().join("r.jsonl");
+    let (a, b) = (hosts.addr(A), hosts.addr(B));
+    let ablate = |factors: &[&str]| {
+        let mut args: Vec<String> = ["ablate", "stream", "--from", &a, "--to", &b]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for f in factors {
+            args.push("--factor".into());
+            args.push(f.to_string());
+        }
+        args.extend(["--reps", "1", "--bytes", "8M", "--seed", "7"].map(String::from));
+        args
+    };
+    // A third party drives a 2x2 design across A -> B.
+    let run = hosts.run(CTL, &ablate(&["nodelay=off,on", "recv=read,zerocopy"]), &out);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 4, "every combination once");
+    for record in records {
+        assert!(record["error"].is_null(), "{record}");
+        assert_eq!(record["placement"], "remote");
+        assert_eq!(record["result"]["receiver"]["bytes"], 8 << 20);
+        assert_eq!(record["result"]["receiver"]["verified"], true);
+        let zerocopy = record["params"]["design"]["factors"][1][1] == "zerocopy";
+        let stats = &record["result"]["receiver"]["zerocopy_receive"];
+        assert_eq!(!stats.is_null(), zerocopy, "{record}");
+        if zerocopy {
+            let counted = stats["mapped"].as_u64().unwrap() + stats["copied"].as_u64().unwrap();
+            assert_eq!(counted, 8 << 20, "every byte mapped or copied: {stats}");
+        }
+        assert_eq!(agents_named(record), [hosts.control(A), hosts.control(B)]);
+    }
+    assert!(doc["analysis"]["main"].is_array(), "{doc}");
+
+    // The path between agents is the hosts' own: refused before any run;
+    // a congestion control checked against the agents' own kernels.
+    let lines = lines_of(&out).len();
+    for (factor, says) in [
+        ("mtu=1500,9000", "between agents the path is the hosts' own"),
+        ("gro=off,on", "between agents the path is the hosts' own"),
+        ("cc=cubic,nosuchcc", "the kernel at"),
+    ] {
+        let run = hosts.run(CTL, &ablate(&[factor]), &out);
+        assert!(!run.status.success(), "{factor}");
+        let doc = json_of(&run.stdout);
+        let error = doc["error"].as_str().unwrap();
+        assert!(error.contains(says), "{factor}: {error}");
+    }
+    assert_eq!(lines_of(&out).len(), lines, "nothing ran");
+}
+
+#[test]
 fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);

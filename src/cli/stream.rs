@@ -30,6 +30,10 @@ pub enum RecvKind {
     Read,
     /// splice(2) to /dev/null (no copy to user space, no verification).
     Splice,
+    /// TCP_ZEROCOPY_RECEIVE: whole pages of payload mapped, not copied
+    /// (the rest read; the record counts both). Pages need page-sized
+    /// payloads: --mss 4108 on loopback, an MTU of 4148 on netns.
+    Zerocopy,
 }
 
 /// The options every stream run takes, shared by `stream` and `sweep stream`.
@@ -62,6 +66,9 @@ pub struct StreamOptions {
     /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// TCP_MAXSEG on both sockets: the largest segment either end sends.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(88..=65495))]
+    pub mss: Option<u32>,
     /// Do not verify the received bytes (for comparisons with tools that do not).
     #[arg(long)]
     pub no_verify: bool,
@@ -101,6 +108,7 @@ impl StreamOptions {
         let recv = match self.recv {
             RecvKind::Read => RecvStrategy::Read { buffer: self.rbuf },
             RecvKind::Splice => RecvStrategy::Splice,
+            RecvKind::Zerocopy => RecvStrategy::Zerocopy { buffer: self.rbuf },
         };
         let config = StreamConfig {
             amount,
@@ -112,6 +120,7 @@ impl StreamOptions {
                 sndbuf: self.sndbuf,
                 rcvbuf: self.rcvbuf,
                 congestion_control: self.cc.clone(),
+                mss: self.mss,
             },
             verify: !self.no_verify,
             port: self.port,

@@ -23,6 +23,7 @@ use crate::endpoint::protocol::DataGuard;
 use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
+use crate::record::stream::ZerocopyReceiveStats;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -89,6 +90,11 @@ fn new_socket(addr: &SocketAddr, options: &SocketOptions) -> Result<Socket, Stre
         socket
             .set_tcp_nodelay(true)
             .map_err(io_err("setting TCP_NODELAY"))?;
+    }
+    if let Some(mss) = options.mss {
+        socket
+            .set_tcp_mss(mss)
+            .map_err(io_err("setting TCP_MAXSEG"))?;
     }
     if let Some(name) = &options.congestion_control {
         socket
@@ -176,6 +182,7 @@ impl Receiver {
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
+        let mut zerocopy_receive = None;
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
                 &stream,
@@ -186,6 +193,18 @@ impl Receiver {
                 progress,
             )?,
             RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress)?,
+            RecvStrategy::Zerocopy { buffer } => {
+                let (received, stats) = receive_zerocopy(
+                    &stream,
+                    buffer,
+                    self.spec.verify,
+                    limit,
+                    self.spec.progress,
+                    progress,
+                )?;
+                zerocopy_receive = Some(stats);
+                received
+            }
         };
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let usage = ProcessUsage::now().since(&usage_before);
@@ -205,8 +224,9 @@ impl Receiver {
             counters,
             congestion_control: congestion_control_of(&socket),
             mss: socket.tcp_mss().ok(),
-            verified: self.spec.verify && matches!(self.spec.strategy, RecvStrategy::Read { .. }),
+            verified: self.spec.verify && self.spec.strategy.sees_bytes(),
             zerocopy: None,
+            zerocopy_receive,
             cpus,
             interface,
         })
@@ -242,6 +262,10 @@ impl ProgressTicker {
     }
 }
 
+/// What a receive loop returns: bytes, data-path system calls, and when
+/// the first byte came.
+type Received = (u64, u64, Option<Instant>);
+
 fn receive_read(
     stream: &TcpStream,
     buffer: usize,
@@ -249,7 +273,7 @@ fn receive_read(
     limit: u64,
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
-) -> Result<(u64, u64, Option<Instant>), StreamError> {
+) -> Result<Received, StreamError> {
     let mut buffer_memory = AlignedBuf::zeroed(buffer);
     let buf = buffer_memory.as_mut_slice();
     let pattern = verify.then(|| Pattern::new(buffer));
@@ -281,6 +305,242 @@ fn receive_read(
         ticker.tick(total, progress);
     }
     Ok((total, syscalls, first))
+}
+
+/// `struct tcp_zerocopy_receive` of `<linux/tcp.h>` (Linux 5.11 layout;
+/// older kernels read the prefix they know).
+#[repr(C)]
+#[derive(Default)]
+struct TcpZerocopyReceive {
+    address: u64,
+    length: u32,
+    recv_skip_hint: u32,
+    inq: u32,
+    err: i32,
+    copybuf_address: u64,
+    copybuf_len: i32,
+    flags: u32,
+    msg_control: u64,
+    msg_controllen: u64,
+    msg_flags: u32,
+    reserved: u32,
+}
+
+/// A read-only mapping of a TCP socket, the window `TCP_ZEROCOPY_RECEIVE`
+/// maps the receive queue's pages into; unmapped on drop.
+struct SocketMapping {
+    address: *mut libc::c_void,
+    len: usize,
+}
+
+impl SocketMapping {
+    fn new(fd: RawFd, len: usize) -> io::Result<SocketMapping> {
+        // SAFETY: a fresh shared read-only mapping of the socket, at an
+        // address the kernel chooses; nothing else refers to it.
+        let address = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if address == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(SocketMapping { address, len })
+    }
+}
+
+impl Drop for SocketMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new, unmapped once.
+        unsafe { libc::munmap(self.address, self.len) };
+    }
+}
+
+/// The receive side with `TCP_ZEROCOPY_RECEIVE` (Linux 4.18+), as the
+/// kernel's `tcp_mmap` selftest does it: each call maps whole, page-aligned
+/// pages of payload into the socket's mapping; bytes that are not in such
+/// pages (the kernel's skip hint) are read with read(2), and a tail under a
+/// page is copied by the kernel into `buf` (its copybuf, 5.11+). Every byte
+/// is counted as mapped or copied. With nothing queued the receiver sleeps
+/// in poll(2); at end of stream read(2) returns 0. When the socket cannot be
+/// mapped at all, the whole stream is read and the reason kept.
+fn receive_zerocopy(
+    stream: &TcpStream,
+    buffer: usize,
+    verify: bool,
+    limit: u64,
+    want_progress: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(Received, ZerocopyReceiveStats), StreamError> {
+    let page = page_size();
+    let window = buffer.max(page).div_ceil(page) * page;
+    let fd = stream.as_raw_fd();
+    let mapping = match SocketMapping::new(fd, window) {
+        Ok(mapping) => mapping,
+        Err(e) => {
+            let received = receive_read(stream, buffer, verify, limit, want_progress, progress)?;
+            let stats = ZerocopyReceiveStats {
+                copied: received.0,
+                unavailable: Some(format!("mmap of the socket refused: {e}")),
+                ..Default::default()
+            };
+            return Ok((received, stats));
+        }
+    };
+    let mut copy_memory = AlignedBuf::zeroed(buffer);
+    let buf = copy_memory.as_mut_slice();
+    let pattern = verify.then(|| Pattern::new(window.max(buffer)));
+    let (mut total, mut syscalls, mut first) = (0u64, 0u64, None);
+    let mut stats = ZerocopyReceiveStats::default();
+    let mut ticker = ProgressTicker::new(want_progress);
+    let mut idle = false;
+    loop {
+        let mut zc = TcpZerocopyReceive {
+            address: mapping.address as u64,
+            length: window as u32,
+            copybuf_address: buf.as_mut_ptr() as u64,
+            // The kernel copies instead of mapping whenever all it holds
+            // fits the copy buffer: offered only for tails under a page.
+            copybuf_len: buf.len().min(page - 1) as i32,
+            ..Default::default()
+        };
+        let mut len = std::mem::size_of::<TcpZerocopyReceive>() as libc::socklen_t;
+        // SAFETY: zc is a live struct of len bytes; the kernel maps pages
+        // only into `mapping` and copies at most copybuf_len bytes into buf.
+        let ret = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_ZEROCOPY_RECEIVE,
+                (&mut zc as *mut TcpZerocopyReceive).cast(),
+                &mut len,
+            )
+        };
+        syscalls += 1;
+        stats.calls += 1;
+        if ret != 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if e.raw_os_error() == Some(libc::EIO) {
+                // Nothing queued and the peer has closed: end of stream.
+                break;
+            }
+            if total == 0 && stats.calls == 1 {
+                // The option itself is refused (a kernel without it): read
+                // the whole stream and say why.
+                drop(mapping);
+                let received =
+                    receive_read(stream, buffer, verify, limit, want_progress, progress)?;
+                let stats = ZerocopyReceiveStats {
+                    copied: received.0,
+                    calls: 1,
+                    unavailable: Some(format!("TCP_ZEROCOPY_RECEIVE refused: {e}")),
+                    ..Default::default()
+                };
+                return Ok(((received.0, received.1 + 1, received.2), stats));
+            }
+            return Err(io_err("TCP_ZEROCOPY_RECEIVE")(e));
+        }
+        if zc.err != 0 {
+            return Err(io_err("receiving with TCP_ZEROCOPY_RECEIVE")(
+                io::Error::from_raw_os_error(zc.err.abs()),
+            ));
+        }
+        // The mapped pages come first in the stream, then the kernel's copy
+        // or the bytes to read (never both in one call).
+        let mut chunks: [(usize, bool); 2] = [(0, true), (0, false)];
+        if zc.length > 0 {
+            // SAFETY: the kernel mapped zc.length bytes at the start of the
+            // mapping, readable until the next call replaces them.
+            let mapped = unsafe {
+                std::slice::from_raw_parts(mapping.address as *const u8, zc.length as usize)
+            };
+            if let Some(pattern) = &pattern {
+                pattern
+                    .verify(total, mapped)
+                    .map_err(StreamError::Corrupt)?;
+            }
+            chunks[0].0 = zc.length as usize;
+        }
+        if zc.copybuf_len > 0 {
+            let n = zc.copybuf_len as usize;
+            if let Some(pattern) = &pattern {
+                pattern
+                    .verify(total + chunks[0].0 as u64, &buf[..n])
+                    .map_err(StreamError::Corrupt)?;
+            }
+            chunks[1].0 = n;
+        } else if zc.recv_skip_hint > 0 || (chunks[0].0 == 0 && idle) {
+            // Bytes that cannot be mapped, or nothing queued twice over (the
+            // peer closed, or the data is not yet here): read(2) blocks
+            // until there is something, and returns 0 at end of stream.
+            let want = if zc.recv_skip_hint > 0 {
+                (zc.recv_skip_hint as usize).min(buf.len())
+            } else {
+                buf.len()
+            };
+            // SAFETY: buf is valid for want <= buf.len() bytes.
+            let ret = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), want) };
+            syscalls += 1;
+            let n = match check(ret) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io_err("reading from the socket")(e)),
+            };
+            if let Some(pattern) = &pattern {
+                pattern
+                    .verify(total + chunks[0].0 as u64, &buf[..n])
+                    .map_err(StreamError::Corrupt)?;
+            }
+            chunks[1].0 = n;
+        }
+        let got = chunks[0].0 + chunks[1].0;
+        if got == 0 {
+            // Nothing queued: sleep until something is, then map it.
+            idle = true;
+            let mut poll = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one live pollfd.
+            let ret = unsafe { libc::poll(&mut poll, 1, -1) };
+            syscalls += 1;
+            if ret < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(io_err("waiting for data")(e));
+                }
+            }
+            continue;
+        }
+        idle = false;
+        if first.is_none() {
+            first = Some(Instant::now());
+        }
+        stats.mapped += chunks[0].0 as u64;
+        stats.copied += chunks[1].0 as u64;
+        total += got as u64;
+        if total > limit {
+            return Err(StreamError::Limit(limit));
+        }
+        ticker.tick(total, progress);
+    }
+    Ok(((total, syscalls, first), stats))
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 { size as usize } else { 4096 }
 }
 
 /// A pipe, closed on drop.
@@ -555,6 +815,7 @@ impl Sender {
             mss: socket.tcp_mss().ok(),
             verified: false,
             zerocopy: tally.zerocopy,
+            zerocopy_receive: None,
             cpus,
             interface,
         })
@@ -836,9 +1097,19 @@ mod tests {
         record: usize,
         amount: Amount,
     ) -> (EndpointReport, EndpointReport) {
+        transfer_with(SocketOptions::default(), strategy, recv, record, amount)
+    }
+
+    fn transfer_with(
+        options: SocketOptions,
+        strategy: SendStrategy,
+        recv: RecvStrategy,
+        record: usize,
+        amount: Amount,
+    ) -> (EndpointReport, EndpointReport) {
         let receiver = Receiver::listen(ReceiveSpec {
             bind: "127.0.0.1:0".parse().unwrap(),
-            options: SocketOptions::default(),
+            options: options.clone(),
             strategy: recv,
             verify: true,
             progress: false,
@@ -851,7 +1122,7 @@ mod tests {
         let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
         let sender = Sender::connect(SendSpec {
             connect: addr,
-            options: SocketOptions::default(),
+            options,
             strategy,
             record,
             amount,
@@ -939,6 +1210,41 @@ mod tests {
                 "{strategy:?}"
             );
         }
+    }
+
+    #[test]
+    fn zero_copy_receive_maps_whole_pages_and_counts_every_byte() {
+        // Segments of exactly one page of payload (4096 + the 12-byte
+        // timestamp option) from the sender's own pages: the kernel maps
+        // them. From write(2)'s copies it maps nothing and every byte is
+        // read; either way every byte arrives, verified, counted once.
+        let total = 8 << 20;
+        let options = SocketOptions {
+            mss: Some(4108),
+            ..Default::default()
+        };
+        let mut mapped_share = Vec::new();
+        for strategy in [SendStrategy::Write, SendStrategy::Zerocopy] {
+            let (_, got) = transfer_with(
+                options.clone(),
+                strategy,
+                RecvStrategy::Zerocopy { buffer: 128 << 10 },
+                64 << 10,
+                Amount::Bytes(total),
+            );
+            assert_eq!(got.bytes, total, "{strategy:?}");
+            assert!(got.verified);
+            assert_eq!(got.mss, Some(4096), "{strategy:?}");
+            let zc = got.zerocopy_receive.expect("zero-copy receive stats");
+            assert_eq!(zc.unavailable, None);
+            assert_eq!(zc.mapped + zc.copied, total, "{strategy:?}: {zc:?}");
+            mapped_share.push(zc.mapped_pct());
+        }
+        assert_eq!(mapped_share[0], 0.0, "write(2)'s pages never map");
+        assert!(
+            mapped_share[1] > 50.0,
+            "MSG_ZEROCOPY's pages map: {mapped_share:?}"
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub enum Knob {
     Sndbuf,
     Rcvbuf,
     Cc,
+    Mss,
     Mtu,
     Link,
     /// An offload on both ends' devices, by ethtool's short name.
@@ -42,14 +43,18 @@ pub enum Knob {
 }
 
 /// Every factor `--factor` takes, with what its levels may be.
-pub const KNOBS: [(&str, Knob, &str); 14] = [
+pub const KNOBS: [(&str, Knob, &str); 15] = [
     ("record", Knob::Record, "sizes, e.g. 1K,64K"),
     (
         "send",
         Knob::Send,
         "write, chunked (1 KB writes, sosend-style), writev, sendfile, splice, zerocopy",
     ),
-    ("recv", Knob::Recv, "read, splice"),
+    (
+        "recv",
+        Knob::Recv,
+        "read, splice, zerocopy (TCP_ZEROCOPY_RECEIVE)",
+    ),
     ("nodelay", Knob::Nodelay, "off, on"),
     ("sndbuf", Knob::Sndbuf, "default or sizes"),
     ("rcvbuf", Knob::Rcvbuf, "default or sizes"),
@@ -58,6 +63,7 @@ pub const KNOBS: [(&str, Knob, &str); 14] = [
         Knob::Cc,
         "congestion control names, e.g. cubic,reno,bbr",
     ),
+    ("mss", Knob::Mss, "default or 88 to 65495 (TCP_MAXSEG)"),
     ("mtu", Knob::Mtu, "576 to 65535 (netns)"),
     (
         "link",
@@ -192,16 +198,25 @@ impl DesignFactor {
                 }
             }
             Knob::Recv => {
-                config.recv = match level {
-                    "read" => RecvStrategy::Read {
-                        buffer: match config.recv {
-                            RecvStrategy::Read { buffer } => buffer,
-                            _ => 128 << 10,
+                config.recv =
+                    match level {
+                        "read" => RecvStrategy::Read {
+                            buffer: match config.recv {
+                                RecvStrategy::Read { buffer }
+                                | RecvStrategy::Zerocopy { buffer } => buffer,
+                                RecvStrategy::Splice => 128 << 10,
+                            },
                         },
-                    },
-                    "splice" => RecvStrategy::Splice,
-                    other => return Err(format!("unknown receive strategy {other}")),
-                }
+                        "splice" => RecvStrategy::Splice,
+                        "zerocopy" => RecvStrategy::Zerocopy {
+                            buffer: match config.recv {
+                                RecvStrategy::Read { buffer }
+                                | RecvStrategy::Zerocopy { buffer } => buffer,
+                                RecvStrategy::Splice => 128 << 10,
+                            },
+                        },
+                        other => return Err(format!("unknown receive strategy {other}")),
+                    }
             }
             Knob::Nodelay => {
                 config.options.nodelay = match level {
@@ -218,6 +233,18 @@ impl DesignFactor {
                     return Err(format!("{level} is no congestion control name"));
                 }
                 config.options.congestion_control = Some(level.to_string());
+            }
+            Knob::Mss => {
+                config.options.mss = match level {
+                    "default" => None,
+                    text => {
+                        let mss: u32 = text.parse().map_err(|_| format!("{text}: a number"))?;
+                        if !(88..=65495).contains(&mss) {
+                            return Err(format!("{mss} is out of 88..65495"));
+                        }
+                        Some(mss)
+                    }
+                }
             }
             Knob::Mtu => {
                 let mtu: u32 = level.parse().map_err(|_| format!("{level}: a number"))?;
@@ -272,11 +299,14 @@ impl Preset {
         match self {
             // Joy's steps 2-5 (step 1, IP fragmentation of 4 KB TCP
             // segments, has no Linux counterpart: TCP sets DF and sizes
-            // its segments to the path MTU).
+            // its segments to the path MTU). His 4136-byte packets carried
+            // 4096 data bytes under 40 bytes of headers; with today's
+            // 12-byte timestamp option that is an MTU of 4148, and whole
+            // 4 KB pages of payload are what zero-copy receive maps.
             Preset::Joy1981 => &[
-                "recv=read,splice",
+                "recv=read,zerocopy",
                 "tx-checksum=off,on",
-                "mtu=1500,4136",
+                "mtu=1500,4148",
                 "send=write,zerocopy",
             ],
             Preset::Vj1988 => &["send=chunked,write", "tx-checksum=off,on", "gro=off,on"],
@@ -340,11 +370,20 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
-/// Congestion control algorithms this kernel offers.
-fn available_congestion_control() -> Vec<String> {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .map(|s| s.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default()
+/// The congestion control algorithms the host at `end` offers (`local`,
+/// or an agent, from the facts it sent at the handshake); None when the
+/// agent did not say (an older netlab: its runs then say what it refused).
+fn available_congestion_control(end: &str) -> Result<Option<Vec<String>>, String> {
+    let facts = if end == "local" {
+        crate::measure::host::HostFacts::gather()
+    } else {
+        super::remote::link(end)
+            .map_err(|e| e.to_string())?
+            .facts()
+            .host
+    };
+    Ok((!facts.available_congestion_control.is_empty())
+        .then_some(facts.available_congestion_control))
 }
 
 impl AblatePlan {
@@ -374,6 +413,13 @@ impl AblatePlan {
                     });
                 }
                 (Knob::Offload(_), Placement::Netns { .. }) => {}
+                (Knob::Offload(_) | Knob::Mtu | Knob::Link, Placement::Remote { .. }) => {
+                    return Err(AblateError::Placement {
+                        name: f.factor.name.clone(),
+                        placement,
+                        why: "between agents the path is the hosts' own, and netlab changes only links it builds; use --placement netns",
+                    });
+                }
                 (Knob::Offload(_), _) => {
                     return Err(AblateError::Placement {
                         name: f.factor.name.clone(),
@@ -396,17 +442,37 @@ impl AblatePlan {
                         why: "only a netns placement has a link netlab builds; use --placement netns",
                     });
                 }
-                (Knob::Cc, _) => {
-                    let available = available_congestion_control();
-                    if let Some(level) = f.factor.levels.iter().find(|l| !available.contains(l)) {
-                        return Err(AblateError::Refused {
-                            name: f.factor.name.clone(),
-                            level: level.clone(),
-                            reason: format!(
-                                "this kernel offers {} (modprobe tcp_{level} may add it)",
-                                available.join(", ")
-                            ),
-                        });
+                (Knob::Cc, placement) => {
+                    // Both ends set it: each end's kernel must offer it.
+                    let ends = match placement {
+                        Placement::Remote { from, to } => vec![from.as_str(), to.as_str()],
+                        _ => vec!["local"],
+                    };
+                    for end in ends {
+                        let available = available_congestion_control(end).map_err(|reason| {
+                            AblateError::Refused {
+                                name: f.factor.name.clone(),
+                                level: f.factor.levels.join(","),
+                                reason,
+                            }
+                        })?;
+                        let Some(available) = available else { continue };
+                        if let Some(level) = f.factor.levels.iter().find(|l| !available.contains(l))
+                        {
+                            let host = if end == "local" {
+                                "this kernel".to_string()
+                            } else {
+                                format!("the kernel at {end}")
+                            };
+                            return Err(AblateError::Refused {
+                                name: f.factor.name.clone(),
+                                level: level.clone(),
+                                reason: format!(
+                                    "{host} offers {} (modprobe tcp_{level} may add it)",
+                                    available.join(", ")
+                                ),
+                            });
+                        }
                     }
                 }
                 _ => {}
@@ -504,10 +570,12 @@ impl AblatePlan {
     /// started and stopped, 0.1-0.3 s on loopback and about 1 s on netns
     /// here.
     pub fn check_budget(&self, budget: Duration) -> Result<(), AblateError> {
-        let setup_s = if self.base.placement.name() == "netns" {
-            1.0
-        } else {
-            0.3
+        // This host's set-up times (building a link; spawning endpoints on
+        // agents; on loopback).
+        let setup_s = match self.base.placement.name() {
+            "netns" => 1.0,
+            "remote" => 0.5,
+            _ => 0.3,
         };
         let per_run = match self.base.amount {
             Amount::Seconds(s) => s + setup_s,

@@ -109,7 +109,7 @@ impl StreamConfig {
             send: self.send,
             recv: self.recv,
             options: self.options.clone(),
-            verify: self.verify && matches!(self.recv, RecvStrategy::Read { .. }),
+            verify: self.verify && self.recv.sees_bytes(),
             repeat_index,
             sweep,
             placement: self.placement.clone(),
@@ -131,6 +131,9 @@ impl StreamConfig {
         let recv = match self.recv {
             RecvStrategy::Read { buffer } => format!("read({})", format_size(buffer as u64)),
             RecvStrategy::Splice => "splice to /dev/null".into(),
+            RecvStrategy::Zerocopy { buffer } => {
+                format!("zero-copy receive({})", format_size(buffer as u64))
+            }
         };
         let verify = if self.params(0, None).verify {
             "verified"

@@ -15,6 +15,10 @@ pub struct HostFacts {
     pub virtualized: bool,
     /// The system's default congestion control (`net.ipv4.tcp_congestion_control`).
     pub default_congestion_control: String,
+    /// The congestion control algorithms the kernel offers
+    /// (`net.ipv4.tcp_available_congestion_control`).
+    #[serde(default)]
+    pub available_congestion_control: Vec<String>,
     /// MTU of the loopback interface.
     pub loopback_mtu: Option<u32>,
     /// The CPU's data and unified caches, e.g. "L1d 48K, L2 1024K, L3
@@ -136,6 +140,11 @@ impl HostFacts {
                 .unwrap_or(false),
             default_congestion_control: read_trimmed("/proc/sys/net/ipv4/tcp_congestion_control")
                 .unwrap_or_default(),
+            available_congestion_control: read_trimmed(
+                "/proc/sys/net/ipv4/tcp_available_congestion_control",
+            )
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
             loopback_mtu: read_trimmed("/sys/class/net/lo/mtu").and_then(|s| s.parse().ok()),
             caches: cache_sizes(),
             interfaces: interfaces(),

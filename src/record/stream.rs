@@ -48,6 +48,26 @@ pub enum RecvStrategy {
     Read { buffer: usize },
     /// `splice(2)` socket → pipe → /dev/null: no user-space copy, no verification.
     Splice,
+    /// `TCP_ZEROCOPY_RECEIVE`: the socket's pages mapped into the receiver
+    /// `buffer` bytes at a time (and verified, if asked), what cannot be
+    /// mapped read into a `buffer`-byte buffer.
+    Zerocopy { buffer: usize },
+}
+
+impl RecvStrategy {
+    /// The short name used on the command line and in tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RecvStrategy::Read { .. } => "read",
+            RecvStrategy::Splice => "splice",
+            RecvStrategy::Zerocopy { .. } => "zerocopy",
+        }
+    }
+
+    /// Whether the receiver sees the bytes, so that it can verify them.
+    pub fn sees_bytes(&self) -> bool {
+        !matches!(self, RecvStrategy::Splice)
+    }
 }
 
 /// Socket options applied before connecting (sender) or listening (receiver).
@@ -58,6 +78,11 @@ pub struct SocketOptions {
     pub rcvbuf: Option<usize>,
     /// Congestion control algorithm (`TCP_CONGESTION`).
     pub congestion_control: Option<String>,
+    /// `TCP_MAXSEG` before connecting (sender) or listening (receiver):
+    /// the largest segment either end sends (4108 on loopback gives whole
+    /// 4 KB pages of payload with timestamps, what zero-copy receive maps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
 }
 
 /// How much the sender sends.
@@ -76,6 +101,35 @@ pub struct ZerocopyStats {
     /// Of those, sends the kernel had to copy after all (always the case on
     /// loopback, where the receiver would otherwise read the sender's pages).
     pub copied: u64,
+}
+
+/// What `TCP_ZEROCOPY_RECEIVE` did for a receiver.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ZerocopyReceiveStats {
+    /// Bytes the kernel mapped into the receiver: no copy.
+    pub mapped: u64,
+    /// Bytes copied after all: payload not in whole, page-aligned pages (the
+    /// kernel's skip hint, read with read(2), and tails under a page the
+    /// kernel copied itself). Every byte is one or the other.
+    pub copied: u64,
+    /// `getsockopt(TCP_ZEROCOPY_RECEIVE)` calls.
+    pub calls: u64,
+    /// Why nothing could be mapped at all (the socket refused mmap or the
+    /// option), when so: then every byte was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+impl ZerocopyReceiveStats {
+    /// The share of the bytes that were mapped, in percent.
+    pub fn mapped_pct(&self) -> f64 {
+        let total = self.mapped + self.copied;
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * self.mapped as f64 / total as f64
+        }
+    }
 }
 
 /// What one endpoint measured over its data path.
@@ -101,6 +155,9 @@ pub struct EndpointReport {
     /// The receiver compared every byte with the pattern.
     pub verified: bool,
     pub zerocopy: Option<ZerocopyStats>,
+    /// The receiver's zero-copy receive, when it used it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy_receive: Option<ZerocopyReceiveStats>,
     /// The CPU this endpoint was on when its data path started and ended
     /// (`sched_getcpu`): on loopback, whether both ends shared a core changes
     /// throughput by tens of percent.

@@ -43,6 +43,7 @@ pub fn full_text(
     match analysis {
         Ok(a) => {
             let mut out = text(&plan.title(), &design, records, a);
+            out.push_str(&zero_copy_by_combination(records));
             match preset {
                 Some(Preset::Joy1981) => out.push_str(&joy_ladder(&design, a)),
                 Some(Preset::Vj1988) => out.push_str(&leave_one_out(&design, a)),
@@ -55,6 +56,63 @@ pub fn full_text(
             plan.title()
         ),
     }
+}
+
+/// Where zero-copy receive mapped pages, combination by combination: a
+/// feature that works only when others line up (whole pages of payload
+/// from the sender's own pages) is an interaction of more than two
+/// factors, which the two-factor table cannot show. Empty when no run
+/// received with it.
+pub fn zero_copy_by_combination(records: &[Record]) -> String {
+    let mut combos: Vec<(String, u64, u64)> = Vec::new();
+    for record in records {
+        let RecordData::Stream {
+            params,
+            result: Some(result),
+        } = &record.data
+        else {
+            continue;
+        };
+        let (Some(design), Some(zc)) = (&params.design, &result.receiver.zerocopy_receive) else {
+            continue;
+        };
+        let name = design
+            .factors
+            .iter()
+            .map(|(f, l)| format!("{f}={l}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match combos.iter_mut().find(|c| c.0 == name) {
+            Some(c) => {
+                c.1 += zc.mapped;
+                c.2 += zc.copied;
+            }
+            None => combos.push((name, zc.mapped, zc.copied)),
+        }
+    }
+    if combos.is_empty() {
+        return String::new();
+    }
+    let share = |mapped: u64, copied: u64| 100.0 * mapped as f64 / (mapped + copied).max(1) as f64;
+    let mapping: Vec<_> = combos.iter().filter(|c| c.1 > 0).collect();
+    if mapping.is_empty() {
+        return format!(
+            "zero-copy receive mapped nothing in any of its {} combinations: every byte was copied (only whole, page-aligned pages of payload map)\n",
+            combos.len()
+        );
+    }
+    let mut out = format!(
+        "zero-copy receive mapped pages in {} of its {} combinations (elsewhere every byte was copied: only whole, page-aligned pages of payload map):\n",
+        mapping.len(),
+        combos.len()
+    );
+    for (name, mapped, copied) in mapping {
+        out.push_str(&format!(
+            "  {name}: {:.0}% of the bytes mapped\n",
+            share(*mapped, *copied)
+        ));
+    }
+    out
 }
 
 fn interval(e: &Effect) -> String {
@@ -344,6 +402,7 @@ pub fn designs(records: &[Record]) -> (String, String, Vec<Figure>) {
             Err(e) => text.push_str(&format!("netlab ablate: {title}: no analysis: {e}\n")),
             Ok(a) => {
                 text.push_str(&self::text(&title, &factors, &mine, &a));
+                text.push_str(&zero_copy_by_combination(&mine));
                 for flag in &a.flags {
                     reading.push_str(&format!(" In the factorial {title}, {flag}."));
                 }
@@ -496,6 +555,53 @@ mod tests {
         // B=off: A off 600.5, on 520.5; B=on: 530.5, 700.5 (over C and blocks).
         assert_eq!(ab.series[0].points, [(0.0, 600.5), (1.0, 520.5)]);
         assert_eq!(ab.series[1].points, [(0.0, 530.5), (1.0, 700.5)]);
+    }
+
+    #[test]
+    fn zero_copy_receive_is_shown_where_it_mapped_pages() {
+        let design = vec![("send".to_string(), vec!["write".into(), "zerocopy".into()])];
+        let mut records = Vec::new();
+        for (level, mapped, copied) in [
+            ("write", 0, 400),
+            ("zerocopy", 300, 100),
+            ("zerocopy", 100, 100),
+        ] {
+            let mut r = crate::record::fixture_stream_run();
+            if let RecordData::Stream {
+                params,
+                result: Some(result),
+            } = &mut r.data
+            {
+                result.receiver.zerocopy_receive =
+                    Some(crate::record::stream::ZerocopyReceiveStats {
+                        mapped,
+                        copied,
+                        calls: 1,
+                        unavailable: None,
+                    });
+                params.design = Some(crate::record::DesignContext {
+                    id: "d".into(),
+                    factors: vec![("send".into(), level.into())],
+                    block: 0,
+                    seed: 1,
+                    design: design.clone(),
+                });
+            }
+            records.push(r);
+        }
+        let text = zero_copy_by_combination(&records);
+        assert!(
+            text.starts_with("zero-copy receive mapped pages in 1 of its 2 combinations"),
+            "{text}"
+        );
+        // (300 + 100) of (400 + 200) bytes, over both runs of the combination.
+        assert!(
+            text.contains("  send=zerocopy: 67% of the bytes mapped"),
+            "{text}"
+        );
+        assert!(!text.contains("send=write:"), "{text}");
+        assert_eq!(zero_copy_by_combination(&records[..1]).lines().count(), 1);
+        assert!(zero_copy_by_combination(&records[..1]).contains("mapped nothing"));
     }
 
     #[test]

@@ -404,6 +404,64 @@ pub fn netns_lines(result: &StreamResult) -> String {
     out
 }
 
+/// What the zero-copy paths did over the runs, summed: MSG_ZEROCOPY sends
+/// the kernel copied after all, and the bytes zero-copy receive mapped
+/// against those it copied (payload not in whole, page-aligned pages).
+/// None when no run used either.
+pub fn zero_copy_text(records: &[Record]) -> Option<String> {
+    let results = stream_results(records);
+    let mut text = String::new();
+    let sends: Vec<_> = results
+        .iter()
+        .filter_map(|(_, r)| r.sender.zerocopy.as_ref())
+        .collect();
+    if !sends.is_empty() {
+        let completed: u64 = sends.iter().map(|z| z.completed).sum();
+        let copied: u64 = sends.iter().map(|z| z.copied).sum();
+        let _ = writeln!(
+            text,
+            "MSG_ZEROCOPY: {copied} of {completed} sends copied by the kernel after all{}",
+            if copied == completed && completed > 0 {
+                " (every one: the path could not keep the sender's pages)"
+            } else {
+                ""
+            }
+        );
+    }
+    let receives: Vec<_> = results
+        .iter()
+        .filter_map(|(_, r)| r.receiver.zerocopy_receive.as_ref())
+        .collect();
+    if !receives.is_empty() {
+        let total = crate::record::stream::ZerocopyReceiveStats {
+            mapped: receives.iter().map(|z| z.mapped).sum(),
+            copied: receives.iter().map(|z| z.copied).sum(),
+            calls: receives.iter().map(|z| z.calls).sum(),
+            unavailable: receives.iter().find_map(|z| z.unavailable.clone()),
+        };
+        let _ = writeln!(
+            text,
+            "zero-copy receive: {:.1}% of the bytes mapped ({} mapped, {} copied{}) in {} calls",
+            total.mapped_pct(),
+            format_size(total.mapped),
+            format_size(total.copied),
+            if total.mapped_pct() < 50.0 {
+                ": only whole, page-aligned pages of payload map; segments of a page (--mss 4108 on loopback, MTU 4148 on netns) from a sender whose pages they are (MSG_ZEROCOPY) do"
+            } else {
+                ""
+            },
+            total.calls
+        );
+        if let Some(why) = &total.unavailable {
+            let _ = writeln!(
+                text,
+                "zero-copy receive unavailable, every byte read: {why}"
+            );
+        }
+    }
+    (!text.is_empty()).then_some(text)
+}
+
 /// The 1981 comparison line for a 4 MB transfer in 1024-byte records.
 pub fn berkeley_then_now(records: &[Record]) -> Option<String> {
     let h = &historical::figures().berkeley_vax;
