@@ -384,7 +384,11 @@ fn ablate_runs_its_factors_between_agents_and_refuses_what_they_cannot_change() 
         args
     };
     // A third party drives a 2x2 design across A -> B.
-    let run = hosts.run(CTL, &ablate(&["nodelay=off,on", "recv=read,zerocopy"]), &out);
+    let run = hosts.run(
+        CTL,
+        &ablate(&["nodelay=off,on", "recv=read,zerocopy"]),
+        &out,
+    );
     assert!(run.status.success(), "{}", stderr(&run));
     let doc = json_of(&run.stdout);
     let records = doc["records"].as_array().unwrap();

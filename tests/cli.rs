@@ -837,6 +837,22 @@ fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_no
     if !netlab::testbed::netns::has_net_admin() {
         return;
     }
+    // What the host's own stack and devices hold, read back from the
+    // kernel before and after: the design changes only links it builds.
+    let host_settings = || {
+        let features = std::process::Command::new("ethtool")
+            .args(["-k", "lo"])
+            .output()
+            .unwrap();
+        let sysctl = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/{name}")).unwrap();
+        (
+            String::from_utf8_lossy(&features.stdout).to_string(),
+            sysctl("ipv4/tcp_congestion_control"),
+            sysctl("ipv4/tcp_timestamps"),
+            sysctl("core/rmem_max"),
+        )
+    };
+    let before = host_settings();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.jsonl");
     run_json(
@@ -867,6 +883,11 @@ fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_no
         assert_eq!(offloads[1][1], factors[1][1] == "on");
         assert!(r["error"].is_null(), "{}", r["error"]);
     }
+    assert_eq!(
+        host_settings(),
+        before,
+        "the host's own settings are as they were"
+    );
     // TSO needs checksum offload: the kernel will not grant tso on with tx
     // off, and the design is refused before any run.
     let refused = dir.path().join("r.jsonl");
