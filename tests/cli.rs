@@ -917,3 +917,37 @@ fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_no
         .failure()
         .stderr(predicate::str::contains("never the host's own devices"));
 }
+
+#[test]
+fn a_login_load_above_the_pty_limit_is_refused_at_once_with_nothing_started() {
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pty/max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("l.jsonl");
+    let users = (max + 1).to_string();
+    netlab()
+        .args(["login", "--users", &users, "--relay", "epoll", "--out"])
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .failure()
+        .code(1)
+        .stderr(predicate::str::contains(format!(
+            "login with {users} users would cross this host's limits, so nothing was started"
+        )))
+        .stderr(predicate::str::contains(format!("ptys: needs {users}")))
+        .stderr(predicate::str::contains(format!("kernel.pty.max is {max}")));
+    assert!(!out.exists(), "no cell ran");
+    // --find-limit's ceiling is a load too.
+    netlab()
+        .args(["login", "--find-limit", "--max-users", &users, "--out"])
+        .arg(&out)
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("ptys: needs"));
+    assert!(!out.exists(), "no probe ran");
+}

@@ -104,6 +104,12 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     if let Some(preset) = &plan.host_cpu_preset {
         eprintln!("netlab login: --host-cpu {}", preset.derivation);
     }
+    let most_users = if args.find_limit {
+        args.max_users
+    } else {
+        plan.users.iter().copied().max().unwrap_or(0)
+    };
+    plan.check_limits(most_users)?;
     let corpus = corpus(args.corpus.as_deref())?;
     let mut writer = args.run.writer()?;
     // One idle baseline for the run, before any cell starts anything.

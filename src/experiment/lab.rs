@@ -548,7 +548,12 @@ where
     for note in &plan.login_skipped {
         show(Section::Skipped(note.clone()))?;
     }
-    if !plan.login_cells.is_empty() {
+    let most_users = plan.login.users.iter().copied().max().unwrap_or(0);
+    let login_fits = plan.login.check_limits(most_users);
+    if let Err(why) = &login_fits {
+        show(Section::Skipped(format!("login: {why}")))?;
+    }
+    if !plan.login_cells.is_empty() && login_fits.is_ok() {
         eprintln!(
             "lab: login, {:?} users typing 5 chars/s through each relay design ({} s windows)",
             plan.login.users, plan.login.duration_s
@@ -568,6 +573,12 @@ where
                 "each design's limit on a 1989-class host: {why}"
             )))?,
             Ok(budgeted) => {
+                if let Err(why) = budgeted.check_limits(limits.search.max_users) {
+                    show(Section::Skipped(format!(
+                        "each design's limit on a 1989-class host: {why}"
+                    )))?;
+                    return run_output(plan, runner, show);
+                }
                 if let Some(preset) = &budgeted.host_cpu_preset {
                     eprintln!(
                         "lab: login limits on a 1989-class host, --host-cpu {}",
@@ -582,7 +593,18 @@ where
         }
     }
 
-    // 1987: text typed to a terminal through each design, per KB.
+    run_output(plan, runner, show)
+}
+
+/// 1987: text typed to a terminal through each design, per KB.
+fn run_output<E>(
+    plan: &LabPlan,
+    runner: &mut Runner,
+    show: &mut dyn FnMut(Section) -> Result<(), E>,
+) -> Result<(), E>
+where
+    E: From<MeasureError> + From<CellError> + From<PlanError> + From<std::io::Error>,
+{
     for note in &plan.output_skipped {
         show(Section::Skipped(note.clone()))?;
     }

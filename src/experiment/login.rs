@@ -255,6 +255,11 @@ pub enum PlanError {
     Corpus { path: String, reason: String },
     #[error("the corpus has no typeable characters")]
     EmptyCorpus,
+    #[error("{what} would cross this host's limits, so nothing was started:\n{}", crossed.iter().map(|c| format!("  {c}")).collect::<Vec<_>>().join("\n"))]
+    Limits {
+        what: String,
+        crossed: Vec<crate::measure::limits::Crossed>,
+    },
 }
 
 /// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
@@ -322,6 +327,74 @@ impl LoginPlan {
             crate::testbed::cgroup::check(percent)
                 .map_err(|e| PlanError::HostCpu(e.to_string()))?;
         }
+        Ok(())
+    }
+
+    /// What the plan's largest cell holds at once on this host, when both
+    /// ends run here (loopback, netns): a pty per session; the busiest
+    /// process's descriptors (a single-process relay holds each session's
+    /// socket and pty, splice also two pipes; the typist holds a socket a
+    /// user); the processes each design adds per session (a command each;
+    /// fork a relay too; telnetd socat and telnetd; sshd its two and the
+    /// `ssh` client); an ephemeral port per user. None when every
+    /// placement runs on agents (their hosts' limits are theirs).
+    pub fn needs(&self, most_users: usize) -> Option<crate::measure::limits::Needs> {
+        let here = self
+            .placements
+            .iter()
+            .any(|p| !matches!(p, Placement::Remote { .. }));
+        if !here {
+            return None;
+        }
+        let n = most_users as u64;
+        let per_session = |relay: &Target| -> (u64, u64) {
+            match relay {
+                Target::Splice => (6, 1),
+                Target::Epoll | Target::Uring | Target::Batch => (2, 1),
+                Target::Fork => (1, 2),
+                Target::Telnetd => (1, 3),
+                Target::Sshd => (1, 4),
+            }
+        };
+        let descriptors = self
+            .relays
+            .iter()
+            .map(|r| per_session(r).0)
+            .max()
+            .unwrap_or(2);
+        let processes = self
+            .relays
+            .iter()
+            .map(|r| per_session(r).1)
+            .max()
+            .unwrap_or(2);
+        Some(crate::measure::limits::Needs {
+            what: format!("login with {most_users} users"),
+            ptys: n,
+            descriptors_per_process: descriptors * n + 64,
+            processes: processes * n,
+            ephemeral_ports: n,
+        })
+    }
+
+    /// Checks [`LoginPlan::needs`] for `most_users` against this host's
+    /// limits before anything starts, and lifts the soft descriptor limit
+    /// when the hard one allows what the run needs.
+    pub fn check_limits(&self, most_users: usize) -> Result<(), PlanError> {
+        let Some(needs) = self.needs(most_users) else {
+            return Ok(());
+        };
+        let crossed =
+            crate::measure::limits::check(&needs, &crate::measure::limits::HostLimits::read());
+        if !crossed.is_empty() {
+            return Err(PlanError::Limits {
+                what: needs.what,
+                crossed,
+            });
+        }
+        // Within the hard limit by the check above; a failure here leaves
+        // the run to meet EMFILE, which its cells then record.
+        let _ = crate::measure::limits::raise_nofile(needs.descriptors_per_process);
         Ok(())
     }
 

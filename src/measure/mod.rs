@@ -1,12 +1,14 @@
 //! What each endpoint and the controller measure: per-process CPU and
 //! scheduling ([`rusage`]), the machine's CPU split ([`procstat`]), the
 //! kernel's per-connection view ([`tcpinfo`]), its protocol counters
-//! ([`netstat`]) and the host's facts ([`host`]). How each figure is obtained
+//! ([`netstat`]), the host's facts ([`host`]) and the limits a load can
+//! cross ([`limits`]). How each figure is obtained
 //! and where it is blind is written down in `docs/MEASUREMENT.md`.
 
 pub mod host;
 pub mod ifstat;
 pub mod kallsyms;
+pub mod limits;
 pub mod netstat;
 pub mod packet_cost;
 pub mod procstat;

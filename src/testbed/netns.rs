@@ -401,6 +401,45 @@ impl Drop for Testbed {
     }
 }
 
+/// Which of the queueing disciplines netlab uses this kernel has: each
+/// tried on the loopback of a scratch namespace pair, removed at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QdiscSupport {
+    pub tbf: Result<(), String>,
+    pub netem: Result<(), String>,
+}
+
+/// [`QdiscSupport`], from a testbed of its own (needs CAP_NET_ADMIN).
+pub fn probe_qdiscs() -> Result<QdiscSupport, TestbedError> {
+    let bed = Testbed::create(&crate::testbed::link::LinkProfile::default(), false, false)?;
+    let namespace = bed.namespaces[0].clone();
+    let runner = bed.runner;
+    let try_qdisc = |args: &[&str]| -> Result<(), String> {
+        let mut all = vec![
+            "-n",
+            namespace.as_str(),
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+        ];
+        all.extend_from_slice(args);
+        runner.run("tc", &all).map_err(|e| e.to_string())?;
+        let _ = runner.run(
+            "tc",
+            &["-n", &namespace, "qdisc", "del", "dev", "lo", "root"],
+        );
+        Ok(())
+    };
+    let support = QdiscSupport {
+        tbf: try_qdisc(&["tbf", "rate", "10mbit", "burst", "3028", "latency", "50ms"]),
+        netem: try_qdisc(&["netem", "delay", "1ms"]),
+    };
+    drop(bed);
+    Ok(support)
+}
+
 /// Whether the kernel has netem: try it on the namespace's loopback.
 fn netem_available(runner: Runner, namespace: &str) -> bool {
     let probe = runner.run(
