@@ -951,3 +951,204 @@ fn a_login_load_above_the_pty_limit_is_refused_at_once_with_nothing_started() {
         .stderr(predicate::str::contains("ptys: needs"));
     assert!(!out.exists(), "no probe ran");
 }
+
+/// Parses stdout as exactly one JSON document with no NaN or Infinity
+/// (serde_json accepts neither) and nothing around it but whitespace.
+fn strict_json(stdout: &[u8], what: &str) -> serde_json::Value {
+    let text = std::str::from_utf8(stdout).unwrap_or_else(|e| panic!("{what}: not UTF-8: {e}"));
+    assert!(text.trim_start().starts_with('{'), "{what}: {text}");
+    for bad in ["NaN", "Infinity"] {
+        assert!(!text.contains(bad), "{what} prints {bad}: {text}");
+    }
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| panic!("{what}: not one JSON document ({e}): {text}"))
+}
+
+#[test]
+fn every_subcommand_prints_one_strict_json_document_whatever_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("j.jsonl");
+    let out = out.to_str().unwrap();
+    // (arguments, succeeds)
+    let runs: &[(&[&str], bool)] = &[
+        (&["stream", "--bytes", "1M"], true),
+        (
+            &[
+                "sweep", "stream", "--record", "1K,4K", "--bytes", "1M", "--repeat", "1",
+            ],
+            true,
+        ),
+        (
+            &[
+                "ablate",
+                "stream",
+                "--factor",
+                "nodelay=off,on",
+                "--reps",
+                "1",
+                "--bytes",
+                "1M",
+            ],
+            true,
+        ),
+        (
+            &[
+                "rpc",
+                "--sizes",
+                "0,100",
+                "--calls",
+                "5",
+                "--reps",
+                "1",
+                "--placements",
+                "loopback",
+                "--no-diagnose",
+            ],
+            true,
+        ),
+        (&["rpc", "--stack", "sunos4", "--sizes", "4000,4096"], true),
+        (
+            &[
+                "cksum",
+                "--sizes",
+                "1408",
+                "--batches",
+                "1",
+                "--cold-pool",
+                "4M",
+            ],
+            true,
+        ),
+        (
+            &[
+                "login",
+                "--users",
+                "2",
+                "--relay",
+                "epoll",
+                "--duration",
+                "1s",
+                "--warmup",
+                "0s",
+            ],
+            true,
+        ),
+        (
+            &[
+                "output",
+                "--size",
+                "64K",
+                "--relay",
+                "epoll",
+                "--protocol",
+                "telnet",
+            ],
+            true,
+        ),
+        (&["doctor"], true),
+        // Failing runs: bad values, refusals, bad usage (clap's), a limit.
+        (&["stream", "--bytes", "1M", "--record", "2M"], false),
+        (&["stream", "--bytes", "nonsense"], false),
+        (&["stream", "--no-such-option"], false),
+        (&["rpc", "--sizes", "70000"], false),
+        (&["ablate", "stream", "--factor", "mtu=1500,9000"], false),
+        (&["login", "--users", "1000000", "--relay", "epoll"], false),
+        (
+            &[
+                "stream",
+                "--bytes",
+                "1M",
+                "--placement",
+                "netns",
+                "--to",
+                "nowhere.invalid",
+            ],
+            false,
+        ),
+    ];
+    for (args, succeeds) in runs {
+        let what = args.join(" ");
+        let mut command = netlab();
+        command.args(*args).arg("--json");
+        if args[0] != "doctor" {
+            command.args(["--out", out]);
+        }
+        let run = command
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert_eq!(
+            run.status.success(),
+            *succeeds,
+            "{what}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let doc = strict_json(&run.stdout, &what);
+        if *succeeds {
+            assert!(doc.get("error").is_none(), "{what}: {doc}");
+        } else {
+            assert!(
+                doc["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{what}: {doc}"
+            );
+        }
+    }
+}
+
+#[test]
+fn doctor_reports_this_host_line_by_line_and_as_json() {
+    let text = netlab().arg("doctor").output().unwrap();
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    for name in [
+        "root and CAP_NET_ADMIN",
+        "network namespaces",
+        "tbf",
+        "netem",
+        "TUN",
+        "io_uring",
+        "perf events",
+        "cgroup CPU controller",
+        "ptys",
+        "RLIMIT_NOFILE",
+        "RLIMIT_NPROC",
+        "iperf3",
+        "telnetd",
+        "sshd",
+        "rpcinfo",
+        "sockperf",
+        "qperf",
+        "chromium",
+    ] {
+        assert!(
+            text.lines().any(|l| l[8..].starts_with(name)),
+            "{name}: {text}"
+        );
+    }
+    let doc = strict_json(
+        &netlab().args(["doctor", "--json"]).output().unwrap().stdout,
+        "doctor --json",
+    );
+    let found = doc["doctor"].as_array().unwrap();
+    let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pty/max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ptys = found.iter().find(|c| c["name"] == "ptys").unwrap();
+    assert!(
+        ptys["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("kernel.pty.max {max}")),
+        "{ptys}"
+    );
+    for c in found {
+        assert_eq!(c["fix"].is_string(), c["status"] != "ok", "{c}");
+    }
+    // What the doctor says of a peer is what the filesystem says.
+    let iperf3 = found.iter().find(|c| c["name"] == "iperf3").unwrap();
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .any(|d| d.join("iperf3").is_file());
+    assert_eq!(iperf3["status"] == "ok", on_path, "{iperf3}");
+}

@@ -57,13 +57,21 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
         .fail_fast(args.fail_fast)
         .profiling(profiling);
+    let mut skipped_any = false;
     lab::run(&plan, &mut runner, &mut |section| -> anyhow::Result<()> {
+        skipped_any |= matches!(section, lab::Section::Skipped(_));
         let text = report::lab::text(&section) + "\n";
         out.text(&text)?;
         printed.push_str(&text);
         Ok(())
     })?;
     drop(runner);
+    // What was skipped, by capability: the doctor's short form.
+    if skipped_any && let Some(line) = report::doctor::short(&crate::experiment::doctor::examine())
+    {
+        out.text(&line)?;
+        printed.push_str(&line);
+    }
     let finished = report::lab::finish(&dir, &printed)?;
     for e in &finished.figure_errors {
         eprintln!("figure not drawn: {e}");

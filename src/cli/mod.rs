@@ -13,6 +13,7 @@
 pub mod ablate;
 pub mod agent;
 pub mod cksum;
+pub mod doctor;
 pub mod lab;
 pub mod login;
 pub mod login_experiment;
@@ -67,6 +68,8 @@ pub enum Commands {
     Testbed(testbed::TestbedArgs),
     /// Serve as the far end of runs from other hosts (`keygen`, `serve`).
     Agent(agent::AgentArgs),
+    /// What this host can and cannot do for netlab, each gap with its fix.
+    Doctor(doctor::DoctorArgs),
     /// Internal: an endpoint process driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Endpoint,
@@ -82,6 +85,7 @@ impl Commands {
             Commands::Cksum(a) => a.run.json,
             Commands::Login(a) => a.command.is_none() && a.experiment.run.json,
             Commands::Output(a) => a.run.json,
+            Commands::Doctor(a) => a.json,
             Commands::Lab(_)
             | Commands::Report(_)
             | Commands::Testbed(_)
@@ -211,6 +215,7 @@ pub fn main() -> ExitCode {
         Commands::Login(args) => login::run(args, &mut out),
         Commands::Output(args) => output::run(args, &mut out),
         Commands::Agent(args) => agent::run(args, &mut out),
+        Commands::Doctor(args) => doctor::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
     // Ends the run on every agent it used, so each is free for the next

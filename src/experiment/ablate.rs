@@ -16,6 +16,7 @@
 use super::stream::{StreamCell, StreamConfig};
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
 use crate::endpoint::protocol::Amount;
+use crate::measure::host::on_path;
 use crate::record::stream::{RecvStrategy, SendStrategy};
 use crate::record::{DesignContext, Record, RecordData, now_rfc3339};
 use crate::testbed::{LinkVia, Placement};
@@ -362,12 +363,6 @@ pub struct AblatePlan {
     pub factors: Vec<DesignFactor>,
     pub reps: u32,
     pub seed: u64,
-}
-
-/// Whether `program` is on this process's PATH.
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// The congestion control algorithms the host at `end` offers (`local`,

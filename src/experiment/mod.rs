@@ -12,6 +12,7 @@ macro_rules! refuse {
 pub mod ablate;
 pub mod bed;
 pub mod cksum;
+pub mod doctor;
 pub mod endpoints;
 pub mod lab;
 pub mod launcher;

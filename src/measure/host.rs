@@ -111,6 +111,12 @@ fn interfaces() -> Vec<Interface> {
     found
 }
 
+/// Whether `program` is on this process's PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

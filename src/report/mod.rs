@@ -4,6 +4,7 @@
 pub mod ablate;
 pub mod cksum;
 pub mod csv;
+pub mod doctor;
 pub mod figures;
 pub mod historical;
 pub mod html;

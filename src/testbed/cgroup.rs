@@ -82,6 +82,19 @@ fn hierarchy() -> Result<(PathBuf, Version), BudgetError> {
     )))
 }
 
+/// Where CPU budgets would be made: `cgroup v2 at DIR` or `cgroup v1 at DIR`.
+pub fn describe() -> Result<String, BudgetError> {
+    let (dir, version) = hierarchy()?;
+    Ok(format!(
+        "cgroup {} at {}",
+        match version {
+            Version::V1 => "v1",
+            Version::V2 => "v2",
+        },
+        dir.display()
+    ))
+}
+
 /// Whether this host can make CPU budgets (and if not, why).
 pub fn available() -> Result<(), BudgetError> {
     hierarchy().map(|_| ())
