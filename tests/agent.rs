@@ -365,7 +365,8 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
 }
 
 #[test]
-fn ablate_runs_its_factors_between_agents_and_refuses_what_they_cannot_change() {
+fn bidirectional_streams_and_ablate_run_between_agents_and_ablate_refuses_what_they_cannot_change()
+{
     let mut hosts = Hosts::new();
     hosts.start_agent(A, false);
     hosts.start_agent(B, false);
@@ -383,6 +384,20 @@ fn ablate_runs_its_factors_between_agents_and_refuses_what_they_cannot_change() 
         args.extend(["--reps", "1", "--bytes", "8M", "--seed", "7"].map(String::from));
         args
     };
+    // Both ways at once between the agents, two connections each way.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b("stream", &["--bytes", "8M", "--bidir", "-P", "2"]),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let flows = doc["records"][0]["result"]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 4);
+    for flow in flows {
+        assert_eq!(flow["receiver"]["bytes"], 8 << 20, "{flow}");
+        assert_eq!(flow["receiver"]["verified"], true);
+    }
     // A third party drives a 2x2 design across A -> B.
     let run = hosts.run(
         CTL,

@@ -1152,3 +1152,48 @@ fn doctor_reports_this_host_line_by_line_and_as_json() {
         .any(|d| d.join("iperf3").is_file());
     assert_eq!(iperf3["status"] == "ok", on_path, "{iperf3}");
 }
+
+#[test]
+fn parallel_reverse_and_bidirectional_streams_each_deliver_every_byte_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.jsonl");
+    for (args, forward, backward) in [
+        (&["-P", "3"][..], 3, 0),
+        (&["--reverse"][..], 0, 1),
+        (&["--bidir", "-P", "2"][..], 2, 2),
+    ] {
+        let mut all = vec!["stream", "--bytes", "8M", "--record", "64K"];
+        all.extend_from_slice(args);
+        let doc = run_json(&all, &out);
+        let result = &doc["records"][0]["result"];
+        let flows = result["flows"].as_array().unwrap();
+        assert_eq!(flows.len(), forward + backward, "{args:?}");
+        for flow in flows {
+            assert_eq!(flow["receiver"]["bytes"], 8 << 20, "{args:?}: {flow}");
+            assert_eq!(flow["sender"]["bytes"], 8 << 20);
+            assert_eq!(flow["receiver"]["verified"], true);
+        }
+        assert_eq!(
+            flows.iter().filter(|f| f["reverse"] == true).count(),
+            backward
+        );
+        // The top level sums the main direction: every byte of it.
+        let main = if forward > 0 { forward } else { backward };
+        assert_eq!(result["receiver"]["bytes"], (main as u64) << 23);
+        assert_eq!(result["fairness"].is_number(), main > 1, "{args:?}");
+        if let Some(j) = result["fairness"].as_f64() {
+            assert!(j > 1.0 / main as f64 - 1e-9 && j <= 1.0 + 1e-9, "{j}");
+        }
+        assert_eq!(result["reverse"].is_object(), forward > 0 && backward > 0);
+    }
+    // Bad input: no connections, or more than the limit.
+    for bad in ["0", "-2", "1000"] {
+        netlab()
+            .args(["stream", "--bytes", "1M", "-P", bad])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(format!(
+                "-P {bad}: give 1 to 128 connections"
+            )));
+    }
+}

@@ -2,7 +2,8 @@
 
 use super::Output;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::stream::{StreamCell, StreamConfig, StreamMeasure};
+use crate::experiment::stream::{MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure};
+use crate::record::stream::{Direction, Flows};
 use crate::report;
 use crate::units::parse_size;
 use anyhow::bail;
@@ -72,9 +73,27 @@ pub struct StreamOptions {
     /// Do not verify the received bytes (for comparisons with tools that do not).
     #[arg(long)]
     pub no_verify: bool,
-    /// Receiver's port on 127.0.0.1 (0 picks a free one).
+    /// Receiver's port on 127.0.0.1 (0 picks a free one; with -P the
+    /// connections take the ports after it).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// Parallel connections, each between its own two processes (spread
+    /// over the cores), each measured, and their sum and Jain's fairness.
+    /// --bytes is each connection's.
+    #[arg(
+        short = 'P',
+        long = "parallel",
+        default_value_t = 1,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub parallel: i64,
+    /// The --to end sends (to the --from end).
+    #[arg(long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both ends send at once: -P connections each way.
+    #[arg(long)]
+    pub bidir: bool,
     #[command(flatten)]
     pub place: super::placement::PlacementArgs,
     #[command(flatten)]
@@ -125,6 +144,22 @@ impl StreamOptions {
             verify: !self.no_verify,
             port: self.port,
             placement: self.place.placement("stream")?,
+            flows: Flows {
+                parallel: u32::try_from(self.parallel)
+                    .ok()
+                    .filter(|&n| (1..=MAX_PARALLEL).contains(&n))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "-P {}: give 1 to {MAX_PARALLEL} connections",
+                            self.parallel
+                        )
+                    })?,
+                direction: match (self.reverse, self.bidir) {
+                    (true, _) => Direction::Reverse,
+                    (_, true) => Direction::Both,
+                    _ => Direction::Forward,
+                },
+            },
         };
         config.validate()?;
         Ok(config)
@@ -162,6 +197,7 @@ impl StreamArgs {
 
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let config = args.common.config(args.amount(), args.record)?;
+    config.check_limits()?;
     let run = &args.common.run;
     let mut writer = run.writer()?;
     let cells = StreamCell::repeats(&config, args.repeat);

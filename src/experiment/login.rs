@@ -255,11 +255,8 @@ pub enum PlanError {
     Corpus { path: String, reason: String },
     #[error("the corpus has no typeable characters")]
     EmptyCorpus,
-    #[error("{what} would cross this host's limits, so nothing was started:\n{}", crossed.iter().map(|c| format!("  {c}")).collect::<Vec<_>>().join("\n"))]
-    Limits {
-        what: String,
-        crossed: Vec<crate::measure::limits::Crossed>,
-    },
+    #[error(transparent)]
+    Limits(#[from] crate::measure::limits::LimitsCrossed),
 }
 
 /// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
@@ -384,18 +381,7 @@ impl LoginPlan {
         let Some(needs) = self.needs(most_users) else {
             return Ok(());
         };
-        let crossed =
-            crate::measure::limits::check(&needs, &crate::measure::limits::HostLimits::read());
-        if !crossed.is_empty() {
-            return Err(PlanError::Limits {
-                what: needs.what,
-                crossed,
-            });
-        }
-        // Within the hard limit by the check above; a failure here leaves
-        // the run to meet EMFILE, which its cells then record.
-        let _ = crate::measure::limits::raise_nofile(needs.descriptors_per_process);
-        Ok(())
+        Ok(crate::measure::limits::refuse_or_prepare(needs)?)
     }
 
     /// Drops the server's CPU budget when the server runs here and this

@@ -12,12 +12,13 @@ use super::bed::Bed;
 use super::endpoints::{ControlError, EndpointProcess};
 use super::launcher::{End, Launcher};
 use super::runner::{MeasureCell, Measured};
-use crate::analysis::stream::figures;
+use crate::analysis::stream::{combined_figures, figures, jain_fairness};
 use crate::endpoint::protocol::{
     Amount, Command, EndpointReport, ReceiveSpec, RecvStrategy, Reply, SendSpec, SendStrategy,
     SocketOptions,
 };
 use crate::measure::procstat;
+use crate::record::stream::{Direction, FlowResult, Flows};
 use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
 use crate::units::format_size;
@@ -40,6 +41,8 @@ pub struct StreamConfig {
     /// Receiver's port; 0 picks a free one.
     pub port: u16,
     pub placement: Placement,
+    /// Connections and which way each goes (`-P`, `--reverse`, `--bidir`).
+    pub flows: Flows,
 }
 
 #[derive(Debug, Error, PartialEq)]
@@ -50,7 +53,12 @@ pub enum ConfigError {
     RecordTooLarge(String),
     #[error("duration {0} s is not a positive number of seconds")]
     Duration(f64),
+    #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
+    Parallel(u32),
 }
+
+/// The most connections `-P` opens each way (each is two processes).
+pub const MAX_PARALLEL: u32 = 128;
 
 impl Default for StreamConfig {
     /// `netlab stream`'s defaults: 2 s of 128 KB writes on loopback, read
@@ -65,6 +73,7 @@ impl Default for StreamConfig {
             verify: true,
             port: 0,
             placement: Placement::Loopback,
+            flows: Flows::default(),
         }
     }
 }
@@ -81,8 +90,28 @@ impl StreamConfig {
         }
     }
 
+    /// Refuses a run whose connections would cross this host's limits
+    /// (two processes, a port and a few descriptors each), when any end
+    /// runs here.
+    pub fn check_limits(&self) -> Result<(), crate::measure::limits::LimitsCrossed> {
+        if matches!(self.placement, Placement::Remote { .. }) {
+            return Ok(());
+        }
+        let connections = self.flows.each().len() as u64;
+        crate::measure::limits::refuse_or_prepare(crate::measure::limits::Needs {
+            what: format!("a stream of {connections} connections"),
+            ptys: 0,
+            descriptors_per_process: 64,
+            processes: 2 * connections,
+            ephemeral_ports: connections,
+        })
+    }
+
     /// Rejects configurations that cannot run, before any process starts.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_PARALLEL).contains(&self.flows.parallel) {
+            return Err(ConfigError::Parallel(self.flows.parallel));
+        }
         if self.record > MAX_RECORD {
             return Err(ConfigError::RecordTooLarge(format_size(self.record)));
         }
@@ -114,6 +143,7 @@ impl StreamConfig {
             sweep,
             placement: self.placement.clone(),
             design: None,
+            flows: self.flows,
         }
     }
 
@@ -140,8 +170,20 @@ impl StreamConfig {
         } else {
             "not verified"
         };
+        let flows = match (self.flows.parallel, self.flows.direction) {
+            (1, Direction::Forward) => String::new(),
+            (n, direction) => format!(
+                ", {n} connection{}{}",
+                if n == 1 { "" } else { "s" },
+                match direction {
+                    Direction::Forward => "",
+                    Direction::Reverse => " reversed (--to sends)",
+                    Direction::Both => " each way",
+                }
+            ),
+        };
         format!(
-            "{amount} in {} records, {send} -> {recv}, {verify}",
+            "{amount} in {} records, {send} -> {recv}, {verify}{flows}",
             format_size(self.record)
         )
     }
@@ -151,25 +193,45 @@ impl StreamConfig {
 /// controller gives up on it.
 const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
 
-/// Runs one transfer.
-pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
-    // Dropped last: the namespaces outlive every process placed in them.
-    let bed = Bed::create(&config.placement)?;
-    let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
-    let mut receiver = launcher.spawn("receiver", End::To)?;
-    let mut sender = launcher.spawn("sender", End::From)?;
-    let setup = Some(Duration::from_secs(10));
+/// One connection's two endpoint processes.
+struct Pair {
+    sender: EndpointProcess,
+    receiver: EndpointProcess,
+    reverse: bool,
+}
 
+/// Starts one connection's receiver and sender and connects them: `--from`
+/// sends unless `reverse`. A fixed `--port` is the first connection's; the
+/// others take the ports after it.
+fn set_up(
+    config: &StreamConfig,
+    launcher: &Launcher,
+    index: usize,
+    reverse: bool,
+) -> Result<Pair, ControlError> {
+    let (send_end, receive_end) = if reverse {
+        (End::To, End::From)
+    } else {
+        (End::From, End::To)
+    };
+    let mut receiver = launcher.spawn("receiver", receive_end)?;
+    let mut sender = launcher.spawn("sender", send_end)?;
+    let setup = Some(Duration::from_secs(10));
+    let port = if config.port == 0 {
+        0
+    } else {
+        config.port.saturating_add(index as u16)
+    };
     receiver.send(&Command::StreamReceive(ReceiveSpec {
-        bind: SocketAddr::from((launcher.address(End::To), config.port)),
+        bind: SocketAddr::from((launcher.address(receive_end), port)),
         options: config.options.clone(),
         strategy: config.recv,
         verify: config.verify,
         // Nothing reads byte counts during the run: the receiver sends none
         // (no clock reads or control frames on its data path).
         progress: false,
-        interface: launcher.interface(End::To),
-        guard: launcher.guard(End::To),
+        interface: launcher.interface(receive_end),
+        guard: launcher.guard(receive_end),
         limit_bytes: None,
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
@@ -182,25 +244,30 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
         strategy: config.send,
         record: config.record as usize,
         amount: config.amount,
-        interface: launcher.interface(End::From),
+        interface: launcher.interface(send_end),
         token: launcher.token(),
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}
         other => return Err(sender.unexpected("connecting", &other)),
     }
+    Ok(Pair {
+        sender,
+        receiver,
+        reverse,
+    })
+}
 
-    let limit = match config.amount {
-        Amount::Seconds(s) => Some(Duration::from_secs_f64(s) + TIMED_RUN_GRACE),
-        Amount::Bytes(_) => None,
-    };
-    let stat_before = procstat::StatSnapshot::read().ok();
-    let start = Instant::now();
-    receiver.send(&Command::Go)?;
-    sender.send(&Command::Go)?;
-    // The sender finishes only after the receiver has closed, so wait for the
-    // sender first, looking at the receiver meanwhile (its report may come
-    // first).
+/// Waits for one connection's reports: the sender's first (it finishes
+/// only after its receiver has closed), looking at the receiver meanwhile.
+fn wait_for(
+    pair: &mut Pair,
+    limit: Option<Duration>,
+    start: Instant,
+) -> Result<(EndpointReport, EndpointReport), ControlError> {
+    let Pair {
+        sender, receiver, ..
+    } = pair;
     let mut received = None;
     let sent = loop {
         match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
@@ -215,7 +282,7 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
                     });
                 }
                 if received.is_none() {
-                    received = receiver_report(&mut receiver)?;
+                    received = receiver_report(receiver)?;
                 }
             }
             Err(e) => {
@@ -240,23 +307,80 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
             other => return Err(receiver.unexpected("finishing", &other)),
         },
     };
+    Ok((*sent, *received))
+}
+
+/// Runs one transfer: one connection, or with `-P`, `--reverse` or
+/// `--bidir` several, each between its own pair of endpoint processes, all
+/// set up before any starts and started together.
+pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
+    // Dropped last: the namespaces outlive every process placed in them.
+    let bed = Bed::create(&config.placement)?;
+    let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
+    let mut pairs = Vec::new();
+    for (index, reverse) in config.flows.each().into_iter().enumerate() {
+        pairs.push(set_up(config, &launcher, index, reverse)?);
+    }
+    let limit = match config.amount {
+        Amount::Seconds(s) => Some(Duration::from_secs_f64(s) + TIMED_RUN_GRACE),
+        Amount::Bytes(_) => None,
+    };
+    let stat_before = procstat::StatSnapshot::read().ok();
+    let start = Instant::now();
+    for pair in &mut pairs {
+        pair.receiver.send(&Command::Go)?;
+    }
+    for pair in &mut pairs {
+        pair.sender.send(&Command::Go)?;
+    }
+    let mut flows = Vec::new();
+    for pair in &mut pairs {
+        let (sender, receiver) = wait_for(pair, limit, start)?;
+        flows.push(FlowResult {
+            reverse: pair.reverse,
+            figures: figures(&sender, &receiver, config.record),
+            sender,
+            receiver,
+        });
+    }
     let seconds = start.elapsed().as_secs_f64();
     let system = match (stat_before, procstat::StatSnapshot::read().ok()) {
         (Some(before), Some(after)) => procstat::system_cpu(&before, &after, seconds),
         _ => Default::default(),
     };
-    sender.finish();
-    receiver.finish();
+    for mut pair in pairs {
+        pair.sender.finish();
+        pair.receiver.finish();
+    }
     let netns = bed.map(Bed::finish).transpose()?;
-    let figures = figures(&sent, &received, config.record);
+    let (sender, receiver, figures, fairness, reverse) = if config.flows.is_single() {
+        let only = flows.pop().expect("one connection");
+        (only.sender, only.receiver, only.figures, None, None)
+    } else {
+        let forward: Vec<&FlowResult> = flows.iter().filter(|f| !f.reverse).collect();
+        let backward: Vec<&FlowResult> = flows.iter().filter(|f| f.reverse).collect();
+        let main = if forward.is_empty() {
+            &backward
+        } else {
+            &forward
+        };
+        let (sender, receiver, together) = combined_figures(main, config.record);
+        let rates: Vec<f64> = main.iter().map(|f| f.figures.throughput_mbit_s).collect();
+        let reverse = (!forward.is_empty() && !backward.is_empty())
+            .then(|| combined_figures(&backward, config.record).2);
+        (sender, receiver, together, jain_fairness(&rates), reverse)
+    };
     Ok(StreamResult {
-        sender: *sent,
-        receiver: *received,
+        sender,
+        receiver,
         system,
         figures,
         link: netns.as_ref().map(|n| n.link.clone()),
         emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
         capture: netns.and_then(|n| n.capture),
+        flows,
+        fairness,
+        reverse,
     })
 }
 
@@ -338,6 +462,7 @@ mod tests {
             verify: true,
             port: 0,
             placement: Placement::Loopback,
+            flows: Flows::default(),
         }
     }
 

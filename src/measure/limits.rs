@@ -203,6 +203,30 @@ pub fn check(needs: &Needs, have: &HostLimits) -> Vec<Crossed> {
     crossed
 }
 
+/// A run refused because of [`check`]'s findings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} would cross this host's limits, so nothing was started:\n{}", crossed.iter().map(|c| format!("  {c}")).collect::<Vec<_>>().join("\n"))]
+pub struct LimitsCrossed {
+    pub what: String,
+    pub crossed: Vec<Crossed>,
+}
+
+/// [`check`] against this host's limits now, as an error when any is
+/// crossed; otherwise lifts the soft descriptor limit to what is needed.
+pub fn refuse_or_prepare(needs: Needs) -> Result<(), LimitsCrossed> {
+    let crossed = check(&needs, &HostLimits::read());
+    if !crossed.is_empty() {
+        return Err(LimitsCrossed {
+            what: needs.what,
+            crossed,
+        });
+    }
+    // Within the hard limit by the check; should it fail anyway, the run
+    // meets EMFILE and its cells record it.
+    let _ = raise_nofile(needs.descriptors_per_process);
+    Ok(())
+}
+
 /// Lifts this process's soft RLIMIT_NOFILE to `want` (at most the hard
 /// limit) so the run and the children it starts can hold that many
 /// descriptors. Returns the soft limit now in force.

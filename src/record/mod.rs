@@ -123,6 +123,9 @@ pub struct StreamParams {
     pub placement: Placement,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub design: Option<DesignContext>,
+    /// Connections and direction (absent: one, forward).
+    #[serde(default, skip_serializing_if = "stream::Flows::is_single")]
+    pub flows: stream::Flows,
 }
 
 impl Record {
@@ -165,6 +168,19 @@ pub struct StreamResult {
     /// The wire view, with `--capture`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureReport>,
+    /// With several connections or `--reverse`: each connection's own
+    /// reports and figures. `sender`, `receiver` and `figures` above then
+    /// sum the main direction's connections (forward; reverse when only
+    /// reverse): bytes, calls and CPU added, wall time the longest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<stream::FlowResult>,
+    /// Jain's fairness index of the main direction's connections'
+    /// throughputs: 1 when all are equal, 1/n when one takes everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<f64>,
+    /// `--bidir`: the reverse direction's connections summed likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<StreamFigures>,
 }
 
 /// Current time as RFC 3339 UTC with microseconds.

@@ -70,6 +70,62 @@ impl RecvStrategy {
     }
 }
 
+/// Which way the data goes between the ends: `--from` sends (forward),
+/// `--to` sends (`--reverse`), or both at once (`--bidir`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    #[default]
+    Forward,
+    Reverse,
+    Both,
+}
+
+/// How many connections a run opens and which way each carries data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flows {
+    /// Connections each way (`-P N`), each between its own pair of endpoint
+    /// processes, so the scheduler spreads them over the cores.
+    pub parallel: u32,
+    pub direction: Direction,
+}
+
+impl Default for Flows {
+    fn default() -> Self {
+        Flows {
+            parallel: 1,
+            direction: Direction::Forward,
+        }
+    }
+}
+
+impl Flows {
+    /// One connection forward: the classic run, recorded as before.
+    pub fn is_single(&self) -> bool {
+        *self == Flows::default()
+    }
+
+    /// Each connection's direction, forward ones first (`true`: reverse).
+    pub fn each(&self) -> Vec<bool> {
+        let n = self.parallel.max(1) as usize;
+        match self.direction {
+            Direction::Forward => vec![false; n],
+            Direction::Reverse => vec![true; n],
+            Direction::Both => [vec![false; n], vec![true; n]].concat(),
+        }
+    }
+}
+
+/// One connection of a run with several (`-P`, `--reverse`, `--bidir`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowResult {
+    /// The `--to` end sent.
+    pub reverse: bool,
+    pub sender: EndpointReport,
+    pub receiver: EndpointReport,
+    pub figures: StreamFigures,
+}
+
 /// Socket options applied before connecting (sender) or listening (receiver).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SocketOptions {

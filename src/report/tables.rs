@@ -404,6 +404,74 @@ pub fn netns_lines(result: &StreamResult) -> String {
     out
 }
 
+/// The last run's connections one by one (`-P`, `--reverse`, `--bidir`):
+/// each one's throughput, CPU and whether every byte was verified; each
+/// direction's sum over the longest connection's time, and Jain's index.
+/// None for a run of one forward connection.
+pub fn flows_text(records: &[Record]) -> Option<String> {
+    let (_, last) = stream_results(records).into_iter().last()?;
+    if last.flows.is_empty() {
+        return None;
+    }
+    let rows: Vec<Vec<String>> = last
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            vec![
+                (i + 1).to_string(),
+                if f.reverse {
+                    "--to sends"
+                } else {
+                    "--from sends"
+                }
+                .into(),
+                num(f.figures.throughput_mbit_s),
+                format!("{:.1}", f.figures.sender_cpu_pct),
+                format!("{:.1}", f.figures.receiver_cpu_pct),
+                format_size(f.receiver.bytes),
+                if f.receiver.verified { "yes" } else { "no" }.into(),
+            ]
+        })
+        .collect();
+    let mut text = format!("connections of the last run ({}):\n", last.flows.len());
+    text.push_str(&markdown(
+        &[
+            "conn",
+            "direction",
+            "Mbit/s",
+            "CPU% snd",
+            "CPU% rcv",
+            "received",
+            "verified",
+        ],
+        &rows,
+    ));
+    let main_reverse = last.flows.iter().all(|f| f.reverse);
+    let _ = writeln!(
+        text,
+        "{} sum: {} Mbit/s (bytes of every connection over the longest one's time){}",
+        if main_reverse {
+            "--to -> --from"
+        } else {
+            "--from -> --to"
+        },
+        num(last.figures.throughput_mbit_s),
+        last.fairness
+            .map(|j| format!("; Jain's fairness index {j:.3} (1 = equal shares)"))
+            .unwrap_or_default()
+    );
+    if let Some(reverse) = &last.reverse {
+        let _ = writeln!(
+            text,
+            "--to -> --from sum: {} Mbit/s; both ways together {} Mbit/s",
+            num(reverse.throughput_mbit_s),
+            num(reverse.throughput_mbit_s + last.figures.throughput_mbit_s)
+        );
+    }
+    Some(text)
+}
+
 /// What the zero-copy paths did over the runs, summed: MSG_ZEROCOPY sends
 /// the kernel copied after all, and the bytes zero-copy receive mapped
 /// against those it copied (payload not in whole, page-aligned pages).
