@@ -1197,3 +1197,94 @@ fn parallel_reverse_and_bidirectional_streams_each_deliver_every_byte_verified()
             )));
     }
 }
+
+#[test]
+fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("i.jsonl");
+    let doc = run_json(
+        &[
+            "stream",
+            "--duration",
+            "1s",
+            "--interval",
+            "200ms",
+            "-P",
+            "2",
+        ],
+        &out,
+    );
+    let result = &doc["records"][0]["result"];
+    for flow in result["flows"].as_array().unwrap() {
+        let intervals = flow["sender"]["intervals"].as_array().unwrap();
+        assert!((4..=6).contains(&intervals.len()), "{}", intervals.len());
+        let acked: u64 = intervals.iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
+        let received = flow["receiver"]["bytes"].as_u64().unwrap() as f64;
+        assert!(
+            (acked as f64 - received).abs() <= received * 0.01,
+            "intervals {acked} against {received} received"
+        );
+        // Back to back, from the start.
+        assert_eq!(intervals[0]["start_s"], 0.0);
+        for pair in intervals.windows(2) {
+            assert_eq!(pair[0]["end_s"], pair[1]["start_s"]);
+        }
+    }
+    // JSON Lines: intervals as they end, then the document; each line parses.
+    let run = netlab()
+        .args([
+            "stream",
+            "--duration",
+            "600ms",
+            "--interval",
+            "200ms",
+            "--json-stream",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (last, intervals) = lines.split_last().unwrap();
+    assert_eq!(last["event"], "end");
+    assert_eq!(last["experiment"], "stream");
+    assert!(intervals.len() >= 2);
+    assert!(
+        intervals
+            .iter()
+            .all(|l| l["event"] == "interval" && l["mbit_s"].is_number())
+    );
+    // An interval longer than the run, or below 10 ms, is refused; so is
+    // --json-stream without intervals; errors stay one JSON line.
+    for (args, says) in [
+        (
+            &["--duration", "1s", "--interval", "2s"][..],
+            "longer than the run",
+        ),
+        (
+            &["--duration", "1s", "--interval", "1ms"][..],
+            "give 10ms or more",
+        ),
+    ] {
+        let run = netlab()
+            .arg("stream")
+            .args(args)
+            .arg("--json-stream")
+            .output()
+            .unwrap();
+        assert!(!run.status.success());
+        let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        assert_eq!(line["event"], "error");
+        assert!(line["error"].as_str().unwrap().contains(says), "{line}");
+    }
+    netlab()
+        .args(["stream", "--json-stream"])
+        .assert()
+        .failure()
+        .code(2);
+}

@@ -100,7 +100,7 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut writer = run.writer()?;
     let records = run
         .runner(&mut writer)?
-        .grid(&mut StreamMeasure, &plan.cells())?;
+        .grid(&mut StreamMeasure::default(), &plan.cells())?;
     let design = plan.design();
     let analysis = analyse_records(&design, &records, 0.95);
     let doc = report::ablate::doc(&plan, args.preset, &analysis, &records);

@@ -78,7 +78,7 @@ pub enum Commands {
 impl Commands {
     fn json(&self) -> bool {
         match self {
-            Commands::Stream(a) => a.common.run.json,
+            Commands::Stream(a) => a.common.run.json || a.json_stream,
             Commands::Sweep(a) => a.json(),
             Commands::Ablate(a) => a.json(),
             Commands::Rpc(a) => a.command.is_none() && a.experiment.run.json,
@@ -202,6 +202,7 @@ pub fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let json = cli.command.json();
+    let json_lines = std::env::args().any(|a| a == "--json-stream");
     let mut out = Output { closed: false };
     let result = match cli.command {
         Commands::Lab(args) => lab::run(args, &mut out),
@@ -228,7 +229,11 @@ pub fn main() -> ExitCode {
                 e.downcast_ref::<MeasureError>(),
                 Some(MeasureError::Interrupted { .. })
             );
-            if json {
+            if json_lines {
+                // JSON Lines: the error on one line, as the last event.
+                let line = serde_json::json!({ "event": "error", "error": format!("{e:#}") });
+                let _ = out.text(&format!("{line}\n"));
+            } else if json {
                 let _ = out.json(&serde_json::json!({ "error": format!("{e:#}") }));
             } else {
                 eprintln!("netlab: {e:#}");

@@ -61,16 +61,7 @@ impl RunOptions {
         mut doc: serde_json::Value,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
-        if !records.is_empty() && records.iter().all(|r| r.error.is_some()) {
-            let first = records
-                .iter()
-                .find_map(|r| r.error.as_deref())
-                .unwrap_or("");
-            anyhow::bail!(
-                "every cell failed ({first}); see the records in {}",
-                self.out.display()
-            );
-        }
+        check_some_measured(records, &self.out)?;
         if self.json {
             doc["records_file"] = serde_json::json!(self.out);
             out.json(&doc)?;
@@ -79,6 +70,21 @@ impl RunOptions {
             out.text(&crate::report::profile::text(records))?;
             eprintln!("records appended to {}", self.out.display());
         }
+        Ok(())
+    }
+
+    /// As [`RunOptions::finish`] under `--json-stream`: the document as the
+    /// last line of JSON Lines, `{"event":"end",...}`.
+    pub fn finish_lines(
+        &self,
+        out: &mut Output,
+        records: &[Record],
+        mut doc: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        check_some_measured(records, &self.out)?;
+        doc["records_file"] = serde_json::json!(self.out);
+        doc["event"] = serde_json::json!("end");
+        out.text(&format!("{doc}\n"))?;
         Ok(())
     }
 
@@ -97,4 +103,20 @@ impl RunOptions {
         }
         Ok(())
     }
+}
+
+/// A run whose every cell failed is an error naming the first reason and
+/// the records file.
+fn check_some_measured(records: &[Record], file: &std::path::Path) -> anyhow::Result<()> {
+    if !records.is_empty() && records.iter().all(|r| r.error.is_some()) {
+        let first = records
+            .iter()
+            .find_map(|r| r.error.as_deref())
+            .unwrap_or("");
+        anyhow::bail!(
+            "every cell failed ({first}); see the records in {}",
+            file.display()
+        );
+    }
+    Ok(())
 }

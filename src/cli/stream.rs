@@ -8,6 +8,7 @@ use crate::report;
 use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
+use std::io::Write;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SendKind {
@@ -144,6 +145,7 @@ impl StreamOptions {
             verify: !self.no_verify,
             port: self.port,
             placement: self.place.placement("stream")?,
+            interval_s: None,
             flows: Flows {
                 parallel: u32::try_from(self.parallel)
                     .ok()
@@ -181,6 +183,15 @@ pub struct StreamArgs {
     /// Runs to make; tables then show min/median/max.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
+    /// Report every TIME (1s, 100ms): throughput (bytes acknowledged),
+    /// retransmits, cwnd, RTT and delivery rate per interval, from each
+    /// sender's TCP_INFO; in the table and the record.
+    #[arg(long, value_parser = super::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
+    pub interval: Option<f64>,
+    /// Print JSON Lines while the run goes: one line per interval as it
+    /// ends, then one line with the whole document (implies --json).
+    #[arg(long, requires = "interval")]
+    pub json_stream: bool,
     #[command(flatten)]
     pub common: StreamOptions,
 }
@@ -196,13 +207,28 @@ impl StreamArgs {
 }
 
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
-    let config = args.common.config(args.amount(), args.record)?;
+    let mut config = args.common.config(args.amount(), args.record)?;
+    config.interval_s = args.interval;
+    config.check_interval()?;
     config.check_limits()?;
-    let run = &args.common.run;
+    let mut run = args.common.run.clone();
+    // JSON Lines: progress off, errors as JSON, as under --json.
+    run.json |= args.json_stream;
     let mut writer = run.writer()?;
     let cells = StreamCell::repeats(&config, args.repeat);
-    let records = run.runner(&mut writer)?.grid(&mut StreamMeasure, &cells)?;
+    let mut measure = StreamMeasure::default();
+    if args.json_stream {
+        measure.intervals = Some(Box::new(|run, connection, sample| {
+            let line = report::tables::interval_line(run, connection, sample);
+            // A reader that went away stops nothing: the run finishes.
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }));
+    }
+    let records = run.runner(&mut writer)?.grid(&mut measure, &cells)?;
     let doc = report::tables::stream_doc(&config.describe(), &records);
+    if args.json_stream {
+        return run.finish_lines(out, &records, doc);
+    }
     run.finish(out, &records, doc, || {
         report::lab::stream_section(&config.describe(), &records)
     })

@@ -106,7 +106,12 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
         records,
         summary,
         precision: refined,
-    } = sweep::run(&mut runner, &mut StreamMeasure, &config, precision.as_ref())?;
+    } = sweep::run(
+        &mut runner,
+        &mut StreamMeasure::default(),
+        &config,
+        precision.as_ref(),
+    )?;
     drop(runner);
     let title = format!(
         "record sizes {}; each point {}",

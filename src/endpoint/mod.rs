@@ -78,9 +78,16 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
             }
             (Command::Go, State::Sender(sender)) => {
                 fault_injection_point();
-                sender
-                    .run()
-                    .map_or_else(failed, |r| Reply::Done(Box::new(r)))
+                let mut interval_error = None;
+                let result = sender.run(&mut |sample| {
+                    if let Err(e) = write_frame(&mut output, &Reply::Interval(sample.clone())) {
+                        interval_error.get_or_insert(e);
+                    }
+                });
+                if let Some(e) = interval_error {
+                    return Err(e);
+                }
+                result.map_or_else(failed, |r| Reply::Done(Box::new(r)))
             }
             (Command::Emulate(spec), _) => match crate::testbed::emulator::Emulator::start(spec) {
                 Ok(emulator) => {

@@ -9,7 +9,8 @@
 //! so it is outside every measured interval.
 
 pub use crate::record::stream::{
-    Amount, EndpointReport, RecvStrategy, SendStrategy, SocketOptions, ZerocopyStats,
+    Amount, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions,
+    ZerocopyStats,
 };
 use crate::testbed::{
     capture::{CaptureReport, CaptureSpec},
@@ -71,6 +72,10 @@ pub struct SendSpec {
     /// Through an agent: the run token, sent first on the connection.
     #[serde(default)]
     pub token: Option<Token>,
+    /// Sample TCP_INFO every this many seconds and report each interval
+    /// as it ends (`--interval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
 }
 
 /// Controller → endpoint.
@@ -141,6 +146,8 @@ pub enum Reply {
     Progress {
         bytes: u64,
     },
+    /// A sender's interval just ended (`--interval`), as it happens.
+    Interval(IntervalSample),
     Done(Box<EndpointReport>),
     Emulating,
     EmulatorDone(Box<EmulatorReport>),
@@ -203,6 +210,7 @@ mod tests {
                 amount: Amount::Seconds(1.5),
                 interface: Some("nlb1a".into()),
                 token: Some([1; TOKEN_LEN]),
+                interval_s: Some(0.5),
             }),
             Command::Go,
             Command::Exit,
@@ -239,6 +247,16 @@ mod tests {
             ..Default::default()
         };
         for reply in [
+            Reply::Interval(IntervalSample {
+                start_s: 0.5,
+                end_s: 1.0,
+                bytes: 1 << 20,
+                mbit_s: 16.8,
+                retransmits: 1,
+                cwnd: 10,
+                rtt_us: 50,
+                delivery_rate_mbit_s: Some(20.0),
+            }),
             Reply::Ready {
                 pid: 7,
                 version: "0.1.0".into(),

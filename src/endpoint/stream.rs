@@ -23,6 +23,7 @@ use crate::endpoint::protocol::DataGuard;
 use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
+use crate::record::stream::IntervalSample;
 use crate::record::stream::ZerocopyReceiveStats;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, Read};
@@ -227,6 +228,7 @@ impl Receiver {
             verified: self.spec.verify && self.spec.strategy.sees_bytes(),
             zerocopy: None,
             zerocopy_receive,
+            intervals: Vec::new(),
             cpus,
             interface,
         })
@@ -648,17 +650,72 @@ pub struct Sender {
 }
 
 /// Yields record lengths until the amount is sent.
-struct Schedule {
+struct Schedule<'a> {
     amount: Amount,
     record: usize,
     offset: u64,
     start: Instant,
     next_clock_at: u64,
     done: bool,
+    intervals: Option<Intervals<'a>>,
 }
 
-impl Schedule {
-    fn new(amount: Amount, record: usize) -> Schedule {
+/// `--interval`: TCP_INFO read at each interval's end (at the sender's
+/// clock checks, every [`CLOCK_EVERY_BYTES`]), each interval kept and
+/// handed to `sink` as it ends.
+struct Intervals<'a> {
+    every_s: f64,
+    next_at_s: f64,
+    fd: RawFd,
+    last_s: f64,
+    last_bytes: u64,
+    last_retransmits: u32,
+    samples: Vec<IntervalSample>,
+    sink: &'a mut dyn FnMut(&IntervalSample),
+}
+
+impl Intervals<'_> {
+    /// Closes the interval now, `offset` bytes handed to the kernel so far.
+    fn sample(&mut self, now_s: f64, offset: u64) {
+        // SAFETY: the socket outlives the schedule that samples it.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        let info = TcpInfo::read(fd).ok();
+        let acked = info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(offset);
+        let retransmits = info
+            .as_ref()
+            .map_or(self.last_retransmits, |i| i.total_retrans);
+        let bytes = acked.saturating_sub(self.last_bytes);
+        let seconds = now_s - self.last_s;
+        let sample = IntervalSample {
+            start_s: self.last_s,
+            end_s: now_s,
+            bytes,
+            mbit_s: if seconds > 0.0 {
+                bytes as f64 * 8.0 / seconds / 1e6
+            } else {
+                0.0
+            },
+            retransmits: retransmits.saturating_sub(self.last_retransmits),
+            cwnd: info.as_ref().map_or(0, |i| i.snd_cwnd),
+            rtt_us: info.as_ref().map_or(0, |i| i.rtt_us),
+            delivery_rate_mbit_s: info
+                .as_ref()
+                .and_then(|i| i.delivery_rate_bps)
+                .map(|bps| bps as f64 * 8.0 / 1e6),
+        };
+        (self.sink)(&sample);
+        self.samples.push(sample);
+        self.last_s = now_s;
+        self.last_bytes = acked;
+        self.last_retransmits = retransmits;
+        while self.next_at_s <= now_s {
+            self.next_at_s += self.every_s;
+        }
+    }
+}
+
+impl<'a> Schedule<'a> {
+    fn new(amount: Amount, record: usize) -> Schedule<'a> {
         Schedule {
             amount,
             record,
@@ -666,13 +723,52 @@ impl Schedule {
             start: Instant::now(),
             next_clock_at: CLOCK_EVERY_BYTES,
             done: false,
+            intervals: None,
         }
+    }
+
+    /// Samples every `every_s` seconds on `fd`, each interval to `sink`.
+    fn with_intervals(
+        mut self,
+        every_s: f64,
+        fd: RawFd,
+        sink: &'a mut dyn FnMut(&IntervalSample),
+    ) -> Schedule<'a> {
+        // SAFETY: the caller's socket is open for the schedule's life.
+        let info = TcpInfo::read(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok();
+        self.intervals = Some(Intervals {
+            every_s,
+            next_at_s: every_s,
+            fd,
+            last_s: 0.0,
+            last_bytes: info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0),
+            last_retransmits: info.as_ref().map_or(0, |i| i.total_retrans),
+            samples: Vec::new(),
+            sink,
+        });
+        self
     }
 
     /// The stream offset and length of the next record, or `None` when done.
     fn next(&mut self) -> Option<(u64, usize)> {
         if self.done {
             return None;
+        }
+        let timed = matches!(self.amount, Amount::Seconds(_));
+        if (timed || self.intervals.is_some()) && self.offset >= self.next_clock_at {
+            self.next_clock_at = self.offset + CLOCK_EVERY_BYTES;
+            let now = self.start.elapsed().as_secs_f64();
+            if let Some(intervals) = &mut self.intervals
+                && now >= intervals.next_at_s
+            {
+                intervals.sample(now, self.offset);
+            }
+            if let Amount::Seconds(limit) = self.amount
+                && now >= limit
+            {
+                self.done = true;
+                return None;
+            }
         }
         let len = match self.amount {
             Amount::Bytes(total) => {
@@ -683,20 +779,49 @@ impl Schedule {
                 }
                 left.min(self.record as u64) as usize
             }
-            Amount::Seconds(limit) => {
-                if self.offset >= self.next_clock_at {
-                    self.next_clock_at = self.offset + CLOCK_EVERY_BYTES;
-                    if self.start.elapsed().as_secs_f64() >= limit {
-                        self.done = true;
-                        return None;
-                    }
-                }
-                self.record
-            }
+            Amount::Seconds(_) => self.record,
         };
         let offset = self.offset;
         self.offset += len as u64;
         Some((offset, len))
+    }
+
+    /// Closes the last interval (after every byte was acknowledged) and
+    /// returns them all.
+    fn finish_intervals(&mut self) -> Vec<IntervalSample> {
+        let now = self.start.elapsed().as_secs_f64();
+        let offset = self.offset;
+        match &mut self.intervals {
+            Some(intervals) => {
+                if now > intervals.last_s {
+                    intervals.sample(now, offset);
+                }
+                // A last sliver (the stream's tail and its FIN, after the
+                // last full interval) joins the interval before it.
+                let n = intervals.samples.len();
+                if n >= 2
+                    && intervals.samples[n - 1].end_s - intervals.samples[n - 1].start_s
+                        < intervals.every_s / 4.0
+                {
+                    let tail = intervals.samples.pop().expect("n >= 2");
+                    let last = intervals.samples.last_mut().expect("n >= 2");
+                    last.bytes += tail.bytes;
+                    last.retransmits += tail.retransmits;
+                    last.end_s = tail.end_s;
+                    last.cwnd = tail.cwnd;
+                    last.rtt_us = tail.rtt_us;
+                    last.delivery_rate_mbit_s = tail.delivery_rate_mbit_s;
+                    let seconds = last.end_s - last.start_s;
+                    last.mbit_s = if seconds > 0.0 {
+                        last.bytes as f64 * 8.0 / seconds / 1e6
+                    } else {
+                        0.0
+                    };
+                }
+                std::mem::take(&mut intervals.samples)
+            }
+            None => Vec::new(),
+        }
     }
 }
 
@@ -740,7 +865,12 @@ impl Sender {
     }
 
     /// Sends the whole amount, then waits for the receiver to close.
-    pub fn run(self) -> Result<EndpointReport, StreamError> {
+    /// Sends, then waits for the receiver to close; with `--interval`,
+    /// hands each interval to `on_interval` as it ends.
+    pub fn run(
+        self,
+        on_interval: &mut dyn FnMut(&IntervalSample),
+    ) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
         let interface_before = spec.interface.as_deref().and_then(InterfaceCounters::read);
@@ -749,6 +879,9 @@ impl Sender {
         let cpu_before = current_cpu();
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
+        if let Some(every) = spec.interval_s {
+            schedule = schedule.with_intervals(every, fd, on_interval);
+        }
         let tally = match spec.strategy {
             SendStrategy::Write => {
                 let pattern = Pattern::new(spec.record);
@@ -797,6 +930,7 @@ impl Sender {
         }
         let wall_s = start.elapsed().as_secs_f64();
         let usage = ProcessUsage::now().since(&usage_before);
+        let intervals = schedule.finish_intervals();
         let cpus = Some((cpu_before, current_cpu()));
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
@@ -816,6 +950,7 @@ impl Sender {
             verified: false,
             zerocopy: tally.zerocopy,
             zerocopy_receive: None,
+            intervals,
             cpus,
             interface,
         })
@@ -1128,9 +1263,10 @@ mod tests {
             amount,
             interface: None,
             token: None,
+            interval_s: None,
         })
         .unwrap();
-        let sent = sender.run().unwrap();
+        let sent = sender.run(&mut |_| {}).unwrap();
         (sent, recv_thread.join().unwrap())
     }
 
@@ -1160,9 +1296,10 @@ mod tests {
                 amount: Amount::Bytes(bytes),
                 interface: None,
                 token: Some(token),
+                interval_s: None,
             })
             .unwrap()
-            .run()
+            .run(&mut |_| {})
         };
         for (limit, bytes, ok) in [(Some(10_000), 10_000, true), (Some(10_000), 50_000, false)] {
             let receiver = Receiver::listen(spec(limit)).unwrap();

@@ -448,7 +448,7 @@ where
     let joy = &plan.joy;
     eprintln!("lab: stream, {} ({} runs)", joy.describe(), plan.joy_repeat);
     let records = runner.grid(
-        &mut StreamMeasure,
+        &mut StreamMeasure::default(),
         &StreamCell::repeats(joy, plan.joy_repeat),
     )?;
     show(Section::Stream {
@@ -465,7 +465,7 @@ where
                 plan.ether10_repeat
             );
             let cells = StreamCell::repeats(over_ether, plan.ether10_repeat);
-            let records = runner.grid(&mut StreamMeasure, &cells)?;
+            let records = runner.grid(&mut StreamMeasure::default(), &cells)?;
             show(Section::Stream {
                 title: format!(
                     "{} over an emulated 10 Mbit/s Ethernet",
@@ -514,7 +514,7 @@ where
     );
     let swept = sweep::run(
         runner,
-        &mut StreamMeasure,
+        &mut StreamMeasure::default(),
         sweep,
         plan.sweep_precision.as_ref(),
     )?;

@@ -18,7 +18,7 @@ use crate::endpoint::protocol::{
     SocketOptions,
 };
 use crate::measure::procstat;
-use crate::record::stream::{Direction, FlowResult, Flows};
+use crate::record::stream::{Direction, FlowResult, Flows, IntervalSample};
 use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
 use crate::units::format_size;
@@ -43,6 +43,8 @@ pub struct StreamConfig {
     pub placement: Placement,
     /// Connections and which way each goes (`-P`, `--reverse`, `--bidir`).
     pub flows: Flows,
+    /// `--interval`: each sender reports TCP_INFO this often.
+    pub interval_s: Option<f64>,
 }
 
 #[derive(Debug, Error, PartialEq)]
@@ -55,6 +57,8 @@ pub enum ConfigError {
     Duration(f64),
     #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
     Parallel(u32),
+    #[error("--interval {0}")]
+    Interval(String),
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -74,6 +78,7 @@ impl Default for StreamConfig {
             port: 0,
             placement: Placement::Loopback,
             flows: Flows::default(),
+            interval_s: None,
         }
     }
 }
@@ -105,6 +110,26 @@ impl StreamConfig {
             processes: 2 * connections,
             ephemeral_ports: connections,
         })
+    }
+
+    /// `--interval`: above 10 ms, and within a timed run's length.
+    pub fn check_interval(&self) -> Result<(), ConfigError> {
+        let Some(every) = self.interval_s else {
+            return Ok(());
+        };
+        if !(every.is_finite() && every >= 0.01) {
+            return Err(ConfigError::Interval(format!(
+                "{every} s: give 10ms or more"
+            )));
+        }
+        if let Amount::Seconds(run) = self.amount
+            && every > run
+        {
+            return Err(ConfigError::Interval(format!(
+                "{every} s is longer than the run ({run} s): there would be one interval, the whole run"
+            )));
+        }
+        Ok(())
     }
 
     /// Rejects configurations that cannot run, before any process starts.
@@ -144,6 +169,7 @@ impl StreamConfig {
             placement: self.placement.clone(),
             design: None,
             flows: self.flows,
+            interval_s: self.interval_s,
         }
     }
 
@@ -246,6 +272,7 @@ fn set_up(
         amount: config.amount,
         interface: launcher.interface(send_end),
         token: launcher.token(),
+        interval_s: config.interval_s,
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}
@@ -264,6 +291,7 @@ fn wait_for(
     pair: &mut Pair,
     limit: Option<Duration>,
     start: Instant,
+    on_interval: &mut dyn FnMut(&IntervalSample),
 ) -> Result<(EndpointReport, EndpointReport), ControlError> {
     let Pair {
         sender, receiver, ..
@@ -272,6 +300,7 @@ fn wait_for(
     let sent = loop {
         match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
             Ok(Reply::Done(report)) => break report,
+            Ok(Reply::Interval(sample)) => on_interval(&sample),
             Ok(other) => return Err(sender.unexpected("sending", &other)),
             Err(ControlError::Timeout { .. }) => {
                 if limit.is_some_and(|l| start.elapsed() > l) {
@@ -313,7 +342,12 @@ fn wait_for(
 /// Runs one transfer: one connection, or with `-P`, `--reverse` or
 /// `--bidir` several, each between its own pair of endpoint processes, all
 /// set up before any starts and started together.
-pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
+/// `on_interval` gets each connection's intervals (`--interval`) as they
+/// end, with the connection's index.
+pub fn run_once(
+    config: &StreamConfig,
+    on_interval: &mut dyn FnMut(usize, &IntervalSample),
+) -> Result<StreamResult, ControlError> {
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
     let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
@@ -334,8 +368,8 @@ pub fn run_once(config: &StreamConfig) -> Result<StreamResult, ControlError> {
         pair.sender.send(&Command::Go)?;
     }
     let mut flows = Vec::new();
-    for pair in &mut pairs {
-        let (sender, receiver) = wait_for(pair, limit, start)?;
+    for (index, pair) in pairs.iter_mut().enumerate() {
+        let (sender, receiver) = wait_for(pair, limit, start, &mut |s| on_interval(index, s))?;
         flows.push(FlowResult {
             reverse: pair.reverse,
             figures: figures(&sender, &receiver, config.record),
@@ -420,8 +454,16 @@ impl StreamCell {
     }
 }
 
-/// Measures stream cells with two endpoint processes each.
-pub struct StreamMeasure;
+/// Measures stream cells with two endpoint processes each (a pair per
+/// connection); with `intervals`, hands each connection's intervals to it
+/// as they end: (run index, connection index, the interval).
+#[derive(Default)]
+pub struct StreamMeasure {
+    pub intervals: Option<IntervalSink>,
+}
+
+/// Where `--json-stream` sends intervals: (run, connection, interval).
+pub type IntervalSink = Box<dyn FnMut(u32, usize, &IntervalSample)>;
 
 impl MeasureCell for StreamMeasure {
     type Cell = StreamCell;
@@ -436,7 +478,14 @@ impl MeasureCell for StreamMeasure {
 
     fn measure(&mut self, cell: &StreamCell) -> Result<Measured, Interrupted> {
         let config = &cell.config;
-        super::measured(config.placement.name(), run_once(config), |result| {
+        let run = cell.repeat_index;
+        let result = match &mut self.intervals {
+            Some(sink) => run_once(config, &mut |connection, sample| {
+                sink(run, connection, sample)
+            }),
+            None => run_once(config, &mut |_, _| {}),
+        };
+        super::measured(config.placement.name(), result, |result| {
             RecordData::Stream {
                 params: StreamParams {
                     design: cell.design.clone(),
@@ -463,6 +512,7 @@ mod tests {
             port: 0,
             placement: Placement::Loopback,
             flows: Flows::default(),
+            interval_s: None,
         }
     }
 

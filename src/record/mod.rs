@@ -126,6 +126,9 @@ pub struct StreamParams {
     /// Connections and direction (absent: one, forward).
     #[serde(default, skip_serializing_if = "stream::Flows::is_single")]
     pub flows: stream::Flows,
+    /// `--interval`, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
 }
 
 impl Record {

@@ -159,6 +159,27 @@ pub struct ZerocopyStats {
     pub copied: u64,
 }
 
+/// One interval of a sender's data path (`--interval T`), from TCP_INFO
+/// read at the interval's end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    /// Seconds from the start of the data path to the interval's start and end.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Bytes the peer acknowledged in the interval (TCP_INFO `bytes_acked`;
+    /// where the kernel does not say, the bytes handed to it).
+    pub bytes: u64,
+    pub mbit_s: f64,
+    /// Segments retransmitted in the interval.
+    pub retransmits: u32,
+    /// At the interval's end: congestion window (segments), smoothed RTT,
+    /// and the kernel's delivery rate estimate.
+    pub cwnd: u32,
+    pub rtt_us: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_rate_mbit_s: Option<f64>,
+}
+
 /// What `TCP_ZEROCOPY_RECEIVE` did for a receiver.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ZerocopyReceiveStats {
@@ -211,6 +232,10 @@ pub struct EndpointReport {
     /// The receiver compared every byte with the pattern.
     pub verified: bool,
     pub zerocopy: Option<ZerocopyStats>,
+    /// The sender's intervals (`--interval`), in order; they add up to the
+    /// bytes the peer acknowledged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalSample>,
     /// The receiver's zero-copy receive, when it used it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zerocopy_receive: Option<ZerocopyReceiveStats>,

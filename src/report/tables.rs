@@ -404,6 +404,81 @@ pub fn netns_lines(result: &StreamResult) -> String {
     out
 }
 
+/// One `--json-stream` line: an interval of run `run` (0-based) on
+/// connection `connection` (0-based), as it ended.
+pub fn interval_line(
+    run: u32,
+    connection: usize,
+    sample: &crate::record::stream::IntervalSample,
+) -> serde_json::Value {
+    let mut line = serde_json::json!({
+        "event": "interval",
+        "run": run + 1,
+        "connection": connection + 1,
+    });
+    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+        (line.as_object_mut(), serde_json::to_value(sample))
+    {
+        map.extend(fields);
+    }
+    line
+}
+
+/// The last run's intervals (`--interval`), each connection's in turn:
+/// throughput of the bytes acknowledged, retransmits, cwnd, RTT and the
+/// kernel's delivery rate at each interval's end.
+pub fn intervals_text(records: &[Record]) -> Option<String> {
+    let (_, last) = stream_results(records).into_iter().last()?;
+    let senders: Vec<&crate::record::stream::EndpointReport> = if last.flows.is_empty() {
+        vec![&last.sender]
+    } else {
+        last.flows.iter().map(|f| &f.sender).collect()
+    };
+    if senders.iter().all(|s| s.intervals.is_empty()) {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for (c, sender) in senders.iter().enumerate() {
+        for i in &sender.intervals {
+            rows.push(vec![
+                (c + 1).to_string(),
+                format!("{:.2}-{:.2}", i.start_s, i.end_s),
+                format!("{:.1}", i.bytes as f64 / 1e6),
+                num(i.mbit_s),
+                i.retransmits.to_string(),
+                i.cwnd.to_string(),
+                i.rtt_us.to_string(),
+                i.delivery_rate_mbit_s.map_or("-".into(), num),
+            ]);
+        }
+    }
+    let mut text = "intervals of the last run (each sender's TCP_INFO at the interval's end; bytes acknowledged by the peer):\n".to_string();
+    text.push_str(&markdown(
+        &[
+            "conn",
+            "interval, s",
+            "acked, MB",
+            "Mbit/s",
+            "retrans",
+            "cwnd, segs",
+            "RTT, µs",
+            "delivery rate, Mbit/s",
+        ],
+        &rows,
+    ));
+    let acked: u64 = senders
+        .iter()
+        .flat_map(|s| &s.intervals)
+        .map(|i| i.bytes)
+        .sum();
+    let sent: u64 = senders.iter().map(|s| s.bytes).sum();
+    let _ = writeln!(
+        text,
+        "the intervals add up to {acked} bytes acknowledged of {sent} sent (each connection's FIN takes one sequence number)"
+    );
+    Some(text)
+}
+
 /// The last run's connections one by one (`-P`, `--reverse`, `--bidir`):
 /// each one's throughput, CPU and whether every byte was verified; each
 /// direction's sum over the longest connection's time, and Jain's index.

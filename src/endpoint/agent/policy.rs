@@ -406,6 +406,7 @@ mod tests {
                 amount,
                 interface: None,
                 token: None,
+                interval_s: None,
             })
         };
         assert!(
