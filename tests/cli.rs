@@ -1288,3 +1288,52 @@ fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
         .failure()
         .code(2);
 }
+
+#[test]
+fn confidence_repeats_until_reached_and_refuses_a_bad_level_or_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.jsonl");
+    let doc = run_json(
+        &[
+            "stream",
+            "--duration",
+            "100ms",
+            "--confidence",
+            "90,50",
+            "--max-runs",
+            "5",
+        ],
+        &out,
+    );
+    let c = &doc["confidence"];
+    let runs = c["runs"].as_u64().unwrap();
+    assert_eq!(doc["records"].as_array().unwrap().len() as u64, runs);
+    assert!((3..=5).contains(&runs), "{c}");
+    assert_eq!(
+        c["reached"],
+        c["half_width_pct"].as_f64().unwrap() <= 25.0,
+        "{c}"
+    );
+    for (bad, says) in [
+        ("50,5", "the level must be above 50 and at most 99.9"),
+        ("99.95,5", "the level must be above 50 and at most 99.9"),
+        ("99,0", "the width must be above 0"),
+        ("99", "LEVEL,WIDTH"),
+    ] {
+        netlab()
+            .args([
+                "stream",
+                "--duration",
+                "100ms",
+                "--confidence",
+                bad,
+                "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .failure()
+            .code(1)
+            .stderr(predicate::str::contains(format!("--confidence {bad}:")))
+            .stderr(predicate::str::contains(says));
+    }
+}

@@ -2,7 +2,7 @@
 //! than one run carries its spread.
 
 pub use crate::record::stats::Spread;
-use statrs::distribution::{Binomial, DiscreteCDF};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// A distribution-free confidence interval for the median of what was
 /// sampled: the k-th smallest and the k-th largest of the n samples, k the
@@ -35,9 +35,35 @@ pub fn relative_half_width(samples: &[f64], level: f64) -> Option<f64> {
     (median > 0.0).then(|| (hi - lo) / 2.0 / median)
 }
 
+/// The mean of `samples` and the half-width of its Student's t confidence
+/// interval at `level` (0.99 for 99%): netperf's `-I`. None for fewer than
+/// two samples.
+pub fn mean_interval(samples: &[f64], level: f64) -> Option<(f64, f64)> {
+    let n = samples.len();
+    if n < 2 || !(level > 0.0 && level < 1.0) {
+        return None;
+    }
+    let mean = samples.iter().sum::<f64>() / n as f64;
+    let variance = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - level) / 2.0);
+    Some((mean, t * (variance / n as f64).sqrt()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_interval_is_students_t() {
+        // 10, 12, 14: mean 12, s = 2, s/sqrt(3) = 1.1547; t(0.975, 2) = 4.3027.
+        let (mean, half) = mean_interval(&[10.0, 12.0, 14.0], 0.95).unwrap();
+        assert!((mean - 12.0).abs() < 1e-12);
+        assert!((half - 4.3027 * 2.0 / 3f64.sqrt()).abs() < 1e-3, "{half}");
+        assert_eq!(mean_interval(&[5.0], 0.95), None);
+        assert_eq!(mean_interval(&[5.0, 5.0], 0.99), Some((5.0, 0.0)));
+    }
 
     #[test]
     fn the_median_interval_takes_the_order_statistics_the_binomial_allows() {

@@ -2,7 +2,9 @@
 
 use super::Output;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::stream::{MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure};
+use crate::experiment::stream::{
+    Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
+};
 use crate::record::stream::{Direction, Flows};
 use crate::report;
 use crate::units::parse_size;
@@ -188,6 +190,14 @@ pub struct StreamArgs {
     /// sender's TCP_INFO; in the table and the record.
     #[arg(long, value_parser = super::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
     pub interval: Option<f64>,
+    /// Repeat until the mean throughput's LEVEL% confidence interval is
+    /// within ±WIDTH/2 % of the mean (netperf's -I), e.g. 99,5; at least
+    /// 3 runs (or --repeat), at most --max-runs; says whether it got there.
+    #[arg(long, value_name = "LEVEL,WIDTH", allow_hyphen_values = true)]
+    pub confidence: Option<String>,
+    /// The most runs --confidence makes.
+    #[arg(long, default_value_t = 30, requires = "confidence", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_runs: u32,
     /// Print JSON Lines while the run goes: one line per interval as it
     /// ends, then one line with the whole document (implies --json).
     #[arg(long, requires = "interval")]
@@ -211,6 +221,11 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     config.interval_s = args.interval;
     config.check_interval()?;
     config.check_limits()?;
+    let confidence = args
+        .confidence
+        .as_deref()
+        .map(|text| Confidence::parse(text, args.repeat, args.max_runs))
+        .transpose()?;
     let mut run = args.common.run.clone();
     // JSON Lines: progress off, errors as JSON, as under --json.
     run.json |= args.json_stream;
@@ -224,12 +239,26 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }));
     }
-    let records = run.runner(&mut writer)?.grid(&mut measure, &cells)?;
-    let doc = report::tables::stream_doc(&config.describe(), &records);
+    let (records, confident) = match &confidence {
+        Some(asked) => {
+            let (records, confident) =
+                run_until_confident(&mut run.runner(&mut writer)?, &mut measure, &config, *asked)?;
+            (records, Some(confident))
+        }
+        None => (run.runner(&mut writer)?.grid(&mut measure, &cells)?, None),
+    };
+    let mut doc = report::tables::stream_doc(&config.describe(), &records);
+    if let Some(confident) = &confident {
+        doc["confidence"] = serde_json::json!(confident);
+    }
     if args.json_stream {
         return run.finish_lines(out, &records, doc);
     }
     run.finish(out, &records, doc, || {
-        report::lab::stream_section(&config.describe(), &records)
+        let mut text = report::lab::stream_section(&config.describe(), &records);
+        if let Some(confident) = &confident {
+            text.push_str(&report::tables::confidence_text(confident));
+        }
+        text
     })
 }

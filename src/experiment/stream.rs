@@ -59,6 +59,8 @@ pub enum ConfigError {
     Parallel(u32),
     #[error("--interval {0}")]
     Interval(String),
+    #[error("--confidence {0}")]
+    Confidence(String),
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -454,6 +456,119 @@ impl StreamCell {
     }
 }
 
+/// `--confidence LEVEL,WIDTH`: run until the mean throughput's confidence
+/// interval at LEVEL percent is within ±WIDTH/2 percent of the mean, at
+/// least `min_runs` and at most `max_runs` runs (netperf's `-I` and `-i`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Confidence {
+    pub level_pct: f64,
+    pub width_pct: f64,
+    pub min_runs: u32,
+    pub max_runs: u32,
+}
+
+impl Confidence {
+    /// `99,5`: a level in (50, 99.9] and a width above 0 and at most 100.
+    pub fn parse(text: &str, min_runs: u32, max_runs: u32) -> Result<Confidence, ConfigError> {
+        let bad = |why: &str| ConfigError::Confidence(format!("{text}: {why}"));
+        let (level, width) = text
+            .split_once(',')
+            .ok_or_else(|| bad("give LEVEL,WIDTH in percent, e.g. 99,5"))?;
+        let number = |s: &str| s.trim().trim_end_matches('%').parse::<f64>().ok();
+        let level = number(level).ok_or_else(|| bad("the level is not a number"))?;
+        let width = number(width).ok_or_else(|| bad("the width is not a number"))?;
+        if !(level > 50.0 && level <= 99.9) {
+            return Err(bad("the level must be above 50 and at most 99.9 percent"));
+        }
+        if !(width > 0.0 && width <= 100.0) {
+            return Err(bad("the width must be above 0 and at most 100 percent"));
+        }
+        let min_runs = min_runs.max(3);
+        if max_runs < min_runs {
+            return Err(bad(&format!(
+                "--max-runs {max_runs} is below the {min_runs} runs an interval needs first"
+            )));
+        }
+        Ok(Confidence {
+            level_pct: level,
+            width_pct: width,
+            min_runs,
+            max_runs,
+        })
+    }
+}
+
+/// What `--confidence` reached.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Confident {
+    pub asked: Confidence,
+    /// Runs made, and those that measured (failed runs are recorded and
+    /// left out of the interval).
+    pub runs: u32,
+    pub measured: u32,
+    pub mean_mbit_s: Option<f64>,
+    pub half_width_mbit_s: Option<f64>,
+    /// The half-width as a percent of the mean.
+    pub half_width_pct: Option<f64>,
+    pub reached: bool,
+}
+
+/// Runs `config` again and again until [`Confidence`] is met or its
+/// maximum reached; every run is a record.
+pub fn run_until_confident<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut super::runner::Runner,
+    measure: &mut M,
+    config: &StreamConfig,
+    asked: Confidence,
+) -> Result<(Vec<crate::record::Record>, Confident), super::MeasureError> {
+    let mut records = Vec::new();
+    let mut throughputs = Vec::new();
+    let mut confident = Confident {
+        asked,
+        runs: 0,
+        measured: 0,
+        mean_mbit_s: None,
+        half_width_mbit_s: None,
+        half_width_pct: None,
+        reached: false,
+    };
+    while confident.runs < asked.max_runs {
+        let cell = StreamCell {
+            config: config.clone(),
+            repeat_index: confident.runs,
+            sweep: None,
+            design: None,
+        };
+        let record = runner.cell(measure, &cell)?;
+        confident.runs += 1;
+        if let RecordData::Stream {
+            result: Some(result),
+            ..
+        } = &record.data
+            && record.error.is_none()
+        {
+            throughputs.push(result.figures.throughput_mbit_s);
+        }
+        records.push(record);
+        confident.measured = throughputs.len() as u32;
+        if let Some((mean, half)) =
+            crate::analysis::stats::mean_interval(&throughputs, asked.level_pct / 100.0)
+        {
+            confident.mean_mbit_s = Some(mean);
+            confident.half_width_mbit_s = Some(half);
+            confident.half_width_pct = (mean > 0.0).then(|| 100.0 * half / mean);
+            confident.reached = confident.measured >= asked.min_runs
+                && confident
+                    .half_width_pct
+                    .is_some_and(|pct| pct <= asked.width_pct / 2.0);
+        }
+        if confident.reached {
+            break;
+        }
+    }
+    Ok((records, confident))
+}
+
 /// Measures stream cells with two endpoint processes each (a pair per
 /// connection); with `intervals`, hands each connection's intervals to it
 /// as they end: (run index, connection index, the interval).
@@ -514,6 +629,75 @@ mod tests {
             flows: Flows::default(),
             interval_s: None,
         }
+    }
+
+    /// A mock stream whose runs measure `throughputs` in turn.
+    fn confident_after(throughputs: &[f64], asked: Confidence) -> Confident {
+        use crate::experiment::runner::mock::{Mock, runner};
+        let mut next = throughputs.iter().copied();
+        let mut measure = Mock::new(|_: &StreamCell| {
+            let mut record = crate::record::fixture_stream_run();
+            if let RecordData::Stream {
+                result: Some(result),
+                ..
+            } = &mut record.data
+            {
+                result.figures.throughput_mbit_s = next.next().expect("no more runs scripted");
+            }
+            Ok(Measured {
+                placement: "loopback".into(),
+                data: record.data,
+                error: None,
+            })
+        });
+        let config = config(Amount::Seconds(1.0), 1024);
+        let (records, confident) =
+            run_until_confident(&mut runner(), &mut measure, &config, asked).unwrap();
+        assert_eq!(records.len() as u32, confident.runs);
+        confident
+    }
+
+    #[test]
+    fn confidence_runs_until_the_interval_is_narrow_enough_or_says_it_was_not() {
+        let asked = Confidence::parse("95,5", 1, 10).unwrap();
+        assert_eq!(asked.min_runs, 3);
+        // Three runs agree to 0.1%: done after the minimum.
+        let c = confident_after(&[1000.0, 1001.0, 999.0], asked);
+        assert_eq!((c.runs, c.reached), (3, true));
+        assert!((c.mean_mbit_s.unwrap() - 1000.0).abs() < 1e-9);
+        // Noisy at first, then steady: more runs until within ±2.5%.
+        let noisy = [
+            950.0, 1050.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0,
+        ];
+        let c = confident_after(&noisy, asked);
+        // s = 26.7 after 8 runs; t(0.975, 7) = 2.365: ±22.3, 2.2% of 1000.
+        assert_eq!((c.runs, c.reached), (8, true), "{c:?}");
+        assert!(c.half_width_pct.unwrap() <= 2.5);
+        // Never steady: stops at the maximum and says so.
+        let wild = [
+            500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0,
+        ];
+        let c = confident_after(&wild, asked);
+        assert_eq!((c.runs, c.reached), (10, false));
+        assert!(c.half_width_pct.unwrap() > 2.5);
+    }
+
+    #[test]
+    fn confidence_refuses_levels_and_widths_out_of_range() {
+        for bad in ["50,5", "99.95,5", "99,0", "99,-1", "99", "x,5", "99,101"] {
+            assert!(
+                matches!(
+                    Confidence::parse(bad, 1, 10),
+                    Err(ConfigError::Confidence(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(Confidence::parse("99.9,1", 1, 10).is_ok());
+        assert!(
+            Confidence::parse("99,5", 1, 2).is_err(),
+            "max below the minimum"
+        );
     }
 
     #[test]

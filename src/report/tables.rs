@@ -404,6 +404,36 @@ pub fn netns_lines(result: &StreamResult) -> String {
     out
 }
 
+/// What `--confidence` reached, in a line.
+pub fn confidence_text(c: &crate::experiment::stream::Confident) -> String {
+    let asked = format!(
+        "{}% confidence, ±{}% wanted",
+        c.asked.level_pct,
+        c.asked.width_pct / 2.0
+    );
+    match (c.mean_mbit_s, c.half_width_mbit_s, c.half_width_pct) {
+        (Some(mean), Some(half), Some(pct)) => format!(
+            "confidence ({asked}): mean {} ± {} Mbit/s (±{pct:.2}%) after {} runs ({} measured): {}\n",
+            num(mean),
+            num(half),
+            c.runs,
+            c.measured,
+            if c.reached {
+                "reached".to_string()
+            } else {
+                format!(
+                    "NOT reached within {} runs; the run-to-run spread is wider than asked (more runs, longer runs, or a quieter host)",
+                    c.asked.max_runs
+                )
+            }
+        ),
+        _ => format!(
+            "confidence ({asked}): NOT reached: {} of {} runs measured, too few for an interval\n",
+            c.measured, c.runs
+        ),
+    }
+}
+
 /// One `--json-stream` line: an interval of run `run` (0-based) on
 /// connection `connection` (0-based), as it ended.
 pub fn interval_line(
