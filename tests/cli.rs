@@ -1337,3 +1337,61 @@ fn confidence_repeats_until_reached_and_refuses_a_bad_level_or_width() {
             .stderr(predicate::str::contains(says));
     }
 }
+
+#[test]
+fn rpc_connect_per_call_opens_a_connection_for_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let run = netlab()
+        .args([
+            "rpc",
+            "--connect-per-call",
+            "--sizes",
+            "0,2000",
+            "--calls",
+            "10",
+            "--reps",
+            "2",
+            "--placements",
+            "loopback",
+            "--no-diagnose",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stderr).contains("UDP left out"));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "TCP only, two sizes");
+    for r in records {
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["params"]["proto"], "tcp");
+        assert_eq!(r["result"]["client"]["connections"], 20);
+        // The server saw every one of them.
+        assert_eq!(
+            r["result"]["server"]["connections"], 20,
+            "{}",
+            r["result"]["server"]
+        );
+        assert_eq!(r["result"]["server"]["calls"], 20);
+    }
+    netlab()
+        .args([
+            "rpc",
+            "--connect-per-call",
+            "--proto",
+            "udp",
+            "--placements",
+            "loopback",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--connect-per-call is TCP only"));
+}

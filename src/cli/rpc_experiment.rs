@@ -52,6 +52,11 @@ pub struct RpcExperimentArgs {
     /// TCP_CORK around each request's writes on the client.
     #[arg(long)]
     pub cork: bool,
+    /// A new TCP connection for every call, closed after its reply
+    /// (netperf's TCP_CRR): connections per second and their latency.
+    /// TCP only (UDP has no connection; its cells are left out).
+    #[arg(long)]
+    pub connect_per_call: bool,
     /// Busy polling on both ends: spin on non-blocking receives this many
     /// µs before sleeping (user space; loopback and veth have no NAPI for
     /// SO_BUSY_POLL). 0, the default, never spins.
@@ -106,11 +111,22 @@ impl RpcExperimentArgs {
         }
         let (pin, sockbuf) = (self.pin, self.sockbuf);
         let ends = self.remote.ends("rpc")?;
-        let (placements, skipped) =
+        let (placements, mut skipped) =
             RpcPlan::placements(&self.placements, &self.link, ends.as_ref())?;
+        let mut protos = self.proto.clone();
+        if self.connect_per_call && protos.contains(&Proto::Udp) {
+            protos.retain(|&p| p == Proto::Tcp);
+            skipped.push(
+                "UDP left out: --connect-per-call opens a TCP connection per call, and UDP has none"
+                    .into(),
+            );
+            if protos.is_empty() {
+                bail!("--connect-per-call is TCP only: give --proto tcp");
+            }
+        }
         Ok(RpcPlan {
             sizes,
-            protos: self.proto.clone(),
+            protos,
             placements,
             strategy: self.strategy,
             client: ClientOptions {
@@ -120,6 +136,7 @@ impl RpcExperimentArgs {
                 busy_poll_us: self.busy_poll,
                 cpu: pin.map(|(client, _)| client),
                 sockbuf,
+                connect_per_call: self.connect_per_call,
             },
             server: ServerOptions {
                 quickack: self.quickack,
@@ -211,9 +228,10 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
     let doc = report::rpc::doc(&records, &findings, &reruns, &plan.skipped);
     args.run.finish(out, &records, doc, || {
         format!(
-            "{}{}",
+            "{}{}{}",
             plan.title(),
-            report::rpc::table(&records, &findings)
+            report::rpc::table(&records, &findings),
+            report::rpc::connect_per_call_text(&records)
         )
     })
 }

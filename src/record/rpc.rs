@@ -65,6 +65,11 @@ pub struct ClientOptions {
     /// Linux doubles the value and keeps at least its minimum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockbuf: Option<u32>,
+    /// A new TCP connection for every call, closed after its reply
+    /// (netperf's TCP_CRR): each call's time holds the handshake, the call
+    /// and the close.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connect_per_call: bool,
 }
 
 impl ClientOptions {
@@ -139,6 +144,9 @@ pub struct RpcClientReport {
     pub counters: Counters,
     pub tcp_info: Option<TcpInfo>,
     pub udp_retransmissions: u64,
+    /// `--connect-per-call`: the connections opened (one per call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
 }
 
 /// What a server did over its life.

@@ -68,6 +68,50 @@ pub fn model_ranges_doc(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> serd
     })
 }
 
+/// `--connect-per-call` (netperf's TCP_CRR): connections per second and
+/// each call's time, handshake and close included, per placement and
+/// size. Empty when no cell opened a connection per call.
+pub fn connect_per_call_text(records: &[Record]) -> String {
+    let rows: Vec<Vec<String>> = results(records)
+        .into_iter()
+        .filter(|(p, r)| p.client.connect_per_call && r.client.connections.is_some())
+        .map(|(p, r)| {
+            let seconds: f64 = r.client.rep_seconds.iter().sum();
+            let calls = u64::from(p.calls) * u64::from(p.reps);
+            vec![
+                p.placement.name().to_string(),
+                p.size.to_string(),
+                num(if seconds > 0.0 {
+                    calls as f64 / seconds
+                } else {
+                    0.0
+                }),
+                num(r.client.latency_us_p50),
+                num(r.client.latency_us_p90),
+                num(r.client.latency_us_p99),
+                num(r.client.latency_us_max),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut text = "a new TCP connection per call (netperf's TCP_CRR: connect, call, reply, close; each call's time holds all four):\n".to_string();
+    text.push_str(&markdown(
+        &[
+            "placement",
+            "bytes",
+            "connections/s",
+            "p50, µs",
+            "p90, µs",
+            "p99, µs",
+            "max, µs",
+        ],
+        &rows,
+    ));
+    text
+}
+
 pub fn table(records: &[Record], findings: &[Finding]) -> String {
     let measured = results(records);
     // The source document's order: TCP local, TCP remote, UDP local, UDP remote.

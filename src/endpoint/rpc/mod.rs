@@ -74,6 +74,28 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
         Proto::Tcp => {
             let mut request = Request::tcp(&msg, call.header_len(), spec.strategy);
             report.writes_per_call = request.writes.len();
+            if spec.options.connect_per_call {
+                // TCP_CRR: connect, present the token, call, close; the
+                // client closes first, so its side holds the TIME_WAITs.
+                let mut syscalls = 0;
+                let mut last_info = None;
+                report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
+                    let mut client = TcpClient::connect(spec.server, spec.options.clone())?;
+                    client.present(spec.token.as_ref())?;
+                    client.call(&mut request, xid)?;
+                    // connect, the token's write (when there is one), close.
+                    syscalls += client.syscalls + 2 + u64::from(spec.token.is_some());
+                    last_info = TcpInfo::read(client.stream().as_fd()).ok();
+                    Ok(())
+                })?;
+                report.syscalls = syscalls;
+                report.tcp_info = last_info;
+                report.connections = Some(u64::from(spec.calls) * u64::from(spec.reps));
+                report.usage = ProcessUsage::now().since(&usage_before);
+                report.counters = Counters::read().delta_reported(&counters_before);
+                fill_latency(&mut report, &histogram);
+                return Ok(report);
+            }
             let mut client = TcpClient::connect(spec.server, spec.options.clone())
                 .map_err(|e| format!("connecting to {}: {e}", spec.server))?;
             client
@@ -102,12 +124,16 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
     }
     report.usage = ProcessUsage::now().since(&usage_before);
     report.counters = Counters::read().delta_reported(&counters_before);
+    fill_latency(&mut report, &histogram);
+    Ok(report)
+}
+
+fn fill_latency(report: &mut RpcClientReport, histogram: &hdrhistogram::Histogram<u64>) {
     report.latency_us_p50 = histogram.value_at_quantile(0.5) as f64;
     report.latency_us_p90 = histogram.value_at_quantile(0.9) as f64;
     report.latency_us_p99 = histogram.value_at_quantile(0.99) as f64;
     report.latency_us_max = histogram.max() as f64;
     report.latency_us_min = histogram.min() as f64;
-    Ok(report)
 }
 
 pub use crate::record::rpc::{Proto, RpcClientReport};
