@@ -474,15 +474,15 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
 #[test]
 fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
+    let done = netlab()
         .args(["lab", "--out-dir"])
         .arg(dir.path())
         .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(output).unwrap();
+        .success();
+    let text = String::from_utf8(done.get_output().stdout.clone()).unwrap();
+    // Figures not drawn are said on stderr: shown when a figure is missing.
+    let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+    let figure_errors: Vec<&str> = stderr.lines().filter(|l| l.contains("figure")).collect();
     // Joy's 4 MB, 64 times over per loopback run, reported per 4 MB.
     assert!(text.contains("netlab stream: 256M in 1K records"), "{text}");
     assert!(
@@ -584,7 +584,7 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     ] {
         assert!(
             report.contains(&format!("<figure id=\"{figure}\"><svg")),
-            "{figure}"
+            "{figure}: {figure_errors:?}"
         );
         assert!(
             run_dir.join(format!("{figure}.png")).exists(),
