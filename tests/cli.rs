@@ -1395,3 +1395,108 @@ fn rpc_connect_per_call_opens_a_connection_for_every_call() {
         .failure()
         .stderr(predicate::str::contains("--connect-per-call is TCP only"));
 }
+
+#[test]
+fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u.jsonl");
+    // Loopback: nothing lost, every datagram verified, latency on one clock.
+    let doc = run_json(
+        &[
+            "stream",
+            "--udp",
+            "--rate",
+            "50mbit",
+            "--length",
+            "1000",
+            "--duration",
+            "500ms",
+        ],
+        &out,
+    );
+    let udp = &doc["records"][0]["result"]["receiver"]["udp"];
+    let sent = udp["sent"].as_u64().unwrap();
+    assert!(
+        (3000..=3200).contains(&sent),
+        "50 Mbit/s of 1000-byte datagrams for 0.5 s: {udp}"
+    );
+    assert_eq!(
+        udp["received"].as_u64().unwrap() + udp["lost"].as_u64().unwrap(),
+        sent
+    );
+    assert_eq!(udp["malformed"], 0);
+    assert!(udp["latency"]["p50_us"].as_f64().unwrap() > 0.0);
+    assert!(udp["jitter_ms"].as_f64().unwrap() >= 0.0);
+    // Bad input, refused before anything runs.
+    for (args, says) in [
+        (
+            &["--udp", "--rate", "0"][..],
+            "--rate 0: rate \"0\" is not valid",
+        ),
+        (
+            &["--udp", "--rate", "10mbit", "--length", "10"][..],
+            "--length 10",
+        ),
+        (
+            &["--udp", "--rate", "10mbit", "--interval", "100ms"][..],
+            "applies to TCP",
+        ),
+        (
+            &[
+                "--udp",
+                "--rate",
+                "100mbit",
+                "--placement",
+                "netns",
+                "--link",
+                "ether10",
+            ][..],
+            "beyond the link profile's 10 Mbit/s",
+        ),
+    ] {
+        netlab()
+            .arg("stream")
+            .args(args)
+            .args(["--duration", "1s", "--out"])
+            .arg(&out)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(says));
+    }
+    if !netlab::testbed::netns::has_net_admin() {
+        return;
+    }
+    // 1% loss each way through the emulator: the count must fall within
+    // the 99.9% interval of Binomial(sent, 0.01) (normal approximation).
+    let doc = run_json(
+        &[
+            "stream",
+            "--udp",
+            "--rate",
+            "100mbit",
+            "--length",
+            "1000",
+            "--duration",
+            "2s",
+            "--placement",
+            "netns",
+            "--link-via",
+            "emulator",
+            "--loss",
+            "1%",
+        ],
+        &out,
+    );
+    let udp = &doc["records"][0]["result"]["receiver"]["udp"];
+    assert_eq!(udp["end_seen"], true, "{udp}");
+    let sent = udp["sent"].as_u64().unwrap() as f64;
+    let lost = udp["lost"].as_u64().unwrap() as f64;
+    let (mean, sd) = (sent * 0.01, (sent * 0.01 * 0.99).sqrt());
+    assert!(sent > 20_000.0, "{udp}");
+    assert!(
+        (lost - mean).abs() <= 3.29 * sd,
+        "lost {lost} of {sent}: expected {mean} ± {}",
+        3.29 * sd
+    );
+    assert_eq!(udp["duplicates"], 0);
+}

@@ -171,8 +171,11 @@ fn bad_link_parameters_are_refused_before_anything_is_created() {
             vec!["--link", "token-ring"],
             "unknown link profile \"token-ring\"",
         ),
-        (vec!["--rate", "-10mbit"], "rates cannot be negative"),
-        (vec!["--rate", "999gbit"], "from 1 kbit/s to 100 Gbit/s"),
+        (vec!["--link-rate", "-10mbit"], "rates cannot be negative"),
+        (
+            vec!["--link-rate", "999gbit"],
+            "from 1 kbit/s to 100 Gbit/s",
+        ),
         (vec!["--delay", "-5ms"], "cannot be negative"),
         (vec!["--delay", "2h"], "at most 10 s"),
         (vec!["--loss", "150%"], "percentage from 0 to 100"),
@@ -203,7 +206,7 @@ fn bad_link_parameters_are_refused_before_anything_is_created() {
     }
     let dir = tempfile::tempdir().unwrap();
     let assert = netlab()
-        .args(["stream", "--rate", "10mbit", "--out"])
+        .args(["stream", "--link-rate", "10mbit", "--out"])
         .arg(dir.path().join("r.jsonl"))
         .assert()
         .code(1);

@@ -83,7 +83,7 @@ pub struct PlacementArgs {
     pub link: Option<String>,
     /// Link rate (10mbit, 1gbit, ...); overrides the profile's.
     #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
-    pub rate: Option<String>,
+    pub link_rate: Option<String>,
     /// One-way delay each direction (10ms).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub delay: Option<String>,
@@ -118,7 +118,7 @@ pub struct PlacementArgs {
 impl PlacementArgs {
     fn link_options_given(&self) -> bool {
         self.link.is_some()
-            || self.rate.is_some()
+            || self.link_rate.is_some()
             || self.delay.is_some()
             || self.jitter.is_some()
             || self.loss.is_some()
@@ -143,14 +143,14 @@ impl PlacementArgs {
         if self.placement == PlacementKind::Loopback {
             if self.link_options_given() {
                 bail!(
-                    "link options (--link, --rate, --delay, --jitter, --loss, --mtu, --queue, --link-via, --capture, --pcap) need --placement netns"
+                    "link options (--link, --link-rate, --delay, --jitter, --loss, --mtu, --queue, --link-via, --capture, --pcap) need --placement netns"
                 );
             }
             return Ok(Placement::Loopback);
         }
         let profile = LinkProfile::with_overrides(&LinkOverrides {
             profile: self.link.clone(),
-            rate: self.rate.clone(),
+            rate: self.link_rate.clone(),
             delay: self.delay.clone(),
             jitter: self.jitter.clone(),
             loss: self.loss.clone(),

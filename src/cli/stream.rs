@@ -5,7 +5,7 @@ use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOption
 use crate::experiment::stream::{
     Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
-use crate::record::stream::{Direction, Flows};
+use crate::record::stream::{Direction, Flows, UdpPace};
 use crate::report;
 use crate::units::parse_size;
 use anyhow::bail;
@@ -97,6 +97,27 @@ pub struct StreamOptions {
     /// Both ends send at once: -P connections each way.
     #[arg(long)]
     pub bidir: bool,
+    /// UDP instead of TCP: datagrams paced at --rate, each numbered and
+    /// time-stamped; loss, duplicates, reordering, jitter (RFC 3550) and,
+    /// on one host, one-way latency.
+    #[arg(long, requires = "rate")]
+    pub udp: bool,
+    /// --udp's rate of UDP payload (10mbit, 1gbit, ...).
+    #[arg(
+        long,
+        value_name = "RATE",
+        requires = "udp",
+        allow_hyphen_values = true
+    )]
+    pub rate: Option<String>,
+    /// --udp's datagram length in bytes, netlab's 24-byte header included.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        requires = "udp",
+        allow_hyphen_values = true
+    )]
+    pub length: Option<i64>,
     #[command(flatten)]
     pub place: super::placement::PlacementArgs,
     #[command(flatten)]
@@ -104,6 +125,31 @@ pub struct StreamOptions {
 }
 
 impl StreamOptions {
+    /// `--udp --rate R [--length L]`, checked.
+    fn udp_pace(&self) -> anyhow::Result<Option<UdpPace>> {
+        if !self.udp {
+            return Ok(None);
+        }
+        let rate = self.rate.as_deref().unwrap_or("");
+        let rate_bps = crate::testbed::link::parse_rate(rate)
+            .map_err(|e| anyhow::anyhow!("--rate {rate}: {e}"))?;
+        if rate_bps == 0 {
+            bail!("--rate {rate}: a UDP rate must be above zero");
+        }
+        let length = self.length.unwrap_or(1460);
+        let (lo, hi) = (
+            crate::endpoint::udp::MIN_LENGTH,
+            crate::endpoint::udp::MAX_LENGTH,
+        );
+        if !(lo as i64..=hi as i64).contains(&length) {
+            bail!("--length {length}: give {lo} to {hi} bytes (netlab's header is 24)");
+        }
+        Ok(Some(UdpPace {
+            rate_bps,
+            length: length as usize,
+        }))
+    }
+
     /// Builds the run configuration, checking option combinations.
     pub fn config(&self, amount: Amount, record: u64) -> anyhow::Result<StreamConfig> {
         if self.chunk.is_some() && self.strategy != SendKind::Chunked {
@@ -148,6 +194,7 @@ impl StreamOptions {
             port: self.port,
             placement: self.place.placement("stream")?,
             interval_s: None,
+            udp: self.udp_pace()?,
             flows: Flows {
                 parallel: u32::try_from(self.parallel)
                     .ok()
@@ -220,6 +267,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut config = args.common.config(args.amount(), args.record)?;
     config.interval_s = args.interval;
     config.check_interval()?;
+    config.check_udp()?;
     config.check_limits()?;
     let confidence = args
         .confidence

@@ -16,6 +16,7 @@ pub mod pin;
 pub mod protocol;
 pub mod rpc;
 pub mod stream;
+pub mod udp;
 
 use crate::wire::control::{FrameReader, write_frame};
 use protocol::{Command, Reply};
@@ -26,6 +27,8 @@ enum State {
     Idle,
     Receiver(stream::Receiver),
     Sender(stream::Sender),
+    UdpReceiver(udp::UdpReceiver),
+    UdpSender(udp::UdpSender),
     Emulator(crate::testbed::emulator::Emulator),
     Capture(crate::testbed::capture::Capture),
     RpcServer(rpc::server::Running),
@@ -48,6 +51,29 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
     while let Some(command) = reader.next_message::<Command>()? {
         let reply = match (command, std::mem::replace(&mut state, State::Idle)) {
             (Command::Exit, _) => break,
+            (Command::StreamReceive(spec), _) if spec.udp => {
+                let bind = spec.bind;
+                match udp::UdpReceiver::bind(spec) {
+                    Ok(receiver) => {
+                        let addr = receiver.local_addr()?;
+                        state = State::UdpReceiver(receiver);
+                        Reply::Listening { addr }
+                    }
+                    Err(e) => failed(format_args!("binding UDP {bind}: {e}")),
+                }
+            }
+            (Command::StreamSend(spec), _) if spec.udp.is_some() => {
+                let pace = spec.udp.expect("checked");
+                let to = spec.connect;
+                match udp::UdpSender::connect(spec, pace) {
+                    Ok(sender) => {
+                        let local = sender.local_addr()?;
+                        state = State::UdpSender(sender);
+                        Reply::Connected { local }
+                    }
+                    Err(e) => failed(format_args!("UDP socket to {to}: {e}")),
+                }
+            }
             (Command::StreamReceive(spec), _) => match stream::Receiver::listen(spec) {
                 Ok(receiver) => {
                     let addr = receiver.local_addr()?;
@@ -76,6 +102,14 @@ pub fn serve<R: Read, W: Write>(input: R, mut output: W) -> std::io::Result<()> 
                 }
                 result.map_or_else(failed, |r| Reply::Done(Box::new(r)))
             }
+            (Command::Go, State::UdpReceiver(receiver)) => receiver.run().map_or_else(
+                |e| failed(format_args!("receiving UDP: {e}")),
+                |r| Reply::Done(Box::new(r)),
+            ),
+            (Command::Go, State::UdpSender(sender)) => sender.run().map_or_else(
+                |e| failed(format_args!("sending UDP: {e}")),
+                |r| Reply::Done(Box::new(r)),
+            ),
             (Command::Go, State::Sender(sender)) => {
                 fault_injection_point();
                 let mut interval_error = None;

@@ -56,6 +56,13 @@ pub struct ReceiveSpec {
     /// Through an agent: the most bytes the receiver takes.
     #[serde(default)]
     pub limit_bytes: Option<u64>,
+    /// `--udp`: receive test datagrams on a UDP socket instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub udp: bool,
+    /// Both ends read the same CLOCK_MONOTONIC (one host), so one-way
+    /// latency can be measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub udp_clock_shared: bool,
 }
 
 /// Sender set-up.
@@ -76,6 +83,9 @@ pub struct SendSpec {
     /// as it ends (`--interval`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<f64>,
+    /// `--udp`: paced datagrams instead of a TCP stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<crate::record::stream::UdpPace>,
 }
 
 /// Controller → endpoint.
@@ -198,6 +208,8 @@ mod tests {
                 interface: None,
                 guard: None,
                 limit_bytes: None,
+                udp: true,
+                udp_clock_shared: true,
             }),
             Command::StreamSend(SendSpec {
                 connect: "127.0.0.1:5001".parse().unwrap(),
@@ -211,6 +223,10 @@ mod tests {
                 interface: Some("nlb1a".into()),
                 token: Some([1; TOKEN_LEN]),
                 interval_s: Some(0.5),
+                udp: Some(crate::record::stream::UdpPace {
+                    rate_bps: 10_000_000,
+                    length: 1460,
+                }),
             }),
             Command::Go,
             Command::Exit,

@@ -229,6 +229,7 @@ impl Receiver {
             zerocopy: None,
             zerocopy_receive,
             intervals: Vec::new(),
+            udp: None,
             cpus,
             interface,
         })
@@ -951,6 +952,7 @@ impl Sender {
             zerocopy: tally.zerocopy,
             zerocopy_receive: None,
             intervals,
+            udp: None,
             cpus,
             interface,
         })
@@ -1251,6 +1253,8 @@ mod tests {
             interface: None,
             guard: None,
             limit_bytes: None,
+            udp: false,
+            udp_clock_shared: false,
         })
         .unwrap();
         let addr = receiver.local_addr().unwrap();
@@ -1264,6 +1268,7 @@ mod tests {
             interface: None,
             token: None,
             interval_s: None,
+            udp: None,
         })
         .unwrap();
         let sent = sender.run(&mut |_| {}).unwrap();
@@ -1286,6 +1291,8 @@ mod tests {
                 ports: None,
             }),
             limit_bytes,
+            udp: false,
+            udp_clock_shared: false,
         };
         let send = |addr, bytes| {
             Sender::connect(SendSpec {
@@ -1297,6 +1304,7 @@ mod tests {
                 interface: None,
                 token: Some(token),
                 interval_s: None,
+                udp: None,
             })
             .unwrap()
             .run(&mut |_| {})
@@ -1461,6 +1469,8 @@ mod tests {
             interface: None,
             guard: None,
             limit_bytes: None,
+            udp: false,
+            udp_clock_shared: false,
         })
         .err()
         .unwrap();

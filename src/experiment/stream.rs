@@ -18,7 +18,7 @@ use crate::endpoint::protocol::{
     SocketOptions,
 };
 use crate::measure::procstat;
-use crate::record::stream::{Direction, FlowResult, Flows, IntervalSample};
+use crate::record::stream::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
 use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
 use crate::units::format_size;
@@ -45,6 +45,8 @@ pub struct StreamConfig {
     pub flows: Flows,
     /// `--interval`: each sender reports TCP_INFO this often.
     pub interval_s: Option<f64>,
+    /// `--udp`: paced datagrams instead of a TCP stream.
+    pub udp: Option<UdpPace>,
 }
 
 #[derive(Debug, Error, PartialEq)]
@@ -61,6 +63,8 @@ pub enum ConfigError {
     Interval(String),
     #[error("--confidence {0}")]
     Confidence(String),
+    #[error("--udp: {0}")]
+    Udp(String),
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -81,6 +85,7 @@ impl Default for StreamConfig {
             placement: Placement::Loopback,
             flows: Flows::default(),
             interval_s: None,
+            udp: None,
         }
     }
 }
@@ -112,6 +117,46 @@ impl StreamConfig {
             processes: 2 * connections,
             ephemeral_ports: connections,
         })
+    }
+
+    /// `--udp`: a rate the link can carry, on a placement that has it.
+    pub fn check_udp(&self) -> Result<(), ConfigError> {
+        let Some(pace) = self.udp else {
+            return Ok(());
+        };
+        let refuse = |why: String| Err(ConfigError::Udp(why));
+        match &self.placement {
+            Placement::Remote { .. } => {
+                return refuse(
+                    "runs on loopback and netns for now (through agents the data port is TCP-guarded)"
+                        .into(),
+                );
+            }
+            Placement::Netns { link, .. } => {
+                if let Some(link_bps) = link.rate_bps
+                    && pace.rate_bps > link_bps
+                {
+                    return refuse(format!(
+                        "--rate {} Mbit/s is beyond the link profile's {} Mbit/s: the excess would only be dropped at the queue (ask for at most the link's rate)",
+                        pace.rate_bps as f64 / 1e6,
+                        link_bps as f64 / 1e6
+                    ));
+                }
+            }
+            Placement::Loopback => {}
+        }
+        if self.interval_s.is_some() {
+            return refuse("--interval reads TCP_INFO: it applies to TCP streams".into());
+        }
+        if let Amount::Bytes(b) = self.amount
+            && b < pace.length as u64
+        {
+            return refuse(format!(
+                "--bytes {b} is less than one datagram of {}",
+                pace.length
+            ));
+        }
+        Ok(())
     }
 
     /// `--interval`: above 10 ms, and within a timed run's length.
@@ -172,6 +217,7 @@ impl StreamConfig {
             design: None,
             flows: self.flows,
             interval_s: self.interval_s,
+            udp: self.udp,
         }
     }
 
@@ -261,6 +307,8 @@ fn set_up(
         interface: launcher.interface(receive_end),
         guard: launcher.guard(receive_end),
         limit_bytes: None,
+        udp: config.udp.is_some(),
+        udp_clock_shared: launcher.same_host(),
     }))?;
     let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
         Reply::Listening { addr } => addr,
@@ -275,6 +323,7 @@ fn set_up(
         interface: launcher.interface(send_end),
         token: launcher.token(),
         interval_s: config.interval_s,
+        udp: config.udp,
     }))?;
     match sender.recv(setup, "connecting", &mut |_| {})? {
         Reply::Connected { .. } => {}
@@ -628,6 +677,7 @@ mod tests {
             placement: Placement::Loopback,
             flows: Flows::default(),
             interval_s: None,
+            udp: None,
         }
     }
 

@@ -129,6 +129,9 @@ pub struct StreamParams {
     /// `--interval`, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<f64>,
+    /// `--udp`: the datagrams' length and rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<stream::UdpPace>,
 }
 
 impl Record {

@@ -180,6 +180,53 @@ pub struct IntervalSample {
     pub delivery_rate_mbit_s: Option<f64>,
 }
 
+/// `--udp`: datagrams of `length` bytes (header included) paced at
+/// `rate_bps` bits per second of UDP payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdpPace {
+    pub rate_bps: u64,
+    pub length: usize,
+}
+
+/// One-way latency percentiles, µs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// What a UDP run's end saw. The sender fills `sent` and `send_errors`;
+/// the receiver the rest (`sent` from the end marker, when it came).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpStats {
+    /// Data datagrams sent.
+    pub sent: Option<u64>,
+    /// Sends the kernel refused (ENOBUFS, ECONNREFUSED): not on the wire.
+    pub send_errors: u64,
+    /// Distinct data datagrams received.
+    pub received: u64,
+    /// Sent and never received (needs `sent`).
+    pub lost: Option<u64>,
+    pub lost_pct: Option<f64>,
+    /// Copies of a datagram already received.
+    pub duplicates: u64,
+    /// Datagrams that arrived after one with a higher sequence number.
+    pub reordered: u64,
+    /// RFC 3550's interarrival jitter (section 6.4.1), ms, as iperf3
+    /// reports it: J += (|D| - J) / 16 over consecutive arrivals.
+    pub jitter_ms: f64,
+    /// One-way latency, when both ends read the same clock (one host:
+    /// loopback or namespaces); None between hosts.
+    pub latency: Option<Latency>,
+    /// Datagrams that were not netlab's (wrong magic, short, bad payload).
+    pub malformed: u64,
+    /// Whether the end marker arrived (else the receiver stopped after
+    /// waiting, and `lost` is unknown).
+    pub end_seen: bool,
+}
+
 /// What `TCP_ZEROCOPY_RECEIVE` did for a receiver.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ZerocopyReceiveStats {
@@ -236,6 +283,9 @@ pub struct EndpointReport {
     /// bytes the peer acknowledged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalSample>,
+    /// `--udp`: what this end counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpStats>,
     /// The receiver's zero-copy receive, when it used it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zerocopy_receive: Option<ZerocopyReceiveStats>,

@@ -81,6 +81,9 @@ pub fn finish(dir: &Path, printed: &str) -> io::Result<Finished> {
 /// A stream table with the 1981 figures beside it.
 pub fn stream_section(title: &str, records: &[Record]) -> String {
     let mut text = tables::stream_table(title, records);
+    if let Some(lines) = tables::udp_text(records) {
+        text.push_str(&lines);
+    }
     if let Some(lines) = tables::intervals_text(records) {
         text.push_str(&lines);
     }

@@ -404,6 +404,56 @@ pub fn netns_lines(result: &StreamResult) -> String {
     out
 }
 
+/// `--udp`: what each run's receiver counted, one row a run.
+pub fn udp_text(records: &[Record]) -> Option<String> {
+    let rows: Vec<Vec<String>> = stream_results(records)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, r))| {
+            let got = r.receiver.udp.as_ref()?;
+            let sender = r.sender.udp.as_ref();
+            let latency = got.latency.as_ref().map_or("- (clocks apart)".into(), |l| {
+                format!("{} / {} / {}", num(l.p50_us), num(l.p99_us), num(l.max_us))
+            });
+            Some(vec![
+                (i + 1).to_string(),
+                sender
+                    .and_then(|s| s.sent)
+                    .map_or("-".into(), |n| n.to_string()),
+                got.received.to_string(),
+                match (got.lost, got.lost_pct) {
+                    (Some(n), Some(pct)) => format!("{n} ({pct:.3}%)"),
+                    _ => "? (no end marker)".into(),
+                },
+                got.duplicates.to_string(),
+                got.reordered.to_string(),
+                format!("{:.4}", got.jitter_ms),
+                latency,
+                sender.map_or(0, |s| s.send_errors).to_string(),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut text = "UDP datagrams (jitter: RFC 3550's interarrival estimator, as iperf3 reports it; latency one-way, on one host's clock):\n".to_string();
+    text.push_str(&markdown(
+        &[
+            "run",
+            "sent",
+            "received",
+            "lost",
+            "dup",
+            "reordered",
+            "jitter, ms",
+            "latency p50/p99/max, µs",
+            "send errors",
+        ],
+        &rows,
+    ));
+    Some(text)
+}
+
 /// What `--confidence` reached, in a line.
 pub fn confidence_text(c: &crate::experiment::stream::Confident) -> String {
     let asked = format!(

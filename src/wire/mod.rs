@@ -52,4 +52,5 @@ pub mod rlogin;
 pub mod rpc;
 pub mod tcpseg;
 pub mod telnet;
+pub mod udpstream;
 pub mod xdr;

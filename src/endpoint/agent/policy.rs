@@ -164,6 +164,10 @@ impl Policy {
                 if experiment != "stream" {
                     return Err(listens_for("a stream receiver"));
                 }
+                if spec.udp {
+                    // A UDP port has no connection to guard with the token.
+                    return Err("UDP tests are not served through agents".into());
+                }
                 let guard = spec.guard.as_mut().ok_or_else(unguarded)?;
                 guard.ports = Some(self.ports_for(spec.bind.port())?);
                 spec.limit_bytes = Some(self.max_bytes);
@@ -171,6 +175,9 @@ impl Policy {
             Command::StreamSend(spec) => {
                 if experiment != "stream" {
                     return Err(listens_for("a stream sender"));
+                }
+                if spec.udp.is_some() {
+                    return Err("UDP tests are not served through agents".into());
                 }
                 match spec.amount {
                     Amount::Bytes(bytes) if bytes > self.max_bytes => {
@@ -353,6 +360,8 @@ mod tests {
             interface: None,
             guard,
             limit_bytes: None,
+            udp: false,
+            udp_clock_shared: false,
         })
     }
 
@@ -407,6 +416,7 @@ mod tests {
                 interface: None,
                 token: None,
                 interval_s: None,
+                udp: None,
             })
         };
         assert!(
