@@ -297,3 +297,88 @@ fn bad_records_files_render_what_they_can_and_say_what_they_skipped() {
         String::from_utf8_lossy(&run.stderr).contains("cannot read /nonexistent/results.jsonl")
     );
 }
+
+/// What overflows its container in `page` at `width` px: each table,
+/// figure, SVG and text block whose right edge passes its parent's, and
+/// the page itself when it is wider than the window. The check runs as a
+/// script added to a copy of the page (the report itself has none).
+fn overflows(page: &Path, width: u32) -> Vec<String> {
+    let html = std::fs::read_to_string(page).unwrap();
+    let probe = r#"<script>
+const bad = [];
+const w = document.documentElement.clientWidth;
+for (const el of document.querySelectorAll('table, figure, svg, pre, .tw')) {
+  const parent = el.parentElement.getBoundingClientRect();
+  const r = el.getBoundingClientRect();
+  if (r.right > parent.right + 1 || r.left < parent.left - 1) {
+    bad.push(el.tagName + '#' + (el.id || el.closest('[id]')?.id || '?') + ' ' + Math.round(r.width) + '>' + Math.round(parent.width));
+  }
+}
+if (document.documentElement.scrollWidth > w + 1) bad.push('page ' + document.documentElement.scrollWidth + '>' + w);
+document.body.setAttribute('data-overflow', bad.join('; '));
+</script></body>"#;
+    let probed = page.with_file_name(format!("probe-{width}.html"));
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let url = format!("file://{}", probed.canonicalize().unwrap().display());
+    let run = std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--window-size={width},3000"))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let dom = String::from_utf8_lossy(&run.stdout);
+    let start = dom.find("data-overflow=\"").expect("the probe ran") + "data-overflow=\"".len();
+    let found = &dom[start..start + dom[start..].find('"').unwrap()];
+    found
+        .split("; ")
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn no_table_or_figure_overflows_at_desktop_or_phone_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = netlab()
+        .args(["report", FIXTURE, "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let page = dir.path().join("report.html");
+    let text = std::fs::read_to_string(&page).unwrap();
+    // Tables are tables now, with the source's columns apart.
+    assert!(text.matches("<table>").count() >= 5, "few tables");
+    assert!(text.contains("class=\"n"), "right-aligned numbers");
+    assert!(text.contains("then-first"), "then columns grouped");
+    for width in [1400, 400] {
+        let found = overflows(&page, width);
+        assert!(found.is_empty(), "at {width} px: {found:?}");
+    }
+}
+
+#[test]
+fn the_overflow_check_catches_a_table_wider_than_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("wide.html");
+    let cells = "<td>wide-cell-that-does-not-wrap</td>".repeat(30);
+    std::fs::write(
+        &page,
+        format!("<html><body><div><table><tr>{cells}</tr></table></div></body></html>"),
+    )
+    .unwrap();
+    let found = overflows(&page, 400);
+    assert!(found.iter().any(|f| f.starts_with("TABLE")), "{found:?}");
+    assert!(found.iter().any(|f| f.starts_with("page")), "{found:?}");
+}

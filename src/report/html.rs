@@ -564,7 +564,7 @@ pub fn notable(records: &[Record]) -> Vec<String> {
     found
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -595,8 +595,9 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
         skipped: loaded.skipped.clone(),
         figure_errors: Vec::new(),
     };
-    let mut html = String::from(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>netlab report</title>\n<style>\nbody{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\npre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:12px}\nfigure{margin:1.5em 0}figcaption{font-size:13px;color:#555}\n.reading{font-size:15px;line-height:1.5}\n.skipped,.missing{color:#a40}\nsvg{max-width:100%;height:auto}\n</style></head><body>\n<h1>netlab report</h1>\n",
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>netlab report</title>\n<style>\nbody{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\npre{{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}}\nfigure{{margin:1.5em 0;max-width:100%}}figcaption{{font-size:13px;color:#555}}\n.reading{{font-size:15px;line-height:1.5}}\n.skipped,.missing{{color:#a40}}\nsvg{{max-width:100%;height:auto}}\n{}\n</style></head><body>\n<h1>netlab report</h1>\n",
+        super::htmltext::CSS
     );
     let first = loaded.records.first();
     html.push_str(&format!(
@@ -672,8 +673,8 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
             }
         }
         html.push_str(&format!(
-            "<pre>{}</pre>\n<p>{} records; raw: <a href=\"{}\">{}</a> (experiment \"{}\").</p>\n",
-            escape(&section.tables),
+            "{}<p>{} records; raw: <a href=\"{}\">{}</a> (experiment \"{}\").</p>\n",
+            super::htmltext::text_to_html(&section.tables),
             section.records,
             escape(records_link),
             escape(records_link),
@@ -742,8 +743,8 @@ fn profile_section(
         return Ok(());
     }
     html.push_str(&format!(
-        "<section id=\"profile\">\n<h2>Where the CPU went, by layer (--profile)</h2>\n<pre>{}</pre>\n",
-        escape(&text)
+        "<section id=\"profile\">\n<h2>Where the CPU went, by layer (--profile)</h2>\n{}",
+        super::htmltext::text_to_html(&text)
     ));
     if !links.is_empty() {
         html.push_str("<p>Flame graphs, one per profiled cell (kernel call chains; each process's user-space time is one [user] frame):</p>\n<ul>\n");

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod figures;
 pub mod historical;
 pub mod html;
+pub mod htmltext;
 pub mod lab;
 pub mod login;
 pub mod profile;

@@ -1,0 +1,148 @@
+//! The lab end to end: in a test binary of its own, so that cargo runs it
+//! alone and the other tests' load does not starve its timed cells.
+
+mod common;
+
+use common::{lines_of, netlab};
+
+#[test]
+fn lab_runs_the_landed_experiments_and_writes_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let done = netlab()
+        .args(["lab", "--out-dir"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let text = String::from_utf8(done.get_output().stdout.clone()).unwrap();
+    // Figures not drawn are said on stderr: shown when a figure is missing.
+    let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
+    let figure_errors: Vec<&str> = stderr.lines().filter(|l| l.contains("figure")).collect();
+    // Joy's 4 MB, 64 times over per loopback run, reported per 4 MB.
+    assert!(text.contains("netlab stream: 256M in 1K records"), "{text}");
+    assert!(
+        text.contains("(each run moved it 64 times over, timed whole)"),
+        "{text}"
+    );
+    assert!(text.contains("netlab sweep stream"));
+    assert!(text.contains("knee:"));
+    assert!(text.contains("lab results: "));
+    let runs: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(runs.len(), 1);
+    let run_dir = runs[0].path();
+    let records = lines_of(&run_dir.join("results.jsonl"));
+    let count = |experiment: &str, placement: &str| {
+        records
+            .iter()
+            .filter(|r| r["experiment"] == experiment && r["placement"] == placement)
+            .count()
+    };
+    let root = netlab::testbed::netns::has_net_admin();
+    // Stream: 5 Joy runs on loopback, 2 over netns ether10 when root, then 15 sizes x 3 runs.
+    assert_eq!(count("stream", "loopback"), 5 + 15 * 3);
+    assert_eq!(count("stream", "netns"), if root { 2 } else { 0 });
+    // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
+    assert!(count("rpc", "loopback") >= 16);
+    assert_eq!(count("rpc", "netns") >= 16, root);
+    assert!(text.contains("netlab rpc: 20 calls x 3 reps"));
+    assert!(text.contains("cliff: TCP local"), "{text}");
+    if root {
+        assert!(text.contains("over an emulated 10 Mbit/s Ethernet"));
+        assert!(text.contains("wire A->B"));
+    } else {
+        assert!(text.contains("skipped: stream over netns"));
+    }
+    // Login: 16 and 48 users through each of the four relay designs and,
+    // as root with the packages .ci/run installs, telnetd and sshd beside them.
+    let telnetd = std::path::Path::new("/usr/sbin/telnetd").exists();
+    let sshd = root && std::path::Path::new("/usr/sbin/sshd").exists();
+    let real_servers = usize::from(telnetd) + usize::from(sshd);
+    let on_1989_host = |r: &&serde_json::Value| {
+        r["experiment"] == "login" && !r["params"]["host_cpu_preset"].is_null()
+    };
+    let probes: Vec<&serde_json::Value> = records.iter().filter(on_1989_host).collect();
+    assert_eq!(
+        count("login", "loopback") - probes.len(),
+        2 * (4 + real_servers)
+    );
+    // As root, each of fork's and splice's limit on a 1989-class host (a
+    // search of a few probes each), beside 1989's.
+    if root {
+        for relay in ["fork", "splice"] {
+            assert!(
+                probes.iter().any(|r| r["params"]["relay"] == relay),
+                "{relay}: {probes:?}"
+            );
+        }
+        assert!(
+            probes
+                .iter()
+                .all(|r| r["params"]["host_cpu_preset"]["name"] == "sun3")
+        );
+        assert!(
+            text.contains("netlab login on a 1989-class host: server CPU budget sun3: "),
+            "{text}"
+        );
+        assert!(
+            text.contains("1989 (000_2144c0e834c30e0c.txt): normal rlogind"),
+            "{text}"
+        );
+    } else {
+        assert!(probes.is_empty());
+        assert!(text.contains("skipped: each design's limit on a 1989-class host"));
+    }
+    for (server, present) in [("telnetd", telnetd), ("sshd", sshd)] {
+        let served = records
+            .iter()
+            .filter(|r| r["experiment"] == "login" && r["params"]["relay"] == server)
+            .count();
+        assert_eq!(served, if present { 2 } else { 0 }, "{server}");
+    }
+    assert!(
+        text.contains("netlab login: users typing 5 chars/s"),
+        "{text}"
+    );
+    // Output: 1 MB through each of the four designs, TELNET and rlogin, and
+    // through telnetd and sshd.
+    assert_eq!(count("output", "loopback"), 8 + real_servers);
+    // One cell of each over a netns ether10 link, as root.
+    assert_eq!(count("login", "netns"), usize::from(root));
+    assert_eq!(count("output", "netns"), usize::from(root));
+    // The report, its figures and the notable findings.
+    let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    for figure in [
+        "stream-throughput",
+        "rpc-time",
+        "cksum-speed",
+        "login-cpu",
+        "output-cpu",
+    ] {
+        let experiment = figure.split('-').next().unwrap();
+        let failed: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["experiment"] == experiment && !r["error"].is_null())
+            .map(|r| &r["error"])
+            .collect();
+        assert!(
+            report.contains(&format!("<figure id=\"{figure}\"><svg")),
+            "{figure}: figure errors {figure_errors:?}; failed {experiment} cells {failed:?}"
+        );
+        assert!(
+            run_dir.join(format!("{figure}.png")).exists(),
+            "{figure}.png"
+        );
+    }
+    assert!(
+        text.contains("most notable:\n1. RPC over TCP local stalls"),
+        "{text}"
+    );
+    assert!(text.contains("netlab output: 1M of text"), "{text}");
+    let failed: Vec<String> = records
+        .iter()
+        .filter(|r| !r["error"].is_null())
+        .map(|r| format!("{}: {}", r["experiment"], r["error"]))
+        .collect();
+    assert!(failed.is_empty(), "failed cells: {failed:#?}");
+    let tables = std::fs::read_to_string(run_dir.join("tables.txt")).unwrap();
+    assert!(tables.contains("then (1981"));
+    assert!(tables.contains("kernel-assisted"));
+}
