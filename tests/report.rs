@@ -43,6 +43,8 @@ fn figure_data_matches_its_snapshots() {
             "stream-throughput",
             "rpc-time",
             "cksum-speed",
+            "cksum-speed-2",
+            "cksum-speed-3",
             "login-cpu",
             "login-echo",
             "login-cost",
@@ -51,6 +53,13 @@ fn figure_data_matches_its_snapshots() {
         ]
     );
     for figure in &all {
+        // Small multiples: no panel holds more than six lines.
+        assert!(
+            figure.series.len() <= 6,
+            "{}: {}",
+            figure.id,
+            figure.series.len()
+        );
         // Every figure names its units and where its points came from.
         assert!(
             figure.y_label.contains('('),
@@ -362,6 +371,17 @@ fn no_table_or_figure_overflows_at_desktop_or_phone_width() {
     assert!(text.matches("<table>").count() >= 5, "few tables");
     assert!(text.contains("class=\"n"), "right-aligned numbers");
     assert!(text.contains("then-first"), "then columns grouped");
+    // Each figure has a title and a text alternative.
+    let figures = text.matches("<figure id=").count();
+    assert_eq!(
+        text.matches("<svg role=\"img\" aria-label=").count(),
+        figures
+    );
+    assert_eq!(text.matches("<desc>").count(), figures);
+    assert!(
+        text.contains("points, from "),
+        "the alternative gives each series' range"
+    );
     for width in [1400, 400] {
         let found = overflows(&page, width);
         assert!(found.is_empty(), "at {width} px: {found:?}");

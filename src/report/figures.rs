@@ -420,7 +420,7 @@ pub fn output_figures(records: &[Record]) -> Vec<Figure> {
 
 /// GB/s of every checksum and copy variant vs buffer size (hot buffers),
 /// with the read limit and memcpy as the limits they are judged against.
-pub fn cksum_speed(records: &[Record]) -> Option<Figure> {
+pub fn cksum_speed(records: &[Record]) -> Vec<Figure> {
     let mut points: Vec<(String, f64, f64)> = Vec::new();
     let mut used = Vec::new();
     for record in records {
@@ -437,27 +437,80 @@ pub fn cksum_speed(records: &[Record]) -> Option<Figure> {
         }
     }
     if points.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let mut series = by_series(points);
-    for s in &mut series {
-        if s.name.contains("read") || s.name == "memcpy" {
-            s.style = Style::Model;
-            s.name = format!("{} (limit)", s.name);
+    let (mut limits, variants): (Vec<Series>, Vec<Series>) = by_series(points)
+        .into_iter()
+        .partition(|s| s.name.contains("read") || s.name == "memcpy");
+    for s in &mut limits {
+        s.style = Style::Model;
+        s.name = format!("{} (limit)", s.name);
+    }
+    // Small multiples: one panel per kind (checksum alone, copy and
+    // checksum fused, copy alone), at most four variants each, every one
+    // beside the machine's limits: no panel holds more than six lines.
+    let kind = |name: &str| {
+        if name.starts_with("fused") {
+            "copy and checksum fused"
+        } else if name.starts_with("copy") {
+            "copy"
+        } else {
+            "checksum"
+        }
+    };
+    let mut panels: Vec<(&str, Vec<Series>)> = Vec::new();
+    for s in variants {
+        let k = kind(&s.name);
+        match panels.last_mut() {
+            Some((last, group)) if *last == k && group.len() < PER_PANEL => group.push(s),
+            _ => panels.push((k, vec![s])),
         }
     }
-    Some(Figure {
-        id: "cksum-speed".into(),
-        title: "Checksum and copy speed vs buffer size (hot)".into(),
-        x_label: "buffer size (bytes, log)".into(),
-        y_label: "GB/s (10^9 bytes per second)".into(),
-        log_x: true,
-        log_y: false,
-        categories: Vec::new(),
-        series,
-        marks: Vec::new(),
-        caption: caption(&used),
-    })
+    panels
+        .into_iter()
+        .enumerate()
+        .map(|(i, (k, group))| Figure {
+            id: if i == 0 {
+                "cksum-speed".into()
+            } else {
+                format!("cksum-speed-{}", i + 1)
+            },
+            title: format!("Speed vs buffer size (hot): {k}"),
+            x_label: "buffer size (bytes, log)".into(),
+            y_label: "GB/s (10^9 bytes per second)".into(),
+            log_x: true,
+            log_y: false,
+            categories: Vec::new(),
+            series: group.into_iter().chain(limits.iter().cloned()).collect(),
+            marks: Vec::new(),
+            caption: caption(&used),
+        })
+        .collect()
+}
+
+/// Variants per checksum panel (the limits are drawn beside them).
+const PER_PANEL: usize = 4;
+
+/// A figure in words, for readers who cannot see it: its axes, and each
+/// series' range of values.
+pub fn describe(f: &Figure) -> String {
+    let mut text = format!("{}: {} against {}.", f.title, f.y_label, f.x_label);
+    for s in &f.series {
+        let ys = s.points.iter().map(|p| p.1).filter(|y| y.is_finite());
+        let (lo, hi) = ys.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), y| {
+            (lo.min(y), hi.max(y))
+        });
+        if lo.is_finite() {
+            text.push_str(&format!(
+                " {}: {} points, from {} to {}.",
+                s.name,
+                s.points.len(),
+                super::tables::num(lo),
+                super::tables::num(hi)
+            ));
+        }
+    }
+    text
 }
 
 /// Every figure the records allow, in report order.
@@ -537,7 +590,7 @@ where
     let (y0, y1) = axis_range(ys, f.log_y);
     let mut builder = ChartBuilder::on(&body);
     builder
-        .caption(&f.title, ("sans-serif", 20))
+        .caption(&f.title, ("sans-serif", 24))
         .margin(12)
         .x_label_area_size(if f.categories.is_empty() { 40 } else { 110 })
         .y_label_area_size(70);
@@ -557,12 +610,13 @@ where
             let mut mesh = chart.configure_mesh();
             mesh.x_desc(f.x_label.as_str())
                 .y_desc(f.y_label.as_str())
-                .label_style(("sans-serif", 12));
+                .label_style(("sans-serif", 15))
+                .axis_desc_style(("sans-serif", 16));
             if !categories.is_empty() {
                 mesh.x_labels(categories.len())
                     .x_label_formatter(&category_label)
                     .x_label_style(
-                        ("sans-serif", 11)
+                        ("sans-serif", 14)
                             .into_font()
                             .transform(FontTransform::Rotate90),
                     );
@@ -640,7 +694,7 @@ where
                     .configure_series_labels()
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK.mix(0.4))
-                    .label_font(("sans-serif", 12))
+                    .label_font(("sans-serif", 15))
                     .position(legend_position(f))
                     .draw()?;
             }

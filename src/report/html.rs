@@ -564,6 +564,22 @@ pub fn notable(records: &[Record]) -> Vec<String> {
     found
 }
 
+/// `svg` with `role="img"`, a `<title>` and a `<desc>` (the figure's text
+/// alternative) as its first children.
+fn accessible(svg: &str, title: &str, description: &str) -> String {
+    match svg.find('>') {
+        Some(end) if svg.starts_with("<svg") => format!(
+            "<svg role=\"img\" aria-label=\"{}\"{}><title>{}</title><desc>{}</desc>{}",
+            escape(title),
+            &svg[4..end],
+            escape(title),
+            escape(description),
+            &svg[end + 1..]
+        ),
+        _ => svg.to_string(),
+    }
+}
+
 pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -659,8 +675,11 @@ pub fn write(loaded: &Loaded, records_link: &str, dir: &Path) -> std::io::Result
                             .figure_errors
                             .push(format!("{}.png: {e}", figure.id)),
                     }
-                    // Inline: the SVG document without its XML prologue.
+                    // Inline: the SVG document without its XML prologue,
+                    // with its title and a text alternative for readers
+                    // that cannot see it.
                     let body = svg.find("<svg").map_or(svg.as_str(), |start| &svg[start..]);
+                    let body = accessible(body, &figure.title, &figures::describe(figure));
                     html.push_str(&format!(
                         "<figure id=\"{}\">{body}<figcaption>{} ({}.svg, {}.png)</figcaption></figure>\n",
                         figure.id,
