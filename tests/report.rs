@@ -42,12 +42,14 @@ fn figure_data_matches_its_snapshots() {
         [
             "stream-throughput",
             "rpc-time",
+            "rpc-time-udp",
             "cksum-speed",
             "cksum-speed-2",
             "cksum-speed-3",
             "login-cpu",
             "login-echo",
             "login-cost",
+            "login-then",
             "output-cpu",
             "output-segments"
         ]

@@ -148,10 +148,10 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
 
 /// Time per call vs argument size per column (TCP/UDP, local/remote),
 /// cliffs marked with their diagnosis reruns' times where recorded.
-pub fn rpc_time(records: &[Record]) -> Option<Figure> {
+pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
     let measured = rpc::measured_records(records);
     if measured.is_empty() {
-        return None;
+        return Vec::new();
     }
     let mut series: Vec<Series> = Vec::new();
     for r in &measured {
@@ -180,7 +180,7 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
     }
     // The cliffs `netlab rpc` flags (by the median call), with the best
     // time a diagnosis rerun reached.
-    let marks = rpc::flag_cliffs(&measured)
+    let marks: Vec<(String, Mark)> = rpc::flag_cliffs(&measured)
         .into_iter()
         .map(|(column, cliff, params, result)| {
             let fixed = diagnosis_reruns(records, &column, params.size);
@@ -191,26 +191,71 @@ pub fn rpc_time(records: &[Record]) -> Option<Figure> {
                 ),
                 None => format!("{column} {} B: {:.1} ms/call", cliff.size, cliff.measured),
             };
-            Mark {
+            let mark = Mark {
                 x: cliff.size.max(1.0),
                 y: result.ms_per_100_calls.median / 100.0,
                 label,
-            }
+            };
+            (column, mark)
         })
         .collect();
     let used: Vec<&Record> = measured.iter().collect();
-    Some(Figure {
-        id: "rpc-time".into(),
-        title: "Sun RPC: time per call vs argument size".into(),
-        x_label: "argument size (bytes, log; 0 drawn at 1)".into(),
-        y_label: "time per call (ms, log)".into(),
-        log_x: true,
-        log_y: true,
-        categories: Vec::new(),
-        series,
-        marks,
-        caption: caption(&used),
-    })
+    // One panel per protocol: today's local and remote columns beside
+    // 1989's (the document's figures read as ms per call, the one reading
+    // its own Ethernet allows), four lines a panel.
+    let h = &super::historical::figures().rpc_size_sweep;
+    let then = |proto: &str, place: &str| -> Option<Series> {
+        let column = format!("{}_{place}", proto.to_ascii_lowercase());
+        let index = h.columns.iter().position(|c| *c == column)?;
+        Some(Series {
+            name: format!("1989 {proto} {place} (Sun-3/60)"),
+            style: Style::Model,
+            points: h
+                .rows
+                .iter()
+                .filter_map(|row| Some((row.first()?.max(1.0), *row.get(index)?)))
+                .collect(),
+        })
+    };
+    ["TCP", "UDP"]
+        .into_iter()
+        .filter_map(|proto| {
+            let now: Vec<Series> = series
+                .iter()
+                .filter(|s| s.name.starts_with(proto))
+                .cloned()
+                .collect();
+            if now.is_empty() {
+                return None;
+            }
+            let then_series: Vec<Series> = ["local", "remote"]
+                .iter()
+                .filter_map(|place| then(proto, place))
+                .collect();
+            Some(Figure {
+                id: if proto == "TCP" {
+                    "rpc-time".into()
+                } else {
+                    "rpc-time-udp".into()
+                },
+                title: format!(
+                    "Sun RPC over {proto}: time per call vs argument size, 1989 and now"
+                ),
+                x_label: "argument size (bytes, log; 0 drawn at 1)".into(),
+                y_label: "time per call (ms, log)".into(),
+                log_x: true,
+                log_y: true,
+                categories: Vec::new(),
+                series: now.into_iter().chain(then_series).collect(),
+                marks: marks
+                    .iter()
+                    .filter(|(column, _)| column.starts_with(proto))
+                    .map(|(_, m)| m.clone())
+                    .collect(),
+                caption: caption(&used),
+            })
+        })
+        .collect()
 }
 
 /// A login-load cell: series name, users, result, record.
@@ -304,7 +349,46 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
         marks: Vec::new(),
         caption: caption(&used),
     };
-    vec![
+    // 1989 beside now, where the units match: the busy CPU of rlogind (a
+    // process per session: today's fork design) and of the kernel-assisted
+    // relay (today's splice design) at 16 and 48 users.
+    let h = &super::historical::figures().login_relay_load;
+    let column = |name: &str| h.columns.iter().position(|c| c == name);
+    let then = |relay: &str, name: &str| -> Option<Series> {
+        let (r, u, us, sy) = (
+            column("relay")?,
+            column("users")?,
+            column("cpu_us")?,
+            column("cpu_sy")?,
+        );
+        let number = |v: &toml::Value| v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+        Some(Series {
+            name: name.into(),
+            style: Style::Model,
+            points: h
+                .rows
+                .iter()
+                .filter(|row| row.get(r).and_then(|v| v.as_str()) == Some(relay))
+                .filter_map(|row| {
+                    Some((
+                        number(row.get(u)?)?,
+                        number(row.get(us)?)? + number(row.get(sy)?)?,
+                    ))
+                })
+                .collect(),
+        })
+    };
+    let now_then: Vec<Series> = cpu
+        .iter()
+        .filter(|s| s.name == "fork rlogin loopback" || s.name == "splice rlogin loopback")
+        .cloned()
+        .chain(then(
+            "user",
+            "1989 rlogind, a process per session (Sun-3/260)",
+        ))
+        .chain(then("kernel", "1989 kernel-assisted relay (Sun-3/260)"))
+        .collect();
+    let mut figures = vec![
         figure(
             "login-cpu",
             "Login load: CPU busy vs users",
@@ -326,7 +410,17 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
             false,
             per_key,
         ),
-    ]
+    ];
+    if now_then.iter().any(|s| s.style == Style::Measured) {
+        figures.push(figure(
+            "login-then",
+            "Login load over rlogin: CPU busy vs users, 1989 and now",
+            "CPU user + system (% of all CPUs; 1989: the one CPU of a Sun-3/260)",
+            false,
+            now_then,
+        ));
+    }
+    figures
 }
 
 /// Server CPU per KB and mean segment size per server and protocol.
