@@ -99,6 +99,20 @@ pub struct PlacementArgs {
     /// Bottleneck queue in bytes (16K).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub queue: Option<String>,
+    /// netem's impairments in tc's words: "delay 10ms 2ms 25% distribution
+    /// normal loss gemodel 1% 30% duplicate 1% corrupt 0.1% reorder 25%
+    /// gap 5 rate 10mbit 24 slot 1ms 3ms packets 8" (tc-netem(8)).
+    #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
+    pub netem: Option<String>,
+    /// Frames the sending interface holds at once (Sun's LANCE driver: 1).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub tx_queue: Option<i64>,
+    /// With --tx-queue: the driver's time to hand over the next frame (150us).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub tx_service: Option<String>,
+    /// A receiver that drops frames arriving closer than this (the 82586).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub rx_min_gap: Option<String>,
     /// How to build the link.
     #[arg(long, value_enum, default_value = "auto")]
     pub link_via: ViaKind,
@@ -124,6 +138,10 @@ impl PlacementArgs {
             || self.loss.is_some()
             || self.mtu.is_some()
             || self.queue.is_some()
+            || self.netem.is_some()
+            || self.tx_queue.is_some()
+            || self.tx_service.is_some()
+            || self.rx_min_gap.is_some()
             || self.capture
             || self.pcap.is_some()
             || self.link_via != ViaKind::Auto
@@ -143,7 +161,7 @@ impl PlacementArgs {
         if self.placement == PlacementKind::Loopback {
             if self.link_options_given() {
                 bail!(
-                    "link options (--link, --link-rate, --delay, --jitter, --loss, --mtu, --queue, --link-via, --capture, --pcap) need --placement netns"
+                    "link options (--link, --link-rate, --delay, --jitter, --loss, --mtu, --queue, --netem, --tx-queue, --tx-service, --rx-min-gap, --link-via, --capture, --pcap) need --placement netns"
                 );
             }
             return Ok(Placement::Loopback);
@@ -156,6 +174,10 @@ impl PlacementArgs {
             loss: self.loss.clone(),
             mtu: self.mtu,
             queue: self.queue.clone(),
+            netem: self.netem.clone(),
+            tx_queue: self.tx_queue,
+            tx_service: self.tx_service.clone(),
+            rx_min_gap: self.rx_min_gap.clone(),
         })?;
         Ok(Placement::Netns {
             link: profile,

@@ -50,9 +50,7 @@ impl Bed {
                     netns: testbed.netns_path(side),
                     interface: testbed.interface(side).to_string(),
                 }),
-                delay_us: link.delay_us,
-                jitter_us: link.jitter_us,
-                loss_pct: link.loss_pct,
+                link: link.clone(),
                 queue_bytes: link.queue_bytes.unwrap_or(EMULATOR_DEFAULT_QUEUE),
                 seed,
             }))?;

@@ -88,6 +88,121 @@ pub struct LinkProfile {
     /// short name (tx, rx, tso, gso, gro) and whether it is on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offloads: Vec<(String, bool)>,
+    /// netem's further impairments and 1989's Ethernet quirks, beyond the
+    /// delay, jitter and loss above.
+    #[serde(default, skip_serializing_if = "Impairments::is_plain")]
+    pub impair: Box<Impairments>,
+}
+
+/// What a link does to packets beyond a fixed delay, uniform jitter and
+/// random loss: netem's impairments (tc-netem(8)) and the quirks of 1989's
+/// Ethernet interfaces. Percentages are 0-100. Data only; the model that
+/// applies them is `testbed::impair`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Impairments {
+    /// How the delay varies around its mean (`jitter` is the spread).
+    pub distribution: DelayDistribution,
+    /// Each delay's dependence on the one before (netem's correlation).
+    pub delay_correlation_pct: f64,
+    /// Let jitter reorder packets, as netem does without a rate; by
+    /// default a packet never overtakes the one sent before it.
+    pub jitter_reorders: bool,
+    /// Dependence of each random loss decision on the one before.
+    pub loss_correlation_pct: f64,
+    /// A loss model with memory, instead of `loss_pct`'s independent losses.
+    pub loss_model: Option<LossModel>,
+    pub duplicate_pct: f64,
+    pub duplicate_correlation_pct: f64,
+    /// Packets with one bit flipped at a random offset.
+    pub corrupt_pct: f64,
+    pub corrupt_correlation_pct: f64,
+    /// Packets sent at once, ahead of delayed ones (netem's reorder).
+    pub reorder_pct: f64,
+    pub reorder_correlation_pct: f64,
+    /// Reorder only after this many packets were delayed (netem's gap).
+    pub reorder_gap: u32,
+    /// What a packet costs on the wire beyond its IP bytes, for the rate.
+    pub framing: Option<Framing>,
+    /// Deliver in slots (netem's slot): bursts at intervals.
+    pub slot: Option<Slot>,
+    /// Frames the sending interface holds at once (Sun's LANCE driver: 1).
+    pub tx_queue: Option<u32>,
+    /// Time the driver takes, after a frame ends on the wire, to hand the
+    /// interface its next one when its queue was full (LANCE: over 150 µs).
+    pub tx_service_us: u64,
+    /// A receiver that drops frames arriving closer than this after the
+    /// last one it took (the Intel 82586 of Sun's file servers).
+    pub rx_min_gap_us: u64,
+}
+
+impl Impairments {
+    /// Nothing beyond delay, uniform jitter and independent loss.
+    pub fn is_plain(&self) -> bool {
+        *self == Impairments::default()
+    }
+}
+
+/// The shape of the delay around its mean, from netem's tables.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelayDistribution {
+    /// Uniform over mean ± jitter (netem's default).
+    #[default]
+    Uniform,
+    Normal,
+    Pareto,
+    /// A quarter normal, three quarters Pareto (NIST Net's mix).
+    Paretonormal,
+}
+
+/// Loss with memory, as netem's `loss state` and `loss gemodel`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "model")]
+pub enum LossModel {
+    /// Gilbert-Elliott: a good and a bad state; `p` good to bad, `r` bad
+    /// to good, and the loss probability in each.
+    GilbertElliott {
+        p_pct: f64,
+        r_pct: f64,
+        bad_loss_pct: f64,
+        good_loss_pct: f64,
+    },
+    /// The 4-state Markov model of Salsano et al. (netem's GI model):
+    /// transmitted and lost states in gap and burst periods.
+    FourState {
+        p13_pct: f64,
+        p31_pct: f64,
+        p32_pct: f64,
+        p23_pct: f64,
+        p14_pct: f64,
+    },
+}
+
+/// Bytes a packet occupies on the wire beyond its IP bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Framing {
+    /// 10 Mbit/s Ethernet: 14 bytes of header and 4 of FCS, padding to the
+    /// 64-byte minimum frame, 8 of preamble and the 12-byte (9.6 µs)
+    /// interframe gap.
+    Ethernet,
+    /// netem's `packetoverhead`, `cellsize`, `celloverhead`.
+    Overhead {
+        packet: i32,
+        cell_size: u32,
+        cell_overhead: i32,
+    },
+}
+
+/// netem's slots: packets leave in bursts, a slot every `min_us..max_us`,
+/// each carrying at most `packets` and `bytes` (0: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    pub min_us: u64,
+    pub max_us: u64,
+    pub packets: u32,
+    pub bytes: u32,
 }
 
 /// How the link was realised, for the record.
@@ -137,6 +252,33 @@ pub struct EmulatorReport {
     /// Seed of the loss and jitter generator.
     #[serde(default)]
     pub seed: u64,
+    /// What the link model did, per direction.
+    #[serde(default)]
+    pub model: [ModelCounts; 2],
+}
+
+/// Per direction: what the link model did to the packets it was given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelCounts {
+    pub packets: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+    pub reordered: u64,
+    pub queue_drops: u64,
+    /// Frames the receiver dropped for arriving too soon after the last.
+    pub rx_gap_drops: u64,
+    /// Frames that waited for the driver to hand them over (`tx_service`).
+    pub tx_service_waits: u64,
+    /// On the emulated wire: the gap between one frame's end and the next
+    /// one's start, µs (the interframe gap included), when the wire is busy.
+    pub wire_gap_us_min: f64,
+    pub wire_gap_us_p50: f64,
+    /// Frames sent with the wire still busy with the one before (queued).
+    pub back_to_back: u64,
+    /// Busy time of the emulated wire, ms.
+    pub wire_busy_ms: f64,
 }
 
 /// One TCP segment of a port-filtered capture.

@@ -400,6 +400,51 @@ pub fn netns_lines(result: &StreamResult) -> String {
             num(e.usage.cpu_s()),
             num(e.wall_s),
         );
+        let _ = write!(out, "{}", emulator_model_text(e));
+    }
+    out
+}
+
+/// What the emulator's link model did beyond loss and tail drop, a line
+/// per direction that saw anything (nothing for a plain link).
+pub fn emulator_model_text(e: &crate::record::testbed::EmulatorReport) -> String {
+    let mut out = String::new();
+    for (dir, name) in [(0, "A->B"), (1, "B->A")] {
+        let m = &e.model[dir];
+        let mut parts = Vec::new();
+        for (count, what) in [
+            (m.duplicated, "duplicated"),
+            (m.corrupted, "corrupted"),
+            (m.reordered, "sent ahead (reordered)"),
+            (m.rx_gap_drops, "dropped by the slow receiver"),
+            (m.tx_service_waits, "waited for the driver's service"),
+        ] {
+            if count > 0 {
+                parts.push(format!("{count} {what}"));
+            }
+        }
+        if m.back_to_back + m.tx_service_waits > 0 {
+            parts.push(format!(
+                "wire busy {} ms, {} frames queued behind another, gap between queued frames on the wire min {} µs p50 {} µs",
+                num(m.wire_busy_ms),
+                m.back_to_back,
+                num(m.wire_gap_us_min),
+                num(m.wire_gap_us_p50)
+            ));
+        } else if m.wire_busy_ms > 0.0 {
+            parts.push(format!(
+                "wire busy {} ms, no frame queued",
+                num(m.wire_busy_ms)
+            ));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(
+                out,
+                "link model {name} ({} packets): {}",
+                m.packets,
+                parts.join(", ")
+            );
+        }
     }
     out
 }

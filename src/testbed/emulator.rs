@@ -1,30 +1,38 @@
 //! netlab's user-space wire emulator: the link between two namespaces when
-//! the kernel has no netem.
+//! the kernel has no netem, or when the link needs what netem lacks (1989's
+//! one-packet driver and slow receiver).
 //!
 //! Each namespace holds a TUN device carrying its end of the link. The
 //! emulator (running in its own endpoint process, so its CPU is its own)
 //! opens both devices, then relays IP packets between them, one thread
-//! serving both directions: a packet read from A's device is dropped with
-//! the loss probability, held until `now + delay ± jitter`, and written into
-//! B's device, where B's stack receives it; and the reverse.
+//! serving both directions: each packet read from one device is handed to
+//! that direction's [`LinkModel`] (`testbed::impair`), which decides whether
+//! it is lost, duplicated or corrupted, and when it leaves the far end of
+//! the link (the wire's rate and framing, the driver's queue, the delay and
+//! its distribution, reordering, slots, the receiver); the emulator holds
+//! it until then and writes it into the other device, where that stack
+//! receives it.
 //!
 //! Invariants and choices:
-//! - order is kept per direction: a packet is never released before the one
-//!   read before it (netem reorders under jitter; this emulator does not);
-//! - the queue of held packets per direction is bounded by the profile's
-//!   queue (bytes); a packet arriving to a full queue is dropped and counted
-//!   (tail drop), like a router's;
-//! - with no delay and no jitter a packet is written as soon as it is read;
+//! - every decision is the model's, seeded and recorded, so a run can be
+//!   repeated; the emulator only keeps time and moves bytes;
+//! - held packets leave in order of their release time (ties in the order
+//!   they came), so the model alone decides about order;
+//! - with no impairment and no rate a packet is written as soon as it is
+//!   read, without the model;
 //! - timing uses `ppoll` with nanosecond timeouts and a 1 µs timer slack, so
 //!   the emulator's own added latency is tens of microseconds, measured per
-//!   packet (read to write, beyond the intended delay) and reported;
-//! - rate shaping is not done here: tbf on the TUN devices does it, before
-//!   packets reach the emulator.
+//!   packet (release time to write) and reported;
+//! - the rate is the model's (per wire packet, with its framing); the TUN
+//!   devices carry no qdisc of netlab's.
 
 use crate::measure::rusage::ProcessUsage;
 pub use crate::record::testbed::EmulatorReport;
+use crate::record::testbed::LinkProfile;
+use crate::testbed::impair::LinkModel;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -45,12 +53,11 @@ pub struct TunSide {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmulatorSpec {
     pub sides: [TunSide; 2],
-    pub delay_us: u64,
-    pub jitter_us: u64,
-    pub loss_pct: f64,
+    /// The link to emulate, each direction alike.
+    pub link: LinkProfile,
     /// Bytes held per direction before tail drop.
     pub queue_bytes: u64,
-    /// Seed of the loss and jitter generator, so a run can be repeated.
+    /// Seed of the model's draws, so a run can be repeated.
     pub seed: u64,
 }
 
@@ -137,9 +144,28 @@ impl Emulator {
     }
 }
 
+/// A packet waiting for its release time; ordered by (time, arrival).
 struct Held {
-    release: Instant,
+    release_ns: u64,
+    seq: u64,
     packet: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.release_ns, self.seq) == (other.release_ns, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.release_ns, self.seq).cmp(&(other.release_ns, other.seq))
+    }
 }
 
 /// The largest IP packet a TUN device can carry.
@@ -150,13 +176,20 @@ const BATCH: usize = 64;
 fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Result<EmulatorReport> {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000) };
-    let mut rng = fastrand::Rng::with_seed(spec.seed);
-    let delay = Duration::from_micros(spec.delay_us);
-    let jitter = spec.jitter_us;
-    let loss = spec.loss_pct / 100.0;
-    let immediate = spec.delay_us == 0 && spec.jitter_us == 0;
-    let mut queues: [VecDeque<Held>; 2] = [VecDeque::new(), VecDeque::new()];
-    let mut queued_bytes = [0u64; 2];
+    let origin = Instant::now();
+    let now_ns = || origin.elapsed().as_nanos() as u64;
+    // Each direction draws from its own stream, both from the one seed.
+    let mut models = [
+        LinkModel::new(&spec.link, spec.queue_bytes, spec.seed),
+        LinkModel::new(
+            &spec.link,
+            spec.queue_bytes,
+            spec.seed ^ 0x9e37_79b9_7f4a_7c15,
+        ),
+    ];
+    let immediate = models[0].is_immediate();
+    let mut queues: [BinaryHeap<Reverse<Held>>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
+    let mut seq = 0u64;
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut report = EmulatorReport::default();
     let mut overhead = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
@@ -166,14 +199,16 @@ fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Resu
 
     while !stop.load(Ordering::Relaxed) {
         // Release what is due.
-        let now = Instant::now();
+        let now = now_ns();
         for dir in 0..2 {
-            while queues[dir].front().is_some_and(|h| h.release <= now) {
-                let held = queues[dir].pop_front().expect("front exists");
+            while queues[dir]
+                .peek()
+                .is_some_and(|Reverse(h)| h.release_ns <= now)
+            {
+                let Reverse(held) = queues[dir].pop().expect("peeked");
                 write_packet(raw[1 - dir], &held.packet)?;
-                queued_bytes[dir] -= held.packet.len() as u64;
-                let late = now.saturating_duration_since(held.release);
-                let _ = overhead.record(late.as_micros().max(1) as u64);
+                let late_us = now.saturating_sub(held.release_ns) / 1000;
+                let _ = overhead.record(late_us.max(1));
                 report.forwarded_packets[dir] += 1;
                 report.forwarded_bytes[dir] += held.packet.len() as u64;
                 spare.push(held.packet);
@@ -181,10 +216,10 @@ fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Resu
         }
         let next_release = queues
             .iter()
-            .filter_map(|q| q.front().map(|h| h.release))
+            .filter_map(|q| q.peek().map(|Reverse(h)| h.release_ns))
             .min();
         let timeout = next_release
-            .map(|t| t.saturating_duration_since(Instant::now()))
+            .map(|t| Duration::from_nanos(t.saturating_sub(now_ns())))
             .unwrap_or(Duration::from_millis(50))
             .min(Duration::from_millis(50));
         let mut pfds = [
@@ -228,43 +263,38 @@ fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Resu
                     }
                 }
                 let n = n as usize;
-                let read_at = Instant::now();
-                if loss > 0.0 && rng.f64() < loss {
-                    report.lost_packets[dir] += 1;
-                    continue;
-                }
+                let read_at = now_ns();
                 if immediate {
                     write_packet(raw[1 - dir], &buf[..n])?;
-                    let _ = overhead.record(read_at.elapsed().as_micros().max(1) as u64);
+                    let _ = overhead.record(((now_ns() - read_at) / 1000).max(1));
                     report.forwarded_packets[dir] += 1;
                     report.forwarded_bytes[dir] += n as u64;
                     continue;
                 }
-                if queued_bytes[dir] + n as u64 > spec.queue_bytes {
-                    report.queue_drops[dir] += 1;
-                    continue;
+                let fate = models[dir].admit(read_at, n);
+                for delivery in fate.deliveries {
+                    let mut packet = spare.pop().unwrap_or_default();
+                    packet.clear();
+                    packet.extend_from_slice(&buf[..n]);
+                    if let Some(flip) = delivery.corrupt {
+                        packet[flip.offset] ^= flip.mask;
+                    }
+                    seq += 1;
+                    queues[dir].push(Reverse(Held {
+                        release_ns: delivery.at_ns,
+                        seq,
+                        packet,
+                    }));
+                    report.max_queued[dir] = report.max_queued[dir].max(queues[dir].len());
                 }
-                let offset = if jitter > 0 {
-                    rng.u64(0..=2 * jitter) as i64 - jitter as i64
-                } else {
-                    0
-                };
-                let wanted = read_at + delay;
-                let wanted = if offset >= 0 {
-                    wanted + Duration::from_micros(offset as u64)
-                } else {
-                    wanted - Duration::from_micros((-offset) as u64)
-                };
-                // Keep order: never before the packet ahead of it.
-                let release = queues[dir].back().map_or(wanted, |h| h.release.max(wanted));
-                let mut packet = spare.pop().unwrap_or_default();
-                packet.clear();
-                packet.extend_from_slice(&buf[..n]);
-                queued_bytes[dir] += n as u64;
-                queues[dir].push_back(Held { release, packet });
-                report.max_queued[dir] = report.max_queued[dir].max(queues[dir].len());
             }
         }
+    }
+    for (dir, model) in models.iter().enumerate() {
+        let counts = model.counts();
+        report.lost_packets[dir] = counts.lost;
+        report.queue_drops[dir] = counts.queue_drops;
+        report.model[dir] = counts;
     }
     report.overhead_us_p50 = overhead.value_at_quantile(0.5) as f64;
     report.overhead_us_p99 = overhead.value_at_quantile(0.99) as f64;

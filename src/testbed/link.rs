@@ -17,6 +17,7 @@
 //! no larger than the delay.
 
 pub use crate::record::testbed::LinkProfile;
+use crate::record::testbed::{DelayDistribution, Framing, Impairments, LossModel, Slot};
 use crate::units::parse_duration;
 use std::time::Duration;
 use thiserror::Error;
@@ -32,6 +33,7 @@ impl Default for LinkProfile {
             mtu: 1500,
             queue_bytes: None,
             offloads: Vec::new(),
+            impair: Default::default(),
         }
     }
 }
@@ -56,6 +58,11 @@ pub enum LinkError {
     Queue(String, String),
     #[error("jitter {jitter_us} µs exceeds the delay {delay_us} µs; delays cannot be negative")]
     JitterAboveDelay { jitter_us: u64, delay_us: u64 },
+    /// A netem impairment that netem (or tc) would refuse, or that makes no sense.
+    #[error("--netem: {0}")]
+    Netem(String),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 const MAX_DELAY: Duration = Duration::from_secs(10);
@@ -72,18 +79,30 @@ impl LinkProfile {
             "wan" => (50_000_000, 20, 512 << 10),
             other => return Err(LinkError::UnknownProfile(other.to_string())),
         };
-        Ok(LinkProfile {
+        let mut profile = LinkProfile {
             name: Some(name.to_string()),
             rate_bps: Some(rate),
             delay_us: delay_ms * 1000,
             queue_bytes: Some(queue),
             ..Default::default()
-        })
+        };
+        // The Ethernets count what their wire carries beyond the IP packet:
+        // header, FCS, minimum frame, preamble and the 9.6 µs gap at 10 Mbit/s.
+        if name != "wan" {
+            profile.impair.framing = Some(Framing::Ethernet);
+        }
+        Ok(profile)
     }
 
     /// Whether delay, jitter or loss must be emulated (netem or netlab's emulator).
     pub fn needs_impairment(&self) -> bool {
-        self.delay_us > 0 || self.jitter_us > 0 || self.loss_pct > 0.0
+        // Ethernet framing alone is tbf's overhead on a veth; netem's
+        // overheads and cells are not.
+        let plain = Impairments {
+            framing: self.impair.framing.filter(|f| *f == Framing::Ethernet),
+            ..Impairments::default()
+        };
+        self.delay_us > 0 || self.jitter_us > 0 || self.loss_pct > 0.0 || *self.impair != plain
     }
 
     /// Checks the whole profile.
@@ -96,6 +115,83 @@ impl LinkProfile {
                 jitter_us: self.jitter_us,
                 delay_us: self.delay_us,
             });
+        }
+        if let Some(rate) = self.rate_bps
+            && rate < u64::from(self.mtu) * 8
+        {
+            return Err(LinkError::Invalid(format!(
+                "rate {} is below one {}-byte packet per second",
+                format_rate(rate),
+                self.mtu
+            )));
+        }
+        if let Some(queue) = self.queue_bytes
+            && queue < u64::from(self.mtu)
+        {
+            return Err(LinkError::Invalid(format!(
+                "queue of {queue} B cannot hold one {}-byte packet",
+                self.mtu
+            )));
+        }
+        let i = &self.impair;
+        if i.distribution != DelayDistribution::Uniform
+            && (self.delay_us == 0 || self.jitter_us == 0)
+        {
+            return Err(LinkError::Netem(
+                "distribution specified but no latency and jitter values".into(),
+            ));
+        }
+        if i.reorder_gap > 0 && i.reorder_pct == 0.0 {
+            return Err(LinkError::Netem(
+                "gap specified without reorder probability".into(),
+            ));
+        }
+        if i.reorder_pct > 0.0 && self.delay_us == 0 {
+            return Err(LinkError::Netem(
+                "reordering not possible without specifying some delay".into(),
+            ));
+        }
+        if let Some(slot) = i.slot
+            && slot.min_us > slot.max_us
+        {
+            return Err(LinkError::Netem(
+                "slot min delay greater than max delay".into(),
+            ));
+        }
+        if let Some(LossModel::FourState {
+            p13_pct,
+            p31_pct,
+            p32_pct,
+            p14_pct,
+            ..
+        }) = i.loss_model
+            && (p13_pct + p14_pct > 100.0 || p31_pct + p32_pct > 100.0)
+        {
+            return Err(LinkError::Netem(
+                "loss state: a state's outgoing probabilities add up to more than 100% (p13 + p14, p31 + p32)".into(),
+            ));
+        }
+        if i.loss_model.is_some() && self.loss_pct > 0.0 {
+            return Err(LinkError::Invalid(
+                "--loss and a netem loss model (state, gemodel) both given: give one".into(),
+            ));
+        }
+        if (i.tx_queue.is_some() || i.tx_service_us > 0 || i.rx_min_gap_us > 0)
+            && self.rate_bps.is_none()
+        {
+            return Err(LinkError::Invalid(
+                "--tx-queue, --tx-service and --rx-min-gap model an interface on a wire: give a rate (--link ether10 or --link-rate)".into(),
+            ));
+        }
+        if i.tx_queue == Some(0) {
+            return Err(LinkError::Invalid(
+                "--tx-queue 0: the interface must hold at least one frame".into(),
+            ));
+        }
+        if i.tx_service_us > 0 && i.tx_queue.is_none() {
+            return Err(LinkError::Invalid(
+                "--tx-service needs --tx-queue (the service time is spent when the interface's queue is full)".into(),
+            ));
         }
         Ok(())
     }
@@ -116,6 +212,7 @@ impl LinkProfile {
         if self.loss_pct > 0.0 {
             parts.push(format!("loss {}%", self.loss_pct));
         }
+        parts.extend(describe_impairments(&self.impair));
         parts.push(format!("MTU {}", self.mtu));
         if let Some(q) = self.queue_bytes {
             parts.push(format!("queue {} KB", q / 1024));
@@ -222,6 +319,350 @@ pub fn parse_queue(text: &str) -> Result<u64, LinkError> {
     Ok(bytes)
 }
 
+/// A percentage, `25%` or `25`, from 0 to 100.
+fn parse_pct(what: &str, text: &str) -> Result<f64, LinkError> {
+    let value: f64 = text
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| LinkError::Netem(format!("{what} \"{text}\" is not a percentage")))?;
+    if !(0.0..=100.0).contains(&value) || !value.is_finite() {
+        return Err(LinkError::Netem(format!("{what} {text} is outside 0-100%")));
+    }
+    Ok(value)
+}
+
+/// Whether a netem token is a percentage (a bare number or `N%`); times
+/// always carry a unit here, so `10ms 2ms 25%` reads as delay, jitter and
+/// correlation as tc reads it.
+fn is_pct(token: &str) -> bool {
+    token.trim_end_matches('%').parse::<f64>().is_ok()
+}
+
+fn is_time(token: &str) -> bool {
+    token.starts_with(|c: char| c.is_ascii_digit()) && !is_pct(token)
+}
+
+/// Applies netem's impairment syntax (tc-netem(8)) to `profile`:
+/// `delay TIME [JITTER [CORR]]`, `distribution uniform|normal|pareto|paretonormal`,
+/// `loss [random] PCT [CORR]`, `loss state P13 [P31 [P32 [P23 [P14]]]]`,
+/// `loss gemodel P [R [1-H [1-K]]]`, `duplicate PCT [CORR]`,
+/// `corrupt PCT [CORR]`, `reorder PCT [CORR]`, `gap N`,
+/// `rate RATE [PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`,
+/// `slot MIN [MAX] [packets N] [bytes N]`. Defaults as tc's. A value
+/// also given by its own option (`--delay` and `delay`) is refused.
+pub fn apply_netem(
+    profile: &mut LinkProfile,
+    text: &str,
+    given: &LinkOverrides,
+) -> Result<(), LinkError> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    if tokens.is_empty() {
+        return Err(LinkError::Netem("nothing given".into()));
+    }
+    let twice = |what: &str, option: &str| {
+        LinkError::Netem(format!("{what} given twice ({option} and --netem {what})"))
+    };
+    let mut i = 0;
+    let next = |i: &mut usize, what: &str| -> Result<&str, LinkError> {
+        let token = tokens
+            .get(*i)
+            .ok_or_else(|| LinkError::Netem(format!("{what} needs a value")))?;
+        *i += 1;
+        Ok(*token)
+    };
+    let optional_pct = |i: &mut usize, what: &str| -> Result<Option<f64>, LinkError> {
+        match tokens.get(*i) {
+            Some(t) if is_pct(t) => {
+                *i += 1;
+                parse_pct(what, t).map(Some)
+            }
+            _ => Ok(None),
+        }
+    };
+    let count = |what: &str, text: &str| -> Result<u32, LinkError> {
+        text.parse::<u32>()
+            .map_err(|_| LinkError::Netem(format!("{what} \"{text}\" is not a count")))
+    };
+    let impair = &mut profile.impair;
+    while i < tokens.len() {
+        let word = tokens[i];
+        i += 1;
+        match word {
+            "delay" | "latency" => {
+                if given.delay.is_some() {
+                    return Err(twice("delay", "--delay"));
+                }
+                profile.delay_us = parse_delay("netem delay", next(&mut i, "delay")?)?;
+                if tokens.get(i).is_some_and(|t| is_time(t)) {
+                    if given.jitter.is_some() {
+                        return Err(twice("jitter", "--jitter"));
+                    }
+                    profile.jitter_us = parse_delay("netem jitter", tokens[i])?;
+                    i += 1;
+                    if let Some(corr) = optional_pct(&mut i, "delay correlation")? {
+                        impair.delay_correlation_pct = corr;
+                    }
+                }
+            }
+            "distribution" => {
+                impair.distribution = match next(&mut i, "distribution")? {
+                    "uniform" => DelayDistribution::Uniform,
+                    "normal" => DelayDistribution::Normal,
+                    "pareto" => DelayDistribution::Pareto,
+                    "paretonormal" => DelayDistribution::Paretonormal,
+                    other => {
+                        return Err(LinkError::Netem(format!(
+                            "unknown distribution \"{other}\" (uniform, normal, pareto, paretonormal)"
+                        )));
+                    }
+                }
+            }
+            "loss" | "drop" => {
+                if given.loss.is_some() {
+                    return Err(twice("loss", "--loss"));
+                }
+                match tokens.get(i).copied() {
+                    Some("state") => {
+                        i += 1;
+                        let p13 = parse_pct("loss state p13", next(&mut i, "loss state")?)?;
+                        let p31 = optional_pct(&mut i, "loss state p31")?.unwrap_or(100.0 - p13);
+                        let p32 = optional_pct(&mut i, "loss state p32")?.unwrap_or(0.0);
+                        let p23 = optional_pct(&mut i, "loss state p23")?.unwrap_or(100.0);
+                        let p14 = optional_pct(&mut i, "loss state p14")?.unwrap_or(0.0);
+                        impair.loss_model = Some(LossModel::FourState {
+                            p13_pct: p13,
+                            p31_pct: p31,
+                            p32_pct: p32,
+                            p23_pct: p23,
+                            p14_pct: p14,
+                        });
+                    }
+                    Some("gemodel") | Some("gmodel") => {
+                        i += 1;
+                        let p = parse_pct("loss gemodel p", next(&mut i, "loss gemodel")?)?;
+                        let r = optional_pct(&mut i, "loss gemodel r")?.unwrap_or(100.0 - p);
+                        let bad = optional_pct(&mut i, "loss gemodel 1-h")?.unwrap_or(100.0);
+                        let good = optional_pct(&mut i, "loss gemodel 1-k")?.unwrap_or(0.0);
+                        impair.loss_model = Some(LossModel::GilbertElliott {
+                            p_pct: p,
+                            r_pct: r,
+                            bad_loss_pct: bad,
+                            good_loss_pct: good,
+                        });
+                    }
+                    Some(other) => {
+                        if other == "random" {
+                            i += 1;
+                        }
+                        profile.loss_pct = parse_pct("loss", next(&mut i, "loss")?)?;
+                        if let Some(corr) = optional_pct(&mut i, "loss correlation")? {
+                            impair.loss_correlation_pct = corr;
+                        }
+                    }
+                    None => return Err(LinkError::Netem("loss needs a value".into())),
+                }
+            }
+            "duplicate" => {
+                impair.duplicate_pct = parse_pct("duplicate", next(&mut i, "duplicate")?)?;
+                if let Some(corr) = optional_pct(&mut i, "duplicate correlation")? {
+                    impair.duplicate_correlation_pct = corr;
+                }
+            }
+            "corrupt" => {
+                impair.corrupt_pct = parse_pct("corrupt", next(&mut i, "corrupt")?)?;
+                if let Some(corr) = optional_pct(&mut i, "corrupt correlation")? {
+                    impair.corrupt_correlation_pct = corr;
+                }
+            }
+            "reorder" => {
+                impair.reorder_pct = parse_pct("reorder", next(&mut i, "reorder")?)?;
+                if let Some(corr) = optional_pct(&mut i, "reorder correlation")? {
+                    impair.reorder_correlation_pct = corr;
+                }
+            }
+            "gap" => impair.reorder_gap = count("gap", next(&mut i, "gap")?)?,
+            "rate" => {
+                if given.rate.is_some() {
+                    return Err(twice("rate", "--link-rate"));
+                }
+                profile.rate_bps = Some(parse_rate(next(&mut i, "rate")?)?);
+                let mut numbers = Vec::new();
+                while numbers.len() < 3 && tokens.get(i).is_some_and(|t| t.parse::<i64>().is_ok()) {
+                    numbers.push(tokens[i].parse::<i64>().expect("checked"));
+                    i += 1;
+                }
+                if !numbers.is_empty() {
+                    let field = |k: usize| numbers.get(k).copied().unwrap_or(0);
+                    let to_i32 = |v: i64, what: &str| {
+                        i32::try_from(v)
+                            .map_err(|_| LinkError::Netem(format!("{what} {v} is out of range")))
+                    };
+                    if field(1) < 0 {
+                        return Err(LinkError::Netem("a cell size cannot be negative".into()));
+                    }
+                    impair.framing = Some(Framing::Overhead {
+                        packet: to_i32(field(0), "packet overhead")?,
+                        cell_size: u32::try_from(field(1)).map_err(|_| {
+                            LinkError::Netem(format!("cell size {} is out of range", field(1)))
+                        })?,
+                        cell_overhead: to_i32(field(2), "cell overhead")?,
+                    });
+                }
+            }
+            "slot" => {
+                let min = next(&mut i, "slot")?;
+                if min == "distribution" {
+                    return Err(LinkError::Netem(
+                        "slot distribution is not supported: give slot MIN MAX".into(),
+                    ));
+                }
+                let min_us = parse_delay("slot min", min)?;
+                let max_us = if tokens.get(i).is_some_and(|t| is_time(t)) {
+                    i += 1;
+                    parse_delay("slot max", tokens[i - 1])?
+                } else {
+                    min_us
+                };
+                let mut slot = Slot {
+                    min_us,
+                    max_us,
+                    packets: 0,
+                    bytes: 0,
+                };
+                while let Some(&limit) = tokens.get(i) {
+                    match limit {
+                        "packets" => {
+                            i += 1;
+                            slot.packets = count("slot packets", next(&mut i, "slot packets")?)?;
+                        }
+                        "bytes" => {
+                            i += 1;
+                            slot.bytes = count("slot bytes", next(&mut i, "slot bytes")?)?;
+                        }
+                        _ => break,
+                    }
+                }
+                impair.slot = Some(slot);
+            }
+            "limit" => {
+                return Err(LinkError::Netem(
+                    "netem's limit counts packets: give the queue in bytes with --queue".into(),
+                ));
+            }
+            other => {
+                return Err(LinkError::Netem(format!(
+                    "unknown or unsupported word \"{other}\" (delay, distribution, loss, duplicate, corrupt, reorder, gap, rate, slot)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The impairments in words, for the link's one-line description.
+fn describe_impairments(i: &Impairments) -> Vec<String> {
+    let mut parts = Vec::new();
+    let corr = |c: f64| {
+        if c > 0.0 {
+            format!(" (corr. {c}%)")
+        } else {
+            String::new()
+        }
+    };
+    if i.distribution != DelayDistribution::Uniform {
+        parts.push(format!("{:?} delays", i.distribution).to_lowercase());
+    }
+    if i.delay_correlation_pct > 0.0 {
+        parts.push(format!("delay corr. {}%", i.delay_correlation_pct));
+    }
+    if i.jitter_reorders {
+        parts.push("jitter reorders".into());
+    }
+    if i.loss_correlation_pct > 0.0 {
+        parts.push(format!("loss corr. {}%", i.loss_correlation_pct));
+    }
+    match i.loss_model {
+        Some(LossModel::GilbertElliott {
+            p_pct,
+            r_pct,
+            bad_loss_pct,
+            good_loss_pct,
+        }) => parts.push(format!(
+            "Gilbert-Elliott loss (p {p_pct}%, r {r_pct}%, 1-h {bad_loss_pct}%, 1-k {good_loss_pct}%)"
+        )),
+        Some(LossModel::FourState {
+            p13_pct,
+            p31_pct,
+            p32_pct,
+            p23_pct,
+            p14_pct,
+        }) => parts.push(format!(
+            "4-state loss (p13 {p13_pct}%, p31 {p31_pct}%, p32 {p32_pct}%, p23 {p23_pct}%, p14 {p14_pct}%)"
+        )),
+        None => {}
+    }
+    if i.duplicate_pct > 0.0 {
+        parts.push(format!(
+            "duplicate {}%{}",
+            i.duplicate_pct,
+            corr(i.duplicate_correlation_pct)
+        ));
+    }
+    if i.corrupt_pct > 0.0 {
+        parts.push(format!(
+            "corrupt {}%{}",
+            i.corrupt_pct,
+            corr(i.corrupt_correlation_pct)
+        ));
+    }
+    if i.reorder_pct > 0.0 {
+        parts.push(format!(
+            "reorder {}%{} gap {}",
+            i.reorder_pct,
+            corr(i.reorder_correlation_pct),
+            i.reorder_gap.max(1)
+        ));
+    }
+    match i.framing {
+        Some(Framing::Ethernet) => parts.push("Ethernet framing".into()),
+        Some(Framing::Overhead {
+            packet,
+            cell_size,
+            cell_overhead,
+        }) => parts.push(format!(
+            "overhead {packet} B/packet, cells {cell_size} B + {cell_overhead} B"
+        )),
+        None => {}
+    }
+    if let Some(slot) = i.slot {
+        parts.push(format!(
+            "slots every {}-{} ms (≤ {} packets, ≤ {} B)",
+            slot.min_us as f64 / 1000.0,
+            slot.max_us as f64 / 1000.0,
+            if slot.packets == 0 {
+                "any".to_string()
+            } else {
+                slot.packets.to_string()
+            },
+            if slot.bytes == 0 {
+                "any".to_string()
+            } else {
+                slot.bytes.to_string()
+            },
+        ));
+    }
+    if let Some(n) = i.tx_queue {
+        parts.push(format!("tx queue {n}, service {} µs", i.tx_service_us));
+    }
+    if i.rx_min_gap_us > 0 {
+        parts.push(format!(
+            "receiver needs {} µs between frames",
+            i.rx_min_gap_us
+        ));
+    }
+    parts
+}
+
 /// A link as a user gives it: a named profile (or none) and overrides of
 /// its parameters, each as typed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -233,6 +674,11 @@ pub struct LinkOverrides {
     pub loss: Option<String>,
     pub mtu: Option<i64>,
     pub queue: Option<String>,
+    /// netem's impairment syntax, e.g. `delay 10ms 2ms 25% distribution normal`.
+    pub netem: Option<String>,
+    pub tx_queue: Option<i64>,
+    pub tx_service: Option<String>,
+    pub rx_min_gap: Option<String>,
 }
 
 impl LinkProfile {
@@ -263,6 +709,22 @@ impl LinkProfile {
         if let Some(queue) = &given.queue {
             profile.queue_bytes = Some(parse_queue(queue)?);
         }
+        if let Some(netem) = &given.netem {
+            apply_netem(&mut profile, netem, given)?;
+        }
+        if let Some(n) = given.tx_queue {
+            profile.impair.tx_queue = Some(u32::try_from(n).map_err(|_| {
+                LinkError::Invalid(format!(
+                    "--tx-queue {n}: give a number of frames, 1 or more"
+                ))
+            })?);
+        }
+        if let Some(t) = &given.tx_service {
+            profile.impair.tx_service_us = parse_delay("--tx-service", t)?;
+        }
+        if let Some(t) = &given.rx_min_gap {
+            profile.impair.rx_min_gap_us = parse_delay("--rx-min-gap", t)?;
+        }
         if given.profile.is_none() && given.rate.is_none() {
             profile.name = None;
         }
@@ -288,7 +750,12 @@ mod tests {
             LinkProfile::named("token-ring"),
             Err(LinkError::UnknownProfile("token-ring".into()))
         );
-        assert_eq!(e.describe(), "ether10: 10 Mbit/s, MTU 1500, queue 16 KB");
+        assert_eq!(
+            e.describe(),
+            "ether10: 10 Mbit/s, Ethernet framing, MTU 1500, queue 16 KB"
+        );
+        assert_eq!(e.impair.framing, Some(Framing::Ethernet));
+        assert_eq!(w.impair.framing, None);
     }
 
     #[test]
@@ -371,5 +838,121 @@ mod tests {
                 Err(LinkError::Mtu(_))
             ));
         }
+    }
+
+    fn netem(spec: &str) -> Result<LinkProfile, LinkError> {
+        LinkProfile::with_overrides(&LinkOverrides {
+            netem: Some(spec.into()),
+            ..LinkOverrides::default()
+        })
+    }
+
+    #[test]
+    fn netem_words_read_as_tc_reads_them() {
+        let p = netem("delay 10ms 2ms 25% distribution normal loss 1% 30% duplicate 2% corrupt 0.1% reorder 25% 50% gap 5 rate 10mbit 24 slot 1ms 3ms packets 8 bytes 4000").unwrap();
+        assert_eq!((p.delay_us, p.jitter_us), (10_000, 2_000));
+        let i = &p.impair;
+        assert_eq!(i.delay_correlation_pct, 25.0);
+        assert_eq!(i.distribution, DelayDistribution::Normal);
+        assert_eq!((p.loss_pct, i.loss_correlation_pct), (1.0, 30.0));
+        assert_eq!((i.duplicate_pct, i.corrupt_pct), (2.0, 0.1));
+        assert_eq!(
+            (i.reorder_pct, i.reorder_correlation_pct, i.reorder_gap),
+            (25.0, 50.0, 5)
+        );
+        assert_eq!(p.rate_bps, Some(10_000_000));
+        assert_eq!(
+            i.framing,
+            Some(Framing::Overhead {
+                packet: 24,
+                cell_size: 0,
+                cell_overhead: 0
+            })
+        );
+        assert_eq!(
+            i.slot,
+            Some(Slot {
+                min_us: 1000,
+                max_us: 3000,
+                packets: 8,
+                bytes: 4000
+            })
+        );
+        // Loss models with tc's defaults: Bernoulli from one parameter.
+        let ge = netem("loss gemodel 1%").unwrap();
+        assert_eq!(
+            ge.impair.loss_model,
+            Some(LossModel::GilbertElliott {
+                p_pct: 1.0,
+                r_pct: 99.0,
+                bad_loss_pct: 100.0,
+                good_loss_pct: 0.0
+            })
+        );
+        let gi = netem("loss state 2% 30%").unwrap();
+        assert_eq!(
+            gi.impair.loss_model,
+            Some(LossModel::FourState {
+                p13_pct: 2.0,
+                p31_pct: 30.0,
+                p32_pct: 0.0,
+                p23_pct: 100.0,
+                p14_pct: 0.0
+            })
+        );
+        assert_eq!(netem("loss random 3%").unwrap().loss_pct, 3.0);
+        // A netem delay makes the link impaired; Ethernet framing alone does not.
+        assert!(netem("delay 1ms").unwrap().needs_impairment());
+        assert!(!LinkProfile::named("ether10").unwrap().needs_impairment());
+    }
+
+    #[test]
+    fn netem_refusals_name_the_problem() {
+        for (spec, message) in [
+            ("", "nothing given"),
+            ("delay", "delay needs a value"),
+            ("delay 10ms distribution normal", "no latency and jitter"),
+            ("delay 1ms gap 3", "gap specified without reorder"),
+            ("reorder 5%", "without specifying some delay"),
+            ("slot 2ms 1ms", "slot min delay greater"),
+            ("loss 101%", "outside 0-100%"),
+            ("loss lots", "is not a percentage"),
+            ("duplicate 5% corrupt", "corrupt needs a value"),
+            ("rate 10mbit 24 -1", "cell size cannot be negative"),
+            ("limit 1000", "--queue"),
+            (
+                "slot distribution normal",
+                "slot distribution is not supported",
+            ),
+            ("loss state 80% 10% 10% 100% 30%", "more than 100%"),
+            ("ecn", "unknown or unsupported word"),
+        ] {
+            let e = netem(spec).unwrap_err().to_string();
+            assert!(e.contains(message), "{spec:?}: {e}");
+        }
+        let twice = LinkProfile::with_overrides(&LinkOverrides {
+            loss: Some("1%".into()),
+            netem: Some("loss 2%".into()),
+            ..LinkOverrides::default()
+        })
+        .unwrap_err();
+        assert!(twice.to_string().contains("loss given twice"), "{twice}");
+    }
+
+    #[test]
+    fn limits_that_no_packet_fits_are_refused() {
+        let slow = LinkOverrides {
+            rate: Some("10kbit".into()),
+            ..LinkOverrides::default()
+        };
+        let e = LinkProfile::with_overrides(&slow).unwrap_err().to_string();
+        assert!(e.contains("below one 1500-byte packet per second"), "{e}");
+        let small = LinkOverrides {
+            mtu: Some(9000),
+            queue: Some("8K".into()),
+            ..LinkOverrides::default()
+        };
+        let e = LinkProfile::with_overrides(&small).unwrap_err().to_string();
+        assert!(e.contains("cannot hold one 9000-byte packet"), "{e}");
     }
 }

@@ -16,6 +16,7 @@
 //! namespaces named `netlab-<pid>-...` whose controller process is gone.
 
 use super::link::{LinkProfile, format_rate};
+use crate::record::testbed::{DelayDistribution, Framing, LossModel};
 pub use crate::record::testbed::{LinkFacts, Realisation};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -192,6 +193,121 @@ pub struct Testbed {
     facts: LinkFacts,
 }
 
+/// What an Ethernet frame costs on the wire beyond the bytes a veth
+/// counts (its 14-byte header included): FCS 4, preamble and SFD 8, the
+/// 12-byte (9.6 µs at 10 Mbit/s) interframe gap.
+const VETH_ETHERNET_OVERHEAD: u32 = 4 + 8 + 12;
+
+/// The fastest rate netem accepts: with a rate set netem keeps packets in
+/// order under jitter, so netlab sets this one when it keeps order without
+/// a rate of its own.
+const NETEM_ORDER_RATE: &str = "100gbit";
+
+/// The arguments of `tc qdisc add ... netem` for `profile`, in tc-netem(8)'s
+/// words; the same link netlab's emulator would build.
+pub fn netem_args(profile: &LinkProfile) -> Vec<String> {
+    let i = &profile.impair;
+    let pct = |p: f64| format!("{p}%");
+    let mut args = vec![
+        "delay".to_string(),
+        format!("{}us", profile.delay_us),
+        format!("{}us", profile.jitter_us),
+    ];
+    if i.delay_correlation_pct > 0.0 {
+        args.push(pct(i.delay_correlation_pct));
+    }
+    if i.distribution != DelayDistribution::Uniform {
+        args.extend([
+            "distribution".into(),
+            format!("{:?}", i.distribution).to_lowercase(),
+        ]);
+    }
+    match i.loss_model {
+        None => {
+            args.extend(["loss".into(), "random".into(), pct(profile.loss_pct)]);
+            if i.loss_correlation_pct > 0.0 {
+                args.push(pct(i.loss_correlation_pct));
+            }
+        }
+        Some(LossModel::GilbertElliott {
+            p_pct,
+            r_pct,
+            bad_loss_pct,
+            good_loss_pct,
+        }) => args.extend(
+            ["loss".into(), "gemodel".into()]
+                .into_iter()
+                .chain([p_pct, r_pct, bad_loss_pct, good_loss_pct].map(pct)),
+        ),
+        Some(LossModel::FourState {
+            p13_pct,
+            p31_pct,
+            p32_pct,
+            p23_pct,
+            p14_pct,
+        }) => args.extend(
+            ["loss".into(), "state".into()]
+                .into_iter()
+                .chain([p13_pct, p31_pct, p32_pct, p23_pct, p14_pct].map(pct)),
+        ),
+    }
+    for (word, p, corr) in [
+        ("duplicate", i.duplicate_pct, i.duplicate_correlation_pct),
+        ("corrupt", i.corrupt_pct, i.corrupt_correlation_pct),
+        ("reorder", i.reorder_pct, i.reorder_correlation_pct),
+    ] {
+        if p > 0.0 {
+            args.extend([word.to_string(), pct(p)]);
+            if corr > 0.0 {
+                args.push(pct(corr));
+            }
+        }
+    }
+    if i.reorder_pct > 0.0 {
+        args.extend(["gap".into(), i.reorder_gap.max(1).to_string()]);
+    }
+    match profile.rate_bps {
+        Some(rate) => {
+            args.extend(["rate".into(), format!("{rate}bit")]);
+            match i.framing {
+                Some(Framing::Ethernet) => args.push(VETH_ETHERNET_OVERHEAD.to_string()),
+                Some(Framing::Overhead {
+                    packet,
+                    cell_size,
+                    cell_overhead,
+                }) => args.extend([
+                    packet.to_string(),
+                    cell_size.to_string(),
+                    cell_overhead.to_string(),
+                ]),
+                None => {}
+            }
+        }
+        None if profile.jitter_us > 0 && !i.jitter_reorders => {
+            args.extend(["rate".into(), NETEM_ORDER_RATE.into()]);
+        }
+        None => {}
+    }
+    if let Some(slot) = i.slot {
+        args.extend([
+            "slot".into(),
+            format!("{}us", slot.min_us),
+            format!("{}us", slot.max_us),
+        ]);
+        if slot.packets > 0 {
+            args.extend(["packets".into(), slot.packets.to_string()]);
+        }
+        if slot.bytes > 0 {
+            args.extend(["bytes".into(), slot.bytes.to_string()]);
+        }
+    }
+    let limit_packets = profile
+        .queue_bytes
+        .map_or(10_000, |q| (q / u64::from(profile.mtu)).max(1));
+    args.extend(["limit".into(), limit_packets.to_string()]);
+    args
+}
+
 /// tbf's bucket: two frames, or 1 ms at the rate, whichever is larger (tbf
 /// needs at least one MTU; a bucket much larger than a frame would let bursts
 /// through at the host's speed).
@@ -243,6 +359,9 @@ impl Testbed {
         }
         let realised_by = if force_emulator {
             testbed.facts.note = Some("the emulator was asked for (--link-via emulator)".into());
+            Realisation::Emulator
+        } else if let Some(why) = crate::testbed::impair::beyond_netem(&profile.impair) {
+            testbed.facts.note = Some(format!("{why}: netlab's emulator carries the link"));
             Realisation::Emulator
         } else if profile.needs_impairment() {
             if netem_available(runner, &ns[0]) {
@@ -312,25 +431,18 @@ impl Testbed {
                 ],
             )?;
             runner.run("ip", &["-n", n, "link", "set", i, "up"])?;
+            if realised_by == Realisation::Emulator {
+                // The emulator's model does the rate, per wire packet.
+                if detail.len() < 2 && profile.rate_bps.is_some() {
+                    detail.push("rate and framing in the emulator, gso_max_segs 1".into());
+                }
+                continue;
+            }
             if realised_by == Realisation::Netem {
-                let limit_packets = profile
-                    .queue_bytes
-                    .map_or(10_000, |q| (q / u64::from(profile.mtu)).max(1));
                 let mut args: Vec<String> = ["-n", n, "qdisc", "add", "dev", i, "root", "netem"]
                     .map(String::from)
                     .to_vec();
-                args.extend([
-                    "delay".into(),
-                    format!("{}us", profile.delay_us),
-                    format!("{}us", profile.jitter_us),
-                    "loss".into(),
-                    format!("{}%", profile.loss_pct),
-                    "limit".into(),
-                    limit_packets.to_string(),
-                ]);
-                if let Some(rate) = profile.rate_bps {
-                    args.extend(["rate".into(), format!("{rate}bit")]);
-                }
+                args.extend(netem_args(profile));
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 runner.run("tc", &args)?;
                 if detail.len() < 2 {
@@ -339,6 +451,7 @@ impl Testbed {
                 continue;
             }
             if let Some(rate) = profile.rate_bps {
+                let ethernet = profile.impair.framing == Some(Framing::Ethernet);
                 let burst = tbf_burst(rate, profile.mtu);
                 let limit = profile.queue_bytes.unwrap_or(burst * 8).max(burst);
                 runner.run(
@@ -358,12 +471,21 @@ impl Testbed {
                         &burst.to_string(),
                         "limit",
                         &limit.to_string(),
-                    ],
+                        "overhead",
+                        &VETH_ETHERNET_OVERHEAD.to_string(),
+                    ][..if ethernet { 16 } else { 14 }],
                 )?;
                 if detail.len() < 2 {
                     detail.push(format!(
-                        "tbf {} burst {burst} B limit {limit} B on both ends, gso_max_segs 1",
-                        format_rate(rate)
+                        "tbf {} burst {burst} B limit {limit} B{} on both ends, gso_max_segs 1",
+                        format_rate(rate),
+                        if ethernet {
+                            format!(
+                                ", overhead {VETH_ETHERNET_OVERHEAD} B (FCS, preamble, 9.6 µs gap)"
+                            )
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
@@ -571,5 +693,38 @@ generic-receive-offload: on
     fn tbf_bucket_holds_frames_and_a_millisecond() {
         assert_eq!(tbf_burst(10_000_000, 1500), 3028);
         assert_eq!(tbf_burst(1_000_000_000, 1500), 125_000);
+    }
+
+    #[test]
+    fn netem_is_given_the_same_link_in_its_own_words() {
+        let profile = crate::testbed::link::LinkProfile::with_overrides(
+            &crate::testbed::link::LinkOverrides {
+                profile: Some("ether10".into()),
+                netem: Some(
+                    "delay 10ms 2ms 25% distribution pareto loss gemodel 1% 20% duplicate 1% reorder 5% gap 3 slot 1ms 2ms packets 4"
+                        .into(),
+                ),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            netem_args(&profile).join(" "),
+            "delay 10000us 2000us 25% distribution pareto loss gemodel 1% 20% 100% 0% \
+             duplicate 1% reorder 5% gap 3 rate 10000000bit 24 slot 1000us 2000us packets 4 limit 10"
+        );
+        // Jitter without a rate: netem would reorder, so a rate keeps order.
+        let jitter = crate::testbed::link::LinkProfile::with_overrides(
+            &crate::testbed::link::LinkOverrides {
+                delay: Some("10ms".into()),
+                jitter: Some("5ms".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            netem_args(&jitter).join(" "),
+            "delay 10000us 5000us loss random 0% rate 100gbit limit 10000"
+        );
     }
 }
