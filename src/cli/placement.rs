@@ -113,6 +113,13 @@ pub struct PlacementArgs {
     /// A receiver that drops frames arriving closer than this (the 82586).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub rx_min_gap: Option<String>,
+    /// The emulator spins instead of sleeping: µs instead of tens of µs
+    /// added per packet, for a whole CPU.
+    #[arg(long)]
+    pub emulator_spin: bool,
+    /// Pin the emulator to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub emulator_cpu: Option<usize>,
     /// How to build the link.
     #[arg(long, value_enum, default_value = "auto")]
     pub link_via: ViaKind,
@@ -142,6 +149,8 @@ impl PlacementArgs {
             || self.tx_queue.is_some()
             || self.tx_service.is_some()
             || self.rx_min_gap.is_some()
+            || self.emulator_spin
+            || self.emulator_cpu.is_some()
             || self.capture
             || self.pcap.is_some()
             || self.link_via != ViaKind::Auto
@@ -178,6 +187,8 @@ impl PlacementArgs {
             tx_queue: self.tx_queue,
             tx_service: self.tx_service.clone(),
             rx_min_gap: self.rx_min_gap.clone(),
+            emulator_spin: self.emulator_spin,
+            emulator_cpu: self.emulator_cpu,
         })?;
         Ok(Placement::Netns {
             link: profile,

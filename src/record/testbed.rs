@@ -92,6 +92,26 @@ pub struct LinkProfile {
     /// delay, jitter and loss above.
     #[serde(default, skip_serializing_if = "Impairments::is_plain")]
     pub impair: Box<Impairments>,
+    /// How netlab's emulator runs, when it carries the link.
+    #[serde(default, skip_serializing_if = "EmulatorTuning::is_default")]
+    pub emulator: EmulatorTuning,
+}
+
+/// How the wire emulator waits and where it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EmulatorTuning {
+    /// Spin on the devices instead of sleeping in ppoll: no wake-up on the
+    /// path (a few µs added instead of tens), at the price of a whole CPU.
+    pub spin: bool,
+    /// Pin the emulator's thread to this CPU.
+    pub cpu: Option<usize>,
+}
+
+impl EmulatorTuning {
+    pub fn is_default(&self) -> bool {
+        *self == EmulatorTuning::default()
+    }
 }
 
 /// What a link does to packets beyond a fixed delay, uniform jitter and
@@ -255,6 +275,10 @@ pub struct EmulatorReport {
     /// What the link model did, per direction.
     #[serde(default)]
     pub model: [ModelCounts; 2],
+    /// GSO super-packets carried whole (unimpaired links, virtio-net
+    /// headers on both TUN devices), per direction.
+    #[serde(default)]
+    pub super_packets: [u64; 2],
 }
 
 /// Per direction: what the link model did to the packets it was given.

@@ -34,6 +34,7 @@ impl Default for LinkProfile {
             queue_bytes: None,
             offloads: Vec::new(),
             impair: Default::default(),
+            emulator: Default::default(),
         }
     }
 }
@@ -679,6 +680,10 @@ pub struct LinkOverrides {
     pub tx_queue: Option<i64>,
     pub tx_service: Option<String>,
     pub rx_min_gap: Option<String>,
+    /// The emulator spins instead of sleeping.
+    pub emulator_spin: bool,
+    /// The emulator's CPU.
+    pub emulator_cpu: Option<usize>,
 }
 
 impl LinkProfile {
@@ -724,6 +729,17 @@ impl LinkProfile {
         }
         if let Some(t) = &given.rx_min_gap {
             profile.impair.rx_min_gap_us = parse_delay("--rx-min-gap", t)?;
+        }
+        profile.emulator.spin = given.emulator_spin;
+        if let Some(cpu) = given.emulator_cpu {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cpu >= cpus {
+                return Err(LinkError::Invalid(format!(
+                    "--emulator-cpu {cpu}: this host has CPUs 0 to {}",
+                    cpus - 1
+                )));
+            }
+            profile.emulator.cpu = Some(cpu);
         }
         if given.profile.is_none() && given.rate.is_none() {
             profile.name = None;
