@@ -57,10 +57,13 @@ fn variants_verify_checksums_the_kernel_computed() {
         "nlbck0",
     ]);
     ip(&["-n", &ns.name, "link", "set", "nlbck0", "up"]);
-    let tun = open_tun(&TunSide {
-        netns: format!("/run/netns/{}", ns.name).into(),
-        interface: "nlbck0".into(),
-    })
+    let tun = open_tun(
+        &TunSide {
+            netns: format!("/run/netns/{}", ns.name).into(),
+            interface: "nlbck0".into(),
+        },
+        false,
+    )
     .expect("TUN device opens");
     // A UDP datagram from inside the namespace towards the far end of the
     // TUN link: the kernel fills in the IPv4 and UDP checksums (a TUN device

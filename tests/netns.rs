@@ -283,6 +283,48 @@ fn a_slow_receiver_loses_back_to_back_frames() {
 }
 
 #[test]
+fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
+    require_root();
+    let support = netlab::testbed::netns::probe_qdiscs().expect("probe runs");
+    if let Err(why) = &support.netem {
+        // Not run here, and said so: scripts/test lists it after the run.
+        // What can be checked is that the kernel really refused netem.
+        assert!(!why.is_empty());
+        common::report_not_run(
+            "netns::netem_and_the_emulator_build_the_same_link_where_netem_exists",
+            &format!(
+                "this kernel has no netem ({})",
+                why.lines().last().unwrap_or(why)
+            ),
+        );
+        return;
+    }
+    let link = [
+        "--placement",
+        "netns",
+        "--delay",
+        "10ms",
+        "--jitter",
+        "1ms",
+        "--loss",
+        "0.5%",
+    ];
+    let mut netem = link.to_vec();
+    netem.extend(["--bytes", "4M"]);
+    let by_netem = stream(&netem);
+    assert_eq!(by_netem["link"]["realised_by"], "netem");
+    let mut emulated = link.to_vec();
+    emulated.extend(["--link-via", "emulator", "--bytes", "4M"]);
+    let by_emulator = stream(&emulated);
+    assert_eq!(by_emulator["link"]["realised_by"], "emulator");
+    for r in [&by_netem, &by_emulator] {
+        assert_eq!(r["receiver"]["verified"], true);
+        let min_rtt = r["sender"]["tcp_info"]["min_rtt_us"].as_u64().unwrap();
+        assert!((18_000..=23_000).contains(&min_rtt), "min rtt {min_rtt} µs");
+    }
+}
+
+#[test]
 fn the_emulator_can_carry_an_unimpaired_link() {
     let r = stream(&[
         "--placement",
@@ -297,6 +339,28 @@ fn the_emulator_can_carry_an_unimpaired_link() {
     assert!(e["forwarded_packets"][0].as_u64().unwrap() > 1000);
     assert_eq!(e["lost_packets"][0], 0);
     assert!(e["usage"]["sys_s"].as_f64().unwrap() > 0.0);
+    // Unimpaired: GSO super-packets cross whole, far larger than the MTU.
+    let supers = e["super_packets"][0].as_u64().unwrap();
+    assert!(supers > 100, "{supers} super-packets");
+    let mean =
+        e["forwarded_bytes"][0].as_f64().unwrap() / e["forwarded_packets"][0].as_f64().unwrap();
+    assert!(mean > 3000.0, "mean packet {mean} B");
+    assert_eq!(r["receiver"]["verified"], true);
+    // Asked for wire packets, the stack hands over MTU-sized ones.
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--link-via",
+        "emulator",
+        "--emulator-wire-packets",
+        "--duration",
+        "1s",
+    ]);
+    let e = &r["emulator"];
+    assert_eq!(e["super_packets"][0], 0);
+    let mean =
+        e["forwarded_bytes"][0].as_f64().unwrap() / e["forwarded_packets"][0].as_f64().unwrap();
+    assert!(mean <= 1500.0, "mean packet {mean} B");
 }
 
 #[test]

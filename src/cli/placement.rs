@@ -61,6 +61,9 @@ pub struct ListedArgs {
     /// Link profile of the netns placement.
     #[arg(long, default_value = "ether10")]
     pub link: String,
+    /// How to build the netns link (auto: netem where the kernel has it).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub link_via: ViaKind,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -69,7 +72,20 @@ impl ListedArgs {
     pub fn placements(&self, experiment: &str) -> anyhow::Result<Vec<Placement>> {
         let ends = self.remote.ends(experiment)?;
         let names = self.placement.as_deref();
-        Ok(placement::listed(names, &self.link, ends.as_ref())?)
+        let mut placements = placement::listed(names, &self.link, ends.as_ref())?;
+        placements
+            .iter_mut()
+            .for_each(|p| p.set_via(self.link_via.into()));
+        Ok(placements)
+    }
+}
+
+impl From<ViaKind> for LinkVia {
+    fn from(kind: ViaKind) -> LinkVia {
+        match kind {
+            ViaKind::Auto => LinkVia::Auto,
+            ViaKind::Emulator => LinkVia::Emulator,
+        }
     }
 }
 
@@ -120,6 +136,10 @@ pub struct PlacementArgs {
     /// Pin the emulator to this CPU.
     #[arg(long, value_name = "CPU")]
     pub emulator_cpu: Option<usize>,
+    /// Wire-sized packets through the emulator, checksums computed in
+    /// software, even on an unimpaired link (no GSO super-packets).
+    #[arg(long)]
+    pub emulator_wire_packets: bool,
     /// How to build the link.
     #[arg(long, value_enum, default_value = "auto")]
     pub link_via: ViaKind,
@@ -151,6 +171,7 @@ impl PlacementArgs {
             || self.rx_min_gap.is_some()
             || self.emulator_spin
             || self.emulator_cpu.is_some()
+            || self.emulator_wire_packets
             || self.capture
             || self.pcap.is_some()
             || self.link_via != ViaKind::Auto
@@ -189,13 +210,11 @@ impl PlacementArgs {
             rx_min_gap: self.rx_min_gap.clone(),
             emulator_spin: self.emulator_spin,
             emulator_cpu: self.emulator_cpu,
+            emulator_wire_packets: self.emulator_wire_packets,
         })?;
         Ok(Placement::Netns {
             link: profile,
-            via: match self.link_via {
-                ViaKind::Auto => LinkVia::Auto,
-                ViaKind::Emulator => LinkVia::Emulator,
-            },
+            via: self.link_via.into(),
             capture: self.capture || self.pcap.is_some(),
             pcap: self.pcap.clone(),
             verbose: self.verbose,

@@ -78,6 +78,9 @@ pub struct RpcExperimentArgs {
     /// Link profile of the "remote" placement.
     #[arg(long, default_value = "ether10")]
     pub link: String,
+    /// How to build the "remote" link (auto: netem where the kernel has it).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub link_via: super::placement::ViaKind,
     /// Do not rerun flagged cells to diagnose them.
     #[arg(long)]
     pub no_diagnose: bool,
@@ -111,8 +114,11 @@ impl RpcExperimentArgs {
         }
         let (pin, sockbuf) = (self.pin, self.sockbuf);
         let ends = self.remote.ends("rpc")?;
-        let (placements, mut skipped) =
+        let (mut placements, mut skipped) =
             RpcPlan::placements(&self.placements, &self.link, ends.as_ref())?;
+        placements
+            .iter_mut()
+            .for_each(|p| p.set_via(self.link_via.into()));
         let mut protos = self.proto.clone();
         if self.connect_per_call && protos.contains(&Proto::Udp) {
             protos.retain(|&p| p == Proto::Tcp);

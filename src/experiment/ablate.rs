@@ -262,8 +262,11 @@ impl DesignFactor {
                     "emulator" => LinkVia::Emulator,
                     other => return Err(format!("{other}: veth or emulator")),
                 };
-                if let Placement::Netns { via: v, .. } = &mut config.placement {
+                if let Placement::Netns { via: v, link, .. } = &mut config.placement {
                     *v = via;
+                    // The emulator level stands for the link where checksums
+                    // are computed in software: wire packets, no offloads.
+                    link.emulator.wire_packets = via == LinkVia::Emulator;
                 }
             }
             Knob::Offload(feature) => {

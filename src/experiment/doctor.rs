@@ -196,7 +196,7 @@ pub fn examine() -> Vec<Capability> {
         "netem",
         "delay, jitter and loss on veth links",
         q.map(|q| &q.netem),
-        "modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM; meanwhile netlab's user-space emulator adds delay, jitter and loss (slower: about a gigabit)".into(),
+        "modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM; meanwhile netlab's user-space emulator applies the same impairments (slower on impaired links: one wire packet at a time, about 2 Gbit/s)".into(),
     ));
 
     found.push(Capability::new(

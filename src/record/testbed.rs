@@ -59,6 +59,13 @@ pub struct AgentFacts {
 }
 
 impl Placement {
+    /// Builds a netns placement's link with `via` (nothing for the others).
+    pub fn set_via(&mut self, how: LinkVia) {
+        if let Placement::Netns { via, .. } = self {
+            *via = how;
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Placement::Loopback => "loopback",
@@ -106,6 +113,10 @@ pub struct EmulatorTuning {
     pub spin: bool,
     /// Pin the emulator's thread to this CPU.
     pub cpu: Option<usize>,
+    /// Keep wire-sized packets with their checksums computed in software
+    /// even on an unimpaired link (no GSO super-packets, no checksum
+    /// offload on the TUN devices), as a 1980s interface would see them.
+    pub wire_packets: bool,
 }
 
 impl EmulatorTuning {

@@ -115,7 +115,8 @@ pub fn open_tun(side: &TunSide, offload: bool) -> io::Result<OwnedFd> {
         if offload {
             let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
             // SAFETY: TUNSETOFFLOAD takes the flags as its integer argument.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offloads as libc::c_ulong) } != 0 {
+            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offloads as libc::c_ulong) } != 0
+            {
                 return Err(io::Error::last_os_error());
             }
         }
@@ -142,7 +143,8 @@ impl Emulator {
         // An unimpaired, unshaped link passes packets through untouched:
         // whole super-packets then. Anything the model does per wire packet
         // needs the stack to hand over wire packets.
-        let offload = LinkModel::new(&spec.link, spec.queue_bytes, spec.seed).is_immediate();
+        let offload = LinkModel::new(&spec.link, spec.queue_bytes, spec.seed).is_immediate()
+            && !spec.link.emulator.wire_packets;
         let fds = [
             open_tun(&spec.sides[0], offload)?,
             open_tun(&spec.sides[1], offload)?,

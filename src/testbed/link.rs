@@ -684,6 +684,8 @@ pub struct LinkOverrides {
     pub emulator_spin: bool,
     /// The emulator's CPU.
     pub emulator_cpu: Option<usize>,
+    /// Wire-sized packets through the emulator even when unimpaired.
+    pub emulator_wire_packets: bool,
 }
 
 impl LinkProfile {
@@ -731,6 +733,7 @@ impl LinkProfile {
             profile.impair.rx_min_gap_us = parse_delay("--rx-min-gap", t)?;
         }
         profile.emulator.spin = given.emulator_spin;
+        profile.emulator.wire_packets = given.emulator_wire_packets;
         if let Some(cpu) = given.emulator_cpu {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             if cpu >= cpus {

@@ -64,3 +64,19 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     }
     children
 }
+
+/// Records that `test` could not run on this host and why, in
+/// `target/not-run.txt`, which `scripts/test` prints after the tests: a
+/// test that cannot run here is reported, never silently passed over.
+pub fn report_not_run(test: &str, why: &str) {
+    use std::io::Write;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/not-run.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{test}: NOT RUN: {why}");
+    }
+    eprintln!("{test}: NOT RUN: {why}");
+}
