@@ -325,6 +325,59 @@ fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
 }
 
 #[test]
+fn delays_through_the_emulator_follow_the_distribution() {
+    // 100,000 UDP datagrams through a normal 5 ms ± 1 ms delay, jitter
+    // free to reorder (netem without a rate), one-way latency read on the
+    // host's one clock: its quantiles are the distribution's plus the
+    // emulator's own lateness (tens of µs), within 5%.
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--netem",
+        "delay 5ms 1ms distribution normal",
+        "--jitter-reorders",
+        "--udp",
+        "--rate",
+        "40mbit",
+        "--length",
+        "200",
+        "--duration",
+        "4500ms",
+    ]);
+    let udp = &r["receiver"]["udp"];
+    assert!(udp["received"].as_u64().unwrap() >= 100_000, "{udp}");
+    let table = netlab::testbed::impair::distribution_table(
+        netlab::record::testbed::DelayDistribution::Normal,
+    )
+    .unwrap();
+    let own = r["emulator"]["overhead_us_p50"].as_f64().unwrap();
+    for (q, key) in [(0.5, "p50_us"), (0.9, "p90_us")] {
+        let want = 5000.0 + 1000.0 * f64::from(table[(q * 4096.0) as usize]) / 8192.0 + own;
+        let got = udp["latency"][key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= 0.05 * want,
+            "{key}: {got} µs, the distribution's {want:.0}"
+        );
+    }
+    assert!(udp["reordered"].as_u64().unwrap() > 1000, "{udp}");
+    // Kept in order (the default), no datagram overtakes another.
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--netem",
+        "delay 5ms 1ms distribution normal",
+        "--udp",
+        "--rate",
+        "10mbit",
+        "--length",
+        "200",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(r["receiver"]["udp"]["reordered"], 0);
+}
+
+#[test]
 fn the_emulator_can_carry_an_unimpaired_link() {
     let r = stream(&[
         "--placement",

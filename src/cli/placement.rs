@@ -120,6 +120,10 @@ pub struct PlacementArgs {
     /// gap 5 rate 10mbit 24 slot 1ms 3ms packets 8" (tc-netem(8)).
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
     pub netem: Option<String>,
+    /// Let jitter reorder packets, as netem does without a rate (by
+    /// default a packet never overtakes the one sent before it).
+    #[arg(long)]
+    pub jitter_reorders: bool,
     /// Frames the sending interface holds at once (Sun's LANCE driver: 1).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub tx_queue: Option<i64>,
@@ -166,6 +170,7 @@ impl PlacementArgs {
             || self.mtu.is_some()
             || self.queue.is_some()
             || self.netem.is_some()
+            || self.jitter_reorders
             || self.tx_queue.is_some()
             || self.tx_service.is_some()
             || self.rx_min_gap.is_some()
@@ -205,6 +210,7 @@ impl PlacementArgs {
             mtu: self.mtu,
             queue: self.queue.clone(),
             netem: self.netem.clone(),
+            jitter_reorders: self.jitter_reorders,
             tx_queue: self.tx_queue,
             tx_service: self.tx_service.clone(),
             rx_min_gap: self.rx_min_gap.clone(),

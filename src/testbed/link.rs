@@ -677,6 +677,8 @@ pub struct LinkOverrides {
     pub queue: Option<String>,
     /// netem's impairment syntax, e.g. `delay 10ms 2ms 25% distribution normal`.
     pub netem: Option<String>,
+    /// Let jitter reorder packets (netem without a rate).
+    pub jitter_reorders: bool,
     pub tx_queue: Option<i64>,
     pub tx_service: Option<String>,
     pub rx_min_gap: Option<String>,
@@ -718,6 +720,14 @@ impl LinkProfile {
         }
         if let Some(netem) = &given.netem {
             apply_netem(&mut profile, netem, given)?;
+        }
+        if given.jitter_reorders {
+            if profile.jitter_us == 0 {
+                return Err(LinkError::Invalid(
+                    "--jitter-reorders needs jitter (--jitter, or --netem delay D J)".into(),
+                ));
+            }
+            profile.impair.jitter_reorders = true;
         }
         if let Some(n) = given.tx_queue {
             profile.impair.tx_queue = Some(u32::try_from(n).map_err(|_| {
