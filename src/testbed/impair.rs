@@ -1087,14 +1087,21 @@ mod tests {
         p.rate_bps = Some(10_000_000);
         p.impair.framing = Some(Framing::Ethernet);
         // 1500-byte packets offered faster than the wire: back to back.
-        let (model, fates) = run(&p, 10_000, 1500, 1);
-        let last = fates.last().unwrap().deliveries[0].at_ns;
+        let (model, fates) = run(&p, 100_000, 1500, 1);
         // Each frame: (1500 + 18 + 8) * 0.8 µs, then 9.6 µs of gap.
         let per_frame_ns = (1500 + 18 + 8 + 12) * 800;
-        assert_eq!(last, 9_999 * per_frame_ns + (1500 + 18 + 8) * 800);
+        for (i, fate) in fates.iter().enumerate() {
+            assert_eq!(
+                fate.deliveries[0].at_ns,
+                i as u64 * per_frame_ns + (1500 + 18 + 8) * 800
+            );
+        }
         let c = model.counts();
         assert_eq!(c.wire_gap_us_min, 9.6);
-        assert_eq!(c.back_to_back, 9_999);
+        assert_eq!(c.back_to_back, 99_999);
+        // Offered at 1.5 Mbit/s, 1500-byte packets wait for nothing.
+        let (model, _) = run(&p, 100_000, 1500, 8_000_000);
+        assert_eq!(model.counts().back_to_back, 0);
         // Minimum frames: a 40-byte ACK is padded to 64 bytes.
         assert_eq!(
             wire_bytes(Some(Framing::Ethernet), 40),
@@ -1110,9 +1117,9 @@ mod tests {
             p.impair.framing = Some(Framing::Ethernet);
             p.impair.tx_queue = Some(1);
             p.impair.tx_service_us = service_us;
-            let (model, fates) = run(&p, 5_000, 1448, 1);
+            let (model, fates) = run(&p, 100_000, 1448, 1);
             let span = fates.last().unwrap().deliveries[0].at_ns - fates[0].deliveries[0].at_ns;
-            let measured = 4_999.0 * 1448.0 * 1e9 / span as f64;
+            let measured = 99_999.0 * 1448.0 * 1e9 / span as f64;
             let predicted = one_packet_driver_bytes_per_s(
                 1448,
                 10_000_000,
@@ -1126,7 +1133,7 @@ mod tests {
             assert_eq!(model.counts().wire_gap_us_min, service_us as f64);
             // A deeper queue: back to back again, the barrier gone.
             p.impair.tx_queue = Some(32);
-            let (model, _) = run(&p, 5_000, 1448, 1);
+            let (model, _) = run(&p, 100_000, 1448, 1);
             assert_eq!(model.counts().wire_gap_us_min, 9.6);
         }
         // 1988's barrier: 550 KB/s of 1408-byte payloads in 1448-byte packets.
