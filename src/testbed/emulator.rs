@@ -154,7 +154,7 @@ impl Emulator {
         let usage_before = ProcessUsage::now();
         let thread = std::thread::Builder::new()
             .name("wire-emulator".into())
-            .spawn(move || relay(&spec, &fds, &flag))?;
+            .spawn(move || relay(&spec, &fds, offload, &flag))?;
         Ok(Emulator {
             stop,
             thread,
@@ -204,7 +204,14 @@ const MAX_PACKET: usize = 65536 + VNET_HDR_LEN;
 /// Packets read per direction per wake-up before writing again.
 const BATCH: usize = 64;
 
-fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Result<EmulatorReport> {
+/// Relays between the two devices until `stop`; `offload`: the devices
+/// were opened with virtio-net headers (each read and write starts with one).
+fn relay(
+    spec: &EmulatorSpec,
+    fds: &[OwnedFd; 2],
+    offload: bool,
+    stop: &AtomicBool,
+) -> io::Result<EmulatorReport> {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000) };
     let origin = Instant::now();
@@ -316,13 +323,14 @@ fn relay(spec: &EmulatorSpec, fds: &[OwnedFd; 2], stop: &AtomicBool) -> io::Resu
                 let n = n as usize;
                 let read_at = now_ns();
                 if immediate {
-                    // A virtio-net header, then the packet: passed on whole.
+                    // Passed on whole (with offload, its virtio-net header too).
                     write_packet(raw[1 - dir], &buf[..n])?;
                     let _ = overhead.record(((now_ns() - read_at) / 1000).max(1));
                     report.forwarded_packets[dir] += 1;
-                    report.forwarded_bytes[dir] += n.saturating_sub(VNET_HDR_LEN) as u64;
-                    // gso_type (byte 1) is set on a super-packet.
-                    if n > VNET_HDR_LEN && buf[1] != 0 {
+                    let header = if offload { VNET_HDR_LEN } else { 0 };
+                    report.forwarded_bytes[dir] += n.saturating_sub(header) as u64;
+                    // The header's gso_type (byte 1) is set on a super-packet.
+                    if offload && n > VNET_HDR_LEN && buf[1] != 0 {
                         report.super_packets[dir] += 1;
                     }
                     continue;
