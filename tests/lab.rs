@@ -37,9 +37,10 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
             .count()
     };
     let root = netlab::testbed::netns::has_net_admin();
-    // Stream: 5 Joy runs on loopback, 2 over netns ether10 when root, then 15 sizes x 3 runs.
+    // Stream: 5 Joy runs on loopback, 2 over netns ether10 and 3 of 1988's
+    // sound barrier when root, then 15 sizes x 3 runs.
     assert_eq!(count("stream", "loopback"), 5 + 15 * 3);
-    assert_eq!(count("stream", "netns"), if root { 2 } else { 0 });
+    assert_eq!(count("stream", "netns"), if root { 2 + 3 } else { 0 });
     // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
     assert!(count("rpc", "loopback") >= 16);
     assert_eq!(count("rpc", "netns") >= 16, root);
@@ -48,6 +49,8 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     if root {
         assert!(text.contains("over an emulated 10 Mbit/s Ethernet"));
         assert!(text.contains("wire A->B"));
+        assert!(text.contains("1988's sound barrier (003)"), "{text}");
+        assert!(text.contains("queued one packet to the LANCE"));
     } else {
         assert!(text.contains("skipped: stream over netns"));
     }

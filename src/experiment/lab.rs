@@ -27,6 +27,38 @@ use crate::testbed::cgroup::{self, HostPreset};
 use crate::testbed::{Placement, netns::has_net_admin};
 use crate::units::format_size;
 
+/// Van Jacobson's "sound barrier" (003) on `ether10`: Sun's if_le.c
+/// handing the LANCE one frame at a time, each hand-over after the
+/// interrupt's service (his "more than 150us", then the service that
+/// gives his 550 KB/s), and the same with a 32-frame queue (his fix). 1 MB
+/// in 8 KB records each; a queue deep enough that tail drop plays no part.
+pub fn sound_barrier(ether10: &Placement) -> Vec<StreamConfig> {
+    let barrier_service_us = crate::testbed::impair::service_for_throughput(
+        1408 + 40,
+        10_000_000,
+        Some(crate::record::testbed::Framing::Ethernet),
+        550.0 * 1024.0 * 1448.0 / 1408.0,
+    )
+    .round() as u64;
+    [(1, 150), (1, barrier_service_us), (32, 150)]
+        .into_iter()
+        .map(|(queue, service_us)| {
+            let mut placement = ether10.clone();
+            if let Placement::Netns { link, .. } = &mut placement {
+                link.impair.tx_queue = Some(queue);
+                link.impair.tx_service_us = service_us;
+                link.queue_bytes = Some(256 << 10);
+            }
+            StreamConfig {
+                amount: Amount::Bytes(1 << 20),
+                record: 8192,
+                placement,
+                ..StreamConfig::joy_1981()
+            }
+        })
+        .collect()
+}
+
 /// Everything a lab run measures, in the order it runs.
 #[derive(Debug, Clone)]
 pub struct LabPlan {
@@ -36,6 +68,9 @@ pub struct LabPlan {
     /// The same over an emulated 10 Mbit/s Ethernet (as root).
     pub joy_ether10: Option<StreamConfig>,
     pub ether10_repeat: u32,
+    /// 1988's sound barrier on that Ethernet (as root): Sun's one-packet
+    /// driver at two service times, then a deep queue.
+    pub barrier: Vec<StreamConfig>,
     /// 1989: Sun RPC time per call vs argument size.
     pub rpc: RpcPlan,
     /// 1988: throughput vs record size.
@@ -265,7 +300,9 @@ impl LabPlan {
                 .cells(),
             );
         }
+        let barrier = ether10.as_ref().map_or_else(Vec::new, sound_barrier);
         LabPlan {
+            barrier,
             // The 1981 transfer over the Ethernet is watched on the wire.
             joy_ether10: ether10.map(|mut placement| {
                 if let Placement::Netns { capture, .. } = &mut placement {
@@ -329,6 +366,7 @@ impl LabPlan {
             ..StreamConfig::joy_1981()
         };
         self.joy_ether10 = None;
+        self.barrier.clear();
         self.profile_joy = false;
         self.ether10_skipped = format!(
             "stream over an emulated 10 Mbit/s Ethernet: this lab runs across the real path from {from} to {to}"
@@ -395,6 +433,8 @@ pub enum Section {
     Skipped(String),
     /// Bulk transfers of one configuration (`title` describes it).
     Stream { title: String, records: Vec<Record> },
+    /// 1988's sound barrier: the one-packet driver's runs.
+    Barrier { records: Vec<Record> },
     /// The RPC table's grid and its explained cliffs.
     Rpc { title: String, explained: Explained },
     /// Throughput vs record size, summarised.
@@ -478,6 +518,21 @@ where
     }
     if let Some(before) = restore {
         runner.swap_profiling(before);
+    }
+
+    // 1988: Sun's one-packet LANCE driver and its "sound barrier".
+    if !plan.barrier.is_empty() {
+        eprintln!(
+            "lab: 1988's sound barrier over netns ether10 ({} runs)",
+            plan.barrier.len()
+        );
+        let cells: Vec<StreamCell> = plan
+            .barrier
+            .iter()
+            .flat_map(|config| StreamCell::repeats(config, 1))
+            .collect();
+        let records = runner.grid(&mut StreamMeasure::default(), &cells)?;
+        show(Section::Barrier { records })?;
     }
 
     // 1989: Sun RPC time per call vs argument size, its cliffs and their causes.
@@ -655,6 +710,7 @@ mod tests {
         let plan = LabPlan::quick().across("a:5310", "b:5310", &|_, _| true);
         assert_eq!(plan.joy.placement, remote("a:5310", "b:5310"));
         assert!(plan.joy_ether10.is_none());
+        assert!(plan.barrier.is_empty());
         assert!(plan.ether10_skipped.contains("real path"));
         assert_eq!(
             plan.rpc.placements,

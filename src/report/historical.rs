@@ -35,6 +35,8 @@ pub struct BsdSpeedups {
     pub sosend_1k_chunks_kbytes_s: f64,
     pub best_kbytes_s: f64,
     pub cleaned_up_kbytes_s: f64,
+    /// Throughput with Sun's if_le.c queueing one packet to the LANCE.
+    pub sound_barrier_kbytes_s: f64,
     pub packet_data_bytes: u64,
     pub checksum_us_per_kb: Vec<f64>,
     pub copy_us_per_kb: Vec<f64>,

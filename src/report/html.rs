@@ -198,6 +198,9 @@ fn stream_section(records: &[Record]) -> Parts {
             text.push_str(&line);
             text.push('\n');
         }
+        if let Some(barrier) = tables::barrier_text(&single) {
+            text.push_str(&barrier);
+        }
     }
     let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
     let mut reading = String::new();

@@ -107,6 +107,14 @@ pub fn text(section: &Section) -> String {
         Section::Stream { title, records } => {
             stream_section(title, records) + &super::profile::then_and_now(records)
         }
+        Section::Barrier { records } => {
+            let mut text = tables::stream_table(
+                "netlab stream: 1988's sound barrier, over netns ether10",
+                records,
+            );
+            text.push_str(&tables::barrier_text(records).unwrap_or_default());
+            text
+        }
         Section::Rpc { title, explained } => format!(
             "{title}{}",
             rpc::table(&explained.records, &explained.findings)
