@@ -936,6 +936,35 @@ mod tests {
     }
 
     #[test]
+    fn netem_s_correlation_narrows_what_it_correlates() {
+        // The price of netem's generator (docs/TESTBED.md): a correlated
+        // 1% loss loses almost nothing, a correlated delay loses spread.
+        let mut p = profile();
+        p.loss_pct = 1.0;
+        p.impair.loss_correlation_pct = 25.0;
+        let (model, _) = run(&p, 1_000_000, 100, 1000);
+        assert!(
+            model.counts().lost < 100,
+            "{} lost of a million",
+            model.counts().lost
+        );
+        let mut p = profile();
+        p.delay_us = 10_000;
+        p.jitter_us = 5_000;
+        p.impair.jitter_reorders = true;
+        p.impair.delay_correlation_pct = 75.0;
+        let d = delays(&p, 200_000);
+        let mean = d.iter().sum::<f64>() / d.len() as f64;
+        let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / d.len() as f64).sqrt();
+        // Uniform ±5 ms has sd 2887 µs; times sqrt(0.25 / 1.75).
+        let want = 5000.0 / 3f64.sqrt() * (0.25f64 / 1.75).sqrt();
+        assert!(
+            (sd / want - 1.0).abs() < 0.03,
+            "sd {sd:.0} µs, expected {want:.0}"
+        );
+    }
+
+    #[test]
     fn random_loss_is_binomial() {
         for pct in [0.1, 1.0, 10.0] {
             let mut p = profile();

@@ -574,13 +574,21 @@ fn describe_impairments(i: &Impairments) -> Vec<String> {
         parts.push(format!("{:?} delays", i.distribution).to_lowercase());
     }
     if i.delay_correlation_pct > 0.0 {
-        parts.push(format!("delay corr. {}%", i.delay_correlation_pct));
+        let rho = i.delay_correlation_pct / 100.0;
+        parts.push(format!(
+            "delay corr. {}% (netem's correlation: the spread shrinks to {:.0}%)",
+            i.delay_correlation_pct,
+            ((1.0 - rho) / (1.0 + rho)).sqrt() * 100.0
+        ));
     }
     if i.jitter_reorders {
         parts.push("jitter reorders".into());
     }
     if i.loss_correlation_pct > 0.0 {
-        parts.push(format!("loss corr. {}%", i.loss_correlation_pct));
+        parts.push(format!(
+            "loss corr. {}% (netem's correlation: the loss rate falls far below the setting, docs/TESTBED.md)",
+            i.loss_correlation_pct
+        ));
     }
     match i.loss_model {
         Some(LossModel::GilbertElliott {
