@@ -108,10 +108,8 @@ pub fn text(section: &Section) -> String {
             stream_section(title, records) + &super::profile::then_and_now(records)
         }
         Section::Barrier { records } => {
-            let mut text = tables::stream_table(
-                "netlab stream: 1988's sound barrier, over netns ether10",
-                records,
-            );
+            let mut text =
+                tables::stream_table("1988's sound barrier, over netns ether10", records);
             text.push_str(&tables::barrier_text(records).unwrap_or_default());
             text
         }
