@@ -18,7 +18,7 @@ pub enum PlacementKind {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ViaKind {
-    /// veth when no delay, jitter or loss is asked for; netem or the emulator otherwise.
+    /// veth when no impairment is asked for; netem or the emulator otherwise.
     Auto,
     /// Always netlab's user-space wire emulator.
     Emulator,

@@ -244,7 +244,7 @@ pub enum Realisation {
     #[default]
     Veth,
     /// A TUN device in each namespace relayed by netlab's user-space emulator
-    /// (delay, jitter, loss), tbf on both TUN devices when a rate is set.
+    /// (its link model: the rate, framing and every impairment).
     Emulator,
     /// A veth pair with netem (and tbf) on both ends.
     Netem,
