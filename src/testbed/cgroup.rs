@@ -304,6 +304,17 @@ impl CpuBudget {
         &self.dir
     }
 
+    /// Removes the quota (the group stays, with its statistics): for a
+    /// teardown after the measurement, which would otherwise run at the
+    /// budget's pace and could outlast the controller's patience, leaving
+    /// the group behind when the endpoint is killed.
+    pub fn lift(&self) -> Result<(), BudgetError> {
+        match self.version {
+            Version::V2 => self.write("cpu.max", "max"),
+            Version::V1 => self.write("cpu.cfs_quota_us", "-1"),
+        }
+    }
+
     /// How long the group's tasks were held back by the quota (the
     /// scheduler's `throttled_usec`, or v1's `throttled_time` in ns).
     pub fn throttled(&self) -> Option<Duration> {
@@ -437,11 +448,20 @@ mod tests {
         let start = crate::measure::schedstat::tree_cpu_ns(child.id());
         std::thread::sleep(Duration::from_millis(1000));
         let used = crate::measure::schedstat::tree_cpu_ns(child.id()) - start;
-        child.kill().unwrap();
-        child.wait().unwrap();
         // 10% of a CPU for 1 s is 100 ms; allow a period's slack.
         assert!(used < 250_000_000, "{used} ns in 1 s under a 10% budget");
         assert!(budget.throttled().is_some_and(|t| t > Duration::ZERO));
+        // Lifted, the same process runs free (teardown after a window).
+        budget.lift().unwrap();
+        let start = crate::measure::schedstat::tree_cpu_ns(child.id());
+        std::thread::sleep(Duration::from_millis(500));
+        let used = crate::measure::schedstat::tree_cpu_ns(child.id()) - start;
+        assert!(
+            used > 300_000_000,
+            "{used} ns in 0.5 s with the quota lifted"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
         drop(budget);
         assert!(!dir.exists(), "the group is removed");
     }

@@ -397,6 +397,16 @@ impl Host {
 
     /// Stops the server (every session with it) and reports.
     pub fn stop(mut self) -> io::Result<HostReport> {
+        // The window is over: the teardown runs unthrottled, so it ends
+        // well inside the controller's patience, whatever the budget.
+        let throttled_s = self
+            .budget
+            .as_ref()
+            .and_then(|b| b.throttled())
+            .map(|t| t.as_secs_f64());
+        if let Some(budget) = &self.budget {
+            let _ = budget.lift();
+        }
         let serve = match self.server.take() {
             Some(Server::Netlab(running, stderr)) => {
                 let report = running.stop();
@@ -410,11 +420,7 @@ impl Host {
             None => None,
         };
         let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
-        let throttled_s = self
-            .budget
-            .take()
-            .and_then(|b| b.throttled())
-            .map(|t| t.as_secs_f64());
+        drop(self.budget.take());
         Ok(HostReport {
             serve,
             endings: session_endings(&text),
@@ -428,6 +434,9 @@ impl Drop for Host {
     /// A serving end that loses its controller (end of input, or an agent
     /// ending the run) still stops every session, sshd and test user.
     fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            let _ = budget.lift();
+        }
         match self.server.take() {
             Some(Server::Netlab(running, _stderr)) => {
                 let _ = running.stop();
