@@ -29,7 +29,7 @@
 use crate::measure::rusage::ProcessUsage;
 pub use crate::record::testbed::EmulatorReport;
 use crate::record::testbed::LinkProfile;
-use crate::testbed::impair::LinkModel;
+use crate::testbed::impair::{LinkModel, passes_untouched};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -143,8 +143,8 @@ impl Emulator {
         // An unimpaired, unshaped link passes packets through untouched:
         // whole super-packets then. Anything the model does per wire packet
         // needs the stack to hand over wire packets.
-        let offload = LinkModel::new(&spec.link, spec.queue_bytes, spec.seed).is_immediate()
-            && !spec.link.emulator.wire_packets;
+        let immediate = passes_untouched(&spec.link);
+        let offload = immediate && !spec.link.emulator.wire_packets;
         let fds = [
             open_tun(&spec.sides[0], offload)?,
             open_tun(&spec.sides[1], offload)?,
@@ -154,7 +154,7 @@ impl Emulator {
         let usage_before = ProcessUsage::now();
         let thread = std::thread::Builder::new()
             .name("wire-emulator".into())
-            .spawn(move || relay(&spec, &fds, offload, &flag))?;
+            .spawn(move || relay(&spec, &fds, immediate, offload, &flag))?;
         Ok(Emulator {
             stop,
             thread,
@@ -204,11 +204,13 @@ const MAX_PACKET: usize = 65536 + VNET_HDR_LEN;
 /// Packets read per direction per wake-up before writing again.
 const BATCH: usize = 64;
 
-/// Relays between the two devices until `stop`; `offload`: the devices
+/// Relays between the two devices until `stop`; `immediate`: the link
+/// does nothing to packets ([`passes_untouched`]); `offload`: the devices
 /// were opened with virtio-net headers (each read and write starts with one).
 fn relay(
     spec: &EmulatorSpec,
     fds: &[OwnedFd; 2],
+    immediate: bool,
     offload: bool,
     stop: &AtomicBool,
 ) -> io::Result<EmulatorReport> {
@@ -225,7 +227,6 @@ fn relay(
             spec.seed ^ 0x9e37_79b9_7f4a_7c15,
         ),
     ];
-    let immediate = models[0].is_immediate();
     let mut queues: [BinaryHeap<Reverse<Held>>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
     let mut seq = 0u64;
     let mut spare: Vec<Vec<u8>> = Vec::new();

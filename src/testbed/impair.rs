@@ -432,6 +432,24 @@ pub struct Fate {
     pub deliveries: Vec<Delivery>,
 }
 
+/// Whether a link of `profile` does nothing to packets (no delay, loss,
+/// duplication, corruption, reordering, rate, slots or slow receiver): the
+/// emulator then passes each one on as it comes, without a model.
+pub fn passes_untouched(profile: &LinkProfile) -> bool {
+    let i = &profile.impair;
+    profile.delay_us == 0
+        && profile.jitter_us == 0
+        && profile.loss_pct == 0.0
+        && i.loss_model.is_none()
+        && i.duplicate_pct == 0.0
+        && i.corrupt_pct == 0.0
+        && i.reorder_pct == 0.0
+        && i.reorder_gap == 0
+        && profile.rate_bps.is_none()
+        && i.slot.is_none()
+        && i.rx_min_gap_us == 0
+}
+
 /// The state of one direction of an emulated link.
 pub struct LinkModel {
     rng: fastrand::Rng,
@@ -523,19 +541,6 @@ impl LinkModel {
             last_taken: None,
             counts: ModelCounts::default(),
         }
-    }
-
-    /// Whether the model only passes packets through at once.
-    pub fn is_immediate(&self) -> bool {
-        self.mu_ns == 0
-            && self.sigma_ns == 0
-            && matches!(&self.loss, Loss::Random { p: 0, .. })
-            && self.duplicate == 0
-            && self.corrupt == 0
-            && self.gap == 0
-            && self.wire.is_none()
-            && self.slots.is_none()
-            && self.rx_min_gap_ns == 0
     }
 
     /// netem's `tabledist`: the delay of the next packet.
@@ -962,6 +967,20 @@ mod tests {
             (sd / want - 1.0).abs() < 0.03,
             "sd {sd:.0} µs, expected {want:.0}"
         );
+    }
+
+    #[test]
+    fn only_a_link_that_does_nothing_passes_packets_untouched() {
+        assert!(passes_untouched(&profile()));
+        let mut p = profile();
+        p.emulator.spin = true;
+        assert!(
+            passes_untouched(&p),
+            "how the emulator waits changes no packet"
+        );
+        assert!(!passes_untouched(&LinkProfile::named("ether10").unwrap()));
+        p.impair.corrupt_pct = 0.1;
+        assert!(!passes_untouched(&p));
     }
 
     #[test]
