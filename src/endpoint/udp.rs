@@ -10,7 +10,12 @@
 //! ones rather than drifting; a datagram the kernel refuses (ENOBUFS) is
 //! counted as a send error and takes no sequence number, so the receiver's
 //! loss is loss after the sender's socket. The receiver stops at the end
-//! marker, or after [`IDLE_END`] without a datagram.
+//! marker once every datagram before it has come, or after a grace for
+//! stragglers that overtook the marker on a reordering path (twice the
+//! spread of transit times seen, see [`Counts::straggler_grace`]), or after
+//! [`IDLE_END`] without a datagram. It reads with `recvmsg` and
+//! `SO_RXQ_OVFL`, so loss in its own full socket buffer is told apart from
+//! loss on the path (iperf3 counts both as loss).
 
 use super::pattern::Pattern;
 use super::protocol::{EndpointReport, ReceiveSpec, SendSpec, current_cpu};
@@ -20,6 +25,7 @@ use crate::wire::udpstream::{HEADER_LEN, Header, Kind};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 /// The receiver ends a run this long after its last datagram when the end
@@ -27,6 +33,8 @@ use std::time::{Duration, Instant};
 pub const IDLE_END: Duration = Duration::from_secs(2);
 /// How long the receiver waits for the first datagram.
 const FIRST_WAIT: Duration = Duration::from_secs(30);
+/// The shortest wait for stragglers after the end marker.
+const MIN_STRAGGLER_GRACE: Duration = Duration::from_millis(50);
 /// Socket buffers asked for on both ends (the kernel may grant less), so
 /// that what is lost is lost on the path, not in a small buffer.
 const SOCKET_BUFFER: usize = 4 << 20;
@@ -88,9 +96,22 @@ impl UdpReceiver {
         let (mut first, mut last) = (None::<Instant>, None::<Instant>);
         let mut bytes = 0u64;
         let mut syscalls = 0u64;
+        // After the end marker: when the wait for stragglers ends at most.
+        let mut end_deadline: Option<Instant> = None;
+        let fd = self.socket.as_fd();
+        let drops_counted =
+            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RxqOvfl, &1).is_ok();
+        let mut drops = drops_counted.then_some(0u64);
         self.socket.set_read_timeout(Some(FIRST_WAIT))?;
         loop {
-            let n = match self.socket.recv(&mut buf) {
+            if let Some(deadline) = end_deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                self.socket.set_read_timeout(Some(left))?;
+            }
+            let n = match recv_counting_drops(fd, &mut buf, &mut drops) {
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -111,10 +132,14 @@ impl UdpReceiver {
                 continue;
             };
             match header.kind {
+                Kind::End if end_deadline.is_some() => {} // the marker's copies
                 Kind::End => {
                     counts.stats.sent = Some(header.sequence);
                     counts.stats.end_seen = true;
-                    break;
+                    if counts.stats.received >= header.sequence {
+                        break;
+                    }
+                    end_deadline = Some(Instant::now() + counts.straggler_grace());
                 }
                 Kind::Data => {
                     let payload = &buf[HEADER_LEN..n];
@@ -132,10 +157,17 @@ impl UdpReceiver {
                     last = Some(now);
                     if counts.arrive(header.sequence, header.sent_ns, arrived_ns) {
                         bytes += n as u64;
+                        if let Some(sent) = counts.stats.sent {
+                            counts.stats.after_end += 1;
+                            if counts.stats.received >= sent {
+                                break;
+                            }
+                        }
                     }
                 }
             }
         }
+        counts.stats.socket_drops = drops;
         let wall_s = match (first, last) {
             (Some(first), Some(last)) => (last - first).as_secs_f64(),
             _ => 0.0,
@@ -156,12 +188,43 @@ impl UdpReceiver {
     }
 }
 
+/// One datagram into `buf` with `recvmsg`; `drops`, when counted, takes
+/// the socket's drop counter from the `SO_RXQ_OVFL` control message (the
+/// kernel's count of datagrams it dropped on this socket so far).
+fn recv_counting_drops(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+    drops: &mut Option<u64>,
+) -> io::Result<usize> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+    let mut space = nix::cmsg_space!(u32);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<SockaddrStorage>(
+        fd.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .map_err(io::Error::from)?;
+    if let Some(count) = drops {
+        for cmsg in msg.cmsgs().map_err(io::Error::from)? {
+            if let ControlMessageOwned::RxqOvfl(dropped) = cmsg {
+                *count = u64::from(dropped);
+            }
+        }
+    }
+    Ok(msg.bytes)
+}
+
 /// The receiver's bookkeeping, apart from the socket (unit-tested).
 struct Counts {
     stats: UdpStats,
     seen: Vec<u64>,
     highest: Option<u64>,
     last_transit_ns: Option<i128>,
+    /// The least and greatest transit time seen (any clock: their
+    /// difference does not depend on the offset between the ends' clocks).
+    transit_range_ns: Option<(i128, i128)>,
     jitter_ns: f64,
     latency: Option<hdrhistogram::Histogram<u64>>,
 }
@@ -173,6 +236,7 @@ impl Counts {
             seen: Vec::new(),
             highest: None,
             last_transit_ns: None,
+            transit_range_ns: None,
             jitter_ns: 0.0,
             latency: clock_shared
                 .then(|| hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).ok())
@@ -211,10 +275,26 @@ impl Counts {
             self.jitter_ns += (d - self.jitter_ns) / 16.0;
         }
         self.last_transit_ns = Some(transit);
+        self.transit_range_ns = Some(match self.transit_range_ns {
+            Some((least, most)) => (least.min(transit), most.max(transit)),
+            None => (transit, transit),
+        });
         if let Some(h) = &mut self.latency {
             let _ = h.record((transit.max(0) / 1000).max(1) as u64);
         }
         true
+    }
+
+    /// How long to wait after the end marker for datagrams sent before it
+    /// and still on the path: a datagram sent just before the marker
+    /// arrives at most (greatest - least transit seen) after it, so twice
+    /// that spread, at least [`MIN_STRAGGLER_GRACE`] and at most [`IDLE_END`].
+    fn straggler_grace(&self) -> Duration {
+        let spread_ns = self
+            .transit_range_ns
+            .map_or(0, |(least, most)| (most - least).max(0));
+        let grace = Duration::from_nanos(u64::try_from(2 * spread_ns).unwrap_or(u64::MAX));
+        grace.clamp(MIN_STRAGGLER_GRACE, IDLE_END)
     }
 
     fn finish(mut self) -> UdpStats {
@@ -386,6 +466,121 @@ mod tests {
         let mut apart = Counts::new(false);
         apart.arrive(0, 5, 10);
         assert_eq!(apart.finish().latency, None);
+    }
+
+    #[test]
+    fn the_wait_for_stragglers_is_twice_the_transit_spread_within_bounds() {
+        let ms = 1_000_000u64;
+        let mut c = Counts::new(false);
+        assert_eq!(c.straggler_grace(), MIN_STRAGGLER_GRACE, "nothing seen yet");
+        // Clock offset 1 s between the ends: only the spread matters.
+        c.arrive(0, 0, 1000 * ms + 10 * ms);
+        c.arrive(1, ms, 1000 * ms + ms + 40 * ms);
+        assert_eq!(c.straggler_grace(), Duration::from_millis(60));
+        c.arrive(2, 2 * ms, 1000 * ms + 2 * ms + 5000 * ms);
+        assert_eq!(c.straggler_grace(), IDLE_END);
+    }
+
+    /// One data datagram of `payload` bytes as the sender makes it,
+    /// stamped `sent_ns`.
+    fn datagram(sequence: u64, payload: usize, sent_ns: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; HEADER_LEN + payload];
+        Header {
+            kind: Kind::Data,
+            sequence,
+            sent_ns,
+        }
+        .emit(&mut buf);
+        let pattern = Pattern::new(payload);
+        buf[HEADER_LEN..].copy_from_slice(pattern.slice(sequence * payload as u64, payload));
+        buf
+    }
+
+    fn end_marker(sent: u64) -> Vec<u8> {
+        let mut end = vec![0u8; HEADER_LEN];
+        Header {
+            kind: Kind::End,
+            sequence: sent,
+            sent_ns: monotonic_ns(),
+        }
+        .emit(&mut end);
+        end
+    }
+
+    fn receiver() -> UdpReceiver {
+        UdpReceiver::bind(ReceiveSpec {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            options: Default::default(),
+            strategy: crate::record::stream::RecvStrategy::Read { buffer: 65536 },
+            verify: true,
+            progress: false,
+            interface: None,
+            guard: None,
+            limit_bytes: None,
+            udp: true,
+            udp_clock_shared: true,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_datagram_that_overtook_the_end_marker_is_received_not_lost() {
+        let receiver = receiver();
+        let addr = receiver.local_addr().unwrap();
+        let thread = std::thread::spawn(move || receiver.run().unwrap());
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Datagrams 0..10, 7 held back on the "path" and delivered after
+        // the marker; 9 never delivered.
+        let late = datagram(7, 100, monotonic_ns());
+        for sequence in (0..10).filter(|s| ![7, 9].contains(s)) {
+            peer.send_to(&datagram(sequence, 100, monotonic_ns()), addr)
+                .unwrap();
+        }
+        peer.send_to(&end_marker(10), addr).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        peer.send_to(&late, addr).unwrap();
+        let udp = thread.join().unwrap().udp.unwrap();
+        assert!(udp.end_seen);
+        assert_eq!(udp.received, 9);
+        assert_eq!(udp.after_end, 1);
+        assert_eq!(udp.lost, Some(1), "only 9 is lost");
+        assert_eq!(udp.socket_drops, Some(0));
+    }
+
+    #[test]
+    fn a_full_socket_buffer_reports_its_drops() {
+        let socket = udp_socket(&"127.0.0.1:0".parse().unwrap()).unwrap();
+        socket.set_recv_buffer_size(16 << 10).unwrap();
+        socket
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let socket: UdpSocket = socket.into();
+        let fd = socket.as_fd();
+        nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RxqOvfl, &1).unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let burst = 500;
+        for sequence in 0..burst {
+            peer.send_to(&datagram(sequence, 1000, 0), addr).unwrap();
+        }
+        // One more after the burst carries the count of every drop before it.
+        let read_all = |drops: &mut Option<u64>| {
+            socket.set_nonblocking(true).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let mut read = 0u64;
+            while recv_counting_drops(fd, &mut buf, drops).is_ok() {
+                read += 1;
+            }
+            read
+        };
+        let mut drops = Some(0);
+        let first = read_all(&mut drops);
+        peer.send_to(&datagram(burst, 1000, 0), addr).unwrap();
+        let second = read_all(&mut drops);
+        assert_eq!(second, 1);
+        let dropped = drops.unwrap();
+        assert!(dropped > 0, "a 16 KB buffer held all {burst} datagrams");
+        assert_eq!(first + second + dropped, burst + 1);
     }
 
     #[test]

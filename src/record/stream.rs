@@ -225,6 +225,16 @@ pub struct UdpStats {
     /// Whether the end marker arrived (else the receiver stopped after
     /// waiting, and `lost` is unknown).
     pub end_seen: bool,
+    /// Data datagrams that arrived after the end marker: they overtook it
+    /// on a reordering path. Counted as received; a receiver that stopped
+    /// at the marker would have called them lost.
+    #[serde(default)]
+    pub after_end: u64,
+    /// Datagrams the receiving socket dropped because its buffer was full
+    /// (`SO_RXQ_OVFL`, as of the last datagram read): loss at the receiver,
+    /// not on the path. None where the kernel does not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
 }
 
 /// What `TCP_ZEROCOPY_RECEIVE` did for a receiver.

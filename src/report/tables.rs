@@ -481,6 +481,27 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
+    let notes: Vec<String> = stream_results(records)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, r))| {
+            let got = r.receiver.udp.as_ref()?;
+            let mut parts = Vec::new();
+            if got.after_end > 0 {
+                parts.push(format!(
+                    "{} arrived after the end marker (they overtook it on the path; counted as received)",
+                    got.after_end
+                ));
+            }
+            if let Some(drops) = got.socket_drops.filter(|&n| n > 0) {
+                parts.push(format!(
+                    "{drops} of the lost were dropped by the receiving socket's full buffer \
+                     (SO_RXQ_OVFL): loss at the receiver, not on the path"
+                ));
+            }
+            (!parts.is_empty()).then(|| format!("run {}: {}\n", i + 1, parts.join("; ")))
+        })
+        .collect();
     let mut text = "UDP datagrams (jitter: RFC 3550's interarrival estimator, as iperf3 reports it; latency one-way, on one host's clock):\n".to_string();
     text.push_str(&markdown(
         &[
@@ -496,6 +517,7 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
         ],
         &rows,
     ));
+    text.extend(notes);
     Some(text)
 }
 
