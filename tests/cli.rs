@@ -1317,6 +1317,14 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
             ][..],
             "beyond the link profile's 10 Mbit/s",
         ),
+        (
+            &["--udp", "--rate", "10mbit", "--rcvlowat", "64K"][..],
+            "--rcvlowat 64K: a TCP receive option",
+        ),
+        (
+            &["--recv", "splice", "--rcvlowat", "64K"][..],
+            "--rcvlowat 64K: applies to --recv read",
+        ),
     ] {
         netlab()
             .arg("stream")

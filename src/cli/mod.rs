@@ -101,6 +101,12 @@ fn usize_size_arg(text: &str) -> Result<usize, String> {
     usize::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
 }
 
+/// A size (`parse_size`) as a `u32`, for clap.
+fn u32_size_arg(text: &str) -> Result<u32, String> {
+    let size = crate::units::parse_size(text).map_err(|e| e.to_string())?;
+    u32::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
+}
+
 /// A duration (`parse_duration`) in seconds, for clap.
 fn seconds_arg(text: &str) -> Result<f64, crate::units::UnitError> {
     crate::units::parse_duration(text).map(|d| d.as_secs_f64())

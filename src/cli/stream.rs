@@ -67,6 +67,11 @@ pub struct StreamOptions {
     /// SO_RCVBUF for both sockets (the kernel doubles it).
     #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
     pub rcvbuf: Option<usize>,
+    /// SO_RCVLOWAT on the receiving socket after its first read: each read
+    /// waits for SIZE bytes, so the receiver is woken less often (--recv
+    /// read). On long paths it starves the receive window (EXPERIMENTS.md).
+    #[arg(long, value_parser = super::u32_size_arg, value_name = "SIZE")]
+    pub rcvlowat: Option<u32>,
     /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
@@ -189,6 +194,7 @@ impl StreamOptions {
                 rcvbuf: self.rcvbuf,
                 congestion_control: self.cc.clone(),
                 mss: self.mss,
+                rcvlowat: self.rcvlowat,
             },
             verify: !self.no_verify,
             port: self.port,

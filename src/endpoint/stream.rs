@@ -187,9 +187,12 @@ impl Receiver {
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
                 &stream,
-                buffer,
-                self.spec.verify,
-                limit,
+                ReadSpec {
+                    buffer,
+                    verify: self.spec.verify,
+                    limit,
+                    lowat: self.spec.options.rcvlowat,
+                },
                 self.spec.progress,
                 progress,
             )?,
@@ -269,14 +272,27 @@ impl ProgressTicker {
 /// the first byte came.
 type Received = (u64, u64, Option<Instant>);
 
-fn receive_read(
-    stream: &TcpStream,
+/// How a read receiver reads.
+struct ReadSpec {
     buffer: usize,
     verify: bool,
     limit: u64,
+    /// `SO_RCVLOWAT`, set once the first byte is in.
+    lowat: Option<u32>,
+}
+
+fn receive_read(
+    stream: &TcpStream,
+    spec: ReadSpec,
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Received, StreamError> {
+    let ReadSpec {
+        buffer,
+        verify,
+        limit,
+        lowat,
+    } = spec;
     let mut buffer_memory = AlignedBuf::zeroed(buffer);
     let buf = buffer_memory.as_mut_slice();
     let pattern = verify.then(|| Pattern::new(buffer));
@@ -295,6 +311,22 @@ fn receive_read(
         };
         if first.is_none() {
             first = Some(Instant::now());
+            if let Some(lowat) = lowat {
+                let lowat = libc::c_int::try_from(lowat).unwrap_or(libc::c_int::MAX);
+                // SAFETY: one c_int option value of its own size.
+                let ret = unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::SOL_SOCKET,
+                        libc::SO_RCVLOWAT,
+                        (&lowat as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if ret != 0 {
+                    return Err(io_err("setting SO_RCVLOWAT")(io::Error::last_os_error()));
+                }
+            }
         }
         if let Some(pattern) = &pattern {
             pattern
@@ -386,7 +418,13 @@ fn receive_zerocopy(
     let mapping = match SocketMapping::new(fd, window) {
         Ok(mapping) => mapping,
         Err(e) => {
-            let received = receive_read(stream, buffer, verify, limit, want_progress, progress)?;
+            let read = ReadSpec {
+                buffer,
+                verify,
+                limit,
+                lowat: None,
+            };
+            let received = receive_read(stream, read, want_progress, progress)?;
             let stats = ZerocopyReceiveStats {
                 copied: received.0,
                 unavailable: Some(format!("mmap of the socket refused: {e}")),
@@ -439,8 +477,13 @@ fn receive_zerocopy(
                 // The option itself is refused (a kernel without it): read
                 // the whole stream and say why.
                 drop(mapping);
-                let received =
-                    receive_read(stream, buffer, verify, limit, want_progress, progress)?;
+                let read = ReadSpec {
+                    buffer,
+                    verify,
+                    limit,
+                    lowat: None,
+                };
+                let received = receive_read(stream, read, want_progress, progress)?;
                 let stats = ZerocopyReceiveStats {
                     copied: received.0,
                     calls: 1,
@@ -1273,6 +1316,38 @@ mod tests {
         .unwrap();
         let sent = sender.run(&mut |_| {}).unwrap();
         (sent, recv_thread.join().unwrap())
+    }
+
+    #[test]
+    fn a_low_water_mark_makes_every_read_but_the_last_whole() {
+        // 16 KB writes with TCP_NODELAY: without the mark a read returns
+        // whatever the last segments brought; with 64 KB it waits for 64 KB.
+        let total = 8u64 << 20;
+        let lowat: u32 = 64 << 10;
+        let options = SocketOptions {
+            nodelay: true,
+            rcvlowat: Some(lowat),
+            ..Default::default()
+        };
+        let recv = RecvStrategy::Read { buffer: 128 << 10 };
+        let (sent, got) = transfer_with(
+            options,
+            SendStrategy::Write,
+            recv,
+            16 << 10,
+            Amount::Bytes(total),
+        );
+        assert_eq!(sent.bytes, total);
+        assert_eq!(got.bytes, total);
+        assert!(got.verified);
+        // The first read (before the mark is set), the full ones, the
+        // tail and the end of stream.
+        let most = total.div_ceil(lowat as u64) + 3;
+        assert!(
+            got.syscalls <= most,
+            "{} reads for {total} bytes: some returned less than {lowat}",
+            got.syscalls
+        );
     }
 
     #[test]

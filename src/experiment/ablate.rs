@@ -35,6 +35,7 @@ pub enum Knob {
     Nodelay,
     Sndbuf,
     Rcvbuf,
+    Rcvlowat,
     Cc,
     Mss,
     Mtu,
@@ -44,7 +45,7 @@ pub enum Knob {
 }
 
 /// Every factor `--factor` takes, with what its levels may be.
-pub const KNOBS: [(&str, Knob, &str); 15] = [
+pub const KNOBS: [(&str, Knob, &str); 16] = [
     ("record", Knob::Record, "sizes, e.g. 1K,64K"),
     (
         "send",
@@ -59,6 +60,11 @@ pub const KNOBS: [(&str, Knob, &str); 15] = [
     ("nodelay", Knob::Nodelay, "off, on"),
     ("sndbuf", Knob::Sndbuf, "default or sizes"),
     ("rcvbuf", Knob::Rcvbuf, "default or sizes"),
+    (
+        "rcvlowat",
+        Knob::Rcvlowat,
+        "off or sizes (SO_RCVLOWAT, recv read)",
+    ),
     (
         "cc",
         Knob::Cc,
@@ -228,6 +234,14 @@ impl DesignFactor {
             }
             Knob::Sndbuf => config.options.sndbuf = buffer(level)?,
             Knob::Rcvbuf => config.options.rcvbuf = buffer(level)?,
+            Knob::Rcvlowat => {
+                config.options.rcvlowat = match level {
+                    "off" => None,
+                    text => Some(
+                        u32::try_from(size(text)?).map_err(|_| format!("{text} is too large"))?,
+                    ),
+                }
+            }
             Knob::Cc => {
                 if level.is_empty() || !level.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 {

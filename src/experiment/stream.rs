@@ -65,6 +65,8 @@ pub enum ConfigError {
     Confidence(String),
     #[error("--udp: {0}")]
     Udp(String),
+    #[error("--rcvlowat {0}")]
+    Rcvlowat(String),
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -186,6 +188,25 @@ impl StreamConfig {
         }
         if self.record > MAX_RECORD {
             return Err(ConfigError::RecordTooLarge(format_size(self.record)));
+        }
+        if let Some(lowat) = self.options.rcvlowat {
+            let refuse = |why: &str| {
+                Err(ConfigError::Rcvlowat(format!(
+                    "{}: {why}",
+                    format_size(lowat as u64)
+                )))
+            };
+            if lowat == 0 || lowat > i32::MAX as u32 {
+                return refuse("give 1 byte to 2G");
+            }
+            if self.udp.is_some() {
+                return refuse("a TCP receive option; --udp reads whole datagrams");
+            }
+            if !matches!(self.recv, RecvStrategy::Read { .. }) {
+                return refuse(
+                    "applies to --recv read (splice and zero-copy receive wait on their own terms)",
+                );
+            }
         }
         match self.amount {
             Amount::Bytes(total) if self.record > total => Err(ConfigError::RecordExceedsTotal {

@@ -139,6 +139,12 @@ pub struct SocketOptions {
     /// 4 KB pages of payload with timestamps, what zero-copy receive maps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mss: Option<u32>,
+    /// `SO_RCVLOWAT` on the receiving socket, set after its first read (so
+    /// the first byte is timed as it comes): a read then waits until this
+    /// many bytes are ready or the stream ends, and the sender's kernel
+    /// wakes the receiver that much less often. Read receivers only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvlowat: Option<u32>,
 }
 
 /// How much the sender sends.
