@@ -198,14 +198,14 @@ impl Receiver {
             )?,
             RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress)?,
             RecvStrategy::Zerocopy { buffer } => {
-                let (received, stats) = receive_zerocopy(
-                    &stream,
+                let read = ReadSpec {
                     buffer,
-                    self.spec.verify,
+                    verify: self.spec.verify,
                     limit,
-                    self.spec.progress,
-                    progress,
-                )?;
+                    lowat: None,
+                };
+                let (received, stats) =
+                    receive_zerocopy(&stream, read, self.spec.progress, progress)?;
                 zerocopy_receive = Some(stats);
                 received
             }
@@ -273,6 +273,7 @@ impl ProgressTicker {
 type Received = (u64, u64, Option<Instant>);
 
 /// How a read receiver reads.
+#[derive(Clone, Copy)]
 struct ReadSpec {
     buffer: usize,
     verify: bool,
@@ -404,26 +405,26 @@ impl Drop for SocketMapping {
 /// is counted as mapped or copied. With nothing queued the receiver sleeps
 /// in poll(2); at end of stream read(2) returns 0. When the socket cannot be
 /// mapped at all, the whole stream is read and the reason kept.
+/// Maps whole pages of payload where it can; where the kernel refuses the
+/// mapping or the option, reads the stream as `read` says instead.
 fn receive_zerocopy(
     stream: &TcpStream,
-    buffer: usize,
-    verify: bool,
-    limit: u64,
+    read: ReadSpec,
     want_progress: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Received, ZerocopyReceiveStats), StreamError> {
+    let ReadSpec {
+        buffer,
+        verify,
+        limit,
+        ..
+    } = read;
     let page = page_size();
     let window = buffer.max(page).div_ceil(page) * page;
     let fd = stream.as_raw_fd();
     let mapping = match SocketMapping::new(fd, window) {
         Ok(mapping) => mapping,
         Err(e) => {
-            let read = ReadSpec {
-                buffer,
-                verify,
-                limit,
-                lowat: None,
-            };
             let received = receive_read(stream, read, want_progress, progress)?;
             let stats = ZerocopyReceiveStats {
                 copied: received.0,
@@ -477,12 +478,6 @@ fn receive_zerocopy(
                 // The option itself is refused (a kernel without it): read
                 // the whole stream and say why.
                 drop(mapping);
-                let read = ReadSpec {
-                    buffer,
-                    verify,
-                    limit,
-                    lowat: None,
-                };
                 let received = receive_read(stream, read, want_progress, progress)?;
                 let stats = ZerocopyReceiveStats {
                     copied: received.0,

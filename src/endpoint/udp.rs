@@ -593,19 +593,7 @@ mod tests {
 
     #[test]
     fn datagrams_paced_over_loopback_all_arrive_verified() {
-        let receiver = UdpReceiver::bind(ReceiveSpec {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            options: Default::default(),
-            strategy: crate::record::stream::RecvStrategy::Read { buffer: 65536 },
-            verify: true,
-            progress: false,
-            interface: None,
-            guard: None,
-            limit_bytes: None,
-            udp: true,
-            udp_clock_shared: true,
-        })
-        .unwrap();
+        let receiver = receiver();
         let addr = receiver.local_addr().unwrap();
         let thread = std::thread::spawn(move || receiver.run().unwrap());
         let pace = UdpPace {
