@@ -190,7 +190,9 @@ impl UdpReceiver {
 
 /// One datagram into `buf` with `recvmsg`; `drops`, when counted, takes
 /// the socket's drop counter from the `SO_RXQ_OVFL` control message (the
-/// kernel's count of datagrams it dropped on this socket so far).
+/// kernel's count of datagrams it dropped on this socket so far; it sends
+/// none while that count is zero), and becomes None if the control data
+/// could not be read.
 fn recv_counting_drops(
     fd: std::os::fd::BorrowedFd<'_>,
     buf: &mut [u8],
@@ -206,11 +208,18 @@ fn recv_counting_drops(
         MsgFlags::empty(),
     )
     .map_err(io::Error::from)?;
-    if let Some(count) = drops {
-        for cmsg in msg.cmsgs().map_err(io::Error::from)? {
-            if let ControlMessageOwned::RxqOvfl(dropped) = cmsg {
-                *count = u64::from(dropped);
+    if drops.is_some() {
+        match msg.cmsgs() {
+            Ok(cmsgs) => {
+                for cmsg in cmsgs {
+                    if let ControlMessageOwned::RxqOvfl(dropped) = cmsg {
+                        *drops = Some(u64::from(dropped));
+                    }
+                }
             }
+            // A control message that did not fit: the count is no longer
+            // known, and the datagram itself is still good.
+            Err(_) => *drops = None,
         }
     }
     Ok(msg.bytes)
