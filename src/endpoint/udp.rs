@@ -102,6 +102,8 @@ impl UdpReceiver {
         let drops_counted =
             nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RxqOvfl, &1).is_ok();
         let mut drops = drops_counted.then_some(0u64);
+        // Room for the one control message, allocated once, not per datagram.
+        let mut control = nix::cmsg_space!(u32);
         self.socket.set_read_timeout(Some(FIRST_WAIT))?;
         loop {
             if let Some(deadline) = end_deadline {
@@ -111,7 +113,7 @@ impl UdpReceiver {
                 }
                 self.socket.set_read_timeout(Some(left))?;
             }
-            let n = match recv_counting_drops(fd, &mut buf, &mut drops) {
+            let n = match recv_counting_drops(fd, &mut buf, &mut control, &mut drops) {
                 Ok(n) => n,
                 Err(e)
                     if matches!(
@@ -192,22 +194,19 @@ impl UdpReceiver {
 /// the socket's drop counter from the `SO_RXQ_OVFL` control message (the
 /// kernel's count of datagrams it dropped on this socket so far; it sends
 /// none while that count is zero), and becomes None if the control data
-/// could not be read.
+/// could not be read. `control` is the caller's buffer for the control
+/// message (`nix::cmsg_space!(u32)`), reused from datagram to datagram.
 fn recv_counting_drops(
     fd: std::os::fd::BorrowedFd<'_>,
     buf: &mut [u8],
+    control: &mut [u8],
     drops: &mut Option<u64>,
 ) -> io::Result<usize> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
-    let mut space = nix::cmsg_space!(u32);
     let mut iov = [io::IoSliceMut::new(buf)];
-    let msg = recvmsg::<SockaddrStorage>(
-        fd.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .map_err(io::Error::from)?;
+    let msg =
+        recvmsg::<SockaddrStorage>(fd.as_raw_fd(), &mut iov, Some(control), MsgFlags::empty())
+            .map_err(io::Error::from)?;
     if drops.is_some() {
         match msg.cmsgs() {
             Ok(cmsgs) => {
@@ -576,8 +575,9 @@ mod tests {
         let read_all = |drops: &mut Option<u64>| {
             socket.set_nonblocking(true).unwrap();
             let mut buf = vec![0u8; 2048];
+            let mut control = nix::cmsg_space!(u32);
             let mut read = 0u64;
-            while recv_counting_drops(fd, &mut buf, drops).is_ok() {
+            while recv_counting_drops(fd, &mut buf, &mut control, drops).is_ok() {
                 read += 1;
             }
             read
