@@ -718,3 +718,47 @@ fn a_panic_tears_the_testbed_down() {
         );
     }
 }
+
+#[test]
+fn a_packet_the_device_cannot_parse_is_dropped_and_counted_not_fatal() {
+    // A corrupted IP version nibble makes the TUN write fail with EINVAL;
+    // the emulator once stopped relaying there and the run waited forever.
+    require_root();
+    use netlab::testbed::emulator::{TunSide, Written, open_tun, write_packet};
+    use std::os::fd::AsRawFd;
+    let ns = format!("nlt{}emu", std::process::id());
+    let ip = |args: &[&str]| {
+        let ok = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "ip {args:?}");
+    };
+    ip(&["netns", "add", &ns]);
+    let result = std::panic::catch_unwind(|| {
+        ip(&["-n", &ns, "tuntap", "add", "dev", "nltun0", "mode", "tun"]);
+        ip(&["-n", &ns, "link", "set", "nltun0", "up"]);
+        let side = TunSide {
+            netns: format!("/run/netns/{ns}").into(),
+            interface: "nltun0".into(),
+        };
+        let fd = open_tun(&side, false).unwrap();
+        // A 20-byte IPv4 header, then the same with version 0.
+        let mut packet = [0u8; 20];
+        packet[0] = 0x45;
+        packet[3] = 20;
+        packet[8] = 64;
+        assert_eq!(
+            write_packet(fd.as_raw_fd(), &packet).unwrap(),
+            Written::Passed
+        );
+        packet[0] = 0x05;
+        assert_eq!(
+            write_packet(fd.as_raw_fd(), &packet).unwrap(),
+            Written::Refused
+        );
+    });
+    ip(&["netns", "del", &ns]);
+    result.unwrap();
+}

@@ -290,6 +290,11 @@ pub struct EmulatorReport {
     /// headers on both TUN devices), per direction.
     #[serde(default)]
     pub super_packets: [u64; 2],
+    /// Packets the receiving TUN device refused as malformed (EINVAL: a
+    /// corrupted IP header, as a NIC drops a frame it cannot parse), per
+    /// direction: lost on the link.
+    #[serde(default)]
+    pub device_refused: [u64; 2],
 }
 
 /// Per direction: what the link model did to the packets it was given.

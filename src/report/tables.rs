@@ -400,6 +400,13 @@ pub fn netns_lines(result: &StreamResult) -> String {
             num(e.usage.cpu_s()),
             num(e.wall_s),
         );
+        if e.device_refused.iter().any(|&n| n > 0) {
+            let _ = writeln!(
+                out,
+                "emulator: {}/{} corrupted packets refused by the receiving device (a damaged IP version: dropped, as a NIC drops a frame it cannot parse)",
+                e.device_refused[0], e.device_refused[1]
+            );
+        }
         let _ = write!(out, "{}", emulator_model_text(e));
     }
     out

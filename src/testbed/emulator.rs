@@ -260,7 +260,9 @@ fn relay(
                 .is_some_and(|Reverse(h)| h.release_ns <= now)
             {
                 let Reverse(held) = queues[dir].pop().expect("peeked");
-                write_packet(raw[1 - dir], &held.packet)?;
+                if write_packet(raw[1 - dir], &held.packet)? == Written::Refused {
+                    report.device_refused[dir] += 1;
+                }
                 let late_us = now.saturating_sub(held.release_ns) / 1000;
                 let _ = overhead.record(late_us.max(1));
                 report.forwarded_packets[dir] += 1;
@@ -325,7 +327,9 @@ fn relay(
                 let read_at = now_ns();
                 if immediate {
                     // Passed on whole (with offload, its virtio-net header too).
-                    write_packet(raw[1 - dir], &buf[..n])?;
+                    if write_packet(raw[1 - dir], &buf[..n])? == Written::Refused {
+                        report.device_refused[dir] += 1;
+                    }
                     let _ = overhead.record(((now_ns() - read_at) / 1000).max(1));
                     report.forwarded_packets[dir] += 1;
                     let header = if offload { VNET_HDR_LEN } else { 0 };
@@ -367,21 +371,41 @@ fn relay(
     Ok(report)
 }
 
-fn write_packet(fd: RawFd, packet: &[u8]) -> io::Result<()> {
+/// What became of a packet handed to the receiving device.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Taken, or lost as on a wire (the device's queue full, or the
+    /// namespace going away).
+    Passed,
+    /// Refused as malformed: the kernel reads the IP version from the
+    /// first byte, and a corrupted one is EINVAL. Dropped, as a NIC drops
+    /// a frame it cannot parse; the relay goes on.
+    Refused,
+}
+
+pub fn write_packet(fd: RawFd, packet: &[u8]) -> io::Result<Written> {
     loop {
         // SAFETY: packet is a valid slice.
         let n = unsafe { libc::write(fd, packet.as_ptr().cast(), packet.len()) };
         if n >= 0 {
-            return Ok(());
+            return Ok(Written::Passed);
         }
         let e = io::Error::last_os_error();
         match e.kind() {
             io::ErrorKind::Interrupted => continue,
             // The receiving device's queue is full: the packet is lost, as on a wire.
-            io::ErrorKind::WouldBlock => return Ok(()),
+            io::ErrorKind::WouldBlock => return Ok(Written::Passed),
             // The namespace is being torn down.
-            _ if e.raw_os_error() == Some(libc::EIO) => return Ok(()),
-            _ => return Err(e),
+            _ if e.raw_os_error() == Some(libc::EIO) => return Ok(Written::Passed),
+            _ if e.raw_os_error() == Some(libc::EINVAL) => return Ok(Written::Refused),
+            _ => {
+                // The relay stops here: say so now, not only at the run's end.
+                eprintln!(
+                    "netlab emulator: writing a {}-byte packet failed, relay stopped: {e}",
+                    packet.len()
+                );
+                return Err(e);
+            }
         }
     }
 }
