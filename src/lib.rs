@@ -29,6 +29,8 @@ pub mod checksum;
 pub mod cli;
 pub mod endpoint;
 pub mod experiment;
+pub mod experiments;
+pub mod lab;
 pub mod measure;
 pub mod model;
 pub mod record;

@@ -1,17 +1,22 @@
 //! The crate's layers point down only. Each top-level module has a rank;
 //! a module may name (in `use crate::...` lines or in paths written
-//! `crate::x::...`) only modules of a lower rank. Test code (from the first
-//! `#[cfg(test)]` of a file) is not checked: tests may reach anywhere.
+//! `crate::x::...`) only modules of a lower rank. Whole files are read;
+//! only `#[cfg(test)]` items (found by their braces) are skipped, since
+//! tests may reach anywhere.
 //!
 //! From the bottom: byte formats, checksums, units and measurements; the
 //! record every measurement becomes; pure analysis over records; the
-//! testbed; the endpoint programs; the experiments that run them; reports;
-//! the command line.
+//! testbed; the endpoint programs; the runner, launcher and placements;
+//! the agent; the report's page and figure toolkit. That is the shared
+//! core, and it names no experiment. Above it `experiments/`, one folder
+//! per experiment: each names the core and itself, never another
+//! experiment, except a declared variant naming the experiment it varies.
+//! Then the lab, which runs them all, and the command line.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 15] = [
     "wire",
     "checksum",
     "units",
@@ -24,7 +29,53 @@ const LAYERS: [&str; 13] = [
     "experiment",
     "agent",
     "report",
+    "experiments",
+    "lab",
     "cli",
+];
+
+/// The first layer above the shared core.
+const ABOVE_CORE: &str = "experiments";
+
+/// Experiments that vary another and may name it: (variant, varied).
+const VARIANTS: [(&str, &str); 3] = [
+    // `netlab sweep stream`: the same transfer over a grid of record sizes.
+    ("sweep", "stream"),
+    // `netlab ablate stream`: the same transfer over a factorial of features.
+    ("ablate", "stream"),
+    // The 1987 terminal test: login's servers and sessions, typing out instead of in.
+    ("output", "login"),
+];
+
+/// Core files that still name an experiment while #30 moves each
+/// experiment's pieces out of the core (its role out of the endpoint
+/// dispatcher and the agent's policy, its sections out of the report
+/// page): each with what names it. The list only shrinks.
+const NOT_YET_MOVED: &[(&str, &str)] = &[
+    // the dispatcher's match arms: each experiment's role behind a trait
+    ("endpoint/mod.rs", "experiments::cksum"),
+    ("endpoint/mod.rs", "experiments::stream"),
+    // Command and Reply variants: typed per experiment through one request/reply helper
+    ("endpoint/protocol.rs", "experiments::cksum"),
+    ("endpoint/protocol.rs", "experiments::stream"),
+    // RecordData: the registry's, over a generic envelope
+    ("record/mod.rs", "experiments::cksum"),
+    ("record/mod.rs", "experiments::login"),
+    ("record/mod.rs", "experiments::rpc"),
+    ("record/mod.rs", "experiments::stream"),
+    // each experiment's figures: into its report section
+    ("report/figures.rs", "experiments::login"),
+    ("report/figures.rs", "experiments::output"),
+    ("report/figures.rs", "experiments::rpc"),
+    ("report/figures.rs", "experiments::sweep"),
+    // the page's sections: a Section trait, looped over from the registry
+    ("report/html.rs", "experiments::ablate"),
+    ("report/html.rs", "experiments::cksum"),
+    ("report/html.rs", "experiments::login"),
+    ("report/html.rs", "experiments::output"),
+    ("report/html.rs", "experiments::rpc"),
+    ("report/html.rs", "experiments::stream"),
+    ("report/html.rs", "experiments::sweep"),
 ];
 
 fn rank(module: &str) -> Option<usize> {
@@ -42,78 +93,174 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level modules a source text names through `crate::`.
-fn named_modules(text: &str) -> BTreeSet<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or("");
-    let mut names = BTreeSet::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        let mut rest = line;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(group) = rest.strip_prefix('{') {
-                // use crate::{a, b::c};
-                let inner = group.split('}').next().unwrap_or("");
-                for item in inner.split(',') {
-                    let name: String = item
-                        .trim()
-                        .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
-                        .collect();
-                    if !name.is_empty() {
-                        names.insert(name);
+/// `text` without its `#[cfg(test)]` items: from the attribute to the end
+/// of the item it marks (its closing brace, or a `;` before any brace).
+/// Braces inside strings and comments are rare enough in this crate's
+/// test items that counting them all is exact here; a test below pins it.
+fn without_test_items(text: &str) -> String {
+    let mut kept = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..at]);
+        let item = &rest[at + "#[cfg(test)]".len()..];
+        let mut depth = 0usize;
+        let mut end = item.len();
+        for (i, c) in item.char_indices() {
+            match c {
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
                     }
                 }
-            } else {
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    names.insert(name);
-                }
+                _ => {}
             }
         }
+        rest = &item[end..];
     }
-    names
+    kept.push_str(rest);
+    kept
 }
 
-/// Every `crate::` reference from a module to one of the same or a higher
-/// rank, as "file: names module".
-fn violations(src: &Path) -> Vec<String> {
+/// Every path a source text names through `crate::`, as its first two
+/// segments (`experiments::rpc`), groups expanded (`crate::{a, b::c}`).
+fn named_paths(text: &str) -> BTreeSet<Vec<String>> {
+    let code = without_test_items(text);
+    // Comment lines dropped, the rest joined, so a group that rustfmt
+    // spread over lines is read whole.
+    let code: String = code
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut paths = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        expand(rest, Vec::new(), &mut paths);
+    }
+    paths
+}
+
+/// The paths of one `crate::` reference starting at `text`, after `prefix`.
+fn expand(text: &str, prefix: Vec<String>, paths: &mut BTreeSet<Vec<String>>) {
+    if prefix.len() == 2 {
+        paths.insert(prefix);
+        return;
+    }
+    if let Some(group) = text.strip_prefix('{') {
+        // Items of the group, split at top-level commas.
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    expand(group[start..i].trim(), prefix.clone(), paths);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(group[start..i].trim(), prefix.clone(), paths);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    if text.is_empty() {
+        return; // the empty item after a group's trailing comma
+    }
+    let name: String = text
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if name.is_empty() || name == "self" {
+        if !prefix.is_empty() {
+            paths.insert(prefix);
+        }
+        return;
+    }
+    let after = &text[name.len()..];
+    let mut path = prefix;
+    path.push(name);
+    match after.strip_prefix("::") {
+        Some(next) => expand(next, path, paths),
+        None => {
+            paths.insert(path);
+        }
+    }
+}
+
+/// The top-level module of a file under `src`, and its experiment if it
+/// is in `experiments/<name>/` (or `experiments/<name>.rs`).
+fn place(relative: &Path) -> (String, Option<String>) {
+    let mut parts = relative.components().map(|c| {
+        c.as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string()
+    });
+    let top = parts.next().unwrap();
+    let experiment = if top == ABOVE_CORE {
+        parts.next().filter(|name| name != "mod")
+    } else {
+        None
+    };
+    (top, experiment)
+}
+
+/// Every reference that breaks the layering, as "file: what it names".
+fn violations(src: &Path, not_yet_moved: &[(&str, &str)]) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
     let mut found = Vec::new();
     for file in files {
         let relative = file.strip_prefix(src).unwrap();
-        let top = relative
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy()
-            .trim_end_matches(".rs")
-            .to_string();
+        let (top, experiment) = place(relative);
         let Some(own) = rank(&top) else {
             continue; // lib.rs, main.rs
         };
         let text = std::fs::read_to_string(&file).unwrap();
-        for name in named_modules(&text) {
-            if name == top {
+        let shown = relative.display().to_string();
+        for path in named_paths(&text) {
+            let name = &path[0];
+            if *name == top {
+                // Within experiments/: its own folder, or the experiment a
+                // declared variant varies.
+                if let (Some(mine), Some(other)) = (&experiment, path.get(1))
+                    && other != mine
+                    && !VARIANTS.contains(&(mine.as_str(), other.as_str()))
+                {
+                    found.push(format!(
+                        "{shown}: experiment {mine} names experiment {other}"
+                    ));
+                }
                 continue;
             }
-            match rank(&name) {
-                Some(other) if other > own => found.push(format!(
-                    "{}: {top} names {name}, a layer above it",
-                    relative.display()
-                )),
+            match rank(name) {
+                Some(other) if other > own => {
+                    let excused = other >= rank(ABOVE_CORE).unwrap()
+                        && not_yet_moved
+                            .iter()
+                            .any(|(f, what)| *f == shown && *what == path.join("::"));
+                    if !excused {
+                        found.push(format!(
+                            "{shown}: {top} names {}, a layer above it",
+                            path.join("::")
+                        ));
+                    }
+                }
                 None => found.push(format!(
-                    "{}: names crate::{name}, which is in no layer (add it to LAYERS)",
-                    relative.display()
+                    "{shown}: names crate::{name}, which is in no layer (add it to LAYERS)"
                 )),
                 _ => {}
             }
@@ -125,12 +272,30 @@ fn violations(src: &Path) -> Vec<String> {
 #[test]
 fn every_module_names_only_layers_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = violations(&src);
+    let found = violations(&src, NOT_YET_MOVED);
     assert!(
         found.is_empty(),
         "layers pointing up:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn every_excused_reference_still_exists() {
+    // An entry of NOT_YET_MOVED that no file needs any more is removed, so
+    // the list says what is left to move.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let strict = violations(&src, &[]);
+    for (file, what) in NOT_YET_MOVED {
+        let line = format!(
+            "{file}: {} names {what}, a layer above it",
+            file.split('/').next().unwrap()
+        );
+        assert!(
+            strict.contains(&line),
+            "NOT_YET_MOVED lists {file} -> {what}, which no longer holds: remove it"
+        );
+    }
 }
 
 #[test]
@@ -148,26 +313,51 @@ fn every_top_level_module_has_a_layer() {
 #[test]
 fn the_check_sees_an_upward_import() {
     // The scanner itself: a low module naming a higher one is caught, in
-    // both forms, and test code is not read.
+    // both forms and in nested groups, test items are skipped by their
+    // braces (code after them is read), and experiments may name only
+    // themselves and what they vary.
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
     std::fs::create_dir_all(src.join("wire")).unwrap();
     std::fs::write(
         src.join("wire/x.rs"),
-        "use crate::units::parse_size;\nfn f() { crate::report::tables::num(1.0); }\nuse crate::{checksum, cli::Output};\n#[cfg(test)]\nmod tests { use crate::experiment::runner; }\n",
+        "use crate::units::parse_size;\nfn f() { crate::report::tables::num(1.0); }\nuse crate::{checksum, cli::Output};\n#[cfg(test)]\nmod tests { use crate::experiment::runner; fn g() { if true { } } }\n#[cfg(test)]\nuse crate::lab;\nfn h() { crate::experiments::rpc::x(); }\n",
     )
     .unwrap();
     std::fs::write(src.join("cli.rs"), "use crate::wire::rpc;\n").unwrap();
-    let found = violations(src);
+    std::fs::create_dir_all(src.join("experiments/sweep")).unwrap();
+    std::fs::create_dir_all(src.join("experiments/rpc")).unwrap();
+    std::fs::write(
+        src.join("experiments/sweep/cell.rs"),
+        "use crate::experiments::{stream::cell, sweep::dips};\nuse crate::record::Record;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("experiments/rpc/cell.rs"),
+        "use crate::experiments::{rpc::record, cksum::{role, record}};\nuse crate::lab::run;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("experiments/mod.rs"),
+        "pub mod rpc;\nuse crate::experiments::rpc::cell;\n",
+    )
+    .unwrap();
+    let found = violations(src, &[]);
     assert_eq!(
         found,
         [
+            "experiments/rpc/cell.rs: experiment rpc names experiment cksum",
+            "experiments/rpc/cell.rs: experiments names lab::run, a layer above it",
             "wire/x.rs: wire names checksum, a layer above it",
-            "wire/x.rs: wire names cli, a layer above it",
-            "wire/x.rs: wire names report, a layer above it",
-            "wire/x.rs: wire names units, a layer above it",
+            "wire/x.rs: wire names cli::Output, a layer above it",
+            "wire/x.rs: wire names experiments::rpc, a layer above it",
+            "wire/x.rs: wire names report::tables, a layer above it",
+            "wire/x.rs: wire names units::parse_size, a layer above it",
         ]
     );
+    // A listed exception excuses exactly that reference.
+    let found = violations(src, &[("wire/x.rs", "experiments::rpc")]);
+    assert!(!found.iter().any(|f| f.contains("experiments::rpc")));
 }
 
 /// The most lines `cli/` may hold beyond its option declarations (the

@@ -1,18 +1,12 @@
 //! Pure functions over measurements: no I/O, no clocks, unit-tested on
 //! synthetic inputs with known answers.
 
-pub mod bounds;
-pub mod cksum;
 pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
-pub mod dips;
 pub mod factorial;
 pub mod knee;
 pub mod layers;
-pub mod login;
-pub mod rpc;
 pub mod split;
 pub mod stats;
-pub mod stream;
 pub mod wire;

@@ -4,9 +4,10 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::ablate::{AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed};
-use crate::experiment::stream::StreamMeasure;
-use crate::report;
+use crate::experiments::ablate::cell::{
+    AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed,
+};
+use crate::experiments::stream::cell::StreamMeasure;
 use crate::units::parse_size;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -103,8 +104,8 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         .grid(&mut StreamMeasure::default(), &plan.cells())?;
     let design = plan.design();
     let analysis = analyse_records(&design, &records, 0.95);
-    let doc = report::ablate::doc(&plan, args.preset, &analysis, &records);
+    let doc = crate::experiments::ablate::report::doc(&plan, args.preset, &analysis, &records);
     run.finish(out, &records, doc, || {
-        report::ablate::full_text(&plan, args.preset, &analysis, &records)
+        crate::experiments::ablate::report::full_text(&plan, args.preset, &analysis, &records)
     })
 }

@@ -2,8 +2,7 @@
 //! machine's limits and Van Jacobson's 1988 figures.
 
 use super::Output;
-use crate::experiment::cksum::{CksumMeasure, CksumPlan};
-use crate::report;
+use crate::experiments::cksum::cell::{CksumMeasure, CksumPlan};
 use crate::units::parse_size;
 use clap::Args;
 
@@ -35,12 +34,12 @@ pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
     let caches = runner.host().caches.clone();
     let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
     drop(runner);
-    let doc = report::cksum::doc(&caches, &records);
+    let doc = crate::experiments::cksum::report::doc(&caches, &records);
     args.run.finish(out, &records, doc, || {
         format!(
             "netlab cksum: ns per KB, median of {} batches\n{}",
             args.batches,
-            report::cksum::table(&records)
+            crate::experiments::cksum::report::table(&records)
         )
     })
 }

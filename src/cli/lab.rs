@@ -3,9 +3,9 @@
 //! records under `netlab-out/<timestamp>/`.
 
 use super::Output;
-use crate::experiment::lab::{self, LabPlan};
 use crate::experiment::remote;
 use crate::experiment::runner::Runner;
+use crate::lab::{self, LabPlan};
 use crate::measure::host::HostFacts;
 use crate::record::RecordWriter;
 use crate::report;
@@ -44,10 +44,11 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     // Across a real path: the agents are reached (and authenticated) now.
     if let Some((from, to)) = args.remote.ends("lab")? {
         plan = plan.across_agents(&from, &to);
-        printed = report::lab::across_header(&from, &to, &HostFacts::gather(), &remote::facts());
+        printed =
+            crate::lab::report::across_header(&from, &to, &HostFacts::gather(), &remote::facts());
         out.text(&printed)?;
     }
-    let dir = report::lab::results_dir(&args.out_dir)?;
+    let dir = crate::lab::report::results_dir(&args.out_dir)?;
     let mut writer = RecordWriter::append(&dir.join("results.jsonl"))
         .with_context(|| format!("cannot create the records file in {}", dir.display()))?;
     let profiling = args
@@ -60,7 +61,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut skipped_any = false;
     lab::run(&plan, &mut runner, &mut |section| -> anyhow::Result<()> {
         skipped_any |= matches!(section, lab::Section::Skipped(_));
-        let text = report::lab::text(&section) + "\n";
+        let text = crate::lab::report::text(&section) + "\n";
         out.text(&text)?;
         printed.push_str(&text);
         Ok(())
@@ -72,7 +73,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         out.text(&line)?;
         printed.push_str(&line);
     }
-    let finished = report::lab::finish(&dir, &printed)?;
+    let finished = crate::lab::report::finish(&dir, &printed)?;
     for e in &finished.figure_errors {
         eprintln!("figure not drawn: {e}");
     }

@@ -4,10 +4,11 @@
 //! vmstat's terms; the table prints the 1989 rows beside today's.
 
 use super::Output;
-use crate::experiment::login::{
-    Dialect, LimitSearch, LoginMeasure, LoginPlan, Target, corpus, find_limits, host_budget,
+use crate::endpoint::login::host::Dialect;
+use crate::endpoint::login::host::Target;
+use crate::experiments::login::cell::{
+    LimitSearch, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
 };
-use crate::report;
 
 use clap::Args;
 use std::path::PathBuf;
@@ -127,12 +128,12 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             serde_json::json!({ "experiment": "login", "find_limit": limits, "records": records });
         // A limit is found even when its probes failed: no failure check.
         return args.run.finish(out, &[], doc, || {
-            report::login::limits_table(plan.rate, &limits)
+            crate::experiments::login::report::limits_table(plan.rate, &limits)
         });
     }
     let records = runner.grid(&mut measure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "login", "records": records });
     args.run.finish(out, &records, doc, || {
-        report::login::grid_text(&plan, &records)
+        crate::experiments::login::report::grid_text(&plan, &records)
     })
 }

@@ -4,9 +4,9 @@
 //! and their mean size, with the 1987 telnet figures beside.
 
 use super::Output;
-use crate::experiment::login::{Dialect, Target};
-use crate::experiment::output::{OutputMeasure, OutputPlan};
-use crate::report;
+use crate::endpoint::login::host::Dialect;
+use crate::endpoint::login::host::Target;
+use crate::experiments::output::cell::{OutputMeasure, OutputPlan};
 use anyhow::bail;
 use clap::Args;
 
@@ -69,6 +69,6 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         .grid(&mut OutputMeasure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "output", "records": records });
     args.run.finish(out, &records, doc, || {
-        report::login::output_text(args.size, args.baud, &records)
+        crate::experiments::login::report::output_text(args.size, args.baud, &records)
     })
 }

@@ -3,10 +3,11 @@
 //! Arguments become an [`RpcPlan`]; `experiment::rpc_search` runs it.
 
 use super::Output;
-use crate::experiment::rpc::{ClientOptions, Proto, RpcMeasure, RpcPlan, ServerOptions, Strategy};
-use crate::experiment::rpc_search;
+use crate::endpoint::rpc::client::{ClientOptions, Strategy};
+use crate::endpoint::rpc::{Proto, server::ServerOptions};
+use crate::experiments::rpc::cell::{RpcMeasure, RpcPlan};
+use crate::experiments::rpc::search as rpc_search;
 use crate::model::sunos4;
-use crate::report;
 use crate::units::parse_count_list;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -179,17 +180,18 @@ fn run_model(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         let ranges = sunos4::slow_ranges_table(lo as u64, hi as u64).context("--cliff-range")?;
         return args.run.finish_unrecorded(
             out,
-            report::rpc::model_ranges_doc(lo as u64, hi as u64, &ranges),
-            || report::rpc::model_ranges_text(lo as u64, hi as u64, &ranges),
+            crate::experiments::rpc::report::model_ranges_doc(lo as u64, hi as u64, &ranges),
+            || crate::experiments::rpc::report::model_ranges_text(lo as u64, hi as u64, &ranges),
         );
     }
     let sizes = parse_count_list(&args.sizes).context("--sizes")?;
     let sizes64: Vec<u64> = sizes.iter().map(|&s| s as u64).collect();
     let predictions = sunos4::predict_table(&sizes64)?;
-    args.run
-        .finish_unrecorded(out, report::rpc::model_doc(&predictions), || {
-            report::rpc::model_table(&sizes)
-        })
+    args.run.finish_unrecorded(
+        out,
+        crate::experiments::rpc::report::model_doc(&predictions),
+        || crate::experiments::rpc::report::model_table(&sizes),
+    )
 }
 
 pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -215,9 +217,10 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
                     other => other.into(),
                 }
             })?;
-        let doc = report::rpc::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
+        let doc =
+            crate::experiments::rpc::report::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
         return args.run.finish(out, &[], doc, || {
-            report::rpc::stall_ranges_text(
+            crate::experiments::rpc::report::stall_ranges_text(
                 plan.strategy.name(),
                 &plan.placements,
                 &ranges,
@@ -231,13 +234,13 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         findings,
         reruns,
     } = rpc_search::measure_and_explain(&mut runner, &mut RpcMeasure, &plan)?;
-    let doc = report::rpc::doc(&records, &findings, &reruns, &plan.skipped);
+    let doc = crate::experiments::rpc::report::doc(&records, &findings, &reruns, &plan.skipped);
     args.run.finish(out, &records, doc, || {
         format!(
             "{}{}{}",
             plan.title(),
-            report::rpc::table(&records, &findings),
-            report::rpc::connect_per_call_text(&records)
+            crate::experiments::rpc::report::table(&records, &findings),
+            crate::experiments::rpc::report::connect_per_call_text(&records)
         )
     })
 }

@@ -2,11 +2,10 @@
 
 use super::Output;
 use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-use crate::experiment::stream::{
+use crate::experiments::stream::cell::{
     Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
-use crate::record::stream::{Direction, Flows, UdpPace};
-use crate::report;
+use crate::experiments::stream::record::{Direction, Flows, UdpPace};
 use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -143,8 +142,8 @@ impl StreamOptions {
         }
         let length = self.length.unwrap_or(1460);
         let (lo, hi) = (
-            crate::endpoint::udp::MIN_LENGTH,
-            crate::endpoint::udp::MAX_LENGTH,
+            crate::experiments::stream::udp::MIN_LENGTH,
+            crate::experiments::stream::udp::MAX_LENGTH,
         );
         if !(lo as i64..=hi as i64).contains(&length) {
             bail!("--length {length}: give {lo} to {hi} bytes (netlab's header is 24)");
@@ -288,7 +287,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut measure = StreamMeasure::default();
     if args.json_stream {
         measure.intervals = Some(Box::new(|run, connection, sample| {
-            let line = report::tables::interval_line(run, connection, sample);
+            let line = crate::experiments::stream::report::interval_line(run, connection, sample);
             // A reader that went away stops nothing: the run finishes.
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }));
@@ -301,7 +300,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         }
         None => (run.runner(&mut writer)?.grid(&mut measure, &cells)?, None),
     };
-    let mut doc = report::tables::stream_doc(&config.describe(), &records);
+    let mut doc = crate::experiments::stream::report::stream_doc(&config.describe(), &records);
     if let Some(confident) = &confident {
         doc["confidence"] = serde_json::json!(confident);
     }
@@ -309,9 +308,11 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         return run.finish_lines(out, &records, doc);
     }
     run.finish(out, &records, doc, || {
-        let mut text = report::lab::stream_section(&config.describe(), &records);
+        let mut text = crate::lab::report::stream_section(&config.describe(), &records);
         if let Some(confident) = &confident {
-            text.push_str(&report::tables::confidence_text(confident));
+            text.push_str(&crate::experiments::stream::report::confidence_text(
+                confident,
+            ));
         }
         text
     })

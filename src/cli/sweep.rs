@@ -4,9 +4,8 @@
 use super::Output;
 use super::stream::StreamOptions;
 use crate::endpoint::protocol::Amount;
-use crate::experiment::stream::StreamMeasure;
-use crate::experiment::sweep::{self, Precision, SweepConfig};
-use crate::report::tables;
+use crate::experiments::stream::cell::StreamMeasure;
+use crate::experiments::sweep::cell::{self as sweep, Precision, SweepConfig};
 use crate::units::{format_size, parse_size, parse_size_list};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -118,11 +117,12 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
         args.record,
         config.base.describe()
     );
-    let doc = tables::sweep_doc(&title, &summary, refined.as_ref(), &records);
+    let doc =
+        crate::experiments::sweep::report::sweep_doc(&title, &summary, refined.as_ref(), &records);
     run.finish(out, &records, doc, || {
-        let mut text = tables::sweep_table(&title, &summary, &records);
+        let mut text = crate::experiments::sweep::report::sweep_table(&title, &summary, &records);
         if let Some(refined) = &refined {
-            text.push_str(&tables::precision_text(refined));
+            text.push_str(&crate::experiments::sweep::report::precision_text(refined));
         }
         text
     })

@@ -8,16 +8,15 @@
 //! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
 
 pub mod agent;
-pub mod cksum;
 pub mod guard;
 pub mod login;
 pub mod pattern;
 pub mod pin;
 pub mod protocol;
 pub mod rpc;
-pub mod stream;
-pub mod udp;
 
+use crate::experiments::cksum::role as cksum;
+use crate::experiments::stream::{role as stream, udp};
 use crate::wire::control::{FrameReader, write_frame};
 use protocol::{Command, Reply};
 use std::io::{Read, Write};

@@ -8,7 +8,7 @@
 //! [`Reply::Failed`] naming the problem. Connection setup happens before `Go`,
 //! so it is outside every measured interval.
 
-pub use crate::record::stream::{
+pub use crate::experiments::stream::record::{
     Amount, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions,
     ZerocopyStats,
 };
@@ -85,7 +85,7 @@ pub struct SendSpec {
     pub interval_s: Option<f64>,
     /// `--udp`: paced datagrams instead of a TCP stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<crate::record::stream::UdpPace>,
+    pub udp: Option<crate::experiments::stream::record::UdpPace>,
 }
 
 /// Controller → endpoint.
@@ -125,7 +125,7 @@ pub enum Command {
     /// Go on after a `Window` edge that awaits it.
     Proceed,
     /// Time the checksum and copy variants at one size; answered by `CksumDone`.
-    Cksum(crate::record::cksum::CksumSpec),
+    Cksum(crate::experiments::cksum::record::CksumSpec),
     /// End the emulator, capture, RPC or login server; answered by
     /// `EmulatorDone`, `CaptureDone`, `RpcServerDone` or `HostDone`.
     Stop,
@@ -176,11 +176,11 @@ pub enum Reply {
         open: bool,
         awaits: bool,
     },
-    Typed(Box<crate::record::login::TypistReport>),
+    Typed(Box<crate::endpoint::login::typist::TypistReport>),
     TerminalDone(Box<crate::endpoint::login::clients::TerminalReport>),
     RpcServerDone(Box<crate::endpoint::rpc::ServerReport>),
     RpcClientDone(Box<crate::endpoint::rpc::RpcClientReport>),
-    CksumDone(Box<crate::record::cksum::CksumResult>),
+    CksumDone(Box<crate::experiments::cksum::record::CksumResult>),
     Failed {
         message: String,
     },
@@ -223,7 +223,7 @@ mod tests {
                 interface: Some("nlb1a".into()),
                 token: Some([1; TOKEN_LEN]),
                 interval_s: Some(0.5),
-                udp: Some(crate::record::stream::UdpPace {
+                udp: Some(crate::experiments::stream::record::UdpPace {
                     rate_bps: 10_000_000,
                     length: 1460,
                 }),

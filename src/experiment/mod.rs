@@ -8,26 +8,18 @@ macro_rules! refuse {
         return Err($crate::experiment::CellError::Refused(format!($($arg)*)).into())
     };
 }
+pub(crate) use refuse;
 
-pub mod ablate;
 pub mod bed;
-pub mod cksum;
 pub mod doctor;
 pub mod endpoints;
-pub mod lab;
 pub mod launcher;
-pub mod login;
-pub mod output;
 pub mod placement;
 pub mod profile;
 pub mod progress;
 pub mod remote;
-pub mod rpc;
-pub mod rpc_search;
 pub mod runner;
 pub mod servers;
-pub mod stream;
-pub mod sweep;
 
 use crate::record::RecordData;
 use endpoints::ControlError;

@@ -290,7 +290,7 @@ pub(crate) mod mock {
 mod tests {
     use super::mock::{Mock, runner};
     use super::*;
-    use crate::record::cksum::{CksumResult, CksumSpec};
+    use crate::experiments::cksum::record::{CksumResult, CksumSpec};
 
     fn cksum_cell(size: usize, error: Option<&str>) -> Measured {
         Measured {

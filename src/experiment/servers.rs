@@ -15,12 +15,12 @@ use super::CellError;
 use super::endpoints::EndpointProcess;
 use super::launcher::{End, Launcher};
 use crate::endpoint::login::clients::LoginTarget;
+use crate::endpoint::login::host::{Dialect, Target};
 pub use crate::endpoint::login::host::{HostReport, SessionCommand};
 use crate::endpoint::login::host::{HostServeSpec, HostServing};
 use crate::endpoint::login::programs::SshAccess;
 use crate::endpoint::protocol::{Command as Control, Reply, Token};
 use crate::measure::window::HostWindow;
-pub use crate::record::login::{Dialect, Target};
 use std::net::SocketAddr;
 use std::time::Duration;
 

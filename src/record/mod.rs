@@ -9,14 +9,13 @@
 //! [`RecordWriter`] appends and flushes each record as it completes, so an
 //! interrupted sweep keeps everything it finished.
 
-pub mod cksum;
-pub mod login;
 pub mod profile;
-pub mod rpc;
 pub mod stats;
-pub mod stream;
 pub mod testbed;
 
+use crate::experiments::{
+    cksum::record as cksum, login::record as login, rpc::record as rpc, stream::record as stream,
+};
 use crate::measure::{host::HostFacts, procstat::SystemCpu};
 use serde::{Deserialize, Serialize};
 use std::io::Write;

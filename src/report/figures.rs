@@ -5,8 +5,8 @@
 //! Every figure names its units in its axis labels, and its caption names
 //! the host and the placements its points came from.
 
-use crate::analysis::rpc::{self, diagnosis_reruns};
-use crate::experiment::sweep::summarize;
+use crate::experiments::rpc::analysis::{self as rpc, diagnosis_reruns};
+use crate::experiments::sweep::cell::summarize;
 use crate::record::{Record, RecordData};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -262,7 +262,7 @@ pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
 type LoginPoint<'a> = (
     String,
     f64,
-    &'a crate::experiment::login::LoginResult,
+    &'a crate::experiments::login::cell::LoginResult,
     &'a Record,
 );
 
@@ -425,7 +425,11 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
 
 /// Server CPU per KB and mean segment size per server and protocol.
 pub fn output_figures(records: &[Record]) -> Vec<Figure> {
-    let cells: Vec<(&Record, String, &crate::experiment::output::OutputResult)> = records
+    let cells: Vec<(
+        &Record,
+        String,
+        &crate::experiments::output::cell::OutputResult,
+    )> = records
         .iter()
         .filter_map(|r| match &r.data {
             RecordData::Output {
@@ -599,8 +603,8 @@ pub fn describe(f: &Figure) -> String {
                 " {}: {} points, from {} to {}.",
                 s.name,
                 s.points.len(),
-                super::tables::num(lo),
-                super::tables::num(hi)
+                crate::report::table::num(lo),
+                crate::report::table::num(hi)
             ));
         }
     }

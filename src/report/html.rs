@@ -9,10 +9,9 @@
 //! skipped, with why; failed cells are listed as missing.
 
 use super::figures::{self, Figure};
-use crate::analysis;
-use crate::experiment::sweep::summarize;
+use crate::experiments::stream::report as tables;
+use crate::experiments::sweep::cell::summarize;
 use crate::record::{Record, RecordData, SCHEMA};
-use crate::report::tables;
 use std::path::{Path, PathBuf};
 
 /// The experiments this netlab reports, in report order.
@@ -190,7 +189,8 @@ fn stream_section(records: &[Record]) -> Parts {
     let mut text = String::new();
     // Factorial designs (`netlab ablate`): their analysis and one
     // interaction plot per pair of factors.
-    let (design_text, design_reading, design_figures) = super::ablate::designs(&designed);
+    let (design_text, design_reading, design_figures) =
+        crate::experiments::ablate::report::designs(&designed);
     text.push_str(&design_text);
     if !single.is_empty() {
         text.push_str(&tables::stream_table("netlab stream", &single));
@@ -205,7 +205,7 @@ fn stream_section(records: &[Record]) -> Parts {
     let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
     let mut reading = String::new();
     if !summary.points.is_empty() {
-        text.push_str(&tables::sweep_table(
+        text.push_str(&crate::experiments::sweep::report::sweep_table(
             "netlab sweep stream",
             &summary,
             &sweep,
@@ -273,8 +273,11 @@ fn stream_section(records: &[Record]) -> Parts {
 }
 
 fn rpc_section(records: &[Record]) -> Parts {
-    let findings = analysis::rpc::findings_from_records(records);
-    let text = super::rpc::table(&analysis::rpc::measured_records(records), &findings);
+    let findings = crate::experiments::rpc::analysis::findings_from_records(records);
+    let text = crate::experiments::rpc::report::table(
+        &crate::experiments::rpc::analysis::measured_records(records),
+        &findings,
+    );
     let reading = if findings.is_empty() {
         "No cliffs: every size's median call is within 3x of what its neighbours predict.".into()
     } else {
@@ -316,8 +319,8 @@ fn rpc_section(records: &[Record]) -> Parts {
 }
 
 fn cksum_section(records: &[Record]) -> Parts {
-    let text = super::cksum::table(records);
-    let results: Vec<&crate::record::cksum::CksumResult> = records
+    let text = crate::experiments::cksum::report::table(records);
+    let results: Vec<&crate::experiments::cksum::record::CksumResult> = records
         .iter()
         .filter_map(|r| match &r.data {
             RecordData::Cksum {
@@ -331,7 +334,7 @@ fn cksum_section(records: &[Record]) -> Parts {
         let hot: Vec<_> = largest.rows.iter().filter(|r| !r.cold).collect();
         let best_sum = hot
             .iter()
-            .filter(|r| r.kind == crate::record::cksum::Kind::Checksum)
+            .filter(|r| r.kind == crate::experiments::cksum::record::Kind::Checksum)
             .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s));
         let memcpy = hot.iter().find(|r| r.variant == "memcpy");
         if let (Some(sum), Some(copy)) = (best_sum, memcpy) {
@@ -364,7 +367,7 @@ pub fn packet_budget(records: &[Record]) -> Option<String> {
     let h = &crate::report::historical::figures().bsd_speedups;
     let bytes = h.packet_data_bytes as f64;
     let (copy_ns_per_byte, sum_ns_per_byte) =
-        analysis::cksum::per_byte_costs(records, bytes as usize)?;
+        crate::experiments::cksum::analysis::per_byte_costs(records, bytes as usize)?;
     let total_us = (model.fixed + model.per_byte * bytes) * 1e6;
     let fixed_us = model.fixed * 1e6;
     // On loopback a byte is copied twice (into the sender's socket buffer,
@@ -401,8 +404,8 @@ fn login_section(all: &[Record]) -> Parts {
         |r| matches!(&r.data, RecordData::Login { params, .. } if params.host_cpu_preset.is_some()),
     );
     let records = &free[..];
-    let mut text = super::login::table(records);
-    let limits = super::login::design_limits(&budgeted);
+    let mut text = crate::experiments::login::report::table(records);
+    let limits = crate::experiments::login::report::design_limits(&budgeted);
     if !limits.is_empty() {
         text.push('\n');
         text.push_str(&limits);
@@ -475,8 +478,8 @@ fn login_section(all: &[Record]) -> Parts {
 }
 
 fn output_section(records: &[Record]) -> Parts {
-    let text = super::login::output_table(records);
-    let cells: Vec<(String, &crate::experiment::output::OutputResult)> = records
+    let text = crate::experiments::login::report::output_table(records);
+    let cells: Vec<(String, &crate::experiments::output::cell::OutputResult)> = records
         .iter()
         .filter_map(|r| match &r.data {
             RecordData::Output {
@@ -523,7 +526,10 @@ pub fn notable(records: &[Record]) -> Vec<String> {
         .filter(|r| matches!(r.data, RecordData::Rpc { .. }))
         .cloned()
         .collect();
-    for f in analysis::rpc::findings_from_records(&rpc).iter().take(1) {
+    for f in crate::experiments::rpc::analysis::findings_from_records(&rpc)
+        .iter()
+        .take(1)
+    {
         let mut s = format!(
             "RPC over {} stalls at {} bytes ({:.0}x what its neighbours predict, {:.1} ms per call)",
             f.column,

@@ -1,5 +1,5 @@
 //! The terminal's text as the report's HTML: every markdown table (a
-//! header row, a `|---|` rule, rows; what [`super::tables::markdown`]
+//! header row, a `|---|` rule, rows; what [`crate::report::table::markdown`]
 //! prints) becomes a `<table>`, numbers right-aligned, the columns of the
 //! source documents' figures ("then": headers naming 1981-1990, a source,
 //! Joy or Van Jacobson) grouped apart from today's; every other line stays
@@ -156,7 +156,7 @@ td::before{content:attr(data-label) \": \";font-weight:600;color:#555}}";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tables::markdown;
+    use crate::report::table::markdown;
 
     #[test]
     fn a_markdown_table_becomes_a_table_with_numbers_right_and_then_apart() {

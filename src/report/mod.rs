@@ -1,17 +1,12 @@
 //! Turning records into what people read: tables in the source documents'
 //! shape with the historical figures beside them, figures, and the report page.
 
-pub mod ablate;
-pub mod cksum;
 pub mod csv;
 pub mod doctor;
 pub mod figures;
 pub mod historical;
 pub mod html;
 pub mod htmltext;
-pub mod lab;
-pub mod login;
 pub mod profile;
-pub mod rpc;
-pub mod tables;
+pub mod table;
 pub mod testbed;

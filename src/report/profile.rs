@@ -3,10 +3,10 @@
 //! layers, saying how), and what no rule classified.
 
 use super::historical;
-use super::tables::{markdown, num};
 use crate::analysis::layers::{merge, per_packet_us};
 use crate::record::profile::{Layer, LayerTable, ProfileReport};
 use crate::record::{Record, RecordData};
+use crate::report::table::{markdown, num};
 use crate::units::format_size;
 
 /// 1981's categories (004: "Ethernet handling 20%, IP 10%, TCP 30%,

@@ -1,8 +1,8 @@
 //! What `netlab testbed up` tells the person who keeps a testbed up: the
 //! two hosts, the link and how it was built, and the emulator's account.
 
-use super::tables::num;
 use crate::record::testbed::{EmulatorReport, LinkFacts};
+use crate::report::table::num;
 use crate::testbed::netns::CleanReport;
 
 /// The hosts, their addresses and interfaces, the link, and how to use it.

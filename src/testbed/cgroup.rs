@@ -10,8 +10,22 @@
 //! and a half. Groups are named `netlab-PID-N` after the process that made
 //! them; `netlab testbed clean` removes those whose process is gone.
 
+/// A budget derived from a historical host (`testbed::cgroup::HostPreset`):
+/// the CPU a small TCP packet cost there and here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PresetBudget {
+    /// `sun3`, `vax750`.
+    pub name: String,
+    /// This host's CPU per small TCP packet, µs (measured before the run).
+    pub packet_us_here: f64,
+    /// The historical host's, µs (from the sources).
+    pub packet_us_then: f64,
+    /// One line: "sun3: 2.70% of one CPU = 22.0 µs per small TCP packet
+    /// here / 815 µs on a Sun-3/260 ...".
+    pub derivation: String,
+}
 use crate::measure::packet_cost::loopback_packet_cost;
-use crate::record::login::PresetBudget;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -324,7 +324,7 @@ fn unguarded() -> String {
 mod tests {
     use super::*;
     use crate::endpoint::protocol::{DataGuard, ReceiveSpec, SendSpec, SocketOptions};
-    use crate::record::stream::{RecvStrategy, SendStrategy};
+    use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
 
     #[test]
     fn serve_options_make_a_checked_policy() {
@@ -453,8 +453,8 @@ mod tests {
         assert!(policy.check("lab", &mut receive(Some(guard()), 0)).is_ok());
         let typing = |session| {
             Command::HostServe(crate::endpoint::login::host::HostServeSpec {
-                target: crate::record::login::Target::Epoll,
-                dialect: crate::record::login::Dialect::Rlogin,
+                target: crate::endpoint::login::host::Target::Epoll,
+                dialect: crate::endpoint::login::host::Dialect::Rlogin,
                 address: "10.0.0.2".parse().unwrap(),
                 session,
                 max_sessions: 4,

@@ -21,8 +21,71 @@ use super::protocol::Protocol;
 use super::server::{LoginServeSpec, Relay, Running, ServeReport};
 use super::typist::READY_MARKER;
 use crate::endpoint::guard::{DataGuard, bind_first};
+/// The server a cell loads: one of netlab's relay designs, or a real one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// A process per session, as 1989's rlogind (the default).
+    #[default]
+    Fork,
+    Epoll,
+    Splice,
+    Uring,
+    /// epoll with a 20 ms coalescing window per wake-up (see `Relay::Batch`).
+    Batch,
+    /// inetutils telnetd (Debian inetutils-telnetd), started per connection
+    /// by socat as inetd would, running the same command: TELNET only.
+    Telnetd,
+    /// OpenSSH's sshd (Debian openssh-server) on a throwaway host key with a
+    /// key-only test user, driven by real `ssh` clients: SSH only.
+    Sshd,
+}
+
+/// What the simulated users' clients speak.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// TELNET, character at a time with server echo (netlab's client).
+    Telnet,
+    /// TELNET with LINEMODE EDIT (RFC 1184): the client edits and echoes
+    /// lines itself and sends each whole line (netlab's client).
+    TelnetLinemode,
+    /// rlogin (RFC 1282, netlab's client).
+    #[default]
+    Rlogin,
+    /// SSH: OpenSSH's `ssh` client on a pty, against sshd.
+    Ssh,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Fork => "fork",
+            Target::Epoll => "epoll",
+            Target::Splice => "splice",
+            Target::Uring => "uring",
+            Target::Batch => "batch",
+            Target::Telnetd => "telnetd",
+            Target::Sshd => "sshd",
+        }
+    }
+}
+
+impl Dialect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Telnet => "telnet",
+            Dialect::TelnetLinemode => "telnet-linemode",
+            Dialect::Rlogin => "rlogin",
+            Dialect::Ssh => "ssh",
+        }
+    }
+
+    pub fn linemode(self) -> bool {
+        self == Dialect::TelnetLinemode
+    }
+}
 use crate::measure::window::{HostWindow, Sampler, idle_busy_cpus};
-use crate::record::login::{Dialect, Target};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::io;

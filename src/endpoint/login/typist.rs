@@ -31,8 +31,52 @@
 use super::client::{RloginClient, TelnetClient};
 use super::protocol::Protocol;
 use super::pty::{self, Pty};
+use serde::{Deserialize, Serialize};
+/// What the generator saw in the measured window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypistReport {
+    pub users: usize,
+    /// Sessions that did not open or broke during the run, with the first reason.
+    pub failed_sessions: usize,
+    pub first_failure: Option<String>,
+    pub keystrokes: u64,
+    /// Echoes awaited for keystrokes of the window: one per keystroke, or
+    /// one per line in LINEMODE.
+    #[serde(default)]
+    pub awaited: u64,
+    /// Whether latency is per line (LINEMODE) rather than per keystroke.
+    #[serde(default)]
+    pub per_line: bool,
+    pub echoes: u64,
+    /// Echoes awaited in the window that never came.
+    pub unechoed: u64,
+    pub echo_p50_ms: f64,
+    pub echo_p99_ms: f64,
+    pub echo_max_ms: f64,
+    pub echo_mean_ms: f64,
+    /// How late keystrokes were sent against their schedule (the generator's own lag).
+    pub send_lag_p99_ms: f64,
+    pub send_lag_max_ms: f64,
+    /// The generator thread's CPU time over the window, seconds.
+    pub own_cpu_s: f64,
+    /// CPU time of the client programs (e.g. `ssh`) over the window,
+    /// seconds; zero when the generator speaks the protocol itself.
+    #[serde(default)]
+    pub client_programs_cpu_s: f64,
+    pub window_s: f64,
+    /// TCP_INFO of the first session's socket at the window's end (RTT,
+    /// MSS, path MTU of the path typed across); none for client programs.
+    #[serde(default)]
+    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+}
+
+impl TypistReport {
+    /// The generator's share of one core over the window.
+    pub fn own_cpu_pct(&self) -> f64 {
+        100.0 * self.own_cpu_s / self.window_s.max(1e-9)
+    }
+}
 use crate::measure::schedstat::tree_cpu_ns;
-pub use crate::record::login::TypistReport;
 use hdrhistogram::Histogram;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::cmp::Reverse;

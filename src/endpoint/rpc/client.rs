@@ -16,7 +16,60 @@
 //! writes split); each call only patches the xid.
 
 use super::busypoll;
-pub use crate::record::rpc::{ClientOptions, Strategy};
+use serde::{Deserialize, Serialize};
+/// How the client writes a TCP request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// As Sun's xdrrec: a write per 4000-byte fragment.
+    Sun,
+    /// The record mark and header, then the argument.
+    TwoWrite,
+    /// One writev of the whole record.
+    Writev,
+}
+
+impl Strategy {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Sun => "sun",
+            Strategy::TwoWrite => "two-write",
+            Strategy::Writev => "writev",
+        }
+    }
+}
+
+/// Socket options for the client's TCP connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOptions {
+    pub nodelay: bool,
+    /// Hold the writes of one call in TCP_CORK and release them together.
+    pub cork: bool,
+    /// Re-arm TCP_QUICKACK after every read.
+    pub quickack: bool,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one (see [`crate::record::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+    /// The CPU the client runs on (`--pin`); none: where the scheduler puts it.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// SO_SNDBUF and SO_RCVBUF asked for before connecting (`--sockbuf`);
+    /// Linux doubles the value and keeps at least its minimum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockbuf: Option<u32>,
+    /// A new TCP connection for every call, closed after its reply
+    /// (netperf's TCP_CRR): each call's time holds the handshake, the call
+    /// and the close.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connect_per_call: bool,
+}
+
+impl ClientOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
+}
 use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
 use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
 use crate::wire::xdr::Writer;

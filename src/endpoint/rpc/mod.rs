@@ -136,7 +136,46 @@ fn fill_latency(report: &mut RpcClientReport, histogram: &hdrhistogram::Histogra
     report.latency_us_min = histogram.min() as f64;
 }
 
-pub use crate::record::rpc::{Proto, RpcClientReport};
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+impl Proto {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcClientReport {
+    /// Seconds for each repetition of `calls` calls.
+    pub rep_seconds: Vec<f64>,
+    /// Per-call latency, µs.
+    pub latency_us_p50: f64,
+    pub latency_us_p90: f64,
+    pub latency_us_p99: f64,
+    pub latency_us_max: f64,
+    pub latency_us_min: f64,
+    /// `write(2)`s per call the strategy makes.
+    pub writes_per_call: usize,
+    pub syscalls: u64,
+    /// Busy-poll receives that found nothing (0 unless busy polling).
+    #[serde(default)]
+    pub empty_polls: u64,
+    pub usage: ProcessUsage,
+    pub counters: Counters,
+    pub tcp_info: Option<TcpInfo>,
+    pub udp_retransmissions: u64,
+    /// `--connect-per-call`: the connections opened (one per call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
+}
 pub use server::{ServerOptions, ServerReport};
 
 #[cfg(test)]

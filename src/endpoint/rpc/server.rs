@@ -20,8 +20,65 @@
 use super::{busypoll, fdtable};
 use crate::endpoint::guard::{self, DataGuard};
 use crate::endpoint::pin;
+use serde::{Deserialize, Serialize};
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerOptions {
+    /// Largest record accepted over TCP (and largest SINK argument).
+    pub max_record: usize,
+    pub nodelay: bool,
+    /// Re-arm TCP_QUICKACK after every read, so the server never delays an ACK.
+    pub quickack: bool,
+    /// A connection silent this long is closed.
+    pub idle_timeout_ms: u64,
+    pub max_connections: usize,
+    /// Spin on non-blocking receives this many µs before sleeping in a
+    /// blocking one, on every connection and on UDP (see
+    /// [`crate::record::busypoll`]); 0 never spins.
+    #[serde(default)]
+    pub busy_poll_us: u32,
+    /// The CPU every serving thread runs on (`--pin`); none: where the
+    /// scheduler puts them.
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    /// SO_SNDBUF and SO_RCVBUF of the listening socket, which accepted
+    /// connections inherit (`--sockbuf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockbuf: Option<u32>,
+}
+
+impl ServerOptions {
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.into())
+    }
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_record: 1 << 20,
+            nodelay: false,
+            quickack: false,
+            idle_timeout_ms: 60_000,
+            max_connections: 1024,
+            busy_poll_us: 0,
+            cpu: None,
+            sockbuf: None,
+        }
+    }
+}
+
+/// What a server did over its life.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub calls: u64,
+    pub dropped_records: u64,
+    pub closed_bad_peers: u64,
+    pub connections: u64,
+    pub usage: ProcessUsage,
+    /// Kernel counter deltas in the server's namespace over its life.
+    pub counters: Counters,
+}
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
-pub use crate::record::rpc::{ServerOptions, ServerReport};
 use crate::wire::recmark::{Assembler, fragment_header};
 use crate::wire::rpc::{
     AUTH_NONE, AUTH_SYS, AcceptStat, AuthSys, Message, RPC_VERSION, RejectStat, Reply, auth_stat,

@@ -1,0 +1,139 @@
+//! The checksum and copy records, read: the results, and the per-byte
+//! costs the per-byte cost split uses.
+
+use crate::experiments::cksum::record::{CksumResult, Kind, Row};
+use crate::record::{Record, RecordData};
+
+/// The results of the cksum records that measured something.
+/// The kernels that bound each kind, measured at the same size and
+/// temperature: for checksums the fastest kernel that reads every byte
+/// (the read sweep, and every checksum, since each reads every byte: at
+/// 64 MiB the AVX2 checksum's memory-level parallelism outruns the plain
+/// OR sweep); for copies and fused copies the best of memcpy, `rep movsb`
+/// and the non-temporal copy.
+pub fn bounds(kind: Kind, variant: &str, variant_kind: Kind) -> bool {
+    match kind {
+        Kind::Checksum | Kind::ReadLimit => {
+            matches!(variant_kind, Kind::ReadLimit | Kind::Checksum)
+        }
+        Kind::Fused | Kind::Copy => COPY_LIMITS.contains(&variant),
+    }
+}
+
+/// The copies that bound copies and fused copies.
+pub const COPY_LIMITS: [&str; 3] = ["memcpy", "copy-rep-movsb", "copy-nontemporal"];
+
+/// A cell faster than its limit beyond the noise: every one of its batches
+/// faster than every batch of its limit (the fastest bounding kernel at
+/// the same size and temperature), so the ranges do not overlap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BeyondLimit {
+    pub variant: String,
+    pub cold: bool,
+    pub limit: String,
+    pub fraction: f64,
+}
+
+/// The cells of `result` beyond their limits (an empty list: every cell
+/// at or below its limit within the batches' spread).
+pub fn beyond_limits(result: &CksumResult) -> Vec<BeyondLimit> {
+    let limit_of = |row: &Row| -> Option<&Row> {
+        result
+            .rows
+            .iter()
+            .filter(|r| r.cold == row.cold && bounds(row.kind, &r.variant, r.kind))
+            .min_by(|a, b| a.ns_per_kb.median.total_cmp(&b.ns_per_kb.median))
+    };
+    result
+        .rows
+        .iter()
+        .filter_map(|row| {
+            let limit = limit_of(row)?;
+            (row.ns_per_kb.max < limit.ns_per_kb.min).then(|| BeyondLimit {
+                variant: row.variant.clone(),
+                cold: row.cold,
+                limit: limit.variant.clone(),
+                fraction: limit.ns_per_kb.median / row.ns_per_kb.median,
+            })
+        })
+        .collect()
+}
+
+pub fn results(records: &[Record]) -> Vec<&CksumResult> {
+    records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Cksum {
+                result: Some(result),
+                ..
+            } => Some(result.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The hot cost per byte (ns) of the fastest copy and the fastest checksum
+/// at the size nearest `size`.
+pub fn per_byte_costs(records: &[Record], size: usize) -> Option<(f64, f64)> {
+    let results = results(records);
+    let result = results.iter().min_by_key(|r| r.size.abs_diff(size))?;
+    let best = |kind: Kind| {
+        result
+            .rows
+            .iter()
+            .filter(|r| !r.cold && r.kind == kind)
+            .map(|r| r.ns_per_kb.median / 1024.0)
+            .min_by(f64::total_cmp)
+    };
+    Some((best(Kind::Copy)?, best(Kind::Checksum)?))
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+    use crate::record::stats::Spread;
+
+    fn row(variant: &str, kind: Kind, (min, median, max): (f64, f64, f64)) -> Row {
+        Row {
+            variant: variant.into(),
+            kind,
+            cold: false,
+            ns_per_kb: Spread {
+                min,
+                median,
+                max,
+                n: 5,
+            },
+            gb_s: 0.0,
+            fraction_of_limit: 0.0,
+        }
+    }
+
+    #[test]
+    fn only_a_cell_clear_of_its_limits_noise_is_beyond_it() {
+        let result = CksumResult {
+            size: 65536,
+            simd_path: "avx2".into(),
+            rows: vec![
+                row("read-limit", Kind::ReadLimit, (10.0, 11.0, 12.0)),
+                row("fast-sum", Kind::Checksum, (10.5, 10.8, 11.5)),
+                row("magic-sum", Kind::Checksum, (5.0, 6.0, 7.0)),
+                row("memcpy", Kind::Copy, (30.0, 31.0, 32.0)),
+                row("copy-rep-movsb", Kind::Copy, (20.0, 21.0, 22.0)),
+                // Faster than memcpy, not than rep movsb: within its limit.
+                row("fused", Kind::Fused, (22.0, 25.0, 27.0)),
+            ],
+        };
+        // A checksum reads every byte: the fastest one is its own kind's
+        // limit, and none is beyond it.
+        assert!(beyond_limits(&result).is_empty());
+        let mut slow_copies = result.clone();
+        slow_copies
+            .rows
+            .push(row("copy-magic", Kind::Copy, (5.0, 6.0, 7.0)));
+        let beyond = beyond_limits(&slow_copies);
+        assert_eq!(beyond.len(), 1, "{beyond:?}");
+        assert_eq!(beyond[0].variant, "copy-magic");
+        assert_eq!(beyond[0].limit, "copy-rep-movsb");
+    }
+}

@@ -1,0 +1,151 @@
+//! The checksum and copy experiment (source: 003, Van Jacobson's per-KB
+//! costs): its plan (sizes checked against the memory they need), and each
+//! size measured in an endpoint process (`endpoint::cksum` times the
+//! variants there).
+
+use crate::endpoint::protocol::{Command, Reply};
+use crate::experiment::Interrupted;
+use crate::experiment::endpoints::ControlError;
+use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::runner::{MeasureCell, Measured};
+pub use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
+use crate::record::RecordData;
+use crate::units::{format_size, parse_size};
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum PlanError {
+    #[error("--sizes: {0}")]
+    Size(String),
+    #[error(
+        "size {size} needs about {needed} of memory (buffers and cold pools) but only {available} is available"
+    )]
+    Memory {
+        size: String,
+        needed: String,
+        available: String,
+    },
+}
+
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The sizes to time and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CksumPlan {
+    pub sizes: Vec<u64>,
+    /// Timed batches per variant (the median is reported, with min and max).
+    pub batches: u32,
+    /// Bytes the cold runs walk through; should exceed the last-level cache.
+    pub cold_pool: u64,
+}
+
+impl Default for CksumPlan {
+    /// `netlab cksum`'s defaults: from a minimum-size packet to 64 MB, 9
+    /// batches, a 512 MB cold pool.
+    fn default() -> Self {
+        CksumPlan {
+            sizes: vec![64, 1408, 4096, 65536, 1 << 20, 64 << 20],
+            batches: 9,
+            cold_pool: 512 << 20,
+        }
+    }
+}
+
+impl CksumPlan {
+    /// The lab's quick profile.
+    pub fn quick() -> Self {
+        CksumPlan {
+            sizes: vec![64, 1408, 65536, 1 << 20, 64 << 20],
+            batches: 5,
+            cold_pool: 256 << 20,
+        }
+    }
+
+    /// The lab's full profile.
+    pub fn full() -> Self {
+        CksumPlan {
+            batches: 15,
+            ..CksumPlan::default()
+        }
+    }
+
+    /// A plan of the sizes in a list like `64,1408,1M`.
+    pub fn with_sizes(text: &str, batches: u32, cold_pool: u64) -> Result<Self, PlanError> {
+        let sizes = text
+            .split(',')
+            .map(|s| parse_size(s.trim()).map_err(|e| PlanError::Size(e.to_string())))
+            .collect::<Result<Vec<u64>, PlanError>>()?;
+        Ok(CksumPlan {
+            sizes,
+            batches,
+            cold_pool,
+        })
+    }
+
+    /// The cells, once the memory each needs is known to be available.
+    pub fn specs(&self) -> Result<Vec<CksumSpec>, PlanError> {
+        let available = mem_available().unwrap_or(u64::MAX);
+        for &size in &self.sizes {
+            // Hot source and destination, and two cold pools of at least two buffers each.
+            let needed = 2 * size + 2 * self.cold_pool.max(2 * size.next_multiple_of(4096) + 128);
+            if needed > available / 2 {
+                return Err(PlanError::Memory {
+                    size: format_size(size),
+                    needed: format_size(needed),
+                    available: format_size(available),
+                });
+            }
+        }
+        Ok(self
+            .sizes
+            .iter()
+            .map(|&size| CksumSpec {
+                size: size as usize,
+                cold_pool: self.cold_pool as usize,
+                batches: self.batches,
+            })
+            .collect())
+    }
+}
+
+/// Times each size's variants in an endpoint process of its own, on this
+/// host or `on` an agent's.
+#[derive(Debug, Clone, Default)]
+pub struct CksumMeasure {
+    pub on: Option<String>,
+}
+
+impl MeasureCell for CksumMeasure {
+    type Cell = CksumSpec;
+
+    fn label(&self, spec: &CksumSpec) -> String {
+        format!("cksum {}", format_size(spec.size as u64))
+    }
+
+    fn measure(&mut self, spec: &CksumSpec) -> Result<Measured, Interrupted> {
+        let outcome = (|| -> Result<CksumResult, ControlError> {
+            let launcher = match &self.on {
+                Some(agent) => Launcher::remote("local", agent)?,
+                None => Launcher::loopback(),
+            };
+            let mut endpoint = launcher.spawn("cksum", End::To)?;
+            endpoint.send(&Command::Cksum(spec.clone()))?;
+            let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
+                Reply::CksumDone(result) => *result,
+                other => return Err(endpoint.unexpected("measuring", &other)),
+            };
+            endpoint.finish();
+            Ok(result)
+        })();
+        let placement = if self.on.is_some() { "remote" } else { "local" };
+        crate::experiment::measured(placement, outcome, |result| RecordData::Cksum {
+            params: spec.clone(),
+            result,
+        })
+    }
+}

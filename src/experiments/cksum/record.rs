@@ -1,0 +1,45 @@
+//! The checksum and copy timings as records carry them. Data only;
+//! `endpoint::cksum` times the variants.
+
+use crate::record::stats::Spread;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CksumSpec {
+    pub size: usize,
+    /// Bytes of the pool the cold runs walk (per buffer side).
+    pub cold_pool: usize,
+    pub batches: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Checksum,
+    Fused,
+    Copy,
+    /// The read limit: the cheapest possible pass over the bytes.
+    ReadLimit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub variant: String,
+    pub kind: Kind,
+    pub cold: bool,
+    pub ns_per_kb: Spread,
+    /// GB/s (10⁹ bytes per second) at the median.
+    pub gb_s: f64,
+    /// Median time over the matching limit's median time: 1.0 = at the limit
+    /// (checksums against the read limit; copies and fused copies against
+    /// the fastest of memcpy, rep movsb and the non-temporal copy; records
+    /// before 2026-11-24: against memcpy alone).
+    pub fraction_of_limit: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CksumResult {
+    pub size: usize,
+    pub simd_path: String,
+    pub rows: Vec<Row>,
+}

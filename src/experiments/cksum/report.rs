@@ -1,0 +1,176 @@
+//! The checksum and copy table: ns per KB hot and cold for every variant,
+//! against the machine's limits and Van Jacobson's 1988 figures, and his
+//! per-packet budget at today's costs.
+
+use crate::experiments::cksum::analysis::{beyond_limits, results};
+use crate::experiments::cksum::record::{CksumResult, Kind};
+use crate::record::Record;
+use crate::report::historical;
+use crate::report::table::{hosts_text, markdown, num};
+
+/// Van Jacobson's µs/KB for a variant, if he gave one.
+fn then_us_per_kb(variant: &str) -> Option<f64> {
+    let h = &historical::figures().bsd_speedups;
+    match variant {
+        "naive16" => h.checksum_us_per_kb.first().copied(),
+        "wide" | "simd" => h.checksum_us_per_kb.last().copied(),
+        "copy-16" => h.copy_us_per_kb.first().copied(),
+        "copy-64-unrolled" | "memcpy" => h.copy_us_per_kb.last().copied(),
+        "fused-naive16" | "fused-wide" | "fused-simd" => Some(h.copy_and_checksum_fused_us_per_kb),
+        _ => None,
+    }
+}
+
+/// The tables, the historical comparison and the per-packet budget.
+/// `netlab cksum --json`: the host's caches (what the cold runs must
+/// exceed) and the records.
+pub fn doc(caches: &impl serde::Serialize, records: &[Record]) -> serde_json::Value {
+    serde_json::json!({ "experiment": "cksum", "caches": caches, "records": records })
+}
+
+pub fn table(records: &[Record]) -> String {
+    let mut out = String::new();
+    let results = results(records);
+    if let Some(first) = records.first() {
+        out.push_str(&hosts_text(
+            first,
+            if first.agents.is_empty() {
+                "local"
+            } else {
+                "on the agent below"
+            },
+        ));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "caches: {}; SIMD path: {}\n",
+        // The machine that measured, not the one printing the report.
+        records
+            .first()
+            .and_then(|r| r.host.caches.as_deref())
+            .unwrap_or("not recorded"),
+        results.first().map_or("?", |r| r.simd_path.as_str())
+    ));
+    for result in &results {
+        out.push_str(&format!("\n{} bytes:\n", result.size));
+        let mut rows = Vec::new();
+        for hot in result.rows.iter().filter(|r| !r.cold) {
+            let cold = result
+                .rows
+                .iter()
+                .find(|r| r.cold && r.variant == hot.variant);
+            let then = then_us_per_kb(&hot.variant);
+            rows.push(vec![
+                hot.variant.clone(),
+                format!(
+                    "{} ({}–{})",
+                    num(hot.ns_per_kb.median),
+                    num(hot.ns_per_kb.min),
+                    num(hot.ns_per_kb.max)
+                ),
+                num(hot.gb_s),
+                format!("{:.0}%", 100.0 * hot.fraction_of_limit),
+                cold.map_or("-".into(), |c| num(c.ns_per_kb.median)),
+                cold.map_or("-".into(), |c| num(c.gb_s)),
+                cold.map_or("-".into(), |c| {
+                    format!("{:.0}%", 100.0 * c.fraction_of_limit)
+                }),
+                then.map_or(String::new(), |t| format!("{t}")),
+                then.map_or(String::new(), |t| {
+                    format!("{}x", num(t * 1000.0 / hot.ns_per_kb.median))
+                }),
+            ]);
+        }
+        out.push_str(&markdown(
+            &[
+                "variant",
+                "hot ns/KB (min–max)",
+                "hot GB/s",
+                "of limit",
+                "cold ns/KB",
+                "cold GB/s",
+                "of limit",
+                "1988 µs/KB",
+                "faster",
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("of limit: checksums against the fastest kernel that reads every byte (the read sweep, an OR over every byte, or a checksum), copies and fused copies against the fastest of memcpy, rep movsb and the non-temporal copy, same size and temperature; cold cells walk a shuffled pool larger than the caches, so each meets uncached lines. Over 100% within the batches' spread is noise.\n");
+    for result in &results {
+        for b in beyond_limits(result) {
+            out.push_str(&format!(
+                "beyond its limit: {} ({} B, {}) at {:.0}% of {}: every batch faster than every batch of the limit\n",
+                b.variant,
+                result.size,
+                if b.cold { "cold" } else { "hot" },
+                100.0 * b.fraction,
+                b.limit
+            ));
+        }
+    }
+    out.push_str(&budget(&results));
+    for record in records.iter().filter(|r| r.error.is_some()) {
+        out.push_str(&format!(
+            "failed: {}\n",
+            record.error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// Van Jacobson's per-packet budget for a 1408-byte packet at today's hot costs.
+pub fn budget(results: &[&CksumResult]) -> String {
+    let h = &historical::figures().bsd_speedups;
+    let packet = h.packet_data_bytes as f64;
+    // The size nearest a packet.
+    let Some(result) = results
+        .iter()
+        .min_by_key(|r| (r.size as f64 - packet).abs() as u64)
+    else {
+        return String::new();
+    };
+    let ns_per_kb = |name: &str| {
+        result
+            .rows
+            .iter()
+            .find(|r| !r.cold && r.variant == name)
+            .map(|r| r.ns_per_kb.median)
+    };
+    let best = |kind: Kind| {
+        result
+            .rows
+            .iter()
+            .filter(|r| !r.cold && r.kind == kind)
+            .min_by(|a, b| a.ns_per_kb.median.total_cmp(&b.ns_per_kb.median))
+            .map(|r| (r.variant.clone(), r.ns_per_kb.median))
+    };
+    let us = |ns_kb: f64| ns_kb * packet / 1024.0 / 1000.0;
+    let (Some(copy), Some(sum), Some(fused)) =
+        (best(Kind::Copy), best(Kind::Checksum), best(Kind::Fused))
+    else {
+        return String::new();
+    };
+    let then = |k: &str| h.per_packet_us.get(k).copied().unwrap_or(0.0);
+    format!(
+        "per-packet budget, {packet} B of data (costs at {} B, hot): copy {:.3} µs ({}), checksum {:.3} µs ({}), copy+checksum fused {:.3} µs ({}) vs {:.3} µs done apart{}.\n\
+         1988 (Sun-3/60): copy {} µs, checksum {} µs, LANCE DMA {} µs, all per-byte work {} µs of a {} µs budget at 10 Mbit/s.\n",
+        result.size,
+        us(copy.1),
+        copy.0,
+        us(sum.1),
+        sum.0,
+        us(fused.1),
+        fused.0,
+        us(copy.1) + us(sum.1),
+        ns_per_kb("naive16").map_or(String::new(), |n| format!(
+            "; the 1980s routine (naive16) alone would take {:.3} µs",
+            us(n)
+        )),
+        then("copy"),
+        then("checksum"),
+        then("lance_dma"),
+        then("variable_total"),
+        then("budget_at_10mbit"),
+    )
+}

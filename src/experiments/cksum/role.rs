@@ -1,0 +1,320 @@
+//! The checksum and copy timings an endpoint runs (source: 003, Van
+//! Jacobson's per-KB costs): every checksum, fused and copy variant at one
+//! size, on cache-hot and cache-cold buffers, beside the machine's own
+//! limits measured in the same run.
+//!
+//! Timing: a batch repeats one operation until it has run at least
+//! [`BATCH_TARGET`] (calibrated once per variant and size), and the figure
+//! is the median of `batches` batches, with min and max. *Hot* reuses one
+//! buffer, already in cache. *Cold* walks a pool of buffers much larger than
+//! the last-level cache, a different buffer each operation, so every byte
+//! comes from memory. Runs in an endpoint process, like every data path.
+
+use crate::checksum::{self, copy, simd};
+use crate::endpoint::pattern::AlignedBuf;
+use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
+use crate::record::stats::Spread;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Least duration of one timed batch.
+pub const BATCH_TARGET: Duration = Duration::from_millis(2);
+
+/// The fastest possible read of every byte: 256-bit loads OR-ed together.
+/// Written with AVX2 intrinsics where the CPU has them, so the limit does
+/// not depend on the optimiser vectorising a loop (at the debug profile's
+/// opt-level it would not, and the "limit" fell below the SIMD checksum).
+pub fn read_sweep(data: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present.
+            return unsafe { read_sweep_avx2(data) };
+        }
+    }
+    read_sweep_portable(data)
+}
+
+fn read_sweep_portable(data: &[u8]) -> u64 {
+    let mut acc = [0u64; 4];
+    let mut blocks = data.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, a) in acc.iter_mut().enumerate() {
+            *a |= u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        }
+    }
+    let tail = blocks
+        .remainder()
+        .iter()
+        .fold(0u64, |a, &b| a | u64::from(b));
+    acc[0] | acc[1] | acc[2] | acc[3] | tail
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn read_sweep_avx2(data: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let mut blocks = data.chunks_exact(128);
+    let (mut a, mut b, mut c, mut d) = (
+        _mm256_setzero_si256(),
+        _mm256_setzero_si256(),
+        _mm256_setzero_si256(),
+        _mm256_setzero_si256(),
+    );
+    for block in &mut blocks {
+        let p = block.as_ptr() as *const __m256i;
+        // SAFETY: 128 readable bytes; unaligned loads.
+        unsafe {
+            a = _mm256_or_si256(a, _mm256_loadu_si256(p));
+            b = _mm256_or_si256(b, _mm256_loadu_si256(p.add(1)));
+            c = _mm256_or_si256(c, _mm256_loadu_si256(p.add(2)));
+            d = _mm256_or_si256(d, _mm256_loadu_si256(p.add(3)));
+        }
+    }
+    let all = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
+    let mut lanes = [0u64; 4];
+    // SAFETY: 32 writable bytes.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, all) };
+    lanes[0] | lanes[1] | lanes[2] | lanes[3] | read_sweep_portable(blocks.remainder())
+}
+
+enum Op {
+    Read(fn(&[u8]) -> u64),
+    Checksum(checksum::ChecksumFn),
+    Fused(checksum::FusedFn),
+    Copy(copy::CopyFn),
+}
+
+/// Buffers for one size: hot ones and cold pools.
+/// Buffers are page-aligned, as kernel and network buffers are.
+struct Buffers {
+    size: usize,
+    src: AlignedBuf,
+    dst: AlignedBuf,
+    pool_src: AlignedBuf,
+    pool_dst: AlignedBuf,
+    /// The cold slots in a shuffled order, so no stride prefetcher can
+    /// predict the next one: each cold operation meets lines that are not
+    /// in any cache.
+    order: Vec<usize>,
+    next: usize,
+}
+
+impl Buffers {
+    fn new(size: usize, cold_pool: usize) -> Buffers {
+        let stride = size.next_multiple_of(4096) + 64;
+        let slots = (cold_pool / stride).max(2);
+        let fill = |n: usize| {
+            let mut buf = AlignedBuf::zeroed(n);
+            for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(31) ^ (i >> 11) as u8;
+            }
+            lock_in_memory(buf.as_slice());
+            buf
+        };
+        // A fixed xorshift permutation (Fisher-Yates): the same walk every run.
+        let mut order: Vec<usize> = (0..slots).collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for i in (1..slots).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            order.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        Buffers {
+            size,
+            src: fill(size),
+            dst: AlignedBuf::zeroed(size),
+            pool_src: fill(slots * stride),
+            pool_dst: fill(slots * stride),
+            order,
+            next: 0,
+        }
+    }
+
+    /// Runs `op` once, on the hot buffers or on the next cold slot.
+    fn run(&mut self, op: &Op, cold: bool) -> u64 {
+        let (src, dst) = if cold {
+            let stride = self.size.next_multiple_of(4096) + 64;
+            let at = self.order[self.next % self.order.len()] * stride;
+            self.next += 1;
+            (
+                &self.pool_src.as_slice()[at..at + self.size],
+                &mut self.pool_dst.as_mut_slice()[at..at + self.size],
+            )
+        } else {
+            (self.src.as_slice(), self.dst.as_mut_slice())
+        };
+        match op {
+            Op::Read(f) => f(black_box(src)),
+            Op::Checksum(f) => u64::from(f(black_box(src))),
+            Op::Fused(f) => u64::from(f(dst, black_box(src))),
+            Op::Copy(f) => {
+                f(dst, black_box(src));
+                u64::from(dst[0])
+            }
+        }
+    }
+
+    /// Touches every page the next operations use, so none pays for a
+    /// page the kernel reclaimed meanwhile (a machine reclaiming idle memory,
+    /// as DAMON does here, otherwise charges the first variant timed after
+    /// a pause with page faults: 13 µs for a 64-byte "cold" read).
+    fn touch(&mut self, cold: bool) {
+        let (src, dst) = if cold {
+            (&self.pool_src, &mut self.pool_dst)
+        } else {
+            (&self.src, &mut self.dst)
+        };
+        let mut sink = 0u8;
+        for page in src.as_slice().chunks(4096) {
+            sink ^= page[0];
+        }
+        for page in dst.as_mut_slice().chunks_mut(4096) {
+            page[0] = black_box(page[0]);
+        }
+        black_box(sink);
+    }
+
+    /// ns per operation over `batches` calibrated batches.
+    fn time(&mut self, op: &Op, cold: bool, batches: u32) -> Spread {
+        self.touch(cold);
+        // Warm up (and, hot, bring the buffer into cache), then calibrate.
+        let mut sink = 0u64;
+        for _ in 0..3 {
+            sink ^= self.run(op, cold);
+        }
+        let start = Instant::now();
+        sink ^= self.run(op, cold);
+        let one = start.elapsed().max(Duration::from_nanos(20));
+        let reps = (BATCH_TARGET.as_nanos() / one.as_nanos()).clamp(1, 10_000_000) as u32;
+        let mut per_op = Vec::with_capacity(batches as usize);
+        for _ in 0..batches {
+            let start = Instant::now();
+            for _ in 0..reps {
+                sink ^= self.run(op, cold);
+            }
+            per_op.push(start.elapsed().as_nanos() as f64 / f64::from(reps));
+        }
+        black_box(sink);
+        Spread::of(&per_op).expect("at least one batch")
+    }
+}
+
+/// Keeps `buf`'s pages resident where the process may (`mlock`: root, or
+/// within RLIMIT_MEMLOCK; otherwise [`Buffers::touch`] alone brings them
+/// back before each variant). Unlocked when the process exits.
+fn lock_in_memory(buf: &[u8]) {
+    // SAFETY: the range is a live allocation; mlock only pins its pages.
+    let _ = unsafe { libc::mlock(buf.as_ptr().cast(), buf.len()) };
+}
+
+/// Every variant, in table order, with its kind.
+fn ops() -> Vec<(String, Kind, Op)> {
+    let mut ops: Vec<(String, Kind, Op)> =
+        vec![("read-limit".into(), Kind::ReadLimit, Op::Read(read_sweep))];
+    for (name, f) in checksum::VARIANTS {
+        ops.push((name.into(), Kind::Checksum, Op::Checksum(f)));
+    }
+    for (name, f) in checksum::FUSED {
+        ops.push((name.into(), Kind::Fused, Op::Fused(f)));
+    }
+    for (name, f) in copy::VARIANTS {
+        ops.push((name.into(), Kind::Copy, Op::Copy(f)));
+    }
+    ops
+}
+
+/// Measures every variant at `spec.size`, hot and cold.
+pub fn measure(spec: &CksumSpec) -> CksumResult {
+    let mut buffers = Buffers::new(spec.size, spec.cold_pool);
+    let kb = spec.size as f64 / 1024.0;
+    let mut rows = Vec::new();
+    for cold in [false, true] {
+        let mut timed: Vec<(String, Kind, Spread)> = Vec::new();
+        for (name, kind, op) in ops() {
+            let spread = buffers.time(&op, cold, spec.batches);
+            timed.push((name, kind, spread));
+        }
+        // A limit is the best of the kernels that bound it, measured here
+        // at the same size and temperature: the read sweep for checksums;
+        // the fastest of memcpy, rep movsb and the non-temporal copy for
+        // copies and fused copies.
+        let limit_of = |kind: Kind| {
+            timed
+                .iter()
+                .filter(|t| crate::experiments::cksum::analysis::bounds(kind, &t.0, t.1))
+                .map(|t| t.2.median)
+                .min_by(f64::total_cmp)
+                .unwrap_or(1.0)
+        };
+        for (name, kind, ns) in &timed {
+            let per_kb = |v: f64| v / kb;
+            rows.push(Row {
+                variant: name.clone(),
+                kind: *kind,
+                cold,
+                ns_per_kb: Spread {
+                    min: per_kb(ns.min),
+                    median: per_kb(ns.median),
+                    max: per_kb(ns.max),
+                    n: ns.n,
+                },
+                gb_s: spec.size as f64 / ns.median,
+                fraction_of_limit: limit_of(*kind) / ns.median,
+            });
+        }
+    }
+    CksumResult {
+        size: spec.size,
+        simd_path: simd::path().into(),
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_every_variant_hot_and_cold() {
+        let r = measure(&CksumSpec {
+            size: 4096,
+            cold_pool: 1 << 20,
+            batches: 3,
+        });
+        assert_eq!(r.rows.len(), 2 * (1 + 3 + 3 + copy::VARIANTS.len()));
+        for row in &r.rows {
+            assert!(row.ns_per_kb.median > 0.0 && row.gb_s > 0.0, "{row:?}");
+            assert!(row.fraction_of_limit > 0.0);
+        }
+        // The read limit is its own limit.
+        let limit = r
+            .rows
+            .iter()
+            .find(|r| r.variant == "read-limit" && !r.cold)
+            .unwrap();
+        assert!((limit.fraction_of_limit - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn read_sweep_touches_every_byte() {
+        // Every position of a long buffer, through both paths.
+        for len in [0usize, 1, 31, 127, 128, 129, 1000] {
+            for at in 0..len {
+                let mut data = vec![0u8; len];
+                data[at] = 0x40;
+                assert_ne!(read_sweep(&data), 0, "len {len} at {at}");
+                assert_ne!(read_sweep_portable(&data), 0, "len {len} at {at}");
+            }
+            assert_eq!(read_sweep(&vec![0u8; len]), 0);
+        }
+        let mut data = vec![0u8; 1000];
+        assert_eq!(read_sweep(&data), 0);
+        data[999] = 1;
+        assert_ne!(read_sweep(&data), 0);
+        data[999] = 0;
+        data[500] = 0x80;
+        assert_ne!(read_sweep(&data), 0);
+    }
+}

@@ -1,0 +1,799 @@
+//! The login-load experiment (000_2144c0e834c30e0c.txt, 1989): N users
+//! typing 5 characters a second into `cat > /dev/null` through a login
+//! server, and what the host spends on it, in vmstat's terms.
+//!
+//! One cell = one relay design, protocol and user count. The launcher
+//! starts the serving end at `To` (netlab's server, telnetd or sshd:
+//! [`crate::experiment::servers`]) and the typing end at `From` (the typist load
+//! generator, an endpoint too): on loopback, in two namespaces, or on
+//! agents' hosts. The typist opens the sessions, lets them negotiate,
+//! types for a warm-up and then for the measured window, whose edges it
+//! announces; the serving end samples its host over that window
+//! ([`crate::measure::window`]): `/proc/stat` at both ends (CPU us/sy/id,
+//! context switches) and every 100 ms (vmstat's r and b), packets, the
+//! system calls of every process through `perf stat -a` when perf can
+//! (otherwise the record says why not), and its server tree's CPU.
+//!
+//! Caveats: the counts are machine-wide, so they include the `cat`s and
+//! anything else running, and, when both ends share a host, the
+//! generator, whose own CPU is measured (RUSAGE_THREAD, and its client
+//! programs') and subtracted then; the host's busy time in a one-second
+//! idle sample before its first cell is subtracted too, for the host's
+//! CPU per keystroke. On loopback every TCP segment is both sent and
+//! received, so packets in and out are the same count. The window's edges
+//! reach the serving end one control round trip after the typist's (well
+//! under a millisecond locally; an RTT between agents). A thread waiting
+//! in `io_uring_enter` is counted by the kernel as blocked on I/O
+//! (vmstat's b, and iowait rather than idle): the `uring` design shows
+//! b = 1 and iowait while idle; busy time excludes iowait.
+
+pub use crate::endpoint::login::clients::MAX_CORPUS;
+use crate::endpoint::login::clients::TypeSpec;
+pub use crate::endpoint::login::host::DEFAULT_CORPUS;
+pub use crate::endpoint::login::host::Dialect;
+use crate::endpoint::login::host::Target;
+use crate::endpoint::login::server::Relay;
+use crate::endpoint::protocol::{Command, Reply};
+use crate::experiment::bed::Bed;
+use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::refuse;
+use crate::experiment::runner::{MeasureCell, Measured, Runner};
+use crate::experiment::servers::{self, ServerSpec, SessionCommand};
+use crate::experiment::{CellError, Interrupted, MeasureError};
+use crate::experiments::login::analysis::{Probe, lower_bound_why};
+pub use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
+pub use crate::measure::schedstat::tree_cpu_ns;
+use crate::measure::window::idle_busy_cpus;
+use crate::record::testbed::Placement;
+use crate::record::{Record, RecordData};
+use crate::testbed::cgroup::HostPreset;
+use crate::testbed::cgroup::PresetBudget;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How responsive the sessions felt, by the 99th-percentile echo delay.
+///
+/// Thresholds: 100 ms is about where a delay between action and response
+/// stops being perceived as instantaneous (Card, Moran and Newell, *The
+/// Psychology of Human-Computer Interaction*, 1983: the perceptual
+/// processor's cycle of ~100 ms; Miller, 1968, "Response time in
+/// man-computer conversational transactions", for keystroke echo within
+/// 0.1-0.2 s); past 1 s a typist loses the flow of typing (Miller's 1-2 s
+/// limit for conversational continuity).
+pub fn verdict(p99_ms: f64, unechoed_share: f64) -> &'static str {
+    if unechoed_share > 0.01 || p99_ms > 1000.0 {
+        "unusable"
+    } else if p99_ms > 100.0 {
+        "degraded"
+    } else {
+        "normal"
+    }
+}
+
+/// Runs one cell. `baseline_busy_cpus` is the serving host's busy CPUs
+/// when idle: measured now when `None` (here for a local serving end, by
+/// the serving end itself on an agent), before the server starts. Ctrl-C
+/// drops the cell (the runner keeps what was recorded before it).
+pub fn run_cell(
+    params: &LoginParams,
+    corpus: &[u8],
+    baseline_busy_cpus: Option<f64>,
+) -> Result<LoginResult, CellError> {
+    params
+        .relay
+        .speaks(params.protocol)
+        .map_err(CellError::Refused)?;
+    if corpus.len() > MAX_CORPUS {
+        refuse!(
+            "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
+            corpus.len()
+        );
+    }
+    let serving_here = serving_host(&params.placement) == "local";
+    let baseline_busy_cpus = match baseline_busy_cpus {
+        Some(b) => Some(b),
+        None if serving_here => Some(idle_busy_cpus()?),
+        None => None,
+    };
+    let bed = Bed::create(&params.placement)?;
+    // The server at `To` (side B, the `--to` host), the users at `From`.
+    let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
+    let mut server = servers::start(
+        &ServerSpec {
+            target: params.relay,
+            dialect: params.protocol,
+            session: SessionCommand::Discard {
+                linemode: params.protocol.linemode(),
+            },
+            max_sessions: params.users + 16,
+            nodelay: false,
+            measure_idle: baseline_busy_cpus.is_none(),
+            cpu_budget_pct: params.host_cpu_pct,
+        },
+        &launcher,
+    )?;
+    let baseline_busy_cpus = baseline_busy_cpus
+        .or(server.idle_busy_cpus)
+        .ok_or_else(|| CellError::Refused("the serving end measured no idle baseline".into()))?;
+    let mut typist = launcher.spawn("typist", End::From)?;
+    let spec = TypeSpec {
+        target: server.target(params.protocol),
+        users: params.users,
+        rate: params.rate,
+        poisson: params.poisson,
+        corpus: corpus.to_vec(),
+        warmup_s: params.warmup_s,
+        duration_s: params.duration_s,
+    };
+    // Sessions negotiate (10 s plus 20 ms a user at most), type, close.
+    let timeout = Duration::from_secs_f64(
+        params.warmup_s + params.duration_s + 60.0 + 0.02 * params.users as f64,
+    );
+    let driven = servers::drive(&mut typist, &mut server, &Command::Type(spec), timeout);
+    let (report, window) = match driven {
+        Ok((Reply::Typed(report), window)) => (*report, window),
+        Ok((other, _)) => return Err(typist.unexpected("typing", &other).into()),
+        Err(e) => return Err(server.failed(e)),
+    };
+    typist.finish();
+    let host_cpu = server.cpu_budget.clone();
+    // Sessions the server ended during the run (all end at the stop).
+    let host = server.stop()?;
+    let link = match bed {
+        Some(bed) => Some(bed.finish()?.link),
+        None => None,
+    };
+    let Some(window) = window else {
+        refuse!(
+            "the measured window never started: {}",
+            report.first_failure.as_deref().unwrap_or("interrupted")
+        );
+    };
+    let seconds = window.seconds.max(1e-9);
+    let packets_source = match (launcher.interface(End::To), serving_here) {
+        (Some(name), _) => format!("interface {name} (server side) rx/tx packets"),
+        (None, true) => "TCP segments on loopback (every one is both in and out)".to_string(),
+        (None, false) => "TCP segments of the serving host (every connection's)".to_string(),
+    };
+    let busy_s = (100.0 - window.cpu.idle_pct - window.cpu.iowait_pct) / 100.0
+        * window.cpus as f64
+        * seconds;
+    let keystrokes = report.keystrokes.max(1) as f64;
+    // The generator's CPU is the serving host's only when both ends share it.
+    let clients_s = if launcher.same_host() {
+        report.own_cpu_s + report.client_programs_cpu_s
+    } else {
+        0.0
+    };
+    let host_cpu_per_keystroke_us =
+        ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
+    let server_ns = window.tree_ns as f64;
+    let unechoed_share = report.unechoed as f64 / report.awaited.max(1) as f64;
+    let verdict = if report.failed_sessions > 0 {
+        "unusable"
+    } else {
+        verdict(report.echo_p99_ms, unechoed_share)
+    };
+    Ok(LoginResult {
+        params: params.clone(),
+        typist: report,
+        cpu: window.cpu,
+        procs_running_mean: window.procs_running_mean,
+        procs_blocked_mean: window.procs_blocked_mean,
+        syscalls_per_s: window.syscalls.map(|n| n as f64 / seconds),
+        syscalls_source: window.syscalls_source,
+        packets_in_per_s: window.packets_in as f64 / seconds,
+        packets_out_per_s: window.packets_out as f64 / seconds,
+        packets_source,
+        link,
+        host_cpu_per_keystroke_us,
+        server_cpu_per_keystroke_us: server_ns / 1e3 / keystrokes,
+        server_cpu_pct: 100.0 * server_ns / 1e9 / seconds,
+        baseline_busy_cpus,
+        verdict: verdict.to_string(),
+        server_endings: host.endings,
+        host_cpu,
+        server_throttled_s: host.throttled_s,
+    })
+}
+
+/// The grid of a login-load run, and the typing every cell does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginPlan {
+    pub users: Vec<usize>,
+    pub relays: Vec<Target>,
+    pub protocols: Vec<Dialect>,
+    pub placements: Vec<Placement>,
+    /// Characters per second per user.
+    pub rate: f64,
+    pub poisson: bool,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    /// The server's CPU budget, percent of one CPU (`--host-cpu`).
+    pub host_cpu_pct: Option<f64>,
+    /// The preset the budget was derived from, and how.
+    pub host_cpu_preset: Option<PresetBudget>,
+}
+
+impl Default for LoginPlan {
+    /// The 1989 test: 16, 32 and 48 users typing 5 characters a second over
+    /// rlogin through each of netlab's designs that answer at once, 30 s
+    /// windows after 2 s of warm-up, on loopback.
+    fn default() -> Self {
+        LoginPlan {
+            users: vec![16, 32, 48],
+            relays: Relay::ALL.into_iter().map(Target::of).collect(),
+            protocols: vec![Dialect::Rlogin],
+            placements: vec![Placement::Loopback],
+            rate: 5.0,
+            poisson: false,
+            warmup_s: 2.0,
+            duration_s: 30.0,
+            host_cpu_pct: None,
+            host_cpu_preset: None,
+        }
+    }
+}
+
+/// Why a login plan cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--users: zero users is not an experiment")]
+    ZeroUsers,
+    #[error("--rate {0}: must be above 0 and at most 1000 characters per second per user")]
+    Rate(String),
+    #[error("--duration must be above zero")]
+    Duration,
+    #[error("{0}")]
+    HostCpu(String),
+    #[error("--host-cpu {0}: give a percent of one CPU or a preset (sun3, vax750)")]
+    UnknownPreset(String),
+    #[error(
+        "--host-cpu {0} is derived from this host's packet cost; a server on an agent needs a percent"
+    )]
+    PresetOnAgent(String),
+    #[error("measuring this host's cost of a TCP packet: {0}")]
+    PacketCost(String),
+    #[error("--corpus {path}: cannot read it: {reason}")]
+    Corpus { path: String, reason: String },
+    #[error("the corpus has no typeable characters")]
+    EmptyCorpus,
+    #[error(transparent)]
+    Limits(#[from] crate::measure::limits::LimitsCrossed),
+}
+
+/// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
+/// from this host's cost of a TCP packet, measured now, with its
+/// derivation. A preset needs the server here: the cost is this host's.
+pub fn host_budget(
+    text: &str,
+    placements: &[Placement],
+) -> Result<(f64, Option<PresetBudget>), PlanError> {
+    if let Ok(percent) = text.parse::<f64>() {
+        return Ok((percent, None));
+    }
+    let preset = HostPreset::parse(text).ok_or_else(|| PlanError::UnknownPreset(text.into()))?;
+    if placements.iter().any(|p| serving_host(p) != "local") {
+        return Err(PlanError::PresetOnAgent(text.into()));
+    }
+    let (percent, budget) = preset
+        .budget_here()
+        .map_err(|e| PlanError::PacketCost(e.to_string()))?;
+    Ok((percent, Some(budget)))
+}
+
+/// What the simulated users type: the file at `path`, or the built-in
+/// paragraph; refused when nothing in it can be typed.
+pub fn corpus(path: Option<&std::path::Path>) -> Result<Vec<u8>, PlanError> {
+    let corpus = match path {
+        Some(path) => std::fs::read(path).map_err(|e| PlanError::Corpus {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?,
+        None => DEFAULT_CORPUS.as_bytes().to_vec(),
+    };
+    if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {
+        return Err(PlanError::EmptyCorpus);
+    }
+    Ok(corpus)
+}
+
+impl LoginPlan {
+    /// The lab's quick profile: 16 and 48 users, 1.5 s windows.
+    pub fn quick() -> Self {
+        LoginPlan {
+            users: vec![16, 48],
+            warmup_s: 0.5,
+            duration_s: 1.5,
+            ..LoginPlan::default()
+        }
+    }
+
+    pub fn full() -> Self {
+        LoginPlan::default()
+    }
+
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.users.contains(&0) {
+            return Err(PlanError::ZeroUsers);
+        }
+        if !(self.rate > 0.0 && self.rate <= 1000.0) {
+            return Err(PlanError::Rate(self.rate.to_string()));
+        }
+        if self.duration_s.is_nan() || self.duration_s <= 0.0 {
+            return Err(PlanError::Duration);
+        }
+        if let Some(percent) = self.host_cpu_pct {
+            crate::testbed::cgroup::check(percent)
+                .map_err(|e| PlanError::HostCpu(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// What the plan's largest cell holds at once on this host, when both
+    /// ends run here (loopback, netns): a pty per session; the busiest
+    /// process's descriptors (a single-process relay holds each session's
+    /// socket and pty, splice also two pipes; the typist holds a socket a
+    /// user); the processes each design adds per session (a command each;
+    /// fork a relay too; telnetd socat and telnetd; sshd its two and the
+    /// `ssh` client); an ephemeral port per user. None when every
+    /// placement runs on agents (their hosts' limits are theirs).
+    pub fn needs(&self, most_users: usize) -> Option<crate::measure::limits::Needs> {
+        let here = self
+            .placements
+            .iter()
+            .any(|p| !matches!(p, Placement::Remote { .. }));
+        if !here {
+            return None;
+        }
+        let n = most_users as u64;
+        let per_session = |relay: &Target| -> (u64, u64) {
+            match relay {
+                Target::Splice => (6, 1),
+                Target::Epoll | Target::Uring | Target::Batch => (2, 1),
+                Target::Fork => (1, 2),
+                Target::Telnetd => (1, 3),
+                Target::Sshd => (1, 4),
+            }
+        };
+        let descriptors = self
+            .relays
+            .iter()
+            .map(|r| per_session(r).0)
+            .max()
+            .unwrap_or(2);
+        let processes = self
+            .relays
+            .iter()
+            .map(|r| per_session(r).1)
+            .max()
+            .unwrap_or(2);
+        Some(crate::measure::limits::Needs {
+            what: format!("login with {most_users} users"),
+            ptys: n,
+            descriptors_per_process: descriptors * n + 64,
+            processes: processes * n,
+            ephemeral_ports: n,
+        })
+    }
+
+    /// Checks [`LoginPlan::needs`] for `most_users` against this host's
+    /// limits before anything starts, and lifts the soft descriptor limit
+    /// when the hard one allows what the run needs.
+    pub fn check_limits(&self, most_users: usize) -> Result<(), PlanError> {
+        let Some(needs) = self.needs(most_users) else {
+            return Ok(());
+        };
+        Ok(crate::measure::limits::refuse_or_prepare(needs)?)
+    }
+
+    /// Drops the server's CPU budget when the server runs here and this
+    /// host has no CPU controller, saying why: the run goes on without it.
+    pub fn drop_budget_unless_available(&mut self) -> Option<String> {
+        let serving_here = self.placements.iter().all(|p| serving_host(p) == "local");
+        if self.host_cpu_pct.is_none() || !serving_here {
+            return None;
+        }
+        let why = crate::testbed::cgroup::available().err()?;
+        self.host_cpu_pct = None;
+        self.host_cpu_preset = None;
+        Some(format!("--host-cpu ignored: {why}"))
+    }
+
+    /// One cell of this plan's typing.
+    pub fn cell(
+        &self,
+        relay: Target,
+        protocol: Dialect,
+        placement: &Placement,
+        users: usize,
+    ) -> LoginParams {
+        LoginParams {
+            relay,
+            protocol: relay.dialect_for(protocol),
+            placement: placement.clone(),
+            users,
+            rate: self.rate,
+            poisson: self.poisson,
+            warmup_s: self.warmup_s,
+            duration_s: self.duration_s,
+            host_cpu_pct: self.host_cpu_pct,
+            host_cpu_preset: self.host_cpu_preset.clone(),
+        }
+    }
+
+    /// Every cell once: placements, then protocols, then user counts, then servers.
+    pub fn cells(&self) -> Vec<LoginParams> {
+        let mut cells = Vec::new();
+        for placement in &self.placements {
+            for &protocol in &self.protocols {
+                for &users in &self.users {
+                    for &relay in &self.relays {
+                        let cell = self.cell(relay, protocol, placement, users);
+                        if !cells.contains(&cell) {
+                            cells.push(cell);
+                        }
+                    }
+                }
+            }
+        }
+        cells
+    }
+}
+
+/// Loads each cell's server with simulated users typing `corpus`.
+pub struct LoginMeasure {
+    pub corpus: Vec<u8>,
+    /// Each serving host's busy CPUs with nothing of netlab's running
+    /// (`local`, or the agent's name), measured once, before its first cell.
+    pub baselines: HashMap<String, f64>,
+}
+
+impl LoginMeasure {
+    /// Measures this host's idle baseline now, before any cell starts
+    /// anything; an agent's is measured by its first cell's serving end.
+    pub fn new(corpus: Vec<u8>) -> Result<LoginMeasure, CellError> {
+        Ok(LoginMeasure {
+            corpus,
+            baselines: HashMap::from([("local".to_string(), idle_busy_cpus()?)]),
+        })
+    }
+}
+
+/// The host serving a cell: `local`, or its agent's name.
+pub fn serving_host(placement: &Placement) -> &str {
+    match placement {
+        Placement::Remote { to, .. } => to,
+        _ => "local",
+    }
+}
+
+impl MeasureCell for LoginMeasure {
+    type Cell = LoginParams;
+
+    fn label(&self, cell: &LoginParams) -> String {
+        format!(
+            "{} {} x{}",
+            cell.relay.name(),
+            cell.protocol.name(),
+            cell.users
+        )
+    }
+
+    fn measure(&mut self, cell: &LoginParams) -> Result<Measured, Interrupted> {
+        let host = serving_host(&cell.placement);
+        let outcome = run_cell(cell, &self.corpus, self.baselines.get(host).copied());
+        if let Ok(result) = &outcome {
+            self.baselines
+                .entry(host.to_string())
+                .or_insert(result.baseline_busy_cpus);
+        }
+        crate::experiment::measured(cell.placement.name(), outcome, |result| RecordData::Login {
+            params: cell.clone(),
+            result,
+        })
+    }
+}
+
+/// How far a limit search goes, and how fine it bisects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitSearch {
+    /// The first count probed (then doubled).
+    pub start: usize,
+    /// The most users ever probed.
+    pub max_users: usize,
+    /// Bisect until the last normal and the first degraded count are within
+    /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`,
+    /// 2 (a half) in the lab's quick profile.
+    pub resolution: usize,
+}
+
+/// The next user count to probe, or None when the search is over: double
+/// while every probe was normal (up to `max`), then bisect between the last
+/// normal count `good` and the first degraded one until they are within
+/// `good / resolution` (or 1) of each other.
+pub fn next_users(
+    good: usize,
+    bad: Option<usize>,
+    last: usize,
+    max: usize,
+    resolution: usize,
+) -> Option<usize> {
+    match bad {
+        None if last >= max => None,
+        None => Some((last * 2).min(max)),
+        Some(bad) if bad - good <= (good / resolution.max(1)).max(1) => None,
+        Some(bad) => Some((good + bad) / 2),
+    }
+}
+
+/// Doubles the user count from `search.start` while the verdict stays
+/// normal, then bisects between the last normal and the first degraded
+/// count to the search's resolution ([`next_users`]). Each probe is a recorded cell, appended to
+/// `records`. Stops early, saying so, when the load generator rather than
+/// the server is the limit.
+pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    template: &LoginParams,
+    search: LimitSearch,
+    records: &mut Vec<Record>,
+) -> Result<Limit, MeasureError> {
+    let LimitSearch {
+        start,
+        max_users,
+        resolution,
+    } = search;
+    let (mut good, mut bad): (usize, Option<(usize, String)>) = (0, None);
+    let mut n = start.clamp(1, max_users.max(1));
+    let why = loop {
+        let record = runner.cell(
+            measure,
+            &LoginParams {
+                users: n,
+                ..template.clone()
+            },
+        )?;
+        let outcome = crate::experiments::login::analysis::probe(&record);
+        if let Some(Probe::GeneratorLimited(limit)) = &outcome {
+            let why = lower_bound_why(n, limit, good);
+            records.push(record);
+            break why;
+        }
+        let verdict = match outcome {
+            Some(Probe::Normal) => Ok(()),
+            Some(Probe::Worse(why)) => Err(why),
+            // Not a login record (a measure of the wrong experiment).
+            _ => Err("no login result".to_string()),
+        };
+        records.push(record);
+        match verdict {
+            Ok(()) => good = n,
+            Err(why) => bad = Some((n, why)),
+        }
+        match next_users(good, bad.as_ref().map(|b| b.0), n, max_users, resolution) {
+            Some(next) => n = next,
+            None => {
+                break match &bad {
+                    None => format!("normal up to the cap of {max_users} users"),
+                    Some((b, why)) => format!("degraded at {b}: {why}"),
+                };
+            }
+        }
+    };
+    Ok(Limit {
+        relay: template.relay,
+        protocol: template.protocol,
+        placement: template.placement.name().to_string(),
+        sustains: good,
+        degraded_at: bad.map(|(b, _)| b),
+        why,
+    })
+}
+
+/// [`find_limit`] for each server, protocol and placement of the plan, in
+/// turn, each searched as `search` says.
+pub fn find_limits<M: MeasureCell<Cell = LoginParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    plan: &LoginPlan,
+    search: LimitSearch,
+    records: &mut Vec<Record>,
+) -> Result<Vec<Limit>, MeasureError> {
+    let mut limits = Vec::new();
+    let mut seen = Vec::new();
+    for template in plan.cells() {
+        let key = (
+            template.relay,
+            template.protocol,
+            template.placement.clone(),
+        );
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        limits.push(find_limit(runner, measure, &template, search, records)?);
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::login::typist::TypistReport;
+    use crate::experiment::runner::mock::{Mock, runner};
+
+    #[test]
+    fn the_limit_search_doubles_then_bisects() {
+        assert_eq!(next_users(16, None, 16, 3000, 8), Some(32));
+        assert_eq!(next_users(2048, None, 2048, 3000, 8), Some(3000));
+        assert_eq!(next_users(3000, None, 3000, 3000, 8), None);
+        // 512 was normal, 1024 degraded: bisect to within 64.
+        assert_eq!(next_users(512, Some(1024), 1024, 3000, 8), Some(768));
+        assert_eq!(next_users(768, Some(1024), 768, 3000, 8), Some(896));
+        assert_eq!(next_users(896, Some(1024), 896, 3000, 8), Some(960));
+        assert_eq!(next_users(960, Some(1024), 960, 3000, 8), None);
+        // Degraded from the first probe: search below it.
+        assert_eq!(next_users(0, Some(16), 16, 3000, 8), Some(8));
+        assert_eq!(next_users(0, Some(1), 1, 3000, 8), None);
+    }
+
+    /// A server that echoes in 5 ms up to `limit` users and in 500 ms past it,
+    /// with a generator that needs `cpu_per_user` % of a core per user.
+    fn server(
+        limit: usize,
+        cpu_per_user: f64,
+    ) -> impl FnMut(&LoginParams) -> Result<Measured, Interrupted> {
+        move |cell: &LoginParams| {
+            let p99 = if cell.users <= limit { 5.0 } else { 500.0 };
+            let result = LoginResult {
+                verdict: verdict(p99, 0.0).into(),
+                typist: TypistReport {
+                    echo_p99_ms: p99,
+                    own_cpu_s: cpu_per_user * cell.users as f64 / 100.0,
+                    window_s: 1.0,
+                    ..TypistReport::default()
+                },
+                ..LoginResult::default()
+            };
+            Ok(Measured {
+                placement: cell.placement.name().into(),
+                data: RecordData::Login {
+                    params: cell.clone(),
+                    result: Some(Box::new(result)),
+                },
+                error: None,
+            })
+        }
+    }
+
+    /// `--find-limit`'s search.
+    const EIGHTH: LimitSearch = LimitSearch {
+        start: 16,
+        max_users: 3000,
+        resolution: 8,
+    };
+
+    #[test]
+    fn a_coarser_search_stops_sooner_and_the_records_say_what_it_found() {
+        let template =
+            LoginPlan::quick().cell(Target::Epoll, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut mock = Mock::new(server(700, 0.0));
+        let mut records = Vec::new();
+        let half = LimitSearch {
+            resolution: 2,
+            ..EIGHTH
+        };
+        let limit = find_limit(&mut runner(), &mut mock, &template, half, &mut records).unwrap();
+        let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
+        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768]);
+        assert_eq!((limit.sustains, limit.degraded_at), (512, Some(768)));
+        // The report reads the same limit back from the records alone.
+        let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
+    }
+
+    #[test]
+    fn the_limit_search_brackets_the_melting_point() {
+        let template =
+            LoginPlan::quick().cell(Target::Epoll, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut mock = Mock::new(server(700, 0.0));
+        let mut records = Vec::new();
+        let limit = find_limit(&mut runner(), &mut mock, &template, EIGHTH, &mut records).unwrap();
+        let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
+        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768, 640, 704]);
+        assert_eq!(limit.sustains, 640);
+        assert_eq!(limit.degraded_at, Some(704));
+        assert!(
+            limit
+                .why
+                .starts_with("degraded at 704: degraded (echo p99 500.0 ms)"),
+            "{}",
+            limit.why
+        );
+        assert_eq!(records.len(), probed.len(), "every probe is recorded");
+    }
+
+    #[test]
+    fn every_server_gets_its_own_search() {
+        let plan = LoginPlan {
+            users: vec![16, 32],
+            relays: vec![Target::Fork, Target::Epoll],
+            ..LoginPlan::quick()
+        };
+        let mut mock = Mock::new(server(100, 0.0));
+        let mut records = Vec::new();
+        let limits = find_limits(&mut runner(), &mut mock, &plan, EIGHTH, &mut records).unwrap();
+        let servers: Vec<Target> = limits.iter().map(|l| l.relay).collect();
+        assert_eq!(
+            servers,
+            [Target::Fork, Target::Epoll],
+            "once each, not per user count"
+        );
+        assert!(
+            limits
+                .iter()
+                .all(|l| l.sustains == 96 && l.degraded_at == Some(104))
+        );
+        assert_eq!(records.len(), mock.measured.len());
+    }
+
+    #[test]
+    fn the_limit_search_stops_at_the_cap_and_at_a_saturated_generator() {
+        let template =
+            LoginPlan::quick().cell(Target::Fork, Dialect::Rlogin, &Placement::Loopback, 16);
+        let mut records = Vec::new();
+        let mut never_melts = Mock::new(server(usize::MAX, 0.0));
+        let limit = find_limit(
+            &mut runner(),
+            &mut never_melts,
+            &template,
+            LimitSearch {
+                max_users: 100,
+                ..EIGHTH
+            },
+            &mut records,
+        )
+        .unwrap();
+        assert_eq!((limit.sustains, limit.degraded_at), (100, None));
+        assert_eq!(limit.why, "normal up to the cap of 100 users");
+        // 0.2% of a core per user: past 400 users the generator is the limit.
+        let mut busy_generator = Mock::new(server(usize::MAX, 0.2));
+        let limit = find_limit(
+            &mut runner(),
+            &mut busy_generator,
+            &template,
+            EIGHTH,
+            &mut records,
+        )
+        .unwrap();
+        assert_eq!(limit.sustains, 256);
+        assert!(
+            limit
+                .why
+                .starts_with("stopped at 512 users: the load generator used 102% of a core"),
+            "{}",
+            limit.why
+        );
+    }
+    use crate::testbed::Placement;
+
+    #[test]
+    fn records_of_earlier_versions_still_read() {
+        // Before dialects and placements: protocol telnet/rlogin, no placement.
+        let old = r#"{"relay":"epoll","protocol":"rlogin","users":16,"rate":5.0,
+            "poisson":false,"warmup_s":2.0,"duration_s":30.0}"#;
+        let params: LoginParams = serde_json::from_str(old).unwrap();
+        assert_eq!(params.protocol, Dialect::Rlogin);
+        assert_eq!(params.placement, Placement::Loopback);
+    }
+
+    #[test]
+    fn verdicts_follow_the_thresholds() {
+        assert_eq!(verdict(20.0, 0.0), "normal");
+        assert_eq!(verdict(100.0, 0.0), "normal");
+        assert_eq!(verdict(150.0, 0.0), "degraded");
+        assert_eq!(verdict(1500.0, 0.0), "unusable");
+        assert_eq!(verdict(20.0, 0.05), "unusable");
+    }
+}

@@ -1,0 +1,6 @@
+//! The 1989 remote-login load (source 000): N users typing through each relay design and real server, vmstat-style rows, echo latency, each design's limit.
+
+pub mod analysis;
+pub mod cell;
+pub mod record;
+pub mod report;

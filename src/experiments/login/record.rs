@@ -1,0 +1,145 @@
+//! The login-load and terminal-output experiments' cells and results as
+//! records carry them: the server under test, the dialect its users speak,
+//! the load generator's own account. Data only; `experiment::login`,
+//! `experiment::output` and `endpoint::login` run them.
+
+use crate::endpoint::login::host::{Dialect, Target};
+use crate::endpoint::login::typist::TypistReport;
+use crate::measure::procstat::SystemCpu;
+use crate::record::testbed::{LinkFacts, Placement};
+use crate::testbed::cgroup::PresetBudget;
+use serde::{Deserialize, Serialize};
+
+/// Records written before the placement was recorded ran on loopback.
+fn loopback() -> Placement {
+    Placement::Loopback
+}
+
+/// One cell's parameters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoginParams {
+    /// The server under load (netlab's relay design, `telnetd` or `sshd`).
+    pub relay: Target,
+    /// What the clients speak (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and users run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
+    pub users: usize,
+    pub rate: f64,
+    pub poisson: bool,
+    pub warmup_s: f64,
+    pub duration_s: f64,
+    /// The server's CPU budget, percent of one CPU (`--host-cpu`; none:
+    /// the whole machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_pct: Option<f64>,
+    /// The 1989-class host the budget stands for (`--host-cpu sun3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu_preset: Option<PresetBudget>,
+}
+
+/// What one cell measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoginResult {
+    pub params: LoginParams,
+    pub typist: TypistReport,
+    /// Machine-wide over the window.
+    pub cpu: SystemCpu,
+    /// vmstat's r and b: means of 100 ms samples over the window.
+    pub procs_running_mean: f64,
+    pub procs_blocked_mean: f64,
+    pub syscalls_per_s: Option<f64>,
+    /// Where the system-call count came from, or why there is none.
+    pub syscalls_source: String,
+    /// Packets per second into and out of the server's side: TCP segments
+    /// on loopback (where in = out), the interface's packets on netns.
+    #[serde(alias = "segments_in_per_s")]
+    pub packets_in_per_s: f64,
+    #[serde(alias = "segments_out_per_s")]
+    pub packets_out_per_s: f64,
+    /// Where the packet counts came from.
+    #[serde(default)]
+    pub packets_source: String,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
+    /// (Busy CPU time of the machine minus its idle baseline minus the
+    /// generator's and its client programs') per keystroke: server,
+    /// commands and kernel together, µs.
+    pub host_cpu_per_keystroke_us: f64,
+    /// CPU time of the server's process tree (server, sessions, commands)
+    /// per keystroke, µs, from the scheduler's accounting (see [`tree_cpu_ns`]).
+    /// Excludes softirq work done outside those processes.
+    pub server_cpu_per_keystroke_us: f64,
+    /// The server tree's CPU over the window, in % of one CPU.
+    pub server_cpu_pct: f64,
+    /// The machine's busy CPUs (in CPU-seconds per second) measured for a
+    /// second before the cell (or its sweep), with nothing of netlab's running.
+    pub baseline_busy_cpus: f64,
+    pub verdict: String,
+    /// Sessions the server ended before the cell was over, by reason (from its log).
+    #[serde(default)]
+    pub server_endings: Vec<String>,
+    /// The CPU budget as applied, or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<String>,
+    /// How long the budget held the server back over the cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_throttled_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputParams {
+    pub relay: Target,
+    /// What the client speaks (older records: `telnet` or `rlogin`).
+    pub protocol: Dialect,
+    /// Where server and client run (older records: loopback).
+    #[serde(default = "loopback")]
+    pub placement: Placement,
+    pub file_bytes: u64,
+    /// Terminal speed the output is paced to (bits per second, 10 bits a
+    /// character as on a serial line), or unpaced.
+    pub baud: Option<u32>,
+    /// TCP_NODELAY on netlab's server sessions (older records: off).
+    #[serde(default)]
+    pub nodelay: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OutputResult {
+    pub params: OutputParams,
+    /// Terminal data the client received (the terminal turns LF into CR LF).
+    pub bytes_received: u64,
+    pub seconds: f64,
+    pub kbytes_per_s: f64,
+    pub server_cpu_us_per_kb: f64,
+    pub client_cpu_us_per_kb: f64,
+    /// Data segments the client received per KB of terminal data, and
+    /// their mean TCP payload (for SSH, encrypted: larger than the data).
+    pub segments_per_kb: f64,
+    pub mean_segment_bytes: f64,
+    /// The server tree's CPU over the transfer, % of one CPU.
+    pub server_cpu_pct: f64,
+    /// The link of a netns cell.
+    #[serde(default)]
+    pub link: Option<LinkFacts>,
+    /// TCP_INFO of the terminal's socket at the end (RTT, MSS, path MTU).
+    #[serde(default)]
+    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+}
+
+/// The most users one server serves with a normal verdict, as a limit
+/// search found it or as its probes' records show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub relay: Target,
+    pub protocol: Dialect,
+    pub placement: String,
+    /// The most users served with a "normal" verdict (0: not even the first count).
+    pub sustains: usize,
+    /// The fewest users seen degraded, if any.
+    pub degraded_at: Option<usize>,
+    /// Why the search stopped there.
+    pub why: String,
+}

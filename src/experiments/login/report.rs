@@ -1,0 +1,425 @@
+//! The login-load table (the 1989 vmstat rows beside today's), the limit
+//! search's table, and the 1987 terminal-output table.
+
+use crate::endpoint::login::host::Target;
+use crate::endpoint::login::typist::TypistReport;
+use crate::experiments::login::analysis::limits;
+use crate::experiments::login::cell::LoginPlan;
+use crate::experiments::login::record::Limit;
+use crate::record::{Record, RecordData};
+use crate::report::historical;
+use crate::report::table::{markdown, num};
+
+/// `netlab login`'s text: what the users did, the server's budget, then
+/// [`table`].
+pub fn grid_text(plan: &LoginPlan, records: &[Record]) -> String {
+    format!(
+        "netlab login: users typing {} chars/s into `cat > /dev/null` (LINEMODE: into `cat`, latency per line), {} s window after {} s warm-up\n{}{}",
+        plan.rate,
+        plan.duration_s,
+        plan.warmup_s,
+        plan.host_cpu_preset
+            .as_ref()
+            .map_or(String::new(), |p| format!(
+                "server CPU budget {}\n",
+                p.derivation
+            )),
+        table(records)
+    )
+}
+
+/// Today's rows in the source's shape, then the 1989 rows.
+pub fn table(records: &[Record]) -> String {
+    let header = [
+        "server",
+        "proto",
+        "place",
+        "users",
+        "r",
+        "b",
+        "syscalls/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "pkts in/s",
+        "pkts out/s",
+        "echo p50 ms",
+        "p99 ms",
+        "max ms",
+        "server µs/key",
+        "host µs/key",
+        "typist cpu %",
+        "verdict",
+    ];
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Login { params, result } = &record.data else {
+            continue;
+        };
+        // A server under a CPU budget says so, and whether it was applied.
+        let preset = params
+            .host_cpu_preset
+            .as_ref()
+            .map_or(String::new(), |p| format!("{} ", p.name));
+        let budget = match (params.host_cpu_pct, result) {
+            (None, _) => String::new(),
+            (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
+                format!(" ({preset}{p}% CPU: not applied)")
+            }
+            (Some(p), _) => format!(" ({preset}{p}% CPU)"),
+        };
+        let mut row = vec![
+            format!("{}{budget}", params.relay.name()),
+            params.protocol.name().to_string(),
+            params.placement.name().to_string(),
+            params.users.to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                format!("{:.1}", r.procs_running_mean),
+                format!("{:.1}", r.procs_blocked_mean),
+                r.syscalls_per_s.map_or("n/a".into(), |v| format!("{v:.0}")),
+                format!("{:.0}", r.cpu.context_switches_per_s),
+                format!("{:.0}", r.cpu.user_pct),
+                format!(
+                    "{:.0}",
+                    r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
+                ),
+                format!("{:.0}", r.cpu.idle_pct),
+                format!("{:.0}", r.packets_in_per_s),
+                format!("{:.0}", r.packets_out_per_s),
+                num(r.typist.echo_p50_ms),
+                num(r.typist.echo_p99_ms),
+                num(r.typist.echo_max_ms),
+                num(r.server_cpu_per_keystroke_us),
+                num(r.host_cpu_per_keystroke_us),
+                typist_cpu(&r.typist),
+                r.verdict.clone(),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 15));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = markdown(&header, &rows);
+    let then = &historical::figures().login_relay_load;
+    text.push_str(&format!("\n1989 ({}): {}\n", then.source, then.what));
+    let old_header = [
+        "relay",
+        "users",
+        "r",
+        "b",
+        "sys faults/s",
+        "cs/s",
+        "us",
+        "sy",
+        "id",
+        "pkts in",
+        "pkts out",
+    ];
+    let old_rows: Vec<Vec<String>> = then
+        .rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v {
+                    toml::Value::String(s) if s == "user" => "normal rlogind".to_string(),
+                    toml::Value::String(s) if s == "kernel" => "kernel-assisted".to_string(),
+                    toml::Value::Integer(-1) => "400-1400".to_string(),
+                    other => other.to_string().trim_matches('"').to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    text.push_str(&markdown(&old_header, &old_rows));
+    text.push_str(&format!(
+        "1989 responsiveness: normal: {}; kernel-assisted: {}.\n",
+        then.responsiveness.user, then.responsiveness.kernel
+    ));
+    text.push_str(
+        "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
+         syscalls/s: every process of the serving host (perf raw_syscalls:sys_enter), the load generator's included when it runs there. \
+         us/sy/id: % of all CPUs (sy includes irq and softirq). server µs/key: CPU time of the server's \
+         processes (server, sessions, commands) per keystroke, from the scheduler's own \
+         accounting (exact); host µs/key: busy CPU minus an \
+         idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
+         the generator's thread (+ its ssh clients'), subtracted only when it runs on the serving host. \
+         pkts: TCP segments on loopback (in = out), the server side's interface on netns, \
+         the serving host's TCP segments through agents. The uring design's waiting \
+         thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
+         else (or >1% echoes lost, or a session failed) unusable.\n",
+    );
+    text
+}
+
+/// The generator's share of a core, and its client programs' (ssh) after a '+'.
+fn typist_cpu(t: &TypistReport) -> String {
+    if t.client_programs_cpu_s > 0.0 {
+        format!(
+            "{:.1}+{:.0}",
+            t.own_cpu_pct(),
+            100.0 * t.client_programs_cpu_s / t.window_s.max(1e-9)
+        )
+    } else {
+        format!("{:.1}", t.own_cpu_pct())
+    }
+}
+
+/// What `--find-limit` found, one row per server, protocol and placement.
+pub fn limits_table(rate: f64, limits: &[Limit]) -> String {
+    let rows: Vec<Vec<String>> = limits
+        .iter()
+        .map(|l| {
+            vec![
+                l.relay.name().to_string(),
+                l.protocol.name().to_string(),
+                l.placement.clone(),
+                l.sustains.to_string(),
+                l.degraded_at.map_or("-".into(), |d| d.to_string()),
+                l.why.clone(),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "netlab login --find-limit: the most users typing {rate} chars/s each server serves with a normal verdict (echo p99 <= 100 ms)\n"
+    );
+    text.push_str(&markdown(
+        &[
+            "server",
+            "proto",
+            "place",
+            "sustains users",
+            "degraded at",
+            "why the search stopped",
+        ],
+        &rows,
+    ));
+    text
+}
+
+/// The 1989 typing rate, characters a second per user (000: "an even 5cps").
+const TYPED_CPS_1989: f64 = 5.0;
+
+/// 1989's CPU per keystroke of each design in packets of the preset's
+/// cost: (us + sy) of the machine over users x 5 keystrokes a second, at
+/// the smallest user count the table gives (16), for "user" and "kernel".
+fn packets_per_keystroke_1989(packet_us: f64) -> Vec<(String, usize, f64)> {
+    let h = &historical::figures().login_relay_load;
+    let col = |name: &str| h.columns.iter().position(|c| c == name);
+    let (Some(relay), Some(users), Some(us), Some(sy)) =
+        (col("relay"), col("users"), col("cpu_us"), col("cpu_sy"))
+    else {
+        return Vec::new();
+    };
+    let mut seen = Vec::new();
+    for row in &h.rows {
+        let (Some(r), Some(n), Some(u), Some(y)) = (
+            row[relay].as_str(),
+            row[users].as_integer(),
+            row[us].as_integer(),
+            row[sy].as_integer(),
+        ) else {
+            continue;
+        };
+        if seen
+            .iter()
+            .any(|(seen_relay, _, _): &(String, usize, f64)| seen_relay == r)
+        {
+            continue;
+        }
+        let cpu_us_per_key = (u + y) as f64 / 100.0 * 1e6 / (n as f64 * TYPED_CPS_1989);
+        seen.push((r.to_string(), n as usize, cpu_us_per_key / packet_us));
+    }
+    seen
+}
+
+/// Each design's limit on a 1989-class host (the probes of a limit search
+/// under one budget), beside 1989's, with each design's CPU per keystroke
+/// in packets of its host's own cost, then and now. Empty without
+/// budgeted records.
+pub fn design_limits(records: &[Record]) -> String {
+    let Some((params, preset)) = records.iter().find_map(|r| match &r.data {
+        RecordData::Login { params, .. } => params
+            .host_cpu_preset
+            .as_ref()
+            .map(|preset| (params, preset)),
+        _ => None,
+    }) else {
+        return String::new();
+    };
+    let found = limits(records, params.host_cpu_pct);
+    // The server's CPU per keystroke, and its share of one CPU, at the most
+    // users it served normally.
+    let at_limit = |limit: &Limit| {
+        records.iter().find_map(|r| match &r.data {
+            RecordData::Login {
+                params: p,
+                result: Some(result),
+            } if p.relay == limit.relay
+                && p.users == limit.sustains
+                && p.host_cpu_pct == params.host_cpu_pct =>
+            {
+                Some((result.server_cpu_per_keystroke_us, result.server_cpu_pct))
+            }
+            _ => None,
+        })
+    };
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|l| {
+            let seen = at_limit(l);
+            vec![
+                l.relay.name().to_string(),
+                l.sustains.to_string(),
+                l.degraded_at.map_or("-".into(), |d| d.to_string()),
+                seen.map_or("-".into(), |(us, _)| num(us)),
+                seen.map_or("-".into(), |(us, _)| {
+                    format!("{:.1}", us / preset.packet_us_here)
+                }),
+                seen.map_or("-".into(), |(_, pct)| format!("{pct:.1}")),
+                l.why.clone(),
+            ]
+        })
+        .collect();
+    let mut text = format!(
+        "netlab login on a 1989-class host: server CPU budget {}; users typing {} chars/s over rlogin, {} s windows; a design's limit is the most users it serves with echo p99 <= 100 ms\n",
+        preset.derivation, params.rate, params.duration_s
+    );
+    text.push_str(&markdown(
+        &[
+            "server",
+            "sustains users",
+            "degraded at",
+            "server µs/key at the limit",
+            "in packets here",
+            "server CPU % there",
+            "why the search stopped",
+        ],
+        &rows,
+    ));
+    text.push_str(&format!(
+        "server CPU %: the server's process tree's exact CPU over the window, % of one CPU, beside the {}% budget (a small group can run past its quota: docs/EXPERIMENTS.md).\n",
+        params.host_cpu_pct.unwrap_or(0.0)
+    ));
+    let h = &historical::figures().login_relay_load;
+    text.push_str(&format!(
+        "1989 ({}): normal rlogind: {}; kernel-assisted: {} (limits under 16 and over 40 users: a ratio above 2.5).\n",
+        h.source, h.responsiveness.user, h.responsiveness.kernel
+    ));
+    let then: Vec<String> = packets_per_keystroke_1989(preset.packet_us_then)
+        .iter()
+        .map(|(relay, users, packets)| {
+            let name = if relay == "user" {
+                "normal"
+            } else {
+                "kernel-assisted"
+            };
+            format!("{name} {packets:.1} (at {users} users)")
+        })
+        .collect();
+    text.push_str(&format!(
+        "CPU per keystroke in packets of the host's own cost ({:.0} µs then, {:.1} µs here): 1989 {}; here the column above.\n",
+        preset.packet_us_then,
+        preset.packet_us_here,
+        then.join(", ")
+    ));
+    let fork = found.iter().find(|l| l.relay == Target::Fork);
+    let best = found
+        .iter()
+        .filter(|l| l.relay != Target::Fork)
+        .max_by_key(|l| l.sustains);
+    if let (Some(fork), Some(best)) = (fork, best) {
+        text.push_str(&if fork.sustains == 0 {
+            format!(
+                "Here fork served no count normally; the best design ({}) {} users.\n",
+                best.relay.name(),
+                best.sustains
+            )
+        } else {
+            format!(
+                "Here the best design ({}, {} users) serves {:.1}x fork's {}; in 1989 the kernel-assisted daemon served more than 2.5x the normal one's.\n",
+                best.relay.name(),
+                best.sustains,
+                best.sustains as f64 / fork.sustains as f64,
+                fork.sustains
+            )
+        });
+    }
+    text
+}
+
+/// The terminal-output cells: throughput, CPU and segments per KB per
+/// server, the 1987 telnet figures beside.
+/// `netlab output`'s text: what was typed, how paced, then
+/// [`output_table`].
+pub fn output_text(size: u64, baud: Option<u32>, records: &[Record]) -> String {
+    format!(
+        "netlab output: {} of text typed through each server ({})\n{}",
+        crate::units::format_size(size),
+        baud.map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
+        output_table(records)
+    )
+}
+
+pub fn output_table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    for record in records {
+        let RecordData::Output { params, result } = &record.data else {
+            continue;
+        };
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+            params.placement.name().to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                num(r.kbytes_per_s),
+                num(r.server_cpu_us_per_kb),
+                num(r.client_cpu_us_per_kb),
+                num(r.segments_per_kb),
+                num(r.mean_segment_bytes),
+                format!("{:.0}", r.server_cpu_pct),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 5));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = markdown(
+        &[
+            "server",
+            "proto",
+            "place",
+            "KB/s",
+            "server µs/KB",
+            "client µs/KB",
+            "segs/KB",
+            "mean seg B",
+            "server cpu %",
+        ],
+        &rows,
+    );
+    let then = &historical::figures().terminal_output;
+    text.push_str(&format!(
+        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
+        then.source,
+        then.what,
+        then.telnet.remote_cpu_pct,
+        then.telnet.terminal_kbytes_s_max,
+        then.telnet.avg_packet_bytes,
+        then.lat_direct.remote_idle_pct_min
+    ));
+    text
+}

@@ -1,0 +1,128 @@
+//! The 1989 RPC experiment's cells and results as records carry them: the
+//! protocol, the client's write strategy and options, the server's options,
+//! what each end measured. Data only; `endpoint::rpc` implements them.
+
+use crate::endpoint::rpc::client::{ClientOptions, Strategy};
+use crate::endpoint::rpc::server::{ServerOptions, ServerReport};
+use crate::endpoint::rpc::{Proto, RpcClientReport};
+use crate::record::stats::Spread;
+use crate::record::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
+use serde::{Deserialize, Serialize};
+
+/// One cell: an argument size, a protocol, a way of sending, a placement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcParams {
+    pub size: usize,
+    pub proto: Proto,
+    /// How TCP requests are written (ignored for UDP).
+    pub strategy: Strategy,
+    pub client: ClientOptions,
+    pub server: ServerOptions,
+    pub calls: u32,
+    pub reps: u32,
+    pub placement: Placement,
+    /// Why the cell ran: the grid itself, a diagnosis rerun, a cliff probe.
+    pub purpose: Purpose,
+    /// Capture the connection's segments (on the client's side of the path).
+    #[serde(default)]
+    pub capture_timeline: bool,
+}
+
+impl RpcParams {
+    /// `TCP local`, `UDP remote`, ...: the source table's column.
+    pub fn column(&self) -> String {
+        format!(
+            "{} {}",
+            self.proto.name().to_uppercase(),
+            match &self.placement {
+                Placement::Loopback => "local",
+                Placement::Netns { .. } => "remote",
+                // As in 1989: "local" is both ends on one (the --to) host.
+                Placement::Remote { from, to } if from == to => "local",
+                Placement::Remote { .. } => "remote",
+            }
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcResult {
+    pub client: RpcClientReport,
+    pub server: ServerReport,
+    /// Milliseconds for 100 calls, over the repetitions.
+    pub ms_per_100_calls: Spread,
+    /// The server namespace's delayed ACKs per call.
+    pub delayed_acks_per_call: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureReport>,
+    /// The port the server listened on (for reading the capture).
+    #[serde(default)]
+    pub server_port: u16,
+}
+
+/// Why an RPC cell ran. Written as the strings records have always carried:
+/// `measure`, `find-cliffs`, `diagnose: <what changed>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum Purpose {
+    /// A cell of the experiment's grid.
+    Measure,
+    /// A probe of `--find-cliffs`.
+    FindCliffs,
+    /// A flagged cell rerun with one thing changed (or captured), to explain it.
+    Diagnose(String),
+    /// A purpose this netlab does not know (a later version's record).
+    Other(String),
+}
+
+const DIAGNOSE_PREFIX: &str = "diagnose: ";
+
+impl From<Purpose> for String {
+    fn from(purpose: Purpose) -> String {
+        match purpose {
+            Purpose::Measure => "measure".into(),
+            Purpose::FindCliffs => "find-cliffs".into(),
+            Purpose::Diagnose(change) => format!("{DIAGNOSE_PREFIX}{change}"),
+            Purpose::Other(text) => text,
+        }
+    }
+}
+
+impl From<String> for Purpose {
+    fn from(text: String) -> Purpose {
+        match text.as_str() {
+            "measure" => Purpose::Measure,
+            "find-cliffs" => Purpose::FindCliffs,
+            _ => match text.strip_prefix(DIAGNOSE_PREFIX) {
+                Some(change) => Purpose::Diagnose(change.into()),
+                None => Purpose::Other(text),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Purpose;
+
+    #[test]
+    fn purposes_read_and_write_the_strings_records_carry() {
+        for (purpose, text) in [
+            (Purpose::Measure, "measure"),
+            (Purpose::FindCliffs, "find-cliffs"),
+            (
+                Purpose::Diagnose("TCP_NODELAY on the client".into()),
+                "diagnose: TCP_NODELAY on the client",
+            ),
+            (Purpose::Other("later".into()), "later"),
+        ] {
+            let json = serde_json::to_string(&purpose).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<Purpose>(&json).unwrap(), purpose);
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! The 1989 RPC table in its own shape (rows of argument sizes, columns TCP
+//! and UDP, local and remote, the 1989 figures beside), the cliffs and their
+//! causes, and the stall ranges of `--find-cliffs`.
+
+use crate::experiments::rpc::analysis::{Finding, StallRange, mean_ms_per_100, results};
+use crate::experiments::rpc::bounds::rpc_below_bound;
+use crate::model::sunos4;
+use crate::report::historical;
+use crate::report::table::{hosts_text, markdown, num};
+
+/// The 1989 Ethernet's rate.
+const ETHER10_BITS_PER_S: f64 = 10e6;
+use crate::record::Record;
+use crate::record::testbed::Placement;
+
+/// The source document's table: rows of argument sizes, columns TCP/UDP local/remote.
+/// `netlab rpc --json`: the grid's records, its findings, the diagnosis
+/// reruns and what the plan left out.
+pub fn doc(
+    records: &[Record],
+    findings: &[Finding],
+    reruns: &[Record],
+    skipped: &[String],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc",
+        "findings": findings,
+        "records": records,
+        "diagnosis_records": reruns,
+        "skipped": skipped,
+    })
+}
+
+/// `netlab rpc --find-cliffs --json`.
+pub fn cliffs_doc(
+    strategy: &str,
+    range: (usize, usize),
+    ranges: &[StallRange],
+) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-find-cliffs",
+        "strategy": strategy,
+        "range": [range.0, range.1],
+        "stall_ranges": ranges,
+        "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+    })
+}
+
+/// `netlab rpc --stack sunos4 --json`.
+pub fn model_doc(predictions: &[sunos4::Prediction]) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-model",
+        "stack": "sunos4",
+        "predictions": predictions,
+        "mechanism": MODEL_MECHANISM,
+        "caveats": MODEL_CAVEATS,
+    })
+}
+
+/// `netlab rpc --stack sunos4 --find-cliffs --json`.
+pub fn model_ranges_doc(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> serde_json::Value {
+    serde_json::json!({
+        "experiment": "rpc-model-find-cliffs",
+        "stack": "sunos4",
+        "range": [lo, hi],
+        "stall_ranges": ranges.iter().map(|(p, r)| serde_json::json!({"placement": p, "ranges": r})).collect::<Vec<_>>(),
+        "historical_slow_ranges": historical::figures().rpc_size_sweep.slow_ranges_bytes,
+    })
+}
+
+/// `--connect-per-call` (netperf's TCP_CRR): connections per second and
+/// each call's time, handshake and close included, per placement and
+/// size. Empty when no cell opened a connection per call.
+pub fn connect_per_call_text(records: &[Record]) -> String {
+    let rows: Vec<Vec<String>> = results(records)
+        .into_iter()
+        .filter(|(p, r)| p.client.connect_per_call && r.client.connections.is_some())
+        .map(|(p, r)| {
+            let seconds: f64 = r.client.rep_seconds.iter().sum();
+            let calls = u64::from(p.calls) * u64::from(p.reps);
+            vec![
+                p.placement.name().to_string(),
+                p.size.to_string(),
+                num(if seconds > 0.0 {
+                    calls as f64 / seconds
+                } else {
+                    0.0
+                }),
+                num(r.client.latency_us_p50),
+                num(r.client.latency_us_p90),
+                num(r.client.latency_us_p99),
+                num(r.client.latency_us_max),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut text = "a new TCP connection per call (netperf's TCP_CRR: connect, call, reply, close; each call's time holds all four):\n".to_string();
+    text.push_str(&markdown(
+        &[
+            "placement",
+            "bytes",
+            "connections/s",
+            "p50, µs",
+            "p90, µs",
+            "p99, µs",
+            "max, µs",
+        ],
+        &rows,
+    ));
+    text
+}
+
+pub fn table(records: &[Record], findings: &[Finding]) -> String {
+    let measured = results(records);
+    // The source document's order: TCP local, TCP remote, UDP local, UDP remote.
+    let columns: Vec<String> = ["TCP local", "TCP remote", "UDP local", "UDP remote"]
+        .into_iter()
+        .map(String::from)
+        .filter(|c| measured.iter().any(|(p, _)| &p.column() == c))
+        .collect();
+    let mut sizes: Vec<usize> = measured.iter().map(|(p, _)| p.size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let h = &historical::figures().rpc_size_sweep;
+    let mut header: Vec<String> = vec!["arg bytes".into()];
+    header.extend(columns.iter().map(|c| format!("{c} ms/call")));
+    header.extend(columns.iter().map(|c| format!("1989 {c} ms/call")));
+    let model_columns: Vec<(&String, sunos4::Placement)> = columns
+        .iter()
+        .filter_map(|c| match c.as_str() {
+            "TCP local" => Some((c, sunos4::Placement::Local)),
+            "TCP remote" => Some((c, sunos4::Placement::Remote)),
+            _ => None,
+        })
+        .collect();
+    header.extend(
+        model_columns
+            .iter()
+            .map(|(c, _)| format!("1989 model {c} ms/call")),
+    );
+    let mut rows = Vec::new();
+    for size in &sizes {
+        let mut row = vec![size.to_string()];
+        for column in &columns {
+            let cell = measured
+                .iter()
+                .find(|(p, _)| p.size == *size && &p.column() == column);
+            row.push(match cell {
+                Some((p, r)) => {
+                    let flag = if findings
+                        .iter()
+                        .any(|f| &f.column == column && f.size == *size)
+                    {
+                        " !"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{} ({}–{}){flag}",
+                        num(mean_ms_per_100(r, p.calls) / 100.0),
+                        num(r.ms_per_100_calls.min / 100.0),
+                        num(r.ms_per_100_calls.max / 100.0)
+                    )
+                }
+                None => "-".into(),
+            });
+        }
+        for column in &columns {
+            let index = h
+                .columns
+                .iter()
+                .position(|c| c.replace('_', " ").eq_ignore_ascii_case(column));
+            let then = h.rows.iter().find(|r| r[0] as usize == *size);
+            row.push(match (index, then) {
+                (Some(i), Some(r)) => num(r[i]),
+                _ => "".into(),
+            });
+        }
+        for (_, placement) in &model_columns {
+            row.push(model_cell(*size as u64, *placement));
+        }
+        rows.push(row);
+    }
+    let mut out = String::new();
+    if let Some(first) = records.first() {
+        // Only the placements these records were measured on.
+        let mut placements: Vec<String> = Vec::new();
+        for (params, _) in results(records) {
+            let text = match &params.placement {
+                Placement::Loopback => "loopback (local)".to_string(),
+                Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
+                Placement::Remote { from, to } if from == to => format!("{to} (local)"),
+                Placement::Remote { from, to } => format!("{from} -> {to} (remote)"),
+            };
+            if !placements.contains(&text) {
+                placements.push(text);
+            }
+        }
+        out.push_str(&hosts_text(first, &placements.join(", ")));
+        out.push('\n');
+    }
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    out.push_str(&markdown(&header_refs, &rows));
+    out.push_str(&format!(
+        "ms/call: mean over the repetitions (min–max); ! marks a cliff. 1989: {}.\n{}\n",
+        h.what,
+        unit_note(h)
+    ));
+    if !model_columns.is_empty() {
+        out.push_str(&format!("{MODEL_MECHANISM}\n{MODEL_CAVEATS}\n"));
+    }
+    for (params, result) in measured
+        .iter()
+        .filter(|(p, _)| p.size == *sizes.last().unwrap_or(&0))
+    {
+        out.push_str(&format!(
+            "per-call latency, {} {} B: p50 {} µs, p99 {} µs, max {} µs\n",
+            params.column(),
+            params.size,
+            num(result.client.latency_us_p50),
+            num(result.client.latency_us_p99),
+            num(result.client.latency_us_max)
+        ));
+    }
+    for finding in findings {
+        out.push_str(&format!(
+            "cliff: {} at {} bytes, {} ms per call, its median call {:.0}x what the other sizes predict\n",
+            finding.column,
+            finding.size,
+            num(finding.ms_per_100_calls / 100.0),
+            finding.ratio
+        ));
+        if let Some(d) = &finding.diagnosis {
+            out.push_str(&format!("  cause: {}\n", d.cause));
+        }
+        if !finding.timeline.is_empty() {
+            out.push_str("  one stalled call on the wire (client side):\n");
+            for line in &finding.timeline {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    if findings.is_empty() {
+        out.push_str("no cliffs: every size within 3x of what the others predict\n");
+    }
+    out.push_str(&format!(
+        "1989: TCP slow ranges {:?} bytes; {}\n",
+        h.slow_ranges_bytes, h.profile_note
+    ));
+    for record in records.iter().filter(|r| r.error.is_some()) {
+        out.push_str(&format!(
+            "failed cell: {}\n",
+            record.error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// What `--find-cliffs` found on each placement, with 1989's ranges.
+pub fn stall_ranges_text(
+    strategy: &str,
+    placements: &[Placement],
+    ranges: &[StallRange],
+    (lo, hi): (usize, usize),
+    probe_calls: u32,
+) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let mut out = format!(
+        "netlab rpc --find-cliffs: TCP, {strategy} strategy, argument sizes {lo}..{hi}, {probe_calls} calls per probe\n"
+    );
+    for placement in placements {
+        let column = format!(
+            "TCP {}",
+            if matches!(placement, Placement::Loopback) {
+                "local"
+            } else {
+                "remote"
+            }
+        );
+        if !ranges.iter().any(|r| r.placement == column) {
+            out.push_str(&format!(
+                "{column}: no stalls (every probe's mean call within 3x, or 1 ms, of the model)\n"
+            ));
+        }
+    }
+    for r in ranges {
+        out.push_str(&format!(
+            "{}: calls stall from {} to {} bytes{} ({:.1} ms per call)\n",
+            r.placement,
+            r.from,
+            r.to,
+            if r.open_ended { " and beyond" } else { "" },
+            r.ms_per_call
+        ));
+    }
+    out.push_str(&format!(
+        "1989 (Sun-3/60, SunOS 4.0.1): TCP slow from {:?} bytes\n",
+        h.slow_ranges_bytes
+    ));
+    out
+}
+
+/// The 1989 table's unit, as derived, and the physical check behind it:
+/// read either way, how many of its over-the-Ethernet figures fall below
+/// the wire time of their own call on a 10 Mbit/s Ethernet.
+pub fn unit_note(h: &historical::RpcSizeSweep) -> String {
+    let below = |read: &dyn Fn(f64) -> f64| {
+        rpc_below_bound(&h.columns, &h.rows, read, 1500, ETHER10_BITS_PER_S).len()
+    };
+    let remote = h.rows.len() * h.columns.iter().filter(|c| c.ends_with("remote")).count();
+    format!(
+        "1989 unit: the document says \"{}\"; read as {}: as ms per 100 calls {} of its {remote} figures over the Ethernet would beat the wire time of their own call (10 Mbit/s, every frame's bytes counted), as ms per call {} do ({}).",
+        h.unit,
+        h.unit_derived.as_deref().unwrap_or("stated"),
+        below(&|v| v / 100.0),
+        below(&|v| v),
+        h.unit_derivation.as_deref().unwrap_or("")
+    )
+}
+
+/// The model's cell for `size` in a TCP column: ms per call, and "stall"
+/// when its calls wait for the delayed-ACK timer.
+fn model_cell(size: u64, placement: sunos4::Placement) -> String {
+    match sunos4::predict(size, placement) {
+        Ok(p) if p.stalls() => format!("{} stall", num(p.ms_per_call)),
+        Ok(p) => num(p.ms_per_call),
+        Err(e) => format!("({e})"),
+    }
+}
+
+/// The mechanism the model finds, in one paragraph, for the tables and
+/// the report.
+pub const MODEL_MECHANISM: &str = "1989 model (netlab rpc --stack sunos4: SunOS 4.1.3's sosend, tcp_output and tcp_input, xdrrec's 4000-byte fragments): a call's last write that does not fit the 4096-byte send buffer behind the 4000-byte fragment in flight, and is under a 1024-byte cluster, is split by sosend; the window update releases the part that fit, Nagle holds the rest (under a segment, data unacknowledged), and the server, which needs the rest to finish the record, owes only a delayed ACK: the call waits for the 200 ms timer. The same pair (a sub-MSS tail held by Nagle, a receiver delaying its ACK because it waits for that tail) is what stalls today's kernel where it stalls.";
+
+/// What the model leaves out, beside its figures.
+pub const MODEL_CAVEATS: &str = "the model's ms/call counts Van Jacobson's 1988 Sun-3 costs (800 µs fixed per packet at each end, checksum 490 µs/KB, copy 200 µs/KB) and the 10 Mbit/s wire; not the RPC library's own CPU (XDR, select, scheduling), so its fast rows sit below 1989's.";
+
+/// `netlab rpc --stack sunos4`: the 1989 table's TCP columns beside the
+/// model's, size by size.
+pub fn model_table(sizes: &[usize]) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let column = |name: &str| h.columns.iter().position(|c| c == name);
+    let header = [
+        "arg bytes",
+        "writes",
+        "1989 TCP local ms/call",
+        "model local ms/call",
+        "1989 TCP remote ms/call",
+        "model remote ms/call",
+    ];
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let then = h.rows.iter().find(|r| r[0] as usize == size);
+        let figure = |name: &str| match (then, column(name)) {
+            (Some(r), Some(i)) => num(r[i]),
+            _ => String::new(),
+        };
+        let writes = sunos4::call_writes(size as u64)
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        rows.push(vec![
+            size.to_string(),
+            writes,
+            figure("tcp_local"),
+            model_cell(size as u64, sunos4::Placement::Local),
+            figure("tcp_remote"),
+            model_cell(size as u64, sunos4::Placement::Remote),
+        ]);
+    }
+    let mut out = String::from(
+        "netlab rpc --stack sunos4: the 1989 stack as a deterministic model (no sockets), Sun-3/60s, SunOS 4, 10 Mbit/s Ethernet\n",
+    );
+    out.push_str(&markdown(&header, &rows));
+    out.push_str(&format!(
+        "writes: the client's write()s of one call (xdrrec fragments with their record marks). stall: the calls wait for the delayed-ACK timer.\n{MODEL_MECHANISM}\n{MODEL_CAVEATS}\n1989: {}; TCP slow ranges {:?}.\n",
+        h.what, h.slow_ranges_bytes
+    ));
+    out
+}
+
+/// `netlab rpc --stack sunos4 --find-cliffs`: the model's slow ranges on
+/// each placement, against 1989's, boundary by boundary.
+pub fn model_ranges_text(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> String {
+    let h = &historical::figures().rpc_size_sweep;
+    let mut out = format!(
+        "netlab rpc --stack sunos4 --find-cliffs: argument sizes {lo}..{hi}, every size simulated\n"
+    );
+    for (placement, found) in ranges {
+        if found.is_empty() {
+            out.push_str(&format!("model {}: no stalls\n", placement.name()));
+        }
+        for (from, to) in found {
+            out.push_str(&format!(
+                "model {}: calls stall from {from} to {to} bytes\n",
+                placement.name()
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "1989 (Sun-3/60, SunOS 4.0.1): TCP slow from {:?} bytes\n",
+        h.slow_ranges_bytes
+    ));
+    if let Some((_, found)) = ranges.first() {
+        for (then, now) in h.slow_ranges_bytes.iter().zip(found) {
+            if let [from, to] = then[..] {
+                let residual = |model: u64, measured: u64| match model as i64 - measured as i64 {
+                    0 => "to the byte".to_string(),
+                    d => format!("{d:+} bytes"),
+                };
+                out.push_str(&format!(
+                    "residual: {from}-{to} measured, {}-{} modelled: start {}, end {}\n",
+                    now.0,
+                    now.1,
+                    residual(now.0, from),
+                    residual(now.1, to)
+                ));
+            }
+        }
+    }
+    out.push_str(MODEL_RESIDUAL);
+    out.push('\n');
+    out
+}
+
+/// What would account for the residual, as far as the sources allow.
+pub const MODEL_RESIDUAL: &str = "what would account for it: the model's boundaries are where a last write stops fitting the 96 bytes left behind a 4000-byte fragment (start) and where it reaches a cluster, 1024 bytes, so sosend stops splitting it (end). 1989's first range ends at a last write of 1004 bytes, 16 before the cluster, and its second starts at 148, 48 after the room the model leaves; SunOS 4.0.1's own sosend and mbuf accounting (not published; the model reads 4.1.3's) would have to give a last write 48 more bytes of room after two fragments and stop splitting 16 bytes before a cluster.";

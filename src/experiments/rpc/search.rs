@@ -1,0 +1,518 @@
+//! The RPC experiment's searches, each a sequence of cells through the
+//! runner whose next step depends on the records so far:
+//!
+//! - [`find_and_diagnose`]: every cliff the grid shows is rerun with one
+//!   thing changed at a time (TCP_NODELAY on the client, TCP_QUICKACK on the
+//!   server, the request in one writev) and once captured, and the reruns
+//!   name its cause ([`crate::analysis::diagnosis`]);
+//! - [`find_cliffs`]: maps, to the byte, the argument sizes at which TCP
+//!   calls stall on each placement, as the 1989 document's 4045-4952 and
+//!   8090-8960 ranges did. A coarse pass probes every 500 bytes, every power
+//!   of two and every multiple of the path's MSS (and a byte either side),
+//!   plus anchors below the range; the cliff detector models the fast
+//!   regime; then every boundary between a fast and a slow probe is bisected
+//!   down to adjacent sizes. A probe is a short cell (5 calls, judged by its
+//!   mean call), recorded like any other with purpose `find-cliffs`.
+//!
+//! Both take any [`MeasureCell`] of RPC cells, so their tests run against
+//! mocks with known stalls.
+
+use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs as model_cliffs};
+use crate::endpoint::rpc::{Proto, client::Strategy};
+use crate::experiment::MeasureError;
+use crate::experiment::runner::{MeasureCell, Runner};
+use crate::experiments::rpc::analysis::{
+    Finding, StallRange, coarse_sizes, findings_from_records, flag_cliffs, is_stall,
+    mean_ms_per_call, mss_for_mtu, stall_ranges,
+};
+use crate::experiments::rpc::cell::RpcPlan;
+use crate::experiments::rpc::record::{Purpose, RpcParams};
+use crate::record::{Record, RecordData};
+use crate::testbed::Placement;
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// Calls per `--find-cliffs` probe.
+pub const PROBE_CALLS: u32 = 5;
+
+/// Calls per diagnosis rerun, at most.
+pub const RERUN_CALLS: u32 = 20;
+
+/// One change to a flagged cell, for a diagnostic rerun.
+type Change = fn(&mut RpcParams);
+
+/// The reruns that tell Nagle, delayed ACKs and split writes apart.
+const CHANGES: [(&str, Change); 3] = [
+    ("TCP_NODELAY on the client", |p| p.client.nodelay = true),
+    ("TCP_QUICKACK on the server", |p| p.server.quickack = true),
+    ("the request in one writev", |p| {
+        p.strategy = Strategy::Writev
+    }),
+];
+
+/// What an RPC run measured and what it made of it.
+#[derive(Debug, Clone)]
+pub struct Explained {
+    /// The grid's records.
+    pub records: Vec<Record>,
+    /// Its cliffs, each with the cause its reruns show.
+    pub findings: Vec<Finding>,
+    /// The diagnosis reruns' records.
+    pub reruns: Vec<Record>,
+}
+
+/// Runs the plan's grid, finds its cliffs and, if the plan says so,
+/// diagnoses each.
+pub fn measure_and_explain<M: MeasureCell<Cell = RpcParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    plan: &RpcPlan,
+) -> Result<Explained, MeasureError> {
+    let records = runner.grid(measure, &plan.cells(Purpose::Measure))?;
+    let (findings, reruns) = find_and_diagnose(
+        runner,
+        measure,
+        &records,
+        plan.diagnose,
+        plan.calls.min(RERUN_CALLS),
+    )?;
+    Ok(Explained {
+        records,
+        findings,
+        reruns,
+    })
+}
+
+/// Finds the cliffs among `records` (the grid) and, if `diagnose_cells`,
+/// reruns each TCP cliff with one change at a time and once captured.
+/// Returns the findings, read from the records exactly as `netlab report`
+/// reads them ([`findings_from_records`]), and the reruns' records.
+pub fn find_and_diagnose<M: MeasureCell<Cell = RpcParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    records: &[Record],
+    diagnose_cells: bool,
+    rerun_calls: u32,
+) -> Result<(Vec<Finding>, Vec<Record>), MeasureError> {
+    let mut reruns = Vec::new();
+    if diagnose_cells {
+        for (_, _, params, _) in flag_cliffs(records) {
+            if params.proto != Proto::Tcp {
+                continue;
+            }
+            for cell in diagnosis_cells(params, rerun_calls) {
+                reruns.push(runner.cell(measure, &cell)?);
+            }
+        }
+    }
+    let all: Vec<Record> = records.iter().chain(&reruns).cloned().collect();
+    Ok((findings_from_records(&all), reruns))
+}
+
+/// The reruns that explain a stalled cell: each of [`CHANGES`] alone, then
+/// one short run with the connection captured, to show a stalled call.
+fn diagnosis_cells(stalled: &RpcParams, rerun_calls: u32) -> Vec<RpcParams> {
+    let mut cells: Vec<RpcParams> = CHANGES
+        .iter()
+        .map(|(change, apply)| {
+            let mut cell = stalled.clone();
+            apply(&mut cell);
+            cell.calls = rerun_calls;
+            cell.reps = 1;
+            cell.purpose = Purpose::Diagnose((*change).into());
+            cell
+        })
+        .collect();
+    cells.push(RpcParams {
+        calls: 3,
+        reps: 1,
+        capture_timeline: true,
+        purpose: Purpose::Diagnose("packet timeline".into()),
+        ..stalled.clone()
+    });
+    cells
+}
+
+#[derive(Debug, Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    Stopped(#[from] MeasureError),
+    #[error("--cliff-range {lo}..{hi}: need LO < HI <= 60000")]
+    Range { lo: usize, hi: usize },
+    #[error("probe at {size} bytes failed: {error}")]
+    ProbeFailed { size: usize, error: String },
+    #[error("too few probes to model {column}")]
+    NoModel { column: String },
+}
+
+/// Probes one size, once: every probe's mean ms per call, by size.
+struct Prober<'r, 'w, M> {
+    runner: &'r mut Runner<'w>,
+    measure: &'r mut M,
+    base: RpcParams,
+    times: BTreeMap<usize, f64>,
+}
+
+impl<M: MeasureCell<Cell = RpcParams>> Prober<'_, '_, M> {
+    fn probe(&mut self, size: usize) -> Result<f64, SearchError> {
+        if let Some(&ms) = self.times.get(&size) {
+            return Ok(ms);
+        }
+        let cell = RpcParams {
+            size,
+            ..self.base.clone()
+        };
+        let record = self.runner.cell(self.measure, &cell)?;
+        let ms = match &record.data {
+            RecordData::Rpc {
+                result: Some(r), ..
+            } => mean_ms_per_call(r, cell.calls),
+            _ => {
+                return Err(SearchError::ProbeFailed {
+                    size,
+                    error: record.error.unwrap_or_default(),
+                });
+            }
+        };
+        self.times.insert(size, ms);
+        Ok(ms)
+    }
+}
+
+/// The MSS of a placement's path: the netns link's MTU, or loopback's
+/// (read from the interface; 65536 if it cannot be read).
+pub fn path_mss(placement: &Placement) -> usize {
+    let mtu = match placement {
+        Placement::Netns { link, .. } => link.mtu,
+        Placement::Loopback => std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(65536),
+        // Between real hosts the path's MTU is not known before a
+        // connection: Ethernet's is assumed (each record's TCP_INFO carries
+        // the MSS the path really had).
+        Placement::Remote { .. } => 1500,
+    };
+    mss_for_mtu(mtu)
+}
+
+/// Maps where TCP calls stall between `lo` and `hi` bytes on each of the
+/// plan's placements (MSS from [`path_mss`]).
+pub fn find_cliffs<M: MeasureCell<Cell = RpcParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    plan: &RpcPlan,
+    lo: usize,
+    hi: usize,
+) -> Result<Vec<StallRange>, SearchError> {
+    let mut ranges = Vec::new();
+    for placement in &plan.placements {
+        ranges.extend(find_cliffs_on(
+            runner,
+            measure,
+            plan,
+            placement,
+            path_mss(placement),
+            lo,
+            hi,
+        )?);
+    }
+    Ok(ranges)
+}
+
+/// [`find_cliffs`] on one placement whose path has this MSS.
+pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    plan: &RpcPlan,
+    placement: &Placement,
+    mss: usize,
+    lo: usize,
+    hi: usize,
+) -> Result<Vec<StallRange>, SearchError> {
+    if lo >= hi || hi > 60_000 {
+        return Err(SearchError::Range { lo, hi });
+    }
+    let base = RpcParams {
+        size: 0,
+        proto: Proto::Tcp,
+        strategy: plan.strategy,
+        client: plan.client.clone(),
+        server: plan.server.clone(),
+        calls: PROBE_CALLS,
+        reps: 1,
+        placement: placement.clone(),
+        purpose: Purpose::FindCliffs,
+        capture_timeline: false,
+    };
+    let column = base.column();
+    let coarse = coarse_sizes(lo, hi, mss);
+    let mut prober = Prober {
+        runner,
+        measure,
+        base,
+        times: BTreeMap::new(),
+    };
+    for &size in &coarse {
+        prober.probe(size)?;
+    }
+    let points: Vec<(f64, f64)> = prober.times.iter().map(|(&s, &t)| (s as f64, t)).collect();
+    let (_, model) = model_cliffs(&points, DEFAULT_FACTOR);
+    let Some(model) = model else {
+        return Err(SearchError::NoModel { column });
+    };
+    // Bisect every boundary between neighbours of different kinds.
+    for pair in coarse.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let (sa, sb) = (
+            is_stall(&model, a, prober.times[&a]),
+            is_stall(&model, b, prober.times[&b]),
+        );
+        if sa == sb {
+            continue;
+        }
+        let (mut fast_side, mut slow_side) = if sa { (b, a) } else { (a, b) };
+        while fast_side.abs_diff(slow_side) > 1 {
+            let mid = (fast_side + slow_side) / 2;
+            let ms = prober.probe(mid)?;
+            if is_stall(&model, mid, ms) {
+                slow_side = mid;
+            } else {
+                fast_side = mid;
+            }
+        }
+    }
+    let probes: Vec<(usize, f64)> = prober.times.into_iter().collect();
+    Ok(stall_ranges(&column, &probes, &model, lo, hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Interrupted;
+    use crate::experiment::runner::Measured;
+    use crate::experiment::runner::mock::{Mock, runner};
+    use crate::experiments::rpc::record::RpcResult;
+
+    /// A made-up RPC cell: `ms` per call, the median call too.
+    fn rpc_measured(cell: &RpcParams, ms: f64) -> Result<Measured, Interrupted> {
+        let mut result = RpcResult::default();
+        result.client.rep_seconds = vec![ms * 1e-3 * f64::from(cell.calls); cell.reps as usize];
+        result.client.latency_us_p50 = ms * 1e3;
+        result.client.writes_per_call = 2;
+        Ok(Measured {
+            placement: cell.placement.name().into(),
+            data: RecordData::Rpc {
+                params: cell.clone(),
+                result: Some(Box::new(result)),
+            },
+            error: None,
+        })
+    }
+
+    /// A fast call: 0.1 ms plus 10 ns a byte.
+    fn fast(size: usize) -> f64 {
+        0.1 + size as f64 * 1e-5
+    }
+
+    /// The search on loopback, with a path of this MSS, over `lo..=hi`.
+    fn search(
+        mock: &mut impl MeasureCell<Cell = RpcParams>,
+        mss: usize,
+        (lo, hi): (usize, usize),
+    ) -> Result<Vec<StallRange>, SearchError> {
+        find_cliffs_on(
+            &mut runner(),
+            mock,
+            &tcp_plan(),
+            &Placement::Loopback,
+            mss,
+            lo,
+            hi,
+        )
+    }
+
+    fn tcp_plan() -> RpcPlan {
+        RpcPlan {
+            placements: vec![Placement::Loopback],
+            protos: vec![Proto::Tcp],
+            skipped: Vec::new(),
+            ..RpcPlan::default()
+        }
+    }
+
+    #[test]
+    fn the_cliff_search_finds_a_stall_range_to_the_byte() {
+        let mut mock = Mock::new(|cell: &RpcParams| {
+            let stall = if (4097..=8192).contains(&cell.size) {
+                200.0
+            } else {
+                0.0
+            };
+            rpc_measured(cell, fast(cell.size) + stall)
+        });
+        let ranges = search(&mut mock, 1448, (0, 12000)).unwrap();
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!((ranges[0].from, ranges[0].to), (4097, 8192));
+        assert!(!ranges[0].open_ended);
+        assert!((ranges[0].ms_per_call - 200.1).abs() < 1.0);
+        // Every probe is a short cell of the find-cliffs purpose, measured once.
+        assert!(
+            mock.measured
+                .iter()
+                .all(|c| c.purpose == Purpose::FindCliffs
+                    && c.calls == PROBE_CALLS
+                    && c.proto == Proto::Tcp)
+        );
+        let mut sizes: Vec<usize> = mock.measured.iter().map(|c| c.size).collect();
+        let probes = sizes.len();
+        sizes.sort_unstable();
+        sizes.dedup();
+        assert_eq!(sizes.len(), probes, "no size probed twice");
+    }
+
+    #[test]
+    fn a_stall_to_the_end_of_the_range_is_open_ended() {
+        let mut mock = Mock::new(|cell: &RpcParams| {
+            let stall = if cell.size >= 9001 { 40.0 } else { 0.0 };
+            rpc_measured(cell, fast(cell.size) + stall)
+        });
+        let ranges = search(&mut mock, 65483, (0, 12000)).unwrap();
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!((ranges[0].from, ranges[0].to), (9001, 12000));
+        assert!(ranges[0].open_ended);
+    }
+
+    #[test]
+    fn no_stall_no_range() {
+        let mut mock = Mock::new(|cell: &RpcParams| rpc_measured(cell, fast(cell.size)));
+        let ranges = search(&mut mock, 1448, (0, 12000)).unwrap();
+        assert!(ranges.is_empty(), "{ranges:?}");
+    }
+
+    #[test]
+    fn a_failed_probe_ends_the_search_with_its_reason() {
+        let mut mock = Mock::new(|cell: &RpcParams| {
+            if cell.size == 4096 {
+                Ok(Measured {
+                    placement: "loopback".into(),
+                    data: RecordData::Rpc {
+                        params: cell.clone(),
+                        result: None,
+                    },
+                    error: Some("server endpoint died".into()),
+                })
+            } else {
+                rpc_measured(cell, fast(cell.size))
+            }
+        });
+        let err = search(&mut mock, 1448, (0, 12000)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "probe at 4096 bytes failed: server endpoint died"
+        );
+    }
+
+    #[test]
+    fn a_bad_range_is_refused_before_any_probe() {
+        let mut mock = Mock::new(|cell: &RpcParams| rpc_measured(cell, 1.0));
+        for (lo, hi) in [(5, 5), (10, 2), (0, 60_001)] {
+            assert!(matches!(
+                search(&mut mock, 1448, (lo, hi)),
+                Err(SearchError::Range { .. })
+            ));
+        }
+        assert!(mock.measured.is_empty());
+    }
+
+    /// 1989's mechanism as a mock: a request in two writes stalls 40 ms
+    /// (Nagle holds the second write until the delayed ACK), unless the
+    /// client sets TCP_NODELAY, the server acks at once, or one writev
+    /// carries the request.
+    fn nagle_meets_delayed_ack(cell: &RpcParams) -> Result<Measured, Interrupted> {
+        let two_writes = cell.size == 4096 || cell.size == 8192;
+        let fixed =
+            cell.client.nodelay || cell.server.quickack || cell.strategy == Strategy::Writev;
+        let stall = if two_writes && !fixed && cell.proto == Proto::Tcp {
+            40.0
+        } else {
+            0.0
+        };
+        rpc_measured(cell, fast(cell.size) + stall)
+    }
+
+    #[test]
+    fn the_diagnosis_reruns_each_tcp_cliff_and_names_its_fixes() {
+        let plan = RpcPlan {
+            protos: vec![Proto::Tcp, Proto::Udp],
+            ..tcp_plan()
+        };
+        let mut mock = Mock::new(nagle_meets_delayed_ack);
+        let Explained {
+            records,
+            findings,
+            reruns,
+        } = measure_and_explain(&mut runner(), &mut mock, &plan).unwrap();
+        assert_eq!(records.len(), 16);
+        let flagged: Vec<(String, usize)> = findings
+            .iter()
+            .map(|f| (f.column.clone(), f.size))
+            .collect();
+        assert_eq!(
+            flagged,
+            [
+                ("TCP local".to_string(), 4096),
+                ("TCP local".to_string(), 8192)
+            ]
+        );
+        // Three one-change reruns and one capture per cliff.
+        assert_eq!(reruns.len(), 8);
+        for finding in &findings {
+            let diagnosis = finding.diagnosis.as_ref().expect("diagnosed");
+            let fixes: Vec<&str> = diagnosis.fixes.iter().map(|f| f.0.as_str()).collect();
+            assert_eq!(
+                fixes,
+                [
+                    "TCP_NODELAY on the client",
+                    "TCP_QUICKACK on the server",
+                    "the request in one writev"
+                ]
+            );
+            assert!((diagnosis.stall_ms_per_call - 40.0).abs() < 0.1);
+        }
+        let purposes: Vec<String> = mock.measured[16..]
+            .iter()
+            .map(|c| String::from(c.purpose.clone()))
+            .collect();
+        assert_eq!(
+            purposes[..4],
+            [
+                "diagnose: TCP_NODELAY on the client",
+                "diagnose: TCP_QUICKACK on the server",
+                "diagnose: the request in one writev",
+                "diagnose: packet timeline"
+            ]
+        );
+        assert!(
+            mock.measured[16..].iter().all(
+                |c| c.calls == RERUN_CALLS && c.reps == 1 || c.capture_timeline && c.calls == 3
+            )
+        );
+    }
+
+    #[test]
+    fn without_diagnosis_cliffs_are_flagged_and_nothing_reruns() {
+        let plan = RpcPlan {
+            diagnose: false,
+            ..tcp_plan()
+        };
+        let mut mock = Mock::new(nagle_meets_delayed_ack);
+        let Explained {
+            findings, reruns, ..
+        } = measure_and_explain(&mut runner(), &mut mock, &plan).unwrap();
+        assert_eq!(findings.len(), 2);
+        assert!(findings.iter().all(|f| f.diagnosis.is_none()));
+        assert!(reruns.is_empty());
+        assert_eq!(mock.measured.len(), 8);
+    }
+}

@@ -1,0 +1,288 @@
+//! Figures derived from one bulk transfer's raw measurements, and the rule
+//! that names the bottleneck.
+//!
+//! Units: MB/s is 10⁶ bytes per second and Mbit/s 10⁶ bits per second (as
+//! network engineers and iperf3 count link rates); a KB in "µs CPU per KB"
+//! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
+
+pub use crate::experiments::stream::record::{Bottleneck, StreamFigures};
+use crate::experiments::stream::record::{
+    EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
+};
+use crate::record::stats::Spread;
+use crate::record::{Record, RecordData};
+
+/// CPU utilisation (CPU seconds over wall seconds) above which a side counts
+/// as saturated. Below 100% because a saturated process still blocks briefly
+/// (for instance while the peer drains a full socket buffer).
+pub const SATURATED: f64 = 0.85;
+
+/// Names the bottleneck from each side's CPU utilisation (0..1 or a little
+/// above, for processes whose softirq work is charged to them). The busier
+/// side wins when both are saturated.
+pub fn bottleneck(sender_util: f64, receiver_util: f64) -> Bottleneck {
+    if sender_util.max(receiver_util) < SATURATED {
+        Bottleneck::Neither
+    } else if sender_util >= receiver_util {
+        Bottleneck::Sender
+    } else {
+        Bottleneck::Receiver
+    }
+}
+
+fn ratio(num: f64, den: f64) -> f64 {
+    if den > 0.0 { num / den } else { 0.0 }
+}
+
+/// Derives the printed figures from both endpoints' reports.
+pub fn figures(sender: &EndpointReport, receiver: &EndpointReport, record: u64) -> StreamFigures {
+    let bytes = receiver.bytes as f64;
+    let rate = ratio(bytes, receiver.wall_s);
+    let kb = bytes / 1024.0;
+    let sender_util = ratio(sender.usage.cpu_s(), sender.wall_s);
+    let receiver_util = ratio(receiver.usage.cpu_s(), receiver.wall_s);
+    let data_segments = sender
+        .tcp_info
+        .as_ref()
+        .and_then(|t| t.data_segs_out)
+        .map(u64::from);
+    let records = (sender.bytes as f64 / record.max(1) as f64).ceil();
+    StreamFigures {
+        throughput_mb_s: rate / 1e6,
+        throughput_mbit_s: rate * 8.0 / 1e6,
+        sender_cpu_pct: 100.0 * sender_util,
+        receiver_cpu_pct: 100.0 * receiver_util,
+        sender_us_per_kb: ratio(sender.usage.cpu_s() * 1e6, kb),
+        receiver_us_per_kb: ratio(receiver.usage.cpu_s() * 1e6, kb),
+        bottleneck: bottleneck(sender_util, receiver_util),
+        data_segments,
+        mean_segment_bytes: data_segments.filter(|&n| n > 0).map(|n| bytes / n as f64),
+        us_per_record: ratio(sender.wall_s * 1e6, records),
+    }
+}
+
+/// Several connections' reports of one side as one: bytes, calls, CPU,
+/// switches, faults and zero-copy counts added; the wall time the longest
+/// (the side's whole data path); the first connection's TCP_INFO, MSS and
+/// CPUs; the namespace-wide counters and interface deltas of the report
+/// that ended last (each covers the whole namespace, so adding them would
+/// count a packet once per connection).
+pub fn combine(reports: &[&EndpointReport]) -> EndpointReport {
+    let Some(first) = reports.first() else {
+        return EndpointReport::default();
+    };
+    let last = reports
+        .iter()
+        .max_by(|a, b| a.wall_s.total_cmp(&b.wall_s))
+        .unwrap_or(first);
+    let mut out = (*first).clone();
+    out.pid = 0;
+    out.bytes = reports.iter().map(|r| r.bytes).sum();
+    out.syscalls = reports.iter().map(|r| r.syscalls).sum();
+    out.wall_s = last.wall_s;
+    out.counters = last.counters.clone();
+    out.interface = last.interface.clone();
+    out.verified = reports.iter().all(|r| r.verified);
+    let usage = &mut out.usage;
+    usage.user_s = reports.iter().map(|r| r.usage.user_s).sum();
+    usage.sys_s = reports.iter().map(|r| r.usage.sys_s).sum();
+    usage.voluntary_cs = reports.iter().map(|r| r.usage.voluntary_cs).sum();
+    usage.involuntary_cs = reports.iter().map(|r| r.usage.involuntary_cs).sum();
+    usage.minor_faults = reports.iter().map(|r| r.usage.minor_faults).sum();
+    usage.major_faults = reports.iter().map(|r| r.usage.major_faults).sum();
+    usage.cpu_ns = reports.iter().map(|r| r.usage.cpu_ns).sum();
+    let sends: Vec<&ZerocopyStats> = reports.iter().filter_map(|r| r.zerocopy.as_ref()).collect();
+    out.zerocopy = (!sends.is_empty()).then(|| ZerocopyStats {
+        completed: sends.iter().map(|z| z.completed).sum(),
+        copied: sends.iter().map(|z| z.copied).sum(),
+    });
+    let receives: Vec<&ZerocopyReceiveStats> = reports
+        .iter()
+        .filter_map(|r| r.zerocopy_receive.as_ref())
+        .collect();
+    out.zerocopy_receive = (!receives.is_empty()).then(|| ZerocopyReceiveStats {
+        mapped: receives.iter().map(|z| z.mapped).sum(),
+        copied: receives.iter().map(|z| z.copied).sum(),
+        calls: receives.iter().map(|z| z.calls).sum(),
+        unavailable: receives.iter().find_map(|z| z.unavailable.clone()),
+    });
+    if let Some(data) = reports
+        .iter()
+        .map(|r| r.tcp_info.as_ref().and_then(|t| t.data_segs_out))
+        .sum::<Option<u32>>()
+        && let Some(info) = out.tcp_info.as_mut()
+    {
+        // Segments add up; the rest of TCP_INFO stays the first connection's.
+        info.data_segs_out = Some(data);
+    }
+    out
+}
+
+/// The figures of connections taken together ([`combine`]): throughput the
+/// sum of bytes over the longest receiver's time, CPU percent of one CPU
+/// summed over the processes (above 100 when they spread over cores), the
+/// bottleneck that of the busiest single process.
+pub fn combined_figures(
+    flows: &[&FlowResult],
+    record: u64,
+) -> (EndpointReport, EndpointReport, StreamFigures) {
+    let sender = combine(&flows.iter().map(|f| &f.sender).collect::<Vec<_>>());
+    let receiver = combine(&flows.iter().map(|f| &f.receiver).collect::<Vec<_>>());
+    let mut together = figures(&sender, &receiver, record);
+    let busiest = |pick: fn(&StreamFigures) -> f64| {
+        flows.iter().map(|f| pick(&f.figures)).fold(0.0, f64::max) / 100.0
+    };
+    together.bottleneck = bottleneck(
+        busiest(|f| f.sender_cpu_pct),
+        busiest(|f| f.receiver_cpu_pct),
+    );
+    (sender, receiver, together)
+}
+
+/// Jain's fairness index, (Σx)² / (n Σx²): 1 when every connection got the
+/// same, 1/n when one got everything (R. Jain, D. Chiu, W. Hawe, DEC-TR-301,
+/// 1984). None for fewer than two or all zero.
+pub fn jain_fairness(rates: &[f64]) -> Option<f64> {
+    let n = rates.len() as f64;
+    let sum: f64 = rates.iter().sum();
+    let squares: f64 = rates.iter().map(|x| x * x).sum();
+    (rates.len() >= 2 && squares > 0.0).then(|| sum * sum / (n * squares))
+}
+
+/// min/median/max of the headline figures over the runs.
+pub fn summary_json(records: &[Record]) -> serde_json::Value {
+    let results: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            RecordData::Stream {
+                result: Some(result),
+                ..
+            } => Some(result),
+            _ => None,
+        })
+        .collect();
+    let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+        Spread::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    serde_json::json!({
+        "runs": results.len(),
+        "throughput_mb_s": spread(&|r| r.figures.throughput_mb_s),
+        "throughput_mbit_s": spread(&|r| r.figures.throughput_mbit_s),
+        "sender_us_per_kb": spread(&|r| r.figures.sender_us_per_kb),
+        "receiver_us_per_kb": spread(&|r| r.figures.receiver_us_per_kb),
+        "sender_cpu_pct": spread(&|r| r.figures.sender_cpu_pct),
+        "receiver_cpu_pct": spread(&|r| r.figures.receiver_cpu_pct),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::{rusage::ProcessUsage, tcpinfo::TcpInfo};
+
+    #[test]
+    fn jains_index_is_one_when_fair_and_one_over_n_when_not() {
+        assert_eq!(jain_fairness(&[5.0, 5.0, 5.0, 5.0]), Some(1.0));
+        assert_eq!(jain_fairness(&[8.0, 0.0, 0.0, 0.0]), Some(0.25));
+        // (1+3)^2 / (2 * (1+9)) = 0.8
+        assert!((jain_fairness(&[1.0, 3.0]).unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(jain_fairness(&[4.0]), None);
+        assert_eq!(jain_fairness(&[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn connections_combine_by_adding_and_the_longest_wall_time() {
+        let report = |bytes, wall_s, cpu| EndpointReport {
+            bytes,
+            wall_s,
+            usage: ProcessUsage {
+                sys_s: cpu,
+                ..Default::default()
+            },
+            tcp_info: Some(TcpInfo {
+                data_segs_out: Some((bytes / 1000) as u32),
+                ..Default::default()
+            }),
+            verified: true,
+            ..Default::default()
+        };
+        let flows: Vec<FlowResult> = [(3_000_000u64, 1.0, 0.9), (1_000_000, 2.0, 0.5)]
+            .iter()
+            .map(|&(b, w, c)| {
+                let (s, r) = (report(b, w, c), report(b, w, c * 0.5));
+                FlowResult {
+                    reverse: false,
+                    figures: figures(&s, &r, 1000),
+                    sender: s,
+                    receiver: r,
+                }
+            })
+            .collect();
+        let (sender, receiver, together) =
+            combined_figures(&flows.iter().collect::<Vec<_>>(), 1000);
+        assert_eq!(sender.bytes, 4_000_000);
+        assert_eq!(receiver.wall_s, 2.0);
+        assert!((sender.usage.cpu_s() - 1.4).abs() < 1e-9);
+        assert_eq!(sender.tcp_info.unwrap().data_segs_out, Some(4000));
+        assert!(receiver.verified);
+        // 4 MB over the longest 2 s: 16 Mbit/s; CPU 1.4 s / 2 s = 70% of one CPU.
+        assert!((together.throughput_mbit_s - 16.0).abs() < 1e-9);
+        assert!((together.sender_cpu_pct - 70.0).abs() < 1e-9);
+        // The busiest single sender ran at 90%: the sender is the limit.
+        assert_eq!(together.bottleneck, Bottleneck::Sender);
+    }
+
+    #[test]
+    fn bottleneck_rule() {
+        assert_eq!(bottleneck(0.99, 0.6), Bottleneck::Sender);
+        assert_eq!(bottleneck(0.7, 0.95), Bottleneck::Receiver);
+        assert_eq!(bottleneck(1.0, 1.02), Bottleneck::Receiver);
+        assert_eq!(bottleneck(0.3, 0.2), Bottleneck::Neither);
+    }
+
+    #[test]
+    fn figures_from_reports() {
+        let sender = EndpointReport {
+            bytes: 4 << 20,
+            wall_s: 2.0,
+            usage: ProcessUsage {
+                user_s: 0.5,
+                sys_s: 1.5,
+                ..Default::default()
+            },
+            tcp_info: Some(TcpInfo {
+                data_segs_out: Some(4096),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let receiver = EndpointReport {
+            bytes: 4 << 20,
+            wall_s: 2.0,
+            usage: ProcessUsage {
+                user_s: 0.2,
+                sys_s: 0.4,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let f = figures(&sender, &receiver, 1024);
+        assert!((f.throughput_mb_s - 4194304.0 / 2.0 / 1e6).abs() < 1e-9);
+        assert!((f.throughput_mbit_s - 8.0 * f.throughput_mb_s).abs() < 1e-9);
+        assert!((f.sender_cpu_pct - 100.0).abs() < 1e-9);
+        assert!((f.receiver_cpu_pct - 30.0).abs() < 1e-9);
+        assert!((f.sender_us_per_kb - 2e6 / 4096.0).abs() < 1e-9);
+        assert_eq!(f.bottleneck, Bottleneck::Sender);
+        assert_eq!(f.mean_segment_bytes, Some(1024.0));
+        assert!((f.us_per_record - 2e6 / 4096.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn empty_reports_give_zeros_not_nan() {
+        let f = figures(&EndpointReport::default(), &EndpointReport::default(), 0);
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(!json.contains("null") || json.contains("\"data_segments\":null"));
+        assert_eq!(f.throughput_mb_s, 0.0);
+        assert_eq!(f.bottleneck, Bottleneck::Neither);
+    }
+}

@@ -1,0 +1,806 @@
+//! The bulk-transfer experiment: one sender process, one receiver process,
+//! one TCP connection, N bytes (or T seconds) in R-byte records.
+//!
+//! Source: Bill Joy's 1981 VAX measurement (4 MB in 1024-byte records, CPU by
+//! side) and Van Jacobson's 1988 notes (throughput vs write size, sosend's
+//! 1 KB chunking). The controller sets both endpoints up (connection set-up
+//! is outside the measured interval), samples `/proc/stat` around the data
+//! path, and turns the two endpoint reports into one [`Record`].
+
+use crate::endpoint::protocol::{
+    Amount, Command, EndpointReport, ReceiveSpec, RecvStrategy, Reply, SendSpec, SendStrategy,
+    SocketOptions,
+};
+use crate::experiment::Interrupted;
+use crate::experiment::bed::Bed;
+use crate::experiment::endpoints::{ControlError, EndpointProcess};
+use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::runner::{MeasureCell, Measured};
+use crate::experiments::stream::analysis::{combined_figures, figures, jain_fairness};
+use crate::experiments::stream::record::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
+use crate::measure::procstat;
+use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
+use crate::testbed::Placement;
+use crate::units::format_size;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Largest record netlab accepts: each side holds a pattern buffer this big.
+pub const MAX_RECORD: u64 = 256 << 20;
+
+/// A bulk transfer to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamConfig {
+    pub amount: Amount,
+    pub record: u64,
+    pub send: SendStrategy,
+    pub recv: RecvStrategy,
+    pub options: SocketOptions,
+    pub verify: bool,
+    /// Receiver's port; 0 picks a free one.
+    pub port: u16,
+    pub placement: Placement,
+    /// Connections and which way each goes (`-P`, `--reverse`, `--bidir`).
+    pub flows: Flows,
+    /// `--interval`: each sender reports TCP_INFO this often.
+    pub interval_s: Option<f64>,
+    /// `--udp`: paced datagrams instead of a TCP stream.
+    pub udp: Option<UdpPace>,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("record size {record} is larger than the total {total} to send")]
+    RecordExceedsTotal { record: String, total: String },
+    #[error("record size {0} exceeds the maximum of {max}", max = format_size(MAX_RECORD))]
+    RecordTooLarge(String),
+    #[error("duration {0} s is not a positive number of seconds")]
+    Duration(f64),
+    #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
+    Parallel(u32),
+    #[error("--interval {0}")]
+    Interval(String),
+    #[error("--confidence {0}")]
+    Confidence(String),
+    #[error("--udp: {0}")]
+    Udp(String),
+    #[error("--rcvlowat {0}")]
+    Rcvlowat(String),
+}
+
+/// The most connections `-P` opens each way (each is two processes).
+pub const MAX_PARALLEL: u32 = 128;
+
+impl Default for StreamConfig {
+    /// `netlab stream`'s defaults: 2 s of 128 KB writes on loopback, read
+    /// into a 128 KB buffer and verified.
+    fn default() -> Self {
+        StreamConfig {
+            amount: Amount::Seconds(2.0),
+            record: 128 << 10,
+            send: SendStrategy::Write,
+            recv: RecvStrategy::Read { buffer: 128 << 10 },
+            options: SocketOptions::default(),
+            verify: true,
+            port: 0,
+            placement: Placement::Loopback,
+            flows: Flows::default(),
+            interval_s: None,
+            udp: None,
+        }
+    }
+}
+
+impl StreamConfig {
+    /// Bill Joy's 1981 transfer: 4 MB in 1024-byte records, read 1 KB at a
+    /// time, on loopback.
+    pub fn joy_1981() -> Self {
+        StreamConfig {
+            amount: Amount::Bytes(4 << 20),
+            record: 1024,
+            recv: RecvStrategy::Read { buffer: 1024 },
+            ..StreamConfig::default()
+        }
+    }
+
+    /// Refuses a run whose connections would cross this host's limits
+    /// (two processes, a port and a few descriptors each), when any end
+    /// runs here.
+    pub fn check_limits(&self) -> Result<(), crate::measure::limits::LimitsCrossed> {
+        if matches!(self.placement, Placement::Remote { .. }) {
+            return Ok(());
+        }
+        let connections = self.flows.each().len() as u64;
+        crate::measure::limits::refuse_or_prepare(crate::measure::limits::Needs {
+            what: format!("a stream of {connections} connections"),
+            ptys: 0,
+            descriptors_per_process: 64,
+            processes: 2 * connections,
+            ephemeral_ports: connections,
+        })
+    }
+
+    /// `--udp`: a rate the link can carry, on a placement that has it.
+    pub fn check_udp(&self) -> Result<(), ConfigError> {
+        let Some(pace) = self.udp else {
+            return Ok(());
+        };
+        let refuse = |why: String| Err(ConfigError::Udp(why));
+        match &self.placement {
+            Placement::Remote { .. } => {
+                return refuse(
+                    "runs on loopback and netns for now (through agents the data port is TCP-guarded)"
+                        .into(),
+                );
+            }
+            Placement::Netns { link, .. } => {
+                if let Some(link_bps) = link.rate_bps
+                    && pace.rate_bps > link_bps
+                {
+                    return refuse(format!(
+                        "--rate {} Mbit/s is beyond the link profile's {} Mbit/s: the excess would only be dropped at the queue (ask for at most the link's rate)",
+                        pace.rate_bps as f64 / 1e6,
+                        link_bps as f64 / 1e6
+                    ));
+                }
+            }
+            Placement::Loopback => {}
+        }
+        if self.interval_s.is_some() {
+            return refuse("--interval reads TCP_INFO: it applies to TCP streams".into());
+        }
+        if let Amount::Bytes(b) = self.amount
+            && b < pace.length as u64
+        {
+            return refuse(format!(
+                "--bytes {b} is less than one datagram of {}",
+                pace.length
+            ));
+        }
+        Ok(())
+    }
+
+    /// `--interval`: above 10 ms, and within a timed run's length.
+    pub fn check_interval(&self) -> Result<(), ConfigError> {
+        let Some(every) = self.interval_s else {
+            return Ok(());
+        };
+        if !(every.is_finite() && every >= 0.01) {
+            return Err(ConfigError::Interval(format!(
+                "{every} s: give 10ms or more"
+            )));
+        }
+        if let Amount::Seconds(run) = self.amount
+            && every > run
+        {
+            return Err(ConfigError::Interval(format!(
+                "{every} s is longer than the run ({run} s): there would be one interval, the whole run"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Rejects configurations that cannot run, before any process starts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_PARALLEL).contains(&self.flows.parallel) {
+            return Err(ConfigError::Parallel(self.flows.parallel));
+        }
+        if self.record > MAX_RECORD {
+            return Err(ConfigError::RecordTooLarge(format_size(self.record)));
+        }
+        if let Some(lowat) = self.options.rcvlowat {
+            let refuse = |why: &str| {
+                Err(ConfigError::Rcvlowat(format!(
+                    "{}: {why}",
+                    format_size(lowat as u64)
+                )))
+            };
+            if lowat == 0 || lowat > i32::MAX as u32 {
+                return refuse("give 1 byte to 2G");
+            }
+            if self.udp.is_some() {
+                return refuse("a TCP receive option; --udp reads whole datagrams");
+            }
+            if !matches!(self.recv, RecvStrategy::Read { .. }) {
+                return refuse(
+                    "applies to --recv read (splice and zero-copy receive wait on their own terms)",
+                );
+            }
+        }
+        match self.amount {
+            Amount::Bytes(total) if self.record > total => Err(ConfigError::RecordExceedsTotal {
+                record: format_size(self.record),
+                total: format_size(total),
+            }),
+            Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The parameters as recorded.
+    pub fn params(&self, repeat_index: u32, sweep: Option<SweepContext>) -> StreamParams {
+        let (bytes, duration_s) = match self.amount {
+            Amount::Bytes(b) => (Some(b), None),
+            Amount::Seconds(s) => (None, Some(s)),
+        };
+        StreamParams {
+            bytes,
+            duration_s,
+            record: self.record,
+            send: self.send,
+            recv: self.recv,
+            options: self.options.clone(),
+            verify: self.verify && self.recv.sees_bytes(),
+            repeat_index,
+            sweep,
+            placement: self.placement.clone(),
+            design: None,
+            flows: self.flows,
+            interval_s: self.interval_s,
+            udp: self.udp,
+        }
+    }
+
+    /// One line describing the run, e.g. `4M in 1K records, write -> read(128K), verified`.
+    pub fn describe(&self) -> String {
+        let amount = match self.amount {
+            Amount::Bytes(b) => format_size(b),
+            Amount::Seconds(s) => format!("{s} s"),
+        };
+        let send = match self.send {
+            SendStrategy::Chunked { chunk } => format!("chunked({})", format_size(chunk as u64)),
+            SendStrategy::Writev { records } => format!("writev({records} records/call)"),
+            other => other.name().to_string(),
+        };
+        let recv = match self.recv {
+            RecvStrategy::Read { buffer } => format!("read({})", format_size(buffer as u64)),
+            RecvStrategy::Splice => "splice to /dev/null".into(),
+            RecvStrategy::Zerocopy { buffer } => {
+                format!("zero-copy receive({})", format_size(buffer as u64))
+            }
+        };
+        let verify = if self.params(0, None).verify {
+            "verified"
+        } else {
+            "not verified"
+        };
+        let flows = match (self.flows.parallel, self.flows.direction) {
+            (1, Direction::Forward) => String::new(),
+            (n, direction) => format!(
+                ", {n} connection{}{}",
+                if n == 1 { "" } else { "s" },
+                match direction {
+                    Direction::Forward => "",
+                    Direction::Reverse => " reversed (--to sends)",
+                    Direction::Both => " each way",
+                }
+            ),
+        };
+        format!(
+            "{amount} in {} records, {send} -> {recv}, {verify}{flows}",
+            format_size(self.record)
+        )
+    }
+}
+
+/// How long past its nominal length a timed run may take before the
+/// controller gives up on it.
+const TIMED_RUN_GRACE: Duration = Duration::from_secs(30);
+
+/// One connection's two endpoint processes.
+struct Pair {
+    sender: EndpointProcess,
+    receiver: EndpointProcess,
+    reverse: bool,
+}
+
+/// Starts one connection's receiver and sender and connects them: `--from`
+/// sends unless `reverse`. A fixed `--port` is the first connection's; the
+/// others take the ports after it.
+fn set_up(
+    config: &StreamConfig,
+    launcher: &Launcher,
+    index: usize,
+    reverse: bool,
+) -> Result<Pair, ControlError> {
+    let (send_end, receive_end) = if reverse {
+        (End::To, End::From)
+    } else {
+        (End::From, End::To)
+    };
+    let mut receiver = launcher.spawn("receiver", receive_end)?;
+    let mut sender = launcher.spawn("sender", send_end)?;
+    let setup = Some(Duration::from_secs(10));
+    let port = if config.port == 0 {
+        0
+    } else {
+        config.port.saturating_add(index as u16)
+    };
+    receiver.send(&Command::StreamReceive(ReceiveSpec {
+        bind: SocketAddr::from((launcher.address(receive_end), port)),
+        options: config.options.clone(),
+        strategy: config.recv,
+        verify: config.verify,
+        // Nothing reads byte counts during the run: the receiver sends none
+        // (no clock reads or control frames on its data path).
+        progress: false,
+        interface: launcher.interface(receive_end),
+        guard: launcher.guard(receive_end),
+        limit_bytes: None,
+        udp: config.udp.is_some(),
+        udp_clock_shared: launcher.same_host(),
+    }))?;
+    let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
+        Reply::Listening { addr } => addr,
+        other => return Err(receiver.unexpected("setting up", &other)),
+    };
+    sender.send(&Command::StreamSend(SendSpec {
+        connect: addr,
+        options: config.options.clone(),
+        strategy: config.send,
+        record: config.record as usize,
+        amount: config.amount,
+        interface: launcher.interface(send_end),
+        token: launcher.token(),
+        interval_s: config.interval_s,
+        udp: config.udp,
+    }))?;
+    match sender.recv(setup, "connecting", &mut |_| {})? {
+        Reply::Connected { .. } => {}
+        other => return Err(sender.unexpected("connecting", &other)),
+    }
+    Ok(Pair {
+        sender,
+        receiver,
+        reverse,
+    })
+}
+
+/// Waits for one connection's reports: the sender's first (it finishes
+/// only after its receiver has closed), looking at the receiver meanwhile.
+fn wait_for(
+    pair: &mut Pair,
+    limit: Option<Duration>,
+    start: Instant,
+    on_interval: &mut dyn FnMut(&IntervalSample),
+) -> Result<(EndpointReport, EndpointReport), ControlError> {
+    let Pair {
+        sender, receiver, ..
+    } = pair;
+    let mut received = None;
+    let sent = loop {
+        match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
+            Ok(Reply::Done(report)) => break report,
+            Ok(Reply::Interval(sample)) => on_interval(&sample),
+            Ok(other) => return Err(sender.unexpected("sending", &other)),
+            Err(ControlError::Timeout { .. }) => {
+                if limit.is_some_and(|l| start.elapsed() > l) {
+                    return Err(ControlError::Timeout {
+                        role: "sender",
+                        seconds: start.elapsed().as_secs_f64(),
+                        what: "sending",
+                    });
+                }
+                if received.is_none() {
+                    received = receiver_report(receiver)?;
+                }
+            }
+            Err(e) => {
+                // A sender fails when its receiver went away; the receiver's
+                // own account (a corrupt byte, its death) is the real cause.
+                return Err(
+                    match receiver.recv(Some(Duration::from_millis(500)), "receiving", &mut |_| {})
+                    {
+                        Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. })) => {
+                            cause
+                        }
+                        _ => e,
+                    },
+                );
+            }
+        }
+    };
+    let received = match received {
+        Some(report) => report,
+        None => match receiver.recv(Some(Duration::from_secs(10)), "finishing", &mut |_| {})? {
+            Reply::Done(report) => report,
+            other => return Err(receiver.unexpected("finishing", &other)),
+        },
+    };
+    Ok((*sent, *received))
+}
+
+/// Runs one transfer: one connection, or with `-P`, `--reverse` or
+/// `--bidir` several, each between its own pair of endpoint processes, all
+/// set up before any starts and started together.
+/// `on_interval` gets each connection's intervals (`--interval`) as they
+/// end, with the connection's index.
+pub fn run_once(
+    config: &StreamConfig,
+    on_interval: &mut dyn FnMut(usize, &IntervalSample),
+) -> Result<StreamResult, ControlError> {
+    // Dropped last: the namespaces outlive every process placed in them.
+    let bed = Bed::create(&config.placement)?;
+    let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
+    let mut pairs = Vec::new();
+    for (index, reverse) in config.flows.each().into_iter().enumerate() {
+        pairs.push(set_up(config, &launcher, index, reverse)?);
+    }
+    let limit = match config.amount {
+        Amount::Seconds(s) => Some(Duration::from_secs_f64(s) + TIMED_RUN_GRACE),
+        Amount::Bytes(_) => None,
+    };
+    let stat_before = procstat::StatSnapshot::read().ok();
+    let start = Instant::now();
+    for pair in &mut pairs {
+        pair.receiver.send(&Command::Go)?;
+    }
+    for pair in &mut pairs {
+        pair.sender.send(&Command::Go)?;
+    }
+    let mut flows = Vec::new();
+    for (index, pair) in pairs.iter_mut().enumerate() {
+        let (sender, receiver) = wait_for(pair, limit, start, &mut |s| on_interval(index, s))?;
+        flows.push(FlowResult {
+            reverse: pair.reverse,
+            figures: figures(&sender, &receiver, config.record),
+            sender,
+            receiver,
+        });
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let system = match (stat_before, procstat::StatSnapshot::read().ok()) {
+        (Some(before), Some(after)) => procstat::system_cpu(&before, &after, seconds),
+        _ => Default::default(),
+    };
+    for mut pair in pairs {
+        pair.sender.finish();
+        pair.receiver.finish();
+    }
+    let netns = bed.map(Bed::finish).transpose()?;
+    let (sender, receiver, figures, fairness, reverse) = if config.flows.is_single() {
+        let only = flows.pop().expect("one connection");
+        (only.sender, only.receiver, only.figures, None, None)
+    } else {
+        let forward: Vec<&FlowResult> = flows.iter().filter(|f| !f.reverse).collect();
+        let backward: Vec<&FlowResult> = flows.iter().filter(|f| f.reverse).collect();
+        let main = if forward.is_empty() {
+            &backward
+        } else {
+            &forward
+        };
+        let (sender, receiver, together) = combined_figures(main, config.record);
+        let rates: Vec<f64> = main.iter().map(|f| f.figures.throughput_mbit_s).collect();
+        let reverse = (!forward.is_empty() && !backward.is_empty())
+            .then(|| combined_figures(&backward, config.record).2);
+        (sender, receiver, together, jain_fairness(&rates), reverse)
+    };
+    Ok(StreamResult {
+        sender,
+        receiver,
+        system,
+        figures,
+        link: netns.as_ref().map(|n| n.link.clone()),
+        emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
+        capture: netns.and_then(|n| n.capture),
+        flows,
+        fairness,
+        reverse,
+    })
+}
+
+/// The receiver's report if it has finished, without blocking long.
+fn receiver_report(
+    receiver: &mut EndpointProcess,
+) -> Result<Option<Box<EndpointReport>>, ControlError> {
+    match receiver.recv(Some(Duration::from_millis(1)), "receiving", &mut |_| {}) {
+        Ok(Reply::Done(report)) => Ok(Some(report)),
+        Ok(other) => Err(receiver.unexpected("receiving", &other)),
+        Err(ControlError::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One stream cell: a transfer, and where it sits among repeats and sweeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamCell {
+    pub config: StreamConfig,
+    /// 0-based index among `--repeat` runs.
+    pub repeat_index: u32,
+    pub sweep: Option<SweepContext>,
+    pub design: Option<DesignContext>,
+}
+
+impl StreamCell {
+    /// `repeat` runs of `config`, as cells of a grid.
+    pub fn repeats(config: &StreamConfig, repeat: u32) -> Vec<StreamCell> {
+        (0..repeat)
+            .map(|repeat_index| StreamCell {
+                config: config.clone(),
+                repeat_index,
+                sweep: None,
+                design: None,
+            })
+            .collect()
+    }
+}
+
+/// `--confidence LEVEL,WIDTH`: run until the mean throughput's confidence
+/// interval at LEVEL percent is within ±WIDTH/2 percent of the mean, at
+/// least `min_runs` and at most `max_runs` runs (netperf's `-I` and `-i`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Confidence {
+    pub level_pct: f64,
+    pub width_pct: f64,
+    pub min_runs: u32,
+    pub max_runs: u32,
+}
+
+impl Confidence {
+    /// `99,5`: a level in (50, 99.9] and a width above 0 and at most 100.
+    pub fn parse(text: &str, min_runs: u32, max_runs: u32) -> Result<Confidence, ConfigError> {
+        let bad = |why: &str| ConfigError::Confidence(format!("{text}: {why}"));
+        let (level, width) = text
+            .split_once(',')
+            .ok_or_else(|| bad("give LEVEL,WIDTH in percent, e.g. 99,5"))?;
+        let number = |s: &str| s.trim().trim_end_matches('%').parse::<f64>().ok();
+        let level = number(level).ok_or_else(|| bad("the level is not a number"))?;
+        let width = number(width).ok_or_else(|| bad("the width is not a number"))?;
+        if !(level > 50.0 && level <= 99.9) {
+            return Err(bad("the level must be above 50 and at most 99.9 percent"));
+        }
+        if !(width > 0.0 && width <= 100.0) {
+            return Err(bad("the width must be above 0 and at most 100 percent"));
+        }
+        let min_runs = min_runs.max(3);
+        if max_runs < min_runs {
+            return Err(bad(&format!(
+                "--max-runs {max_runs} is below the {min_runs} runs an interval needs first"
+            )));
+        }
+        Ok(Confidence {
+            level_pct: level,
+            width_pct: width,
+            min_runs,
+            max_runs,
+        })
+    }
+}
+
+/// What `--confidence` reached.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Confident {
+    pub asked: Confidence,
+    /// Runs made, and those that measured (failed runs are recorded and
+    /// left out of the interval).
+    pub runs: u32,
+    pub measured: u32,
+    pub mean_mbit_s: Option<f64>,
+    pub half_width_mbit_s: Option<f64>,
+    /// The half-width as a percent of the mean.
+    pub half_width_pct: Option<f64>,
+    pub reached: bool,
+}
+
+/// Runs `config` again and again until [`Confidence`] is met or its
+/// maximum reached; every run is a record.
+pub fn run_until_confident<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut crate::experiment::runner::Runner,
+    measure: &mut M,
+    config: &StreamConfig,
+    asked: Confidence,
+) -> Result<(Vec<crate::record::Record>, Confident), crate::experiment::MeasureError> {
+    let mut records = Vec::new();
+    let mut throughputs = Vec::new();
+    let mut confident = Confident {
+        asked,
+        runs: 0,
+        measured: 0,
+        mean_mbit_s: None,
+        half_width_mbit_s: None,
+        half_width_pct: None,
+        reached: false,
+    };
+    while confident.runs < asked.max_runs {
+        let cell = StreamCell {
+            config: config.clone(),
+            repeat_index: confident.runs,
+            sweep: None,
+            design: None,
+        };
+        let record = runner.cell(measure, &cell)?;
+        confident.runs += 1;
+        if let RecordData::Stream {
+            result: Some(result),
+            ..
+        } = &record.data
+            && record.error.is_none()
+        {
+            throughputs.push(result.figures.throughput_mbit_s);
+        }
+        records.push(record);
+        confident.measured = throughputs.len() as u32;
+        if let Some((mean, half)) =
+            crate::analysis::stats::mean_interval(&throughputs, asked.level_pct / 100.0)
+        {
+            confident.mean_mbit_s = Some(mean);
+            confident.half_width_mbit_s = Some(half);
+            confident.half_width_pct = (mean > 0.0).then(|| 100.0 * half / mean);
+            confident.reached = confident.measured >= asked.min_runs
+                && confident
+                    .half_width_pct
+                    .is_some_and(|pct| pct <= asked.width_pct / 2.0);
+        }
+        if confident.reached {
+            break;
+        }
+    }
+    Ok((records, confident))
+}
+
+/// Measures stream cells with two endpoint processes each (a pair per
+/// connection); with `intervals`, hands each connection's intervals to it
+/// as they end: (run index, connection index, the interval).
+#[derive(Default)]
+pub struct StreamMeasure {
+    pub intervals: Option<IntervalSink>,
+}
+
+/// Where `--json-stream` sends intervals: (run, connection, interval).
+pub type IntervalSink = Box<dyn FnMut(u32, usize, &IntervalSample)>;
+
+impl MeasureCell for StreamMeasure {
+    type Cell = StreamCell;
+
+    fn label(&self, cell: &StreamCell) -> String {
+        format!(
+            "record {} run {}",
+            format_size(cell.config.record),
+            cell.repeat_index + 1
+        )
+    }
+
+    fn measure(&mut self, cell: &StreamCell) -> Result<Measured, Interrupted> {
+        let config = &cell.config;
+        let run = cell.repeat_index;
+        let result = match &mut self.intervals {
+            Some(sink) => run_once(config, &mut |connection, sample| {
+                sink(run, connection, sample)
+            }),
+            None => run_once(config, &mut |_, _| {}),
+        };
+        crate::experiment::measured(config.placement.name(), result, |result| {
+            RecordData::Stream {
+                params: StreamParams {
+                    design: cell.design.clone(),
+                    ..config.params(cell.repeat_index, cell.sweep.clone())
+                },
+                result,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(amount: Amount, record: u64) -> StreamConfig {
+        StreamConfig {
+            amount,
+            record,
+            send: SendStrategy::Write,
+            recv: RecvStrategy::Read { buffer: 131072 },
+            options: SocketOptions::default(),
+            verify: true,
+            port: 0,
+            placement: Placement::Loopback,
+            flows: Flows::default(),
+            interval_s: None,
+            udp: None,
+        }
+    }
+
+    /// A mock stream whose runs measure `throughputs` in turn.
+    fn confident_after(throughputs: &[f64], asked: Confidence) -> Confident {
+        use crate::experiment::runner::mock::{Mock, runner};
+        let mut next = throughputs.iter().copied();
+        let mut measure = Mock::new(|_: &StreamCell| {
+            let mut record = crate::record::fixture_stream_run();
+            if let RecordData::Stream {
+                result: Some(result),
+                ..
+            } = &mut record.data
+            {
+                result.figures.throughput_mbit_s = next.next().expect("no more runs scripted");
+            }
+            Ok(Measured {
+                placement: "loopback".into(),
+                data: record.data,
+                error: None,
+            })
+        });
+        let config = config(Amount::Seconds(1.0), 1024);
+        let (records, confident) =
+            run_until_confident(&mut runner(), &mut measure, &config, asked).unwrap();
+        assert_eq!(records.len() as u32, confident.runs);
+        confident
+    }
+
+    #[test]
+    fn confidence_runs_until_the_interval_is_narrow_enough_or_says_it_was_not() {
+        let asked = Confidence::parse("95,5", 1, 10).unwrap();
+        assert_eq!(asked.min_runs, 3);
+        // Three runs agree to 0.1%: done after the minimum.
+        let c = confident_after(&[1000.0, 1001.0, 999.0], asked);
+        assert_eq!((c.runs, c.reached), (3, true));
+        assert!((c.mean_mbit_s.unwrap() - 1000.0).abs() < 1e-9);
+        // Noisy at first, then steady: more runs until within ±2.5%.
+        let noisy = [
+            950.0, 1050.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0,
+        ];
+        let c = confident_after(&noisy, asked);
+        // s = 26.7 after 8 runs; t(0.975, 7) = 2.365: ±22.3, 2.2% of 1000.
+        assert_eq!((c.runs, c.reached), (8, true), "{c:?}");
+        assert!(c.half_width_pct.unwrap() <= 2.5);
+        // Never steady: stops at the maximum and says so.
+        let wild = [
+            500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0, 500.0, 1500.0,
+        ];
+        let c = confident_after(&wild, asked);
+        assert_eq!((c.runs, c.reached), (10, false));
+        assert!(c.half_width_pct.unwrap() > 2.5);
+    }
+
+    #[test]
+    fn confidence_refuses_levels_and_widths_out_of_range() {
+        for bad in ["50,5", "99.95,5", "99,0", "99,-1", "99", "x,5", "99,101"] {
+            assert!(
+                matches!(
+                    Confidence::parse(bad, 1, 10),
+                    Err(ConfigError::Confidence(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert!(Confidence::parse("99.9,1", 1, 10).is_ok());
+        assert!(
+            Confidence::parse("99,5", 1, 2).is_err(),
+            "max below the minimum"
+        );
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        assert!(config(Amount::Bytes(4 << 20), 1024).validate().is_ok());
+        assert_eq!(
+            config(Amount::Bytes(1 << 20), 4 << 20).validate(),
+            Err(ConfigError::RecordExceedsTotal {
+                record: "4M".into(),
+                total: "1M".into()
+            })
+        );
+        assert!(matches!(
+            config(Amount::Seconds(1.0), 1 << 30).validate(),
+            Err(ConfigError::RecordTooLarge(_))
+        ));
+        assert!(config(Amount::Seconds(f64::NAN), 1024).validate().is_err());
+    }
+
+    #[test]
+    fn description_reads_like_the_command() {
+        let c = config(Amount::Bytes(4 << 20), 1024);
+        assert_eq!(
+            c.describe(),
+            "4M in 1K records, write -> read(128K), verified"
+        );
+        let mut c = c;
+        c.send = SendStrategy::Chunked { chunk: 1024 };
+        c.recv = RecvStrategy::Splice;
+        assert_eq!(
+            c.describe(),
+            "4M in 1K records, chunked(1K) -> splice to /dev/null, not verified"
+        );
+    }
+}

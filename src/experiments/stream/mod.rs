@@ -1,0 +1,8 @@
+//! Bulk transfer between two endpoint processes (ttcp-style, sources 003 and 004): send and receive strategies, `-P`, `--reverse`, `--bidir`, `--udp`.
+
+pub mod analysis;
+pub mod cell;
+pub mod record;
+pub mod report;
+pub mod role;
+pub mod udp;

@@ -1,0 +1,639 @@
+//! The two ends of a UDP test (`netlab stream --udp`): a sender that paces
+//! datagrams of a fixed length at a rate, each with a sequence number and
+//! its send time ([`crate::wire::udpstream`]) and the stream's pattern as
+//! payload; and a receiver that counts what came: loss, duplicates,
+//! reordering, RFC 3550's interarrival jitter and, when both ends read the
+//! same clock, one-way latency.
+//!
+//! Invariants: the sender keeps to an absolute schedule (datagram i is due
+//! at i x length x 8 / rate seconds), so a late send is followed by quicker
+//! ones rather than drifting; a datagram the kernel refuses (ENOBUFS) is
+//! counted as a send error and takes no sequence number, so the receiver's
+//! loss is loss after the sender's socket. The receiver stops at the end
+//! marker once every datagram before it has come, or after a grace for
+//! stragglers that overtook the marker on a reordering path (twice the
+//! spread of transit times seen, see [`Counts::straggler_grace`]), or after
+//! [`IDLE_END`] without a datagram. It reads with `recvmsg` and
+//! `SO_RXQ_OVFL`, so loss in its own full socket buffer is told apart from
+//! loss on the path (iperf3 counts both as loss).
+
+use crate::endpoint::pattern::Pattern;
+use crate::endpoint::protocol::{EndpointReport, ReceiveSpec, SendSpec, current_cpu};
+use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
+use crate::measure::{netstat::Counters, rusage::ProcessUsage};
+use crate::wire::udpstream::{HEADER_LEN, Header, Kind};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+/// The receiver ends a run this long after its last datagram when the end
+/// marker never came.
+pub const IDLE_END: Duration = Duration::from_secs(2);
+/// How long the receiver waits for the first datagram.
+const FIRST_WAIT: Duration = Duration::from_secs(30);
+/// The shortest wait for stragglers after the end marker.
+const MIN_STRAGGLER_GRACE: Duration = Duration::from_millis(50);
+/// Socket buffers asked for on both ends (the kernel may grant less), so
+/// that what is lost is lost on the path, not in a small buffer.
+const SOCKET_BUFFER: usize = 4 << 20;
+/// The shortest and longest datagrams (header included; IPv4's largest
+/// UDP payload).
+pub const MIN_LENGTH: usize = HEADER_LEN + 8;
+pub const MAX_LENGTH: usize = 65_507;
+
+/// CLOCK_MONOTONIC in nanoseconds: shared by every process of one host
+/// (network namespaces included), not between hosts.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn udp_socket(addr: &SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // What the kernel grants is what we get: a smaller buffer only moves
+    // loss into it, and the receiver's count says so either way.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    Ok(socket)
+}
+
+/// A bound receiver, not yet started.
+pub struct UdpReceiver {
+    socket: UdpSocket,
+    spec: ReceiveSpec,
+}
+
+impl UdpReceiver {
+    pub fn bind(spec: ReceiveSpec) -> io::Result<UdpReceiver> {
+        let socket = udp_socket(&spec.bind)?;
+        socket.bind(&spec.bind.into())?;
+        Ok(UdpReceiver {
+            socket: socket.into(),
+            spec,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Receives until the end marker (or [`IDLE_END`] of silence) and
+    /// reports what came.
+    pub fn run(self) -> io::Result<EndpointReport> {
+        let counters_before = Counters::read();
+        let usage_before = ProcessUsage::now();
+        let cpu_before = current_cpu();
+        let mut buf = vec![0u8; MAX_LENGTH + 1];
+        let mut counts = Counts::new(self.spec.udp_clock_shared);
+        let mut pattern: Option<Pattern> = None;
+        let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+        let mut bytes = 0u64;
+        let mut syscalls = 0u64;
+        // After the end marker: when the wait for stragglers ends at most.
+        let mut end_deadline: Option<Instant> = None;
+        let fd = self.socket.as_fd();
+        let drops_counted =
+            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RxqOvfl, &1).is_ok();
+        let mut drops = drops_counted.then_some(0u64);
+        // Room for the one control message, allocated once, not per datagram.
+        let mut control = nix::cmsg_space!(u32);
+        self.socket.set_read_timeout(Some(FIRST_WAIT))?;
+        loop {
+            if let Some(deadline) = end_deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                self.socket.set_read_timeout(Some(left))?;
+            }
+            let n = match recv_counting_drops(fd, &mut buf, &mut control, &mut drops) {
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            syscalls += 1;
+            let arrived_ns = monotonic_ns();
+            let now = Instant::now();
+            let Ok(header) = Header::parse(&buf[..n]) else {
+                counts.stats.malformed += 1;
+                continue;
+            };
+            match header.kind {
+                Kind::End if end_deadline.is_some() => {} // the marker's copies
+                Kind::End => {
+                    counts.stats.sent = Some(header.sequence);
+                    counts.stats.end_seen = true;
+                    if counts.stats.received >= header.sequence {
+                        break;
+                    }
+                    end_deadline = Some(Instant::now() + counts.straggler_grace());
+                }
+                Kind::Data => {
+                    let payload = &buf[HEADER_LEN..n];
+                    let pattern = pattern.get_or_insert_with(|| Pattern::new(payload.len()));
+                    let offset = header.sequence.wrapping_mul(payload.len() as u64);
+                    if payload.len() > pattern.max_len() || pattern.verify(offset, payload).is_err()
+                    {
+                        counts.stats.malformed += 1;
+                        continue;
+                    }
+                    if first.is_none() {
+                        first = Some(now);
+                        self.socket.set_read_timeout(Some(IDLE_END))?;
+                    }
+                    last = Some(now);
+                    if counts.arrive(header.sequence, header.sent_ns, arrived_ns) {
+                        bytes += n as u64;
+                        if let Some(sent) = counts.stats.sent {
+                            counts.stats.after_end += 1;
+                            if counts.stats.received >= sent {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        counts.stats.socket_drops = drops;
+        let wall_s = match (first, last) {
+            (Some(first), Some(last)) => (last - first).as_secs_f64(),
+            _ => 0.0,
+        };
+        Ok(EndpointReport {
+            role: "receiver".into(),
+            pid: std::process::id(),
+            bytes,
+            syscalls,
+            wall_s,
+            usage: ProcessUsage::now().since(&usage_before),
+            counters: Counters::read().delta_reported(&counters_before),
+            verified: true,
+            cpus: Some((cpu_before, current_cpu())),
+            udp: Some(counts.finish()),
+            ..Default::default()
+        })
+    }
+}
+
+/// One datagram into `buf` with `recvmsg`; `drops`, when counted, takes
+/// the socket's drop counter from the `SO_RXQ_OVFL` control message (the
+/// kernel's count of datagrams it dropped on this socket so far; it sends
+/// none while that count is zero), and becomes None if the control data
+/// could not be read. `control` is the caller's buffer for the control
+/// message (`nix::cmsg_space!(u32)`), reused from datagram to datagram.
+fn recv_counting_drops(
+    fd: std::os::fd::BorrowedFd<'_>,
+    buf: &mut [u8],
+    control: &mut [u8],
+    drops: &mut Option<u64>,
+) -> io::Result<usize> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg =
+        recvmsg::<SockaddrStorage>(fd.as_raw_fd(), &mut iov, Some(control), MsgFlags::empty())
+            .map_err(io::Error::from)?;
+    if drops.is_some() {
+        match msg.cmsgs() {
+            Ok(cmsgs) => {
+                for cmsg in cmsgs {
+                    if let ControlMessageOwned::RxqOvfl(dropped) = cmsg {
+                        *drops = Some(u64::from(dropped));
+                    }
+                }
+            }
+            // A control message that did not fit: the count is no longer
+            // known, and the datagram itself is still good.
+            Err(_) => *drops = None,
+        }
+    }
+    Ok(msg.bytes)
+}
+
+/// The receiver's bookkeeping, apart from the socket (unit-tested).
+struct Counts {
+    stats: UdpStats,
+    seen: Vec<u64>,
+    highest: Option<u64>,
+    last_transit_ns: Option<i128>,
+    /// The least and greatest transit time seen (any clock: their
+    /// difference does not depend on the offset between the ends' clocks).
+    transit_range_ns: Option<(i128, i128)>,
+    jitter_ns: f64,
+    latency: Option<hdrhistogram::Histogram<u64>>,
+}
+
+impl Counts {
+    fn new(clock_shared: bool) -> Counts {
+        Counts {
+            stats: UdpStats::default(),
+            seen: Vec::new(),
+            highest: None,
+            last_transit_ns: None,
+            transit_range_ns: None,
+            jitter_ns: 0.0,
+            latency: clock_shared
+                .then(|| hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).ok())
+                .flatten(),
+        }
+    }
+
+    /// Counts datagram `sequence`, sent at `sent_ns` and here at
+    /// `arrived_ns`. False for a duplicate.
+    fn arrive(&mut self, sequence: u64, sent_ns: u64, arrived_ns: u64) -> bool {
+        let (word, bit) = ((sequence / 64) as usize, sequence % 64);
+        if word >= self.seen.len() {
+            // Sequence numbers come from the peer: grow only as far as a
+            // run could plausibly reach (2^32 datagrams).
+            if sequence >= 1 << 32 {
+                self.stats.malformed += 1;
+                return false;
+            }
+            self.seen.resize(word + 1, 0);
+        }
+        if self.seen[word] & (1 << bit) != 0 {
+            self.stats.duplicates += 1;
+            return false;
+        }
+        self.seen[word] |= 1 << bit;
+        self.stats.received += 1;
+        match self.highest {
+            Some(high) if sequence < high => self.stats.reordered += 1,
+            _ => self.highest = Some(sequence),
+        }
+        // RFC 3550 6.4.1: D from consecutive arrivals' transit times, in
+        // any clock (an offset between clocks cancels).
+        let transit = i128::from(arrived_ns) - i128::from(sent_ns);
+        if let Some(previous) = self.last_transit_ns {
+            let d = (transit - previous).abs() as f64;
+            self.jitter_ns += (d - self.jitter_ns) / 16.0;
+        }
+        self.last_transit_ns = Some(transit);
+        self.transit_range_ns = Some(match self.transit_range_ns {
+            Some((least, most)) => (least.min(transit), most.max(transit)),
+            None => (transit, transit),
+        });
+        if let Some(h) = &mut self.latency {
+            let _ = h.record((transit.max(0) / 1000).max(1) as u64);
+        }
+        true
+    }
+
+    /// How long to wait after the end marker for datagrams sent before it
+    /// and still on the path: a datagram sent just before the marker
+    /// arrives at most (greatest - least transit seen) after it, so twice
+    /// that spread, at least [`MIN_STRAGGLER_GRACE`] and at most [`IDLE_END`].
+    fn straggler_grace(&self) -> Duration {
+        let spread_ns = self
+            .transit_range_ns
+            .map_or(0, |(least, most)| (most - least).max(0));
+        let grace = Duration::from_nanos(u64::try_from(2 * spread_ns).unwrap_or(u64::MAX));
+        grace.clamp(MIN_STRAGGLER_GRACE, IDLE_END)
+    }
+
+    fn finish(mut self) -> UdpStats {
+        self.stats.jitter_ms = self.jitter_ns / 1e6;
+        if let Some(sent) = self.stats.sent {
+            let lost = sent.saturating_sub(self.stats.received);
+            self.stats.lost = Some(lost);
+            self.stats.lost_pct = (sent > 0).then(|| 100.0 * lost as f64 / sent as f64);
+        }
+        self.stats.latency = self.latency.filter(|h| !h.is_empty()).map(|h| Latency {
+            p50_us: h.value_at_quantile(0.5) as f64,
+            p90_us: h.value_at_quantile(0.9) as f64,
+            p99_us: h.value_at_quantile(0.99) as f64,
+            max_us: h.max() as f64,
+        });
+        self.stats
+    }
+}
+
+/// A connected sender, not yet started.
+pub struct UdpSender {
+    socket: UdpSocket,
+    spec: SendSpec,
+    pace: UdpPace,
+}
+
+impl UdpSender {
+    pub fn connect(spec: SendSpec, pace: UdpPace) -> io::Result<UdpSender> {
+        let bind: SocketAddr = match spec.connect {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let socket = udp_socket(&spec.connect)?;
+        socket.bind(&bind.into())?;
+        socket.connect(&spec.connect.into())?;
+        Ok(UdpSender {
+            socket: socket.into(),
+            spec,
+            pace,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Sends on schedule until the amount is sent or the time is up, then
+    /// the end marker three times.
+    pub fn run(self) -> io::Result<EndpointReport> {
+        let counters_before = Counters::read();
+        let usage_before = ProcessUsage::now();
+        let cpu_before = current_cpu();
+        let length = self.pace.length;
+        let payload = length - HEADER_LEN;
+        let pattern = Pattern::new(payload);
+        let gap_ns = (length as f64 * 8.0 * 1e9 / self.pace.rate_bps as f64).max(1.0);
+        let count = match self.spec.amount {
+            Amount::Bytes(total) => Some(total.div_ceil(length as u64)),
+            Amount::Seconds(_) => None,
+        };
+        let mut buf = vec![0u8; length];
+        let (mut sent, mut errors, mut syscalls, mut slot) = (0u64, 0u64, 0u64, 0u64);
+        let start = Instant::now();
+        loop {
+            if count.is_some_and(|c| sent >= c) {
+                break;
+            }
+            let due = Duration::from_nanos((slot as f64 * gap_ns) as u64);
+            let mut now = start.elapsed();
+            if let Amount::Seconds(limit) = self.spec.amount
+                && now.as_secs_f64() >= limit
+            {
+                break;
+            }
+            // Sleep when well ahead, spin the last stretch.
+            while now < due {
+                let ahead = due - now;
+                if ahead > Duration::from_micros(200) {
+                    std::thread::sleep(ahead - Duration::from_micros(100));
+                } else {
+                    std::hint::spin_loop();
+                }
+                now = start.elapsed();
+            }
+            slot += 1;
+            Header {
+                kind: Kind::Data,
+                sequence: sent,
+                sent_ns: monotonic_ns(),
+            }
+            .emit(&mut buf);
+            buf[HEADER_LEN..].copy_from_slice(pattern.slice(sent * payload as u64, payload));
+            syscalls += 1;
+            match self.socket.send(&buf) {
+                Ok(_) => sent += 1,
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ECONNREFUSED))
+                        || e.kind() == io::ErrorKind::ConnectionRefused =>
+                {
+                    errors += 1
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let wall_s = start.elapsed().as_secs_f64();
+        let mut end = [0u8; HEADER_LEN];
+        Header {
+            kind: Kind::End,
+            sequence: sent,
+            sent_ns: monotonic_ns(),
+        }
+        .emit(&mut end);
+        for _ in 0..3 {
+            // A marker the receiver does not get costs it IDLE_END only.
+            let _ = self.socket.send(&end);
+            syscalls += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(EndpointReport {
+            role: "sender".into(),
+            pid: std::process::id(),
+            bytes: sent * length as u64,
+            syscalls,
+            wall_s,
+            usage: ProcessUsage::now().since(&usage_before),
+            counters: Counters::read().delta_reported(&counters_before),
+            cpus: Some((cpu_before, current_cpu())),
+            udp: Some(UdpStats {
+                sent: Some(sent),
+                send_errors: errors,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_duplicates_reordering_and_jitter_are_counted_as_rfc_3550_says() {
+        let mut c = Counts::new(true);
+        // Sent every 1 ms; transit 100 µs, except datagram 2 (300 µs).
+        let ms = 1_000_000u64;
+        for (seq, transit) in [(0, 100_000), (1, 100_000), (3, 100_000), (2, 300_000)] {
+            assert!(c.arrive(seq, seq * ms, seq * ms + transit));
+        }
+        assert!(!c.arrive(3, 3 * ms, 3 * ms + 100_000), "a duplicate");
+        c.stats.sent = Some(5);
+        let stats = c.finish();
+        assert_eq!(stats.received, 4);
+        assert_eq!(stats.duplicates, 1);
+        assert_eq!(stats.reordered, 1, "2 came after 3");
+        assert_eq!(stats.lost, Some(1), "4 never came");
+        assert_eq!(stats.lost_pct, Some(20.0));
+        // D: 0, 0, 200 µs: J = 200000/16 = 12500 ns.
+        assert!(
+            (stats.jitter_ms - 0.0125).abs() < 1e-12,
+            "{}",
+            stats.jitter_ms
+        );
+        let latency = stats.latency.unwrap();
+        assert_eq!(latency.p50_us, 100.0);
+        assert!((latency.max_us - 300.0).abs() < 1.0);
+        // Between hosts no latency is claimed.
+        let mut apart = Counts::new(false);
+        apart.arrive(0, 5, 10);
+        assert_eq!(apart.finish().latency, None);
+    }
+
+    #[test]
+    fn the_wait_for_stragglers_is_twice_the_transit_spread_within_bounds() {
+        let ms = 1_000_000u64;
+        let mut c = Counts::new(false);
+        assert_eq!(c.straggler_grace(), MIN_STRAGGLER_GRACE, "nothing seen yet");
+        // Clock offset 1 s between the ends: only the spread matters.
+        c.arrive(0, 0, 1000 * ms + 10 * ms);
+        c.arrive(1, ms, 1000 * ms + ms + 40 * ms);
+        assert_eq!(c.straggler_grace(), Duration::from_millis(60));
+        c.arrive(2, 2 * ms, 1000 * ms + 2 * ms + 5000 * ms);
+        assert_eq!(c.straggler_grace(), IDLE_END);
+    }
+
+    /// One data datagram of `payload` bytes as the sender makes it,
+    /// stamped `sent_ns`.
+    fn datagram(sequence: u64, payload: usize, sent_ns: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; HEADER_LEN + payload];
+        Header {
+            kind: Kind::Data,
+            sequence,
+            sent_ns,
+        }
+        .emit(&mut buf);
+        let pattern = Pattern::new(payload);
+        buf[HEADER_LEN..].copy_from_slice(pattern.slice(sequence * payload as u64, payload));
+        buf
+    }
+
+    fn end_marker(sent: u64) -> Vec<u8> {
+        let mut end = vec![0u8; HEADER_LEN];
+        Header {
+            kind: Kind::End,
+            sequence: sent,
+            sent_ns: monotonic_ns(),
+        }
+        .emit(&mut end);
+        end
+    }
+
+    fn receiver() -> UdpReceiver {
+        UdpReceiver::bind(ReceiveSpec {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            options: Default::default(),
+            strategy: crate::experiments::stream::record::RecvStrategy::Read { buffer: 65536 },
+            verify: true,
+            progress: false,
+            interface: None,
+            guard: None,
+            limit_bytes: None,
+            udp: true,
+            udp_clock_shared: true,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_datagram_that_overtook_the_end_marker_is_received_not_lost() {
+        let receiver = receiver();
+        let addr = receiver.local_addr().unwrap();
+        let thread = std::thread::spawn(move || receiver.run().unwrap());
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Datagrams 0..10, 7 held back on the "path" and delivered after
+        // the marker; 9 never delivered.
+        let late = datagram(7, 100, monotonic_ns());
+        for sequence in (0..10).filter(|s| ![7, 9].contains(s)) {
+            peer.send_to(&datagram(sequence, 100, monotonic_ns()), addr)
+                .unwrap();
+        }
+        peer.send_to(&end_marker(10), addr).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        peer.send_to(&late, addr).unwrap();
+        let udp = thread.join().unwrap().udp.unwrap();
+        assert!(udp.end_seen);
+        assert_eq!(udp.received, 9);
+        assert_eq!(udp.after_end, 1);
+        assert_eq!(udp.lost, Some(1), "only 9 is lost");
+        assert_eq!(udp.socket_drops, Some(0));
+    }
+
+    #[test]
+    fn a_full_socket_buffer_reports_its_drops() {
+        let socket = udp_socket(&"127.0.0.1:0".parse().unwrap()).unwrap();
+        socket.set_recv_buffer_size(16 << 10).unwrap();
+        socket
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let socket: UdpSocket = socket.into();
+        let fd = socket.as_fd();
+        nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::RxqOvfl, &1).unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let burst = 500;
+        for sequence in 0..burst {
+            peer.send_to(&datagram(sequence, 1000, 0), addr).unwrap();
+        }
+        // One more after the burst carries the count of every drop before it.
+        let read_all = |drops: &mut Option<u64>| {
+            socket.set_nonblocking(true).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let mut control = nix::cmsg_space!(u32);
+            let mut read = 0u64;
+            while recv_counting_drops(fd, &mut buf, &mut control, drops).is_ok() {
+                read += 1;
+            }
+            read
+        };
+        let mut drops = Some(0);
+        let first = read_all(&mut drops);
+        peer.send_to(&datagram(burst, 1000, 0), addr).unwrap();
+        let second = read_all(&mut drops);
+        assert_eq!(second, 1);
+        let dropped = drops.unwrap();
+        assert!(dropped > 0, "a 16 KB buffer held all {burst} datagrams");
+        assert_eq!(first + second + dropped, burst + 1);
+    }
+
+    #[test]
+    fn a_hostile_sequence_number_does_not_allocate() {
+        let mut c = Counts::new(false);
+        assert!(!c.arrive(u64::MAX, 0, 0));
+        assert_eq!(c.stats.malformed, 1);
+        assert!(c.seen.is_empty());
+    }
+
+    #[test]
+    fn datagrams_paced_over_loopback_all_arrive_verified() {
+        let receiver = receiver();
+        let addr = receiver.local_addr().unwrap();
+        let thread = std::thread::spawn(move || receiver.run().unwrap());
+        let pace = UdpPace {
+            rate_bps: 50_000_000,
+            length: 1000,
+        };
+        let sender = UdpSender::connect(
+            SendSpec {
+                connect: addr,
+                options: Default::default(),
+                strategy: crate::experiments::stream::record::SendStrategy::Write,
+                record: 1000,
+                amount: Amount::Bytes(1_000_000),
+                interface: None,
+                token: None,
+                interval_s: None,
+                udp: Some(pace),
+            },
+            pace,
+        )
+        .unwrap();
+        let sent = sender.run().unwrap();
+        let got = thread.join().unwrap();
+        let (s, r) = (sent.udp.unwrap(), got.udp.unwrap());
+        assert_eq!(s.sent, Some(1000));
+        assert!(r.end_seen);
+        assert_eq!(r.sent, Some(1000));
+        assert_eq!(r.received + r.lost.unwrap(), 1000);
+        assert_eq!(r.malformed, 0);
+        // 1000 datagrams of 8000 bits at 50 Mbit/s: 160 ms on schedule.
+        assert!(sent.wall_s >= 0.15, "{}", sent.wall_s);
+        assert!(r.latency.is_some());
+    }
+}

@@ -1,0 +1,559 @@
+//! Sweeps: an experiment run over a grid of sizes, summarised per size with
+//! its spread, the knee of the curve and a fitted cost model.
+//!
+//! The summary is computed from records alone ([`summarize`]), so a report
+//! rebuilt later from the JSON Lines file gives the same table as the live run.
+
+use crate::analysis::{
+    costmodel::{self, CostModel},
+    knee::{self, Knee},
+    stats::{self, Spread},
+};
+use crate::endpoint::protocol::Amount;
+use crate::experiment::MeasureError;
+use crate::experiment::runner::{MeasureCell, Runner};
+use crate::experiments::stream::analysis::Bottleneck;
+use crate::experiments::stream::cell::{StreamCell, StreamConfig};
+use crate::experiments::sweep::dips;
+use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// A stream sweep over record sizes.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// Everything but the record size.
+    pub base: StreamConfig,
+    pub records: Vec<u64>,
+    pub repeat: u32,
+    /// Fraction of the plateau that defines the knee.
+    pub knee_fraction: f64,
+}
+
+impl Default for SweepConfig {
+    /// `netlab sweep stream`'s defaults: 64 B to 1 MB doubling, 500 ms per
+    /// run, 3 runs per size.
+    fn default() -> Self {
+        SweepConfig {
+            // The sizes replace the base's record; the title names the first.
+            base: StreamConfig {
+                amount: Amount::Seconds(0.5),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            records: doubling(64, 1 << 20),
+            repeat: 3,
+            knee_fraction: crate::analysis::knee::DEFAULT_FRACTION,
+        }
+    }
+}
+
+impl SweepConfig {
+    /// The lab's quick profile: 64 B to 1 MB, 0.3 s per run, 3 runs each.
+    pub fn quick() -> Self {
+        SweepConfig {
+            base: StreamConfig {
+                amount: Amount::Seconds(0.3),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            ..SweepConfig::default()
+        }
+    }
+
+    /// The lab's full profile: 16 B to 4 MB, 2 s per run, 5 runs each.
+    pub fn full() -> Self {
+        SweepConfig {
+            base: StreamConfig {
+                amount: Amount::Seconds(2.0),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            records: doubling(16, 4 << 20),
+            repeat: 5,
+            ..SweepConfig::default()
+        }
+    }
+}
+
+/// `lo, 2 lo, 4 lo, ...` up to `hi`.
+pub fn doubling(lo: u64, hi: u64) -> Vec<u64> {
+    std::iter::successors(Some(lo), |&s| (s < hi).then_some(s * 2)).collect()
+}
+
+/// One record size's runs, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub record: u64,
+    pub throughput_mb_s: Spread,
+    /// Sender wall time per record, µs.
+    pub us_per_record: Spread,
+    pub sender_us_per_kb: Spread,
+    pub receiver_us_per_kb: Spread,
+    pub sender_cpu_pct: Spread,
+    pub receiver_cpu_pct: Spread,
+    /// Sender data-path system calls per record (median run).
+    pub syscalls_per_record: f64,
+    /// Mean payload per data segment (median run), when TCP_INFO told.
+    pub mean_segment_bytes: Option<f64>,
+    /// Bottleneck of the run with the median throughput.
+    pub bottleneck: Bottleneck,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    pub points: Vec<SweepPoint>,
+    pub knee: Option<Knee>,
+    /// `time per record (s) = fixed + per_byte × record`.
+    pub model: Option<CostModel>,
+    /// The knee from the model, with a bootstrap interval over the runs.
+    #[serde(default)]
+    pub model_knee: Option<knee::ModelKnee>,
+    /// Record sizes whose runs failed, with the first reason.
+    pub failed: Vec<(u64, String)>,
+    /// Sizes slower than both neighbours beyond the runs' spread, and what
+    /// the records say about each.
+    #[serde(default)]
+    pub dips: Vec<dips::Dip>,
+}
+
+/// Bootstrap resamples for the model knee's interval.
+pub const KNEE_RESAMPLES: usize = 500;
+
+/// Summarises stream records by record size (records of other experiments
+/// are ignored).
+pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut failed: Vec<(u64, String)> = Vec::new();
+    for record in records {
+        let RecordData::Stream { params, result } = &record.data else {
+            continue;
+        };
+        if result.is_none() {
+            if !failed.iter().any(|(s, _)| *s == params.record) {
+                failed.push((params.record, record.error.clone().unwrap_or_default()));
+            }
+        } else if !sizes.contains(&params.record) {
+            sizes.push(params.record);
+        }
+    }
+    sizes.sort_unstable();
+    let points: Vec<SweepPoint> = sizes
+        .iter()
+        .filter_map(|&size| {
+            let runs: Vec<_> = records
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RecordData::Stream {
+                        params,
+                        result: Some(result),
+                    } if params.record == size => Some(result.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+                Spread::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
+            };
+            let throughput = spread(&|r| r.figures.throughput_mb_s)?;
+            let median_run = runs.iter().min_by(|a, b| {
+                (a.figures.throughput_mb_s - throughput.median)
+                    .abs()
+                    .total_cmp(&(b.figures.throughput_mb_s - throughput.median).abs())
+            })?;
+            let records_sent = (median_run.sender.bytes as f64 / size as f64)
+                .ceil()
+                .max(1.0);
+            Some(SweepPoint {
+                record: size,
+                throughput_mb_s: throughput,
+                us_per_record: spread(&|r| r.figures.us_per_record)?,
+                sender_us_per_kb: spread(&|r| r.figures.sender_us_per_kb)?,
+                receiver_us_per_kb: spread(&|r| r.figures.receiver_us_per_kb)?,
+                sender_cpu_pct: spread(&|r| r.figures.sender_cpu_pct)?,
+                receiver_cpu_pct: spread(&|r| r.figures.receiver_cpu_pct)?,
+                syscalls_per_record: median_run.sender.syscalls as f64 / records_sent,
+                mean_segment_bytes: median_run.figures.mean_segment_bytes,
+                bottleneck: median_run.figures.bottleneck,
+            })
+        })
+        .collect();
+    let curve: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.record as f64, p.throughput_mb_s.median))
+        .collect();
+    let times: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.record as f64, p.us_per_record.median * 1e-6))
+        .collect();
+    // Every run's time per record, by size, for the model knee's interval.
+    let runs: Vec<(f64, Vec<f64>)> = points
+        .iter()
+        .map(|p| {
+            let times = records
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RecordData::Stream {
+                        params,
+                        result: Some(result),
+                    } if params.record == p.record => Some(result.figures.us_per_record * 1e-6),
+                    _ => None,
+                })
+                .collect();
+            (p.record as f64, times)
+        })
+        .collect();
+    SweepSummary {
+        knee: knee::find_knee(&curve, knee_fraction),
+        model_knee: knee::model_knee(&runs, knee_fraction, KNEE_RESAMPLES),
+        model: costmodel::fit(&times),
+        dips: dips::dips(records),
+        points,
+        failed,
+    }
+}
+
+/// The sweep's cells: every size `repeat` times, sizes in the outer loop
+/// so that a sweep that is interrupted has whole sizes.
+pub fn cells(config: &SweepConfig) -> Vec<StreamCell> {
+    let context = SweepContext {
+        id: now_rfc3339(),
+        parameter: "record".into(),
+    };
+    let mut cells = Vec::new();
+    for &size in &config.records {
+        let point = StreamConfig {
+            record: size,
+            ..config.base.clone()
+        };
+        for repeat_index in 0..config.repeat {
+            cells.push(StreamCell {
+                config: point.clone(),
+                repeat_index,
+                sweep: Some(context.clone()),
+                design: None,
+            });
+        }
+    }
+    cells
+}
+
+/// How precisely each size's median throughput is wanted, and how long the
+/// whole sweep may take (netperf's `-I`, per point of a curve).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precision {
+    /// The confidence interval's half-width relative to the median (0.05: ±5%).
+    pub half_width: f64,
+    /// The interval's confidence level (0.95).
+    pub level: f64,
+    /// The whole sweep's time, first runs included.
+    pub budget: Duration,
+    /// The most runs of any one size.
+    pub max_runs: usize,
+}
+
+/// Why a precision target cannot be met.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrecisionError {
+    #[error("--ci {0}: a half-width between 0 and 100 percent of the median")]
+    HalfWidth(f64),
+    #[error(
+        "--budget {budget}: the first {runs} runs alone take at least {estimate_s:.0} s ({sizes} sizes x {repeat} runs x {per_run_s} s)"
+    )]
+    Budget {
+        budget: String,
+        runs: f64,
+        estimate_s: f64,
+        sizes: usize,
+        repeat: u32,
+        per_run_s: f64,
+    },
+}
+
+impl Precision {
+    /// A 95% target of ±`percent`% for `config`'s sweep within `budget`,
+    /// refused when out of range or when the sweep's first runs alone would
+    /// not fit the budget (timed runs; a run of a byte count has no
+    /// estimate).
+    pub fn checked(
+        percent: f64,
+        budget: Duration,
+        max_runs: usize,
+        config: &SweepConfig,
+    ) -> Result<Precision, PrecisionError> {
+        if !(percent > 0.0 && percent < 100.0) {
+            return Err(PrecisionError::HalfWidth(percent));
+        }
+        if let Amount::Seconds(per_run_s) = config.base.amount {
+            let runs = config.records.len() as f64 * f64::from(config.repeat);
+            if runs * per_run_s > budget.as_secs_f64() {
+                return Err(PrecisionError::Budget {
+                    budget: humantime::format_duration(budget).to_string(),
+                    runs,
+                    estimate_s: runs * per_run_s,
+                    sizes: config.records.len(),
+                    repeat: config.repeat,
+                    per_run_s,
+                });
+            }
+        }
+        Ok(Precision {
+            half_width: percent / 100.0,
+            level: 0.95,
+            budget,
+            max_runs,
+        })
+    }
+}
+
+/// How precise one size's median came out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointPrecision {
+    pub record: u64,
+    pub runs: usize,
+    /// The interval's half-width relative to the median; none with too few runs.
+    pub half_width: Option<f64>,
+    pub met: bool,
+}
+
+/// What [`refine`] did: the target, the time it took, each size's outcome
+/// and why it stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionReport {
+    pub half_width: f64,
+    pub level: f64,
+    pub budget_s: f64,
+    pub spent_s: f64,
+    pub extra_runs: usize,
+    pub points: Vec<PointPrecision>,
+    pub stopped: String,
+}
+
+/// Each size's precision from the records: the throughput medians' order
+/// statistics interval ([`stats::relative_half_width`]).
+fn precision_of(records: &[Record], sizes: &[u64], p: &Precision) -> Vec<PointPrecision> {
+    sizes
+        .iter()
+        .map(|&size| {
+            let mut runs = 0;
+            let mut throughputs = Vec::new();
+            for record in records {
+                if let RecordData::Stream { params, result } = &record.data
+                    && params.record == size
+                {
+                    runs += 1;
+                    if let Some(result) = result {
+                        throughputs.push(result.figures.throughput_mb_s);
+                    }
+                }
+            }
+            let half_width = stats::relative_half_width(&throughputs, p.level);
+            PointPrecision {
+                record: size,
+                runs,
+                half_width,
+                met: half_width.is_some_and(|w| w <= p.half_width),
+            }
+        })
+        .collect()
+}
+
+/// After the sweep's first runs (`records`, from `cells`, begun at
+/// `started`): one more run at a time of the size whose median is least
+/// precise, until every size's interval is within the target, a size has
+/// `max_runs`, or the next run would overrun the budget (estimated from the
+/// runs so far). New records are appended to `records`.
+/// A sweep's records, summary and, with a precision target, what the
+/// refinement did.
+pub struct Swept {
+    pub records: Vec<Record>,
+    pub summary: SweepSummary,
+    pub precision: Option<PrecisionReport>,
+}
+
+/// Runs `config`'s sweep: every size `repeat` times, then with `precision`
+/// the least precise size again until each is precise enough
+/// ([`refine`]).
+pub fn run<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    config: &SweepConfig,
+    precision: Option<&Precision>,
+) -> Result<Swept, MeasureError> {
+    let started = Instant::now();
+    let cells = cells(config);
+    let mut records = runner.grid(measure, &cells)?;
+    let precision = precision
+        .map(|p| refine(runner, measure, &cells, &mut records, p, started))
+        .transpose()?;
+    Ok(Swept {
+        summary: summarize(&records, config.knee_fraction),
+        records,
+        precision,
+    })
+}
+
+pub fn refine<M: MeasureCell<Cell = StreamCell>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    cells: &[StreamCell],
+    records: &mut Vec<Record>,
+    precision: &Precision,
+    started: Instant,
+) -> Result<PrecisionReport, MeasureError> {
+    let mut sizes: Vec<u64> = cells.iter().map(|c| c.config.record).collect();
+    sizes.dedup();
+    let mut extra_runs = 0;
+    let stopped = loop {
+        let points = precision_of(records, &sizes, precision);
+        let pending = points
+            .iter()
+            .filter(|p| !p.met && p.runs < precision.max_runs)
+            .max_by(|a, b| {
+                let width = |p: &PointPrecision| p.half_width.unwrap_or(f64::INFINITY);
+                width(a).total_cmp(&width(b))
+            });
+        let Some(worst) = pending else {
+            break if points.iter().all(|p| p.met) {
+                "every size within the target".to_string()
+            } else {
+                format!("the sizes left reached {} runs", precision.max_runs)
+            };
+        };
+        let per_run = started.elapsed().div_f64(records.len().max(1) as f64);
+        if started.elapsed() + per_run > precision.budget {
+            break format!(
+                "the budget: another run (about {:.1} s) would end past {:.0} s",
+                per_run.as_secs_f64(),
+                precision.budget.as_secs_f64()
+            );
+        }
+        let Some(template) = cells.iter().find(|c| c.config.record == worst.record) else {
+            break "no cell for a size (a bug)".to_string();
+        };
+        let cell = StreamCell {
+            repeat_index: worst.runs as u32,
+            ..template.clone()
+        };
+        records.push(runner.cell(measure, &cell)?);
+        extra_runs += 1;
+    };
+    Ok(PrecisionReport {
+        half_width: precision.half_width,
+        level: precision.level,
+        budget_s: precision.budget.as_secs_f64(),
+        spent_s: started.elapsed().as_secs_f64(),
+        extra_runs,
+        points: precision_of(records, &sizes, precision),
+        stopped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::runner::Measured;
+    use crate::experiment::runner::mock::{Mock, runner};
+
+    /// Runs whose throughput is 100 MB/s, ±1% for 64-byte records and ±30%
+    /// for 1 KB ones, alternating.
+    fn answer(
+        template: Record,
+    ) -> impl FnMut(&StreamCell) -> Result<Measured, crate::experiment::Interrupted> {
+        let mut count = 0;
+        move |cell: &StreamCell| {
+            count += 1;
+            let swing = if cell.config.record == 64 { 0.01 } else { 0.3 };
+            let sign = if count % 2 == 0 { 1.0 } else { -1.0 };
+            let mut data = template.data.clone();
+            if let RecordData::Stream {
+                params,
+                result: Some(result),
+            } = &mut data
+            {
+                params.record = cell.config.record;
+                result.figures.throughput_mb_s = 100.0 * (1.0 + sign * swing);
+            }
+            Ok(Measured {
+                placement: "loopback".into(),
+                data,
+                error: None,
+            })
+        }
+    }
+
+    fn sweep() -> SweepConfig {
+        SweepConfig {
+            records: vec![64, 1024],
+            ..SweepConfig::quick()
+        }
+    }
+
+    /// The sweep's first runs through the mock, then `refine` to ±5% at
+    /// 95%, at most 10 runs a size, within `budget`: its report, every
+    /// record, and the record sizes of the cells measured, in order, with
+    /// their repeat indices.
+    fn refined(budget: Duration) -> (PrecisionReport, Vec<Record>, Vec<(u64, u32)>) {
+        let grid = cells(&sweep());
+        let mut mock = Mock::new(answer(crate::record::fixture_stream_run()));
+        let mut runner = runner();
+        let started = Instant::now();
+        let mut records = runner.grid(&mut mock, &grid).unwrap();
+        let precision = Precision {
+            half_width: 0.05,
+            level: 0.95,
+            budget,
+            max_runs: 10,
+        };
+        let report = refine(
+            &mut runner,
+            &mut mock,
+            &grid,
+            &mut records,
+            &precision,
+            started,
+        )
+        .unwrap();
+        let measured = mock
+            .measured
+            .iter()
+            .map(|c| (c.config.record, c.repeat_index))
+            .collect();
+        (report, records, measured)
+    }
+
+    #[test]
+    fn refining_runs_the_least_precise_size_until_it_is_within_the_target_or_capped() {
+        let (report, records, measured) = refined(Duration::from_secs(3600));
+        // 64 B: three more runs give six, the fewest with a 95% interval,
+        // and ±1% meets ±5%. 1 KB: ±30% never does; it stops at 10 runs.
+        let runs: Vec<(u64, usize, bool)> = report
+            .points
+            .iter()
+            .map(|p| (p.record, p.runs, p.met))
+            .collect();
+        assert_eq!(runs, [(64, 6, true), (1024, 10, false)]);
+        assert_eq!(report.extra_runs, 3 + 7);
+        assert_eq!(records.len(), 16);
+        assert_eq!(report.stopped, "the sizes left reached 10 runs");
+        assert!(report.points[0].half_width.unwrap() <= 0.0101);
+        // The repeat indices go on from the grid's.
+        let last: Vec<u32> = measured
+            .iter()
+            .filter(|(record, _)| *record == 64)
+            .map(|(_, index)| *index)
+            .collect();
+        assert_eq!(last, [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn refining_stops_at_the_budget() {
+        let (report, _, _) = refined(Duration::ZERO);
+        assert_eq!(report.extra_runs, 0);
+        assert!(
+            report.stopped.starts_with("the budget"),
+            "{}",
+            report.stopped
+        );
+        assert!(report.points.iter().all(|p| !p.met && p.runs == 3));
+    }
+}

@@ -1,0 +1,5 @@
+//! A variant of stream (source 003): the same transfer over a grid of record sizes, the knee, the fitted fixed + per-byte cost model, the dips.
+
+pub mod cell;
+pub mod dips;
+pub mod report;
