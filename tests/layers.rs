@@ -52,12 +52,6 @@ const VARIANTS: [(&str, &str); 3] = [
 /// dispatcher and the agent's policy, its sections out of the report
 /// page): each with what names it. The list only shrinks.
 const NOT_YET_MOVED: &[(&str, &str)] = &[
-    // the dispatcher's match arms: each experiment's role behind a trait
-    ("endpoint/mod.rs", "experiments::cksum"),
-    ("endpoint/mod.rs", "experiments::stream"),
-    // Command and Reply variants: typed per experiment through one request/reply helper
-    ("endpoint/protocol.rs", "experiments::cksum"),
-    ("endpoint/protocol.rs", "experiments::stream"),
     // RecordData: the registry's, over a generic envelope
     ("record/mod.rs", "experiments::cksum"),
     ("record/mod.rs", "experiments::login"),

@@ -3,11 +3,11 @@
 
 use super::Output;
 use super::stream::StreamOptions;
-use crate::endpoint::protocol::Amount;
 use crate::experiments::ablate::cell::{
     AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed,
 };
 use crate::experiments::stream::cell::StreamMeasure;
+use crate::experiments::stream::record::Amount;
 use crate::units::parse_size;
 use anyhow::Context;
 use clap::{Args, Subcommand};

@@ -195,7 +195,11 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     if let Commands::Endpoint = cli.command {
-        return match crate::endpoint::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
+        return match crate::endpoint::serve(
+            crate::experiments::ROLES,
+            std::io::stdin().lock(),
+            std::io::stdout().lock(),
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("netlab endpoint: control channel: {e}");

@@ -1,10 +1,13 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
 use super::Output;
-use crate::endpoint::protocol::{Amount, RecvStrategy, SendStrategy, SocketOptions};
 use crate::experiments::stream::cell::{
     Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
+use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::RecvStrategy;
+use crate::experiments::stream::record::SendStrategy;
+use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::{Direction, Flows, UdpPace};
 use crate::units::parse_size;
 use anyhow::bail;

@@ -3,8 +3,8 @@
 
 use super::Output;
 use super::stream::StreamOptions;
-use crate::endpoint::protocol::Amount;
 use crate::experiments::stream::cell::StreamMeasure;
+use crate::experiments::stream::record::Amount;
 use crate::experiments::sweep::cell::{self as sweep, Precision, SweepConfig};
 use crate::units::{format_size, parse_size, parse_size_list};
 use anyhow::{Context, bail};

@@ -1,16 +1,17 @@
 //! The netns side of a run: the testbed, and the helper processes that
 //! carry (the wire emulator) and watch (the capture) its link.
 
-use super::endpoints::{ControlError, EndpointProcess};
+use super::endpoints::{ControlError, EndpointProcess, Wait};
 use super::launcher::{End, Launcher};
-use crate::endpoint::protocol::{Command, Reply};
+use crate::endpoint::testbed::{
+    CaptureReply, CaptureRequest, CaptureRole, EmulatorReply, EmulatorRequest, EmulatorRole,
+};
 use crate::testbed::{
     LinkVia, Placement,
     capture::CaptureSpec,
     emulator::{EmulatorSpec, TunSide},
     netns::{Realisation, Testbed},
 };
-use std::time::Duration;
 
 /// Default queue of the wire emulator when the profile names none: enough
 /// for a window of a few MB, so an unshaped delayed link is not queue-bound.
@@ -45,7 +46,7 @@ impl Bed {
             .map_or(1, |d| d.as_nanos() as u64);
         let emulator = if testbed.facts().realised_by == Realisation::Emulator {
             let mut emulator = Launcher::helper("emulator")?;
-            emulator.send(&Command::Emulate(EmulatorSpec {
+            let request = EmulatorRequest::Start(Box::new(EmulatorSpec {
                 sides: [0, 1].map(|side| TunSide {
                     netns: testbed.netns_path(side),
                     interface: testbed.interface(side).to_string(),
@@ -53,26 +54,26 @@ impl Bed {
                 link: link.clone(),
                 queue_bytes: link.queue_bytes.unwrap_or(EMULATOR_DEFAULT_QUEUE),
                 seed,
-            }))?;
-            match emulator.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
-                Reply::Emulating => Some(emulator),
-                other => return Err(emulator.unexpected("starting", &other)),
+            }));
+            match emulator.ask::<EmulatorRole>(&request, Wait::up_to(10, "starting"))? {
+                EmulatorReply::Emulating => Some(emulator),
+                other => return Err(emulator.out_of_turn("starting", &other)),
             }
         } else {
             None
         };
         let capture = if *capture {
             let mut capture = Launcher::for_testbed(&testbed).spawn("capture", End::From)?;
-            capture.send(&Command::Capture(CaptureSpec {
+            let request = CaptureRequest::Start(CaptureSpec {
                 interface: testbed.interface(0).to_string(),
                 pcap: pcap.clone(),
                 snaplen: 128,
                 rate_bps: link.rate_bps,
                 port: None,
-            }))?;
-            match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
-                Reply::Capturing => Some(capture),
-                other => return Err(capture.unexpected("starting", &other)),
+            });
+            match capture.ask::<CaptureRole>(&request, Wait::up_to(10, "starting"))? {
+                CaptureReply::Capturing => Some(capture),
+                other => return Err(capture.out_of_turn("starting", &other)),
             }
         } else {
             None
@@ -94,22 +95,22 @@ impl Bed {
         };
         if let Some(mut capture) = self.capture.take() {
             capture.wait_through_interrupt();
-            capture.send(&Command::Stop)?;
-            match capture.recv(Some(Duration::from_secs(30)), "stopping", &mut |_| {})? {
-                Reply::CaptureDone(report) => outcome.capture = Some(*report),
-                other => return Err(capture.unexpected("stopping", &other)),
+            match capture.ask::<CaptureRole>(&CaptureRequest::Stop, Wait::up_to(30, "stopping"))? {
+                CaptureReply::Done(report) => outcome.capture = Some(*report),
+                other => return Err(capture.out_of_turn("stopping", &other)),
             }
             capture.finish();
         }
         if let Some(mut emulator) = self.emulator.take() {
             emulator.wait_through_interrupt();
-            emulator.send(&Command::Stop)?;
-            match emulator.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
-                Reply::EmulatorDone(mut report) => {
+            match emulator
+                .ask::<EmulatorRole>(&EmulatorRequest::Stop, Wait::up_to(10, "stopping"))?
+            {
+                EmulatorReply::Done(mut report) => {
                     report.seed = self.seed;
                     outcome.emulator = Some(*report);
                 }
-                other => return Err(emulator.unexpected("stopping", &other)),
+                other => return Err(emulator.out_of_turn("stopping", &other)),
             }
             emulator.finish();
         }

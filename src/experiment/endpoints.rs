@@ -14,6 +14,7 @@
 //! still running: every exit path of the controller cleans up.
 
 use crate::endpoint::protocol::{Command, Reply};
+use crate::endpoint::role::Protocol;
 use crate::wire::control::{FrameReader, write_frame};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -103,6 +104,36 @@ pub enum ControlError {
         source: io::Error,
     },
 }
+
+/// How long a controller waits for a reply, and what it is waiting for.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub timeout: Option<Duration>,
+    pub what: &'static str,
+}
+
+impl Wait {
+    /// Up to `seconds`, while `what`.
+    pub fn up_to(seconds: u64, what: &'static str) -> Wait {
+        Wait {
+            timeout: Some(Duration::from_secs(seconds)),
+            what,
+        }
+    }
+
+    /// As long as the endpoint works (it is watched for death and Ctrl-C).
+    pub fn until_done(what: &'static str) -> Wait {
+        Wait {
+            timeout: None,
+            what,
+        }
+    }
+}
+
+/// What a controller does with a role's event while it waits for the
+/// reply; it may answer the endpoint (say `Proceed`).
+pub type OnEvent<'a, P> =
+    dyn FnMut(<P as Protocol>::Event, &mut EndpointProcess) -> Result<(), ControlError> + 'a;
 
 /// How often a waiting controller looks at Ctrl-C and ticks its progress display.
 const TICK: Duration = Duration::from_millis(100);
@@ -313,6 +344,91 @@ impl EndpointProcess {
     /// (the emulator, the capture) can still be stopped cleanly and report.
     pub fn wait_through_interrupt(&mut self) {
         self.through_interrupt = true;
+    }
+
+    /// Sends `request` to this endpoint's role for `P` and waits for its
+    /// reply: the one generic exchange every experiment uses. `wait`
+    /// bounds the wait (`until_done`: as long as the role works, watched
+    /// for death and Ctrl-C) and names what is awaited in errors; byte
+    /// counts go to `progress` (and `None` every 100 ms, to tick), the
+    /// role's events to `on_event`, which may answer this endpoint.
+    pub fn request<P: Protocol>(
+        &mut self,
+        request: &P::Request,
+        wait: Wait,
+        progress: &mut dyn FnMut(Option<u64>),
+        on_event: &mut OnEvent<P>,
+    ) -> Result<P::Reply, ControlError> {
+        self.send_request::<P>(request)?;
+        self.reply::<P>(wait, progress, on_event)
+    }
+
+    /// Lets a role that awaits the controller (at an event) go on.
+    pub fn proceed(&mut self) -> Result<(), ControlError> {
+        self.send(&Command::Proceed)
+    }
+
+    /// [`EndpointProcess::request`] that hears nothing on the way.
+    pub fn ask<P: Protocol>(
+        &mut self,
+        request: &P::Request,
+        wait: Wait,
+    ) -> Result<P::Reply, ControlError> {
+        self.request::<P>(request, wait, &mut |_| {}, &mut |_, _| Ok(()))
+    }
+
+    /// Sends `request` without waiting (see [`EndpointProcess::reply`]).
+    pub fn send_request<P: Protocol>(&mut self, request: &P::Request) -> Result<(), ControlError> {
+        let request = serde_json::to_value(request).map_err(|e| ControlError::Channel {
+            role: self.role,
+            source: io::Error::other(e),
+        })?;
+        self.send(&Command::Role {
+            role: P::ROLE.to_string(),
+            request,
+        })
+    }
+
+    /// Waits for the reply of a request sent already.
+    pub fn reply<P: Protocol>(
+        &mut self,
+        wait: Wait,
+        progress: &mut dyn FnMut(Option<u64>),
+        on_event: &mut OnEvent<P>,
+    ) -> Result<P::Reply, ControlError> {
+        let start = Instant::now();
+        loop {
+            let left = wait.timeout.map(|t| t.saturating_sub(start.elapsed()));
+            match self.recv(left, wait.what, progress)? {
+                Reply::Role(value) => {
+                    return serde_json::from_value(value).map_err(|e| self.garbled(wait.what, e));
+                }
+                Reply::Event(value) => {
+                    let event =
+                        serde_json::from_value(value).map_err(|e| self.garbled(wait.what, e))?;
+                    on_event(event, self)?;
+                }
+                other => return Err(self.unexpected(wait.what, &other)),
+            }
+        }
+    }
+
+    fn garbled(&self, what: &'static str, e: serde_json::Error) -> ControlError {
+        ControlError::Unexpected {
+            role: self.role,
+            what,
+            reply: format!("a reply that does not parse ({e})"),
+        }
+    }
+
+    /// An error for a role's reply that answers another request than the
+    /// one sent (a role out of step with its controller).
+    pub fn out_of_turn(&self, what: &'static str, reply: &impl std::fmt::Debug) -> ControlError {
+        ControlError::Unexpected {
+            role: self.role,
+            what,
+            reply: format!("{reply:?}"),
+        }
     }
 
     /// An error for a reply that does not fit the protocol's sequence.

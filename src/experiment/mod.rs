@@ -19,7 +19,6 @@ pub mod profile;
 pub mod progress;
 pub mod remote;
 pub mod runner;
-pub mod servers;
 
 use crate::record::RecordData;
 use endpoints::ControlError;

@@ -166,7 +166,10 @@ mod tests {
             },
             ToAgent::Endpoint {
                 id: 3,
-                command: Command::Go,
+                command: Command::Role {
+                    role: "stream".into(),
+                    request: serde_json::json!("Go"),
+                },
             },
             ToAgent::Bye,
         ];

@@ -2,9 +2,8 @@
 //! ports, how long and how much. Pure checks on the typed commands, applied
 //! by the agent before an endpoint sees a command.
 
-use crate::endpoint::login::clients::MAX_CORPUS;
-use crate::endpoint::login::host::SessionCommand;
-use crate::endpoint::protocol::{Amount, Command};
+use crate::endpoint::protocol::{Command, DataGuard};
+use crate::endpoint::role::{self, RoleTable};
 use crate::units::{UnitError, parse_duration, parse_size};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -27,6 +26,9 @@ pub struct Policy {
     pub max_bytes: u64,
     /// Runs at once.
     pub max_runs: usize,
+    /// The roles whose requests it checks (the registry's; none by
+    /// default, so every request is refused).
+    pub roles: RoleTable,
 }
 
 impl Default for Policy {
@@ -37,6 +39,7 @@ impl Default for Policy {
             max_duration: Duration::from_secs(30 * 60),
             max_bytes: 100 << 30,
             max_runs: 1,
+            roles: &[],
         }
     }
 }
@@ -69,6 +72,7 @@ impl Policy {
         max_bytes: &str,
         max_runs: usize,
         control_port: u16,
+        roles: RoleTable,
     ) -> Result<Policy, PolicyError> {
         if let Some(name) = allow.iter().find(|n| !EXPERIMENTS.contains(&n.as_str())) {
             return Err(PolicyError::Unknown(name.clone()));
@@ -96,6 +100,7 @@ impl Policy {
             max_duration,
             max_bytes: parse_size(max_bytes).map_err(PolicyError::Bytes)?,
             max_runs,
+            roles,
         })
     }
 }
@@ -149,134 +154,60 @@ impl Policy {
     /// Checks `command` of a run of `experiment`, and binds it to the
     /// agent's limits: a listener gets the data ports, a receiver the byte
     /// limit. `Err` names what is refused; the endpoint never sees it.
+    /// Checks one command of a run of `experiment` before an endpoint sees
+    /// it: a request goes to its role's own check, which may tighten it.
     pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
-        let mut experiment = canonical(experiment);
-        // A lab run holds each command to its own experiment.
-        if experiment == "lab"
-            && let Some(kind) = experiment_of(command)
-        {
-            self.admit(kind)?;
-            experiment = kind;
-        }
-        let listens_for = |what: &str| format!("{what} is not part of a {experiment} run");
         match command {
-            Command::StreamReceive(spec) => {
-                if experiment != "stream" {
-                    return Err(listens_for("a stream receiver"));
-                }
-                if spec.udp {
-                    // A UDP port has no connection to guard with the token.
-                    return Err("UDP tests are not served through agents".into());
-                }
-                let guard = spec.guard.as_mut().ok_or_else(unguarded)?;
-                guard.ports = Some(self.ports_for(spec.bind.port())?);
-                spec.limit_bytes = Some(self.max_bytes);
+            Command::Role { role, request } => {
+                let entry = role::find(self.roles, role)
+                    .ok_or_else(|| format!("no endpoint role \"{role}\""))?;
+                (entry.check)(request, canonical(experiment), self)
             }
-            Command::StreamSend(spec) => {
-                if experiment != "stream" {
-                    return Err(listens_for("a stream sender"));
-                }
-                if spec.udp.is_some() {
-                    return Err("UDP tests are not served through agents".into());
-                }
-                match spec.amount {
-                    Amount::Bytes(bytes) if bytes > self.max_bytes => {
-                        return Err(format!(
-                            "{bytes} bytes exceed the agent's limit of {} bytes a cell",
-                            self.max_bytes
-                        ));
-                    }
-                    Amount::Seconds(s) if s > self.max_duration.as_secs_f64() => {
-                        return Err(format!(
-                            "{s} s exceeds the agent's limit of {} s a run",
-                            self.max_duration.as_secs()
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            Command::RpcServe { bind, guard, .. } => {
-                if experiment != "rpc" {
-                    return Err(listens_for("an RPC server"));
-                }
-                let guard = guard.as_mut().ok_or_else(unguarded)?;
-                guard.ports = Some(self.ports_for(bind.port())?);
-            }
-            Command::RpcClient(spec) => {
-                if experiment != "rpc" {
-                    return Err(listens_for("an RPC client"));
-                }
-                let bytes = (spec.size as u64)
-                    .saturating_mul(spec.calls as u64)
-                    .saturating_mul(spec.reps as u64);
-                if bytes > self.max_bytes {
-                    return Err(format!(
-                        "{bytes} bytes of arguments exceed the agent's limit of {} bytes a cell",
-                        self.max_bytes
-                    ));
-                }
-            }
-            Command::Cksum(_) => {
-                if experiment != "cksum" {
-                    return Err(listens_for("a checksum measurement"));
-                }
-            }
-            Command::HostServe(spec) => {
-                if experiment != "login" && experiment != "output" {
-                    return Err(listens_for("a login server"));
-                }
-                match spec.session {
-                    SessionCommand::Discard { .. } if experiment != "login" => {
-                        return Err(listens_for("a typing session"));
-                    }
-                    SessionCommand::Output { .. } if experiment != "output" => {
-                        return Err(listens_for("an output session"));
-                    }
-                    SessionCommand::Output { bytes, .. } if bytes > self.max_bytes => {
-                        return Err(format!(
-                            "{bytes} bytes of output exceed the agent's limit of {} bytes a cell",
-                            self.max_bytes
-                        ));
-                    }
-                    _ => {}
-                }
-                let guard = spec.guard.as_mut().ok_or_else(unguarded)?;
-                guard.ports = Some(self.ports_for(0)?);
-            }
-            Command::Type(spec) => {
-                if experiment != "login" {
-                    return Err(listens_for("a typist"));
-                }
-                if spec.warmup_s + spec.duration_s > self.max_duration.as_secs_f64() {
-                    return Err(format!(
-                        "{} s of typing exceeds the agent's limit of {} s a run",
-                        spec.warmup_s + spec.duration_s,
-                        self.max_duration.as_secs()
-                    ));
-                }
-                if spec.corpus.len() > MAX_CORPUS {
-                    return Err(format!(
-                        "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
-                        spec.corpus.len()
-                    ));
-                }
-            }
-            Command::Terminal(_) => {
-                if experiment != "output" {
-                    return Err(listens_for("a terminal"));
-                }
-            }
-            Command::Emulate(_) | Command::Capture(_) => {
-                return Err(
-                    "the wire emulator and the capture run only on the controller's host".into(),
-                );
-            }
-            Command::Go
-            | Command::Stop
-            | Command::Exit
-            | Command::WindowOpen
-            | Command::WindowClose
-            | Command::Proceed => {}
+            Command::Proceed | Command::Exit => Ok(()),
+        }
+    }
+
+    /// For a role's check: a request for `what` of `experiment` belongs in
+    /// a `run` of that experiment, or in a lab run that this agent admits
+    /// it to.
+    pub fn part_of(&self, run: &str, experiment: &str, what: &str) -> Result<(), String> {
+        if run == "lab" {
+            return self.admit(experiment);
+        }
+        if canonical(run) != experiment {
+            return Err(format!("{what} is not part of a {run} run"));
+        }
+        Ok(())
+    }
+
+    /// For a role's check: a listener serves only a named peer with a run
+    /// token, on the agent's data ports (`asked`, or any of them for 0).
+    pub fn guard_data_port(&self, guard: &mut Option<DataGuard>, asked: u16) -> Result<(), String> {
+        let guard = guard.as_mut().ok_or_else(unguarded)?;
+        guard.ports = Some(self.ports_for(asked)?);
+        Ok(())
+    }
+
+    /// For a role's check: `bytes` (of `what`, e.g. " of output") within
+    /// the agent's limit for a cell.
+    pub fn within_bytes(&self, bytes: u64, what: &str) -> Result<(), String> {
+        if bytes > self.max_bytes {
+            return Err(format!(
+                "{bytes} bytes{what} exceed the agent's limit of {} bytes a cell",
+                self.max_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// For a role's check: `seconds` (of `what`) within the agent's limit
+    /// for a run.
+    pub fn within_seconds(&self, seconds: f64, what: &str) -> Result<(), String> {
+        if seconds > self.max_duration.as_secs_f64() {
+            return Err(format!(
+                "{seconds} s{what} exceeds the agent's limit of {} s a run",
+                self.max_duration.as_secs()
+            ));
         }
         Ok(())
     }
@@ -293,29 +224,6 @@ impl Policy {
     }
 }
 
-/// The experiment a command belongs to (None: one every run uses).
-pub fn experiment_of(command: &Command) -> Option<&'static str> {
-    match command {
-        Command::StreamReceive(_) | Command::StreamSend(_) => Some("stream"),
-        Command::RpcServe { .. } | Command::RpcClient(_) => Some("rpc"),
-        Command::Cksum(_) => Some("cksum"),
-        Command::HostServe(spec) => Some(match spec.session {
-            SessionCommand::Discard { .. } => "login",
-            SessionCommand::Output { .. } => "output",
-        }),
-        Command::Type(_) => Some("login"),
-        Command::Terminal(_) => Some("output"),
-        Command::Go
-        | Command::Stop
-        | Command::Exit
-        | Command::WindowOpen
-        | Command::WindowClose
-        | Command::Proceed
-        | Command::Emulate(_)
-        | Command::Capture(_) => None,
-    }
-}
-
 fn unguarded() -> String {
     "the agent opens a data port only for a named peer with a run token, and the controller sent neither".into()
 }
@@ -323,20 +231,37 @@ fn unguarded() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::protocol::{DataGuard, ReceiveSpec, SendSpec, SocketOptions};
-    use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
+    use crate::endpoint::login::host::SessionCommand;
+    use crate::experiments::login::role::LoginRequest;
+    use crate::experiments::stream::record::{Amount, RecvStrategy, SendStrategy, SocketOptions};
+    use crate::experiments::stream::role::{ReceiveSpec, SendSpec, StreamRequest};
+
+    /// The agent's default policy, checking the registry's roles.
+    fn default() -> Policy {
+        Policy {
+            roles: crate::experiments::ROLES,
+            ..Policy::default()
+        }
+    }
+
+    fn request(role: &str, request: impl serde::Serialize) -> Command {
+        Command::Role {
+            role: role.into(),
+            request: serde_json::to_value(request).unwrap(),
+        }
+    }
 
     #[test]
     fn serve_options_make_a_checked_policy() {
         let allow = vec!["stream".to_string(), "login".to_string()];
-        let policy =
-            Policy::from_options(&allow, "6000-6010", "10m", "1G", 2, 5310).expect("valid options");
+        let policy = Policy::from_options(&allow, "6000-6010", "10m", "1G", 2, 5310, &[])
+            .expect("valid options");
         assert_eq!(policy.data_ports, (6000, 6010));
         assert_eq!(policy.max_duration, Duration::from_secs(600));
         assert_eq!(policy.max_bytes, 1 << 30);
         assert!(policy.allow.contains("login"));
         let refused = |allow: &[String], ports: &str, time: &str| {
-            Policy::from_options(allow, ports, time, "1G", 1, 5310)
+            Policy::from_options(allow, ports, time, "1G", 1, 5310, &[])
                 .expect_err("bad options")
                 .to_string()
         };
@@ -351,18 +276,21 @@ mod tests {
     }
 
     fn receive(guard: Option<DataGuard>, port: u16) -> Command {
-        Command::StreamReceive(ReceiveSpec {
-            bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
-            options: SocketOptions::default(),
-            strategy: RecvStrategy::Read { buffer: 1 << 17 },
-            verify: true,
-            progress: false,
-            interface: None,
-            guard,
-            limit_bytes: None,
-            udp: false,
-            udp_clock_shared: false,
-        })
+        request(
+            "stream",
+            StreamRequest::Receive(Box::new(ReceiveSpec {
+                bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
+                options: SocketOptions::default(),
+                strategy: RecvStrategy::Read { buffer: 1 << 17 },
+                verify: true,
+                progress: false,
+                interface: None,
+                guard,
+                limit_bytes: None,
+                udp: false,
+                udp_clock_shared: false,
+            })),
+        )
     }
 
     fn guard() -> DataGuard {
@@ -375,10 +303,13 @@ mod tests {
 
     #[test]
     fn a_receiver_gets_the_data_ports_and_the_byte_limit() {
-        let policy = Policy::default();
+        let policy = default();
         let mut command = receive(Some(guard()), 0);
         policy.check("stream", &mut command).unwrap();
-        let Command::StreamReceive(spec) = command else {
+        let Command::Role { request, .. } = command else {
+            unreachable!()
+        };
+        let Ok(StreamRequest::Receive(spec)) = serde_json::from_value(request) else {
             unreachable!()
         };
         assert_eq!(spec.guard.unwrap().ports, Some((5311, 5350)));
@@ -394,7 +325,7 @@ mod tests {
 
     #[test]
     fn unguarded_listeners_and_foreign_commands_are_refused() {
-        let policy = Policy::default();
+        let policy = default();
         assert!(policy.check("stream", &mut receive(None, 0)).is_err());
         assert!(policy.check("rpc", &mut receive(Some(guard()), 0)).is_err());
     }
@@ -404,20 +335,23 @@ mod tests {
         let policy = Policy {
             max_bytes: 1000,
             max_duration: Duration::from_secs(10),
-            ..Policy::default()
+            ..default()
         };
         let send = |amount| {
-            Command::StreamSend(SendSpec {
-                connect: "10.0.0.2:5311".parse().unwrap(),
-                options: SocketOptions::default(),
-                strategy: SendStrategy::Write,
-                record: 100,
-                amount,
-                interface: None,
-                token: None,
-                interval_s: None,
-                udp: None,
-            })
+            request(
+                "stream",
+                StreamRequest::Send(Box::new(SendSpec {
+                    connect: "10.0.0.2:5311".parse().unwrap(),
+                    options: SocketOptions::default(),
+                    strategy: SendStrategy::Write,
+                    record: 100,
+                    amount,
+                    interface: None,
+                    token: None,
+                    interval_s: None,
+                    udp: None,
+                })),
+            )
         };
         assert!(
             policy
@@ -438,7 +372,7 @@ mod tests {
 
     #[test]
     fn login_needs_allow() {
-        let policy = Policy::default();
+        let policy = default();
         assert!(policy.admit("stream").is_ok());
         assert!(policy.admit("sweep").is_ok());
         let refusal = policy.admit("login").unwrap_err();
@@ -448,22 +382,25 @@ mod tests {
 
     #[test]
     fn a_lab_run_holds_each_command_to_its_own_experiment() {
-        let policy = Policy::default();
+        let policy = default();
         assert!(policy.admit("lab").is_ok());
         assert!(policy.check("lab", &mut receive(Some(guard()), 0)).is_ok());
         let typing = |session| {
-            Command::HostServe(crate::endpoint::login::host::HostServeSpec {
-                target: crate::endpoint::login::host::Target::Epoll,
-                dialect: crate::endpoint::login::host::Dialect::Rlogin,
-                address: "10.0.0.2".parse().unwrap(),
-                session,
-                max_sessions: 4,
-                nodelay: false,
-                interface: None,
-                measure_idle: false,
-                guard: Some(guard()),
-                cpu_budget_pct: None,
-            })
+            request(
+                "login",
+                LoginRequest::Serve(Box::new(crate::endpoint::login::host::HostServeSpec {
+                    target: crate::endpoint::login::host::Target::Epoll,
+                    dialect: crate::endpoint::login::host::Dialect::Rlogin,
+                    address: "10.0.0.2".parse().unwrap(),
+                    session,
+                    max_sessions: 4,
+                    nodelay: false,
+                    interface: None,
+                    measure_idle: false,
+                    guard: Some(guard()),
+                    cpu_budget_pct: None,
+                })),
+            )
         };
         let refusal = policy
             .check(
@@ -474,7 +411,7 @@ mod tests {
         assert!(refusal.contains("--allow login"), "{refusal}");
         let allowing = Policy {
             allow: ["stream", "rpc", "cksum", "login"].map(String::from).into(),
-            ..Policy::default()
+            ..default()
         };
         assert!(
             allowing
@@ -495,8 +432,57 @@ mod tests {
         assert!(allowing.check("login", &mut output()).is_err());
         let streams_only = Policy {
             allow: ["stream"].map(String::from).into(),
-            ..Policy::default()
+            ..default()
         };
         assert!(streams_only.admit("lab").is_err());
+    }
+}
+
+#[cfg(test)]
+mod role_tests {
+    use super::*;
+
+    #[test]
+    fn a_request_for_no_role_and_the_testbed_helpers_are_refused() {
+        let policy = Policy {
+            roles: crate::experiments::ROLES,
+            ..Policy::default()
+        };
+        let mut unknown = Command::Role {
+            role: "shell".into(),
+            request: serde_json::json!("ls"),
+        };
+        assert!(
+            policy
+                .check("stream", &mut unknown)
+                .unwrap_err()
+                .contains("no endpoint role")
+        );
+        let mut emulate = Command::Role {
+            role: "emulator".into(),
+            request: serde_json::json!("Stop"),
+        };
+        assert!(
+            policy
+                .check("stream", &mut emulate)
+                .unwrap_err()
+                .contains("controller's host")
+        );
+        let mut garbled = Command::Role {
+            role: "stream".into(),
+            request: serde_json::json!({"Receive": 3}),
+        };
+        assert!(
+            policy
+                .check("stream", &mut garbled)
+                .unwrap_err()
+                .contains("does not parse")
+        );
+        // Without the registry's roles an agent serves nothing.
+        let mut go = Command::Role {
+            role: "stream".into(),
+            request: serde_json::json!("Go"),
+        };
+        assert!(Policy::default().check("stream", &mut go).is_err());
     }
 }

@@ -14,8 +14,8 @@
 //! Ctrl-C) and nothing needs restoring.
 
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
-use crate::endpoint::protocol::Amount;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
+use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
 use crate::measure::host::on_path;
 use crate::record::{DesignContext, Record, RecordData, now_rfc3339};

@@ -3,12 +3,12 @@
 //! size measured in an endpoint process (`endpoint::cksum` times the
 //! variants there).
 
-use crate::endpoint::protocol::{Command, Reply};
 use crate::experiment::Interrupted;
-use crate::experiment::endpoints::ControlError;
+use crate::experiment::endpoints::{ControlError, Wait};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
 pub use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
+use crate::experiments::cksum::role::CksumRole;
 use crate::record::RecordData;
 use crate::units::{format_size, parse_size};
 use thiserror::Error;
@@ -134,11 +134,7 @@ impl MeasureCell for CksumMeasure {
                 None => Launcher::loopback(),
             };
             let mut endpoint = launcher.spawn("cksum", End::To)?;
-            endpoint.send(&Command::Cksum(spec.clone()))?;
-            let result = match endpoint.recv(None, "measuring", &mut |_| {})? {
-                Reply::CksumDone(result) => *result,
-                other => return Err(endpoint.unexpected("measuring", &other)),
-            };
+            let result = endpoint.ask::<CksumRole>(spec, Wait::until_done("measuring"))?;
             endpoint.finish();
             Ok(result)
         })();

@@ -318,3 +318,36 @@ mod tests {
         assert_ne!(read_sweep(&data), 0);
     }
 }
+
+/// The cksum experiment's endpoint role: one request, one size's timings.
+#[derive(Default)]
+pub struct CksumRole;
+
+impl crate::endpoint::role::Protocol for CksumRole {
+    const ROLE: &'static str = "cksum";
+    type Request = CksumSpec;
+    type Reply = CksumResult;
+    type Event = ();
+}
+
+impl crate::endpoint::role::Role for CksumRole {
+    fn handle(
+        &mut self,
+        spec: CksumSpec,
+        _: &mut crate::endpoint::role::Link<'_>,
+    ) -> Result<CksumResult, crate::endpoint::role::RoleError> {
+        Ok(measure(&spec))
+    }
+
+    fn check(
+        _: &mut CksumSpec,
+        run: &str,
+        policy: &crate::endpoint::agent::policy::Policy,
+    ) -> Result<(), String> {
+        policy.part_of(
+            run,
+            <Self as crate::endpoint::role::Protocol>::ROLE,
+            "a checksum measurement",
+        )
+    }
+}

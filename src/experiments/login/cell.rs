@@ -4,7 +4,7 @@
 //!
 //! One cell = one relay design, protocol and user count. The launcher
 //! starts the serving end at `To` (netlab's server, telnetd or sshd:
-//! [`crate::experiment::servers`]) and the typing end at `From` (the typist load
+//! [`crate::experiments::login::servers`]) and the typing end at `From` (the typist load
 //! generator, an endpoint too): on loopback, in two namespaces, or on
 //! agents' hosts. The typist opens the sessions, lets them negotiate,
 //! types for a warm-up and then for the measured window, whose edges it
@@ -31,17 +31,18 @@ pub use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
 pub use crate::endpoint::login::host::DEFAULT_CORPUS;
 pub use crate::endpoint::login::host::Dialect;
+use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
-use crate::endpoint::protocol::{Command, Reply};
 use crate::experiment::bed::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::refuse;
 use crate::experiment::runner::{MeasureCell, Measured, Runner};
-use crate::experiment::servers::{self, ServerSpec, SessionCommand};
 use crate::experiment::{CellError, Interrupted, MeasureError};
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
 pub use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
+use crate::experiments::login::role::{LoginReply, LoginRequest};
+use crate::experiments::login::servers::{self, ServerSpec};
 pub use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::window::idle_busy_cpus;
 use crate::record::testbed::Placement;
@@ -129,10 +130,15 @@ pub fn run_cell(
     let timeout = Duration::from_secs_f64(
         params.warmup_s + params.duration_s + 60.0 + 0.02 * params.users as f64,
     );
-    let driven = servers::drive(&mut typist, &mut server, &Command::Type(spec), timeout);
+    let driven = servers::drive(
+        &mut typist,
+        &mut server,
+        &LoginRequest::Type(Box::new(spec)),
+        timeout,
+    );
     let (report, window) = match driven {
-        Ok((Reply::Typed(report), window)) => (*report, window),
-        Ok((other, _)) => return Err(typist.unexpected("typing", &other).into()),
+        Ok((LoginReply::Typed(report), window)) => (*report, window),
+        Ok((other, _)) => return Err(typist.out_of_turn("typing", &other).into()),
         Err(e) => return Err(server.failed(e)),
     };
     typist.finish();

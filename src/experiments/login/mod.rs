@@ -4,3 +4,5 @@ pub mod analysis;
 pub mod cell;
 pub mod record;
 pub mod report;
+pub mod role;
+pub mod servers;

@@ -6,7 +6,7 @@
 //! command then prints an end marker and waits, so the session (and its
 //! CPU time) is still there when the server's process tree is sampled.
 //!
-//! Both ends are endpoints the launcher places ([`crate::experiment::servers`]): the
+//! Both ends are endpoints the launcher places ([`crate::experiments::login::servers`]): the
 //! serving end at `To` writes the file and starts the server; the terminal
 //! at `From` announces the window (from the line that starts the output to
 //! the end marker), over which the serving end samples its server's tree.
@@ -20,16 +20,17 @@
 
 use crate::endpoint::login::host::Dialect;
 pub use crate::endpoint::login::host::END_MARKER;
+use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
-use crate::endpoint::protocol::{Command, Reply};
 use crate::experiment::CellError;
 use crate::experiment::Interrupted;
 use crate::experiment::bed::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
-use crate::experiment::servers::{self, ServerSpec, SessionCommand};
 pub use crate::experiments::login::record::{OutputParams, OutputResult};
+use crate::experiments::login::role::{LoginReply, LoginRequest};
+use crate::experiments::login::servers::{self, ServerSpec};
 use crate::record::RecordData;
 use crate::record::testbed::Placement;
 use std::time::Duration;
@@ -64,12 +65,12 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
     let driven = servers::drive(
         &mut terminal,
         &mut server,
-        &Command::Terminal(spec),
+        &LoginRequest::Terminal(Box::new(spec)),
         Duration::from_secs(660),
     );
     let (client, window) = match driven {
-        Ok((Reply::TerminalDone(client), Some(window))) => (*client, window),
-        Ok((other, _)) => return Err(terminal.unexpected("typing the file", &other).into()),
+        Ok((LoginReply::Terminal(client), Some(window))) => (*client, window),
+        Ok((other, _)) => return Err(terminal.out_of_turn("typing the file", &other).into()),
         Err(e) => return Err(server.failed(e)),
     };
     terminal.finish();

@@ -8,22 +8,22 @@
 //! and records what they report.
 
 use crate::analysis::stats::Spread;
-use crate::endpoint::protocol::{Command, Reply};
 use crate::endpoint::rpc::RpcClientSpec;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, server::ServerOptions};
+use crate::endpoint::testbed::{CaptureReply, CaptureRequest, CaptureRole};
 use crate::experiment::Interrupted;
 use crate::experiment::bed::Bed;
-use crate::experiment::endpoints::ControlError;
+use crate::experiment::endpoints::{ControlError, Wait};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::placement;
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
+use crate::experiments::rpc::role::{RpcReply, RpcRequest, RpcRole};
 use crate::record::RecordData;
 use crate::testbed::capture::CaptureSpec;
 use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// Runs one cell.
 pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
@@ -31,14 +31,14 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
     let bind = launcher.address(End::To);
     let mut server = launcher.spawn("rpc server", End::To)?;
-    server.send(&Command::RpcServe {
+    let serve = RpcRequest::Serve {
         bind: SocketAddr::from((bind, 0)),
         options: params.server.clone(),
         guard: launcher.guard(End::To),
-    })?;
-    let port = match server.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
-        Reply::RpcServing { port } => port,
-        other => return Err(server.unexpected("starting", &other)),
+    };
+    let RpcReply::Serving { port } = server.ask::<RpcRole>(&serve, Wait::up_to(10, "starting"))?
+    else {
+        return Err(server.out_of_turn("starting", &serve));
     };
     // The capture is a testbed helper: on this host's loopback or
     // namespaces, not on an agent's host.
@@ -47,22 +47,24 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
             .interface(End::From)
             .unwrap_or_else(|| "lo".to_string());
         let mut capture = launcher.spawn("capture", End::From)?;
-        capture.send(&Command::Capture(CaptureSpec {
+        let start = CaptureRequest::Start(CaptureSpec {
             interface,
             pcap: None,
             snaplen: 128,
             rate_bps: None,
             port: Some(port),
-        }))?;
-        match capture.recv(Some(Duration::from_secs(10)), "starting", &mut |_| {})? {
-            Reply::Capturing => Some(capture),
-            other => return Err(capture.unexpected("starting", &other)),
-        }
+        });
+        let CaptureReply::Capturing =
+            capture.ask::<CaptureRole>(&start, Wait::up_to(10, "starting"))?
+        else {
+            return Err(capture.out_of_turn("starting", &start));
+        };
+        Some(capture)
     } else {
         None
     };
     let mut client = launcher.spawn("rpc client", End::From)?;
-    client.send(&Command::RpcClient(RpcClientSpec {
+    let call = RpcRequest::Call(RpcClientSpec {
         server: SocketAddr::from((bind, port)),
         proto: params.proto,
         strategy: params.strategy,
@@ -71,19 +73,18 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         calls: params.calls,
         reps: params.reps,
         token: launcher.token(),
-    }))?;
-    let report = match client.recv(None, "calling", &mut |_| {})? {
-        Reply::RpcClientDone(report) => *report,
-        other => return Err(client.unexpected("calling", &other)),
+    });
+    let RpcReply::Called(report) = client.ask::<RpcRole>(&call, Wait::until_done("calling"))?
+    else {
+        return Err(client.out_of_turn("calling", &call));
     };
     client.finish();
     let timeline_capture = match capture.as_mut() {
         Some(capture) => {
             capture.wait_through_interrupt();
-            capture.send(&Command::Stop)?;
-            match capture.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
-                Reply::CaptureDone(report) => Some(*report),
-                other => return Err(capture.unexpected("stopping", &other)),
+            match capture.ask::<CaptureRole>(&CaptureRequest::Stop, Wait::up_to(10, "stopping"))? {
+                CaptureReply::Done(report) => Some(*report),
+                other => return Err(capture.out_of_turn("stopping", &other)),
             }
         }
         None => None,
@@ -92,10 +93,10 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         capture.finish();
     }
     server.wait_through_interrupt();
-    server.send(&Command::Stop)?;
-    let served = match server.recv(Some(Duration::from_secs(10)), "stopping", &mut |_| {})? {
-        Reply::RpcServerDone(report) => *report,
-        other => return Err(server.unexpected("stopping", &other)),
+    let RpcReply::Stopped(served) =
+        server.ask::<RpcRole>(&RpcRequest::Stop, Wait::up_to(10, "stopping"))?
+    else {
+        return Err(server.out_of_turn("stopping", &RpcRequest::Stop));
     };
     server.finish();
     let netns = bed.map(Bed::finish).transpose()?;
@@ -113,8 +114,8 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
             n: 0,
         }),
         delayed_acks_per_call: served.counters.get("TcpExt.DelayedACKs") as f64 / calls,
-        client: report,
-        server: served,
+        client: *report,
+        server: *served,
         link: netns.as_ref().map(|n| n.link.clone()),
         emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
         capture: timeline_capture.or(netns.and_then(|n| n.capture)),

@@ -7,17 +7,21 @@
 //! is outside the measured interval), samples `/proc/stat` around the data
 //! path, and turns the two endpoint reports into one [`Record`].
 
-use crate::endpoint::protocol::{
-    Amount, Command, EndpointReport, ReceiveSpec, RecvStrategy, Reply, SendSpec, SendStrategy,
-    SocketOptions,
-};
 use crate::experiment::Interrupted;
 use crate::experiment::bed::Bed;
-use crate::experiment::endpoints::{ControlError, EndpointProcess};
+use crate::experiment::endpoints::{ControlError, EndpointProcess, Wait};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::stream::analysis::{combined_figures, figures, jain_fairness};
+use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::EndpointReport;
+use crate::experiments::stream::record::RecvStrategy;
+use crate::experiments::stream::record::SendStrategy;
+use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
+use crate::experiments::stream::role::{
+    ReceiveSpec, SendSpec, StreamReply, StreamRequest, StreamRole,
+};
 use crate::measure::procstat;
 use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
@@ -311,13 +315,13 @@ fn set_up(
     };
     let mut receiver = launcher.spawn("receiver", receive_end)?;
     let mut sender = launcher.spawn("sender", send_end)?;
-    let setup = Some(Duration::from_secs(10));
+    let setup = |what| Wait::up_to(10, what);
     let port = if config.port == 0 {
         0
     } else {
         config.port.saturating_add(index as u16)
     };
-    receiver.send(&Command::StreamReceive(ReceiveSpec {
+    let receive = StreamRequest::Receive(Box::new(ReceiveSpec {
         bind: SocketAddr::from((launcher.address(receive_end), port)),
         options: config.options.clone(),
         strategy: config.recv,
@@ -330,12 +334,13 @@ fn set_up(
         limit_bytes: None,
         udp: config.udp.is_some(),
         udp_clock_shared: launcher.same_host(),
-    }))?;
-    let addr = match receiver.recv(setup, "setting up", &mut |_| {})? {
-        Reply::Listening { addr } => addr,
-        other => return Err(receiver.unexpected("setting up", &other)),
+    }));
+    let StreamReply::Listening { addr } =
+        receiver.ask::<StreamRole>(&receive, setup("setting up"))?
+    else {
+        return Err(receiver.out_of_turn("setting up", &receive));
     };
-    sender.send(&Command::StreamSend(SendSpec {
+    let send = StreamRequest::Send(Box::new(SendSpec {
         connect: addr,
         options: config.options.clone(),
         strategy: config.send,
@@ -345,11 +350,11 @@ fn set_up(
         token: launcher.token(),
         interval_s: config.interval_s,
         udp: config.udp,
-    }))?;
-    match sender.recv(setup, "connecting", &mut |_| {})? {
-        Reply::Connected { .. } => {}
-        other => return Err(sender.unexpected("connecting", &other)),
-    }
+    }));
+    let StreamReply::Connected { .. } = sender.ask::<StreamRole>(&send, setup("connecting"))?
+    else {
+        return Err(sender.out_of_turn("connecting", &send));
+    };
     Ok(Pair {
         sender,
         receiver,
@@ -370,10 +375,17 @@ fn wait_for(
     } = pair;
     let mut received = None;
     let sent = loop {
-        match sender.recv(Some(Duration::from_millis(200)), "sending", &mut |_| {}) {
-            Ok(Reply::Done(report)) => break report,
-            Ok(Reply::Interval(sample)) => on_interval(&sample),
-            Ok(other) => return Err(sender.unexpected("sending", &other)),
+        let sending = Wait {
+            timeout: Some(Duration::from_millis(200)),
+            what: "sending",
+        };
+        let heard = sender.reply::<StreamRole>(sending, &mut |_| {}, &mut |sample, _| {
+            on_interval(&sample);
+            Ok(())
+        });
+        match heard {
+            Ok(StreamReply::Done(report)) => break report,
+            Ok(other) => return Err(sender.out_of_turn("sending", &other)),
             Err(ControlError::Timeout { .. }) => {
                 if limit.is_some_and(|l| start.elapsed() > l) {
                     return Err(ControlError::Timeout {
@@ -390,8 +402,14 @@ fn wait_for(
                 // A sender fails when its receiver went away; the receiver's
                 // own account (a corrupt byte, its death) is the real cause.
                 return Err(
-                    match receiver.recv(Some(Duration::from_millis(500)), "receiving", &mut |_| {})
-                    {
+                    match receiver.reply::<StreamRole>(
+                        Wait {
+                            timeout: Some(Duration::from_millis(500)),
+                            what: "receiving",
+                        },
+                        &mut |_| {},
+                        &mut |_, _| Ok(()),
+                    ) {
                         Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. })) => {
                             cause
                         }
@@ -403,9 +421,13 @@ fn wait_for(
     };
     let received = match received {
         Some(report) => report,
-        None => match receiver.recv(Some(Duration::from_secs(10)), "finishing", &mut |_| {})? {
-            Reply::Done(report) => report,
-            other => return Err(receiver.unexpected("finishing", &other)),
+        None => match receiver.reply::<StreamRole>(
+            Wait::up_to(10, "finishing"),
+            &mut |_| {},
+            &mut |_, _| Ok(()),
+        )? {
+            StreamReply::Done(report) => report,
+            other => return Err(receiver.out_of_turn("finishing", &other)),
         },
     };
     Ok((*sent, *received))
@@ -434,10 +456,11 @@ pub fn run_once(
     let stat_before = procstat::StatSnapshot::read().ok();
     let start = Instant::now();
     for pair in &mut pairs {
-        pair.receiver.send(&Command::Go)?;
+        pair.receiver
+            .send_request::<StreamRole>(&StreamRequest::Go)?;
     }
     for pair in &mut pairs {
-        pair.sender.send(&Command::Go)?;
+        pair.sender.send_request::<StreamRole>(&StreamRequest::Go)?;
     }
     let mut flows = Vec::new();
     for (index, pair) in pairs.iter_mut().enumerate() {
@@ -494,9 +517,13 @@ pub fn run_once(
 fn receiver_report(
     receiver: &mut EndpointProcess,
 ) -> Result<Option<Box<EndpointReport>>, ControlError> {
-    match receiver.recv(Some(Duration::from_millis(1)), "receiving", &mut |_| {}) {
-        Ok(Reply::Done(report)) => Ok(Some(report)),
-        Ok(other) => Err(receiver.unexpected("receiving", &other)),
+    let glance = Wait {
+        timeout: Some(Duration::from_millis(1)),
+        what: "receiving",
+    };
+    match receiver.reply::<StreamRole>(glance, &mut |_| {}, &mut |_, _| Ok(())) {
+        Ok(StreamReply::Done(report)) => Ok(Some(report)),
+        Ok(other) => Err(receiver.out_of_turn("receiving", &other)),
         Err(ControlError::Timeout { .. }) => Ok(None),
         Err(e) => Err(e),
     }

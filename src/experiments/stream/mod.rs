@@ -5,4 +5,5 @@ pub mod cell;
 pub mod record;
 pub mod report;
 pub mod role;
+pub mod transfer;
 pub mod udp;

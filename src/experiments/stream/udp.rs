@@ -18,8 +18,11 @@
 //! loss on the path (iperf3 counts both as loss).
 
 use crate::endpoint::pattern::Pattern;
-use crate::endpoint::protocol::{EndpointReport, ReceiveSpec, SendSpec, current_cpu};
+use crate::endpoint::protocol::current_cpu;
+use crate::experiments::stream::record::EndpointReport;
 use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
+use crate::experiments::stream::role::ReceiveSpec;
+use crate::experiments::stream::role::SendSpec;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::udpstream::{HEADER_LEN, Header, Kind};
 use socket2::{Domain, Protocol, Socket, Type};

@@ -9,11 +9,11 @@ use crate::analysis::{
     knee::{self, Knee},
     stats::{self, Spread},
 };
-use crate::endpoint::protocol::Amount;
 use crate::experiment::MeasureError;
 use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::stream::analysis::Bottleneck;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
+use crate::experiments::stream::record::Amount;
 use crate::experiments::sweep::dips;
 use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
 use serde::{Deserialize, Serialize};

@@ -11,15 +11,16 @@
 //! tree, test user and key file with it) when [`ServerProcess`] drops, if
 //! [`ServerProcess::stop`] did not do it first.
 
-use super::CellError;
-use super::endpoints::EndpointProcess;
-use super::launcher::{End, Launcher};
 use crate::endpoint::login::clients::LoginTarget;
 use crate::endpoint::login::host::{Dialect, Target};
-pub use crate::endpoint::login::host::{HostReport, SessionCommand};
+use crate::endpoint::login::host::{HostReport, SessionCommand};
 use crate::endpoint::login::host::{HostServeSpec, HostServing};
 use crate::endpoint::login::programs::SshAccess;
-use crate::endpoint::protocol::{Command as Control, Reply, Token};
+use crate::endpoint::protocol::Token;
+use crate::experiment::CellError;
+use crate::experiment::endpoints::{ControlError, EndpointProcess, Wait};
+use crate::experiment::launcher::{End, Launcher};
+use crate::experiments::login::role::{LoginReply, LoginRequest, LoginRole, WindowEdge};
 use crate::measure::window::HostWindow;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -63,7 +64,7 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         .speaks(spec.dialect)
         .map_err(CellError::Refused)?;
     let mut endpoint = launcher.spawn("login server", End::To)?;
-    endpoint.send(&Control::HostServe(HostServeSpec {
+    let serve = LoginRequest::Serve(Box::new(HostServeSpec {
         target: spec.target,
         dialect: spec.dialect,
         address: launcher.address(End::To),
@@ -74,13 +75,14 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         measure_idle: spec.measure_idle,
         guard: launcher.guard(End::To),
         cpu_budget_pct: spec.cpu_budget_pct,
-    }))?;
+    }));
     // sshd's keys and test user, and an idle second, come first.
-    let serving: HostServing =
-        match endpoint.recv(Some(Duration::from_secs(30)), "starting", &mut |_| {})? {
-            Reply::HostServing(serving) => *serving,
-            other => return Err(endpoint.unexpected("starting", &other).into()),
-        };
+    let LoginReply::Serving(serving) =
+        endpoint.ask::<LoginRole>(&serve, Wait::up_to(30, "starting"))?
+    else {
+        return Err(endpoint.out_of_turn("starting", &serve).into());
+    };
+    let serving: HostServing = *serving;
     Ok(ServerProcess {
         addr: SocketAddr::new(launcher.address(End::To), serving.port),
         ssh: serving.ssh,
@@ -115,32 +117,24 @@ impl ServerProcess {
     }
 
     pub fn open_window(&mut self) -> Result<(), CellError> {
-        self.endpoint.send(&Control::WindowOpen)?;
-        match self.endpoint.recv(
-            Some(Duration::from_secs(10)),
-            "opening the window",
-            &mut |_| {},
-        )? {
-            Reply::WindowOpened => Ok(()),
-            other => Err(self
-                .endpoint
-                .unexpected("opening the window", &other)
-                .into()),
+        let wait = Wait::up_to(10, "opening the window");
+        match self
+            .endpoint
+            .ask::<LoginRole>(&LoginRequest::WindowOpen, wait)?
+        {
+            LoginReply::WindowOpened => Ok(()),
+            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
         }
     }
 
     pub fn close_window(&mut self) -> Result<HostWindow, CellError> {
-        self.endpoint.send(&Control::WindowClose)?;
-        match self.endpoint.recv(
-            Some(Duration::from_secs(10)),
-            "closing the window",
-            &mut |_| {},
-        )? {
-            Reply::HostWindow(window) => Ok(*window),
-            other => Err(self
-                .endpoint
-                .unexpected("closing the window", &other)
-                .into()),
+        let wait = Wait::up_to(10, "closing the window");
+        match self
+            .endpoint
+            .ask::<LoginRole>(&LoginRequest::WindowClose, wait)?
+        {
+            LoginReply::Window(window) => Ok(*window),
+            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
         }
     }
 
@@ -154,14 +148,13 @@ impl ServerProcess {
         // Even after Ctrl-C: the serving end must stop its sessions, sshd
         // and test user before it goes.
         self.endpoint.wait_through_interrupt();
-        self.endpoint.send(&Control::Stop)?;
         let reply = self
             .endpoint
-            .recv(Some(Duration::from_secs(15)), "stopping", &mut |_| {});
+            .ask::<LoginRole>(&LoginRequest::Stop, Wait::up_to(15, "stopping"));
         self.endpoint.finish();
         match reply? {
-            Reply::HostDone(report) => Ok(*report),
-            other => Err(self.endpoint.unexpected("stopping", &other).into()),
+            LoginReply::Stopped(report) => Ok(*report),
+            other => Err(self.endpoint.out_of_turn("stopping", &other).into()),
         }
     }
 }
@@ -174,31 +167,45 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Sends `command` to the typing end and serves its window edges: the
+/// Sends `request` to the typing end and serves its window edges: the
 /// serving host's window opens and closes with the typing end's. Returns
-/// the typing end's last reply and the host's window (None: it never
-/// opened).
+/// the typing end's reply and the host's window (None: it never opened).
 pub fn drive(
     client: &mut EndpointProcess,
     server: &mut ServerProcess,
-    command: &Control,
+    request: &LoginRequest,
     timeout: Duration,
-) -> Result<(Reply, Option<HostWindow>), CellError> {
-    client.send(command)?;
+) -> Result<(LoginReply, Option<HostWindow>), CellError> {
     let mut window = None;
-    loop {
-        match client.recv(Some(timeout), "running", &mut |_| {})? {
-            Reply::Window { open, awaits } => {
-                if open {
-                    server.open_window()?;
-                } else {
-                    window = Some(server.close_window()?);
-                }
-                if awaits {
-                    client.send(&Control::Proceed)?;
-                }
+    let mut failure = None;
+    let wait = Wait {
+        timeout: Some(timeout),
+        what: "running",
+    };
+    let reply = client.request::<LoginRole>(
+        request,
+        wait,
+        &mut |_| {},
+        &mut |edge: WindowEdge, client| {
+            let sampled = if edge.open {
+                server.open_window()
+            } else {
+                server.close_window().map(|w| window = Some(w))
+            };
+            if let Err(e) = sampled {
+                // The serving end's own error is the cell's; the typing end
+                // is told nothing more and ends with the channel.
+                failure = Some(e);
+                return Err(ControlError::Interrupted);
             }
-            reply => return Ok((reply, window)),
-        }
+            if edge.awaits {
+                client.proceed()?;
+            }
+            Ok(())
+        },
+    );
+    match (reply, failure) {
+        (_, Some(e)) => Err(e),
+        (reply, None) => Ok((reply?, window)),
     }
 }

@@ -1,0 +1,152 @@
+//! The login experiment's endpoint role, which its variant `output` uses
+//! too: the serving end (netlab's relays, telnetd or sshd started and
+//! measured, `endpoint::login::host`) and the typing ends (the typist's N
+//! users, or the 1987 terminal, `endpoint::login::clients`), which tell
+//! the controller the measured window's edges as events and, where asked,
+//! wait for it to sample the serving host first.
+
+use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::login::clients::{
+    LoginTarget, MAX_CORPUS, TerminalReport, TypeSpec, terminal, type_load,
+};
+use crate::endpoint::login::host::{Host, HostReport, HostServeSpec, HostServing, SessionCommand};
+use crate::endpoint::login::typist::TypistReport;
+use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::measure::window::HostWindow;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LoginRequest {
+    /// Start the cell's server, serving until `Stop`.
+    Serve(Box<HostServeSpec>),
+    /// Open the serving host's measured window.
+    WindowOpen,
+    /// Close it; the host's window.
+    WindowClose,
+    /// Type a login load against a server.
+    Type(Box<TypeSpec>),
+    /// Read one file's output through a server as a terminal.
+    Terminal(Box<LoginTarget>),
+    /// End the server and every session; its account.
+    Stop,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LoginReply {
+    Serving(Box<HostServing>),
+    WindowOpened,
+    Window(Box<HostWindow>),
+    Typed(Box<TypistReport>),
+    Terminal(Box<TerminalReport>),
+    Stopped(Box<HostReport>),
+}
+
+/// The typing end's measured window opens or closes; when `awaits`, it
+/// waits for the controller's `Proceed`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowEdge {
+    pub open: bool,
+    pub awaits: bool,
+}
+
+/// The server this endpoint serves, if any.
+#[derive(Default)]
+pub struct LoginRole {
+    host: Option<Box<Host>>,
+}
+
+impl Protocol for LoginRole {
+    const ROLE: &'static str = "login";
+    type Request = LoginRequest;
+    type Reply = LoginReply;
+    type Event = WindowEdge;
+}
+
+impl Role for LoginRole {
+    fn handle(
+        &mut self,
+        request: LoginRequest,
+        link: &mut Link<'_>,
+    ) -> Result<LoginReply, RoleError> {
+        let mut edge = |open, awaits| {
+            link.event::<LoginRole>(&WindowEdge { open, awaits })?;
+            if awaits {
+                link.proceed()?;
+            }
+            Ok(())
+        };
+        match request {
+            LoginRequest::Serve(spec) => {
+                let target = spec.target.name();
+                let (host, serving) = Host::start(*spec)
+                    .map_err(|e| RoleError::failed(format_args!("starting {target}: {e}")))?;
+                self.host = Some(Box::new(host));
+                Ok(LoginReply::Serving(Box::new(serving)))
+            }
+            LoginRequest::WindowOpen => {
+                self.serving()?.open_window().map_err(RoleError::failed)?;
+                Ok(LoginReply::WindowOpened)
+            }
+            LoginRequest::WindowClose => {
+                let window = self.serving()?.close_window().map_err(RoleError::failed)?;
+                Ok(LoginReply::Window(Box::new(window)))
+            }
+            LoginRequest::Type(spec) => type_load(&spec, &mut edge)
+                .map(|r| LoginReply::Typed(Box::new(r)))
+                .map_err(RoleError::failed),
+            LoginRequest::Terminal(target) => terminal(&target, &mut edge)
+                .map(|r| LoginReply::Terminal(Box::new(r)))
+                .map_err(RoleError::failed),
+            LoginRequest::Stop => {
+                let host = self
+                    .host
+                    .take()
+                    .ok_or_else(|| RoleError::failed("Stop with no server running"))?;
+                let report = host.stop().map_err(RoleError::failed)?;
+                Ok(LoginReply::Stopped(Box::new(report)))
+            }
+        }
+    }
+
+    fn check(request: &mut LoginRequest, run: &str, policy: &Policy) -> Result<(), String> {
+        match request {
+            LoginRequest::Serve(spec) => {
+                let (experiment, what) = match spec.session {
+                    SessionCommand::Discard { .. } => ("login", "a typing session"),
+                    SessionCommand::Output { .. } => ("output", "an output session"),
+                };
+                let what = if matches!(run, "login" | "output") {
+                    what
+                } else {
+                    "a login server"
+                };
+                policy.part_of(run, experiment, what)?;
+                if let SessionCommand::Output { bytes, .. } = spec.session {
+                    policy.within_bytes(bytes, " of output")?;
+                }
+                policy.guard_data_port(&mut spec.guard, 0)
+            }
+            LoginRequest::Type(spec) => {
+                policy.part_of(run, "login", "a typist")?;
+                policy.within_seconds(spec.warmup_s + spec.duration_s, " of typing")?;
+                if spec.corpus.len() > MAX_CORPUS {
+                    return Err(format!(
+                        "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
+                        spec.corpus.len()
+                    ));
+                }
+                Ok(())
+            }
+            LoginRequest::Terminal(_) => policy.part_of(run, "output", "a terminal"),
+            LoginRequest::WindowOpen | LoginRequest::WindowClose | LoginRequest::Stop => Ok(()),
+        }
+    }
+}
+
+impl LoginRole {
+    fn serving(&mut self) -> Result<&mut Host, RoleError> {
+        self.host
+            .as_deref_mut()
+            .ok_or_else(|| RoleError::failed("a window with no server running"))
+    }
+}
