@@ -6,13 +6,15 @@
 
 mod common;
 use common::netlab;
-use netlab::report::{figures, html};
+use netlab::experiments::page::{self, Report};
+use netlab::experiments::{RECORDED, RecordData};
+use netlab::report::html::{self, Page};
 use std::path::{Path, PathBuf};
 
 const FIXTURE: &str = "tests/fixtures/lab-records.jsonl";
 
-fn fixture() -> html::Loaded {
-    let loaded = html::load(Path::new(FIXTURE)).unwrap();
+fn fixture() -> html::Loaded<RecordData> {
+    let loaded = page::load(Path::new(FIXTURE)).unwrap();
     assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
     loaded
 }
@@ -20,7 +22,7 @@ fn fixture() -> html::Loaded {
 #[test]
 fn tables_and_readings_match_their_snapshots() {
     let loaded = fixture();
-    let sections = html::sections(&loaded.records);
+    let sections = Report.sections(&loaded.records);
     let names: Vec<&str> = sections.iter().map(|s| s.experiment).collect();
     assert_eq!(names, ["stream", "rpc", "cksum", "login", "output"]);
     for section in &sections {
@@ -29,13 +31,13 @@ fn tables_and_readings_match_their_snapshots() {
             format!("{}\n\n{}", section.reading, section.tables)
         );
     }
-    insta::assert_snapshot!("notable", html::notable(&loaded.records).join("\n"));
+    insta::assert_snapshot!("notable", Report.notable(&loaded.records).join("\n"));
 }
 
 #[test]
 fn figure_data_matches_its_snapshots() {
     let loaded = fixture();
-    let all = figures::all(&loaded.records);
+    let all = page::figures(&loaded.records);
     let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -144,7 +146,7 @@ fn chromium_renders_every_figure_without_console_errors() {
     }
     let (dom, console) = render(&page, None);
     assert!(console.is_empty(), "console: {console:?}");
-    let figures = figures::all(&fixture().records);
+    let figures = page::figures(&fixture().records);
     for figure in &figures {
         assert!(
             dom.contains(&format!("<figure id=\"{}\"><svg", figure.id)),
@@ -195,7 +197,7 @@ fn csv_has_a_row_per_record_and_a_column_per_field() {
         String::from_utf8_lossy(&run.stderr)
     );
     let loaded = fixture();
-    for experiment in html::EXPERIMENTS {
+    for experiment in RECORDED {
         let path = dir.path().join(format!("{experiment}.csv"));
         let mut reader = csv::Reader::from_path(&path).unwrap();
         let header = reader.headers().unwrap().clone();

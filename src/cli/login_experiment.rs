@@ -9,6 +9,7 @@ use crate::endpoint::login::host::Target;
 use crate::experiments::login::cell::{
     LimitSearch, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
 };
+use crate::experiments::login::record::LoginData;
 
 use clap::Args;
 use std::path::PathBuf;
@@ -127,7 +128,7 @@ pub fn run(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
         let doc =
             serde_json::json!({ "experiment": "login", "find_limit": limits, "records": records });
         // A limit is found even when its probes failed: no failure check.
-        return args.run.finish(out, &[], doc, || {
+        return args.run.finish::<LoginData>(out, &[], doc, || {
             crate::experiments::login::report::limits_table(plan.rate, &limits)
         });
     }

@@ -69,6 +69,6 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         .grid(&mut OutputMeasure, &plan.cells())?;
     let doc = serde_json::json!({ "experiment": "output", "records": records });
     args.run.finish(out, &records, doc, || {
-        crate::experiments::login::report::output_text(args.size, args.baud, &records)
+        crate::experiments::output::report::output_text(args.size, args.baud, &records)
     })
 }

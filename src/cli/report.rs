@@ -21,12 +21,12 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
-    let loaded = html::load(&args.records)
+    let loaded = crate::experiments::page::load(&args.records)
         .with_context(|| format!("cannot read {}", args.records.display()))?;
     let dir = args.out_dir.unwrap_or_else(|| html::beside(&args.records));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let link = html::records_link(&args.records, &dir);
-    let written = html::write(&loaded, &link, &dir)
+    let written = html::write(&loaded, &crate::experiments::page::Report, &link, &dir)
         .with_context(|| format!("cannot write the report into {}", dir.display()))?;
     for skipped in &written.skipped {
         eprintln!("skipped {skipped}");
@@ -35,7 +35,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
         eprintln!("figure not drawn: {e}");
     }
     if args.csv {
-        for path in report::csv::write_csv(&loaded, &dir)? {
+        for path in report::csv::write_csv(&loaded, &crate::experiments::RECORDED, &dir)? {
             out.text(&format!("csv: {}\n", path.display()))?;
         }
     }

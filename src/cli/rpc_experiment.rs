@@ -6,6 +6,7 @@ use super::Output;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, server::ServerOptions};
 use crate::experiments::rpc::cell::{RpcMeasure, RpcPlan};
+use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::search as rpc_search;
 use crate::model::sunos4;
 use crate::units::parse_count_list;
@@ -219,7 +220,7 @@ pub fn run(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
             })?;
         let doc =
             crate::experiments::rpc::report::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
-        return args.run.finish(out, &[], doc, || {
+        return args.run.finish::<RpcData>(out, &[], doc, || {
             crate::experiments::rpc::report::stall_ranges_text(
                 plan.strategy.name(),
                 &plan.placements,

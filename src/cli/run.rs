@@ -54,10 +54,10 @@ impl RunOptions {
     /// A run whose every cell failed prints neither: it is an error naming
     /// the first reason and the records file (so `--json` prints one
     /// document either way, the error's).
-    pub fn finish(
+    pub fn finish<D: crate::record::profile::Profiled>(
         &self,
         out: &mut Output,
-        records: &[Record],
+        records: &[Record<D>],
         mut doc: serde_json::Value,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
@@ -75,10 +75,10 @@ impl RunOptions {
 
     /// As [`RunOptions::finish`] under `--json-stream`: the document as the
     /// last line of JSON Lines, `{"event":"end",...}`.
-    pub fn finish_lines(
+    pub fn finish_lines<D>(
         &self,
         out: &mut Output,
-        records: &[Record],
+        records: &[Record<D>],
         mut doc: serde_json::Value,
     ) -> anyhow::Result<()> {
         check_some_measured(records, &self.out)?;
@@ -107,7 +107,7 @@ impl RunOptions {
 
 /// A run whose every cell failed is an error naming the first reason and
 /// the records file.
-fn check_some_measured(records: &[Record], file: &std::path::Path) -> anyhow::Result<()> {
+fn check_some_measured<D>(records: &[Record<D>], file: &std::path::Path) -> anyhow::Result<()> {
     if !records.is_empty() && records.iter().all(|r| r.error.is_some()) {
         let first = records
             .iter()

@@ -20,7 +20,6 @@ pub mod progress;
 pub mod remote;
 pub mod runner;
 
-use crate::record::RecordData;
 use endpoints::ControlError;
 use runner::Measured;
 use thiserror::Error;
@@ -97,11 +96,11 @@ impl CellError {
 /// Turns a run's outcome into what the runner records: the result, or the
 /// error that ended it (an interruption ends the grid instead). `data`
 /// builds the experiment's part from the result, absent when the run failed.
-pub fn measured<T, E: Into<CellError>>(
+pub fn measured<T, D, E: Into<CellError>>(
     placement: &str,
     outcome: Result<T, E>,
-    data: impl FnOnce(Option<Box<T>>) -> RecordData,
-) -> Result<Measured, Interrupted> {
+    data: impl FnOnce(Option<Box<T>>) -> D,
+) -> Result<Measured<D>, Interrupted> {
     let (result, error) = match outcome.map_err(Into::into) {
         Ok(result) => (Some(Box::new(result)), None),
         Err(CellError::Control(ControlError::Interrupted)) => return Err(Interrupted),

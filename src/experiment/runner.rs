@@ -20,17 +20,19 @@
 use super::progress::Progress;
 use super::{Interrupted, MeasureError};
 use crate::measure::host::HostFacts;
-use crate::record::{Record, RecordData, RecordWriter, now_rfc3339};
+use crate::record::{Record, RecordWriter, now_rfc3339};
+use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What measuring one cell gave: the experiment's part of the record and,
 /// when the cell failed, why (its result is then absent from `data`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Measured {
+pub struct Measured<D> {
     /// The placement's name as records carry it (`loopback`, `netns`, `local`).
     pub placement: String,
-    pub data: RecordData,
+    /// The experiment's own part of the record.
+    pub data: D,
     pub error: Option<String>,
 }
 
@@ -38,13 +40,15 @@ pub struct Measured {
 /// endpoint processes; tests use mocks that return made-up results.
 pub trait MeasureCell {
     type Cell;
+    /// The experiment's record data.
+    type Data: Serialize + Clone;
 
     /// A few words naming the cell, for the progress display.
     fn label(&self, cell: &Self::Cell) -> String;
 
     /// Measures `cell`. A cell that failed is still `Ok`, with its reason in
     /// [`Measured::error`]; `Err` means the user interrupted it.
-    fn measure(&mut self, cell: &Self::Cell) -> Result<Measured, Interrupted>;
+    fn measure(&mut self, cell: &Self::Cell) -> Result<Measured<Self::Data>, Interrupted>;
 }
 
 /// Walks cells through a [`MeasureCell`], keeping a record of each.
@@ -132,7 +136,7 @@ impl<'w> Runner<'w> {
         &mut self,
         measure: &mut M,
         cells: &[M::Cell],
-    ) -> Result<Vec<Record>, MeasureError> {
+    ) -> Result<Vec<Record<M::Data>>, MeasureError> {
         let mut bar = Progress::new(cells.len() as u64, false, self.show_progress);
         let mut records = Vec::with_capacity(cells.len());
         for cell in cells {
@@ -157,7 +161,7 @@ impl<'w> Runner<'w> {
         &mut self,
         measure: &mut M,
         cell: &M::Cell,
-    ) -> Result<Record, MeasureError> {
+    ) -> Result<Record<M::Data>, MeasureError> {
         let show = self.show_progress;
         let spinner = self.spinner.get_or_insert_with(|| Progress::spinner(show));
         spinner.set_message(measure.label(cell));
@@ -173,7 +177,7 @@ impl<'w> Runner<'w> {
         &mut self,
         measure: &mut M,
         cell: &M::Cell,
-    ) -> Result<Record, MeasureError> {
+    ) -> Result<Record<M::Data>, MeasureError> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(self.interrupted());
         }
@@ -248,30 +252,36 @@ pub(crate) mod mock {
     use super::*;
 
     /// Measures a cell by calling `answer`; counts the cells it measured.
-    pub struct Mock<C, F: FnMut(&C) -> Result<Measured, Interrupted>> {
+    pub struct Mock<C, D, F: FnMut(&C) -> Result<Measured<D>, Interrupted>> {
         pub answer: F,
         pub measured: Vec<C>,
+        data: std::marker::PhantomData<D>,
     }
 
-    impl<C: Clone, F: FnMut(&C) -> Result<Measured, Interrupted>> Mock<C, F> {
+    impl<C: Clone, D, F: FnMut(&C) -> Result<Measured<D>, Interrupted>> Mock<C, D, F> {
         pub fn new(answer: F) -> Self {
             Mock {
                 answer,
                 measured: Vec::new(),
+                data: std::marker::PhantomData,
             }
         }
     }
 
-    impl<C: Clone + std::fmt::Debug, F: FnMut(&C) -> Result<Measured, Interrupted>> MeasureCell
-        for Mock<C, F>
+    impl<C, D, F> MeasureCell for Mock<C, D, F>
+    where
+        C: Clone + std::fmt::Debug,
+        D: Serialize + Clone,
+        F: FnMut(&C) -> Result<Measured<D>, Interrupted>,
     {
         type Cell = C;
+        type Data = D;
 
         fn label(&self, cell: &C) -> String {
             format!("{cell:?}")
         }
 
-        fn measure(&mut self, cell: &C) -> Result<Measured, Interrupted> {
+        fn measure(&mut self, cell: &C) -> Result<Measured<D>, Interrupted> {
             self.measured.push(cell.clone());
             (self.answer)(cell)
         }
@@ -290,18 +300,21 @@ pub(crate) mod mock {
 mod tests {
     use super::mock::{Mock, runner};
     use super::*;
-    use crate::experiments::cksum::record::{CksumResult, CksumSpec};
 
-    fn cksum_cell(size: usize, error: Option<&str>) -> Measured {
+    /// A made-up experiment's data.
+    #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+    #[serde(tag = "experiment", rename = "example")]
+    struct Sized {
+        size: usize,
+        result: Option<u32>,
+    }
+
+    fn example_cell(size: usize, error: Option<&str>) -> Measured<Sized> {
         Measured {
             placement: "local".into(),
-            data: RecordData::Cksum {
-                params: CksumSpec {
-                    size,
-                    cold_pool: 0,
-                    batches: 1,
-                },
-                result: error.is_none().then(|| Box::new(CksumResult::default())),
+            data: Sized {
+                size,
+                result: error.is_none().then_some(7),
             },
             error: error.map(String::from),
         }
@@ -309,8 +322,9 @@ mod tests {
 
     #[test]
     fn a_failed_cell_is_recorded_and_the_grid_goes_on() {
-        let mut mock =
-            Mock::new(|&size: &usize| Ok(cksum_cell(size, (size == 2).then_some("no such thing"))));
+        let mut mock = Mock::new(|&size: &usize| {
+            Ok(example_cell(size, (size == 2).then_some("no such thing")))
+        });
         let records = runner().grid(&mut mock, &[1, 2, 3]).unwrap();
         assert_eq!(records.len(), 3);
         assert_eq!(records[1].error.as_deref(), Some("no such thing"));
@@ -321,7 +335,7 @@ mod tests {
     #[test]
     fn fail_fast_stops_after_recording_the_failure() {
         let mut mock =
-            Mock::new(|&size: &usize| Ok(cksum_cell(size, (size == 2).then_some("broken"))));
+            Mock::new(|&size: &usize| Ok(example_cell(size, (size == 2).then_some("broken"))));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.jsonl");
         let mut writer = RecordWriter::append(&path).unwrap();
@@ -337,7 +351,7 @@ mod tests {
             other => panic!("expected fail-fast, got {other:?}"),
         }
         assert_eq!(mock.measured, [1, 2]);
-        let on_disk = crate::record::read_records(&path).unwrap();
+        let on_disk = crate::record::read_records::<Sized>(&path).unwrap();
         assert_eq!(on_disk.len(), 2, "the failure is on disk too");
     }
 
@@ -350,7 +364,7 @@ mod tests {
                 // The user presses Ctrl-C while cell 3 runs.
                 flag.store(true, Ordering::Relaxed);
             }
-            Ok(cksum_cell(size, None))
+            Ok(example_cell(size, None))
         });
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.jsonl");
@@ -363,7 +377,10 @@ mod tests {
             other => panic!("expected an interruption, got {other:?}"),
         }
         assert_eq!(mock.measured, [1, 2, 3], "cell 4 never started");
-        assert_eq!(crate::record::read_records(&path).unwrap().len(), 2);
+        assert_eq!(
+            crate::record::read_records::<Sized>(&path).unwrap().len(),
+            2
+        );
     }
 
     #[test]
@@ -372,7 +389,7 @@ mod tests {
             if size == 2 {
                 Err(Interrupted)
             } else {
-                Ok(cksum_cell(size, None))
+                Ok(example_cell(size, None))
             }
         });
         match runner().grid(&mut mock, &[1, 2, 3]) {

@@ -7,11 +7,14 @@ pub mod ablate;
 pub mod cksum;
 pub mod login;
 pub mod output;
+pub mod page;
 pub mod rpc;
 pub mod stream;
 pub mod sweep;
 
 use crate::endpoint::role::{RoleEntry, RoleTable};
+use crate::record::profile::Profiled;
+use serde::{Deserialize, Serialize};
 
 /// Every role an endpoint process can play: the testbed's helpers, then
 /// each experiment's.
@@ -23,3 +26,114 @@ pub static ROLES: RoleTable = &[
     RoleEntry::of::<cksum::role::CksumRole>(),
     RoleEntry::of::<login::role::LoginRole>(),
 ];
+
+/// Any experiment's record data, as a records file holds them side by side.
+/// Written exactly as each experiment writes its own (`"experiment": NAME`
+/// and its fields), read by that name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RecordData {
+    Stream(stream::record::StreamData),
+    Rpc(rpc::record::RpcData),
+    Cksum(cksum::record::CksumData),
+    Login(login::record::LoginData),
+    Output(output::record::OutputData),
+}
+
+/// The experiments whose records a report reads, in report order.
+pub const RECORDED: [&str; 5] = ["stream", "rpc", "cksum", "login", "output"];
+
+impl RecordData {
+    /// The experiment's name, as the record carries it.
+    pub fn experiment(&self) -> &'static str {
+        match self {
+            RecordData::Stream(_) => "stream",
+            RecordData::Rpc(_) => "rpc",
+            RecordData::Cksum(_) => "cksum",
+            RecordData::Login(_) => "login",
+            RecordData::Output(_) => "output",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordData {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let name = value
+            .get("experiment")
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| D::Error::missing_field("experiment"))?
+            .to_string();
+        let parsed = match name.as_str() {
+            "stream" => serde_json::from_value(value).map(RecordData::Stream),
+            "rpc" => serde_json::from_value(value).map(RecordData::Rpc),
+            "cksum" => serde_json::from_value(value).map(RecordData::Cksum),
+            "login" => serde_json::from_value(value).map(RecordData::Login),
+            "output" => serde_json::from_value(value).map(RecordData::Output),
+            other => return Err(D::Error::unknown_variant(other, &RECORDED)),
+        };
+        parsed.map_err(D::Error::custom)
+    }
+}
+
+/// A record of any experiment.
+pub type Record = crate::record::Record<RecordData>;
+
+/// The records of one experiment among `records`, as that experiment's own.
+pub fn records_of<T: Clone>(
+    records: &[Record],
+    pick: fn(&RecordData) -> Option<&T>,
+) -> Vec<crate::record::Record<T>> {
+    records
+        .iter()
+        .filter_map(|r| pick(&r.data).map(|data| r.with(data.clone())))
+        .collect()
+}
+
+impl RecordData {
+    pub fn stream(&self) -> Option<&stream::record::StreamData> {
+        match self {
+            RecordData::Stream(data) => Some(data),
+            _ => None,
+        }
+    }
+
+    pub fn rpc(&self) -> Option<&rpc::record::RpcData> {
+        match self {
+            RecordData::Rpc(data) => Some(data),
+            _ => None,
+        }
+    }
+
+    pub fn cksum(&self) -> Option<&cksum::record::CksumData> {
+        match self {
+            RecordData::Cksum(data) => Some(data),
+            _ => None,
+        }
+    }
+
+    pub fn login(&self) -> Option<&login::record::LoginData> {
+        match self {
+            RecordData::Login(data) => Some(data),
+            _ => None,
+        }
+    }
+
+    pub fn output(&self) -> Option<&output::record::OutputData> {
+        match self {
+            RecordData::Output(data) => Some(data),
+            _ => None,
+        }
+    }
+}
+
+impl Profiled for RecordData {
+    fn role_of(&self, pid: u32) -> Option<&'static str> {
+        self.stream().and_then(|data| data.role_of(pid))
+    }
+
+    fn data_path(&self) -> Option<crate::record::profile::DataPath> {
+        self.stream().and_then(|data| data.data_path())
+    }
+}

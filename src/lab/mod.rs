@@ -17,16 +17,17 @@ use crate::experiments::cksum::cell::{CksumMeasure, CksumPlan, PlanError};
 use crate::experiments::login::cell::{DEFAULT_CORPUS, LoginMeasure};
 use crate::experiments::login::cell::{LimitSearch, LoginParams, LoginPlan, find_limits};
 use crate::experiments::output::cell::OutputMeasure;
-use crate::experiments::output::cell::{OutputParams, OutputPlan};
+use crate::experiments::output::cell::OutputPlan;
+use crate::experiments::output::record::OutputParams;
 use crate::experiments::rpc::cell::RpcMeasure;
 use crate::experiments::rpc::cell::{RpcPlan, remote_1989};
 use crate::experiments::rpc::search::{Explained, measure_and_explain};
 use crate::experiments::stream::cell::StreamConfig;
 use crate::experiments::stream::cell::{StreamCell, StreamMeasure};
 use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::Record as StreamRecord;
 use crate::experiments::sweep::cell::SweepConfig;
 use crate::experiments::sweep::cell::{self as sweep, Precision, PrecisionReport, SweepSummary};
-use crate::record::Record;
 use crate::testbed::cgroup::{self, HostPreset};
 use crate::testbed::{Placement, netns::has_net_admin};
 use crate::units::format_size;
@@ -436,31 +437,42 @@ pub enum Section {
     /// A note on what was left out and why.
     Skipped(String),
     /// Bulk transfers of one configuration (`title` describes it).
-    Stream { title: String, records: Vec<Record> },
+    Stream {
+        title: String,
+        records: Vec<StreamRecord>,
+    },
     /// 1988's sound barrier: the one-packet driver's runs.
-    Barrier { records: Vec<Record> },
+    Barrier { records: Vec<StreamRecord> },
     /// The RPC table's grid and its explained cliffs.
     Rpc { title: String, explained: Explained },
     /// Throughput vs record size, summarised.
     Sweep {
         title: String,
         summary: SweepSummary,
-        records: Vec<Record>,
+        records: Vec<StreamRecord>,
         /// What the full profile's precision target reached.
         precision: Option<Box<PrecisionReport>>,
     },
     /// Checksum and copy costs, and the sweep's per-byte cost they explain.
     Cksum {
         batches: u32,
-        records: Vec<Record>,
+        records: Vec<crate::experiments::cksum::record::Record>,
         sweep_model: Option<CostModel>,
     },
     /// Users typing through each server.
-    Login { window_s: f64, records: Vec<Record> },
+    Login {
+        window_s: f64,
+        records: Vec<crate::experiments::login::record::Record>,
+    },
     /// Each design's limit under a 1989-class budget: the search's probes.
-    LoginLimits { records: Vec<Record> },
+    LoginLimits {
+        records: Vec<crate::experiments::login::record::Record>,
+    },
     /// Text typed to a terminal through each server.
-    Output { bytes: u64, records: Vec<Record> },
+    Output {
+        bytes: u64,
+        records: Vec<crate::experiments::output::record::Record>,
+    },
 }
 
 /// Runs the plan, section by section, through `runner`, handing each

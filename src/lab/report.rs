@@ -4,6 +4,8 @@
 
 use crate::analysis::split::split;
 use crate::experiments::cksum::analysis::per_byte_costs;
+use crate::experiments::page::{self, Report};
+use crate::experiments::stream::record::Record;
 use crate::experiments::{
     cksum::report as cksum, login::report as login, rpc::report as rpc, stream::report as tables,
 };
@@ -11,7 +13,6 @@ use crate::lab::Section;
 use crate::measure::host::HostFacts;
 use crate::record::testbed::AgentFacts;
 use crate::record::testbed::Placement;
-use crate::record::{Record, RecordData};
 use crate::report::html;
 use crate::units::format_size;
 use std::io;
@@ -62,12 +63,12 @@ pub fn finish(dir: &Path, printed: &str) -> io::Result<Finished> {
         move |e: io::Error| io::Error::new(e.kind(), format!("cannot {what} {path}: {e}"))
     };
     let records_path = dir.join("results.jsonl");
-    let loaded = html::load(&records_path).map_err(context("read back", &records_path))?;
+    let loaded = page::load(&records_path).map_err(context("read back", &records_path))?;
     let profile = crate::report::profile::text(&loaded.records);
     let tables_path = dir.join("tables.txt");
     std::fs::write(&tables_path, format!("{printed}{profile}"))
         .map_err(context("write", &tables_path))?;
-    let written = html::write(&loaded, "results.jsonl", dir)
+    let written = html::write(&loaded, &Report, "results.jsonl", dir)
         .map_err(context("write the report into", dir))?;
     let text = format!(
         "lab results: {} (records: {})\n{profile}{}",
@@ -152,29 +153,24 @@ pub fn text(section: &Section) -> String {
         }
         Section::Login { window_s, records } => format!(
             "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {window_s} s windows, {}\n{}",
-            where_run(records),
+            where_run(records.iter().map(|r| &r.data.params.placement)),
             login::table(records)
         ),
         Section::LoginLimits { records } => login::design_limits(records),
         Section::Output { bytes, records } => format!(
             "netlab output: {} of text typed through each design (unpaced), {}\n{}",
             format_size(*bytes),
-            where_run(records),
-            login::output_table(records)
+            where_run(records.iter().map(|r| &r.data.params.placement)),
+            crate::experiments::output::report::output_table(records)
         ),
     }
 }
 
 /// Where a section's cells ran, each place once in order: loopback, a
 /// netns link by its profile, or from one host to another.
-fn where_run(records: &[Record]) -> String {
+fn where_run<'a>(placements: impl IntoIterator<Item = &'a Placement>) -> String {
     let mut places: Vec<String> = Vec::new();
-    for record in records {
-        let placement = match &record.data {
-            RecordData::Login { params, .. } => &params.placement,
-            RecordData::Output { params, .. } => &params.placement,
-            _ => continue,
-        };
+    for placement in placements {
         let place = match placement {
             Placement::Loopback => "loopback".to_string(),
             Placement::Netns { link, .. } => format!(

@@ -107,3 +107,29 @@ pub struct ProfileReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub netlab_functions: Vec<(String, u64)>,
 }
+
+/// What the profile report reads of a cell's own data, where its
+/// experiment has it: the roles of its processes and its data path.
+pub trait Profiled {
+    /// The role of process `pid` in the cell (`sender`), if known.
+    fn role_of(&self, _pid: u32) -> Option<&'static str> {
+        None
+    }
+
+    /// The cell's data path, if it moved bulk data over TCP.
+    fn data_path(&self) -> Option<DataPath> {
+        None
+    }
+}
+
+/// A bulk-data cell's packets, for the per-packet view of its profile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DataPath {
+    /// Bytes per application write.
+    pub record: u64,
+    /// Data segments sent.
+    pub segments: u64,
+    pub mean_segment_bytes: f64,
+    /// Segments that took the receiver's fast path (TcpExt.TCPHPHits).
+    pub fast_path_hits: u64,
+}

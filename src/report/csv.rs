@@ -2,7 +2,8 @@
 //! row per record, a column per field (nested fields joined with dots,
 //! lists kept as JSON).
 
-use super::html::{EXPERIMENTS, Loaded};
+use super::html::Loaded;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -39,10 +40,14 @@ fn flatten(prefix: &str, value: &serde_json::Value, into: &mut BTreeMap<String, 
     }
 }
 
-/// One CSV per experiment present; returns the files written.
-pub fn write_csv(loaded: &Loaded, dir: &Path) -> Result<Vec<PathBuf>, CsvError> {
+/// One CSV per experiment of `experiments` present; returns the files written.
+pub fn write_csv<D: Serialize>(
+    loaded: &Loaded<D>,
+    experiments: &[&str],
+    dir: &Path,
+) -> Result<Vec<PathBuf>, CsvError> {
     let mut written = Vec::new();
-    for experiment in EXPERIMENTS {
+    for &experiment in experiments {
         let rows: Vec<BTreeMap<String, String>> = loaded
             .records
             .iter()

@@ -4,8 +4,9 @@
 
 use super::historical;
 use crate::analysis::layers::{merge, per_packet_us};
+use crate::record::Record;
+use crate::record::profile::{DataPath, Profiled};
 use crate::record::profile::{Layer, LayerTable, ProfileReport};
-use crate::record::{Record, RecordData};
 use crate::report::table::{markdown, num};
 use crate::units::format_size;
 
@@ -52,7 +53,7 @@ const PER_PACKET: [(&str, &[Layer]); 5] = [
 /// The per-packet view of profiled stream cells: the whole host's busy CPU
 /// per data segment by part, grouped by placement and record size (their
 /// repeats merged), beside Van Jacobson's 1988 Sun-3/60 packet.
-pub fn per_packet_text(records: &[Record]) -> String {
+pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
     /// The profiled runs of one placement and record size.
     struct Group<'a> {
         placement: String,
@@ -64,23 +65,17 @@ pub fn per_packet_text(records: &[Record]) -> String {
     }
     let mut groups: Vec<Group> = Vec::new();
     for r in records {
-        let (
-            Some(profile),
-            RecordData::Stream {
-                params,
-                result: Some(result),
-            },
-        ) = (&r.profile, &r.data)
-        else {
+        let (Some(profile), Some(path)) = (&r.profile, r.data.data_path()) else {
             continue;
         };
-        let Some(segments) = result.figures.data_segments.filter(|&n| n > 0) else {
+        let segments = path.segments;
+        if segments == 0 {
             continue;
-        };
-        let bytes = result.figures.mean_segment_bytes.unwrap_or(0.0) * segments as f64;
+        }
+        let bytes = path.mean_segment_bytes * segments as f64;
         match groups
             .iter_mut()
-            .find(|g| g.placement == r.placement && g.record == params.record)
+            .find(|g| g.placement == r.placement && g.record == path.record)
         {
             Some(g) => {
                 g.tables.push(&profile.system);
@@ -89,7 +84,7 @@ pub fn per_packet_text(records: &[Record]) -> String {
             }
             None => groups.push(Group {
                 placement: r.placement.clone(),
-                record: params.record,
+                record: path.record,
                 tables: vec![&profile.system],
                 segments,
                 bytes,
@@ -182,7 +177,7 @@ pub fn per_packet_text(records: &[Record]) -> String {
 }
 
 /// The profiled records' system tables as one, and how many there were.
-fn summed(records: &[Record]) -> Option<(LayerTable, usize)> {
+fn summed<D: Profiled>(records: &[Record<D>]) -> Option<(LayerTable, usize)> {
     let tables: Vec<&LayerTable> = records
         .iter()
         .filter_map(|r| r.profile.as_ref())
@@ -241,7 +236,7 @@ fn berkeley_text(table: &LayerTable) -> String {
 /// (the functions that did it, from the folded stacks), copying against
 /// the per-call costs, and how many data segments took TCP's fast path
 /// (TcpExt.TCPHPHits at the receivers).
-fn reading_text(table: &LayerTable, records: &[Record]) -> String {
+fn reading_text<D: Profiled>(table: &LayerTable, records: &[Record<D>]) -> String {
     let layer = |layer: Layer| table.shares.iter().find(|s| s.layer == layer);
     let percent = |l: Layer| layer(l).map_or(0.0, |s| s.share * 100.0);
     let in_stacks = |function: &str| -> u64 {
@@ -278,13 +273,13 @@ fn reading_text(table: &LayerTable, records: &[Record]) -> String {
     ));
     let (mut hits, mut segments) = (0, 0);
     for r in records.iter().filter(|r| r.profile.is_some()) {
-        if let RecordData::Stream {
-            result: Some(result),
+        if let Some(DataPath {
+            segments: sent,
+            fast_path_hits,
             ..
-        } = &r.data
-            && let Some(sent) = result.figures.data_segments
+        }) = r.data.data_path()
         {
-            hits += result.receiver.counters.get("TcpExt.TCPHPHits");
+            hits += fast_path_hits;
             segments += sent;
         }
     }
@@ -300,7 +295,7 @@ fn reading_text(table: &LayerTable, records: &[Record]) -> String {
 
 /// The lab's stream section with its cells profiled: "1981 VAX-11/750 vs
 /// today" by layer, and the per-packet view; nothing when no cell was.
-pub fn then_and_now(records: &[Record]) -> String {
+pub fn then_and_now<D: Profiled>(records: &[Record<D>]) -> String {
     let Some((table, cells)) = summed(records) else {
         return String::new();
     };
@@ -315,24 +310,16 @@ pub fn then_and_now(records: &[Record]) -> String {
 
 /// Each busy process (by name, its cells' tables merged): its busy
 /// samples and its three largest layers with their intervals.
-fn processes_text(records: &[Record]) -> String {
+fn processes_text<D: Profiled>(records: &[Record<D>]) -> String {
     let mut by_name: Vec<(String, Vec<&LayerTable>)> = Vec::new();
     for r in records {
         let Some(profile) = &r.profile else { continue };
         // A stream's endpoints by their role: the record knows their PIDs.
-        let role = |pid: u32| match &r.data {
-            RecordData::Stream {
-                result: Some(result),
-                ..
-            } if result.sender.pid == pid => " (sender)",
-            RecordData::Stream {
-                result: Some(result),
-                ..
-            } if result.receiver.pid == pid => " (receiver)",
-            _ => "",
-        };
         for p in &profile.processes {
-            let name = format!("{}{}", p.comm, role(p.pid));
+            let name = match r.data.role_of(p.pid) {
+                Some(role) => format!("{} ({role})", p.comm),
+                None => p.comm.clone(),
+            };
             match by_name.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, tables)) => tables.push(&p.table),
                 None => by_name.push((name, vec![&p.table])),
@@ -380,7 +367,7 @@ fn processes_text(records: &[Record]) -> String {
 
 /// netlab's own most sampled functions over the profiled records, where
 /// its symbols named them.
-fn netlab_functions_text(records: &[Record]) -> String {
+fn netlab_functions_text<D: Profiled>(records: &[Record<D>]) -> String {
     let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for profile in records.iter().filter_map(|r| r.profile.as_ref()) {
         for (name, n) in &profile.netlab_functions {
@@ -404,7 +391,7 @@ fn netlab_functions_text(records: &[Record]) -> String {
 }
 
 /// The profile section, or nothing when no record was profiled.
-pub fn text(records: &[Record]) -> String {
+pub fn text<D: Profiled>(records: &[Record<D>]) -> String {
     let not_profiled: Vec<&str> = records
         .iter()
         .filter_map(|r| r.profile.as_ref())
@@ -489,9 +476,9 @@ pub fn flame_svg(profile: &ProfileReport, title: &str) -> Option<Result<Vec<u8>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::fixture_stream_run;
+    use crate::experiments::stream::record::fixture_stream_run;
 
-    fn profiled() -> Record {
+    fn profiled() -> crate::experiments::stream::record::Record {
         let mut record = fixture_stream_run();
         record.profile = Some(Box::new(ProfileReport {
             method: "test".into(),
@@ -514,7 +501,7 @@ mod tests {
     #[test]
     fn the_per_packet_view_divides_each_layers_cpu_by_the_segments() {
         let mut record = profiled();
-        let RecordData::Stream {
+        let crate::experiments::stream::record::StreamData {
             result: Some(result),
             ..
         } = &mut record.data
@@ -593,7 +580,7 @@ mod tests {
             shares: vec![share(Layer::Tcp, 90, 100), share(Layer::Checksum, 10, 100)],
             unclassified: Vec::new(),
         };
-        if let RecordData::Stream {
+        if let crate::experiments::stream::record::StreamData {
             result: Some(result),
             ..
         } = &mut record.data
@@ -639,10 +626,13 @@ mod tests {
     fn the_report_writes_and_links_one_flame_graph_per_profiled_cell() {
         let dir = tempfile::tempdir().unwrap();
         let loaded = crate::report::html::Loaded {
-            records: vec![fixture_stream_run(), profiled()],
+            records: [fixture_stream_run(), profiled()]
+                .map(|r| r.map(crate::experiments::RecordData::Stream))
+                .into(),
             skipped: Vec::new(),
         };
-        let written = crate::report::html::write(&loaded, "r.jsonl", dir.path()).unwrap();
+        let page = crate::experiments::page::Report;
+        let written = crate::report::html::write(&loaded, &page, "r.jsonl", dir.path()).unwrap();
         let flame = dir.path().join("flame-2.svg");
         assert!(written.figures.contains(&flame), "{:?}", written.figures);
         assert!(!dir.path().join("flame-1.svg").exists());

@@ -91,7 +91,7 @@ pub fn machine(host: &HostFacts) -> String {
 
 /// The controller's host line, then one line per agent the record's run
 /// went through (its host, its clock against the controller's).
-pub fn hosts_text(record: &Record, placement: &str) -> String {
+pub fn hosts_text<D>(record: &Record<D>, placement: &str) -> String {
     let mut out = host_line(&record.host, placement);
     if !record.agents.is_empty() {
         out.push_str(" (this line: the controller's host)");

@@ -16,9 +16,12 @@
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::DesignContext;
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
 use crate::measure::host::on_path;
-use crate::record::{DesignContext, Record, RecordData, now_rfc3339};
+use crate::record::now_rfc3339;
 use crate::testbed::{LinkVia, Placement};
 use crate::units::parse_size;
 use rand::SeedableRng;
@@ -664,7 +667,7 @@ pub fn analyse_records(
     let runs: Vec<(Vec<usize>, f64)> = records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Stream {
+            StreamData {
                 params,
                 result: Some(result),
             } => {

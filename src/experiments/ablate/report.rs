@@ -5,7 +5,8 @@
 
 use crate::analysis::factorial::{Analysis, Effect, Factor, FactorialError};
 use crate::experiments::ablate::cell::{AblatePlan, Preset};
-use crate::record::{Record, RecordData};
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
 use crate::report::figures::{Figure, Series, Style};
 use crate::report::historical;
 use crate::report::table::{markdown, num};
@@ -66,7 +67,7 @@ pub fn full_text(
 pub fn zero_copy_by_combination(records: &[Record]) -> String {
     let mut combos: Vec<(String, u64, u64)> = Vec::new();
     for record in records {
-        let RecordData::Stream {
+        let StreamData {
             params,
             result: Some(result),
         } = &record.data
@@ -142,7 +143,7 @@ pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Anal
     // Each combination's runs, in the factors' order.
     let mut cells: Vec<(Vec<String>, Vec<f64>)> = Vec::new();
     for r in records {
-        let RecordData::Stream {
+        let StreamData {
             params,
             result: Some(result),
         } = &r.data
@@ -369,7 +370,7 @@ pub fn leave_one_out(factors: &[Factor], analysis: &Analysis) -> String {
 pub fn designs(records: &[Record]) -> (String, String, Vec<Figure>) {
     let mut ids: Vec<&str> = Vec::new();
     for r in records {
-        if let RecordData::Stream { params, .. } = &r.data
+        if let StreamData { params, .. } = &r.data
             && let Some(d) = &params.design
             && !ids.contains(&d.id.as_str())
         {
@@ -380,13 +381,10 @@ pub fn designs(records: &[Record]) -> (String, String, Vec<Figure>) {
     for (n, id) in ids.iter().enumerate() {
         let mine: Vec<Record> = records
             .iter()
-            .filter(|r| matches!(&r.data, RecordData::Stream { params, .. } if params.design.as_ref().is_some_and(|d| d.id == *id)))
+            .filter(|r| matches!(&r.data, StreamData { params, .. } if params.design.as_ref().is_some_and(|d| d.id == *id)))
             .cloned()
             .collect();
-        let Some(first) = mine.iter().find_map(|r| match &r.data {
-            RecordData::Stream { params, .. } => params.design.clone(),
-            _ => None,
-        }) else {
+        let Some(first) = mine.iter().find_map(|r| r.data.params.design.clone()) else {
             continue;
         };
         let factors: Vec<Factor> = first
@@ -521,14 +519,14 @@ mod tests {
         .zip([600.0, 600.0, 530.0, 530.0, 520.0, 520.0, 700.0, 700.0])
         {
             for block in 0..2 {
-                let mut r = crate::record::fixture_stream_run();
-                if let RecordData::Stream {
+                let mut r = crate::experiments::stream::record::fixture_stream_run();
+                if let StreamData {
                     params,
                     result: Some(result),
                 } = &mut r.data
                 {
                     result.figures.throughput_mbit_s = y + block as f64;
-                    params.design = Some(crate::record::DesignContext {
+                    params.design = Some(crate::experiments::stream::record::DesignContext {
                         id: "d1".into(),
                         factors: design
                             .iter()
@@ -566,8 +564,8 @@ mod tests {
             ("zerocopy", 300, 100),
             ("zerocopy", 100, 100),
         ] {
-            let mut r = crate::record::fixture_stream_run();
-            if let RecordData::Stream {
+            let mut r = crate::experiments::stream::record::fixture_stream_run();
+            if let StreamData {
                 params,
                 result: Some(result),
             } = &mut r.data
@@ -579,7 +577,7 @@ mod tests {
                         calls: 1,
                         unavailable: None,
                     });
-                params.design = Some(crate::record::DesignContext {
+                params.design = Some(crate::experiments::stream::record::DesignContext {
                     id: "d".into(),
                     factors: vec![("send".into(), level.into())],
                     block: 0,

@@ -1,8 +1,9 @@
 //! The checksum and copy records, read: the results, and the per-byte
 //! costs the per-byte cost split uses.
 
+use crate::experiments::cksum::record::CksumData;
+use crate::experiments::cksum::record::Record;
 use crate::experiments::cksum::record::{CksumResult, Kind, Row};
-use crate::record::{Record, RecordData};
 
 /// The results of the cksum records that measured something.
 /// The kernels that bound each kind, measured at the same size and
@@ -63,7 +64,7 @@ pub fn results(records: &[Record]) -> Vec<&CksumResult> {
     records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Cksum {
+            CksumData {
                 result: Some(result),
                 ..
             } => Some(result.as_ref()),

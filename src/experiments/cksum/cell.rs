@@ -7,9 +7,9 @@ use crate::experiment::Interrupted;
 use crate::experiment::endpoints::{ControlError, Wait};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
+use crate::experiments::cksum::record::CksumData;
 pub use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
 use crate::experiments::cksum::role::CksumRole;
-use crate::record::RecordData;
 use crate::units::{format_size, parse_size};
 use thiserror::Error;
 
@@ -122,12 +122,13 @@ pub struct CksumMeasure {
 
 impl MeasureCell for CksumMeasure {
     type Cell = CksumSpec;
+    type Data = CksumData;
 
     fn label(&self, spec: &CksumSpec) -> String {
         format!("cksum {}", format_size(spec.size as u64))
     }
 
-    fn measure(&mut self, spec: &CksumSpec) -> Result<Measured, Interrupted> {
+    fn measure(&mut self, spec: &CksumSpec) -> Result<Measured<CksumData>, Interrupted> {
         let outcome = (|| -> Result<CksumResult, ControlError> {
             let launcher = match &self.on {
                 Some(agent) => Launcher::remote("local", agent)?,
@@ -139,7 +140,7 @@ impl MeasureCell for CksumMeasure {
             Ok(result)
         })();
         let placement = if self.on.is_some() { "remote" } else { "local" };
-        crate::experiment::measured(placement, outcome, |result| RecordData::Cksum {
+        crate::experiment::measured(placement, outcome, |result| CksumData {
             params: spec.clone(),
             result,
         })

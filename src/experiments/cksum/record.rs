@@ -43,3 +43,17 @@ pub struct CksumResult {
     pub simd_path: String,
     pub rows: Vec<Row>,
 }
+
+/// A cksum record's own part: the size and temperature asked for, and every variant's timing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "experiment", rename = "cksum")]
+pub struct CksumData {
+    pub params: CksumSpec,
+    pub result: Option<Box<CksumResult>>,
+}
+
+/// A cksum record.
+pub type Record = crate::record::Record<CksumData>;
+
+/// Nothing of a cksum cell is read by the profile report beyond its profile.
+impl crate::record::profile::Profiled for CksumData {}

@@ -2,8 +2,9 @@
 //! rather than the server set a cell's pace, and each server's limit (the
 //! most users it serves with a normal verdict) as a search's probes show it.
 
+use crate::experiments::login::record::LoginData;
+use crate::experiments::login::record::Record;
 use crate::experiments::login::record::{Limit, LoginResult};
-use crate::record::{Record, RecordData};
 
 /// The load generator is the bottleneck rather than the server: it used
 /// most of a core, or sent keystrokes late.
@@ -34,9 +35,7 @@ pub enum Probe {
 
 /// What a login record says about its server at its user count.
 pub fn probe(record: &Record) -> Option<Probe> {
-    let RecordData::Login { result, .. } = &record.data else {
-        return None;
-    };
+    let LoginData { result, .. } = &record.data;
     Some(match result.as_deref() {
         Some(r) => match generator_limited(r) {
             Some(why) => Probe::GeneratorLimited(why),
@@ -69,9 +68,7 @@ pub fn lower_bound_why(at: usize, why: &str, sustains: usize) -> String {
 pub fn limits(records: &[Record], budget_pct: Option<f64>) -> Vec<Limit> {
     let mut groups: Vec<(Limit, Vec<(usize, Probe)>)> = Vec::new();
     for record in records {
-        let RecordData::Login { params, .. } = &record.data else {
-            continue;
-        };
+        let LoginData { params, .. } = &record.data;
         if params.host_cpu_pct != budget_pct {
             continue;
         }
@@ -174,7 +171,7 @@ mod tests {
             String::new(),
             "loopback",
             &Default::default(),
-            RecordData::Login {
+            LoginData {
                 params,
                 result: Some(Box::new(result)),
             },

@@ -40,13 +40,14 @@ use crate::experiment::refuse;
 use crate::experiment::runner::{MeasureCell, Measured, Runner};
 use crate::experiment::{CellError, Interrupted, MeasureError};
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
+use crate::experiments::login::record::LoginData;
+use crate::experiments::login::record::Record;
 pub use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::{LoginReply, LoginRequest};
 use crate::experiments::login::servers::{self, ServerSpec};
 pub use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::window::idle_busy_cpus;
 use crate::record::testbed::Placement;
-use crate::record::{Record, RecordData};
 use crate::testbed::cgroup::HostPreset;
 use crate::testbed::cgroup::PresetBudget;
 use std::collections::HashMap;
@@ -476,6 +477,7 @@ pub fn serving_host(placement: &Placement) -> &str {
 
 impl MeasureCell for LoginMeasure {
     type Cell = LoginParams;
+    type Data = LoginData;
 
     fn label(&self, cell: &LoginParams) -> String {
         format!(
@@ -486,7 +488,7 @@ impl MeasureCell for LoginMeasure {
         )
     }
 
-    fn measure(&mut self, cell: &LoginParams) -> Result<Measured, Interrupted> {
+    fn measure(&mut self, cell: &LoginParams) -> Result<Measured<LoginData>, Interrupted> {
         let host = serving_host(&cell.placement);
         let outcome = run_cell(cell, &self.corpus, self.baselines.get(host).copied());
         if let Ok(result) = &outcome {
@@ -494,7 +496,7 @@ impl MeasureCell for LoginMeasure {
                 .entry(host.to_string())
                 .or_insert(result.baseline_busy_cpus);
         }
-        crate::experiment::measured(cell.placement.name(), outcome, |result| RecordData::Login {
+        crate::experiment::measured(cell.placement.name(), outcome, |result| LoginData {
             params: cell.clone(),
             result,
         })
@@ -538,7 +540,7 @@ pub fn next_users(
 /// count to the search's resolution ([`next_users`]). Each probe is a recorded cell, appended to
 /// `records`. Stops early, saying so, when the load generator rather than
 /// the server is the limit.
-pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
+pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     runner: &mut Runner,
     measure: &mut M,
     template: &LoginParams,
@@ -599,7 +601,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams>>(
 
 /// [`find_limit`] for each server, protocol and placement of the plan, in
 /// turn, each searched as `search` says.
-pub fn find_limits<M: MeasureCell<Cell = LoginParams>>(
+pub fn find_limits<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     runner: &mut Runner,
     measure: &mut M,
     plan: &LoginPlan,
@@ -649,7 +651,7 @@ mod tests {
     fn server(
         limit: usize,
         cpu_per_user: f64,
-    ) -> impl FnMut(&LoginParams) -> Result<Measured, Interrupted> {
+    ) -> impl FnMut(&LoginParams) -> Result<Measured<LoginData>, Interrupted> {
         move |cell: &LoginParams| {
             let p99 = if cell.users <= limit { 5.0 } else { 500.0 };
             let result = LoginResult {
@@ -664,7 +666,7 @@ mod tests {
             };
             Ok(Measured {
                 placement: cell.placement.name().into(),
-                data: RecordData::Login {
+                data: LoginData {
                     params: cell.clone(),
                     result: Some(Box::new(result)),
                 },

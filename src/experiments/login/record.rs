@@ -89,46 +89,6 @@ pub struct LoginResult {
     pub server_throttled_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OutputParams {
-    pub relay: Target,
-    /// What the client speaks (older records: `telnet` or `rlogin`).
-    pub protocol: Dialect,
-    /// Where server and client run (older records: loopback).
-    #[serde(default = "loopback")]
-    pub placement: Placement,
-    pub file_bytes: u64,
-    /// Terminal speed the output is paced to (bits per second, 10 bits a
-    /// character as on a serial line), or unpaced.
-    pub baud: Option<u32>,
-    /// TCP_NODELAY on netlab's server sessions (older records: off).
-    #[serde(default)]
-    pub nodelay: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OutputResult {
-    pub params: OutputParams,
-    /// Terminal data the client received (the terminal turns LF into CR LF).
-    pub bytes_received: u64,
-    pub seconds: f64,
-    pub kbytes_per_s: f64,
-    pub server_cpu_us_per_kb: f64,
-    pub client_cpu_us_per_kb: f64,
-    /// Data segments the client received per KB of terminal data, and
-    /// their mean TCP payload (for SSH, encrypted: larger than the data).
-    pub segments_per_kb: f64,
-    pub mean_segment_bytes: f64,
-    /// The server tree's CPU over the transfer, % of one CPU.
-    pub server_cpu_pct: f64,
-    /// The link of a netns cell.
-    #[serde(default)]
-    pub link: Option<LinkFacts>,
-    /// TCP_INFO of the terminal's socket at the end (RTT, MSS, path MTU).
-    #[serde(default)]
-    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
-}
-
 /// The most users one server serves with a normal verdict, as a limit
 /// search found it or as its probes' records show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,3 +103,17 @@ pub struct Limit {
     /// Why the search stopped there.
     pub why: String,
 }
+
+/// A login record's own part: the load asked for and what the server and its users saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "experiment", rename = "login")]
+pub struct LoginData {
+    pub params: LoginParams,
+    pub result: Option<Box<LoginResult>>,
+}
+
+/// A login record.
+pub type Record = crate::record::Record<LoginData>;
+
+/// Nothing of a login cell is read by the profile report beyond its profile.
+impl crate::record::profile::Profiled for LoginData {}

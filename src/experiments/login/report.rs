@@ -6,8 +6,10 @@ use crate::endpoint::login::typist::TypistReport;
 use crate::experiments::login::analysis::limits;
 use crate::experiments::login::cell::LoginPlan;
 use crate::experiments::login::record::Limit;
-use crate::record::{Record, RecordData};
+use crate::experiments::login::record::LoginData;
+use crate::experiments::login::record::Record;
 use crate::report::historical;
+use crate::report::html::{Parts, ReportSection};
 use crate::report::table::{markdown, num};
 
 /// `netlab login`'s text: what the users did, the server's budget, then
@@ -54,9 +56,7 @@ pub fn table(records: &[Record]) -> String {
     ];
     let mut rows = Vec::new();
     for record in records {
-        let RecordData::Login { params, result } = &record.data else {
-            continue;
-        };
+        let LoginData { params, result } = &record.data;
         // A server under a CPU budget says so, and whether it was applied.
         let preset = params
             .host_cpu_preset
@@ -244,12 +244,12 @@ fn packets_per_keystroke_1989(packet_us: f64) -> Vec<(String, usize, f64)> {
 /// in packets of its host's own cost, then and now. Empty without
 /// budgeted records.
 pub fn design_limits(records: &[Record]) -> String {
-    let Some((params, preset)) = records.iter().find_map(|r| match &r.data {
-        RecordData::Login { params, .. } => params
+    let Some((params, preset)) = records.iter().find_map(|r| {
+        let params = &r.data.params;
+        params
             .host_cpu_preset
             .as_ref()
-            .map(|preset| (params, preset)),
-        _ => None,
+            .map(|preset| (params, preset))
     }) else {
         return String::new();
     };
@@ -258,7 +258,7 @@ pub fn design_limits(records: &[Record]) -> String {
     // users it served normally.
     let at_limit = |limit: &Limit| {
         records.iter().find_map(|r| match &r.data {
-            RecordData::Login {
+            LoginData {
                 params: p,
                 result: Some(result),
             } if p.relay == limit.relay
@@ -354,72 +354,98 @@ pub fn design_limits(records: &[Record]) -> String {
     text
 }
 
-/// The terminal-output cells: throughput, CPU and segments per KB per
-/// server, the 1987 telnet figures beside.
-/// `netlab output`'s text: what was typed, how paced, then
-/// [`output_table`].
-pub fn output_text(size: u64, baud: Option<u32>, records: &[Record]) -> String {
-    format!(
-        "netlab output: {} of text typed through each server ({})\n{}",
-        crate::units::format_size(size),
-        baud.map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
-        output_table(records)
-    )
-}
+/// The login section of the report page.
+pub struct LoginSection;
 
-pub fn output_table(records: &[Record]) -> String {
-    let mut rows = Vec::new();
-    for record in records {
-        let RecordData::Output { params, result } = &record.data else {
-            continue;
-        };
-        let mut row = vec![
-            params.relay.name().to_string(),
-            params.protocol.name().to_string(),
-            params.placement.name().to_string(),
-        ];
-        match result {
-            Some(r) => row.extend([
-                num(r.kbytes_per_s),
-                num(r.server_cpu_us_per_kb),
-                num(r.client_cpu_us_per_kb),
-                num(r.segments_per_kb),
-                num(r.mean_segment_bytes),
-                format!("{:.0}", r.server_cpu_pct),
-            ]),
-            None => {
-                row.extend(std::iter::repeat_n(String::new(), 5));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
+impl ReportSection for LoginSection {
+    type Data = LoginData;
+    const EXPERIMENT: &'static str = "login";
+
+    fn parts(all: &[Record]) -> Parts {
+        // Cells on a preset 1989-class host (a limit search) are their own table.
+        let (budgeted, free): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(
+            |r| matches!(&r.data, LoginData { params, .. } if params.host_cpu_preset.is_some()),
+        );
+        let records = &free[..];
+        let mut text = crate::experiments::login::report::table(records);
+        let limits = crate::experiments::login::report::design_limits(&budgeted);
+        if !limits.is_empty() {
+            text.push('\n');
+            text.push_str(&limits);
+        }
+        let mut reading = String::new();
+        let mut counts: Vec<usize> = records
+            .iter()
+            .filter_map(|r| match &r.data {
+                LoginData {
+                    params,
+                    result: Some(_),
+                } => Some(params.users),
+                _ => None,
+            })
+            .collect();
+        counts.sort_unstable();
+        counts.dedup();
+        for users in counts {
+            let cells: Vec<(&str, &str, f64, &str)> = records
+                .iter()
+                .filter_map(|r| match &r.data {
+                    LoginData {
+                        params,
+                        result: Some(res),
+                    } if params.users == users => Some((
+                        params.relay.name(),
+                        params.protocol.name(),
+                        res.server_cpu_per_keystroke_us,
+                        res.verdict.as_str(),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            let cheapest = cells.iter().min_by(|a, b| a.2.total_cmp(&b.2));
+            let dearest = cells.iter().max_by(|a, b| a.2.total_cmp(&b.2));
+            let all_normal = cells.iter().all(|c| c.3 == "normal");
+            if let (Some(c), Some(d)) = (cheapest, dearest) {
+                reading.push_str(&format!(
+                    "At {users} users the cheapest server per keystroke is {} ({}, {:.0} µs) and the dearest {} ({}, {:.0} µs, {:.1}x); {}. ",
+                    c.0,
+                    c.1,
+                    c.2,
+                    d.0,
+                    d.1,
+                    d.2,
+                    d.2 / c.2.max(1e-9),
+                    if all_normal {
+                        "every cell's echo stayed normal (p99 at most 100 ms)".to_string()
+                    } else {
+                        let bad: Vec<String> = cells
+                            .iter()
+                            .filter(|c| c.3 != "normal")
+                            .map(|c| format!("{} {} {}", c.0, c.1, c.3))
+                            .collect();
+                        format!("not normal: {}", bad.join(", "))
+                    }
                 ));
             }
         }
-        rows.push(row);
+        reading.push_str("In 1989 the normal rlogind was unusable at 48 users on a Sun-3; today the echo path costs tens to hundreds of microseconds, mostly kernel work every design pays alike.");
+        if let Some(line) = limits.lines().rev().find(|l| l.starts_with("Here ")) {
+            reading.push_str(&format!(" On a 1989-class host (a CPU budget): {line}"));
+        }
+        (
+            "login: users typing through each relay design (1989)".into(),
+            text,
+            reading,
+            crate::experiments::login::figures::login_figures(records),
+        )
     }
-    let mut text = markdown(
-        &[
-            "server",
-            "proto",
-            "place",
-            "KB/s",
-            "server µs/KB",
-            "client µs/KB",
-            "segs/KB",
-            "mean seg B",
-            "server cpu %",
-        ],
-        &rows,
-    );
-    let then = &historical::figures().terminal_output;
-    text.push_str(&format!(
-        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
-        then.source,
-        then.what,
-        then.telnet.remote_cpu_pct,
-        then.telnet.terminal_kbytes_s_max,
-        then.telnet.avg_packet_bytes,
-        then.lat_direct.remote_idle_pct_min
-    ));
-    text
+
+    fn cell(r: &Record) -> String {
+        format!(
+            "login {} {} {} users",
+            r.data.params.relay.name(),
+            r.data.params.protocol.name(),
+            r.data.params.users
+        )
+    }
 }

@@ -28,10 +28,11 @@ use crate::experiment::Interrupted;
 use crate::experiment::bed::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
-pub use crate::experiments::login::record::{OutputParams, OutputResult};
 use crate::experiments::login::role::{LoginReply, LoginRequest};
 use crate::experiments::login::servers::{self, ServerSpec};
-use crate::record::RecordData;
+use crate::experiments::output::record::OutputData;
+pub use crate::experiments::output::record::OutputParams;
+use crate::experiments::output::record::OutputResult;
 use crate::record::testbed::Placement;
 use std::time::Duration;
 
@@ -174,6 +175,7 @@ pub struct OutputMeasure;
 
 impl MeasureCell for OutputMeasure {
     type Cell = OutputParams;
+    type Data = OutputData;
 
     fn label(&self, cell: &OutputParams) -> String {
         format!(
@@ -184,12 +186,10 @@ impl MeasureCell for OutputMeasure {
         )
     }
 
-    fn measure(&mut self, cell: &OutputParams) -> Result<Measured, Interrupted> {
-        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| {
-            RecordData::Output {
-                params: cell.clone(),
-                result,
-            }
+    fn measure(&mut self, cell: &OutputParams) -> Result<Measured<OutputData>, Interrupted> {
+        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| OutputData {
+            params: cell.clone(),
+            result,
         })
     }
 }

@@ -7,8 +7,9 @@ use crate::analysis::cliff::{Cliff, DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
 use crate::analysis::costmodel::CostModel;
 use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
 use crate::analysis::wire::last_call_timeline;
+use crate::experiments::rpc::record::Record;
+use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
-use crate::record::{Record, RecordData};
 use serde::Serialize;
 
 /// One flagged cell and what its reruns showed.
@@ -39,7 +40,7 @@ pub fn results(records: &[Record]) -> Vec<(&RpcParams, &RpcResult)> {
     records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Rpc {
+            RpcData {
                 params,
                 result: Some(result),
             } => Some((params, result.as_ref())),
@@ -97,9 +98,7 @@ pub fn flag_cliffs(records: &[Record]) -> Vec<(String, Cliff, &RpcParams, &RpcRe
 pub fn measured_records(records: &[Record]) -> Vec<Record> {
     records
         .iter()
-        .filter(|r| {
-            matches!(&r.data, RecordData::Rpc { params, .. } if params.purpose == Purpose::Measure)
-        })
+        .filter(|r| matches!(&r.data, RpcData { params, .. } if params.purpose == Purpose::Measure))
         .cloned()
         .collect()
 }

@@ -18,9 +18,9 @@ use crate::experiment::endpoints::{ControlError, Wait};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::placement;
 use crate::experiment::runner::{MeasureCell, Measured};
+use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
 use crate::experiments::rpc::role::{RpcReply, RpcRequest, RpcRole};
-use crate::record::RecordData;
 use crate::testbed::capture::CaptureSpec;
 use crate::testbed::{LinkVia, Placement, link::LinkProfile, netns::has_net_admin};
 use std::net::SocketAddr;
@@ -128,6 +128,7 @@ pub struct RpcMeasure;
 
 impl MeasureCell for RpcMeasure {
     type Cell = RpcParams;
+    type Data = RpcData;
 
     fn label(&self, cell: &RpcParams) -> String {
         let what = match &cell.purpose {
@@ -139,12 +140,10 @@ impl MeasureCell for RpcMeasure {
         format!("{what} {} {} B", cell.column(), cell.size)
     }
 
-    fn measure(&mut self, cell: &RpcParams) -> Result<Measured, Interrupted> {
-        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| {
-            RecordData::Rpc {
-                params: cell.clone(),
-                result,
-            }
+    fn measure(&mut self, cell: &RpcParams) -> Result<Measured<RpcData>, Interrupted> {
+        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| RpcData {
+            params: cell.clone(),
+            result,
         })
     }
 }

@@ -3,6 +3,7 @@
 pub mod analysis;
 pub mod bounds;
 pub mod cell;
+pub mod figures;
 pub mod record;
 pub mod report;
 pub mod role;

@@ -126,3 +126,17 @@ mod tests {
         }
     }
 }
+
+/// An rpc record's own part: the cell asked for and what it gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "experiment", rename = "rpc")]
+pub struct RpcData {
+    pub params: RpcParams,
+    pub result: Option<Box<RpcResult>>,
+}
+
+/// A rpc record.
+pub type Record = crate::record::Record<RpcData>;
+
+/// Nothing of a rpc cell is read by the profile report beyond its profile.
+impl crate::record::profile::Profiled for RpcData {}

@@ -4,13 +4,15 @@
 
 use crate::experiments::rpc::analysis::{Finding, StallRange, mean_ms_per_100, results};
 use crate::experiments::rpc::bounds::rpc_below_bound;
+use crate::experiments::rpc::record::RpcData;
 use crate::model::sunos4;
 use crate::report::historical;
+use crate::report::html::{Parts, ReportSection};
 use crate::report::table::{hosts_text, markdown, num};
 
 /// The 1989 Ethernet's rate.
 const ETHER10_BITS_PER_S: f64 = 10e6;
-use crate::record::Record;
+use crate::experiments::rpc::record::Record;
 use crate::record::testbed::Placement;
 
 /// The source document's table: rows of argument sizes, columns TCP/UDP local/remote.
@@ -428,3 +430,64 @@ pub fn model_ranges_text(lo: u64, hi: u64, ranges: &[sunos4::SlowRanges]) -> Str
 
 /// What would account for the residual, as far as the sources allow.
 pub const MODEL_RESIDUAL: &str = "what would account for it: the model's boundaries are where a last write stops fitting the 96 bytes left behind a 4000-byte fragment (start) and where it reaches a cluster, 1024 bytes, so sosend stops splitting it (end). 1989's first range ends at a last write of 1004 bytes, 16 before the cluster, and its second starts at 148, 48 after the room the model leaves; SunOS 4.0.1's own sosend and mbuf accounting (not published; the model reads 4.1.3's) would have to give a last write 48 more bytes of room after two fragments and stop splitting 16 bytes before a cluster.";
+
+/// The rpc section of the report page.
+pub struct RpcSection;
+
+impl ReportSection for RpcSection {
+    type Data = RpcData;
+    const EXPERIMENT: &'static str = "rpc";
+
+    fn parts(records: &[Record]) -> Parts {
+        let findings = crate::experiments::rpc::analysis::findings_from_records(records);
+        let text = crate::experiments::rpc::report::table(
+            &crate::experiments::rpc::analysis::measured_records(records),
+            &findings,
+        );
+        let reading = if findings.is_empty() {
+            "No cliffs: every size's median call is within 3x of what its neighbours predict."
+                .into()
+        } else {
+            let cells: Vec<String> = findings
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{} {} B ({:.1} ms per call, {:.0}x)",
+                        f.column,
+                        f.size,
+                        f.ms_per_100_calls / 100.0,
+                        f.ratio
+                    )
+                })
+                .collect();
+            let mut s = format!(
+                "Cliffs, far above what their neighbours predict: {}.",
+                cells.join(", ")
+            );
+            // Each kind of diagnosis once (the same cause with other numbers
+            // is the same finding; the table below has every cell's).
+            let mut causes: Vec<String> = Vec::new();
+            for f in &findings {
+                let Some(d) = &f.diagnosis else { continue };
+                let kind: String = d.cause.chars().filter(|c| !c.is_ascii_digit()).collect();
+                if !causes.contains(&kind) {
+                    causes.push(kind);
+                    s.push_str(&format!(" {} {} B: {}", f.column, f.size, d.cause));
+                }
+            }
+            s
+        };
+        (
+            "rpc: Sun RPC over TCP and UDP, the 4096-byte cliff (1989)".into(),
+            text,
+            reading,
+            crate::experiments::rpc::figures::rpc_time(records)
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    fn cell(r: &Record) -> String {
+        format!("rpc {} {} B", r.data.params.column(), r.data.params.size)
+    }
+}

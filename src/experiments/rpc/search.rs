@@ -26,8 +26,9 @@ use crate::experiments::rpc::analysis::{
     mean_ms_per_call, mss_for_mtu, stall_ranges,
 };
 use crate::experiments::rpc::cell::RpcPlan;
+use crate::experiments::rpc::record::Record;
+use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams};
-use crate::record::{Record, RecordData};
 use crate::testbed::Placement;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -63,7 +64,7 @@ pub struct Explained {
 
 /// Runs the plan's grid, finds its cliffs and, if the plan says so,
 /// diagnoses each.
-pub fn measure_and_explain<M: MeasureCell<Cell = RpcParams>>(
+pub fn measure_and_explain<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     runner: &mut Runner,
     measure: &mut M,
     plan: &RpcPlan,
@@ -87,7 +88,7 @@ pub fn measure_and_explain<M: MeasureCell<Cell = RpcParams>>(
 /// reruns each TCP cliff with one change at a time and once captured.
 /// Returns the findings, read from the records exactly as `netlab report`
 /// reads them ([`findings_from_records`]), and the reruns' records.
-pub fn find_and_diagnose<M: MeasureCell<Cell = RpcParams>>(
+pub fn find_and_diagnose<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     runner: &mut Runner,
     measure: &mut M,
     records: &[Record],
@@ -153,7 +154,7 @@ struct Prober<'r, 'w, M> {
     times: BTreeMap<usize, f64>,
 }
 
-impl<M: MeasureCell<Cell = RpcParams>> Prober<'_, '_, M> {
+impl<M: MeasureCell<Cell = RpcParams, Data = RpcData>> Prober<'_, '_, M> {
     fn probe(&mut self, size: usize) -> Result<f64, SearchError> {
         if let Some(&ms) = self.times.get(&size) {
             return Ok(ms);
@@ -164,7 +165,7 @@ impl<M: MeasureCell<Cell = RpcParams>> Prober<'_, '_, M> {
         };
         let record = self.runner.cell(self.measure, &cell)?;
         let ms = match &record.data {
-            RecordData::Rpc {
+            RpcData {
                 result: Some(r), ..
             } => mean_ms_per_call(r, cell.calls),
             _ => {
@@ -198,7 +199,7 @@ pub fn path_mss(placement: &Placement) -> usize {
 
 /// Maps where TCP calls stall between `lo` and `hi` bytes on each of the
 /// plan's placements (MSS from [`path_mss`]).
-pub fn find_cliffs<M: MeasureCell<Cell = RpcParams>>(
+pub fn find_cliffs<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     runner: &mut Runner,
     measure: &mut M,
     plan: &RpcPlan,
@@ -221,7 +222,7 @@ pub fn find_cliffs<M: MeasureCell<Cell = RpcParams>>(
 }
 
 /// [`find_cliffs`] on one placement whose path has this MSS.
-pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams>>(
+pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     runner: &mut Runner,
     measure: &mut M,
     plan: &RpcPlan,
@@ -295,14 +296,14 @@ mod tests {
     use crate::experiments::rpc::record::RpcResult;
 
     /// A made-up RPC cell: `ms` per call, the median call too.
-    fn rpc_measured(cell: &RpcParams, ms: f64) -> Result<Measured, Interrupted> {
+    fn rpc_measured(cell: &RpcParams, ms: f64) -> Result<Measured<RpcData>, Interrupted> {
         let mut result = RpcResult::default();
         result.client.rep_seconds = vec![ms * 1e-3 * f64::from(cell.calls); cell.reps as usize];
         result.client.latency_us_p50 = ms * 1e3;
         result.client.writes_per_call = 2;
         Ok(Measured {
             placement: cell.placement.name().into(),
-            data: RecordData::Rpc {
+            data: RpcData {
                 params: cell.clone(),
                 result: Some(Box::new(result)),
             },
@@ -317,7 +318,7 @@ mod tests {
 
     /// The search on loopback, with a path of this MSS, over `lo..=hi`.
     fn search(
-        mock: &mut impl MeasureCell<Cell = RpcParams>,
+        mock: &mut impl MeasureCell<Cell = RpcParams, Data = RpcData>,
         mss: usize,
         (lo, hi): (usize, usize),
     ) -> Result<Vec<StallRange>, SearchError> {
@@ -396,7 +397,7 @@ mod tests {
             if cell.size == 4096 {
                 Ok(Measured {
                     placement: "loopback".into(),
-                    data: RecordData::Rpc {
+                    data: RpcData {
                         params: cell.clone(),
                         result: None,
                     },
@@ -429,7 +430,7 @@ mod tests {
     /// (Nagle holds the second write until the delayed ACK), unless the
     /// client sets TCP_NODELAY, the server acks at once, or one writev
     /// carries the request.
-    fn nagle_meets_delayed_ack(cell: &RpcParams) -> Result<Measured, Interrupted> {
+    fn nagle_meets_delayed_ack(cell: &RpcParams) -> Result<Measured<RpcData>, Interrupted> {
         let two_writes = cell.size == 4096 || cell.size == 8192;
         let fixed =
             cell.client.nodelay || cell.server.quickack || cell.strategy == Strategy::Writev;

@@ -5,12 +5,13 @@
 //! network engineers and iperf3 count link rates); a KB in "µs CPU per KB"
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
 pub use crate::experiments::stream::record::{Bottleneck, StreamFigures};
 use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
 use crate::record::stats::Spread;
-use crate::record::{Record, RecordData};
 
 /// CPU utilisation (CPU seconds over wall seconds) above which a side counts
 /// as saturated. Below 100% because a saturated process still blocks briefly
@@ -154,14 +155,14 @@ pub fn summary_json(records: &[Record]) -> serde_json::Value {
     let results: Vec<_> = records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Stream {
+            StreamData {
                 result: Some(result),
                 ..
             } => Some(result),
             _ => None,
         })
         .collect();
-    let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+    let spread = |f: &dyn Fn(&crate::experiments::stream::record::StreamResult) -> f64| {
         Spread::of(&results.iter().map(|r| f(r)).collect::<Vec<_>>())
     };
     serde_json::json!({

@@ -14,16 +14,21 @@ use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::stream::analysis::{combined_figures, figures, jain_fairness};
 use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::DesignContext;
 use crate::experiments::stream::record::EndpointReport;
+use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
+use crate::experiments::stream::record::StreamData;
+use crate::experiments::stream::record::StreamParams;
+use crate::experiments::stream::record::StreamResult;
+use crate::experiments::stream::record::SweepContext;
 use crate::experiments::stream::record::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
 use crate::experiments::stream::role::{
     ReceiveSpec, SendSpec, StreamReply, StreamRequest, StreamRole,
 };
 use crate::measure::procstat;
-use crate::record::{DesignContext, RecordData, StreamParams, StreamResult, SweepContext};
 use crate::testbed::Placement;
 use crate::units::format_size;
 use std::net::SocketAddr;
@@ -612,12 +617,12 @@ pub struct Confident {
 
 /// Runs `config` again and again until [`Confidence`] is met or its
 /// maximum reached; every run is a record.
-pub fn run_until_confident<M: MeasureCell<Cell = StreamCell>>(
+pub fn run_until_confident<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     runner: &mut crate::experiment::runner::Runner,
     measure: &mut M,
     config: &StreamConfig,
     asked: Confidence,
-) -> Result<(Vec<crate::record::Record>, Confident), crate::experiment::MeasureError> {
+) -> Result<(Vec<Record>, Confident), crate::experiment::MeasureError> {
     let mut records = Vec::new();
     let mut throughputs = Vec::new();
     let mut confident = Confident {
@@ -638,7 +643,7 @@ pub fn run_until_confident<M: MeasureCell<Cell = StreamCell>>(
         };
         let record = runner.cell(measure, &cell)?;
         confident.runs += 1;
-        if let RecordData::Stream {
+        if let StreamData {
             result: Some(result),
             ..
         } = &record.data
@@ -679,6 +684,7 @@ pub type IntervalSink = Box<dyn FnMut(u32, usize, &IntervalSample)>;
 
 impl MeasureCell for StreamMeasure {
     type Cell = StreamCell;
+    type Data = StreamData;
 
     fn label(&self, cell: &StreamCell) -> String {
         format!(
@@ -688,7 +694,7 @@ impl MeasureCell for StreamMeasure {
         )
     }
 
-    fn measure(&mut self, cell: &StreamCell) -> Result<Measured, Interrupted> {
+    fn measure(&mut self, cell: &StreamCell) -> Result<Measured<StreamData>, Interrupted> {
         let config = &cell.config;
         let run = cell.repeat_index;
         let result = match &mut self.intervals {
@@ -697,14 +703,12 @@ impl MeasureCell for StreamMeasure {
             }),
             None => run_once(config, &mut |_, _| {}),
         };
-        crate::experiment::measured(config.placement.name(), result, |result| {
-            RecordData::Stream {
-                params: StreamParams {
-                    design: cell.design.clone(),
-                    ..config.params(cell.repeat_index, cell.sweep.clone())
-                },
-                result,
-            }
+        crate::experiment::measured(config.placement.name(), result, |result| StreamData {
+            params: StreamParams {
+                design: cell.design.clone(),
+                ..config.params(cell.repeat_index, cell.sweep.clone())
+            },
+            result,
         })
     }
 }
@@ -734,8 +738,8 @@ mod tests {
         use crate::experiment::runner::mock::{Mock, runner};
         let mut next = throughputs.iter().copied();
         let mut measure = Mock::new(|_: &StreamCell| {
-            let mut record = crate::record::fixture_stream_run();
-            if let RecordData::Stream {
+            let mut record = crate::experiments::stream::record::fixture_stream_run();
+            if let StreamData {
                 result: Some(result),
                 ..
             } = &mut record.data

@@ -4,7 +4,9 @@
 //! return text; they print nothing themselves.
 
 use crate::analysis::stats::Spread;
-use crate::record::{Record, RecordData, StreamResult};
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
+use crate::experiments::stream::record::StreamResult;
 use crate::report::historical;
 use crate::report::table::*;
 use crate::units::format_size;
@@ -14,7 +16,7 @@ fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
     records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Stream {
+            StreamData {
                 result: Some(result),
                 ..
             } => Some((r, result.as_ref())),
@@ -624,7 +626,7 @@ pub fn berkeley_then_now(records: &[Record]) -> Option<String> {
     let runs: Vec<(&StreamResult, u64)> = records
         .iter()
         .filter_map(|r| match &r.data {
-            RecordData::Stream {
+            StreamData {
                 params,
                 result: Some(result),
             } if params.record == h.record_bytes => params
@@ -684,7 +686,7 @@ pub fn barrier_text(records: &[Record]) -> Option<String> {
     let h = &historical::figures().bsd_speedups;
     let mut rows = Vec::new();
     for record in records {
-        let RecordData::Stream {
+        let StreamData {
             result: Some(result),
             ..
         } = &record.data

@@ -14,8 +14,11 @@ use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::stream::analysis::Bottleneck;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
+use crate::experiments::stream::record::SweepContext;
 use crate::experiments::sweep::dips;
-use crate::record::{Record, RecordData, SweepContext, now_rfc3339};
+use crate::record::now_rfc3339;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
@@ -126,9 +129,7 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
     for record in records {
-        let RecordData::Stream { params, result } = &record.data else {
-            continue;
-        };
+        let StreamData { params, result } = &record.data;
         if result.is_none() {
             if !failed.iter().any(|(s, _)| *s == params.record) {
                 failed.push((params.record, record.error.clone().unwrap_or_default()));
@@ -144,14 +145,14 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
             let runs: Vec<_> = records
                 .iter()
                 .filter_map(|r| match &r.data {
-                    RecordData::Stream {
+                    StreamData {
                         params,
                         result: Some(result),
                     } if params.record == size => Some(result.as_ref()),
                     _ => None,
                 })
                 .collect();
-            let spread = |f: &dyn Fn(&crate::record::StreamResult) -> f64| {
+            let spread = |f: &dyn Fn(&crate::experiments::stream::record::StreamResult) -> f64| {
                 Spread::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
             };
             let throughput = spread(&|r| r.figures.throughput_mb_s)?;
@@ -192,7 +193,7 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
             let times = records
                 .iter()
                 .filter_map(|r| match &r.data {
-                    RecordData::Stream {
+                    StreamData {
                         params,
                         result: Some(result),
                     } if params.record == p.record => Some(result.figures.us_per_record * 1e-6),
@@ -337,7 +338,7 @@ fn precision_of(records: &[Record], sizes: &[u64], p: &Precision) -> Vec<PointPr
             let mut runs = 0;
             let mut throughputs = Vec::new();
             for record in records {
-                if let RecordData::Stream { params, result } = &record.data
+                if let StreamData { params, result } = &record.data
                     && params.record == size
                 {
                     runs += 1;
@@ -373,7 +374,7 @@ pub struct Swept {
 /// Runs `config`'s sweep: every size `repeat` times, then with `precision`
 /// the least precise size again until each is precise enough
 /// ([`refine`]).
-pub fn run<M: MeasureCell<Cell = StreamCell>>(
+pub fn run<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     runner: &mut Runner,
     measure: &mut M,
     config: &SweepConfig,
@@ -392,7 +393,7 @@ pub fn run<M: MeasureCell<Cell = StreamCell>>(
     })
 }
 
-pub fn refine<M: MeasureCell<Cell = StreamCell>>(
+pub fn refine<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     runner: &mut Runner,
     measure: &mut M,
     cells: &[StreamCell],
@@ -458,14 +459,15 @@ mod tests {
     /// for 1 KB ones, alternating.
     fn answer(
         template: Record,
-    ) -> impl FnMut(&StreamCell) -> Result<Measured, crate::experiment::Interrupted> {
+    ) -> impl FnMut(&StreamCell) -> Result<Measured<StreamData>, crate::experiment::Interrupted>
+    {
         let mut count = 0;
         move |cell: &StreamCell| {
             count += 1;
             let swing = if cell.config.record == 64 { 0.01 } else { 0.3 };
             let sign = if count % 2 == 0 { 1.0 } else { -1.0 };
             let mut data = template.data.clone();
-            if let RecordData::Stream {
+            if let StreamData {
                 params,
                 result: Some(result),
             } = &mut data
@@ -494,7 +496,9 @@ mod tests {
     /// their repeat indices.
     fn refined(budget: Duration) -> (PrecisionReport, Vec<Record>, Vec<(u64, u32)>) {
         let grid = cells(&sweep());
-        let mut mock = Mock::new(answer(crate::record::fixture_stream_run()));
+        let mut mock = Mock::new(answer(
+            crate::experiments::stream::record::fixture_stream_run(),
+        ));
         let mut runner = runner();
         let started = Instant::now();
         let mut records = runner.grid(&mut mock, &grid).unwrap();

@@ -12,9 +12,10 @@
 //! for room in its send buffer, i.e. for the receiver). What differs is named; when nothing does,
 //! the dip is reported as unexplained rather than left out.
 
-use crate::record::StreamResult;
+use crate::experiments::stream::record::Record;
+use crate::experiments::stream::record::StreamData;
+use crate::experiments::stream::record::StreamResult;
 use crate::record::stats::Spread;
-use crate::record::{Record, RecordData};
 
 /// The least shortfall against the neighbours that counts as a dip.
 pub const MIN_SHORTFALL: f64 = 0.10;
@@ -174,7 +175,7 @@ fn evidence(record: u64, here: &[Run], left: &[Run], right: &[Run]) -> Vec<Strin
 pub fn dips(records: &[Record]) -> Vec<Dip> {
     let mut sizes: Vec<(u64, Vec<Run>)> = Vec::new();
     for r in records {
-        if let RecordData::Stream {
+        if let StreamData {
             params,
             result: Some(result),
         } = &r.data
@@ -225,8 +226,8 @@ mod tests {
     use super::*;
 
     fn at(record: u64, mb_s: f64, shared: bool, segment: f64) -> Record {
-        let mut r = crate::record::fixture_stream_run();
-        if let RecordData::Stream {
+        let mut r = crate::experiments::stream::record::fixture_stream_run();
+        if let StreamData {
             params,
             result: Some(result),
         } = &mut r.data
@@ -277,7 +278,7 @@ mod tests {
             (131072, 2450.0, 47000.0),
         ] {
             let mut r = at(size, mb_s, false, segment);
-            if let RecordData::Stream {
+            if let StreamData {
                 result: Some(result),
                 ..
             } = &mut r.data

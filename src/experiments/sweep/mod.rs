@@ -2,4 +2,5 @@
 
 pub mod cell;
 pub mod dips;
+pub mod figures;
 pub mod report;

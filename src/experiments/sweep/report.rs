@@ -1,8 +1,8 @@
 //! The sweep's table (throughput and costs against record size, the knee,
 //! the fitted cost model, the dips, 1988's figures) and its JSON document.
 
+use crate::experiments::stream::record::Record;
 use crate::experiments::sweep::cell::{PrecisionReport, SweepSummary};
-use crate::record::Record;
 use crate::report::historical;
 use crate::report::table::*;
 use crate::units::format_size;

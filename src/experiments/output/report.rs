@@ -1,0 +1,132 @@
+//! The 1987 terminal-output table: throughput, CPU and segments per KB per
+//! server, the 1987 telnet figures beside.
+
+use crate::experiments::output::record::{OutputData, Record};
+use crate::report::historical;
+use crate::report::html::{Parts, ReportSection};
+use crate::report::table::{markdown, num};
+
+/// The terminal-output cells: throughput, CPU and segments per KB per
+/// server, the 1987 telnet figures beside.
+/// `netlab output`'s text: what was typed, how paced, then
+/// [`output_table`].
+pub fn output_text(size: u64, baud: Option<u32>, records: &[Record]) -> String {
+    format!(
+        "netlab output: {} of text typed through each server ({})\n{}",
+        crate::units::format_size(size),
+        baud.map_or("unpaced".to_string(), |b| format!("paced to {b} baud")),
+        output_table(records)
+    )
+}
+
+pub fn output_table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    for record in records {
+        let OutputData { params, result } = &record.data;
+        let mut row = vec![
+            params.relay.name().to_string(),
+            params.protocol.name().to_string(),
+            params.placement.name().to_string(),
+        ];
+        match result {
+            Some(r) => row.extend([
+                num(r.kbytes_per_s),
+                num(r.server_cpu_us_per_kb),
+                num(r.client_cpu_us_per_kb),
+                num(r.segments_per_kb),
+                num(r.mean_segment_bytes),
+                format!("{:.0}", r.server_cpu_pct),
+            ]),
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 5));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    let mut text = markdown(
+        &[
+            "server",
+            "proto",
+            "place",
+            "KB/s",
+            "server µs/KB",
+            "client µs/KB",
+            "segs/KB",
+            "mean seg B",
+            "server cpu %",
+        ],
+        &rows,
+    );
+    let then = &historical::figures().terminal_output;
+    text.push_str(&format!(
+        "1987 ({}): {}: telnet server host {}% CPU for at most {} KB/s of terminal output, ~{}-byte packets; DECnet SET HOST and LAT left it at least {}% idle.\n",
+        then.source,
+        then.what,
+        then.telnet.remote_cpu_pct,
+        then.telnet.terminal_kbytes_s_max,
+        then.telnet.avg_packet_bytes,
+        then.lat_direct.remote_idle_pct_min
+    ));
+    text
+}
+
+/// The output section of the report page.
+pub struct OutputSection;
+
+impl ReportSection for OutputSection {
+    type Data = OutputData;
+    const EXPERIMENT: &'static str = "output";
+
+    fn parts(records: &[Record]) -> Parts {
+        let text = crate::experiments::output::report::output_table(records);
+        let cells: Vec<(String, &crate::experiments::output::record::OutputResult)> = records
+            .iter()
+            .filter_map(|r| match &r.data {
+                OutputData {
+                    params,
+                    result: Some(res),
+                } => Some((
+                    format!("{} {}", params.relay.name(), params.protocol.name()),
+                    res.as_ref(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let mut reading = String::new();
+        let fastest = cells
+            .iter()
+            .max_by(|a, b| a.1.kbytes_per_s.total_cmp(&b.1.kbytes_per_s));
+        let cheapest = cells.iter().min_by(|a, b| {
+            a.1.server_cpu_us_per_kb
+                .total_cmp(&b.1.server_cpu_us_per_kb)
+        });
+        if let (Some(f), Some(c)) = (fastest, cheapest) {
+            let segment = cells
+                .iter()
+                .map(|c| c.1.mean_segment_bytes)
+                .fold(f64::INFINITY, f64::min);
+            reading = format!(
+                "The fastest path was {} at {:.0} KB/s of terminal output; the cheapest server per KB {} at {:.1} µs/KB, where 1987's telnet host spent a whole VAX on under 1 KB/s. The smallest mean segment was {:.0} bytes, against 1987's ~100. On loopback Nagle's algorithm and the client's delayed ACK, not the relay, set the pace (netlab output --nodelay).",
+                f.0, f.1.kbytes_per_s, c.0, c.1.server_cpu_us_per_kb, segment
+            );
+        }
+        (
+            "output: typing files to a terminal through a remote login (1987)".into(),
+            text,
+            reading,
+            crate::experiments::output::figures::output_figures(records),
+        )
+    }
+
+    fn cell(r: &Record) -> String {
+        format!(
+            "output {} {}",
+            r.data.params.relay.name(),
+            r.data.params.protocol.name()
+        )
+    }
+}

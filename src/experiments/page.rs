@@ -1,0 +1,279 @@
+//! The report page as the registry composes it: the core's page
+//! (`report::html`) asks this for its sections, its notable findings and
+//! its cells' names; each experiment's section is its own
+//! ([`ReportSection`] in its folder's `report.rs`), looped over here, and
+//! stream's section holds its variants' (sweep's table and figure,
+//! ablate's designs). What joins experiments (Van Jacobson's per-packet
+//! budget from the sweep and the checksums, the notable findings) is here.
+
+use super::{RECORDED, Record, RecordData, cksum, login, output, records_of, rpc, stream, sweep};
+use crate::experiments::stream::record::{Record as StreamRecord, StreamData};
+use crate::experiments::sweep::cell::summarize;
+use crate::report::figures::Figure;
+use crate::report::html::{self, Loaded, Page, Parts, ReportSection, Section, section_of};
+use std::path::Path;
+
+/// The page over every experiment's records.
+pub struct Report;
+
+/// Reads a records file for a report: every record this netlab knows.
+pub fn load(path: &Path) -> std::io::Result<Loaded<RecordData>> {
+    html::load(path, &RECORDED)
+}
+
+/// Every figure the records allow, in report order.
+pub fn figures(records: &[Record]) -> Vec<Figure> {
+    Report
+        .sections(records)
+        .into_iter()
+        .flat_map(|s| s.figures)
+        .collect()
+}
+
+/// stream's section, with its variants': single runs, the sweep's table and
+/// figure, ablate's designs.
+pub struct StreamSection;
+
+impl ReportSection for StreamSection {
+    type Data = StreamData;
+    const EXPERIMENT: &'static str = "stream";
+
+    fn parts(records: &[StreamRecord]) -> Parts {
+        let (designed, records): (Vec<StreamRecord>, Vec<StreamRecord>) = records
+            .iter()
+            .cloned()
+            .partition(|r| matches!(&r.data, StreamData { params, .. } if params.design.is_some()));
+        let records = &records[..];
+        let (sweep, single): (Vec<StreamRecord>, Vec<StreamRecord>) = records
+            .iter()
+            .cloned()
+            .partition(|r| matches!(&r.data, StreamData { params, .. } if params.sweep.is_some()));
+        let mut text = String::new();
+        // Factorial designs (`netlab ablate`): their analysis and one
+        // interaction plot per pair of factors.
+        let (design_text, design_reading, design_figures) =
+            crate::experiments::ablate::report::designs(&designed);
+        text.push_str(&design_text);
+        if !single.is_empty() {
+            text.push_str(&stream::report::stream_table("netlab stream", &single));
+            if let Some(line) = stream::report::berkeley_then_now(&single) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            if let Some(barrier) = stream::report::barrier_text(&single) {
+                text.push_str(&barrier);
+            }
+        }
+        let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
+        let mut reading = String::new();
+        if !summary.points.is_empty() {
+            text.push_str(&crate::experiments::sweep::report::sweep_table(
+                "netlab sweep stream",
+                &summary,
+                &sweep,
+            ));
+            let first = &summary.points[0];
+            let best = summary
+                .points
+                .iter()
+                .max_by(|a, b| {
+                    a.throughput_mb_s
+                        .median
+                        .total_cmp(&b.throughput_mb_s.median)
+                })
+                .expect("not empty");
+            reading.push_str(&format!(
+                "Throughput rises from {:.0} MB/s with {}-byte records to {:.0} MB/s with {}-byte records. ",
+                first.throughput_mb_s.median, first.record, best.throughput_mb_s.median, best.record
+            ));
+            // The model's knee uses every size; the first size to clear the
+            // threshold can be moved by one outlier.
+            match (&summary.model_knee, &summary.knee) {
+                (Some(m), Some(k)) => reading.push_str(&format!(
+                    "The knee ({:.0}% of the peak) is at about {:.0} bytes by the cost model (95% interval {:.0}-{:.0} over the repetitions); the first measured size within {:.0}% of the best is {} bytes. ",
+                    m.fraction * 100.0,
+                    m.size,
+                    m.low,
+                    m.high,
+                    (1.0 - k.fraction) * 100.0,
+                    k.size
+                )),
+                (None, Some(k)) => reading.push_str(&format!(
+                    "The knee ({:.0}% of the plateau) is at {} bytes. ",
+                    k.fraction * 100.0,
+                    k.size
+                )),
+                _ => {}
+            }
+            if let Some(m) = &summary.model {
+                reading.push_str(&format!(
+                    "The fitted cost per record is {:.2} µs fixed plus {:.3} ns per byte (r² {:.3}): below about {:.0} bytes the fixed cost (system calls, wake-ups, per-packet work) dominates, above it the per-byte cost (copies) does. ",
+                    m.fixed * 1e6,
+                    m.per_byte * 1e9,
+                    m.r_squared,
+                    m.fixed / m.per_byte.max(1e-15)
+                ));
+            }
+            reading.push_str(&format!(
+                "At the plateau the bottleneck was {}.",
+                best.bottleneck.describe()
+            ));
+        } else if !single.is_empty() {
+            reading.push_str(
+                "Single runs only (no size sweep): the table gives each run's throughput and CPU.",
+            );
+        }
+        reading.push_str(&design_reading);
+        let mut figures: Vec<Figure> = sweep::figures::stream_throughput(records)
+            .into_iter()
+            .collect();
+        figures.extend(design_figures);
+        (
+            "stream: bulk transfer, throughput vs record size (1981, 1988)".into(),
+            text,
+            reading,
+            figures,
+        )
+    }
+
+    fn cell(r: &StreamRecord) -> String {
+        format!("stream {} B records", r.data.params.record)
+    }
+}
+
+impl Page<RecordData> for Report {
+    fn experiments(&self) -> &'static [&'static str] {
+        &RECORDED
+    }
+
+    fn sections(&self, records: &[Record]) -> Vec<Section> {
+        let streams = records_of(records, RecordData::stream);
+        let checksums = records_of(records, RecordData::cksum);
+        let mut sections = Vec::new();
+        sections.extend(section_of::<StreamSection>(&streams));
+        sections.extend(section_of::<rpc::report::RpcSection>(&records_of(
+            records,
+            RecordData::rpc,
+        )));
+        if let Some(mut section) = section_of::<cksum::report::CksumSection>(&checksums) {
+            if let Some(budget) = packet_budget(&streams, &checksums) {
+                section.tables.push_str(&budget);
+            }
+            sections.push(section);
+        }
+        sections.extend(section_of::<login::report::LoginSection>(&records_of(
+            records,
+            RecordData::login,
+        )));
+        sections.extend(section_of::<output::report::OutputSection>(&records_of(
+            records,
+            RecordData::output,
+        )));
+        sections
+    }
+
+    /// The most notable findings, most striking first (at most three).
+    fn notable(&self, records: &[Record]) -> Vec<String> {
+        let mut found = Vec::new();
+        let rpc = records_of(records, RecordData::rpc);
+        for f in rpc::analysis::findings_from_records(&rpc).iter().take(1) {
+            let mut s = format!(
+                "RPC over {} stalls at {} bytes ({:.0}x what its neighbours predict, {:.1} ms per call)",
+                f.column,
+                f.size,
+                f.ratio,
+                f.ms_per_100_calls / 100.0
+            );
+            if let Some(d) = &f.diagnosis {
+                let cause = d.cause.split(". ").next().unwrap_or(&d.cause);
+                s.push_str(&format!(": {}", cause.trim_end_matches('.')));
+                if let Some((change, before, after)) =
+                    d.fixes.iter().min_by(|a, b| a.2.total_cmp(&b.2))
+                {
+                    s.push_str(&format!(
+                        "; fixed by {change} ({before:.2} -> {after:.3} ms per call)"
+                    ));
+                }
+            }
+            found.push(s);
+        }
+        let sections = self.sections(records);
+        for section in &sections {
+            let sentences: Vec<&str> = section.reading.split_inclusive(". ").collect();
+            // The stream's knee and cost split say more than its first sentence.
+            let pick = if section.experiment == "stream" {
+                sentences
+                    .iter()
+                    .find(|s| s.contains("fitted cost"))
+                    .or(sentences.first())
+            } else {
+                sentences.first()
+            };
+            let first_sentence = pick.map_or(String::new(), |s| s.trim().to_string());
+            match section.experiment {
+                "login" | "output" | "stream" if !first_sentence.is_empty() => {
+                    found.push(format!("{}: {first_sentence}", section.experiment));
+                }
+                _ => {}
+            }
+        }
+        found.truncate(3);
+        found
+    }
+
+    fn cell_name(&self, r: &Record) -> String {
+        let what = match &r.data {
+            RecordData::Stream(data) => StreamSection::cell(&r.with(data.clone())),
+            RecordData::Rpc(data) => rpc::report::RpcSection::cell(&r.with(data.clone())),
+            RecordData::Cksum(data) => cksum::report::CksumSection::cell(&r.with(data.clone())),
+            RecordData::Login(data) => login::report::LoginSection::cell(&r.with(data.clone())),
+            RecordData::Output(data) => output::report::OutputSection::cell(&r.with(data.clone())),
+        };
+        format!("{what} ({})", r.placement)
+    }
+}
+
+/// Van Jacobson's per-packet budget for today's host: the stream sweep's
+/// fitted cost of one packet-sized record (fixed + per byte), split into
+/// copies and checksum by the cksum experiment's per-byte costs, and the
+/// packet rate it allows, beside his 1988 Sun-3/60 figures. `None` unless
+/// the records hold both a fitted sweep and checksum timings.
+pub fn packet_budget(
+    streams: &[StreamRecord],
+    checksums: &[cksum::record::Record],
+) -> Option<String> {
+    let sweep = sweep::figures::sweep_records(streams);
+    let model = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION).model?;
+    let h = &crate::report::historical::figures().bsd_speedups;
+    let bytes = h.packet_data_bytes as f64;
+    let (copy_ns_per_byte, sum_ns_per_byte) =
+        cksum::analysis::per_byte_costs(checksums, bytes as usize)?;
+    let total_us = (model.fixed + model.per_byte * bytes) * 1e6;
+    let fixed_us = model.fixed * 1e6;
+    // On loopback a byte is copied twice (into the sender's socket buffer,
+    // out of the receiver's) and never checksummed in software.
+    let copies_us = 2.0 * copy_ns_per_byte * bytes / 1e3;
+    let checksum_us = sum_ns_per_byte * bytes / 1e3;
+    let rest_us = (total_us - fixed_us - copies_us).max(0.0);
+    let then = |key: &str| h.per_packet_us.get(key).copied().unwrap_or(f64::NAN);
+    Some(format!(
+        "\nper-packet budget in Van Jacobson's form, {bytes:.0} B of data per packet (today: the stream sweep's fit on this host's placement, the cksum experiment's hot per-byte costs):\n\
+         | per packet | today µs | 1988 Sun-3/60 µs |\n\
+         |---|---|---|\n\
+         | copy (x2 on loopback) | {copies_us:.3} | {:.0} (one copy) |\n\
+         | checksum (software, if done: loopback skips it) | {checksum_us:.3} | {:.0} |\n\
+         | other per-byte work | {rest_us:.3} | {:.0} (LANCE DMA) |\n\
+         | fixed (system calls, protocol, wake-ups) | {fixed_us:.3} | {:.0} (budget) |\n\
+         | total | {total_us:.3} | {:.0} observed, {:.0} budget at 10 Mbit/s |\n\
+         packets per second the budget allows: today {:.0} ({:.0} MB/s of data), 1988 {:.0} at the 1200 µs budget.\n",
+        then("copy"),
+        then("checksum"),
+        then("lance_dma"),
+        then("fixed_budget"),
+        then("observed"),
+        then("budget_at_10mbit"),
+        1e6 / total_us,
+        bytes / total_us,
+        1e6 / then("budget_at_10mbit"),
+    ))
+}
