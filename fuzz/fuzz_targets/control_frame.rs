@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
         round_trip::<FromAgent>(&data[..n]);
         if let Ok(mut command) = parse::<Command>(&data[..n]) {
             let policy = Policy {
-                roles: netlab::experiments::ROLES,
+                served: netlab::experiments::SERVED,
                 ..Policy::default()
             };
             for run in ["lab", "stream", "rpc", "login", "output", "cksum"] {

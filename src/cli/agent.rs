@@ -78,7 +78,7 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
                 &serve.max_bytes,
                 serve.max_runs as usize,
                 serve.listen.port(),
-                crate::experiments::ROLES,
+                crate::experiments::SERVED,
             )?;
             let key = Key::load(&serve.key)?;
             if !serve.listen.ip().is_loopback() {

@@ -10,7 +10,6 @@
 use super::endpoints::ControlError;
 use super::remote;
 use crate::endpoint::agent::key::{Key, KeyError};
-use crate::endpoint::agent::policy::canonical;
 use crate::testbed::link::{LinkError, LinkProfile};
 use crate::testbed::netns::has_net_admin;
 use crate::testbed::{LinkVia, Placement};
@@ -62,7 +61,7 @@ pub fn reach(
                 agent: first.to_string(),
             });
         };
-        remote::configure(Key::load(path)?, canonical(experiment));
+        remote::configure(Key::load(path)?, experiment);
         for agent in agents {
             remote::link(agent)?;
         }

@@ -12,13 +12,14 @@ pub mod rpc;
 pub mod stream;
 pub mod sweep;
 
+use crate::endpoint::agent::policy::Served;
 use crate::endpoint::role::{RoleEntry, RoleTable};
 use crate::record::profile::Profiled;
 use serde::{Deserialize, Serialize};
 
 /// Every role an endpoint process can play: the testbed's helpers, then
 /// each experiment's.
-pub static ROLES: RoleTable = &[
+pub const ROLES: RoleTable = &[
     RoleEntry::of::<crate::endpoint::testbed::EmulatorRole>(),
     RoleEntry::of::<crate::endpoint::testbed::CaptureRole>(),
     RoleEntry::of::<stream::role::StreamRole>(),
@@ -26,6 +27,18 @@ pub static ROLES: RoleTable = &[
     RoleEntry::of::<cksum::role::CksumRole>(),
     RoleEntry::of::<login::role::LoginRole>(),
 ];
+
+/// What an agent serves: every experiment `--allow` takes, those it
+/// serves without it (they start no program on its host), the runs that
+/// are another's through it, and the lab's run, which holds each request
+/// to its own experiment.
+pub const SERVED: Served = Served {
+    experiments: &["stream", "rpc", "cksum", "login", "output"],
+    by_default: &["stream", "rpc", "cksum"],
+    runs_as: &[("sweep", "stream")],
+    every: "lab",
+    roles: ROLES,
+};
 
 /// Any experiment's record data, as a records file holds them side by side.
 /// Written exactly as each experiment writes its own (`"experiment": NAME`

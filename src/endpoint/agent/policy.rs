@@ -8,12 +8,43 @@ use crate::units::{UnitError, parse_duration, parse_size};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// The experiments an agent can serve. `login` and `output` start servers,
-/// shells and relays on the agent's host, so an agent serves them only
-/// where `--allow` lists them.
-pub const EXPERIMENTS: [&str; 5] = ["stream", "rpc", "cksum", "login", "output"];
-/// Served without `--allow`: they run no command of the agent's host.
-pub const DEFAULT_ALLOW: [&str; 3] = ["stream", "rpc", "cksum"];
+/// What the registry tells an agent about the experiments it can serve;
+/// this module names none of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Served {
+    /// Every name `--allow` takes.
+    pub experiments: &'static [&'static str],
+    /// Served without `--allow`: they run no command of the agent's host
+    /// (the others start servers, shells and relays there).
+    pub by_default: &'static [&'static str],
+    /// Runs a controller names that are another experiment's through an
+    /// agent: (run, experiment), e.g. a sweep runs streams.
+    pub runs_as: &'static [(&'static str, &'static str)],
+    /// The run that holds the experiments served by default and each
+    /// request to its own experiment's `--allow` (the lab).
+    pub every: &'static str,
+    /// The roles whose requests the agent checks, each by its own rules.
+    pub roles: RoleTable,
+}
+
+impl Served {
+    /// Nothing: an agent without the registry's list serves no run.
+    pub const NONE: Served = Served {
+        experiments: &[],
+        by_default: &[],
+        runs_as: &[],
+        every: "",
+        roles: &[],
+    };
+
+    /// The experiment a run of `run` is, through an agent.
+    pub fn canonical<'a>(&self, run: &'a str) -> &'a str {
+        self.runs_as
+            .iter()
+            .find(|(name, _)| *name == run)
+            .map_or(run, |(_, experiment)| experiment)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
@@ -26,20 +57,20 @@ pub struct Policy {
     pub max_bytes: u64,
     /// Runs at once.
     pub max_runs: usize,
-    /// The roles whose requests it checks (the registry's; none by
-    /// default, so every request is refused).
-    pub roles: RoleTable,
+    /// The experiments and roles it knows (the registry's; none by
+    /// default, so every run and request is refused).
+    pub served: Served,
 }
 
 impl Default for Policy {
     fn default() -> Policy {
         Policy {
-            allow: DEFAULT_ALLOW.iter().map(|s| s.to_string()).collect(),
+            allow: BTreeSet::new(),
             data_ports: (5311, 5350),
             max_duration: Duration::from_secs(30 * 60),
             max_bytes: 100 << 30,
             max_runs: 1,
-            roles: &[],
+            served: Served::NONE,
         }
     }
 }
@@ -47,8 +78,8 @@ impl Default for Policy {
 /// Why an agent's options make no policy.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("--allow {0}: unknown experiment (one of {list})", list = EXPERIMENTS.join(", "))]
-    Unknown(String),
+    #[error("--allow {0}: unknown experiment (one of {1})")]
+    Unknown(String, String),
     #[error("--data-ports must be LO-HI, e.g. 5311-5350, not {0}")]
     Ports(String),
     #[error("--data-ports {0}-{1} holds the control port {2}")]
@@ -72,10 +103,16 @@ impl Policy {
         max_bytes: &str,
         max_runs: usize,
         control_port: u16,
-        roles: RoleTable,
+        served: Served,
     ) -> Result<Policy, PolicyError> {
-        if let Some(name) = allow.iter().find(|n| !EXPERIMENTS.contains(&n.as_str())) {
-            return Err(PolicyError::Unknown(name.clone()));
+        if let Some(name) = allow
+            .iter()
+            .find(|n| !served.experiments.contains(&n.as_str()))
+        {
+            return Err(PolicyError::Unknown(
+                name.clone(),
+                served.experiments.join(", "),
+            ));
         }
         let bad_ports = || PolicyError::Ports(data_ports.to_string());
         let (lo, hi) = data_ports.split_once('-').ok_or_else(bad_ports)?;
@@ -100,17 +137,8 @@ impl Policy {
             max_duration,
             max_bytes: parse_size(max_bytes).map_err(PolicyError::Bytes)?,
             max_runs,
-            roles,
+            served,
         })
-    }
-}
-
-/// The experiment name a controller's subcommand runs under (`sweep` runs
-/// streams).
-pub fn canonical(experiment: &str) -> &str {
-    match experiment {
-        "sweep" => "stream",
-        other => other,
     }
 }
 
@@ -128,18 +156,26 @@ impl Policy {
         )
     }
 
-    /// Whether a run of `experiment` may start here. A `lab` run needs
-    /// the three experiments served by default; its login and output cells
-    /// run where `--allow` lists them.
+    /// Whether a run of `experiment` may start here. A lab run needs the
+    /// experiments served by default; its other cells run where `--allow`
+    /// lists them.
     pub fn admit(&self, experiment: &str) -> Result<(), String> {
-        if experiment == "lab" {
-            return DEFAULT_ALLOW
+        let served = &self.served;
+        if !served.every.is_empty() && experiment == served.every {
+            return served
+                .by_default
                 .iter()
                 .try_for_each(|name| self.admit(name))
-                .map_err(|why| format!("a lab run needs stream, rpc and cksum: {why}"));
+                .map_err(|why| {
+                    format!(
+                        "a {} run needs {}: {why}",
+                        served.every,
+                        served.by_default.join(", ")
+                    )
+                });
         }
-        let name = canonical(experiment);
-        if !EXPERIMENTS.contains(&name) {
+        let name = served.canonical(experiment);
+        if !served.experiments.contains(&name) {
             return Err(format!("unknown experiment \"{experiment}\""));
         }
         if !self.allow.contains(name) {
@@ -159,9 +195,9 @@ impl Policy {
     pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
         match command {
             Command::Role { role, request } => {
-                let entry = role::find(self.roles, role)
+                let entry = role::find(self.served.roles, role)
                     .ok_or_else(|| format!("no endpoint role \"{role}\""))?;
-                (entry.check)(request, canonical(experiment), self)
+                (entry.check)(request, self.served.canonical(experiment), self)
             }
             Command::Proceed | Command::Exit => Ok(()),
         }
@@ -171,10 +207,10 @@ impl Policy {
     /// a `run` of that experiment, or in a lab run that this agent admits
     /// it to.
     pub fn part_of(&self, run: &str, experiment: &str, what: &str) -> Result<(), String> {
-        if run == "lab" {
+        if !self.served.every.is_empty() && run == self.served.every {
             return self.admit(experiment);
         }
-        if canonical(run) != experiment {
+        if self.served.canonical(run) != experiment {
             return Err(format!("{what} is not part of a {run} run"));
         }
         Ok(())
@@ -239,7 +275,12 @@ mod tests {
     /// The agent's default policy, checking the registry's roles.
     fn default() -> Policy {
         Policy {
-            roles: crate::experiments::ROLES,
+            served: crate::experiments::SERVED,
+            allow: crate::experiments::SERVED
+                .by_default
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             ..Policy::default()
         }
     }
@@ -254,16 +295,32 @@ mod tests {
     #[test]
     fn serve_options_make_a_checked_policy() {
         let allow = vec!["stream".to_string(), "login".to_string()];
-        let policy = Policy::from_options(&allow, "6000-6010", "10m", "1G", 2, 5310, &[])
-            .expect("valid options");
+        let policy = Policy::from_options(
+            &allow,
+            "6000-6010",
+            "10m",
+            "1G",
+            2,
+            5310,
+            crate::experiments::SERVED,
+        )
+        .expect("valid options");
         assert_eq!(policy.data_ports, (6000, 6010));
         assert_eq!(policy.max_duration, Duration::from_secs(600));
         assert_eq!(policy.max_bytes, 1 << 30);
         assert!(policy.allow.contains("login"));
         let refused = |allow: &[String], ports: &str, time: &str| {
-            Policy::from_options(allow, ports, time, "1G", 1, 5310, &[])
-                .expect_err("bad options")
-                .to_string()
+            Policy::from_options(
+                allow,
+                ports,
+                time,
+                "1G",
+                1,
+                5310,
+                crate::experiments::SERVED,
+            )
+            .expect_err("bad options")
+            .to_string()
         };
         assert!(refused(&["shell".into()], "6000-6010", "1m").contains("unknown experiment"));
         assert!(refused(&allow, "6010-6000", "1m").contains("must be LO-HI"));
@@ -445,7 +502,7 @@ mod role_tests {
     #[test]
     fn a_request_for_no_role_and_the_testbed_helpers_are_refused() {
         let policy = Policy {
-            roles: crate::experiments::ROLES,
+            served: crate::experiments::SERVED,
             ..Policy::default()
         };
         let mut unknown = Command::Role {
