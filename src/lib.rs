@@ -17,8 +17,11 @@
 //! | [`endpoint`] | the programs at each end (sender, receiver, servers), run as child processes |
 //! | [`experiment`] | plans, the one runner and launcher, each experiment's orchestration and searches |
 //! | [`agent`] | `netlab agent serve`: the ends of experiments for controllers on other hosts |
-//! | [`report`] | tables in the sources' shapes, figures, the report page, CSV |
-//! | [`cli`] | one module per subcommand: arguments into a plan, run, print |
+//! | [`report`] | the report's page (sections as a trait) and figure toolkit, text tables, CSV |
+//! | [`options`] | the command-line option groups every experiment shares, and standard output |
+//! | [`experiments`] | one folder per experiment (options, plan and cell, role, record data, analysis, report section) and the registry that lists them |
+//! | [`lab`] | `netlab lab`: every experiment in its quick or full profile, one records file, one report |
+//! | [`cli`] | the top-level command: the registry's subcommands and the lab, report, testbed, agent, doctor |
 //!
 //! The table lists the layers from the bottom: a module names only modules
 //! listed before it (`tests/layers.rs` checks).
@@ -33,6 +36,7 @@ pub mod experiments;
 pub mod lab;
 pub mod measure;
 pub mod model;
+pub mod options;
 pub mod record;
 pub mod report;
 pub mod testbed;

@@ -16,7 +16,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 15] = [
+const LAYERS: [&str; 16] = [
     "wire",
     "checksum",
     "units",
@@ -29,6 +29,7 @@ const LAYERS: [&str; 15] = [
     "experiment",
     "agent",
     "report",
+    "options",
     "experiments",
     "lab",
     "cli",

@@ -1,11 +1,11 @@
 //! `netlab agent keygen` and `netlab agent serve`: the far end of runs
 //! between real hosts (`docs/DEPLOY.md`).
 
-use super::Output;
 use crate::agent::AgentConfig;
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
 use crate::experiment::endpoints::interrupt_flag;
+use crate::options::Output;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;

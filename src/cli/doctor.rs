@@ -1,7 +1,7 @@
 //! `netlab doctor [--json]`: what this host can and cannot do for netlab.
 
-use super::Output;
 use crate::experiment::doctor;
+use crate::options::Output;
 use crate::report;
 use clap::Args;
 

@@ -2,11 +2,11 @@
 //! profile (or `--full`), prints the tables, and writes them with the
 //! records under `netlab-out/<timestamp>/`.
 
-use super::Output;
 use crate::experiment::remote;
 use crate::experiment::runner::Runner;
 use crate::lab::{self, LabPlan};
 use crate::measure::host::HostFacts;
+use crate::options::Output;
 use crate::record::RecordWriter;
 use crate::report;
 use anyhow::Context;
@@ -31,7 +31,7 @@ pub struct LabArgs {
     /// Run the lab across a real path: --to AGENT (and --from AGENT, this
     /// host by default).
     #[command(flatten)]
-    pub remote: super::placement::RemoteArgs,
+    pub remote: crate::options::placement::RemoteArgs,
 }
 
 pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {

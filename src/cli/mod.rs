@@ -1,8 +1,8 @@
-//! The command line: one module per subcommand, each with its options beside
-//! its `run`, which turns them into a plan (`experiment`), runs it through
-//! the runner and prints what `report` makes of the records; [`run`] holds
-//! the options and steps every experiment shares. `main` only calls [`main`]
-//! here.
+//! The command line: the top-level command, whose experiments' subcommands
+//! come from the registry (`experiments::Command`, each experiment's
+//! options beside its `run` in its folder), and the commands that are no
+//! experiment (lab, report, testbed, agent, doctor). `main` only calls
+//! [`main`] here.
 //!
 //! Exit codes: 0 success (also when stdout is a closed pipe, as in
 //! `netlab ... | head`; failed cells show in the table and the records), 1
@@ -10,26 +10,15 @@
 //! bad usage, 130 interrupted (records finished before the interrupt are
 //! kept).
 
-pub mod ablate;
 pub mod agent;
-pub mod cksum;
 pub mod doctor;
 pub mod lab;
-pub mod login;
-pub mod login_experiment;
-pub mod output;
-pub mod placement;
 pub mod report;
-pub mod rpc;
-pub mod rpc_experiment;
-pub mod run;
-pub mod stream;
-pub mod sweep;
 pub mod testbed;
 
 use crate::experiment::MeasureError;
+use crate::options::Output;
 use clap::{Parser, Subcommand};
-use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -44,24 +33,14 @@ pub struct Cli {
     pub command: Commands,
 }
 
+// Parsed once per process: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Commands {
     /// Run the lab: every landed experiment in its quick profile, tables and records.
     Lab(lab::LabArgs),
-    /// Bulk transfer between two endpoint processes (ttcp-style).
-    Stream(stream::StreamArgs),
-    /// ONC RPC: the 1989 experiment (time per call vs size), cliffs and their causes; `serve`, `ping`.
-    Rpc(rpc::RpcArgs),
-    /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
-    Cksum(cksum::CksumArgs),
-    /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
-    Sweep(sweep::SweepArgs),
-    /// What-ifs as a full factorial: each feature's effect and their interactions.
-    Ablate(ablate::AblateArgs),
-    /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
-    Login(login::LoginArgs),
-    /// The 1987 terminal-output test: text typed to a terminal through each relay design.
-    Output(output::OutputArgs),
+    #[command(flatten)]
+    Experiment(crate::experiments::Command),
     /// Build report.html, SVG/PNG figures (and --csv) from a records file.
     Report(report::ReportArgs),
     /// Manage the network namespaces and links netlab creates.
@@ -78,13 +57,7 @@ pub enum Commands {
 impl Commands {
     fn json(&self) -> bool {
         match self {
-            Commands::Stream(a) => a.common.run.json || a.json_stream,
-            Commands::Sweep(a) => a.json(),
-            Commands::Ablate(a) => a.json(),
-            Commands::Rpc(a) => a.command.is_none() && a.experiment.run.json,
-            Commands::Cksum(a) => a.run.json,
-            Commands::Login(a) => a.command.is_none() && a.experiment.run.json,
-            Commands::Output(a) => a.run.json,
+            Commands::Experiment(command) => command.json(),
             Commands::Doctor(a) => a.json,
             Commands::Lab(_)
             | Commands::Report(_)
@@ -92,88 +65,6 @@ impl Commands {
             | Commands::Agent(_)
             | Commands::Endpoint => false,
         }
-    }
-}
-
-/// A size (`parse_size`) as a `usize`, for clap.
-fn usize_size_arg(text: &str) -> Result<usize, String> {
-    let size = crate::units::parse_size(text).map_err(|e| e.to_string())?;
-    usize::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
-}
-
-/// A size (`parse_size`) as a `u32`, for clap.
-fn u32_size_arg(text: &str) -> Result<u32, String> {
-    let size = crate::units::parse_size(text).map_err(|e| e.to_string())?;
-    u32::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
-}
-
-/// A duration (`parse_duration`) in seconds, for clap.
-fn seconds_arg(text: &str) -> Result<f64, crate::units::UnitError> {
-    crate::units::parse_duration(text).map(|d| d.as_secs_f64())
-}
-
-/// Where a server started from the command line listens.
-#[derive(Debug, clap::Args)]
-pub struct BindArgs {
-    /// Port; 0 picks a free one and prints it.
-    #[arg(long, default_value_t = 0)]
-    pub port: u16,
-    /// Address to bind; anything but loopback needs --allow-remote.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind: std::net::IpAddr,
-    /// Allow a non-loopback bind (the server has no authentication).
-    #[arg(long)]
-    pub allow_remote: bool,
-}
-
-impl BindArgs {
-    /// The address, refused when not loopback without --allow-remote, with a
-    /// warning when allowed: `what` serves `why` to anyone who reaches it.
-    fn checked(&self, what: &str, why: &str) -> anyhow::Result<std::net::SocketAddr> {
-        let bind = self.bind;
-        if !bind.is_loopback() {
-            if !self.allow_remote {
-                anyhow::bail!(
-                    "refusing to bind {bind} (not loopback) without --allow-remote: {why}"
-                );
-            }
-            eprintln!(
-                "netlab {what}: warning: serving on {bind}, reachable from other hosts: {why}"
-            );
-        }
-        Ok(std::net::SocketAddr::new(bind, self.port))
-    }
-}
-
-/// Standard output that treats a closed pipe as the reader's wish to stop.
-pub struct Output {
-    closed: bool,
-}
-
-impl Output {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        let mut stdout = std::io::stdout().lock();
-        match stdout.write_all(bytes).and_then(|_| stdout.flush()) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.closed = true;
-                Ok(())
-            }
-            other => other,
-        }
-    }
-
-    pub fn text(&mut self, text: &str) -> std::io::Result<()> {
-        self.write(text.as_bytes())
-    }
-
-    /// One JSON document, pretty-printed, with a final newline.
-    pub fn json(&mut self, value: &serde_json::Value) -> std::io::Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-        bytes.push(b'\n');
-        self.write(&bytes)
     }
 }
 
@@ -213,18 +104,12 @@ pub fn main() -> ExitCode {
     }
     let json = cli.command.json();
     let json_lines = std::env::args().any(|a| a == "--json-stream");
-    let mut out = Output { closed: false };
+    let mut out = Output::new();
     let result = match cli.command {
         Commands::Lab(args) => lab::run(args, &mut out),
-        Commands::Stream(args) => stream::run(args, &mut out),
-        Commands::Sweep(args) => sweep::run(args, &mut out),
-        Commands::Ablate(args) => ablate::run(args, &mut out),
-        Commands::Rpc(args) => rpc::run(args, &mut out),
-        Commands::Cksum(args) => cksum::run(args, &mut out),
+        Commands::Experiment(command) => command.run(&mut out),
         Commands::Testbed(args) => testbed::run(args, &mut out),
         Commands::Report(args) => report::run(args, &mut out),
-        Commands::Login(args) => login::run(args, &mut out),
-        Commands::Output(args) => output::run(args, &mut out),
         Commands::Agent(args) => agent::run(args, &mut out),
         Commands::Doctor(args) => doctor::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),

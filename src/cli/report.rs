@@ -2,7 +2,7 @@
 //! file (see [`crate::report::html`]), and with `--csv` one CSV file per
 //! experiment ([`crate::report::csv`]).
 
-use super::Output;
+use crate::options::Output;
 use crate::report::{self, html};
 use anyhow::{Context, bail};
 use clap::Args;

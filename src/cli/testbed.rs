@@ -1,9 +1,9 @@
 //! `netlab testbed clean`: removes what a killed run left behind
 //! (namespaces, links, and the test users of sshd cells).
 
-use super::Output;
-use super::placement::PlacementArgs;
 use crate::experiment::{bed::Bed, endpoints::wait_for_interrupt};
+use crate::options::Output;
+use crate::options::placement::PlacementArgs;
 use crate::report;
 use crate::testbed::Placement;
 use crate::testbed::netns::{self, Runner};
@@ -43,7 +43,7 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
                     "testbed up builds namespaces on this host: --from/--to do not apply"
                 );
             }
-            place.placement = super::placement::PlacementKind::Netns;
+            place.placement = crate::options::placement::PlacementKind::Netns;
             return up(&place.placement("stream")?, out);
         }
         TestbedCommand::Clean { all, verbose } => (all, verbose),

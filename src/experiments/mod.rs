@@ -14,6 +14,7 @@ pub mod sweep;
 
 use crate::endpoint::agent::policy::Served;
 use crate::endpoint::role::{RoleEntry, RoleTable};
+use crate::options::Output;
 use crate::record::profile::Profiled;
 use serde::{Deserialize, Serialize};
 
@@ -148,5 +149,52 @@ impl Profiled for RecordData {
 
     fn data_path(&self) -> Option<crate::record::profile::DataPath> {
         self.stream().and_then(|data| data.data_path())
+    }
+}
+
+/// Each experiment's subcommand, as the command line lists them.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Bulk transfer between two endpoint processes (ttcp-style).
+    Stream(stream::options::StreamArgs),
+    /// ONC RPC: the 1989 experiment (time per call vs size), cliffs and their causes; `serve`, `ping`.
+    Rpc(rpc::commands::RpcArgs),
+    /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
+    Cksum(cksum::options::CksumArgs),
+    /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
+    Sweep(sweep::options::SweepArgs),
+    /// What-ifs as a full factorial: each feature's effect and their interactions.
+    Ablate(ablate::options::AblateArgs),
+    /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
+    Login(login::commands::LoginArgs),
+    /// The 1987 terminal-output test: text typed to a terminal through each relay design.
+    Output(output::options::OutputArgs),
+}
+
+impl Command {
+    /// Runs the experiment's command, printing to `out`.
+    pub fn run(self, out: &mut Output) -> anyhow::Result<()> {
+        match self {
+            Command::Stream(args) => stream::options::run(args, out),
+            Command::Rpc(args) => rpc::commands::run(args, out),
+            Command::Cksum(args) => cksum::options::run(args, out),
+            Command::Sweep(args) => sweep::options::run(args, out),
+            Command::Ablate(args) => ablate::options::run(args, out),
+            Command::Login(args) => login::commands::run(args, out),
+            Command::Output(args) => output::options::run(args, out),
+        }
+    }
+
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Stream(a) => a.common.run.json || a.json_stream,
+            Command::Sweep(a) => a.json(),
+            Command::Ablate(a) => a.json(),
+            Command::Rpc(a) => a.command.is_none() && a.experiment.run.json,
+            Command::Cksum(a) => a.run.json,
+            Command::Login(a) => a.command.is_none() && a.experiment.run.json,
+            Command::Output(a) => a.run.json,
+        }
     }
 }

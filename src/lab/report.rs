@@ -5,7 +5,6 @@
 use crate::analysis::split::split;
 use crate::experiments::cksum::analysis::per_byte_costs;
 use crate::experiments::page::{self, Report};
-use crate::experiments::stream::record::Record;
 use crate::experiments::{
     cksum::report as cksum, login::report as login, rpc::report as rpc, stream::report as tables,
 };
@@ -82,34 +81,12 @@ pub fn finish(dir: &Path, printed: &str) -> io::Result<Finished> {
     })
 }
 
-/// A stream table with the 1981 figures beside it.
-pub fn stream_section(title: &str, records: &[Record]) -> String {
-    let mut text = tables::stream_table(title, records);
-    if let Some(lines) = tables::udp_text(records) {
-        text.push_str(&lines);
-    }
-    if let Some(lines) = tables::intervals_text(records) {
-        text.push_str(&lines);
-    }
-    if let Some(lines) = tables::flows_text(records) {
-        text.push_str(&lines);
-    }
-    if let Some(lines) = tables::zero_copy_text(records) {
-        text.push_str(&lines);
-    }
-    if let Some(line) = tables::berkeley_then_now(records) {
-        text.push_str(&line);
-        text.push('\n');
-    }
-    text
-}
-
 /// One section of the lab as it prints.
 pub fn text(section: &Section) -> String {
     match section {
         Section::Skipped(note) => format!("skipped: {note}\n"),
         Section::Stream { title, records } => {
-            stream_section(title, records) + &crate::report::profile::then_and_now(records)
+            tables::stream_section(title, records) + &crate::report::profile::then_and_now(records)
         }
         Section::Barrier { records } => {
             let mut text =

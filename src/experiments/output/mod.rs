@@ -2,5 +2,6 @@
 
 pub mod cell;
 pub mod figures;
+pub mod options;
 pub mod record;
 pub mod report;

@@ -3,7 +3,9 @@
 pub mod analysis;
 pub mod bounds;
 pub mod cell;
+pub mod commands;
 pub mod figures;
+pub mod options;
 pub mod record;
 pub mod report;
 pub mod role;

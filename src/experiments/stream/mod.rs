@@ -2,6 +2,7 @@
 
 pub mod analysis;
 pub mod cell;
+pub mod options;
 pub mod record;
 pub mod report;
 pub mod role;

@@ -754,3 +754,25 @@ pub fn barrier_text(records: &[Record]) -> Option<String> {
     ));
     Some(text)
 }
+
+/// A stream table with the 1981 figures beside it.
+pub fn stream_section(title: &str, records: &[Record]) -> String {
+    let mut text = stream_table(title, records);
+    if let Some(lines) = udp_text(records) {
+        text.push_str(&lines);
+    }
+    if let Some(lines) = intervals_text(records) {
+        text.push_str(&lines);
+    }
+    if let Some(lines) = flows_text(records) {
+        text.push_str(&lines);
+    }
+    if let Some(lines) = zero_copy_text(records) {
+        text.push_str(&lines);
+    }
+    if let Some(line) = berkeley_then_now(records) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}

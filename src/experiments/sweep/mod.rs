@@ -3,4 +3,5 @@
 pub mod cell;
 pub mod dips;
 pub mod figures;
+pub mod options;
 pub mod report;

@@ -1,13 +1,13 @@
 //! `netlab ablate stream --factor NAME=V1,V2 [...]`: a full factorial of a
 //! stream run's features, its effects and interactions.
 
-use super::Output;
-use super::stream::StreamOptions;
 use crate::experiments::ablate::cell::{
     AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed,
 };
 use crate::experiments::stream::cell::StreamMeasure;
+use crate::experiments::stream::options::StreamOptions;
 use crate::experiments::stream::record::Amount;
+use crate::options::Output;
 use crate::units::parse_size;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -62,7 +62,7 @@ pub struct AblateStreamArgs {
     #[arg(long, value_parser = parse_size, conflicts_with = "duration", value_name = "SIZE")]
     pub bytes: Option<u64>,
     /// Sending time per run.
-    #[arg(long, default_value = "1s", value_parser = super::seconds_arg, value_name = "TIME")]
+    #[arg(long, default_value = "1s", value_parser = crate::options::seconds_arg, value_name = "TIME")]
     pub duration: f64,
     /// Record size when it is not a factor.
     #[arg(long, default_value = "128K", value_parser = parse_size, value_name = "SIZE")]

@@ -1,8 +1,8 @@
 //! `netlab cksum`: the Internet checksum and copy costs per KB, against the
 //! machine's limits and Van Jacobson's 1988 figures.
 
-use super::Output;
 use crate::experiments::cksum::cell::{CksumMeasure, CksumPlan};
+use crate::options::Output;
 use crate::units::parse_size;
 use clap::Args;
 
@@ -18,9 +18,9 @@ pub struct CksumArgs {
     #[arg(long, default_value = "512M", value_parser = parse_size)]
     pub cold_pool: u64,
     #[command(flatten)]
-    pub remote: super::placement::RemoteArgs,
+    pub remote: crate::options::placement::RemoteArgs,
     #[command(flatten)]
-    pub run: super::run::RunOptions,
+    pub run: crate::options::run::RunOptions,
 }
 
 pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {

@@ -3,9 +3,9 @@
 //! its grid (open the records file, make the runner, print the JSON document
 //! or the text, fail when no cell measured anything).
 
-use super::Output;
 use crate::experiment::runner::Runner;
 use crate::measure::host::HostFacts;
+use crate::options::Output;
 use crate::record::{Record, RecordWriter};
 use anyhow::Context;
 use clap::Args;

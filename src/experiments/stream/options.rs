@@ -1,6 +1,5 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
-use super::Output;
 use crate::experiments::stream::cell::{
     Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
@@ -9,6 +8,7 @@ use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::{Direction, Flows, UdpPace};
+use crate::options::Output;
 use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -49,7 +49,7 @@ pub struct StreamOptions {
     #[arg(long, value_enum, default_value = "write")]
     pub strategy: SendKind,
     /// Bytes per write for --strategy chunked (Van Jacobson's sosend copied 1 KB at a time).
-    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = crate::options::usize_size_arg, value_name = "SIZE")]
     pub chunk: Option<usize>,
     /// Records gathered per writev(2) for --strategy writev.
     #[arg(long, value_name = "N")]
@@ -58,21 +58,21 @@ pub struct StreamOptions {
     #[arg(long, value_enum, default_value = "read")]
     pub recv: RecvKind,
     /// Receiver's read buffer.
-    #[arg(long, value_parser = super::usize_size_arg, default_value = "128K", value_name = "SIZE")]
+    #[arg(long, value_parser = crate::options::usize_size_arg, default_value = "128K", value_name = "SIZE")]
     pub rbuf: usize,
     /// Set TCP_NODELAY on both sockets.
     #[arg(long)]
     pub nodelay: bool,
     /// SO_SNDBUF for both sockets (the kernel doubles it).
-    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = crate::options::usize_size_arg, value_name = "SIZE")]
     pub sndbuf: Option<usize>,
     /// SO_RCVBUF for both sockets (the kernel doubles it).
-    #[arg(long, value_parser = super::usize_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = crate::options::usize_size_arg, value_name = "SIZE")]
     pub rcvbuf: Option<usize>,
     /// SO_RCVLOWAT on the receiving socket after its first read: each read
     /// waits for SIZE bytes, so the receiver is woken less often (--recv
     /// read). On long paths it starves the receive window (EXPERIMENTS.md).
-    #[arg(long, value_parser = super::u32_size_arg, value_name = "SIZE")]
+    #[arg(long, value_parser = crate::options::u32_size_arg, value_name = "SIZE")]
     pub rcvlowat: Option<u32>,
     /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, reno, bbr.
     #[arg(long, value_name = "NAME")]
@@ -126,9 +126,9 @@ pub struct StreamOptions {
     )]
     pub length: Option<i64>,
     #[command(flatten)]
-    pub place: super::placement::PlacementArgs,
+    pub place: crate::options::placement::PlacementArgs,
     #[command(flatten)]
-    pub run: super::run::RunOptions,
+    pub run: crate::options::run::RunOptions,
 }
 
 impl StreamOptions {
@@ -232,7 +232,7 @@ pub struct StreamArgs {
     #[arg(long, value_parser = parse_size, conflicts_with = "duration", value_name = "SIZE", allow_hyphen_values = true)]
     pub bytes: Option<u64>,
     /// Send for this long instead (500ms, 2s, ...). Default: 2s when --bytes is absent.
-    #[arg(long, value_parser = super::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
+    #[arg(long, value_parser = crate::options::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
     pub duration: Option<f64>,
     /// Bytes per record (per write, for --strategy write).
     #[arg(long, value_parser = parse_size, default_value = "128K", value_name = "SIZE", allow_hyphen_values = true)]
@@ -243,7 +243,7 @@ pub struct StreamArgs {
     /// Report every TIME (1s, 100ms): throughput (bytes acknowledged),
     /// retransmits, cwnd, RTT and delivery rate per interval, from each
     /// sender's TCP_INFO; in the table and the record.
-    #[arg(long, value_parser = super::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
+    #[arg(long, value_parser = crate::options::seconds_arg, value_name = "TIME", allow_hyphen_values = true)]
     pub interval: Option<f64>,
     /// Repeat until the mean throughput's LEVEL% confidence interval is
     /// within ±WIDTH/2 % of the mean (netperf's -I), e.g. 99,5; at least
@@ -311,7 +311,8 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         return run.finish_lines(out, &records, doc);
     }
     run.finish(out, &records, doc, || {
-        let mut text = crate::lab::report::stream_section(&config.describe(), &records);
+        let mut text =
+            crate::experiments::stream::report::stream_section(&config.describe(), &records);
         if let Some(confident) = &confident {
             text.push_str(&crate::experiments::stream::report::confidence_text(
                 confident,

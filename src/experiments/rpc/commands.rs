@@ -1,10 +1,10 @@
 //! `netlab rpc`: the 1989 RPC experiment, and its server and a ping.
 
-use super::Output;
 use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
 use crate::experiment::endpoints::wait_for_interrupt;
+use crate::options::Output;
 use crate::units::{parse_duration, parse_size};
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -17,7 +17,7 @@ pub struct RpcArgs {
     #[command(subcommand)]
     pub command: Option<RpcCommand>,
     #[command(flatten)]
-    pub experiment: crate::cli::rpc_experiment::RpcExperimentArgs,
+    pub experiment: crate::experiments::rpc::options::RpcExperimentArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -32,7 +32,7 @@ pub enum RpcCommand {
 pub struct ServeArgs {
     /// Where to serve (one port for both TCP and UDP).
     #[command(flatten)]
-    pub bind: super::BindArgs,
+    pub bind: crate::options::BindArgs,
     /// Register with the local rpcbind (so rpcinfo finds the program), and unregister on exit.
     #[arg(long)]
     pub register: bool,
@@ -69,7 +69,7 @@ pub fn run(args: RpcArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         Some(RpcCommand::Serve(serve_args)) => serve(serve_args, out),
         Some(RpcCommand::Ping(ping_args)) => ping(ping_args, out),
-        None => crate::cli::rpc_experiment::run(args.experiment, out),
+        None => crate::experiments::rpc::options::run(args.experiment, out),
     }
 }
 

@@ -3,13 +3,13 @@
 //! `cat > /dev/null` through netlab's server while the machine is watched in
 //! vmstat's terms; the table prints the 1989 rows beside today's.
 
-use super::Output;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::login::cell::{
     LimitSearch, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
 };
 use crate::experiments::login::record::LoginData;
+use crate::options::Output;
 
 use clap::Args;
 use std::path::PathBuf;
@@ -66,9 +66,9 @@ pub struct LoginExperimentArgs {
     #[arg(long, value_name = "PERCENT|PRESET", allow_hyphen_values = true)]
     pub host_cpu: Option<String>,
     #[command(flatten)]
-    pub place: super::placement::ListedArgs,
+    pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
-    pub run: super::run::RunOptions,
+    pub run: crate::options::run::RunOptions,
 }
 
 impl LoginExperimentArgs {

@@ -1,11 +1,11 @@
 //! `netlab sweep stream`: throughput vs record size, with the knee and a
 //! fitted fixed + per-byte cost model.
 
-use super::Output;
-use super::stream::StreamOptions;
 use crate::experiments::stream::cell::StreamMeasure;
+use crate::experiments::stream::options::StreamOptions;
 use crate::experiments::stream::record::Amount;
 use crate::experiments::sweep::cell::{self as sweep, Precision, SweepConfig};
+use crate::options::Output;
 use crate::units::{format_size, parse_size, parse_size_list};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -40,7 +40,7 @@ pub struct SweepStreamArgs {
     #[arg(long, value_parser = parse_size, conflicts_with = "duration", value_name = "SIZE")]
     pub bytes: Option<u64>,
     /// Sending time per run.
-    #[arg(long, default_value = "500ms", value_parser = super::seconds_arg, value_name = "TIME")]
+    #[arg(long, default_value = "500ms", value_parser = crate::options::seconds_arg, value_name = "TIME")]
     pub duration: f64,
     /// Runs per size (min/median/max are reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]

@@ -2,12 +2,12 @@
 //! design as a switch (`--relay fork|epoll|splice|uring|batch`; see
 //! [`crate::endpoint::login::server`]).
 
-use super::Output;
 use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
 use crate::experiment::endpoints::wait_for_interrupt;
+use crate::options::Output;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;
@@ -19,7 +19,7 @@ pub struct LoginArgs {
     #[command(subcommand)]
     pub command: Option<LoginCommand>,
     #[command(flatten)]
-    pub experiment: super::login_experiment::LoginExperimentArgs,
+    pub experiment: crate::experiments::login::options::LoginExperimentArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,7 +60,7 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "fork")]
     pub relay: Relay,
     #[command(flatten)]
-    pub bind: super::BindArgs,
+    pub bind: crate::options::BindArgs,
     /// Ask clients for LINEMODE (they edit and echo lines locally).
     #[arg(long)]
     pub linemode: bool,
@@ -82,7 +82,7 @@ pub struct ServeArgs {
 
 pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
-        None => super::login_experiment::run(args.experiment, out),
+        None => crate::experiments::login::options::run(args.experiment, out),
         Some(LoginCommand::Serve(serve_args)) => serve(serve_args, out),
         Some(LoginCommand::Pace { bytes_per_s, file }) => {
             let data =

@@ -2,13 +2,13 @@
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
 //! Arguments become an [`RpcPlan`]; `experiment::rpc_search` runs it.
 
-use super::Output;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, server::ServerOptions};
 use crate::experiments::rpc::cell::{RpcMeasure, RpcPlan};
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::search as rpc_search;
 use crate::model::sunos4;
+use crate::options::Output;
 use crate::units::parse_count_list;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -82,7 +82,7 @@ pub struct RpcExperimentArgs {
     pub link: String,
     /// How to build the "remote" link (auto: netem where the kernel has it).
     #[arg(long, value_enum, default_value = "auto")]
-    pub link_via: super::placement::ViaKind,
+    pub link_via: crate::options::placement::ViaKind,
     /// Do not rerun flagged cells to diagnose them.
     #[arg(long)]
     pub no_diagnose: bool,
@@ -93,9 +93,9 @@ pub struct RpcExperimentArgs {
     #[arg(long, default_value = "0..12000")]
     pub cliff_range: String,
     #[command(flatten)]
-    pub remote: super::placement::RemoteArgs,
+    pub remote: crate::options::placement::RemoteArgs,
     #[command(flatten)]
-    pub run: super::run::RunOptions,
+    pub run: crate::options::run::RunOptions,
 }
 
 /// `--sockbuf`: a size from 1 byte to 1G.

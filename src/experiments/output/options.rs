@@ -3,10 +3,10 @@
 //! throughput, CPU per KB on the server and client sides, packets per KB
 //! and their mean size, with the 1987 telnet figures beside.
 
-use super::Output;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::output::cell::{OutputMeasure, OutputPlan};
+use crate::options::Output;
 use anyhow::bail;
 use clap::Args;
 
@@ -41,9 +41,9 @@ pub struct OutputArgs {
     #[arg(long)]
     pub nodelay: bool,
     #[command(flatten)]
-    pub place: super::placement::ListedArgs,
+    pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
-    pub run: super::run::RunOptions,
+    pub run: crate::options::run::RunOptions,
 }
 
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
