@@ -158,7 +158,7 @@ pub enum Command {
     /// Bulk transfer between two endpoint processes (ttcp-style).
     Stream(stream::options::StreamArgs),
     /// ONC RPC: the 1989 experiment (time per call vs size), cliffs and their causes; `serve`, `ping`.
-    Rpc(rpc::commands::RpcArgs),
+    Rpc(rpc::options::RpcArgs),
     /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
     Cksum(cksum::options::CksumArgs),
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
@@ -166,7 +166,7 @@ pub enum Command {
     /// What-ifs as a full factorial: each feature's effect and their interactions.
     Ablate(ablate::options::AblateArgs),
     /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
-    Login(login::commands::LoginArgs),
+    Login(login::options::LoginArgs),
     /// The 1987 terminal-output test: text typed to a terminal through each relay design.
     Output(output::options::OutputArgs),
 }
@@ -176,11 +176,11 @@ impl Command {
     pub fn run(self, out: &mut Output) -> anyhow::Result<()> {
         match self {
             Command::Stream(args) => stream::options::run(args, out),
-            Command::Rpc(args) => rpc::commands::run(args, out),
+            Command::Rpc(args) => rpc::options::run(args, out),
             Command::Cksum(args) => cksum::options::run(args, out),
             Command::Sweep(args) => sweep::options::run(args, out),
             Command::Ablate(args) => ablate::options::run(args, out),
-            Command::Login(args) => login::commands::run(args, out),
+            Command::Login(args) => login::options::run(args, out),
             Command::Output(args) => output::options::run(args, out),
         }
     }

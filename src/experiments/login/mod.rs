@@ -2,7 +2,6 @@
 
 pub mod analysis;
 pub mod cell;
-pub mod commands;
 pub mod figures;
 pub mod options;
 pub mod record;

@@ -1,5 +1,7 @@
-//! The RPC experiment's searches, each a sequence of cells through the
-//! runner whose next step depends on the records so far:
+//! The RPC experiment's plan ([`RpcPlan`]: sizes, protocols, placements,
+//! strategy, options, counts; `Default`, `quick()`, `full()`) and the ways
+//! it is run: the grid, then the searches, each a sequence of cells through
+//! the runner whose next step depends on the records so far:
 //!
 //! - [`find_and_diagnose`]: every cliff the grid shows is rerun with one
 //!   thing changed at a time (TCP_NODELAY on the client, TCP_QUICKACK on the
@@ -18,20 +20,174 @@
 //! mocks with known stalls.
 
 use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs as model_cliffs};
-use crate::endpoint::rpc::{Proto, client::Strategy};
+use crate::endpoint::rpc::client::{ClientOptions, Strategy};
+use crate::endpoint::rpc::{Proto, server::ServerOptions};
 use crate::experiment::MeasureError;
+use crate::experiment::placement;
 use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::rpc::analysis::{
     Finding, StallRange, coarse_sizes, findings_from_records, flag_cliffs, is_stall,
     mean_ms_per_call, mss_for_mtu, stall_ranges,
 };
-use crate::experiments::rpc::cell::RpcPlan;
 use crate::experiments::rpc::record::Record;
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::testbed::Placement;
+use crate::testbed::{LinkVia, link::LinkProfile, netns::has_net_admin};
 use std::collections::BTreeMap;
 use thiserror::Error;
+
+/// Validated settings of an RPC run: the grid (sizes x protocols x
+/// placements) and how every cell calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcPlan {
+    pub sizes: Vec<usize>,
+    pub protos: Vec<Proto>,
+    pub placements: Vec<Placement>,
+    pub strategy: Strategy,
+    pub client: ClientOptions,
+    pub server: ServerOptions,
+    pub calls: u32,
+    pub reps: u32,
+    /// Rerun each flagged TCP cell with one change at a time, and capture one.
+    pub diagnose: bool,
+    /// What the plan left out and why (e.g. netns without root).
+    pub skipped: Vec<String>,
+}
+
+/// The 1989 document's argument sizes.
+pub const SIZES_1989: [usize; 8] = [0, 512, 1024, 2048, 4000, 4096, 8000, 8192];
+
+impl Default for RpcPlan {
+    /// The 1989 table: its sizes, TCP and UDP, local and (as root) remote
+    /// over an emulated 10 Mbit/s Ethernet, Sun's writes, 100 calls x 20.
+    fn default() -> Self {
+        let mut skipped = Vec::new();
+        let placements = if has_net_admin() {
+            vec![Placement::Loopback, remote_1989()]
+        } else {
+            skipped.push(NETNS_SKIPPED.into());
+            vec![Placement::Loopback]
+        };
+        RpcPlan {
+            sizes: SIZES_1989.to_vec(),
+            protos: vec![Proto::Tcp, Proto::Udp],
+            placements,
+            strategy: Strategy::Sun,
+            client: ClientOptions::default(),
+            server: ServerOptions::default(),
+            calls: 100,
+            reps: 20,
+            diagnose: true,
+            skipped,
+        }
+    }
+}
+
+/// Why the default plan has no remote column without root.
+const NETNS_SKIPPED: &str =
+    "remote (netns) placement skipped: it needs CAP_NET_ADMIN (run as root)";
+
+impl RpcPlan {
+    /// The placements `names` lists ([`placement::named`]), or when it is
+    /// empty the 1989 table's two, local and remote (between real hosts
+    /// both; here remote only as root, else left out with the reason in
+    /// the second list).
+    pub fn placements(
+        names: &[String],
+        link: &str,
+        ends: Option<&placement::Ends>,
+    ) -> Result<(Vec<Placement>, Vec<String>), placement::PlacementError> {
+        let mut skipped = Vec::new();
+        let names = if !names.is_empty() {
+            names.to_vec()
+        } else if ends.is_some() || has_net_admin() {
+            vec!["local".to_string(), "remote".to_string()]
+        } else {
+            skipped.push(NETNS_SKIPPED.to_string());
+            vec!["local".to_string()]
+        };
+        Ok((
+            placement::named("--placements", &names, link, ends)?,
+            skipped,
+        ))
+    }
+
+    /// The lab's quick profile: 20 calls x 3 repetitions per cell.
+    pub fn quick() -> Self {
+        RpcPlan {
+            calls: 20,
+            reps: 3,
+            ..RpcPlan::default()
+        }
+    }
+
+    /// The source's counts: 100 calls x 20 repetitions.
+    pub fn full() -> Self {
+        RpcPlan::default()
+    }
+
+    /// The grid's cells, each with `purpose`.
+    pub fn cells(&self, purpose: Purpose) -> Vec<RpcParams> {
+        let mut cells = Vec::new();
+        for placement in &self.placements {
+            for &proto in &self.protos {
+                for &size in &self.sizes {
+                    cells.push(RpcParams {
+                        size,
+                        proto,
+                        strategy: self.strategy,
+                        client: self.client.clone(),
+                        server: self.server.clone(),
+                        calls: self.calls,
+                        reps: self.reps,
+                        placement: placement.clone(),
+                        purpose: purpose.clone(),
+                        capture_timeline: false,
+                    });
+                }
+            }
+        }
+        cells
+    }
+
+    /// The heading line of the table.
+    pub fn title(&self) -> String {
+        let flag = |on: bool, text: &'static str| if on { text } else { "" };
+        format!(
+            "netlab rpc: {} calls x {} reps per cell, {} strategy{}{}{}{}{}{}\n",
+            self.calls,
+            self.reps,
+            self.strategy.name(),
+            flag(self.client.nodelay, ", TCP_NODELAY"),
+            flag(self.server.quickack, ", server TCP_QUICKACK"),
+            flag(self.client.cork, ", TCP_CORK"),
+            match self.client.busy_poll_us {
+                0 => String::new(),
+                us => format!(", busy poll {us} µs"),
+            },
+            match (self.client.cpu, self.server.cpu) {
+                (Some(client), Some(server)) =>
+                    format!(", client on CPU {client}, server on CPU {server}"),
+                _ => String::new(),
+            },
+            self.client.sockbuf.map_or(String::new(), |size| format!(
+                ", SO_SNDBUF/SO_RCVBUF {size} asked on both ends"
+            )),
+        )
+    }
+}
+
+/// 1989's "remote": two hosts on a 10 Mbit/s Ethernet, as two namespaces.
+pub fn remote_1989() -> Placement {
+    Placement::Netns {
+        link: LinkProfile::named("ether10").expect("a known profile"),
+        via: LinkVia::Auto,
+        capture: false,
+        pcap: None,
+        verbose: false,
+    }
+}
 
 /// Calls per `--find-cliffs` probe.
 pub const PROBE_CALLS: u32 = 5;
