@@ -429,3 +429,125 @@ fn the_count_sees_declarations_and_nothing_else() {
     // 7 lines of X with its help, 2 of Kind; the rest is not declaration.
     assert_eq!(declaration_lines(text), (14, 9));
 }
+
+/// Core files that name an experiment, each with why: the protocol
+/// libraries are named for their protocols, which the experiments that
+/// measure them share.
+const NAMED_IN_CORE: &[(&str, &str, &str)] = &[
+    (
+        "endpoint/login/relay_fork.rs",
+        "login",
+        "the fork relay re-executes netlab as `netlab login session` (its per-connection process); that subcommand is declared beside `login serve`",
+    ),
+    (
+        "endpoint/rpc/",
+        "rpc",
+        "the ONC RPC library (RFC 5531, XDR RFC 4506): server, client, rpcbind, named for its protocol",
+    ),
+    (
+        "endpoint/login/",
+        "login",
+        "the remote-login library (TELNET RFC 854, rlogin RFC 1282, ptys, relays), named for its protocols",
+    ),
+];
+
+/// The experiments: the registry's folders.
+fn experiment_names(src: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(src.join(ABOVE_CORE))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Where a core file names an experiment the way code picks one: a string
+/// literal that is the name (`"rpc"`), or a path segment (`rpc::`, `::rpc`).
+/// Comments and test items are not read.
+fn names_in_core(src: &Path) -> Vec<(String, String)> {
+    let names = experiment_names(src);
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap();
+        let (top, _) = place(relative);
+        let Some(own) = rank(&top) else { continue };
+        if own >= rank(ABOVE_CORE).unwrap() {
+            continue;
+        }
+        let code: String = without_test_items(&std::fs::read_to_string(&file).unwrap())
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for name in &names {
+            let literal = code.contains(&format!("\"{name}\""));
+            let path = code.match_indices(&format!("{name}::")).any(|(at, _)| {
+                !code[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            }) || code.match_indices(&format!("::{name}")).any(|(at, _)| {
+                !code[at + 2 + name.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            if literal || path {
+                found.push((relative.display().to_string(), name.clone()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_core_names_no_experiment() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let names = experiment_names(&src);
+    assert!(names.contains(&"rpc".to_string()), "{names:?}");
+    let unexplained: Vec<String> = names_in_core(&src)
+        .into_iter()
+        .filter(|(file, name)| {
+            !NAMED_IN_CORE
+                .iter()
+                .any(|(prefix, n, _)| file.starts_with(prefix) && n == name)
+        })
+        .map(|(file, name)| format!("{file} names {name}"))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "the core names experiments (move the code into the experiment's folder, or list it in NAMED_IN_CORE with why):\n{}",
+        unexplained.join("\n")
+    );
+}
+
+#[test]
+fn the_name_check_sees_literals_and_paths_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("experiments/rpc")).unwrap();
+    std::fs::create_dir_all(src.join("report")).unwrap();
+    std::fs::write(
+        src.join("report/a.rs"),
+        "fn f() { g(\"rpc\"); }\n// \"rpc\" in a comment\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("report/b.rs"), "use crate::x::rpc::y;\n").unwrap();
+    std::fs::write(
+        src.join("report/c.rs"),
+        "fn rpc_time() {}\nstruct RpcPlan;\nconst S: &str = \"rpcs\";\n#[cfg(test)]\nmod tests { const T: &str = \"rpc\"; }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        names_in_core(src),
+        [
+            ("report/a.rs".to_string(), "rpc".to_string()),
+            ("report/b.rs".to_string(), "rpc".to_string())
+        ]
+    );
+}
