@@ -700,7 +700,7 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
 #[test]
 fn a_panic_tears_the_testbed_down() {
     require_root();
-    let profile = netlab::testbed::link::LinkProfile::named("ether10").unwrap();
+    let profile = netlab::record::testbed::LinkProfile::named("ether10").unwrap();
     let names = std::sync::Mutex::new(Vec::new());
     let result = std::panic::catch_unwind(|| {
         let bed = netlab::testbed::netns::Testbed::create(&profile, false, false).unwrap();

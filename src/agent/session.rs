@@ -6,7 +6,7 @@ use crate::endpoint::agent::channel::{ChannelError, Opener, Sealer};
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::agent::{FromAgent, ToAgent, lock, source_toward};
 use crate::endpoint::protocol::{Command, Reply};
-use crate::experiment::endpoints::{EXIT_GRACE, describe_exit, exit_within, start_child};
+use crate::experiment::processes::{EXIT_GRACE, describe_exit, exit_within, start_child};
 use crate::wire::control::{FrameReader, write_frame};
 use std::collections::HashMap;
 use std::process::{Child, ChildStdin};

@@ -15,7 +15,7 @@
 //! Names are compared without the compiler's suffixes (`.isra.0`,
 //! `.constprop.0`, `.part.0`, `.cold`).
 
-pub use crate::record::profile::{Layer, LayerShare, LayerTable};
+use crate::record::profile::{Layer, LayerShare, LayerTable};
 use std::collections::{BTreeMap, HashMap};
 
 /// How a rule matches a function name.

@@ -1,6 +1,7 @@
 //! Pure functions over measurements: no I/O, no clocks, unit-tested on
 //! synthetic inputs with known answers.
 
+pub mod capture;
 pub mod cliff;
 pub mod costmodel;
 pub mod diagnosis;
@@ -9,4 +10,3 @@ pub mod knee;
 pub mod layers;
 pub mod split;
 pub mod stats;
-pub mod wire;

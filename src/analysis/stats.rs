@@ -1,7 +1,7 @@
 //! Summaries of repeated measurements: every figure netlab prints from more
 //! than one run carries its spread.
 
-pub use crate::record::stats::Spread;
+use crate::record::stats::Spread;
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// A distribution-free confidence interval for the median of what was

@@ -4,7 +4,7 @@
 use crate::agent::AgentConfig;
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
-use crate::experiment::endpoints::interrupt_flag;
+use crate::experiment::processes::interrupt_flag;
 use crate::options::Output;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;

@@ -98,7 +98,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    if let Err(e) = crate::experiment::endpoints::install_interrupt_handler() {
+    if let Err(e) = crate::experiment::processes::install_interrupt_handler() {
         eprintln!("netlab: cannot install the Ctrl-C handler: {e}");
         return ExitCode::FAILURE;
     }

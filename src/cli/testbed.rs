@@ -1,11 +1,11 @@
 //! `netlab testbed clean`: removes what a killed run left behind
 //! (namespaces, links, and the test users of sshd cells).
 
-use crate::experiment::{bed::Bed, endpoints::wait_for_interrupt};
+use crate::experiment::{helpers::Bed, processes::wait_for_interrupt};
 use crate::options::Output;
 use crate::options::placement::PlacementArgs;
+use crate::record::testbed::Placement;
 use crate::report;
-use crate::testbed::Placement;
 use crate::testbed::netns::{self, Runner};
 use clap::{Args, Subcommand};
 

@@ -6,7 +6,7 @@
 //! namespaces it made. The token is sent by the connecting end right after
 //! `connect`, before `Go`, so it is outside every measured interval.
 
-pub use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};
+use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;

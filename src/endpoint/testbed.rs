@@ -5,8 +5,10 @@
 
 use super::agent::policy::Policy;
 use super::role::{Link, Protocol, Role, RoleError};
-use crate::testbed::capture::{Capture, CaptureReport, CaptureSpec};
-use crate::testbed::emulator::{Emulator, EmulatorReport, EmulatorSpec};
+use crate::record::testbed::CaptureReport;
+use crate::record::testbed::EmulatorReport;
+use crate::testbed::capture::{Capture, CaptureSpec};
+use crate::testbed::emulator::{Emulator, EmulatorSpec};
 use serde::{Deserialize, Serialize};
 
 /// What the agent says of a testbed helper.

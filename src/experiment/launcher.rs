@@ -19,12 +19,12 @@
 //! Helpers that belong to the testbed (the wire emulator, in the root
 //! namespace; the capture, on side A) start through [`Launcher::helper`].
 
-use super::bed::Bed;
-use super::endpoints::{ControlError, EndpointProcess};
+use super::helpers::Bed;
+use super::processes::{ControlError, EndpointProcess};
 use super::remote::{self, AgentLink};
 use crate::endpoint::agent::source_toward;
 use crate::endpoint::protocol::{DataGuard, Token};
-use crate::testbed::Placement;
+use crate::record::testbed::Placement;
 use crate::testbed::netns::{ADDR_B, Testbed};
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};

@@ -10,17 +10,17 @@ macro_rules! refuse {
 }
 pub(crate) use refuse;
 
-pub mod bed;
 pub mod doctor;
-pub mod endpoints;
+pub mod helpers;
 pub mod launcher;
 pub mod placement;
+pub mod processes;
 pub mod profile;
 pub mod progress;
 pub mod remote;
 pub mod runner;
 
-use endpoints::ControlError;
+use processes::ControlError;
 use runner::Measured;
 use thiserror::Error;
 

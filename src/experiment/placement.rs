@@ -7,12 +7,14 @@
 //! Between real hosts the 1989 table's words keep their meaning: `local` is
 //! both ends on the `to` host, `remote` is `from` to `to`.
 
-use super::endpoints::ControlError;
+use super::processes::ControlError;
 use super::remote;
 use crate::endpoint::agent::key::{Key, KeyError};
-use crate::testbed::link::{LinkError, LinkProfile};
+use crate::record::testbed::LinkProfile;
+use crate::record::testbed::LinkVia;
+use crate::record::testbed::Placement;
+use crate::testbed::link::LinkError;
 use crate::testbed::netns::has_net_admin;
-use crate::testbed::{LinkVia, Placement};
 use std::path::Path;
 use thiserror::Error;
 

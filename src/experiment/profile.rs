@@ -166,7 +166,7 @@ impl Profiling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::layers::Layer;
+    use crate::record::profile::Layer;
 
     #[test]
     fn a_loopback_ping_pong_profiles_into_tcp_among_other_layers() {

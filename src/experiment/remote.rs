@@ -8,7 +8,7 @@
 //! thread per link hands each endpoint's replies to its
 //! [`EndpointProcess`], which then behaves exactly as a local one.
 
-use super::endpoints::{ControlError, EndpointProcess};
+use super::processes::{ControlError, EndpointProcess};
 use crate::endpoint::agent::channel::{self, ChannelError, Opener, Sealer};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::{DEFAULT_PORT, FromAgent, Hello, ToAgent, Welcome, lock, now_us};

@@ -82,7 +82,7 @@ impl<'w> Runner<'w> {
             writer,
             fail_fast: false,
             show_progress: true,
-            stop: super::endpoints::interrupt_flag(),
+            stop: super::processes::interrupt_flag(),
             saved: 0,
             spinner: None,
             profiling: None,

@@ -7,6 +7,7 @@
 pub mod report;
 
 use crate::analysis::costmodel::CostModel;
+use crate::endpoint::login::host::DEFAULT_CORPUS;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
@@ -14,8 +15,9 @@ use crate::experiment::profile::Profiling;
 use crate::experiment::runner::Runner;
 use crate::experiment::{CellError, MeasureError};
 use crate::experiments::cksum::cell::{CksumMeasure, CksumPlan, PlanError};
-use crate::experiments::login::cell::{DEFAULT_CORPUS, LoginMeasure};
-use crate::experiments::login::cell::{LimitSearch, LoginParams, LoginPlan, find_limits};
+use crate::experiments::login::cell::LoginMeasure;
+use crate::experiments::login::cell::{LimitSearch, LoginPlan, find_limits};
+use crate::experiments::login::record::LoginParams;
 use crate::experiments::output::cell::OutputMeasure;
 use crate::experiments::output::cell::OutputPlan;
 use crate::experiments::output::record::OutputParams;
@@ -28,8 +30,9 @@ use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::Record as StreamRecord;
 use crate::experiments::sweep::cell::SweepConfig;
 use crate::experiments::sweep::cell::{self as sweep, Precision, PrecisionReport, SweepSummary};
+use crate::record::testbed::Placement;
 use crate::testbed::cgroup::{self, HostPreset};
-use crate::testbed::{Placement, netns::has_net_admin};
+use crate::testbed::netns::has_net_admin;
 use crate::units::format_size;
 
 /// Van Jacobson's "sound barrier" (003) on `ether10`: Sun's if_le.c

@@ -2,8 +2,10 @@
 //! of a run between real hosts (`--from`, `--to`, `--key`).
 
 use crate::experiment::placement::{self, Ends};
-use crate::testbed::link::{LinkOverrides, LinkProfile};
-use crate::testbed::{LinkVia, Placement};
+use crate::record::testbed::LinkProfile;
+use crate::record::testbed::LinkVia;
+use crate::record::testbed::Placement;
+use crate::testbed::link::LinkOverrides;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;

@@ -2,9 +2,9 @@
 //! Markdown preset, so a table pastes into the docs unchanged), numbers as a
 //! person reads them, and the lines that say which hosts a table came from.
 
-use crate::analysis::stats::Spread;
 use crate::measure::host::HostFacts;
 use crate::record::Record;
+use crate::record::stats::Spread;
 use comfy_table::{CellAlignment, Table, presets};
 use std::fmt::Write;
 

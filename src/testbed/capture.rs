@@ -5,15 +5,15 @@
 //! Outgoing frames are seen as the device transmits them (after the qdisc,
 //! so tbf's pacing is visible), incoming ones as the device receives them.
 //! Each frame's kernel timestamp (`SO_TIMESTAMPNS`), length and direction
-//! are kept for [`crate::analysis::wire::summarize`]; with a pcap path the
+//! are kept for [`crate::analysis::capture::summarize`]; with a pcap path the
 //! first `snaplen` bytes of each are also written in pcap format (nanosecond
 //! timestamps, Ethernet or raw-IP link type as the device is), which
 //! tcpdump, tshark and Wireshark read. The socket's drop count
 //! (`PACKET_STATISTICS`) is reported: a capture that could not keep up says so.
 
-use crate::analysis::wire::{WireEvent, summarize};
+use crate::analysis::capture::{WireEvent, summarize};
 use crate::measure::ifstat::InterfaceCounters;
-pub use crate::record::testbed::{CaptureReport, TimelineEvent};
+use crate::record::testbed::{CaptureReport, TimelineEvent};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 use serde::{Deserialize, Serialize};

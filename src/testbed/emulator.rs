@@ -27,7 +27,7 @@
 //!   devices carry no qdisc of netlab's.
 
 use crate::measure::rusage::ProcessUsage;
-pub use crate::record::testbed::EmulatorReport;
+use crate::record::testbed::EmulatorReport;
 use crate::record::testbed::LinkProfile;
 use crate::testbed::impair::{LinkModel, passes_untouched};
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@
 //! rates from 1 kbit/s to 100 Gbit/s, delays and jitter up to 10 s, jitter
 //! no larger than the delay.
 
-pub use crate::record::testbed::LinkProfile;
+use crate::record::testbed::LinkProfile;
 use crate::record::testbed::{DelayDistribution, Framing, Impairments, LossModel, Slot};
 use crate::units::parse_duration;
 use std::time::Duration;

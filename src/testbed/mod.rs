@@ -10,8 +10,6 @@ pub mod impair;
 pub mod link;
 pub mod netns;
 
-pub use crate::record::testbed::{LinkVia, Placement};
-
 /// Whether process `pid` is a live netlab process: the rule by which
 /// `netlab testbed clean` tells a leftover (namespace, cgroup, sshd test
 /// user) from one still in use. A zombie has no command line, and a PID

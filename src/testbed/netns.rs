@@ -15,9 +15,10 @@
 //! namespaces behind for `netlab testbed clean`, which removes only
 //! namespaces named `netlab-<pid>-...` whose controller process is gone.
 
-use super::link::{LinkProfile, format_rate};
+use super::link::format_rate;
+use crate::record::testbed::LinkProfile;
 use crate::record::testbed::{DelayDistribution, Framing, LossModel};
-pub use crate::record::testbed::{LinkFacts, Realisation};
+use crate::record::testbed::{LinkFacts, Realisation};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -125,7 +126,7 @@ pub fn offload_refusal(shown: &str, offloads: &[(String, bool)]) -> Option<Strin
 pub fn probe_offloads(offloads: &[(String, bool)], verbose: bool) -> Result<(), TestbedError> {
     let profile = crate::record::testbed::LinkProfile {
         offloads: offloads.to_vec(),
-        ..crate::testbed::link::LinkProfile::default()
+        ..crate::record::testbed::LinkProfile::default()
     };
     Testbed::create(&profile, false, verbose).map(drop)
 }
@@ -533,7 +534,11 @@ pub struct QdiscSupport {
 
 /// [`QdiscSupport`], from a testbed of its own (needs CAP_NET_ADMIN).
 pub fn probe_qdiscs() -> Result<QdiscSupport, TestbedError> {
-    let bed = Testbed::create(&crate::testbed::link::LinkProfile::default(), false, false)?;
+    let bed = Testbed::create(
+        &crate::record::testbed::LinkProfile::default(),
+        false,
+        false,
+    )?;
     let namespace = bed.namespaces[0].clone();
     let runner = bed.runner;
     let try_qdisc = |args: &[&str]| -> Result<(), String> {
@@ -697,7 +702,7 @@ generic-receive-offload: on
 
     #[test]
     fn netem_is_given_the_same_link_in_its_own_words() {
-        let profile = crate::testbed::link::LinkProfile::with_overrides(
+        let profile = crate::record::testbed::LinkProfile::with_overrides(
             &crate::testbed::link::LinkOverrides {
                 profile: Some("ether10".into()),
                 netem: Some(
@@ -714,7 +719,7 @@ generic-receive-offload: on
              duplicate 1% reorder 5% gap 3 rate 10000000bit 24 slot 1000us 2000us packets 4 limit 10"
         );
         // Jitter without a rate: netem would reorder, so a rate keeps order.
-        let jitter = crate::testbed::link::LinkProfile::with_overrides(
+        let jitter = crate::record::testbed::LinkProfile::with_overrides(
             &crate::testbed::link::LinkOverrides {
                 delay: Some("10ms".into()),
                 jitter: Some("5ms".into()),

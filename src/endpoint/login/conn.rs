@@ -32,7 +32,7 @@ pub struct SessionConfig {
     /// Through an agent: the only client address served, and the run
     /// token its connections begin with (others are closed at accept and
     /// logged).
-    pub guard: Option<crate::endpoint::guard::DataGuard>,
+    pub guard: Option<crate::endpoint::protocol::DataGuard>,
 }
 
 impl SessionConfig {

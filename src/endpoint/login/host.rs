@@ -20,7 +20,8 @@ use super::programs::{self, Program, SshAccess};
 use super::protocol::Protocol;
 use super::server::{LoginServeSpec, Relay, Running, ServeReport};
 use super::typist::READY_MARKER;
-use crate::endpoint::guard::{DataGuard, bind_first};
+use crate::endpoint::guard::bind_first;
+use crate::endpoint::protocol::DataGuard;
 /// The server a cell loads: one of netlab's relay designs, or a real one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -601,7 +602,7 @@ mod tests {
 
     #[test]
     fn through_an_agent_only_the_named_peer_with_the_token_logs_in() {
-        let token = [7u8; crate::endpoint::guard::TOKEN_LEN];
+        let token = [7u8; crate::endpoint::protocol::TOKEN_LEN];
         let (host, serving) = Host::start(HostServeSpec {
             target: Target::Epoll,
             dialect: Dialect::Rlogin,

@@ -15,7 +15,8 @@
 //! for them, and only then removes the test user, the privilege-separation
 //! directory (if this created it) and the key files.
 
-use crate::endpoint::guard::{DataGuard, bind_first};
+use crate::endpoint::guard::bind_first;
+use crate::endpoint::protocol::DataGuard;
 use std::fs::File;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};

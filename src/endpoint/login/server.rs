@@ -122,7 +122,7 @@ pub struct LoginServeSpec {
     /// Through an agent: the only client address served, and the token
     /// its connections begin with.
     #[serde(default)]
-    pub guard: Option<crate::endpoint::guard::DataGuard>,
+    pub guard: Option<crate::endpoint::protocol::DataGuard>,
 }
 
 /// A server serving on a thread of its own.

@@ -103,7 +103,7 @@ pub enum Connect {
         protocol: Protocol,
         linemode: bool,
         /// Through an agent, to netlab's own server: the run token, sent first.
-        token: Option<crate::endpoint::guard::Token>,
+        token: Option<crate::endpoint::protocol::Token>,
     },
     /// A real client program (argv) on a pty of its own, e.g. `ssh -tt`.
     Program { argv: Vec<String> },

@@ -176,11 +176,11 @@ pub struct RpcClientReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<u64>,
 }
-pub use server::{ServerOptions, ServerReport};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use server::ServerOptions;
     use std::net::Ipv4Addr;
 
     fn serve(options: ServerOptions) -> server::Running {

@@ -18,8 +18,9 @@
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
 use super::{busypoll, fdtable};
-use crate::endpoint::guard::{self, DataGuard};
+use crate::endpoint::guard::{self};
 use crate::endpoint::pin;
+use crate::endpoint::protocol::DataGuard;
 use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerOptions {

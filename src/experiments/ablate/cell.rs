@@ -22,7 +22,8 @@ use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
 use crate::measure::host::on_path;
 use crate::record::now_rfc3339;
-use crate::testbed::{LinkVia, Placement};
+use crate::record::testbed::LinkVia;
+use crate::record::testbed::Placement;
 use crate::units::parse_size;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -348,7 +349,7 @@ impl Preset {
     /// alone is milliseconds today), his links without segmentation
     /// offloads (1981 had none); Van Jacobson's 64 KB writes.
     pub fn stream(self) -> StreamConfig {
-        let mut link = crate::testbed::link::LinkProfile::default();
+        let mut link = crate::record::testbed::LinkProfile::default();
         let (record, offloads) = match self {
             Preset::Joy1981 => (
                 1024,

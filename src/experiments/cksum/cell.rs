@@ -4,11 +4,11 @@
 //! variants there).
 
 use crate::experiment::Interrupted;
-use crate::experiment::endpoints::{ControlError, Wait};
 use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::processes::{ControlError, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::cksum::record::CksumData;
-pub use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
+use crate::experiments::cksum::record::{CksumResult, CksumSpec};
 use crate::experiments::cksum::role::CksumRole;
 use crate::units::{format_size, parse_size};
 use thiserror::Error;

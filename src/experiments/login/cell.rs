@@ -27,14 +27,14 @@
 //! (vmstat's b, and iowait rather than idle): the `uring` design shows
 //! b = 1 and iowait while idle; busy time excludes iowait.
 
-pub use crate::endpoint::login::clients::MAX_CORPUS;
+use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
-pub use crate::endpoint::login::host::DEFAULT_CORPUS;
-pub use crate::endpoint::login::host::Dialect;
+use crate::endpoint::login::host::DEFAULT_CORPUS;
+use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
-use crate::experiment::bed::Bed;
+use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::refuse;
 use crate::experiment::runner::{MeasureCell, Measured, Runner};
@@ -42,10 +42,9 @@ use crate::experiment::{CellError, Interrupted, MeasureError};
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
 use crate::experiments::login::record::LoginData;
 use crate::experiments::login::record::Record;
-pub use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
+use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::{LoginReply, LoginRequest};
 use crate::experiments::login::servers::{self, ServerSpec};
-pub use crate::measure::schedstat::tree_cpu_ns;
 use crate::measure::window::idle_busy_cpus;
 use crate::record::testbed::Placement;
 use crate::testbed::cgroup::HostPreset;
@@ -784,7 +783,7 @@ mod tests {
             limit.why
         );
     }
-    use crate::testbed::Placement;
+    use crate::record::testbed::Placement;
 
     #[test]
     fn records_of_earlier_versions_still_read() {

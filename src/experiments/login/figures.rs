@@ -8,7 +8,7 @@ use crate::report::figures::{Figure, Series, Style, by_series, caption};
 type LoginPoint<'a> = (
     String,
     f64,
-    &'a crate::experiments::login::cell::LoginResult,
+    &'a crate::experiments::login::record::LoginResult,
     &'a Record,
 );
 

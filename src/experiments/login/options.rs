@@ -15,7 +15,7 @@ use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
-use crate::experiment::endpoints::wait_for_interrupt;
+use crate::experiment::processes::wait_for_interrupt;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;

@@ -19,19 +19,18 @@
 //! data segments received per KB of terminal data and their mean size.
 
 use crate::endpoint::login::host::Dialect;
-pub use crate::endpoint::login::host::END_MARKER;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::experiment::CellError;
 use crate::experiment::Interrupted;
-use crate::experiment::bed::Bed;
+use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::login::role::{LoginReply, LoginRequest};
 use crate::experiments::login::servers::{self, ServerSpec};
 use crate::experiments::output::record::OutputData;
-pub use crate::experiments::output::record::OutputParams;
+use crate::experiments::output::record::OutputParams;
 use crate::experiments::output::record::OutputResult;
 use crate::record::testbed::Placement;
 use std::time::Duration;

@@ -3,10 +3,10 @@
 //! stall ranges a `--find-cliffs` search's probes show. Pure functions over
 //! records; `experiment::rpc` runs the cells and searches, `report` prints.
 
+use crate::analysis::capture::last_call_timeline;
 use crate::analysis::cliff::{Cliff, DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};
 use crate::analysis::costmodel::CostModel;
 use crate::analysis::diagnosis::{Diagnosis, Rerun, diagnose};
-use crate::analysis::wire::last_call_timeline;
 use crate::endpoint::rpc::Proto;
 use crate::experiments::rpc::record::Record;
 use crate::experiments::rpc::record::RpcData;

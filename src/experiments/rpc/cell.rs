@@ -8,17 +8,17 @@
 //! run); the controller only starts them through the rpc role, waits, and
 //! records what they report.
 
-use crate::analysis::stats::Spread;
 use crate::endpoint::rpc::RpcClientSpec;
 use crate::endpoint::testbed::{CaptureReply, CaptureRequest, CaptureRole};
 use crate::experiment::Interrupted;
-use crate::experiment::bed::Bed;
-use crate::experiment::endpoints::{ControlError, Wait};
+use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::processes::{ControlError, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
 use crate::experiments::rpc::role::{RpcReply, RpcRequest, RpcRole};
+use crate::record::stats::Spread;
 use crate::testbed::capture::CaptureSpec;
 use std::net::SocketAddr;
 

@@ -7,7 +7,7 @@ use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
-use crate::experiment::endpoints::wait_for_interrupt;
+use crate::experiment::processes::wait_for_interrupt;
 use crate::experiments::rpc::cell::RpcMeasure;
 use crate::experiments::rpc::plan as rpc_search;
 use crate::experiments::rpc::plan::RpcPlan;

@@ -32,8 +32,10 @@ use crate::experiments::rpc::analysis::{
 use crate::experiments::rpc::record::Record;
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams};
-use crate::testbed::Placement;
-use crate::testbed::{LinkVia, link::LinkProfile, netns::has_net_admin};
+use crate::record::testbed::LinkProfile;
+use crate::record::testbed::LinkVia;
+use crate::record::testbed::Placement;
+use crate::testbed::netns::has_net_admin;
 use std::collections::BTreeMap;
 use thiserror::Error;
 

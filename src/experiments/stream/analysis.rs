@@ -7,7 +7,7 @@
 
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
-pub use crate::experiments::stream::record::{Bottleneck, StreamFigures};
+use crate::experiments::stream::record::{Bottleneck, StreamFigures};
 use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };

@@ -8,9 +8,9 @@
 //! path, and turns the two endpoint reports into one [`Record`].
 
 use crate::experiment::Interrupted;
-use crate::experiment::bed::Bed;
-use crate::experiment::endpoints::{ControlError, EndpointProcess, Wait};
+use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
+use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::stream::analysis::{combined_figures, figures, jain_fairness};
 use crate::experiments::stream::record::Amount;
@@ -29,7 +29,7 @@ use crate::experiments::stream::role::{
     ReceiveSpec, SendSpec, StreamReply, StreamRequest, StreamRole,
 };
 use crate::measure::procstat;
-use crate::testbed::Placement;
+use crate::record::testbed::Placement;
 use crate::units::format_size;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -3,10 +3,10 @@
 //! Functions here take records (or summaries computed from records) and
 //! return text; they print nothing themselves.
 
-use crate::analysis::stats::Spread;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::StreamResult;
+use crate::record::stats::Spread;
 use crate::report::historical;
 use crate::report::table::*;
 use crate::units::format_size;

@@ -7,18 +7,19 @@
 use crate::analysis::{
     costmodel::{self, CostModel},
     knee::{self, Knee},
-    stats::{self, Spread},
+    stats,
 };
 use crate::experiment::MeasureError;
 use crate::experiment::runner::{MeasureCell, Runner};
-use crate::experiments::stream::analysis::Bottleneck;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
+use crate::experiments::stream::record::Bottleneck;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::SweepContext;
 use crate::experiments::sweep::dips;
 use crate::record::now_rfc3339;
+use crate::record::stats::Spread;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 

@@ -1,16 +1,16 @@
 //! The netns side of a run: the testbed, and the helper processes that
 //! carry (the wire emulator) and watch (the capture) its link.
 
-use super::endpoints::{ControlError, EndpointProcess, Wait};
 use super::launcher::{End, Launcher};
+use super::processes::{ControlError, EndpointProcess, Wait};
 use crate::endpoint::testbed::{
     CaptureReply, CaptureRequest, CaptureRole, EmulatorReply, EmulatorRequest, EmulatorRole,
 };
+use crate::record::testbed::{LinkVia, Placement, Realisation};
 use crate::testbed::{
-    LinkVia, Placement,
     capture::CaptureSpec,
     emulator::{EmulatorSpec, TunSide},
-    netns::{Realisation, Testbed},
+    netns::Testbed,
 };
 
 /// Default queue of the wire emulator when the profile names none: enough
@@ -120,7 +120,7 @@ impl Bed {
 
 /// What a netns run adds to the result.
 pub struct NetnsOutcome {
-    pub link: crate::testbed::netns::LinkFacts,
-    pub emulator: Option<crate::testbed::emulator::EmulatorReport>,
-    pub capture: Option<crate::testbed::capture::CaptureReport>,
+    pub link: crate::record::testbed::LinkFacts,
+    pub emulator: Option<crate::record::testbed::EmulatorReport>,
+    pub capture: Option<crate::record::testbed::CaptureReport>,
 }

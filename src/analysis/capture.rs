@@ -12,7 +12,7 @@
 //! - *idle time* is the sum of the parts of each gap beyond the previous
 //!   packet's serialisation time, i.e. time the wire carried nothing.
 
-pub use crate::record::testbed::{DirectionSummary, WireSummary};
+use crate::record::testbed::{DirectionSummary, WireSummary};
 use serde::{Deserialize, Serialize};
 
 /// One captured packet.
