@@ -137,7 +137,17 @@ fn sysctl(path: &str) -> Option<String> {
 pub fn examine() -> Vec<Capability> {
     let limits = HostLimits::read();
     let net_admin = crate::testbed::netns::has_net_admin();
-    let mut found = vec![Capability::new(
+    let mut found = vec![privileges(&limits, net_admin)];
+    found.extend(namespaces_and_qdiscs(net_admin));
+    found.extend(kernel_features());
+    found.extend(load_limits(&limits));
+    found.extend(peers());
+    found
+}
+
+/// Root and CAP_NET_ADMIN.
+fn privileges(limits: &HostLimits, net_admin: bool) -> Capability {
+    Capability::new(
         "root and CAP_NET_ADMIN",
         "namespaces, links, offloads, CPU budgets, sshd cells, --profile",
         match (limits.root, net_admin) {
@@ -155,9 +165,12 @@ pub fn examine() -> Vec<Capability> {
                 "run netlab as root (sudo) for the netns placement and everything it builds".into(),
             )),
         },
-    )];
+    )
+}
 
-    // Namespaces and the qdiscs, tried on a scratch pair.
+/// Namespaces and the qdiscs, tried on a scratch pair of namespaces.
+fn namespaces_and_qdiscs(net_admin: bool) -> Vec<Capability> {
+    let mut found = Vec::new();
     let qdiscs = if net_admin {
         crate::testbed::netns::probe_qdiscs().map_err(|e| e.to_string())
     } else {
@@ -199,6 +212,13 @@ pub fn examine() -> Vec<Capability> {
         "modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM; meanwhile netlab's user-space emulator applies the same impairments (slower on impaired links: one wire packet at a time, about 2 Gbit/s)".into(),
     ));
 
+    found
+}
+
+/// The kernel features the emulator, the relays, `--profile` and CPU
+/// budgets use, each tried for real.
+fn kernel_features() -> Vec<Capability> {
+    let mut found = Vec::new();
     found.push(Capability::new(
         "TUN",
         "the wire emulator (--link-via emulator, delay/loss without netem)",
@@ -266,6 +286,12 @@ pub fn examine() -> Vec<Capability> {
         }),
     ));
 
+    found
+}
+
+/// The limits a load can cross: ptys, descriptors, processes.
+fn load_limits(limits: &HostLimits) -> Vec<Capability> {
+    let mut found = Vec::new();
     let ptys = Capability::new(
         "ptys",
         "login and output (a pty per session)",
@@ -330,6 +356,12 @@ pub fn examine() -> Vec<Capability> {
         _ => nproc,
     });
 
+    found
+}
+
+/// Each peer program the experiments drive.
+fn peers() -> Vec<Capability> {
+    let mut found = Vec::new();
     for (name, package, used_by) in PEERS {
         let short = name.rsplit('/').next().unwrap_or(name);
         found.push(Capability::new(

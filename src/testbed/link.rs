@@ -356,195 +356,67 @@ pub fn apply_netem(
     text: &str,
     given: &LinkOverrides,
 ) -> Result<(), LinkError> {
-    let tokens: Vec<&str> = text.split_whitespace().collect();
-    if tokens.is_empty() {
+    let mut words = Words {
+        tokens: text.split_whitespace().collect(),
+        at: 0,
+    };
+    if words.tokens.is_empty() {
         return Err(LinkError::Netem("nothing given".into()));
     }
     let twice = |what: &str, option: &str| {
         LinkError::Netem(format!("{what} given twice ({option} and --netem {what})"))
     };
-    let mut i = 0;
-    let next = |i: &mut usize, what: &str| -> Result<&str, LinkError> {
-        let token = tokens
-            .get(*i)
-            .ok_or_else(|| LinkError::Netem(format!("{what} needs a value")))?;
-        *i += 1;
-        Ok(*token)
-    };
-    let optional_pct = |i: &mut usize, what: &str| -> Result<Option<f64>, LinkError> {
-        match tokens.get(*i) {
-            Some(t) if is_pct(t) => {
-                *i += 1;
-                parse_pct(what, t).map(Some)
-            }
-            _ => Ok(None),
-        }
-    };
-    let count = |what: &str, text: &str| -> Result<u32, LinkError> {
-        text.parse::<u32>()
-            .map_err(|_| LinkError::Netem(format!("{what} \"{text}\" is not a count")))
-    };
-    let impair = &mut profile.impair;
-    while i < tokens.len() {
-        let word = tokens[i];
-        i += 1;
+    while let Some(word) = words.take() {
+        let impair = &mut profile.impair;
         match word {
             "delay" | "latency" => {
                 if given.delay.is_some() {
                     return Err(twice("delay", "--delay"));
                 }
-                profile.delay_us = parse_delay("netem delay", next(&mut i, "delay")?)?;
-                if tokens.get(i).is_some_and(|t| is_time(t)) {
+                profile.delay_us = parse_delay("netem delay", words.next("delay")?)?;
+                if let Some(jitter) = words.take_if(is_time) {
                     if given.jitter.is_some() {
                         return Err(twice("jitter", "--jitter"));
                     }
-                    profile.jitter_us = parse_delay("netem jitter", tokens[i])?;
-                    i += 1;
-                    if let Some(corr) = optional_pct(&mut i, "delay correlation")? {
+                    profile.jitter_us = parse_delay("netem jitter", jitter)?;
+                    if let Some(corr) = words.optional_pct("delay correlation")? {
                         impair.delay_correlation_pct = corr;
                     }
                 }
             }
-            "distribution" => {
-                impair.distribution = match next(&mut i, "distribution")? {
-                    "uniform" => DelayDistribution::Uniform,
-                    "normal" => DelayDistribution::Normal,
-                    "pareto" => DelayDistribution::Pareto,
-                    "paretonormal" => DelayDistribution::Paretonormal,
-                    other => {
-                        return Err(LinkError::Netem(format!(
-                            "unknown distribution \"{other}\" (uniform, normal, pareto, paretonormal)"
-                        )));
-                    }
-                }
-            }
+            "distribution" => impair.distribution = distribution(words.next("distribution")?)?,
             "loss" | "drop" => {
                 if given.loss.is_some() {
                     return Err(twice("loss", "--loss"));
                 }
-                match tokens.get(i).copied() {
-                    Some("state") => {
-                        i += 1;
-                        let p13 = parse_pct("loss state p13", next(&mut i, "loss state")?)?;
-                        let p31 = optional_pct(&mut i, "loss state p31")?.unwrap_or(100.0 - p13);
-                        let p32 = optional_pct(&mut i, "loss state p32")?.unwrap_or(0.0);
-                        let p23 = optional_pct(&mut i, "loss state p23")?.unwrap_or(100.0);
-                        let p14 = optional_pct(&mut i, "loss state p14")?.unwrap_or(0.0);
-                        impair.loss_model = Some(LossModel::FourState {
-                            p13_pct: p13,
-                            p31_pct: p31,
-                            p32_pct: p32,
-                            p23_pct: p23,
-                            p14_pct: p14,
-                        });
-                    }
-                    Some("gemodel") | Some("gmodel") => {
-                        i += 1;
-                        let p = parse_pct("loss gemodel p", next(&mut i, "loss gemodel")?)?;
-                        let r = optional_pct(&mut i, "loss gemodel r")?.unwrap_or(100.0 - p);
-                        let bad = optional_pct(&mut i, "loss gemodel 1-h")?.unwrap_or(100.0);
-                        let good = optional_pct(&mut i, "loss gemodel 1-k")?.unwrap_or(0.0);
-                        impair.loss_model = Some(LossModel::GilbertElliott {
-                            p_pct: p,
-                            r_pct: r,
-                            bad_loss_pct: bad,
-                            good_loss_pct: good,
-                        });
-                    }
-                    Some(other) => {
-                        if other == "random" {
-                            i += 1;
-                        }
-                        profile.loss_pct = parse_pct("loss", next(&mut i, "loss")?)?;
-                        if let Some(corr) = optional_pct(&mut i, "loss correlation")? {
-                            impair.loss_correlation_pct = corr;
-                        }
-                    }
-                    None => return Err(LinkError::Netem("loss needs a value".into())),
-                }
+                netem_loss(&mut words, profile)?;
             }
             "duplicate" => {
-                impair.duplicate_pct = parse_pct("duplicate", next(&mut i, "duplicate")?)?;
-                if let Some(corr) = optional_pct(&mut i, "duplicate correlation")? {
-                    impair.duplicate_correlation_pct = corr;
-                }
+                let (pct, corr) = words.pct_and_correlation("duplicate")?;
+                impair.duplicate_pct = pct;
+                impair.duplicate_correlation_pct = corr.unwrap_or(impair.duplicate_correlation_pct);
             }
             "corrupt" => {
-                impair.corrupt_pct = parse_pct("corrupt", next(&mut i, "corrupt")?)?;
-                if let Some(corr) = optional_pct(&mut i, "corrupt correlation")? {
-                    impair.corrupt_correlation_pct = corr;
-                }
+                let (pct, corr) = words.pct_and_correlation("corrupt")?;
+                impair.corrupt_pct = pct;
+                impair.corrupt_correlation_pct = corr.unwrap_or(impair.corrupt_correlation_pct);
             }
             "reorder" => {
-                impair.reorder_pct = parse_pct("reorder", next(&mut i, "reorder")?)?;
-                if let Some(corr) = optional_pct(&mut i, "reorder correlation")? {
-                    impair.reorder_correlation_pct = corr;
-                }
+                let (pct, corr) = words.pct_and_correlation("reorder")?;
+                impair.reorder_pct = pct;
+                impair.reorder_correlation_pct = corr.unwrap_or(impair.reorder_correlation_pct);
             }
-            "gap" => impair.reorder_gap = count("gap", next(&mut i, "gap")?)?,
+            "gap" => impair.reorder_gap = count("gap", words.next("gap")?)?,
             "rate" => {
                 if given.rate.is_some() {
                     return Err(twice("rate", "--link-rate"));
                 }
-                profile.rate_bps = Some(parse_rate(next(&mut i, "rate")?)?);
-                let mut numbers = Vec::new();
-                while numbers.len() < 3 && tokens.get(i).is_some_and(|t| t.parse::<i64>().is_ok()) {
-                    numbers.push(tokens[i].parse::<i64>().expect("checked"));
-                    i += 1;
-                }
-                if !numbers.is_empty() {
-                    let field = |k: usize| numbers.get(k).copied().unwrap_or(0);
-                    let to_i32 = |v: i64, what: &str| {
-                        i32::try_from(v)
-                            .map_err(|_| LinkError::Netem(format!("{what} {v} is out of range")))
-                    };
-                    if field(1) < 0 {
-                        return Err(LinkError::Netem("a cell size cannot be negative".into()));
-                    }
-                    impair.framing = Some(Framing::Overhead {
-                        packet: to_i32(field(0), "packet overhead")?,
-                        cell_size: u32::try_from(field(1)).map_err(|_| {
-                            LinkError::Netem(format!("cell size {} is out of range", field(1)))
-                        })?,
-                        cell_overhead: to_i32(field(2), "cell overhead")?,
-                    });
+                profile.rate_bps = Some(parse_rate(words.next("rate")?)?);
+                if let Some(framing) = netem_rate_framing(&mut words)? {
+                    profile.impair.framing = Some(framing);
                 }
             }
-            "slot" => {
-                let min = next(&mut i, "slot")?;
-                if min == "distribution" {
-                    return Err(LinkError::Netem(
-                        "slot distribution is not supported: give slot MIN MAX".into(),
-                    ));
-                }
-                let min_us = parse_delay("slot min", min)?;
-                let max_us = if tokens.get(i).is_some_and(|t| is_time(t)) {
-                    i += 1;
-                    parse_delay("slot max", tokens[i - 1])?
-                } else {
-                    min_us
-                };
-                let mut slot = Slot {
-                    min_us,
-                    max_us,
-                    packets: 0,
-                    bytes: 0,
-                };
-                while let Some(&limit) = tokens.get(i) {
-                    match limit {
-                        "packets" => {
-                            i += 1;
-                            slot.packets = count("slot packets", next(&mut i, "slot packets")?)?;
-                        }
-                        "bytes" => {
-                            i += 1;
-                            slot.bytes = count("slot bytes", next(&mut i, "slot bytes")?)?;
-                        }
-                        _ => break,
-                    }
-                }
-                impair.slot = Some(slot);
-            }
+            "slot" => impair.slot = Some(netem_slot(&mut words)?),
             "limit" => {
                 return Err(LinkError::Netem(
                     "netem's limit counts packets: give the queue in bytes with --queue".into(),
@@ -558,6 +430,178 @@ pub fn apply_netem(
         }
     }
     Ok(())
+}
+
+/// The words of a netem specification and how far they have been read.
+struct Words<'a> {
+    tokens: Vec<&'a str>,
+    at: usize,
+}
+
+impl<'a> Words<'a> {
+    /// The next word, if any.
+    fn take(&mut self) -> Option<&'a str> {
+        let word = self.tokens.get(self.at).copied()?;
+        self.at += 1;
+        Some(word)
+    }
+
+    /// The next word if it is of the kind `is`.
+    fn take_if(&mut self, is: impl Fn(&str) -> bool) -> Option<&'a str> {
+        let word = self.tokens.get(self.at).copied().filter(|w| is(w))?;
+        self.at += 1;
+        Some(word)
+    }
+
+    fn peek(&self) -> Option<&'a str> {
+        self.tokens.get(self.at).copied()
+    }
+
+    /// The value `what` needs.
+    fn next(&mut self, what: &str) -> Result<&'a str, LinkError> {
+        self.take()
+            .ok_or_else(|| LinkError::Netem(format!("{what} needs a value")))
+    }
+
+    /// A percentage, if the next word is one.
+    fn optional_pct(&mut self, what: &str) -> Result<Option<f64>, LinkError> {
+        self.take_if(is_pct).map(|t| parse_pct(what, t)).transpose()
+    }
+
+    /// `PCT [CORR]`, as duplicate, corrupt and reorder take them.
+    fn pct_and_correlation(&mut self, what: &str) -> Result<(f64, Option<f64>), LinkError> {
+        let pct = parse_pct(what, self.next(what)?)?;
+        let corr = self.optional_pct(&format!("{what} correlation"))?;
+        Ok((pct, corr))
+    }
+}
+
+fn count(what: &str, text: &str) -> Result<u32, LinkError> {
+    text.parse::<u32>()
+        .map_err(|_| LinkError::Netem(format!("{what} \"{text}\" is not a count")))
+}
+
+fn distribution(name: &str) -> Result<DelayDistribution, LinkError> {
+    Ok(match name {
+        "uniform" => DelayDistribution::Uniform,
+        "normal" => DelayDistribution::Normal,
+        "pareto" => DelayDistribution::Pareto,
+        "paretonormal" => DelayDistribution::Paretonormal,
+        other => {
+            return Err(LinkError::Netem(format!(
+                "unknown distribution \"{other}\" (uniform, normal, pareto, paretonormal)"
+            )));
+        }
+    })
+}
+
+/// `loss [random] PCT [CORR]`, `loss state P13 [P31 [P32 [P23 [P14]]]]` or
+/// `loss gemodel P [R [1-H [1-K]]]`, with tc's defaults.
+fn netem_loss(words: &mut Words, profile: &mut LinkProfile) -> Result<(), LinkError> {
+    let impair = &mut profile.impair;
+    match words.peek() {
+        Some("state") => {
+            words.take();
+            let p13 = parse_pct("loss state p13", words.next("loss state")?)?;
+            let p31 = words.optional_pct("loss state p31")?.unwrap_or(100.0 - p13);
+            let p32 = words.optional_pct("loss state p32")?.unwrap_or(0.0);
+            let p23 = words.optional_pct("loss state p23")?.unwrap_or(100.0);
+            let p14 = words.optional_pct("loss state p14")?.unwrap_or(0.0);
+            impair.loss_model = Some(LossModel::FourState {
+                p13_pct: p13,
+                p31_pct: p31,
+                p32_pct: p32,
+                p23_pct: p23,
+                p14_pct: p14,
+            });
+        }
+        Some("gemodel") | Some("gmodel") => {
+            words.take();
+            let p = parse_pct("loss gemodel p", words.next("loss gemodel")?)?;
+            let r = words.optional_pct("loss gemodel r")?.unwrap_or(100.0 - p);
+            let bad = words.optional_pct("loss gemodel 1-h")?.unwrap_or(100.0);
+            let good = words.optional_pct("loss gemodel 1-k")?.unwrap_or(0.0);
+            impair.loss_model = Some(LossModel::GilbertElliott {
+                p_pct: p,
+                r_pct: r,
+                bad_loss_pct: bad,
+                good_loss_pct: good,
+            });
+        }
+        Some(other) => {
+            if other == "random" {
+                words.take();
+            }
+            profile.loss_pct = parse_pct("loss", words.next("loss")?)?;
+            if let Some(corr) = words.optional_pct("loss correlation")? {
+                profile.impair.loss_correlation_pct = corr;
+            }
+        }
+        None => return Err(LinkError::Netem("loss needs a value".into())),
+    }
+    Ok(())
+}
+
+/// The framing after `rate RATE`: `[PACKETOVERHEAD [CELLSIZE [CELLOVERHEAD]]]`.
+fn netem_rate_framing(words: &mut Words) -> Result<Option<Framing>, LinkError> {
+    let mut numbers = Vec::new();
+    while numbers.len() < 3 {
+        match words.take_if(|t| t.parse::<i64>().is_ok()) {
+            Some(t) => numbers.push(t.parse::<i64>().expect("checked")),
+            None => break,
+        }
+    }
+    if numbers.is_empty() {
+        return Ok(None);
+    }
+    let field = |k: usize| numbers.get(k).copied().unwrap_or(0);
+    let to_i32 = |v: i64, what: &str| {
+        i32::try_from(v).map_err(|_| LinkError::Netem(format!("{what} {v} is out of range")))
+    };
+    if field(1) < 0 {
+        return Err(LinkError::Netem("a cell size cannot be negative".into()));
+    }
+    Ok(Some(Framing::Overhead {
+        packet: to_i32(field(0), "packet overhead")?,
+        cell_size: u32::try_from(field(1))
+            .map_err(|_| LinkError::Netem(format!("cell size {} is out of range", field(1))))?,
+        cell_overhead: to_i32(field(2), "cell overhead")?,
+    }))
+}
+
+/// `slot MIN [MAX] [packets N] [bytes N]`.
+fn netem_slot(words: &mut Words) -> Result<Slot, LinkError> {
+    let min = words.next("slot")?;
+    if min == "distribution" {
+        return Err(LinkError::Netem(
+            "slot distribution is not supported: give slot MIN MAX".into(),
+        ));
+    }
+    let min_us = parse_delay("slot min", min)?;
+    let max_us = match words.take_if(is_time) {
+        Some(max) => parse_delay("slot max", max)?,
+        None => min_us,
+    };
+    let mut slot = Slot {
+        min_us,
+        max_us,
+        packets: 0,
+        bytes: 0,
+    };
+    loop {
+        match words.peek() {
+            Some("packets") => {
+                words.take();
+                slot.packets = count("slot packets", words.next("slot packets")?)?;
+            }
+            Some("bytes") => {
+                words.take();
+                slot.bytes = count("slot bytes", words.next("slot bytes")?)?;
+            }
+            _ => break,
+        }
+    }
+    Ok(slot)
 }
 
 /// The impairments in words, for the link's one-line description.

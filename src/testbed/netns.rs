@@ -358,137 +358,16 @@ impl Testbed {
             testbed.namespaces.push(name.clone());
             runner.run("ip", &["-n", name, "link", "set", "lo", "up"])?;
         }
-        let realised_by = if force_emulator {
-            testbed.facts.note = Some("the emulator was asked for (--link-via emulator)".into());
-            Realisation::Emulator
-        } else if let Some(why) = crate::testbed::impair::beyond_netem(&profile.impair) {
-            testbed.facts.note = Some(format!("{why}: netlab's emulator carries the link"));
-            Realisation::Emulator
-        } else if profile.needs_impairment() {
-            if netem_available(runner, &ns[0]) {
-                Realisation::Netem
-            } else {
-                testbed.facts.note = Some(
-                    "netem is not in this kernel (CONFIG_NET_SCH_NETEM off): netlab's user-space emulator adds delay, jitter and loss".into(),
-                );
-                Realisation::Emulator
-            }
-        } else {
-            Realisation::Veth
-        };
+        let (realised_by, note) = realisation(profile, force_emulator, runner, &ns[0]);
         testbed.facts.realised_by = realised_by;
-        let mtu = profile.mtu.to_string();
-        let mut detail = Vec::new();
-        match realised_by {
-            Realisation::Veth | Realisation::Netem => {
-                runner.run(
-                    "ip",
-                    &[
-                        "link", "add", &ifs[0], "netns", &ns[0], "type", "veth", "peer", "name",
-                        &ifs[1], "netns", &ns[1],
-                    ],
-                )?;
-                detail.push("veth pair".to_string());
-            }
-            Realisation::Emulator => {
-                for (n, i) in ns.iter().zip(&ifs) {
-                    runner.run("ip", &["-n", n, "tuntap", "add", "dev", i, "mode", "tun"])?;
-                }
-                detail.push(
-                    "TUN device in each namespace, relayed by netlab's wire emulator".to_string(),
-                );
-            }
-        }
+        testbed.facts.note = note;
+        let mut detail = vec![add_devices(runner, realised_by, &ns, &ifs)?];
         for ((n, i), addr) in ns.iter().zip(&ifs).zip([ADDR_A, ADDR_B]) {
-            runner.run("ip", &["-n", n, "link", "set", i, "mtu", &mtu])?;
-            // No IPv6 link-local address, so no router solicitations or DAD
-            // frames on the link: only the experiment's traffic crosses it.
-            runner.run("ip", &["-n", n, "link", "set", i, "addrgenmode", "none"])?;
-            for (feature, on) in &profile.offloads {
-                let wanted = if *on { "on" } else { "off" };
-                runner.run(
-                    "ip",
-                    &["netns", "exec", n, "ethtool", "-K", i, feature, wanted],
-                )?;
-            }
-            if !profile.offloads.is_empty() {
-                check_offloads(&runner, n, i, &profile.offloads)?;
-            }
-            if profile.rate_bps.is_some() {
-                // Wire-sized packets: TCP hands the device MSS-sized segments
-                // rather than 64 KB TSO bursts, as on an old Ethernet.
-                runner.run("ip", &["-n", n, "link", "set", i, "gso_max_segs", "1"])?;
-            }
-            runner.run(
-                "ip",
-                &[
-                    "-n",
-                    n,
-                    "addr",
-                    "add",
-                    &format!("{addr}/{PREFIX_LEN}"),
-                    "dev",
-                    i,
-                ],
-            )?;
-            runner.run("ip", &["-n", n, "link", "set", i, "up"])?;
-            if realised_by == Realisation::Emulator {
-                // The emulator's model does the rate, per wire packet.
-                if detail.len() < 2 && profile.rate_bps.is_some() {
-                    detail.push("rate and framing in the emulator, gso_max_segs 1".into());
-                }
-                continue;
-            }
-            if realised_by == Realisation::Netem {
-                let mut args: Vec<String> = ["-n", n, "qdisc", "add", "dev", i, "root", "netem"]
-                    .map(String::from)
-                    .to_vec();
-                args.extend(netem_args(profile));
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                runner.run("tc", &args)?;
-                if detail.len() < 2 {
-                    detail.push("netem on both ends".into());
-                }
-                continue;
-            }
-            if let Some(rate) = profile.rate_bps {
-                let ethernet = profile.impair.framing == Some(Framing::Ethernet);
-                let burst = tbf_burst(rate, profile.mtu);
-                let limit = profile.queue_bytes.unwrap_or(burst * 8).max(burst);
-                runner.run(
-                    "tc",
-                    &[
-                        "-n",
-                        n,
-                        "qdisc",
-                        "add",
-                        "dev",
-                        i,
-                        "root",
-                        "tbf",
-                        "rate",
-                        &format!("{rate}bit"),
-                        "burst",
-                        &burst.to_string(),
-                        "limit",
-                        &limit.to_string(),
-                        "overhead",
-                        &VETH_ETHERNET_OVERHEAD.to_string(),
-                    ][..if ethernet { 16 } else { 14 }],
-                )?;
-                if detail.len() < 2 {
-                    detail.push(format!(
-                        "tbf {} burst {burst} B limit {limit} B{} on both ends, gso_max_segs 1",
-                        format_rate(rate),
-                        if ethernet {
-                            format!(
-                                ", overhead {VETH_ETHERNET_OVERHEAD} B (FCS, preamble, 9.6 µs gap)"
-                            )
-                        } else {
-                            String::new()
-                        }
-                    ));
-                }
+            configure_side(runner, profile, n, i, addr)?;
+            if let Some(shaped) = shape_side(runner, profile, realised_by, n, i)?
+                && detail.len() < 2
+            {
+                detail.push(shaped);
             }
         }
         testbed.facts.detail = detail.join(", ");
@@ -639,6 +518,171 @@ pub fn clean(runner: Runner, all: bool) -> Result<CleanReport, TestbedError> {
         }
     }
     Ok(report)
+}
+
+/// How a profile's link is built, and why when not the plain way: the
+/// emulator when asked for or when the impairments are beyond netem (or
+/// netem is missing), netem for impairments it has, a veth pair otherwise.
+fn realisation(
+    profile: &LinkProfile,
+    force_emulator: bool,
+    runner: Runner,
+    probe_namespace: &str,
+) -> (Realisation, Option<String>) {
+    if force_emulator {
+        return (
+            Realisation::Emulator,
+            Some("the emulator was asked for (--link-via emulator)".into()),
+        );
+    }
+    if let Some(why) = crate::testbed::impair::beyond_netem(&profile.impair) {
+        return (
+            Realisation::Emulator,
+            Some(format!("{why}: netlab's emulator carries the link")),
+        );
+    }
+    if !profile.needs_impairment() {
+        return (Realisation::Veth, None);
+    }
+    if netem_available(runner, probe_namespace) {
+        (Realisation::Netem, None)
+    } else {
+        (
+            Realisation::Emulator,
+            Some("netem is not in this kernel (CONFIG_NET_SCH_NETEM off): netlab's user-space emulator adds delay, jitter and loss".into()),
+        )
+    }
+}
+
+/// The link's two devices: a veth pair across the namespaces, or a TUN
+/// device in each for the emulator to relay between. Says which.
+fn add_devices(
+    runner: Runner,
+    realised_by: Realisation,
+    ns: &[String; 2],
+    ifs: &[String; 2],
+) -> Result<String, TestbedError> {
+    match realised_by {
+        Realisation::Veth | Realisation::Netem => {
+            runner.run(
+                "ip",
+                &[
+                    "link", "add", &ifs[0], "netns", &ns[0], "type", "veth", "peer", "name",
+                    &ifs[1], "netns", &ns[1],
+                ],
+            )?;
+            Ok("veth pair".to_string())
+        }
+        Realisation::Emulator => {
+            for (n, i) in ns.iter().zip(ifs) {
+                runner.run("ip", &["-n", n, "tuntap", "add", "dev", i, "mode", "tun"])?;
+            }
+            Ok("TUN device in each namespace, relayed by netlab's wire emulator".to_string())
+        }
+    }
+}
+
+/// One end's device: MTU, no IPv6 link-local chatter, offloads as the
+/// profile asks (checked), wire-sized packets on a rated link, its address,
+/// up.
+fn configure_side(
+    runner: Runner,
+    profile: &LinkProfile,
+    n: &str,
+    i: &str,
+    addr: Ipv4Addr,
+) -> Result<(), TestbedError> {
+    let mtu = profile.mtu.to_string();
+    runner.run("ip", &["-n", n, "link", "set", i, "mtu", &mtu])?;
+    // No IPv6 link-local address, so no router solicitations or DAD
+    // frames on the link: only the experiment's traffic crosses it.
+    runner.run("ip", &["-n", n, "link", "set", i, "addrgenmode", "none"])?;
+    for (feature, on) in &profile.offloads {
+        let wanted = if *on { "on" } else { "off" };
+        runner.run(
+            "ip",
+            &["netns", "exec", n, "ethtool", "-K", i, feature, wanted],
+        )?;
+    }
+    if !profile.offloads.is_empty() {
+        check_offloads(&runner, n, i, &profile.offloads)?;
+    }
+    if profile.rate_bps.is_some() {
+        // Wire-sized packets: TCP hands the device MSS-sized segments
+        // rather than 64 KB TSO bursts, as on an old Ethernet.
+        runner.run("ip", &["-n", n, "link", "set", i, "gso_max_segs", "1"])?;
+    }
+    runner.run(
+        "ip",
+        &[
+            "-n",
+            n,
+            "addr",
+            "add",
+            &format!("{addr}/{PREFIX_LEN}"),
+            "dev",
+            i,
+        ],
+    )?;
+    runner.run("ip", &["-n", n, "link", "set", i, "up"])?;
+    Ok(())
+}
+
+/// What shapes one end's traffic: the emulator's model (nothing to add
+/// here), netem, or tbf for a rate on a veth pair. Says how, if it did.
+fn shape_side(
+    runner: Runner,
+    profile: &LinkProfile,
+    realised_by: Realisation,
+    n: &str,
+    i: &str,
+) -> Result<Option<String>, TestbedError> {
+    match realised_by {
+        // The emulator's model does the rate, per wire packet.
+        Realisation::Emulator => Ok(profile
+            .rate_bps
+            .map(|_| "rate and framing in the emulator, gso_max_segs 1".into())),
+        Realisation::Netem => {
+            let mut args: Vec<String> = ["-n", n, "qdisc", "add", "dev", i, "root", "netem"]
+                .map(String::from)
+                .to_vec();
+            args.extend(netem_args(profile));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            runner.run("tc", &args)?;
+            Ok(Some("netem on both ends".into()))
+        }
+        Realisation::Veth => {
+            let Some(rate) = profile.rate_bps else {
+                return Ok(None);
+            };
+            let ethernet = profile.impair.framing == Some(Framing::Ethernet);
+            let burst = tbf_burst(rate, profile.mtu);
+            let limit = profile.queue_bytes.unwrap_or(burst * 8).max(burst);
+            let (rate_arg, burst_arg, limit_arg, overhead_arg) = (
+                format!("{rate}bit"),
+                burst.to_string(),
+                limit.to_string(),
+                VETH_ETHERNET_OVERHEAD.to_string(),
+            );
+            let mut args = vec![
+                "-n", n, "qdisc", "add", "dev", i, "root", "tbf", "rate", &rate_arg, "burst",
+                &burst_arg, "limit", &limit_arg,
+            ];
+            if ethernet {
+                args.extend(["overhead", overhead_arg.as_str()]);
+            }
+            runner.run("tc", &args)?;
+            Ok(Some(format!(
+                "tbf {} burst {burst} B limit {limit} B{} on both ends, gso_max_segs 1",
+                format_rate(rate),
+                if ethernet {
+                    format!(", overhead {VETH_ETHERNET_OVERHEAD} B (FCS, preamble, 9.6 µs gap)")
+                } else {
+                    String::new()
+                }
+            )))
+        }
+    }
 }
 
 #[cfg(test)]
