@@ -1,6 +1,6 @@
 //! The checksum and copy experiment (source: 003, Van Jacobson's per-KB
 //! costs): its plan (sizes checked against the memory they need), and each
-//! size measured in an endpoint process (`endpoint::cksum` times the
+//! size measured in an endpoint process (`role` times the
 //! variants there).
 
 use crate::experiment::Interrupted;

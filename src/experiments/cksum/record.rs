@@ -1,5 +1,5 @@
 //! The checksum and copy timings as records carry them. Data only;
-//! `endpoint::cksum` times the variants.
+//! `role` times the variants.
 
 use crate::record::stats::Spread;
 use serde::{Deserialize, Serialize};

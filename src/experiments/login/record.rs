@@ -1,7 +1,7 @@
-//! The login-load and terminal-output experiments' cells and results as
-//! records carry them: the server under test, the dialect its users speak,
-//! the load generator's own account. Data only; `experiment::login`,
-//! `experiment::output` and `endpoint::login` run them.
+//! The login-load experiment's cells and results as records carry them:
+//! the server under test, the dialect its users speak, the load
+//! generator's own account, each design's limit. Data only; `cell` and
+//! `endpoint::login` run them.
 
 use crate::endpoint::login::host::{Dialect, Target};
 use crate::endpoint::login::typist::TypistReport;

@@ -1,7 +1,7 @@
 //! The RPC experiment's records, read: the measured cells, the cliffs among
 //! them, the findings their diagnosis reruns and captures support, and the
 //! stall ranges a `--find-cliffs` search's probes show. Pure functions over
-//! records; `experiment::rpc` runs the cells and searches, `report` prints.
+//! records; `plan` and `cell` run the cells and searches, `report` prints.
 
 use crate::analysis::capture::last_call_timeline;
 use crate::analysis::cliff::{Cliff, DEFAULT_FACTOR, MIN_STALL_MS, find_cliffs};

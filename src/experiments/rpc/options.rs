@@ -1,6 +1,6 @@
 //! `netlab rpc [options]`: the 1989 Sun RPC experiment, its cliffs found and
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
-//! Arguments become an [`RpcPlan`]; `experiment::rpc_search` runs it.
+//! Arguments become an [`RpcPlan`]; `plan` runs it.
 
 use crate::endpoint::rpc::Proto;
 use crate::endpoint::rpc::client;
