@@ -136,8 +136,8 @@ impl ReportSection for StreamSection {
         )
     }
 
-    fn cell(r: &StreamRecord) -> String {
-        format!("stream {} B records", r.data.params.record)
+    fn cell(data: &StreamData) -> String {
+        format!("stream {} B records", data.params.record)
     }
 }
 
@@ -223,11 +223,11 @@ impl Page<RecordData> for Report {
 
     fn cell_name(&self, r: &Record) -> String {
         let what = match &r.data {
-            RecordData::Stream(data) => StreamSection::cell(&r.with(data.clone())),
-            RecordData::Rpc(data) => rpc::report::RpcSection::cell(&r.with(data.clone())),
-            RecordData::Cksum(data) => cksum::report::CksumSection::cell(&r.with(data.clone())),
-            RecordData::Login(data) => login::report::LoginSection::cell(&r.with(data.clone())),
-            RecordData::Output(data) => output::report::OutputSection::cell(&r.with(data.clone())),
+            RecordData::Stream(data) => StreamSection::cell(data),
+            RecordData::Rpc(data) => rpc::report::RpcSection::cell(data),
+            RecordData::Cksum(data) => cksum::report::CksumSection::cell(data),
+            RecordData::Login(data) => login::report::LoginSection::cell(data),
+            RecordData::Output(data) => output::report::OutputSection::cell(data),
         };
         format!("{what} ({})", r.placement)
     }

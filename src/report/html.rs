@@ -37,8 +37,8 @@ pub trait ReportSection {
     const EXPERIMENT: &'static str;
     /// Title, tables, reading and figures.
     fn parts(records: &[Record<Self::Data>]) -> Parts;
-    /// One cell as people name it, without its placement.
-    fn cell(record: &Record<Self::Data>) -> String;
+    /// One cell as people name it from its data, without its placement.
+    fn cell(data: &Self::Data) -> String;
 }
 
 /// The section `S` makes of its experiment's records (`None`: there are none).
@@ -59,7 +59,7 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
             .map(|r| {
                 format!(
                     "{} ({}): {}",
-                    S::cell(r),
+                    S::cell(&r.data),
                     r.placement,
                     r.error.as_deref().unwrap_or("")
                 )

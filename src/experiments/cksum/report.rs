@@ -224,7 +224,7 @@ impl ReportSection for CksumSection {
         )
     }
 
-    fn cell(r: &Record) -> String {
-        format!("cksum {} B", r.data.params.size)
+    fn cell(data: &CksumData) -> String {
+        format!("cksum {} B", data.params.size)
     }
 }

@@ -440,12 +440,12 @@ impl ReportSection for LoginSection {
         )
     }
 
-    fn cell(r: &Record) -> String {
+    fn cell(data: &LoginData) -> String {
         format!(
             "login {} {} {} users",
-            r.data.params.relay.name(),
-            r.data.params.protocol.name(),
-            r.data.params.users
+            data.params.relay.name(),
+            data.params.protocol.name(),
+            data.params.users
         )
     }
 }

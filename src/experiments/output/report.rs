@@ -122,11 +122,11 @@ impl ReportSection for OutputSection {
         )
     }
 
-    fn cell(r: &Record) -> String {
+    fn cell(data: &OutputData) -> String {
         format!(
             "output {} {}",
-            r.data.params.relay.name(),
-            r.data.params.protocol.name()
+            data.params.relay.name(),
+            data.params.protocol.name()
         )
     }
 }

@@ -489,8 +489,8 @@ impl ReportSection for RpcSection {
         )
     }
 
-    fn cell(r: &Record) -> String {
-        format!("rpc {} {} B", r.data.params.column(), r.data.params.size)
+    fn cell(data: &RpcData) -> String {
+        format!("rpc {} {} B", data.params.column(), data.params.size)
     }
 }
 
