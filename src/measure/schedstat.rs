@@ -3,9 +3,15 @@
 //! exact to the nanosecond unlike tick-sampled `/proc/stat` or `getrusage`
 //! of children that have not been reaped yet.
 //!
-//! Blind spot: a process that exited before the read takes its time with
-//! it, so trees are read while their sessions still run. Softirq work done
-//! on behalf of the tree while another task was running is not in it.
+//! Blind spot: a task that exited before the read takes its time with it,
+//! so trees are read while their sessions still run. Over a window, use
+//! [`TreeTasks`]: it differences task by task, so a thread that exits
+//! inside the window loses only its own time in the window, never the
+//! whole history it had at the start (summed totals would then shrink and
+//! a delta clamp to zero). Softirq work done on behalf of the tree while
+//! another task was running is not in it.
+
+use std::collections::HashMap;
 
 /// A task's run time (ns) from its `schedstat`'s first field.
 fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
@@ -19,24 +25,58 @@ fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
 
 /// CPU time (ns) of `root`, all its threads and all its descendants.
 pub fn tree_cpu_ns(root: u32) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![root];
-    while let Some(pid) = stack.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            total += task_cpu_ns(&task.path()).unwrap_or(0);
-            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-                stack.extend(
-                    children
-                        .split_whitespace()
-                        .filter_map(|c| c.parse::<u32>().ok()),
-                );
+    TreeTasks::read(root).total()
+}
+
+/// Every task of a tree with its run time (ns), keyed by task ID: one
+/// edge of a window.
+#[derive(Debug, Clone, Default)]
+pub struct TreeTasks(HashMap<u32, u64>);
+
+impl TreeTasks {
+    /// The tasks of `root`, all its threads and all its descendants, now.
+    pub fn read(root: u32) -> TreeTasks {
+        let mut tasks_ns = HashMap::new();
+        let mut stack = vec![root];
+        while let Some(pid) = stack.pop() {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let tid = task.file_name().to_str().and_then(|t| t.parse().ok());
+                if let (Some(tid), Some(ns)) = (tid, task_cpu_ns(&task.path())) {
+                    tasks_ns.insert(tid, ns);
+                }
+                if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+                    stack.extend(
+                        children
+                            .split_whitespace()
+                            .filter_map(|c| c.parse::<u32>().ok()),
+                    );
+                }
             }
         }
+        TreeTasks(tasks_ns)
     }
-    total
+
+    /// Run time of every task read.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// Run time since `earlier`, task by task: a task born inside the
+    /// window counts whole, one gone by now counts nothing (its time in the
+    /// window is lost with it), and a task ID that reads lower than before
+    /// (reused by a new task) counts as new.
+    pub fn since(&self, earlier: &TreeTasks) -> u64 {
+        self.0
+            .iter()
+            .map(|(tid, &now)| match earlier.0.get(tid) {
+                Some(&then) if then <= now => now - then,
+                _ => now,
+            })
+            .sum()
+    }
 }
 
 #[cfg(test)]
@@ -71,5 +111,36 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(tree_cpu_ns(u32::MAX), 0, "no such process: nothing");
+    }
+
+    #[test]
+    fn a_thread_that_exits_in_the_window_takes_only_its_own_time() {
+        let busy = |ms: u64| {
+            let start = crate::measure::rusage::thread_cpu_ns();
+            let mut x = 0u64;
+            while crate::measure::rusage::thread_cpu_ns() - start < ms * 1_000_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        };
+        // A thread with 100 ms of history is alive at the window's start
+        // and gone at its end; summed totals would shrink by its history.
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let leaver = std::thread::spawn(move || {
+            busy(100);
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        });
+        ready_rx.recv().unwrap();
+        let me = std::process::id();
+        let start = TreeTasks::read(me);
+        go_tx.send(()).unwrap();
+        leaver.join().unwrap();
+        busy(30);
+        let end = TreeTasks::read(me);
+        // Differenced as totals, the leaver's 100 ms would be subtracted
+        // from this thread's 30 ms and the window would read nothing.
+        let in_window = end.since(&start);
+        assert!(in_window >= 25_000_000, "{in_window} ns in the window");
     }
 }

@@ -19,7 +19,7 @@ use super::ifstat::InterfaceCounters;
 use super::netstat::Counters;
 use super::procstat::{ProcStatError, StatSnapshot, SystemCpu, system_cpu};
 use super::rusage::thread_cpu_ns;
-use super::schedstat::tree_cpu_ns;
+use super::schedstat::TreeTasks;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -133,7 +133,7 @@ pub struct Sampler {
     stat: StatSnapshot,
     packets: (u64, u64),
     perf: SyscallCounter,
-    tree: u64,
+    tree: TreeTasks,
     root: u32,
     interface: Option<String>,
     stop: Arc<AtomicBool>,
@@ -168,7 +168,7 @@ impl Sampler {
             stat: StatSnapshot::read()?,
             packets: packets(interface.as_deref()),
             perf: SyscallCounter::start(),
-            tree: tree_cpu_ns(root),
+            tree: TreeTasks::read(root),
             root,
             interface,
             stop,
@@ -181,7 +181,7 @@ impl Sampler {
         let (stat, packets1, tree) = (
             StatSnapshot::read()?,
             packets(self.interface.as_deref()),
-            tree_cpu_ns(self.root),
+            TreeTasks::read(self.root),
         );
         let seconds = self.start.elapsed().as_secs_f64();
         self.stop.store(true, Ordering::Relaxed);
@@ -203,7 +203,7 @@ impl Sampler {
             syscalls_source,
             packets_in: packets1.0.saturating_sub(self.packets.0),
             packets_out: packets1.1.saturating_sub(self.packets.1),
-            tree_ns: tree.saturating_sub(self.tree).saturating_sub(procs.3),
+            tree_ns: tree.since(&self.tree).saturating_sub(procs.3),
         })
     }
 }

@@ -18,7 +18,7 @@ use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::protocol::Token;
 use crate::measure::rusage::thread_cpu_ns;
-use crate::measure::schedstat::tree_cpu_ns;
+use crate::measure::schedstat::TreeTasks;
 use crate::measure::tcpinfo::TcpInfo;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -237,14 +237,14 @@ fn ssh_terminal(argv: &[String], edge: &mut Edge) -> io::Result<TerminalReport> 
     let outcome = (|| -> io::Result<TerminalReport> {
         receive_to(READY_MARKER, &mut next)?;
         edge(true, true)?;
-        let client0 = tree_cpu_ns(pid);
+        let client0 = TreeTasks::read(pid);
         let go = Instant::now();
         stdin.write_all(b"\r")?;
         let bytes = receive_to(END_MARKER, &mut next)?;
         let report = TerminalReport {
             bytes,
             seconds: go.elapsed().as_secs_f64(),
-            client_ns: tree_cpu_ns(pid).saturating_sub(client0),
+            client_ns: TreeTasks::read(pid).since(&client0),
             tcp_info: tcp_info_of(pid),
         };
         edge(false, true)?;
