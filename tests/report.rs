@@ -197,7 +197,7 @@ fn csv_has_a_row_per_record_and_a_column_per_field() {
         String::from_utf8_lossy(&run.stderr)
     );
     let loaded = fixture();
-    for experiment in RECORDED {
+    for &experiment in RECORDED {
         let path = dir.path().join(format!("{experiment}.csv"));
         let mut reader = csv::Reader::from_path(&path).unwrap();
         let header = reader.headers().unwrap().clone();

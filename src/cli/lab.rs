@@ -2,6 +2,7 @@
 //! profile (or `--full`), prints the tables, and writes them with the
 //! records under `netlab-out/<timestamp>/`.
 
+use crate::experiment::lab::Section;
 use crate::experiment::remote;
 use crate::experiment::runner::Runner;
 use crate::lab::{self, LabPlan};
@@ -59,9 +60,9 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         .fail_fast(args.fail_fast)
         .profiling(profiling);
     let mut skipped_any = false;
-    lab::run(&plan, &mut runner, &mut |section| -> anyhow::Result<()> {
-        skipped_any |= matches!(section, lab::Section::Skipped(_));
-        let text = crate::lab::report::text(&section) + "\n";
+    lab::run(&plan, &mut runner, &mut |section| {
+        skipped_any |= matches!(section, Section::Skipped(_));
+        let text = section.text() + "\n";
         out.text(&text)?;
         printed.push_str(&text);
         Ok(())

@@ -35,7 +35,7 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
         eprintln!("figure not drawn: {e}");
     }
     if args.csv {
-        for path in report::csv::write_csv(&loaded, &crate::experiments::RECORDED, &dir)? {
+        for path in report::csv::write_csv(&loaded, crate::experiments::RECORDED, &dir)? {
             out.text(&format!("csv: {}\n", path.display()))?;
         }
     }

@@ -12,6 +12,7 @@ pub(crate) use refuse;
 
 pub mod doctor;
 pub mod helpers;
+pub mod lab;
 pub mod launcher;
 pub mod placement;
 pub mod processes;

@@ -6,11 +6,11 @@
 //! ablate's designs). What joins experiments (Van Jacobson's per-packet
 //! budget from the sweep and the checksums, the notable findings) is here.
 
-use super::{RECORDED, Record, RecordData, cksum, login, output, records_of, rpc, stream, sweep};
+use super::{RECORDED, Record, RecordData, cksum, records_of, rpc, stream, sweep};
 use crate::experiments::stream::record::{Record as StreamRecord, StreamData};
 use crate::experiments::sweep::cell::summarize;
 use crate::report::figures::Figure;
-use crate::report::html::{self, Loaded, Page, Parts, ReportSection, Section, section_of};
+use crate::report::html::{self, Loaded, Page, Parts, ReportSection, Section};
 use std::path::Path;
 
 /// The page over every experiment's records.
@@ -18,7 +18,7 @@ pub struct Report;
 
 /// Reads a records file for a report: every record this netlab knows.
 pub fn load(path: &Path) -> std::io::Result<Loaded<RecordData>> {
-    html::load(path, &RECORDED)
+    html::load(path, RECORDED)
 }
 
 /// Every figure the records allow, in report order.
@@ -143,32 +143,24 @@ impl ReportSection for StreamSection {
 
 impl Page<RecordData> for Report {
     fn experiments(&self) -> &'static [&'static str] {
-        &RECORDED
+        RECORDED
     }
 
+    /// The registry's sections, then what joins experiments: Van
+    /// Jacobson's per-packet budget (the sweep's fit, split by the
+    /// checksum costs) under the checksum's tables.
     fn sections(&self, records: &[Record]) -> Vec<Section> {
+        let mut sections = super::sections(records);
         let streams = records_of(records, RecordData::stream);
         let checksums = records_of(records, RecordData::cksum);
-        let mut sections = Vec::new();
-        sections.extend(section_of::<StreamSection>(&streams));
-        sections.extend(section_of::<rpc::report::RpcSection>(&records_of(
-            records,
-            RecordData::rpc,
-        )));
-        if let Some(mut section) = section_of::<cksum::report::CksumSection>(&checksums) {
-            if let Some(budget) = packet_budget(&streams, &checksums) {
-                section.tables.push_str(&budget);
-            }
-            sections.push(section);
+        if let (Some(section), Some(budget)) = (
+            sections.iter_mut().find(|s| {
+                s.experiment == <cksum::report::CksumSection as ReportSection>::EXPERIMENT
+            }),
+            packet_budget(&streams, &checksums),
+        ) {
+            section.tables.push_str(&budget);
         }
-        sections.extend(section_of::<login::report::LoginSection>(&records_of(
-            records,
-            RecordData::login,
-        )));
-        sections.extend(section_of::<output::report::OutputSection>(&records_of(
-            records,
-            RecordData::output,
-        )));
         sections
     }
 
@@ -222,14 +214,7 @@ impl Page<RecordData> for Report {
     }
 
     fn cell_name(&self, r: &Record) -> String {
-        let what = match &r.data {
-            RecordData::Stream(data) => StreamSection::cell(data),
-            RecordData::Rpc(data) => rpc::report::RpcSection::cell(data),
-            RecordData::Cksum(data) => cksum::report::CksumSection::cell(data),
-            RecordData::Login(data) => login::report::LoginSection::cell(data),
-            RecordData::Output(data) => output::report::OutputSection::cell(data),
-        };
-        format!("{what} ({})", r.placement)
+        format!("{} ({})", r.data.cell_name(), r.placement)
     }
 }
 

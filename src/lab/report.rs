@@ -1,19 +1,11 @@
-//! The lab's sections as text: each experiment's table in its source's
-//! shape, the historical figures beside, as `netlab lab` prints them and
-//! writes them to `tables.txt`.
+//! What the lab writes around its sections: the heading across hosts,
+//! the timestamped results directory, and once every section ran,
+//! `tables.txt` and the report from the records alone.
 
-use crate::analysis::split::split;
-use crate::experiments::cksum::analysis::per_byte_costs;
 use crate::experiments::page::{self, Report};
-use crate::experiments::{
-    cksum::report as cksum, login::report as login, rpc::report as rpc, stream::report as tables,
-};
-use crate::lab::Section;
 use crate::measure::host::HostFacts;
 use crate::record::testbed::AgentFacts;
-use crate::record::testbed::Placement;
 use crate::report::html;
-use crate::units::format_size;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -79,86 +71,4 @@ pub fn finish(dir: &Path, printed: &str) -> io::Result<Finished> {
         text,
         figure_errors: written.figure_errors,
     })
-}
-
-/// One section of the lab as it prints.
-pub fn text(section: &Section) -> String {
-    match section {
-        Section::Skipped(note) => format!("skipped: {note}\n"),
-        Section::Stream { title, records } => {
-            tables::stream_section(title, records) + &crate::report::profile::then_and_now(records)
-        }
-        Section::Barrier { records } => {
-            let mut text =
-                tables::stream_table("1988's sound barrier, over netns ether10", records);
-            text.push_str(&tables::barrier_text(records).unwrap_or_default());
-            text
-        }
-        Section::Rpc { title, explained } => format!(
-            "{title}{}",
-            rpc::table(&explained.records, &explained.findings)
-        ),
-        Section::Sweep {
-            title,
-            summary,
-            records,
-            precision,
-        } => {
-            let mut text = crate::experiments::sweep::report::sweep_table(title, summary, records);
-            if let Some(precision) = precision {
-                text.push_str(&crate::experiments::sweep::report::precision_text(
-                    precision,
-                ));
-            }
-            text
-        }
-        Section::Cksum {
-            batches,
-            records,
-            sweep_model,
-        } => {
-            let mut text = format!("netlab cksum: ns per KB, median of {batches} batches\n");
-            text.push_str(&cksum::table(records));
-            if let (Some(model), Some((copy, sum))) = (sweep_model, per_byte_costs(records, 65536))
-            {
-                text.push_str(&format!(
-                    "the stream sweep's {} (loopback: two copies per byte, no checksum; copy and checksum costs hot at 64 KB)\n",
-                    split(model.per_byte * 1e9, copy, sum, 2, 0).describe()
-                ));
-            }
-            text
-        }
-        Section::Login { window_s, records } => format!(
-            "netlab login: users typing 5 chars/s into `cat > /dev/null` (netlab's designs over rlogin), {window_s} s windows, {}\n{}",
-            where_run(records.iter().map(|r| &r.data.params.placement)),
-            login::table(records)
-        ),
-        Section::LoginLimits { records } => login::design_limits(records),
-        Section::Output { bytes, records } => format!(
-            "netlab output: {} of text typed through each design (unpaced), {}\n{}",
-            format_size(*bytes),
-            where_run(records.iter().map(|r| &r.data.params.placement)),
-            crate::experiments::output::report::output_table(records)
-        ),
-    }
-}
-
-/// Where a section's cells ran, each place once in order: loopback, a
-/// netns link by its profile, or from one host to another.
-fn where_run<'a>(placements: impl IntoIterator<Item = &'a Placement>) -> String {
-    let mut places: Vec<String> = Vec::new();
-    for placement in placements {
-        let place = match placement {
-            Placement::Loopback => "loopback".to_string(),
-            Placement::Netns { link, .. } => format!(
-                "netns over {}",
-                link.name.as_deref().unwrap_or("a custom link")
-            ),
-            Placement::Remote { from, to } => format!("from {from} to {to}"),
-        };
-        if !places.contains(&place) {
-            places.push(place);
-        }
-    }
-    places.join(", ")
 }

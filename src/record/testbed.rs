@@ -59,6 +59,17 @@ pub struct AgentFacts {
 }
 
 impl Placement {
+    /// 1989's "remote": two hosts on a 10 Mbit/s Ethernet, as two namespaces.
+    pub fn ether10() -> Placement {
+        Placement::Netns {
+            link: LinkProfile::named("ether10").expect("a known profile"),
+            via: LinkVia::Auto,
+            capture: false,
+            pcap: None,
+            verbose: false,
+        }
+    }
+
     /// Builds a netns placement's link with `via` (nothing for the others).
     pub fn set_via(&mut self, how: LinkVia) {
         if let Placement::Netns { via, .. } = self {

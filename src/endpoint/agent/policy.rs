@@ -8,18 +8,24 @@ use crate::units::{UnitError, parse_duration, parse_size};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// How an agent serves one experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serve {
+    /// Without `--allow`: it runs no command of the agent's host.
+    ByDefault,
+    /// Only with `--allow NAME`: it starts servers, shells and relays there.
+    OnAllow,
+    /// Its runs are another experiment's through an agent (a sweep runs
+    /// streams), and are served as that one is.
+    As(&'static str),
+}
+
 /// What the registry tells an agent about the experiments it can serve;
 /// this module names none of them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Served {
-    /// Every name `--allow` takes.
-    pub experiments: &'static [&'static str],
-    /// Served without `--allow`: they run no command of the agent's host
-    /// (the others start servers, shells and relays there).
-    pub by_default: &'static [&'static str],
-    /// Runs a controller names that are another experiment's through an
-    /// agent: (run, experiment), e.g. a sweep runs streams.
-    pub runs_as: &'static [(&'static str, &'static str)],
+    /// Every experiment an agent knows, and how it serves it.
+    pub experiments: &'static [(&'static str, Serve)],
     /// The run that holds the experiments served by default and each
     /// request to its own experiment's `--allow` (the lab).
     pub every: &'static str,
@@ -31,18 +37,34 @@ impl Served {
     /// Nothing: an agent without the registry's list serves no run.
     pub const NONE: Served = Served {
         experiments: &[],
-        by_default: &[],
-        runs_as: &[],
         every: "",
         roles: &[],
     };
 
+    /// Every name `--allow` takes.
+    pub fn allowable(&self) -> Vec<&'static str> {
+        self.experiments
+            .iter()
+            .filter(|(_, how)| !matches!(how, Serve::As(_)))
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// The experiments served without `--allow`.
+    pub fn by_default(&self) -> Vec<&'static str> {
+        self.experiments
+            .iter()
+            .filter(|(_, how)| *how == Serve::ByDefault)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
     /// The experiment a run of `run` is, through an agent.
     pub fn canonical<'a>(&self, run: &'a str) -> &'a str {
-        self.runs_as
-            .iter()
-            .find(|(name, _)| *name == run)
-            .map_or(run, |(_, experiment)| experiment)
+        match self.experiments.iter().find(|(name, _)| *name == run) {
+            Some((_, Serve::As(experiment))) => experiment,
+            _ => run,
+        }
     }
 }
 
@@ -105,14 +127,9 @@ impl Policy {
         control_port: u16,
         served: Served,
     ) -> Result<Policy, PolicyError> {
-        if let Some(name) = allow
-            .iter()
-            .find(|n| !served.experiments.contains(&n.as_str()))
-        {
-            return Err(PolicyError::Unknown(
-                name.clone(),
-                served.experiments.join(", "),
-            ));
+        let allowable = served.allowable();
+        if let Some(name) = allow.iter().find(|n| !allowable.contains(&n.as_str())) {
+            return Err(PolicyError::Unknown(name.clone(), allowable.join(", ")));
         }
         let bad_ports = || PolicyError::Ports(data_ports.to_string());
         let (lo, hi) = data_ports.split_once('-').ok_or_else(bad_ports)?;
@@ -162,20 +179,20 @@ impl Policy {
     pub fn admit(&self, experiment: &str) -> Result<(), String> {
         let served = &self.served;
         if !served.every.is_empty() && experiment == served.every {
-            return served
-                .by_default
+            let by_default = served.by_default();
+            return by_default
                 .iter()
                 .try_for_each(|name| self.admit(name))
                 .map_err(|why| {
                     format!(
                         "a {} run needs {}: {why}",
                         served.every,
-                        served.by_default.join(", ")
+                        by_default.join(", ")
                     )
                 });
         }
         let name = served.canonical(experiment);
-        if !served.experiments.contains(&name) {
+        if !served.allowable().contains(&name) {
             return Err(format!("unknown experiment \"{experiment}\""));
         }
         if !self.allow.contains(name) {
@@ -277,7 +294,7 @@ mod tests {
         Policy {
             served: crate::experiments::SERVED,
             allow: crate::experiments::SERVED
-                .by_default
+                .by_default()
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

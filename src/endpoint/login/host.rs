@@ -110,6 +110,25 @@ switches bytes between two kernel objects pays all of them for every byte.
 pub const END_MARKER: &[u8] = b"NETLAB-END-OF-OUTPUT";
 
 impl Target {
+    /// Every server this host can run, each with the dialect it is
+    /// measured in: netlab's designs over rlogin, then the real servers
+    /// beside them (telnetd over TELNET, sshd over SSH, as root) where
+    /// this machine has them.
+    pub fn servers_here() -> Vec<(Target, Dialect)> {
+        let mut servers: Vec<(Target, Dialect)> = Relay::ALL
+            .into_iter()
+            .map(|relay| (Target::of(relay), Dialect::Rlogin))
+            .collect();
+        if std::path::Path::new("/usr/sbin/telnetd").exists() {
+            servers.push((Target::Telnetd, Dialect::Telnet));
+        }
+        // SAFETY: geteuid has no preconditions.
+        if std::path::Path::new("/usr/sbin/sshd").exists() && unsafe { libc::geteuid() } == 0 {
+            servers.push((Target::Sshd, Dialect::Ssh));
+        }
+        servers
+    }
+
     /// netlab's design, or None for a real server.
     pub fn relay(self) -> Option<Relay> {
         match self {

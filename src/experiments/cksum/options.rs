@@ -23,6 +23,13 @@ pub struct CksumArgs {
     pub run: crate::options::run::RunOptions,
 }
 
+impl CksumArgs {
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        self.run.json
+    }
+}
+
 pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.remote.from.is_some() {
         anyhow::bail!("cksum runs on one host: name it with --to");

@@ -157,6 +157,13 @@ pub struct LoginArgs {
     pub experiment: crate::experiments::login::options::LoginExperimentArgs,
 }
 
+impl LoginArgs {
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        self.command.is_none() && self.experiment.run.json
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum LoginCommand {
     /// Serve TELNET or rlogin sessions, each running a command on its own pty.

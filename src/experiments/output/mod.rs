@@ -2,6 +2,7 @@
 
 pub mod cell;
 pub mod figures;
+pub mod lab;
 pub mod options;
 pub mod record;
 pub mod report;

@@ -46,6 +46,13 @@ pub struct OutputArgs {
     pub run: crate::options::run::RunOptions,
 }
 
+impl OutputArgs {
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        self.run.json
+    }
+}
+
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.size == 0 {
         bail!("--size must be above zero");

@@ -18,6 +18,7 @@
 
 pub mod analysis;
 pub mod cell;
+pub mod lab;
 pub mod options;
 pub mod plan;
 pub mod record;

@@ -263,6 +263,13 @@ pub struct RpcArgs {
     pub experiment: crate::experiments::rpc::options::RpcExperimentArgs,
 }
 
+impl RpcArgs {
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        self.command.is_none() && self.experiment.run.json
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum RpcCommand {
     /// Serve netlab's RPC program (NULL and SINK) on TCP and UDP.

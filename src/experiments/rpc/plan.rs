@@ -32,8 +32,6 @@ use crate::experiments::rpc::analysis::{
 use crate::experiments::rpc::record::Record;
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams};
-use crate::record::testbed::LinkProfile;
-use crate::record::testbed::LinkVia;
 use crate::record::testbed::Placement;
 use crate::testbed::netns::has_net_admin;
 use std::collections::BTreeMap;
@@ -66,7 +64,7 @@ impl Default for RpcPlan {
     fn default() -> Self {
         let mut skipped = Vec::new();
         let placements = if has_net_admin() {
-            vec![Placement::Loopback, remote_1989()]
+            vec![Placement::Loopback, Placement::ether10()]
         } else {
             skipped.push(NETNS_SKIPPED.into());
             vec![Placement::Loopback]
@@ -177,17 +175,6 @@ impl RpcPlan {
                 ", SO_SNDBUF/SO_RCVBUF {size} asked on both ends"
             )),
         )
-    }
-}
-
-/// 1989's "remote": two hosts on a 10 Mbit/s Ethernet, as two namespaces.
-pub fn remote_1989() -> Placement {
-    Placement::Netns {
-        link: LinkProfile::named("ether10").expect("a known profile"),
-        via: LinkVia::Auto,
-        capture: false,
-        pcap: None,
-        verbose: false,
     }
 }
 

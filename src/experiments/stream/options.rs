@@ -262,6 +262,13 @@ pub struct StreamArgs {
 }
 
 impl StreamArgs {
+    /// Whether it prints JSON (so an error is printed as JSON too).
+    pub fn json(&self) -> bool {
+        self.common.run.json || self.json_stream
+    }
+}
+
+impl StreamArgs {
     fn amount(&self) -> Amount {
         match (self.bytes, self.duration) {
             (Some(bytes), _) => Amount::Bytes(bytes),

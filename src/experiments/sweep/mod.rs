@@ -3,5 +3,6 @@
 pub mod cell;
 pub mod dips;
 pub mod figures;
+pub mod lab;
 pub mod options;
 pub mod report;
