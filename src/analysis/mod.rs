@@ -8,5 +8,6 @@ pub mod diagnosis;
 pub mod factorial;
 pub mod knee;
 pub mod layers;
+pub mod limits;
 pub mod split;
 pub mod stats;

@@ -11,7 +11,11 @@ use crate::experiments::stream::record::{Bottleneck, StreamFigures};
 use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
+use crate::analysis::limits::{
+    FlowEvidence, PathEvidence, SenderTcp, SideEvidence, Verdict, judge,
+};
 use crate::record::stats::Spread;
+use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
 
 /// CPU utilisation (CPU seconds over wall seconds) above which a side counts
 /// as saturated. Below 100% because a saturated process still blocks briefly
@@ -60,6 +64,83 @@ pub fn figures(sender: &EndpointReport, receiver: &EndpointReport, record: u64) 
         mean_segment_bytes: data_segments.filter(|&n| n > 0).map(|n| bytes / n as f64),
         us_per_record: ratio(sender.wall_s * 1e6, records),
     }
+}
+
+/// What the limits analysis reads about one TCP connection: its two
+/// reports, the link it crossed (`reverse`: from B to A) and the
+/// emulator's counts in its direction. `None` for UDP.
+pub fn flow_evidence(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    record: u64,
+    reverse: bool,
+    link: Option<&LinkFacts>,
+    emulator: Option<&EmulatorReport>,
+) -> Option<FlowEvidence> {
+    if sender.udp.is_some() || receiver.udp.is_some() {
+        return None;
+    }
+    let side = |r: &EndpointReport| SideEvidence {
+        wall_s: r.wall_s,
+        cpu_s: r.usage.cpu_s(),
+        syscalls: r.syscalls,
+        voluntary_cs: r.usage.voluntary_cs,
+        involuntary_cs: r.usage.involuntary_cs,
+        socket_buffer: r.buffer.map(|b| b.bytes),
+        buffer_set: r.buffer.is_some_and(|b| b.set),
+        buffer_max: r.buffer.and_then(|b| b.autotune_max),
+    };
+    let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
+        srtt_us: t.rtt_us,
+        min_rtt_us: t.min_rtt_us,
+        snd_mss: t.snd_mss,
+        snd_cwnd: t.snd_cwnd,
+        total_retrans: t.total_retrans,
+        data_segs_out: t.data_segs_out,
+        busy_us: t.busy_time_us,
+        rwnd_limited_us: t.rwnd_limited_us,
+        sndbuf_limited_us: t.sndbuf_limited_us,
+        congestion_control: sender.congestion_control.clone(),
+    });
+    let direction = usize::from(reverse);
+    let mss = f64::from(sender.tcp_info.as_ref().map_or(1448, |t| t.snd_mss.max(1)));
+    // IP and TCP headers with timestamps (52 bytes), and Ethernet's 38
+    // of framing where the link frames as Ethernet.
+    let framing = match link.and_then(|l| l.profile.impair.framing) {
+        Some(Framing::Ethernet) => 38.0,
+        _ => 0.0,
+    };
+    let path = PathEvidence {
+        rate_bps: link.and_then(|l| l.profile.rate_bps),
+        rate_source: link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
+        overhead: (mss + 52.0 + framing) / mss,
+        wire_busy_s: emulator
+            .map(|e| e.model[direction].wire_busy_ms / 1e3)
+            .filter(|&busy| busy > 0.0),
+        queue_bytes: link.and_then(|l| l.profile.queue_bytes),
+        queue_drops: emulator.map(|e| e.queue_drops[direction]),
+    };
+    Some(FlowEvidence {
+        bytes: receiver.bytes,
+        record,
+        sender: side(sender),
+        receiver: side(receiver),
+        tcp,
+        path,
+        paced_bps: None,
+    })
+}
+
+/// The verdict on one TCP connection (`None` for UDP).
+pub fn flow_limits(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    record: u64,
+    reverse: bool,
+    link: Option<&LinkFacts>,
+    emulator: Option<&EmulatorReport>,
+) -> Option<Verdict> {
+    flow_evidence(sender, receiver, record, reverse, link, emulator).map(|e| judge(&e))
 }
 
 /// Several connections' reports of one side as one: bytes, calls, CPU,
@@ -216,6 +297,7 @@ mod tests {
                     figures: figures(&s, &r, 1000),
                     sender: s,
                     receiver: r,
+                    limits: None,
                 }
             })
             .collect();

@@ -12,7 +12,7 @@ use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
-use crate::experiments::stream::analysis::{combined_figures, figures, jain_fairness};
+use crate::experiments::stream::analysis::{combined_figures, figures, flow_limits, jain_fairness};
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::DesignContext;
 use crate::experiments::stream::record::EndpointReport;
@@ -475,6 +475,7 @@ pub fn run_once(
             figures: figures(&sender, &receiver, config.record),
             sender,
             receiver,
+            limits: None,
         });
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -487,6 +488,25 @@ pub fn run_once(
         pair.receiver.finish();
     }
     let netns = bed.map(Bed::finish).transpose()?;
+    let (link, emulator) = netns
+        .as_ref()
+        .map_or((None, None), |n| (Some(&n.link), n.emulator.as_ref()));
+    for flow in &mut flows {
+        flow.limits = flow_limits(
+            &flow.sender,
+            &flow.receiver,
+            config.record,
+            flow.reverse,
+            link,
+            emulator,
+        );
+    }
+    // The main direction's first connection speaks for the transfer.
+    let limits = flows
+        .iter()
+        .find(|f| !f.reverse)
+        .or(flows.first())
+        .and_then(|f| f.limits.clone());
     let (sender, receiver, figures, fairness, reverse) = if config.flows.is_single() {
         let only = flows.pop().expect("one connection");
         (only.sender, only.receiver, only.figures, None, None)
@@ -515,6 +535,7 @@ pub fn run_once(
         flows,
         fairness,
         reverse,
+        limits,
     })
 }
 

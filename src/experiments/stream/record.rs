@@ -8,6 +8,7 @@ use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
 use crate::record::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
+use crate::analysis::limits::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// How the sender hands bytes to the kernel.
@@ -126,6 +127,9 @@ pub struct FlowResult {
     pub sender: EndpointReport,
     pub receiver: EndpointReport,
     pub figures: StreamFigures,
+    /// What limited this connection, ranked (TCP; see `analysis::limits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Verdict>,
 }
 
 /// Socket options applied before connecting (sender) or listening (receiver).
@@ -316,6 +320,22 @@ pub struct EndpointReport {
     /// (netns placement).
     #[serde(default)]
     pub interface: Option<InterfaceCounters>,
+    /// The TCP socket's buffer at the end (receive or send, by role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<SocketBuffer>,
+}
+
+/// A TCP socket's buffer at the end of its data path, and what bounded it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketBuffer {
+    /// `SO_RCVBUF` (receiver) or `SO_SNDBUF` (sender), bytes, as the kernel
+    /// reports it (twice what was asked, for its bookkeeping).
+    pub bytes: u64,
+    /// Set with `--rcvbuf`/`--sndbuf`, which turns autotuning off.
+    pub set: bool,
+    /// The namespace's autotuning maximum (`net.ipv4.tcp_rmem` or
+    /// `tcp_wmem`, third field), bytes, if it could be read.
+    pub autotune_max: Option<u64>,
 }
 
 /// Which side limited the transfer.
@@ -446,6 +466,10 @@ pub struct StreamResult {
     /// `--bidir`: the reverse direction's connections summed likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<StreamFigures>,
+    /// What limited the transfer, ranked, primary first (TCP: the main
+    /// direction's first connection; see `analysis::limits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Verdict>,
 }
 
 /// A stream record's own part: the transfer asked for and what it gave.

@@ -12,6 +12,39 @@ use crate::report::table::*;
 use crate::units::format_size;
 use std::fmt::Write;
 
+/// The verdict that heads a stream table: the median run's, with how many
+/// runs share its primary factor (`None` for records without one: UDP,
+/// older records).
+fn verdict_line(runs: &[(&Record, &StreamResult)]) -> Option<String> {
+    let mut judged: Vec<&StreamResult> = runs
+        .iter()
+        .map(|(_, r)| *r)
+        .filter(|r| r.limits.as_ref().is_some_and(|v| v.primary().is_some()))
+        .collect();
+    judged.sort_by(|a, b| {
+        a.figures
+            .throughput_mbit_s
+            .total_cmp(&b.figures.throughput_mbit_s)
+    });
+    let median = judged.get(judged.len() / 2)?.limits.as_ref()?;
+    let factor = median.primary()?.factor;
+    let agreeing = judged
+        .iter()
+        .filter(|r| {
+            r.limits
+                .as_ref()
+                .and_then(|v| v.primary())
+                .is_some_and(|l| l.factor == factor)
+        })
+        .count();
+    let runs_note = if judged.len() > 1 {
+        format!(" [{agreeing} of {} runs]", judged.len())
+    } else {
+        String::new()
+    };
+    Some(format!("{}{runs_note}", median.headline()))
+}
+
 fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
     records
         .iter()
@@ -42,6 +75,9 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
     let _ = writeln!(out, "netlab stream: {title}");
     if let Some((first, _)) = runs.first() {
         let _ = writeln!(out, "{}", hosts_text(first, &first.placement));
+    }
+    if let Some(line) = verdict_line(&runs) {
+        let _ = writeln!(out, "{line}");
     }
     let mut table = new_table(&[
         "run",
@@ -86,7 +122,11 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
                 (Some((_, s)), Some((_, r))) => format!("{s}/{r}"),
                 _ => "-".into(),
             },
-            f.bottleneck.describe().to_string(),
+            r.limits
+                .as_ref()
+                .and_then(|v| v.primary())
+                .map_or(f.bottleneck.describe(), |l| l.factor.describe())
+                .to_string(),
         ]);
     }
     if runs.len() > 1 {

@@ -23,6 +23,7 @@ use crate::experiments::stream::record::IntervalSample;
 use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
+use crate::experiments::stream::record::SocketBuffer;
 use crate::experiments::stream::record::ZerocopyReceiveStats;
 use crate::experiments::stream::record::ZerocopyStats;
 use crate::experiments::stream::role::ReceiveSpec;
@@ -222,6 +223,11 @@ impl Receiver {
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(self.spec.interface.as_deref(), interface_before);
         let socket = Socket::from(stream);
+        let buffer = socket_buffer(
+            socket.recv_buffer_size(),
+            self.spec.options.rcvbuf.is_some(),
+            "tcp_rmem",
+        );
         Ok(EndpointReport {
             role: "receiver".into(),
             pid: std::process::id(),
@@ -240,6 +246,7 @@ impl Receiver {
             udp: None,
             cpus,
             interface,
+            buffer,
         })
     }
 }
@@ -980,6 +987,11 @@ impl Sender {
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(spec.interface.as_deref(), interface_before);
         let socket = Socket::from(self.stream);
+        let buffer = socket_buffer(
+            socket.send_buffer_size(),
+            spec.options.sndbuf.is_some(),
+            "tcp_wmem",
+        );
         Ok(EndpointReport {
             role: "sender".into(),
             pid: std::process::id(),
@@ -998,8 +1010,22 @@ impl Sender {
             udp: None,
             cpus,
             interface,
+            buffer,
         })
     }
+}
+
+/// A socket's buffer at the end, with the namespace's autotuning maximum
+/// (`/proc/sys/net/ipv4/NAME`'s third field; per namespace since 4.15).
+fn socket_buffer(size: io::Result<usize>, set: bool, sysctl: &str) -> Option<SocketBuffer> {
+    let autotune_max = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{sysctl}"))
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok());
+    size.ok().map(|bytes| SocketBuffer {
+        bytes: bytes as u64,
+        set,
+        autotune_max,
+    })
 }
 
 fn send_writev(

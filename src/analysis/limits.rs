@@ -1,0 +1,942 @@
+//! What limited a TCP flow, named from the kernel's own accounting: a
+//! ranked verdict of factors, each with its share of the run, the evidence
+//! it rests on and the fix an engineer would try. Pure functions over
+//! what a run recorded ([`FlowEvidence`]); nothing here measures.
+//!
+//! The sender's time, by Linux's chrono accounting (`tcp_chrono_*`,
+//! reported in `struct tcp_info` since 4.10): `tcpi_busy_time` is the time
+//! the connection had data in flight, of which `tcpi_rwnd_limited` was
+//! stalled by the peer's receive window and `tcpi_sndbuf_limited` by the
+//! send buffer; the rest of the busy time was limited by the congestion
+//! window, pacing, the path or the sender's own CPU. Time not busy is
+//! application-limited: nothing was waiting to be sent. These are
+//! cumulative over the connection's life, and each flow is a fresh
+//! connection, so the end values are the run's.
+//!
+//! How the busy time is split (mechanisms, not cases):
+//! - a side that kept its CPU at least [`SATURATED`] busy limited whatever
+//!   it was doing (a sender CPU-bound still has data in flight on
+//!   loopback, so the chrono calls it busy);
+//! - a link whose rate is known and whose wire was busy (or whose payload
+//!   rate was within [`LINK_FULL`] of its rate) is full;
+//! - a flow at its window's rate (window / RTT, with the window about
+//!   half the socket buffer the kernel reports, [`WINDOW_OF_BUFFER`]) is
+//!   limited by that buffer even when the chrono does not say so: a
+//!   pacing congestion control (bbr) stops at its pacing gate before the
+//!   window test that starts the chrono's `rwnd_limited`;
+//! - a loss-based congestion control that lost segments is bounded by the
+//!   loss (Mathis, Semke, Mahdavi and Ott, 1997: rate ≤ MSS/RTT × C/√p,
+//!   C = √(3/2));
+//! - otherwise the congestion control had not opened its window further.
+//!
+//! Queueing delay (smoothed RTT over `min_rtt`) is named beside the
+//! primary factor when it is a large part of the round trip. Counters a
+//! record lacks are listed in [`Verdict::missing`], never taken as zero.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A side whose CPU was busy at least this fraction of the run is
+/// saturated (one transfer thread on one core).
+pub const SATURATED: f64 = 0.85;
+
+/// A link whose payload rate is within this fraction of its rate, or
+/// whose wire was busy at least this fraction of the run, is full.
+pub const LINK_FULL: f64 = 0.85;
+
+/// Queueing delay is named when it is at least this share of the
+/// smoothed RTT (and at least [`QUEUE_MIN_MS`]).
+pub const QUEUE_SHARE: f64 = 0.2;
+pub const QUEUE_MIN_MS: f64 = 1.0;
+
+/// Records this small or smaller cost about as much per call as per
+/// byte: a system call and a wake-up are of the order of a microsecond on
+/// current x86, a copy a few tenths of a nanosecond per byte (see
+/// `netlab cksum`), so below about 16 KB the per-call cost is at least a
+/// third of the whole and shrinking it is the first fix.
+pub const SMALL_RECORD: u64 = 16 * 1024;
+
+/// The share of a socket's reported buffer that holds data: the kernel
+/// doubles what was asked for its bookkeeping (socket(7)) and advertises
+/// about half the receive buffer as window (`tcp_adv_win_scale`, or the
+/// measured `scaling_ratio` since 6.7, up to about 0.9).
+pub const WINDOW_OF_BUFFER: f64 = 0.5;
+
+/// A flow within this fraction of a window's rate is at that window.
+pub const AT_WINDOW: f64 = 0.8;
+
+/// Mathis et al.'s constant for periodic loss with delayed ACKs off, √(3/2).
+pub const MATHIS_C: f64 = 1.224_744_871;
+
+/// What limited a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Factor {
+    /// The path's bottleneck link was full.
+    Link,
+    /// The path lost segments and the congestion window was held down.
+    Loss,
+    /// The congestion control's window or pacing had not opened further
+    /// (slow start, a short run, bbr's estimate of the path).
+    CongestionWindow,
+    /// The queue in front of the link added delay.
+    QueueingDelay,
+    /// The receiver's advertised window (its buffer) was too small.
+    ReceiveWindow,
+    /// The sender's socket buffer was too small.
+    SendBuffer,
+    /// The sender's CPU, per byte (copies).
+    SenderCpu,
+    /// The receiver's CPU.
+    ReceiverCpu,
+    /// The cost of each system call and wake-up (small records).
+    PerCall,
+    /// The application had nothing to send: its pacing or its producer.
+    Application,
+    /// The evidence was missing or conflicted (named in the verdict).
+    Undecided,
+}
+
+impl Factor {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Factor::Link => "the link",
+            Factor::Loss => "loss on the path",
+            Factor::CongestionWindow => "the congestion control's window or pacing",
+            Factor::QueueingDelay => "queueing delay",
+            Factor::ReceiveWindow => "the receive window",
+            Factor::SendBuffer => "the send buffer",
+            Factor::SenderCpu => "the sender's CPU",
+            Factor::ReceiverCpu => "the receiver's CPU",
+            Factor::PerCall => "system calls and wake-ups per record",
+            Factor::Application => "the application (nothing to send)",
+            Factor::Undecided => "undecided",
+        }
+    }
+}
+
+/// One factor of a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub factor: Factor,
+    /// Its share of the run (0..1): the time it held the flow back; for
+    /// queueing delay, its share of the smoothed round trip.
+    pub share: f64,
+    /// The numbers it rests on, by name (units in the name).
+    pub evidence: BTreeMap<String, f64>,
+    /// What an engineer would try.
+    pub fix: String,
+}
+
+/// A flow's limits, ranked: the first is the primary factor.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub limits: Vec<Limit>,
+    /// Evidence the record lacked, and what the verdict could not see.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+impl Verdict {
+    pub fn primary(&self) -> Option<&Limit> {
+        self.limits.first()
+    }
+
+    /// One line: the primary factor, its share and its fix, then the others.
+    pub fn headline(&self) -> String {
+        let Some(first) = self.primary() else {
+            return "limited by: undecided (no evidence)".into();
+        };
+        let mut line = format!(
+            "limited by {} ({:.0}% of the run): {}",
+            first.factor.describe(),
+            100.0 * first.share,
+            first.fix
+        );
+        for other in &self.limits[1..] {
+            let how_much = match (
+                other.evidence.get("queueing_ms"),
+                other.evidence.get("min_rtt_ms"),
+            ) {
+                (Some(queue), Some(path)) => format!("{queue:.1} ms over a {path:.1} ms path"),
+                _ => format!("{:.0}% of the run", 100.0 * other.share),
+            };
+            line.push_str(&format!("; also {} ({how_much})", other.factor.describe()));
+        }
+        if !self.missing.is_empty() {
+            line.push_str(&format!(" [not seen: {}]", self.missing.join("; ")));
+        }
+        line
+    }
+}
+
+/// One side of a flow, as the record has it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SideEvidence {
+    /// The side's wall time from its first byte to its last, s.
+    pub wall_s: f64,
+    /// CPU time (user + system) over it, s.
+    pub cpu_s: f64,
+    pub syscalls: u64,
+    pub voluntary_cs: u64,
+    pub involuntary_cs: u64,
+    /// The socket's buffer at the end (`SO_RCVBUF` or `SO_SNDBUF`), bytes.
+    pub socket_buffer: Option<u64>,
+    /// Whether the buffer was set by the user (which turns autotuning off).
+    pub buffer_set: bool,
+    /// The namespace's autotuning maximum (`tcp_rmem` or `tcp_wmem`), bytes.
+    pub buffer_max: Option<u64>,
+}
+
+impl SideEvidence {
+    fn utilisation(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.cpu_s / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The sender's `struct tcp_info` at the end, as far as the verdict reads it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SenderTcp {
+    pub srtt_us: u32,
+    pub min_rtt_us: Option<u32>,
+    pub snd_mss: u32,
+    pub snd_cwnd: u32,
+    pub total_retrans: u32,
+    pub data_segs_out: Option<u32>,
+    pub busy_us: Option<u64>,
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+    /// The congestion control in force (`bbr` paces and does not read
+    /// loss as congestion; the others are loss-based).
+    pub congestion_control: Option<String>,
+}
+
+impl SenderTcp {
+    fn loss_based(&self) -> bool {
+        !self
+            .congestion_control
+            .as_deref()
+            .is_some_and(|cc| cc.starts_with("bbr"))
+    }
+}
+
+/// The path as the record knows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PathEvidence {
+    /// The bottleneck link's rate, bits/s, where known (an emulated or
+    /// shaped link), and what said so.
+    pub rate_bps: Option<u64>,
+    pub rate_source: String,
+    /// Bytes on the wire per payload byte (headers and framing), ≥ 1.
+    pub overhead: f64,
+    /// Time the emulated wire was busy in the flow's direction, s.
+    pub wire_busy_s: Option<f64>,
+    /// The queue in front of the link, bytes, and its drops.
+    pub queue_bytes: Option<u64>,
+    pub queue_drops: Option<u64>,
+}
+
+/// Everything the verdict reads about one flow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowEvidence {
+    /// Payload delivered, bytes, over the receiver's wall time.
+    pub bytes: u64,
+    /// Bytes per write.
+    pub record: u64,
+    pub sender: SideEvidence,
+    pub receiver: SideEvidence,
+    pub tcp: Option<SenderTcp>,
+    pub path: PathEvidence,
+    /// The sender's own pacing, bits/s (`--rate`), if any.
+    pub paced_bps: Option<u64>,
+}
+
+/// Bytes as people read a buffer size: 152 KB, 5.7 MB.
+fn mb(bytes: f64) -> String {
+    let bytes = bytes.max(0.0);
+    if bytes >= 1024.0 * 1024.0 {
+        format!("{:.1} MB", bytes / (1024.0 * 1024.0))
+    } else {
+        format!("{:.0} KB", (bytes / 1024.0).ceil())
+    }
+}
+
+/// The verdict for one flow.
+pub fn judge(flow: &FlowEvidence) -> Verdict {
+    let mut verdict = Verdict::default();
+    let wall = flow.sender.wall_s.max(flow.receiver.wall_s);
+    if wall <= 0.0 || flow.bytes == 0 {
+        verdict.missing.push("the flow moved no bytes".into());
+        verdict.limits.push(undecided("nothing was delivered"));
+        return verdict;
+    }
+    let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
+    let sender_util = flow.sender.utilisation();
+    let receiver_util = flow.receiver.utilisation();
+    let Some(tcp) = &flow.tcp else {
+        verdict
+            .missing
+            .push("the sender's TCP_INFO (no chrono accounting)".into());
+        cpu_only(flow, sender_util, receiver_util, &mut verdict);
+        return verdict;
+    };
+    let rtt_s = f64::from(tcp.min_rtt_us.unwrap_or(tcp.srtt_us).max(1)) / 1e6;
+    let bdp = flow.path.rate_bps.map_or(delivered_bps, |r| r as f64) / 8.0 * rtt_s;
+    let (Some(busy), Some(rwnd), Some(sndbuf)) =
+        (tcp.busy_us, tcp.rwnd_limited_us, tcp.sndbuf_limited_us)
+    else {
+        verdict.missing.push(
+            "tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited (a kernel before 4.10)".into(),
+        );
+        cpu_only(flow, sender_util, receiver_util, &mut verdict);
+        return verdict;
+    };
+    let share = |us: u64| (us as f64 / 1e6 / flow.sender.wall_s.max(1e-9)).min(1.0);
+    let rwnd_share = share(rwnd);
+    let sndbuf_share = share(sndbuf);
+    let busy_share = share(busy);
+    let rest_share = (busy_share - rwnd_share - sndbuf_share).max(0.0);
+    let idle_share = (1.0 - busy_share).max(0.0);
+
+    if rwnd_share > 0.0 {
+        verdict.limits.push(if receiver_util >= SATURATED {
+            receiver_cpu(flow, receiver_util, rwnd_share)
+        } else {
+            receive_window(flow, rwnd_share, bdp)
+        });
+    }
+    if sndbuf_share > 0.0 {
+        verdict.limits.push(send_buffer(flow, sndbuf_share, bdp));
+    }
+    if rest_share > 0.0 {
+        verdict.limits.push(busy_time(
+            flow,
+            tcp,
+            rest_share,
+            sender_util,
+            delivered_bps,
+            rtt_s,
+        ));
+    }
+    if idle_share > 0.0 {
+        verdict
+            .limits
+            .push(idle_time(flow, idle_share, sender_util, receiver_util));
+    }
+    if let Some(queue) = queueing(flow, tcp) {
+        verdict.limits.push(queue);
+    }
+    rank(&mut verdict);
+    verdict
+}
+
+fn undecided(why: &str) -> Limit {
+    Limit {
+        factor: Factor::Undecided,
+        share: 1.0,
+        evidence: BTreeMap::new(),
+        fix: format!("none to give: {why}"),
+    }
+}
+
+/// Largest share first; factors under 1% of the run are left out unless
+/// nothing else is left.
+fn rank(verdict: &mut Verdict) {
+    let mut merged: Vec<Limit> = Vec::new();
+    for limit in verdict.limits.drain(..) {
+        match merged.iter_mut().find(|m| m.factor == limit.factor) {
+            Some(same) => same.share = (same.share + limit.share).min(1.0),
+            None => merged.push(limit),
+        }
+    }
+    verdict.limits = merged;
+    verdict.limits.sort_by(|a, b| b.share.total_cmp(&a.share));
+    if verdict.limits.len() > 1 {
+        let first = verdict.limits[0].clone();
+        verdict.limits.retain(|l| l.share >= 0.01);
+        if verdict.limits.is_empty() {
+            verdict.limits.push(first);
+        }
+    }
+}
+
+/// Without the chrono accounting: a saturated side, or undecided.
+fn cpu_only(flow: &FlowEvidence, sender_util: f64, receiver_util: f64, verdict: &mut Verdict) {
+    if sender_util >= SATURATED && sender_util >= receiver_util {
+        verdict
+            .limits
+            .push(sender_cpu(flow, sender_util, sender_util));
+    } else if receiver_util >= SATURATED {
+        verdict
+            .limits
+            .push(receiver_cpu(flow, receiver_util, receiver_util));
+    } else {
+        let mut limit = undecided(
+            "neither side's CPU was saturated and the kernel's accounting of the sender's time is missing",
+        );
+        limit
+            .evidence
+            .insert("sender_cpu_pct".into(), 100.0 * sender_util);
+        limit
+            .evidence
+            .insert("receiver_cpu_pct".into(), 100.0 * receiver_util);
+        verdict.limits.push(limit);
+    }
+}
+
+fn receive_window(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
+    let side = &flow.receiver;
+    let mut evidence = BTreeMap::from([
+        ("rwnd_limited_share".to_string(), share),
+        ("bdp_bytes".to_string(), bdp),
+    ]);
+    if let Some(buffer) = side.socket_buffer {
+        evidence.insert("receive_buffer_bytes".into(), buffer as f64);
+    }
+    if let Some(max) = side.buffer_max {
+        evidence.insert("tcp_rmem_max_bytes".into(), max as f64);
+    }
+    // Linux advertises about half the buffer as window (tcp_adv_win_scale).
+    let needed = 2.0 * bdp;
+    let fix = if side.buffer_set {
+        format!(
+            "the receive buffer was set (--rcvbuf, {}), which turns autotuning off: raise it to at least twice the BDP, {}, or leave it unset",
+            side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
+            mb(needed)
+        )
+    } else {
+        format!(
+            "raise net.ipv4.tcp_rmem's maximum{} to at least twice the BDP, {}",
+            side.buffer_max
+                .map_or(String::new(), |m| format!(" (now {})", mb(m as f64))),
+            mb(needed)
+        )
+    };
+    Limit {
+        factor: Factor::ReceiveWindow,
+        share,
+        evidence,
+        fix,
+    }
+}
+
+fn send_buffer(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
+    let side = &flow.sender;
+    let mut evidence = BTreeMap::from([
+        ("sndbuf_limited_share".to_string(), share),
+        ("bdp_bytes".to_string(), bdp),
+    ]);
+    if let Some(buffer) = side.socket_buffer {
+        evidence.insert("send_buffer_bytes".into(), buffer as f64);
+    }
+    if let Some(max) = side.buffer_max {
+        evidence.insert("tcp_wmem_max_bytes".into(), max as f64);
+    }
+    let needed = 2.0 * bdp;
+    let fix = if side.buffer_set {
+        format!(
+            "the send buffer was set (--sndbuf, {}): raise it to at least twice the BDP, {}, or leave it unset",
+            side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
+            mb(needed)
+        )
+    } else {
+        format!(
+            "raise net.ipv4.tcp_wmem's maximum{} to at least twice the BDP, {}",
+            side.buffer_max
+                .map_or(String::new(), |m| format!(" (now {})", mb(m as f64))),
+            mb(needed)
+        )
+    };
+    Limit {
+        factor: Factor::SendBuffer,
+        share,
+        evidence,
+        fix,
+    }
+}
+
+fn sender_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
+    let records = (flow.bytes as f64 / flow.record.max(1) as f64).max(1.0);
+    let side = &flow.sender;
+    let evidence = BTreeMap::from([
+        ("sender_cpu_pct".to_string(), 100.0 * util),
+        ("cpu_us_per_record".to_string(), side.cpu_s * 1e6 / records),
+        (
+            "calls_per_record".to_string(),
+            side.syscalls as f64 / records,
+        ),
+        (
+            "context_switches_per_record".to_string(),
+            (side.voluntary_cs + side.involuntary_cs) as f64 / records,
+        ),
+        ("record_bytes".to_string(), flow.record as f64),
+    ]);
+    if flow.record <= SMALL_RECORD {
+        Limit {
+            factor: Factor::PerCall,
+            share,
+            fix: format!(
+                "{}-byte writes cost a system call each ({:.2} µs of CPU per record): use 64 KB records",
+                flow.record,
+                side.cpu_s * 1e6 / records
+            ),
+            evidence,
+        }
+    } else {
+        Limit {
+            factor: Factor::SenderCpu,
+            share,
+            fix: format!(
+                "the sender's core is saturated copying ({:.0} ns per KB): send without the copy (--send sendfile, splice or zerocopy) or spread flows over cores (-P)",
+                side.cpu_s * 1e9 / (flow.bytes as f64 / 1024.0)
+            ),
+            evidence,
+        }
+    }
+}
+
+fn receiver_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
+    let side = &flow.receiver;
+    let reads = side.syscalls.max(1) as f64;
+    Limit {
+        factor: Factor::ReceiverCpu,
+        share,
+        evidence: BTreeMap::from([
+            ("receiver_cpu_pct".to_string(), 100.0 * util),
+            ("bytes_per_read".to_string(), flow.bytes as f64 / reads),
+            (
+                "context_switches_per_read".to_string(),
+                (side.voluntary_cs + side.involuntary_cs) as f64 / reads,
+            ),
+        ]),
+        fix: format!(
+            "the receiver's core is saturated ({:.0} bytes per read): read larger chunks, receive without the copy (--recv splice or zerocopy), or spread flows over cores (-P)",
+            flow.bytes as f64 / reads
+        ),
+    }
+}
+
+/// Busy time not stalled by a buffer: the sender's CPU, the link, loss or
+/// a window still opening.
+fn busy_time(
+    flow: &FlowEvidence,
+    tcp: &SenderTcp,
+    share: f64,
+    sender_util: f64,
+    delivered_bps: f64,
+    rtt_s: f64,
+) -> Limit {
+    if sender_util >= SATURATED {
+        return sender_cpu(flow, sender_util, share);
+    }
+    let wall = flow.sender.wall_s.max(1e-9);
+    if let Some(rate) = flow.path.rate_bps {
+        let payload_rate = rate as f64 / flow.path.overhead.max(1.0);
+        let wire_busy = flow.path.wire_busy_s.map(|s| s / wall);
+        let full =
+            delivered_bps >= LINK_FULL * payload_rate || wire_busy.is_some_and(|b| b >= LINK_FULL);
+        if full {
+            let mut evidence = BTreeMap::from([
+                ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+                ("link_payload_mbit_s".to_string(), payload_rate / 1e6),
+                ("link_mbit_s".to_string(), rate as f64 / 1e6),
+            ]);
+            if let Some(b) = wire_busy {
+                evidence.insert("wire_busy_share".into(), b);
+            }
+            return Limit {
+                factor: Factor::Link,
+                share,
+                evidence,
+                fix: format!(
+                    "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); nothing on either host limits this flow",
+                    delivered_bps / 1e6,
+                    payload_rate / 1e6,
+                    flow.path.rate_source
+                ),
+            };
+        }
+    }
+    let min_rtt_s = f64::from(tcp.min_rtt_us.unwrap_or(tcp.srtt_us).max(1)) / 1e6;
+    let window_rate =
+        |buffer: Option<u64>| buffer.map(|b| b as f64 * WINDOW_OF_BUFFER * 8.0 / min_rtt_s);
+    let bdp = flow.path.rate_bps.map_or(delivered_bps, |r| r as f64) / 8.0 * min_rtt_s;
+    for (bound, receiving) in [
+        (window_rate(flow.receiver.socket_buffer), true),
+        (window_rate(flow.sender.socket_buffer), false),
+    ] {
+        if let Some(bound) = bound.filter(|&b| delivered_bps >= AT_WINDOW * b) {
+            let mut limit = if receiving {
+                receive_window(flow, share, bdp)
+            } else {
+                send_buffer(flow, share, bdp)
+            };
+            limit
+                .evidence
+                .insert("window_rate_mbit_s".into(), bound / 1e6);
+            limit
+                .evidence
+                .insert("delivered_mbit_s".into(), delivered_bps / 1e6);
+            return limit;
+        }
+    }
+    let segments = tcp.data_segs_out.unwrap_or(0);
+    if tcp.total_retrans > 0 && segments > 0 && tcp.loss_based() {
+        let p = f64::from(tcp.total_retrans) / f64::from(segments);
+        let srtt = f64::from(tcp.srtt_us.max(1)) / 1e6;
+        let mathis_bps = f64::from(tcp.snd_mss) * 8.0 / srtt * MATHIS_C / p.sqrt();
+        return Limit {
+            factor: Factor::Loss,
+            share,
+            evidence: BTreeMap::from([
+                ("loss_rate".to_string(), p),
+                (
+                    "retransmitted_segments".to_string(),
+                    f64::from(tcp.total_retrans),
+                ),
+                ("mathis_bound_mbit_s".to_string(), mathis_bps / 1e6),
+                ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+                ("srtt_ms".to_string(), srtt * 1e3),
+            ]),
+            fix: format!(
+                "the path loses {:.2}% of segments: the loss-bounded rate (Mathis) is {:.1} Mbit/s against {:.1} measured; find the loss, or use a congestion control that does not read loss as congestion (bbr)",
+                100.0 * p,
+                mathis_bps / 1e6,
+                delivered_bps / 1e6
+            ),
+        };
+    }
+    let window_bytes = f64::from(tcp.snd_cwnd) * f64::from(tcp.snd_mss);
+    let mut evidence = BTreeMap::from([
+        ("cwnd_segments".to_string(), f64::from(tcp.snd_cwnd)),
+        (
+            "cwnd_rate_mbit_s".to_string(),
+            window_bytes * 8.0 / rtt_s / 1e6,
+        ),
+        ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+        ("min_rtt_ms".to_string(), rtt_s * 1e3),
+    ]);
+    if tcp.total_retrans > 0 {
+        evidence.insert(
+            "retransmitted_segments".into(),
+            f64::from(tcp.total_retrans),
+        );
+    }
+    let cc = tcp
+        .congestion_control
+        .as_deref()
+        .unwrap_or("the congestion control");
+    let fix = if tcp.loss_based() {
+        format!(
+            "no loss, no full link, no window or buffer at its rate, no saturated CPU: {cc}'s window ({} segments) was still opening; run longer (the run was {wall:.1} s) or raise the initial window (ip route ... initcwnd)",
+            tcp.snd_cwnd
+        )
+    } else {
+        format!(
+            "no full link, no window or buffer at its rate, no saturated CPU: {cc} paced the flow at its estimate of the path ({} segments in its window{}); run longer (the run was {wall:.1} s) or compare with a loss-based control (--cc cubic)",
+            tcp.snd_cwnd,
+            if tcp.total_retrans > 0 {
+                format!(
+                    ", {} segments retransmitted: it does not back off on loss",
+                    tcp.total_retrans
+                )
+            } else {
+                String::new()
+            }
+        )
+    };
+    Limit {
+        factor: Factor::CongestionWindow,
+        share,
+        evidence,
+        fix,
+    }
+}
+
+/// Time with nothing in flight: the sender's pacing, its CPU, or the cost
+/// of each call and wake-up.
+fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f64) -> Limit {
+    if let Some(rate) = flow.paced_bps {
+        return Limit {
+            factor: Factor::Application,
+            share,
+            evidence: BTreeMap::from([("paced_mbit_s".to_string(), rate as f64 / 1e6)]),
+            fix: format!(
+                "the sender paced itself at {:.1} Mbit/s (--rate): raise or drop the rate",
+                rate as f64 / 1e6
+            ),
+        };
+    }
+    if sender_util >= SATURATED {
+        return sender_cpu(flow, sender_util, share);
+    }
+    let records = (flow.bytes as f64 / flow.record.max(1) as f64).max(1.0);
+    let switches = (flow.sender.voluntary_cs + flow.sender.involuntary_cs) as f64 / records;
+    if flow.record <= SMALL_RECORD && sender_util + receiver_util >= SATURATED {
+        // Neither side saturated, but together they keep a core busy:
+        // they take turns, each waking the other.
+        let mut limit = sender_cpu(flow, sender_util, share);
+        limit.factor = Factor::PerCall;
+        limit
+            .evidence
+            .insert("receiver_cpu_pct".into(), 100.0 * receiver_util);
+        limit.fix = format!(
+            "{}-byte records cost a system call and a wake-up each ({switches:.2} context switches per record, the two sides taking turns): use 64 KB records",
+            flow.record
+        );
+        return limit;
+    }
+    Limit {
+        factor: Factor::Application,
+        share,
+        evidence: BTreeMap::from([
+            ("sender_cpu_pct".to_string(), 100.0 * sender_util),
+            ("context_switches_per_record".to_string(), switches),
+        ]),
+        fix: "the sender had nothing in flight and its CPU was not saturated: its producer (disk, a pipe, a slow read) fed it too slowly".into(),
+    }
+}
+
+/// Queueing delay beside the primary factor, when it is a large part of
+/// the round trip.
+fn queueing(flow: &FlowEvidence, tcp: &SenderTcp) -> Option<Limit> {
+    let min = f64::from(tcp.min_rtt_us?) / 1e3;
+    let srtt = f64::from(tcp.srtt_us) / 1e3;
+    let delay = srtt - min;
+    if delay < QUEUE_MIN_MS || delay < QUEUE_SHARE * srtt {
+        return None;
+    }
+    let mut evidence = BTreeMap::from([
+        ("srtt_ms".to_string(), srtt),
+        ("min_rtt_ms".to_string(), min),
+        ("queueing_ms".to_string(), delay),
+    ]);
+    if let Some(drops) = flow.path.queue_drops {
+        evidence.insert("queue_drops".into(), drops as f64);
+    }
+    let queue = flow.path.queue_bytes.map_or("the queue".to_string(), |b| {
+        format!("the {} queue", mb(b as f64))
+    });
+    Some(Limit {
+        factor: Factor::QueueingDelay,
+        share: delay / srtt,
+        evidence,
+        fix: format!(
+            "{queue} in front of the link adds {delay:.0} ms to a {min:.0} ms path: shrink it or use fq_codel"
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(cpu_s: f64) -> SideEvidence {
+        SideEvidence {
+            wall_s: 2.0,
+            cpu_s,
+            syscalls: 1000,
+            ..SideEvidence::default()
+        }
+    }
+
+    fn tcp(busy_s: f64, rwnd_s: f64, sndbuf_s: f64) -> SenderTcp {
+        SenderTcp {
+            srtt_us: 40_500,
+            min_rtt_us: Some(40_000),
+            snd_mss: 1448,
+            snd_cwnd: 300,
+            total_retrans: 0,
+            data_segs_out: Some(10_000),
+            busy_us: Some((busy_s * 1e6) as u64),
+            rwnd_limited_us: Some((rwnd_s * 1e6) as u64),
+            sndbuf_limited_us: Some((sndbuf_s * 1e6) as u64),
+            congestion_control: Some("cubic".into()),
+        }
+    }
+
+    fn flow(tcp: SenderTcp) -> FlowEvidence {
+        FlowEvidence {
+            bytes: 10_000_000,
+            record: 128 * 1024,
+            sender: side(0.1),
+            receiver: side(0.1),
+            tcp: Some(tcp),
+            path: PathEvidence::default(),
+            paced_bps: None,
+        }
+    }
+
+    fn primary(flow: &FlowEvidence) -> Factor {
+        judge(flow).primary().unwrap().factor
+    }
+
+    #[test]
+    fn a_full_link_is_named_with_its_rate() {
+        let mut f = flow(tcp(2.0, 0.0, 0.0));
+        f.bytes = 11_500_000; // 46 Mbit/s over 2 s
+        f.path = PathEvidence {
+            rate_bps: Some(50_000_000),
+            rate_source: "the emulated link".into(),
+            overhead: 1.04,
+            wire_busy_s: Some(1.9),
+            ..PathEvidence::default()
+        };
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::Link, "{v:?}");
+        assert!(
+            v.headline().contains("the link is full: 46.0 of 48.1"),
+            "{}",
+            v.headline()
+        );
+    }
+
+    #[test]
+    fn a_stalled_receive_window_is_the_receiver_unless_its_cpu_is_full() {
+        let mut f = flow(tcp(2.0, 1.5, 0.0));
+        f.receiver.socket_buffer = Some(65536);
+        f.receiver.buffer_set = true;
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::ReceiveWindow, "{v:?}");
+        assert!(v.primary().unwrap().fix.contains("--rcvbuf"));
+        f.receiver.cpu_s = 1.95;
+        assert_eq!(primary(&f), Factor::ReceiverCpu);
+    }
+
+    #[test]
+    fn a_full_send_buffer_is_named() {
+        let mut f = flow(tcp(2.0, 0.0, 1.6));
+        f.sender.buffer_max = Some(4 << 20);
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::SendBuffer);
+        assert!(
+            v.primary()
+                .unwrap()
+                .fix
+                .contains("tcp_wmem's maximum (now 4.0 MB)"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn loss_gives_the_mathis_bound() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.total_retrans = 100;
+        let v = judge(&flow(t));
+        let first = v.primary().unwrap();
+        assert_eq!(first.factor, Factor::Loss);
+        // 1448 B × 8 / 40.5 ms × 1.2247 / √0.01
+        let want = 1448.0 * 8.0 / 0.0405 * MATHIS_C / 0.1 / 1e6;
+        assert!((first.evidence["mathis_bound_mbit_s"] - want).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_saturated_sender_with_small_records_is_per_call() {
+        let mut f = flow(tcp(2.0, 0.0, 0.0));
+        f.sender.cpu_s = 1.96;
+        f.record = 1024;
+        f.sender.syscalls = 10_000_000 / 1024;
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::PerCall, "{v:?}");
+        assert!(v.headline().contains("use 64 KB records"));
+        f.record = 128 * 1024;
+        assert_eq!(primary(&f), Factor::SenderCpu);
+    }
+
+    #[test]
+    fn pacing_and_idle_time_are_the_application() {
+        let mut f = flow(tcp(0.4, 0.0, 0.0));
+        f.paced_bps = Some(10_000_000);
+        assert_eq!(primary(&f), Factor::Application);
+        f.paced_bps = None;
+        assert_eq!(primary(&f), Factor::Application);
+    }
+
+    #[test]
+    fn queueing_delay_is_named_beside_the_link() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.srtt_us = 91_000;
+        let mut f = flow(t);
+        f.path.queue_bytes = Some(512 * 1024);
+        let v = judge(&f);
+        let queue = v
+            .limits
+            .iter()
+            .find(|l| l.factor == Factor::QueueingDelay)
+            .expect("queueing named");
+        assert!(
+            queue.fix.contains("adds 51 ms to a 40 ms path"),
+            "{}",
+            queue.fix
+        );
+    }
+
+    #[test]
+    fn missing_accounting_is_said_not_taken_as_zero() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.busy_us = None;
+        let v = judge(&flow(t));
+        assert!(!v.missing.is_empty());
+        assert_eq!(v.primary().unwrap().factor, Factor::Undecided);
+        let mut f = flow(tcp(2.0, 0.0, 0.0));
+        f.tcp = None;
+        f.sender.cpu_s = 1.9;
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::SenderCpu);
+        assert!(v.missing[0].contains("TCP_INFO"));
+    }
+
+    #[test]
+    fn a_flow_at_its_receive_window_s_rate_is_the_window_whatever_the_chrono_says() {
+        // bbr stops at its pacing gate before the window test, so the
+        // chrono calls the time busy; 64 KB of window over 20 ms is
+        // 26 Mbit/s, and the flow ran at 31.
+        let mut t = tcp(3.0, 0.0, 0.0);
+        t.min_rtt_us = Some(20_000);
+        t.srtt_us = 20_300;
+        t.congestion_control = Some("bbr".into());
+        let mut f = flow(t);
+        f.sender.wall_s = 3.0;
+        f.receiver.wall_s = 3.0;
+        f.bytes = 31_100_000 * 3 / 8;
+        f.receiver.socket_buffer = Some(131_072);
+        f.receiver.buffer_set = true;
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::ReceiveWindow, "{v:?}");
+        // A buffer far above the flow's window rate is not the limit.
+        f.receiver.socket_buffer = Some(32 << 20);
+        assert_eq!(primary(&f), Factor::CongestionWindow);
+    }
+
+    #[test]
+    fn loss_does_not_bound_a_control_that_ignores_it() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.total_retrans = 100;
+        t.congestion_control = Some("bbr".into());
+        let v = judge(&flow(t));
+        assert_eq!(v.primary().unwrap().factor, Factor::CongestionWindow);
+        assert!(
+            v.headline().contains("does not back off on loss"),
+            "{}",
+            v.headline()
+        );
+    }
+
+    #[test]
+    fn one_factor_from_two_parts_of_the_run_is_named_once() {
+        let mut f = flow(tcp(1.5, 0.0, 0.0));
+        f.sender.cpu_s = 1.9;
+        let v = judge(&f);
+        assert_eq!(v.limits.len(), 1, "{v:?}");
+        assert!((v.limits[0].share - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_window_still_opening_is_named_when_nothing_else_is() {
+        assert_eq!(primary(&flow(tcp(2.0, 0.0, 0.0))), Factor::CongestionWindow);
+    }
+}

@@ -1,0 +1,173 @@
+//! Every stream names what limited it: each cause built in by construction
+//! (a link rate, a small receive or send buffer on a 20 ms path, random
+//! loss, small records on loopback, an oversized queue), and the verdict's
+//! primary factor asserted from the record's JSON. The netns cases need
+//! root (CAP_NET_ADMIN), as CI has; without it they fail with that reason.
+
+mod common;
+use common::netlab;
+
+use serde_json::Value;
+
+/// Runs `netlab stream` with `args`; its one record's result.
+fn stream(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .arg("stream")
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&output).unwrap();
+    doc["records"][0]["result"].clone()
+}
+
+fn in_namespaces(args: &[&str]) -> Value {
+    assert!(
+        netlab::testbed::netns::has_net_admin(),
+        "the limits tests over a link need CAP_NET_ADMIN: run them as root"
+    );
+    let mut all = vec!["--placement", "netns"];
+    all.extend(args);
+    stream(&all)
+}
+
+/// The primary factor, and the whole verdict for the message.
+fn primary(result: &Value) -> (String, String) {
+    let limits = &result["limits"]["limits"];
+    (
+        limits[0]["factor"].as_str().unwrap_or("none").to_string(),
+        result["limits"].to_string(),
+    )
+}
+
+fn factors(result: &Value) -> Vec<String> {
+    result["limits"]["limits"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|f| f["factor"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_rated_link_is_full_and_says_so() {
+    let r = in_namespaces(&["--link-rate", "100mbit", "--duration", "2s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "link", "{verdict}");
+    let evidence = &r["limits"]["limits"][0]["evidence"];
+    assert!(
+        evidence["link_mbit_s"].as_f64().unwrap() == 100.0,
+        "{verdict}"
+    );
+    assert!(
+        r["limits"]["limits"][0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("the link is full")
+    );
+}
+
+#[test]
+fn a_small_receive_buffer_on_a_20ms_path_is_the_receive_window() {
+    let r = in_namespaces(&["--delay", "10ms", "--rcvbuf", "64K", "--duration", "2s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "receive_window", "{verdict}");
+    assert!(
+        verdict.contains("--rcvbuf"),
+        "the fix names the option: {verdict}"
+    );
+}
+
+#[test]
+fn a_small_send_buffer_on_a_20ms_path_is_the_send_buffer() {
+    let r = in_namespaces(&["--delay", "10ms", "--sndbuf", "32K", "--duration", "2s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "send_buffer", "{verdict}");
+}
+
+#[test]
+fn random_loss_bounds_a_loss_based_flow_near_mathis() {
+    let r = in_namespaces(&[
+        "--link-via",
+        "emulator",
+        "--delay",
+        "10ms",
+        "--loss",
+        "1%",
+        "--cc",
+        "cubic",
+        "--duration",
+        "4s",
+    ]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "loss", "{verdict}");
+    let evidence = &r["limits"]["limits"][0]["evidence"];
+    let (bound, measured) = (
+        evidence["mathis_bound_mbit_s"].as_f64().unwrap(),
+        evidence["delivered_mbit_s"].as_f64().unwrap(),
+    );
+    assert!(
+        measured <= 2.0 * bound && measured >= bound / 2.0,
+        "Mathis {bound:.1} Mbit/s against {measured:.1} measured: {verdict}"
+    );
+}
+
+#[test]
+fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
+    // cubic fills whatever queue it is given: 1 MB at 10 Mbit/s is up to
+    // 800 ms of it.
+    let r = in_namespaces(&[
+        "--link-rate",
+        "10mbit",
+        "--queue",
+        "1M",
+        "--cc",
+        "cubic",
+        "--duration",
+        "4s",
+    ]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "link", "{verdict}");
+    assert!(
+        factors(&r).contains(&"queueing_delay".to_string()),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
+    let r = stream(&["--record", "1K", "--duration", "1s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "per_call", "{verdict}");
+    let evidence = &r["limits"]["limits"][0]["evidence"];
+    assert!(
+        evidence["calls_per_record"].as_f64().unwrap() >= 0.9,
+        "{verdict}"
+    );
+    // The table heads with the same verdict, in words.
+    let dir = tempfile::tempdir().unwrap();
+    let text = netlab()
+        .args(["stream", "--record", "1K", "--duration", "500ms", "--out"])
+        .arg(dir.path().join("r.jsonl"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("limited by system calls")),
+        "{text}"
+    );
+}
+
+#[test]
+fn udp_flows_carry_no_tcp_verdict() {
+    let r = stream(&["--udp", "--rate", "10mbit", "--duration", "500ms"]);
+    assert!(r["limits"].is_null(), "{}", r["limits"]);
+}
