@@ -116,7 +116,7 @@ impl ReportSection for StreamSection {
             }
             reading.push_str(&format!(
                 "At the plateau the bottleneck was {}.",
-                best.bottleneck.describe()
+                best.limited_by()
             ));
         } else if !single.is_empty() {
             reading.push_str(

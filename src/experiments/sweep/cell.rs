@@ -13,6 +13,7 @@ use crate::experiment::MeasureError;
 use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
+use crate::analysis::limits::{self, Verdict};
 use crate::experiments::stream::record::Bottleneck;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
@@ -102,6 +103,21 @@ pub struct SweepPoint {
     pub mean_segment_bytes: Option<f64>,
     /// Bottleneck of the run with the median throughput.
     pub bottleneck: Bottleneck,
+    /// What limited the run with the median throughput (TCP; older
+    /// records: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Verdict>,
+}
+
+impl SweepPoint {
+    /// What limited it, in words: the verdict's primary factor, or the
+    /// older records' CPU rule.
+    pub fn limited_by(&self) -> &'static str {
+        self.limits
+            .as_ref()
+            .and_then(|v| v.primary())
+            .map_or(self.bottleneck.describe(), |l| l.factor.describe())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,6 +192,7 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
                 syscalls_per_record: median_run.sender.syscalls as f64 / records_sent,
                 mean_segment_bytes: median_run.figures.mean_segment_bytes,
                 bottleneck: median_run.figures.bottleneck,
+                limits: median_run.limits.clone(),
             })
         })
         .collect();
@@ -204,10 +221,23 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
             (p.record as f64, times)
         })
         .collect();
+    let model = costmodel::fit(&times);
+    let mut points = points;
+    if let Some(model) = &model {
+        // A CPU-bound size is bound per call or per byte by the model's
+        // split of its record's time, not by a size threshold.
+        for point in &mut points {
+            if let Some(verdict) = &mut point.limits {
+                let size = point.record as f64;
+                let fixed_share = model.fixed / model.time(size).max(1e-15);
+                limits::attribute_cpu(verdict, fixed_share, point.record);
+            }
+        }
+    }
     SweepSummary {
         knee: knee::find_knee(&curve, knee_fraction),
         model_knee: knee::model_knee(&runs, knee_fraction, KNEE_RESAMPLES),
-        model: costmodel::fit(&times),
+        model,
         dips: dips::dips(records),
         points,
         failed,

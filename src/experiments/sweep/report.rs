@@ -51,7 +51,7 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
             num(p.receiver_us_per_kb.median),
             num(p.syscalls_per_record),
             p.mean_segment_bytes.map_or("-".into(), num),
-            p.bottleneck.describe().to_string(),
+            p.limited_by().to_string(),
         ]);
     }
     let _ = writeln!(out, "{table}");
