@@ -171,3 +171,33 @@ fn udp_flows_carry_no_tcp_verdict() {
     let r = stream(&["--udp", "--rate", "10mbit", "--duration", "500ms"]);
     assert!(r["limits"].is_null(), "{}", r["limits"]);
 }
+
+#[test]
+fn the_report_s_first_screen_says_what_limited_each_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("r.jsonl");
+    netlab()
+        .args(["stream", "--record", "1K", "--duration", "300ms", "--out"])
+        .arg(&records)
+        .assert()
+        .success();
+    let out = netlab()
+        .arg("report")
+        .arg(&records)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.contains("what limited each experiment:\n- stream: system calls and wake-ups per record in 1 of 1 runs"),
+        "{out}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    let first_screen = html.find("What limited each experiment").expect(&html);
+    assert!(
+        first_screen < html.find("<section").unwrap_or(usize::MAX),
+        "before the sections"
+    );
+}

@@ -139,6 +139,38 @@ impl ReportSection for StreamSection {
     fn cell(data: &StreamData) -> String {
         format!("stream {} B records", data.params.record)
     }
+
+    /// How often each factor limited a run, most often first, and the
+    /// verdict of a run the most common one limited.
+    fn limited(records: &[StreamRecord]) -> Option<String> {
+        let verdicts: Vec<&crate::analysis::limits::Verdict> = records
+            .iter()
+            .filter_map(|r| r.data.result.as_ref()?.limits.as_ref())
+            .filter(|v| v.primary().is_some())
+            .collect();
+        let mut counts: Vec<(crate::analysis::limits::Factor, usize)> = Vec::new();
+        for verdict in &verdicts {
+            let factor = verdict.primary()?.factor;
+            match counts.iter_mut().find(|(f, _)| *f == factor) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((factor, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        let (most, _) = counts.first()?;
+        let example = verdicts
+            .iter()
+            .find(|v| v.primary().is_some_and(|l| l.factor == *most))?;
+        let tally: Vec<String> = counts
+            .iter()
+            .map(|(f, n)| format!("{} in {n} of {} runs", f.describe(), verdicts.len()))
+            .collect();
+        Some(format!(
+            "{}; for example, {}",
+            tally.join(", "),
+            example.headline()
+        ))
+    }
 }
 
 impl Page<RecordData> for Report {
@@ -201,7 +233,14 @@ impl Page<RecordData> for Report {
             } else {
                 sentences.first()
             };
-            let first_sentence = pick.map_or(String::new(), |s| s.trim().to_string());
+            let mut first_sentence = pick.map_or(String::new(), |s| s.trim().to_string());
+            // Single runs say more by what limited them than by their shape.
+            if section.experiment == "stream"
+                && !first_sentence.contains("fitted cost")
+                && let Some(limited) = &section.limited
+            {
+                first_sentence = format!("limited by {limited}");
+            }
             match section.experiment {
                 "login" | "output" | "stream" if !first_sentence.is_empty() => {
                     found.push(format!("{}: {first_sentence}", section.experiment));

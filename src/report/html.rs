@@ -39,6 +39,12 @@ pub trait ReportSection {
     fn parts(records: &[Record<Self::Data>]) -> Parts;
     /// One cell as people name it from its data, without its placement.
     fn cell(data: &Self::Data) -> String;
+    /// One line naming what limited the experiment's runs, for the page's
+    /// first screen (`None`: it does not say yet).
+    fn limited(records: &[Record<Self::Data>]) -> Option<String> {
+        let _ = records;
+        None
+    }
 }
 
 /// The section `S` makes of its experiment's records (`None`: there are none).
@@ -53,6 +59,7 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
         tables,
         reading,
         figures,
+        limited: S::limited(records),
         missing: records
             .iter()
             .filter(|r| r.error.is_some())
@@ -149,6 +156,8 @@ pub struct Section {
     /// What the records say, in a paragraph.
     pub reading: String,
     pub figures: Vec<Figure>,
+    /// What limited its runs, in one line (see [`ReportSection::limited`]).
+    pub limited: Option<String>,
     /// Cells that failed: what and why.
     pub missing: Vec<String>,
     pub records: usize,
@@ -186,6 +195,8 @@ pub struct Written {
     pub html: PathBuf,
     pub figures: Vec<PathBuf>,
     pub notable: Vec<String>,
+    /// What limited each experiment, one line each (`experiment: line`).
+    pub limited: Vec<String>,
     pub skipped: Vec<String>,
     /// Figures that could not be drawn or rasterised, and why.
     pub figure_errors: Vec<String>,
@@ -202,6 +213,12 @@ impl Written {
         );
         for (i, finding) in self.notable.iter().enumerate() {
             text.push_str(&format!("{}. {finding}\n", i + 1));
+        }
+        if !self.limited.is_empty() {
+            text.push_str("what limited each experiment:\n");
+            for line in &self.limited {
+                text.push_str(&format!("- {line}\n"));
+            }
         }
         text
     }
@@ -222,6 +239,10 @@ pub fn write<D: Profiled>(
         html: dir.join("report.html"),
         figures: Vec::new(),
         notable: notable.clone(),
+        limited: sections
+            .iter()
+            .filter_map(|s| Some(format!("{}: {}", s.experiment, s.limited.as_ref()?)))
+            .collect(),
         skipped: loaded.skipped.clone(),
         figure_errors: Vec::new(),
     };
@@ -249,6 +270,19 @@ pub fn write<D: Profiled>(
             escape(&r.netlab_version)
         ))
     ));
+    let limited: Vec<&Section> = sections.iter().filter(|s| s.limited.is_some()).collect();
+    if !limited.is_empty() {
+        html.push_str("<h2>What limited each experiment</h2>\n<ul class=\"limited\">\n");
+        for section in limited {
+            html.push_str(&format!(
+                "<li><a href=\"#{}\">{}</a>: {}</li>\n",
+                section.experiment,
+                section.experiment,
+                escape(section.limited.as_deref().unwrap_or(""))
+            ));
+        }
+        html.push_str("</ul>\n");
+    }
     if !notable.is_empty() {
         html.push_str("<h2>Most notable</h2>\n<ol>\n");
         for n in &notable {
