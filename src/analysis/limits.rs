@@ -40,6 +40,10 @@ use std::collections::BTreeMap;
 /// saturated (one transfer thread on one core).
 pub const SATURATED: f64 = 0.85;
 
+/// A side that waited for a CPU at least this share of the run (the
+/// scheduler's run delay) lost a fifth of its time to other work.
+pub const CONTENDED: f64 = 0.2;
+
 /// A link whose payload rate is within this fraction of its rate, or
 /// whose wire was busy at least this fraction of the run, is full.
 pub const LINK_FULL: f64 = 0.85;
@@ -64,6 +68,14 @@ pub const WINDOW_OF_BUFFER: f64 = 0.5;
 
 /// A flow within this fraction of a window's rate is at that window.
 pub const AT_WINDOW: f64 = 0.8;
+
+/// A congestion window whose rate (cwnd × MSS / smoothed RTT) exceeds
+/// the delivered rate by more than this did not bind.
+pub const WINDOW_SLACK: f64 = 1.5;
+
+/// With nothing at its bound, a part of the flow busy at least this share
+/// of the run is named as the likeliest limit.
+pub const BUSIEST: f64 = 0.5;
 
 /// Mathis et al.'s constant for periodic loss with delayed ACKs off, √(3/2).
 pub const MATHIS_C: f64 = 1.224_744_871;
@@ -91,6 +103,10 @@ pub enum Factor {
     ReceiverCpu,
     /// The cost of each system call and wake-up (small records).
     PerCall,
+    /// A side was runnable but waiting for a CPU: other work on its core.
+    CpuContention,
+    /// The user-space wire emulator carrying the link.
+    Emulator,
     /// The application had nothing to send: its pacing or its producer.
     Application,
     /// The evidence was missing or conflicted (named in the verdict).
@@ -109,6 +125,8 @@ impl Factor {
             Factor::SenderCpu => "the sender's CPU",
             Factor::ReceiverCpu => "the receiver's CPU",
             Factor::PerCall => "system calls and wake-ups per record",
+            Factor::CpuContention => "CPU contention (runnable, waiting for a core)",
+            Factor::Emulator => "the wire emulator's CPU",
             Factor::Application => "the application (nothing to send)",
             Factor::Undecided => "undecided",
         }
@@ -186,6 +204,8 @@ pub struct SideEvidence {
     pub buffer_set: bool,
     /// The namespace's autotuning maximum (`tcp_rmem` or `tcp_wmem`), bytes.
     pub buffer_max: Option<u64>,
+    /// The data path's thread runnable but waiting for a CPU, s.
+    pub run_delay_s: Option<f64>,
 }
 
 impl SideEvidence {
@@ -195,6 +215,15 @@ impl SideEvidence {
         } else {
             0.0
         }
+    }
+
+    /// The share of the run it waited for a CPU, when that is at least
+    /// [`CONTENDED`] of the run, or a tenth when running and waiting
+    /// together would have saturated it.
+    fn contended(&self) -> Option<f64> {
+        let waited = self.run_delay_s? / self.wall_s.max(1e-9);
+        (waited >= CONTENDED || (waited >= 0.1 && self.utilisation() + waited >= SATURATED))
+            .then_some(waited)
     }
 }
 
@@ -238,6 +267,9 @@ pub struct PathEvidence {
     /// The queue in front of the link, bytes, and its drops.
     pub queue_bytes: Option<u64>,
     pub queue_drops: Option<u64>,
+    /// The wire emulator's CPU over its life, as a share of its wall time
+    /// (it carries both directions), when it carried the link.
+    pub emulator_busy: Option<f64>,
 }
 
 /// Everything the verdict reads about one flow.
@@ -305,6 +337,8 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
     if rwnd_share > 0.0 {
         verdict.limits.push(if receiver_util >= SATURATED {
             receiver_cpu(flow, receiver_util, rwnd_share)
+        } else if let Some(waited) = flow.receiver.contended() {
+            contention("receiver", &flow.receiver, waited, rwnd_share)
         } else {
             receive_window(flow, rwnd_share, bdp)
         });
@@ -313,14 +347,9 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         verdict.limits.push(send_buffer(flow, sndbuf_share, bdp));
     }
     if rest_share > 0.0 {
-        verdict.limits.push(busy_time(
-            flow,
-            tcp,
-            rest_share,
-            sender_util,
-            delivered_bps,
-            rtt_s,
-        ));
+        verdict
+            .limits
+            .push(busy_time(flow, tcp, rest_share, delivered_bps, rtt_s));
     }
     if idle_share > 0.0 {
         verdict
@@ -402,7 +431,13 @@ fn receive_window(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
     }
     // Linux advertises about half the buffer as window (tcp_adv_win_scale).
     let needed = 2.0 * bdp;
-    let fix = if side.buffer_set {
+    let fix = if side.socket_buffer.is_some_and(|b| b as f64 >= needed) {
+        format!(
+            "the receive buffer ({}) is over twice the BDP ({}) and still filled: the reader fell behind (its reads, its CPU, its wake-ups)",
+            mb(side.socket_buffer.unwrap_or(0) as f64),
+            mb(bdp)
+        )
+    } else if side.buffer_set {
         format!(
             "the receive buffer was set (--rcvbuf, {}), which turns autotuning off: raise it to at least twice the BDP, {}, or leave it unset",
             side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
@@ -437,7 +472,13 @@ fn send_buffer(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
         evidence.insert("tcp_wmem_max_bytes".into(), max as f64);
     }
     let needed = 2.0 * bdp;
-    let fix = if side.buffer_set {
+    let fix = if side.socket_buffer.is_some_and(|b| b as f64 >= needed) {
+        format!(
+            "the send buffer ({}) is over twice the BDP ({}) and still filled with unacknowledged data (loss recovery holds it longer): raise net.ipv4.tcp_wmem's maximum further, or find the loss",
+            mb(side.socket_buffer.unwrap_or(0) as f64),
+            mb(bdp)
+        )
+    } else if side.buffer_set {
         format!(
             "the send buffer was set (--sndbuf, {}): raise it to at least twice the BDP, {}, or leave it unset",
             side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
@@ -532,6 +573,46 @@ pub fn attribute_cpu(verdict: &mut Verdict, fixed_share: f64, record: u64) {
     }
 }
 
+/// A side whose CPU held the flow back: saturated, then contended; the
+/// sender first. The slower end bounds a stream however the sender's
+/// chrono labels the time (a pacing control, or a write blocked on a full
+/// buffer while the receiver waits for a core).
+fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
+    let (sender, receiver) = (flow.sender.utilisation(), flow.receiver.utilisation());
+    if sender >= SATURATED && sender >= receiver {
+        return Some(sender_cpu(flow, sender, share));
+    }
+    if receiver >= SATURATED {
+        return Some(receiver_cpu(flow, receiver, share));
+    }
+    if let Some(waited) = flow.sender.contended() {
+        return Some(contention("sender", &flow.sender, waited, share));
+    }
+    flow.receiver
+        .contended()
+        .map(|waited| contention("receiver", &flow.receiver, waited, share))
+}
+
+fn contention(who: &str, side: &SideEvidence, waited: f64, share: f64) -> Limit {
+    Limit {
+        factor: Factor::CpuContention,
+        share,
+        evidence: BTreeMap::from([
+            (format!("{who}_cpu_pct"), 100.0 * side.utilisation()),
+            (format!("{who}_run_delay_share"), waited),
+            (
+                format!("{who}_involuntary_switches"),
+                side.involuntary_cs as f64,
+            ),
+        ]),
+        fix: format!(
+            "the {who} was runnable but waiting for a CPU {:.0}% of the run (it ran {:.0}%): other work shares its core; give it a core of its own (pin the ends apart, stop the competing load)",
+            100.0 * waited,
+            100.0 * side.utilisation()
+        ),
+    }
+}
+
 fn receiver_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
     let side = &flow.receiver;
     let reads = side.syscalls.max(1) as f64;
@@ -559,12 +640,11 @@ fn busy_time(
     flow: &FlowEvidence,
     tcp: &SenderTcp,
     share: f64,
-    sender_util: f64,
     delivered_bps: f64,
     rtt_s: f64,
 ) -> Limit {
-    if sender_util >= SATURATED {
-        return sender_cpu(flow, sender_util, share);
+    if let Some(limit) = cpu_limit(flow, share) {
+        return limit;
     }
     let wall = flow.sender.wall_s.max(1e-9);
     if let Some(rate) = flow.path.rate_bps {
@@ -644,6 +724,12 @@ fn busy_time(
         };
     }
     let window_bytes = f64::from(tcp.snd_cwnd) * f64::from(tcp.snd_mss);
+    let cwnd_rate = window_bytes * 8.0 / f64::from(tcp.srtt_us.max(1)) * 1e6;
+    if cwnd_rate > WINDOW_SLACK * delivered_bps {
+        // The window allowed far more than the flow moved: it did not
+        // bind. The busiest part of the flow is the likeliest limit.
+        return busiest(flow, share, cwnd_rate, delivered_bps);
+    }
     let mut evidence = BTreeMap::from([
         ("cwnd_segments".to_string(), f64::from(tcp.snd_cwnd)),
         (
@@ -690,6 +776,60 @@ fn busy_time(
     }
 }
 
+/// Nothing reached its bound: the busiest of the sender, the receiver and
+/// the wire emulator, if it was busy at least [`BUSIEST`] of the run; else
+/// undecided, with what was seen.
+fn busiest(flow: &FlowEvidence, share: f64, cwnd_rate: f64, delivered_bps: f64) -> Limit {
+    let parts = [
+        (Factor::SenderCpu, flow.sender.utilisation()),
+        (Factor::ReceiverCpu, flow.receiver.utilisation()),
+        (Factor::Emulator, flow.path.emulator_busy.unwrap_or(0.0)),
+    ];
+    let (factor, busy) = parts
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("three parts");
+    let mut evidence = BTreeMap::from([
+        ("sender_cpu_pct".to_string(), 100.0 * parts[0].1),
+        ("receiver_cpu_pct".to_string(), 100.0 * parts[1].1),
+        ("cwnd_rate_mbit_s".to_string(), cwnd_rate / 1e6),
+        ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+    ]);
+    if let Some(emulator) = flow.path.emulator_busy {
+        evidence.insert("emulator_cpu_pct".into(), 100.0 * emulator);
+    }
+    if busy < BUSIEST {
+        return Limit {
+            factor: Factor::Undecided,
+            share,
+            evidence,
+            fix: format!(
+                "nothing reached its bound (no buffer or window at its rate, no full link, no loss that bounds this congestion control) and no part was busier than {:.0}% of the run: the wake-ups between the parts (not measured per flow) are the likeliest cause",
+                100.0 * busy
+            ),
+        };
+    }
+    let who = match factor {
+        Factor::SenderCpu => "the sender",
+        Factor::ReceiverCpu => "the receiver",
+        _ => "the wire emulator (a user-space process carrying every packet)",
+    };
+    Limit {
+        factor,
+        share,
+        evidence,
+        fix: format!(
+            "nothing else reached its bound and {who} was busy {:.0}% of the run, the busiest part of the flow: {}",
+            100.0 * busy,
+            match factor {
+                Factor::Emulator =>
+                    "use a veth link (netem or tbf) where the kernel has them, or an unimpaired link (super-packets)",
+                _ => "give it a core of its own, or less work per byte (larger records, zero-copy)",
+            }
+        ),
+    }
+}
+
 /// Time with nothing in flight: the sender's pacing, its CPU, or the cost
 /// of each call and wake-up.
 fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f64) -> Limit {
@@ -704,8 +844,8 @@ fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f
             ),
         };
     }
-    if sender_util >= SATURATED {
-        return sender_cpu(flow, sender_util, share);
+    if let Some(limit) = cpu_limit(flow, share) {
+        return limit;
     }
     let records = (flow.bytes as f64 / flow.record.max(1) as f64).max(1.0);
     let switches = (flow.sender.voluntary_cs + flow.sender.involuntary_cs) as f64 / records;
@@ -782,7 +922,8 @@ mod tests {
             srtt_us: 40_500,
             min_rtt_us: Some(40_000),
             snd_mss: 1448,
-            snd_cwnd: 300,
+            // 40 Mbit/s over 40.5 ms: the fixture's flow, window-bound.
+            snd_cwnd: 150,
             total_retrans: 0,
             data_segs_out: Some(10_000),
             busy_us: Some((busy_s * 1e6) as u64),
@@ -932,6 +1073,7 @@ mod tests {
         t.min_rtt_us = Some(20_000);
         t.srtt_us = 20_300;
         t.congestion_control = Some("bbr".into());
+        t.snd_cwnd = 60;
         let mut f = flow(t);
         f.sender.wall_s = 3.0;
         f.receiver.wall_s = 3.0;
@@ -960,6 +1102,24 @@ mod tests {
     }
 
     #[test]
+    fn a_side_waiting_for_a_busy_core_is_contention_not_its_producer() {
+        let mut f = flow(tcp(0.5, 0.0, 0.0));
+        f.record = 1024;
+        f.sender.cpu_s = 0.8;
+        f.sender.run_delay_s = Some(1.0);
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::CpuContention, "{v:?}");
+        assert!(
+            v.headline().contains("waiting for a CPU 50%"),
+            "{}",
+            v.headline()
+        );
+        // Without the run delay, the same run is the producer's.
+        f.sender.run_delay_s = None;
+        assert_eq!(primary(&f), Factor::Application);
+    }
+
+    #[test]
     fn loss_does_not_bound_a_control_that_ignores_it() {
         let mut t = tcp(2.0, 0.0, 0.0);
         t.total_retrans = 100;
@@ -980,6 +1140,21 @@ mod tests {
         let v = judge(&f);
         assert_eq!(v.limits.len(), 1, "{v:?}");
         assert!((v.limits[0].share - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn with_nothing_at_its_bound_the_busiest_part_is_named_or_undecided() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.snd_cwnd = 1000;
+        let mut f = flow(t);
+        f.path.emulator_busy = Some(0.8);
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::Emulator, "{v:?}");
+        f.path.emulator_busy = None;
+        f.receiver.cpu_s = 1.6;
+        assert_eq!(primary(&f), Factor::ReceiverCpu);
+        f.receiver.cpu_s = 0.1;
+        assert_eq!(primary(&f), Factor::Undecided);
     }
 
     #[test]

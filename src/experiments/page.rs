@@ -156,7 +156,7 @@ impl ReportSection for StreamSection {
                 None => counts.push((factor, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         let (most, _) = counts.first()?;
         let example = verdicts
             .iter()

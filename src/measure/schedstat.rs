@@ -23,6 +23,17 @@ fn task_cpu_ns(task: &std::path::Path) -> Option<u64> {
         .ok()
 }
 
+/// The calling thread's time runnable but waiting for a CPU (ns): the
+/// second field of its `schedstat`, the scheduler's run-queue delay.
+pub fn thread_run_delay_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// CPU time (ns) of `root`, all its threads and all its descendants.
 pub fn tree_cpu_ns(root: u32) -> u64 {
     TreeTasks::read(root).total()
@@ -111,6 +122,34 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(tree_cpu_ns(u32::MAX), 0, "no such process: nothing");
+    }
+
+    #[test]
+    fn a_thread_that_waits_for_a_busy_core_accumulates_run_delay() {
+        // Two threads pinned to one core, both spinning: each waits while
+        // the other runs.
+        let spin = || {
+            // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            let before = thread_run_delay_ns().expect("schedstat readable");
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(300) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            thread_run_delay_ns().unwrap() - before
+        };
+        let other = std::thread::spawn(spin);
+        let mine = spin();
+        let theirs = other.join().unwrap();
+        assert!(
+            mine + theirs >= 100_000_000,
+            "sharing one core for 300 ms, the two waited {mine} + {theirs} ns"
+        );
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub fn flow_evidence(
         socket_buffer: r.buffer.map(|b| b.bytes),
         buffer_set: r.buffer.is_some_and(|b| b.set),
         buffer_max: r.buffer.and_then(|b| b.autotune_max),
+        run_delay_s: r.run_delay_s,
     };
     let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
         srtt_us: t.rtt_us,
@@ -119,6 +120,9 @@ pub fn flow_evidence(
             .filter(|&busy| busy > 0.0),
         queue_bytes: link.and_then(|l| l.profile.queue_bytes),
         queue_drops: emulator.map(|e| e.queue_drops[direction]),
+        emulator_busy: emulator
+            .filter(|e| e.wall_s > 0.0)
+            .map(|e| e.usage.cpu_s() / e.wall_s),
     };
     Some(FlowEvidence {
         bytes: receiver.bytes,

@@ -320,6 +320,10 @@ pub struct EndpointReport {
     /// (netns placement).
     #[serde(default)]
     pub interface: Option<InterfaceCounters>,
+    /// The data path's thread: time runnable but waiting for a CPU over the
+    /// data path (its `schedstat` run delay), s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_s: Option<f64>,
     /// The TCP socket's buffer at the end (receive or send, by role).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer: Option<SocketBuffer>,

@@ -24,6 +24,7 @@ use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::SocketBuffer;
+use crate::measure::schedstat::thread_run_delay_ns;
 use crate::experiments::stream::record::ZerocopyReceiveStats;
 use crate::experiments::stream::record::ZerocopyStats;
 use crate::experiments::stream::role::ReceiveSpec;
@@ -189,6 +190,7 @@ impl Receiver {
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
+        let delay_before = thread_run_delay_ns();
         let mut zerocopy_receive = None;
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
@@ -219,6 +221,9 @@ impl Receiver {
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let usage = ProcessUsage::now().since(&usage_before);
         let cpus = Some((cpu_before, current_cpu()));
+        let run_delay_s = delay_before
+            .zip(thread_run_delay_ns())
+            .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(self.spec.interface.as_deref(), interface_before);
@@ -246,6 +251,7 @@ impl Receiver {
             udp: None,
             cpus,
             interface,
+            run_delay_s,
             buffer,
         })
     }
@@ -928,6 +934,7 @@ impl Sender {
         let counters_before = Counters::read();
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
+        let delay_before = thread_run_delay_ns();
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
         if let Some(every) = spec.interval_s {
@@ -983,6 +990,9 @@ impl Sender {
         let usage = ProcessUsage::now().since(&usage_before);
         let intervals = schedule.finish_intervals();
         let cpus = Some((cpu_before, current_cpu()));
+        let run_delay_s = delay_before
+            .zip(thread_run_delay_ns())
+            .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(spec.interface.as_deref(), interface_before);
@@ -1010,6 +1020,7 @@ impl Sender {
             udp: None,
             cpus,
             interface,
+            run_delay_s,
             buffer,
         })
     }
