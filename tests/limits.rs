@@ -8,6 +8,16 @@ mod common;
 use common::netlab;
 
 use serde_json::Value;
+use std::sync::{Mutex, MutexGuard};
+
+/// One run at a time: each verdict reads its own CPU and run delay, and
+/// two runs side by side on a 2-core machine are each other's contention
+/// (which the verdict then names, rightly).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Runs `netlab stream` with `args`; its one record's result.
 fn stream(args: &[&str]) -> Value {
@@ -58,6 +68,7 @@ fn factors(result: &Value) -> Vec<String> {
 
 #[test]
 fn a_rated_link_is_full_and_says_so() {
+    let _alone = alone();
     let r = in_namespaces(&["--link-rate", "100mbit", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "link", "{verdict}");
@@ -76,6 +87,7 @@ fn a_rated_link_is_full_and_says_so() {
 
 #[test]
 fn a_small_receive_buffer_on_a_20ms_path_is_the_receive_window() {
+    let _alone = alone();
     let r = in_namespaces(&["--delay", "10ms", "--rcvbuf", "64K", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "receive_window", "{verdict}");
@@ -87,6 +99,7 @@ fn a_small_receive_buffer_on_a_20ms_path_is_the_receive_window() {
 
 #[test]
 fn a_small_send_buffer_on_a_20ms_path_is_the_send_buffer() {
+    let _alone = alone();
     let r = in_namespaces(&["--delay", "10ms", "--sndbuf", "32K", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "send_buffer", "{verdict}");
@@ -94,6 +107,7 @@ fn a_small_send_buffer_on_a_20ms_path_is_the_send_buffer() {
 
 #[test]
 fn random_loss_bounds_a_loss_based_flow_near_mathis() {
+    let _alone = alone();
     let r = in_namespaces(&[
         "--link-via",
         "emulator",
@@ -121,6 +135,7 @@ fn random_loss_bounds_a_loss_based_flow_near_mathis() {
 
 #[test]
 fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
+    let _alone = alone();
     // cubic fills whatever queue it is given: 1 MB at 10 Mbit/s is up to
     // 800 ms of it.
     let r = in_namespaces(&[
@@ -143,6 +158,7 @@ fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
 
 #[test]
 fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
+    let _alone = alone();
     let r = stream(&["--record", "1K", "--duration", "1s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "per_call", "{verdict}");
@@ -168,12 +184,14 @@ fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
 
 #[test]
 fn udp_flows_carry_no_tcp_verdict() {
+    let _alone = alone();
     let r = stream(&["--udp", "--rate", "10mbit", "--duration", "500ms"]);
     assert!(r["limits"].is_null(), "{}", r["limits"]);
 }
 
 #[test]
 fn the_report_s_first_screen_says_what_limited_each_experiment() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("r.jsonl");
     netlab()
@@ -200,4 +218,30 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
         first_screen < html.find("<section").unwrap_or(usize::MAX),
         "before the sections"
     );
+}
+
+#[test]
+fn a_paced_sender_is_limited_by_its_own_rate() {
+    let _alone = alone();
+    let r = in_namespaces(&["--delay", "10ms", "--rate", "50mbit", "--duration", "2s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, "application", "{verdict}");
+    assert!(verdict.contains("--rate"), "{verdict}");
+    let mbit = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
+    assert!(
+        (40.0..=55.0).contains(&mbit),
+        "paced at 50 Mbit/s, ran at {mbit}"
+    );
+}
+
+#[test]
+fn a_tcp_rate_of_nothing_is_refused_by_name() {
+    let _alone = alone();
+    let out = netlab()
+        .args(["stream", "--rate", "0", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rate 0"), "{err}");
 }

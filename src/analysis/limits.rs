@@ -127,7 +127,7 @@ impl Factor {
             Factor::PerCall => "system calls and wake-ups per record",
             Factor::CpuContention => "CPU contention (runnable, waiting for a core)",
             Factor::Emulator => "the wire emulator's CPU",
-            Factor::Application => "the application (nothing to send)",
+            Factor::Application => "the application (its pacing or its producer)",
             Factor::Undecided => "undecided",
         }
     }
@@ -573,6 +573,26 @@ pub fn attribute_cpu(verdict: &mut Verdict, fixed_share: f64, record: u64) {
     }
 }
 
+/// A flow at the pacing rate its sender asked for (`--rate`): the
+/// application's own limit, whether the kernel's pacing gate (busy time)
+/// or the application's sleeps (idle time) held it.
+fn paced(flow: &FlowEvidence, share: f64, delivered_bps: f64) -> Option<Limit> {
+    let rate = flow.paced_bps? as f64;
+    (delivered_bps >= AT_WINDOW * rate / flow.path.overhead.max(1.0)).then(|| Limit {
+        factor: Factor::Application,
+        share,
+        evidence: BTreeMap::from([
+            ("paced_mbit_s".to_string(), rate / 1e6),
+            ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+        ]),
+        fix: format!(
+            "the sender asked to be paced at {:.1} Mbit/s (--rate) and ran at {:.1}: raise or drop the rate",
+            rate / 1e6,
+            delivered_bps / 1e6
+        ),
+    })
+}
+
 /// A side whose CPU held the flow back: saturated, then contended; the
 /// sender first. The slower end bounds a stream however the sender's
 /// chrono labels the time (a pacing control, or a write blocked on a full
@@ -643,6 +663,9 @@ fn busy_time(
     delivered_bps: f64,
     rtt_s: f64,
 ) -> Limit {
+    if let Some(limit) = paced(flow, share, delivered_bps) {
+        return limit;
+    }
     if let Some(limit) = cpu_limit(flow, share) {
         return limit;
     }
@@ -833,16 +856,9 @@ fn busiest(flow: &FlowEvidence, share: f64, cwnd_rate: f64, delivered_bps: f64) 
 /// Time with nothing in flight: the sender's pacing, its CPU, or the cost
 /// of each call and wake-up.
 fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f64) -> Limit {
-    if let Some(rate) = flow.paced_bps {
-        return Limit {
-            factor: Factor::Application,
-            share,
-            evidence: BTreeMap::from([("paced_mbit_s".to_string(), rate as f64 / 1e6)]),
-            fix: format!(
-                "the sender paced itself at {:.1} Mbit/s (--rate): raise or drop the rate",
-                rate as f64 / 1e6
-            ),
-        };
+    let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
+    if let Some(limit) = paced(flow, share, delivered_bps) {
+        return limit;
     }
     if let Some(limit) = cpu_limit(flow, share) {
         return limit;

@@ -73,6 +73,7 @@ pub fn flow_evidence(
     sender: &EndpointReport,
     receiver: &EndpointReport,
     record: u64,
+    paced_bps: Option<u64>,
     reverse: bool,
     link: Option<&LinkFacts>,
     emulator: Option<&EmulatorReport>,
@@ -131,7 +132,7 @@ pub fn flow_evidence(
         receiver: side(receiver),
         tcp,
         path,
-        paced_bps: None,
+        paced_bps,
     })
 }
 
@@ -140,11 +141,13 @@ pub fn flow_limits(
     sender: &EndpointReport,
     receiver: &EndpointReport,
     record: u64,
+    paced_bps: Option<u64>,
     reverse: bool,
     link: Option<&LinkFacts>,
     emulator: Option<&EmulatorReport>,
 ) -> Option<Verdict> {
-    flow_evidence(sender, receiver, record, reverse, link, emulator).map(|e| judge(&e))
+    flow_evidence(sender, receiver, record, paced_bps, reverse, link, emulator)
+        .map(|e| judge(&e))
 }
 
 /// Several connections' reports of one side as one: bytes, calls, CPU,

@@ -496,6 +496,7 @@ pub fn run_once(
             &flow.sender,
             &flow.receiver,
             config.record,
+            config.options.pacing_bps,
             flow.reverse,
             link,
             emulator,

@@ -109,13 +109,9 @@ pub struct StreamOptions {
     /// on one host, one-way latency.
     #[arg(long, requires = "rate")]
     pub udp: bool,
-    /// --udp's rate of UDP payload (10mbit, 1gbit, ...).
-    #[arg(
-        long,
-        value_name = "RATE",
-        requires = "udp",
-        allow_hyphen_values = true
-    )]
+    /// --udp's rate of UDP payload (10mbit, 1gbit, ...); over TCP, the
+    /// kernel's pacing rate for the sending connection (SO_MAX_PACING_RATE).
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
     pub rate: Option<String>,
     /// --udp's datagram length in bytes, netlab's 24-byte header included.
     #[arg(
@@ -155,6 +151,19 @@ impl StreamOptions {
             rate_bps,
             length: length as usize,
         }))
+    }
+
+    /// TCP `--rate R`, checked: the kernel's pacing rate, bits/s.
+    fn tcp_pacing(&self) -> anyhow::Result<Option<u64>> {
+        let Some(rate) = self.rate.as_deref().filter(|_| !self.udp) else {
+            return Ok(None);
+        };
+        let bps = crate::testbed::link::parse_rate(rate)
+            .map_err(|e| anyhow::anyhow!("--rate {rate}: {e}"))?;
+        if bps < 8 {
+            bail!("--rate {rate}: a TCP pacing rate must be at least one byte a second");
+        }
+        Ok(Some(bps))
     }
 
     /// Builds the run configuration, checking option combinations.
@@ -197,6 +206,7 @@ impl StreamOptions {
                 congestion_control: self.cc.clone(),
                 mss: self.mss,
                 rcvlowat: self.rcvlowat,
+                pacing_bps: self.tcp_pacing()?,
             },
             verify: !self.no_verify,
             port: self.port,

@@ -151,6 +151,11 @@ pub struct SocketOptions {
     /// wakes the receiver that much less often. Read receivers only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvlowat: Option<u32>,
+    /// TCP `--rate`: the kernel paces the sender's connection at this
+    /// many bits per second (SO_MAX_PACING_RATE; TCP's own pacing, no fq
+    /// needed since Linux 4.13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_bps: Option<u64>,
 }
 
 /// How much the sender sends.

@@ -908,6 +908,24 @@ impl Sender {
     /// Connects to the receiver as `spec` says.
     pub fn connect(spec: SendSpec) -> Result<Sender, StreamError> {
         let socket = new_socket(&spec.connect, &spec.options)?;
+        if let Some(bps) = spec.options.pacing_bps {
+            let bytes_per_s: u64 = (bps / 8).max(1);
+            // SAFETY: setsockopt reads a u64 from the pointer for its length.
+            let set = unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_MAX_PACING_RATE,
+                    (&bytes_per_s as *const u64).cast(),
+                    std::mem::size_of::<u64>() as libc::socklen_t,
+                )
+            };
+            if set != 0 {
+                return Err(io_err("setting SO_MAX_PACING_RATE (--rate)")(
+                    io::Error::last_os_error(),
+                ));
+            }
+        }
         socket
             .connect(&spec.connect.into())
             .map_err(io_err("connecting to the receiver"))?;
