@@ -417,83 +417,92 @@ fn cpu_only(flow: &FlowEvidence, sender_util: f64, receiver_util: f64, verdict: 
     }
 }
 
+/// How a buffer-bound verdict names one side's buffer.
+struct BufferWords {
+    factor: Factor,
+    /// The chrono's share, as evidence.
+    stalled: &'static str,
+    /// "receive" or "send".
+    noun: &'static str,
+    sysctl: &'static str,
+    option: &'static str,
+    /// Why a buffer over twice the BDP still filled.
+    filled: &'static str,
+}
+
+const RECEIVING: BufferWords = BufferWords {
+    factor: Factor::ReceiveWindow,
+    stalled: "rwnd_limited_share",
+    noun: "receive",
+    sysctl: "tcp_rmem",
+    option: "--rcvbuf",
+    filled: "and still filled: the reader fell behind (its reads, its CPU, its wake-ups)",
+};
+
+const SENDING: BufferWords = BufferWords {
+    factor: Factor::SendBuffer,
+    stalled: "sndbuf_limited_share",
+    noun: "send",
+    sysctl: "tcp_wmem",
+    option: "--sndbuf",
+    filled: "and still filled with unacknowledged data (loss recovery holds it longer): raise net.ipv4.tcp_wmem's maximum further, or find the loss",
+};
+
 fn receive_window(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
-    let side = &flow.receiver;
-    let mut evidence = BTreeMap::from([
-        ("rwnd_limited_share".to_string(), share),
-        ("bdp_bytes".to_string(), bdp),
-    ]);
-    if let Some(buffer) = side.socket_buffer {
-        evidence.insert("receive_buffer_bytes".into(), buffer as f64);
-    }
-    if let Some(max) = side.buffer_max {
-        evidence.insert("tcp_rmem_max_bytes".into(), max as f64);
-    }
-    // Linux advertises about half the buffer as window (tcp_adv_win_scale).
-    let needed = 2.0 * bdp;
-    let fix = if side.socket_buffer.is_some_and(|b| b as f64 >= needed) {
-        format!(
-            "the receive buffer ({}) is over twice the BDP ({}) and still filled: the reader fell behind (its reads, its CPU, its wake-ups)",
-            mb(side.socket_buffer.unwrap_or(0) as f64),
-            mb(bdp)
-        )
-    } else if side.buffer_set {
-        format!(
-            "the receive buffer was set (--rcvbuf, {}), which turns autotuning off: raise it to at least twice the BDP, {}, or leave it unset",
-            side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
-            mb(needed)
-        )
-    } else {
-        format!(
-            "raise net.ipv4.tcp_rmem's maximum{} to at least twice the BDP, {}",
-            side.buffer_max
-                .map_or(String::new(), |m| format!(" (now {})", mb(m as f64))),
-            mb(needed)
-        )
-    };
-    Limit {
-        factor: Factor::ReceiveWindow,
-        share,
-        evidence,
-        fix,
-    }
+    buffer_limit(&flow.receiver, &RECEIVING, share, bdp)
 }
 
 fn send_buffer(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
-    let side = &flow.sender;
+    buffer_limit(&flow.sender, &SENDING, share, bdp)
+}
+
+/// A side's buffer held the flow: what it was, what the BDP needs (twice
+/// the BDP, as the kernel keeps about half a buffer for data), and the
+/// fix for how it was bounded (set by an option, or autotuning's maximum).
+fn buffer_limit(side: &SideEvidence, words: &BufferWords, share: f64, bdp: f64) -> Limit {
     let mut evidence = BTreeMap::from([
-        ("sndbuf_limited_share".to_string(), share),
+        (words.stalled.to_string(), share),
         ("bdp_bytes".to_string(), bdp),
     ]);
     if let Some(buffer) = side.socket_buffer {
-        evidence.insert("send_buffer_bytes".into(), buffer as f64);
+        evidence.insert(format!("{}_buffer_bytes", words.noun), buffer as f64);
     }
     if let Some(max) = side.buffer_max {
-        evidence.insert("tcp_wmem_max_bytes".into(), max as f64);
+        evidence.insert(format!("{}_max_bytes", words.sysctl), max as f64);
     }
     let needed = 2.0 * bdp;
     let fix = if side.socket_buffer.is_some_and(|b| b as f64 >= needed) {
         format!(
-            "the send buffer ({}) is over twice the BDP ({}) and still filled with unacknowledged data (loss recovery holds it longer): raise net.ipv4.tcp_wmem's maximum further, or find the loss",
+            "the {} buffer ({}) is over twice the BDP ({}) {}",
+            words.noun,
             mb(side.socket_buffer.unwrap_or(0) as f64),
-            mb(bdp)
+            mb(bdp),
+            words.filled
         )
     } else if side.buffer_set {
         format!(
-            "the send buffer was set (--sndbuf, {}): raise it to at least twice the BDP, {}, or leave it unset",
+            "the {} buffer was set ({}, {}){}: raise it to at least twice the BDP, {}, or leave it unset",
+            words.noun,
+            words.option,
             side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
+            if words.factor == Factor::ReceiveWindow {
+                ", which turns autotuning off"
+            } else {
+                ""
+            },
             mb(needed)
         )
     } else {
         format!(
-            "raise net.ipv4.tcp_wmem's maximum{} to at least twice the BDP, {}",
+            "raise net.ipv4.{}'s maximum{} to at least twice the BDP, {}",
+            words.sysctl,
             side.buffer_max
                 .map_or(String::new(), |m| format!(" (now {})", mb(m as f64))),
             mb(needed)
         )
     };
     Limit {
-        factor: Factor::SendBuffer,
+        factor: words.factor,
         share,
         evidence,
         fix,

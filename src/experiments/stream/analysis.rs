@@ -12,7 +12,7 @@ use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
 use crate::analysis::limits::{
-    FlowEvidence, PathEvidence, SenderTcp, SideEvidence, Verdict, judge,
+    FlowEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
@@ -66,7 +66,8 @@ pub fn figures(sender: &EndpointReport, receiver: &EndpointReport, record: u64) 
     }
 }
 
-/// What the limits analysis reads about one TCP connection: its two
+/// What the limits analysis reads about one TCP connection (judged by
+/// `analysis::limits::judge`): its two
 /// reports, the link it crossed (`reverse`: from B to A) and the
 /// emulator's counts in its direction. `None` for UDP.
 pub fn flow_evidence(
@@ -134,20 +135,6 @@ pub fn flow_evidence(
         path,
         paced_bps,
     })
-}
-
-/// The verdict on one TCP connection (`None` for UDP).
-pub fn flow_limits(
-    sender: &EndpointReport,
-    receiver: &EndpointReport,
-    record: u64,
-    paced_bps: Option<u64>,
-    reverse: bool,
-    link: Option<&LinkFacts>,
-    emulator: Option<&EmulatorReport>,
-) -> Option<Verdict> {
-    flow_evidence(sender, receiver, record, paced_bps, reverse, link, emulator)
-        .map(|e| judge(&e))
 }
 
 /// Several connections' reports of one side as one: bytes, calls, CPU,

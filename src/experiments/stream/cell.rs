@@ -12,7 +12,10 @@ use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
-use crate::experiments::stream::analysis::{combined_figures, figures, flow_limits, jain_fairness};
+use crate::analysis::limits::judge;
+use crate::experiments::stream::analysis::{
+    combined_figures, figures, flow_evidence, jain_fairness,
+};
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::DesignContext;
 use crate::experiments::stream::record::EndpointReport;
@@ -492,7 +495,7 @@ pub fn run_once(
         .as_ref()
         .map_or((None, None), |n| (Some(&n.link), n.emulator.as_ref()));
     for flow in &mut flows {
-        flow.limits = flow_limits(
+        flow.limits = flow_evidence(
             &flow.sender,
             &flow.receiver,
             config.record,
@@ -500,7 +503,8 @@ pub fn run_once(
             flow.reverse,
             link,
             emulator,
-        );
+        )
+        .map(|evidence| judge(&evidence));
     }
     // The main direction's first connection speaks for the transfer.
     let limits = flows
