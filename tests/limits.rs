@@ -5,7 +5,7 @@
 //! root (CAP_NET_ADMIN), as CI has; without it they fail with that reason.
 
 mod common;
-use common::netlab;
+use common::{netlab, run_json};
 
 use serde_json::Value;
 use std::sync::{Mutex, MutexGuard};
@@ -22,18 +22,9 @@ fn alone() -> MutexGuard<'static, ()> {
 /// Runs `netlab stream` with `args`; its one record's result.
 fn stream(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
-        .arg("stream")
-        .args(args)
-        .args(["--json", "--out"])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc: Value = serde_json::from_slice(&output).unwrap();
-    doc["records"][0]["result"].clone()
+    let mut all = vec!["stream"];
+    all.extend(args);
+    run_json(&all, &dir.path().join("r.jsonl"))["records"][0]["result"].clone()
 }
 
 fn in_namespaces(args: &[&str]) -> Value {
