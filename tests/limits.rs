@@ -236,3 +236,49 @@ fn a_tcp_rate_of_nothing_is_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--rate 0"), "{err}");
 }
+
+/// A side held to 20% of one CPU by a cgroup: its CPU is the limit (its
+/// core was mostly idle, so only the budget's accounting can say so),
+/// and the budget's throttling is in the evidence.
+fn budgeted(option: &str, who: &str) {
+    let r = in_namespaces(&[option, "20", "--duration", "2s"]);
+    let (factor, verdict) = primary(&r);
+    assert_eq!(factor, format!("{who}_cpu"), "{verdict}");
+    let first = &r["limits"]["limits"][0];
+    assert!(first["fix"].as_str().unwrap().contains(option), "{verdict}");
+    assert_eq!(first["evidence"][format!("{who}_budget_pct")], 20.0);
+    let throttled = first["evidence"][format!("{who}_throttled_share")]
+        .as_f64()
+        .unwrap();
+    assert!(
+        throttled > 0.1,
+        "held back {throttled} of the run: {verdict}"
+    );
+    // The record says what budget the side ran under.
+    assert_eq!(r[who]["cpu_budget"]["percent"], 20.0, "{}", r[who]);
+}
+
+#[test]
+fn a_sender_under_a_cpu_budget_is_limited_by_its_cpu() {
+    let _alone = alone();
+    budgeted("--sender-cpu", "sender");
+}
+
+#[test]
+fn a_receiver_under_a_cpu_budget_is_limited_by_its_cpu() {
+    let _alone = alone();
+    budgeted("--receiver-cpu", "receiver");
+}
+
+#[test]
+fn cpu_budgets_out_of_range_are_refused_by_name() {
+    for (option, value) in [("--sender-cpu", "0"), ("--receiver-cpu", "150")] {
+        let out = netlab()
+            .args(["stream", option, value, "--duration", "1s"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("{option} {value}")), "{err}");
+    }
+}

@@ -114,6 +114,15 @@ pub enum Factor {
 }
 
 impl Factor {
+    /// A factor of a host's CPU (its own, its budget, its calls, or the
+    /// CPU it waited for).
+    pub fn is_cpu(self) -> bool {
+        matches!(
+            self,
+            Factor::SenderCpu | Factor::ReceiverCpu | Factor::PerCall | Factor::CpuContention
+        )
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Factor::Link => "the link",
@@ -204,8 +213,14 @@ pub struct SideEvidence {
     pub buffer_set: bool,
     /// The namespace's autotuning maximum (`tcp_rmem` or `tcp_wmem`), bytes.
     pub buffer_max: Option<u64>,
-    /// The data path's thread runnable but waiting for a CPU, s.
+    /// The data path's thread runnable but waiting for a CPU, s (with a
+    /// CPU budget, this includes the time the budget held it back).
     pub run_delay_s: Option<f64>,
+    /// The CPU budget the data path ran under, as a fraction of one CPU
+    /// (a cgroup quota: `--sender-cpu`, `--receiver-cpu`).
+    pub cpu_budget: Option<f64>,
+    /// Time the budget's group was throttled, having spent its quota, s.
+    pub throttled_s: Option<f64>,
 }
 
 impl SideEvidence {
@@ -217,12 +232,30 @@ impl SideEvidence {
         }
     }
 
-    /// The share of the run it waited for a CPU, when that is at least
-    /// [`CONTENDED`] of the run, or a tenth when running and waiting
-    /// together would have saturated it.
+    /// The CPU it could have had: its budget, or one core (a data path
+    /// is one thread).
+    fn capacity(&self) -> f64 {
+        self.cpu_budget.map_or(1.0, |b| b.clamp(1e-3, 1.0))
+    }
+
+    /// Its CPU as a share of what it could have had: at or above
+    /// [`SATURATED`], it was CPU-bound, whether by its core or its budget.
+    fn load(&self) -> f64 {
+        self.utilisation() / self.capacity()
+    }
+
+    /// The share of the run its budget held it back.
+    fn throttled(&self) -> f64 {
+        self.throttled_s.unwrap_or(0.0) / self.wall_s.max(1e-9)
+    }
+
+    /// The share of the run it waited for a CPU that other work held (not
+    /// its own budget), when that is at least [`CONTENDED`] of the run, or
+    /// a tenth when running and waiting together would have saturated it.
     fn contended(&self) -> Option<f64> {
-        let waited = self.run_delay_s? / self.wall_s.max(1e-9);
-        (waited >= CONTENDED || (waited >= 0.1 && self.utilisation() + waited >= SATURATED))
+        let waited =
+            (self.run_delay_s? - self.throttled_s.unwrap_or(0.0)).max(0.0) / self.wall_s.max(1e-9);
+        (waited >= CONTENDED || (waited >= 0.1 && self.load() + waited >= SATURATED))
             .then_some(waited)
     }
 }
@@ -307,8 +340,8 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         return verdict;
     }
     let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
-    let sender_util = flow.sender.utilisation();
-    let receiver_util = flow.receiver.utilisation();
+    let sender_util = flow.sender.load();
+    let receiver_util = flow.receiver.load();
     let Some(tcp) = &flow.tcp else {
         verdict
             .missing
@@ -336,7 +369,7 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
 
     if rwnd_share > 0.0 {
         verdict.limits.push(if receiver_util >= SATURATED {
-            receiver_cpu(flow, receiver_util, rwnd_share)
+            receiver_cpu(flow, rwnd_share)
         } else if let Some(waited) = flow.receiver.contended() {
             contention("receiver", &flow.receiver, waited, rwnd_share)
         } else {
@@ -356,10 +389,19 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
             .limits
             .push(idle_time(flow, idle_share, sender_util, receiver_util));
     }
-    if let Some(queue) = queueing(flow, tcp) {
-        verdict.limits.push(queue);
-    }
     rank(&mut verdict);
+    if let Some(queue) = queueing(flow, tcp) {
+        match verdict.limits.first_mut() {
+            // A side short of CPU acknowledges late: the round trip grows
+            // at the host, not in a queue on the path, so the delay is
+            // that side's evidence rather than a factor of its own.
+            Some(first) if first.factor.is_cpu() => first.evidence.extend(queue.evidence),
+            _ => {
+                verdict.limits.push(queue);
+                rank(&mut verdict);
+            }
+        }
+    }
     verdict
 }
 
@@ -396,23 +438,22 @@ fn rank(verdict: &mut Verdict) {
 /// Without the chrono accounting: a saturated side, or undecided.
 fn cpu_only(flow: &FlowEvidence, sender_util: f64, receiver_util: f64, verdict: &mut Verdict) {
     if sender_util >= SATURATED && sender_util >= receiver_util {
-        verdict
-            .limits
-            .push(sender_cpu(flow, sender_util, sender_util));
+        verdict.limits.push(sender_cpu(flow, sender_util.min(1.0)));
     } else if receiver_util >= SATURATED {
         verdict
             .limits
-            .push(receiver_cpu(flow, receiver_util, receiver_util));
+            .push(receiver_cpu(flow, receiver_util.min(1.0)));
     } else {
         let mut limit = undecided(
             "neither side's CPU was saturated and the kernel's accounting of the sender's time is missing",
         );
         limit
             .evidence
-            .insert("sender_cpu_pct".into(), 100.0 * sender_util);
-        limit
-            .evidence
-            .insert("receiver_cpu_pct".into(), 100.0 * receiver_util);
+            .insert("sender_cpu_pct".into(), 100.0 * flow.sender.utilisation());
+        limit.evidence.insert(
+            "receiver_cpu_pct".into(),
+            100.0 * flow.receiver.utilisation(),
+        );
         verdict.limits.push(limit);
     }
 }
@@ -509,11 +550,11 @@ fn buffer_limit(side: &SideEvidence, words: &BufferWords, share: f64, bdp: f64) 
     }
 }
 
-fn sender_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
+fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
     let records = (flow.bytes as f64 / flow.record.max(1) as f64).max(1.0);
     let side = &flow.sender;
-    let evidence = BTreeMap::from([
-        ("sender_cpu_pct".to_string(), 100.0 * util),
+    let mut evidence = BTreeMap::from([
+        ("sender_cpu_pct".to_string(), 100.0 * side.utilisation()),
         ("cpu_us_per_record".to_string(), side.cpu_s * 1e6 / records),
         (
             "calls_per_record".to_string(),
@@ -525,6 +566,14 @@ fn sender_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
         ),
         ("record_bytes".to_string(), flow.record as f64),
     ]);
+    if let Some(fix) = budget_bound(side, "sender", "--sender-cpu", &mut evidence) {
+        return Limit {
+            factor: Factor::SenderCpu,
+            share,
+            evidence,
+            fix,
+        };
+    }
     if flow.record <= SMALL_RECORD {
         Limit {
             factor: Factor::PerCall,
@@ -607,12 +656,12 @@ fn paced(flow: &FlowEvidence, share: f64, delivered_bps: f64) -> Option<Limit> {
 /// chrono labels the time (a pacing control, or a write blocked on a full
 /// buffer while the receiver waits for a core).
 fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
-    let (sender, receiver) = (flow.sender.utilisation(), flow.receiver.utilisation());
+    let (sender, receiver) = (flow.sender.load(), flow.receiver.load());
     if sender >= SATURATED && sender >= receiver {
-        return Some(sender_cpu(flow, sender, share));
+        return Some(sender_cpu(flow, share));
     }
     if receiver >= SATURATED {
-        return Some(receiver_cpu(flow, receiver, share));
+        return Some(receiver_cpu(flow, share));
     }
     if let Some(waited) = flow.sender.contended() {
         return Some(contention("sender", &flow.sender, waited, share));
@@ -620,6 +669,32 @@ fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
     flow.receiver
         .contended()
         .map(|waited| contention("receiver", &flow.receiver, waited, share))
+}
+
+/// A side held to a CPU budget that it used up (or that throttled it):
+/// the budget's fix, with its evidence added.
+fn budget_bound(
+    side: &SideEvidence,
+    who: &str,
+    option: &str,
+    evidence: &mut BTreeMap<String, f64>,
+) -> Option<String> {
+    let budget = side.cpu_budget.filter(|&b| b < 1.0)?;
+    evidence.insert(format!("{who}_budget_pct"), 100.0 * budget);
+    evidence.insert(format!("{who}_budget_used_pct"), 100.0 * side.load());
+    if let Some(t) = side.throttled_s {
+        evidence.insert(format!("{who}_throttled_share"), side.throttled());
+        evidence.insert(format!("{who}_throttled_s"), t);
+    }
+    Some(format!(
+        "the {who}'s data path is held to {:.1}% of one CPU (a cgroup quota, {option}) and used {:.0}% of it{}: lift or raise the budget, or spend less CPU per byte (larger records, zero-copy)",
+        100.0 * budget,
+        100.0 * side.load().min(1.0),
+        side.throttled_s.map_or(String::new(), |_| format!(
+            ", throttled {:.0}% of the run",
+            100.0 * side.throttled()
+        ))
+    ))
 }
 
 fn contention(who: &str, side: &SideEvidence, waited: f64, share: f64) -> Limit {
@@ -642,20 +717,29 @@ fn contention(who: &str, side: &SideEvidence, waited: f64, share: f64) -> Limit 
     }
 }
 
-fn receiver_cpu(flow: &FlowEvidence, util: f64, share: f64) -> Limit {
+fn receiver_cpu(flow: &FlowEvidence, share: f64) -> Limit {
     let side = &flow.receiver;
     let reads = side.syscalls.max(1) as f64;
+    let mut evidence = BTreeMap::from([
+        ("receiver_cpu_pct".to_string(), 100.0 * side.utilisation()),
+        ("bytes_per_read".to_string(), flow.bytes as f64 / reads),
+        (
+            "context_switches_per_read".to_string(),
+            (side.voluntary_cs + side.involuntary_cs) as f64 / reads,
+        ),
+    ]);
+    if let Some(fix) = budget_bound(side, "receiver", "--receiver-cpu", &mut evidence) {
+        return Limit {
+            factor: Factor::ReceiverCpu,
+            share,
+            evidence,
+            fix,
+        };
+    }
     Limit {
         factor: Factor::ReceiverCpu,
         share,
-        evidence: BTreeMap::from([
-            ("receiver_cpu_pct".to_string(), 100.0 * util),
-            ("bytes_per_read".to_string(), flow.bytes as f64 / reads),
-            (
-                "context_switches_per_read".to_string(),
-                (side.voluntary_cs + side.involuntary_cs) as f64 / reads,
-            ),
-        ]),
+        evidence,
         fix: format!(
             "the receiver's core is saturated ({:.0} bytes per read): read larger chunks, receive without the copy (--recv splice or zerocopy), or spread flows over cores (-P)",
             flow.bytes as f64 / reads
@@ -813,8 +897,8 @@ fn busy_time(
 /// undecided, with what was seen.
 fn busiest(flow: &FlowEvidence, share: f64, cwnd_rate: f64, delivered_bps: f64) -> Limit {
     let parts = [
-        (Factor::SenderCpu, flow.sender.utilisation()),
-        (Factor::ReceiverCpu, flow.receiver.utilisation()),
+        (Factor::SenderCpu, flow.sender.load()),
+        (Factor::ReceiverCpu, flow.receiver.load()),
         (Factor::Emulator, flow.path.emulator_busy.unwrap_or(0.0)),
     ];
     let (factor, busy) = parts
@@ -877,7 +961,7 @@ fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f
     if flow.record <= SMALL_RECORD && sender_util + receiver_util >= SATURATED {
         // Neither side saturated, but together they keep a core busy:
         // they take turns, each waking the other.
-        let mut limit = sender_cpu(flow, sender_util, share);
+        let mut limit = sender_cpu(flow, share);
         limit.factor = Factor::PerCall;
         limit
             .evidence
@@ -892,7 +976,7 @@ fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f
         factor: Factor::Application,
         share,
         evidence: BTreeMap::from([
-            ("sender_cpu_pct".to_string(), 100.0 * sender_util),
+            ("sender_cpu_pct".to_string(), 100.0 * flow.sender.utilisation()),
             ("context_switches_per_record".to_string(), switches),
         ]),
         fix: "the sender had nothing in flight and its CPU was not saturated: its producer (disk, a pipe, a slow read) fed it too slowly".into(),
@@ -1004,6 +1088,61 @@ mod tests {
         assert!(v.primary().unwrap().fix.contains("--rcvbuf"));
         f.receiver.cpu_s = 1.95;
         assert_eq!(primary(&f), Factor::ReceiverCpu);
+    }
+
+    #[test]
+    fn a_side_that_spent_its_cpu_budget_is_cpu_bound_though_its_core_was_mostly_idle() {
+        // The receiver ran 30% of the run on a 30% budget and waited the
+        // rest (its run delay includes the throttled time): its budget,
+        // not contention, held the flow; the sender saw a full window.
+        let mut f = flow(tcp(2.0, 1.5, 0.0));
+        f.receiver.cpu_s = 0.6;
+        f.receiver.run_delay_s = Some(1.3);
+        assert_eq!(primary(&f), Factor::CpuContention, "unbudgeted: it waited");
+        f.receiver.cpu_budget = Some(0.3);
+        f.receiver.throttled_s = Some(1.2);
+        let v = judge(&f);
+        let first = v.primary().unwrap();
+        assert_eq!(first.factor, Factor::ReceiverCpu, "{v:?}");
+        assert!(first.fix.contains("30.0% of one CPU"), "{}", first.fix);
+        assert!(first.fix.contains("--receiver-cpu"), "{}", first.fix);
+        assert!((first.evidence["receiver_throttled_share"] - 0.6).abs() < 1e-9);
+        // A sender on a budget it does not reach is not held by it.
+        let mut f = flow(tcp(2.0, 0.0, 0.0));
+        f.sender.cpu_budget = Some(0.5);
+        f.sender.cpu_s = 0.2;
+        assert_ne!(primary(&f), Factor::SenderCpu);
+        // One that reaches it is, with nothing in flight between its slices.
+        let mut f = flow(tcp(0.7, 0.0, 0.0));
+        f.sender.cpu_budget = Some(0.3);
+        f.sender.cpu_s = 0.59;
+        f.sender.throttled_s = Some(1.3);
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::SenderCpu, "{v:?}");
+        assert!(v.primary().unwrap().fix.contains("--sender-cpu"));
+    }
+
+    #[test]
+    fn round_trips_stretched_by_a_side_short_of_cpu_are_its_evidence_not_a_queue() {
+        let mut t = tcp(2.0, 1.8, 0.0);
+        t.min_rtt_us = Some(20);
+        t.srtt_us = 2_000;
+        let mut f = flow(t);
+        f.receiver.cpu_s = 1.95;
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::ReceiverCpu);
+        assert!(
+            v.limits.iter().all(|l| l.factor != Factor::QueueingDelay),
+            "{v:?}"
+        );
+        assert!(v.primary().unwrap().evidence.contains_key("queueing_ms"));
+        // With the receiver's CPU to spare, the same delay is a queue.
+        f.receiver.cpu_s = 0.1;
+        let v = judge(&f);
+        assert!(
+            v.limits.iter().any(|l| l.factor == Factor::QueueingDelay),
+            "{v:?}"
+        );
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub fn flow_evidence(
         buffer_set: r.buffer.is_some_and(|b| b.set),
         buffer_max: r.buffer.and_then(|b| b.autotune_max),
         run_delay_s: r.run_delay_s,
+        cpu_budget: r.cpu_budget.as_ref().map(|b| b.percent / 100.0),
+        throttled_s: r.cpu_budget.as_ref().and_then(|b| b.throttled_s),
     };
     let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
         srtt_us: t.rtt_us,

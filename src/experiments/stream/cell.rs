@@ -79,6 +79,8 @@ pub enum ConfigError {
     Udp(String),
     #[error("--rcvlowat {0}")]
     Rcvlowat(String),
+    #[error("{0}")]
+    CpuBudget(String),
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -193,11 +195,38 @@ impl StreamConfig {
         Ok(())
     }
 
+    /// `--sender-cpu` / `--receiver-cpu`: a share of one CPU the kernel can
+    /// enforce (each data path is one thread, so at most one CPU), and a
+    /// cgroup CPU controller here when an end runs here.
+    fn check_budgets(&self) -> Result<(), ConfigError> {
+        use crate::testbed::cgroup;
+        let asked = [
+            ("--sender-cpu", self.options.sender_cpu_pct),
+            ("--receiver-cpu", self.options.receiver_cpu_pct),
+        ];
+        for (option, percent) in asked {
+            let Some(percent) = percent else { continue };
+            if !(cgroup::MIN_PERCENT..=100.0).contains(&percent) {
+                return Err(ConfigError::CpuBudget(format!(
+                    "{option} {percent}: give {} to 100 percent of one CPU (the kernel's smallest quota is 1 ms a second; a data path is one thread)",
+                    cgroup::MIN_PERCENT
+                )));
+            }
+            if !matches!(self.placement, Placement::Remote { .. })
+                && let Err(e) = cgroup::available()
+            {
+                return Err(ConfigError::CpuBudget(format!("{option}: {e}")));
+            }
+        }
+        Ok(())
+    }
+
     /// Rejects configurations that cannot run, before any process starts.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=MAX_PARALLEL).contains(&self.flows.parallel) {
             return Err(ConfigError::Parallel(self.flows.parallel));
         }
+        self.check_budgets()?;
         if self.record > MAX_RECORD {
             return Err(ConfigError::RecordTooLarge(format_size(self.record)));
         }
@@ -289,8 +318,17 @@ impl StreamConfig {
                 }
             ),
         };
+        let mut budgets = String::new();
+        for (who, percent) in [
+            ("sender", self.options.sender_cpu_pct),
+            ("receiver", self.options.receiver_cpu_pct),
+        ] {
+            if let Some(p) = percent {
+                budgets.push_str(&format!(", {who} held to {p}% of one CPU"));
+            }
+        }
         format!(
-            "{amount} in {} records, {send} -> {recv}, {verify}{flows}",
+            "{amount} in {} records, {send} -> {recv}, {verify}{flows}{budgets}",
             format_size(self.record)
         )
     }

@@ -121,6 +121,14 @@ pub struct StreamOptions {
         allow_hyphen_values = true
     )]
     pub length: Option<i64>,
+    /// Run the sending end's data path under a CPU budget of PERCENT of
+    /// one CPU (a cgroup quota; 0.1 to 100 per CPU). Both ends local
+    /// or through agents; needs root and a cgroup CPU controller.
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true)]
+    pub sender_cpu: Option<f64>,
+    /// The same for the receiving end.
+    #[arg(long, value_name = "PERCENT", allow_hyphen_values = true)]
+    pub receiver_cpu: Option<f64>,
     #[command(flatten)]
     pub place: crate::options::placement::PlacementArgs,
     #[command(flatten)]
@@ -207,6 +215,8 @@ impl StreamOptions {
                 mss: self.mss,
                 rcvlowat: self.rcvlowat,
                 pacing_bps: self.tcp_pacing()?,
+                sender_cpu_pct: self.sender_cpu,
+                receiver_cpu_pct: self.receiver_cpu,
             },
             verify: !self.no_verify,
             port: self.port,

@@ -132,8 +132,9 @@ pub struct FlowResult {
     pub limits: Option<Verdict>,
 }
 
-/// Socket options applied before connecting (sender) or listening (receiver).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Socket options applied before connecting (sender) or listening
+/// (receiver), and the CPU budget each end's data path runs under.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SocketOptions {
     pub nodelay: bool,
     pub sndbuf: Option<usize>,
@@ -156,6 +157,14 @@ pub struct SocketOptions {
     /// needed since Linux 4.13).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_bps: Option<u64>,
+    /// `--sender-cpu` / `--receiver-cpu`: the sending or receiving end's
+    /// data path runs in a cgroup of this many percent of one CPU
+    /// (`testbed::cgroup`), the rest of its process (control, samplers)
+    /// outside it where the hierarchy allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_cpu_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_cpu_pct: Option<f64>,
 }
 
 /// How much the sender sends.
@@ -332,6 +341,20 @@ pub struct EndpointReport {
     /// The TCP socket's buffer at the end (receive or send, by role).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer: Option<SocketBuffer>,
+    /// The CPU budget the data path ran under (`--sender-cpu`,
+    /// `--receiver-cpu`) and how long the scheduler held it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_budget: Option<BudgetUse>,
+}
+
+/// A data path's CPU budget as it was applied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetUse {
+    /// Percent of one CPU (the cgroup's quota over its period).
+    pub percent: f64,
+    /// Time the group was throttled, having used its quota (the cgroup's
+    /// `cpu.stat`), s; absent where the kernel does not say.
+    pub throttled_s: Option<f64>,
 }
 
 /// A TCP socket's buffer at the end of its data path, and what bounded it.

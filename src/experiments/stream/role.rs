@@ -8,10 +8,11 @@ use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::{DataGuard, Token};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
 use crate::experiments::stream::record::{
-    Amount, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions, UdpPace,
+    Amount, BudgetUse, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions, UdpPace,
 };
 use crate::experiments::stream::transfer::{Receiver, Sender};
 use crate::experiments::stream::udp::{UdpReceiver, UdpSender};
+use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -97,6 +98,20 @@ enum State {
 #[derive(Default)]
 pub struct StreamRole {
     state: State,
+    /// `--sender-cpu` / `--receiver-cpu`: made at set-up (so a host that
+    /// cannot make it says so before anything runs), entered by the data
+    /// path's thread for `Go` alone, removed when the role ends.
+    budget: Option<CpuBudget>,
+}
+
+/// A CPU budget of `percent` of one CPU, if one was asked for.
+fn make_budget(percent: Option<f64>) -> Result<Option<CpuBudget>, RoleError> {
+    percent
+        .map(|p| {
+            CpuBudget::create(p)
+                .map_err(|e| RoleError::failed(format_args!("a CPU budget of {p}%: {e}")))
+        })
+        .transpose()
 }
 
 impl Protocol for StreamRole {
@@ -113,6 +128,11 @@ impl Role for StreamRole {
         request: StreamRequest,
         link: &mut Link<'_>,
     ) -> Result<StreamReply, RoleError> {
+        match &request {
+            StreamRequest::Receive(spec) => self.budget = make_budget(spec.options.receiver_cpu_pct)?,
+            StreamRequest::Send(spec) => self.budget = make_budget(spec.options.sender_cpu_pct)?,
+            StreamRequest::Go => {}
+        }
         match request {
             StreamRequest::Receive(spec) if spec.udp => {
                 let bind = spec.bind;
@@ -174,9 +194,31 @@ impl Role for StreamRole {
 }
 
 impl StreamRole {
-    /// Runs what was set up; the data path's errors become `Failed`, the
-    /// control channel's end the endpoint.
+    /// Runs what was set up, inside its CPU budget if it has one; the
+    /// data path's errors become `Failed`, the control channel's end the
+    /// endpoint.
     fn go(&mut self, link: &mut Link<'_>) -> Result<EndpointReport, RoleError> {
+        let Some(budget) = self.budget.take() else {
+            return self.run(link);
+        };
+        budget.enter_thread().map_err(RoleError::failed)?;
+        let result = self.run(link);
+        // Lifted before leaving, so nothing after the data path (the
+        // report, the teardown) runs at the budget's pace.
+        let _ = budget.lift();
+        let used = BudgetUse {
+            percent: budget.percent,
+            throttled_s: budget.throttled().map(|d| d.as_secs_f64()),
+        };
+        let _ = budget.leave_thread();
+        drop(budget);
+        result.map(|mut report| {
+            report.cpu_budget = Some(used);
+            report
+        })
+    }
+
+    fn run(&mut self, link: &mut Link<'_>) -> Result<EndpointReport, RoleError> {
         match std::mem::take(&mut self.state) {
             State::Receiver(receiver) => {
                 let mut channel = None;

@@ -253,6 +253,7 @@ impl Receiver {
             interface,
             run_delay_s,
             buffer,
+            cpu_budget: None,
         })
     }
 }
@@ -1040,6 +1041,7 @@ impl Sender {
             interface,
             run_delay_s,
             buffer,
+            cpu_budget: None,
         })
     }
 }
