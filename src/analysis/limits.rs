@@ -221,6 +221,60 @@ pub struct SideEvidence {
     pub cpu_budget: Option<f64>,
     /// Time the budget's group was throttled, having spent its quota, s.
     pub throttled_s: Option<f64>,
+    /// The side's namespace's TCP counters over the run (`TcpExt.*` and
+    /// `Tcp.*` by full name), if they were read: namespace-wide, so on
+    /// loopback both ends' and all other traffic's.
+    pub counters: Option<BTreeMap<String, u64>>,
+}
+
+/// The receiver's kernel making room in its receive queue, and the
+/// segments it dropped for want of it (`tcp_prune_queue`,
+/// `tcp_data_queue`, `tcp_add_backlog`): the names in `TcpExt`.
+const RECEIVE_QUEUE: [&str; 8] = [
+    "PruneCalled",
+    "RcvPruned",
+    "OfoPruned",
+    "TCPRcvCollapsed",
+    "TCPRcvQDrop",
+    "TCPBacklogDrop",
+    "TCPZeroWindowDrop",
+    "TCPToZeroWindowAdv",
+];
+
+/// Of [`RECEIVE_QUEUE`], those that count dropped segments.
+const RECEIVE_DROPS: [&str; 4] = [
+    "RcvPruned",
+    "TCPRcvQDrop",
+    "TCPBacklogDrop",
+    "TCPZeroWindowDrop",
+];
+
+/// The receiver's queue counters that moved, and the names the record
+/// lacks (None: no counters at all).
+fn receive_queue(side: &SideEvidence) -> Option<(BTreeMap<String, f64>, Vec<&'static str>)> {
+    let counters = side.counters.as_ref()?;
+    let mut moved = BTreeMap::new();
+    let mut lacking = Vec::new();
+    for name in RECEIVE_QUEUE {
+        match counters.get(&format!("TcpExt.{name}")) {
+            Some(&n) if n > 0 => {
+                moved.insert(name.to_string(), n as f64);
+            }
+            Some(_) => {}
+            None => lacking.push(name),
+        }
+    }
+    Some((moved, lacking))
+}
+
+/// Segments the receiver's kernel dropped for want of room.
+fn receive_drops(side: &SideEvidence) -> u64 {
+    side.counters.as_ref().map_or(0, |c| {
+        RECEIVE_DROPS
+            .iter()
+            .map(|name| c.get(&format!("TcpExt.{name}")).copied().unwrap_or(0))
+            .sum()
+    })
 }
 
 impl SideEvidence {
@@ -349,8 +403,11 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         cpu_only(flow, sender_util, receiver_util, &mut verdict);
         return verdict;
     };
-    let rtt_s = f64::from(tcp.min_rtt_us.unwrap_or(tcp.srtt_us).max(1)) / 1e6;
-    let bdp = flow.path.rate_bps.map_or(delivered_bps, |r| r as f64) / 8.0 * rtt_s;
+    let round_trip = RoundTrip {
+        rtt_s: f64::from(tcp.min_rtt_us.unwrap_or(tcp.srtt_us).max(1)) / 1e6,
+        link_bps: flow.path.rate_bps.map(|r| r as f64),
+        delivered_bps,
+    };
     let (Some(busy), Some(rwnd), Some(sndbuf)) =
         (tcp.busy_us, tcp.rwnd_limited_us, tcp.sndbuf_limited_us)
     else {
@@ -373,21 +430,33 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         } else if let Some(waited) = flow.receiver.contended() {
             contention("receiver", &flow.receiver, waited, rwnd_share)
         } else {
-            receive_window(flow, rwnd_share, bdp)
+            receive_window(flow, rwnd_share, &round_trip)
         });
     }
     if sndbuf_share > 0.0 {
-        verdict.limits.push(send_buffer(flow, sndbuf_share, bdp));
+        verdict
+            .limits
+            .push(send_buffer(flow, sndbuf_share, &round_trip));
     }
     if rest_share > 0.0 {
         verdict
             .limits
-            .push(busy_time(flow, tcp, rest_share, delivered_bps, rtt_s));
+            .push(busy_time(flow, tcp, rest_share, &round_trip));
     }
     if idle_share > 0.0 {
         verdict
             .limits
             .push(idle_time(flow, idle_share, sender_util, receiver_util));
+    }
+    match receive_queue(&flow.receiver) {
+        None => verdict
+            .missing
+            .push("the receiver's TcpExt counters (receive-queue pruning and drops)".into()),
+        Some((_, lacking)) if !lacking.is_empty() => verdict.missing.push(format!(
+            "TcpExt {} (this kernel does not count them)",
+            lacking.join(", ")
+        )),
+        Some(_) => {}
     }
     rank(&mut verdict);
     if let Some(queue) = queueing(flow, tcp) {
@@ -489,40 +558,124 @@ const SENDING: BufferWords = BufferWords {
     filled: "and still filled with unacknowledged data (loss recovery holds it longer): raise net.ipv4.tcp_wmem's maximum further, or find the loss",
 };
 
-fn receive_window(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
-    buffer_limit(&flow.receiver, &RECEIVING, share, bdp)
+/// The receive buffer held the flow; what the receiver's kernel did to
+/// fit the queue into it (pruned, collapsed, dropped, a zero window
+/// advertised) is its evidence, and says the reader fell behind.
+fn receive_window(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip) -> Limit {
+    let mut limit = buffer_limit(&flow.receiver, &RECEIVING, share, round_trip);
+    if let Some((moved, _)) = receive_queue(&flow.receiver)
+        && !moved.is_empty()
+    {
+        let said: Vec<String> = moved
+            .iter()
+            .map(|(name, n)| format!("{name} {n:.0}"))
+            .collect();
+        limit.fix.push_str(&format!(
+            "; the receiver's kernel made room in its queue ({}): the reader fell behind its buffer",
+            said.join(", ")
+        ));
+        limit.evidence.extend(moved);
+    }
+    limit
 }
 
-fn send_buffer(flow: &FlowEvidence, share: f64, bdp: f64) -> Limit {
-    buffer_limit(&flow.sender, &SENDING, share, bdp)
+fn send_buffer(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip) -> Limit {
+    buffer_limit(&flow.sender, &SENDING, share, round_trip)
 }
 
-/// A side's buffer held the flow: what it was, what the BDP needs (twice
-/// the BDP, as the kernel keeps about half a buffer for data), and the
-/// fix for how it was bounded (set by an option, or autotuning's maximum).
-fn buffer_limit(side: &SideEvidence, words: &BufferWords, share: f64, bdp: f64) -> Limit {
+/// The round trip a window is spent over, and the rates it is set against.
+struct RoundTrip {
+    /// `min_rtt` (the path's own), or the smoothed RTT without it, s.
+    rtt_s: f64,
+    /// The bottleneck link's rate, where known.
+    link_bps: Option<f64>,
+    delivered_bps: f64,
+}
+
+impl RoundTrip {
+    /// The bandwidth-delay product of the link, where its rate is known.
+    fn link_bdp(&self) -> Option<f64> {
+        self.link_bps.map(|r| r / 8.0 * self.rtt_s)
+    }
+
+    /// What the flow delivered per round trip.
+    fn delivered_per_rtt(&self) -> f64 {
+        self.delivered_bps / 8.0 * self.rtt_s
+    }
+
+    /// The rate a buffer of `bytes` allows: about half of it is window.
+    fn window_rate(&self, bytes: u64) -> f64 {
+        bytes as f64 * WINDOW_OF_BUFFER * 8.0 / self.rtt_s
+    }
+}
+
+/// A side's buffer held the flow: what it was, the rate it allows over
+/// this round trip, what the path needs (twice the link's BDP, as the
+/// kernel keeps about half a buffer for data; where the link's rate is
+/// unknown, what 1 Gbit/s would need), and the fix for how it was bounded
+/// (set by an option, or autotuning's maximum). A buffer over twice what
+/// the flow delivered per round trip that still filled was not too small:
+/// its side fell behind.
+fn buffer_limit(
+    side: &SideEvidence,
+    words: &BufferWords,
+    share: f64,
+    round_trip: &RoundTrip,
+) -> Limit {
     let mut evidence = BTreeMap::from([
         (words.stalled.to_string(), share),
-        ("bdp_bytes".to_string(), bdp),
+        ("rtt_ms".to_string(), round_trip.rtt_s * 1e3),
     ]);
+    if let Some(bdp) = round_trip.link_bdp() {
+        evidence.insert("bdp_bytes".into(), bdp);
+    }
     if let Some(buffer) = side.socket_buffer {
         evidence.insert(format!("{}_buffer_bytes", words.noun), buffer as f64);
+        evidence.insert(
+            "window_rate_mbit_s".into(),
+            round_trip.window_rate(buffer) / 1e6,
+        );
     }
     if let Some(max) = side.buffer_max {
         evidence.insert(format!("{}_max_bytes", words.sysctl), max as f64);
     }
-    let needed = 2.0 * bdp;
-    let fix = if side.socket_buffer.is_some_and(|b| b as f64 >= needed) {
+    let per_rtt = round_trip
+        .link_bdp()
+        .unwrap_or(round_trip.delivered_per_rtt());
+    let target = match round_trip.link_bdp() {
+        Some(bdp) => format!("at least twice the BDP, {}", mb(2.0 * bdp)),
+        None => format!(
+            "twice the rate you want times the round trip ({} for 1 Gbit/s over these {:.1} ms)",
+            mb(2.0 * 1e9 / 8.0 * round_trip.rtt_s),
+            round_trip.rtt_s * 1e3
+        ),
+    };
+    let holds = side.socket_buffer.map_or(String::new(), |b| {
         format!(
-            "the {} buffer ({}) is over twice the BDP ({}) {}",
+            ": it allows about {:.1} Mbit/s over this {:.1} ms round trip",
+            round_trip.window_rate(b) / 1e6,
+            round_trip.rtt_s * 1e3
+        )
+    });
+    let fix = if side
+        .socket_buffer
+        .is_some_and(|b| b as f64 >= 2.0 * per_rtt)
+    {
+        format!(
+            "the {} buffer ({}) is over twice {} ({}) {}",
             words.noun,
             mb(side.socket_buffer.unwrap_or(0) as f64),
-            mb(bdp),
+            if round_trip.link_bps.is_some() {
+                "the BDP"
+            } else {
+                "what the flow delivered per round trip"
+            },
+            mb(per_rtt),
             words.filled
         )
     } else if side.buffer_set {
         format!(
-            "the {} buffer was set ({}, {}){}: raise it to at least twice the BDP, {}, or leave it unset",
+            "the {} buffer was set ({}, {}){}{holds}; raise it to {target}, or leave it unset",
             words.noun,
             words.option,
             side.socket_buffer.map_or("?".into(), |b| mb(b as f64)),
@@ -531,15 +684,14 @@ fn buffer_limit(side: &SideEvidence, words: &BufferWords, share: f64, bdp: f64) 
             } else {
                 ""
             },
-            mb(needed)
         )
     } else {
         format!(
-            "raise net.ipv4.{}'s maximum{} to at least twice the BDP, {}",
+            "net.ipv4.{}'s maximum{} bounds the {} buffer{holds}; raise the maximum to {target}",
             words.sysctl,
             side.buffer_max
                 .map_or(String::new(), |m| format!(" (now {})", mb(m as f64))),
-            mb(needed)
+            words.noun,
         )
     };
     Limit {
@@ -749,13 +901,9 @@ fn receiver_cpu(flow: &FlowEvidence, share: f64) -> Limit {
 
 /// Busy time not stalled by a buffer: the sender's CPU, the link, loss or
 /// a window still opening.
-fn busy_time(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    delivered_bps: f64,
-    rtt_s: f64,
-) -> Limit {
+fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &RoundTrip) -> Limit {
+    let delivered_bps = round_trip.delivered_bps;
+    let rtt_s = round_trip.rtt_s;
     if let Some(limit) = paced(flow, share, delivered_bps) {
         return limit;
     }
@@ -790,23 +938,17 @@ fn busy_time(
             };
         }
     }
-    let min_rtt_s = f64::from(tcp.min_rtt_us.unwrap_or(tcp.srtt_us).max(1)) / 1e6;
-    let window_rate =
-        |buffer: Option<u64>| buffer.map(|b| b as f64 * WINDOW_OF_BUFFER * 8.0 / min_rtt_s);
-    let bdp = flow.path.rate_bps.map_or(delivered_bps, |r| r as f64) / 8.0 * min_rtt_s;
+    let window_rate = |buffer: Option<u64>| buffer.map(|b| round_trip.window_rate(b));
     for (bound, receiving) in [
         (window_rate(flow.receiver.socket_buffer), true),
         (window_rate(flow.sender.socket_buffer), false),
     ] {
-        if let Some(bound) = bound.filter(|&b| delivered_bps >= AT_WINDOW * b) {
+        if bound.is_some_and(|b| delivered_bps >= AT_WINDOW * b) {
             let mut limit = if receiving {
-                receive_window(flow, share, bdp)
+                receive_window(flow, share, round_trip)
             } else {
-                send_buffer(flow, share, bdp)
+                send_buffer(flow, share, round_trip)
             };
-            limit
-                .evidence
-                .insert("window_rate_mbit_s".into(), bound / 1e6);
             limit
                 .evidence
                 .insert("delivered_mbit_s".into(), delivered_bps / 1e6);
@@ -818,21 +960,38 @@ fn busy_time(
         let p = f64::from(tcp.total_retrans) / f64::from(segments);
         let srtt = f64::from(tcp.srtt_us.max(1)) / 1e6;
         let mathis_bps = f64::from(tcp.snd_mss) * 8.0 / srtt * MATHIS_C / p.sqrt();
+        let dropped_here = receive_drops(&flow.receiver);
+        let mut evidence = BTreeMap::from([
+            ("loss_rate".to_string(), p),
+            (
+                "retransmitted_segments".to_string(),
+                f64::from(tcp.total_retrans),
+            ),
+            ("mathis_bound_mbit_s".to_string(), mathis_bps / 1e6),
+            ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+            ("srtt_ms".to_string(), srtt * 1e3),
+        ]);
+        let (source, cure) = if dropped_here > 0 {
+            evidence.insert("receiver_dropped_segments".into(), dropped_here as f64);
+            (
+                format!(
+                    "the receiver's kernel dropped {dropped_here} segments for want of room in its queue (TcpExt RcvPruned, TCPRcvQDrop, TCPBacklogDrop, TCPZeroWindowDrop) against {} retransmitted",
+                    tcp.total_retrans
+                ),
+                "give the receiver a larger buffer or a faster reader",
+            )
+        } else {
+            (
+                "the receiver's kernel dropped none: the loss is on the path".to_string(),
+                "find the loss, or use a congestion control that does not read loss as congestion (bbr)",
+            )
+        };
         return Limit {
             factor: Factor::Loss,
             share,
-            evidence: BTreeMap::from([
-                ("loss_rate".to_string(), p),
-                (
-                    "retransmitted_segments".to_string(),
-                    f64::from(tcp.total_retrans),
-                ),
-                ("mathis_bound_mbit_s".to_string(), mathis_bps / 1e6),
-                ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
-                ("srtt_ms".to_string(), srtt * 1e3),
-            ]),
+            evidence,
             fix: format!(
-                "the path loses {:.2}% of segments: the loss-bounded rate (Mathis) is {:.1} Mbit/s against {:.1} measured; find the loss, or use a congestion control that does not read loss as congestion (bbr)",
+                "{:.2}% of segments were retransmitted: the loss-bounded rate (Mathis) is {:.1} Mbit/s against {:.1} measured; {source}; {cure}",
                 100.0 * p,
                 mathis_bps / 1e6,
                 delivered_bps / 1e6
@@ -1143,6 +1302,60 @@ mod tests {
             v.limits.iter().any(|l| l.factor == Factor::QueueingDelay),
             "{v:?}"
         );
+    }
+
+    fn counters(pairs: &[(&str, u64)]) -> Option<BTreeMap<String, u64>> {
+        let mut all: BTreeMap<String, u64> = RECEIVE_QUEUE
+            .iter()
+            .map(|name| (format!("TcpExt.{name}"), 0))
+            .collect();
+        for (name, n) in pairs {
+            all.insert(format!("TcpExt.{name}"), *n);
+        }
+        Some(all)
+    }
+
+    #[test]
+    fn a_receiver_that_pruned_its_queue_fell_behind_its_buffer() {
+        let mut f = flow(tcp(2.0, 1.5, 0.0));
+        f.receiver.counters = counters(&[("PruneCalled", 12), ("TCPToZeroWindowAdv", 30)]);
+        let v = judge(&f);
+        let first = v.primary().unwrap();
+        assert_eq!(first.factor, Factor::ReceiveWindow);
+        assert_eq!(first.evidence["PruneCalled"], 12.0);
+        assert!(first.fix.contains("reader fell behind"), "{}", first.fix);
+        assert!(v.missing.is_empty(), "{:?}", v.missing);
+        // Without the counters the verdict says it could not see them.
+        f.receiver.counters = None;
+        assert!(judge(&f).missing.iter().any(|m| m.contains("TcpExt")));
+        // A kernel that lacks some names them.
+        let mut partial = counters(&[]).unwrap();
+        partial.remove("TcpExt.TCPZeroWindowDrop");
+        f.receiver.counters = Some(partial);
+        assert!(
+            judge(&f)
+                .missing
+                .iter()
+                .any(|m| m.contains("TCPZeroWindowDrop"))
+        );
+    }
+
+    #[test]
+    fn loss_says_whether_the_receiver_dropped_the_segments_or_the_path_did() {
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.total_retrans = 100;
+        t.snd_cwnd = 20;
+        let mut f = flow(t);
+        f.bytes = 2_000_000;
+        f.receiver.counters = counters(&[]);
+        let v = judge(&f);
+        assert_eq!(v.primary().unwrap().factor, Factor::Loss, "{v:?}");
+        assert!(v.primary().unwrap().fix.contains("loss is on the path"));
+        f.receiver.counters = counters(&[("TCPRcvQDrop", 60), ("TCPBacklogDrop", 20)]);
+        let v = judge(&f);
+        let first = v.primary().unwrap();
+        assert_eq!(first.evidence["receiver_dropped_segments"], 80.0);
+        assert!(first.fix.contains("dropped 80 segments"), "{}", first.fix);
     }
 
     #[test]

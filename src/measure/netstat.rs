@@ -23,6 +23,17 @@ pub const REPORTED: &[&str] = &[
     "TcpExt.TCPOrigDataSent",
     "TcpExt.TCPBacklogCoalesce",
     "TcpExt.TCPRcvCoalesce",
+    // The receive queue: pruned or collapsed to fit its buffer, segments
+    // dropped for want of room (in the queue, the backlog, a zero
+    // window), and zero windows advertised.
+    "TcpExt.PruneCalled",
+    "TcpExt.RcvPruned",
+    "TcpExt.OfoPruned",
+    "TcpExt.TCPRcvCollapsed",
+    "TcpExt.TCPRcvQDrop",
+    "TcpExt.TCPBacklogDrop",
+    "TcpExt.TCPZeroWindowDrop",
+    "TcpExt.TCPToZeroWindowAdv",
     "Tcp.RetransSegs",
     "Tcp.InSegs",
     "Tcp.OutSegs",

@@ -94,6 +94,7 @@ pub fn flow_evidence(
         run_delay_s: r.run_delay_s,
         cpu_budget: r.cpu_budget.as_ref().map(|b| b.percent / 100.0),
         throttled_s: r.cpu_budget.as_ref().and_then(|b| b.throttled_s),
+        counters: (!r.counters.0.is_empty()).then(|| r.counters.0.clone()),
     };
     let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
         srtt_us: t.rtt_us,
