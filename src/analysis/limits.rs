@@ -225,7 +225,24 @@ pub struct SideEvidence {
     /// `Tcp.*` by full name), if they were read: namespace-wide, so on
     /// loopback both ends' and all other traffic's.
     pub counters: Option<BTreeMap<String, u64>>,
+    /// The core the data path ended on, and that core's load over the
+    /// run: busy (every task, interrupts, softirqs) and the interrupt and
+    /// softirq part alone, which no process is charged for.
+    pub core: Option<CoreEvidence>,
 }
+
+/// One core's load over a side's data path (`/proc/stat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CoreEvidence {
+    pub cpu: u32,
+    pub busy_share: f64,
+    /// Softirq and hard interrupt time together.
+    pub interrupt_share: f64,
+}
+
+/// A core whose interrupt and softirq work was at least this share of the
+/// run takes a side's time that the side's own accounting does not show.
+pub const INTERRUPT_WORK: f64 = 0.1;
 
 /// The receiver's kernel making room in its receive queue, and the
 /// segments it dropped for want of it (`tcp_prune_queue`,
@@ -718,6 +735,7 @@ fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
         ),
         ("record_bytes".to_string(), flow.record as f64),
     ]);
+    core_evidence(side, "sender", &mut evidence);
     if let Some(fix) = budget_bound(side, "sender", "--sender-cpu", &mut evidence) {
         return Limit {
             factor: Factor::SenderCpu,
@@ -742,7 +760,7 @@ fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
             factor: Factor::SenderCpu,
             share,
             fix: format!(
-                "the sender's core is saturated copying ({:.0} ns per KB): send without the copy (--send sendfile, splice or zerocopy) or spread flows over cores (-P)",
+                "the sender's core is saturated copying ({:.0} ns per KB): send without the copy (--strategy sendfile, splice or zerocopy) or spread flows over cores (-P)",
                 side.cpu_s * 1e9 / (flow.bytes as f64 / 1024.0)
             ),
             evidence,
@@ -776,7 +794,7 @@ pub fn attribute_cpu(verdict: &mut Verdict, fixed_share: f64, record: u64) {
         } else if limit.factor == Factor::PerCall {
             limit.factor = Factor::SenderCpu;
             limit.fix = format!(
-                "{record}-byte writes: the fitted per-byte cost is {:.0}% of each record's time: the copy dominates; send without it (--send sendfile, splice or zerocopy)",
+                "{record}-byte writes: the fitted per-byte cost is {:.0}% of each record's time: the copy dominates; send without it (--strategy sendfile, splice or zerocopy)",
                 100.0 * (1.0 - fixed_share)
             );
         }
@@ -815,12 +833,57 @@ fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
     if receiver >= SATURATED {
         return Some(receiver_cpu(flow, share));
     }
+    if let Some(limit) = core_bound(&flow.sender, "sender", Factor::SenderCpu, share)
+        .or_else(|| core_bound(&flow.receiver, "receiver", Factor::ReceiverCpu, share))
+    {
+        return Some(limit);
+    }
     if let Some(waited) = flow.sender.contended() {
         return Some(contention("sender", &flow.sender, waited, share));
     }
     flow.receiver
         .contended()
         .map(|waited| contention("receiver", &flow.receiver, waited, share))
+}
+
+/// A side's core, as evidence: which, how busy, and how much of it was
+/// interrupt and softirq work.
+fn core_evidence(side: &SideEvidence, who: &str, evidence: &mut BTreeMap<String, f64>) {
+    if let Some(core) = side.core {
+        evidence.insert(format!("{who}_core"), f64::from(core.cpu));
+        evidence.insert(format!("{who}_core_busy_pct"), 100.0 * core.busy_share);
+        evidence.insert(
+            format!("{who}_core_softirq_pct"),
+            100.0 * core.interrupt_share,
+        );
+    }
+}
+
+/// A side whose core was saturated while the side itself was not, the
+/// difference being interrupt and softirq work charged to no process:
+/// CPU-bound on its core though its own accounting says otherwise.
+fn core_bound(side: &SideEvidence, who: &str, factor: Factor, share: f64) -> Option<Limit> {
+    let core = side.core?;
+    if core.busy_share < SATURATED
+        || core.interrupt_share < INTERRUPT_WORK
+        || side.utilisation() < CONTENDED
+    {
+        return None;
+    }
+    let mut evidence = BTreeMap::from([(format!("{who}_cpu_pct"), 100.0 * side.utilisation())]);
+    core_evidence(side, who, &mut evidence);
+    Some(Limit {
+        factor,
+        share,
+        evidence,
+        fix: format!(
+            "the {who}'s core (CPU {}) was busy {:.0}% of the run, {:.0}% of it interrupt and softirq work that no process is charged for (the {who} itself ran {:.0}%): the core is saturated though the {who} is not; steer the packet work to another core (RPS/RFS, the interface's IRQ affinity) or pin the {who} away from it",
+            core.cpu,
+            100.0 * core.busy_share,
+            100.0 * core.interrupt_share,
+            100.0 * side.utilisation()
+        ),
+    })
 }
 
 /// A side held to a CPU budget that it used up (or that throttled it):
@@ -850,19 +913,28 @@ fn budget_bound(
 }
 
 fn contention(who: &str, side: &SideEvidence, waited: f64, share: f64) -> Limit {
+    let mut evidence = BTreeMap::from([
+        (format!("{who}_cpu_pct"), 100.0 * side.utilisation()),
+        (format!("{who}_run_delay_share"), waited),
+        (
+            format!("{who}_involuntary_switches"),
+            side.involuntary_cs as f64,
+        ),
+    ]);
+    core_evidence(side, who, &mut evidence);
+    let other = match side.core {
+        Some(core) if core.interrupt_share >= INTERRUPT_WORK => format!(
+            "other work shares its core, {:.0}% of that core's time interrupt and softirq work (packet processing, charged to no process); give it a core of its own (pin it away from the packet work, or steer that with RPS/RFS)",
+            100.0 * core.interrupt_share
+        ),
+        _ => "other work shares its core; give it a core of its own (pin the ends apart, stop the competing load)".into(),
+    };
     Limit {
         factor: Factor::CpuContention,
         share,
-        evidence: BTreeMap::from([
-            (format!("{who}_cpu_pct"), 100.0 * side.utilisation()),
-            (format!("{who}_run_delay_share"), waited),
-            (
-                format!("{who}_involuntary_switches"),
-                side.involuntary_cs as f64,
-            ),
-        ]),
+        evidence,
         fix: format!(
-            "the {who} was runnable but waiting for a CPU {:.0}% of the run (it ran {:.0}%): other work shares its core; give it a core of its own (pin the ends apart, stop the competing load)",
+            "the {who} was runnable but waiting for a CPU {:.0}% of the run (it ran {:.0}%): {other}",
             100.0 * waited,
             100.0 * side.utilisation()
         ),
@@ -880,6 +952,7 @@ fn receiver_cpu(flow: &FlowEvidence, share: f64) -> Limit {
             (side.voluntary_cs + side.involuntary_cs) as f64 / reads,
         ),
     ]);
+    core_evidence(side, "receiver", &mut evidence);
     if let Some(fix) = budget_bound(side, "receiver", "--receiver-cpu", &mut evidence) {
         return Limit {
             factor: Factor::ReceiverCpu,
@@ -907,9 +980,9 @@ fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &Roun
     if let Some(limit) = paced(flow, share, delivered_bps) {
         return limit;
     }
-    if let Some(limit) = cpu_limit(flow, share) {
-        return limit;
-    }
+    // A full link comes first: the flow got the path's rate, whatever
+    // else was near its own limit (named beside it, in the fix).
+    let host = cpu_limit(flow, share);
     let wall = flow.sender.wall_s.max(1e-9);
     if let Some(rate) = flow.path.rate_bps {
         let payload_rate = rate as f64 / flow.path.overhead.max(1.0);
@@ -925,18 +998,32 @@ fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &Roun
             if let Some(b) = wire_busy {
                 evidence.insert("wire_busy_share".into(), b);
             }
+            let hosts = match &host {
+                None => "nothing on either host limits this flow".to_string(),
+                Some(near) => {
+                    evidence.extend(near.evidence.clone());
+                    format!(
+                        "{} was near its own limit too, and would bind on a faster link ({})",
+                        near.factor.describe(),
+                        near.fix
+                    )
+                }
+            };
             return Limit {
                 factor: Factor::Link,
                 share,
                 evidence,
                 fix: format!(
-                    "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); nothing on either host limits this flow",
+                    "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); {hosts}",
                     delivered_bps / 1e6,
                     payload_rate / 1e6,
                     flow.path.rate_source
                 ),
             };
         }
+    }
+    if let Some(limit) = host {
+        return limit;
     }
     let window_rate = |buffer: Option<u64>| buffer.map(|b| round_trip.window_rate(b));
     for (bound, receiving) in [
@@ -1356,6 +1443,35 @@ mod tests {
         let first = v.primary().unwrap();
         assert_eq!(first.evidence["receiver_dropped_segments"], 80.0);
         assert!(first.fix.contains("dropped 80 segments"), "{}", first.fix);
+    }
+
+    #[test]
+    fn a_side_whose_core_was_full_of_softirq_work_is_cpu_bound_on_that_core() {
+        // Nothing at its bound, the window allowing far more, the
+        // receiver running 55% of the run: by its own accounting not
+        // saturated, but its core was busy 97%, 40% of it softirq.
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.snd_cwnd = 2_000;
+        let mut f = flow(t);
+        f.receiver.cpu_s = 1.1;
+        f.receiver.core = Some(CoreEvidence {
+            cpu: 1,
+            busy_share: 0.97,
+            interrupt_share: 0.4,
+        });
+        let v = judge(&f);
+        let first = v.primary().unwrap();
+        assert_eq!(first.factor, Factor::ReceiverCpu, "{v:?}");
+        assert!(first.fix.contains("CPU 1"), "{}", first.fix);
+        assert_eq!(first.evidence["receiver_core_softirq_pct"], 40.0);
+        // The same core busy with tasks alone (no interrupt work) is not
+        // this: the run delay would name the contention.
+        f.receiver.core = Some(CoreEvidence {
+            cpu: 1,
+            busy_share: 0.97,
+            interrupt_share: 0.02,
+        });
+        assert_ne!(judge(&f).primary().unwrap().fix, first.fix);
     }
 
     #[test]

@@ -55,6 +55,8 @@ impl CpuTicks {
 pub struct StatSnapshot {
     pub all: CpuTicks,
     pub per_cpu: Vec<CpuTicks>,
+    /// The CPU number of each of `per_cpu` (`cpuN`; offline CPUs have no line).
+    pub cpu_ids: Vec<u32>,
     pub context_switches: u64,
     pub interrupts: u64,
     /// Runnable tasks at the moment of reading (vmstat's `r`).
@@ -81,6 +83,7 @@ impl StatSnapshot {
     pub fn parse(text: &str) -> Result<Self, ProcStatError> {
         let mut all = None;
         let mut per_cpu = Vec::new();
+        let mut cpu_ids = Vec::new();
         let mut context_switches = 0;
         let mut interrupts = 0;
         let (mut procs_running, mut procs_blocked) = (0, 0);
@@ -109,7 +112,11 @@ impl StatSnapshot {
                 if name == "cpu" {
                     all = Some(ticks);
                 } else {
+                    let id = name[3..]
+                        .parse::<u32>()
+                        .map_err(|_| ProcStatError::Format(line.to_string()))?;
                     per_cpu.push(ticks);
+                    cpu_ids.push(id);
                 }
             } else if name == "ctxt" {
                 context_switches = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
@@ -125,6 +132,7 @@ impl StatSnapshot {
         Ok(StatSnapshot {
             all,
             per_cpu,
+            cpu_ids,
             context_switches,
             interrupts,
             procs_running,
@@ -153,6 +161,39 @@ pub struct SystemCpu {
     pub interrupts_per_s: f64,
     /// Ticks observed in the aggregate line: small values mean a coarse sample.
     pub ticks: u64,
+}
+
+/// One CPU's time over an interval, as shares of it: what a process's own
+/// accounting cannot show is the interrupt and softirq work done on its
+/// core while it was not the one running (charged to no process).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoreLoad {
+    pub cpu: u32,
+    /// Not idle (nor waiting for I/O): every task's time, interrupts,
+    /// softirqs and the hypervisor's steal.
+    pub busy_share: f64,
+    pub softirq_share: f64,
+    pub irq_share: f64,
+    /// Ticks (USER_HZ, usually 100 a second) the shares are of: under
+    /// about 100, each is coarse.
+    pub ticks: u64,
+}
+
+/// CPU `cpu`'s load between two snapshots (None if either lacks it).
+pub fn core_load(before: &StatSnapshot, after: &StatSnapshot, cpu: u32) -> Option<CoreLoad> {
+    let at = |s: &StatSnapshot| {
+        let i = s.cpu_ids.iter().position(|&id| id == cpu)?;
+        s.per_cpu.get(i).copied()
+    };
+    let d = at(after)?.since(&at(before)?);
+    let total = d.total().max(1) as f64;
+    Some(CoreLoad {
+        cpu,
+        busy_share: (d.total() - d.idle - d.iowait) as f64 / total,
+        softirq_share: d.softirq as f64 / total,
+        irq_share: d.irq as f64 / total,
+        ticks: d.total(),
+    })
 }
 
 /// The CPU split between two snapshots taken `seconds` apart.
@@ -229,6 +270,23 @@ intr 3000 0 0\nctxt 7000\nbtime 1\n";
         assert!((cpu.busiest_cpu_pct - 100.0).abs() < 1e-9);
         assert!((cpu.context_switches_per_s - 1000.0).abs() < 1e-9);
         assert!((cpu.interrupts_per_s - 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn one_cores_load_by_its_number() {
+        let b = StatSnapshot::parse(BEFORE).unwrap();
+        let a = StatSnapshot::parse(AFTER).unwrap();
+        // cpu0: 90 user + 50 system + 10 softirq, no idle.
+        let core = core_load(&b, &a, 0).unwrap();
+        assert_eq!(core.ticks, 150);
+        assert!((core.busy_share - 1.0).abs() < 1e-9);
+        assert!((core.softirq_share - 10.0 / 150.0).abs() < 1e-9);
+        let idle = core_load(&b, &a, 1).unwrap();
+        assert!(idle.busy_share.abs() < 1e-9);
+        assert!(core_load(&b, &a, 7).is_none());
+        // An offline CPU leaves a gap in the numbering.
+        let gap = StatSnapshot::parse("cpu 1 0 0 1\ncpu0 1 0 0 1\ncpu2 0 0 0 1\n").unwrap();
+        assert_eq!(gap.cpu_ids, vec![0, 2]);
     }
 
     #[test]

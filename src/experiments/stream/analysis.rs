@@ -12,7 +12,7 @@ use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
 use crate::analysis::limits::{
-    FlowEvidence, PathEvidence, SenderTcp, SideEvidence,
+    CoreEvidence, FlowEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
@@ -95,6 +95,11 @@ pub fn flow_evidence(
         cpu_budget: r.cpu_budget.as_ref().map(|b| b.percent / 100.0),
         throttled_s: r.cpu_budget.as_ref().and_then(|b| b.throttled_s),
         counters: (!r.counters.0.is_empty()).then(|| r.counters.0.clone()),
+        core: r.core.map(|c| CoreEvidence {
+            cpu: c.cpu,
+            busy_share: c.busy_share,
+            interrupt_share: c.softirq_share + c.irq_share,
+        }),
     };
     let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
         srtt_us: t.rtt_us,

@@ -345,6 +345,11 @@ pub struct EndpointReport {
     /// `--receiver-cpu`) and how long the scheduler held it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_budget: Option<BudgetUse>,
+    /// The core the data path ended on (`cpus.1`), and that core's load
+    /// over the data path from `/proc/stat`: its softirq and interrupt
+    /// time is charged to no process, so the side's own CPU time misses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<crate::measure::procstat::CoreLoad>,
 }
 
 /// A data path's CPU budget as it was applied.

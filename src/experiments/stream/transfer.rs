@@ -24,6 +24,7 @@ use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::SocketBuffer;
+use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
 use crate::measure::schedstat::thread_run_delay_ns;
 use crate::experiments::stream::record::ZerocopyReceiveStats;
 use crate::experiments::stream::record::ZerocopyStats;
@@ -191,6 +192,7 @@ impl Receiver {
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let delay_before = thread_run_delay_ns();
+        let stat_before = StatSnapshot::read().ok();
         let mut zerocopy_receive = None;
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
@@ -224,6 +226,7 @@ impl Receiver {
         let run_delay_s = delay_before
             .zip(thread_run_delay_ns())
             .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
+        let core = core_over(stat_before.as_ref(), cpus);
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(self.spec.interface.as_deref(), interface_before);
@@ -254,6 +257,7 @@ impl Receiver {
             run_delay_s,
             buffer,
             cpu_budget: None,
+            core,
         })
     }
 }
@@ -954,6 +958,7 @@ impl Sender {
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let delay_before = thread_run_delay_ns();
+        let stat_before = StatSnapshot::read().ok();
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
         if let Some(every) = spec.interval_s {
@@ -1012,6 +1017,7 @@ impl Sender {
         let run_delay_s = delay_before
             .zip(thread_run_delay_ns())
             .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
+        let core = core_over(stat_before.as_ref(), cpus);
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let counters = Counters::read().delta_reported(&counters_before);
         let interface = interface_delta(spec.interface.as_deref(), interface_before);
@@ -1042,8 +1048,15 @@ impl Sender {
             run_delay_s,
             buffer,
             cpu_budget: None,
+            core,
         })
     }
+}
+
+/// The load of the core a data path ended on, since `before`.
+fn core_over(before: Option<&StatSnapshot>, cpus: Option<(u32, u32)>) -> Option<CoreLoad> {
+    let (_, last) = cpus?;
+    core_load(before?, &StatSnapshot::read().ok()?, last)
 }
 
 /// A socket's buffer at the end, with the namespace's autotuning maximum
