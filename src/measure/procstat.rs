@@ -90,7 +90,7 @@ impl StatSnapshot {
         for line in text.lines() {
             let mut fields = line.split_ascii_whitespace();
             let Some(name) = fields.next() else { continue };
-            if name.starts_with("cpu") {
+            if let Some(number) = name.strip_prefix("cpu") {
                 let values: Vec<u64> = fields
                     .map(|f| f.parse::<u64>())
                     .collect::<Result<_, _>>()
@@ -112,7 +112,7 @@ impl StatSnapshot {
                 if name == "cpu" {
                     all = Some(ticks);
                 } else {
-                    let id = name[3..]
+                    let id = number
                         .parse::<u32>()
                         .map_err(|_| ProcStatError::Format(line.to_string()))?;
                     per_cpu.push(ticks);
