@@ -282,3 +282,27 @@ fn cpu_budgets_out_of_range_are_refused_by_name() {
         assert!(err.contains(&format!("{option} {value}")), "{err}");
     }
 }
+
+#[test]
+fn udp_loss_is_placed_where_it_happened() {
+    let _alone = alone();
+    let r = in_namespaces(&[
+        "--link-via",
+        "emulator",
+        "--loss",
+        "2%",
+        "--udp",
+        "--rate",
+        "20mbit",
+        "--duration",
+        "2s",
+    ]);
+    let sites = &r["udp_loss"];
+    let lost = sites["lost"].as_u64().unwrap();
+    let on_the_link = sites["on_the_link"].as_u64().unwrap();
+    assert!(lost > 20, "2% of ~3400 datagrams: {sites}");
+    // The link's model saw every loss (and perhaps an end marker or two).
+    assert!((lost..=lost + 3).contains(&on_the_link), "{sites}");
+    assert_eq!(sites["unexplained"], 0, "{sites}");
+    assert_eq!(sites["receiver_socket"].as_u64().unwrap_or(0), 0, "{sites}");
+}

@@ -7,6 +7,7 @@
 
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
+use crate::experiments::stream::record::UdpLossSites;
 use crate::experiments::stream::record::{Bottleneck, StreamFigures};
 use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
@@ -145,6 +146,51 @@ pub fn flow_evidence(
     })
 }
 
+/// Where a UDP run's datagrams were lost (None for TCP, or when the
+/// receiver could not count its losses: no end marker). `reverse`: the
+/// run went B→A on the link.
+pub fn udp_loss_sites(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    reverse: bool,
+    link: Option<&LinkFacts>,
+    emulator: Option<&EmulatorReport>,
+) -> Option<UdpLossSites> {
+    let got = receiver.udp.as_ref()?;
+    let sent = sender.udp.as_ref()?;
+    let lost = got.lost?;
+    let direction = usize::from(reverse);
+    let on_the_link = emulator.map(|e| e.model[direction].lost + e.device_refused[direction]);
+    let link_queue = emulator.map(|e| e.queue_drops[direction]);
+    let sender_device = sender.interface.as_ref().map(|i| i.tx_dropped);
+    let explained = [on_the_link, link_queue, sender_device, got.socket_drops]
+        .into_iter()
+        .flatten()
+        .sum::<u64>();
+    let jitter_cause = match link {
+        None => "the two ends' scheduling (no link: each datagram waits for the receiver to be woken)".to_string(),
+        Some(l) if l.profile.jitter_us > 0 => format!(
+            "the link's own jitter, ±{:.1} ms on each packet's delay",
+            l.profile.jitter_us as f64 / 1e3
+        ),
+        Some(l) if l.profile.rate_bps.is_some() && emulator.is_some_and(|e| e.max_queued[direction] > 1) => format!(
+            "the queue in front of the link (up to {} packets waited in it)",
+            emulator.map_or(0, |e| e.max_queued[direction])
+        ),
+        Some(_) => "the hosts' scheduling: the link adds no jitter of its own".to_string(),
+    };
+    Some(UdpLossSites {
+        lost,
+        refused_at_send: sent.send_errors,
+        sender_device,
+        on_the_link,
+        link_queue,
+        receiver_socket: got.socket_drops,
+        unexplained: lost.saturating_sub(explained),
+        jitter_cause,
+    })
+}
+
 /// Several connections' reports of one side as one: bytes, calls, CPU,
 /// switches, faults and zero-copy counts added; the wall time the longest
 /// (the side's whole data path); the first connection's TCP_INFO, MSS and
@@ -263,6 +309,48 @@ pub fn summary_json(records: &[Record]) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::measure::{rusage::ProcessUsage, tcpinfo::TcpInfo};
+
+    #[test]
+    fn udp_losses_are_placed_by_each_sites_counter_and_the_rest_is_unexplained() {
+        use crate::experiments::stream::record::UdpStats;
+        use crate::measure::ifstat::InterfaceCounters;
+        let sender = EndpointReport {
+            udp: Some(UdpStats {
+                sent: Some(1000),
+                send_errors: 2,
+                ..UdpStats::default()
+            }),
+            interface: Some(InterfaceCounters {
+                tx_dropped: 5,
+                ..InterfaceCounters::default()
+            }),
+            ..EndpointReport::default()
+        };
+        let receiver = EndpointReport {
+            udp: Some(UdpStats {
+                received: 950,
+                lost: Some(50),
+                socket_drops: Some(10),
+                ..UdpStats::default()
+            }),
+            ..EndpointReport::default()
+        };
+        let mut emulator = EmulatorReport::default();
+        emulator.model[1].lost = 20;
+        emulator.queue_drops[1] = 4;
+        emulator.model[0].lost = 999; // the other direction's
+        let sites = udp_loss_sites(&sender, &receiver, true, None, Some(&emulator)).unwrap();
+        assert_eq!(sites.on_the_link, Some(20));
+        assert_eq!(sites.link_queue, Some(4));
+        assert_eq!(sites.sender_device, Some(5));
+        assert_eq!(sites.receiver_socket, Some(10));
+        assert_eq!(sites.refused_at_send, 2);
+        assert_eq!(sites.unexplained, 50 - 20 - 4 - 5 - 10);
+        // Without an end marker the losses are unknown: no placing them.
+        let mut unsure = receiver.clone();
+        unsure.udp.as_mut().unwrap().lost = None;
+        assert!(udp_loss_sites(&sender, &unsure, true, None, Some(&emulator)).is_none());
+    }
 
     #[test]
     fn jains_index_is_one_when_fair_and_one_over_n_when_not() {

@@ -14,7 +14,7 @@ use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::analysis::limits::judge;
 use crate::experiments::stream::analysis::{
-    combined_figures, figures, flow_evidence, jain_fairness,
+    combined_figures, figures, flow_evidence, jain_fairness, udp_loss_sites,
 };
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::DesignContext;
@@ -544,6 +544,9 @@ pub fn run_once(
         )
         .map(|evidence| judge(&evidence));
     }
+    let udp_loss = flows.first().and_then(|f| {
+        udp_loss_sites(&f.sender, &f.receiver, f.reverse, link, emulator)
+    });
     // The main direction's first connection speaks for the transfer.
     let limits = flows
         .iter()
@@ -579,6 +582,7 @@ pub fn run_once(
         fairness,
         reverse,
         limits,
+        udp_loss,
     })
 }
 

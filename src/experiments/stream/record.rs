@@ -263,6 +263,32 @@ pub struct UdpStats {
     pub socket_drops: Option<u64>,
 }
 
+/// Where a UDP run's lost datagrams went, each site by its own counter
+/// (None: that counter was not there to read, e.g. no emulator).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpLossSites {
+    /// Sent and never received.
+    pub lost: u64,
+    /// Sends the sender's kernel refused (ENOBUFS): they never left it.
+    pub refused_at_send: u64,
+    /// Dropped by the sender's own device (its interface's `tx_dropped`:
+    /// a full TUN ring or transmit queue), over all its traffic.
+    pub sender_device: Option<u64>,
+    /// Lost by the emulated link's model (random loss, a corrupted frame
+    /// the device refused), in the run's direction.
+    pub on_the_link: Option<u64>,
+    /// Dropped at the full queue in front of the link.
+    pub link_queue: Option<u64>,
+    /// Dropped by the receiving socket's full buffer (`SO_RXQ_OVFL`).
+    pub receiver_socket: Option<u64>,
+    /// Lost beyond what those counters explain (a drop the host cannot
+    /// see: a NIC's, a switch's); counters that saw more than was lost
+    /// (other traffic, the end markers) leave this at zero.
+    pub unexplained: u64,
+    /// What the jitter came from, where it is known.
+    pub jitter_cause: String,
+}
+
 /// What `TCP_ZEROCOPY_RECEIVE` did for a receiver.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ZerocopyReceiveStats {
@@ -507,6 +533,10 @@ pub struct StreamResult {
     /// direction's first connection; see `analysis::limits`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Verdict>,
+    /// `--udp`: where the lost datagrams were lost, by every counter that
+    /// saw them, and what the jitter came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_loss: Option<UdpLossSites>,
 }
 
 /// A stream record's own part: the transfer asked for and what it gave.

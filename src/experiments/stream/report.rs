@@ -398,7 +398,9 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
                     got.after_end
                 ));
             }
-            if let Some(drops) = got.socket_drops.filter(|&n| n > 0) {
+            if let Some(sites) = &r.udp_loss {
+                parts.push(loss_sites_text(sites));
+            } else if let Some(drops) = got.socket_drops.filter(|&n| n > 0) {
                 parts.push(format!(
                     "{drops} of the lost were dropped by the receiving socket's full buffer \
                      (SO_RXQ_OVFL): loss at the receiver, not on the path"
@@ -424,6 +426,34 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
     ));
     text.extend(notes);
     Some(text)
+}
+
+/// Where a UDP run's datagrams were lost, site by site, and its jitter's cause.
+fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> String {
+    let mut found: Vec<String> = [
+        (Some(sites.refused_at_send), "refused by the sender's kernel (ENOBUFS)"),
+        (sites.sender_device, "dropped by the sender's device (tx_dropped)"),
+        (sites.link_queue, "at the full queue in front of the link"),
+        (sites.on_the_link, "by the link's own loss"),
+        (sites.receiver_socket, "by the receiving socket's full buffer (SO_RXQ_OVFL)"),
+    ]
+    .into_iter()
+    .filter_map(|(n, site)| n.filter(|&n| n > 0).map(|n| format!("{n} {site}")))
+    .collect();
+    if sites.unexplained > 0 {
+        found.push(format!(
+            "{} where no counter here saw them (beyond the hosts)",
+            sites.unexplained
+        ));
+    }
+    let losses = if sites.lost == 0 {
+        "nothing lost".to_string()
+    } else if found.is_empty() {
+        format!("{} lost, where no counter here saw them", sites.lost)
+    } else {
+        format!("{} lost: {}", sites.lost, found.join(", "))
+    };
+    format!("{losses}; jitter from {}", sites.jitter_cause)
 }
 
 /// What `--confidence` reached, in a line.

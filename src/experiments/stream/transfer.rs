@@ -124,7 +124,7 @@ fn congestion_control_of(socket: &Socket) -> Option<String> {
     })
 }
 
-fn interface_delta(
+pub(super) fn interface_delta(
     name: Option<&str>,
     before: Option<InterfaceCounters>,
 ) -> Option<InterfaceCounters> {

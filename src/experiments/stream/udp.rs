@@ -24,6 +24,8 @@ use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
 use crate::experiments::stream::role::ReceiveSpec;
 use crate::experiments::stream::role::SendSpec;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
+use crate::measure::ifstat::InterfaceCounters;
+use crate::experiments::stream::transfer::interface_delta;
 use crate::wire::udpstream::{HEADER_LEN, Header, Kind};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -91,6 +93,7 @@ impl UdpReceiver {
     /// reports what came.
     pub fn run(self) -> io::Result<EndpointReport> {
         let counters_before = Counters::read();
+        let interface_before = self.spec.interface.as_deref().and_then(InterfaceCounters::read);
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let mut buf = vec![0u8; MAX_LENGTH + 1];
@@ -187,6 +190,7 @@ impl UdpReceiver {
             counters: Counters::read().delta_reported(&counters_before),
             verified: true,
             cpus: Some((cpu_before, current_cpu())),
+            interface: interface_delta(self.spec.interface.as_deref(), interface_before),
             udp: Some(counts.finish()),
             ..Default::default()
         })
@@ -356,6 +360,7 @@ impl UdpSender {
     /// the end marker three times.
     pub fn run(self) -> io::Result<EndpointReport> {
         let counters_before = Counters::read();
+        let interface_before = self.spec.interface.as_deref().and_then(InterfaceCounters::read);
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let length = self.pace.length;
@@ -434,6 +439,7 @@ impl UdpSender {
             usage: ProcessUsage::now().since(&usage_before),
             counters: Counters::read().delta_reported(&counters_before),
             cpus: Some((cpu_before, current_cpu())),
+            interface: interface_delta(self.spec.interface.as_deref(), interface_before),
             udp: Some(UdpStats {
                 sent: Some(sent),
                 send_errors: errors,
