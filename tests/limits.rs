@@ -306,3 +306,42 @@ fn udp_loss_is_placed_where_it_happened() {
     assert_eq!(sites["unexplained"], 0, "{sites}");
     assert_eq!(sites["receiver_socket"].as_u64().unwrap_or(0), 0, "{sites}");
 }
+
+#[test]
+fn the_report_names_what_limited_rpc_cksum_and_login_from_their_records() {
+    // Alone too: the report's own CPU would be a stream run's contention.
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("r.jsonl");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/lab-records.jsonl"
+        ),
+        &records,
+    )
+    .unwrap();
+    let out = netlab()
+        .arg("report")
+        .arg(&records)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8_lossy(&out);
+    let line = |experiment: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("- {experiment}: ")))
+            .unwrap_or_else(|| panic!("no line for {experiment}: {out}"))
+            .to_string()
+    };
+    // The recorded RPC cliffs, with the diagnosed cause of the first.
+    let rpc = line("rpc");
+    assert!(
+        rpc.contains("cells stall") && rpc.contains("Nagle"),
+        "{rpc}"
+    );
+    assert!(line("cksum").contains("of the read limit"));
+    assert!(line("login").contains("echo p99"));
+}

@@ -448,4 +448,46 @@ impl ReportSection for LoginSection {
             data.params.users
         )
     }
+
+    /// On a 1989-class host (a CPU budget from a preset): how many users
+    /// each relay design sustains and why it stopped; without one, the
+    /// worst keystroke echo seen.
+    fn limited(records: &[Record]) -> Option<String> {
+        let budgeted = records.iter().find_map(|r| {
+            let p = &r.data.params;
+            p.host_cpu_preset.as_ref().map(|preset| (p.host_cpu_pct, preset.name.clone()))
+        });
+        if let Some((budget, preset)) = budgeted {
+            let found = limits(records, budget);
+            if !found.is_empty() {
+                let each: Vec<String> = found
+                    .iter()
+                    .map(|l| format!("{} sustains {} users ({})", l.relay.name(), l.sustains, l.why))
+                    .collect();
+                return Some(format!(
+                    "on a {preset}-class CPU budget, the server's CPU per keystroke bounds the users: {}",
+                    each.join("; ")
+                ));
+            }
+        }
+        let worst = records
+            .iter()
+            .filter_map(|r| {
+                let result = r.data.result.as_ref()?;
+                Some((
+                    r.data.params.users,
+                    r.data.params.relay,
+                    result.typist.echo_p99_ms,
+                    result.server_cpu_pct,
+                ))
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2))?;
+        Some(format!(
+            "no CPU budget (today's CPU): the worst echo p99 was {:.1} ms, at {} users on the {} relay, its server using {:.1}% of one CPU",
+            worst.2,
+            worst.0,
+            worst.1.name(),
+            worst.3
+        ))
+    }
 }

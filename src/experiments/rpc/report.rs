@@ -492,6 +492,39 @@ impl ReportSection for RpcSection {
     fn cell(data: &RpcData) -> String {
         format!("rpc {} {} B", data.params.column(), data.params.size)
     }
+
+    /// The cells whose calls stall, with the diagnosed cause of the first;
+    /// or, with none, the range of median calls.
+    fn limited(records: &[Record]) -> Option<String> {
+        use crate::experiments::rpc::analysis::{findings_from_records, measured_records, results};
+        let findings = findings_from_records(records);
+        if let Some(first) = findings.first() {
+            let cause = first.diagnosis.as_ref().map_or(
+                " (not diagnosed: no reruns recorded)".to_string(),
+                |d| format!(": {}", d.cause),
+            );
+            return Some(format!(
+                "{} of the measured cells stall; {} bytes ({}) takes {:.1}x what its neighbours predict{cause}",
+                findings.len(),
+                first.size,
+                first.column,
+                first.ratio
+            ));
+        }
+        let measured = measured_records(records);
+        let calls: Vec<f64> = results(&measured)
+            .iter()
+            .map(|(_, r)| r.client.latency_us_p50)
+            .collect();
+        let fastest = calls.iter().copied().fold(f64::INFINITY, f64::min);
+        let slowest = calls.iter().copied().fold(0.0, f64::max);
+        (!calls.is_empty()).then(|| {
+            format!(
+                "no call stalls: the median call took {fastest:.0} to {slowest:.0} µs over {} cells, each a round trip of the stack and two wake-ups",
+                calls.len()
+            )
+        })
+    }
 }
 
 /// Time per call vs argument size per column (TCP/UDP, local/remote),
