@@ -37,6 +37,31 @@ fn in_namespaces(args: &[&str]) -> Value {
     stream(&all)
 }
 
+/// `netlab stream ARGS --duration 1s`, which must fail: its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = netlab()
+        .arg("stream")
+        .args(args)
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} ran");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `netlab report RECORDS`'s text.
+fn report_of(records: &std::path::Path) -> String {
+    let out = netlab()
+        .arg("report")
+        .arg(records)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The primary factor, and the whole verdict for the message.
 fn primary(result: &Value) -> (String, String) {
     let limits = &result["limits"]["limits"];
@@ -190,15 +215,7 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
         .arg(&records)
         .assert()
         .success();
-    let out = netlab()
-        .arg("report")
-        .arg(&records)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let out = String::from_utf8_lossy(&out);
+    let out = report_of(&records);
     assert!(
         out.contains("what limited each experiment:\n- stream: system calls and wake-ups per record in 1 of 1 runs"),
         "{out}"
@@ -228,12 +245,7 @@ fn a_paced_sender_is_limited_by_its_own_rate() {
 #[test]
 fn a_tcp_rate_of_nothing_is_refused_by_name() {
     let _alone = alone();
-    let out = netlab()
-        .args(["stream", "--rate", "0", "--duration", "1s"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&["--rate", "0"]);
     assert!(err.contains("--rate 0"), "{err}");
 }
 
@@ -273,12 +285,7 @@ fn a_receiver_under_a_cpu_budget_is_limited_by_its_cpu() {
 #[test]
 fn cpu_budgets_out_of_range_are_refused_by_name() {
     for (option, value) in [("--sender-cpu", "0"), ("--receiver-cpu", "150")] {
-        let out = netlab()
-            .args(["stream", option, value, "--duration", "1s"])
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(&[option, value]);
         assert!(err.contains(&format!("{option} {value}")), "{err}");
     }
 }
@@ -321,15 +328,7 @@ fn the_report_names_what_limited_rpc_cksum_and_login_from_their_records() {
         &records,
     )
     .unwrap();
-    let out = netlab()
-        .arg("report")
-        .arg(&records)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let out = String::from_utf8_lossy(&out);
+    let out = report_of(&records);
     let line = |experiment: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("- {experiment}: ")))

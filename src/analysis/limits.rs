@@ -411,13 +411,11 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         return verdict;
     }
     let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
-    let sender_util = flow.sender.load();
-    let receiver_util = flow.receiver.load();
     let Some(tcp) = &flow.tcp else {
         verdict
             .missing
             .push("the sender's TCP_INFO (no chrono accounting)".into());
-        cpu_only(flow, sender_util, receiver_util, &mut verdict);
+        cpu_only(flow, &mut verdict);
         return verdict;
     };
     let round_trip = RoundTrip {
@@ -431,7 +429,7 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
         verdict.missing.push(
             "tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited (a kernel before 4.10)".into(),
         );
-        cpu_only(flow, sender_util, receiver_util, &mut verdict);
+        cpu_only(flow, &mut verdict);
         return verdict;
     };
     let share = |us: u64| (us as f64 / 1e6 / flow.sender.wall_s.max(1e-9)).min(1.0);
@@ -442,13 +440,11 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
     let idle_share = (1.0 - busy_share).max(0.0);
 
     if rwnd_share > 0.0 {
-        verdict.limits.push(if receiver_util >= SATURATED {
-            receiver_cpu(flow, rwnd_share)
-        } else if let Some(waited) = flow.receiver.contended() {
-            contention("receiver", &flow.receiver, waited, rwnd_share)
-        } else {
-            receive_window(flow, rwnd_share, &round_trip)
-        });
+        // A window held shut by a receiver short of CPU is that CPU.
+        verdict.limits.push(
+            receiver_short_of_cpu(flow, rwnd_share)
+                .unwrap_or_else(|| receive_window(flow, rwnd_share, &round_trip)),
+        );
     }
     if sndbuf_share > 0.0 {
         verdict
@@ -463,7 +459,7 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
     if idle_share > 0.0 {
         verdict
             .limits
-            .push(idle_time(flow, idle_share, sender_util, receiver_util));
+            .push(idle_time(flow, idle_share, &round_trip));
     }
     match receive_queue(&flow.receiver) {
         None => verdict
@@ -522,13 +518,12 @@ fn rank(verdict: &mut Verdict) {
 }
 
 /// Without the chrono accounting: a saturated side, or undecided.
-fn cpu_only(flow: &FlowEvidence, sender_util: f64, receiver_util: f64, verdict: &mut Verdict) {
-    if sender_util >= SATURATED && sender_util >= receiver_util {
-        verdict.limits.push(sender_cpu(flow, sender_util.min(1.0)));
-    } else if receiver_util >= SATURATED {
-        verdict
-            .limits
-            .push(receiver_cpu(flow, receiver_util.min(1.0)));
+fn cpu_only(flow: &FlowEvidence, verdict: &mut Verdict) {
+    let (sender, receiver) = (flow.sender.load(), flow.receiver.load());
+    if sender >= SATURATED && sender >= receiver {
+        verdict.limits.push(sender_cpu(flow, sender.min(1.0)));
+    } else if receiver >= SATURATED {
+        verdict.limits.push(receiver_cpu(flow, receiver.min(1.0)));
     } else {
         let mut limit = undecided(
             "neither side's CPU was saturated and the kernel's accounting of the sender's time is missing",
@@ -674,14 +669,12 @@ fn buffer_limit(
             round_trip.rtt_s * 1e3
         )
     });
-    let fix = if side
-        .socket_buffer
-        .is_some_and(|b| b as f64 >= 2.0 * per_rtt)
-    {
+    let roomy = side.socket_buffer.filter(|&b| b as f64 >= 2.0 * per_rtt);
+    let fix = if let Some(buffer) = roomy {
         format!(
             "the {} buffer ({}) is over twice {} ({}) {}",
             words.noun,
-            mb(side.socket_buffer.unwrap_or(0) as f64),
+            mb(buffer as f64),
             if round_trip.link_bps.is_some() {
                 "the BDP"
             } else {
@@ -844,6 +837,19 @@ fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
     flow.receiver
         .contended()
         .map(|waited| contention("receiver", &flow.receiver, waited, share))
+}
+
+/// The receiver alone short of CPU: saturated (or at its budget), its
+/// core saturated by interrupt work, or waiting for a core.
+fn receiver_short_of_cpu(flow: &FlowEvidence, share: f64) -> Option<Limit> {
+    let side = &flow.receiver;
+    if side.load() >= SATURATED {
+        return Some(receiver_cpu(flow, share));
+    }
+    core_bound(side, "receiver", Factor::ReceiverCpu, share).or_else(|| {
+        side.contended()
+            .map(|w| contention("receiver", side, w, share))
+    })
 }
 
 /// A side's core, as evidence: which, how busy, and how much of it was
@@ -1194,9 +1200,8 @@ fn busiest(flow: &FlowEvidence, share: f64, cwnd_rate: f64, delivered_bps: f64) 
 
 /// Time with nothing in flight: the sender's pacing, its CPU, or the cost
 /// of each call and wake-up.
-fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f64) -> Limit {
-    let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
-    if let Some(limit) = paced(flow, share, delivered_bps) {
+fn idle_time(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip) -> Limit {
+    if let Some(limit) = paced(flow, share, round_trip.delivered_bps) {
         return limit;
     }
     if let Some(limit) = cpu_limit(flow, share) {
@@ -1204,14 +1209,15 @@ fn idle_time(flow: &FlowEvidence, share: f64, sender_util: f64, receiver_util: f
     }
     let records = (flow.bytes as f64 / flow.record.max(1) as f64).max(1.0);
     let switches = (flow.sender.voluntary_cs + flow.sender.involuntary_cs) as f64 / records;
-    if flow.record <= SMALL_RECORD && sender_util + receiver_util >= SATURATED {
+    if flow.record <= SMALL_RECORD && flow.sender.load() + flow.receiver.load() >= SATURATED {
         // Neither side saturated, but together they keep a core busy:
         // they take turns, each waking the other.
         let mut limit = sender_cpu(flow, share);
         limit.factor = Factor::PerCall;
-        limit
-            .evidence
-            .insert("receiver_cpu_pct".into(), 100.0 * receiver_util);
+        limit.evidence.insert(
+            "receiver_cpu_pct".into(),
+            100.0 * flow.receiver.utilisation(),
+        );
         limit.fix = format!(
             "{}-byte records cost a system call and a wake-up each ({switches:.2} context switches per record, the two sides taking turns): use 64 KB records",
             flow.record

@@ -186,23 +186,14 @@ impl ReportSection for CksumSection {
 
     fn parts(records: &[Record]) -> Parts {
         let text = crate::experiments::cksum::report::table(records);
-        let results: Vec<&crate::experiments::cksum::record::CksumResult> = records
-            .iter()
-            .filter_map(|r| match &r.data {
-                CksumData {
-                    result: Some(r), ..
-                } => Some(r.as_ref()),
-                _ => None,
-            })
-            .collect();
+        let results = crate::experiments::cksum::analysis::results(records);
         let mut reading = String::new();
         if let Some(largest) = results.iter().max_by_key(|r| r.size) {
-            let hot: Vec<_> = largest.rows.iter().filter(|r| !r.cold).collect();
-            let best_sum = hot
+            let best_sum = fastest_checksum(largest, false);
+            let memcpy = largest
+                .rows
                 .iter()
-                .filter(|r| r.kind == crate::experiments::cksum::record::Kind::Checksum)
-                .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s));
-            let memcpy = hot.iter().find(|r| r.variant == "memcpy");
+                .find(|r| !r.cold && r.variant == "memcpy");
             if let (Some(sum), Some(copy)) = (best_sum, memcpy) {
                 reading = format!(
                     "At {} bytes (hot) the fastest checksum ({}) runs at {:.1} GB/s, {:.0}% of the read limit{}, and memcpy at {:.1} GB/s: a checksum now costs less than a copy, where in 1988 each was a pass over the bytes at about the same cost. The per-packet budget below puts both beside the rest of a packet's cost.",
@@ -237,17 +228,9 @@ impl ReportSection for CksumSection {
     /// against the read limit (one pass reading every byte). At the limit
     /// the reading of the bytes bounds it; below, its own arithmetic.
     fn limited(records: &[Record]) -> Option<String> {
-        use crate::experiments::cksum::record::Kind;
         let results = crate::experiments::cksum::analysis::results(records);
         let largest = results.iter().max_by_key(|r| r.size)?;
-        let fastest = |cold: bool| {
-            largest
-                .rows
-                .iter()
-                .filter(|r| r.kind == Kind::Checksum && r.cold == cold)
-                .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s))
-        };
-        let hot = fastest(false)?;
+        let hot = fastest_checksum(largest, false)?;
         let said = |row: &crate::experiments::cksum::record::Row, temperature: &str| {
             format!(
                 "{temperature}, {} at {:.1} GB/s, {:.0}% of the read limit",
@@ -261,7 +244,7 @@ impl ReportSection for CksumSection {
             largest.size,
             said(hot, "hot")
         );
-        if let Some(cold) = fastest(true) {
+        if let Some(cold) = fastest_checksum(largest, true) {
             line.push_str(&format!("; {}", said(cold, "cold")));
         }
         if hot.fraction_of_limit > 1.0 + READ_NOISE {
@@ -279,6 +262,18 @@ impl ReportSection for CksumSection {
         });
         Some(line)
     }
+}
+
+/// The fastest checksum of one result at one temperature.
+fn fastest_checksum(
+    result: &crate::experiments::cksum::record::CksumResult,
+    cold: bool,
+) -> Option<&crate::experiments::cksum::record::Row> {
+    result
+        .rows
+        .iter()
+        .filter(|r| r.kind == crate::experiments::cksum::record::Kind::Checksum && r.cold == cold)
+        .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s))
 }
 
 /// A checksum at this fraction of the read limit or more is bound by

@@ -200,12 +200,9 @@ impl StreamConfig {
     /// cgroup CPU controller here when an end runs here.
     fn check_budgets(&self) -> Result<(), ConfigError> {
         use crate::testbed::cgroup;
-        let asked = [
-            ("--sender-cpu", self.options.sender_cpu_pct),
-            ("--receiver-cpu", self.options.receiver_cpu_pct),
-        ];
-        for (option, percent) in asked {
+        for (end, percent) in self.options.cpu_budgets() {
             let Some(percent) = percent else { continue };
+            let option = format!("--{end}-cpu");
             if !(cgroup::MIN_PERCENT..=100.0).contains(&percent) {
                 return Err(ConfigError::CpuBudget(format!(
                     "{option} {percent}: give {} to 100 percent of one CPU (the kernel's smallest quota is 1 ms a second; a data path is one thread)",
@@ -319,10 +316,7 @@ impl StreamConfig {
             ),
         };
         let mut budgets = String::new();
-        for (who, percent) in [
-            ("sender", self.options.sender_cpu_pct),
-            ("receiver", self.options.receiver_cpu_pct),
-        ] {
+        for (who, percent) in self.options.cpu_budgets() {
             if let Some(p) = percent {
                 budgets.push_str(&format!(", {who} held to {p}% of one CPU"));
             }

@@ -167,6 +167,16 @@ pub struct SocketOptions {
     pub receiver_cpu_pct: Option<f64>,
 }
 
+impl SocketOptions {
+    /// Each end's CPU budget, by the end's name (`--sender-cpu`, `--receiver-cpu`).
+    pub fn cpu_budgets(&self) -> [(&'static str, Option<f64>); 2] {
+        [
+            ("sender", self.sender_cpu_pct),
+            ("receiver", self.receiver_cpu_pct),
+        ]
+    }
+}
+
 /// How much the sender sends.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

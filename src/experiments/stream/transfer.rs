@@ -183,16 +183,7 @@ impl Receiver {
                 .set_nodelay(true)
                 .map_err(io_err("setting TCP_NODELAY"))?;
         }
-        let interface_before = self
-            .spec
-            .interface
-            .as_deref()
-            .and_then(InterfaceCounters::read);
-        let counters_before = Counters::read();
-        let usage_before = ProcessUsage::now();
-        let cpu_before = current_cpu();
-        let delay_before = thread_run_delay_ns();
-        let stat_before = StatSnapshot::read().ok();
+        let before = Before::now(self.spec.interface.as_deref());
         let mut zerocopy_receive = None;
         let (bytes, syscalls, first_byte) = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
@@ -221,15 +212,8 @@ impl Receiver {
             }
         };
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
-        let usage = ProcessUsage::now().since(&usage_before);
-        let cpus = Some((cpu_before, current_cpu()));
-        let run_delay_s = delay_before
-            .zip(thread_run_delay_ns())
-            .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
-        let core = core_over(stat_before.as_ref(), cpus);
+        let over = before.end();
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
-        let counters = Counters::read().delta_reported(&counters_before);
-        let interface = interface_delta(self.spec.interface.as_deref(), interface_before);
         let socket = Socket::from(stream);
         let buffer = socket_buffer(
             socket.recv_buffer_size(),
@@ -242,9 +226,9 @@ impl Receiver {
             bytes,
             syscalls,
             wall_s,
-            usage,
+            usage: over.usage,
             tcp_info,
-            counters,
+            counters: over.counters,
             congestion_control: congestion_control_of(&socket),
             mss: socket.tcp_mss().ok(),
             verified: self.spec.verify && self.spec.strategy.sees_bytes(),
@@ -252,12 +236,12 @@ impl Receiver {
             zerocopy_receive,
             intervals: Vec::new(),
             udp: None,
-            cpus,
-            interface,
-            run_delay_s,
+            cpus: over.cpus,
+            interface: over.interface,
+            run_delay_s: over.run_delay_s,
             buffer,
             cpu_budget: None,
-            core,
+            core: over.core,
         })
     }
 }
@@ -953,12 +937,7 @@ impl Sender {
     ) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
-        let interface_before = spec.interface.as_deref().and_then(InterfaceCounters::read);
-        let counters_before = Counters::read();
-        let usage_before = ProcessUsage::now();
-        let cpu_before = current_cpu();
-        let delay_before = thread_run_delay_ns();
-        let stat_before = StatSnapshot::read().ok();
+        let before = Before::now(spec.interface.as_deref());
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
         if let Some(every) = spec.interval_s {
@@ -1011,16 +990,9 @@ impl Sender {
             }
         }
         let wall_s = start.elapsed().as_secs_f64();
-        let usage = ProcessUsage::now().since(&usage_before);
+        let over = before.end();
         let intervals = schedule.finish_intervals();
-        let cpus = Some((cpu_before, current_cpu()));
-        let run_delay_s = delay_before
-            .zip(thread_run_delay_ns())
-            .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
-        let core = core_over(stat_before.as_ref(), cpus);
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
-        let counters = Counters::read().delta_reported(&counters_before);
-        let interface = interface_delta(spec.interface.as_deref(), interface_before);
         let socket = Socket::from(self.stream);
         let buffer = socket_buffer(
             socket.send_buffer_size(),
@@ -1033,9 +1005,9 @@ impl Sender {
             bytes: tally.bytes,
             syscalls: tally.syscalls,
             wall_s,
-            usage,
+            usage: over.usage,
             tcp_info,
-            counters,
+            counters: over.counters,
             congestion_control: congestion_control_of(&socket),
             mss: socket.tcp_mss().ok(),
             verified: false,
@@ -1043,20 +1015,73 @@ impl Sender {
             zerocopy_receive: None,
             intervals,
             udp: None,
-            cpus,
-            interface,
-            run_delay_s,
+            cpus: over.cpus,
+            interface: over.interface,
+            run_delay_s: over.run_delay_s,
             buffer,
             cpu_budget: None,
-            core,
+            core: over.core,
         })
     }
 }
 
-/// The load of the core a data path ended on, since `before`.
-fn core_over(before: Option<&StatSnapshot>, cpus: Option<(u32, u32)>) -> Option<CoreLoad> {
-    let (_, last) = cpus?;
-    core_load(before?, &StatSnapshot::read().ok()?, last)
+/// What an endpoint reads as its data path starts, to difference at its
+/// end. Read outside the measured interval: nothing here runs per record.
+struct Before {
+    interface_name: Option<String>,
+    interface: Option<InterfaceCounters>,
+    counters: Counters,
+    usage: ProcessUsage,
+    cpu: u32,
+    run_delay_ns: Option<u64>,
+    stat: Option<StatSnapshot>,
+}
+
+/// The data path's own accounting, differenced over it.
+struct Over {
+    usage: ProcessUsage,
+    /// The CPU it started and ended on.
+    cpus: Option<(u32, u32)>,
+    run_delay_s: Option<f64>,
+    /// The core it ended on, and that core's load over the data path.
+    core: Option<CoreLoad>,
+    counters: Counters,
+    interface: Option<InterfaceCounters>,
+}
+
+impl Before {
+    fn now(interface: Option<&str>) -> Before {
+        Before {
+            interface_name: interface.map(String::from),
+            interface: interface.and_then(InterfaceCounters::read),
+            counters: Counters::read(),
+            usage: ProcessUsage::now(),
+            cpu: current_cpu(),
+            run_delay_ns: thread_run_delay_ns(),
+            stat: StatSnapshot::read().ok(),
+        }
+    }
+
+    fn end(self) -> Over {
+        let usage = ProcessUsage::now().since(&self.usage);
+        let last = current_cpu();
+        let run_delay_s = self
+            .run_delay_ns
+            .zip(thread_run_delay_ns())
+            .map(|(before, after)| after.saturating_sub(before) as f64 / 1e9);
+        let core = self
+            .stat
+            .zip(StatSnapshot::read().ok())
+            .and_then(|(before, after)| core_load(&before, &after, last));
+        Over {
+            usage,
+            cpus: Some((self.cpu, last)),
+            run_delay_s,
+            core,
+            counters: Counters::read().delta_reported(&self.counters),
+            interface: interface_delta(self.interface_name.as_deref(), self.interface),
+        }
+    }
 }
 
 /// A socket's buffer at the end, with the namespace's autotuning maximum
