@@ -315,7 +315,7 @@ fn udp_loss_is_placed_where_it_happened() {
 }
 
 #[test]
-fn the_report_names_what_limited_rpc_cksum_and_login_from_their_records() {
+fn the_report_names_what_limited_rpc_cksum_login_and_output_from_their_records() {
     // Alone too: the report's own CPU would be a stream run's contention.
     let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
@@ -343,4 +343,34 @@ fn the_report_names_what_limited_rpc_cksum_and_login_from_their_records() {
     );
     assert!(line("cksum").contains("of the read limit"));
     assert!(line("login").contains("echo p99"));
+    assert!(line("output").contains("bound by"));
+}
+
+#[test]
+fn each_interval_carries_the_senders_time_by_the_chrono_accounting() {
+    let _alone = alone();
+    let r = in_namespaces(&[
+        "--delay",
+        "10ms",
+        "--rcvbuf",
+        "64K",
+        // A loss-based control meets the window test that starts the
+        // chrono's rwnd_limited (bbr can stop at its pacing gate first).
+        "--cc",
+        "cubic",
+        "--duration",
+        "2s",
+        "--interval",
+        "500ms",
+    ]);
+    let intervals = r["sender"]["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 3, "{intervals:?}");
+    // Past the handshake and slow start, the 64 KB window holds the
+    // sender: the receive window is the largest part of each interval.
+    for i in &intervals[1..] {
+        let chrono = &i["chrono"];
+        let rwnd = chrono["rwnd_limited"].as_f64().unwrap();
+        let busy = chrono["busy"].as_f64().unwrap();
+        assert!(rwnd > 0.5 && busy >= rwnd, "{i}");
+    }
 }

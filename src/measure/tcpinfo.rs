@@ -48,6 +48,11 @@ pub struct TcpInfo {
     pub sndbuf_limited_us: Option<u64>,
     /// Microseconds the connection had data in flight.
     pub busy_time_us: Option<u64>,
+    /// Whether the last delivery-rate sample was taken while the sender
+    /// had too little to send to fill its window (the application, not
+    /// the path, set that rate): `tcpi_delivery_rate_app_limited`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_rate_app_limited: Option<bool>,
 }
 
 fn u32_at(buf: &[u8], offset: usize) -> Option<u32> {
@@ -62,6 +67,10 @@ fn u64_at(buf: &[u8], offset: usize) -> Option<u64> {
 
 /// Byte offsets in `struct tcp_info` (the first eight fields are u8s).
 mod offset {
+    /// The byte holding `tcpi_delivery_rate_app_limited` (bit 0), a
+    /// bitfield after `tcpi_snd_wscale`/`tcpi_rcv_wscale`; meaningful
+    /// only in layouts that carry `tcpi_delivery_rate` (Linux 4.9).
+    pub const APP_LIMITED: usize = 7;
     pub const SND_MSS: usize = 16;
     pub const RCV_MSS: usize = 20;
     pub const PMTU: usize = 60;
@@ -110,6 +119,8 @@ impl TcpInfo {
             busy_time_us: u64_at(buf, offset::BUSY_TIME),
             rwnd_limited_us: u64_at(buf, offset::RWND_LIMITED),
             sndbuf_limited_us: u64_at(buf, offset::SNDBUF_LIMITED),
+            delivery_rate_app_limited: u64_at(buf, offset::DELIVERY_RATE)
+                .map(|_| buf[offset::APP_LIMITED] & 1 == 1),
         })
     }
 
@@ -156,6 +167,18 @@ mod tests {
         assert_eq!(info.segs_out, Some(77));
         assert_eq!(info.delivery_rate_bps, Some(5_000_000));
         assert_eq!(info.sndbuf_limited_us, Some(0));
+        assert_eq!(info.delivery_rate_app_limited, Some(false));
+        // Bit 0 of byte 7; the fastopen bits beside it do not count.
+        buf[offset::APP_LIMITED] = 0b110;
+        assert_eq!(
+            TcpInfo::parse(&buf).unwrap().delivery_rate_app_limited,
+            Some(false)
+        );
+        buf[offset::APP_LIMITED] = 0b111;
+        assert_eq!(
+            TcpInfo::parse(&buf).unwrap().delivery_rate_app_limited,
+            Some(true)
+        );
     }
 
     #[test]
@@ -163,6 +186,7 @@ mod tests {
         let info = TcpInfo::parse(&[0u8; offset::MINIMUM]).unwrap();
         assert_eq!(info.segs_out, None);
         assert_eq!(info.delivery_rate_bps, None);
+        assert_eq!(info.delivery_rate_app_limited, None);
         assert!(TcpInfo::parse(&[0u8; 50]).is_none());
     }
 

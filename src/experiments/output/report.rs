@@ -129,4 +129,57 @@ impl ReportSection for OutputSection {
             data.params.protocol.name()
         )
     }
+
+    /// The slowest cell's limit: its serial line (`--baud`) when it ran
+    /// at the line's rate, a saturated end's CPU, or else the waiting
+    /// between the ends (with Nagle named when its segments are small).
+    fn limited(records: &[Record]) -> Option<String> {
+        let slowest = records
+            .iter()
+            .filter_map(|r| r.data.result.as_deref())
+            .min_by(|a, b| a.kbytes_per_s.total_cmp(&b.kbytes_per_s))?;
+        let p = &slowest.params;
+        let cell = format!(
+            "the slowest cell ({} over {}) typed {:.0} KB/s",
+            p.relay.name(),
+            p.protocol.name(),
+            slowest.kbytes_per_s
+        );
+        // 8N1: ten bits a byte on the line.
+        let line_kb_s = p.baud.map(|b| f64::from(b) / 10.0 / 1024.0);
+        let client_pct = slowest.client_cpu_us_per_kb * slowest.kbytes_per_s / 1e4;
+        let why = match line_kb_s {
+            Some(line) if slowest.kbytes_per_s >= OUTPUT_AT_BOUND * line => format!(
+                "the {}-baud line itself ({line:.2} KB/s), as in 1987",
+                p.baud.unwrap_or(0)
+            ),
+            _ if slowest.server_cpu_pct >= 100.0 * OUTPUT_AT_BOUND => format!(
+                "the server's CPU ({:.0}% of one CPU, {:.1} µs per KB)",
+                slowest.server_cpu_pct, slowest.server_cpu_us_per_kb
+            ),
+            _ if client_pct >= 100.0 * OUTPUT_AT_BOUND => format!(
+                "the terminal's CPU ({client_pct:.0}% of one CPU, {:.1} µs per KB)",
+                slowest.client_cpu_us_per_kb
+            ),
+            _ => format!(
+                "neither end's CPU (server {:.0}%, terminal {client_pct:.0}%, {:.0}-byte segments): the time went to waiting between the ends{}",
+                slowest.server_cpu_pct,
+                slowest.mean_segment_bytes,
+                if !p.nodelay && slowest.mean_segment_bytes < SMALL_SEGMENT {
+                    "; segments this small each wait on an ACK (Nagle): try --nodelay"
+                } else {
+                    ""
+                }
+            ),
+        };
+        Some(format!("{cell}, bound by {why}"))
+    }
 }
+
+/// Segments under this many bytes are Nagle's business: each waits for
+/// the ACK of the one before.
+const SMALL_SEGMENT: f64 = 1024.0;
+
+/// A cell within this fraction of a bound (its line's rate, a full CPU)
+/// is at it.
+const OUTPUT_AT_BOUND: f64 = 0.85;

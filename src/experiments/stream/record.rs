@@ -214,6 +214,44 @@ pub struct IntervalSample {
     pub rtt_us: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_mbit_s: Option<f64>,
+    /// The sender's time in the interval by Linux's chrono accounting
+    /// (differences of `tcpi_busy_time`, `tcpi_rwnd_limited`,
+    /// `tcpi_sndbuf_limited` over it), as shares of the interval; absent
+    /// on a kernel before 4.10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chrono: Option<ChronoShares>,
+    /// The kernel's last delivery-rate sample was application-limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_limited: Option<bool>,
+}
+
+/// Shares of an interval: data in flight (busy), of which stalled by the
+/// receive window and by the send buffer; the rest of the interval the
+/// sender had nothing in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChronoShares {
+    pub busy: f64,
+    pub rwnd_limited: f64,
+    pub sndbuf_limited: f64,
+}
+
+impl ChronoShares {
+    /// The part of the interval that held the flow most, in a word:
+    /// `rwnd`, `sndbuf`, `cwnd` (busy, neither stalled: the window, pacing,
+    /// the path or the CPU) or `idle` (nothing in flight).
+    pub fn dominant(&self) -> &'static str {
+        let rest = (self.busy - self.rwnd_limited - self.sndbuf_limited).max(0.0);
+        let idle = (1.0 - self.busy).max(0.0);
+        [
+            ("rwnd", self.rwnd_limited),
+            ("sndbuf", self.sndbuf_limited),
+            ("cwnd", rest),
+            ("idle", idle),
+        ]
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or("-", |(word, _)| word)
+    }
 }
 
 /// `--udp`: datagrams of `length` bytes (header included) paced at

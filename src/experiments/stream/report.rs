@@ -507,8 +507,10 @@ pub fn interval_line(
 }
 
 /// The last run's intervals (`--interval`), each connection's in turn:
-/// throughput of the bytes acknowledged, retransmits, cwnd, RTT and the
-/// kernel's delivery rate at each interval's end.
+/// throughput of the bytes acknowledged, retransmits, cwnd, RTT, the
+/// kernel's delivery rate at each interval's end (and whether its sample
+/// was application-limited), and the sender's time in the interval by the
+/// chrono accounting, its largest part first.
 pub fn intervals_text(records: &[Record]) -> Option<String> {
     let (_, last) = stream_results(records).into_iter().last()?;
     let senders: Vec<&crate::experiments::stream::record::EndpointReport> = if last.flows.is_empty()
@@ -531,7 +533,24 @@ pub fn intervals_text(records: &[Record]) -> Option<String> {
                 i.retransmits.to_string(),
                 i.cwnd.to_string(),
                 i.rtt_us.to_string(),
-                i.delivery_rate_mbit_s.map_or("-".into(), num),
+                format!(
+                    "{}{}",
+                    i.delivery_rate_mbit_s.map_or("-".into(), num),
+                    if i.app_limited == Some(true) {
+                        " (app-limited)"
+                    } else {
+                        ""
+                    }
+                ),
+                i.chrono.map_or("-".into(), |c| {
+                    format!(
+                        "{} (busy {:.0}%, rwnd {:.0}%, sndbuf {:.0}%)",
+                        c.dominant(),
+                        100.0 * c.busy,
+                        100.0 * c.rwnd_limited,
+                        100.0 * c.sndbuf_limited
+                    )
+                }),
             ]);
         }
     }
@@ -546,6 +565,7 @@ pub fn intervals_text(records: &[Record]) -> Option<String> {
             "cwnd, segs",
             "RTT, µs",
             "delivery rate, Mbit/s",
+            "sender's time (chrono)",
         ],
         &rows,
     ));

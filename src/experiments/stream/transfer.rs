@@ -19,7 +19,7 @@ use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::protocol::current_cpu;
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::EndpointReport;
-use crate::experiments::stream::record::IntervalSample;
+use crate::experiments::stream::record::{ChronoShares, IntervalSample};
 use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
 use crate::experiments::stream::record::SocketOptions;
@@ -716,6 +716,9 @@ struct Intervals<'a> {
     last_s: f64,
     last_bytes: u64,
     last_retransmits: u32,
+    /// The chrono counters (busy, rwnd-limited, sndbuf-limited, µs) at
+    /// the last interval's end.
+    last_chrono: Option<[u64; 3]>,
     samples: Vec<IntervalSample>,
     sink: &'a mut dyn FnMut(&IntervalSample),
 }
@@ -732,6 +735,18 @@ impl Intervals<'_> {
             .map_or(self.last_retransmits, |i| i.total_retrans);
         let bytes = acked.saturating_sub(self.last_bytes);
         let seconds = now_s - self.last_s;
+        let chrono_now = info.as_ref().and_then(|i| {
+            Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
+        });
+        let chrono = chrono_now.zip(self.last_chrono).and_then(|(now, last)| {
+            let share =
+                |k: usize| (now[k].saturating_sub(last[k]) as f64 / 1e6 / seconds).min(1.0);
+            (seconds > 0.0).then(|| ChronoShares {
+                busy: share(0),
+                rwnd_limited: share(1),
+                sndbuf_limited: share(2),
+            })
+        });
         let sample = IntervalSample {
             start_s: self.last_s,
             end_s: now_s,
@@ -748,12 +763,15 @@ impl Intervals<'_> {
                 .as_ref()
                 .and_then(|i| i.delivery_rate_bps)
                 .map(|bps| bps as f64 * 8.0 / 1e6),
+            chrono,
+            app_limited: info.as_ref().and_then(|i| i.delivery_rate_app_limited),
         };
         (self.sink)(&sample);
         self.samples.push(sample);
         self.last_s = now_s;
         self.last_bytes = acked;
         self.last_retransmits = retransmits;
+        self.last_chrono = chrono_now.or(self.last_chrono);
         while self.next_at_s <= now_s {
             self.next_at_s += self.every_s;
         }
@@ -789,6 +807,9 @@ impl<'a> Schedule<'a> {
             last_s: 0.0,
             last_bytes: info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0),
             last_retransmits: info.as_ref().map_or(0, |i| i.total_retrans),
+            last_chrono: info.as_ref().and_then(|i| {
+                Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
+            }),
             samples: Vec::new(),
             sink,
         });
