@@ -2,129 +2,124 @@
 //! link between two TUN devices, and the capture that watches an
 //! interface. Both run only on the controller's host (an agent refuses
 //! them), each in its own endpoint process so its CPU is its own.
+//!
+//! Both have one life, `Start(spec)` then `Stop` with a report, so one
+//! generic role ([`HelperRole`]) plays either; a [`Helper`] says what is
+//! started and what its report is.
 
 use super::agent::policy::Policy;
 use super::role::{Link, Protocol, Role, RoleError};
-use crate::record::testbed::CaptureReport;
-use crate::record::testbed::EmulatorReport;
+use crate::record::testbed::{CaptureReport, EmulatorReport};
 use crate::testbed::capture::{Capture, CaptureSpec};
 use crate::testbed::emulator::{Emulator, EmulatorSpec};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+use std::io;
 
-/// What the agent says of a testbed helper.
-fn helpers_stay_home<T>(_: &mut T, _: &str, _: &Policy) -> Result<(), String> {
-    Err("the wire emulator and the capture run only on the controller's host".into())
+/// A testbed helper: started from a spec, stopped into a report.
+pub trait Helper: Sized + Send + 'static {
+    /// The role's name, as requests carry it.
+    const ROLE: &'static str;
+    type Spec: Serialize + DeserializeOwned + Debug;
+    type Report: Serialize + DeserializeOwned + Debug;
+    /// What is being started, for an error ("capturing on lo").
+    fn doing(spec: &Self::Spec) -> String;
+    fn start(spec: Self::Spec) -> io::Result<Self>;
+    fn stop(self) -> io::Result<Self::Report>;
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum EmulatorRequest {
-    /// Relay between two TUN devices as the link's model says.
-    Start(Box<EmulatorSpec>),
+pub enum HelperRequest<S> {
+    Start(Box<S>),
     Stop,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum EmulatorReply {
-    Emulating,
-    Done(Box<EmulatorReport>),
+pub enum HelperReply<R> {
+    /// Started, running until `Stop`.
+    Running,
+    Done(Box<R>),
 }
 
-/// The wire emulator, from `Start` to `Stop`.
-#[derive(Default)]
-pub struct EmulatorRole {
-    running: Option<Emulator>,
+/// A helper from `Start` to `Stop`.
+pub struct HelperRole<H> {
+    running: Option<H>,
 }
 
-impl Protocol for EmulatorRole {
+impl<H> Default for HelperRole<H> {
+    fn default() -> Self {
+        HelperRole { running: None }
+    }
+}
+
+impl<H: Helper> Protocol for HelperRole<H> {
+    const ROLE: &'static str = H::ROLE;
+    type Request = HelperRequest<H::Spec>;
+    type Reply = HelperReply<H::Report>;
+    type Event = ();
+}
+
+impl<H: Helper> Role for HelperRole<H> {
+    fn handle(
+        &mut self,
+        request: HelperRequest<H::Spec>,
+        _: &mut Link<'_>,
+    ) -> Result<HelperReply<H::Report>, RoleError> {
+        match request {
+            HelperRequest::Start(spec) => {
+                let doing = H::doing(&spec);
+                let helper =
+                    H::start(*spec).map_err(|e| RoleError::failed(format_args!("{doing}: {e}")))?;
+                self.running = Some(helper);
+                Ok(HelperReply::Running)
+            }
+            HelperRequest::Stop => {
+                let helper = self.running.take().ok_or_else(|| {
+                    RoleError::failed(format_args!("Stop with no {} running", H::ROLE))
+                })?;
+                let report = helper.stop().map_err(RoleError::failed)?;
+                Ok(HelperReply::Done(Box::new(report)))
+            }
+        }
+    }
+
+    fn check(_: &mut HelperRequest<H::Spec>, _: &str, _: &Policy) -> Result<(), String> {
+        Err("the wire emulator and the capture run only on the controller's host".into())
+    }
+}
+
+impl Helper for Emulator {
     const ROLE: &'static str = "emulator";
-    type Request = EmulatorRequest;
-    type Reply = EmulatorReply;
-    type Event = ();
-}
-
-impl Role for EmulatorRole {
-    fn handle(
-        &mut self,
-        request: EmulatorRequest,
-        _: &mut Link<'_>,
-    ) -> Result<EmulatorReply, RoleError> {
-        match request {
-            EmulatorRequest::Start(spec) => {
-                let emulator = Emulator::start(*spec).map_err(|e| {
-                    RoleError::failed(format_args!("starting the wire emulator: {e}"))
-                })?;
-                self.running = Some(emulator);
-                Ok(EmulatorReply::Emulating)
-            }
-            EmulatorRequest::Stop => {
-                let emulator = self
-                    .running
-                    .take()
-                    .ok_or_else(|| RoleError::failed("Stop with no emulator running"))?;
-                let report = emulator.stop().map_err(RoleError::failed)?;
-                Ok(EmulatorReply::Done(Box::new(report)))
-            }
-        }
+    type Spec = EmulatorSpec;
+    type Report = EmulatorReport;
+    fn doing(_: &EmulatorSpec) -> String {
+        "starting the wire emulator".into()
     }
-
-    fn check(request: &mut EmulatorRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        helpers_stay_home(request, run, policy)
+    fn start(spec: EmulatorSpec) -> io::Result<Emulator> {
+        Emulator::start(spec)
+    }
+    fn stop(self) -> io::Result<EmulatorReport> {
+        Emulator::stop(self)
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum CaptureRequest {
-    /// Capture an interface in this endpoint's namespace.
-    Start(CaptureSpec),
-    Stop,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum CaptureReply {
-    Capturing,
-    Done(Box<CaptureReport>),
-}
-
-/// The capture, from `Start` to `Stop`.
-#[derive(Default)]
-pub struct CaptureRole {
-    running: Option<Capture>,
-}
-
-impl Protocol for CaptureRole {
+impl Helper for Capture {
     const ROLE: &'static str = "capture";
-    type Request = CaptureRequest;
-    type Reply = CaptureReply;
-    type Event = ();
-}
-
-impl Role for CaptureRole {
-    fn handle(
-        &mut self,
-        request: CaptureRequest,
-        _: &mut Link<'_>,
-    ) -> Result<CaptureReply, RoleError> {
-        match request {
-            CaptureRequest::Start(spec) => {
-                let interface = spec.interface.clone();
-                let capture = Capture::start(spec).map_err(|e| {
-                    RoleError::failed(format_args!("capturing on {interface}: {e}"))
-                })?;
-                self.running = Some(capture);
-                Ok(CaptureReply::Capturing)
-            }
-            CaptureRequest::Stop => {
-                let capture = self
-                    .running
-                    .take()
-                    .ok_or_else(|| RoleError::failed("Stop with no capture running"))?;
-                let report = capture.stop().map_err(RoleError::failed)?;
-                Ok(CaptureReply::Done(Box::new(report)))
-            }
-        }
+    type Spec = CaptureSpec;
+    type Report = CaptureReport;
+    fn doing(spec: &CaptureSpec) -> String {
+        format!("capturing on {}", spec.interface)
     }
-
-    fn check(request: &mut CaptureRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        helpers_stay_home(request, run, policy)
+    fn start(spec: CaptureSpec) -> io::Result<Capture> {
+        Capture::start(spec)
+    }
+    fn stop(self) -> io::Result<CaptureReport> {
+        Capture::stop(self)
     }
 }
+
+/// The wire emulator's role.
+pub type EmulatorRole = HelperRole<Emulator>;
+/// The capture's role.
+pub type CaptureRole = HelperRole<Capture>;

@@ -3,13 +3,11 @@
 
 use super::launcher::{End, Launcher};
 use super::processes::{ControlError, EndpointProcess, Wait};
-use crate::endpoint::testbed::{
-    CaptureReply, CaptureRequest, CaptureRole, EmulatorReply, EmulatorRequest, EmulatorRole,
-};
+use crate::endpoint::testbed::{Helper, HelperReply, HelperRequest, HelperRole};
 use crate::record::testbed::{LinkVia, Placement, Realisation};
 use crate::testbed::{
-    capture::CaptureSpec,
-    emulator::{EmulatorSpec, TunSide},
+    capture::{Capture, CaptureSpec},
+    emulator::{Emulator, EmulatorSpec, TunSide},
     netns::Testbed,
 };
 
@@ -46,7 +44,7 @@ impl Bed {
             .map_or(1, |d| d.as_nanos() as u64);
         let emulator = if testbed.facts().realised_by == Realisation::Emulator {
             let mut emulator = Launcher::helper("emulator")?;
-            let request = EmulatorRequest::Start(Box::new(EmulatorSpec {
+            let spec = EmulatorSpec {
                 sides: [0, 1].map(|side| TunSide {
                     netns: testbed.netns_path(side),
                     interface: testbed.interface(side).to_string(),
@@ -54,27 +52,23 @@ impl Bed {
                 link: link.clone(),
                 queue_bytes: link.queue_bytes.unwrap_or(EMULATOR_DEFAULT_QUEUE),
                 seed,
-            }));
-            match emulator.ask::<EmulatorRole>(&request, Wait::up_to(10, "starting"))? {
-                EmulatorReply::Emulating => Some(emulator),
-                other => return Err(emulator.out_of_turn("starting", &other)),
-            }
+            };
+            start_helper::<Emulator>(&mut emulator, spec)?;
+            Some(emulator)
         } else {
             None
         };
         let capture = if *capture {
             let mut capture = Launcher::for_testbed(&testbed).spawn("capture", End::From)?;
-            let request = CaptureRequest::Start(CaptureSpec {
+            let spec = CaptureSpec {
                 interface: testbed.interface(0).to_string(),
                 pcap: pcap.clone(),
                 snaplen: 128,
                 rate_bps: link.rate_bps,
                 port: None,
-            });
-            match capture.ask::<CaptureRole>(&request, Wait::up_to(10, "starting"))? {
-                CaptureReply::Capturing => Some(capture),
-                other => return Err(capture.out_of_turn("starting", &other)),
-            }
+            };
+            start_helper::<Capture>(&mut capture, spec)?;
+            Some(capture)
         } else {
             None
         };
@@ -94,27 +88,41 @@ impl Bed {
             capture: None,
         };
         if let Some(mut capture) = self.capture.take() {
-            capture.wait_through_interrupt();
-            match capture.ask::<CaptureRole>(&CaptureRequest::Stop, Wait::up_to(30, "stopping"))? {
-                CaptureReply::Done(report) => outcome.capture = Some(*report),
-                other => return Err(capture.out_of_turn("stopping", &other)),
-            }
+            outcome.capture = Some(stop_helper::<Capture>(&mut capture, 30)?);
             capture.finish();
         }
         if let Some(mut emulator) = self.emulator.take() {
-            emulator.wait_through_interrupt();
-            match emulator
-                .ask::<EmulatorRole>(&EmulatorRequest::Stop, Wait::up_to(10, "stopping"))?
-            {
-                EmulatorReply::Done(mut report) => {
-                    report.seed = self.seed;
-                    outcome.emulator = Some(*report);
-                }
-                other => return Err(emulator.out_of_turn("stopping", &other)),
-            }
+            let mut report = stop_helper::<Emulator>(&mut emulator, 10)?;
+            report.seed = self.seed;
+            outcome.emulator = Some(report);
             emulator.finish();
         }
         Ok(outcome)
+    }
+}
+
+/// Starts a testbed helper in its endpoint process.
+pub fn start_helper<H: Helper>(
+    process: &mut EndpointProcess,
+    spec: H::Spec,
+) -> Result<(), ControlError> {
+    let request = HelperRequest::Start(Box::new(spec));
+    match process.ask::<HelperRole<H>>(&request, Wait::up_to(10, "starting"))? {
+        HelperReply::Running => Ok(()),
+        other => Err(process.out_of_turn("starting", &other)),
+    }
+}
+
+/// Stops a testbed helper (after any Ctrl-C has been let through) and
+/// takes its report, waiting up to `seconds`.
+pub fn stop_helper<H: Helper>(
+    process: &mut EndpointProcess,
+    seconds: u64,
+) -> Result<H::Report, ControlError> {
+    process.wait_through_interrupt();
+    match process.ask::<HelperRole<H>>(&HelperRequest::Stop, Wait::up_to(seconds, "stopping"))? {
+        HelperReply::Done(report) => Ok(*report),
+        other => Err(process.out_of_turn("stopping", &other)),
     }
 }
 

@@ -9,9 +9,8 @@
 //! records what they report.
 
 use crate::endpoint::rpc::RpcClientSpec;
-use crate::endpoint::testbed::{CaptureReply, CaptureRequest, CaptureRole};
 use crate::experiment::Interrupted;
-use crate::experiment::helpers::Bed;
+use crate::experiment::helpers::{Bed, start_helper, stop_helper};
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::processes::{ControlError, Wait};
 use crate::experiment::runner::{MeasureCell, Measured};
@@ -19,7 +18,7 @@ use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
 use crate::experiments::rpc::role::{RpcReply, RpcRequest, RpcRole};
 use crate::record::stats::Spread;
-use crate::testbed::capture::CaptureSpec;
+use crate::testbed::capture::{Capture, CaptureSpec};
 use std::net::SocketAddr;
 
 /// Runs one cell.
@@ -44,18 +43,14 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
             .interface(End::From)
             .unwrap_or_else(|| "lo".to_string());
         let mut capture = launcher.spawn("capture", End::From)?;
-        let start = CaptureRequest::Start(CaptureSpec {
+        let spec = CaptureSpec {
             interface,
             pcap: None,
             snaplen: 128,
             rate_bps: None,
             port: Some(port),
-        });
-        let CaptureReply::Capturing =
-            capture.ask::<CaptureRole>(&start, Wait::up_to(10, "starting"))?
-        else {
-            return Err(capture.out_of_turn("starting", &start));
         };
+        start_helper::<Capture>(&mut capture, spec)?;
         Some(capture)
     } else {
         None
@@ -77,13 +72,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     };
     client.finish();
     let timeline_capture = match capture.as_mut() {
-        Some(capture) => {
-            capture.wait_through_interrupt();
-            match capture.ask::<CaptureRole>(&CaptureRequest::Stop, Wait::up_to(10, "stopping"))? {
-                CaptureReply::Done(report) => Some(*report),
-                other => return Err(capture.out_of_turn("stopping", &other)),
-            }
-        }
+        Some(capture) => Some(stop_helper::<Capture>(capture, 10)?),
         None => None,
     };
     if let Some(mut capture) = capture {
