@@ -374,3 +374,106 @@ fn each_interval_carries_the_senders_time_by_the_chrono_accounting() {
         assert!(rwnd > 0.5 && busy >= rwnd, "{i}");
     }
 }
+
+/// `netlab rpc ARGS` (TCP, no diagnosis reruns): its measured cells'
+/// call splits by argument size.
+fn rpc_splits(args: &[&str]) -> Vec<(u64, Value)> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec!["rpc", "--proto", "tcp", "--no-diagnose"];
+    all.extend(args);
+    let doc = run_json(&all, &dir.path().join("r.jsonl"));
+    doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let split = r["result"]["call_split"].clone();
+            assert!(split.is_object(), "no call_split: {r}");
+            (r["params"]["size"].as_u64().unwrap(), split)
+        })
+        .collect()
+}
+
+fn f(v: &Value, field: &str) -> f64 {
+    v[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} in {v}"))
+}
+
+#[test]
+fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
+    let _alone = alone();
+    // Loopback, Sun's two writes: 4096 bytes waits on the delayed ACK
+    // (Nagle), a null call on the kernels and the wake-ups between them.
+    let splits = rpc_splits(&[
+        "--placements",
+        "loopback",
+        "--sizes",
+        "0,4096",
+        "--calls",
+        "20",
+        "--reps",
+        "2",
+    ]);
+    let (_, null) = &splits[0];
+    let (_, stalled) = &splits[1];
+    assert_eq!(stalled["bound"], "waiting", "{stalled}");
+    assert!(
+        f(stalled, "waiting_us") > 0.9 * f(stalled, "call_us"),
+        "{stalled}"
+    );
+    assert!(
+        stalled["fix"].as_str().unwrap().contains("--nodelay"),
+        "{stalled}"
+    );
+    assert!(f(null, "call_us") < 5_000.0, "no stall at 0 bytes: {null}");
+    assert!(
+        f(null, "server_us") > 0.0 && f(null, "stack_us") > 0.0,
+        "{null}"
+    );
+    assert!(
+        f(null, "switches_per_call") >= 1.0,
+        "each end sleeps: {null}"
+    );
+    assert_eq!(f(null, "wire_us"), 0.0, "one host: {null}");
+    assert!(null["missing"].as_array().unwrap().is_empty(), "{null}");
+    // Busy polling on both ends: nobody sleeps through a call.
+    let polled = rpc_splits(&[
+        "--placements",
+        "loopback",
+        "--sizes",
+        "0",
+        "--calls",
+        "50",
+        "--reps",
+        "2",
+        "--busy-poll",
+        "200",
+    ]);
+    let (_, polled) = &polled[0];
+    assert!(f(polled, "switches_per_call") < 0.8, "{polled}");
+    assert!(f(polled, "client_us") > 0.0, "the client spins: {polled}");
+
+    // A 20 ms path: the round trip is the call.
+    assert!(
+        netlab::testbed::netns::has_net_admin(),
+        "the limits tests over a link need CAP_NET_ADMIN: run them as root"
+    );
+    let splits = rpc_splits(&[
+        "--placements",
+        "netns",
+        "--link",
+        "wan",
+        "--sizes",
+        "0",
+        "--calls",
+        "10",
+        "--reps",
+        "2",
+    ]);
+    let (_, wan) = &splits[0];
+    assert_eq!(wan["bound"], "wire", "{wan}");
+    assert_eq!(f(wan, "propagation_us"), 40_000.0, "{wan}");
+    assert!(f(wan, "wire_us") <= f(wan, "call_us"), "{wan}");
+    assert!(wan["fix"].as_str().unwrap().contains("round trip"), "{wan}");
+}

@@ -70,6 +70,13 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
     let mut report = RpcClientReport::default();
     let counters_before = Counters::read();
     let usage_before = ProcessUsage::now();
+    let delay_before = crate::measure::schedstat::thread_run_delay_ns();
+    let run_delay = || {
+        let now = crate::measure::schedstat::thread_run_delay_ns();
+        delay_before
+            .zip(now)
+            .map(|(then, now)| now.saturating_sub(then))
+    };
     match spec.proto {
         Proto::Tcp => {
             let mut request = Request::tcp(&msg, call.header_len(), spec.strategy);
@@ -91,6 +98,7 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
                 report.syscalls = syscalls;
                 report.tcp_info = last_info;
                 report.connections = Some(u64::from(spec.calls) * u64::from(spec.reps));
+                report.run_delay_ns = run_delay();
                 report.usage = ProcessUsage::now().since(&usage_before);
                 report.counters = Counters::read().delta_reported(&counters_before);
                 fill_latency(&mut report, &histogram);
@@ -122,6 +130,7 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
             report.udp_retransmissions = client.retransmissions;
         }
     }
+    report.run_delay_ns = run_delay();
     report.usage = ProcessUsage::now().since(&usage_before);
     report.counters = Counters::read().delta_reported(&counters_before);
     fill_latency(&mut report, &histogram);
@@ -175,6 +184,10 @@ pub struct RpcClientReport {
     /// `--connect-per-call`: the connections opened (one per call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<u64>,
+    /// The calling thread's time runnable but waiting for a CPU over the
+    /// calls (ns, schedstat); none where it cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_ns: Option<u64>,
 }
 
 #[cfg(test)]

@@ -78,6 +78,15 @@ pub struct ServerReport {
     pub usage: ProcessUsage,
     /// Kernel counter deltas in the server's namespace over its life.
     pub counters: Counters,
+    /// Time spent in the procedure's own work: decoding each call, running
+    /// it and encoding its reply (ns, summed over calls; the reads and
+    /// writes around it are not in it). Older records: 0.
+    #[serde(default)]
+    pub work_ns: u64,
+    /// The serving threads' time runnable but waiting for a CPU (ns,
+    /// schedstat), summed; none where schedstat cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_delay_ns: Option<u64>,
 }
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::recmark::{Assembler, fragment_header};
@@ -196,10 +205,48 @@ fn decide(record: &[u8], max_arg: u32) -> Result<Reply, String> {
 #[derive(Debug, Default)]
 struct Stats {
     calls: AtomicU64,
+    work_ns: AtomicU64,
+    run_delay_ns: AtomicU64,
+    /// A serving thread could not read its schedstat.
+    run_delay_unknown: AtomicBool,
     dropped_records: AtomicU64,
     closed_bad_peers: AtomicU64,
     connections: AtomicU64,
     open: AtomicUsize,
+}
+
+impl Stats {
+    fn add_work(&self, began: Instant) {
+        let ns = began.elapsed().as_nanos() as u64;
+        self.work_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Adds the calling thread's run delay from now until the guard drops
+    /// (the thread's end).
+    fn run_delay_of_this_thread(&self) -> RunDelayGuard<'_> {
+        RunDelayGuard {
+            stats: self,
+            start: crate::measure::schedstat::thread_run_delay_ns(),
+        }
+    }
+}
+
+struct RunDelayGuard<'a> {
+    stats: &'a Stats,
+    start: Option<u64>,
+}
+
+impl Drop for RunDelayGuard<'_> {
+    fn drop(&mut self) {
+        let end = crate::measure::schedstat::thread_run_delay_ns();
+        match (self.start, end) {
+            (Some(start), Some(end)) => {
+                let ns = end.saturating_sub(start);
+                self.stats.run_delay_ns.fetch_add(ns, Ordering::Relaxed);
+            }
+            _ => self.stats.run_delay_unknown.store(true, Ordering::Relaxed),
+        }
+    }
 }
 
 /// A bound server, not yet serving.
@@ -369,6 +416,9 @@ impl Running {
             connections: self.stats.connections.load(Ordering::Relaxed),
             usage: ProcessUsage::now().since(&self.usage_before),
             counters: Counters::read().delta_reported(&self.counters_before),
+            work_ns: self.stats.work_ns.load(Ordering::Relaxed),
+            run_delay_ns: (!self.stats.run_delay_unknown.load(Ordering::Relaxed))
+                .then(|| self.stats.run_delay_ns.load(Ordering::Relaxed)),
         }
     }
 }
@@ -393,6 +443,7 @@ fn serve_udp(
     stop: &AtomicBool,
     stats: &Stats,
 ) {
+    let _delay = stats.run_delay_of_this_thread();
     let mut buf = vec![0u8; 65536];
     let mut reply = Vec::with_capacity(64);
     let mut empty_polls = 0;
@@ -430,7 +481,10 @@ fn serve_udp(
             continue;
         }
         reply.clear();
-        match dispatch_into(&buf[..n], options.max_record as u32, &mut reply) {
+        let began = Instant::now();
+        let dispatched = dispatch_into(&buf[..n], options.max_record as u32, &mut reply);
+        stats.add_work(began);
+        match dispatched {
             Ok(()) => {
                 stats.calls.fetch_add(1, Ordering::Relaxed);
                 let _ = udp.send_to(&reply, peer);
@@ -614,6 +668,7 @@ fn serve_connection(
     if options.quickack {
         set_quickack(stream);
     }
+    let _delay = stats.run_delay_of_this_thread();
     let mut empty_polls = 0;
     let mut reads = 0;
     loop {
@@ -652,7 +707,10 @@ fn serve_connection(
             };
             out.clear();
             out.extend_from_slice(&[0; 4]);
-            match dispatch_into(record, options.max_record as u32, &mut out) {
+            let began = Instant::now();
+            let dispatched = dispatch_into(record, options.max_record as u32, &mut out);
+            stats.add_work(began);
+            match dispatched {
                 Ok(()) => {
                     stats.calls.fetch_add(1, Ordering::Relaxed);
                     let header = fragment_header(out.len() as u32 - 4, true);

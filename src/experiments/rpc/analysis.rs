@@ -11,7 +11,7 @@ use crate::endpoint::rpc::Proto;
 use crate::experiments::rpc::record::Record;
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One flagged cell and what its reruns showed.
 #[derive(Debug, Clone, Serialize)]
@@ -330,16 +330,22 @@ fn wire_bytes(payload: u64, proto: Proto, mtu: u64) -> u64 {
     bytes
 }
 
-/// The least time (ms) one call of `arg_bytes` can take over a link of
-/// `bits_per_s` and `mtu`: its request and a null reply on the wire.
-pub fn rpc_call_wire_ms(arg_bytes: u64, proto: Proto, mtu: u64, bits_per_s: f64) -> f64 {
+/// Bytes on the wire of one call of `arg_bytes` at `mtu`: its request, and
+/// a null reply (a minimum frame at least), each with Ethernet's framing.
+pub fn rpc_call_wire_bytes(arg_bytes: u64, proto: Proto, mtu: u64) -> (u64, u64) {
     let record_mark = match proto {
         Proto::Tcp => 4,
         Proto::Udp => 0,
     };
     let request = wire_bytes(arg_bytes + RPC_CALL_HEADER + record_mark, proto, mtu);
-    // The reply: a minimum frame at least.
     let reply = ETHERNET_MIN_FRAME + 8 + 12;
+    (request, reply)
+}
+
+/// The least time (ms) one call of `arg_bytes` can take over a link of
+/// `bits_per_s` and `mtu`: its request and a null reply on the wire.
+pub fn rpc_call_wire_ms(arg_bytes: u64, proto: Proto, mtu: u64, bits_per_s: f64) -> f64 {
+    let (request, reply) = rpc_call_wire_bytes(arg_bytes, proto, mtu);
     (request + reply) as f64 * 8.0 / bits_per_s * 1e3
 }
 
@@ -434,5 +440,426 @@ mod bounds_tests {
         assert_eq!(as_ms_per_100.len(), 16, "{as_ms_per_100:?}");
         let as_ms_per_call = rpc_below_bound(columns, rows, |v| v, 1500, ETHER10);
         assert!(as_ms_per_call.is_empty(), "{as_ms_per_call:?}");
+    }
+}
+
+/// A part of a call's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPart {
+    /// Serialization and propagation on the path.
+    Wire,
+    /// Both kernels' CPU: system calls, TCP/IP or UDP/IP, copies.
+    Stack,
+    /// Both ends runnable but waiting for a CPU (schedstat's run delay).
+    WakeUps,
+    /// The server's procedure: decoding the call, running it, encoding the reply.
+    Server,
+    /// The client's own user-space work, and any busy-poll spinning.
+    Client,
+    /// Neither end running, queued for a CPU nor on the wire: both asleep,
+    /// waiting on a timer (a delayed ACK) or on a wake-up's way to a
+    /// sleeping core.
+    Waiting,
+}
+
+impl CallPart {
+    pub fn name(self) -> &'static str {
+        match self {
+            CallPart::Wire => "the wire",
+            CallPart::Stack => "the kernels' stack",
+            CallPart::WakeUps => "waiting for a CPU",
+            CallPart::Server => "the server's work",
+            CallPart::Client => "the client's work",
+            CallPart::Waiting => "both ends asleep",
+        }
+    }
+}
+
+/// Where one call's time went: each part in µs per call (means over every
+/// call of the cell), set against the measured call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSplit {
+    /// The measured call, µs (mean over all calls).
+    pub call_us: f64,
+    pub wire_us: f64,
+    /// The part of the wire that is propagation (both ways); the rest is
+    /// serialization (and an emulator's own delay).
+    pub propagation_us: f64,
+    /// How the wire was counted.
+    pub wire_from: String,
+    pub stack_us: f64,
+    /// Run delay of both ends per call; none where an end's schedstat
+    /// could not be read.
+    pub wakeup_us: Option<f64>,
+    /// Context switches of both ends per call (voluntary: each a sleep).
+    pub switches_per_call: f64,
+    /// None in a record from before the server timed its work.
+    pub server_us: Option<f64>,
+    pub client_us: f64,
+    /// What is left: the call minus every part counted (0 when they overlap).
+    pub waiting_us: f64,
+    /// By how much the counted parts exceed the call (both ends' CPU ran
+    /// at once, or the wire's figure is a bound that holds kernel time).
+    pub overlap_us: f64,
+    pub system_calls_per_call: f64,
+    /// The largest part.
+    pub bound: CallPart,
+    /// The fix an engineer would try for it.
+    pub fix: String,
+    /// What could not be counted, and so sits in `waiting_us`.
+    pub missing: Vec<String>,
+}
+
+impl CallSplit {
+    pub fn parts(&self) -> [(CallPart, f64); 6] {
+        [
+            (CallPart::Wire, self.wire_us),
+            (CallPart::Stack, self.stack_us),
+            (CallPart::WakeUps, self.wakeup_us.unwrap_or(0.0)),
+            (CallPart::Server, self.server_us.unwrap_or(0.0)),
+            (CallPart::Client, self.client_us),
+            (CallPart::Waiting, self.waiting_us),
+        ]
+    }
+
+    /// The bound's share of the call, or of the parts counted where they
+    /// overlap and add up to more than the call.
+    pub fn share(&self) -> f64 {
+        let part = self
+            .parts()
+            .iter()
+            .find(|(p, _)| *p == self.bound)
+            .map_or(0.0, |(_, us)| *us);
+        let whole = self.call_us + self.overlap_us;
+        if whole > 0.0 { part / whole } else { 0.0 }
+    }
+}
+
+/// Splits a cell's calls into the wire, the kernels' stack, waiting for a
+/// CPU, the server's and the client's own work, and the rest (both ends
+/// asleep), and names the largest with its fix. `None` for a cell that
+/// made no calls. Calls run one at a time, so the parts add up along one
+/// path; where both ends' CPU overlapped, `overlap_us` says by how much.
+pub fn call_split(params: &RpcParams, result: &RpcResult) -> Option<CallSplit> {
+    let client = &result.client;
+    let reps = client.rep_seconds.len() as f64;
+    let calls = f64::from(params.calls) * reps;
+    if calls < 1.0 {
+        return None;
+    }
+    let per_call = |seconds: f64| seconds / calls * 1e6;
+    let call_us = per_call(client.rep_seconds.iter().sum());
+    let mut missing = Vec::new();
+    let (wire_us, propagation_us, wire_from) = wire_per_call(params, result, &mut missing);
+    // Empty busy-poll receives are spinning, not the stack's work on a call.
+    let spun = if client.syscalls > 0 {
+        (client.empty_polls as f64 / client.syscalls as f64).min(1.0)
+    } else {
+        0.0
+    };
+    let stack_us = per_call(client.usage.sys_s * (1.0 - spun) + result.server.usage.sys_s);
+    let client_us = per_call(client.usage.user_s + client.usage.sys_s * spun);
+    let wakeup_us = match (client.run_delay_ns, result.server.run_delay_ns) {
+        (Some(c), Some(s)) => Some(per_call((c + s) as f64 / 1e9)),
+        _ => {
+            missing.push("run delay (schedstat) of an end".into());
+            None
+        }
+    };
+    let switches = client.usage.voluntary_cs
+        + client.usage.involuntary_cs
+        + result.server.usage.voluntary_cs
+        + result.server.usage.involuntary_cs;
+    let server_us = if result.server.work_ns == 0 && result.server.calls > 0 {
+        missing.push("the server's work (a record from before it was timed)".into());
+        None
+    } else {
+        Some(per_call(result.server.work_ns as f64 / 1e9))
+    };
+    let counted = wire_us
+        + stack_us
+        + wakeup_us.unwrap_or(0.0)
+        + server_us.unwrap_or(0.0)
+        + client_us;
+    let waiting_us = (call_us - counted).max(0.0);
+    let overlap_us = (counted - call_us).max(0.0);
+    let mut split = CallSplit {
+        call_us,
+        wire_us,
+        propagation_us,
+        wire_from,
+        stack_us,
+        wakeup_us,
+        switches_per_call: switches as f64 / calls,
+        server_us,
+        client_us,
+        waiting_us,
+        overlap_us,
+        system_calls_per_call: client.syscalls as f64 / calls,
+        bound: CallPart::Waiting,
+        fix: String::new(),
+        missing,
+    };
+    split.bound = split
+        .parts()
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(CallPart::Waiting, |(part, _)| part);
+    split.fix = call_fix(&split, params, result);
+    Some(split)
+}
+
+/// The wire's share of a call: propagation both ways, and serialization of
+/// the request and a null reply (and the emulator's own delay) where the
+/// link emulator carries them one after the other; where tbf shapes a veth
+/// pair, each direction has its own bucket that lets a short burst through
+/// at once, so only the busier direction's rate binds a steady run of
+/// calls. None on one host; on a real path, the connection's `min_rtt`.
+fn wire_per_call(
+    params: &RpcParams,
+    result: &RpcResult,
+    missing: &mut Vec<String>,
+) -> (f64, f64, String) {
+    use crate::record::testbed::{Placement, Realisation};
+    match (&params.placement, &result.link) {
+        (Placement::Netns { .. }, Some(facts)) => {
+            let link = &facts.profile;
+            let propagation = 2.0 * link.delay_us as f64;
+            let (request, reply) =
+                rpc_call_wire_bytes(params.size as u64, params.proto, link.mtu.into());
+            let emulated = facts.realised_by == Realisation::Emulator;
+            let on_wire = if emulated {
+                request + reply
+            } else {
+                request.max(reply)
+            };
+            let serialization = link
+                .rate_bps
+                .map_or(0.0, |rate| on_wire as f64 * 8.0 / rate as f64 * 1e6);
+            let emulator = result
+                .emulator
+                .as_ref()
+                .map_or(0.0, |e| 2.0 * e.overhead_us_p50);
+            let from = match (link.rate_bps.is_some(), emulated) {
+                (false, _) => "the link's propagation both ways (no rate set)",
+                (true, true) => {
+                    "the emulated link: propagation both ways, the request and the reply serialized in turn, the emulator's own delay"
+                }
+                (true, false) => {
+                    "tbf on veth: propagation both ways, and the busier direction's bytes at the token rate (a burst passes at once)"
+                }
+            };
+            (
+                propagation + serialization + emulator,
+                propagation,
+                from.into(),
+            )
+        }
+        (Placement::Remote { from, to }, _) if from != to => {
+            match result.client.tcp_info.as_ref().and_then(|t| t.min_rtt_us) {
+                Some(rtt) => (
+                    f64::from(rtt),
+                    f64::from(rtt),
+                    "the connection's min_rtt (the path and both kernels' turnaround: a bound)"
+                        .into(),
+                ),
+                None => {
+                    missing.push("the path's round trip (no link model; UDP has no min_rtt)".into());
+                    (0.0, 0.0, "unknown".into())
+                }
+            }
+        }
+        _ => (0.0, 0.0, "none: both ends on one host".into()),
+    }
+}
+
+fn call_fix(split: &CallSplit, params: &RpcParams, result: &RpcResult) -> String {
+    let tcp = params.proto == Proto::Tcp;
+    let writes = result.client.writes_per_call;
+    let sleeps = split.switches_per_call >= 1.0 && params.client.busy_poll_us == 0;
+    const WAKE_FIX: &str = "busy-poll (--busy-poll 50) or run both ends on one core (--pin 0,0)";
+    match split.bound {
+        CallPart::Wire if split.propagation_us * 2.0 >= split.wire_us => {
+            "the path's round trip is the call: only fewer round trips help (batch calls, or keep several outstanding)".into()
+        }
+        CallPart::Wire => {
+            "the link's rate is the call (its bytes serialized at the link's rate): a faster link, or fewer bytes per call".into()
+        }
+        CallPart::Stack if tcp && writes > 1 => format!(
+            "{writes} writes per call each cross the kernel: send the call in one write (--strategy writev)"
+        ),
+        CallPart::Stack if sleeps => format!(
+            "each call puts both ends to sleep and wakes them (see switches/call); waking a thread on another core (an IPI, a VM exit when virtualised) is kernel time on the waker's side: {WAKE_FIX}"
+        ),
+        CallPart::Stack => {
+            "the kernels' own work per call: batch several calls per round trip".into()
+        }
+        CallPart::WakeUps => {
+            "the ends waited for a CPU: give each end an idle core (--pin CLIENT,SERVER) or lift the competing load".into()
+        }
+        CallPart::Server => "the server's procedure is the call: make its work cheaper".into(),
+        CallPart::Client if params.client.busy_poll_us > 0 => {
+            "the client's busy polling spins through the wait: it buys latency with a core, as intended".into()
+        }
+        CallPart::Client => "the client's own work per call: build each request once and reuse it".into(),
+        CallPart::Waiting => {
+            let nagle = tcp && writes > 1 && !params.client.nodelay && !params.client.cork;
+            if nagle && result.delayed_acks_per_call >= 0.5 {
+                "Nagle holds the call's last write until the server's delayed ACK (see the delayed ACKs per call): set TCP_NODELAY (--nodelay) or send the call in one write (--strategy writev)".into()
+            } else if !split.missing.is_empty() {
+                "what could not be counted sits here (see \"not counted\"); the rest is both ends asleep".into()
+            } else if sleeps {
+                format!(
+                    "both ends asleep between request and reply, and a wake-up reaches a sleeping core late (an IPI, an idle exit, a VM exit when virtualised): {WAKE_FIX}"
+                )
+            } else {
+                "both ends asleep although the client busy-polls: its poll window is shorter than the reply's time; raise --busy-poll or poll on the server too".into()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+    use crate::endpoint::rpc::client::{ClientOptions, Strategy};
+    use crate::endpoint::rpc::server::ServerOptions;
+    use crate::record::testbed::{LinkFacts, LinkProfile, LinkVia, Placement, Realisation};
+
+    fn cell(placement: Placement, strategy: Strategy, busy_poll_us: u32) -> RpcParams {
+        RpcParams {
+            size: 4096,
+            proto: Proto::Tcp,
+            strategy,
+            client: ClientOptions {
+                busy_poll_us,
+                ..ClientOptions::default()
+            },
+            server: ServerOptions::default(),
+            calls: 100,
+            reps: 2,
+            placement,
+            purpose: Purpose::Measure,
+            capture_timeline: false,
+        }
+    }
+
+    /// 200 calls of `call_us` each, `sys_us` of kernel time per call on
+    /// each end, two voluntary switches per call.
+    fn measured(call_us: f64, sys_us: f64, writes: usize) -> RpcResult {
+        let mut result = RpcResult::default();
+        result.client.rep_seconds = vec![call_us * 100.0 / 1e6; 2];
+        result.client.writes_per_call = writes;
+        result.client.syscalls = 200 * (writes as u64 + 1);
+        result.client.usage.sys_s = sys_us * 200.0 / 1e6;
+        result.client.usage.voluntary_cs = 200;
+        result.client.run_delay_ns = Some(200 * 1_000);
+        result.server.usage.sys_s = sys_us * 200.0 / 1e6;
+        result.server.usage.voluntary_cs = 200;
+        result.server.run_delay_ns = Some(0);
+        result.server.calls = 200;
+        result.server.work_ns = 200 * 500;
+        result
+    }
+
+    #[test]
+    fn parts_are_per_call_and_the_rest_is_both_ends_asleep() {
+        let params = cell(Placement::Loopback, Strategy::Writev, 0);
+        let split = call_split(&params, &measured(100.0, 20.0, 1)).unwrap();
+        assert!((split.call_us - 100.0).abs() < 1e-6, "{split:?}");
+        assert!((split.stack_us - 40.0).abs() < 1e-6);
+        assert!((split.wakeup_us.unwrap() - 1.0).abs() < 1e-6);
+        assert!((split.server_us.unwrap() - 0.5).abs() < 1e-6);
+        assert!((split.switches_per_call - 2.0).abs() < 1e-6);
+        assert_eq!(split.wire_us, 0.0, "one host: no wire");
+        assert!((split.waiting_us - 58.5).abs() < 1e-6);
+        assert_eq!(split.bound, CallPart::Waiting);
+        assert!(split.fix.contains("--busy-poll"), "{}", split.fix);
+        assert!(split.missing.is_empty());
+    }
+
+    #[test]
+    fn a_stall_behind_delayed_acks_with_two_writes_is_nagle() {
+        let params = cell(Placement::Loopback, Strategy::Sun, 0);
+        let mut result = measured(40_000.0, 20.0, 2);
+        result.delayed_acks_per_call = 1.0;
+        let split = call_split(&params, &result).unwrap();
+        assert_eq!(split.bound, CallPart::Waiting);
+        assert!(split.share() > 0.99);
+        assert!(split.fix.contains("--nodelay"), "{}", split.fix);
+        // Without the delayed ACKs it is not Nagle.
+        result.delayed_acks_per_call = 0.0;
+        let split = call_split(&params, &result).unwrap();
+        assert!(!split.fix.contains("--nodelay"), "{}", split.fix);
+    }
+
+    #[test]
+    fn kernel_time_dominates_a_fast_call_and_two_writes_are_the_fix() {
+        let params = cell(Placement::Loopback, Strategy::Sun, 0);
+        let split = call_split(&params, &measured(30.0, 16.0, 2)).unwrap();
+        assert_eq!(split.bound, CallPart::Stack);
+        assert!(split.overlap_us > 0.0, "{split:?}");
+        assert!(split.share() <= 1.0);
+        assert!(split.fix.contains("--strategy writev"), "{}", split.fix);
+        let params = cell(Placement::Loopback, Strategy::Writev, 0);
+        let split = call_split(&params, &measured(30.0, 16.0, 1)).unwrap();
+        assert!(split.fix.contains("--pin 0,0"), "{}", split.fix);
+    }
+
+    fn over(link: LinkProfile, realised_by: Realisation) -> (Placement, LinkFacts) {
+        let placement = Placement::Netns {
+            link: link.clone(),
+            via: LinkVia::Auto,
+            capture: false,
+            pcap: None,
+            verbose: false,
+        };
+        let facts = LinkFacts {
+            profile: link,
+            realised_by,
+            detail: String::new(),
+            namespaces: Default::default(),
+            interfaces: Default::default(),
+            addresses: [std::net::Ipv4Addr::LOCALHOST; 2],
+            note: None,
+        };
+        (placement, facts)
+    }
+
+    #[test]
+    fn a_long_path_is_its_round_trip_and_a_slow_one_its_rate() {
+        let (placement, facts) = over(LinkProfile::named("wan").unwrap(), Realisation::Emulator);
+        let params = cell(placement, Strategy::Writev, 0);
+        let mut result = measured(41_000.0, 20.0, 1);
+        result.link = Some(facts);
+        let split = call_split(&params, &result).unwrap();
+        assert_eq!(split.bound, CallPart::Wire);
+        assert_eq!(split.propagation_us, 40_000.0);
+        assert!(split.fix.contains("round trip"), "{}", split.fix);
+
+        let (placement, facts) = over(LinkProfile::named("ether10").unwrap(), Realisation::Veth);
+        let params = cell(placement, Strategy::Writev, 0);
+        let mut result = measured(3_600.0, 20.0, 1);
+        result.link = Some(facts);
+        let split = call_split(&params, &result).unwrap();
+        assert_eq!(split.bound, CallPart::Wire);
+        // 4096 bytes in three full-size frames at 10 Mbit/s.
+        assert!(split.wire_us > 3_300.0 && split.wire_us < 3_600.0, "{split:?}");
+        assert!(split.fix.contains("link's rate"), "{}", split.fix);
+    }
+
+    #[test]
+    fn what_could_not_be_read_is_named_not_zero() {
+        let params = cell(Placement::Loopback, Strategy::Writev, 0);
+        let mut result = measured(100.0, 20.0, 1);
+        result.server.run_delay_ns = None;
+        result.server.work_ns = 0;
+        let split = call_split(&params, &result).unwrap();
+        assert_eq!(split.missing.len(), 2, "{:?}", split.missing);
+        assert_eq!((split.wakeup_us, split.server_us), (None, None));
+        assert_eq!(split.bound, CallPart::Waiting);
+        assert!(split.fix.contains("not counted"), "{}", split.fix);
+        assert!(call_split(&params, &RpcResult::default()).is_none());
     }
 }

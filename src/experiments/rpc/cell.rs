@@ -92,7 +92,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         .map(|s| s * 1e3 * 100.0 / f64::from(params.calls.max(1)))
         .collect();
     let calls = f64::from(params.calls * params.reps).max(1.0);
-    Ok(RpcResult {
+    let mut result = RpcResult {
         ms_per_100_calls: Spread::of(&per_100).unwrap_or(Spread {
             min: 0.0,
             median: 0.0,
@@ -106,7 +106,10 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         emulator: netns.as_ref().and_then(|n| n.emulator.clone()),
         capture: timeline_capture.or(netns.and_then(|n| n.capture)),
         server_port: port,
-    })
+        call_split: None,
+    };
+    result.call_split = crate::experiments::rpc::analysis::call_split(params, &result);
+    Ok(result)
 }
 
 /// Measures RPC cells with a server and a client process each.

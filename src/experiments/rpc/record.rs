@@ -62,6 +62,9 @@ pub struct RpcResult {
     /// The port the server listened on (for reading the capture).
     #[serde(default)]
     pub server_port: u16,
+    /// Where each call's time went (`analysis::call_split`), as measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_split: Option<crate::experiments::rpc::analysis::CallSplit>,
 }
 
 /// Why an RPC cell ran. Written as the strings records have always carried:

@@ -4,8 +4,9 @@
 
 use crate::experiments::rpc::analysis::rpc_below_bound;
 use crate::experiments::rpc::analysis::{self as rpc, diagnosis_reruns};
+use crate::experiments::rpc::analysis::{CallPart, CallSplit, call_split};
 use crate::experiments::rpc::analysis::{Finding, StallRange, mean_ms_per_100, results};
-use crate::experiments::rpc::record::{Record, RpcData};
+use crate::experiments::rpc::record::{Record, RpcData, RpcParams, RpcResult};
 use crate::model::sunos4;
 use crate::report::figures::{Figure, Mark, Series, Style, caption};
 use crate::report::historical;
@@ -249,6 +250,7 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     if findings.is_empty() {
         out.push_str("no cliffs: every size within 3x of what the others predict\n");
     }
+    out.push_str(&call_time_table(&measured));
     out.push_str(&format!(
         "1989: TCP slow ranges {:?} bytes; {}\n",
         h.slow_ranges_bytes, h.profile_note
@@ -258,6 +260,86 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
             "failed cell: {}\n",
             record.error.as_deref().unwrap_or("")
         ));
+    }
+    out
+}
+
+/// Each cell's split, as recorded or (older records) computed now.
+pub fn split_of(params: &RpcParams, result: &RpcResult) -> Option<CallSplit> {
+    result
+        .call_split
+        .clone()
+        .or_else(|| call_split(params, result))
+}
+
+/// Where each call's time went, cell by cell (µs per call), and the fix for
+/// each part that bounds a cell, with the cells it applies to.
+pub fn call_time_table(measured: &[(&RpcParams, &RpcResult)]) -> String {
+    let mut rows = Vec::new();
+    let mut fixes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut wires: Vec<String> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    for (params, result) in measured {
+        let Some(split) = split_of(params, result) else {
+            continue;
+        };
+        let cell = format!("{} {} B", params.column(), params.size);
+        rows.push(vec![
+            cell.clone(),
+            num(split.call_us),
+            num(split.wire_us),
+            num(split.stack_us),
+            split.wakeup_us.map_or("-".into(), num),
+            split.server_us.map_or("-".into(), num),
+            num(split.client_us),
+            num(split.waiting_us),
+            format!("{:.1}", split.switches_per_call),
+            format!("{:.2}", result.delayed_acks_per_call),
+            format!("{} ({:.0}%)", split.bound.name(), split.share() * 100.0),
+        ]);
+        match fixes.iter_mut().find(|(fix, _)| *fix == split.fix) {
+            Some((_, cells)) => cells.push(cell),
+            None => fixes.push((split.fix.clone(), vec![cell])),
+        }
+        if !wires.contains(&split.wire_from) {
+            wires.push(split.wire_from.clone());
+        }
+        for m in split.missing {
+            if !missing.contains(&m) {
+                missing.push(m);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nwhere each call's time went (µs per call, mean over every call):\n");
+    out.push_str(&markdown(
+        &[
+            "cell",
+            "call",
+            "wire",
+            "stack (both kernels)",
+            "waiting for a CPU",
+            "server's work",
+            "client's work",
+            "both asleep",
+            "switches/call",
+            "delayed ACKs/call",
+            "largest part",
+        ],
+        &rows,
+    ));
+    out.push_str("stack: both ends' kernel CPU; waiting for a CPU: both ends' run delay (schedstat); server's work: decoding, running and encoding each call; both asleep: the call less every part counted. The share is of the call, or of the parts where both ends ran at once and they add up to more.\n");
+    out.push_str(&format!("wire: {}\n", wires.join("; ")));
+    if !missing.is_empty() {
+        out.push_str(&format!(
+            "not counted (left in \"both asleep\"): {}\n",
+            missing.join("; ")
+        ));
+    }
+    for (fix, cells) in fixes {
+        out.push_str(&format!("fix ({}): {fix}\n", cells.join(", ")));
     }
     out
 }
@@ -512,15 +594,27 @@ impl ReportSection for RpcSection {
             ));
         }
         let measured = measured_records(records);
-        let calls: Vec<f64> = results(&measured)
-            .iter()
-            .map(|(_, r)| r.client.latency_us_p50)
-            .collect();
+        let cells = results(&measured);
+        let calls: Vec<f64> = cells.iter().map(|(_, r)| r.client.latency_us_p50).collect();
         let fastest = calls.iter().copied().fold(f64::INFINITY, f64::min);
         let slowest = calls.iter().copied().fold(0.0, f64::max);
+        // The part that bounds most cells, and how many.
+        let mut tally: Vec<(CallPart, usize)> = Vec::new();
+        for (params, result) in &cells {
+            if let Some(split) = split_of(params, result) {
+                match tally.iter_mut().find(|(part, _)| *part == split.bound) {
+                    Some((_, n)) => *n += 1,
+                    None => tally.push((split.bound, 1)),
+                }
+            }
+        }
+        tally.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let bound = tally.first().map_or(String::new(), |(part, n)| {
+            format!("; the largest part of {n} of them: {}", part.name())
+        });
         (!calls.is_empty()).then(|| {
             format!(
-                "no call stalls: the median call took {fastest:.0} to {slowest:.0} µs over {} cells, each a round trip of the stack and two wake-ups",
+                "no call stalls: the median call took {fastest:.0} to {slowest:.0} µs over {} cells{bound}",
                 calls.len()
             )
         })
