@@ -477,3 +477,68 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
     assert!(f(wan, "wire_us") <= f(wan, "call_us"), "{wan}");
     assert!(wan["fix"].as_str().unwrap().contains("round trip"), "{wan}");
 }
+
+#[test]
+fn the_sweeps_cost_model_prices_calls_segments_wakeups_and_bytes_and_is_checked() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    let doc = run_json(
+        &[
+            "sweep",
+            "stream",
+            "--record",
+            "64,256,1K,4K,16K,64K,256K,1M",
+            "--duration",
+            "0.3s",
+            "--repeat",
+            "2",
+        ],
+        &dir.path().join("r.jsonl"),
+    );
+    let summary = &doc["summary"];
+    let terms = &summary["terms"];
+    for term in ["per_call", "per_segment", "per_wakeup", "per_byte"] {
+        let cost = f(terms, term);
+        assert!(cost >= 0.0, "{term}: {terms}");
+    }
+    assert!(f(terms, "per_call") > 0.0, "{terms}");
+    assert!(f(terms, "per_byte") > 0.0, "{terms}");
+    let low = summary["term_intervals"]["low"].as_array().unwrap();
+    let high = summary["term_intervals"]["high"].as_array().unwrap();
+    assert!(low.iter().zip(high).all(|(l, h)| l.as_f64() <= h.as_f64()));
+    // Small records cost by the count (calls, segments, wake-ups), and
+    // the bytes' share grows with the record.
+    let regimes = summary["regimes"].as_array().unwrap();
+    assert_eq!(regimes[0]["from"], 64, "{regimes:?}");
+    assert_ne!(regimes[0]["term"], "byte", "{regimes:?}");
+    assert_eq!(regimes.last().unwrap()["to"], 1048576, "{regimes:?}");
+    let byte_share = |p: &Value| {
+        let c = &p["counts"];
+        let parts = [
+            f(terms, "per_call") * f(c, "calls"),
+            f(terms, "per_segment") * f(c, "segments"),
+            f(terms, "per_wakeup") * f(c, "wakeups"),
+            f(terms, "per_byte") * f(c, "bytes"),
+        ];
+        parts[3] / parts.iter().sum::<f64>()
+    };
+    let points = summary["points"].as_array().unwrap();
+    let (small, large) = (byte_share(&points[0]), byte_share(points.last().unwrap()));
+    assert!(
+        small < 0.5 && large > 3.0 * small,
+        "{small} {large}: {terms}"
+    );
+    // The checks: a 1-byte run outside the curve, a copy's cost.
+    let checks = &summary["checks"];
+    assert_eq!(f(&checks["one_byte"], "bytes"), 1.0, "{checks}");
+    assert!(checks["per_call_ratio"].as_array().unwrap().len() == 3);
+    assert!(f(&checks["copy"], "cold_ns_per_byte") > 0.0, "{checks}");
+    assert_eq!(points.len(), 8, "the 1-byte run is not a point");
+    // The knee is a measured point, at its measured throughput.
+    let knee = &summary["knee"];
+    let at = points
+        .iter()
+        .find(|p| p["record"].as_f64() == knee["size"].as_f64())
+        .expect("the knee is a measured size");
+    assert_eq!(at["throughput_mb_s"]["median"], knee["throughput"]);
+}

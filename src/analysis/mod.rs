@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod cliff;
 pub mod costmodel;
+pub mod costterms;
 pub mod diagnosis;
 pub mod factorial;
 pub mod knee;

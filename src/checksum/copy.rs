@@ -83,6 +83,72 @@ pub fn rep_movsb(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// What one copy costs per byte on this host: `size`-byte copies of hot
+/// buffers (in cache) and of cold ones (slots of a pool far larger than
+/// the cache, taken in a shuffled order so no prefetcher predicts them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CopyCost {
+    /// The copy timed (e.g. `copy-rep-movsb`, the kernel's own on x86).
+    pub copy: String,
+    pub size: u64,
+    pub hot_ns_per_byte: f64,
+    pub cold_ns_per_byte: f64,
+}
+
+/// Times `copy` on `size`-byte buffers, hot and cold (a pool of `pool`
+/// bytes each way), the fastest of a few batches of about 5 ms each:
+/// the copy's cost with the least interference.
+pub fn copy_cost(name: &str, copy: CopyFn, size: usize, pool: usize) -> CopyCost {
+    use std::hint::black_box;
+    use std::time::Instant;
+    let size = size.max(64);
+    let slots = (pool / size).max(2);
+    let src = vec![0x5Au8; slots * size];
+    let mut dst = vec![0xA5u8; slots * size];
+    let mut order: Vec<usize> = (0..slots).collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..slots).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    let mut fastest = |cold: bool| {
+        let mut next = 0;
+        let mut once = |dst: &mut [u8]| {
+            let slot = if cold { order[next % slots] } else { 0 };
+            next += 1;
+            let at = slot * size;
+            copy(&mut dst[at..at + size], black_box(&src[at..at + size]));
+        };
+        // Calibrate a batch to about 5 ms.
+        let start = Instant::now();
+        for _ in 0..8 {
+            once(&mut dst);
+        }
+        let each = start.elapsed().as_secs_f64() / 8.0;
+        let reps = ((5e-3 / each.max(1e-9)) as usize).clamp(8, 10_000_000);
+        (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..reps {
+                    once(&mut dst);
+                }
+                start.elapsed().as_secs_f64() * 1e9 / (reps * size) as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let hot_ns_per_byte = fastest(false);
+    let cold_ns_per_byte = fastest(true);
+    black_box(&dst);
+    CopyCost {
+        copy: name.into(),
+        size: size as u64,
+        hot_ns_per_byte,
+        cold_ns_per_byte,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +173,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_cold_copy_costs_at_least_a_hot_one() {
+        let cost = copy_cost("memcpy", platform, 64 << 10, 64 << 20);
+        assert!(cost.hot_ns_per_byte > 0.0, "{cost:?}");
+        assert!(
+            cost.cold_ns_per_byte >= 0.8 * cost.hot_ns_per_byte,
+            "{cost:?}"
+        );
+        // No copy of a byte takes a microsecond, or no time at all.
+        assert!(cost.cold_ns_per_byte < 1000.0, "{cost:?}");
     }
 }

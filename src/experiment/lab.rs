@@ -80,8 +80,8 @@ impl Across<'_> {
 /// What one part measured that a later part reads, in the core's types.
 #[derive(Debug, Clone, Default)]
 pub struct Findings {
-    /// A bulk transfer's cost per record (fixed plus per byte), fitted to
-    /// its throughput over record sizes, when a part measured one.
+    /// A bulk transfer's cost per record (per call and per byte), fitted
+    /// to its throughput over record sizes, when a part measured one.
     pub cost_model: Option<CostModel>,
 }
 

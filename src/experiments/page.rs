@@ -86,32 +86,34 @@ impl ReportSection for StreamSection {
                 "Throughput rises from {:.0} MB/s with {}-byte records to {:.0} MB/s with {}-byte records. ",
                 first.throughput_mb_s.median, first.record, best.throughput_mb_s.median, best.record
             ));
-            // The model's knee uses every size; the first size to clear the
-            // threshold can be moved by one outlier.
-            match (&summary.model_knee, &summary.knee) {
-                (Some(m), Some(k)) => reading.push_str(&format!(
-                    "The knee ({:.0}% of the peak) is at about {:.0} bytes by the cost model (95% interval {:.0}-{:.0} over the repetitions); the first measured size within {:.0}% of the best is {} bytes. ",
-                    m.fraction * 100.0,
-                    m.size,
-                    m.low,
-                    m.high,
+            let largest = summary.points.last().map(|p| p.record as f64);
+            if let Some(k) = summary.knee.as_ref().filter(|k| Some(k.size) == largest) {
+                reading.push_str(&format!(
+                    "No knee within these sizes: only the largest, {} bytes, is within {:.0}% of the best; the curve still rises. ",
+                    k.size,
+                    (1.0 - k.fraction) * 100.0
+                ));
+            } else if let Some(k) = &summary.knee {
+                reading.push_str(&format!(
+                    "The knee, the smallest size within {:.0}% of the best, is {} bytes: Van Jacobson's \"just to the right of the knee\" on this host. ",
                     (1.0 - k.fraction) * 100.0,
                     k.size
-                )),
-                (None, Some(k)) => reading.push_str(&format!(
-                    "The knee ({:.0}% of the plateau) is at {} bytes. ",
-                    k.fraction * 100.0,
-                    k.size
-                )),
-                _ => {}
+                ));
             }
-            if let Some(m) = &summary.model {
+            if let Some(t) = &summary.terms {
+                let regimes: Vec<String> = summary
+                    .regimes
+                    .iter()
+                    .map(|r| format!("{} from {} to {} bytes", r.term.name(), r.from, r.to))
+                    .collect();
                 reading.push_str(&format!(
-                    "The fitted cost per record is {:.2} µs fixed plus {:.3} ns per byte (r² {:.3}): below about {:.0} bytes the fixed cost (system calls, wake-ups, per-packet work) dominates, above it the per-byte cost (copies) does. ",
-                    m.fixed * 1e6,
-                    m.per_byte * 1e9,
-                    m.r_squared,
-                    m.fixed / m.per_byte.max(1e-15)
+                    "Priced by its calls, segments, wake-ups and bytes ({:.2} µs, {:.2} µs, {:.2} µs and {:.3} ns each; r² {:.3}), a record's largest cost is {}. ",
+                    t.per_call * 1e6,
+                    t.per_segment * 1e6,
+                    t.per_wakeup * 1e6,
+                    t.per_byte * 1e9,
+                    t.r_squared,
+                    regimes.join(", ")
                 ));
             }
             reading.push_str(&format!(
@@ -224,11 +226,11 @@ impl Page<RecordData> for Report {
         let sections = self.sections(records);
         for section in &sections {
             let sentences: Vec<&str> = section.reading.split_inclusive(". ").collect();
-            // The stream's knee and cost split say more than its first sentence.
+            // The stream sweep's cost by terms says more than its first sentence.
             let pick = if section.experiment == "stream" {
                 sentences
                     .iter()
-                    .find(|s| s.contains("fitted cost"))
+                    .find(|s| s.contains("Priced by"))
                     .or(sentences.first())
             } else {
                 sentences.first()
@@ -236,7 +238,7 @@ impl Page<RecordData> for Report {
             let mut first_sentence = pick.map_or(String::new(), |s| s.trim().to_string());
             // Single runs say more by what limited them than by their shape.
             if section.experiment == "stream"
-                && !first_sentence.contains("fitted cost")
+                && !first_sentence.contains("Priced by")
                 && let Some(limited) = &section.limited
             {
                 first_sentence = format!("limited by {limited}");

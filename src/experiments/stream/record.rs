@@ -496,8 +496,14 @@ pub struct StreamFigures {
 pub struct SweepContext {
     /// Identifies the sweep (its start time), shared by all its records.
     pub id: String,
-    /// The swept parameter (e.g. `record`).
+    /// The swept parameter (e.g. `record`); `record-check` marks the
+    /// sweep's 1-byte run that checks its cost model's per-call term, not
+    /// a point of the curve.
     pub parameter: String,
+    /// A copy's cost on the controller's host, timed once before the
+    /// sweep's runs: what the cost model's per-byte term is checked against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<crate::checksum::copy::CopyCost>,
 }
 
 /// Where in a factorial design (`netlab ablate`) a record belongs.

@@ -6,9 +6,11 @@
 
 use crate::analysis::{
     costmodel::{self, CostModel},
+    costterms::{self, Term, TermIntervals, TermModel, TermPoint},
     knee::{self, Knee},
     stats,
 };
+use crate::checksum::copy::CopyCost;
 use crate::experiment::MeasureError;
 use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
@@ -107,6 +109,14 @@ pub struct SweepPoint {
     /// records: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Verdict>,
+    /// The counts the cost model prices at this size (median run): the
+    /// busier end's system calls, the data segments and both ends' sleeps
+    /// per record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<TermPoint>,
+    /// The cost model's largest term at this size and its share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dominant: Option<(Term, f64)>,
 }
 
 impl SweepPoint {
@@ -135,6 +145,60 @@ pub struct SweepSummary {
     /// the records say about each.
     #[serde(default)]
     pub dips: Vec<dips::Dip>,
+    /// Time per record by physical terms: per call, per segment, per
+    /// wake-up, per byte ([`costterms`]), fitted to the measured counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<TermModel>,
+    /// Each term's 95% interval over resamples of the runs: where two
+    /// terms grow together (segments with bytes on loopback), the fit can
+    /// trade one for the other and the intervals say by how much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term_intervals: Option<TermIntervals>,
+    /// Runs of sizes over which one term costs most, in size order.
+    #[serde(default)]
+    pub regimes: Vec<Regime>,
+    /// The terms against independent measurements.
+    #[serde(default)]
+    pub checks: TermChecks,
+}
+
+/// Sizes `from..=to` whose records' largest cost is `term`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Regime {
+    pub term: Term,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The cost model's terms set against what was measured apart from the
+/// curve.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TermChecks {
+    /// The 1-byte run, not in the fit: its time per call and its counts
+    /// per call (a call with almost no bytes, few segments and sleeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_byte: Option<TermPoint>,
+    /// The 1-byte run's time per call less what the model puts in its
+    /// segments, wake-ups and byte, over the per-call term: the estimate
+    /// and its 95% interval over the resampled fits (1 agrees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_call_ratio: Option<[f64; 3]>,
+    /// A copy's cost on this host, hot and cold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyCost>,
+}
+
+/// The swept parameter of the sweep's 1-byte check run.
+pub const CHECK_PARAMETER: &str = "record-check";
+
+/// Whether a record is a sweep's check run rather than a point.
+pub fn is_check(record: &Record) -> bool {
+    record
+        .data
+        .params
+        .sweep
+        .as_ref()
+        .is_some_and(|s| s.parameter == CHECK_PARAMETER)
 }
 
 /// Bootstrap resamples for the model knee's interval.
@@ -142,7 +206,10 @@ pub const KNEE_RESAMPLES: usize = 500;
 
 /// Summarises stream records by record size (records of other experiments
 /// are ignored).
-pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
+pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
+    let (checks, points): (Vec<Record>, Vec<Record>) =
+        all.iter().cloned().partition(is_check);
+    let records = &points[..];
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
     for record in records {
@@ -181,10 +248,12 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
             let records_sent = (median_run.sender.bytes as f64 / size as f64)
                 .ceil()
                 .max(1.0);
+            let us_per_record = spread(&|r| r.figures.us_per_record)?;
+            let counts = term_counts(median_run, size, records_sent, us_per_record.median);
             Some(SweepPoint {
                 record: size,
                 throughput_mb_s: throughput,
-                us_per_record: spread(&|r| r.figures.us_per_record)?,
+                us_per_record,
                 sender_us_per_kb: spread(&|r| r.figures.sender_us_per_kb)?,
                 receiver_us_per_kb: spread(&|r| r.figures.receiver_us_per_kb)?,
                 sender_cpu_pct: spread(&|r| r.figures.sender_cpu_pct)?,
@@ -193,6 +262,8 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
                 mean_segment_bytes: median_run.figures.mean_segment_bytes,
                 bottleneck: median_run.figures.bottleneck,
                 limits: median_run.limits.clone(),
+                counts,
+                dominant: None,
             })
         })
         .collect();
@@ -222,14 +293,38 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
         })
         .collect();
     let model = costmodel::fit(&times);
+    let counted: Vec<TermPoint> = points.iter().filter_map(|p| p.counts).collect();
+    let terms = costterms::fit(&counted);
+    // Every run's own counts, by size, for the terms' intervals.
+    let counted_runs: Vec<Vec<TermPoint>> = points
+        .iter()
+        .map(|p| {
+            records
+                .iter()
+                .filter_map(|r| match &r.data {
+                    StreamData {
+                        params,
+                        result: Some(result),
+                    } if params.record == p.record => {
+                        let sent = (result.sender.bytes as f64 / p.record as f64).ceil().max(1.0);
+                        term_counts(result, p.record, sent, result.figures.us_per_record)
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
+    let one_byte = checks.iter().find_map(one_byte_counts);
     let mut points = points;
-    if let Some(model) = &model {
-        // A CPU-bound size is bound per call or per byte by the model's
-        // split of its record's time, not by a size threshold.
+    if let Some(terms) = &terms {
         for point in &mut points {
+            let Some(counts) = point.counts else { continue };
+            point.dominant = Some(terms.dominant(&counts));
+            // A CPU-bound size is bound per call or per byte by the
+            // model's split of its record's time, not by a size threshold.
             if let Some(verdict) = &mut point.limits {
-                let size = point.record as f64;
-                let fixed_share = model.fixed / model.time(size).max(1e-15);
+                let fixed_share = 1.0 - terms.parts(&counts)[3] / terms.time(&counts).max(1e-15);
                 limits::attribute_cpu(verdict, fixed_share, point.record);
             }
         }
@@ -239,18 +334,136 @@ pub fn summarize(records: &[Record], knee_fraction: f64) -> SweepSummary {
         model_knee: knee::model_knee(&runs, knee_fraction, KNEE_RESAMPLES),
         model,
         dips: dips::dips(records),
+        regimes: regimes(&points),
+        term_intervals: costterms::intervals(&resampled),
+        checks: TermChecks {
+            per_call_ratio: one_byte.and_then(|one| per_call_ratio(terms.as_ref()?, &resampled, &one)),
+            one_byte,
+            copy: all
+                .iter()
+                .find_map(|r| r.data.params.sweep.as_ref().and_then(|s| s.copy.clone())),
+        },
+        terms,
         points,
         failed,
     }
 }
 
-/// The sweep's cells: every size `repeat` times, sizes in the outer loop
-/// so that a sweep that is interrupted has whole sizes.
-pub fn cells(config: &SweepConfig) -> Vec<StreamCell> {
-    let context = SweepContext {
+/// What the cost model prices at one size, from its median run: the busier
+/// end's system calls (the end that bounds a pipeline of two), the data
+/// segments, and both ends' sleeps (each a wake-up someone paid for), per
+/// record; `None` without the sender's segment count.
+fn term_counts(
+    run: &crate::experiments::stream::record::StreamResult,
+    size: u64,
+    records_sent: f64,
+    us_per_record: f64,
+) -> Option<TermPoint> {
+    let segments = run.sender.tcp_info.as_ref()?.data_segs_out? as f64;
+    let busier = if run.figures.receiver_cpu_pct > run.figures.sender_cpu_pct {
+        &run.receiver
+    } else {
+        &run.sender
+    };
+    let sleeps = run.sender.usage.voluntary_cs + run.receiver.usage.voluntary_cs;
+    Some(TermPoint {
+        size: size as f64,
+        time: us_per_record * 1e-6,
+        calls: busier.syscalls as f64 / records_sent,
+        segments: segments / records_sent,
+        wakeups: sleeps as f64 / records_sent,
+        bytes: size as f64,
+    })
+}
+
+/// Resamples for the terms' intervals.
+pub const TERM_RESAMPLES: usize = 200;
+
+/// The 1-byte run's call net of the model's segments, wake-ups and byte,
+/// over the per-call term: by `model`, and the 95% interval over the
+/// resampled fits.
+fn per_call_ratio(model: &TermModel, resampled: &[TermModel], one: &TermPoint) -> Option<[f64; 3]> {
+    let ratio = |m: &TermModel| {
+        let parts = m.parts(one);
+        (m.per_call > 0.0).then(|| (one.time - parts[1] - parts[2] - parts[3]) / m.per_call)
+    };
+    let mut ratios: Vec<f64> = resampled.iter().filter_map(ratio).collect();
+    let estimate = ratio(model)?;
+    if ratios.is_empty() {
+        return Some([estimate; 3]);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    Some([estimate, at(0.025), at(0.975)])
+}
+
+/// The 1-byte check run's time and counts per call.
+fn one_byte_counts(record: &Record) -> Option<TermPoint> {
+    let result = record.data.result.as_ref()?;
+    let calls = result.sender.bytes.max(1) as f64;
+    term_counts(result, 1, calls, result.figures.us_per_record)
+}
+
+/// Consecutive sizes with the same largest term.
+fn regimes(points: &[SweepPoint]) -> Vec<Regime> {
+    let mut regimes: Vec<Regime> = Vec::new();
+    for point in points {
+        let Some((term, _)) = point.dominant else {
+            continue;
+        };
+        match regimes.last_mut() {
+            Some(last) if last.term == term => last.to = point.record,
+            _ => regimes.push(Regime {
+                term,
+                from: point.record,
+                to: point.record,
+            }),
+        }
+    }
+    regimes
+}
+
+/// The sweep's 1-byte run: the per-call term's independent measure (a
+/// short timed run, whatever the sweep's amount: a byte count in 1-byte
+/// writes would take all day).
+pub fn check_cell(config: &SweepConfig, context: &SweepContext) -> StreamCell {
+    let seconds = match config.base.amount {
+        Amount::Seconds(s) => s.min(0.5),
+        Amount::Bytes(_) => 0.3,
+    };
+    StreamCell {
+        config: StreamConfig {
+            record: 1,
+            amount: Amount::Seconds(seconds),
+            ..config.base.clone()
+        },
+        repeat_index: 0,
+        sweep: Some(SweepContext {
+            parameter: CHECK_PARAMETER.into(),
+            ..context.clone()
+        }),
+        design: None,
+    }
+}
+
+/// The sweep's context: its id, and a copy's cost timed now (the kernel's
+/// own copy on x86, `rep movsb`; 64 KB hot, and cold from a 64 MB pool).
+pub fn context() -> SweepContext {
+    SweepContext {
         id: now_rfc3339(),
         parameter: "record".into(),
-    };
+        copy: Some(crate::checksum::copy::copy_cost(
+            "copy-rep-movsb",
+            crate::checksum::copy::rep_movsb,
+            64 << 10,
+            64 << 20,
+        )),
+    }
+}
+
+/// The sweep's cells: every size `repeat` times, sizes in the outer loop
+/// so that a sweep that is interrupted has whole sizes.
+pub fn cells(config: &SweepConfig, context: &SweepContext) -> Vec<StreamCell> {
     let mut cells = Vec::new();
     for &size in &config.records {
         let point = StreamConfig {
@@ -412,8 +625,10 @@ pub fn run<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     precision: Option<&Precision>,
 ) -> Result<Swept, MeasureError> {
     let started = Instant::now();
-    let cells = cells(config);
-    let mut records = runner.grid(measure, &cells)?;
+    let context = context();
+    let cells = cells(config, &context);
+    let mut records = vec![runner.cell(measure, &check_cell(config, &context))?];
+    records.extend(runner.grid(measure, &cells)?);
     let precision = precision
         .map(|p| refine(runner, measure, &cells, &mut records, p, started))
         .transpose()?;
@@ -526,7 +741,7 @@ mod tests {
     /// record, and the record sizes of the cells measured, in order, with
     /// their repeat indices.
     fn refined(budget: Duration) -> (PrecisionReport, Vec<Record>, Vec<(u64, u32)>) {
-        let grid = cells(&sweep());
+        let grid = cells(&sweep(), &context());
         let mut mock = Mock::new(answer(
             crate::experiments::stream::record::fixture_stream_run(),
         ));

@@ -1,5 +1,5 @@
-//! The sweep's figure: throughput against record size, the fitted cost
-//! model through it and its knee marked.
+//! The sweep's figure: throughput against record size, the cost model by
+//! terms through it, and the measured curve's knee marked.
 
 use crate::experiments::stream::record::Record;
 use crate::experiments::sweep::cell::summarize;
@@ -14,8 +14,8 @@ pub fn sweep_records(records: &[Record]) -> Vec<Record> {
         .collect()
 }
 
-/// Throughput vs record size, the fitted cost model drawn through it and
-/// the model's knee marked (`netlab sweep stream` records).
+/// Throughput vs record size, the cost model by terms drawn through it and
+/// the measured knee marked (`netlab sweep stream` records).
 pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
     let sweep = sweep_records(records);
     let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
@@ -32,42 +32,42 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
         style: Style::Measured,
         points: measured.clone(),
     }];
-    if let Some(model) = &summary.model {
+    if let Some(terms) = &summary.terms {
+        // The model at each size's own counts of calls, segments and
+        // wake-ups: the curve it explains, point by point.
         series.push(Series {
             name: format!(
-                "model: {:.2} µs + {:.3} ns/B per record",
-                model.fixed * 1e6,
-                model.per_byte * 1e9
+                "model: {:.2} µs/call + {:.2} µs/segment + {:.2} µs/wake-up + {:.3} ns/B",
+                terms.per_call * 1e6,
+                terms.per_segment * 1e6,
+                terms.per_wakeup * 1e6,
+                terms.per_byte * 1e9
             ),
             style: Style::Model,
-            points: measured
+            points: summary
+                .points
                 .iter()
-                .map(|&(size, _)| (size, size / model.time(size) / 1e6))
+                .filter_map(|p| {
+                    let counts = p.counts?;
+                    Some((counts.size, counts.size / terms.time(&counts) / 1e6))
+                })
                 .collect(),
         });
     }
-    // The model's knee, which uses every size's runs, where there is one;
-    // the threshold knee (which one outlying point can move) otherwise.
-    let model_knee = summary.model_knee.as_ref().zip(summary.model.as_ref());
-    let marks = match model_knee {
-        Some((k, model)) => vec![Mark {
+    // The knee where the measured curve has it, and Van Jacobson's size.
+    let marks = summary
+        .knee
+        .iter()
+        .map(|k| Mark {
             x: k.size,
-            y: k.size / model.time(k.size) / 1e6,
+            y: k.throughput,
             label: format!(
-                "knee (model) {:.0} B, 95% {:.0}-{:.0}",
-                k.size, k.low, k.high
+                "knee {} B ({:.0}% of the best): just right of it, per VJ",
+                k.size,
+                k.fraction * 100.0
             ),
-        }],
-        None => summary
-            .knee
-            .iter()
-            .map(|k| Mark {
-                x: k.size,
-                y: k.throughput,
-                label: format!("knee {} B ({:.0}% of plateau)", k.size, k.fraction * 100.0),
-            })
-            .collect(),
-    };
+        })
+        .collect();
     Some(Figure {
         id: "stream-throughput".into(),
         title: "Throughput vs record size (one TCP stream)".into(),

@@ -67,7 +67,19 @@ impl LabPart for SweepLab {
             sweep,
             self.precision.as_ref(),
         )?;
-        lab.findings.cost_model = swept.summary.model;
+        // The per-byte cost later parts set against a copy's: the terms'
+        // (each size's calls, segments and wake-ups priced apart), else the
+        // one-slope fit's.
+        lab.findings.cost_model = match &swept.summary.terms {
+            Some(t) => Some(crate::analysis::costmodel::CostModel {
+                fixed: t.per_call,
+                per_byte: t.per_byte,
+                r_squared: t.r_squared,
+                max_relative_residual: t.max_relative_residual,
+                points: t.points,
+            }),
+            None => swept.summary.model,
+        };
         let title = format!("record sizes {sizes}; each point {}", sweep.base.describe());
         let mut text = report::sweep_table(&title, &swept.summary, &swept.records);
         if let Some(precision) = &swept.precision {

@@ -1,4 +1,4 @@
-//! A variant of stream (source 003): the same transfer over a grid of record sizes, the knee, the fitted fixed + per-byte cost model, the dips.
+//! A variant of stream (source 003): the same transfer over a grid of record sizes, the knee, the cost model by terms (per call, segment, wake-up, byte) with its checks, the dips.
 
 pub mod cell;
 pub mod dips;

@@ -1,5 +1,5 @@
 //! `netlab sweep stream`: throughput vs record size, with the knee and a
-//! fitted fixed + per-byte cost model.
+//! cost model by terms (per call, segment, wake-up and byte), with its checks.
 
 use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::options::StreamOptions;

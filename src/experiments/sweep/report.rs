@@ -40,6 +40,8 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
         "µs CPU/KB rcv",
         "calls/record",
         "B/seg",
+        "sleeps/record",
+        "largest cost (model)",
         "bottleneck",
     ]);
     for p in &summary.points {
@@ -51,6 +53,10 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
             num(p.receiver_us_per_kb.median),
             num(p.syscalls_per_record),
             p.mean_segment_bytes.map_or("-".into(), num),
+            p.counts.map_or("-".into(), |c| num(c.wakeups)),
+            p.dominant.map_or("-".into(), |(term, share)| {
+                format!("{} ({:.0}%)", term.name(), share * 100.0)
+            }),
             p.limited_by().to_string(),
         ]);
     }
@@ -58,44 +64,47 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
     for (size, reason) in &summary.failed {
         let _ = writeln!(out, "record {}: failed: {reason}", format_size(*size));
     }
+    terms_text(&mut out, summary);
+    let largest = summary.points.last().map(|p| p.record);
     match &summary.knee {
+        Some(k) if Some(k.size as u64) == largest && summary.points.len() > 1 => {
+            let _ = writeln!(
+                out,
+                "knee (measured): none within these sizes: {} records are the best, {} MB/s, and every smaller size is more than {:.0}% below it{}; the curve still rises, so Van Jacobson's \"just to the right of the knee\" lies beyond {}: sweep larger records",
+                format_size(k.size as u64),
+                num(k.throughput),
+                100.0 * (1.0 - k.fraction),
+                below_the_knee(summary, k.size as u64),
+                format_size(k.size as u64),
+            );
+        }
         Some(k) => {
             let _ = writeln!(
                 out,
-                "knee: {} records reach {} MB/s, {:.0}% of the plateau of {} MB/s (at {}); the knee is the smallest size within {:.0}% of the best",
+                "knee (measured): {} records reach {} MB/s, {:.0}% of the best, {} MB/s (at {}): the smallest size within {:.0}% of the best. Van Jacobson's rule, just to the right of the knee: {} records on this host{}",
                 format_size(k.size as u64),
                 num(k.throughput),
                 100.0 * k.throughput / k.plateau,
                 num(k.plateau),
                 format_size(k.plateau_size as u64),
                 100.0 * (1.0 - k.fraction),
+                format_size(k.size as u64),
+                below_the_knee(summary, k.size as u64),
             );
         }
         None => {
             let _ = writeln!(out, "knee: not enough points");
         }
     }
-    if let Some(k) = &summary.model_knee {
-        let _ = writeln!(
-            out,
-            "knee from the cost model: {} bytes (95% interval {}–{}, {} bootstrap resamples of the runs): where a record's fixed cost falls to {:.0}% of its time",
-            num(k.size),
-            num(k.low),
-            num(k.high),
-            k.resamples,
-            100.0 * (1.0 - k.fraction),
-        );
-    }
     if let Some(m) = &summary.model {
         let _ = writeln!(
             out,
-            "cost model: time per record = {} µs + {} ns/byte × size (weighted R² {:.4}, worst point off by {:.0}%); peak {} MB/s; half the peak at {} bytes",
+            "for comparison, one fixed cost and a slope: {} µs + {} ns/byte × size per record (weighted R² {:.4}, worst point off by {:.0}%; levels off at {} MB/s)",
             num(m.fixed * 1e6),
             num(m.per_byte * 1e9),
             m.r_squared,
             100.0 * m.max_relative_residual,
             m.peak_rate().map_or("-".into(), |r| num(r / 1e6)),
-            m.half_rate_size().map_or("-".into(), num),
         );
     }
     for dip in &summary.dips {
@@ -139,6 +148,136 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
     }
     let _ = writeln!(out, "rule of thumb (1988): {}", h.rule_of_thumb);
     out
+}
+
+/// The physical cost model, where each term costs most, and its checks.
+fn terms_text(out: &mut String, summary: &SweepSummary) {
+    let Some(t) = &summary.terms else {
+        let _ = writeln!(
+            out,
+            "cost model by terms: not fitted (fewer than two sizes with their segment counts)"
+        );
+        return;
+    };
+    let term = |i: usize| {
+        let unit = if i == 3 { 1e9 } else { 1e6 };
+        let value = num(t.costs()[i] * unit);
+        match &summary.term_intervals {
+            Some(iv) => format!(
+                "{value} ({}-{})",
+                num(iv.low[i] * unit),
+                num(iv.high[i] * unit)
+            ),
+            None => value,
+        }
+    };
+    let _ = writeln!(
+        out,
+        "cost model: time per record = {} µs per call + {} µs per segment + {} µs per wake-up + {} ns per byte, with each size's own counts (weighted R² {:.4}, worst point off by {:.0}%; 95% intervals over {} resamples of the runs)",
+        term(0),
+        term(1),
+        term(2),
+        term(3),
+        t.r_squared,
+        100.0 * t.max_relative_residual,
+        summary.term_intervals.as_ref().map_or(0, |iv| iv.resamples),
+    );
+    if !summary.regimes.is_empty() {
+        let runs: Vec<String> = summary
+            .regimes
+            .iter()
+            .map(|r| {
+                let sizes = if r.from == r.to {
+                    format_size(r.from)
+                } else {
+                    format!("{}-{}", format_size(r.from), format_size(r.to))
+                };
+                format!("{} at {sizes}", r.term.name())
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "the largest cost by size (the regime changes where it does): {}",
+            runs.join("; ")
+        );
+    }
+    match (&summary.checks.one_byte, summary.checks.per_call_ratio) {
+        (Some(one), Some([ratio, low, high])) => {
+            let parts = t.parts(one);
+            let net = one.time - parts[1] - parts[2] - parts[3];
+            let _ = writeln!(
+                out,
+                "check, per call: a 1-byte run (not in the fit) took {} µs per call; with its {} segments and {} wake-ups per call the model predicts {} µs; net of those, a call cost {} µs against the per-call term's {} µs ({:.2}x, 95% {:.2}-{:.2}x: {})",
+                num(one.time * 1e6),
+                num(one.segments),
+                num(one.wakeups),
+                num(t.time(one) * 1e6),
+                num(net * 1e6),
+                num(t.per_call * 1e6),
+                ratio,
+                low,
+                high,
+                if low <= 1.25 && high >= 0.8 {
+                    "agrees"
+                } else {
+                    "disagrees: the fit moved per-call cost into another term, or a 1-byte call does work larger calls do not"
+                }
+            );
+        }
+        (Some(_), None) => {
+            let _ = writeln!(out, "check, per call: the fit left the per-call term out");
+        }
+        (None, _) => {
+            let _ = writeln!(out, "check, per call: no 1-byte run recorded");
+        }
+    }
+    match &summary.checks.copy {
+        Some(copy) if t.per_byte > 0.0 => {
+            let most = t.per_byte * 1e9 / copy.hot_ns_per_byte.max(1e-6);
+            let least = t.per_byte * 1e9 / copy.cold_ns_per_byte.max(1e-6);
+            let _ = writeln!(
+                out,
+                "check, per byte: {} ns against one copy ({}, {}) of {} ns hot, {} ns cold: {:.1} to {:.1} copies' worth ({})",
+                num(t.per_byte * 1e9),
+                copy.copy,
+                format_size(copy.size),
+                num(copy.hot_ns_per_byte),
+                num(copy.cold_ns_per_byte),
+                least,
+                most,
+                if most >= 1.0 && least <= 2.0 {
+                    "a byte is copied once by each end, one end in the way: agrees"
+                } else if most < 1.0 {
+                    "less than one copy: the fit moved per-byte cost into another term"
+                } else {
+                    "more than two copies: per-byte work beyond copying"
+                }
+            );
+        }
+        Some(_) => {
+            let _ = writeln!(out, "check, per byte: the fit left the per-byte term out");
+        }
+        None => {
+            let _ = writeln!(out, "check, per byte: no copy cost recorded with the sweep");
+        }
+    }
+}
+
+/// How much less the size below the knee gave, for the rule's line.
+fn below_the_knee(summary: &SweepSummary, knee: u64) -> String {
+    let at = summary.points.iter().position(|p| p.record == knee);
+    match at {
+        Some(i) if i > 0 => {
+            let below = &summary.points[i - 1];
+            let here = &summary.points[i];
+            format!(
+                " ({} gives {:.0}% less)",
+                format_size(below.record),
+                100.0 * (1.0 - below.throughput_mb_s.median / here.throughput_mb_s.median)
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 /// What `--ci` achieved: the target, each size's interval and runs, the
