@@ -181,7 +181,9 @@ fn sweep_finds_a_knee_and_fits_a_model() {
     let model = &doc["summary"]["model"];
     assert!(model["fixed"].as_f64().unwrap().is_finite());
     assert!(model["per_byte"].as_f64().unwrap().is_finite());
-    assert_eq!(lines_of(&out).len(), 10);
+    // Five sizes twice, and the 1-byte run that checks the per-call term.
+    assert_eq!(lines_of(&out).len(), 11);
+    assert_eq!(doc["summary"]["checks"]["one_byte"]["bytes"], 1.0);
     let text = String::from_utf8(output).unwrap();
     assert!(!text.contains("NaN"));
 }
@@ -204,8 +206,10 @@ fn sweep_table_prints_the_1988_figures() {
         .arg(dir.path().join("s.jsonl"))
         .assert()
         .success()
-        .stdout(predicate::str::contains("knee:"))
+        .stdout(predicate::str::contains("knee (measured):"))
         .stdout(predicate::str::contains("cost model:"))
+        .stdout(predicate::str::contains("check, per call:"))
+        .stdout(predicate::str::contains("check, per byte:"))
         .stdout(predicate::str::contains("then (1988"));
 }
 
@@ -244,8 +248,9 @@ fn a_sweep_with_a_precision_target_runs_more_and_says_what_it_reached() {
         }
     }
     let extra = precision["extra_runs"].as_u64().unwrap() as usize;
-    assert_eq!(doc["records"].as_array().unwrap().len(), 4 + extra);
-    assert_eq!(lines_of(&out).len(), 4 + extra, "every run is on disk");
+    // With the 1-byte check run.
+    assert_eq!(doc["records"].as_array().unwrap().len(), 5 + extra);
+    assert_eq!(lines_of(&out).len(), 5 + extra, "every run is on disk");
     bad(
         &["sweep", "stream", "--ci", "0"],
         "--ci 0: a half-width between 0 and 100 percent",

@@ -24,7 +24,8 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         "{text}"
     );
     assert!(text.contains("netlab sweep stream"));
-    assert!(text.contains("knee:"));
+    assert!(text.contains("knee (measured):"));
+    assert!(text.contains("check, per call:"));
     assert!(text.contains("lab results: "));
     let runs: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
     assert_eq!(runs.len(), 1);
@@ -38,8 +39,9 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     };
     let root = netlab::testbed::netns::has_net_admin();
     // Stream: 5 Joy runs on loopback, 2 over netns ether10 and 3 of 1988's
-    // sound barrier when root, then 15 sizes x 3 runs.
-    assert_eq!(count("stream", "loopback"), 5 + 15 * 3);
+    // sound barrier when root, then the sweep's 1-byte check and 15 sizes
+    // x 3 runs.
+    assert_eq!(count("stream", "loopback"), 5 + 1 + 15 * 3);
     assert_eq!(count("stream", "netns"), if root { 2 + 3 } else { 0 });
     // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
     assert!(count("rpc", "loopback") >= 16);
