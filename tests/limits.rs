@@ -315,6 +315,30 @@ fn udp_loss_is_placed_where_it_happened() {
 }
 
 #[test]
+fn udp_at_a_tbf_links_rate_is_lost_at_the_senders_qdisc_and_counted() {
+    let _alone = alone();
+    // veth with tbf at 20 Mbit/s, offered 20 Mbit/s of payload: with the
+    // headers and framing tbf counts, more than the link carries, so its
+    // queue overflows now and then, below the sender's socket.
+    let r = in_namespaces(&[
+        "--link-rate",
+        "20mbit",
+        "--udp",
+        "--rate",
+        "20mbit",
+        "--duration",
+        "2s",
+    ]);
+    let sites = &r["udp_loss"];
+    let lost = sites["lost"].as_u64().unwrap();
+    let at_qdisc = sites["sender_queue"].as_u64().unwrap();
+    assert!(lost >= 5, "a few in a hundred of ~3400 datagrams: {sites}");
+    // Every loss at the qdisc (it may also have dropped an end marker).
+    assert!((lost..=lost + 3).contains(&at_qdisc), "{sites}");
+    assert_eq!(sites["unexplained"], 0, "{sites}");
+}
+
+#[test]
 fn the_report_names_what_limited_rpc_cksum_login_and_output_from_their_records() {
     // Alone too: the report's own CPU would be a stream run's contention.
     let _alone = alone();

@@ -204,6 +204,9 @@ pub struct SideEvidence {
     pub wall_s: f64,
     /// CPU time (user + system) over it, s.
     pub cpu_s: f64,
+    /// The user-mode part: the application's own work between its reads or
+    /// writes (producing, verifying), outside the kernel, s.
+    pub user_s: Option<f64>,
     pub syscalls: u64,
     pub voluntary_cs: u64,
     pub involuntary_cs: u64,
@@ -294,7 +297,18 @@ fn receive_drops(side: &SideEvidence) -> u64 {
     })
 }
 
+/// A side whose own work outside its reads or writes took this share of
+/// the run drains or fills its socket only between times.
+pub const OWN_WORK: f64 = 0.3;
+
 impl SideEvidence {
+    /// The share of the run the application spent on its own CPU outside
+    /// the kernel: between its reads or writes.
+    pub fn own_work_share(&self) -> Option<f64> {
+        let user = self.user_s?;
+        (self.wall_s > 0.0).then(|| user / self.wall_s)
+    }
+
     fn utilisation(&self) -> f64 {
         if self.wall_s > 0.0 {
             self.cpu_s / self.wall_s
@@ -575,6 +589,24 @@ const SENDING: BufferWords = BufferWords {
 /// advertised) is its evidence, and says the reader fell behind.
 fn receive_window(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip) -> Limit {
     let mut limit = buffer_limit(&flow.receiver, &RECEIVING, share, round_trip);
+    let reader = &flow.receiver;
+    if reader.syscalls > 0 {
+        limit.evidence.insert(
+            "receiver_bytes_per_read".into(),
+            flow.bytes as f64 / reader.syscalls as f64,
+        );
+    }
+    if let Some(own) = reader.own_work_share() {
+        limit
+            .evidence
+            .insert("receiver_outside_read_pct".into(), 100.0 * own);
+        if own >= OWN_WORK {
+            limit.fix.push_str(&format!(
+                "; the reader spent {:.0}% of the run on its own work between reads, draining the buffer only between",
+                100.0 * own
+            ));
+        }
+    }
     if let Some((moved, _)) = receive_queue(&flow.receiver)
         && !moved.is_empty()
     {
@@ -1224,14 +1256,31 @@ fn idle_time(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip) -> Limit {
         );
         return limit;
     }
+    let mut evidence = BTreeMap::from([
+        (
+            "sender_cpu_pct".to_string(),
+            100.0 * flow.sender.utilisation(),
+        ),
+        ("context_switches_per_record".to_string(), switches),
+    ]);
+    let own = flow.sender.own_work_share();
+    if let Some(own) = own {
+        evidence.insert("sender_outside_write_pct".into(), 100.0 * own);
+    }
+    let fix = match own {
+        Some(own) if own >= OWN_WORK => format!(
+            "the sender had nothing in flight: it spent {:.0}% of the run producing data between its writes: a cheaper producer, or more threads producing",
+            100.0 * own
+        ),
+        _ => format!(
+            "the sender had nothing in flight and its CPU was not saturated: it waited between writes ({switches:.2} sleeps per record) for its producer (disk, a pipe, a slow read), which fed it too slowly"
+        ),
+    };
     Limit {
         factor: Factor::Application,
         share,
-        evidence: BTreeMap::from([
-            ("sender_cpu_pct".to_string(), 100.0 * flow.sender.utilisation()),
-            ("context_switches_per_record".to_string(), switches),
-        ]),
-        fix: "the sender had nothing in flight and its CPU was not saturated: its producer (disk, a pipe, a slow read) fed it too slowly".into(),
+        evidence,
+        fix,
     }
 }
 
@@ -1527,6 +1576,50 @@ mod tests {
         assert_eq!(primary(&f), Factor::Application);
         f.paced_bps = None;
         assert_eq!(primary(&f), Factor::Application);
+    }
+
+    #[test]
+    fn the_applications_own_work_between_its_calls_is_named() {
+        // A reader busy 60% of the run verifying what it read, its buffer
+        // full behind it: the window, with the reader's own work named.
+        let mut f = flow(tcp(2.0, 1.5, 0.0));
+        f.receiver.socket_buffer = Some(65536);
+        f.receiver.buffer_set = true;
+        f.receiver.cpu_s = 1.4;
+        f.receiver.user_s = Some(1.2);
+        let v = judge(&f);
+        let window = v.primary().unwrap();
+        assert_eq!(window.factor, Factor::ReceiveWindow, "{v:?}");
+        assert_eq!(window.evidence["receiver_outside_read_pct"], 60.0);
+        assert_eq!(window.evidence["receiver_bytes_per_read"], 10_000.0);
+        assert!(
+            window.fix.contains("own work between reads"),
+            "{}",
+            window.fix
+        );
+        f.receiver.user_s = Some(0.1);
+        assert!(!judge(&f).primary().unwrap().fix.contains("own work"));
+
+        // An idle sender that spent half the run producing: its producer.
+        let mut f = flow(tcp(0.4, 0.0, 0.0));
+        f.sender.cpu_s = 1.1;
+        f.sender.user_s = Some(1.0);
+        let v = judge(&f);
+        let app = v.primary().unwrap();
+        assert_eq!(app.factor, Factor::Application, "{v:?}");
+        assert!(
+            app.fix.contains("producing data between its writes"),
+            "{}",
+            app.fix
+        );
+        f.sender.user_s = Some(0.05);
+        assert!(
+            judge(&f)
+                .primary()
+                .unwrap()
+                .fix
+                .contains("waited between writes")
+        );
     }
 
     #[test]

@@ -37,6 +37,12 @@ pub const REPORTED: &[&str] = &[
     "Tcp.RetransSegs",
     "Tcp.InSegs",
     "Tcp.OutSegs",
+    // UDP sends dropped below the socket (a qdisc such as tbf, a full
+    // device queue): the kernel counts them here and, without IP_RECVERR,
+    // tells the application nothing; and datagrams dropped at a full
+    // receive buffer.
+    "Udp.SndbufErrors",
+    "Udp.RcvbufErrors",
 ];
 
 /// A set of named counters (`Group.Name` → value).

@@ -86,6 +86,7 @@ pub fn flow_evidence(
     let side = |r: &EndpointReport| SideEvidence {
         wall_s: r.wall_s,
         cpu_s: r.usage.cpu_s(),
+        user_s: Some(r.usage.user_s),
         syscalls: r.syscalls,
         voluntary_cs: r.usage.voluntary_cs,
         involuntary_cs: r.usage.involuntary_cs,
@@ -163,7 +164,14 @@ pub fn udp_loss_sites(
     let on_the_link = emulator.map(|e| e.model[direction].lost + e.device_refused[direction]);
     let link_queue = emulator.map(|e| e.queue_drops[direction]);
     let sender_device = sender.interface.as_ref().map(|i| i.tx_dropped);
-    let explained = [on_the_link, link_queue, sender_device, got.socket_drops]
+    let sender_queue = sender.counters.0.get("Udp.SndbufErrors").copied();
+    let explained = [
+        on_the_link,
+        link_queue,
+        sender_device,
+        sender_queue,
+        got.socket_drops,
+    ]
         .into_iter()
         .flatten()
         .sum::<u64>();
@@ -183,6 +191,7 @@ pub fn udp_loss_sites(
         lost,
         refused_at_send: sent.send_errors,
         sender_device,
+        sender_queue,
         on_the_link,
         link_queue,
         receiver_socket: got.socket_drops,
@@ -324,6 +333,9 @@ mod tests {
                 tx_dropped: 5,
                 ..InterfaceCounters::default()
             }),
+            counters: crate::measure::netstat::Counters(
+                [("Udp.SndbufErrors".to_string(), 3)].into_iter().collect(),
+            ),
             ..EndpointReport::default()
         };
         let receiver = EndpointReport {
@@ -345,7 +357,8 @@ mod tests {
         assert_eq!(sites.sender_device, Some(5));
         assert_eq!(sites.receiver_socket, Some(10));
         assert_eq!(sites.refused_at_send, 2);
-        assert_eq!(sites.unexplained, 50 - 20 - 4 - 5 - 10);
+        assert_eq!(sites.sender_queue, Some(3));
+        assert_eq!(sites.unexplained, 50 - 20 - 4 - 5 - 3 - 10);
         // Without an end marker the losses are unknown: no placing them.
         let mut unsure = receiver.clone();
         unsure.udp.as_mut().unwrap().lost = None;

@@ -322,6 +322,12 @@ pub struct UdpLossSites {
     /// Dropped by the sender's own device (its interface's `tx_dropped`:
     /// a full TUN ring or transmit queue), over all its traffic.
     pub sender_device: Option<u64>,
+    /// Dropped below the sender's socket, at its qdisc (tbf's full queue)
+    /// or device queue: the sender namespace's `Udp.SndbufErrors`, which
+    /// the kernel counts when it drops a send the application was not told
+    /// of (no IP_RECVERR). None where the counter was not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_queue: Option<u64>,
     /// Lost by the emulated link's model (random loss, a corrupted frame
     /// the device refused), in the run's direction.
     pub on_the_link: Option<u64>,

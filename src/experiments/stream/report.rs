@@ -433,6 +433,10 @@ fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> 
     let mut found: Vec<String> = [
         (Some(sites.refused_at_send), "refused by the sender's kernel (ENOBUFS)"),
         (sites.sender_device, "dropped by the sender's device (tx_dropped)"),
+        (
+            sites.sender_queue,
+            "dropped below the sender's socket, at its qdisc or device queue (Udp.SndbufErrors)",
+        ),
         (sites.link_queue, "at the full queue in front of the link"),
         (sites.on_the_link, "by the link's own loss"),
         (sites.receiver_socket, "by the receiving socket's full buffer (SO_RXQ_OVFL)"),
