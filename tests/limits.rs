@@ -397,6 +397,14 @@ fn each_interval_carries_the_senders_time_by_the_chrono_accounting() {
         let busy = chrono["busy"].as_f64().unwrap();
         assert!(rwnd > 0.5 && busy >= rwnd, "{i}");
     }
+    // The verdict reads them as phases: the run ends held by the window.
+    let phases = r["limits"]["phases"].as_array().unwrap();
+    assert_eq!(phases.last().unwrap()["held_by"], "rwnd", "{phases:?}");
+    let covered: u64 = phases
+        .iter()
+        .map(|p| p["intervals"].as_u64().unwrap())
+        .sum();
+    assert_eq!(covered as usize, intervals.len(), "{phases:?}");
 }
 
 /// `netlab rpc ARGS` (TCP, no diagnosis reruns): its measured cells'

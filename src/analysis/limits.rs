@@ -162,6 +162,78 @@ pub struct Verdict {
     /// Evidence the record lacked, and what the verdict could not see.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// With `--interval`: the run in phases, each a run of intervals that
+    /// the same part of the sender's time held most (the chrono accounting
+    /// per interval), with how many of their ends the kernel marked its
+    /// delivery rate application-limited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+}
+
+/// Consecutive intervals held most by the same part of the sender's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub from_s: f64,
+    pub to_s: f64,
+    /// `rwnd`, `sndbuf`, `cwnd` (in flight, neither stalled) or `idle`
+    /// (nothing in flight): [`chrono_dominant`].
+    pub held_by: String,
+    pub intervals: u32,
+    /// Intervals whose end carried `tcpi_delivery_rate_app_limited`.
+    pub app_limited: u32,
+}
+
+/// The sender's time in one interval by the chrono accounting, as shares
+/// of the interval, and the kernel's app-limited bit at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntervalChrono {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub busy: f64,
+    pub rwnd_limited: f64,
+    pub sndbuf_limited: f64,
+    pub app_limited: Option<bool>,
+}
+
+/// The part of an interval that held the flow most, in a word: `rwnd`,
+/// `sndbuf`, `cwnd` (busy, neither stalled: the window, pacing, the path
+/// or the CPU) or `idle` (nothing in flight).
+pub fn chrono_dominant(busy: f64, rwnd_limited: f64, sndbuf_limited: f64) -> &'static str {
+    let rest = (busy - rwnd_limited - sndbuf_limited).max(0.0);
+    let idle = (1.0 - busy).max(0.0);
+    [
+        ("rwnd", rwnd_limited),
+        ("sndbuf", sndbuf_limited),
+        ("cwnd", rest),
+        ("idle", idle),
+    ]
+    .into_iter()
+    .max_by(|a, b| a.1.total_cmp(&b.1))
+    .map_or("-", |(word, _)| word)
+}
+
+/// The run's intervals grouped into phases (see [`Verdict::phases`]).
+pub fn phases(intervals: &[IntervalChrono]) -> Vec<Phase> {
+    let mut phases: Vec<Phase> = Vec::new();
+    for i in intervals {
+        let held_by = chrono_dominant(i.busy, i.rwnd_limited, i.sndbuf_limited);
+        let app = u32::from(i.app_limited == Some(true));
+        match phases.last_mut() {
+            Some(last) if last.held_by == held_by => {
+                last.to_s = i.end_s;
+                last.intervals += 1;
+                last.app_limited += app;
+            }
+            _ => phases.push(Phase {
+                from_s: i.start_s,
+                to_s: i.end_s,
+                held_by: held_by.into(),
+                intervals: 1,
+                app_limited: app,
+            }),
+        }
+    }
+    phases
 }
 
 impl Verdict {
@@ -189,6 +261,14 @@ impl Verdict {
                 _ => format!("{:.0}% of the run", 100.0 * other.share),
             };
             line.push_str(&format!("; also {} ({how_much})", other.factor.describe()));
+        }
+        if self.phases.len() > 1 {
+            let said: Vec<String> = self
+                .phases
+                .iter()
+                .map(|p| format!("{} {:.1}-{:.1} s", p.held_by, p.from_s, p.to_s))
+                .collect();
+            line.push_str(&format!("; by interval: {}", said.join(", ")));
         }
         if !self.missing.is_empty() {
             line.push_str(&format!(" [not seen: {}]", self.missing.join("; ")));
@@ -403,6 +483,9 @@ pub struct FlowEvidence {
     pub path: PathEvidence,
     /// The sender's own pacing, bits/s (`--rate`), if any.
     pub paced_bps: Option<u64>,
+    /// Per interval (`--interval`), the sender's chrono shares; empty
+    /// without intervals.
+    pub intervals: Vec<IntervalChrono>,
 }
 
 /// Bytes as people read a buffer size: 152 KB, 5.7 MB.
@@ -497,6 +580,23 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
                 rank(&mut verdict);
             }
         }
+    }
+    verdict.phases = phases(&flow.intervals);
+    let marked: Vec<bool> = flow
+        .intervals
+        .iter()
+        .filter_map(|i| i.app_limited)
+        .collect();
+    if let Some(first) = verdict.limits.first_mut()
+        && !marked.is_empty()
+    {
+        // The kernel's own word on whether the sender ran out of data:
+        // beside an application verdict it confirms it; beside any other
+        // it says how often the flow was not pushing.
+        let share = marked.iter().filter(|&&m| m).count() as f64 / marked.len() as f64;
+        first
+            .evidence
+            .insert("app_limited_interval_ends_pct".into(), 100.0 * share);
     }
     verdict
 }
@@ -1352,6 +1452,7 @@ mod tests {
             tcp: Some(tcp),
             path: PathEvidence::default(),
             paced_bps: None,
+            intervals: Vec::new(),
         }
     }
 
@@ -1620,6 +1721,55 @@ mod tests {
                 .fix
                 .contains("waited between writes")
         );
+    }
+
+    #[test]
+    fn intervals_make_phases_and_carry_the_app_limited_bit() {
+        let interval = |start: f64, busy, rwnd, sndbuf, app| IntervalChrono {
+            start_s: start,
+            end_s: start + 0.5,
+            busy,
+            rwnd_limited: rwnd,
+            sndbuf_limited: sndbuf,
+            app_limited: Some(app),
+        };
+        let mut f = flow(tcp(2.0, 1.5, 0.0));
+        f.receiver.socket_buffer = Some(65536);
+        f.receiver.buffer_set = true;
+        f.intervals = vec![
+            interval(0.0, 1.0, 0.1, 0.6, false),
+            interval(0.5, 1.0, 0.8, 0.0, false),
+            interval(1.0, 1.0, 0.9, 0.0, true),
+            interval(1.5, 0.2, 0.1, 0.0, true),
+        ];
+        let v = judge(&f);
+        let held: Vec<(&str, u32, u32)> = v
+            .phases
+            .iter()
+            .map(|p| (p.held_by.as_str(), p.intervals, p.app_limited))
+            .collect();
+        assert_eq!(held, [("sndbuf", 1, 0), ("rwnd", 2, 1), ("idle", 1, 1)]);
+        assert_eq!(v.phases[1].from_s, 0.5);
+        assert_eq!(v.phases[1].to_s, 1.5);
+        assert_eq!(
+            v.primary().unwrap().evidence["app_limited_interval_ends_pct"],
+            50.0
+        );
+        assert!(
+            v.headline()
+                .contains("by interval: sndbuf 0.0-0.5 s, rwnd 0.5-1.5 s")
+        );
+        // Without intervals, no phases and no such evidence.
+        f.intervals.clear();
+        let v = judge(&f);
+        assert!(v.phases.is_empty());
+        assert!(
+            !v.primary()
+                .unwrap()
+                .evidence
+                .contains_key("app_limited_interval_ends_pct")
+        );
+        assert!(!v.headline().contains("by interval"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
 use crate::analysis::limits::{
-    CoreEvidence, FlowEvidence, PathEvidence, SenderTcp, SideEvidence,
+    CoreEvidence, FlowEvidence, IntervalChrono, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
@@ -144,6 +144,21 @@ pub fn flow_evidence(
         tcp,
         path,
         paced_bps,
+        intervals: sender
+            .intervals
+            .iter()
+            .filter_map(|i| {
+                let c = i.chrono?;
+                Some(IntervalChrono {
+                    start_s: i.start_s,
+                    end_s: i.end_s,
+                    busy: c.busy,
+                    rwnd_limited: c.rwnd_limited,
+                    sndbuf_limited: c.sndbuf_limited,
+                    app_limited: i.app_limited,
+                })
+            })
+            .collect(),
     })
 }
 

@@ -240,17 +240,7 @@ impl ChronoShares {
     /// `rwnd`, `sndbuf`, `cwnd` (busy, neither stalled: the window, pacing,
     /// the path or the CPU) or `idle` (nothing in flight).
     pub fn dominant(&self) -> &'static str {
-        let rest = (self.busy - self.rwnd_limited - self.sndbuf_limited).max(0.0);
-        let idle = (1.0 - self.busy).max(0.0);
-        [
-            ("rwnd", self.rwnd_limited),
-            ("sndbuf", self.sndbuf_limited),
-            ("cwnd", rest),
-            ("idle", idle),
-        ]
-        .into_iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or("-", |(word, _)| word)
+        crate::analysis::limits::chrono_dominant(self.busy, self.rwnd_limited, self.sndbuf_limited)
     }
 }
 
