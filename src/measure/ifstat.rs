@@ -106,3 +106,97 @@ broken: 1 2 3\n";
         assert!(InterfaceCounters::read("no-such-if").is_none());
     }
 }
+
+/// An interface's link speed as its driver reports it (ethtool's "Speed").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkSpeed {
+    pub interface: String,
+    pub mbit_s: u64,
+}
+
+/// The interface in the caller's namespace that holds `addr`.
+pub fn interface_with(addr: std::net::IpAddr) -> Option<String> {
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|ifa| {
+        let a = ifa.address?;
+        let held = match addr {
+            std::net::IpAddr::V4(v4) => a.as_sockaddr_in().map(|s| s.ip() == v4),
+            std::net::IpAddr::V6(v6) => a.as_sockaddr_in6().map(|s| s.ip() == v6),
+        };
+        held.unwrap_or(false).then_some(ifa.interface_name)
+    })
+}
+
+/// `interface`'s speed, Mbit/s, by the `SIOCETHTOOL` ioctl's
+/// `ETHTOOL_GSET` in the caller's namespace (what `ethtool IF` prints as
+/// Speed; sysfs would show the namespace it was mounted in). None when the
+/// driver reports none (loopback, a link that is down) or the ioctl fails.
+/// Virtual devices report a nominal figure (veth 10000, tun 10) that says
+/// nothing of what the path carries: the caller says where it came from.
+pub fn link_speed(interface: &str) -> Option<LinkSpeed> {
+    /// `struct ethtool_cmd` (linux/ethtool.h), the legacy GSET layout.
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolCmd {
+        cmd: u32,
+        supported: u32,
+        advertising: u32,
+        speed: u16,
+        duplex: u8,
+        port: u8,
+        phy_address: u8,
+        transceiver: u8,
+        autoneg: u8,
+        mdio_support: u8,
+        maxtxpkt: u32,
+        maxrxpkt: u32,
+        speed_hi: u16,
+        eth_tp_mdix: u8,
+        eth_tp_mdix_ctrl: u8,
+        lp_advertising: u32,
+        reserved: [u32; 2],
+    }
+    const ETHTOOL_GSET: u32 = 0x1;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let name = interface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    let mut cmd = EthtoolCmd {
+        cmd: ETHTOOL_GSET,
+        ..EthtoolCmd::default()
+    };
+    // SAFETY: an all-zero ifreq is valid; the name fits with its NUL.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, &b) in ifr.ifr_name.iter_mut().zip(name) {
+        *slot = b as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut cmd as *mut EthtoolCmd).cast();
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")
+        .or_else(|_| std::net::UdpSocket::bind("[::]:0"))
+        .ok()?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCETHTOOL with an ifreq whose data points at a live
+    // ethtool_cmd of the layout the kernel expects for ETHTOOL_GSET.
+    let ok = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) } == 0;
+    let speed = u32::from(cmd.speed) | (u32::from(cmd.speed_hi) << 16);
+    // SPEED_UNKNOWN is -1 (0xffffffff); 0 means no link.
+    (ok && speed != 0 && speed != u32::MAX).then(|| LinkSpeed {
+        interface: interface.to_string(),
+        mbit_s: u64::from(speed),
+    })
+}
+
+#[cfg(test)]
+mod speed_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_found_by_its_address_and_reports_no_speed() {
+        let lo = interface_with(std::net::Ipv4Addr::LOCALHOST.into());
+        assert_eq!(lo.as_deref(), Some("lo"));
+        assert_eq!(link_speed("lo"), None);
+        assert_eq!(link_speed("no-such-if0"), None);
+        assert_eq!(link_speed(""), None);
+        assert_eq!(interface_with("192.0.2.77".parse().unwrap()), None);
+    }
+}

@@ -123,9 +123,42 @@ pub fn flow_evidence(
         Some(Framing::Ethernet) => 38.0,
         _ => 0.0,
     };
+    // A link profile's rate where there is one; on a real path, the slower
+    // of the two ends' interfaces as their drivers report them.
+    let speeds: Vec<&crate::measure::ifstat::LinkSpeed> = [sender, receiver]
+        .iter()
+        .filter_map(|r| r.link_speed.as_ref())
+        .collect();
+    let slower = speeds.iter().min_by_key(|s| s.mbit_s);
+    let (rate_bps, rate_source) = match (link.and_then(|l| l.profile.rate_bps), slower) {
+        (Some(rate), _) => (
+            Some(rate),
+            link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
+        ),
+        // A nominal speed (veth's 10000) below what the flow carried is not
+        // the path's rate.
+        (None, Some(slower))
+            if link.is_none()
+                && (receiver.bytes as f64 * 8.0 / receiver.wall_s.max(1e-9))
+                    < slower.mbit_s as f64 * 1e6 =>
+        {
+            let said: Vec<String> = speeds
+                .iter()
+                .map(|s| format!("{} {} Mbit/s", s.interface, s.mbit_s))
+                .collect();
+            (
+                Some(slower.mbit_s * 1_000_000),
+                format!(
+                    "the interfaces' reported speed ({}; ethtool's Speed, nominal on virtual devices)",
+                    said.join(", ")
+                ),
+            )
+        }
+        _ => (None, String::new()),
+    };
     let path = PathEvidence {
-        rate_bps: link.and_then(|l| l.profile.rate_bps),
-        rate_source: link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
+        rate_bps,
+        rate_source,
         overhead: (mss + 52.0 + framing) / mss,
         wire_busy_s: emulator
             .map(|e| e.model[direction].wire_busy_ms / 1e3)
@@ -388,6 +421,39 @@ mod tests {
         assert!((jain_fairness(&[1.0, 3.0]).unwrap() - 0.8).abs() < 1e-12);
         assert_eq!(jain_fairness(&[4.0]), None);
         assert_eq!(jain_fairness(&[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn a_real_paths_rate_is_the_slower_interfaces_reported_speed() {
+        use crate::measure::ifstat::LinkSpeed;
+        let end = |interface: &str, mbit_s| EndpointReport {
+            bytes: 1_000_000,
+            wall_s: 1.0,
+            tcp_info: Some(TcpInfo::default()),
+            link_speed: Some(LinkSpeed {
+                interface: interface.into(),
+                mbit_s,
+            }),
+            ..Default::default()
+        };
+        let (sender, receiver) = (end("eth0", 1000), end("eth1", 10000));
+        let flow = flow_evidence(&sender, &receiver, 65536, None, false, None, None).unwrap();
+        assert_eq!(flow.path.rate_bps, Some(1_000_000_000));
+        assert!(flow.path.rate_source.contains("eth0 1000 Mbit/s, eth1 10000 Mbit/s"));
+        // Neither end reports one (loopback): no rate, not zero.
+        let quiet = EndpointReport {
+            link_speed: None,
+            ..sender.clone()
+        };
+        let flow = flow_evidence(&quiet, &quiet, 65536, None, false, None, None).unwrap();
+        assert_eq!(flow.path.rate_bps, None);
+        // A flow faster than the speed reported: nominal, not the path's.
+        let fast = EndpointReport {
+            bytes: 2_000_000_000,
+            ..receiver.clone()
+        };
+        let flow = flow_evidence(&sender, &fast, 65536, None, false, None, None).unwrap();
+        assert_eq!(flow.path.rate_bps, None);
     }
 
     #[test]

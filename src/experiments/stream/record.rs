@@ -420,6 +420,11 @@ pub struct EndpointReport {
     /// time is charged to no process, so the side's own CPU time misses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core: Option<crate::measure::procstat::CoreLoad>,
+    /// The speed the data connection's interface reports (ethtool's
+    /// Speed): the path's rate where no link profile says it, on a real
+    /// path between hosts. None on loopback and where the driver has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_speed: Option<crate::measure::ifstat::LinkSpeed>,
 }
 
 /// A data path's CPU budget as it was applied.

@@ -242,6 +242,7 @@ impl Receiver {
             buffer,
             cpu_budget: None,
             core: over.core,
+            link_speed: link_speed_of(&socket),
         })
     }
 }
@@ -1042,8 +1043,16 @@ impl Sender {
             buffer,
             cpu_budget: None,
             core: over.core,
+            link_speed: link_speed_of(&socket),
         })
     }
+}
+
+/// The speed of the interface the connection's local address is on.
+fn link_speed_of(socket: &Socket) -> Option<crate::measure::ifstat::LinkSpeed> {
+    let local = socket.local_addr().ok()?.as_socket()?;
+    let interface = crate::measure::ifstat::interface_with(local.ip())?;
+    crate::measure::ifstat::link_speed(&interface)
 }
 
 /// What an endpoint reads as its data path starts, to difference at its
