@@ -193,6 +193,8 @@ pub struct IntervalChrono {
     pub rwnd_limited: f64,
     pub sndbuf_limited: f64,
     pub app_limited: Option<bool>,
+    /// The kernel's delivery-rate estimate at the interval's end, bits/s.
+    pub delivery_rate_bps: Option<f64>,
 }
 
 /// The part of an interval that held the flow most, in a word: `rwnd`,
@@ -440,6 +442,9 @@ pub struct SenderTcp {
     /// The congestion control in force (`bbr` paces and does not read
     /// loss as congestion; the others are loss-based).
     pub congestion_control: Option<String>,
+    /// The kernel's delivery-rate estimate at the end (`tcpi_delivery_rate`),
+    /// bits/s.
+    pub delivery_rate_bps: Option<u64>,
 }
 
 impl SenderTcp {
@@ -1245,6 +1250,21 @@ fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &Roun
             f64::from(tcp.total_retrans),
         );
     }
+    // The plateau of the kernel's delivery-rate samples (per interval, or
+    // the last): the path's rate as TCP measured it, where nothing else
+    // says what the path carries.
+    let plateau = flow
+        .intervals
+        .iter()
+        .filter(|i| i.app_limited != Some(true))
+        .filter_map(|i| i.delivery_rate_bps)
+        .fold(None, |max: Option<f64>, r| {
+            Some(max.map_or(r, |m| m.max(r)))
+        })
+        .or(tcp.delivery_rate_bps.map(|r| r as f64));
+    if let Some(plateau) = plateau {
+        evidence.insert("delivery_rate_plateau_mbit_s".into(), plateau / 1e6);
+    }
     let cc = tcp
         .congestion_control
         .as_deref()
@@ -1256,7 +1276,7 @@ fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &Roun
         )
     } else {
         format!(
-            "no full link, no window or buffer at its rate, no saturated CPU: {cc} paced the flow at its estimate of the path ({} segments in its window{}); run longer (the run was {wall:.1} s) or compare with a loss-based control (--cc cubic)",
+            "no full link, no window or buffer at its rate, no saturated CPU: {cc} paced the flow at its estimate of the path ({} segments in its window{}{}); run longer (the run was {wall:.1} s) or compare with a loss-based control (--cc cubic)",
             tcp.snd_cwnd,
             if tcp.total_retrans > 0 {
                 format!(
@@ -1265,7 +1285,17 @@ fn busy_time(flow: &FlowEvidence, tcp: &SenderTcp, share: f64, round_trip: &Roun
                 )
             } else {
                 String::new()
-            }
+            },
+            plateau.map_or(String::new(), |p| format!(
+                "; the kernel's delivery rate peaked at {:.1} Mbit/s against {:.1} delivered: {}",
+                p / 1e6,
+                delivered_bps / 1e6,
+                if delivered_bps >= LINK_FULL * p {
+                    "the flow ran at the path's rate as TCP measured it"
+                } else {
+                    "the path carried more at times"
+                }
+            ))
         )
     };
     Limit {
@@ -1440,6 +1470,7 @@ mod tests {
             rwnd_limited_us: Some((rwnd_s * 1e6) as u64),
             sndbuf_limited_us: Some((sndbuf_s * 1e6) as u64),
             congestion_control: Some("cubic".into()),
+            delivery_rate_bps: None,
         }
     }
 
@@ -1732,6 +1763,7 @@ mod tests {
             rwnd_limited: rwnd,
             sndbuf_limited: sndbuf,
             app_limited: Some(app),
+            delivery_rate_bps: None,
         };
         let mut f = flow(tcp(2.0, 1.5, 0.0));
         f.receiver.socket_buffer = Some(65536);
@@ -1902,5 +1934,33 @@ mod tests {
     #[test]
     fn a_window_still_opening_is_named_when_nothing_else_is() {
         assert_eq!(primary(&flow(tcp(2.0, 0.0, 0.0))), Factor::CongestionWindow);
+    }
+
+    #[test]
+    fn bbr_at_its_delivery_rate_plateau_says_so() {
+        // 40 Mbit/s delivered; the kernel's samples peaked at 41 outside
+        // app-limited intervals (the 90 in one that was is not the path's).
+        let mut t = tcp(2.0, 0.0, 0.0);
+        t.congestion_control = Some("bbr".into());
+        let mut f = flow(t);
+        let sample = |rate: f64, app| IntervalChrono {
+            end_s: 1.0,
+            busy: 1.0,
+            app_limited: Some(app),
+            delivery_rate_bps: Some(rate),
+            ..IntervalChrono::default()
+        };
+        f.intervals = vec![sample(39e6, false), sample(41e6, false), sample(90e6, true)];
+        let v = judge(&f);
+        let first = v.primary().unwrap();
+        assert_eq!(first.factor, Factor::CongestionWindow, "{v:?}");
+        assert_eq!(first.evidence["delivery_rate_plateau_mbit_s"], 41.0);
+        assert!(
+            first.fix.contains(
+                "peaked at 41.0 Mbit/s against 40.0 delivered: the flow ran at the path's rate"
+            ),
+            "{}",
+            first.fix
+        );
     }
 }

@@ -114,6 +114,7 @@ pub fn flow_evidence(
         rwnd_limited_us: t.rwnd_limited_us,
         sndbuf_limited_us: t.sndbuf_limited_us,
         congestion_control: sender.congestion_control.clone(),
+        delivery_rate_bps: t.delivery_rate_bps,
     });
     let direction = usize::from(reverse);
     let mss = f64::from(sender.tcp_info.as_ref().map_or(1448, |t| t.snd_mss.max(1)));
@@ -189,6 +190,7 @@ pub fn flow_evidence(
                     rwnd_limited: c.rwnd_limited,
                     sndbuf_limited: c.sndbuf_limited,
                     app_limited: i.app_limited,
+                    delivery_rate_bps: i.delivery_rate_mbit_s.map(|r| r * 1e6),
                 })
             })
             .collect(),
