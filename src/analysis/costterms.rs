@@ -196,13 +196,8 @@ pub struct TermIntervals {
 /// and returns the fitted models. Deterministic (a fixed seed), so a report
 /// rebuilt from records gives the same intervals.
 pub fn bootstrap(runs: &[Vec<TermPoint>], resamples: usize) -> Vec<TermModel> {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |n: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    let mut draws = super::stats::Draws::default();
+    let mut next = |n: usize| draws.below(n);
     (0..resamples)
         .filter_map(|_| {
             let draw: Vec<TermPoint> = runs

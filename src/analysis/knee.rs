@@ -103,13 +103,8 @@ pub fn model_knee(runs: &[(f64, Vec<f64>)], fraction: f64, resamples: usize) -> 
         .filter_map(|(s, t)| Some((*s, median(t)?)))
         .collect();
     let size = model_knee_size(&crate::analysis::costmodel::fit(&points)?, fraction)?;
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = |n: usize| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    let mut draws = crate::analysis::stats::Draws::default();
+    let mut next = |n: usize| draws.below(n);
     let mut knees = Vec::with_capacity(resamples);
     for _ in 0..resamples {
         let resampled: Vec<(f64, f64)> = runs

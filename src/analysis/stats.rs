@@ -4,6 +4,26 @@
 use crate::record::stats::Spread;
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
+/// Indices drawn for a bootstrap by a fixed xorshift generator, so a report
+/// rebuilt from the same records draws the same resamples.
+pub struct Draws(u64);
+
+impl Default for Draws {
+    fn default() -> Self {
+        Draws(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+impl Draws {
+    /// An index below `n` (which must not be 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
 /// A distribution-free confidence interval for the median of what was
 /// sampled: the k-th smallest and the k-th largest of the n samples, k the
 /// largest with P(Binomial(n, 1/2) < k) <= (1 - level) / 2 (the order

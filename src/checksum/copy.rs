@@ -83,6 +83,20 @@ pub fn rep_movsb(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// `0..n` in a fixed shuffled order (xorshift, Fisher-Yates): the same
+/// walk every run, which no stride prefetcher can predict.
+pub fn shuffled(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..n).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
 /// What one copy costs per byte on this host: `size`-byte copies of hot
 /// buffers (in cache) and of cold ones (slots of a pool far larger than
 /// the cache, taken in a shuffled order so no prefetcher predicts them).
@@ -105,14 +119,7 @@ pub fn copy_cost(name: &str, copy: CopyFn, size: usize, pool: usize) -> CopyCost
     let slots = (pool / size).max(2);
     let src = vec![0x5Au8; slots * size];
     let mut dst = vec![0xA5u8; slots * size];
-    let mut order: Vec<usize> = (0..slots).collect();
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for i in (1..slots).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        order.swap(i, (state % (i as u64 + 1)) as usize);
-    }
+    let order = shuffled(slots);
     let mut fastest = |cold: bool| {
         let mut next = 0;
         let mut once = |dst: &mut [u8]| {

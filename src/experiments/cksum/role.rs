@@ -112,15 +112,8 @@ impl Buffers {
             lock_in_memory(buf.as_slice());
             buf
         };
-        // A fixed xorshift permutation (Fisher-Yates): the same walk every run.
-        let mut order: Vec<usize> = (0..slots).collect();
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        for i in (1..slots).rev() {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            order.swap(i, (state % (i as u64 + 1)) as usize);
-        }
+        // A fixed permutation: the same walk every run.
+        let order = crate::checksum::copy::shuffled(slots);
         Buffers {
             size,
             src: fill(size),
