@@ -99,6 +99,11 @@ fn a_rated_link_is_full_and_says_so() {
             .unwrap()
             .contains("the link is full")
     );
+    // Each end read its interface's speed in its own namespace: veth's
+    // nominal 10000, known as such by its driver; the profile's rate ruled.
+    let speed = &r["sender"]["link_speed"];
+    assert_eq!(speed["driver"], "veth", "{speed}");
+    assert_eq!(speed["mbit_s"], 10000, "{speed}");
 }
 
 #[test]

@@ -112,6 +112,22 @@ broken: 1 2 3\n";
 pub struct LinkSpeed {
     pub interface: String,
     pub mbit_s: u64,
+    /// The device's driver (`ETHTOOL_GDRVINFO`), where it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+}
+
+/// Drivers of virtual devices, whose reported speed is a nominal figure
+/// (veth says 10000, tun 10) and not what they carry.
+const NOMINAL: [&str; 8] = [
+    "veth", "tun", "bridge", "dummy", "macvlan", "ipvlan", "vxlan", "bonding",
+];
+
+impl LinkSpeed {
+    /// Whether the speed is a virtual device's nominal figure.
+    pub fn nominal(&self) -> bool {
+        self.driver.as_deref().is_some_and(|d| NOMINAL.contains(&d))
+    }
 }
 
 /// The interface in the caller's namespace that holds `addr`.
@@ -155,35 +171,75 @@ pub fn link_speed(interface: &str) -> Option<LinkSpeed> {
         lp_advertising: u32,
         reserved: [u32; 2],
     }
-    const ETHTOOL_GSET: u32 = 0x1;
-    const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    let name = interface.as_bytes();
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return None;
+    /// `struct ethtool_drvinfo`.
+    #[repr(C)]
+    struct EthtoolDrvinfo {
+        cmd: u32,
+        driver: [u8; 32],
+        version: [u8; 32],
+        fw_version: [u8; 32],
+        bus_info: [u8; 32],
+        erom_version: [u8; 32],
+        reserved2: [u8; 12],
+        n_priv_flags: u32,
+        n_stats: u32,
+        testinfo_len: u32,
+        eedump_len: u32,
+        regdump_len: u32,
     }
+    const ETHTOOL_GSET: u32 = 0x1;
+    const ETHTOOL_GDRVINFO: u32 = 0x3;
     let mut cmd = EthtoolCmd {
         cmd: ETHTOOL_GSET,
         ..EthtoolCmd::default()
     };
+    if !ethtool(interface, (&mut cmd as *mut EthtoolCmd).cast()) {
+        return None;
+    }
+    let speed = u32::from(cmd.speed) | (u32::from(cmd.speed_hi) << 16);
+    // SPEED_UNKNOWN is -1 (0xffffffff); 0 means no link.
+    if speed == 0 || speed == u32::MAX {
+        return None;
+    }
+    // SAFETY: plain integers and byte arrays; all-zero is valid.
+    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    let driver = ethtool(interface, (&mut info as *mut EthtoolDrvinfo).cast())
+        .then(|| {
+            let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+            String::from_utf8_lossy(&info.driver[..end]).into_owned()
+        })
+        .filter(|d| !d.is_empty());
+    Some(LinkSpeed {
+        interface: interface.to_string(),
+        mbit_s: u64::from(speed),
+        driver,
+    })
+}
+
+/// One `SIOCETHTOOL` request on `interface` with `data` (an ethtool
+/// command struct whose first field is its command); whether it succeeded.
+fn ethtool(interface: &str, data: *mut libc::c_char) -> bool {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let name = interface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return false;
+    }
     // SAFETY: an all-zero ifreq is valid; the name fits with its NUL.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (slot, &b) in ifr.ifr_name.iter_mut().zip(name) {
         *slot = b as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_data = (&mut cmd as *mut EthtoolCmd).cast();
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0")
-        .or_else(|_| std::net::UdpSocket::bind("[::]:0"))
-        .ok()?;
+    ifr.ifr_ifru.ifru_data = data;
+    let Ok(socket) =
+        std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))
+    else {
+        return false;
+    };
     use std::os::fd::AsRawFd;
     // SAFETY: SIOCETHTOOL with an ifreq whose data points at a live
-    // ethtool_cmd of the layout the kernel expects for ETHTOOL_GSET.
-    let ok = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) } == 0;
-    let speed = u32::from(cmd.speed) | (u32::from(cmd.speed_hi) << 16);
-    // SPEED_UNKNOWN is -1 (0xffffffff); 0 means no link.
-    (ok && speed != 0 && speed != u32::MAX).then(|| LinkSpeed {
-        interface: interface.to_string(),
-        mbit_s: u64::from(speed),
-    })
+    // ethtool command struct of the layout its command expects.
+    unsafe { libc::ioctl(socket.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) == 0 }
 }
 
 #[cfg(test)]

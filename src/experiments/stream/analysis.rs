@@ -129,6 +129,7 @@ pub fn flow_evidence(
     let speeds: Vec<&crate::measure::ifstat::LinkSpeed> = [sender, receiver]
         .iter()
         .filter_map(|r| r.link_speed.as_ref())
+        .filter(|s| !s.nominal())
         .collect();
     let slower = speeds.iter().min_by_key(|s| s.mbit_s);
     let (rate_bps, rate_source) = match (link.and_then(|l| l.profile.rate_bps), slower) {
@@ -136,8 +137,8 @@ pub fn flow_evidence(
             Some(rate),
             link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
         ),
-        // A nominal speed (veth's 10000) below what the flow carried is not
-        // the path's rate.
+        // A speed below what the flow carried is not the path's rate (a
+        // virtual device unknown to `nominal`).
         (None, Some(slower))
             if link.is_none()
                 && (receiver.bytes as f64 * 8.0 / receiver.wall_s.max(1e-9))
@@ -150,7 +151,7 @@ pub fn flow_evidence(
             (
                 Some(slower.mbit_s * 1_000_000),
                 format!(
-                    "the interfaces' reported speed ({}; ethtool's Speed, nominal on virtual devices)",
+                    "the interfaces' reported speed ({}; ethtool's Speed)",
                     said.join(", ")
                 ),
             )
@@ -435,6 +436,7 @@ mod tests {
             link_speed: Some(LinkSpeed {
                 interface: interface.into(),
                 mbit_s,
+                driver: Some("e1000e".into()),
             }),
             ..Default::default()
         };
@@ -455,6 +457,18 @@ mod tests {
             ..receiver.clone()
         };
         let flow = flow_evidence(&sender, &fast, 65536, None, false, None, None).unwrap();
+        assert_eq!(flow.path.rate_bps, None);
+        // veth's 10000 is nominal: not a rate, however slow the flow.
+        let veth = |r: &EndpointReport| EndpointReport {
+            link_speed: Some(LinkSpeed {
+                interface: "veth0".into(),
+                mbit_s: 10000,
+                driver: Some("veth".into()),
+            }),
+            ..r.clone()
+        };
+        let flow =
+            flow_evidence(&veth(&sender), &veth(&receiver), 65536, None, false, None, None).unwrap();
         assert_eq!(flow.path.rate_bps, None);
     }
 
