@@ -442,13 +442,31 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
             .lines()
             .any(|l| l.starts_with(&user))
     };
-    // Let sshd start and the sessions log in, then kill netlab outright.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Let sshd start (wait for it: a loaded machine can take longer than a
+    // fixed pause, and then there is no sshd to orphan) and the sessions
+    // log in, then kill netlab outright.
+    let endpoint = user.trim_start_matches("netlab-ssh-").trim_end_matches(':');
+    let sshd_of_endpoint = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            status.lines().any(|l| l == format!("PPid:\t{endpoint}"))
+                && String::from_utf8_lossy(&cmdline).contains("sshd")
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !sshd_of_endpoint() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sshd cell never started sshd"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
     run.kill().unwrap();
     run.wait().unwrap();
     assert!(has_user(), "SIGKILL leaves the test user behind");
     // Its serving endpoint dies with it (PR_SET_PDEATHSIG), a moment later.
-    let endpoint = user.trim_start_matches("netlab-ssh-").trim_end_matches(':');
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while std::path::Path::new(&format!("/proc/{endpoint}/cmdline")).exists()
         && std::fs::read_to_string(format!("/proc/{endpoint}/cmdline")).is_ok_and(|c| !c.is_empty())
