@@ -15,6 +15,7 @@ pub mod pin;
 pub mod protocol;
 pub mod role;
 pub mod rpc;
+pub mod stall;
 pub mod testbed;
 
 use crate::wire::control::{FrameReader, write_frame};

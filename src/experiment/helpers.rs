@@ -120,6 +120,7 @@ pub fn stop_helper<H: Helper>(
     seconds: u64,
 ) -> Result<H::Report, ControlError> {
     process.wait_through_interrupt();
+    process.thaw();
     match process.ask::<HelperRole<H>>(&HelperRequest::Stop, Wait::up_to(seconds, "stopping"))? {
         HelperReply::Done(report) => Ok(*report),
         other => Err(process.out_of_turn("stopping", &other)),

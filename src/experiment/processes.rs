@@ -340,6 +340,56 @@ impl EndpointProcess {
         }
     }
 
+    /// Lets a local endpoint that something stopped (SIGSTOP: a stalled
+    /// cell's frozen server) run again, so it can be asked to stop and
+    /// clean up rather than waited on to the end of the stop's timeout.
+    /// netlab never stops its endpoints itself; only its own child, by PID.
+    pub fn thaw(&self) {
+        if let Channel::Pipe { child, .. } = &self.channel {
+            let pid = child.id();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            if matches!(state, Some('T')) {
+                // SAFETY: signalling our own child by its PID.
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+            }
+        }
+    }
+
+    /// What a local endpoint's threads are doing, as the kernel says
+    /// (`/proc/PID/task/*/stat` and `wchan`): "stopped (SIGSTOP)", "blocked
+    /// writing: its send buffer is full", ...; `None` on an agent's host or
+    /// when no thread is waiting in a way worth naming. For a stalled
+    /// cell's reason, when the other end cannot speak for itself.
+    pub fn waiting_in(&self) -> Option<String> {
+        let Channel::Pipe { child, .. } = &self.channel else {
+            return None;
+        };
+        let pid = child.id();
+        let mut seen: Vec<&'static str> = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+        {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            if matches!(state, Some('T' | 't')) {
+                return Some("stopped (SIGSTOP)".into());
+            }
+            let syscall = std::fs::read_to_string(task.path().join("syscall")).unwrap_or_default();
+            if let Some(words) = blocked_in(&syscall)
+                && !seen.contains(&words)
+            {
+                seen.push(words);
+            }
+        }
+        (!seen.is_empty()).then(|| seen.join(", "))
+    }
+
     /// Makes [`EndpointProcess::recv`] keep waiting after Ctrl-C, so helpers
     /// (the emulator, the capture) can still be stopped cleanly and report.
     pub fn wait_through_interrupt(&mut self) {
@@ -519,6 +569,33 @@ pub fn exit_within(
     }
 }
 
+/// The system call a thread sleeps in, from `/proc/PID/task/TID/syscall`
+/// ("NR ARG0 ..."), for the calls a data path can stall in. A read of
+/// descriptor 0 is the endpoint's control channel, not its data path.
+/// x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl).
+fn blocked_in(syscall: &str) -> Option<&'static str> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let mut fields = syscall.split_whitespace();
+    let nr: u32 = fields.next()?.parse().ok()?;
+    let fd = fields
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    Some(match (nr, fd) {
+        (0, Some(0)) => return None,
+        (0 | 17 | 19 | 45 | 47, _) => "blocked in read",
+        (1 | 18 | 20 | 44 | 46, _) => "blocked in write",
+        (40, _) => "blocked in sendfile",
+        (275, _) => "blocked in splice",
+        (7 | 23 | 270 | 271, _) => "waiting in poll",
+        (232 | 281 | 441, _) => "waiting in epoll_wait",
+        (43 | 288, _) => "waiting in accept",
+        (426, _) => "waiting in io_uring_enter",
+        _ => return None,
+    })
+}
+
 /// How a process ended, in words.
 pub fn describe_exit(status: std::process::ExitStatus) -> String {
     if let Some(signal) = status.signal() {
@@ -533,5 +610,31 @@ pub fn describe_exit(status: std::process::ExitStatus) -> String {
         format!("killed by signal {signal}{name}")
     } else {
         format!("exited with status {}", status.code().unwrap_or(-1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocked_in;
+
+    #[test]
+    fn a_sleeping_thread_s_system_call_is_named_but_the_control_channel_is_not() {
+        if !cfg!(target_arch = "x86_64") {
+            return;
+        }
+        assert_eq!(
+            blocked_in("1 0x5 0x7f 0x10000 0x0 0x0 0x0 0x7ffd 0x7f"),
+            Some("blocked in write")
+        );
+        assert_eq!(
+            blocked_in("0 0x0 0x7f 0x2000 0x0 0x0 0x0 0x7ffd 0x7f"),
+            None
+        );
+        assert_eq!(
+            blocked_in("0 0x6 0x7f 0x2000 0x0 0x0 0x0 0x7ffd 0x7f"),
+            Some("blocked in read")
+        );
+        assert_eq!(blocked_in("running"), None);
+        assert_eq!(blocked_in("230 0x0 0x0"), None);
     }
 }

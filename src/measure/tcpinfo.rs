@@ -127,23 +127,152 @@ impl TcpInfo {
     /// Reads `TCP_INFO` from a connected TCP socket.
     pub fn read(fd: BorrowedFd<'_>) -> std::io::Result<TcpInfo> {
         let mut buf = [0u8; 512];
-        let mut len = buf.len() as libc::socklen_t;
-        // SAFETY: buf is writable for len bytes; the kernel writes at most len.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                buf.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        TcpInfo::parse(&buf[..len as usize])
+        let len = read_raw(fd, &mut buf)?;
+        TcpInfo::parse(&buf[..len])
             .ok_or_else(|| std::io::Error::other(format!("TCP_INFO returned only {len} bytes")))
     }
+}
+
+/// What `TCP_INFO` says of a connection that has stopped moving: its
+/// state, what is outstanding and how long since anything arrived. Read
+/// only when a data path gave up waiting (`endpoint::stall`), never on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TcpState {
+    /// `tcpi_state` (include/net/tcp_states.h).
+    pub state: u8,
+    /// Retransmission timeouts in a row for the same data (`tcpi_retransmits`).
+    pub retransmits: u8,
+    /// Zero-window probes sent without an answer (`tcpi_probes`).
+    pub probes: u8,
+    /// Exponential backoff of the retransmission timer (`tcpi_backoff`).
+    pub backoff: u8,
+    /// Retransmission timeout, microseconds.
+    pub rto_us: u32,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// Milliseconds since data was last received, and since an ACK was.
+    pub last_data_recv_ms: u32,
+    pub last_ack_recv_ms: u32,
+    /// Bytes written and not yet sent (Linux 4.6).
+    pub notsent_bytes: Option<u32>,
+    /// The peer's advertised window, bytes (Linux 6.2).
+    pub snd_wnd: Option<u32>,
+}
+
+mod state_offset {
+    pub const STATE: usize = 0;
+    pub const RETRANSMITS: usize = 2;
+    pub const PROBES: usize = 3;
+    pub const BACKOFF: usize = 4;
+    pub const RTO: usize = 8;
+    pub const UNACKED: usize = 24;
+    pub const LAST_DATA_RECV: usize = 52;
+    pub const LAST_ACK_RECV: usize = 56;
+    pub const NOTSENT_BYTES: usize = 144;
+    pub const SND_WND: usize = 228;
+}
+
+/// `tcpi_state`'s names, in the kernel's order (TCP_ESTABLISHED = 1).
+const STATE_NAMES: [&str; 12] = [
+    "?",
+    "ESTABLISHED",
+    "SYN-SENT",
+    "SYN-RECV",
+    "FIN-WAIT-1",
+    "FIN-WAIT-2",
+    "TIME-WAIT",
+    "CLOSE",
+    "CLOSE-WAIT",
+    "LAST-ACK",
+    "LISTEN",
+    "CLOSING",
+];
+
+impl TcpState {
+    pub fn parse(buf: &[u8]) -> Option<TcpState> {
+        use state_offset::*;
+        if buf.len() < offset::MINIMUM {
+            return None;
+        }
+        Some(TcpState {
+            state: buf[STATE],
+            retransmits: buf[RETRANSMITS],
+            probes: buf[PROBES],
+            backoff: buf[BACKOFF],
+            rto_us: u32_at(buf, RTO)?,
+            unacked: u32_at(buf, UNACKED)?,
+            last_data_recv_ms: u32_at(buf, LAST_DATA_RECV)?,
+            last_ack_recv_ms: u32_at(buf, LAST_ACK_RECV)?,
+            notsent_bytes: u32_at(buf, NOTSENT_BYTES),
+            snd_wnd: u32_at(buf, SND_WND),
+        })
+    }
+
+    pub fn read(fd: BorrowedFd<'_>) -> std::io::Result<TcpState> {
+        let mut buf = [0u8; 512];
+        let len = read_raw(fd, &mut buf)?;
+        TcpState::parse(&buf[..len])
+            .ok_or_else(|| std::io::Error::other(format!("TCP_INFO returned only {len} bytes")))
+    }
+
+    /// In words, for a stalled cell's reason: "TCP_INFO: ESTABLISHED, 312
+    /// segments unacknowledged, backoff 11, ...".
+    pub fn describe(&self) -> String {
+        let mut parts = vec![
+            STATE_NAMES
+                .get(usize::from(self.state))
+                .copied()
+                .unwrap_or("?")
+                .to_string(),
+            format!("{} segments unacknowledged", self.unacked),
+        ];
+        if self.backoff > 0 {
+            parts.push(format!("backoff {}", self.backoff));
+        }
+        if self.retransmits > 0 {
+            parts.push(format!("{} timeouts in a row", self.retransmits));
+        }
+        if self.probes > 0 {
+            parts.push(format!("{} window probes unanswered", self.probes));
+        }
+        parts.push(format!("RTO {:.0} ms", f64::from(self.rto_us) / 1000.0));
+        if let Some(bytes) = self.notsent_bytes.filter(|&b| b > 0) {
+            parts.push(format!("{bytes} bytes not yet sent"));
+        }
+        match self.snd_wnd {
+            Some(0) => parts.push("peer's window 0 bytes (the peer is not reading)".into()),
+            Some(window) => parts.push(format!("peer's window {window} bytes")),
+            None => {}
+        }
+        if self.unacked > 0 && self.backoff > 0 {
+            parts.push("(nothing acknowledged since: the path or the peer stopped)".into());
+        }
+        parts.push(format!(
+            "last data received {:.1} s ago, last ACK {:.1} s ago",
+            f64::from(self.last_data_recv_ms) / 1000.0,
+            f64::from(self.last_ack_recv_ms) / 1000.0
+        ));
+        format!("TCP_INFO: {}", parts.join(", "))
+    }
+}
+
+/// `getsockopt(TCP_INFO)` into `buf`: how many bytes the kernel filled.
+fn read_raw(fd: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for len bytes; the kernel writes at most len.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(len as usize)
 }
 
 #[cfg(test)]
@@ -179,6 +308,28 @@ mod tests {
             TcpInfo::parse(&buf).unwrap().delivery_rate_app_limited,
             Some(true)
         );
+    }
+
+    #[test]
+    fn a_stalled_connection_is_described_from_its_state_fields() {
+        let mut buf = vec![0u8; state_offset::SND_WND];
+        buf[state_offset::STATE] = 1;
+        buf[state_offset::BACKOFF] = 11;
+        buf[state_offset::UNACKED..state_offset::UNACKED + 4]
+            .copy_from_slice(&312u32.to_ne_bytes());
+        buf[state_offset::RTO..state_offset::RTO + 4].copy_from_slice(&204_000u32.to_ne_bytes());
+        let state = TcpState::parse(&buf).unwrap();
+        assert_eq!(
+            (state.backoff, state.unacked, state.snd_wnd),
+            (11, 312, None)
+        );
+        let words = state.describe();
+        assert!(
+            words.starts_with("TCP_INFO: ESTABLISHED, 312 segments unacknowledged, backoff 11"),
+            "{words}"
+        );
+        assert!(words.contains("RTO 204 ms"), "{words}");
+        assert!(TcpState::parse(&buf[..50]).is_none());
     }
 
     #[test]

@@ -28,9 +28,28 @@ pub struct RunOptions {
     /// link, checksum, copy, ...), in each record. Needs root.
     #[arg(long)]
     pub profile: bool,
+    /// Fail a cell when its bytes stop moving for this long (each wait of
+    /// each end: a read, a write, a call's reply, a login session's echo),
+    /// with the side that stopped and the kernel's TCP_INFO in its reason;
+    /// the grid goes on. Raise it for links whose retransmission timer
+    /// backs off past it (heavy loss on a long path).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub stall_timeout: std::time::Duration,
 }
 
 impl RunOptions {
+    /// `--stall-timeout` as endpoints carry it (refused above a day).
+    pub fn stall(&self) -> anyhow::Result<crate::endpoint::stall::StallBound> {
+        crate::endpoint::stall::StallBound::new(self.stall_timeout).map_err(anyhow::Error::msg)
+    }
+
+    /// As [`RunOptions::stall`], `None` for the default (which records
+    /// then leave out).
+    pub fn stall_option(&self) -> anyhow::Result<Option<crate::endpoint::stall::StallBound>> {
+        let bound = self.stall()?;
+        Ok((bound != crate::endpoint::stall::StallBound::default()).then_some(bound))
+    }
+
     /// The records file, opened for appending.
     pub fn writer(&self) -> anyhow::Result<RecordWriter> {
         RecordWriter::append(&self.out)

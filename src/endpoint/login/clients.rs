@@ -17,13 +17,14 @@ use super::programs::SshAccess;
 use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::protocol::Token;
+use crate::endpoint::stall::{StallBound, Stalled, connection_words};
 use crate::measure::rusage::thread_cpu_ns;
 use crate::measure::schedstat::TreeTasks;
 use crate::measure::tcpinfo::TcpInfo;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -46,6 +47,10 @@ pub struct LoginTarget {
     /// Through an agent, to netlab's own server: the run token each
     /// connection sends first.
     pub token: Option<Token>,
+    /// The longest wait without progress (an echo, a byte of output)
+    /// before the session gives up (`--stall-timeout`).
+    #[serde(default)]
+    pub stall: StallBound,
 }
 
 impl LoginTarget {
@@ -99,6 +104,7 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
         corpus: spec.corpus.clone(),
         warmup: Duration::from_secs_f64(spec.warmup_s),
         duration: Duration::from_secs_f64(spec.duration_s),
+        stall: spec.target.stall,
     };
     // Ctrl-C reaches the controller only; it ends this endpoint.
     let never = Arc::new(AtomicBool::new(false));
@@ -128,15 +134,16 @@ pub struct TerminalReport {
     pub tcp_info: Option<TcpInfo>,
 }
 
-/// Reads terminal data through `next` (which appends what arrived and says
-/// false at end of stream) until `marker`, keeping only a tail. Returns the
-/// bytes up to and including the marker.
+/// Reads terminal data through `next` (which appends what arrived, waiting
+/// at most a fraction of a second, and says false at end of stream) until
+/// `marker`, keeping only a tail. Returns the bytes up to and including the
+/// marker; `TimedOut` when nothing came for `stall`.
 fn receive_to(
     marker: &[u8],
+    stall: StallBound,
     mut next: impl FnMut(&mut Vec<u8>) -> io::Result<bool>,
 ) -> io::Result<u64> {
-    let start = Instant::now();
-    let limit = Duration::from_secs(600);
+    let mut last = Instant::now();
     let mut tail = Vec::new();
     let mut total = 0u64;
     loop {
@@ -147,19 +154,43 @@ fn receive_to(
                 String::from_utf8_lossy(marker)
             )));
         }
-        total += (tail.len() - before) as u64;
+        let got = (tail.len() - before) as u64;
+        total += got;
+        if got > 0 {
+            last = Instant::now();
+        }
         if tail.windows(marker.len()).any(|w| w == marker) {
             return Ok(total);
         }
         let keep = tail.len().min(marker.len());
         tail.drain(..tail.len() - keep);
-        if start.elapsed() > limit {
-            return Err(io::Error::other(format!(
-                "no end marker after {} s",
-                limit.as_secs()
-            )));
+        if last.elapsed() > stall.duration() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{total} bytes had come before {}",
+                    String::from_utf8_lossy(marker)
+                ),
+            ));
         }
     }
+}
+
+/// A terminal's wait for output that ran out, as the stall it is.
+fn terminal_stalled(
+    e: io::Error,
+    stall: StallBound,
+    connection: impl FnOnce() -> String,
+) -> io::Error {
+    if e.kind() != io::ErrorKind::TimedOut {
+        return e;
+    }
+    io::Error::other(Stalled {
+        side: "terminal",
+        doing: "waiting for output",
+        seconds: stall.seconds(),
+        connection: format!("{e}; {}", connection()),
+    })
 }
 
 /// Reads one file's output through the cell's server.
@@ -169,7 +200,7 @@ pub fn terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalRepor
         .tempdir()?;
     match spec.connect(dir.path())? {
         Connect::Socket { .. } => netlab_terminal(spec, edge),
-        Connect::Program { argv } => ssh_terminal(&argv, edge),
+        Connect::Program { argv } => ssh_terminal(&argv, spec.stall, edge),
     }
 }
 
@@ -184,21 +215,26 @@ fn netlab_terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalRe
         Dialect::Rlogin => Session::rlogin_on(stream, "netlab")?,
         Dialect::Ssh => return Err(io::Error::other("netlab's client does not speak SSH")),
     };
+    let stall = spec.stall;
+    let watch = session.stream().try_clone()?;
+    let connection = || connection_words(watch.as_fd());
     let mut next = |tail: &mut Vec<u8>| {
         let open = session.pump(Duration::from_millis(200))?;
         tail.append(&mut session.received);
         Ok(open)
     };
-    receive_to(READY_MARKER, &mut next)?;
+    receive_to(READY_MARKER, stall, &mut next)
+        .map_err(|e| terminal_stalled(e, stall, connection))?;
     edge(true, true)?;
     let cpu0 = thread_cpu_ns();
     let go = Instant::now();
     session.type_bytes(b"\r")?;
-    let bytes = receive_to(END_MARKER, |tail| {
+    let bytes = receive_to(END_MARKER, stall, |tail| {
         let open = session.pump(Duration::from_millis(200))?;
         tail.append(&mut session.received);
         Ok(open)
-    })?;
+    })
+    .map_err(|e| terminal_stalled(e, stall, connection))?;
     let seconds = go.elapsed().as_secs_f64();
     let client_ns = thread_cpu_ns().saturating_sub(cpu0);
     edge(false, true)?;
@@ -212,7 +248,11 @@ fn netlab_terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalRe
 
 /// OpenSSH's client: its standard output is the terminal's; its CPU is
 /// its own process's.
-fn ssh_terminal(argv: &[String], edge: &mut Edge) -> io::Result<TerminalReport> {
+fn ssh_terminal(
+    argv: &[String],
+    spec_stall: StallBound,
+    edge: &mut Edge,
+) -> io::Result<TerminalReport> {
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         // Held open: an end of input would end the remote session early.
@@ -230,17 +270,30 @@ fn ssh_terminal(argv: &[String], edge: &mut Edge) -> io::Result<TerminalReport> 
     let mut buf = vec![0u8; 64 * 1024];
     let mut stdin = child.stdin.take().expect("piped");
     let mut next = |tail: &mut Vec<u8>| {
+        let mut ready = libc::pollfd {
+            fd: stdout.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd. A bounded wait, so a silent ssh is seen.
+        if unsafe { libc::poll(&mut ready, 1, 200) } == 0 {
+            return Ok(true);
+        }
         let n = stdout.read(&mut buf)?;
         tail.extend_from_slice(&buf[..n]);
         Ok(n > 0)
     };
+    let stall = spec_stall;
+    let through_ssh = || format!("through ssh (pid {pid})");
     let outcome = (|| -> io::Result<TerminalReport> {
-        receive_to(READY_MARKER, &mut next)?;
+        receive_to(READY_MARKER, stall, &mut next)
+            .map_err(|e| terminal_stalled(e, stall, through_ssh))?;
         edge(true, true)?;
         let client0 = TreeTasks::read(pid);
         let go = Instant::now();
         stdin.write_all(b"\r")?;
-        let bytes = receive_to(END_MARKER, &mut next)?;
+        let bytes = receive_to(END_MARKER, stall, &mut next)
+            .map_err(|e| terminal_stalled(e, stall, through_ssh))?;
         let report = TerminalReport {
             bytes,
             seconds: go.elapsed().as_secs_f64(),

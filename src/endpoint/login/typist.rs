@@ -31,6 +31,7 @@
 use super::client::{RloginClient, TelnetClient};
 use super::protocol::Protocol;
 use super::pty::{self, Pty};
+use crate::endpoint::stall::{StallBound, Stalled, connection_words};
 use serde::{Deserialize, Serialize};
 /// What the generator saw in the measured window.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -124,6 +125,9 @@ pub struct TypistConfig {
     pub warmup: Duration,
     /// The measured window.
     pub duration: Duration,
+    /// No echo to any session for this long while keystrokes await one
+    /// ends the run as stalled (`--stall-timeout`).
+    pub stall: crate::endpoint::stall::StallBound,
 }
 
 enum Client {
@@ -470,6 +474,7 @@ pub fn run(
     let mut latencies = Vec::new();
     let mut cpu_at_window: Option<f64> = None;
     let mut programs_at_window = 0;
+    let mut last_echo = Instant::now();
     loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
@@ -528,9 +533,17 @@ pub fn run(
                 echo.saturating_record(l.as_micros().max(1) as u64);
                 report.echoes += 1;
             }
+            if !latencies.is_empty() {
+                last_echo = now;
+            }
             if user.broken.is_some() {
                 let _ = epoll.delete(user.link.fd());
             }
+        }
+        if now.saturating_duration_since(last_echo) > config.stall.duration()
+            && let Some(stalled) = stalled(&users, config.stall)
+        {
+            return Err(io::Error::other(stalled));
         }
     }
     if cpu_at_window.is_some() {
@@ -570,6 +583,32 @@ pub fn run(
         report.send_lag_max_ms = ms(lag.max());
     }
     Ok(report)
+}
+
+/// The typing end's stall, when keystrokes await echoes that no session
+/// has had for the whole bound: how many, in how many sessions, and the
+/// first waiting session's connection as the kernel sees it.
+fn stalled(users: &[User], bound: StallBound) -> Option<Stalled> {
+    let waiting: Vec<&User> = users
+        .iter()
+        .filter(|u| u.broken.is_none() && !u.pending.is_empty())
+        .collect();
+    let first = waiting.first()?;
+    let keystrokes: usize = waiting.iter().map(|u| u.pending.len()).sum();
+    let connection = match &first.link {
+        Link::Socket(stream) => connection_words(stream.as_fd()),
+        Link::Program { .. } => "through a client program (no socket of its own)".into(),
+    };
+    Some(Stalled {
+        side: "typing end",
+        doing: "waiting for echoes",
+        seconds: bound.seconds(),
+        connection: format!(
+            "{keystrokes} keystrokes unechoed in {} of {} sessions; the first's {connection}",
+            waiting.len(),
+            users.len()
+        ),
+    })
 }
 
 #[cfg(test)]

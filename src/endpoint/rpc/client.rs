@@ -63,6 +63,10 @@ pub struct ClientOptions {
     /// and the close.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub connect_per_call: bool,
+    /// `--stall-timeout`: the longest wait for a call's write or its
+    /// reply before the cell fails (none: the default bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<StallBound>,
 }
 
 impl ClientOptions {
@@ -70,11 +74,13 @@ impl ClientOptions {
         Duration::from_micros(self.busy_poll_us.into())
     }
 }
+use crate::endpoint::stall::{StallBound, Stalled, timed_out};
 use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
 use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
 use crate::wire::xdr::Writer;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 use thiserror::Error;
@@ -96,6 +102,8 @@ pub enum CallError {
     Timeout(u32),
     #[error("server closed the connection")]
     Closed,
+    #[error(transparent)]
+    Stalled(#[from] Stalled),
 }
 
 /// A request's bytes and the `write(2)` boundaries a strategy uses.
@@ -223,6 +231,7 @@ impl TcpClient {
             }
         };
         stream.set_nodelay(options.nodelay)?;
+        options.stall.unwrap_or_default().arm(stream.as_fd())?;
         Ok(TcpClient {
             stream,
             options,
@@ -242,6 +251,21 @@ impl TcpClient {
         &self.stream
     }
 
+    /// A wait on the connection that ran out (`--stall-timeout`) as the
+    /// stall it is, with the connection's state; other errors unchanged.
+    fn stalled(&self, e: io::Error, doing: &'static str) -> CallError {
+        if timed_out(&e) {
+            CallError::Stalled(Stalled::on(
+                "client",
+                doing,
+                self.options.stall.unwrap_or_default(),
+                self.stream.as_fd(),
+            ))
+        } else {
+            CallError::Io(e)
+        }
+    }
+
     /// Sends `request` with `xid` and waits for its reply.
     pub fn call(&mut self, request: &mut Request, xid: u32) -> Result<Reply, CallError> {
         request.set_xid(xid);
@@ -251,7 +275,9 @@ impl TcpClient {
         }
         let mut start = 0;
         for &end in &request.writes {
-            self.stream.write_all(&request.bytes[start..end])?;
+            (&self.stream)
+                .write_all(&request.bytes[start..end])
+                .map_err(|e| self.stalled(e, "writing a call"))?;
             self.syscalls += 1;
             start = end;
         }
@@ -271,7 +297,9 @@ impl TcpClient {
             });
             let n = match spun {
                 Some(got) => got?,
-                None => self.stream.read(&mut self.buf)?,
+                None => (&self.stream)
+                    .read(&mut self.buf)
+                    .map_err(|e| self.stalled(e, "waiting for a reply"))?,
             };
             self.syscalls += 1;
             if n == 0 {

@@ -27,6 +27,8 @@
 //! (vmstat's b, and iowait rather than idle): the `uring` design shows
 //! b = 1 and iowait while idle; busy time excludes iowait.
 
+use crate::endpoint::login::clients::LoginTarget;
+use crate::endpoint::stall::StallBound;
 use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
 use crate::endpoint::login::host::DEFAULT_CORPUS;
@@ -118,7 +120,10 @@ pub fn run_cell(
         .ok_or_else(|| CellError::Refused("the serving end measured no idle baseline".into()))?;
     let mut typist = launcher.spawn("typist", End::From)?;
     let spec = TypeSpec {
-        target: server.target(params.protocol),
+        target: LoginTarget {
+            stall: params.stall.unwrap_or_default(),
+            ..server.target(params.protocol)
+        },
         users: params.users,
         rate: params.rate,
         poisson: params.poisson,
@@ -219,6 +224,8 @@ pub struct LoginPlan {
     pub host_cpu_pct: Option<f64>,
     /// The preset the budget was derived from, and how.
     pub host_cpu_preset: Option<PresetBudget>,
+    /// `--stall-timeout` (none: the default bound).
+    pub stall: Option<StallBound>,
 }
 
 impl Default for LoginPlan {
@@ -237,6 +244,7 @@ impl Default for LoginPlan {
             duration_s: 30.0,
             host_cpu_pct: None,
             host_cpu_preset: None,
+            stall: None,
         }
     }
 }
@@ -425,6 +433,7 @@ impl LoginPlan {
             duration_s: self.duration_s,
             host_cpu_pct: self.host_cpu_pct,
             host_cpu_preset: self.host_cpu_preset.clone(),
+            stall: self.stall,
         }
     }
 

@@ -101,6 +101,7 @@ impl LoginExperimentArgs {
             poisson: self.poisson,
             warmup_s: self.warmup.as_secs_f64(),
             duration_s: self.duration.as_secs_f64(),
+            stall: self.run.stall_option()?,
         };
         plan.validate()?;
         Ok(plan)

@@ -37,6 +37,10 @@ pub struct LoginParams {
     /// The 1989-class host the budget stands for (`--host-cpu sun3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cpu_preset: Option<PresetBudget>,
+    /// `--stall-timeout`: how long no session may get an echo while
+    /// keystrokes await one before the cell fails (none: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<crate::endpoint::stall::StallBound>,
 }
 
 /// What one cell measured.

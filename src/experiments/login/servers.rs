@@ -103,6 +103,7 @@ impl ServerProcess {
             dialect,
             ssh: self.ssh.clone(),
             token: self.token,
+            stall: Default::default(),
         }
     }
 
@@ -148,6 +149,7 @@ impl ServerProcess {
         // Even after Ctrl-C: the serving end must stop its sessions, sshd
         // and test user before it goes.
         self.endpoint.wait_through_interrupt();
+        self.endpoint.thaw();
         let reply = self
             .endpoint
             .ask::<LoginRole>(&LoginRequest::Stop, Wait::up_to(15, "stopping"));

@@ -18,6 +18,8 @@
 //! TCP_INFO (for `ssh`, its socket duplicated with `pidfd_getfd(2)`) the
 //! data segments received per KB of terminal data and their mean size.
 
+use crate::endpoint::login::clients::LoginTarget;
+use crate::endpoint::stall::StallBound;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
@@ -60,7 +62,10 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
         &launcher,
     )?;
     let mut terminal = launcher.spawn("terminal", End::From)?;
-    let spec = server.target(params.protocol);
+    let spec = LoginTarget {
+        stall: params.stall.unwrap_or_default(),
+        ..server.target(params.protocol)
+    };
     // The session gives up after 600 s without its end marker.
     let driven = servers::drive(
         &mut terminal,
@@ -114,6 +119,8 @@ pub struct OutputPlan {
     pub baud: Option<u32>,
     /// TCP_NODELAY on netlab's sessions.
     pub nodelay: bool,
+    /// `--stall-timeout` (none: the default bound).
+    pub stall: Option<StallBound>,
 }
 
 impl Default for OutputPlan {
@@ -127,6 +134,7 @@ impl Default for OutputPlan {
             size: 4 << 20,
             baud: None,
             nodelay: false,
+            stall: None,
         }
     }
 }
@@ -158,6 +166,7 @@ impl OutputPlan {
                         file_bytes: self.size,
                         baud: self.baud,
                         nodelay: self.nodelay,
+                        stall: self.stall,
                     };
                     if !cells.contains(&cell) {
                         cells.push(cell);

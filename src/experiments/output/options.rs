@@ -68,6 +68,7 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         size: args.size,
         baud: args.baud,
         nodelay: args.nodelay,
+        stall: args.run.stall_option()?,
     };
     let mut writer = args.run.writer()?;
     let records = args

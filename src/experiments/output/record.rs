@@ -25,6 +25,10 @@ pub struct OutputParams {
     /// TCP_NODELAY on netlab's server sessions (older records: off).
     #[serde(default)]
     pub nodelay: bool,
+    /// `--stall-timeout`: the longest wait for output before the cell
+    /// fails (none: the default bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<crate::endpoint::stall::StallBound>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -153,6 +153,7 @@ impl RpcExperimentArgs {
                 cpu: pin.map(|(client, _)| client),
                 sockbuf,
                 connect_per_call: self.connect_per_call,
+                stall: self.run.stall_option()?,
             },
             server: ServerOptions {
                 quickack: self.quickack,

@@ -11,6 +11,7 @@ use crate::experiment::Interrupted;
 use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
+use crate::endpoint::stall::STALL_PHRASE;
 use crate::experiment::runner::{MeasureCell, Measured};
 use crate::analysis::limits::judge;
 use crate::experiments::stream::analysis::{
@@ -435,28 +436,13 @@ fn wait_for(
                     });
                 }
                 if received.is_none() {
-                    received = receiver_report(receiver)?;
+                    received = match receiver_report(receiver) {
+                        Ok(report) => report,
+                        Err(e) => return Err(with_other_side(e, sender, false)),
+                    };
                 }
             }
-            Err(e) => {
-                // A sender fails when its receiver went away; the receiver's
-                // own account (a corrupt byte, its death) is the real cause.
-                return Err(
-                    match receiver.reply::<StreamRole>(
-                        Wait {
-                            timeout: Some(Duration::from_millis(500)),
-                            what: "receiving",
-                        },
-                        &mut |_| {},
-                        &mut |_, _| Ok(()),
-                    ) {
-                        Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. })) => {
-                            cause
-                        }
-                        _ => e,
-                    },
-                );
-            }
+            Err(e) => return Err(with_other_side(e, receiver, true)),
         }
     };
     let received = match received {
@@ -471,6 +457,66 @@ fn wait_for(
         },
     };
     Ok((*sent, *received))
+}
+
+/// One end's failure with the other end's account: a sender fails when
+/// its receiver went away, so the receiver's own account (a corrupt byte,
+/// its death) is the real cause and comes first; when both ends stalled
+/// (`--stall-timeout`), both say what they saw, the receiver first.
+fn with_other_side(
+    failed: ControlError,
+    other: &mut EndpointProcess,
+    other_is_receiver: bool,
+) -> ControlError {
+    let stalled = |e: &ControlError| {
+        matches!(e, ControlError::Failed { message, .. } if message.starts_with(STALL_PHRASE))
+    };
+    // Both ends' waits began when the bytes stopped; the other's ends soon.
+    let wait = if stalled(&failed) { 2000 } else { 500 };
+    let heard = other.reply::<StreamRole>(
+        Wait {
+            timeout: Some(Duration::from_millis(wait)),
+            what: if other_is_receiver { "receiving" } else { "sending" },
+        },
+        &mut |_| {},
+        &mut |_, _| Ok(()),
+    );
+    match heard {
+        Err(cause) if stalled(&failed) && stalled(&cause) => {
+            let (first, second) = if other_is_receiver {
+                (cause, failed)
+            } else {
+                (failed, cause)
+            };
+            match (first, second) {
+                (
+                    ControlError::Failed { role, message },
+                    ControlError::Failed { message: more, .. },
+                ) => ControlError::Failed {
+                    role,
+                    message: format!("{message}; and {more}"),
+                },
+                (first, _) => first,
+            }
+        }
+        // The other end said nothing: say what its kernel shows it doing.
+        Err(ControlError::Timeout { .. }) if stalled(&failed) => match (failed, other.waiting_in()) {
+            (ControlError::Failed { role, message }, Some(doing)) => ControlError::Failed {
+                role,
+                message: format!(
+                    "{message}; the {} is {doing}",
+                    if other_is_receiver { "receiver" } else { "sender" }
+                ),
+            },
+            (failed, _) => failed,
+        },
+        Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. }))
+            if other_is_receiver =>
+        {
+            cause
+        }
+        _ => failed,
+    }
 }
 
 /// Runs one transfer: one connection, or with `-P`, `--reverse` or

@@ -217,6 +217,7 @@ impl StreamOptions {
                 pacing_bps: self.tcp_pacing()?,
                 sender_cpu_pct: self.sender_cpu,
                 receiver_cpu_pct: self.receiver_cpu,
+                stall: self.run.stall_option()?,
             },
             verify: !self.no_verify,
             port: self.port,

@@ -165,6 +165,17 @@ pub struct SocketOptions {
     pub sender_cpu_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver_cpu_pct: Option<f64>,
+    /// `--stall-timeout`: how long either end waits without a byte moving
+    /// before the cell fails (none: [`crate::endpoint::stall::DEFAULT_STALL`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<crate::endpoint::stall::StallBound>,
+}
+
+impl SocketOptions {
+    /// The progress bound in force.
+    pub fn stall_bound(&self) -> crate::endpoint::stall::StallBound {
+        self.stall.unwrap_or_default()
+    }
 }
 
 impl SocketOptions {

@@ -13,6 +13,7 @@
 //!   every byte was delivered to the receiving application, like ttcp.
 
 use crate::endpoint::guard;
+use crate::endpoint::stall::{self, StallBound, Stalled};
 use crate::endpoint::pattern::{AlignedBuf, PERIOD, Pattern};
 #[cfg(test)]
 use crate::endpoint::protocol::DataGuard;
@@ -63,6 +64,21 @@ pub enum StreamError {
     CongestionControl { name: String, source: io::Error },
     #[error("the sender passed the agent's limit of {0} bytes a cell")]
     Limit(u64),
+    #[error(transparent)]
+    Stalled(#[from] Stalled),
+}
+
+impl StreamError {
+    /// An armed wait that ran out becomes the stall it is, with `side`'s
+    /// connection as the kernel sees it; other errors pass unchanged.
+    fn stalled(self, side: &'static str, bound: StallBound, stream: &TcpStream) -> StreamError {
+        match self {
+            StreamError::Io { what, source } if stall::timed_out(&source) => {
+                StreamError::Stalled(Stalled::on(side, what, bound, stream.as_fd()))
+            }
+            other => other,
+        }
+    }
 }
 
 fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> StreamError {
@@ -173,8 +189,25 @@ impl Receiver {
     /// Accepts the sender's connection and drains it to end of stream,
     /// calling `progress` with the byte count now and then.
     pub fn run(self, progress: &mut dyn FnMut(u64)) -> Result<EndpointReport, StreamError> {
-        let stream =
-            guard::accept(&self.listener, self.spec.guard.as_ref()).map_err(io_err("accepting"))?;
+        let bound = self.spec.options.stall_bound();
+        bound
+            .arm(self.listener.as_fd())
+            .map_err(io_err("bounding the waits (--stall-timeout)"))?;
+        let stream = guard::accept(&self.listener, self.spec.guard.as_ref()).map_err(|e| {
+            if stall::timed_out(&e) {
+                StreamError::Stalled(Stalled {
+                    side: "receiver",
+                    doing: "waiting for the sender to connect",
+                    seconds: bound.seconds(),
+                    connection: "no connection".into(),
+                })
+            } else {
+                io_err("accepting")(e)
+            }
+        })?;
+        bound
+            .arm(stream.as_fd())
+            .map_err(io_err("bounding the waits (--stall-timeout)"))?;
         // The data port closes as soon as the sender is in.
         drop(self.listener);
         let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
@@ -185,7 +218,7 @@ impl Receiver {
         }
         let before = Before::now(self.spec.interface.as_deref());
         let mut zerocopy_receive = None;
-        let (bytes, syscalls, first_byte) = match self.spec.strategy {
+        let received = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
                 &stream,
                 ReadSpec {
@@ -193,24 +226,30 @@ impl Receiver {
                     verify: self.spec.verify,
                     limit,
                     lowat: self.spec.options.rcvlowat,
+                    stall_ms: bound.millis(),
                 },
                 self.spec.progress,
                 progress,
-            )?,
-            RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress)?,
+            ),
+            RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress),
             RecvStrategy::Zerocopy { buffer } => {
                 let read = ReadSpec {
                     buffer,
                     verify: self.spec.verify,
                     limit,
                     lowat: None,
+                    stall_ms: bound.millis(),
                 };
-                let (received, stats) =
-                    receive_zerocopy(&stream, read, self.spec.progress, progress)?;
-                zerocopy_receive = Some(stats);
-                received
+                receive_zerocopy(&stream, read, self.spec.progress, progress).map(
+                    |(received, stats)| {
+                        zerocopy_receive = Some(stats);
+                        received
+                    },
+                )
             }
         };
+        let (bytes, syscalls, first_byte) =
+            received.map_err(|e| e.stalled("receiver", bound, &stream))?;
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let over = before.end();
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
@@ -288,6 +327,8 @@ struct ReadSpec {
     limit: u64,
     /// `SO_RCVLOWAT`, set once the first byte is in.
     lowat: Option<u32>,
+    /// The progress bound, for waits in `poll` (reads are armed already).
+    stall_ms: i32,
 }
 
 fn receive_read(
@@ -301,6 +342,7 @@ fn receive_read(
         verify,
         limit,
         lowat,
+        ..
     } = spec;
     let mut buffer_memory = AlignedBuf::zeroed(buffer);
     let buf = buffer_memory.as_mut_slice();
@@ -561,8 +603,11 @@ fn receive_zerocopy(
                 revents: 0,
             };
             // SAFETY: one live pollfd.
-            let ret = unsafe { libc::poll(&mut poll, 1, -1) };
+            let ret = unsafe { libc::poll(&mut poll, 1, read.stall_ms) };
             syscalls += 1;
+            if ret == 0 {
+                return Err(io_err("waiting for data")(io::ErrorKind::WouldBlock.into()));
+            }
             if ret < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -941,6 +986,10 @@ impl Sender {
             .connect(&spec.connect.into())
             .map_err(io_err("connecting to the receiver"))?;
         let mut stream: TcpStream = socket.into();
+        spec.options
+            .stall_bound()
+            .arm(stream.as_fd())
+            .map_err(io_err("bounding the waits (--stall-timeout)"))?;
         guard::present(&mut stream, spec.token.as_ref())
             .map_err(io_err("sending the run token"))?;
         Ok(Sender { stream, spec })
@@ -954,6 +1003,21 @@ impl Sender {
     /// Sends, then waits for the receiver to close; with `--interval`,
     /// hands each interval to `on_interval` as it ends.
     pub fn run(
+        self,
+        on_interval: &mut dyn FnMut(&IntervalSample),
+    ) -> Result<EndpointReport, StreamError> {
+        // A second descriptor of the connection, to read its TCP_INFO if a
+        // wait runs out after the data path has dropped its own.
+        let watch = self
+            .stream
+            .try_clone()
+            .map_err(io_err("duplicating the socket"))?;
+        let bound = self.spec.options.stall_bound();
+        self.transfer(on_interval)
+            .map_err(|e| e.stalled("sender", bound, &watch))
+    }
+
+    fn transfer(
         self,
         on_interval: &mut dyn FnMut(&IntervalSample),
     ) -> Result<EndpointReport, StreamError> {
@@ -994,8 +1058,13 @@ impl Sender {
             }
             SendStrategy::Sendfile => send_from_file(fd, &mut schedule, spec.record, false)?,
             SendStrategy::Splice => send_from_file(fd, &mut schedule, spec.record, true)?,
-            SendStrategy::Zerocopy => send_zerocopy(&self.stream, &mut schedule, spec.record)
-                .map_err(io_err("MSG_ZEROCOPY send"))?,
+            SendStrategy::Zerocopy => send_zerocopy(
+                &self.stream,
+                &mut schedule,
+                spec.record,
+                spec.options.stall_bound(),
+            )
+            .map_err(io_err("MSG_ZEROCOPY send"))?,
         };
         // Wait until the receiver has read everything and closed.
         self.stream
@@ -1271,15 +1340,21 @@ struct SockExtendedErr {
 }
 
 /// Reads zerocopy completions from the socket's error queue. Returns how many
-/// sends they covered; `wait` blocks until at least one arrives.
+/// sends they covered; `wait` blocks until at least one arrives, for at
+/// most its bound (then `WouldBlock`).
 fn reap_completions(
     fd: RawFd,
     stats: &mut ZerocopyStats,
-    wait: bool,
+    wait: Option<StallBound>,
     syscalls: &mut u64,
 ) -> io::Result<u64> {
     let mut reaped = 0;
+    let deadline = wait.map(|bound| Instant::now() + bound.duration());
+    let wait = wait.is_some();
     loop {
+        if deadline.is_some_and(|d| reaped == 0 && Instant::now() >= d) {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         if wait && reaped == 0 {
             let mut pfd = libc::pollfd {
                 fd,
@@ -1336,6 +1411,7 @@ fn send_zerocopy(
     stream: &TcpStream,
     schedule: &mut Schedule,
     record: usize,
+    bound: StallBound,
 ) -> io::Result<SendTally> {
     let fd = stream.as_raw_fd();
     let one: libc::c_int = 1;
@@ -1373,19 +1449,19 @@ fn send_zerocopy(
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // Too many pages pinned (optmem): wait for completions, then retry.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                    reap_completions(fd, &mut stats, true, &mut tally.syscalls)?;
+                    reap_completions(fd, &mut stats, Some(bound), &mut tally.syscalls)?;
                 }
                 Err(e) => return Err(e),
             }
         }
         tally.bytes += len as u64;
         if issued - stats.completed >= 64 {
-            reap_completions(fd, &mut stats, false, &mut tally.syscalls)?;
+            reap_completions(fd, &mut stats, None, &mut tally.syscalls)?;
         }
     }
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
     while stats.completed < issued && Instant::now() < deadline {
-        reap_completions(fd, &mut stats, true, &mut tally.syscalls)?;
+        reap_completions(fd, &mut stats, Some(bound), &mut tally.syscalls)?;
     }
     tally.zerocopy = Some(stats);
     Ok(tally)
