@@ -534,6 +534,66 @@ fn a_busy_agent_refuses_a_second_controller() {
     assert!(finished(first)["records"][0]["error"].is_null());
 }
 
+#[test]
+fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
+    let mut hosts = Hosts::new();
+    // `--allow` adds to the experiments served by default: stream stays.
+    hosts.start_agent_with(
+        B,
+        false,
+        &[
+            "--max-duration",
+            "3s",
+            "--max-bytes",
+            "1M",
+            "--allow",
+            "login",
+        ],
+    );
+    let out = hosts.dir.path().join("r.jsonl");
+    for (options, said) in [
+        (
+            vec!["--duration", "5s"],
+            "a cell of 5 s is longer than the agent's --max-duration of 3 s",
+        ),
+        (
+            vec!["--duration", "2s", "--repeat", "2"],
+            "2 cells of 2 s (4 s) are longer than the agent's --max-duration of 3 s",
+        ),
+        (
+            vec!["--bytes", "2M"],
+            "is more than the agent's --max-bytes of 1048576 a cell",
+        ),
+    ] {
+        let started = Instant::now();
+        let b = hosts.addr(B);
+        let mut args = vec!["stream", "--to", &b];
+        args.extend(options.iter());
+        let run = hosts.run(CTL, &args, &out);
+        assert!(!run.status.success(), "{options:?}");
+        let text = String::from_utf8_lossy(&run.stdout);
+        assert!(text.contains(said), "{options:?}: {text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{options:?} ran"
+        );
+    }
+    assert!(!out.exists() || lines_of(&out).is_empty());
+    // Within its limits the same agent serves.
+    let run = hosts.run(
+        CTL,
+        &["stream", "--to", &hosts.addr(B), "--bytes", "512K"],
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let allowed = &lines_of(&out)[0]["agents"][0]["allow"];
+    assert_eq!(
+        allowed,
+        &serde_json::json!(["cksum", "login", "rpc", "stream"]),
+        "{allowed}"
+    );
+}
+
 /// The recorded client side of a handshake.
 struct Recorder {
     stream: TcpStream,

@@ -301,6 +301,58 @@ fn bad_sizes_are_refused_with_the_reason() {
 }
 
 #[test]
+fn absurd_amounts_counts_and_paths_are_refused_before_anything_runs() {
+    bad(
+        &["stream", "--duration", "10000000000s"],
+        "longer than a day",
+    );
+    bad(
+        &["stream", "--bytes", "18446744073709551615"],
+        "more than a day at 100 Gbit/s",
+    );
+    bad(
+        &["stream", "--rbuf", "3G"],
+        "--rbuf 3G is larger than the largest receive buffer",
+    );
+    bad(
+        &["login", "--find-limit", "--max-users", "0"],
+        "must be at least 1",
+    );
+    bad(&["stream", "--stall-timeout", "0"], "zero");
+    bad(
+        &["stream", "--stall-timeout", "2d"],
+        "above the longest accepted",
+    );
+    for serve in [["--max-sessions", "0"], ["--idle-timeout", "0"]] {
+        netlab()
+            .args(["login", "serve"])
+            .args(serve)
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(serve[0]));
+    }
+    // A missing directory is a mistyped path: refused, not made.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    netlab()
+        .args(["stream", "--duration", "100ms", "--out"])
+        .arg(missing.join("r.jsonl"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("does not exist"));
+    netlab()
+        .args(["agent", "keygen", "--out"])
+        .arg(missing.join("key"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "does not exist (netlab does not create it)",
+        ));
+    assert!(!missing.exists());
+}
+
+#[test]
 fn bad_input_errors_are_one_line_and_exit_nonzero() {
     let dir = tempfile::tempdir().unwrap();
     let assert = netlab()
@@ -366,6 +418,29 @@ fn an_endpoint_that_dies_is_reported_and_earlier_records_stay() {
     assert_eq!(lines.len(), 2, "the good record and the failed one");
     assert!(lines[0]["result"].is_object());
     assert!(lines[1]["error"].as_str().unwrap().contains("died"));
+}
+
+#[test]
+fn a_run_with_some_failed_cells_prints_the_rest_and_does_not_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let marker = dir.path().join("aborted-once");
+    let run = netlab()
+        .env(
+            "NETLAB_FAULT",
+            format!("sender-abort-first:{}", marker.display()),
+        )
+        .args([
+            "stream", "--bytes", "256K", "--repeat", "3", "--json", "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("1 of 3 cells failed (the first:"));
+    // One document, the measured cells' results, and the count of failures.
+    let doc = json_of(&run.get_output().stdout);
+    assert_eq!(doc["failed_cells"], 1);
+    assert_eq!(lines_of(&out).len(), 3);
 }
 
 #[test]

@@ -285,6 +285,20 @@ fn bad_records_files_render_what_they_can_and_say_what_they_skipped() {
     let (_, console) = render(&dir.path().join("mixed/report.html"), None);
     assert!(console.is_empty(), "{console:?}");
 
+    // A byte-order mark before the first record does not cost that record.
+    let bom = dir.path().join("bom.jsonl");
+    std::fs::write(&bom, format!("\u{feff}{login}\n")).unwrap();
+    let run = netlab()
+        .args(["report"])
+        .arg(&bom)
+        .arg("-o")
+        .arg(dir.path().join("bom"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(!stderr.contains("line 1"), "{stderr}");
+
     // Nothing usable: the page says so, the exit status is non-zero.
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();

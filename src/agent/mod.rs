@@ -191,6 +191,20 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
     Ok(())
 }
 
+/// A name a peer sent, fit for one log line: control characters (a newline
+/// would forge a line of its own) escaped, at most 64 characters kept.
+fn printable(name: &str) -> String {
+    let mut shown: String = name
+        .chars()
+        .take(64)
+        .flat_map(char::escape_default)
+        .collect();
+    if name.chars().count() > 64 {
+        shown.push_str("...");
+    }
+    shown
+}
+
 fn wait_readable(listener: &TcpListener, timeout: Duration) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
@@ -238,7 +252,7 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
         let _ = sealer.send(&FromAgent::Refused { reason });
         return;
     }
-    let controller = format!("{} ({peer})", hello.controller);
+    let controller = format!("{} ({peer})", printable(&hello.controller));
     let slot = match agent.slots.acquire(&hello.experiment, controller.clone()) {
         Ok(slot) => slot,
         Err(holder) => {
@@ -260,6 +274,8 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
         time_us: now_us(),
         limits: agent.config.policy.describe(),
         allow: agent.config.policy.allow.iter().cloned().collect(),
+        max_duration_s: Some(agent.config.policy.max_duration.as_secs()),
+        max_bytes: Some(agent.config.policy.max_bytes),
     };
     if let Err(e) = sealer.send(&FromAgent::Welcome(Box::new(welcome))) {
         return log(format_args!("{peer}: {e}"));
@@ -294,4 +310,18 @@ fn run(
         outcome.reason,
         outcome.endpoints
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn a_peer_s_name_cannot_forge_log_lines() {
+        let shown = printable("host\n2026-11-26 agent: run granted to admin\r");
+        assert!(!shown.contains('\n') && !shown.contains('\r'), "{shown}");
+        assert!(shown.starts_with("host\\n2026"), "{shown}");
+        assert_eq!(printable(&"x".repeat(100)).len(), 67);
+        assert_eq!(printable("lab-ctl (pid 42)"), "lab-ctl (pid 42)");
+    }
 }

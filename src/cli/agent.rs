@@ -37,15 +37,20 @@ pub struct ServeArgs {
     /// an address other hosts reach must be given here.
     #[arg(long, default_value = "127.0.0.1:5310", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Experiments served (login and output run servers and shells on this
-    /// host, so they are served only when listed).
+    /// Experiments served besides the defaults (stream, rpc, cksum): login
+    /// and output run servers and shells on this host, so they are served
+    /// only when listed here (`--allow login,output`).
+    #[arg(long, value_delimiter = ',', value_name = "EXPERIMENTS")]
+    pub allow: Vec<String>,
+    /// Serve exactly these experiments, the defaults only if listed
+    /// (`--allow-only stream` serves stream alone).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "stream,rpc,cksum",
-        value_name = "EXPERIMENTS"
+        value_name = "EXPERIMENTS",
+        conflicts_with = "allow"
     )]
-    pub allow: Vec<String>,
+    pub allow_only: Option<Vec<String>>,
     /// Ports the data connections may use, for a firewall.
     #[arg(long, default_value = "5311-5350", value_name = "LO-HI")]
     pub data_ports: String,
@@ -71,8 +76,17 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
             Ok(())
         }
         AgentCommand::Serve(serve) => {
+            let allow = match &serve.allow_only {
+                Some(only) => only.clone(),
+                None => crate::experiments::SERVED
+                    .by_default()
+                    .into_iter()
+                    .map(String::from)
+                    .chain(serve.allow.iter().cloned())
+                    .collect(),
+            };
             let policy = Policy::from_options(
-                &serve.allow,
+                &allow,
                 &serve.data_ports,
                 &serve.max_duration,
                 &serve.max_bytes,

@@ -124,6 +124,13 @@ pub fn main() -> ExitCode {
                 e.downcast_ref::<MeasureError>(),
                 Some(MeasureError::Interrupted { .. })
             );
+            // Its document or text is out already; only the count is left to say.
+            if e.downcast_ref::<crate::options::run::SomeCellsFailed>()
+                .is_some()
+            {
+                eprintln!("netlab: {e:#}");
+                return ExitCode::from(crate::options::run::SOME_CELLS_FAILED);
+            }
             if json_lines {
                 // JSON Lines: the error on one line, as the last event.
                 let line = serde_json::json!({ "event": "error", "error": format!("{e:#}") });

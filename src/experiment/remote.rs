@@ -280,8 +280,13 @@ fn controller_name() -> String {
         .flatten()
         .map_or_else(|| format!("uid {uid}"), |u| u.name);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{user}@{}", host.trim())
+    format!("{user}@{} pid {}", host.trim(), std::process::id())
 }
+
+/// How long a controller whose link to an agent was lost waits for the
+/// agent to end its old run (reap its endpoints, free the slot) before a
+/// new link is refused as busy with that same run.
+const OWN_RUN_ENDING: Duration = Duration::from_secs(10);
 
 fn read_agent(mut opener: Opener, shared: &Shared) {
     let why = loop {
@@ -348,18 +353,77 @@ pub fn link(name: &str) -> Result<Arc<AgentLink>, ControlError> {
         agent: name.to_string(),
         message: "no key: give --key FILE or set NETLAB_KEY_FILE".into(),
     })?;
-    if let Some(link) = registry.links.get(name)
-        && link.lost().is_none()
-    {
-        return Ok(link.clone());
-    }
-    let link = Arc::new(AgentLink::connect(
-        name,
-        &registry.key,
-        &registry.experiment,
-    )?);
+    let had_one = match registry.links.get(name) {
+        Some(link) if link.lost().is_none() => return Ok(link.clone()),
+        Some(_) => true,
+        None => false,
+    };
+    // The agent may still be ending our own lost run: wait for it rather
+    // than be refused as busy with ourselves.
+    let ours = format!("for {} (", controller_name());
+    let give_up = Instant::now() + OWN_RUN_ENDING;
+    let link = loop {
+        match AgentLink::connect(name, &registry.key, &registry.experiment) {
+            Err(ControlError::Agent { message, .. })
+                if had_one
+                    && message.starts_with("busy:")
+                    && message.contains(&ours)
+                    && Instant::now() < give_up =>
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => break Arc::new(other?),
+        }
+    };
     registry.links.insert(name.to_string(), link.clone());
     Ok(link)
+}
+
+/// What a run asks of the agents at its ends, to check against their
+/// limits before anything starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunBudget {
+    /// Each cell's nominal length, and how many cells the run makes.
+    pub cell_seconds: Option<f64>,
+    pub cells: u32,
+    /// Bytes each cell moves.
+    pub cell_bytes: Option<u64>,
+}
+
+/// Refuses, before anything starts, a run that an agent at `ends` (names;
+/// `local` is this host) would end part-way: a cell longer than its
+/// `--max-duration` or all cells together beyond it (a run is one
+/// session), or a cell of more bytes than its `--max-bytes`.
+pub fn check_budget(ends: &[&str], budget: RunBudget) -> Result<(), ControlError> {
+    for &name in ends.iter().filter(|&&n| n != "local") {
+        let link = link(name)?;
+        let refuse = |message: String| ControlError::Agent {
+            agent: name.to_string(),
+            message,
+        };
+        if let (Some(limit), Some(seconds)) = (link.welcome.max_duration_s, budget.cell_seconds) {
+            if seconds > limit as f64 {
+                return Err(refuse(format!(
+                    "a cell of {seconds} s is longer than the agent's --max-duration of {limit} s a run; ask for at most {limit} s"
+                )));
+            }
+            let total = seconds * f64::from(budget.cells.max(1));
+            if total > limit as f64 {
+                return Err(refuse(format!(
+                    "{} cells of {seconds} s ({total} s) are longer than the agent's --max-duration of {limit} s a run; make fewer (--repeat) or shorter cells, or run them as separate runs",
+                    budget.cells
+                )));
+            }
+        }
+        if let (Some(limit), Some(bytes)) = (link.welcome.max_bytes, budget.cell_bytes)
+            && bytes > limit
+        {
+            return Err(refuse(format!(
+                "a cell of {bytes} bytes is more than the agent's --max-bytes of {limit} a cell; ask for at most {limit}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The facts of every agent this process has reached, for the records.

@@ -18,6 +18,15 @@ pub fn usize_size_arg(text: &str) -> Result<usize, String> {
     usize::try_from(size).map_err(|_| format!("size \"{text}\" is too large"))
 }
 
+/// A count of at least one (users, sessions), for clap.
+pub fn positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("\"{text}\" is not a count: {e}")),
+    }
+}
+
 /// A size (`parse_size`) as a `u32`, for clap.
 pub fn u32_size_arg(text: &str) -> Result<u32, String> {
     let size = crate::units::parse_size(text).map_err(|e| e.to_string())?;

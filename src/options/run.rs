@@ -81,15 +81,17 @@ impl RunOptions {
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
         check_some_measured(records, &self.out)?;
+        let failed = some_failed(records, &self.out);
         if self.json {
             doc["records_file"] = serde_json::json!(self.out);
+            doc["failed_cells"] = serde_json::json!(failed.as_ref().map_or(0, |f| f.failed));
             out.json(&doc)?;
         } else {
             out.text(&text())?;
             out.text(&crate::report::profile::text(records))?;
             eprintln!("records appended to {}", self.out.display());
         }
-        Ok(())
+        failed.map_or(Ok(()), |f| Err(f.into()))
     }
 
     /// As [`RunOptions::finish`] under `--json-stream`: the document as the
@@ -101,10 +103,12 @@ impl RunOptions {
         mut doc: serde_json::Value,
     ) -> anyhow::Result<()> {
         check_some_measured(records, &self.out)?;
+        let failed = some_failed(records, &self.out);
         doc["records_file"] = serde_json::json!(self.out);
         doc["event"] = serde_json::json!("end");
+        doc["failed_cells"] = serde_json::json!(failed.as_ref().map_or(0, |f| f.failed));
         out.text(&format!("{doc}\n"))?;
-        Ok(())
+        failed.map_or(Ok(()), |f| Err(f.into()))
     }
 
     /// As [`RunOptions::finish`] for a run that measured nothing and wrote
@@ -122,6 +126,33 @@ impl RunOptions {
         }
         Ok(())
     }
+}
+
+/// A run some of whose cells failed: its output is printed (the cells
+/// that measured), and then it ends with this, not with success, so a
+/// script sees that part of what it asked for is missing (exit status 3).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{failed} of {total} cells failed (the first: {first}); the results printed are the other cells'; every record is in {file}"
+)]
+pub struct SomeCellsFailed {
+    pub failed: usize,
+    pub total: usize,
+    pub first: String,
+    pub file: String,
+}
+
+/// The exit status of a run in which some cells failed.
+pub const SOME_CELLS_FAILED: u8 = 3;
+
+fn some_failed<D>(records: &[Record<D>], file: &std::path::Path) -> Option<SomeCellsFailed> {
+    let failed: Vec<&str> = records.iter().filter_map(|r| r.error.as_deref()).collect();
+    (!failed.is_empty()).then(|| SomeCellsFailed {
+        failed: failed.len(),
+        total: records.len(),
+        first: failed[0].to_string(),
+        file: file.display().to_string(),
+    })
 }
 
 /// A run whose every cell failed is an error naming the first reason and

@@ -113,6 +113,15 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
 }
 
+/// `Ok` when the directory `path` would be created in exists (or is the
+/// current one); otherwise that directory, for the error.
+pub fn existing_parent(path: &Path) -> Result<(), String> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(dir.display().to_string()),
+        _ => Ok(()),
+    }
+}
+
 /// Appends records to a JSON Lines file, one flushed line each.
 pub struct RecordWriter {
     path: PathBuf,
@@ -121,10 +130,15 @@ pub struct RecordWriter {
 
 impl RecordWriter {
     /// Opens `path` for appending, creating it (and its directory) if needed.
+    /// The directory must exist: a mistyped `--out` is refused rather than
+    /// made into a new directory the user never sees.
     pub fn append(path: &Path) -> std::io::Result<RecordWriter> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
+        existing_parent(path).map_err(|dir| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the directory {dir} does not exist (netlab does not create it)"),
+            )
+        })?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -155,6 +169,8 @@ pub fn read_records<D: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> std::io::Result<Vec<Result<Record<D>, String>>> {
     let text = std::fs::read_to_string(path)?;
+    // A byte-order mark (an editor's, on Windows) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     Ok(text
         .lines()
         .enumerate()

@@ -96,6 +96,8 @@ pub fn parse<D: DeserializeOwned>(text: &str, known: &[&str]) -> Loaded<D> {
         records: Vec::new(),
         skipped: Vec::new(),
     };
+    // A byte-order mark (an editor's, on Windows) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
         if line.trim().is_empty() {

@@ -33,9 +33,10 @@ pub enum KeyError {
     #[error("{path}: {source}")]
     Io {
         path: String,
-        #[source]
         source: std::io::Error,
     },
+    #[error("cannot write {path}: the directory {dir} does not exist (netlab does not create it)")]
+    NoDirectory { path: String, dir: String },
     #[error("{0} exists; refusing to overwrite a key (remove it first if you mean to replace it)")]
     Exists(String),
     #[error(
@@ -90,6 +91,10 @@ impl Key {
     /// Writes a new key to `path`, mode 0600, refusing to overwrite.
     pub fn write_new(&self, path: &Path) -> Result<(), KeyError> {
         let shown = path.display().to_string();
+        crate::record::existing_parent(path).map_err(|dir| KeyError::NoDirectory {
+            path: shown.clone(),
+            dir,
+        })?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -109,6 +109,13 @@ pub struct Welcome {
     /// The experiments it serves (`--allow`).
     #[serde(default)]
     pub allow: Vec<String>,
+    /// Its `--max-duration` (seconds a run) and `--max-bytes` (a cell),
+    /// so a controller refuses a run that would cross them before it
+    /// starts (older agents: unknown).
+    #[serde(default)]
+    pub max_duration_s: Option<u64>,
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
 }
 
 /// The refusal an agent of `agent` gives a controller of `controller`.

@@ -63,7 +63,7 @@ pub struct LoginExperimentArgs {
     pub find_limit: bool,
     /// Upper bound for --find-limit (each session holds a pty; the kernel's
     /// limit is /proc/sys/kernel/pty/max).
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 3000, value_parser = crate::options::positive_count)]
     pub max_users: usize,
     /// Give the server a CPU budget of PERCENT of one CPU (0.1 up to 100
     /// per CPU), through a cgroup of the CPU controller that netlab creates
@@ -212,10 +212,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub nodelay: bool,
     /// Most sessions at once; more are refused.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::options::positive_count)]
     pub max_sessions: usize,
-    /// Close sessions without input for this many seconds.
-    #[arg(long, default_value_t = 300)]
+    /// Close sessions without input for this many seconds (1 to 86400).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle_timeout: u64,
     /// The command each session runs (default `cat`, not a shell); give it
     /// last: every word after it, dashes included, is the command's.

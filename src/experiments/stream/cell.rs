@@ -42,6 +42,15 @@ use thiserror::Error;
 /// Largest record netlab accepts: each side holds a pattern buffer this big.
 pub const MAX_RECORD: u64 = 256 << 20;
 
+/// The longest timed run accepted: a day (iperf3's bound too).
+pub const MAX_DURATION_S: f64 = 86_400.0;
+
+/// The most bytes a run may be asked to send: a day at 100 Gbit/s.
+pub const MAX_BYTES: u64 = 1_080_000_000_000_000;
+
+/// The largest receive buffer (`--rbuf`): as large as the largest record.
+pub const MAX_RBUF: usize = MAX_RECORD as usize;
+
 /// A bulk transfer to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamConfig {
@@ -70,6 +79,12 @@ pub enum ConfigError {
     RecordTooLarge(String),
     #[error("duration {0} s is not a positive number of seconds")]
     Duration(f64),
+    #[error("--duration {0} s is longer than a day ({MAX_DURATION_S} s), the longest run netlab makes")]
+    DurationTooLong(f64),
+    #[error("--bytes {0} is more than a day at 100 Gbit/s (1.08 PB, {MAX_BYTES} bytes), the most a run sends")]
+    BytesTooMany(String),
+    #[error("--rbuf {0} is larger than the largest receive buffer, {max}", max = format_size(MAX_RBUF as u64))]
+    ReadBufferTooLarge(String),
     #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
     Parallel(u32),
     #[error("--interval {0}")]
@@ -253,7 +268,18 @@ impl StreamConfig {
                 total: format_size(total),
             }),
             Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
-            _ => Ok(()),
+            Amount::Seconds(s) if s > MAX_DURATION_S => Err(ConfigError::DurationTooLong(s)),
+            Amount::Bytes(total) if total > MAX_BYTES => {
+                Err(ConfigError::BytesTooMany(format_size(total)))
+            }
+            _ => match self.recv {
+                RecvStrategy::Read { buffer } | RecvStrategy::Zerocopy { buffer }
+                    if buffer > MAX_RBUF =>
+                {
+                    Err(ConfigError::ReadBufferTooLarge(format_size(buffer as u64)))
+                }
+                _ => Ok(()),
+            },
         }
     }
 

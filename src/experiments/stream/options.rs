@@ -305,6 +305,20 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     config.check_interval()?;
     config.check_udp()?;
     config.check_limits()?;
+    if let crate::record::testbed::Placement::Remote { from, to } = &config.placement {
+        let (cell_seconds, cell_bytes) = match config.amount {
+            Amount::Seconds(s) => (Some(s), None),
+            Amount::Bytes(b) => (None, Some(b)),
+        };
+        crate::experiment::remote::check_budget(
+            &[from, to],
+            crate::experiment::remote::RunBudget {
+                cell_seconds,
+                cells: args.repeat,
+                cell_bytes,
+            },
+        )?;
+    }
     let confidence = args
         .confidence
         .as_deref()

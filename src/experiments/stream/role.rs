@@ -258,9 +258,23 @@ impl StreamRole {
 
 /// Test hook: `NETLAB_FAULT=sender-abort` makes a sender die by SIGABRT as it
 /// starts, so tests can check how the controller handles an endpoint that
-/// dies mid-run. Documented in docs/ARCHITECTURE.md; never set in normal use.
+/// dies mid-run; `sender-abort-first:PATH` only the first (the one that
+/// finds no file at PATH, and makes it). Documented in
+/// docs/ARCHITECTURE.md; never set in normal use.
 fn fault_injection_point() {
-    if std::env::var("NETLAB_FAULT").as_deref() == Ok("sender-abort") {
-        std::process::abort();
+    match std::env::var("NETLAB_FAULT").as_deref() {
+        Ok("sender-abort") => std::process::abort(),
+        Ok(fault) if fault.starts_with("sender-abort-first:") => {
+            let marker = &fault["sender-abort-first:".len()..];
+            if std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(marker)
+                .is_ok()
+            {
+                std::process::abort();
+            }
+        }
+        _ => {}
     }
 }
