@@ -594,6 +594,99 @@ fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
     );
 }
 
+/// A peer without the key that holds a handshake open as long as the agent
+/// lets it, then comes back: `style` 0 trickles a byte every 2 s, 1 sends
+/// nothing, 2 sends a whole first message (`-> e`) and stalls. Returns
+/// how many connections it made.
+fn abuse(control: &str, style: usize, stop: &std::sync::atomic::AtomicBool) -> usize {
+    let mut made = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut s) = TcpStream::connect(control) else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        made += 1;
+        if style == 2 {
+            let mut first = vec![0, 32];
+            first.extend_from_slice(&[7u8; 32]);
+            let _ = s.write_all(&first);
+        }
+        s.set_nonblocking(true).unwrap();
+        let mut last = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return made;
+            }
+            match s.read(&mut [0u8; 512]) {
+                Ok(0) => break,
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => break,
+                _ => {}
+            }
+            if style == 0 && last.elapsed() >= Duration::from_secs(2) {
+                last = Instant::now();
+                if s.write_all(&[0]).is_err() {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    made
+}
+
+#[test]
+fn peers_without_the_key_cannot_starve_handshakes() {
+    // Three dozen abusers from the controller's own host (its address
+    // shared with its key-holding runs) and a dozen from A's; then a
+    // hundred from the controller's host alone, A's runs unhurt.
+    starve(&[(CTL, 36), (A, 12)], &[CTL, A, CTL, A, CTL, A]);
+    starve(&[(CTL, 100)], &[A, A, A]);
+}
+
+/// Key holders at `runs` each make a run while `abusers` (host, count)
+/// hold and trickle handshakes; every run must succeed.
+fn starve(abusers: &[(usize, usize)], runs: &[usize]) {
+    let mut hosts = Hosts::new();
+    hosts.start_agent(B, false);
+    let control = hosts.control(B);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let out = hosts.dir.path().join("r.jsonl");
+    let least: usize = abusers.iter().map(|(_, n)| n).sum();
+    std::thread::scope(|scope| {
+        let mut threads = Vec::new();
+        for &(host, count) in abusers {
+            for i in 0..count {
+                let (control, stop, hosts) = (&control, &stop, &hosts);
+                threads
+                    .push(scope.spawn(move || hosts.inside(host, || abuse(control, i % 3, stop))));
+            }
+        }
+        // Let the abuse fill the slots before the key holders come.
+        std::thread::sleep(Duration::from_secs(3));
+        let b = hosts.addr(B);
+        let runs: Vec<(usize, Output)> = runs
+            .iter()
+            .map(|&host| {
+                (
+                    host,
+                    hosts.run(host, &["stream", "--to", &b, "--bytes", "1M"], &out),
+                )
+            })
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        let made: usize = threads.into_iter().map(|a| a.join().unwrap()).sum();
+        for (i, (host, run)) in runs.iter().enumerate() {
+            assert!(
+                run.status.success(),
+                "run {i} from host {host} during the abuse: {} {}",
+                String::from_utf8_lossy(&run.stdout),
+                stderr(run)
+            );
+        }
+        assert!(made >= least, "the abuse held its connections: {made}");
+    });
+}
+
 /// The recorded client side of a handshake.
 struct Recorder {
     stream: TcpStream,

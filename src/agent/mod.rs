@@ -5,7 +5,15 @@
 //! handshake ([`crate::endpoint::agent::channel`]) under a deadline, with
 //! fixed buffers and nothing parsed, and drops a peer that fails it, logging
 //! its address and the reason (at most [`LOG_BURST`] lines per
-//! [`LOG_WINDOW`], then a count). An authenticated controller says `Hello`;
+//! [`LOG_WINDOW`], then a count).
+//!
+//! Peers without the key must not starve those with it. A new connection
+//! is never turned away for want of a handshake slot: when its source
+//! already holds [`MAX_PER_SOURCE`] pending handshakes, its own oldest is
+//! ended; when [`MAX_HANDSHAKES`] are pending, the oldest of all is. A
+//! controller's handshake takes one round trip, so it is the youngest, not
+//! the oldest, while peers that trickle bytes (or send nothing) age out
+//! first, however fast they reconnect. An authenticated controller says `Hello`;
 //! the agent checks its version and the experiment against `--allow`, takes
 //! one of `--max-runs` slots or answers `Busy` naming the run that holds it,
 //! and serves the run ([`session`]) until the controller says `Bye`, goes
@@ -22,15 +30,83 @@ use crate::measure::host::HostFacts;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Refusals logged per window before they are only counted.
 pub const LOG_BURST: u32 = 10;
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
-/// Connections in their handshake at once; more are closed unread.
-pub const MAX_HANDSHAKES: usize = 32;
+/// Connections in their handshake at once; a new one ends the oldest.
+/// Each is a thread blocked in a read with two descriptors, so room for
+/// many costs little, and the more room, the more newer connections a
+/// key holder's one-round-trip handshake outlives before it is the oldest.
+pub const MAX_HANDSHAKES: usize = 128;
+/// Pending handshakes of one source address; a new one ends its oldest.
+pub const MAX_PER_SOURCE: usize = 32;
+
+/// Connections in their handshake: each one's source, start and a second
+/// descriptor the accept loop shuts down to end it.
+#[derive(Default)]
+struct Handshakes {
+    pending: Mutex<Vec<PendingHandshake>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+struct PendingHandshake {
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    stream: TcpStream,
+}
+
+impl Handshakes {
+    /// Registers a new connection from `peer` (`stream` a clone of it),
+    /// ending whichever pending handshakes must go to make room; returns
+    /// its id and the peers ended.
+    fn admit(&self, peer: SocketAddr, stream: TcpStream) -> (u64, Vec<SocketAddr>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut pending = lock(&self.pending);
+        let mut ended = Vec::new();
+        let mut end_oldest = |pending: &mut Vec<PendingHandshake>, same_source: bool| {
+            let oldest = pending
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| !same_source || p.peer.ip() == peer.ip())
+                .min_by_key(|(_, p)| p.since)
+                .map(|(i, _)| i);
+            if let Some(i) = oldest {
+                let gone = pending.swap_remove(i);
+                // Its thread's next read fails at once; the thread ends.
+                let _ = gone.stream.shutdown(std::net::Shutdown::Both);
+                ended.push(gone.peer);
+            }
+        };
+        if pending.iter().filter(|p| p.peer.ip() == peer.ip()).count() >= MAX_PER_SOURCE {
+            end_oldest(&mut pending, true);
+        }
+        if pending.len() >= MAX_HANDSHAKES {
+            end_oldest(&mut pending, false);
+        }
+        pending.push(PendingHandshake {
+            id,
+            peer,
+            since: Instant::now(),
+            stream,
+        });
+        (id, ended)
+    }
+
+    /// The handshake `id` is over (done, failed or ended).
+    fn done(&self, id: u64) {
+        lock(&self.pending).retain(|p| p.id != id);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.pending).len()
+    }
+}
 
 /// What `netlab agent serve` was told.
 #[derive(Debug, Clone)]
@@ -126,7 +202,7 @@ struct Agent {
     facts: HostFacts,
     refusals: RefusalLog,
     slots: Slots,
-    handshakes: AtomicUsize,
+    handshakes: Handshakes,
     stop: Arc<AtomicBool>,
 }
 
@@ -150,7 +226,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         config,
         facts: HostFacts::gather(),
         refusals: RefusalLog::default(),
-        handshakes: AtomicUsize::new(0),
+        handshakes: Handshakes::default(),
         stop: stop.clone(),
     });
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
@@ -158,17 +234,23 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         match listener.accept() {
             Ok((stream, peer)) => {
                 threads.retain(|t| !t.is_finished());
-                if agent.handshakes.load(Ordering::Relaxed) >= MAX_HANDSHAKES {
+                let Ok(handle) = stream.try_clone() else {
                     agent
                         .refusals
-                        .refuse(peer, "too many connections in their handshake");
+                        .refuse(peer, "no descriptor left to serve it");
                     continue;
+                };
+                let (id, ended) = agent.handshakes.admit(peer, handle);
+                for old in ended {
+                    agent.refusals.refuse(
+                        old,
+                        "its handshake was the oldest pending when a new connection came",
+                    );
                 }
-                agent.handshakes.fetch_add(1, Ordering::Relaxed);
                 let agent = agent.clone();
                 let spawned = std::thread::Builder::new()
                     .name(format!("agent-{peer}"))
-                    .spawn(move || connection(&agent, stream, peer));
+                    .spawn(move || connection(&agent, stream, peer, id));
                 match spawned {
                     Ok(thread) => threads.push(thread),
                     Err(e) => log(format_args!("cannot serve {peer}: {e}")),
@@ -213,10 +295,10 @@ fn wait_readable(listener: &TcpListener, timeout: Duration) {
     let _ = poll(&mut fds, timeout);
 }
 
-fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr) {
+fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, id: u64) {
     let _ = stream.set_nodelay(true);
     let handshake = channel::accept(stream, &agent.config.key);
-    agent.handshakes.fetch_sub(1, Ordering::Relaxed);
+    agent.handshakes.done(id);
     let channel = match handshake {
         Ok(channel) => channel,
         Err(e) => {
@@ -314,7 +396,42 @@ fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::*;
+
+    #[test]
+    fn a_new_handshake_ends_the_oldest_of_its_source_then_the_oldest_of_all() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handshakes = Handshakes::default();
+        let mut held = Vec::new();
+        let source = |last: u8, port: u16| SocketAddr::from(([10, 0, 0, last], port));
+        let mut admit = |peer: SocketAddr| {
+            let client = TcpStream::connect(addr).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            held.push((client, server.try_clone().unwrap()));
+            handshakes.admit(peer, server)
+        };
+        // One source fills its share; its next connection ends its own oldest.
+        for port in 0..MAX_PER_SOURCE as u16 {
+            assert!(admit(source(1, port)).1.is_empty());
+        }
+        assert_eq!(admit(source(1, 999)).1, vec![source(1, 0)]);
+        assert_eq!(handshakes.len(), MAX_PER_SOURCE);
+        // Others fill the rest; then the oldest of all goes, whoever's it is.
+        let mut last = 2;
+        while handshakes.len() < MAX_HANDSHAKES {
+            assert!(admit(source(last, 1)).1.is_empty());
+            last += 1;
+        }
+        assert_eq!(admit(source(200, 1)).1, vec![source(1, 1)]);
+        assert_eq!(handshakes.len(), MAX_HANDSHAKES);
+        // The ended connection's reads see the end at once.
+        let (client, _) = &mut held[0];
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(std::io::Read::read(client, &mut [0u8; 8]).unwrap(), 0);
+    }
 
     #[test]
     fn a_peer_s_name_cannot_forge_log_lines() {

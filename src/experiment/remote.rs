@@ -82,16 +82,26 @@ impl AgentLink {
         let _ = stream.set_nodelay(true);
         let _ = keepalive(&stream);
         let local = stream.local_addr().map_err(|e| fail(e.to_string()))?;
+        // XXpsk3 proves the key only in the third message: an agent that
+        // closes before its answer to the first did not judge the key (it
+        // is ending the oldest handshakes to make room, or stopping); one
+        // that closes after the third rejected the key.
+        let no_handshake = |e: ChannelError| {
+            fail(match e {
+                ChannelError::Authentication(why) => format!("authentication failed ({why})"),
+                ChannelError::Closed | ChannelError::Decrypt => "could not complete a handshake: the agent closed the connection before answering (it is refusing new connections: too many others in their handshake, or it is stopping; or it is not a netlab agent)".into(),
+                ChannelError::Timeout(_) => format!("could not complete a handshake: the agent did not answer within {} s", channel::HANDSHAKE_TIME.as_secs()),
+                other => format!("could not complete a handshake ({other})"),
+            })
+        };
         let auth_failed = |e: ChannelError| {
             fail(match e {
                 ChannelError::Authentication(why) => format!("authentication failed ({why})"),
-                // A refused key and an agent stopping mid-handshake both
-                // end the connection (FIN or reset): every cause is named.
-                ChannelError::Closed | ChannelError::Decrypt => "authentication failed (the agent closed the connection at the handshake: a different key, not a netlab agent, or an agent stopping)".into(),
+                ChannelError::Closed | ChannelError::Decrypt => "authentication failed: the agent rejected our key (it holds a different one) and closed the connection".into(),
                 other => format!("authentication failed ({other})"),
             })
         };
-        let mut channel = channel::connect(stream, key).map_err(auth_failed)?;
+        let mut channel = channel::connect(stream, key).map_err(no_handshake)?;
         let sent_us = now_us();
         let started = Instant::now();
         channel
