@@ -34,9 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Refusals logged per window before they are only counted.
-pub const LOG_BURST: u32 = 10;
-pub const LOG_WINDOW: Duration = Duration::from_secs(10);
+use crate::endpoint::ratelog::RateLog;
+pub use crate::endpoint::ratelog::{LOG_BURST, LOG_WINDOW};
 /// Connections in their handshake at once; a new one ends the oldest.
 /// Each is a thread blocked in a read with two descriptors, so room for
 /// many costs little, and the more room, the more newer connections a
@@ -121,30 +120,20 @@ fn log(line: impl std::fmt::Display) {
 }
 
 /// Logs refused peers, at most [`LOG_BURST`] a window.
-#[derive(Default)]
 struct RefusalLog {
-    state: Mutex<Option<(Instant, u32, u32)>>,
+    log: RateLog,
 }
 
 impl RefusalLog {
     fn refuse(&self, peer: SocketAddr, reason: &str) {
-        let mut state = lock(&self.state);
-        let now = Instant::now();
-        let (start, shown, hidden) = state.get_or_insert((now, 0, 0));
-        if now.duration_since(*start) >= LOG_WINDOW {
-            if *hidden > 0 {
-                log(format_args!(
-                    "{hidden} more refused peers in the last {} s not shown",
-                    LOG_WINDOW.as_secs()
-                ));
-            }
-            (*start, *shown, *hidden) = (now, 0, 0);
-        }
-        if *shown < LOG_BURST {
-            *shown += 1;
-            log(format_args!("refused {peer}: {reason}"));
-        } else {
-            *hidden += 1;
+        self.log.line(format_args!("refused {peer}: {reason}"));
+    }
+}
+
+impl Default for RefusalLog {
+    fn default() -> Self {
+        RefusalLog {
+            log: RateLog::new("refused peers", |line| log(line)),
         }
     }
 }

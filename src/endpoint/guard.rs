@@ -9,7 +9,18 @@
 use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
+
+use super::ratelog::{RateLog, endpoint_line};
+
+/// A guarded listener's queue: room for every connection a stranger could
+/// open before the gate's thread takes them (it takes them at once).
+pub const GUARDED_BACKLOG: i32 = 128;
+
+/// Connections whose token the gate awaits at once; more are closed.
+pub const MAX_CHECKING: usize = 64;
 
 /// How long a connecting peer has to send its token.
 pub const TOKEN_TIME: Duration = Duration::from_secs(5);
@@ -92,17 +103,119 @@ pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Res
     }
 }
 
-/// Accepts connections until one passes the guard (the first, without
-/// one); refused ones are closed and logged on stderr.
-pub fn accept(listener: &TcpListener, guard: Option<&DataGuard>) -> io::Result<TcpStream> {
-    loop {
-        let (mut stream, peer) = listener.accept()?;
-        let Some(guard) = guard else {
-            return Ok(stream);
-        };
-        match check(&mut stream, peer, guard) {
-            Ok(()) => return Ok(stream),
-            Err(why) => eprintln!("netlab endpoint: refused a data connection {why}"),
+/// A guarded data port's gatekeeper. It accepts from the moment the port
+/// opens, on a thread of its own, so strangers can neither fill the
+/// listen queue nor hold the acceptor: a connection from another address
+/// is closed at once; one from the run's peer gets [`TOKEN_TIME`] to send
+/// the token, each on its own short thread, at most [`MAX_CHECKING`] at a
+/// time. The first that passes is handed over ([`Gate::admitted`]); the
+/// gate closes when dropped.
+pub struct Gate {
+    admitted: mpsc::Receiver<TcpStream>,
+    stop: Arc<AtomicBool>,
+    local: SocketAddr,
+}
+
+impl Gate {
+    /// Starts keeping `listener` (bound and listening) for `guard`.
+    pub fn open(listener: TcpListener, guard: DataGuard) -> io::Result<Gate> {
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        let (tx, admitted) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::Builder::new()
+            .name("data-gate".into())
+            .spawn(move || keep(&listener, &guard, &tx, &stopped))?;
+        Ok(Gate {
+            admitted,
+            stop,
+            local,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The first connection that passed, waiting at most `wait`
+    /// (`WouldBlock` when none came).
+    pub fn admitted(&self, wait: Duration) -> io::Result<TcpStream> {
+        self.admitted.recv_timeout(wait).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => io::ErrorKind::WouldBlock.into(),
+            mpsc::RecvTimeoutError::Disconnected => {
+                io::Error::other("the data port's gate stopped")
+            }
+        })
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Refused data connections, rate-limited.
+static REFUSED: RateLog = RateLog::new("refused data connections", endpoint_line);
+
+fn keep(
+    listener: &TcpListener,
+    guard: &DataGuard,
+    tx: &mpsc::Sender<TcpStream>,
+    stop: &AtomicBool,
+) {
+    let checking = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((mut stream, peer)) => {
+                if !admits(Some(guard), peer.ip()) {
+                    REFUSED.line(format_args!(
+                        "refused a data connection from {}, not the run's peer {}",
+                        peer.ip(),
+                        guard.peer
+                    ));
+                    continue;
+                }
+                if checking.load(Ordering::Relaxed) >= MAX_CHECKING {
+                    REFUSED.line(format_args!(
+                        "refused a data connection from {peer}: {MAX_CHECKING} others await their token"
+                    ));
+                    continue;
+                }
+                let _ = stream.set_nonblocking(false);
+                checking.fetch_add(1, Ordering::Relaxed);
+                let (tx, guard, done) = (tx.clone(), guard.clone(), checking.clone());
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("data-token".into())
+                        .spawn(move || {
+                            match check(&mut stream, peer, &guard) {
+                                Ok(()) => {
+                                    let _ = tx.send(stream);
+                                }
+                                Err(why) => {
+                                    REFUSED.line(format_args!("refused a data connection {why}"));
+                                }
+                            }
+                            done.fetch_sub(1, Ordering::Relaxed);
+                        });
+                if spawned.is_err() {
+                    checking.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut ready = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(listener),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; woken by a connection or after
+                // 100 ms to look at the stop flag.
+                unsafe { libc::poll(&mut ready, 1, 100) };
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
 }
@@ -127,30 +240,71 @@ mod tests {
         }
     }
 
+    /// A gate on a fresh loopback port for the peer 127.0.0.1.
+    fn gate() -> (Gate, SocketAddr, DataGuard) {
+        let listener =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        listener
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        listener.listen(GUARDED_BACKLOG).unwrap();
+        let good = guard("127.0.0.1");
+        let gate = Gate::open(listener.into(), good.clone()).unwrap();
+        let addr = gate.local_addr();
+        (gate, addr, good)
+    }
+
     #[test]
     fn only_the_named_peer_with_the_token_is_served() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let good = guard("127.0.0.1");
-        let acceptor = {
-            let good = good.clone();
-            std::thread::spawn(move || {
-                let mut stream = accept(&listener, Some(&good)).unwrap();
-                let mut byte = [0u8];
-                stream.read_exact(&mut byte).unwrap();
-                byte[0]
-            })
-        };
-        // A wrong token first: refused, and the acceptor waits on.
+        let (gate, addr, good) = gate();
+        // A wrong token first: refused, and the gate waits on.
         let mut wrong = TcpStream::connect(addr).unwrap();
         wrong.write_all(&[0; TOKEN_LEN]).unwrap();
         let mut right = TcpStream::connect(addr).unwrap();
         present(&mut right, Some(&good.token)).unwrap();
         right.write_all(&[7]).unwrap();
-        assert_eq!(acceptor.join().unwrap(), 7);
+        let mut stream = gate.admitted(Duration::from_secs(10)).unwrap();
+        let mut byte = [0u8];
+        stream.read_exact(&mut byte).unwrap();
+        assert_eq!(byte[0], 7);
         // The refused connection was closed.
         let mut buf = [0u8; 1];
+        wrong
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         assert_eq!(wrong.read(&mut buf).unwrap_or(0), 0);
+    }
+
+    #[test]
+    fn strangers_that_come_first_and_say_nothing_do_not_keep_the_peer_out() {
+        let (gate, addr, good) = gate();
+        // More silent connections and wrong tokens than any listen queue
+        // of old held, from the peer's own address and from another.
+        let mut strangers = Vec::new();
+        for i in 0..40 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(&[1; TOKEN_LEN]).unwrap();
+            }
+            strangers.push(s);
+        }
+        let elsewhere =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        elsewhere
+            .bind(&"127.0.0.2:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        elsewhere.connect(&addr.into()).unwrap();
+        let mut elsewhere: TcpStream = elsewhere.into();
+        // The peer comes last, and is in well before any stranger's time is up.
+        let mut right = TcpStream::connect(addr).unwrap();
+        present(&mut right, Some(&good.token)).unwrap();
+        let admitted = gate.admitted(TOKEN_TIME / 2).unwrap();
+        assert_eq!(admitted.peer_addr().unwrap(), right.local_addr().unwrap());
+        // Another address is closed at once, unread.
+        elsewhere
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        assert_eq!(elsewhere.read(&mut [0u8; 1]).unwrap_or(0), 0);
     }
 
     #[test]

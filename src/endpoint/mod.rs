@@ -13,6 +13,7 @@ pub mod login;
 pub mod pattern;
 pub mod pin;
 pub mod protocol;
+pub mod ratelog;
 pub mod role;
 pub mod rpc;
 pub mod stall;

@@ -149,8 +149,16 @@ pub(super) fn interface_delta(
 
 /// A receiver that is listening, not yet started.
 pub struct Receiver {
-    listener: TcpListener,
+    door: Door,
     spec: ReceiveSpec,
+}
+
+/// How the sender's connection comes in: a plain listener on this host's
+/// loopback or namespaces, or through an agent a guarded port's gate,
+/// which takes connections from the moment the port opens.
+enum Door {
+    Open(TcpListener),
+    Gated(guard::Gate),
 }
 
 impl Receiver {
@@ -175,25 +183,42 @@ impl Receiver {
                 }
             }
         })?;
-        listener.listen(4).map_err(io_err("listening"))?;
-        Ok(Receiver {
-            listener: listener.into(),
-            spec,
-        })
+        let door = match &spec.guard {
+            None => {
+                listener.listen(4).map_err(io_err("listening"))?;
+                Door::Open(listener.into())
+            }
+            Some(guard) => {
+                listener
+                    .listen(guard::GUARDED_BACKLOG)
+                    .map_err(io_err("listening"))?;
+                Door::Gated(
+                    guard::Gate::open(listener.into(), guard.clone())
+                        .map_err(io_err("opening the data port's gate"))?,
+                )
+            }
+        };
+        Ok(Receiver { door, spec })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        match &self.door {
+            Door::Open(listener) => listener.local_addr(),
+            Door::Gated(gate) => Ok(gate.local_addr()),
+        }
     }
 
     /// Accepts the sender's connection and drains it to end of stream,
     /// calling `progress` with the byte count now and then.
     pub fn run(self, progress: &mut dyn FnMut(u64)) -> Result<EndpointReport, StreamError> {
         let bound = self.spec.options.stall_bound();
-        bound
-            .arm(self.listener.as_fd())
-            .map_err(io_err("bounding the waits (--stall-timeout)"))?;
-        let stream = guard::accept(&self.listener, self.spec.guard.as_ref()).map_err(|e| {
+        let accepted = match &self.door {
+            Door::Open(listener) => bound
+                .arm(listener.as_fd())
+                .and_then(|()| listener.accept().map(|(stream, _)| stream)),
+            Door::Gated(gate) => gate.admitted(bound.duration()),
+        };
+        let stream = accepted.map_err(|e| {
             if stall::timed_out(&e) {
                 StreamError::Stalled(Stalled {
                     side: "receiver",
@@ -209,7 +234,7 @@ impl Receiver {
             .arm(stream.as_fd())
             .map_err(io_err("bounding the waits (--stall-timeout)"))?;
         // The data port closes as soon as the sender is in.
-        drop(self.listener);
+        drop(self.door);
         let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
         if self.spec.options.nodelay {
             stream
