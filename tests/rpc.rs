@@ -565,3 +565,131 @@ fn the_sunos4_model_predicts_the_1989_ranges_through_the_binary() {
         .failure()
         .stderr(predicates::str::contains("runs no endpoints"));
 }
+
+/// Whether the peer closed the connection within `wait` (a read that
+/// times out means it is still open).
+fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+/// Sends `record` (raw bytes, one fragment) and reads the reply.
+fn raw_reply(stream: &mut TcpStream, record: &[u8]) -> Reply {
+    stream.write_all(&single_fragment(record)).unwrap();
+    let mut header = [0u8; 4];
+    stream.read_exact(&mut header).unwrap();
+    let len = (u32::from_be_bytes(header) & 0x7fff_ffff) as usize;
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).unwrap();
+    match parse(&body).unwrap().0 {
+        Message::Reply(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn serve(options: ServerOptions) -> (netlab::endpoint::rpc::server::Running, SocketAddr) {
+    let running = Server::bind((Ipv4Addr::LOCALHOST, 0).into(), options)
+        .unwrap()
+        .start()
+        .unwrap();
+    let addr = (Ipv4Addr::LOCALHOST, running.port()).into();
+    (running, addr)
+}
+
+#[test]
+fn strangers_cannot_hold_records_memory_or_every_connection() {
+    let null = Call::new(1, PROGRAM, 1, 0);
+    // A record that trickles in, a byte every 300 ms, is cut at its deadline
+    // though the connection is never idle; a record of version 3 that
+    // breaks off after the version is RPC_MISMATCH (RFC 5531 §9).
+    let (running, addr) = serve(ServerOptions {
+        record_timeout_ms: 1000,
+        ..Default::default()
+    });
+    let mut slow = connect(addr);
+    let started = std::time::Instant::now();
+    slow.write_all(&fragment_header(100, true)).unwrap();
+    let mut cut = false;
+    for _ in 0..30 {
+        std::thread::sleep(Duration::from_millis(300));
+        if slow.write_all(&[0]).is_err() {
+            cut = true;
+            break;
+        }
+    }
+    assert!(
+        cut || closed_within(&mut slow, Duration::from_secs(2)),
+        "a trickled record was never cut"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut v3 = connect(addr);
+    let truncated = [0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 3, 0x20, 0x00];
+    assert_eq!(
+        raw_reply(&mut v3, &truncated),
+        Reply::denied(7, RejectStat::RpcMismatch { low: 2, high: 2 })
+    );
+    running.stop();
+
+    // Half-sent records of 1 MiB on 80 connections: past the budget for
+    // records not yet whole, the connections that would grow it are closed,
+    // and a caller is served after.
+    let (running, addr) = serve(ServerOptions::default());
+    let budget = netlab::endpoint::rpc::server::PARTIAL_BUDGET;
+    let part = vec![0u8; 900 << 10];
+    let mut holders = Vec::new();
+    for _ in 0..80 {
+        let mut s = connect(addr);
+        s.write_all(&fragment_header(1 << 20, true)).unwrap();
+        let _ = s.write_all(&part);
+        holders.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let cut = holders
+        .iter_mut()
+        .map(|s| closed_within(s, Duration::from_millis(100)))
+        .filter(|&c| c)
+        .count();
+    let most = budget / part.len() + 1;
+    assert!(
+        80 - cut <= most,
+        "{cut} of 80 closed; at most {most} fit the budget"
+    );
+    let mut good = connect(addr);
+    assert_eq!(
+        reply_to(&mut good, &null, &[]),
+        Reply::accepted(1, AcceptStat::Success)
+    );
+    drop(holders);
+    running.stop();
+
+    // At its connection limit the server closes the longest-silent
+    // connection for a new one rather than refuse the newcomer.
+    let (running, addr) = serve(ServerOptions {
+        max_connections: 4,
+        ..Default::default()
+    });
+    let mut idle: Vec<TcpStream> = (0..4).map(|_| connect(addr)).collect();
+    std::thread::sleep(Duration::from_millis(1300));
+    let mut good = connect(addr);
+    assert_eq!(
+        reply_to(&mut good, &null, &[]),
+        Reply::accepted(1, AcceptStat::Success)
+    );
+    assert!(
+        closed_within(&mut idle[0], Duration::from_secs(2)),
+        "the oldest silent connection made room"
+    );
+    running.stop();
+}

@@ -111,7 +111,7 @@ pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Res
 /// time. The first that passes is handed over ([`Gate::admitted`]); the
 /// gate closes when dropped.
 pub struct Gate {
-    admitted: mpsc::Receiver<TcpStream>,
+    admitted: mpsc::Receiver<(TcpStream, SocketAddr)>,
     stop: Arc<AtomicBool>,
     local: SocketAddr,
 }
@@ -138,15 +138,24 @@ impl Gate {
         self.local
     }
 
-    /// The first connection that passed, waiting at most `wait`
+    /// The next connection that passed, waiting at most `wait`
     /// (`WouldBlock` when none came).
     pub fn admitted(&self, wait: Duration) -> io::Result<TcpStream> {
-        self.admitted.recv_timeout(wait).map_err(|e| match e {
-            mpsc::RecvTimeoutError::Timeout => io::ErrorKind::WouldBlock.into(),
-            mpsc::RecvTimeoutError::Disconnected => {
-                io::Error::other("the data port's gate stopped")
+        self.next(wait)?
+            .map(|(stream, _)| stream)
+            .ok_or_else(|| io::ErrorKind::WouldBlock.into())
+    }
+
+    /// As [`Gate::admitted`], with the peer's address; `None` when none
+    /// came within `wait` (for a server that takes many connections).
+    pub fn next(&self, wait: Duration) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+        match self.admitted.recv_timeout(wait) {
+            Ok(admitted) => Ok(Some(admitted)),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(io::Error::other("the data port's gate stopped"))
             }
-        })
+        }
     }
 }
 
@@ -162,7 +171,7 @@ static REFUSED: RateLog = RateLog::new("refused data connections", endpoint_line
 fn keep(
     listener: &TcpListener,
     guard: &DataGuard,
-    tx: &mpsc::Sender<TcpStream>,
+    tx: &mpsc::Sender<(TcpStream, SocketAddr)>,
     stop: &AtomicBool,
 ) {
     let checking = Arc::new(AtomicUsize::new(0));
@@ -192,7 +201,7 @@ fn keep(
                         .spawn(move || {
                             match check(&mut stream, peer, &guard) {
                                 Ok(()) => {
-                                    let _ = tx.send(stream);
+                                    let _ = tx.send((stream, peer));
                                 }
                                 Err(why) => {
                                     REFUSED.line(format_args!("refused a data connection {why}"));

@@ -106,6 +106,34 @@ impl Assembler {
         }
     }
 
+    /// Bytes held for records not yet whole (what a budget across many
+    /// connections counts).
+    pub fn buffered(&self) -> usize {
+        let record = if self.handed_out {
+            0
+        } else {
+            self.record.len()
+        };
+        record + self.pending.len() - self.consumed
+    }
+
+    /// Gives back memory a large record left behind once nothing is held,
+    /// keeping `keep` bytes of each buffer for the next records.
+    pub fn shrink_idle(&mut self, keep: usize) {
+        if self.buffered() == 0 {
+            if self.pending.capacity() > keep {
+                self.pending.clear();
+                self.consumed = 0;
+                self.pending.shrink_to(keep);
+            }
+            if self.record.capacity() > keep {
+                self.record.clear();
+                self.handed_out = false;
+                self.record.shrink_to(keep);
+            }
+        }
+    }
+
     /// Whether a record is partly received (for telling a clean close from a cut one).
     pub fn in_progress(&self) -> bool {
         (!self.handed_out && !self.record.is_empty()) || self.consumed < self.pending.len()
@@ -130,6 +158,29 @@ pub fn single_fragment(record: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffered_counts_what_awaits_a_whole_record_and_idle_memory_is_given_back() {
+        let mut a = Assembler::new(4 << 20);
+        a.push(&fragment_header(1 << 20, true));
+        a.push(&vec![7u8; 600 << 10]);
+        assert!(a.next_record().unwrap().is_none());
+        assert_eq!(a.buffered(), 4 + (600 << 10));
+        a.shrink_idle(1024);
+        assert_eq!(
+            a.buffered(),
+            4 + (600 << 10),
+            "nothing is dropped while a record is held"
+        );
+        a.push(&vec![7u8; (1 << 20) - (600 << 10)]);
+        assert_eq!(a.next_record().unwrap().map(<[u8]>::len), Some(1 << 20));
+        assert_eq!(a.buffered(), 0);
+        a.shrink_idle(1024);
+        assert!(a.pending.capacity() <= 1024 && a.record.capacity() <= 1024);
+        // And the next record still assembles.
+        a.push(&single_fragment(b"abc"));
+        assert_eq!(a.next_record().unwrap(), Some(&b"abc"[..]));
+    }
 
     #[test]
     fn headers() {

@@ -21,6 +21,7 @@ use super::{busypoll, fdtable};
 use crate::endpoint::guard::{self};
 use crate::endpoint::pin;
 use crate::endpoint::protocol::DataGuard;
+use crate::endpoint::ratelog::RateLog;
 use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerOptions {
@@ -31,6 +32,12 @@ pub struct ServerOptions {
     pub quickack: bool,
     /// A connection silent this long is closed.
     pub idle_timeout_ms: u64,
+    /// Once a record has begun, the rest must arrive within this.
+    #[serde(
+        default = "default_record_timeout_ms",
+        skip_serializing_if = "is_default_record_timeout"
+    )]
+    pub record_timeout_ms: u64,
     pub max_connections: usize,
     /// Spin on non-blocking receives this many µs before sleeping in a
     /// blocking one, on every connection and on UDP (see
@@ -60,6 +67,7 @@ impl Default for ServerOptions {
             nodelay: false,
             quickack: false,
             idle_timeout_ms: 60_000,
+            record_timeout_ms: default_record_timeout_ms(),
             max_connections: 1024,
             busy_poll_us: 0,
             cpu: None,
@@ -147,7 +155,20 @@ fn decide(record: &[u8], max_arg: u32) -> Result<Reply, String> {
         Err(e) => {
             // A call whose credentials are malformed gets AUTH_ERROR; anything
             // without even a call header is dropped.
+            // RFC 5531 §9: the RPC version is checked before anything
+            // after it, so a call of another version is RPC_MISMATCH even
+            // when what follows does not parse.
+            let rpcvers = record
+                .get(8..12)
+                .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
             return match peek_xid(record) {
+                Some((xid, 0)) if rpcvers.is_some_and(|v| v != RPC_VERSION) => Ok(Reply::denied(
+                    xid,
+                    RejectStat::RpcMismatch {
+                        low: RPC_VERSION,
+                        high: RPC_VERSION,
+                    },
+                )),
                 Some((xid, 0)) if record.len() >= 24 => Ok(Reply::denied(
                     xid,
                     RejectStat::AuthError(auth_stat::BADCRED),
@@ -213,6 +234,8 @@ struct Stats {
     closed_bad_peers: AtomicU64,
     connections: AtomicU64,
     open: AtomicUsize,
+    /// Bytes of partial records held across connections ([`PARTIAL_BUDGET`]).
+    partial_bytes: AtomicUsize,
 }
 
 impl Stats {
@@ -364,15 +387,20 @@ impl Server {
         }
         {
             let (stop, stats, options) = (stop.clone(), stats.clone(), self.options.clone());
-            let guard = self.guard.clone();
-            let tcp = self.tcp;
+            // Through an agent, a gate takes connections and checks their
+            // tokens on threads of its own, so strangers cannot hold the
+            // accept loop (guard.rs).
+            let door = match self.guard.clone() {
+                None => Door::Open(self.tcp),
+                Some(guard) => Door::Gated(guard::Gate::open(self.tcp, guard)?),
+            };
             threads.push(
                 std::thread::Builder::new()
                     .name("rpc-accept".into())
                     .spawn(move || {
                         // Connection threads start from this one and inherit its CPU.
                         pin_thread(&options);
-                        accept_loop(&tcp, &options, guard.as_ref(), &stop, &stats);
+                        accept_loop(&door, &options, &stop, &stats);
                     })?,
             );
         }
@@ -432,9 +460,42 @@ fn pin_thread(options: &ServerOptions) {
     }
 }
 
+/// The server's lines about peers and their input, rate-limited: a peer
+/// sending garbage a thousand times a second writes ten lines a window.
+static LOG: RateLog = RateLog::new("lines about peers", |line| {
+    eprintln!("netlab rpc server: {line}")
+});
+
 fn log(peer: SocketAddr, why: &str) {
-    eprintln!("netlab rpc server: {peer}: {why}");
+    LOG.line(format_args!("{peer}: {why}"));
 }
+
+/// Once a record has begun, the rest must arrive within this by default
+/// (a peer sending a byte every few seconds is not idle, and must not hold
+/// a connection and its buffer for ever): 1 MiB at 420 kbit/s.
+pub const RECORD_TIME: Duration = Duration::from_secs(20);
+
+fn default_record_timeout_ms() -> u64 {
+    RECORD_TIME.as_millis() as u64
+}
+
+fn is_default_record_timeout(ms: &u64) -> bool {
+    *ms == default_record_timeout_ms()
+}
+
+/// Bytes of records not yet whole the server holds across all its
+/// connections; past it, a connection holding more than
+/// [`PARTIAL_FAIR_SHARE`] is closed rather than let grow.
+pub const PARTIAL_BUDGET: usize = 64 << 20;
+pub const PARTIAL_FAIR_SHARE: usize = 64 << 10;
+
+/// Buffer room a connection keeps between records; a larger record's
+/// memory is given back once it is served.
+const KEEP_BETWEEN_RECORDS: usize = 256 << 10;
+
+/// A connection must have been silent this long to be closed for a new one
+/// when the server is at `max_connections`.
+const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
 fn serve_udp(
     udp: &UdpSocket,
@@ -468,7 +529,7 @@ fn serve_udp(
                 continue;
             }
             Err(e) => {
-                eprintln!("netlab rpc server: UDP: {e}");
+                LOG.line(format_args!("UDP: {e}"));
                 continue;
             }
         };
@@ -509,6 +570,16 @@ struct Connection {
     /// `watch.reads` when the accept loop last saw it change, and when.
     reads_seen: u64,
     quiet_since: Instant,
+    /// When the accept loop first saw the current partial record.
+    partial_since: Option<Instant>,
+}
+
+impl Connection {
+    /// Shuts the connection down for `why` (its thread then ends).
+    fn cut(&self, why: &'static str) {
+        crate::endpoint::agent::lock(&self.watch.cut).get_or_insert(why);
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
 }
 
 /// Shared between a connection's thread and the accept loop.
@@ -520,31 +591,79 @@ struct Watch {
     reads: AtomicU64,
     /// The accept loop shut the connection down for idleness.
     idled_out: AtomicBool,
+    /// A record has begun and is not whole yet (set by the serving thread
+    /// only when that changes).
+    partial: AtomicBool,
+    /// The accept loop shut the connection down: a record took longer than
+    /// [`RECORD_TIME`], or the server made room for a new connection.
+    cut: std::sync::Mutex<Option<&'static str>>,
 }
 
-fn accept_loop(
-    tcp: &TcpListener,
-    options: &ServerOptions,
-    guard: Option<&DataGuard>,
-    stop: &Arc<AtomicBool>,
-    stats: &Arc<Stats>,
-) {
+/// Where the accept loop takes connections from.
+enum Door {
+    /// A listener on this host's loopback or namespaces.
+    Open(TcpListener),
+    /// A guarded port's gate (a run through an agent).
+    Gated(guard::Gate),
+}
+
+impl Door {
+    /// The next connection, waiting at most 100 ms (then `WouldBlock`, so
+    /// the loop looks at `stop` and at idle connections).
+    fn next(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        match self {
+            Door::Open(tcp) => match tcp.accept() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Sleep in poll until a connection arrives (or 100 ms
+                    // pass): a busy accept loop would wake this process
+                    // hundreds of times a second and disturb what is measured.
+                    let mut pfd = libc::pollfd {
+                        fd: tcp.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    Err(e)
+                }
+                other => other,
+            },
+            Door::Gated(gate) => gate
+                .next(Duration::from_millis(100))?
+                .ok_or_else(|| io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, stats: &Arc<Stats>) {
     let idle_limit = Duration::from_millis(options.idle_timeout_ms);
+    let record_limit = Duration::from_millis(options.record_timeout_ms);
     let mut connections: Vec<Connection> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        match tcp.accept() {
-            Ok((mut stream, peer)) => {
+        match door.next() {
+            Ok((stream, peer)) => {
                 connections.retain(|c| !c.thread.is_finished());
-                if let Some(guard) = guard
-                    && let Err(why) = guard::check(&mut stream, peer, guard)
-                {
-                    stats.closed_bad_peers.fetch_add(1, Ordering::Relaxed);
-                    log(peer, &format!("refused: {why}"));
-                    continue;
-                }
                 if stats.open.load(Ordering::Relaxed) >= options.max_connections {
-                    log(peer, "refused: too many connections");
-                    continue;
+                    // Make room by closing the longest-silent connection,
+                    // if one has been silent a while; refuse only if none.
+                    let now = Instant::now();
+                    let quietest = connections
+                        .iter()
+                        .filter(|c| {
+                            !c.thread.is_finished()
+                                && crate::endpoint::agent::lock(&c.watch.cut).is_none()
+                        })
+                        .filter(|c| now.duration_since(c.quiet_since) >= EVICTABLE_AFTER)
+                        .min_by_key(|c| c.quiet_since);
+                    match quietest {
+                        Some(c) => {
+                            c.cut("closed to make room for a new connection (the longest silent)")
+                        }
+                        None => {
+                            log(peer, "refused: too many connections, none of them idle");
+                            continue;
+                        }
+                    }
                 }
                 let fd = stream.as_raw_fd();
                 let watch = Arc::new(Watch::default());
@@ -567,12 +686,16 @@ fn accept_loop(
                                 }
                                 Err(e) => Err(format!("cannot serve: {e}")),
                             };
-                            let result = match result {
-                                Ok(()) if w.idled_out.load(Ordering::Relaxed) => Err(format!(
-                                    "idle for {} s",
-                                    Duration::from_millis(options.idle_timeout_ms).as_secs()
-                                )),
-                                other => other,
+                            let cut = *crate::endpoint::agent::lock(&w.cut);
+                            let result = match (result, cut) {
+                                (_, Some(why)) => Err(why.to_string()),
+                                (Ok(()), None) if w.idled_out.load(Ordering::Relaxed) => {
+                                    Err(format!(
+                                        "idle for {} s",
+                                        Duration::from_millis(options.idle_timeout_ms).as_secs()
+                                    ))
+                                }
+                                (other, None) => other,
                             };
                             if let Err(why) = result {
                                 shared.closed_bad_peers.fetch_add(1, Ordering::Relaxed);
@@ -587,6 +710,7 @@ fn accept_loop(
                         watch,
                         reads_seen: 0,
                         quiet_since: Instant::now(),
+                        partial_since: None,
                     }),
                     Err(e) => {
                         log(peer, &format!("cannot serve: {e}"));
@@ -595,21 +719,18 @@ fn accept_loop(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Sleep in poll until a connection arrives (or 100 ms pass, to
-                // see `stop` and close idle connections): a busy accept loop
-                // would wake this process hundreds of times a second and
-                // disturb what is measured.
-                let mut pfd = libc::pollfd {
-                    fd: tcp.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
                 // Finished connections' sockets close here, within 100 ms.
                 connections.retain(|c| !c.thread.is_finished());
                 let now = Instant::now();
                 for c in &mut connections {
+                    if c.watch.partial.load(Ordering::Relaxed) {
+                        let since = *c.partial_since.get_or_insert(now);
+                        if now - since > record_limit {
+                            c.cut("a record took longer than its deadline (record_timeout_ms) to arrive");
+                        }
+                    } else {
+                        c.partial_since = None;
+                    }
                     let reads = c.watch.reads.load(Ordering::Relaxed);
                     if reads != c.reads_seen {
                         c.reads_seen = reads;
@@ -622,7 +743,7 @@ fn accept_loop(
                 }
             }
             Err(e) => {
-                eprintln!("netlab rpc server: accept: {e}");
+                LOG.line(format_args!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -669,6 +790,11 @@ fn serve_connection(
         set_quickack(stream);
     }
     let _delay = stats.run_delay_of_this_thread();
+    let mut held = Held {
+        stats,
+        bytes: 0,
+        partial: false,
+    };
     let mut empty_polls = 0;
     let mut reads = 0;
     loop {
@@ -723,6 +849,61 @@ fn serve_connection(
                 }
             }
         }
+        held.update(&mut assembler, watch)?;
+    }
+}
+
+/// What one connection holds of records not yet whole, kept in the
+/// server's total ([`PARTIAL_BUDGET`]) and given back when it ends. The
+/// shared counters are touched only when the holding changes, so a stream
+/// of calls that each arrive whole costs no atomic operation.
+struct Held<'a> {
+    stats: &'a Stats,
+    bytes: usize,
+    partial: bool,
+}
+
+impl Held<'_> {
+    fn update(&mut self, assembler: &mut Assembler, watch: &Watch) -> Result<(), String> {
+        let bytes = assembler.buffered();
+        if bytes == 0 {
+            assembler.shrink_idle(KEEP_BETWEEN_RECORDS);
+        }
+        let partial = bytes > 0;
+        if partial != self.partial {
+            self.partial = partial;
+            watch.partial.store(partial, Ordering::Relaxed);
+        }
+        if bytes == self.bytes {
+            return Ok(());
+        }
+        let total = if bytes > self.bytes {
+            self.stats
+                .partial_bytes
+                .fetch_add(bytes - self.bytes, Ordering::Relaxed)
+                + (bytes - self.bytes)
+        } else {
+            self.stats
+                .partial_bytes
+                .fetch_sub(self.bytes - bytes, Ordering::Relaxed)
+                - (self.bytes - bytes)
+        };
+        self.bytes = bytes;
+        if total > PARTIAL_BUDGET && bytes > PARTIAL_FAIR_SHARE {
+            return Err(format!(
+                "closed: the server's budget of {} MiB for records not yet whole is spent ({bytes} bytes of them this connection's)",
+                PARTIAL_BUDGET >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.stats
+            .partial_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
