@@ -384,3 +384,67 @@ fn idle_sessions_are_closed() {
         server.stop();
     }
 }
+
+/// A hundred peers that pour random bytes in and read nothing: the echoes
+/// back up (cat's output, then its input), so every relay meets full ptys
+/// and full sockets at once. No design may freeze whole: a new session is
+/// served, and SIGTERM ends the server within 10 s (the relays' 1 s tick
+/// and their 5 s bound on ending sessions) with every session's process
+/// reaped.
+#[test]
+fn a_flood_of_random_bytes_freezes_no_design_and_sigterm_ends_each() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    for relay in RELAYS {
+        let mut server = Server::start(relay, "telnet", &["cat"]);
+        let mut flood = Vec::new();
+        for _ in 0..100 {
+            let mut c = TcpStream::connect(server.addr).unwrap();
+            c.set_nonblocking(true).unwrap();
+            let _ = c.write(&random(64 << 10));
+            flood.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        for c in &mut flood {
+            let _ = c.write(&random(64 << 10));
+        }
+        let mut good = server.session("telnet");
+        echo_round_trip(&mut good, &format!("{relay} during the flood"));
+        let sessions = children_of(server.pid());
+        let started = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(server.pid() as i32, libc::SIGTERM) };
+        let ended = loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            ended.is_some(),
+            "{relay}: SIGTERM did not end the server within 10 s; log: {}",
+            std::fs::read_to_string(server.log.path()).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        for pid in sessions {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            assert!(
+                stat.is_empty() || stat.contains(") Z "),
+                "{relay}: process {pid} outlived the server: {stat}"
+            );
+        }
+        drop(flood);
+    }
+}

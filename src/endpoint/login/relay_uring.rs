@@ -9,7 +9,9 @@
 //! Bytes still pass through user space (the protocol must see them); what
 //! the design saves is system calls and wake-ups, in batches.
 //!
-//! Invariants: a buffer handed to the kernel is not touched or freed until
+//! Invariants: no operation runs inline in the ring's thread if it can
+//! block it (pty writes go to io-wq workers: a full pty stalls its own
+//! session only); a buffer handed to the kernel is not touched or freed until
 //! its completion arrives, so a session is dropped only when it has no
 //! operation in flight; ending a session shuts the socket down and kills the
 //! command, which completes its outstanding reads. A side is read only when
@@ -32,6 +34,9 @@ const WRITE_CLIENT: u64 = 2;
 const WRITE_PTY: u64 = 3;
 const ACCEPT: u64 = u64::MAX;
 const TICK: u64 = u64::MAX - 1;
+/// The completion of an `AsyncCancel` (of a session's pty write, or of the
+/// accept at the end): nothing to do.
+const CANCEL: u64 = u64::MAX - 2;
 
 fn user_data(slot: usize, kind: u64) -> u64 {
     ((slot as u64) << 8) | kind
@@ -127,9 +132,18 @@ impl Loop {
                     }
                     if !slot.writing_pty.is_empty() {
                         let w = &slot.writing_pty;
+                        // ASYNC: straight to an io-wq worker. The tty
+                        // ignores IOCB_NOWAIT, so a write issued inline
+                        // blocks in n_tty_write when the pty's input is
+                        // full (its command not reading) and freezes the
+                        // ring's one thread, every session and SIGTERM with
+                        // it. A worker blocks for this session alone, which
+                        // reads nothing more from its client meanwhile
+                        // (one pty write in flight: back-pressure per session).
                         entries.push(
                             opcode::Write::new(master, w.as_ptr(), w.len() as u32)
                                 .build()
+                                .flags(squeue::Flags::ASYNC)
                                 .user_data(user_data(index, WRITE_PTY)),
                         );
                         slot.pty_write_inflight = true;
@@ -179,6 +193,15 @@ impl Loop {
         slot.ending = Some(why);
         let _ = slot.conn.socket.shutdown(Shutdown::Both);
         let _ = slot.conn.pty.child.kill();
+        // A pty write blocked in an io-wq worker is not woken when the
+        // command dies (the slave's hangup skips the master's writers), so
+        // it is cancelled: the worker is signalled and the write returns.
+        if slot.pty_write_inflight {
+            let cancel = opcode::AsyncCancel::new(user_data(index, WRITE_PTY))
+                .build()
+                .user_data(CANCEL);
+            let _ = self.push(cancel);
+        }
         self.reap(index);
     }
 
@@ -395,6 +418,7 @@ pub fn serve(
                         }
                     }
                 }
+                CANCEL => {}
                 _ => lp.complete((data >> 8) as usize, data & 0xff, result)?,
             }
         }
@@ -412,14 +436,18 @@ pub fn serve(
     for index in 0..lp.slots.len() {
         lp.end(index, "server stopping".into());
     }
-    let _ = lp.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(TICK - 1));
+    let _ = lp.push(opcode::AsyncCancel::new(ACCEPT).build().user_data(CANCEL));
+    // Bounded: each wait ends at a 200 ms timeout of its own, so the 5 s
+    // deadline holds even if some operation never completes.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let short = types::Timespec::from(Duration::from_millis(200));
     while lp.slots.iter().any(Option::is_some) && std::time::Instant::now() < deadline {
+        lp.push(opcode::Timeout::new(&short).build().user_data(TICK))?;
         lp.ring.submit_and_wait(1)?;
         completions.clear();
         completions.extend(lp.ring.completion().map(|c| (c.user_data(), c.result())));
         for &(data, result) in &completions {
-            if data < TICK - 1 {
+            if data < CANCEL {
                 lp.complete((data >> 8) as usize, data & 0xff, result)?;
             }
         }
