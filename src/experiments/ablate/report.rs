@@ -29,6 +29,15 @@ pub fn doc(
             .map(|v| v.get_name().to_string()),
         "analysis": analysis.as_ref().ok(),
         "analysis_error": analysis.as_ref().err().map(|e| e.to_string()),
+        // The preset's own table, as the text prints it.
+        "joy_ladder": match (preset, analysis) {
+            (Some(Preset::Joy1981), Ok(a)) => joy_ladder_data(&plan.design(), a),
+            _ => None,
+        },
+        "leave_one_out": match (preset, analysis) {
+            (Some(Preset::Vj1988), Ok(a)) => Some(leave_one_out_data(&plan.design(), a)),
+            _ => None,
+        },
         "records": records,
     })
 }
@@ -262,53 +271,26 @@ pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Anal
 /// factorial's own cells: added to every step before it (his order), and
 /// alone on the baseline.
 pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
-    let projections = &historical::figures().berkeley_vax.projections_mbaud;
-    let baseline = vec![0; factors.len()];
-    let Some(base) = analysis.mean_of(&baseline) else {
+    let Some(ladder) = joy_ladder_data(factors, analysis) else {
         return String::new();
     };
-    let mut rows = Vec::new();
-    let mut previous = base;
-    let mut joy_previous = projections.first().map_or(1.2, |p| p.1);
-    let mut cumulative = baseline.clone();
-    rows.push(vec![
-        format!("1. {} (Joy 1.9 Mbaud)", projections.first().map_or("", |p| p.0.as_str())),
-        "no Linux counterpart: TCP sets DF and sizes segments to the path MTU; the ladder starts from today's baseline".into(),
-        format!("{:.2}", joy_previous / 1.2),
-        "-".into(),
-        "-".into(),
-        num(base),
-    ]);
-    for (i, factor) in factors.iter().enumerate() {
-        let Some((step, joy)) = projections.get(i + 1) else {
-            break;
-        };
-        cumulative[i] = 1;
-        let mut alone = baseline.clone();
-        alone[i] = 1;
-        let (Some(now), Some(by_itself)) =
-            (analysis.mean_of(&cumulative), analysis.mean_of(&alone))
-        else {
-            continue;
-        };
-        rows.push(vec![
-            format!("{}. {step}", i + 2),
-            format!("{}={}", factor.name, factor.levels[1]),
-            format!("{:.2}", joy / joy_previous),
-            format!("{:.2}", now / previous),
-            format!("{:.2}", by_itself / base),
-            num(now),
-        ]);
-        previous = now;
-        joy_previous = *joy;
-    }
+    let rows: Vec<Vec<String>> = ladder
+        .steps
+        .iter()
+        .map(|s| {
+            vec![
+                s.step.clone(),
+                s.nearest_today.clone(),
+                format!("{:.2}", s.joy_x_step_before),
+                s.now_x_step_before.map_or("-".into(), |x| format!("{x:.2}")),
+                s.now_alone_x_baseline.map_or("-".into(), |x| format!("{x:.2}")),
+                num(s.now_mbit_s),
+            ]
+        })
+        .collect();
     let mut out = format!(
         "Bill Joy's 1981 ladder (004, from 1.2 Mbaud user to user) on today's stack, the baseline {}:\n",
-        factors
-            .iter()
-            .map(|f| format!("{}={}", f.name, f.levels[0]))
-            .collect::<Vec<_>>()
-            .join(" ")
+        ladder.baseline
     );
     out.push_str(&markdown(
         &[
@@ -323,10 +305,82 @@ pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
     ));
     out.push_str(&format!(
         "Joy projected x{:.1} from steps 2-5 together; today they give x{:.2}.\n",
-        joy_previous / projections.first().map_or(1.2, |p| p.1),
-        previous / base
+        ladder.joy_projected_x, ladder.now_x
     ));
     out
+}
+
+/// Joy's ladder as data (the JSON's `joy_ladder`; [`joy_ladder`] prints it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JoyLadder {
+    /// The baseline's levels, `name=level ...`.
+    pub baseline: String,
+    pub steps: Vec<JoyStep>,
+    /// Joy's projection from steps 2-5 together, and today's.
+    pub joy_projected_x: f64,
+    pub now_x: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JoyStep {
+    pub step: String,
+    pub nearest_today: String,
+    pub joy_x_step_before: f64,
+    /// `None` for step 1, which has no counterpart today.
+    pub now_x_step_before: Option<f64>,
+    pub now_alone_x_baseline: Option<f64>,
+    pub now_mbit_s: f64,
+}
+
+pub fn joy_ladder_data(factors: &[Factor], analysis: &Analysis) -> Option<JoyLadder> {
+    let projections = &historical::figures().berkeley_vax.projections_mbaud;
+    let baseline = vec![0; factors.len()];
+    let base = analysis.mean_of(&baseline)?;
+    let mut steps = Vec::new();
+    let mut previous = base;
+    let mut joy_previous = projections.first().map_or(1.2, |p| p.1);
+    let mut cumulative = baseline.clone();
+    steps.push(JoyStep {
+        step: format!("1. {} (Joy 1.9 Mbaud)", projections.first().map_or("", |p| p.0.as_str())),
+        nearest_today: "no Linux counterpart: TCP sets DF and sizes segments to the path MTU; the ladder starts from today's baseline".into(),
+        joy_x_step_before: joy_previous / 1.2,
+        now_x_step_before: None,
+        now_alone_x_baseline: None,
+        now_mbit_s: base,
+    });
+    for (i, factor) in factors.iter().enumerate() {
+        let Some((step, joy)) = projections.get(i + 1) else {
+            break;
+        };
+        cumulative[i] = 1;
+        let mut alone = baseline.clone();
+        alone[i] = 1;
+        let (Some(now), Some(by_itself)) =
+            (analysis.mean_of(&cumulative), analysis.mean_of(&alone))
+        else {
+            continue;
+        };
+        steps.push(JoyStep {
+            step: format!("{}. {step}", i + 2),
+            nearest_today: format!("{}={}", factor.name, factor.levels[1]),
+            joy_x_step_before: joy / joy_previous,
+            now_x_step_before: Some(now / previous),
+            now_alone_x_baseline: Some(by_itself / base),
+            now_mbit_s: now,
+        });
+        previous = now;
+        joy_previous = *joy;
+    }
+    Some(JoyLadder {
+        baseline: factors
+            .iter()
+            .map(|f| format!("{}={}", f.name, f.levels[0]))
+            .collect::<Vec<_>>()
+            .join(" "),
+        steps,
+        joy_projected_x: joy_previous / projections.first().map_or(1.2, |p| p.1),
+        now_x: previous / base,
+    })
 }
 
 /// `--preset vj1988`: each factor judged one at a time from the baseline
@@ -360,6 +414,29 @@ pub fn leave_one_out(factors: &[Factor], analysis: &Analysis) -> String {
         &rows,
     ));
     out
+}
+
+/// Leave-one-out as data (the JSON's `leave_one_out`): each change's
+/// effect alone from the baseline beside its main effect in the factorial,
+/// and whether the verdicts differ.
+pub fn leave_one_out_data(factors: &[Factor], analysis: &Analysis) -> serde_json::Value {
+    let alone = analysis.one_at_a_time(factors);
+    serde_json::Value::Array(
+        alone
+            .iter()
+            .zip(&analysis.main)
+            .map(|(one, main)| {
+                serde_json::json!({
+                    "change": format!("{}={}", one.factors[0].0, one.factors[0].1),
+                    "one_at_a_time": one,
+                    "one_at_a_time_verdict": verdict(one),
+                    "factorial": main,
+                    "factorial_verdict": verdict(main),
+                    "verdicts_differ": verdict(one) != verdict(main),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The factorial designs among `records` (grouped by design id), each
@@ -619,5 +696,14 @@ mod tests {
         // Joy: 3.5 / 2.25; now 180 / 110 added to step 2, 150 / 100 alone.
         assert_eq!(&cells[3..7], ["1.56", "1.64", "1.50", "180"], "{step3}");
         assert!(text.contains("today they give x1.80"), "{text}");
+        // The JSON carries the same table.
+        let data = serde_json::to_value(joy_ladder_data(&factors, &a).unwrap()).unwrap();
+        assert_eq!(data["steps"].as_array().unwrap().len(), 3);
+        assert_eq!(data["steps"][2]["nearest_today"], "mtu=4136");
+        assert_eq!(data["steps"][2]["now_mbit_s"], 180.0);
+        assert!((data["now_x"].as_f64().unwrap() - 1.8).abs() < 1e-9);
+        let loo = leave_one_out_data(&factors, &a);
+        assert_eq!(loo.as_array().unwrap().len(), 2);
+        assert_eq!(loo[0]["change"], "recv=splice");
     }
 }

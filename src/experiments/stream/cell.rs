@@ -313,6 +313,15 @@ impl StreamConfig {
             Amount::Bytes(b) => format_size(b),
             Amount::Seconds(s) => format!("{s} s"),
         };
+        if let Some(pace) = self.udp {
+            // A UDP run has no records, strategies or verification of a
+            // byte stream: say what it sent.
+            return format!(
+                "{amount} of UDP at {} Mbit/s in {}-byte datagrams (netlab's 24-byte header included), sequence-checked",
+                pace.rate_bps as f64 / 1e6,
+                pace.length
+            );
+        }
         let send = match self.send {
             SendStrategy::Chunked { chunk } => format!("chunked({})", format_size(chunk as u64)),
             SendStrategy::Writev { records } => format!("writev({records} records/call)"),
@@ -966,6 +975,15 @@ mod tests {
         assert_eq!(
             c.describe(),
             "4M in 1K records, chunked(1K) -> splice to /dev/null, not verified"
+        );
+        let mut udp = config(Amount::Seconds(2.0), 1024);
+        udp.udp = Some(UdpPace {
+            rate_bps: 100_000_000,
+            length: 1472,
+        });
+        assert_eq!(
+            udp.describe(),
+            "2 s of UDP at 100 Mbit/s in 1472-byte datagrams (netlab's 24-byte header included), sequence-checked"
         );
     }
 }
