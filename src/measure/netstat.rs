@@ -45,6 +45,37 @@ pub const REPORTED: &[&str] = &[
     "Udp.RcvbufErrors",
 ];
 
+/// The [`REPORTED`] counters the kernel counts at the end that sends the
+/// data of a one-way transfer (its sending, its retransmissions, the ACKs
+/// it receives); the others it counts at the receiving end (segments in,
+/// ACKs delayed, the receive queue, a full receive buffer). With the ends
+/// in two namespaces, each is read where it is counted.
+pub const AT_SENDER: &[&str] = &[
+    "TcpExt.TCPAutoCorking",
+    "TcpExt.TCPOrigDataSent",
+    "TcpExt.TCPPureAcks",
+    "TcpExt.TCPHPAcks",
+    "Tcp.RetransSegs",
+    "Tcp.OutSegs",
+    "Udp.SndbufErrors",
+];
+
+/// Whether the kernel counts `name` at the data's sender ([`AT_SENDER`]).
+pub fn counted_at_sender(name: &str) -> bool {
+    AT_SENDER.contains(&name)
+}
+
+impl Counters {
+    /// `name`'s value without its group (`TcpExt.`), as `name=value`.
+    pub fn short_pairs<'a>(&'a self, keep: impl Fn(&str) -> bool + 'a) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(k, v)| format!("{}={v}", k.split_once('.').map_or(k.as_str(), |(_, n)| n)))
+            .collect()
+    }
+}
+
 /// A set of named counters (`Group.Name` → value).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters(pub BTreeMap<String, u64>);

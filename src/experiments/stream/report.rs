@@ -198,17 +198,22 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
                 ))
             );
         }
-        let counters: Vec<String> = last
-            .receiver
-            .counters
-            .0
-            .iter()
-            .map(|(k, v)| format!("{}={v}", k.split_once('.').map_or(k.as_str(), |(_, n)| n)))
-            .collect();
+        // Each counter from the end whose kernel counts it; on one host's
+        // loopback both ends share a namespace, and each count holds both.
+        use crate::measure::netstat::counted_at_sender;
+        let shared = runs.last().is_some_and(|(r, _)| r.placement == "loopback");
+        let at_sender = last.sender.counters.short_pairs(counted_at_sender);
+        let at_receiver = last.receiver.counters.short_pairs(|k| !counted_at_sender(k));
         let _ = writeln!(
             out,
-            "kernel counters, change over the last run (receiver's namespace, all its traffic): {}",
-            counters.join(" ")
+            "kernel counters, change over the last run{}: at the sender {}; at the receiver {}",
+            if shared {
+                " (one namespace for both ends: each count is both ends' traffic)"
+            } else {
+                " (each read in the namespace of the end that counts it)"
+            },
+            at_sender.join(" "),
+            at_receiver.join(" ")
         );
     }
     if let Some((_, last)) = runs.last() {
