@@ -2,7 +2,7 @@
 //! bad input it must refuse.
 
 mod common;
-use common::{netlab, run_json};
+use common::{children_of, netlab, run_json};
 use serde_json::Value;
 
 #[test]
@@ -632,5 +632,70 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
         assert!(!run.status.success());
         let said = String::from_utf8_lossy(&run.stderr);
         assert!(said.contains("--host-cpu"), "{said}");
+    }
+}
+
+/// SIGTERM to the run's whole process group (as `timeout` sends it) in the
+/// middle of a budgeted cell: the ends outlive it until their controller
+/// stops them, so no cgroup, process or pty is left behind.
+#[test]
+fn sigterm_to_the_process_group_mid_budgeted_cell_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let before = netlab_cgroups();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args([
+            "login",
+            "--relay",
+            "epoll",
+            "--users",
+            "8",
+            "--duration",
+            "30s",
+            "--warmup",
+            "1s",
+            "--host-cpu",
+            "20",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while netlab_cgroups().len() <= before.len() {
+        assert!(std::time::Instant::now() < deadline, "no cgroup appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let mut started = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for c in children_of(p) {
+            started.push(c);
+            next.push(c);
+        }
+    }
+    assert!(started.len() >= 2, "the cell's processes: {started:?}");
+    // SAFETY: signalling the process group this test made.
+    assert_eq!(unsafe { libc::kill(-(pid as i32), libc::SIGTERM) }, 0);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(netlab_cgroups(), before, "a cgroup was left behind");
+    for p in started {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        assert!(
+            stat.is_empty() || stat.contains(") Z "),
+            "process {p} outlived the run: {stat}"
+        );
     }
 }

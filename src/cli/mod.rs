@@ -86,6 +86,16 @@ pub fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     if let Commands::Endpoint = cli.command {
+        // A SIGTERM meant for the run (as `timeout` sends it, to the whole
+        // process group) must not kill the ends before their controller
+        // stops them: a dead end cannot remove its CPU-budget cgroup, its
+        // sessions or its test user. The controller stops them on SIGTERM;
+        // if it dies, they die with it (PR_SET_PDEATHSIG). A handler, not
+        // SIG_IGN, so the programs they start get the default again at exec.
+        let _ = signal_hook::flag::register(
+            signal_hook::consts::SIGTERM,
+            std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        );
         return match crate::endpoint::serve(
             crate::experiments::ROLES,
             std::io::stdin().lock(),
