@@ -23,12 +23,16 @@ fn a_short_run_measures_every_cell() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
+    // One cell cannot run (below): the others' results are printed, and the
+    // run says part of it is missing (exit 3), not success.
+    assert_eq!(
+        run.status.code(),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
     let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(doc["failed_cells"], 1);
     let records = doc["records"].as_array().unwrap();
     assert_eq!(records.len(), 6);
     for record in records {

@@ -26,16 +26,7 @@ fn reply_to(stream: &mut TcpStream, call: &Call, args: &[u8]) -> Reply {
     let mut w = Writer::new();
     call.emit(&mut w);
     w.buf.extend_from_slice(args);
-    stream.write_all(&single_fragment(&w.buf)).unwrap();
-    let mut header = [0u8; 4];
-    stream.read_exact(&mut header).unwrap();
-    let len = (u32::from_be_bytes(header) & 0x7fff_ffff) as usize;
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).unwrap();
-    match parse(&body).unwrap().0 {
-        Message::Reply(r) => r,
-        other => panic!("{other:?}"),
-    }
+    raw_reply(stream, &w.buf)
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
