@@ -2,7 +2,7 @@
 //! bad input it must refuse.
 
 mod common;
-use common::{children_of, netlab, run_json};
+use common::{descendants, netlab, run_json};
 use serde_json::Value;
 
 #[test]
@@ -675,14 +675,7 @@ fn sigterm_to_the_process_group_mid_budgeted_cell_leaves_nothing() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let mut started = Vec::new();
-    let mut next = vec![pid];
-    while let Some(p) = next.pop() {
-        for c in children_of(p) {
-            started.push(c);
-            next.push(c);
-        }
-    }
+    let started = descendants(pid);
     assert!(started.len() >= 2, "the cell's processes: {started:?}");
     // SAFETY: signalling the process group this test made.
     assert_eq!(unsafe { libc::kill(-(pid as i32), libc::SIGTERM) }, 0);

@@ -11,7 +11,7 @@
 //! they take here; it is a bound on a hang, not a speed.
 
 mod common;
-use common::children_of;
+use common::{children_of, descendants};
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -63,19 +63,6 @@ fn start_time(pid: u32) -> u64 {
         .and_then(|(_, rest)| rest.split_whitespace().nth(19))
         .and_then(|t| t.parse().ok())
         .unwrap_or(u64::MAX)
-}
-
-/// Every process below `pid`, now.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = Vec::new();
-    let mut next = vec![pid];
-    while let Some(p) = next.pop() {
-        for c in children_of(p) {
-            all.push(c);
-            next.push(c);
-        }
-    }
-    all
 }
 
 fn alive(pid: u32) -> bool {

@@ -347,10 +347,7 @@ impl EndpointProcess {
     pub fn thaw(&self) {
         if let Channel::Pipe { child, .. } = &self.channel {
             let pid = child.id();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
+            let state = task_state(&format!("/proc/{pid}"));
             if matches!(state, Some('T')) {
                 // SAFETY: signalling our own child by its PID.
                 unsafe { libc::kill(pid as i32, libc::SIGCONT) };
@@ -373,10 +370,7 @@ impl EndpointProcess {
             .ok()?
             .flatten()
         {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
+            let state = task_state(&task.path().display().to_string());
             if matches!(state, Some('T' | 't')) {
                 return Some("stopped (SIGSTOP)".into());
             }
@@ -567,6 +561,13 @@ pub fn exit_within(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The state letter of the process or thread at `dir` (`/proc/PID` or
+/// `/proc/PID/task/TID`), from its `stat` (after the command's `) `).
+fn task_state(dir: &str) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 /// The system call a thread sleeps in, from `/proc/PID/task/TID/syscall`

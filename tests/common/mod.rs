@@ -65,6 +65,19 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     children
 }
 
+/// Every process below `pid`, now.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for c in children_of(p) {
+            all.push(c);
+            next.push(c);
+        }
+    }
+    all
+}
+
 /// Records that `test` could not run on this host and why, in
 /// `target/not-run.txt`, which `scripts/test` prints after the tests: a
 /// test that cannot run here is reported, never silently passed over.

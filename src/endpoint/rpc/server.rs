@@ -577,7 +577,7 @@ struct Connection {
 impl Connection {
     /// Shuts the connection down for `why` (its thread then ends).
     fn cut(&self, why: &'static str) {
-        crate::endpoint::agent::lock(&self.watch.cut).get_or_insert(why);
+        let _ = self.watch.cut.set(why);
         let _ = self.socket.shutdown(Shutdown::Both);
     }
 }
@@ -596,7 +596,7 @@ struct Watch {
     partial: AtomicBool,
     /// The accept loop shut the connection down: a record took longer than
     /// [`RECORD_TIME`], or the server made room for a new connection.
-    cut: std::sync::Mutex<Option<&'static str>>,
+    cut: std::sync::OnceLock<&'static str>,
 }
 
 /// Where the accept loop takes connections from.
@@ -649,10 +649,7 @@ fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, sta
                     let now = Instant::now();
                     let quietest = connections
                         .iter()
-                        .filter(|c| {
-                            !c.thread.is_finished()
-                                && crate::endpoint::agent::lock(&c.watch.cut).is_none()
-                        })
+                        .filter(|c| !c.thread.is_finished() && c.watch.cut.get().is_none())
                         .filter(|c| now.duration_since(c.quiet_since) >= EVICTABLE_AFTER)
                         .min_by_key(|c| c.quiet_since);
                     match quietest {
@@ -686,7 +683,7 @@ fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, sta
                                 }
                                 Err(e) => Err(format!("cannot serve: {e}")),
                             };
-                            let cut = *crate::endpoint::agent::lock(&w.cut);
+                            let cut = w.cut.get().copied();
                             let result = match (result, cut) {
                                 (_, Some(why)) => Err(why.to_string()),
                                 (Ok(()), None) if w.idled_out.load(Ordering::Relaxed) => {
