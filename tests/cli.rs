@@ -1451,4 +1451,45 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
         3.29 * sd
     );
     assert_eq!(udp["duplicates"], 0);
+    // Every lost datagram is placed; only the end markers (3) may be
+    // counted beyond.
+    let sites = &doc["records"][0]["result"]["udp_loss"];
+    assert_eq!(sites["unexplained"], 0, "{sites}");
+    assert!(
+        sites["counted_beyond_lost"].as_u64().unwrap() <= 3,
+        "{sites}"
+    );
+    // Corrupted datagrams die in the receiver's IP and UDP layers (their
+    // checksums) or at its device, and are named there, not as unexplained.
+    let doc = run_json(
+        &[
+            "stream",
+            "--udp",
+            "--rate",
+            "100mbit",
+            "--length",
+            "1000",
+            "--duration",
+            "1s",
+            "--placement",
+            "netns",
+            "--link-via",
+            "emulator",
+            "--netem",
+            "corrupt 2%",
+        ],
+        &out,
+    );
+    let record = &doc["records"][0]["result"];
+    let sites = &record["udp_loss"];
+    let corrupted = record["emulator"]["model"][0]["corrupted"]
+        .as_u64()
+        .unwrap();
+    assert!(corrupted > 100, "{}", record["emulator"]);
+    assert!(sites["receiver_stack"].as_u64().unwrap() > 0, "{sites}");
+    assert_eq!(sites["unexplained"], 0, "{sites}");
+    assert!(
+        sites["counted_beyond_lost"].as_u64().unwrap() <= 3,
+        "{sites}"
+    );
 }

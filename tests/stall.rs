@@ -3,7 +3,9 @@
 //! behind. Each test freezes one process of a running cell with SIGSTOP
 //! (a receiver that stops reading, the wire emulator, an RPC server, a
 //! login server) and checks that the run ends within the bound plus a
-//! stated margin, with every process it started gone.
+//! stated margin, with every process it started gone. A freeze shorter
+//! than the bound is no stall: the run goes on, and every datagram the
+//! frozen emulator dropped is named in its record.
 //!
 //! The margin: the other end's account (up to 2 s), the endpoints' exits
 //! (2 s each at most), the testbed's teardown and, for login, the thawed
@@ -33,7 +35,7 @@ fn start(args: &[&str], out: &std::path::Path) -> Child {
         .args(args)
         .args(["--stall-timeout", &format!("{BOUND_S}s"), "--out"])
         .arg(out)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("netlab starts")
@@ -249,4 +251,91 @@ fn a_login_server_that_stops_echoing_fails_its_cell() {
         "{stderr}"
     );
     assert!(stderr.contains("keystrokes unechoed"), "{stderr}");
+}
+
+/// A freeze shorter than the bound is no stall: the run goes on, and the
+/// datagrams the frozen emulator could not take are lost at named places.
+/// 1,000,000 datagrams at a rate this host's receiver absorbs; the
+/// emulator is stopped for 400 ms (40,000 datagrams' worth, more than its
+/// TUN ring holds) near the start. Every datagram is then received or
+/// named: sent = received + the named drops, exactly, with no count beyond.
+#[test]
+fn an_emulated_link_names_every_datagram_it_drops() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let child = start(
+        &[
+            "stream",
+            "--udp",
+            "--rate",
+            "160mbit",
+            "--length",
+            "200",
+            "--bytes",
+            "200000000",
+            "--placement",
+            "netns",
+            "--link-via",
+            "emulator",
+        ],
+        &out,
+    );
+    let helpers = wait_for_children(child.id(), 3);
+    std::thread::sleep(Duration::from_millis(1500));
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let emulator = *helpers
+        .iter()
+        .find(|&&p| {
+            std::fs::read_link(format!("/proc/{p}/ns/net"))
+                .ok()
+                .as_ref()
+                == Some(&own)
+        })
+        .expect("the emulator is in the root namespace");
+    freeze(emulator);
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: waking the process frozen above, by PID.
+    assert_eq!(unsafe { libc::kill(emulator as i32, libc::SIGCONT) }, 0);
+    let output = child.wait_with_output().expect("netlab ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let record = &common::lines_of(&out)[0];
+    let udp = &record["result"]["receiver"]["udp"];
+    let sites = &record["result"]["udp_loss"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    assert_eq!(n(&udp["sent"]), 1_000_000, "{udp}");
+    let named: u64 = [
+        "refused_at_send",
+        "sender_device",
+        "sender_queue",
+        "link_queue",
+        "on_the_link",
+        "left_on_the_link",
+        "receiving_device",
+        "receiver_stack",
+        "receiver_socket",
+        "arrived_malformed",
+    ]
+    .iter()
+    .map(|site| n(&sites[*site]))
+    .sum();
+    assert!(
+        n(&sites["lost"]) > 0,
+        "the freeze overflowed the TUN ring: {sites}"
+    );
+    assert_eq!(
+        n(&udp["received"]) + named,
+        1_000_000,
+        "received {} + named {named}: {sites}",
+        udp["received"]
+    );
+    assert_eq!(sites["unexplained"], 0, "{sites}");
+    assert_eq!(sites["counted_beyond_lost"], 0, "{sites}");
+    // The report says where they went.
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        report.contains("dropped by the sender's device (tx_dropped)"),
+        "{report}"
+    );
 }

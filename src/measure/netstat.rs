@@ -60,6 +60,22 @@ pub const AT_SENDER: &[&str] = &[
     "Udp.SndbufErrors",
 ];
 
+/// Where a receiving host's IP and UDP layers drop a datagram before any
+/// socket holds it: a header that fails its checksum or its checks, an
+/// address not this host's, a packet shorter than its header says, a
+/// discard for want of memory, a UDP checksum that fails (each one a
+/// corrupted packet, since one flipped bit always fails the checksum that
+/// covers it), or no socket on the port. `Udp.InErrors` less
+/// `Udp.RcvbufErrors` is the UDP layer's own drops: checksum and memory
+/// errors (a full socket buffer is counted per socket, by SO_RXQ_OVFL).
+pub const UDP_RECEIVE_DROPS: &[&str] = &[
+    "Ip.InHdrErrors",
+    "Ip.InAddrErrors",
+    "Ip.InDiscards",
+    "IpExt.InTruncatedPkts",
+    "Udp.NoPorts",
+];
+
 /// Whether the kernel counts `name` at the data's sender ([`AT_SENDER`]).
 pub fn counted_at_sender(name: &str) -> bool {
     AT_SENDER.contains(&name)
@@ -143,6 +159,24 @@ impl Counters {
         )
     }
 
+    /// The datagrams the IP and UDP layers of this namespace dropped since
+    /// `earlier`, each place by its counter ([`UDP_RECEIVE_DROPS`], and
+    /// `Udp.InErrors` less `Udp.RcvbufErrors` as `Udp.InErrors`), only
+    /// those that saw any.
+    pub fn udp_receive_drops(&self, earlier: &Counters) -> BTreeMap<String, u64> {
+        let delta = |name: &str| self.get(name).saturating_sub(earlier.get(name));
+        let mut drops: BTreeMap<String, u64> = UDP_RECEIVE_DROPS
+            .iter()
+            .map(|name| (name.to_string(), delta(name)))
+            .collect();
+        drops.insert(
+            "Udp.InErrors".into(),
+            delta("Udp.InErrors").saturating_sub(delta("Udp.RcvbufErrors")),
+        );
+        drops.retain(|_, n| *n > 0);
+        drops
+    }
+
     /// One counter's value, zero when absent.
     pub fn get(&self, name: &str) -> u64 {
         self.0.get(name).copied().unwrap_or(0)
@@ -185,6 +219,23 @@ Tcp: 1 -1 1000 900 3\n";
     }
 
     #[test]
+    fn udp_receive_drops_name_each_place_and_keep_a_full_buffer_apart() {
+        let header = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n";
+        let before = Counters::parse(&format!(
+            "{header}Udp: 10 0 5 0 5 0 0\nIp: Forwarding InHdrErrors\nIp: 1 2\n"
+        ));
+        let after = Counters::parse(&format!(
+            "{header}Udp: 90 1 12 0 9 0 3\nIp: Forwarding InHdrErrors\nIp: 1 4\n"
+        ));
+        let drops = after.udp_receive_drops(&before);
+        // 7 more errors, 4 of them a full buffer: 3 the UDP layer's own.
+        assert_eq!(drops.get("Udp.InErrors"), Some(&3));
+        assert_eq!(drops.get("Udp.NoPorts"), Some(&1));
+        assert_eq!(drops.get("Ip.InHdrErrors"), Some(&2));
+        assert_eq!(drops.len(), 3, "only places that dropped: {drops:?}");
+    }
+
+    #[test]
     fn this_machine_has_the_reported_counters() {
         let c = Counters::read();
         for name in [
@@ -192,8 +243,13 @@ Tcp: 1 -1 1000 900 3\n";
             "TcpExt.TCPHPHits",
             "Tcp.InSegs",
             "Tcp.OutSegs",
-        ] {
-            assert!(c.0.contains_key(name), "{name} missing");
+            "Udp.InErrors",
+            "Udp.RcvbufErrors",
+        ]
+        .iter()
+        .chain(UDP_RECEIVE_DROPS)
+        {
+            assert!(c.0.contains_key(*name), "{name} missing");
         }
     }
 

@@ -306,6 +306,18 @@ pub struct EmulatorReport {
     /// direction: lost on the link.
     #[serde(default)]
     pub device_refused: [u64; 2],
+    /// Packets the receiving TUN device had no room for (EAGAIN), per
+    /// direction: lost on the link.
+    #[serde(default)]
+    pub device_full: [u64; 2],
+    /// Packets written to a device already down (EIO: the testbed being
+    /// torn down), per direction.
+    #[serde(default)]
+    pub device_gone: [u64; 2],
+    /// Packets still held (delayed, queued behind the rate) when the
+    /// emulator stopped, per direction: never delivered.
+    #[serde(default)]
+    pub left_held: [u64; 2],
 }
 
 /// Per direction: what the link model did to the packets it was given.

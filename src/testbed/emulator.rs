@@ -199,6 +199,16 @@ impl Ord for Held {
     }
 }
 
+/// Counts a packet the receiving device did not take, by its reason.
+fn count_written(report: &mut EmulatorReport, dir: usize, written: Written) {
+    match written {
+        Written::Passed => {}
+        Written::Refused => report.device_refused[dir] += 1,
+        Written::Full => report.device_full[dir] += 1,
+        Written::Gone => report.device_gone[dir] += 1,
+    }
+}
+
 /// The largest IP packet a TUN device can carry, with a virtio-net header.
 const MAX_PACKET: usize = 65536 + VNET_HDR_LEN;
 /// Packets read per direction per wake-up before writing again.
@@ -260,9 +270,7 @@ fn relay(
                 .is_some_and(|Reverse(h)| h.release_ns <= now)
             {
                 let Reverse(held) = queues[dir].pop().expect("peeked");
-                if write_packet(raw[1 - dir], &held.packet)? == Written::Refused {
-                    report.device_refused[dir] += 1;
-                }
+                count_written(&mut report, dir, write_packet(raw[1 - dir], &held.packet)?);
                 let late_us = now.saturating_sub(held.release_ns) / 1000;
                 let _ = overhead.record(late_us.max(1));
                 report.forwarded_packets[dir] += 1;
@@ -327,9 +335,7 @@ fn relay(
                 let read_at = now_ns();
                 if immediate {
                     // Passed on whole (with offload, its virtio-net header too).
-                    if write_packet(raw[1 - dir], &buf[..n])? == Written::Refused {
-                        report.device_refused[dir] += 1;
-                    }
+                    count_written(&mut report, dir, write_packet(raw[1 - dir], &buf[..n])?);
                     let _ = overhead.record(((now_ns() - read_at) / 1000).max(1));
                     report.forwarded_packets[dir] += 1;
                     let header = if offload { VNET_HDR_LEN } else { 0 };
@@ -360,6 +366,7 @@ fn relay(
         }
     }
     for (dir, model) in models.iter().enumerate() {
+        report.left_held[dir] = queues[dir].len() as u64;
         let counts = model.counts();
         report.lost_packets[dir] = counts.lost;
         report.queue_drops[dir] = counts.queue_drops;
@@ -371,16 +378,21 @@ fn relay(
     Ok(report)
 }
 
-/// What became of a packet handed to the receiving device.
+/// What became of a packet handed to the receiving device. Every outcome
+/// but `Passed` is a packet the link lost, counted under its own name in
+/// the emulator's report.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Written {
-    /// Taken, or lost as on a wire (the device's queue full, or the
-    /// namespace going away).
+    /// Taken by the receiving stack.
     Passed,
     /// Refused as malformed: the kernel reads the IP version from the
     /// first byte, and a corrupted one is EINVAL. Dropped, as a NIC drops
     /// a frame it cannot parse; the relay goes on.
     Refused,
+    /// The device had no room (EAGAIN: its socket's send buffer full).
+    Full,
+    /// The device is down or its namespace is going away (EIO).
+    Gone,
 }
 
 pub fn write_packet(fd: RawFd, packet: &[u8]) -> io::Result<Written> {
@@ -393,10 +405,10 @@ pub fn write_packet(fd: RawFd, packet: &[u8]) -> io::Result<Written> {
         let e = io::Error::last_os_error();
         match e.kind() {
             io::ErrorKind::Interrupted => continue,
-            // The receiving device's queue is full: the packet is lost, as on a wire.
-            io::ErrorKind::WouldBlock => return Ok(Written::Passed),
-            // The namespace is being torn down.
-            _ if e.raw_os_error() == Some(libc::EIO) => return Ok(Written::Passed),
+            // The receiving device has no room: lost, as on a wire.
+            io::ErrorKind::WouldBlock => return Ok(Written::Full),
+            // The device is down: the namespace is being torn down.
+            _ if e.raw_os_error() == Some(libc::EIO) => return Ok(Written::Gone),
             _ if e.raw_os_error() == Some(libc::EINVAL) => return Ok(Written::Refused),
             _ => {
                 // The relay stops here: say so now, not only at the run's end.

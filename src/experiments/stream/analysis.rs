@@ -214,18 +214,53 @@ pub fn udp_loss_sites(
     let direction = usize::from(reverse);
     let on_the_link = emulator.map(|e| e.model[direction].lost + e.device_refused[direction]);
     let link_queue = emulator.map(|e| e.queue_drops[direction]);
+    let left_on_the_link = emulator.map(|e| e.left_held[direction]);
+    // The TUN device counts in rx_dropped the packets it refused as
+    // malformed (EINVAL), which the emulator counts as the link's; not
+    // those it had no room for or wrote when down.
+    let receiving_device = emulator.map(|e| {
+        e.device_full[direction]
+            + e.device_gone[direction]
+            + receiver
+                .interface
+                .as_ref()
+                .map_or(0, |i| i.rx_dropped.saturating_sub(e.device_refused[direction]))
+    });
     let sender_device = sender.interface.as_ref().map(|i| i.tx_dropped);
     let sender_queue = sender.counters.0.get("Udp.SndbufErrors").copied();
+    // Only where the receiver reads its own namespace's counters: on
+    // loopback they are every process's.
+    let own_namespace = receiver.interface.is_some();
+    let receiver_stack = own_namespace.then(|| got.stack_drops.values().sum::<u64>());
+    // A full buffer: in a namespace of its own, the receiver's socket is
+    // the only UDP one and `Udp.RcvbufErrors` is its count. SO_RXQ_OVFL
+    // counts besides the datagrams whose checksum failed as they were
+    // read, which are the stack's (`Udp.InErrors`), so it serves only
+    // where the namespace is shared.
+    let receiver_socket = if own_namespace {
+        receiver
+            .counters
+            .0
+            .get("Udp.RcvbufErrors")
+            .copied()
+            .or(got.socket_drops)
+    } else {
+        got.socket_drops
+    };
     let explained = [
         on_the_link,
         link_queue,
+        left_on_the_link,
+        receiving_device,
         sender_device,
         sender_queue,
-        got.socket_drops,
+        receiver_stack,
+        receiver_socket,
+        Some(got.malformed),
     ]
-        .into_iter()
-        .flatten()
-        .sum::<u64>();
+    .into_iter()
+    .flatten()
+    .sum::<u64>();
     let jitter_cause = match link {
         None => "the two ends' scheduling (no link: each datagram waits for the receiver to be woken)".to_string(),
         Some(l) if l.profile.jitter_us > 0 => format!(
@@ -245,8 +280,13 @@ pub fn udp_loss_sites(
         sender_queue,
         on_the_link,
         link_queue,
-        receiver_socket: got.socket_drops,
+        receiving_device,
+        left_on_the_link,
+        receiver_stack,
+        receiver_socket,
+        arrived_malformed: got.malformed,
         unexplained: lost.saturating_sub(explained),
+        counted_beyond_lost: explained.saturating_sub(lost),
         jitter_cause,
     })
 }
@@ -410,6 +450,41 @@ mod tests {
         assert_eq!(sites.refused_at_send, 2);
         assert_eq!(sites.sender_queue, Some(3));
         assert_eq!(sites.unexplained, 50 - 20 - 4 - 5 - 3 - 10);
+        assert_eq!(sites.counted_beyond_lost, 0);
+        assert_eq!(sites.receiver_stack, None, "no namespace of its own");
+        // The receiving side's places, and a count beyond the lost.
+        let mut own = receiver.clone();
+        own.interface = Some(InterfaceCounters {
+            rx_dropped: 1 + 6,
+            ..InterfaceCounters::default()
+        });
+        // SO_RXQ_OVFL's 10 hold 3 checksum failures found as they were
+        // read; the namespace's count of a full buffer is 7.
+        own.counters = crate::measure::netstat::Counters(
+            [("Udp.RcvbufErrors".to_string(), 7)].into_iter().collect(),
+        );
+        let got = own.udp.as_mut().unwrap();
+        got.malformed = 2;
+        got.stack_drops = [("Udp.InErrors".to_string(), 3), ("Ip.InHdrErrors".into(), 1)]
+            .into_iter()
+            .collect();
+        emulator.device_full[1] = 2;
+        emulator.device_gone[1] = 1;
+        emulator.left_held[1] = 3;
+        emulator.device_refused[1] = 6; // in rx_dropped too, counted once
+        emulator.device_full[0] = 100; // the other direction's
+        let sites = udp_loss_sites(&sender, &own, true, None, Some(&emulator)).unwrap();
+        assert_eq!(sites.receiving_device, Some(2 + 1 + 1));
+        assert_eq!(sites.on_the_link, Some(20 + 6));
+        assert_eq!(sites.receiver_socket, Some(7));
+        assert_eq!(sites.left_on_the_link, Some(3));
+        assert_eq!(sites.receiver_stack, Some(4));
+        assert_eq!(sites.arrived_malformed, 2);
+        assert_eq!(sites.unexplained, 0);
+        assert_eq!(
+            sites.counted_beyond_lost,
+            (20 + 6) + 4 + 5 + 3 + 7 + 4 + 3 + 4 + 2 - 50
+        );
         // Without an end marker the losses are unknown: no placing them.
         let mut unsure = receiver.clone();
         unsure.udp.as_mut().unwrap().lost = None;

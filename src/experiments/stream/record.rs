@@ -10,6 +10,7 @@ use crate::measure::{
 use crate::record::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
 use crate::analysis::limits::Verdict;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// How the sender hands bytes to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -310,6 +311,12 @@ pub struct UdpStats {
     /// not on the path. None where the kernel does not report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_drops: Option<u64>,
+    /// Datagrams the receiving namespace's IP and UDP layers dropped before
+    /// any socket held them, by counter (`netstat::UDP_RECEIVE_DROPS`:
+    /// corrupted headers and checksums, no socket on the port), only those
+    /// that saw any. Namespace-wide: on loopback, other traffic's too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stack_drops: BTreeMap<String, u64>,
 }
 
 /// Where a UDP run's lost datagrams went, each site by its own counter
@@ -334,12 +341,36 @@ pub struct UdpLossSites {
     pub on_the_link: Option<u64>,
     /// Dropped at the full queue in front of the link.
     pub link_queue: Option<u64>,
-    /// Dropped by the receiving socket's full buffer (`SO_RXQ_OVFL`).
+    /// Not taken by the receiving TUN device: no room (EAGAIN), the device
+    /// down (EIO), its `rx_dropped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiving_device: Option<u64>,
+    /// Still held by the emulator when it stopped (delayed past the
+    /// receiver's end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_on_the_link: Option<u64>,
+    /// Dropped by the receiving host's IP or UDP layer before any socket
+    /// held them (`UdpStats::stack_drops`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_stack: Option<u64>,
+    /// Dropped by the receiving socket's full buffer: in a namespace of
+    /// its own, the namespace's `Udp.RcvbufErrors` (its socket's
+    /// `SO_RXQ_OVFL` also counts checksum failures found as datagrams were
+    /// read, which are `receiver_stack`'s); elsewhere `SO_RXQ_OVFL`.
     pub receiver_socket: Option<u64>,
+    /// Read by the receiver but not as sent (payload or header corrupted
+    /// past the checksums, or not netlab's).
+    #[serde(default)]
+    pub arrived_malformed: u64,
     /// Lost beyond what those counters explain (a drop the host cannot
     /// see: a NIC's, a switch's); counters that saw more than was lost
     /// (other traffic, the end markers) leave this at zero.
     pub unexplained: u64,
+    /// Drops the counters saw beyond the datagrams lost: packets other than
+    /// the data (the end markers, other traffic) that the same places
+    /// dropped. Zero when every drop counted was a lost datagram.
+    #[serde(default)]
+    pub counted_beyond_lost: u64,
     /// What the jitter came from, where it is known.
     pub jitter_cause: String,
 }

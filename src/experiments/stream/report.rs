@@ -444,7 +444,20 @@ fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> 
         ),
         (sites.link_queue, "at the full queue in front of the link"),
         (sites.on_the_link, "by the link's own loss"),
+        (sites.left_on_the_link, "still held by the emulated link when it stopped"),
+        (
+            sites.receiving_device,
+            "not taken by the receiving device (no room, down, or its rx_dropped)",
+        ),
+        (
+            sites.receiver_stack,
+            "dropped by the receiver's IP or UDP layer (corrupted header or checksum, no socket)",
+        ),
         (sites.receiver_socket, "by the receiving socket's full buffer (SO_RXQ_OVFL)"),
+        (
+            Some(sites.arrived_malformed),
+            "arrived malformed (not as sent)",
+        ),
     ]
     .into_iter()
     .filter_map(|(n, site)| n.filter(|&n| n > 0).map(|n| format!("{n} {site}")))
@@ -453,6 +466,12 @@ fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> 
         found.push(format!(
             "{} where no counter here saw them (beyond the hosts)",
             sites.unexplained
+        ));
+    }
+    if sites.counted_beyond_lost > 0 {
+        found.push(format!(
+            "and {} more drops at those places than datagrams lost (end markers or other traffic)",
+            sites.counted_beyond_lost
         ));
     }
     let losses = if sites.lost == 0 {

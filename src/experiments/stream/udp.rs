@@ -176,6 +176,8 @@ impl UdpReceiver {
             }
         }
         counts.stats.socket_drops = drops;
+        let counters_after = Counters::read();
+        counts.stats.stack_drops = counters_after.udp_receive_drops(&counters_before);
         let wall_s = match (first, last) {
             (Some(first), Some(last)) => (last - first).as_secs_f64(),
             _ => 0.0,
@@ -187,7 +189,7 @@ impl UdpReceiver {
             syscalls,
             wall_s,
             usage: ProcessUsage::now().since(&usage_before),
-            counters: Counters::read().delta_reported(&counters_before),
+            counters: counters_after.delta_reported(&counters_before),
             verified: true,
             cpus: Some((cpu_before, current_cpu())),
             interface: interface_delta(self.spec.interface.as_deref(), interface_before),
