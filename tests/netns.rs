@@ -107,6 +107,47 @@ fn one_percent_loss_shows_retransmits() {
     assert_eq!(r["receiver"]["verified"], true);
 }
 
+/// An impaired emulated link takes super-packets from the sender's stack
+/// and cuts them into wire segments for the model (`testbed::gso`): the
+/// model still decides every wire segment, so its loss count is the
+/// configured rate's, segment by segment, and TCP retransmits what it lost.
+#[test]
+fn the_link_model_decides_every_wire_segment_of_a_super_packet() {
+    let r = stream(&[
+        "--placement",
+        "netns",
+        "--link-via",
+        "emulator",
+        "--loss",
+        "0.5%",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(r["receiver"]["verified"], true);
+    let e = &r["emulator"];
+    let n = |v: &Value| v.as_u64().unwrap();
+    let (supers, segments) = (n(&e["super_packets"][0]), n(&e["segments"][0]));
+    assert!(supers > 100, "{e}");
+    assert!(segments > 4 * supers, "super-packets of many segments: {e}");
+    assert_eq!(n(&e["uncut"][0]), 0, "{e}");
+    let m = &e["model"][0];
+    let (packets, lost) = (n(&m["packets"]) as f64, n(&m["lost"]) as f64);
+    assert!(packets >= segments as f64, "{m}");
+    // Within the 99.9% interval of Binomial(packets, 0.005).
+    let (mean, sd) = (packets * 0.005, (packets * 0.005 * 0.995).sqrt());
+    assert!(
+        (lost - mean).abs() <= 3.29 * sd,
+        "lost {lost} of {packets} wire segments: expected {mean:.0} ± {:.0}",
+        3.29 * sd
+    );
+    // What the link lost in the data's direction, the sender sent again.
+    let retransmitted = n(&r["sender"]["counters"]["Tcp.RetransSegs"]) as f64;
+    assert!(
+        retransmitted >= 0.9 * lost,
+        "{retransmitted} retransmitted, {lost} lost"
+    );
+}
+
 #[test]
 fn the_capture_counts_what_the_interface_counts() {
     let dir = tempfile::tempdir().unwrap();

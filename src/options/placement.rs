@@ -143,7 +143,7 @@ pub struct PlacementArgs {
     #[arg(long, value_name = "CPU")]
     pub emulator_cpu: Option<usize>,
     /// Wire-sized packets through the emulator, checksums computed in
-    /// software, even on an unimpaired link (no GSO super-packets).
+    /// software (no GSO super-packets, impaired or not).
     #[arg(long)]
     pub emulator_wire_packets: bool,
     /// How to build the link.

@@ -125,8 +125,8 @@ pub struct EmulatorTuning {
     /// Pin the emulator's thread to this CPU.
     pub cpu: Option<usize>,
     /// Keep wire-sized packets with their checksums computed in software
-    /// even on an unimpaired link (no GSO super-packets, no checksum
-    /// offload on the TUN devices), as a 1980s interface would see them.
+    /// (no GSO super-packets, no checksum offload on the TUN devices),
+    /// as a 1980s interface would see them.
     pub wire_packets: bool,
 }
 
@@ -297,10 +297,19 @@ pub struct EmulatorReport {
     /// What the link model did, per direction.
     #[serde(default)]
     pub model: [ModelCounts; 2],
-    /// GSO super-packets carried whole (unimpaired links, virtio-net
-    /// headers on both TUN devices), per direction.
+    /// GSO super-packets read (virtio-net headers on both TUN devices),
+    /// per direction: carried whole on an unimpaired link, cut into
+    /// [`segments`](Self::segments) for the model on an impaired one.
     #[serde(default)]
     pub super_packets: [u64; 2],
+    /// Wire segments cut from super-packets for the link model, per
+    /// direction (impaired links).
+    #[serde(default)]
+    pub segments: [u64; 2],
+    /// Super-packets that were not TCP over IPv4 and so were not cut: the
+    /// model decided each whole, per direction.
+    #[serde(default)]
+    pub uncut: [u64; 2],
     /// Packets the receiving TUN device refused as malformed (EINVAL: a
     /// corrupted IP header, as a NIC drops a frame it cannot parse), per
     /// direction: lost on the link.

@@ -20,6 +20,10 @@
 //!   they came), so the model alone decides about order;
 //! - with no impairment and no rate a packet is written as soon as it is
 //!   read, without the model;
+//! - the devices carry GSO super-packets unless the profile asks for wire
+//!   packets; on an impaired link each is cut into its wire segments for
+//!   the model and runs that leave together are joined again
+//!   (`testbed::gso`), so the model decides every wire segment;
 //! - timing uses `ppoll` with nanosecond timeouts and a 1 µs timer slack, so
 //!   the emulator's own added latency is tens of microseconds, measured per
 //!   packet (release time to write) and reported;
@@ -29,7 +33,8 @@
 use crate::measure::rusage::ProcessUsage;
 use crate::record::testbed::EmulatorReport;
 use crate::record::testbed::LinkProfile;
-use crate::testbed::impair::{LinkModel, passes_untouched};
+use crate::testbed::gso::{Plan, VNET_HDR_LEN, VnetHeader, finalize_checksum};
+use crate::testbed::impair::{Fate, LinkModel, passes_untouched};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -71,8 +76,6 @@ const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO6: libc::c_uint = 0x04;
 const TUN_F_TSO_ECN: libc::c_uint = 0x08;
-/// `struct virtio_net_hdr` before each packet with `IFF_VNET_HDR`.
-pub const VNET_HDR_LEN: usize = 10;
 
 /// Attaches to the TUN device `side.interface` inside `side.netns`. With
 /// `offload`, each packet carries a virtio-net header and the device takes
@@ -140,11 +143,12 @@ pub struct Emulator {
 impl Emulator {
     /// Opens both devices and starts relaying.
     pub fn start(spec: EmulatorSpec) -> io::Result<Emulator> {
-        // An unimpaired, unshaped link passes packets through untouched:
-        // whole super-packets then. Anything the model does per wire packet
-        // needs the stack to hand over wire packets.
+        // The devices hand over GSO super-packets (up to 64 KB) unless the
+        // profile asks for wire packets: an unimpaired, unshaped link passes
+        // them on whole; an impaired one cuts each into its wire segments
+        // for the model and joins what leaves together (`testbed::gso`).
         let immediate = passes_untouched(&spec.link);
-        let offload = immediate && !spec.link.emulator.wire_packets;
+        let offload = !spec.link.emulator.wire_packets;
         let fds = [
             open_tun(&spec.sides[0], offload)?,
             open_tun(&spec.sides[1], offload)?,
@@ -199,6 +203,30 @@ impl Ord for Held {
     }
 }
 
+/// The one delivery of a segment the link neither duplicated nor
+/// corrupted: its release time.
+fn plain_delivery(fate: &Fate) -> Option<u64> {
+    match fate.deliveries.as_slice() {
+        [only] if only.corrupt.is_none() => Some(only.at_ns),
+        _ => None,
+    }
+}
+
+/// Flips the model's bit in a packet written with a virtio-net header,
+/// after completing its partial checksum: the receiver trusts a partial
+/// checksum, and only a real one lets it find the flip and drop the
+/// packet as a host behind a wire would.
+fn corrupt_offloaded(packet: &mut [u8], flip: crate::testbed::impair::Corruption) {
+    let (header, ip) = packet.split_at_mut(VNET_HDR_LEN);
+    let Ok(vnet) = VnetHeader::parse(header) else {
+        return;
+    };
+    finalize_checksum(&vnet, ip).emit(header.try_into().expect("10 bytes"));
+    if let Some(byte) = ip.get_mut(flip.offset) {
+        *byte ^= flip.mask;
+    }
+}
+
 /// Counts a packet the receiving device did not take, by its reason.
 fn count_written(report: &mut EmulatorReport, dir: usize, written: Written) {
     match written {
@@ -240,6 +268,7 @@ fn relay(
     let mut queues: [BinaryHeap<Reverse<Held>>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
     let mut seq = 0u64;
     let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut fates: Vec<Fate> = Vec::new();
     let mut report = EmulatorReport::default();
     let mut overhead = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
         .map_err(|e| io::Error::other(e.to_string()))?;
@@ -274,7 +303,11 @@ fn relay(
                 let late_us = now.saturating_sub(held.release_ns) / 1000;
                 let _ = overhead.record(late_us.max(1));
                 report.forwarded_packets[dir] += 1;
-                report.forwarded_bytes[dir] += held.packet.len() as u64;
+                report.forwarded_bytes[dir] +=
+                    held.packet
+                        .len()
+                        .saturating_sub(if offload { VNET_HDR_LEN } else { 0 })
+                        as u64;
                 spare.push(held.packet);
             }
         }
@@ -346,21 +379,78 @@ fn relay(
                     }
                     continue;
                 }
-                let fate = models[dir].admit(read_at, n);
+                let queue = &mut queues[dir];
+                let model = &mut models[dir];
+                let mut hold = |release_ns: u64, packet: Vec<u8>| {
+                    seq += 1;
+                    queue.push(Reverse(Held {
+                        release_ns,
+                        seq,
+                        packet,
+                    }));
+                    report.max_queued[dir] = report.max_queued[dir].max(queue.len());
+                };
+                let header = if offload { VNET_HDR_LEN } else { 0 };
+                let Some(ip) = buf.get(header..n) else {
+                    continue;
+                };
+                let vnet = offload
+                    .then(|| VnetHeader::parse(&buf[..n]).ok())
+                    .flatten()
+                    .unwrap_or_default();
+                let plan = vnet.is_gso().then(|| Plan::of(&vnet, ip));
+                if let Some(Ok(plan)) = plan {
+                    // A super-packet: each wire segment meets the model on
+                    // its own; runs of segments that leave together,
+                    // unaltered, go on as one super-packet again.
+                    report.super_packets[dir] += 1;
+                    let segments = plan.segments();
+                    report.segments[dir] += segments as u64;
+                    fates.clear();
+                    fates.extend((0..segments).map(|i| model.admit(read_at, plan.wire_len(i))));
+                    let mut i = 0;
+                    while i < segments {
+                        if let Some(at) = plain_delivery(&fates[i]) {
+                            let run = fates[i + 1..]
+                                .iter()
+                                .take_while(|f| plain_delivery(f) == Some(at))
+                                .count()
+                                + 1;
+                            let mut packet = spare.pop().unwrap_or_default();
+                            plan.emit_run(ip, i, run, &mut packet);
+                            hold(at, packet);
+                            i += run;
+                            continue;
+                        }
+                        for delivery in &fates[i].deliveries {
+                            let mut packet = spare.pop().unwrap_or_default();
+                            plan.emit_run(ip, i, 1, &mut packet);
+                            if let Some(flip) = delivery.corrupt {
+                                corrupt_offloaded(&mut packet, flip);
+                            }
+                            hold(delivery.at_ns, packet);
+                        }
+                        i += 1;
+                    }
+                    continue;
+                }
+                if let Some(Err(_)) = plan {
+                    // Not TCP over IPv4: the model decides it whole.
+                    report.uncut[dir] += 1;
+                }
+                let fate = model.admit(read_at, ip.len());
                 for delivery in fate.deliveries {
                     let mut packet = spare.pop().unwrap_or_default();
                     packet.clear();
                     packet.extend_from_slice(&buf[..n]);
                     if let Some(flip) = delivery.corrupt {
-                        packet[flip.offset] ^= flip.mask;
+                        if offload {
+                            corrupt_offloaded(&mut packet, flip);
+                        } else {
+                            packet[flip.offset] ^= flip.mask;
+                        }
                     }
-                    seq += 1;
-                    queues[dir].push(Reverse(Held {
-                        release_ns: delivery.at_ns,
-                        seq,
-                        packet,
-                    }));
-                    report.max_queued[dir] = report.max_queued[dir].max(queues[dir].len());
+                    hold(delivery.at_ns, packet);
                 }
             }
         }

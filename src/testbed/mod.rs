@@ -6,6 +6,7 @@
 pub mod capture;
 pub mod cgroup;
 pub mod emulator;
+pub mod gso;
 pub mod impair;
 pub mod link;
 pub mod netns;
