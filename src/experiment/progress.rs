@@ -74,6 +74,16 @@ impl Progress {
         self.bar.tick();
     }
 
+    /// A line for the person watching, on stderr above the bar (which
+    /// stays), or alone when no bar shows.
+    pub fn println(&self, line: &str) {
+        if self.shown {
+            self.bar.suspend(|| eprintln!("{line}"));
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
         self.bar.finish_and_clear();

@@ -155,6 +155,15 @@ impl<'w> Runner<'w> {
         Ok(records)
     }
 
+    /// Says a line to the person watching (a search's step or plan), on
+    /// stderr, above the spinner when one shows.
+    pub fn say(&mut self, line: &str) {
+        match &self.spinner {
+            Some(spinner) => spinner.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     /// Measures one cell and saves its record (failed or not): a search's
     /// step, shown on a spinner.
     pub fn cell<M: MeasureCell>(

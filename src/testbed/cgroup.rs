@@ -242,6 +242,15 @@ pub struct CpuBudget {
 impl CpuBudget {
     /// Makes a group of `percent` of one CPU.
     pub fn create(percent: f64) -> Result<CpuBudget, BudgetError> {
+        let budget = CpuBudget::create_lifted(percent)?;
+        budget.apply()?;
+        Ok(budget)
+    }
+
+    /// Makes the group for a budget of `percent` with no quota yet: what
+    /// enters it runs unlimited until [`CpuBudget::apply`] (a login server
+    /// whose users log in before their test, as 1989's did).
+    pub fn create_lifted(percent: f64) -> Result<CpuBudget, BudgetError> {
         check(percent)?;
         let (root, version) = hierarchy()?;
         static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -257,15 +266,21 @@ impl CpuBudget {
             version,
             percent,
         };
-        let (quota, period) = quota_and_period(percent);
-        match version {
-            Version::V2 => budget.write("cpu.max", &format!("{quota} {period}"))?,
+        budget.lift()?;
+        Ok(budget)
+    }
+
+    /// Writes the quota: from now on the group runs at most `percent` of
+    /// one CPU.
+    pub fn apply(&self) -> Result<(), BudgetError> {
+        let (quota, period) = quota_and_period(self.percent);
+        match self.version {
+            Version::V2 => self.write("cpu.max", &format!("{quota} {period}")),
             Version::V1 => {
-                budget.write("cpu.cfs_period_us", &period.to_string())?;
-                budget.write("cpu.cfs_quota_us", &quota.to_string())?;
+                self.write("cpu.cfs_period_us", &period.to_string())?;
+                self.write("cpu.cfs_quota_us", &quota.to_string())
             }
         }
-        Ok(budget)
     }
 
     /// The quota and period as written, µs.
@@ -451,7 +466,9 @@ mod tests {
             // integration test (as root in CI) covers it.
             return;
         }
-        let budget = CpuBudget::create(10.0).unwrap();
+        // Made lifted (a login server's users log in first), the group
+        // holds nothing back until its quota is applied.
+        let budget = CpuBudget::create_lifted(10.0).unwrap();
         let dir = budget.path().to_path_buf();
         assert!(dir.exists());
         let mut child = std::process::Command::new("sh")
@@ -459,6 +476,11 @@ mod tests {
             .spawn()
             .unwrap();
         budget.enter(child.id()).unwrap();
+        let start = crate::measure::schedstat::tree_cpu_ns(child.id());
+        std::thread::sleep(Duration::from_millis(500));
+        let used = crate::measure::schedstat::tree_cpu_ns(child.id()) - start;
+        assert!(used > 300_000_000, "{used} ns in 0.5 s before the quota");
+        budget.apply().unwrap();
         let start = crate::measure::schedstat::tree_cpu_ns(child.id());
         std::thread::sleep(Duration::from_millis(1000));
         let used = crate::measure::schedstat::tree_cpu_ns(child.id()) - start;

@@ -3,9 +3,11 @@
 //! reading a file's output, against the server the serving end
 //! ([`super::host`]) started.
 //!
-//! Both announce the measured window's edges through `edge(open)`, which
-//! the endpoint turns into `Reply::Window` messages; the controller opens
-//! and closes the serving host's window in between. An edge that must
+//! Both announce the measured window's edges through `edge(moment,
+//! awaits)`, which the endpoint turns into events; the controller opens
+//! and closes the serving host's window in between. The typist also says
+//! when every session has logged in, and waits while the controller puts
+//! the server's CPU budget on. An edge that must
 //! wait (the typist's close, so sessions outlive the host's last sample;
 //! both of the terminal's, so the server's tree is sampled before the
 //! first byte and after the last) returns once the controller says
@@ -14,7 +16,7 @@
 use super::client::Session;
 use super::host::END_MARKER;
 use super::programs::SshAccess;
-use super::typist::{self, Connect, READY_MARKER, TypistConfig, TypistReport};
+use super::typist::{self, Connect, Moment, READY_MARKER, TypistConfig, TypistReport};
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::protocol::Token;
 use crate::endpoint::stall::{StallBound, Stalled, connection_words};
@@ -33,8 +35,9 @@ use std::time::{Duration, Instant};
 /// The most text a typing end takes to type (it travels in one control frame).
 pub const MAX_CORPUS: usize = 1 << 20;
 
-/// A window edge: `open`, and whether the client waits for `Proceed`.
-pub type Edge<'a> = dyn FnMut(bool, bool) -> io::Result<()> + 'a;
+/// A moment of the client's run (every session logged in, the window's
+/// edges), and whether the client waits for `Proceed`.
+pub type Edge<'a> = dyn FnMut(Moment, bool) -> io::Result<()> + 'a;
 
 /// The server a typing end logs in to, and how: what the serving end
 /// answered, as the controller hands it on.
@@ -110,8 +113,10 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
     let never = Arc::new(AtomicBool::new(false));
     let edge = std::cell::RefCell::new(edge);
     let failure = std::cell::RefCell::new(None);
-    let report = typist::run(&config, &never, &|open| {
-        if let Err(e) = (edge.borrow_mut())(open, !open) {
+    // The window's open does not wait (keystrokes are due); the budget
+    // and the close do.
+    let report = typist::run(&config, &never, &|moment| {
+        if let Err(e) = (edge.borrow_mut())(moment, moment != Moment::WindowOpen) {
             failure.borrow_mut().get_or_insert(e);
         }
     })?;
@@ -225,7 +230,7 @@ fn netlab_terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalRe
     };
     receive_to(READY_MARKER, stall, &mut next)
         .map_err(|e| terminal_stalled(e, stall, connection))?;
-    edge(true, true)?;
+    edge(Moment::WindowOpen, true)?;
     let cpu0 = thread_cpu_ns();
     let go = Instant::now();
     session.type_bytes(b"\r")?;
@@ -237,7 +242,7 @@ fn netlab_terminal(spec: &LoginTarget, edge: &mut Edge) -> io::Result<TerminalRe
     .map_err(|e| terminal_stalled(e, stall, connection))?;
     let seconds = go.elapsed().as_secs_f64();
     let client_ns = thread_cpu_ns().saturating_sub(cpu0);
-    edge(false, true)?;
+    edge(Moment::WindowClose, true)?;
     Ok(TerminalReport {
         bytes,
         seconds,
@@ -288,7 +293,7 @@ fn ssh_terminal(
     let outcome = (|| -> io::Result<TerminalReport> {
         receive_to(READY_MARKER, stall, &mut next)
             .map_err(|e| terminal_stalled(e, stall, through_ssh))?;
-        edge(true, true)?;
+        edge(Moment::WindowOpen, true)?;
         let client0 = TreeTasks::read(pid);
         let go = Instant::now();
         stdin.write_all(b"\r")?;
@@ -300,7 +305,7 @@ fn ssh_terminal(
             client_ns: TreeTasks::read(pid).since(&client0),
             tcp_info: tcp_info_of(pid),
         };
-        edge(false, true)?;
+        edge(Moment::WindowClose, true)?;
         Ok(report)
     })();
     let _ = child.kill();

@@ -277,7 +277,8 @@ pub struct HostServeSpec {
     /// protocol from the first byte) and are held by address.
     pub guard: Option<DataGuard>,
     /// A CPU budget for the server (percent of one CPU), through a cgroup
-    /// the serving end joins before it starts the server.
+    /// the serving end joins before it starts the server; its quota holds
+    /// from [`Host::apply_budget`] on (once every session is logged in).
     #[serde(default)]
     pub cpu_budget_pct: Option<f64>,
 }
@@ -370,11 +371,12 @@ impl Host {
         let (budget, cpu_budget) = match spec.cpu_budget_pct {
             None => (None, None),
             Some(percent) => {
-                match CpuBudget::create(percent).and_then(|b| b.enter_thread().map(|()| b)) {
+                match CpuBudget::create_lifted(percent).and_then(|b| b.enter_thread().map(|()| b)) {
                     Ok(b) => {
                         let (quota, period) = b.quota_and_period();
                         let note = format!(
-                            "{percent}% of one CPU, cgroup {} ({quota} µs every {period} µs)",
+                            "{percent}% of one CPU, cgroup {} ({quota} µs every {period} µs), \
+                             from the moment every session had logged in",
                             b.path().display()
                         );
                         (Some(b), Some(note))
@@ -456,6 +458,16 @@ impl Host {
                 cpu_budget,
             },
         ))
+    }
+
+    /// Puts the CPU budget's quota on the server (a no-op without one):
+    /// called once every session has logged in, so that logging in is
+    /// not what the budget measures.
+    pub fn apply_budget(&mut self) -> io::Result<()> {
+        match &self.budget {
+            Some(budget) => budget.apply().map_err(io::Error::other),
+            None => Ok(()),
+        }
     }
 
     /// Opens the measured window.

@@ -404,14 +404,24 @@ fn programs_cpu_ns(users: &[User]) -> u64 {
         .sum()
 }
 
+/// A moment of a typing run that the caller hears of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// Every session has logged in (or given up): warm-up starts.
+    LoggedIn,
+    WindowOpen,
+    WindowClose,
+}
+
 /// Opens every session, types for warm-up plus the window, and reports
-/// the window. `on_window(true)` is called as the window opens and
-/// `on_window(false)` as it closes, so a caller can sample the machine over
-/// exactly that time. `stop` ends it early (Ctrl-C); what was measured is kept.
+/// the window. `on_moment` hears when every session has logged in, and as
+/// the window opens and closes, so a caller can put a budget on the
+/// server once logging in is over and sample the machine over exactly
+/// the window. `stop` ends it early (Ctrl-C); what was measured is kept.
 pub fn run(
     config: &TypistConfig,
     stop: &Arc<AtomicBool>,
-    on_window: &dyn Fn(bool),
+    on_moment: &dyn Fn(Moment),
 ) -> io::Result<TypistReport> {
     if config.users == 0 {
         return Err(io::Error::other("zero users"));
@@ -458,6 +468,7 @@ pub fn run(
             user.broken = Some("negotiation did not finish within the wait".into());
         }
     }
+    on_moment(Moment::LoggedIn);
 
     let interval = Duration::from_secs_f64(1.0 / config.rate);
     let start = Instant::now();
@@ -483,7 +494,7 @@ pub fn run(
         if cpu_at_window.is_none() && now >= window_start {
             cpu_at_window = Some(thread_cpu_s());
             programs_at_window = programs_cpu_ns(&users);
-            on_window(true);
+            on_moment(Moment::WindowOpen);
         }
         // Fire every keystroke that is due.
         while let Some(&Reverse((at, i))) = due.peek() {
@@ -549,7 +560,7 @@ pub fn run(
     if cpu_at_window.is_some() {
         report.client_programs_cpu_s =
             programs_cpu_ns(&users).saturating_sub(programs_at_window) as f64 / 1e9;
-        on_window(false);
+        on_moment(Moment::WindowClose);
     }
     let window = Instant::now().saturating_duration_since(window_start);
     report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);

@@ -48,12 +48,14 @@ pub struct LoginExperimentArgs {
     /// Exponential gaps between keystrokes instead of even spacing.
     #[arg(long)]
     pub poisson: bool,
-    /// Measured window per cell, e.g. 30s.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    pub duration: std::time::Duration,
-    /// Typing before the window, not counted.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    pub warmup: std::time::Duration,
+    /// Measured window per cell, e.g. 30s [default: 30s; 5s per probe
+    /// with --find-limit, so that a search takes minutes].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Typing before the window, not counted [default: 2s; 1s with
+    /// --find-limit].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub warmup: Option<std::time::Duration>,
     /// A text file to type instead of the built-in paragraph.
     #[arg(long)]
     pub corpus: Option<PathBuf>,
@@ -80,6 +82,16 @@ pub struct LoginExperimentArgs {
     pub run: crate::options::run::RunOptions,
 }
 
+/// A grid cell's window and warm-up.
+const WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+const WARMUP: std::time::Duration = std::time::Duration::from_secs(2);
+/// A limit search's: many probes, each a verdict rather than a figure to
+/// quote, so that a search of one server takes a minute or two. 5 s at 5
+/// keystrokes a second is 25 echoes a user, hundreds at any count near a
+/// limit; a server past its limit falls behind by seconds within it.
+const SEARCH_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
+const SEARCH_WARMUP: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl LoginExperimentArgs {
     /// The validated plan; errors name the bad option before anything runs.
     pub fn plan(&self) -> anyhow::Result<LoginPlan> {
@@ -99,8 +111,14 @@ impl LoginExperimentArgs {
             placements,
             rate: self.rate,
             poisson: self.poisson,
-            warmup_s: self.warmup.as_secs_f64(),
-            duration_s: self.duration.as_secs_f64(),
+            warmup_s: self
+                .warmup
+                .unwrap_or(if self.find_limit { SEARCH_WARMUP } else { WARMUP })
+                .as_secs_f64(),
+            duration_s: self
+                .duration
+                .unwrap_or(if self.find_limit { SEARCH_WINDOW } else { WINDOW })
+                .as_secs_f64(),
             stall: self.run.stall_option()?,
         };
         plan.validate()?;

@@ -10,7 +10,7 @@ use crate::endpoint::login::clients::{
     LoginTarget, MAX_CORPUS, TerminalReport, TypeSpec, terminal, type_load,
 };
 use crate::endpoint::login::host::{Host, HostReport, HostServeSpec, HostServing, SessionCommand};
-use crate::endpoint::login::typist::TypistReport;
+use crate::endpoint::login::typist::{Moment, TypistReport};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
 use crate::measure::window::HostWindow;
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 pub enum LoginRequest {
     /// Start the cell's server, serving until `Stop`.
     Serve(Box<HostServeSpec>),
+    /// Every session is logged in: put the CPU budget's quota on the
+    /// server (if it has a budget).
+    Budget,
     /// Open the serving host's measured window.
     WindowOpen,
     /// Close it; the host's window.
@@ -35,18 +38,22 @@ pub enum LoginRequest {
 pub enum LoginReply {
     Serving(Box<HostServing>),
     WindowOpened,
+    BudgetApplied,
     Window(Box<HostWindow>),
     Typed(Box<TypistReport>),
     Terminal(Box<TerminalReport>),
     Stopped(Box<HostReport>),
 }
 
-/// The typing end's measured window opens or closes; when `awaits`, it
-/// waits for the controller's `Proceed`.
+/// The typing end's measured window opens or closes, or (`logged_in`)
+/// every session has logged in; when `awaits`, it waits for the
+/// controller's `Proceed`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowEdge {
     pub open: bool,
     pub awaits: bool,
+    #[serde(default)]
+    pub logged_in: bool,
 }
 
 /// The server this endpoint serves, if any.
@@ -68,8 +75,12 @@ impl Role for LoginRole {
         request: LoginRequest,
         link: &mut Link<'_>,
     ) -> Result<LoginReply, RoleError> {
-        let mut edge = |open, awaits| {
-            link.event::<LoginRole>(&WindowEdge { open, awaits })?;
+        let mut edge = |moment: Moment, awaits| {
+            link.event::<LoginRole>(&WindowEdge {
+                open: moment == Moment::WindowOpen,
+                awaits,
+                logged_in: moment == Moment::LoggedIn,
+            })?;
             if awaits {
                 link.proceed()?;
             }
@@ -82,6 +93,10 @@ impl Role for LoginRole {
                     .map_err(|e| RoleError::failed(format_args!("starting {target}: {e}")))?;
                 self.host = Some(Box::new(host));
                 Ok(LoginReply::Serving(Box::new(serving)))
+            }
+            LoginRequest::Budget => {
+                self.serving()?.apply_budget().map_err(RoleError::failed)?;
+                Ok(LoginReply::BudgetApplied)
             }
             LoginRequest::WindowOpen => {
                 self.serving()?.open_window().map_err(RoleError::failed)?;
@@ -138,7 +153,10 @@ impl Role for LoginRole {
                 Ok(())
             }
             LoginRequest::Terminal(_) => policy.part_of(run, "output", "a terminal"),
-            LoginRequest::WindowOpen | LoginRequest::WindowClose | LoginRequest::Stop => Ok(()),
+            LoginRequest::Budget
+            | LoginRequest::WindowOpen
+            | LoginRequest::WindowClose
+            | LoginRequest::Stop => Ok(()),
         }
     }
 }

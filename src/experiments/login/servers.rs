@@ -117,6 +117,18 @@ impl ServerProcess {
         }
     }
 
+    /// Puts the budget's quota on the server (every session is in).
+    pub fn apply_budget(&mut self) -> Result<(), CellError> {
+        let wait = Wait::up_to(10, "applying the CPU budget");
+        match self
+            .endpoint
+            .ask::<LoginRole>(&LoginRequest::Budget, wait)?
+        {
+            LoginReply::BudgetApplied => Ok(()),
+            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
+        }
+    }
+
     pub fn open_window(&mut self) -> Result<(), CellError> {
         let wait = Wait::up_to(10, "opening the window");
         match self
@@ -189,7 +201,9 @@ pub fn drive(
         wait,
         &mut |_| {},
         &mut |edge: WindowEdge, client| {
-            let sampled = if edge.open {
+            let sampled = if edge.logged_in {
+                server.apply_budget()
+            } else if edge.open {
                 server.open_window()
             } else {
                 server.close_window().map(|w| window = Some(w))
