@@ -1420,8 +1420,8 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
     }
     // 1% loss each way through the emulator: the count must fall within
     // the 99.9% interval of Binomial(sent, 0.01) (normal approximation).
-    let doc = run_json(
-        &[
+    let through_emulator = |seconds: &str, impairment: &[&str]| {
+        let mut args = vec![
             "stream",
             "--udp",
             "--rate",
@@ -1429,16 +1429,16 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
             "--length",
             "1000",
             "--duration",
-            "2s",
+            seconds,
             "--placement",
             "netns",
             "--link-via",
             "emulator",
-            "--loss",
-            "1%",
-        ],
-        &out,
-    );
+        ];
+        args.extend(impairment);
+        run_json(&args, &out)
+    };
+    let doc = through_emulator("2s", &["--loss", "1%"]);
     let udp = &doc["records"][0]["result"]["receiver"]["udp"];
     assert_eq!(udp["end_seen"], true, "{udp}");
     let sent = udp["sent"].as_u64().unwrap() as f64;
@@ -1461,25 +1461,7 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
     );
     // Corrupted datagrams die in the receiver's IP and UDP layers (their
     // checksums) or at its device, and are named there, not as unexplained.
-    let doc = run_json(
-        &[
-            "stream",
-            "--udp",
-            "--rate",
-            "100mbit",
-            "--length",
-            "1000",
-            "--duration",
-            "1s",
-            "--placement",
-            "netns",
-            "--link-via",
-            "emulator",
-            "--netem",
-            "corrupt 2%",
-        ],
-        &out,
-    );
+    let doc = through_emulator("1s", &["--netem", "corrupt 2%"]);
     let record = &doc["records"][0]["result"];
     let sites = &record["udp_loss"];
     let corrupted = record["emulator"]["model"][0]["corrupted"]

@@ -73,6 +73,21 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// The emulator among a netns run's helpers: it runs in this namespace,
+/// the endpoints in the bed's.
+fn the_emulator(helpers: &[u32]) -> u32 {
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    *helpers
+        .iter()
+        .find(|&&p| {
+            std::fs::read_link(format!("/proc/{p}/ns/net"))
+                .ok()
+                .as_ref()
+                == Some(&own)
+        })
+        .expect("the emulator is in the root namespace")
+}
+
 fn freeze(pid: u32) {
     // SAFETY: signalling a descendant of this test's own child, by PID.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
@@ -156,17 +171,7 @@ fn a_frozen_emulator_fails_a_byte_counted_run_and_the_testbed_goes() {
     let pid = child.id();
     let helpers = wait_for_children(pid, 3);
     std::thread::sleep(Duration::from_millis(700));
-    // The emulator runs in this namespace; the endpoints run in the bed's.
-    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let emulator = *helpers
-        .iter()
-        .find(|&&p| {
-            std::fs::read_link(format!("/proc/{p}/ns/net"))
-                .ok()
-                .as_ref()
-                == Some(&own)
-        })
-        .expect("the emulator is in the root namespace");
+    let emulator = the_emulator(&helpers);
     freeze(emulator);
     let frozen_at = Instant::now();
     let stderr = fails_as_stalled(child, frozen_at, &helpers, &out);
@@ -283,16 +288,7 @@ fn an_emulated_link_names_every_datagram_it_drops() {
     );
     let helpers = wait_for_children(child.id(), 3);
     std::thread::sleep(Duration::from_millis(1500));
-    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let emulator = *helpers
-        .iter()
-        .find(|&&p| {
-            std::fs::read_link(format!("/proc/{p}/ns/net"))
-                .ok()
-                .as_ref()
-                == Some(&own)
-        })
-        .expect("the emulator is in the root namespace");
+    let emulator = the_emulator(&helpers);
     freeze(emulator);
     std::thread::sleep(Duration::from_millis(400));
     // SAFETY: waking the process frozen above, by PID.
