@@ -1475,3 +1475,56 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
         "{sites}"
     );
 }
+
+#[test]
+fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories() {
+    let agents = "127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6";
+    let output = netlab()
+        .args([
+            "mesh", "plan", "--agents", agents, "--json", "--show", "100",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let plan = &json_of(&output.stdout)["plan"];
+    // Six hosts: 2 x 5 rounds of 3 pairs, 30 ordered pairs.
+    assert_eq!(plan["rounds"], 10);
+    assert_eq!(plan["pair_tests"], 30);
+    let rounds = plan["listed_rounds"].as_array().unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for round in rounds {
+        let mut busy = std::collections::HashSet::new();
+        for pair in round.as_array().unwrap() {
+            let (from, to) = (pair[0].as_str().unwrap(), pair[1].as_str().unwrap());
+            assert!(
+                busy.insert(from) && busy.insert(to),
+                "a host twice in {round}"
+            );
+            assert!(seen.insert((from.to_string(), to.to_string())));
+        }
+    }
+    assert_eq!(seen.len(), 30);
+    for (args, says) in [
+        (&["--agents", "127.0.0.1"][..], "at least two agents"),
+        (&["--agents", "127.0.0.1,127.0.0.1:5310"][..], "twice"),
+        (
+            &["--agents", "dns:no-such-host.invalid"][..],
+            "no-such-host.invalid",
+        ),
+        (
+            &["--agents", agents, "--mode", "stress", "--max-pairs", "2"][..],
+            "--mode host to cap them",
+        ),
+    ] {
+        netlab()
+            .args(["mesh", "plan"])
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(says));
+    }
+}

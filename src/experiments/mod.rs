@@ -215,6 +215,8 @@ registry! {
         agent: OnAllow,
         lab: output::lab::OutputLab::boxed,
     }
+    /// Every pair of N hosts' agents, in rounds of disjoint pairs (`netlab mesh plan` so far).
+    mesh: Mesh(mesh::options::MeshArgs) {}
 }
 
 /// A record of any experiment.
