@@ -277,7 +277,8 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
     let mut hosts = Hosts::new();
     // A runs as the systemd unit would: no privilege at all.
     hosts.start_agent(A, true);
-    hosts.start_agent(B, false);
+    // B says who it is: labels a mesh sorts hosts by.
+    hosts.start_agent_with(B, false, &["--label", "zone=b", "--label", "rack=r2"]);
     let out = hosts.dir.path().join("r.jsonl");
 
     // Third party: the controller's host drives A sending to B.
@@ -295,6 +296,12 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
         "the record names both hosts"
     );
     assert!(record["agents"][0]["host"]["kernel"].is_string());
+    let labels = &record["agents"][1]["identity"]["labels"];
+    assert_eq!(
+        (&labels["zone"], &labels["rack"]),
+        (&"b".into(), &"r2".into())
+    );
+    assert!(record["agents"][0]["identity"].is_null(), "A has no labels");
     // Each agent's interfaces, with the one holding its address and its MTU.
     let b = record["agents"][1]["host"]["interfaces"]
         .as_array()

@@ -1528,3 +1528,31 @@ fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories()
             .stderr(predicate::str::contains(says));
     }
 }
+
+#[test]
+fn an_agent_refuses_a_malformed_label_before_it_listens() {
+    for (label, says) in [
+        ("zone", "--label \"zone\": not KEY=VALUE"),
+        ("bad key=x", "the key \"bad key\""),
+        ("zone=a;b", "the value \"a;b\""),
+    ] {
+        netlab()
+            .args([
+                "agent",
+                "serve",
+                "--key",
+                "/nonexistent/key",
+                "--label",
+                label,
+            ])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(says));
+    }
+    netlab()
+        .args(["agent", "serve", "--key", "/nonexistent/key"])
+        .env("NETLAB_LABEL_rack", "r 1")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("NETLAB_LABEL_rack: the value"));
+}

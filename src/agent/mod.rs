@@ -113,6 +113,8 @@ pub struct AgentConfig {
     pub key: Key,
     pub listen: SocketAddr,
     pub policy: Policy,
+    /// Its node and labels, said in every Welcome.
+    pub identity: crate::record::testbed::Identity,
 }
 
 fn log(line: impl std::fmt::Display) {
@@ -347,6 +349,7 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, id: u64) {
         allow: agent.config.policy.allow.iter().cloned().collect(),
         max_duration_s: Some(agent.config.policy.max_duration.as_secs()),
         max_bytes: Some(agent.config.policy.max_bytes),
+        identity: agent.config.identity.clone(),
     };
     if let Err(e) = sealer.send(&FromAgent::Welcome(Box::new(welcome))) {
         return log(format_args!("{peer}: {e}"));

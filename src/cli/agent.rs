@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// Most bytes one cell may move.
     #[arg(long, default_value = "100G", value_name = "SIZE")]
     pub max_bytes: String,
+    /// A label the agent gives controllers (KEY=VALUE, repeatable: `--label
+    /// zone=a --label rack=r1`); also `NETLAB_LABEL_<KEY>` in the
+    /// environment, and the node's name from `NODE_NAME`.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
     /// Runs at once; another controller is told who holds the agent.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_runs: u32,
@@ -94,6 +99,9 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
                 serve.listen.port(),
                 crate::experiments::SERVED,
             )?;
+            let identity =
+                crate::record::testbed::Identity::gather(&serve.labels, std::env::vars())
+                    .map_err(anyhow::Error::msg)?;
             let key = Key::load(&serve.key)?;
             if !serve.listen.ip().is_loopback() {
                 eprintln!(
@@ -106,6 +114,7 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
                     key,
                     listen: serve.listen,
                     policy,
+                    identity,
                 },
                 interrupt_flag(),
             )?;

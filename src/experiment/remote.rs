@@ -183,6 +183,7 @@ impl AgentLink {
             control_rtt_us: self.control_rtt_us,
             limits: self.welcome.limits.clone(),
             allow: self.welcome.allow.clone(),
+            identity: self.welcome.identity.clone(),
         }
     }
 

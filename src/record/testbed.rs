@@ -56,6 +56,79 @@ pub struct AgentFacts {
     /// The experiments it serves.
     #[serde(default)]
     pub allow: Vec<String>,
+    /// The node it runs on and its labels, as it said.
+    #[serde(default, skip_serializing_if = "is_anonymous")]
+    pub identity: Identity,
+}
+
+fn is_anonymous(identity: &Identity) -> bool {
+    *identity == Identity::default()
+}
+
+/// Who an agent says it is besides its host's facts: the Kubernetes node
+/// it runs on (`NODE_NAME`, from the downward API), and labels such as
+/// `zone=a rack=r1` (`--label`, or `NETLAB_LABEL_<KEY>` in the
+/// environment, which a DaemonSet fills from its node's labels).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// The longest label value (as Kubernetes allows).
+const LABEL_MAX: usize = 63;
+
+impl Identity {
+    /// From `--label KEY=VALUE` flags and the environment (`NODE_NAME`,
+    /// `NETLAB_LABEL_<KEY>=VALUE`); a flag overrides the environment's
+    /// label of the same key. A malformed label is refused by name.
+    pub fn gather(
+        flags: &[String],
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Identity, String> {
+        let mut identity = Identity::default();
+        for (name, value) in env {
+            if name == "NODE_NAME" && !value.is_empty() {
+                check_label("NODE_NAME", &value)?;
+                identity.node = Some(value);
+            } else if let Some(key) = name.strip_prefix("NETLAB_LABEL_") {
+                check_label(key, &value).map_err(|e| format!("{name}: {e}"))?;
+                identity.labels.insert(key.to_string(), value);
+            }
+        }
+        for flag in flags {
+            let (key, value) = flag
+                .split_once('=')
+                .ok_or_else(|| format!("--label {flag:?}: not KEY=VALUE"))?;
+            check_label(key, value).map_err(|e| format!("--label {flag:?}: {e}"))?;
+            identity.labels.insert(key.to_string(), value.to_string());
+        }
+        Ok(identity)
+    }
+}
+
+/// A label's key and value: letters, digits, `.`, `_`, `-` (and `/` in a
+/// key's prefix), the key starting with a letter or digit, the value at
+/// most 63 characters, as Kubernetes labels are, so they print and sort
+/// as they are everywhere.
+pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if !key.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !key.chars().all(|c| plain(c) || c == '/')
+        || key.len() > 253
+    {
+        return Err(format!(
+            "the key {key:?} is not letters, digits, '.', '_', '-', '/' (starting with a letter or digit)"
+        ));
+    }
+    if value.len() > LABEL_MAX || !value.chars().all(plain) {
+        return Err(format!(
+            "the value {value:?} is not up to {LABEL_MAX} letters, digits, '.', '_', '-'"
+        ));
+    }
+    Ok(())
 }
 
 impl Placement {
@@ -408,4 +481,43 @@ pub struct WireSummary {
     pub outgoing: DirectionSummary,
     /// Received by side A.
     pub incoming: DirectionSummary,
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_s_identity_comes_from_flags_and_the_environment() {
+        let env = [
+            ("NODE_NAME", "node-7"),
+            ("NETLAB_LABEL_zone", "a"),
+            ("NETLAB_LABEL_rack", "r1"),
+            ("PATH", "/bin"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let flags = [
+            "rack=r2".to_string(),
+            "topology.kubernetes.io/zone=eu-1".into(),
+        ];
+        let id = Identity::gather(&flags, env).unwrap();
+        assert_eq!(id.node.as_deref(), Some("node-7"));
+        assert_eq!(id.labels["zone"], "a");
+        assert_eq!(id.labels["rack"], "r2", "a flag overrides the environment");
+        assert_eq!(id.labels["topology.kubernetes.io/zone"], "eu-1");
+        for (flag, says) in [
+            ("zone", "not KEY=VALUE"),
+            ("bad key=x", "the key"),
+            ("=x", "the key"),
+            ("zone=a b", "the value"),
+            ("zone=\u{1b}[2J", "the value"),
+        ] {
+            let e = Identity::gather(&[flag.to_string()], []).unwrap_err();
+            assert!(e.contains(says), "{flag}: {e}");
+        }
+        let long = format!("zone={}", "x".repeat(64));
+        assert!(Identity::gather(&[long], []).is_err());
+        let e = Identity::gather(&[], [("NETLAB_LABEL_zone".into(), "a\nb".into())]).unwrap_err();
+        assert!(e.starts_with("NETLAB_LABEL_zone: "), "{e}");
+    }
 }

@@ -116,6 +116,9 @@ pub struct Welcome {
     pub max_duration_s: Option<u64>,
     #[serde(default)]
     pub max_bytes: Option<u64>,
+    /// The node it runs on and its labels (a mesh sorts hosts by them).
+    #[serde(default)]
+    pub identity: crate::record::testbed::Identity,
 }
 
 /// The refusal an agent of `agent` gives a controller of `controller`.
