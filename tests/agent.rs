@@ -324,6 +324,33 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
             >= 1500
     );
 
+    // UDP through the agents: B's receiver consents to A's hello with the
+    // run's token before A sends a datagram.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b(
+            "stream",
+            &[
+                "--udp", "--rate", "50M", "--length", "1024", "--bytes", "2M",
+            ],
+        ),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let record = &json_of(&run.stdout)["records"][0];
+    assert!(record["error"].is_null(), "{record}");
+    let (sent, got) = (
+        &record["result"]["sender"]["udp"],
+        &record["result"]["receiver"]["udp"],
+    );
+    assert_eq!(sent["sent"].as_u64(), Some(2048), "{record}");
+    assert_eq!(got["sent"], sent["sent"], "the end marker came: {record}");
+    assert_eq!(
+        got["received"].as_u64().unwrap() + got["lost"].as_u64().unwrap(),
+        2048
+    );
+    assert_eq!(got["malformed"], 0, "{record}");
+
     // A drives its own end to B: RPC "local" is both ends on B, "remote" A to B.
     let run = hosts.run(
         A,
@@ -368,7 +395,7 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
         let log = hosts.log_text(host);
         assert!(log.contains("every one reaped"), "{log}");
     }
-    assert_eq!(lines_of(&out).len(), 9);
+    assert_eq!(lines_of(&out).len(), 10);
 }
 
 #[test]

@@ -39,7 +39,7 @@ macro_rules! registry {
         $name:ident: $Variant:ident($Args:ty) {
             $(data: $Data:ty, section: $Section:ty,)?
             $(role: $Role:ty,)?
-            $(agent: $how:ident $(($as:ident))?,)?
+            $(agent: $how:ident $(($($as:ident),+))?,)?
             $(lab: $Lab:expr,)?
         }
     )*) => {
@@ -57,7 +57,7 @@ macro_rules! registry {
         /// `--allow`, or as another's runs), and the lab's run, which
         /// holds each request to its own experiment.
         pub const SERVED: Served = Served {
-            experiments: &[$($((stringify!($name), Serve::$how $((stringify!($as)))?),)?)*],
+            experiments: &[$($((stringify!($name), Serve::$how $((&[$(stringify!($as)),+]))?),)?)*],
             every: "lab",
             roles: ROLES,
         };
@@ -216,7 +216,9 @@ registry! {
         lab: output::lab::OutputLab::boxed,
     }
     /// Every pair of N hosts' agents, in rounds of disjoint pairs (`netlab mesh plan` so far).
-    mesh: Mesh(mesh::options::MeshArgs) {}
+    mesh: Mesh(mesh::options::MeshArgs) {
+        agent: As(stream, rpc),
+    }
 }
 
 /// A record of any experiment.

@@ -15,6 +15,13 @@
 //! of data datagrams sent (it is sent three times: a lost marker costs the
 //! receiver only a wait). `sent` is the sender's CLOCK_MONOTONIC in
 //! nanoseconds: comparable with the receiver's only on the same host.
+//!
+//! Between hosts (through agents) a test starts with consent, so that no
+//! agent can be made to send to an address that did not ask: kind 2,
+//! *hello*, goes from the sender to the receiver, and kind 3, *consent*,
+//! answers it; each carries the run's token as its payload, and its
+//! `sequence` and `sent` are zero. The sender sends no data before a
+//! consent with its token has come back from the address it sends to.
 
 use thiserror::Error;
 
@@ -36,6 +43,10 @@ pub enum Kind {
     Data,
     /// The end: `sequence` holds the data datagrams sent.
     End,
+    /// A sender asks to send; the run's token follows.
+    Hello,
+    /// The receiver agrees; the token it was asked with follows.
+    Consent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +81,8 @@ impl Header {
         let kind = match datagram[field::KIND] {
             0 => Kind::Data,
             1 => Kind::End,
+            2 => Kind::Hello,
+            3 => Kind::Consent,
             other => return Err(HeaderError::Kind(other)),
         };
         if datagram[field::ZERO].iter().any(|&b| b != 0) {
@@ -94,10 +107,36 @@ impl Header {
         buf[field::KIND] = match self.kind {
             Kind::Data => 0,
             Kind::End => 1,
+            Kind::Hello => 2,
+            Kind::Consent => 3,
         };
         buf[field::ZERO].fill(0);
         buf[field::SEQUENCE].copy_from_slice(&self.sequence.to_be_bytes());
         buf[field::SENT].copy_from_slice(&self.sent_ns.to_be_bytes());
+    }
+}
+
+/// A hello or consent datagram carrying `token`.
+pub fn handshake(kind: Kind, token: &[u8]) -> Vec<u8> {
+    let mut datagram = vec![0u8; HEADER_LEN + token.len()];
+    Header {
+        kind,
+        sequence: 0,
+        sent_ns: 0,
+    }
+    .emit(&mut datagram);
+    datagram[HEADER_LEN..].copy_from_slice(token);
+    datagram
+}
+
+/// The token of a hello or consent datagram of `kind` (`None`: another
+/// kind, a nonzero sequence or time, or not a datagram of ours).
+pub fn handshake_token(datagram: &[u8], kind: Kind) -> Option<&[u8]> {
+    match Header::parse(datagram) {
+        Ok(header) if header.kind == kind && header.sequence == 0 && header.sent_ns == 0 => {
+            Some(&datagram[HEADER_LEN..])
+        }
+        _ => None,
     }
 }
 
@@ -136,6 +175,11 @@ mod tests {
         }
         .emit(&mut end);
         assert_eq!(Header::parse(&end).unwrap().kind, Kind::End);
+        let hello = handshake(Kind::Hello, &[9; 16]);
+        assert_eq!(hello.len(), HEADER_LEN + 16);
+        assert_eq!(handshake_token(&hello, Kind::Hello), Some(&[9u8; 16][..]));
+        assert_eq!(handshake_token(&hello, Kind::Consent), None);
+        assert_eq!(handshake_token(&end, Kind::Hello), None);
         end[4] = 7;
         assert_eq!(Header::parse(&end), Err(HeaderError::Kind(7)));
         end[4] = 0;

@@ -15,9 +15,10 @@ pub enum Serve {
     ByDefault,
     /// Only with `--allow NAME`: it starts servers, shells and relays there.
     OnAllow,
-    /// Its runs are another experiment's through an agent (a sweep runs
-    /// streams), and are served as that one is.
-    As(&'static str),
+    /// Its runs are made of other experiments' cells through an agent (a
+    /// sweep runs streams; a mesh runs streams and RPC ping-pongs), and
+    /// are served when every one of those is.
+    As(&'static [&'static str]),
 }
 
 /// What the registry tells an agent about the experiments it can serve;
@@ -59,11 +60,12 @@ impl Served {
             .collect()
     }
 
-    /// The experiment a run of `run` is, through an agent.
-    pub fn canonical<'a>(&self, run: &'a str) -> &'a str {
+    /// The experiments whose cells a run of `run` is made of, when it is
+    /// made of others' (`None`: of its own).
+    pub fn made_of(&self, run: &str) -> Option<&'static [&'static str]> {
         match self.experiments.iter().find(|(name, _)| *name == run) {
-            Some((_, Serve::As(experiment))) => experiment,
-            _ => run,
+            Some((_, Serve::As(experiments))) => Some(experiments),
+            _ => None,
         }
     }
 }
@@ -191,7 +193,13 @@ impl Policy {
                     )
                 });
         }
-        let name = served.canonical(experiment);
+        if let Some(parts) = served.made_of(experiment) {
+            return parts
+                .iter()
+                .try_for_each(|name| self.admit(name))
+                .map_err(|why| format!("a {experiment} run needs {}: {why}", parts.join(", ")));
+        }
+        let name = experiment;
         if !served.allowable().contains(&name) {
             return Err(format!("unknown experiment \"{experiment}\""));
         }
@@ -214,7 +222,7 @@ impl Policy {
             Command::Role { role, request } => {
                 let entry = role::find(self.served.roles, role)
                     .ok_or_else(|| format!("no endpoint role \"{role}\""))?;
-                (entry.check)(request, self.served.canonical(experiment), self)
+                (entry.check)(request, experiment, self)
             }
             Command::Proceed | Command::Exit => Ok(()),
         }
@@ -227,7 +235,11 @@ impl Policy {
         if !self.served.every.is_empty() && run == self.served.every {
             return self.admit(experiment);
         }
-        if self.served.canonical(run) != experiment {
+        let belongs = match self.served.made_of(run) {
+            Some(parts) => parts.contains(&experiment),
+            None => run == experiment,
+        };
+        if !belongs {
             return Err(format!("{what} is not part of a {run} run"));
         }
         Ok(())
@@ -452,6 +464,30 @@ mod tests {
         let refusal = policy.admit("login").unwrap_err();
         assert!(refusal.contains("--allow login"), "{refusal}");
         assert!(policy.admit("rm -rf").is_err());
+    }
+
+    #[test]
+    fn a_mesh_run_is_made_of_streams_and_rpc_and_of_nothing_else() {
+        let policy = default();
+        assert!(policy.admit("mesh").is_ok());
+        assert!(policy.check("mesh", &mut receive(Some(guard()), 0)).is_ok());
+        let mut checksum = request(
+            "cksum",
+            serde_json::json!({"size": 64, "cold_pool": 0, "batches": 1}),
+        );
+        assert!(policy.check("cksum", &mut checksum).is_ok());
+        let refusal = policy.check("mesh", &mut checksum).unwrap_err();
+        assert!(refusal.contains("not part of a mesh run"), "{refusal}");
+        let streams_only = Policy {
+            allow: ["stream"].map(String::from).into(),
+            ..default()
+        };
+        let refusal = streams_only.admit("mesh").unwrap_err();
+        assert!(
+            refusal.contains("a mesh run needs stream, rpc"),
+            "{refusal}"
+        );
+        assert!(refusal.contains("--allow rpc"), "{refusal}");
     }
 
     #[test]

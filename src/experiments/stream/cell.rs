@@ -158,12 +158,7 @@ impl StreamConfig {
         };
         let refuse = |why: String| Err(ConfigError::Udp(why));
         match &self.placement {
-            Placement::Remote { .. } => {
-                return refuse(
-                    "runs on loopback and netns for now (through agents the data port is TCP-guarded)"
-                        .into(),
-                );
-            }
+            Placement::Remote { .. } => {}
             Placement::Netns { link, .. } => {
                 if let Some(link_bps) = link.rate_bps
                     && pace.rate_bps > link_bps

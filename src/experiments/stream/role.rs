@@ -171,17 +171,16 @@ impl Role for StreamRole {
         match request {
             StreamRequest::Receive(spec) => {
                 policy.part_of(run, Self::ROLE, "a stream receiver")?;
-                if spec.udp {
-                    return Err("UDP tests are not served through agents".into());
-                }
                 policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
                 spec.limit_bytes = Some(policy.max_bytes);
                 Ok(())
             }
             StreamRequest::Send(spec) => {
                 policy.part_of(run, Self::ROLE, "a stream sender")?;
-                if spec.udp.is_some() {
-                    return Err("UDP tests are not served through agents".into());
+                // The agent sends datagrams only to a receiver that
+                // answered the run's token (the sender waits for it).
+                if spec.udp.is_some() && spec.token.is_none() {
+                    return Err("a UDP sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
                 }
                 match spec.amount {
                     Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),

@@ -16,9 +16,19 @@
 //! [`IDLE_END`] without a datagram. It reads with `recvmsg` and
 //! `SO_RXQ_OVFL`, so loss in its own full socket buffer is told apart from
 //! loss on the path (iperf3 counts both as loss).
+//!
+//! Through agents a UDP test starts with consent, so that no agent can be
+//! made to flood an address that did not ask (iperf3 #1072): the receiver
+//! binds on the agent's data ports only on the controller's authenticated
+//! instruction, answers only a hello that carries the run's token and
+//! comes from the peer the controller named, and then `connect()`s its
+//! socket to that source; the sender sends no data before a consent with
+//! its token has come back from the address it sends to.
 
+use crate::endpoint::guard;
 use crate::endpoint::pattern::Pattern;
-use crate::endpoint::protocol::current_cpu;
+use crate::endpoint::protocol::{DataGuard, current_cpu};
+use crate::endpoint::ratelog::{RateLog, endpoint_line};
 use crate::experiments::stream::record::EndpointReport;
 use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
 use crate::experiments::stream::role::ReceiveSpec;
@@ -26,12 +36,23 @@ use crate::experiments::stream::role::SendSpec;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::measure::ifstat::InterfaceCounters;
 use crate::experiments::stream::transfer::interface_delta;
-use crate::wire::udpstream::{HEADER_LEN, Header, Kind};
+use crate::wire::udpstream::{HEADER_LEN, Header, Kind, handshake, handshake_token};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How long a sender through an agent says hello before it gives up on
+/// the receiver's consent (within the controller's 10 s for set-up).
+pub const CONSENT_TIME: Duration = Duration::from_secs(5);
+/// How often it says hello meanwhile.
+const HELLO_EVERY: Duration = Duration::from_millis(100);
+/// How often the receiver's wait for a hello looks at its stop flag.
+const CONSENT_TICK: Duration = Duration::from_millis(20);
 
 /// The receiver ends a run this long after its last datagram when the end
 /// marker never came.
@@ -73,15 +94,118 @@ fn udp_socket(addr: &SocketAddr) -> io::Result<Socket> {
 pub struct UdpReceiver {
     socket: UdpSocket,
     spec: ReceiveSpec,
+    /// Through an agent: the wait for the sender's hello, from the moment
+    /// the port is bound until the run starts.
+    consent: Option<Consent>,
+}
+
+/// Datagrams a receiver through an agent refused before its consent.
+static REFUSED: RateLog = RateLog::new("refused UDP datagrams", endpoint_line);
+
+/// A receiver's wait for its sender's hello, on a thread of its own, so
+/// that the sender's set-up (which waits for the consent) finishes before
+/// the controller says `Go`. It answers every hello of the run's peer with
+/// the run's token (a lost consent is asked for again), connects the
+/// socket to the first, and refuses everything else.
+struct Consent {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<SocketAddr, String>>>,
+}
+
+impl Drop for Consent {
+    /// A receiver that never runs (its cell failed) stops waiting.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Consent {
+    fn start(socket: UdpSocket, guard: DataGuard) -> io::Result<Consent> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("udp-consent".into())
+            .spawn(move || await_hello(&socket, &guard, &stopped))?;
+        Ok(Consent {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The sender it consented to, or why there is none.
+    fn finish(mut self) -> Result<SocketAddr, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(answer)) => answer,
+            _ => Err("the wait for the sender's hello failed".into()),
+        }
+    }
+}
+
+fn await_hello(socket: &UdpSocket, guard: &DataGuard, stop: &AtomicBool) -> Result<SocketAddr, String> {
+    socket
+        .set_read_timeout(Some(CONSENT_TICK))
+        .map_err(|e| e.to_string())?;
+    let consent = handshake(Kind::Consent, &guard.token);
+    // A hello is a header and a token; anything longer is not one.
+    let mut buf = [0u8; HEADER_LEN + 64];
+    let (mut peer, mut refused) = (None::<SocketAddr>, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        let (n, from) = match socket.recv_from(&mut buf) {
+            Ok(got) => got,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
+            // An ICMP error for an earlier consent: the sender is gone or
+            // not yet there; it says hello again if it wants one.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(format!("waiting for the sender's hello: {e}")),
+        };
+        let asked = handshake_token(&buf[..n], Kind::Hello).is_some_and(|t| guard::same(t, &guard.token));
+        let why = if !guard::admits(Some(guard), from.ip()) {
+            Some(format!("from {}, not the run's peer {}", from.ip(), guard.peer))
+        } else if !asked {
+            Some(format!("from {from}: not a hello with the run's token"))
+        } else if peer.is_some_and(|p| p != from) {
+            Some(format!("from {from}: a second sender"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            refused += 1;
+            REFUSED.line(format_args!("refused a UDP datagram {why}"));
+            continue;
+        }
+        if peer.is_none() {
+            socket.connect(from).map_err(|e| format!("connecting to the sender {from}: {e}"))?;
+            peer = Some(from);
+        }
+        let _ = socket.send_to(&consent, from);
+    }
+    peer.ok_or_else(|| {
+        format!(
+            "no hello with the run's token came from the run's peer {} ({refused} other datagrams refused)",
+            guard.peer
+        )
+    })
 }
 
 impl UdpReceiver {
+    /// Binds `spec.bind` (through an agent, the first free port of its
+    /// data ports) and, through an agent, starts waiting for the hello.
     pub fn bind(spec: ReceiveSpec) -> io::Result<UdpReceiver> {
-        let socket = udp_socket(&spec.bind)?;
-        socket.bind(&spec.bind.into())?;
+        let socket: UdpSocket = guard::bind_first(spec.bind, spec.guard.as_ref(), |address| {
+            let socket = udp_socket(&address)?;
+            socket.bind(&address.into())?;
+            Ok(socket)
+        })?
+        .into();
+        let consent = match &spec.guard {
+            Some(guard) => Some(Consent::start(socket.try_clone()?, guard.clone())?),
+            None => None,
+        };
         Ok(UdpReceiver {
-            socket: socket.into(),
+            socket,
             spec,
+            consent,
         })
     }
 
@@ -91,7 +215,12 @@ impl UdpReceiver {
 
     /// Receives until the end marker (or [`IDLE_END`] of silence) and
     /// reports what came.
-    pub fn run(self) -> io::Result<EndpointReport> {
+    pub fn run(mut self) -> io::Result<EndpointReport> {
+        let consented = match self.consent.take() {
+            Some(consent) => Some(consent.finish().map_err(io::Error::other)?),
+            None => None,
+        };
+        let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
         let counters_before = Counters::read();
         let interface_before = self.spec.interface.as_deref().and_then(InterfaceCounters::read);
         let usage_before = ProcessUsage::now();
@@ -140,6 +269,12 @@ impl UdpReceiver {
                 continue;
             };
             match header.kind {
+                // The sender's consent was lost and it asks again (only the
+                // consented sender reaches a connected socket).
+                Kind::Hello if consented.is_some() => {
+                    let _ = self.socket.send(&handshake(Kind::Consent, &buf[HEADER_LEN..n]));
+                }
+                Kind::Hello | Kind::Consent => counts.stats.malformed += 1,
                 Kind::End if end_deadline.is_some() => {} // the marker's copies
                 Kind::End => {
                     counts.stats.sent = Some(header.sequence);
@@ -165,6 +300,11 @@ impl UdpReceiver {
                     last = Some(now);
                     if counts.arrive(header.sequence, header.sent_ns, arrived_ns) {
                         bytes += n as u64;
+                        if bytes > limit {
+                            return Err(io::Error::other(format!(
+                                "the sender passed the agent's limit of {limit} bytes a cell"
+                            )));
+                        }
                         if let Some(sent) = counts.stats.sent {
                             counts.stats.after_end += 1;
                             if counts.stats.received >= sent {
@@ -331,6 +471,51 @@ impl Counts {
     }
 }
 
+/// Says hello with `token` on the connected `socket` every [`HELLO_EVERY`]
+/// until the receiver's consent with the same token comes back (the
+/// socket is connected, so only the receiver's datagrams reach it), for at
+/// most [`CONSENT_TIME`].
+fn ask_consent(socket: &UdpSocket, token: &[u8]) -> io::Result<()> {
+    let hello = handshake(Kind::Hello, token);
+    let mut buf = [0u8; HEADER_LEN + 64];
+    let start = Instant::now();
+    let mut refused = false;
+    socket.set_read_timeout(Some(HELLO_EVERY))?;
+    while start.elapsed() < CONSENT_TIME {
+        match socket.send(&hello) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
+            Err(e) => return Err(e),
+        }
+        let asked_until = Instant::now() + HELLO_EVERY;
+        while Instant::now() < asked_until {
+            match socket.recv(&mut buf) {
+                Ok(n) if handshake_token(&buf[..n], Kind::Consent).is_some_and(|t| guard::same(t, token)) => {
+                    socket.set_read_timeout(None)?;
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => break,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let peer = socket.peer_addr()?;
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the receiver at {peer} did not consent within {} s{}; nothing was sent",
+            CONSENT_TIME.as_secs(),
+            if refused {
+                " (its host answered that no socket listens there)"
+            } else {
+                " (no answer: its agent did not open the port, or a firewall drops UDP on the path)"
+            }
+        ),
+    ))
+}
+
 /// A connected sender, not yet started.
 pub struct UdpSender {
     socket: UdpSocket,
@@ -347,11 +532,11 @@ impl UdpSender {
         let socket = udp_socket(&spec.connect)?;
         socket.bind(&bind.into())?;
         socket.connect(&spec.connect.into())?;
-        Ok(UdpSender {
-            socket: socket.into(),
-            spec,
-            pace,
-        })
+        let socket: UdpSocket = socket.into();
+        if let Some(token) = &spec.token {
+            ask_consent(&socket, token)?;
+        }
+        Ok(UdpSender { socket, spec, pace })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -526,8 +711,8 @@ mod tests {
         end
     }
 
-    fn receiver() -> UdpReceiver {
-        UdpReceiver::bind(ReceiveSpec {
+    fn receiver_spec() -> ReceiveSpec {
+        ReceiveSpec {
             bind: "127.0.0.1:0".parse().unwrap(),
             options: Default::default(),
             strategy: crate::experiments::stream::record::RecvStrategy::Read { buffer: 65536 },
@@ -538,8 +723,11 @@ mod tests {
             limit_bytes: None,
             udp: true,
             udp_clock_shared: true,
-        })
-        .unwrap()
+        }
+    }
+
+    fn receiver() -> UdpReceiver {
+        UdpReceiver::bind(receiver_spec()).unwrap()
     }
 
     #[test]
@@ -646,5 +834,97 @@ mod tests {
         // 1000 datagrams of 8000 bits at 50 Mbit/s: 160 ms on schedule.
         assert!(sent.wall_s >= 0.15, "{}", sent.wall_s);
         assert!(r.latency.is_some());
+    }
+
+    fn guarded_receiver(token: [u8; 16]) -> UdpReceiver {
+        UdpReceiver::bind(ReceiveSpec {
+            guard: Some(DataGuard {
+                peer: "127.0.0.1".parse().unwrap(),
+                token,
+                ports: None,
+            }),
+            udp_clock_shared: false,
+            ..receiver_spec()
+        })
+        .unwrap()
+    }
+
+    fn sender_spec(connect: SocketAddr, token: Option<[u8; 16]>, pace: UdpPace) -> SendSpec {
+        SendSpec {
+            connect,
+            options: Default::default(),
+            strategy: crate::experiments::stream::record::SendStrategy::Write,
+            record: 1000,
+            amount: Amount::Bytes(100_000),
+            interface: None,
+            token,
+            interval_s: None,
+            udp: Some(pace),
+        }
+    }
+
+    /// Waits briefly for any datagram on `socket`.
+    fn answered(socket: &UdpSocket) -> bool {
+        socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        socket.recv(&mut [0u8; 128]).is_ok()
+    }
+
+    #[test]
+    fn a_guarded_receiver_consents_only_to_its_peer_with_the_token() {
+        let token = [7u8; 16];
+        let receiver = guarded_receiver(token);
+        let addr = receiver.local_addr().unwrap();
+        // Another address with the right token, and the peer's address
+        // with a wrong one: neither gets an answer.
+        let elsewhere = UdpSocket::bind("127.0.0.2:0").unwrap();
+        elsewhere.connect(addr).unwrap();
+        elsewhere.send(&handshake(Kind::Hello, &token)).unwrap();
+        assert!(!answered(&elsewhere), "a stranger got a consent");
+        let wrong = UdpSocket::bind("127.0.0.1:0").unwrap();
+        wrong.connect(addr).unwrap();
+        wrong.send(&handshake(Kind::Hello, &[8u8; 16])).unwrap();
+        assert!(!answered(&wrong), "a wrong token got a consent");
+        // The peer with the token is answered, and its data counted.
+        let thread = std::thread::spawn(move || receiver.run().unwrap());
+        let pace = UdpPace {
+            rate_bps: 50_000_000,
+            length: 1000,
+        };
+        let sender = UdpSender::connect(sender_spec(addr, Some(token), pace), pace).unwrap();
+        // The stranger's data after the consent does not reach the
+        // connected socket.
+        elsewhere.send(&datagram(0, 100, 0)).unwrap();
+        let sent = sender.run().unwrap();
+        let got = thread.join().unwrap().udp.unwrap();
+        assert_eq!(sent.udp.unwrap().sent, Some(100));
+        assert_eq!(got.received + got.lost.unwrap(), 100);
+        assert_eq!(got.malformed, 0);
+    }
+
+    #[test]
+    fn a_sender_without_consent_sends_nothing_but_hellos() {
+        let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let pace = UdpPace {
+            rate_bps: 50_000_000,
+            length: 1000,
+        };
+        let refused = UdpSender::connect(
+            sender_spec(silent.local_addr().unwrap(), Some([3u8; 16]), pace),
+            pace,
+        )
+        .err()
+        .expect("no consent, no sender");
+        assert!(refused.to_string().contains("did not consent"), "{refused}");
+        silent.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut hellos = 0;
+        while let Ok(n) = silent.recv(&mut buf) {
+            assert_eq!(handshake_token(&buf[..n], Kind::Hello), Some(&[3u8; 16][..]));
+            hellos += 1;
+        }
+        // One every 100 ms for 5 s.
+        assert!((10..=60).contains(&hellos), "{hellos} hellos");
     }
 }
