@@ -167,6 +167,11 @@ impl AgentLink {
         self.local
     }
 
+    /// The agent's `--max-duration`, seconds a run (older agents: unknown).
+    pub fn max_duration_s(&self) -> Option<u64> {
+        self.welcome.max_duration_s
+    }
+
     /// Why the link is unusable, if it is.
     pub fn lost(&self) -> Option<String> {
         lock(&self.shared.lost).clone()
@@ -284,7 +289,7 @@ fn keepalive(stream: &TcpStream) -> io::Result<()> {
 }
 
 /// `user@host` of this controller.
-fn controller_name() -> String {
+pub fn controller_name() -> String {
     let uid = nix::unistd::getuid();
     let user = nix::unistd::User::from_uid(uid)
         .ok()
@@ -358,23 +363,28 @@ pub fn configure(key: Key, experiment: &str) {
 }
 
 /// The live link to agent `name`, connecting (again) if there is none.
+/// The connection is made outside the registry's lock, so threads reaching
+/// many agents at once (a mesh) wait for none but their own.
 pub fn link(name: &str) -> Result<Arc<AgentLink>, ControlError> {
-    let mut registry = lock(&REGISTRY);
-    let registry = registry.as_mut().ok_or_else(|| ControlError::Agent {
-        agent: name.to_string(),
-        message: "no key: give --key FILE or set NETLAB_KEY_FILE".into(),
-    })?;
-    let had_one = match registry.links.get(name) {
-        Some(link) if link.lost().is_none() => return Ok(link.clone()),
-        Some(_) => true,
-        None => false,
+    let (key, experiment, had_one) = {
+        let registry = lock(&REGISTRY);
+        let registry = registry.as_ref().ok_or_else(|| ControlError::Agent {
+            agent: name.to_string(),
+            message: "no key: give --key FILE or set NETLAB_KEY_FILE".into(),
+        })?;
+        let had_one = match registry.links.get(name) {
+            Some(link) if link.lost().is_none() => return Ok(link.clone()),
+            Some(_) => true,
+            None => false,
+        };
+        (registry.key.clone(), registry.experiment.clone(), had_one)
     };
     // The agent may still be ending our own lost run: wait for it rather
     // than be refused as busy with ourselves.
     let ours = format!("for {} (", controller_name());
     let give_up = Instant::now() + OWN_RUN_ENDING;
     let link = loop {
-        match AgentLink::connect(name, &registry.key, &registry.experiment) {
+        match AgentLink::connect(name, &key, &experiment) {
             Err(ControlError::Agent { message, .. })
                 if had_one
                     && message.starts_with("busy:")
@@ -386,6 +396,19 @@ pub fn link(name: &str) -> Result<Arc<AgentLink>, ControlError> {
             other => break Arc::new(other?),
         }
     };
+    let mut registry = lock(&REGISTRY);
+    let Some(registry) = registry.as_mut() else {
+        link.bye();
+        return Err(ControlError::Agent {
+            agent: name.to_string(),
+            message: "the run ended while connecting".into(),
+        });
+    };
+    // Another thread reached it meanwhile: keep one link, end the other.
+    if let Some(live) = registry.links.get(name).filter(|l| l.lost().is_none()) {
+        link.bye();
+        return Ok(live.clone());
+    }
     registry.links.insert(name.to_string(), link.clone());
     Ok(link)
 }

@@ -1,8 +1,13 @@
 //! `netlab mesh`: every pair of N hosts' agents measured, in rounds of
-//! disjoint pairs so that no two tests share a host (#33). So far: the
-//! inventory (`--agents`: a list, a file with labels, or a DNS name) and
-//! the schedule, printed by `netlab mesh plan` without sending traffic.
+//! disjoint pairs so that no two tests share a host (#33): the inventory
+//! (`--agents`: a list, a file with labels, or a DNS name), the schedule
+//! (printed by `netlab mesh plan` without sending traffic), the measuring
+//! run with its run directory (manifest, `results.jsonl`, resume), and the
+//! matrices a figure each.
 
 pub mod inventory;
+pub mod matrix;
 pub mod options;
+pub mod record;
+pub mod run;
 pub mod schedule;

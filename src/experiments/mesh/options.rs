@@ -1,52 +1,71 @@
-//! `netlab mesh plan`: the inventory, the rounds and the time a pass will
-//! take, before any traffic.
+//! `netlab mesh`: the measuring run (`netlab mesh --agents ... --key
+//! ...`), and `netlab mesh plan`: the inventory, the rounds and the time a
+//! pass will take, before any traffic.
 
 use crate::experiments::mesh::inventory;
+use crate::experiments::mesh::record::PassSpec;
+use crate::experiments::mesh::run::{MeshRun, TEST_OVERHEAD};
 use crate::experiments::mesh::schedule::{Mode, Pair, Schedule};
 use crate::options::Output;
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use std::fmt::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct MeshArgs {
     #[command(subcommand)]
-    pub command: MeshCommand,
+    pub command: Option<MeshCommand>,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl MeshArgs {
     /// Whether it prints JSON (so an error is printed as JSON too).
     pub fn json(&self) -> bool {
         match &self.command {
-            MeshCommand::Plan(plan) => plan.json,
+            Some(MeshCommand::Plan(plan)) => plan.json,
+            None => self.run.json,
         }
     }
 }
 
-#[derive(Debug, Subcommand)]
-pub enum MeshCommand {
-    /// Print a pass's rounds and how long it will take, sending no traffic.
-    Plan(PlanArgs),
-}
-
-/// What one pair is measured for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MeshTest {
-    /// TCP throughput, retransmissions, RTT and what limited it.
-    Stream,
-    /// Round-trip percentiles.
-    Rtt,
-    /// UDP loss and jitter.
-    Loss,
-}
-
+/// `netlab mesh --agents SPEC --key KEY ...`: a pass over every pair.
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub struct RunArgs {
+    #[command(flatten)]
+    pub pass: PassArgs,
+    /// The agents' pre-shared key (`netlab agent keygen`).
+    #[arg(long, value_name = "FILE", env = "NETLAB_KEY_FILE")]
+    pub key: Option<PathBuf>,
+    /// The run's directory: manifest.json, results.jsonl (each test as it
+    /// ends) and a CSV matrix per figure. Default mesh-<time>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Finish the run in DIR (its manifest gives the agents and the plan,
+    /// so no --agents): the tests it measured are not measured again.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "agents"])]
+    pub resume: Option<PathBuf>,
+    /// The loss test's datagram rate (10mbit, 1gbit).
+    #[arg(long, default_value = "10mbit")]
+    pub loss_rate: String,
+    /// The loss test's datagram length, header included.
+    #[arg(long, default_value_t = 1200)]
+    pub loss_length: usize,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a pass is: the options `plan` and a run share.
+#[derive(Debug, Args)]
+pub struct PassArgs {
     /// The agents: `a:5310,b:5310`, a file (one `HOST[:PORT] [label=value
     /// ...]` a line), or `dns:NAME[:PORT]` (every A/AAAA record).
     #[arg(long)]
-    pub agents: String,
+    pub agents: Option<String>,
     /// The tests each pair runs, in turn.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "stream")]
     pub tests: Vec<MeshTest>,
@@ -66,6 +85,52 @@ pub struct PlanArgs {
     /// Shuffles the hosts' places in the plan; the same seed, the same plan.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MeshCommand {
+    /// Print a pass's rounds and how long it will take, sending no traffic.
+    Plan(PlanArgs),
+}
+
+/// What one pair is measured for.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MeshTest {
+    /// TCP throughput, retransmissions, RTT and what limited it.
+    Stream,
+    /// Round-trip percentiles.
+    Rtt,
+    /// UDP loss and jitter.
+    Loss,
+}
+
+impl MeshTest {
+    pub fn name(self) -> &'static str {
+        match self {
+            MeshTest::Stream => "stream",
+            MeshTest::Rtt => "rtt",
+            MeshTest::Loss => "loss",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub pass: PassArgs,
     /// Rounds to list (all of them are counted).
     #[arg(long, default_value_t = 20)]
     pub show: usize,
@@ -73,30 +138,148 @@ pub struct PlanArgs {
     pub json: bool,
 }
 
-/// A test's time beyond its own length: connecting both agents, starting
-/// and stopping the endpoints, collecting the records (about 2 s between
-/// two agents here, as `netlab stream --from --to` shows).
-const CELL_OVERHEAD: Duration = Duration::from_secs(2);
-
 pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
-        MeshCommand::Plan(plan) => print_plan(&plan, out),
+        Some(MeshCommand::Plan(plan)) => print_plan(&plan, out),
+        None => run_mesh(args.run, out),
     }
 }
 
-fn print_plan(args: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
-    let agents = inventory::parse(&args.agents)?;
+/// The most a test may last: a day, as a stream's longest run.
+const MAX_TEST: Duration = Duration::from_secs(86_400);
+
+fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
+    let Some(key) = args.key.clone() else {
+        bail!("netlab mesh needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)");
+    };
+    let (dir, resume) = match (&args.resume, &args.out) {
+        (Some(dir), _) => (dir.clone(), true),
+        (None, Some(dir)) => (dir.clone(), false),
+        (None, None) => (
+            PathBuf::from(format!(
+                "mesh-{}",
+                crate::record::now_rfc3339().replace(':', "")
+            )),
+            false,
+        ),
+    };
+    let (agents_spec, inventory, pass) = if resume {
+        let manifest = crate::experiments::mesh::run::read_manifest(&dir)?;
+        (manifest.agents_spec, manifest.inventory, manifest.pass)
+    } else {
+        let Some(spec) = args.pass.agents.clone() else {
+            bail!("netlab mesh needs --agents (a list, a file or dns:NAME), or --resume DIR");
+        };
+        let inventory = inventory::parse(&spec)?;
+        let duration = args.pass.duration;
+        if duration.is_zero() || duration > MAX_TEST {
+            bail!("--duration {}: give more than 0 and at most a day", humantime::format_duration(duration));
+        }
+        let rate = crate::testbed::link::parse_rate(&args.loss_rate)
+            .map_err(|e| anyhow::anyhow!("--loss-rate {}: {e}", args.loss_rate))?;
+        if rate == 0 {
+            bail!("--loss-rate {}: the loss test needs a rate above zero", args.loss_rate);
+        }
+        let lengths = crate::experiments::stream::udp::MIN_LENGTH..=crate::experiments::stream::udp::MAX_LENGTH;
+        if !lengths.contains(&args.loss_length) {
+            bail!(
+                "--loss-length {}: give {} to {} bytes",
+                args.loss_length,
+                lengths.start(),
+                lengths.end()
+            );
+        }
+        let pass = PassSpec {
+            tests: dedup(&args.pass.tests),
+            duration_s: duration.as_secs_f64(),
+            mode: args.pass.mode,
+            max_pairs: args.pass.max_pairs,
+            bidir: args.pass.bidir,
+            seed: args.pass.seed,
+            loss_rate_bps: rate,
+            loss_length: args.loss_length,
+        };
+        (spec, inventory, pass)
+    };
+    let run = MeshRun {
+        agents_spec,
+        inventory,
+        pass,
+        key,
+        dir: dir.clone(),
+        resume,
+    };
+    let say = |line: &str| eprintln!("{line}");
+    let summary = run.run(&say)?;
+    crate::experiments::mesh::matrix::write_all(&dir)?;
+    let lost: Vec<String> = summary
+        .lost
+        .iter()
+        .map(|(name, why)| format!("{name}: {why}"))
+        .collect();
+    if args.json {
+        out.json(&serde_json::json!({
+            "experiment": "mesh",
+            "dir": dir,
+            "measured": summary.measured,
+            "failed": summary.failed,
+            "skipped": summary.skipped,
+            "lost": lost,
+            "seconds": summary.seconds,
+        }))?;
+    } else {
+        out.text(&format!(
+            "netlab mesh: {} tests measured, {} failed, {} finished before; {:.0} s; results in {}\n",
+            summary.measured,
+            summary.failed,
+            summary.skipped,
+            summary.seconds,
+            dir.display()
+        ))?;
+    }
+    if summary.failed > 0 {
+        bail!(
+            "{} tests failed (each is a line of {} with its reason){}",
+            summary.failed,
+            dir.join(crate::experiments::mesh::record::RESULTS).display(),
+            if lost.is_empty() {
+                String::new()
+            } else {
+                format!("; agents that took no part or were lost:\n  {}", lost.join("\n  "))
+            }
+        );
+    }
+    Ok(())
+}
+
+/// The tests in the order given, each once.
+fn dedup(tests: &[MeshTest]) -> Vec<MeshTest> {
+    let mut seen = Vec::new();
+    for &t in tests {
+        if !seen.contains(&t) {
+            seen.push(t);
+        }
+    }
+    seen
+}
+
+fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
+    let args = &plan.pass;
+    let Some(spec) = args.agents.as_deref() else {
+        bail!("netlab mesh plan needs --agents (a list, a file or dns:NAME)");
+    };
+    let agents = inventory::parse(spec)?;
     let ids: Vec<u32> = (0..agents.len() as u32).collect();
     let schedule = Schedule::new(&ids, args.seed, args.bidir, args.mode, args.max_pairs)?;
     let steps = schedule.step_count();
-    let step_time = (args.duration + CELL_OVERHEAD) * args.tests.len() as u32;
+    let step_time = (args.duration + TEST_OVERHEAD) * args.tests.len() as u32;
     let estimate = step_time * steps as u32;
     let name = |h: u32| agents[h as usize].name.as_str();
     let arrow = if args.bidir { "<->" } else { "->" };
-    let listed: Vec<Vec<Pair>> = (0..schedule.rounds().min(args.show))
+    let listed: Vec<Vec<Pair>> = (0..schedule.rounds().min(plan.show))
         .map(|r| schedule.round(r))
         .collect();
-    if args.json {
+    if plan.json {
         let rounds: Vec<Vec<[&str; 2]>> = listed
             .iter()
             .map(|pairs| pairs.iter().map(|p| [name(p.from), name(p.to)]).collect())
@@ -147,7 +330,7 @@ fn print_plan(args: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", "),
         args.duration.as_secs_f64(),
-        CELL_OVERHEAD.as_secs(),
+        TEST_OVERHEAD.as_secs(),
         humantime::format_duration(Duration::from_secs(estimate.as_secs()))
     );
     if args.mode == Mode::Stress {

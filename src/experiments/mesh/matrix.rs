@@ -1,0 +1,318 @@
+//! A mesh's results as matrices, one a figure: rows the sending host,
+//! columns the receiving one, hosts sorted by their labels (zone, then
+//! rack, then name) so that a rack or a zone is a block. A cell is a
+//! value, `failed` (the test ran and failed, or its host took no part), or
+//! empty (never measured: the run was stopped before it). Pure, but for
+//! [`write_all`], which writes one CSV a figure into the run directory.
+
+use crate::experiments::mesh::options::MeshTest;
+use crate::experiments::mesh::record::{PairFigures, PairTest};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::path::Path;
+
+/// One figure a heat map shows.
+pub struct Metric {
+    /// The CSV's name and the figure's key.
+    pub name: &'static str,
+    pub test: MeshTest,
+    pub unit: &'static str,
+    /// Whether more is better (throughput) or worse (loss, delay).
+    pub higher_is_better: bool,
+    pub value: fn(&PairFigures) -> Option<f64>,
+}
+
+pub const METRICS: &[Metric] = &[
+    Metric {
+        name: "throughput_mbit_s",
+        test: MeshTest::Stream,
+        unit: "Mbit/s",
+        higher_is_better: true,
+        value: |f| f.throughput_mbit_s,
+    },
+    Metric {
+        name: "retransmits",
+        test: MeshTest::Stream,
+        unit: "segments",
+        higher_is_better: false,
+        value: |f| f.retransmits.map(|r| r as f64),
+    },
+    Metric {
+        name: "tcp_rtt_ms",
+        test: MeshTest::Stream,
+        unit: "ms",
+        higher_is_better: false,
+        value: |f| f.tcp_rtt_ms,
+    },
+    Metric {
+        name: "rtt_p50_us",
+        test: MeshTest::Rtt,
+        unit: "µs",
+        higher_is_better: false,
+        value: |f| f.rtt_p50_us,
+    },
+    Metric {
+        name: "rtt_p99_us",
+        test: MeshTest::Rtt,
+        unit: "µs",
+        higher_is_better: false,
+        value: |f| f.rtt_p99_us,
+    },
+    Metric {
+        name: "loss_pct",
+        test: MeshTest::Loss,
+        unit: "%",
+        higher_is_better: false,
+        value: |f| f.loss_pct,
+    },
+    Metric {
+        name: "jitter_ms",
+        test: MeshTest::Loss,
+        unit: "ms",
+        higher_is_better: false,
+        value: |f| f.jitter_ms,
+    },
+];
+
+/// What one cell holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Never measured.
+    Missing,
+    Failed(String),
+    Value {
+        value: f64,
+        /// The limits verdict of a stream cell, for its tooltip.
+        verdict: Option<String>,
+    },
+}
+
+/// One figure over every ordered pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    /// Hosts in display order.
+    pub hosts: Vec<String>,
+    /// Each host's labels, as its lines carried them.
+    pub labels: Vec<BTreeMap<String, String>>,
+    /// `cells[i][j]`: from `hosts[i]` to `hosts[j]` (the diagonal is
+    /// always missing).
+    pub cells: Vec<Vec<Cell>>,
+}
+
+/// The order hosts are shown in: zone, then rack, then name (hosts
+/// without a label sort after those with one).
+pub fn sort_hosts(hosts: &mut [(String, BTreeMap<String, String>)]) {
+    let key = |labels: &BTreeMap<String, String>, k: &str| {
+        labels
+            .get(k)
+            .map_or((1, String::new()), |v| (0, v.clone()))
+    };
+    hosts.sort_by(|(a, la), (b, lb)| {
+        key(la, "zone")
+            .cmp(&key(lb, "zone"))
+            .then(key(la, "rack").cmp(&key(lb, "rack")))
+            .then(a.cmp(b))
+    });
+}
+
+/// The hosts `results` name (and `inventory`'s, measured or not), with
+/// their labels, in display order.
+pub fn hosts_of(
+    results: &[PairTest],
+    inventory: &[(String, BTreeMap<String, String>)],
+) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut hosts: BTreeMap<String, BTreeMap<String, String>> = inventory.iter().cloned().collect();
+    for line in results {
+        for (name, labels) in [(&line.from, &line.from_labels), (&line.to, &line.to_labels)] {
+            let entry = hosts.entry(name.clone()).or_default();
+            if entry.is_empty() {
+                *entry = labels.clone();
+            }
+        }
+    }
+    let mut hosts: Vec<_> = hosts.into_iter().collect();
+    sort_hosts(&mut hosts);
+    hosts
+}
+
+impl Matrix {
+    /// `metric` over `hosts` (in order) from `results`; a test written
+    /// twice (failed, then measured on `--resume`) shows its measurement.
+    pub fn of(
+        metric: &Metric,
+        hosts: &[(String, BTreeMap<String, String>)],
+        results: &[PairTest],
+    ) -> Matrix {
+        let index: HashMap<&str, usize> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.as_str(), i))
+            .collect();
+        let n = hosts.len();
+        let mut cells = vec![vec![Cell::Missing; n]; n];
+        for line in results.iter().filter(|l| l.test == metric.test) {
+            let (Some(&i), Some(&j)) = (index.get(line.from.as_str()), index.get(line.to.as_str()))
+            else {
+                continue;
+            };
+            let cell = match (&line.failed, (metric.value)(&line.figures)) {
+                (Some(why), _) => Cell::Failed(why.clone()),
+                (None, Some(value)) => Cell::Value {
+                    value,
+                    verdict: line.figures.verdict.clone(),
+                },
+                (None, None) => Cell::Failed("the test gave no such figure".into()),
+            };
+            // A measurement is never replaced by a later failure.
+            if !matches!(
+                (&cells[i][j], &cell),
+                (Cell::Value { .. }, Cell::Failed(_))
+            ) {
+                cells[i][j] = cell;
+            }
+        }
+        Matrix {
+            hosts: hosts.iter().map(|(h, _)| h.clone()).collect(),
+            labels: hosts.iter().map(|(_, l)| l.clone()).collect(),
+            cells,
+        }
+    }
+
+    /// The matrix as CSV: a header of receiving hosts, a row a sender.
+    pub fn csv(&self) -> String {
+        let quote = |s: &str| {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        };
+        let mut text = String::from("from\\to");
+        for h in &self.hosts {
+            text.push(',');
+            text.push_str(&quote(h));
+        }
+        text.push('\n');
+        for (i, row) in self.cells.iter().enumerate() {
+            text.push_str(&quote(&self.hosts[i]));
+            for cell in row {
+                text.push(',');
+                match cell {
+                    Cell::Missing => {}
+                    Cell::Failed(_) => text.push_str("failed"),
+                    Cell::Value { value, .. } => {
+                        let _ = write!(text, "{}", round3(*value));
+                    }
+                }
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Whether any cell holds a value or a failure.
+    pub fn is_empty(&self) -> bool {
+        self.cells
+            .iter()
+            .flatten()
+            .all(|c| matches!(c, Cell::Missing))
+    }
+}
+
+/// `value` to three decimals, without trailing zeros.
+fn round3(value: f64) -> String {
+    let text = format!("{value:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    text.to_string()
+}
+
+/// Writes `<metric>.csv` into `dir` for every figure its results hold.
+pub fn write_all(dir: &Path) -> anyhow::Result<()> {
+    let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
+    let results = crate::experiments::mesh::run::results_of(dir)?;
+    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
+        .inventory
+        .iter()
+        .map(|a| (a.name.clone(), a.labels.clone()))
+        .collect();
+    let hosts = hosts_of(&results, &inventory);
+    for metric in METRICS {
+        let matrix = Matrix::of(metric, &hosts, &results);
+        if matrix.is_empty() {
+            continue;
+        }
+        let path = dir.join(format!("{}.csv", metric.name));
+        std::fs::write(&path, matrix.csv())
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn hosts_sort_by_zone_then_rack_then_name() {
+        let mut hosts = vec![
+            ("c".to_string(), labels(&[("zone", "b"), ("rack", "r1")])),
+            ("a".to_string(), labels(&[])),
+            ("b".to_string(), labels(&[("zone", "a"), ("rack", "r2")])),
+            ("d".to_string(), labels(&[("zone", "a"), ("rack", "r1")])),
+        ];
+        sort_hosts(&mut hosts);
+        let names: Vec<&str> = hosts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["d", "b", "c", "a"]);
+    }
+
+    fn line(from: &str, to: &str, failed: Option<&str>, mbit: f64) -> PairTest {
+        PairTest {
+            test: MeshTest::Stream,
+            from: from.into(),
+            to: to.into(),
+            from_labels: BTreeMap::new(),
+            to_labels: BTreeMap::new(),
+            round: 0,
+            alongside: 1,
+            bidir: false,
+            started: String::new(),
+            seconds: 1.0,
+            failed: failed.map(String::from),
+            figures: PairFigures {
+                throughput_mbit_s: Some(mbit),
+                ..PairFigures::default()
+            },
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn a_matrix_tells_values_failures_and_missing_cells_apart() {
+        let results = vec![
+            line("a", "b", None, 900.0),
+            line("b", "a", Some("agent b lost"), 0.0),
+            line("a", "c", Some("refused"), 0.0),
+            // Resumed: measured after all.
+            line("a", "c", None, 850.5),
+        ];
+        let inventory: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|h| (h.to_string(), BTreeMap::new()))
+            .collect();
+        let hosts = hosts_of(&results, &inventory);
+        let m = Matrix::of(&METRICS[0], &hosts, &results);
+        assert_eq!(m.hosts, ["a", "b", "c"]);
+        assert_eq!(
+            m.csv(),
+            "from\\to,a,b,c\na,,900,850.5\nb,failed,,\nc,,,\n"
+        );
+        assert!(Matrix::of(&METRICS[3], &hosts, &results).is_empty());
+    }
+}

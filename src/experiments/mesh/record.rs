@@ -1,0 +1,226 @@
+//! What a mesh run leaves in its directory: the manifest (`manifest.json`:
+//! the inventory, each agent's account of itself, the plan, the seed and
+//! the versions) written before any traffic, and one line of
+//! `results.jsonl` per pair-test, appended and flushed the moment the test
+//! ends, so a killed controller loses at most the tests in flight.
+//!
+//! A line names its direction by agent (`from` sends, `to` receives) with
+//! both hosts' labels, so a line read alone says where it was measured.
+//! A `--bidir` test gives two lines, one a direction, with the same
+//! `started`.
+
+use crate::analysis::limits::{Factor, Verdict};
+use crate::experiments::mesh::inventory::Agent;
+use crate::experiments::mesh::options::MeshTest;
+use crate::experiments::mesh::schedule::Mode;
+use crate::record::testbed::AgentFacts;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The file names of a run directory.
+pub const MANIFEST: &str = "manifest.json";
+pub const RESULTS: &str = "results.jsonl";
+
+/// How a pass was asked for: what `--resume` must repeat exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassSpec {
+    pub tests: Vec<MeshTest>,
+    /// Each test's length, seconds.
+    pub duration_s: f64,
+    pub mode: Mode,
+    pub max_pairs: Option<usize>,
+    pub bidir: bool,
+    pub seed: u64,
+    /// The loss test's datagram rate, bits per second, and length.
+    pub loss_rate_bps: u64,
+    pub loss_length: usize,
+}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub experiment: String,
+    pub netlab_version: String,
+    /// When the run began (RFC 3339), and who ran it.
+    pub started: String,
+    pub controller: String,
+    /// `--agents` as given, and what it named, in inventory order (a
+    /// host's index in the plan is its place here).
+    pub agents_spec: String,
+    pub inventory: Vec<Agent>,
+    pub pass: PassSpec,
+    /// Rounds and steps of the pass as planned over the whole inventory.
+    pub rounds: usize,
+    pub steps: usize,
+    /// Each agent's account of itself at the handshake (its host, kernel,
+    /// interfaces, node and labels), or why there was none; resumed runs
+    /// add their own.
+    pub agents: Vec<AgentState>,
+}
+
+/// One agent as the run found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<AgentFacts>,
+    /// Why it takes no part (handshake refused, version, unreachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// One direction of one test of one pair: a line of `results.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairTest {
+    pub test: MeshTest,
+    /// The sending (calling) end and the receiving (serving) one, as the
+    /// inventory names them, with their labels (the inventory's and the
+    /// agent's own).
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub from_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub to_labels: BTreeMap<String, String>,
+    /// The round of the plan it ran in (after a reschedule, of the new
+    /// plan), and how many tests ran beside it.
+    pub round: usize,
+    pub alongside: usize,
+    /// Both directions at once (`--bidir`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bidir: bool,
+    pub started: String,
+    pub seconds: f64,
+    /// None: measured; otherwise why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    #[serde(default)]
+    pub figures: PairFigures,
+    /// The whole result the test gave (a stream's or an RPC cell's), the
+    /// evidence behind the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+}
+
+impl PairTest {
+    /// The key `--resume` knows a finished test by.
+    pub fn key(&self) -> (String, String, MeshTest) {
+        (self.from.clone(), self.to.clone(), self.test)
+    }
+}
+
+/// The figures a heat map shows, each where its test gives it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairFigures {
+    /// stream: throughput, the sender's retransmitted segments and TCP's
+    /// smoothed RTT at the end (TCP_INFO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_mbit_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rtt_ms: Option<f64>,
+    /// stream: what limited it (`analysis::limits`), and the verdict's line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<Factor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// rtt: an RPC call's round trip, percentiles, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_p99_us: Option<f64>,
+    /// loss: datagrams lost, percent, and RFC 3550 jitter, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+}
+
+impl PairFigures {
+    /// The figures in a few words, for the progress line.
+    pub fn brief(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = self.throughput_mbit_s {
+            parts.push(format!("{t:.1} Mbit/s"));
+        }
+        if let Some(r) = self.retransmits {
+            parts.push(format!("{r} retransmitted"));
+        }
+        if let Some(p50) = self.rtt_p50_us {
+            parts.push(format!(
+                "round trip p50 {p50:.0} µs, p99 {:.0} µs",
+                self.rtt_p99_us.unwrap_or(f64::NAN)
+            ));
+        }
+        if let Some(loss) = self.loss_pct {
+            parts.push(format!("{loss:.3}% lost"));
+        }
+        if let Some(jitter) = self.jitter_ms {
+            parts.push(format!("jitter {jitter:.3} ms"));
+        }
+        if let Some(factor) = self.limited_by {
+            parts.push(format!("limited by {}", factor.describe()));
+        }
+        parts.join(", ")
+    }
+
+    /// A flow's verdict, as the figures carry it.
+    pub fn judged(mut self, verdict: Option<&Verdict>) -> PairFigures {
+        if let Some(verdict) = verdict {
+            self.limited_by = verdict.primary().map(|l| l.factor);
+            self.verdict = Some(verdict.headline());
+        }
+        self
+    }
+}
+
+/// The finished tests of `results.jsonl` text (a torn last line, from a
+/// controller killed mid-write, is skipped and counted).
+pub fn read_results(text: &str) -> (Vec<PairTest>, usize) {
+    let mut torn = 0;
+    let results = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .filter_map(|line| match serde_json::from_str::<PairTest>(line) {
+            Ok(result) => Some(result),
+            Err(_) => {
+                torn += 1;
+                None
+            }
+        })
+        .collect();
+    (results, torn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_line_round_trips_and_a_torn_one_is_counted() {
+        let line = PairTest {
+            test: MeshTest::Stream,
+            from: "a:5310".into(),
+            to: "b:5310".into(),
+            from_labels: [("zone".to_string(), "z1".to_string())].into(),
+            to_labels: BTreeMap::new(),
+            round: 3,
+            alongside: 4,
+            bidir: false,
+            started: "2026-11-26T15:00:00Z".into(),
+            seconds: 2.5,
+            failed: None,
+            figures: PairFigures {
+                throughput_mbit_s: Some(941.2),
+                ..PairFigures::default()
+            },
+            detail: None,
+        };
+        let json = serde_json::to_string(&line).unwrap();
+        let text = format!("{json}\n{}\n", &json[..json.len() / 2]);
+        let (read, torn) = read_results(&text);
+        assert_eq!(read, vec![line]);
+        assert_eq!(torn, 1);
+    }
+}

@@ -1,0 +1,728 @@
+//! A mesh's measuring run: every agent reached and authenticated at once,
+//! the pass planned over those that answered, each round's pairs run on
+//! their own threads (no host in two tests at a time, in `host` mode), and
+//! each finished test appended to `results.jsonl` and flushed to disk
+//! before the next one of its pair starts.
+//!
+//! Invariants:
+//! - every ordered pair (unordered with `--bidir`) is measured at most once
+//!   a pass: a pair whose tests are all finished is never planned again,
+//!   after a lost agent (the survivors are planned anew, the finished pairs
+//!   skipped) or in a `--resume`d run;
+//! - an agent that fails its handshake or is lost mid-run takes no further
+//!   part; each of its tests not yet finished is a `failed` line naming why;
+//! - a test that failed is recorded once, and not retried in this run (a
+//!   `--resume` retries it: only measured tests count as finished there).
+
+use crate::endpoint::agent::key::Key;
+use crate::experiment::processes::ControlError;
+use crate::experiment::remote::{self, AgentLink};
+use crate::experiments::mesh::inventory::Agent;
+use crate::experiments::mesh::options::MeshTest;
+use crate::experiments::mesh::record::{
+    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, read_results,
+};
+use crate::experiments::mesh::schedule::{Pair, Schedule};
+use crate::experiments::rpc::record::{Purpose, RpcParams};
+use crate::experiments::stream::cell::{StreamConfig, run_once};
+use crate::experiments::stream::record::{Amount, Direction, Flows, StreamResult, UdpPace};
+use crate::record::now_rfc3339;
+use crate::record::testbed::Placement;
+use anyhow::{Context, bail};
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Agents reached at once while the run starts.
+const HANDSHAKES_AT_ONCE: usize = 64;
+/// A test's time beyond its own length (setting up both ends, the
+/// records), for the estimate checked against the agents' limits.
+pub const TEST_OVERHEAD: Duration = Duration::from_secs(2);
+/// Repetitions of the rtt test's calls (their spread is the noise).
+const RTT_REPS: u32 = 5;
+
+/// What a run was told.
+pub struct MeshRun {
+    pub agents_spec: String,
+    pub inventory: Vec<Agent>,
+    pub pass: PassSpec,
+    pub key: PathBuf,
+    pub dir: PathBuf,
+    pub resume: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub measured: usize,
+    pub failed: usize,
+    /// Tests a resumed run found finished and did not measure again.
+    pub skipped: usize,
+    /// Agents that took no part or were lost, with why.
+    pub lost: Vec<(String, String)>,
+    pub seconds: f64,
+}
+
+/// The run directory's results file, shared by the pairs' threads.
+struct Results {
+    file: Mutex<File>,
+    /// Finished (measured) tests, by (from, to, test): skipped on resume.
+    measured: Mutex<HashSet<(String, String, MeshTest)>>,
+    /// Tests already written as failed in this run.
+    failed: Mutex<HashSet<(String, String, MeshTest)>>,
+    counts: Mutex<(usize, usize)>,
+}
+
+impl Results {
+    fn write(&self, line: &PairTest) -> anyhow::Result<()> {
+        let mut text = serde_json::to_string(line)?;
+        text.push('\n');
+        {
+            let mut file = remote_lock(&self.file);
+            file.write_all(text.as_bytes())
+                .and_then(|()| file.sync_data())
+                .context("writing results.jsonl")?;
+        }
+        let mut counts = remote_lock(&self.counts);
+        if line.failed.is_some() {
+            counts.1 += 1;
+            remote_lock(&self.failed).insert(line.key());
+        } else {
+            counts.0 += 1;
+            remote_lock(&self.measured).insert(line.key());
+        }
+        Ok(())
+    }
+
+    fn finished(&self, key: &(String, String, MeshTest)) -> bool {
+        remote_lock(&self.measured).contains(key) || remote_lock(&self.failed).contains(key)
+    }
+}
+
+fn remote_lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    crate::endpoint::agent::lock(mutex)
+}
+
+/// One agent as the pass knows it: its labels (the inventory's over its
+/// own) for every line it is in.
+struct Host {
+    name: String,
+    labels: BTreeMap<String, String>,
+}
+
+impl MeshRun {
+    /// Runs the pass (or what is left of it) and says how it went; results
+    /// are on disk as they come, whatever this returns.
+    pub fn run(self, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Summary> {
+        let started = Instant::now();
+        let (manifest, results) = self.open_dir()?;
+        remote::configure(Key::load(&self.key)?, "mesh");
+        say(&format!(
+            "netlab mesh: reaching {} agents",
+            self.inventory.len()
+        ));
+        let reached = reach_all(&self.inventory);
+        let mut hosts = Vec::new();
+        let mut states = Vec::new();
+        let mut lost: Vec<u32> = Vec::new();
+        let mut summary = Summary::default();
+        for (i, (agent, outcome)) in self.inventory.iter().zip(&reached).enumerate() {
+            let mut labels = BTreeMap::new();
+            match outcome {
+                Ok(link) => {
+                    let facts = link.facts();
+                    labels.extend(facts.identity.labels.clone());
+                    if let Some(node) = &facts.identity.node {
+                        labels.insert("node".into(), node.clone());
+                    }
+                    states.push(AgentState {
+                        name: agent.name.clone(),
+                        facts: Some(facts),
+                        failed: None,
+                    });
+                }
+                Err(why) => {
+                    say(&format!("netlab mesh: {}: {why}", agent.name));
+                    summary.lost.push((agent.name.clone(), why.clone()));
+                    lost.push(i as u32);
+                    states.push(AgentState {
+                        name: agent.name.clone(),
+                        facts: None,
+                        failed: Some(why.clone()),
+                    });
+                }
+            }
+            labels.extend(agent.labels.clone());
+            hosts.push(Host {
+                name: agent.name.clone(),
+                labels,
+            });
+        }
+        let manifest = Manifest {
+            agents: states,
+            ..manifest
+        };
+        write_manifest(&self.dir, &manifest)?;
+        let live = self.inventory.len() - lost.len();
+        if live < 2 {
+            let why: Vec<String> = summary
+                .lost
+                .iter()
+                .map(|(name, why)| format!("{name}: {why}"))
+                .collect();
+            bail!(
+                "only {live} of {} agents answered, and a mesh needs two:\n  {}",
+                self.inventory.len(),
+                why.join("\n  ")
+            );
+        }
+        let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
+        let pass = &self.pass;
+        let whole = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
+        self.check_limits(&whole, &reached)?;
+        // Pairs whose every test is finished: not planned again.
+        let done_pair = |pair: &Pair| {
+            pass.tests.iter().all(|&test| {
+                let key = (
+                    hosts[pair.from as usize].name.clone(),
+                    hosts[pair.to as usize].name.clone(),
+                    test,
+                );
+                remote_lock(&results.measured).contains(&key)
+            })
+        };
+        let mut done: HashSet<Pair> = HashSet::new();
+        for a in &ids {
+            for b in &ids {
+                let pair = Pair { from: *a, to: *b };
+                if a != b && done_pair(&pair) {
+                    done.insert(pair);
+                }
+            }
+        }
+        summary.skipped = remote_lock(&results.measured).len();
+        if summary.skipped > 0 {
+            say(&format!(
+                "netlab mesh: resuming: {} tests finished already are not measured again",
+                summary.skipped
+            ));
+        }
+        let orphans = whole.orphaned(&lost, &done);
+        self.fail_all(&results, &hosts, &orphans, &lost, &summary.lost)?;
+        let mut schedule = whole.remaining(&lost, &done)?;
+        'pass: loop {
+            say(&format!(
+                "netlab mesh: {} tests over {} agents in {} rounds ({} mode{})",
+                schedule.tests(),
+                schedule.hosts().count(),
+                schedule.rounds(),
+                pass.mode.name(),
+                if pass.bidir { ", both ways at once" } else { "" }
+            ));
+            for r in 0..schedule.rounds() {
+                let pairs = schedule.round(r);
+                for step in schedule.steps(&pairs) {
+                    let newly_lost = self.run_step(&results, &hosts, r, step, say);
+                    for pair in step {
+                        done.insert(*pair);
+                    }
+                    if newly_lost.is_empty() {
+                        continue;
+                    }
+                    let mut gone = Vec::new();
+                    for (host, why) in newly_lost {
+                        say(&format!(
+                            "netlab mesh: lost {}: {why}; planning the rest without it",
+                            hosts[host as usize].name
+                        ));
+                        summary.lost.push((hosts[host as usize].name.clone(), why));
+                        lost.push(host);
+                        gone.push(host);
+                    }
+                    let orphans = schedule.orphaned(&gone, &done);
+                    self.fail_all(&results, &hosts, &orphans, &lost, &summary.lost)?;
+                    match schedule.remaining(&lost, &done) {
+                        Ok(next) => schedule = next,
+                        Err(_) => break 'pass,
+                    }
+                    continue 'pass;
+                }
+            }
+            break;
+        }
+        remote::close_all();
+        let (measured, failed) = *remote_lock(&results.counts);
+        summary.measured = measured;
+        summary.failed = failed;
+        summary.seconds = started.elapsed().as_secs_f64();
+        Ok(summary)
+    }
+
+    /// Makes the run directory (a new run) or reads what it holds (`--resume`).
+    fn open_dir(&self) -> anyhow::Result<(Manifest, Results)> {
+        let results_path = self.dir.join(RESULTS);
+        let mut measured = HashSet::new();
+        let manifest = if self.resume {
+            let manifest = read_manifest(&self.dir)?;
+            let text = std::fs::read_to_string(&results_path).unwrap_or_default();
+            let (lines, _torn) = read_results(&text);
+            for line in lines.iter().filter(|l| l.failed.is_none()) {
+                measured.insert(line.key());
+            }
+            manifest
+        } else {
+            if results_path.exists() {
+                bail!(
+                    "{} holds a mesh run already: give --resume {} to finish it, or another --out",
+                    self.dir.display(),
+                    self.dir.display()
+                );
+            }
+            std::fs::create_dir_all(&self.dir)
+                .with_context(|| format!("creating {}", self.dir.display()))?;
+            let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
+            let pass = &self.pass;
+            let schedule = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
+            Manifest {
+                experiment: "mesh".into(),
+                netlab_version: env!("CARGO_PKG_VERSION").into(),
+                started: now_rfc3339(),
+                controller: remote::controller_name(),
+                agents_spec: self.agents_spec.clone(),
+                inventory: self.inventory.clone(),
+                pass: self.pass.clone(),
+                rounds: schedule.rounds(),
+                steps: schedule.step_count(),
+                agents: Vec::new(),
+            }
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&results_path)
+            .with_context(|| format!("opening {}", results_path.display()))?;
+        Ok((
+            manifest,
+            Results {
+                file: Mutex::new(file),
+                measured: Mutex::new(measured),
+                failed: Mutex::new(HashSet::new()),
+                counts: Mutex::new((0, 0)),
+            },
+        ))
+    }
+
+    /// Refuses, before any traffic, a pass that an agent would end part-way:
+    /// an agent serves the whole pass as one run, so the pass must fit in
+    /// every agent's `--max-duration`.
+    fn check_limits(
+        &self,
+        schedule: &Schedule,
+        reached: &[Result<Arc<AgentLink>, String>],
+    ) -> anyhow::Result<()> {
+        let per_step = (Duration::from_secs_f64(self.pass.duration_s) + TEST_OVERHEAD)
+            * self.pass.tests.len() as u32;
+        let pass = per_step * schedule.step_count() as u32;
+        for link in reached.iter().flatten() {
+            let facts = link.facts();
+            if let Some(limit) = link.max_duration_s()
+                && pass.as_secs() > limit
+            {
+                bail!(
+                    "the pass takes about {} and agent {} ends a run after {limit} s (its --max-duration): raise --max-duration on the agents, or run fewer or shorter tests (--tests, --duration)",
+                    humantime::format_duration(Duration::from_secs(pass.as_secs())),
+                    facts.agent
+                );
+            }
+        }
+        let descriptors = crate::measure::limits::Needs {
+            what: format!("a mesh controller of {} agents", self.inventory.len()),
+            ptys: 0,
+            descriptors_per_process: 64 + 2 * self.inventory.len() as u64,
+            // A reader thread an agent, a thread a pair at once.
+            processes: 2 * self.inventory.len() as u64,
+            ephemeral_ports: 0,
+        };
+        crate::measure::limits::refuse_or_prepare(descriptors)?;
+        Ok(())
+    }
+
+    /// Writes a failed line for each test of `pairs` not finished yet.
+    fn fail_all(
+        &self,
+        results: &Results,
+        hosts: &[Host],
+        pairs: &[Pair],
+        lost: &[u32],
+        why: &[(String, String)],
+    ) -> anyhow::Result<()> {
+        let reason = |pair: &Pair| {
+            let gone = if lost.contains(&pair.from) {
+                pair.from
+            } else {
+                pair.to
+            };
+            let name = &hosts[gone as usize].name;
+            let said = why
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("lost", |(_, w)| w.as_str());
+            format!("agent {name} takes no part: {said}")
+        };
+        for pair in pairs {
+            for direction in self.directions(*pair) {
+                for &test in &self.pass.tests {
+                    let line = self.line(hosts, direction, test, 0, 0, now_rfc3339());
+                    if results.finished(&line.key()) {
+                        continue;
+                    }
+                    results.write(&PairTest {
+                        failed: Some(reason(pair)),
+                        ..line
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The directions a pair's test measures: one, or both with `--bidir`.
+    fn directions(&self, pair: Pair) -> Vec<Pair> {
+        if self.pass.bidir {
+            vec![
+                pair,
+                Pair {
+                    from: pair.to,
+                    to: pair.from,
+                },
+            ]
+        } else {
+            vec![pair]
+        }
+    }
+
+    fn line(
+        &self,
+        hosts: &[Host],
+        direction: Pair,
+        test: MeshTest,
+        round: usize,
+        alongside: usize,
+        started: String,
+    ) -> PairTest {
+        let (from, to) = (&hosts[direction.from as usize], &hosts[direction.to as usize]);
+        PairTest {
+            test,
+            from: from.name.clone(),
+            to: to.name.clone(),
+            from_labels: from.labels.clone(),
+            to_labels: to.labels.clone(),
+            round,
+            alongside,
+            bidir: self.pass.bidir,
+            started,
+            seconds: 0.0,
+            failed: None,
+            figures: PairFigures::default(),
+            detail: None,
+        }
+    }
+
+    /// Runs one step's pairs at once, each on its own thread; returns the
+    /// hosts lost meanwhile, with why.
+    fn run_step(
+        &self,
+        results: &Results,
+        hosts: &[Host],
+        round: usize,
+        step: &[Pair],
+        say: &(dyn Fn(&str) + Sync),
+    ) -> Vec<(u32, String)> {
+        let troubled: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for pair in step {
+                let troubled = &troubled;
+                scope.spawn(move || {
+                    for &test in &self.pass.tests {
+                        let failed =
+                            self.run_test(results, hosts, round, step.len(), *pair, test, say);
+                        if failed {
+                            remote_lock(troubled).extend(pair.hosts());
+                        }
+                    }
+                });
+            }
+        });
+        // A host in a failed test is lost when it cannot be reached again.
+        let mut troubled = troubled.into_inner().unwrap_or_default();
+        troubled.sort_unstable();
+        troubled.dedup();
+        troubled
+            .into_iter()
+            .filter_map(|host| match remote::link(&hosts[host as usize].name) {
+                Ok(_) => None,
+                Err(e) => Some((host, agent_message(e))),
+            })
+            .collect()
+    }
+
+    /// Runs `test` of `pair` unless it is finished, writing its lines;
+    /// true when it failed.
+    #[allow(clippy::too_many_arguments)]
+    fn run_test(
+        &self,
+        results: &Results,
+        hosts: &[Host],
+        round: usize,
+        alongside: usize,
+        pair: Pair,
+        test: MeshTest,
+        say: &(dyn Fn(&str) + Sync),
+    ) -> bool {
+        let directions = self.directions(pair);
+        let lines: Vec<PairTest> = directions
+            .iter()
+            .map(|d| self.line(hosts, *d, test, round, alongside, now_rfc3339()))
+            .collect();
+        if lines.iter().all(|l| results.finished(&l.key())) {
+            return false;
+        }
+        let (from, to) = (&hosts[pair.from as usize].name, &hosts[pair.to as usize].name);
+        let start = Instant::now();
+        let measured = match test {
+            MeshTest::Stream => self.stream(from, to, None).map(|r| stream_figures(&r, false)),
+            MeshTest::Loss => {
+                let pace = UdpPace {
+                    rate_bps: self.pass.loss_rate_bps,
+                    length: self.pass.loss_length,
+                };
+                self.stream(from, to, Some(pace))
+                    .map(|r| stream_figures(&r, true))
+            }
+            MeshTest::Rtt => self.rtt(from, to),
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        let mut failed = false;
+        match measured {
+            Ok(by_direction) => {
+                for (line, (figures, detail)) in lines.into_iter().zip(by_direction) {
+                    say(&format!(
+                        "round {}: {} -> {} {}: {}",
+                        round + 1,
+                        line.from,
+                        line.to,
+                        test.name(),
+                        figures.brief()
+                    ));
+                    let line = PairTest {
+                        seconds,
+                        figures,
+                        detail,
+                        ..line
+                    };
+                    if let Err(e) = results.write(&line) {
+                        say(&format!("netlab mesh: {e:#}"));
+                    }
+                }
+            }
+            Err(why) => {
+                failed = true;
+                say(&format!(
+                    "round {}: {from} -> {to} {}: failed: {why}",
+                    round + 1,
+                    test.name()
+                ));
+                for line in lines {
+                    let line = PairTest {
+                        seconds,
+                        failed: Some(why.clone()),
+                        ..line
+                    };
+                    if let Err(e) = results.write(&line) {
+                        say(&format!("netlab mesh: {e:#}"));
+                    }
+                }
+            }
+        }
+        failed
+    }
+
+    /// A TCP stream (or with `udp`, paced datagrams) from `from` to `to`
+    /// for the test's length, both ways at once with `--bidir`.
+    fn stream(&self, from: &str, to: &str, udp: Option<UdpPace>) -> Result<StreamResult, String> {
+        let config = StreamConfig {
+            amount: Amount::Seconds(self.pass.duration_s),
+            placement: Placement::Remote {
+                from: from.to_string(),
+                to: to.to_string(),
+            },
+            flows: Flows {
+                parallel: 1,
+                direction: if self.pass.bidir {
+                    Direction::Both
+                } else {
+                    Direction::Forward
+                },
+            },
+            udp,
+            ..StreamConfig::default()
+        };
+        config.validate().map_err(|e| e.to_string())?;
+        run_once(&config, &mut |_, _| {}).map_err(|e| e.to_string())
+    }
+
+    /// RPC ping-pong: TCP calls with no argument, `from` calling `to`
+    /// (and then `to` calling `from` with `--bidir`). The calls per
+    /// repetition fill the test's length at the round trip the control
+    /// channels showed.
+    fn rtt(&self, from: &str, to: &str) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
+        let mut ends = vec![(from, to)];
+        if self.pass.bidir {
+            ends.push((to, from));
+        }
+        let mut measured = Vec::new();
+        for (caller, server) in ends {
+            let rtt_us = [caller, server]
+                .iter()
+                .filter_map(|name| remote::link(name).ok())
+                .map(|link| link.facts().control_rtt_us)
+                .max()
+                .unwrap_or(1000)
+                .max(20);
+            let per_rep = self.pass.duration_s * 1e6 / f64::from(RTT_REPS);
+            let calls = (per_rep / rtt_us as f64).clamp(100.0, 200_000.0) as u32;
+            let params = RpcParams {
+                size: 0,
+                proto: crate::endpoint::rpc::Proto::Tcp,
+                strategy: crate::endpoint::rpc::client::Strategy::Writev,
+                client: Default::default(),
+                server: Default::default(),
+                calls,
+                reps: RTT_REPS,
+                placement: Placement::Remote {
+                    from: caller.to_string(),
+                    to: server.to_string(),
+                },
+                purpose: Purpose::Measure,
+                capture_timeline: false,
+            };
+            let result = crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
+            let figures = PairFigures {
+                rtt_p50_us: Some(result.client.latency_us_p50),
+                rtt_p99_us: Some(result.client.latency_us_p99),
+                ..PairFigures::default()
+            };
+            measured.push((figures, serde_json::to_value(&result).ok()));
+        }
+        Ok(measured)
+    }
+}
+
+/// Each direction's figures of a stream result, forward first.
+fn stream_figures(result: &StreamResult, udp: bool) -> Vec<(PairFigures, Option<serde_json::Value>)> {
+    let detail = serde_json::to_value(result).ok();
+    let mut flows: Vec<_> = result.flows.iter().collect();
+    flows.sort_by_key(|f| f.reverse);
+    let of_flow = |flow: &crate::experiments::stream::record::FlowResult| {
+        if udp {
+            let got = flow.receiver.udp.as_ref();
+            return PairFigures {
+                loss_pct: got.and_then(|u| u.lost_pct),
+                jitter_ms: got.map(|u| u.jitter_ms),
+                throughput_mbit_s: Some(flow.figures.throughput_mbit_s),
+                ..PairFigures::default()
+            };
+        }
+        let info = flow.sender.tcp_info.as_ref();
+        PairFigures {
+            throughput_mbit_s: Some(flow.figures.throughput_mbit_s),
+            retransmits: info.map(|i| u64::from(i.total_retrans)),
+            tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
+            ..PairFigures::default()
+        }
+        .judged(flow.limits.as_ref())
+    };
+    let figures: Vec<PairFigures> = if flows.is_empty() {
+        // One connection forward: the result's own figures.
+        vec![if udp {
+            let got = result.receiver.udp.as_ref();
+            PairFigures {
+                loss_pct: got.and_then(|u| u.lost_pct),
+                jitter_ms: got.map(|u| u.jitter_ms),
+                throughput_mbit_s: Some(result.figures.throughput_mbit_s),
+                ..PairFigures::default()
+            }
+        } else {
+            let info = result.sender.tcp_info.as_ref();
+            PairFigures {
+                throughput_mbit_s: Some(result.figures.throughput_mbit_s),
+                retransmits: info.map(|i| u64::from(i.total_retrans)),
+                tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
+                ..PairFigures::default()
+            }
+            .judged(result.limits.as_ref())
+        }]
+    } else {
+        flows.into_iter().map(of_flow).collect()
+    };
+    figures.into_iter().map(|f| (f, detail.clone())).collect()
+}
+
+/// An agent error's message without the agent's name (the line has it).
+fn agent_message(error: ControlError) -> String {
+    match error {
+        ControlError::Agent { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
+/// Reaches every agent of `inventory`, [`HANDSHAKES_AT_ONCE`] at a time.
+fn reach_all(inventory: &[Agent]) -> Vec<Result<Arc<AgentLink>, String>> {
+    let mut reached: Vec<Result<Arc<AgentLink>, String>> = Vec::with_capacity(inventory.len());
+    for chunk in inventory.chunks(HANDSHAKES_AT_ONCE) {
+        let batch: Vec<Result<Arc<AgentLink>, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|agent| scope.spawn(move || remote::link(&agent.name).map_err(agent_message)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("the handshake panicked".into())))
+                .collect()
+        });
+        reached.extend(batch);
+    }
+    reached
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
+    let path = dir.join(MANIFEST);
+    let partial = dir.join(format!("{MANIFEST}.partial"));
+    std::fs::write(&partial, serde_json::to_vec_pretty(manifest)?)
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The manifest of a run directory.
+pub fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{} has no mesh run to resume (no {MANIFEST})",
+            dir.display()
+        )
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The tests a run directory holds.
+pub fn results_of(dir: &Path) -> anyhow::Result<Vec<PairTest>> {
+    let path = dir.join(RESULTS);
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(read_results(&text).0)
+}
