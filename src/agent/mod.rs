@@ -117,7 +117,7 @@ pub struct AgentConfig {
     pub identity: crate::record::testbed::Identity,
 }
 
-fn log(line: impl std::fmt::Display) {
+pub(crate) fn log(line: impl std::fmt::Display) {
     eprintln!("{} netlab agent: {line}", crate::record::now_rfc3339());
 }
 

@@ -140,6 +140,12 @@ impl<'p> Session<'p> {
             }
             Err(e) => return self.failed(id, format!("cannot start the {role} endpoint: {e}")),
         };
+        // Each endpoint's life in the log: what a mesh's test bed reads to
+        // see that no host was in two tests at once.
+        super::log(format_args!(
+            "endpoint {id} ({role}) started, pid {}",
+            child.id()
+        ));
         let stdout = child.stdout.take().expect("piped stdout");
         let stdin = child.stdin.take();
         let process = Arc::new(Mutex::new(child));
@@ -263,5 +269,6 @@ fn forward(
         Err(e) => format!("status unknown ({e})"),
     };
     drop(child);
+    super::log(format_args!("endpoint {id} ended: {status}"));
     let _ = lock(sealer).send(&FromAgent::Gone { id, status });
 }

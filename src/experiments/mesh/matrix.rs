@@ -19,6 +19,10 @@ pub struct Metric {
     pub unit: &'static str,
     /// Whether more is better (throughput) or worse (loss, delay).
     pub higher_is_better: bool,
+    /// The smallest worsening that counts as a finding, in `unit`.
+    pub floor: f64,
+    /// The figure in words.
+    pub describe: &'static str,
     pub value: fn(&PairFigures) -> Option<f64>,
 }
 
@@ -28,6 +32,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Stream,
         unit: "Mbit/s",
         higher_is_better: true,
+        floor: 0.0,
+        describe: "throughput",
         value: |f| f.throughput_mbit_s,
     },
     Metric {
@@ -35,6 +41,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Stream,
         unit: "segments",
         higher_is_better: false,
+        floor: 10.0,
+        describe: "retransmission",
         value: |f| f.retransmits.map(|r| r as f64),
     },
     Metric {
@@ -42,6 +50,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Stream,
         unit: "ms",
         higher_is_better: false,
+        floor: 1.0,
+        describe: "TCP's round trip",
         value: |f| f.tcp_rtt_ms,
     },
     Metric {
@@ -49,6 +59,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Rtt,
         unit: "µs",
         higher_is_better: false,
+        floor: 20.0,
+        describe: "the median round trip",
         value: |f| f.rtt_p50_us,
     },
     Metric {
@@ -56,6 +68,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Rtt,
         unit: "µs",
         higher_is_better: false,
+        floor: 200.0,
+        describe: "the 99th-percentile round trip",
         value: |f| f.rtt_p99_us,
     },
     Metric {
@@ -63,6 +77,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Loss,
         unit: "%",
         higher_is_better: false,
+        floor: 0.1,
+        describe: "loss",
         value: |f| f.loss_pct,
     },
     Metric {
@@ -70,6 +86,8 @@ pub const METRICS: &[Metric] = &[
         test: MeshTest::Loss,
         unit: "ms",
         higher_is_better: false,
+        floor: 0.05,
+        describe: "jitter",
         value: |f| f.jitter_ms,
     },
 ];

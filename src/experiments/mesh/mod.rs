@@ -3,11 +3,13 @@
 //! (`--agents`: a list, a file with labels, or a DNS name), the schedule
 //! (printed by `netlab mesh plan` without sending traffic), the measuring
 //! run with its run directory (manifest, `results.jsonl`, resume), and the
-//! matrices a figure each.
+//! matrices a figure each, what they show in words and `report.html`.
 
+pub mod analysis;
 pub mod inventory;
 pub mod matrix;
 pub mod options;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod schedule;

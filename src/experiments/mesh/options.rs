@@ -27,6 +27,7 @@ impl MeshArgs {
     pub fn json(&self) -> bool {
         match &self.command {
             Some(MeshCommand::Plan(plan)) => plan.json,
+            Some(MeshCommand::Report(report)) => report.json,
             None => self.run.json,
         }
     }
@@ -91,6 +92,9 @@ pub struct PassArgs {
 pub enum MeshCommand {
     /// Print a pass's rounds and how long it will take, sending no traffic.
     Plan(PlanArgs),
+    /// Write a run directory's matrices and report.html again, and say what
+    /// they show.
+    Report(ReportArgs),
 }
 
 /// What one pair is measured for.
@@ -128,6 +132,14 @@ impl MeshTest {
 }
 
 #[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run's directory (`--out` of `netlab mesh`).
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
     pub pass: PassArgs,
@@ -141,6 +153,10 @@ pub struct PlanArgs {
 pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         Some(MeshCommand::Plan(plan)) => print_plan(&plan, out),
+        Some(MeshCommand::Report(report)) => {
+            let found = crate::experiments::mesh::report::write_dir(&report.dir)?;
+            print_findings(&report.dir, &found, report.json, out)
+        }
         None => run_mesh(args.run, out),
     }
 }
@@ -211,7 +227,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
     };
     let say = |line: &str| eprintln!("{line}");
     let summary = run.run(&say)?;
-    crate::experiments::mesh::matrix::write_all(&dir)?;
+    let found = crate::experiments::mesh::report::write_dir(&dir)?;
     let lost: Vec<String> = summary
         .lost
         .iter()
@@ -226,6 +242,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             "skipped": summary.skipped,
             "lost": lost,
             "seconds": summary.seconds,
+            "findings": found,
         }))?;
     } else {
         out.text(&format!(
@@ -236,6 +253,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             summary.seconds,
             dir.display()
         ))?;
+        print_findings(&dir, &found, false, out)?;
     }
     if summary.failed > 0 {
         bail!(
@@ -249,6 +267,31 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             }
         );
     }
+    Ok(())
+}
+
+/// What the matrices show, a line each, and where the report is.
+fn print_findings(
+    dir: &std::path::Path,
+    found: &[String],
+    json: bool,
+    out: &mut Output,
+) -> anyhow::Result<()> {
+    let report = dir.join("report.html");
+    if json {
+        out.json(&serde_json::json!({"report": report, "findings": found}))?;
+        return Ok(());
+    }
+    let mut text = String::new();
+    if found.is_empty() {
+        text.push_str("nothing stands out: every measured cell is within reach of the typical one\n");
+    }
+    for line in found {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let _ = writeln!(text, "report: {}", report.display());
+    out.text(&text)?;
     Ok(())
 }
 

@@ -1,0 +1,401 @@
+//! A mesh run's `report.html`: one self-contained page (no script, no
+//! fetch) with, for each figure measured, what the matrix shows in words,
+//! its heat map (hosts sorted by zone, rack and name; row and column
+//! medians; a failed cell marked apart from one never measured; each
+//! cell's verdict and reason in its tooltip) and, for each test's main
+//! figure, the asymmetry map of its two directions.
+
+use crate::experiments::mesh::analysis::{self, Finding};
+use crate::experiments::mesh::matrix::{Cell, METRICS, Matrix, Metric, hosts_of};
+use crate::experiments::mesh::record::{Manifest, PairTest};
+use crate::report::html::escape;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The figure of each test whose asymmetry is mapped.
+const MAPPED: &[&str] = &["throughput_mbit_s", "rtt_p50_us", "loss_pct"];
+
+/// What the page says a matrix shows: its findings and asymmetric pairs.
+pub fn findings(matrix: &Matrix, metric: &Metric) -> Vec<Finding> {
+    let mut found = analysis::read(matrix, metric);
+    if MAPPED.contains(&metric.name) {
+        found.extend(analysis::asymmetric_pairs(matrix, metric));
+    }
+    found
+}
+
+/// How good `value` is beside the typical one, 0 (worst) to 1.
+fn goodness(metric: &Metric, value: f64, typical: f64) -> f64 {
+    let g = if metric.higher_is_better {
+        if typical > 0.0 { value / typical } else { 1.0 }
+    } else {
+        let floor = metric.floor.max(1e-9);
+        (typical.max(0.0) + floor) / (value.max(0.0) + floor)
+    };
+    g.clamp(0.0, 1.0)
+}
+
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 || value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 1.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+fn label_line(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A header row for each of zone and rack that any host has: runs of
+/// equal values over the columns, so a zone or a rack reads as a block.
+fn group_rows(matrix: &Matrix) -> String {
+    let mut html = String::new();
+    for key in ["zone", "rack"] {
+        if !matrix.labels.iter().any(|l| l.contains_key(key)) {
+            continue;
+        }
+        let _ = write!(html, "<tr><th class=\"group\">{key}</th>");
+        let mut j = 0;
+        while j < matrix.hosts.len() {
+            let value = matrix.labels[j].get(key);
+            let run = matrix.labels[j..]
+                .iter()
+                .take_while(|l| l.get(key) == value)
+                .count();
+            let _ = write!(
+                html,
+                "<th class=\"group\" colspan=\"{run}\">{}</th>",
+                escape(value.map_or("", String::as_str))
+            );
+            j += run;
+        }
+        html.push_str("<th></th></tr>");
+    }
+    html
+}
+
+/// One heat map as an HTML table.
+fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
+    let n = matrix.hosts.len();
+    let values = |cells: &mut dyn Iterator<Item = &Cell>| -> Vec<f64> {
+        cells
+            .filter_map(|c| match c {
+                Cell::Value { value, .. } => Some(*value),
+                _ => None,
+            })
+            .collect()
+    };
+    let typical =
+        analysis::median(&values(&mut matrix.cells.iter().flatten())).unwrap_or(0.0);
+    let mut html = String::from("<table class=\"heat\">");
+    html.push_str(&group_rows(matrix));
+    html.push_str("<tr><th>from \\ to</th>");
+    for (host, labels) in matrix.hosts.iter().zip(&matrix.labels) {
+        let _ = write!(
+            html,
+            "<th class=\"col\" title=\"{}\">{}</th>",
+            escape(&label_line(labels)),
+            escape(host)
+        );
+    }
+    html.push_str("<th>median</th></tr>");
+    for i in 0..n {
+        let _ = write!(
+            html,
+            "<tr><th title=\"{}\">{}</th>",
+            escape(&label_line(&matrix.labels[i])),
+            escape(&matrix.hosts[i])
+        );
+        for j in 0..n {
+            let (from, to) = (&matrix.hosts[i], &matrix.hosts[j]);
+            match &matrix.cells[i][j] {
+                Cell::Missing if i == j => html.push_str("<td class=\"self\"></td>"),
+                Cell::Missing => {
+                    let _ = write!(
+                        html,
+                        "<td class=\"missing\" title=\"{} → {}: not measured (the run stopped before it)\">·</td>",
+                        escape(from),
+                        escape(to)
+                    );
+                }
+                Cell::Failed(why) => {
+                    let _ = write!(
+                        html,
+                        "<td class=\"failed\" title=\"{} → {}: failed: {}\">✕</td>",
+                        escape(from),
+                        escape(to),
+                        escape(why)
+                    );
+                }
+                Cell::Value { value, verdict } => {
+                    let hue = 120.0 * goodness(metric, *value, typical);
+                    let tip = format!(
+                        "{from} → {to}: {} {}{}",
+                        number(*value),
+                        metric.unit,
+                        verdict
+                            .as_deref()
+                            .map_or(String::new(), |v| format!("\n{v}"))
+                    );
+                    let _ = write!(
+                        html,
+                        "<td style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}</td>",
+                        escape(&tip),
+                        number(*value)
+                    );
+                }
+            }
+        }
+        let row = analysis::median(&values(&mut matrix.cells[i].iter()));
+        let _ = write!(
+            html,
+            "<td class=\"median\">{}</td></tr>",
+            row.map_or(String::new(), number)
+        );
+    }
+    html.push_str("<tr><th>median</th>");
+    for j in 0..n {
+        let column = analysis::median(&values(&mut matrix.cells.iter().map(|row| &row[j])));
+        let _ = write!(
+            html,
+            "<td class=\"median\">{}</td>",
+            column.map_or(String::new(), number)
+        );
+    }
+    let _ = write!(html, "<td class=\"median\">{}</td></tr></table>", number(typical));
+    html
+}
+
+/// The asymmetry map: each cell the ratio of its direction to the other
+/// (above 1, this direction is the better).
+fn asymmetry_map(matrix: &Matrix, metric: &Metric) -> String {
+    let map = analysis::asymmetry(matrix, metric);
+    let mut html = String::from("<table class=\"heat\"><tr><th>from \\ to</th>");
+    for host in &matrix.hosts {
+        let _ = write!(html, "<th class=\"col\">{}</th>", escape(host));
+    }
+    html.push_str("</tr>");
+    for (i, row) in map.iter().enumerate() {
+        let _ = write!(html, "<tr><th>{}</th>", escape(&matrix.hosts[i]));
+        for (j, ratio) in row.iter().enumerate() {
+            match ratio {
+                _ if i == j => html.push_str("<td class=\"self\"></td>"),
+                None => html.push_str("<td class=\"missing\">·</td>"),
+                Some(r) => {
+                    // Even is white; the slow direction red, the fast blue.
+                    let strength = (r.ln().abs() / 3f64.ln()).min(1.0);
+                    let hue = if *r < 1.0 { 0 } else { 210 };
+                    let light = 100.0 - 30.0 * strength;
+                    let _ = write!(
+                        html,
+                        "<td style=\"background:hsl({hue},70%,{light:.0}%)\" title=\"{} → {} is {:.2}x {} → {}\">{r:.2}</td>",
+                        escape(&matrix.hosts[i]),
+                        escape(&matrix.hosts[j]),
+                        r,
+                        escape(&matrix.hosts[j]),
+                        escape(&matrix.hosts[i]),
+                    );
+                }
+            }
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+    html
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
+table.heat{border-collapse:collapse;margin:.6em 0 1.4em}\
+table.heat td,table.heat th{border:1px solid #ccc;padding:.25em .45em;text-align:right;font-variant-numeric:tabular-nums}\
+table.heat th{background:#f4f4f4;font-weight:600;white-space:nowrap}\
+td.self{background:#ddd}\
+table.heat th.group{background:#e8eef6;text-align:center}\
+td.missing{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#999;text-align:center}\
+td.failed{background:#333;color:#fff;text-align:center}\
+td.median{background:#fafafa;font-style:italic}\
+ul.findings li{margin:.2em 0}\
+.legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ccc}";
+
+/// The page for a run directory's manifest and results.
+pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
+    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
+        .inventory
+        .iter()
+        .map(|a| (a.name.clone(), a.labels.clone()))
+        .collect();
+    let hosts = hosts_of(results, &inventory);
+    let measured = results.iter().filter(|r| r.failed.is_none()).count();
+    let failed = results.len() - measured;
+    let mut html = format!(
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>netlab mesh: {n} hosts</title><style>{STYLE}</style><body><h1>netlab mesh: {n} hosts</h1>",
+        n = hosts.len()
+    );
+    let pass = &manifest.pass;
+    let _ = write!(
+        html,
+        "<p>Started {} by {} (netlab {}); agents {}; tests {} of {} s each; {} mode{}; seed {}. {measured} tests measured, {failed} failed.</p>",
+        escape(&manifest.started),
+        escape(&manifest.controller),
+        escape(&manifest.netlab_version),
+        escape(&manifest.agents_spec),
+        pass.tests.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+        pass.duration_s,
+        pass.mode.name(),
+        if pass.bidir { ", both directions at once" } else { "" },
+        pass.seed
+    );
+    let lost: Vec<String> = manifest
+        .agents
+        .iter()
+        .filter_map(|a| a.failed.as_ref().map(|why| format!("{}: {why}", a.name)))
+        .collect();
+    if !lost.is_empty() {
+        html.push_str("<p>Agents that took no part:</p><ul>");
+        for line in lost {
+            let _ = write!(html, "<li>{}</li>", escape(&line));
+        }
+        html.push_str("</ul>");
+    }
+    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> Hover a cell for its value, its limits verdict or why it failed.</p>");
+    for metric in METRICS {
+        let matrix = Matrix::of(metric, &hosts, results);
+        if matrix.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            html,
+            "<h2>{} ({}, {} test)</h2>",
+            escape(metric.describe),
+            escape(metric.unit),
+            metric.test.name()
+        );
+        let found = findings(&matrix, metric);
+        if found.is_empty() {
+            html.push_str("<p>Nothing stands out: every measured cell is within reach of the typical one.</p>");
+        } else {
+            html.push_str("<ul class=\"findings\">");
+            for f in &found {
+                let _ = write!(html, "<li>{}</li>", escape(f.words()));
+            }
+            html.push_str("</ul>");
+        }
+        html.push_str(&heat_map(&matrix, metric));
+        if MAPPED.contains(&metric.name) {
+            let _ = write!(
+                html,
+                "<h3>Asymmetry of {}: each direction against the other</h3>",
+                escape(metric.describe)
+            );
+            html.push_str(&asymmetry_map(&matrix, metric));
+        }
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// Writes the CSV matrices and `report.html` of the run in `dir`, and
+/// returns what the matrices show, a line each (`figure: words`).
+pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    crate::experiments::mesh::matrix::write_all(dir)?;
+    let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
+    let results = crate::experiments::mesh::run::results_of(dir)?;
+    let path = dir.join("report.html");
+    std::fs::write(&path, page(&manifest, &results))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
+        .inventory
+        .iter()
+        .map(|a| (a.name.clone(), a.labels.clone()))
+        .collect();
+    let hosts = hosts_of(&results, &inventory);
+    let mut lines = Vec::new();
+    for metric in METRICS {
+        let matrix = Matrix::of(metric, &hosts, &results);
+        for f in findings(&matrix, metric) {
+            lines.push(format!("{}: {}", metric.name, f.words()));
+        }
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::mesh::inventory::Agent;
+    use crate::experiments::mesh::options::MeshTest;
+    use crate::experiments::mesh::record::{PairFigures, PassSpec};
+    use crate::experiments::mesh::schedule::Mode;
+
+    #[test]
+    fn the_page_marks_failed_and_missing_cells_apart_and_says_what_it_sees() {
+        let hosts = ["a", "b", "c"];
+        let mut results = Vec::new();
+        for from in hosts {
+            for to in hosts {
+                if from == to || (from, to) == ("c", "b") {
+                    continue;
+                }
+                results.push(PairTest {
+                    test: MeshTest::Stream,
+                    from: from.into(),
+                    to: to.into(),
+                    from_labels: BTreeMap::new(),
+                    to_labels: BTreeMap::new(),
+                    round: 0,
+                    alongside: 1,
+                    bidir: false,
+                    started: String::new(),
+                    seconds: 1.0,
+                    failed: ((from, to) == ("c", "a")).then(|| "agent c <lost>".to_string()),
+                    figures: PairFigures {
+                        throughput_mbit_s: Some(if from == "a" { 90.0 } else { 940.0 }),
+                        verdict: Some("limited by the link".into()),
+                        ..PairFigures::default()
+                    },
+                    detail: None,
+                });
+            }
+        }
+        let manifest = Manifest {
+            experiment: "mesh".into(),
+            netlab_version: "0".into(),
+            started: "now".into(),
+            controller: "me".into(),
+            agents_spec: "a,b,c".into(),
+            inventory: hosts
+                .iter()
+                .map(|h| Agent {
+                    name: h.to_string(),
+                    addr: "127.0.0.1:5310".parse().unwrap(),
+                    labels: BTreeMap::new(),
+                })
+                .collect(),
+            pass: PassSpec {
+                tests: vec![MeshTest::Stream],
+                duration_s: 1.0,
+                mode: Mode::Host,
+                max_pairs: None,
+                bidir: false,
+                seed: 1,
+                loss_rate_bps: 1,
+                loss_length: 100,
+            },
+            rounds: 6,
+            steps: 6,
+            agents: Vec::new(),
+        };
+        let html = page(&manifest, &results);
+        assert!(html.contains("class=\"failed\" title=\"c → a: failed: agent c &lt;lost&gt;\""));
+        assert!(html.contains("class=\"missing\" title=\"c → b: not measured"));
+        assert!(html.contains("limited by the link"));
+        assert!(html.contains("host a: throughput is worse in its row"), "{html}");
+        assert!(!html.contains("<script"));
+    }
+}
