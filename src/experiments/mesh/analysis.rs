@@ -250,8 +250,14 @@ pub fn asymmetry(matrix: &Matrix, metric: &Metric) -> Vec<Vec<Option<f64>>> {
         for (j, slot) in row.iter_mut().enumerate() {
             if let (Some(a), Some(b)) = (value(&matrix.cells[i][j]), value(&matrix.cells[j][i])) {
                 // Ratio of this direction against the other, > 1 when this
-                // one is the better.
-                let ratio = if metric.higher_is_better { a / b } else { b / a };
+                // one is the better (a figure that is worse when higher
+                // counts from its floor: 3% loss one way and none the
+                // other is asymmetric).
+                let ratio = if metric.higher_is_better {
+                    a / b
+                } else {
+                    (b.max(0.0) + metric.floor) / (a.max(0.0) + metric.floor)
+                };
                 if ratio.is_finite() && ratio > 0.0 {
                     *slot = Some(ratio);
                 }
@@ -418,6 +424,13 @@ mod tests {
         assert!(matches!(
             &findings[0],
             Finding::Path { from, to, .. } if from == "h4" && to == "h0"
+        ));
+        // Loss one way and none the other: asymmetric, counted from the floor.
+        let asymmetric = asymmetric_pairs(&m, LOSS);
+        assert_eq!(asymmetric.len(), 1, "{asymmetric:#?}");
+        assert!(matches!(
+            &asymmetric[0],
+            Finding::Asymmetric { slow_from, ratio, .. } if slow_from == "h4" && (*ratio - 22.0).abs() < 0.01
         ));
     }
 

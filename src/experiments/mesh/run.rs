@@ -38,6 +38,10 @@ use std::time::{Duration, Instant};
 
 /// Agents reached at once while the run starts.
 const HANDSHAKES_AT_ONCE: usize = 64;
+/// How long an agent busy with another run is asked again before the pass
+/// goes on without it: an agent ends a vanished controller's run within
+/// its endpoints' cleanup grace (3 s) once it sees the connection close.
+const BUSY_WAIT: Duration = Duration::from_secs(15);
 /// A test's time beyond its own length (setting up both ends, the
 /// records), for the estimate checked against the agents' limits.
 pub const TEST_OVERHEAD: Duration = Duration::from_secs(2);
@@ -679,6 +683,21 @@ fn agent_message(error: ControlError) -> String {
     }
 }
 
+/// Reaches one agent; one that is busy with another run (a controller
+/// killed a moment ago whose run the agent is still ending, or another
+/// controller's short test) is asked again for up to [`BUSY_WAIT`].
+fn reach(agent: &Agent) -> Result<Arc<AgentLink>, String> {
+    let give_up = Instant::now() + BUSY_WAIT;
+    loop {
+        match remote::link(&agent.name).map_err(agent_message) {
+            Err(why) if why.starts_with("busy:") && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Reaches every agent of `inventory`, [`HANDSHAKES_AT_ONCE`] at a time.
 fn reach_all(inventory: &[Agent]) -> Vec<Result<Arc<AgentLink>, String>> {
     let mut reached: Vec<Result<Arc<AgentLink>, String>> = Vec::with_capacity(inventory.len());
@@ -686,7 +705,7 @@ fn reach_all(inventory: &[Agent]) -> Vec<Result<Arc<AgentLink>, String>> {
         let batch: Vec<Result<Arc<AgentLink>, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
-                .map(|agent| scope.spawn(move || remote::link(&agent.name).map_err(agent_message)))
+                .map(|agent| scope.spawn(move || reach(agent)))
                 .collect();
             handles
                 .into_iter()

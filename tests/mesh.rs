@@ -1,0 +1,628 @@
+//! `netlab mesh` over a fleet made for the test: eight agents' hosts, a
+//! controller's and a DNS server's, each a network namespace on one
+//! bridge (in an eleventh). The agents are the real binary with labels
+//! (two zones of two racks), the DNS server is Debian's dnsmasq serving a
+//! name in the style of a Kubernetes headless Service (one A record an
+//! agent), and the controller finds them by that name from a namespace of
+//! its own. Faults are made by construction and each must be read as what
+//! it is:
+//! - host 1 shaped both ways (tbf on its veth and on its bridge port):
+//!   its row and its column;
+//! - 3% loss on the path from host 2 to host 3 (an nftables rule in the
+//!   switch's bridge): that one cell of the loss matrix;
+//! - host 4 shaped sending only: its row, and the asymmetry map;
+//! - an agent killed mid-run: its cells failed with the reason, the rest
+//!   planned again; the controller killed: `--resume` finishes the run
+//!   without measuring again what was measured;
+//! - an agent holding another key, and a controller of another release:
+//!   named, not hung on.
+//!
+//! Root is needed (CAP_NET_ADMIN); without it the test fails saying so.
+
+mod common;
+
+use netlab::endpoint::agent::key::Key;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+const AGENTS: usize = 8;
+const CTL: usize = AGENTS;
+const DNS: usize = AGENTS + 1;
+/// The name the DNS server gives every agent's address.
+const SERVICE: &str = "netlab-agents.netlab.svc.cluster.local";
+/// Every agent host's own rate, so that the cells are the links' and not
+/// the two CPUs' share among four tests at once.
+const LINE_RATE: &str = "300mbit";
+/// A shaped host's rate: a tenth of it.
+const SHAPED_RATE: &str = "30mbit";
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("netlab")
+}
+
+/// Ten hosts on one bridge: agents 0-7 (`.1`-`.8`), the controller
+/// (`.9`) and the DNS server (`.10`).
+struct Fleet {
+    /// Namespaces: a host each, then the switch.
+    names: Vec<String>,
+    subnet: u32,
+    dir: tempfile::TempDir,
+    key: PathBuf,
+    agents: Vec<Option<Child>>,
+    dnsmasq: Option<Child>,
+    /// `/etc/netns/<controller>`: its resolv.conf, pointing at dnsmasq.
+    resolv: PathBuf,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        assert!(
+            netlab::testbed::netns::has_net_admin(),
+            "the mesh test needs CAP_NET_ADMIN: run it as root"
+        );
+        for tool in ["/usr/sbin/dnsmasq", "/usr/sbin/nft", "/usr/sbin/tc"] {
+            assert!(
+                Path::new(tool).exists(),
+                "the mesh test needs {tool} (scripts/test installs dnsmasq-base, nftables and iproute2)"
+            );
+        }
+        let tag = format!("nlt{}m", std::process::id());
+        let mut names: Vec<String> = (0..AGENTS).map(|i| format!("{tag}h{i}")).collect();
+        names.extend(["ctl", "dns", "sw"].map(|h| format!("{tag}{h}")));
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agent.key");
+        Key::generate().unwrap().write_new(&key).unwrap();
+        let resolv = PathBuf::from("/etc/netns").join(&names[CTL]);
+        let fleet = Fleet {
+            subnet: 10 + std::process::id() % 200,
+            names,
+            dir,
+            key,
+            agents: (0..AGENTS).map(|_| None).collect(),
+            dnsmasq: None,
+            resolv,
+        };
+        for name in &fleet.names {
+            run("ip", &["netns", "add", name]);
+        }
+        let sw = fleet.names[DNS + 1].as_str();
+        run("ip", &["-n", sw, "link", "add", "br0", "type", "bridge"]);
+        run("ip", &["-n", sw, "link", "set", "br0", "up"]);
+        for host in 0..=DNS {
+            let port = format!("p{host}");
+            let ns = fleet.names[host].as_str();
+            run(
+                "ip",
+                &[
+                    "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                    "netns", ns,
+                ],
+            );
+            run(
+                "ip",
+                &["-n", sw, "link", "set", &port, "master", "br0", "up"],
+            );
+            let addr = format!("{}/24", fleet.addr(host));
+            run("ip", &["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+            run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
+            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        }
+        fleet
+    }
+
+    fn addr(&self, host: usize) -> String {
+        format!("10.232.{}.{}", self.subnet, host + 1)
+    }
+
+    fn agent(&self, host: usize) -> String {
+        format!("{}:5310", self.addr(host))
+    }
+
+    /// `tc` in `host`'s namespace (or the switch's, for its bridge ports).
+    fn tc(&self, ns: usize, args: &[&str]) {
+        let mut all = vec!["-n", self.names[ns].as_str()];
+        all.extend(args);
+        run("tc", &all);
+    }
+
+    /// Caps what `device` in namespace `ns` sends at `rate`.
+    fn shape(&self, ns: usize, device: &str, rate: &str) {
+        self.tc(
+            ns,
+            &[
+                "qdisc", "replace", "dev", device, "root", "tbf", "rate", rate, "burst", "256k",
+                "latency", "20ms",
+            ],
+        );
+    }
+
+    fn log(&self, host: usize) -> PathBuf {
+        self.dir.path().join(format!("agent-{host}.log"))
+    }
+
+    fn log_text(&self, host: usize) -> String {
+        std::fs::read_to_string(self.log(host)).unwrap_or_default()
+    }
+
+    /// Starts host `host`'s agent with its labels (zone `z0` for hosts
+    /// 0-3, `z1` for 4-7; a rack of two), under `key`; waits until it
+    /// listens.
+    fn start_agent(&mut self, host: usize, key: &Path) {
+        let log = File::create(self.log(host)).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[host]])
+            .arg(binary())
+            .args(["agent", "serve", "--listen", &self.agent(host)])
+            .args(["--label", &format!("zone=z{}", host / 4)])
+            .args(["--label", &format!("rack=r{}", host / 2)])
+            .env("NETLAB_KEY_FILE", key)
+            .env("NODE_NAME", format!("node-{host}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.agents[host] = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log_text(host).contains("listening on") {
+            assert!(
+                Instant::now() < deadline,
+                "agent {host} did not start: {}",
+                self.log_text(host)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill_agent(&mut self, host: usize) {
+        if let Some(mut agent) = self.agents[host].take() {
+            // By PID, through the Child handle: `ip netns exec` runs it by exec.
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+    }
+
+    /// dnsmasq in its namespace, answering `SERVICE` with every agent's
+    /// address, and the controller's namespace pointed at it.
+    fn start_dns(&mut self) {
+        let hosts = self.dir.path().join("agents.hosts");
+        let lines: String = (0..AGENTS)
+            .map(|h| format!("{} {SERVICE}\n", self.addr(h)))
+            .collect();
+        std::fs::write(&hosts, lines).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[DNS], "/usr/sbin/dnsmasq"])
+            .args([
+                "--keep-in-foreground",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+            ])
+            .args([
+                "--no-hosts",
+                "--bind-interfaces",
+                "--user=root",
+                "--pid-file=",
+            ])
+            .arg(format!("--addn-hosts={}", hosts.display()))
+            .arg(format!("--listen-address={}", self.addr(DNS)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.dnsmasq = Some(child);
+        std::fs::create_dir_all(&self.resolv).unwrap();
+        std::fs::write(
+            self.resolv.join("resolv.conf"),
+            format!("nameserver {}\n", self.addr(DNS)),
+        )
+        .unwrap();
+    }
+
+    /// `netlab mesh ARGS --json` from the controller's namespace.
+    fn mesh(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", &self.names[CTL]])
+            .arg(binary())
+            .arg("mesh")
+            .args(args)
+            .arg("--json")
+            .env("NETLAB_KEY_FILE", &self.key)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for agent in self.agents.iter_mut().flatten() {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+        if let Some(mut dns) = self.dnsmasq.take() {
+            let _ = dns.kill();
+            let _ = dns.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.resolv);
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The lines of a run's results.jsonl (none before it exists).
+fn results(dir: &Path) -> Vec<Value> {
+    let path = dir.join("results.jsonl");
+    if !path.exists() {
+        return Vec::new();
+    }
+    common::lines_of(&path)
+}
+
+/// Each endpoint's life on an agent, from its log: (start, end) in µs
+/// since the epoch, in the order they started.
+fn endpoint_lives(log: &str) -> Vec<(u128, u128, String)> {
+    let mut started: HashMap<String, (u128, String)> = HashMap::new();
+    let mut lives = Vec::new();
+    let stamp = |line: &str| {
+        let time = line.split_whitespace().next().unwrap();
+        humantime::parse_rfc3339_weak(time)
+            .unwrap()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_micros()
+    };
+    for line in log.lines() {
+        let Some((_, rest)) = line.split_once("netlab agent: endpoint ") else {
+            continue;
+        };
+        let id = rest.split_whitespace().next().unwrap().to_string();
+        if rest.contains(" started, pid ") {
+            started.insert(id, (stamp(line), rest.to_string()));
+        } else if rest.contains(" ended: ") {
+            let (from, what) = started.remove(&id).expect("an end after its start");
+            lives.push((from, stamp(line), what));
+        }
+    }
+    assert!(
+        started.is_empty(),
+        "endpoints that never ended: {started:?}"
+    );
+    lives.sort();
+    lives
+}
+
+/// The findings the run printed for `metric`.
+fn findings<'a>(doc: &'a Value, metric: &str) -> Vec<&'a str> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .filter_map(|f| f.strip_prefix(metric)?.strip_prefix(": "))
+        .collect()
+}
+
+#[test]
+fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
+    let mut fleet = Fleet::new();
+    let key = fleet.key.clone();
+    for host in 0..AGENTS {
+        fleet.start_agent(host, &key);
+    }
+    fleet.start_dns();
+    // Every agent host's line rate, both ways (its veth and its bridge port).
+    for host in 0..AGENTS {
+        fleet.shape(host, "eth0", LINE_RATE);
+        fleet.shape(DNS + 1, &format!("p{host}"), LINE_RATE);
+    }
+    // Host 1: a tenth of the rate both ways.
+    fleet.shape(1, "eth0", SHAPED_RATE);
+    fleet.shape(DNS + 1, "p1", SHAPED_RATE);
+    // Host 4: a tenth of the rate sending only.
+    fleet.shape(4, "eth0", SHAPED_RATE);
+    // The path from host 2 to host 3: 3% of its packets dropped by the
+    // switch (a bridge-family rule on the forward hook).
+    let sw = fleet.names[DNS + 1].clone();
+    let nft = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", sw.as_str(), "nft"];
+        all.extend(args);
+        run("ip", &all);
+    };
+    nft(&["add", "table", "bridge", "fault"]);
+    nft(&[
+        "add",
+        "chain",
+        "bridge",
+        "fault",
+        "path",
+        "{ type filter hook forward priority 0; }",
+    ]);
+    let (h2, h3) = (fleet.addr(2), fleet.addr(3));
+    nft(&[
+        "add", "rule", "bridge", "fault", "path", "ip", "saddr", &h2, "ip", "daddr", &h3, "numgen",
+        "random", "mod", "100", "<", "3", "drop",
+    ]);
+
+    // The pass, the agents found by DNS from the controller's namespace.
+    let dir = fleet.dir.path().join("run");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let spec = format!("dns:{SERVICE}");
+    let output = fleet
+        .mesh(&[
+            "--agents",
+            &spec,
+            "--tests",
+            "stream,loss",
+            "--duration",
+            "1s",
+            "--out",
+            &dir_arg,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = common::json_of(&output.stdout);
+    assert_eq!(doc["failed"], 0, "{doc}");
+    assert_eq!(doc["measured"], 2 * AGENTS * (AGENTS - 1), "{doc}");
+
+    // The matrix is complete: every ordered pair, each test once, with both
+    // hosts' labels.
+    let lines = results(&dir);
+    let mut seen = HashSet::new();
+    for line in &lines {
+        assert!(line["failed"].is_null(), "{line}");
+        let key = (
+            line["from"].as_str().unwrap().to_string(),
+            line["to"].as_str().unwrap().to_string(),
+            line["test"].as_str().unwrap().to_string(),
+        );
+        assert!(seen.insert(key), "measured twice: {line}");
+        assert!(line["from_labels"]["zone"].is_string(), "{line}");
+        assert!(line["to_labels"]["rack"].is_string(), "{line}");
+        assert!(line["from_labels"]["node"].is_string(), "{line}");
+    }
+    assert_eq!(seen.len(), 2 * AGENTS * (AGENTS - 1));
+    for name in [
+        "manifest.json",
+        "throughput_mbit_s.csv",
+        "loss_pct.csv",
+        "report.html",
+    ] {
+        assert!(dir.join(name).exists(), "{name} missing");
+    }
+    let csv = std::fs::read_to_string(dir.join("throughput_mbit_s.csv")).unwrap();
+    assert_eq!(csv.lines().count(), AGENTS + 1, "{csv}");
+    assert!(!csv.contains("failed"), "{csv}");
+
+    // No agent was in two tests at once: its endpoints' lives never overlap.
+    for host in 0..AGENTS {
+        let lives = endpoint_lives(&fleet.log_text(host));
+        assert_eq!(lives.len(), 2 * 2 * (AGENTS - 1), "agent {host}: {lives:?}");
+        for pair in lives.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "agent {host}: {:?} overlaps {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    // Each fault read as what it is.
+    let names: Vec<String> = (0..AGENTS).map(|h| fleet.agent(h)).collect();
+    let a = |h: usize| names[h].clone();
+    let throughput = findings(&doc, "throughput_mbit_s");
+    let host_1 = format!(
+        "host {}: throughput is worse in its row and its column",
+        a(1)
+    );
+    let host_4 = format!(
+        "host {}: throughput is worse in its row (it sends) but not its column",
+        a(4)
+    );
+    assert!(
+        throughput.iter().any(|f| f.starts_with(&host_1)),
+        "{throughput:#?}"
+    );
+    assert!(
+        throughput.iter().any(|f| f.starts_with(&host_4)),
+        "{throughput:#?}"
+    );
+    // No other host is named; a single path may be only the lossy one.
+    for f in &throughput {
+        if f.starts_with("host ") {
+            assert!(f.starts_with(&host_1) || f.starts_with(&host_4), "{f}");
+        }
+        if f.starts_with("path ") {
+            assert!(
+                f.starts_with(&format!("path {} -> {} alone", a(2), a(3))),
+                "{f}"
+            );
+        }
+        if f.starts_with(&a(1)) || f.contains("x worse than") {
+            // The asymmetry map: host 4 sends slowly to every peer but host 1
+            // (shaped both ways), and the lossy path may be one-sided too.
+            assert!(
+                f.starts_with(&format!("{} -> ", a(4)))
+                    || f.starts_with(&format!("{} -> {}", a(2), a(3))),
+                "{f}"
+            );
+        }
+    }
+    let asymmetric: Vec<&&str> = throughput
+        .iter()
+        .filter(|f| f.starts_with(&format!("{} -> ", a(4))) && f.contains("x worse than"))
+        .collect();
+    assert!(asymmetric.len() >= AGENTS - 2, "{throughput:#?}");
+    let loss = findings(&doc, "loss_pct");
+    assert_eq!(
+        loss.iter()
+            .filter(|f| !f.contains("x worse than"))
+            .collect::<Vec<_>>(),
+        [&format!(
+            "path {} -> {} alone: loss is worse there and nowhere else in its row or column: that path (a link, a switch port or a rule between the two)",
+            a(2),
+            a(3)
+        )],
+        "{loss:#?}"
+    );
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        report.contains("limited by"),
+        "the verdicts are in the tooltips"
+    );
+
+    // Faults of the run itself: an agent killed mid-run, then the
+    // controller; and an agent that holds another key.
+    let other_key = fleet.dir.path().join("other.key");
+    Key::generate().unwrap().write_new(&other_key).unwrap();
+    fleet.kill_agent(7);
+    fleet.start_agent(7, &other_key);
+    for host in 0..AGENTS {
+        fleet.tc(host, &["qdisc", "del", "dev", "eth0", "root"]);
+        fleet.tc(
+            DNS + 1,
+            &["qdisc", "del", "dev", &format!("p{host}"), "root"],
+        );
+    }
+    let list = (0..AGENTS)
+        .map(|h| fleet.agent(h))
+        .collect::<Vec<_>>()
+        .join(",");
+    let dir = fleet.dir.path().join("again");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let mut controller = fleet
+        .mesh(&[
+            "--agents",
+            &list,
+            "--tests",
+            "stream,rtt",
+            "--duration",
+            "1s",
+            "--out",
+            &dir_arg,
+        ])
+        .spawn()
+        .unwrap();
+    // Agent 6 dies once a few tests are in; the controller a little later.
+    let wait_for_lines = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while results(&dir)
+            .iter()
+            .filter(|l| l["failed"].is_null())
+            .count()
+            < n
+        {
+            assert!(Instant::now() < deadline, "the run stalled");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for_lines(4);
+    fleet.kill_agent(6);
+    wait_for_lines(16);
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    let before = results(&dir);
+    let measured_before: HashSet<(String, String, String)> = before
+        .iter()
+        .filter(|l| l["failed"].is_null())
+        .map(|l| {
+            (
+                l["from"].as_str().unwrap().into(),
+                l["to"].as_str().unwrap().into(),
+                l["test"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // What agents 6 and 7 took with them, each named with its reason.
+    for line in before.iter().filter(|l| !l["failed"].is_null()) {
+        let why = line["failed"].as_str().unwrap();
+        let (from, to) = (line["from"].as_str().unwrap(), line["to"].as_str().unwrap());
+        assert!(
+            [a(6), a(7)].iter().any(|h| from == h || to == h),
+            "a failure between live agents: {line}"
+        );
+        if from == a(7) || to == a(7) {
+            assert!(why.contains("authentication failed"), "{why}");
+        }
+    }
+    assert!(
+        before
+            .iter()
+            .any(|l| l["failed"].as_str().is_some_and(|w| w.contains(&a(6)))),
+        "agent 6's cells are failed naming it"
+    );
+
+    // Resumed: what was measured is not measured again, the rest is.
+    let output = fleet.mesh(&["--resume", &dir_arg]).output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "cells of the dead agents failed: {}",
+        stderr(&output)
+    );
+    // With --json the error is a JSON document on stdout.
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("tests failed"), "{said}");
+    let after = results(&dir);
+    let mut measured: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for line in after.iter().filter(|l| l["failed"].is_null()) {
+        *measured
+            .entry((
+                line["from"].as_str().unwrap().into(),
+                line["to"].as_str().unwrap().into(),
+                line["test"].as_str().unwrap().into(),
+            ))
+            .or_default() += 1;
+    }
+    assert!(
+        measured.values().all(|&n| n == 1),
+        "measured twice: {measured:?}"
+    );
+    assert!(measured_before.iter().all(|k| measured.contains_key(k)));
+    // Every pair of the six live agents, both tests.
+    assert_eq!(
+        measured
+            .keys()
+            .filter(|(f, t, _)| ![a(6), a(7)].contains(f) && ![a(6), a(7)].contains(t))
+            .count(),
+        2 * 6 * 5
+    );
+
+    // A controller of another release: every agent refuses it, by name.
+    let output = fleet
+        .mesh(&[
+            "--agents",
+            &list,
+            "--out",
+            fleet.dir.path().join("v").to_str().unwrap(),
+        ])
+        .env("NETLAB_FAULT", "claim-version:0.0.1")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("of 8 agents answered"), "{said}");
+    assert!(said.contains("version mismatch"), "{said}");
+}
