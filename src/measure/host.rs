@@ -33,12 +33,29 @@ pub struct HostFacts {
     pub interfaces: Vec<Interface>,
 }
 
-/// A network interface: its name, MTU and addresses.
+/// A network interface: its name, MTU, addresses and link speed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interface {
     pub name: String,
     pub mtu: Option<u32>,
     pub addresses: Vec<std::net::IpAddr>,
+    /// The link's speed as its driver reports it (`/sys/class/net/NAME/speed`,
+    /// Mbit/s); none for virtual devices (veth, loopback, most VMs' NICs
+    /// report none or -1), or where sysfs is another namespace's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbit_s: Option<u32>,
+}
+
+/// `name`'s link speed in Mbit/s, when its driver knows one.
+fn speed_of(name: &str) -> Option<u32> {
+    if name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    read_trimmed(&format!("/sys/class/net/{name}/speed"))?
+        .parse::<i64>()
+        .ok()
+        .filter(|&s| s > 0)
+        .and_then(|s| u32::try_from(s).ok())
 }
 
 impl HostFacts {
@@ -98,6 +115,7 @@ fn interfaces() -> Vec<Interface> {
             None => {
                 found.push(Interface {
                     mtu: mtu_of(&entry.interface_name),
+                    speed_mbit_s: speed_of(&entry.interface_name),
                     name: entry.interface_name.clone(),
                     addresses: Vec::new(),
                 });

@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod inventory;
+pub mod manifests;
 pub mod matrix;
 pub mod options;
 pub mod record;

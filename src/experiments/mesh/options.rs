@@ -28,6 +28,7 @@ impl MeshArgs {
         match &self.command {
             Some(MeshCommand::Plan(plan)) => plan.json,
             Some(MeshCommand::Report(report)) => report.json,
+            Some(MeshCommand::Manifests(_)) => false,
             None => self.run.json,
         }
     }
@@ -95,6 +96,9 @@ pub enum MeshCommand {
     /// Write a run directory's matrices and report.html again, and say what
     /// they show.
     Report(ReportArgs),
+    /// Print the Kubernetes objects of a mesh: Namespace, Secret, DaemonSet
+    /// of agents, headless Service, and a Job or CronJob that measures.
+    Manifests(ManifestsArgs),
 }
 
 /// What one pair is measured for.
@@ -132,6 +136,33 @@ impl MeshTest {
 }
 
 #[derive(Debug, Args)]
+pub struct ManifestsArgs {
+    /// The namespace every object goes in.
+    #[arg(long, default_value = "netlab")]
+    pub namespace: String,
+    /// The netlab image (deploy/kubernetes/Dockerfile builds one).
+    #[arg(long)]
+    pub image: String,
+    /// Agents on the pod network (the CNI's path), not the nodes' own.
+    #[arg(long)]
+    pub pod_network: bool,
+    /// Put this key in the Secret (otherwise make the Secret apart).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// A CronJob on this schedule (`0 3 * * *`) instead of a one-off Job.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// The cluster's DNS domain.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// The mesh's tests and their length, as `netlab mesh` takes them.
+    #[arg(long, default_value = "stream,rtt,loss")]
+    pub tests: String,
+    #[arg(long, default_value = "10s")]
+    pub duration: String,
+}
+
+#[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The run's directory (`--out` of `netlab mesh`).
     pub dir: PathBuf,
@@ -156,6 +187,27 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
         Some(MeshCommand::Report(report)) => {
             let found = crate::experiments::mesh::report::write_dir(&report.dir)?;
             print_findings(&report.dir, &found, report.json, out)
+        }
+        Some(MeshCommand::Manifests(m)) => {
+            // The mesh's own options, checked as `netlab mesh` would.
+            for test in m.tests.split(',') {
+                <MeshTest as clap::ValueEnum>::from_str(test, false)
+                    .map_err(|_| anyhow::anyhow!("--tests {}: {test:?} is not stream, rtt or loss", m.tests))?;
+            }
+            humantime::parse_duration(&m.duration)
+                .map_err(|e| anyhow::anyhow!("--duration {}: {e}", m.duration))?;
+            let yaml = crate::experiments::mesh::manifests::render(&crate::experiments::mesh::manifests::Cluster {
+                namespace: &m.namespace,
+                image: &m.image,
+                pod_network: m.pod_network,
+                key: m.key.as_deref(),
+                schedule: m.schedule.as_deref(),
+                cluster_domain: &m.cluster_domain,
+                tests: &m.tests,
+                duration: &m.duration,
+            })?;
+            out.text(&yaml)?;
+            Ok(())
         }
         None => run_mesh(args.run, out),
     }
