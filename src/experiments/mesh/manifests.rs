@@ -294,13 +294,17 @@ spec:
     match cluster.schedule {
         None => yaml.push_str(&format!(
             "---
-# One pass over every pair of agents.
+# One pass over every pair of agents. Apply it once the agents are ready
+# (`kubectl apply --selector 'app.kubernetes.io/name!=netlab-mesh'` first,
+# then `kubectl rollout status daemonset/netlab-agent`), so its DNS query
+# finds every node.
 apiVersion: batch/v1
 kind: Job
 metadata:
   name: netlab-mesh
   namespace: {ns}
   labels:
+    app.kubernetes.io/name: netlab-mesh
     app.kubernetes.io/part-of: netlab
 spec:
   backoffLimit: 0
@@ -318,6 +322,7 @@ metadata:
   name: netlab-mesh
   namespace: {ns}
   labels:
+    app.kubernetes.io/name: netlab-mesh
     app.kubernetes.io/part-of: netlab
 spec:
   schedule: {}

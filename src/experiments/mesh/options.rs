@@ -294,15 +294,20 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             "skipped": summary.skipped,
             "lost": lost,
             "seconds": summary.seconds,
+            "cell_s": summary.cell_s,
+            "controller_cpu_s": summary.controller_cpu_s,
             "findings": found,
         }))?;
     } else {
         out.text(&format!(
-            "netlab mesh: {} tests measured, {} failed, {} finished before; {:.0} s; results in {}\n",
+            "netlab mesh: {} tests measured, {} failed, {} finished before; {:.0} s, of which the controller's own (between cells) {:.1} s ({:.1}%), its CPU {:.2} s; results in {}\n",
             summary.measured,
             summary.failed,
             summary.skipped,
             summary.seconds,
+            summary.seconds - summary.cell_s,
+            100.0 * (summary.seconds - summary.cell_s) / summary.seconds.max(1e-9),
+            summary.controller_cpu_s,
             dir.display()
         ))?;
         print_findings(&dir, &found, false, out)?;

@@ -43,8 +43,10 @@ const HANDSHAKES_AT_ONCE: usize = 64;
 /// its endpoints' cleanup grace (3 s) once it sees the connection close.
 const BUSY_WAIT: Duration = Duration::from_secs(15);
 /// A test's time beyond its own length (setting up both ends, the
-/// records), for the estimate checked against the agents' limits.
-pub const TEST_OVERHEAD: Duration = Duration::from_secs(2);
+/// records), for the estimate checked against the agents' limits: an
+/// upper bound (0.04 s between loopback agents here, scripts/bench-mesh;
+/// a few control round trips on a real path).
+pub const TEST_OVERHEAD: Duration = Duration::from_secs(1);
 /// Repetitions of the rtt test's calls (their spread is the noise).
 const RTT_REPS: u32 = 5;
 
@@ -68,6 +70,13 @@ pub struct Summary {
     /// Agents that took no part or were lost, with why.
     pub lost: Vec<(String, String)>,
     pub seconds: f64,
+    /// The cells' own time: each step's longest pair (its tests one after
+    /// another, endpoints set up and finished on the agents), summed over
+    /// the steps. The rest of `seconds` is the controller's own: reaching
+    /// the agents, planning, starting threads, writing results.
+    pub cell_s: f64,
+    /// The controller's CPU time (all its threads) over the run.
+    pub controller_cpu_s: f64,
 }
 
 /// The run directory's results file, shared by the pairs' threads.
@@ -122,6 +131,7 @@ impl MeshRun {
     /// are on disk as they come, whatever this returns.
     pub fn run(self, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Summary> {
         let started = Instant::now();
+        let usage = crate::measure::rusage::ProcessUsage::now();
         let (manifest, results) = self.open_dir()?;
         remote::configure(Key::load(&self.key)?, "mesh");
         say(&format!(
@@ -229,7 +239,8 @@ impl MeshRun {
             for r in 0..schedule.rounds() {
                 let pairs = schedule.round(r);
                 for step in schedule.steps(&pairs) {
-                    let newly_lost = self.run_step(&results, &hosts, r, step, say);
+                    let (newly_lost, cell_s) = self.run_step(&results, &hosts, r, step, say);
+                    summary.cell_s += cell_s;
                     for pair in step {
                         done.insert(*pair);
                     }
@@ -262,6 +273,9 @@ impl MeshRun {
         summary.measured = measured;
         summary.failed = failed;
         summary.seconds = started.elapsed().as_secs_f64();
+        summary.controller_cpu_s = crate::measure::rusage::ProcessUsage::now()
+            .since(&usage)
+            .cpu_s();
         Ok(summary)
     }
 
@@ -436,7 +450,8 @@ impl MeshRun {
     }
 
     /// Runs one step's pairs at once, each on its own thread; returns the
-    /// hosts lost meanwhile, with why.
+    /// hosts lost meanwhile, with why, and the step's cell time (its
+    /// longest pair's tests).
     fn run_step(
         &self,
         results: &Results,
@@ -444,37 +459,48 @@ impl MeshRun {
         round: usize,
         step: &[Pair],
         say: &(dyn Fn(&str) + Sync),
-    ) -> Vec<(u32, String)> {
+    ) -> (Vec<(u32, String)>, f64) {
         let troubled: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for pair in step {
-                let troubled = &troubled;
-                scope.spawn(move || {
-                    for &test in &self.pass.tests {
-                        let failed =
-                            self.run_test(results, hosts, round, step.len(), *pair, test, say);
-                        if failed {
-                            remote_lock(troubled).extend(pair.hosts());
+        let longest = std::thread::scope(|scope| {
+            let pairs: Vec<_> = step
+                .iter()
+                .map(|pair| {
+                    let troubled = &troubled;
+                    scope.spawn(move || {
+                        let mut seconds = 0.0;
+                        for &test in &self.pass.tests {
+                            let (failed, took) =
+                                self.run_test(results, hosts, round, step.len(), *pair, test, say);
+                            seconds += took;
+                            if failed {
+                                remote_lock(troubled).extend(pair.hosts());
+                            }
                         }
-                    }
-                });
-            }
+                        seconds
+                    })
+                })
+                .collect();
+            pairs
+                .into_iter()
+                .map(|p| p.join().unwrap_or(0.0))
+                .fold(0.0, f64::max)
         });
         // A host in a failed test is lost when it cannot be reached again.
         let mut troubled = troubled.into_inner().unwrap_or_default();
         troubled.sort_unstable();
         troubled.dedup();
-        troubled
+        let lost = troubled
             .into_iter()
             .filter_map(|host| match remote::link(&hosts[host as usize].name) {
                 Ok(_) => None,
                 Err(e) => Some((host, agent_message(e))),
             })
-            .collect()
+            .collect();
+        (lost, longest)
     }
 
     /// Runs `test` of `pair` unless it is finished, writing its lines;
-    /// true when it failed.
+    /// whether it failed, and the seconds it took (none when finished).
     #[allow(clippy::too_many_arguments)]
     fn run_test(
         &self,
@@ -485,14 +511,14 @@ impl MeshRun {
         pair: Pair,
         test: MeshTest,
         say: &(dyn Fn(&str) + Sync),
-    ) -> bool {
+    ) -> (bool, f64) {
         let directions = self.directions(pair);
         let lines: Vec<PairTest> = directions
             .iter()
             .map(|d| self.line(hosts, *d, test, round, alongside, now_rfc3339()))
             .collect();
         if lines.iter().all(|l| results.finished(&l.key())) {
-            return false;
+            return (false, 0.0);
         }
         let (from, to) = (&hosts[pair.from as usize].name, &hosts[pair.to as usize].name);
         let start = Instant::now();
@@ -551,7 +577,7 @@ impl MeshRun {
                 }
             }
         }
-        failed
+        (failed, seconds)
     }
 
     /// A TCP stream (or with `udp`, paced datagrams) from `from` to `to`
