@@ -3,8 +3,8 @@
 //! bridge (in an eleventh). The agents are the real binary with labels
 //! (two zones of two racks), the DNS server is Debian's dnsmasq serving a
 //! name in the style of a Kubernetes headless Service (one A record an
-//! agent), and the controller finds them by that name from a namespace of
-//! its own. Faults are made by construction and each must be read as what
+//! agent, and one SRV record an agent under `_control._tcp.`), and the
+//! controller finds them by that name from a namespace of its own. Faults are made by construction and each must be read as what
 //! it is:
 //! - host 1 shaped both ways (tbf on its veth and on its bridge port):
 //!   its row and its column;
@@ -201,10 +201,20 @@ impl Fleet {
     /// address, and the controller's namespace pointed at it.
     fn start_dns(&mut self) {
         let hosts = self.dir.path().join("agents.hosts");
+        // Each agent under the Service's name (its A records) and its own
+        // (the target of its SRV record).
         let lines: String = (0..AGENTS)
-            .map(|h| format!("{} {SERVICE}\n", self.addr(h)))
+            .map(|h| {
+                format!(
+                    "{addr} {SERVICE}\n{addr} h{h}.fleet.test\n",
+                    addr = self.addr(h)
+                )
+            })
             .collect();
         std::fs::write(&hosts, lines).unwrap();
+        let srv: Vec<String> = (0..AGENTS)
+            .map(|h| format!("--srv-host=_control._tcp.{SERVICE},h{h}.fleet.test,5310"))
+            .collect();
         let child = Command::new("ip")
             .args(["netns", "exec", &self.names[DNS], "/usr/sbin/dnsmasq"])
             .args([
@@ -220,6 +230,7 @@ impl Fleet {
             ])
             .arg(format!("--addn-hosts={}", hosts.display()))
             .arg(format!("--listen-address={}", self.addr(DNS)))
+            .args(&srv)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -363,6 +374,25 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
         "add", "rule", "bridge", "fault", "path", "ip", "saddr", &h2, "ip", "daddr", &h3, "numgen",
         "random", "mod", "100", "<", "3", "drop",
     ]);
+
+    // The agents by their SRV records, as a headless Service's named port
+    // gives them: each target and its port.
+    let plan = fleet
+        .mesh(&["plan", "--agents", &format!("dns:_control._tcp.{SERVICE}")])
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let plan = common::json_of(&plan.stdout);
+    let named: Vec<&str> = plan["plan"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..AGENTS)
+        .map(|h| format!("h{h}.fleet.test:5310"))
+        .collect();
+    assert_eq!(named, expected);
 
     // The pass, the agents found by DNS from the controller's namespace.
     let dir = fleet.dir.path().join("run");

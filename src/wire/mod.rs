@@ -7,6 +7,7 @@
 //! - [`tcpseg`]: IPv4 and TCP header fields of captured frames.
 //! - [`telnet`]: TELNET stream, Q-method negotiation, NAWS, TTYPE, LINEMODE (RFC 854/855/1143/1073/1091/1184).
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
+//! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
 
 /// Writes a protocol's table of codes once, as an enum with `code()` for
 /// emitting and `from_code()` for parsing (smoltcp's `enum_with_unknown!`
@@ -47,6 +48,7 @@ macro_rules! code_table {
 }
 
 pub mod control;
+pub mod dns;
 pub mod recmark;
 pub mod rlogin;
 pub mod rpc;

@@ -4,12 +4,16 @@
 //!   comments and blank lines;
 //! - `dns:NAME[:PORT]`: every A and AAAA record of a name, as the system's
 //!   resolver returns them (a Kubernetes headless Service gives one per
-//!   ready pod).
+//!   ready pod); a name that begins with `_` (`_control._tcp.SERVICE`) is
+//!   asked for its SRV records instead (RFC 2782), each a host and its
+//!   port, from the nameservers of /etc/resolv.conf (over UDP, then TCP
+//!   when the answer is truncated).
 //!
 //! Invariant: an inventory holds at least two agents, no address twice;
 //! anything else is refused with the entry that is wrong.
 
 use crate::endpoint::agent::DEFAULT_PORT;
+use crate::wire::dns;
 use crate::experiment::remote::resolve;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -124,6 +128,9 @@ fn from_dns(name: &str) -> Result<Vec<Agent>, String> {
     if host.is_empty() {
         return Err("dns: needs a name".into());
     }
+    if host.starts_with('_') {
+        return from_srv(host, &nameservers());
+    }
     let mut addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -141,6 +148,124 @@ fn from_dns(name: &str) -> Result<Vec<Agent>, String> {
             labels: BTreeMap::new(),
         })
         .collect())
+}
+
+/// The nameservers of /etc/resolv.conf (the local one when it names none).
+fn nameservers() -> Vec<SocketAddr> {
+    let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let mut found: Vec<SocketAddr> = text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("nameserver"))
+        .filter_map(|ip| ip.trim().parse::<std::net::IpAddr>().ok())
+        .map(|ip| SocketAddr::new(ip, 53))
+        .collect();
+    if found.is_empty() {
+        found.push(SocketAddr::from(([127, 0, 0, 1], 53)));
+    }
+    found
+}
+
+/// How long one nameserver has to answer, each of two tries.
+const DNS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One question to `server`: over UDP, again over TCP if truncated.
+fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, String> {
+    let mut id = [0u8; 2];
+    getrandom::fill(&mut id).map_err(|e| e.to_string())?;
+    let id = u16::from_be_bytes(id);
+    let query = dns::query(id, name, qtype).map_err(|e| e.to_string())?;
+    let bind: SocketAddr = if server.is_ipv6() {
+        "[::]:0".parse().expect("literal")
+    } else {
+        "0.0.0.0:0".parse().expect("literal")
+    };
+    let socket = std::net::UdpSocket::bind(bind).map_err(|e| e.to_string())?;
+    socket.connect(server).map_err(|e| e.to_string())?;
+    socket.set_read_timeout(Some(DNS_WAIT)).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 65_535];
+    let mut answer = None;
+    'tries: for _ in 0..2 {
+        socket.send(&query).map_err(|e| e.to_string())?;
+        let until = std::time::Instant::now() + DNS_WAIT;
+        while std::time::Instant::now() < until {
+            let Ok(n) = socket.recv(&mut buf) else { break };
+            // Another query's answer, or not one at all: wait on.
+            if let Ok(response) = dns::parse_response(&buf[..n])
+                && response.id == id
+            {
+                answer = Some(response);
+                break 'tries;
+            }
+        }
+    }
+    let response = answer.ok_or_else(|| format!("{server} did not answer within {} s, twice", DNS_WAIT.as_secs()))?;
+    if !response.truncated {
+        return Ok(response);
+    }
+    // Too many records for a datagram: the same question over TCP, each
+    // message behind its two-byte length (RFC 1035 4.2.2).
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(&server, DNS_WAIT).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(DNS_WAIT)).map_err(|e| e.to_string())?;
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&query);
+    stream.write_all(&framed).map_err(|e| e.to_string())?;
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).map_err(|e| e.to_string())?;
+    let mut message = vec![0u8; u16::from_be_bytes(len) as usize];
+    stream.read_exact(&mut message).map_err(|e| e.to_string())?;
+    dns::parse_response(&message).map_err(|e| format!("{server} over TCP: {e}"))
+}
+
+/// Every SRV record of `name`, each target resolved to an address: an
+/// agent a record, named `TARGET:PORT`.
+fn from_srv(name: &str, servers: &[SocketAddr]) -> Result<Vec<Agent>, String> {
+    let mut last = String::from("no nameserver");
+    for &server in servers {
+        let response = match ask(server, name, dns::TYPE_SRV) {
+            Ok(response) => response,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        match response.rcode {
+            0 => {}
+            3 => return Err(format!("{name}: no such name ({server} says NXDOMAIN)")),
+            code => {
+                last = format!("{server} answered with error code {code}");
+                continue;
+            }
+        }
+        let mut records: Vec<dns::Srv> = response
+            .answers
+            .into_iter()
+            .filter_map(|r| match r.data {
+                dns::RData::Srv(srv) if !srv.target.is_empty() => Some(srv),
+                _ => None,
+            })
+            .collect();
+        if records.is_empty() {
+            return Err(format!("{name} has no SRV records"));
+        }
+        records.sort_by(|a, b| (a.priority, &a.target, a.port).cmp(&(b.priority, &b.target, b.port)));
+        return records
+            .into_iter()
+            .map(|srv| {
+                let addr = (srv.target.as_str(), srv.port)
+                    .to_socket_addrs()
+                    .map_err(|e| format!("{name}: cannot resolve its target {}: {e}", srv.target))?
+                    .next()
+                    .ok_or_else(|| format!("{name}: its target {} resolves to no address", srv.target))?;
+                Ok(Agent {
+                    name: format!("{}:{}", srv.target, srv.port),
+                    addr,
+                    labels: BTreeMap::new(),
+                })
+            })
+            .collect();
+    }
+    Err(format!("cannot ask for {name}'s SRV records: {last}"))
 }
 
 #[cfg(test)]
@@ -198,5 +323,76 @@ mod tests {
                 .to_string()
                 .contains("line 2: \"zone\" is not label=value")
         );
+    }
+
+    /// A DNS server on loopback answering one SRV question with `answers`,
+    /// truncated over UDP when `truncate`, whole over TCP.
+    fn fake_server(answers: Vec<dns::Record>, truncate: bool) -> SocketAddr {
+        // One port for both, as a nameserver has: a TCP port first, then
+        // the same number for UDP (another one if that is taken).
+        let (udp, tcp, addr) = loop {
+            let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = tcp.local_addr().unwrap();
+            if let Ok(udp) = std::net::UdpSocket::bind(addr) {
+                break (udp, tcp, addr);
+            }
+        };
+        let reply = move |query: &[u8], truncated: bool| {
+            let id = u16::from_be_bytes([query[0], query[1]]);
+            dns::emit_response(&dns::Response {
+                id,
+                truncated,
+                rcode: 0,
+                question: None,
+                answers: if truncated { vec![] } else { answers.clone() },
+            })
+            .unwrap()
+        };
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            let (n, from) = udp.recv_from(&mut buf).unwrap();
+            udp.send_to(&reply(&buf[..n], truncate), from).unwrap();
+            if truncate {
+                use std::io::{Read, Write};
+                let (mut stream, _) = tcp.accept().unwrap();
+                let mut len = [0u8; 2];
+                stream.read_exact(&mut len).unwrap();
+                let mut query = vec![0u8; u16::from_be_bytes(len) as usize];
+                stream.read_exact(&mut query).unwrap();
+                let answer = reply(&query, false);
+                stream.write_all(&(answer.len() as u16).to_be_bytes()).unwrap();
+                stream.write_all(&answer).unwrap();
+            }
+        });
+        addr
+    }
+
+    fn srv(target: &str, port: u16, priority: u16) -> dns::Record {
+        dns::Record {
+            name: "_control._tcp.agents".into(),
+            class: dns::CLASS_IN,
+            ttl: 5,
+            data: dns::RData::Srv(dns::Srv {
+                priority,
+                weight: 1,
+                port,
+                target: target.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn srv_records_give_each_target_and_its_port_over_udp_or_tcp() {
+        for truncate in [false, true] {
+            let server = fake_server(
+                vec![srv("localhost", 5400, 1), srv("127.0.0.1", 5311, 0)],
+                truncate,
+            );
+            let agents = from_srv("_control._tcp.agents", &[server]).unwrap();
+            let named: Vec<(&str, u16)> = agents.iter().map(|a| (a.name.as_str(), a.addr.port())).collect();
+            assert_eq!(named, [("127.0.0.1:5311", 5311), ("localhost:5400", 5400)], "truncated {truncate}");
+        }
+        let none = fake_server(vec![], false);
+        assert!(from_srv("_x._tcp.agents", &[none]).unwrap_err().contains("no SRV records"));
     }
 }

@@ -25,7 +25,10 @@ use crate::experiments::mesh::record::{
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::experiments::stream::cell::{StreamConfig, run_once};
-use crate::experiments::stream::record::{Amount, Direction, Flows, StreamResult, UdpPace};
+use crate::analysis::limits::Verdict;
+use crate::experiments::stream::record::{
+    Amount, Direction, EndpointReport, Flows, StreamResult, UdpPace,
+};
 use crate::record::now_rfc3339;
 use crate::record::testbed::Placement;
 use anyhow::{Context, bail};
@@ -227,6 +230,9 @@ impl MeshRun {
         let orphans = whole.orphaned(&lost, &done);
         self.fail_all(&results, &hosts, &orphans, &lost, &summary.lost)?;
         let mut schedule = whole.remaining(&lost, &done)?;
+        if pass.mode == crate::experiments::mesh::schedule::Mode::Stress {
+            say("netlab mesh: stress: every pair of a round starts at once and they share the network on purpose (a bisection test); a cell is not its path's own figure");
+        }
         'pass: loop {
             say(&format!(
                 "netlab mesh: {} tests over {} agents in {} rounds ({} mode{})",
@@ -651,52 +657,61 @@ impl MeshRun {
     }
 }
 
+/// One direction's figures from its two ends' reports: loss and jitter
+/// for datagrams, or TCP's retransmissions, RTT and the limits verdict.
+fn direction_figures(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    throughput_mbit_s: f64,
+    limits: Option<&Verdict>,
+    udp: bool,
+) -> PairFigures {
+    if udp {
+        let got = receiver.udp.as_ref();
+        return PairFigures {
+            loss_pct: got.and_then(|u| u.lost_pct),
+            jitter_ms: got.map(|u| u.jitter_ms),
+            throughput_mbit_s: Some(throughput_mbit_s),
+            ..PairFigures::default()
+        };
+    }
+    let info = sender.tcp_info.as_ref();
+    PairFigures {
+        throughput_mbit_s: Some(throughput_mbit_s),
+        retransmits: info.map(|i| u64::from(i.total_retrans)),
+        tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
+        ..PairFigures::default()
+    }
+    .judged(limits)
+}
+
 /// Each direction's figures of a stream result, forward first.
 fn stream_figures(result: &StreamResult, udp: bool) -> Vec<(PairFigures, Option<serde_json::Value>)> {
     let detail = serde_json::to_value(result).ok();
     let mut flows: Vec<_> = result.flows.iter().collect();
     flows.sort_by_key(|f| f.reverse);
-    let of_flow = |flow: &crate::experiments::stream::record::FlowResult| {
-        if udp {
-            let got = flow.receiver.udp.as_ref();
-            return PairFigures {
-                loss_pct: got.and_then(|u| u.lost_pct),
-                jitter_ms: got.map(|u| u.jitter_ms),
-                throughput_mbit_s: Some(flow.figures.throughput_mbit_s),
-                ..PairFigures::default()
-            };
-        }
-        let info = flow.sender.tcp_info.as_ref();
-        PairFigures {
-            throughput_mbit_s: Some(flow.figures.throughput_mbit_s),
-            retransmits: info.map(|i| u64::from(i.total_retrans)),
-            tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
-            ..PairFigures::default()
-        }
-        .judged(flow.limits.as_ref())
-    };
     let figures: Vec<PairFigures> = if flows.is_empty() {
         // One connection forward: the result's own figures.
-        vec![if udp {
-            let got = result.receiver.udp.as_ref();
-            PairFigures {
-                loss_pct: got.and_then(|u| u.lost_pct),
-                jitter_ms: got.map(|u| u.jitter_ms),
-                throughput_mbit_s: Some(result.figures.throughput_mbit_s),
-                ..PairFigures::default()
-            }
-        } else {
-            let info = result.sender.tcp_info.as_ref();
-            PairFigures {
-                throughput_mbit_s: Some(result.figures.throughput_mbit_s),
-                retransmits: info.map(|i| u64::from(i.total_retrans)),
-                tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
-                ..PairFigures::default()
-            }
-            .judged(result.limits.as_ref())
-        }]
+        vec![direction_figures(
+            &result.sender,
+            &result.receiver,
+            result.figures.throughput_mbit_s,
+            result.limits.as_ref(),
+            udp,
+        )]
     } else {
-        flows.into_iter().map(of_flow).collect()
+        flows
+            .into_iter()
+            .map(|f| {
+                direction_figures(
+                    &f.sender,
+                    &f.receiver,
+                    f.figures.throughput_mbit_s,
+                    f.limits.as_ref(),
+                    udp,
+                )
+            })
+            .collect()
     };
     figures.into_iter().map(|f| (f, detail.clone())).collect()
 }
