@@ -90,6 +90,9 @@ struct Results {
     /// Tests already written as failed in this run.
     failed: Mutex<HashSet<(String, String, MeshTest)>>,
     counts: Mutex<(usize, usize)>,
+    /// Why a line could not be written (a full disk): the run stops after
+    /// the step in flight, since nothing more it measured would be kept.
+    broken: Mutex<Option<String>>,
 }
 
 impl Results {
@@ -98,9 +101,10 @@ impl Results {
         text.push('\n');
         {
             let mut file = remote_lock(&self.file);
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.sync_data())
-                .context("writing results.jsonl")?;
+            if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.sync_data()) {
+                remote_lock(&self.broken).get_or_insert_with(|| e.to_string());
+                return Err(e).context("writing results.jsonl");
+            }
         }
         let mut counts = remote_lock(&self.counts);
         if line.failed.is_some() {
@@ -200,26 +204,26 @@ impl MeshRun {
         let pass = &self.pass;
         let whole = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
         self.check_limits(&whole, &reached)?;
-        // Pairs whose every test is finished: not planned again.
-        let done_pair = |pair: &Pair| {
-            pass.tests.iter().all(|&test| {
-                let key = (
-                    hosts[pair.from as usize].name.clone(),
-                    hosts[pair.to as usize].name.clone(),
-                    test,
-                );
-                remote_lock(&results.measured).contains(&key)
-            })
-        };
-        let mut done: HashSet<Pair> = HashSet::new();
-        for a in &ids {
-            for b in &ids {
-                let pair = Pair { from: *a, to: *b };
-                if a != b && done_pair(&pair) {
-                    done.insert(pair);
-                }
+        // Pairs whose every test is finished: not planned again. Only the
+        // measured tests are walked (not every pair of the inventory).
+        let index: std::collections::HashMap<&str, u32> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i as u32))
+            .collect();
+        let mut tests_done: std::collections::HashMap<Pair, usize> = std::collections::HashMap::new();
+        for (from, to, test) in remote_lock(&results.measured).iter() {
+            if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
+                && pass.tests.contains(test)
+            {
+                *tests_done.entry(Pair { from, to }).or_default() += 1;
             }
         }
+        let mut done: HashSet<Pair> = tests_done
+            .into_iter()
+            .filter(|&(_, n)| n == pass.tests.len())
+            .map(|(pair, _)| pair)
+            .collect();
         summary.skipped = remote_lock(&results.measured).len();
         if summary.skipped > 0 {
             say(&format!(
@@ -247,6 +251,14 @@ impl MeshRun {
                 for step in schedule.steps(&pairs) {
                     let (newly_lost, cell_s) = self.run_step(&results, &hosts, r, step, say);
                     summary.cell_s += cell_s;
+                    if let Some(why) = remote_lock(&results.broken).clone() {
+                        remote::close_all();
+                        bail!(
+                            "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
+                            self.dir.join(RESULTS).display(),
+                            self.dir.display()
+                        );
+                    }
                     for pair in step {
                         done.insert(*pair);
                     }
@@ -323,11 +335,20 @@ impl MeshRun {
                 agents: Vec::new(),
             }
         };
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&results_path)
             .with_context(|| format!("opening {}", results_path.display()))?;
+        // A line torn by a killed controller or a full disk ends here, so
+        // the next line starts on its own (the torn one is skipped on reading).
+        let torn = std::fs::read(&results_path)
+            .map(|bytes| bytes.last().is_some_and(|&b| b != b'\n'))
+            .unwrap_or(false);
+        if torn {
+            file.write_all(b"\n")
+                .with_context(|| format!("writing {}", results_path.display()))?;
+        }
         Ok((
             manifest,
             Results {
@@ -335,6 +356,7 @@ impl MeshRun {
                 measured: Mutex::new(measured),
                 failed: Mutex::new(HashSet::new()),
                 counts: Mutex::new((0, 0)),
+                broken: Mutex::new(None),
             },
         ))
     }
