@@ -248,11 +248,7 @@ fn round3(value: f64) -> String {
 pub fn write_all(dir: &Path) -> anyhow::Result<()> {
     let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
     let results = crate::experiments::mesh::run::results_of(dir)?;
-    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
-        .inventory
-        .iter()
-        .map(|a| (a.name.clone(), a.labels.clone()))
-        .collect();
+    let inventory = manifest.hosts();
     let hosts = hosts_of(&results, &inventory);
     for metric in METRICS {
         let matrix = Matrix::of(metric, &hosts, &results);

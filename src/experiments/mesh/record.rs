@@ -58,6 +58,16 @@ pub struct Manifest {
     pub agents: Vec<AgentState>,
 }
 
+impl Manifest {
+    /// Each agent of the inventory with its labels, as the matrices take them.
+    pub fn hosts(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.inventory
+            .iter()
+            .map(|a| (a.name.clone(), a.labels.clone()))
+            .collect()
+    }
+}
+
 /// One agent as the run found it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentState {

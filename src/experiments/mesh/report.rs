@@ -225,11 +225,7 @@ ul.findings li{margin:.2em 0}\
 
 /// The page for a run directory's manifest and results.
 pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
-    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
-        .inventory
-        .iter()
-        .map(|a| (a.name.clone(), a.labels.clone()))
-        .collect();
+    let inventory = manifest.hosts();
     let hosts = hosts_of(results, &inventory);
     let measured = results.iter().filter(|r| r.failed.is_none()).count();
     let failed = results.len() - measured;
@@ -309,11 +305,7 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let path = dir.join("report.html");
     std::fs::write(&path, page(&manifest, &results))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-    let inventory: Vec<(String, BTreeMap<String, String>)> = manifest
-        .inventory
-        .iter()
-        .map(|a| (a.name.clone(), a.labels.clone()))
-        .collect();
+    let inventory = manifest.hosts();
     let hosts = hosts_of(&results, &inventory);
     let mut lines = Vec::new();
     for metric in METRICS {

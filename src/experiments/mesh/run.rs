@@ -15,6 +15,7 @@
 //!   `--resume` retries it: only measured tests count as finished there).
 
 use crate::endpoint::agent::key::Key;
+use crate::endpoint::agent::lock;
 use crate::experiment::processes::ControlError;
 use crate::experiment::remote::{self, AgentLink};
 use crate::experiments::mesh::inventory::Agent;
@@ -100,30 +101,26 @@ impl Results {
         let mut text = serde_json::to_string(line)?;
         text.push('\n');
         {
-            let mut file = remote_lock(&self.file);
+            let mut file = lock(&self.file);
             if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.sync_data()) {
-                remote_lock(&self.broken).get_or_insert_with(|| e.to_string());
+                lock(&self.broken).get_or_insert_with(|| e.to_string());
                 return Err(e).context("writing results.jsonl");
             }
         }
-        let mut counts = remote_lock(&self.counts);
+        let mut counts = lock(&self.counts);
         if line.failed.is_some() {
             counts.1 += 1;
-            remote_lock(&self.failed).insert(line.key());
+            lock(&self.failed).insert(line.key());
         } else {
             counts.0 += 1;
-            remote_lock(&self.measured).insert(line.key());
+            lock(&self.measured).insert(line.key());
         }
         Ok(())
     }
 
     fn finished(&self, key: &(String, String, MeshTest)) -> bool {
-        remote_lock(&self.measured).contains(key) || remote_lock(&self.failed).contains(key)
+        lock(&self.measured).contains(key) || lock(&self.failed).contains(key)
     }
-}
-
-fn remote_lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    crate::endpoint::agent::lock(mutex)
 }
 
 /// One agent as the pass knows it: its labels (the inventory's over its
@@ -212,7 +209,7 @@ impl MeshRun {
             .map(|(i, h)| (h.name.as_str(), i as u32))
             .collect();
         let mut tests_done: std::collections::HashMap<Pair, usize> = std::collections::HashMap::new();
-        for (from, to, test) in remote_lock(&results.measured).iter() {
+        for (from, to, test) in lock(&results.measured).iter() {
             if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
                 && pass.tests.contains(test)
             {
@@ -224,7 +221,7 @@ impl MeshRun {
             .filter(|&(_, n)| n == pass.tests.len())
             .map(|(pair, _)| pair)
             .collect();
-        summary.skipped = remote_lock(&results.measured).len();
+        summary.skipped = lock(&results.measured).len();
         if summary.skipped > 0 {
             say(&format!(
                 "netlab mesh: resuming: {} tests finished already are not measured again",
@@ -251,7 +248,7 @@ impl MeshRun {
                 for step in schedule.steps(&pairs) {
                     let (newly_lost, cell_s) = self.run_step(&results, &hosts, r, step, say);
                     summary.cell_s += cell_s;
-                    if let Some(why) = remote_lock(&results.broken).clone() {
+                    if let Some(why) = lock(&results.broken).clone() {
                         remote::close_all();
                         bail!(
                             "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
@@ -287,7 +284,7 @@ impl MeshRun {
             break;
         }
         remote::close_all();
-        let (measured, failed) = *remote_lock(&results.counts);
+        let (measured, failed) = *lock(&results.counts);
         summary.measured = measured;
         summary.failed = failed;
         summary.seconds = started.elapsed().as_secs_f64();
@@ -501,7 +498,7 @@ impl MeshRun {
                                 self.run_test(results, hosts, round, step.len(), *pair, test, say);
                             seconds += took;
                             if failed {
-                                remote_lock(troubled).extend(pair.hosts());
+                                lock(troubled).extend(pair.hosts());
                             }
                         }
                         seconds
