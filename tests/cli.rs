@@ -1508,6 +1508,20 @@ fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories()
         }
     }
     assert_eq!(seen.len(), 30);
+    // Passes multiply the time, not the rounds.
+    let twice = netlab()
+        .args([
+            "mesh", "plan", "--agents", agents, "--json", "--passes", "2",
+        ])
+        .output()
+        .unwrap();
+    let twice = &json_of(&twice.stdout)["plan"];
+    assert_eq!(twice["rounds"], 10);
+    assert_eq!(twice["passes"], 2);
+    assert_eq!(
+        twice["estimated_s"].as_f64().unwrap(),
+        2.0 * plan["estimated_s"].as_f64().unwrap()
+    );
     for (args, says) in [
         (&["--agents", "127.0.0.1"][..], "at least two agents"),
         (&["--agents", "127.0.0.1,127.0.0.1:5310"][..], "twice"),
@@ -1518,6 +1532,14 @@ fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories()
         (
             &["--agents", agents, "--mode", "stress", "--max-pairs", "2"][..],
             "--mode host to cap them",
+        ),
+        (
+            &["--agents", agents, "--passes", "0"][..],
+            "--passes 0: give 1 to 1000",
+        ),
+        (
+            &["--agents", agents, "--passes", "5000"][..],
+            "--passes 5000",
         ),
     ] {
         netlab()

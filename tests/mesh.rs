@@ -17,7 +17,12 @@
 //! - an agent holding another key, and a controller of another release:
 //!   named, not hung on.
 //!
-//! Root is needed (CAP_NET_ADMIN); without it the test fails saying so.
+//! A second fleet, two agents with two equal-cost paths between them (a
+//! router hashing each flow onto one, one path shaped), measured over 16
+//! passes: the cell of the two paths falls in two groups that alternate
+//! from pass to pass, and is read as ECMP; the way back is one path.
+//!
+//! Root is needed (CAP_NET_ADMIN); without it the tests fail saying so.
 
 mod common;
 
@@ -336,6 +341,9 @@ fn findings<'a>(doc: &'a Value, metric: &str) -> Vec<&'a str> {
 
 #[test]
 fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
+    let _alone = ONE_FLEET_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let mut fleet = Fleet::new();
     let key = fleet.key.clone();
     for host in 0..AGENTS {
@@ -655,4 +663,284 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(said.contains("of 8 agents answered"), "{said}");
     assert!(said.contains("version mismatch"), "{said}");
+}
+
+/// Keeps the two fleets of this file apart: each measures rates, and the
+/// other's traffic on the two cores would be part of its figures.
+static ONE_FLEET_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Two agents with two equal-cost paths from the first to the second: a
+/// router's multipath route hashing each flow's addresses and ports
+/// (`fib_multipath_hash_policy=1`, as an ECMP fabric does), one of its
+/// two links shaped to a tenth of the other. The way back is one link.
+struct EcmpPair {
+    /// a (agent and controller), r (the router), b (agent).
+    names: [String; 3],
+    subnet: u32,
+    agents: Vec<Child>,
+    dir: tempfile::TempDir,
+    key: PathBuf,
+}
+
+impl EcmpPair {
+    fn new() -> EcmpPair {
+        assert!(
+            netlab::testbed::netns::has_net_admin(),
+            "the ECMP test needs CAP_NET_ADMIN: run it as root"
+        );
+        let tag = format!("nlt{}e", std::process::id());
+        let names = ["a", "r", "b"].map(|n| format!("{tag}{n}"));
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agent.key");
+        Key::generate().unwrap().write_new(&key).unwrap();
+        let pair = EcmpPair {
+            names,
+            subnet: 10 + std::process::id() % 200,
+            agents: Vec::new(),
+            dir,
+            key,
+        };
+        let [a, r, b] = pair.names.clone();
+        let s = pair.subnet;
+        for name in &pair.names {
+            run("ip", &["netns", "add", name]);
+            run("ip", &["-n", name, "link", "set", "lo", "up"]);
+        }
+        let link = |left: &str, left_dev: &str, right: &str, right_dev: &str| {
+            run(
+                "ip",
+                &[
+                    "-n", left, "link", "add", left_dev, "type", "veth", "peer", "name", right_dev,
+                    "netns", right,
+                ],
+            );
+        };
+        link(&a, "eth0", &r, "ra");
+        link(&r, "p1", &b, "q1");
+        link(&r, "p2", &b, "q2");
+        let addr = |ns: &str, dev: &str, cidr: String| {
+            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev]);
+            run("ip", &["-n", ns, "link", "set", dev, "up"]);
+        };
+        addr(&a, "eth0", format!("10.234.{s}.1/24"));
+        addr(&r, "ra", format!("10.234.{s}.2/24"));
+        addr(&r, "p1", format!("10.235.{s}.1/24"));
+        addr(&b, "q1", format!("10.235.{s}.2/24"));
+        addr(&r, "p2", format!("10.236.{s}.1/24"));
+        addr(&b, "q2", format!("10.236.{s}.2/24"));
+        run(
+            "ip",
+            &[
+                "-n",
+                &b,
+                "addr",
+                "add",
+                &format!("{}/32", pair.addr_b()),
+                "dev",
+                "lo",
+            ],
+        );
+        let sysctl = |ns: &str, setting: &str| {
+            run("ip", &["netns", "exec", ns, "sysctl", "-qw", setting]);
+        };
+        sysctl(&r, "net.ipv4.ip_forward=1");
+        // Each flow by its addresses, protocol and ports.
+        sysctl(&r, "net.ipv4.fib_multipath_hash_policy=1");
+        // b takes a's packets on either link though it answers on one.
+        for dev in ["all", "default", "q1", "q2"] {
+            sysctl(&b, &format!("net.ipv4.conf.{dev}.rp_filter=0"));
+        }
+        run(
+            "ip",
+            &[
+                "-n",
+                &a,
+                "route",
+                "add",
+                "default",
+                "via",
+                &format!("10.234.{s}.2"),
+            ],
+        );
+        run(
+            "ip",
+            &[
+                "-n",
+                &r,
+                "route",
+                "add",
+                &pair.addr_b(),
+                "nexthop",
+                "via",
+                &format!("10.235.{s}.2"),
+                "dev",
+                "p1",
+                "nexthop",
+                "via",
+                &format!("10.236.{s}.2"),
+                "dev",
+                "p2",
+            ],
+        );
+        run(
+            "ip",
+            &[
+                "-n",
+                &b,
+                "route",
+                "add",
+                "default",
+                "via",
+                &format!("10.235.{s}.1"),
+                "dev",
+                "q1",
+                "src",
+                &pair.addr_b(),
+            ],
+        );
+        // Every link at a line rate (so the cells are the links', not the
+        // CPUs'), the second path of the two at a tenth of it.
+        let shape = |ns: &str, dev: &str, rate: &str| {
+            run(
+                "tc",
+                &[
+                    "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst",
+                    "256k", "latency", "20ms",
+                ],
+            );
+        };
+        shape(&a, "eth0", LINE_RATE);
+        shape(&r, "ra", LINE_RATE);
+        shape(&r, "p1", LINE_RATE);
+        shape(&r, "p2", SHAPED_RATE);
+        shape(&b, "q1", LINE_RATE);
+        pair
+    }
+
+    fn addr_a(&self) -> String {
+        format!("10.234.{}.1", self.subnet)
+    }
+
+    fn addr_b(&self) -> String {
+        format!("10.237.{}.1", self.subnet)
+    }
+
+    fn start_agent(&mut self, ns: usize, addr: &str) {
+        let log = self.dir.path().join(format!("agent-{ns}.log"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[ns]])
+            .arg(binary())
+            .args(["agent", "serve", "--listen", &format!("{addr}:5310")])
+            .env("NETLAB_KEY_FILE", &self.key)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        self.agents.push(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "agent in {} did not start",
+                self.names[ns]
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Bytes the router sent on `dev` (its qdisc's count).
+    fn sent(&self, dev: &str) -> u64 {
+        let out = Command::new("tc")
+            .args(["-n", &self.names[1], "-s", "qdisc", "show", "dev", dev])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .skip_while(|w| *w != "Sent")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text}"))
+    }
+}
+
+impl Drop for EcmpPair {
+    fn drop(&mut self) {
+        for agent in &mut self.agents {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+#[test]
+fn repeats_split_between_two_equal_cost_paths_are_read_as_ecmp() {
+    let _alone = ONE_FLEET_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut pair = EcmpPair::new();
+    let (a, b) = (pair.addr_a(), pair.addr_b());
+    pair.start_agent(0, &a);
+    pair.start_agent(2, &b);
+    let dir = pair.dir.path().join("run");
+    // 16 passes: each new connection takes one path or the other by its
+    // ports, so fewer than two of the 16 on either path has odds of
+    // 2 * 17 / 2^16 (0.05%).
+    const PASSES: usize = 16;
+    let output = Command::new("ip")
+        .args(["netns", "exec", &pair.names[0]])
+        .arg(binary())
+        .args(["mesh", "--agents", &format!("{a},{b}"), "--tests", "stream"])
+        .args([
+            "--duration",
+            "500ms",
+            "--passes",
+            &PASSES.to_string(),
+            "--json",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .env("NETLAB_KEY_FILE", &pair.key)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = common::json_of(&output.stdout);
+    assert_eq!(doc["measured"], 2 * PASSES, "{doc}");
+    // Both of the router's paths carried a's flows.
+    let (fast, slow) = (pair.sent("p1"), pair.sent("p2"));
+    assert!(
+        fast > 1_000_000 && slow > 1_000_000,
+        "one path carried nearly nothing (p1 {fast} B, p2 {slow} B): the hash put the flows on one"
+    );
+    // Every line names its pass; each pass has both directions.
+    let lines = results(&dir);
+    let mut passes: BTreeMap<u64, usize> = BTreeMap::new();
+    for line in &lines {
+        *passes.entry(line["pass"].as_u64().unwrap()).or_default() += 1;
+    }
+    assert_eq!(passes.len(), PASSES, "{passes:?}");
+    assert!(passes.values().all(|&n| n == 2), "{passes:?}");
+    // Agents are named as the list gave them.
+    let (name_a, name_b) = (&a, &b);
+    let throughput = findings(&doc, "throughput_mbit_s");
+    let bimodal: Vec<&&str> = throughput
+        .iter()
+        .filter(|f| f.contains("falls in two groups"))
+        .collect();
+    assert_eq!(bimodal.len(), 1, "{throughput:#?}");
+    assert!(
+        bimodal[0].starts_with(&format!(
+            "path {name_a} -> {name_b}: throughput falls in two groups"
+        )),
+        "{bimodal:#?}"
+    );
+    assert!(bimodal[0].contains("ECMP"), "{}", bimodal[0]);
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(report.contains("class=\"modes\""), "the cell is marked");
+    assert!(report.contains(&format!("median of {PASSES} passes")));
 }

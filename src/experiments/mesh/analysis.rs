@@ -17,9 +17,26 @@
 //! are bad (a straggler among them is noise, not a second cause).
 //! Separately, a pair whose two directions differ by [`ASYMMETRIC`] or
 //! more, the worse one bad, is asymmetric: one direction of that path is
-//! held back. Bimodal repeats (ECMP) need repeated passes, which a run
-//! does not make yet.
+//! held back.
+//!
+//! With repeated passes (`--passes`, at least [`MIN_REPEATS`]), a cell
+//! whose repeats fall into two groups is read on its own. Its sorted
+//! repeats are cut at their widest gap with two or more on each side (on
+//! a log scale, since figures vary by ratio); the two groups count when
+//! that gap is wider than either group's own spread (a split of one
+//! spread-out group never is: its gaps are narrower than its halves) and
+//! their means differ as a bad cell does from the median ([`WORSE_BY`]
+//! and the figure's floor, so ±15% noise is never two groups). A single
+//! straggler is not a group. Groups that alternate across the passes are flow
+//! by flow: each new connection (new ports) hashed onto one of two
+//! equal-cost paths, one worse: ECMP. Groups that split the run in two
+//! (the first passes one way, the rest the other) are a change during the
+//! run instead: a route moved, or load came or went. And when the limits
+//! analysis found most of the worse passes held back by a host (its CPU,
+//! its buffers, its application), the two groups are the hosts' (where
+//! the two ends ran, what else ran there), not the path's.
 
+use crate::analysis::limits::Factor;
 use crate::experiments::mesh::matrix::{Cell, Matrix, Metric};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -30,6 +47,11 @@ pub const WORSE_BY: f64 = 0.3;
 pub const MOSTLY: f64 = 0.75;
 /// The ratio between a pair's directions that makes it asymmetric.
 pub const ASYMMETRIC: f64 = 1.5;
+/// The fewest repeats of a cell read for two groups (two a group).
+pub const MIN_REPEATS: usize = 6;
+/// How much wider than either group's own spread the gap between two
+/// groups must be.
+pub const SEPARATED: f64 = 1.0;
 
 /// One thing the matrix shows.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -55,6 +77,13 @@ pub enum Finding {
         to: String,
         words: String,
     },
+    /// A cell whose repeats fall into two groups.
+    Bimodal {
+        from: String,
+        to: String,
+        modes: Modes,
+        words: String,
+    },
     /// A pair whose directions differ.
     Asymmetric {
         slow_from: String,
@@ -70,6 +99,7 @@ impl Finding {
             Finding::Block { words, .. }
             | Finding::Host { words, .. }
             | Finding::Path { words, .. }
+            | Finding::Bimodal { words, .. }
             | Finding::Asymmetric { words, .. } => words,
         }
     }
@@ -241,6 +271,161 @@ pub fn read(matrix: &Matrix, metric: &Metric) -> Vec<Finding> {
     findings
 }
 
+/// Two groups among a cell's repeats.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Modes {
+    /// Each group's mean and its passes (places in the repeats), the
+    /// worse group first.
+    pub worse: f64,
+    pub worse_passes: Vec<usize>,
+    pub better: f64,
+    pub better_passes: Vec<usize>,
+    /// The gap between the groups over the wider group's own spread (on
+    /// the log scale): at least [`SEPARATED`].
+    pub separation: f64,
+    /// Whether the groups alternate across the passes (flow by flow), not
+    /// one run of passes then the other (a change during the run).
+    pub interleaved: bool,
+}
+
+/// A figure on the scale its noise is even on: figures vary by ratio, so
+/// the logarithm, counted from the figure's floor (a loss of 0 is a
+/// value, the floor's).
+fn log_scale(metric: &Metric, value: f64) -> f64 {
+    (value.max(0.0) + metric.floor.max(1e-9)).ln()
+}
+
+/// The two groups among `repeats` (in pass order), if they stand apart.
+pub fn two_modes(metric: &Metric, repeats: &[f64]) -> Option<Modes> {
+    if repeats.len() < MIN_REPEATS || repeats.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..repeats.len()).collect();
+    order.sort_by(|&a, &b| repeats[a].total_cmp(&repeats[b]));
+    let scaled: Vec<f64> = order.iter().map(|&i| log_scale(metric, repeats[i])).collect();
+    let n = scaled.len();
+    // The widest gap with two repeats or more on each side.
+    let k = (2..=n - 2).max_by(|&a, &b| {
+        (scaled[a] - scaled[a - 1]).total_cmp(&(scaled[b] - scaled[b - 1]))
+    })?;
+    let gap = scaled[k] - scaled[k - 1];
+    let own = (scaled[k - 1] - scaled[0]).max(scaled[n - 1] - scaled[k]);
+    let separation = if own > 0.0 { gap / own } else { f64::INFINITY };
+    let mean = |places: &[usize]| {
+        places.iter().map(|&i| repeats[i]).sum::<f64>() / places.len() as f64
+    };
+    let (low, high) = (order[..k].to_vec(), order[k..].to_vec());
+    let (low_mean, high_mean) = (mean(&low), mean(&high));
+    let ((worse, mut worse_passes), (better, mut better_passes)) = if metric.higher_is_better {
+        ((low_mean, low), (high_mean, high))
+    } else {
+        ((high_mean, high), (low_mean, low))
+    };
+    if separation < SEPARATED || !self::worse(metric, worse, better) {
+        return None;
+    }
+    worse_passes.sort_unstable();
+    better_passes.sort_unstable();
+    // How often the group changes from one pass to the next.
+    let mut in_worse = vec![false; n];
+    for &p in &worse_passes {
+        in_worse[p] = true;
+    }
+    let changes = in_worse.windows(2).filter(|w| w[0] != w[1]).count();
+    Some(Modes {
+        worse,
+        worse_passes,
+        better,
+        better_passes,
+        separation,
+        interleaved: changes > 1,
+    })
+}
+
+/// The host's own factor that limited most of `passes` (of `limits`), if
+/// one did: a figure set by a host says nothing of the path.
+fn host_limit(passes: &[usize], limits: &[Option<Factor>]) -> Option<Factor> {
+    let by_host = |f: &Factor| {
+        f.is_cpu()
+            || matches!(
+                f,
+                Factor::ReceiveWindow | Factor::SendBuffer | Factor::Application | Factor::Emulator
+            )
+    };
+    let factors: Vec<Factor> = passes
+        .iter()
+        .filter_map(|&p| limits.get(p).copied().flatten())
+        .collect();
+    let hosts: Vec<Factor> = factors.iter().copied().filter(by_host).collect();
+    (2 * hosts.len() > passes.len()).then(|| {
+        // The most frequent of them.
+        *hosts
+            .iter()
+            .max_by_key(|f| hosts.iter().filter(|g| g == f).count())
+            .expect("a majority is not empty")
+    })
+}
+
+/// The cells whose repeats fall into two groups, each in words.
+pub fn bimodal_cells(matrix: &Matrix, metric: &Metric) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let number = |v: f64| {
+        if v.abs() >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    };
+    for (i, row) in matrix.cells.iter().enumerate() {
+        for (j, cell) in row.iter().enumerate() {
+            let Cell::Value {
+                repeats, limits, ..
+            } = cell
+            else {
+                continue;
+            };
+            let Some(modes) = two_modes(metric, repeats) else {
+                continue;
+            };
+            let (from, to) = (&matrix.hosts[i], &matrix.hosts[j]);
+            let groups = format!(
+                "{} of its {} passes near {} {unit} and {} near {} {unit}",
+                modes.worse_passes.len(),
+                repeats.len(),
+                number(modes.worse),
+                modes.better_passes.len(),
+                number(modes.better),
+                unit = metric.unit
+            );
+            let host_bound = host_limit(&modes.worse_passes, limits);
+            let words = if let Some(factor) = host_bound {
+                format!(
+                    "path {from} -> {to}: {} falls in two groups, {groups}, and the worse passes were limited by {}: the two groups are the hosts' (which cores the two ends ran on, what else ran there), not the path's",
+                    metric.describe,
+                    factor.describe()
+                )
+            } else if modes.interleaved {
+                format!(
+                    "path {from} -> {to}: {} falls in two groups, {groups}, alternating from pass to pass: each connection (its own ports) takes one of two paths, as ECMP hashes a flow's addresses and ports onto equal-cost links, and one of them is worse (a link, a switch or a port on that path)",
+                    metric.describe
+                )
+            } else {
+                format!(
+                    "path {from} -> {to}: {} falls in two groups, {groups}, one run of passes and then the other: the path changed once during the run (a route moved, or load came or went), not flow by flow",
+                    metric.describe
+                )
+            };
+            findings.push(Finding::Bimodal {
+                from: from.clone(),
+                to: to.clone(),
+                modes,
+                words,
+            });
+        }
+    }
+    findings
+}
+
 /// `(a -> b) / (b -> a)` for each measured pair, as better-over-worse
 /// (at least 1) with the slow direction: the asymmetry map's cells.
 pub fn asymmetry(matrix: &Matrix, metric: &Metric) -> Vec<Vec<Option<f64>>> {
@@ -322,6 +507,8 @@ mod tests {
                                 Cell::Value {
                                     value: value(i, j),
                                     verdict: None,
+                                    repeats: vec![value(i, j)],
+                                    limits: vec![None],
                                 }
                             }
                         })
@@ -432,6 +619,117 @@ mod tests {
             &asymmetric[0],
             Finding::Asymmetric { slow_from, ratio, .. } if slow_from == "h4" && (*ratio - 22.0).abs() < 0.01
         ));
+    }
+
+    /// `matrix(n, noisy(seed))` with `passes` repeats a cell, each its
+    /// own noise, but the cell (1, 6) whose repeat is `odd(pass)`.
+    fn repeated(seed: u64, passes: usize, odd: impl Fn(usize) -> f64) -> Matrix {
+        let mut m = matrix(8, noisy(seed));
+        for (i, row) in m.cells.iter_mut().enumerate() {
+            for (j, cell) in row.iter_mut().enumerate() {
+                if i == j {
+                    continue;
+                }
+                let repeats: Vec<f64> = (0..passes)
+                    .map(|p| {
+                        if (i, j) == (1, 6) {
+                            odd(p)
+                        } else {
+                            noisy(seed.wrapping_mul(31) + p as u64)(i, j)
+                        }
+                    })
+                    .collect();
+                *cell = Cell::Value {
+                    value: median(&repeats).unwrap(),
+                    verdict: None,
+                    limits: vec![Some(Factor::Link); repeats.len()],
+                    repeats,
+                };
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn repeats_that_alternate_between_two_groups_are_ecmp_and_noise_is_not() {
+        for seed in 0..20 {
+            // Flows hashed onto a good path (1000) or a bad one (400), by
+            // pass: 3 of 8 on the bad one, scattered.
+            let bad = [1, 4, 6];
+            let m = repeated(seed, 8, |p| {
+                let base = noisy(seed + p as u64)(1, 6);
+                if bad.contains(&p) { 0.4 * base } else { base }
+            });
+            let found = bimodal_cells(&m, THROUGHPUT);
+            assert_eq!(found.len(), 1, "seed {seed}: {found:#?}");
+            let Finding::Bimodal { from, to, modes, words } = &found[0] else {
+                panic!("{found:?}");
+            };
+            assert_eq!((from.as_str(), to.as_str()), ("h1", "h6"));
+            assert_eq!(modes.worse_passes, bad);
+            assert!(modes.interleaved);
+            assert!(modes.worse < 0.5 * modes.better, "{modes:?}");
+            assert!(words.contains("ECMP"), "{words}");
+            assert!(words.contains("3 of its 8 passes"), "{words}");
+            // The same cells without the bad path: ±15% noise over 6 to 20
+            // passes is never two groups.
+            for passes in [6, 8, 20] {
+                let m = repeated(seed, passes, |p| noisy(seed + p as u64)(1, 6));
+                assert_eq!(bimodal_cells(&m, THROUGHPUT), vec![], "seed {seed}, {passes} passes");
+            }
+        }
+    }
+
+    #[test]
+    fn two_groups_set_by_a_hosts_cpu_are_the_hosts_not_the_paths() {
+        let mut m = repeated(3, 8, |p| if p % 2 == 0 { 1000.0 } else { 600.0 });
+        let Cell::Value { limits, .. } = &mut m.cells[1][6] else {
+            unreachable!()
+        };
+        for p in [1, 3, 5] {
+            limits[p] = Some(Factor::ReceiverCpu);
+        }
+        let found = bimodal_cells(&m, THROUGHPUT);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let words = found[0].words();
+        assert!(words.contains("limited by the receiver's CPU"), "{words}");
+        assert!(!words.contains("ECMP"), "{words}");
+    }
+
+    #[test]
+    fn a_change_midway_is_read_as_a_change_not_as_ecmp() {
+        let m = repeated(7, 8, |p| if p < 5 { 1000.0 } else { 300.0 });
+        let found = bimodal_cells(&m, THROUGHPUT);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(matches!(&found[0], Finding::Bimodal { modes, .. } if !modes.interleaved && modes.worse_passes == [5, 6, 7]));
+        assert!(found[0].words().contains("changed once during the run"));
+    }
+
+    #[test]
+    fn too_few_repeats_one_outlier_or_close_groups_are_not_two_modes() {
+        // Five passes: not read.
+        assert_eq!(two_modes(THROUGHPUT, &[1000.0, 300.0, 1000.0, 300.0, 1000.0]), None);
+        // One straggler among eight is not a group.
+        assert_eq!(
+            two_modes(THROUGHPUT, &[1000.0, 990.0, 1010.0, 300.0, 1005.0, 995.0, 1000.0, 1002.0]),
+            None
+        );
+        // Two tight groups 20% apart: within what a bad cell must exceed.
+        assert_eq!(
+            two_modes(THROUGHPUT, &[1000.0, 800.0, 1001.0, 801.0, 999.0, 799.0]),
+            None
+        );
+        // Two groups 30% apart whose spread overlaps them: D below 2.
+        assert_eq!(
+            two_modes(THROUGHPUT, &[1000.0, 600.0, 700.0, 1300.0, 900.0, 500.0]),
+            None
+        );
+        // A figure where higher is worse: the high group is the worse one,
+        // and loss against none counts from the floor.
+        let modes = two_modes(LOSS, &[0.0, 3.0, 0.0, 2.9, 0.0, 3.1]).unwrap();
+        assert_eq!(modes.worse_passes, [1, 3, 5]);
+        assert!(modes.interleaved);
+        assert_eq!(two_modes(LOSS, &[0.0, 0.05, 0.0, 0.06, 0.0, 0.05]), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! empty (never measured: the run was stopped before it). Pure, but for
 //! [`write_all`], which writes one CSV a figure into the run directory.
 
+use crate::analysis::limits::Factor;
 use crate::experiments::mesh::options::MeshTest;
 use crate::experiments::mesh::record::{PairFigures, PairTest};
 use std::collections::{BTreeMap, HashMap};
@@ -99,9 +100,15 @@ pub enum Cell {
     Missing,
     Failed(String),
     Value {
+        /// The median over the passes that measured it.
         value: f64,
-        /// The limits verdict of a stream cell, for its tooltip.
+        /// The limits verdict of a stream cell (of the pass nearest the
+        /// median), for its tooltip.
         verdict: Option<String>,
+        /// Each measuring pass's value, in pass order.
+        repeats: Vec<f64>,
+        /// What limited each of those passes (stream), where it was judged.
+        limits: Vec<Option<Factor>>,
     },
 }
 
@@ -154,8 +161,11 @@ pub fn hosts_of(
 }
 
 impl Matrix {
-    /// `metric` over `hosts` (in order) from `results`; a test written
-    /// twice (failed, then measured on `--resume`) shows its measurement.
+    /// `metric` over `hosts` (in order) from `results`: a cell is the
+    /// median of its passes' measurements, with each pass's value kept in
+    /// pass order; a test written twice in a pass (failed, then measured on
+    /// `--resume`) counts its measurement; a cell none of whose passes was
+    /// measured shows its last failure.
     pub fn of(
         metric: &Metric,
         hosts: &[(String, BTreeMap<String, String>)],
@@ -167,28 +177,60 @@ impl Matrix {
             .map(|(i, (name, _))| (name.as_str(), i))
             .collect();
         let n = hosts.len();
-        let mut cells = vec![vec![Cell::Missing; n]; n];
+        // Each cell's measurements by pass (value, verdict), and its last failure.
+        type Measured = (f64, Option<String>, Option<Factor>);
+        let mut measured: Vec<Vec<BTreeMap<usize, Measured>>> =
+            vec![vec![BTreeMap::new(); n]; n];
+        let mut failures: Vec<Vec<Option<String>>> = vec![vec![None; n]; n];
         for line in results.iter().filter(|l| l.test == metric.test) {
             let (Some(&i), Some(&j)) = (index.get(line.from.as_str()), index.get(line.to.as_str()))
             else {
                 continue;
             };
-            let cell = match (&line.failed, (metric.value)(&line.figures)) {
-                (Some(why), _) => Cell::Failed(why.clone()),
-                (None, Some(value)) => Cell::Value {
-                    value,
-                    verdict: line.figures.verdict.clone(),
-                },
-                (None, None) => Cell::Failed("the test gave no such figure".into()),
-            };
-            // A measurement is never replaced by a later failure.
-            if !matches!(
-                (&cells[i][j], &cell),
-                (Cell::Value { .. }, Cell::Failed(_))
-            ) {
-                cells[i][j] = cell;
+            match (&line.failed, (metric.value)(&line.figures)) {
+                (Some(why), _) => failures[i][j] = Some(why.clone()),
+                (None, Some(value)) => {
+                    let judged = (value, line.figures.verdict.clone(), line.figures.limited_by);
+                    measured[i][j].insert(line.pass, judged);
+                }
+                (None, None) => {
+                    failures[i][j] = Some("the test gave no such figure".into());
+                }
             }
         }
+        let cells = measured
+            .into_iter()
+            .zip(failures)
+            .map(|(row, failed)| {
+                row.into_iter()
+                    .zip(failed)
+                    .map(|(passes, failure)| {
+                        let repeats: Vec<f64> = passes.values().map(|(v, _, _)| *v).collect();
+                        let limits = passes.values().map(|(_, _, f)| *f).collect();
+                        match crate::record::stats::Spread::of(&repeats) {
+                            Some(spread) => {
+                                // The verdict of the pass nearest the median.
+                                let verdict = passes
+                                    .values()
+                                    .min_by(|a, b| {
+                                        (a.0 - spread.median)
+                                            .abs()
+                                            .total_cmp(&(b.0 - spread.median).abs())
+                                    })
+                                    .and_then(|(_, v, _)| v.clone());
+                                Cell::Value {
+                                    value: spread.median,
+                                    verdict,
+                                    repeats,
+                                    limits,
+                                }
+                            }
+                            None => failure.map_or(Cell::Missing, Cell::Failed),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         Matrix {
             hosts: hosts.iter().map(|(h, _)| h.clone()).collect(),
             labels: hosts.iter().map(|(_, l)| l.clone()).collect(),
@@ -288,6 +330,7 @@ mod tests {
 
     fn line(from: &str, to: &str, failed: Option<&str>, mbit: f64) -> PairTest {
         PairTest {
+            pass: 0,
             test: MeshTest::Stream,
             from: from.into(),
             to: to.into(),
@@ -328,5 +371,33 @@ mod tests {
             "from\\to,a,b,c\na,,900,850.5\nb,failed,,\nc,,,\n"
         );
         assert!(Matrix::of(&METRICS[3], &hosts, &results).is_empty());
+    }
+
+    #[test]
+    fn a_cell_of_several_passes_is_their_median_with_each_pass_kept() {
+        let at = |pass, failed, mbit| PairTest {
+            pass,
+            ..line("a", "b", failed, mbit)
+        };
+        let results = vec![
+            at(0, None, 900.0),
+            at(1, Some("refused"), 0.0),
+            at(2, None, 100.0),
+            at(3, None, 950.0),
+            // Pass 1 measured on --resume.
+            at(1, None, 880.0),
+        ];
+        let inventory: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|h| (h.to_string(), BTreeMap::new()))
+            .collect();
+        let m = Matrix::of(&METRICS[0], &inventory, &results);
+        match &m.cells[0][1] {
+            Cell::Value { value, repeats, .. } => {
+                assert_eq!(*value, 890.0);
+                assert_eq!(repeats, &[900.0, 880.0, 100.0, 950.0]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

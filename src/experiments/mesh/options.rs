@@ -84,9 +84,28 @@ pub struct PassArgs {
     /// Both directions of a pair at once: half the rounds.
     #[arg(long)]
     pub bidir: bool,
-    /// Shuffles the hosts' places in the plan; the same seed, the same plan.
+    /// Shuffles the hosts' places in the plan; the same seed, the same plan
+    /// (pass P takes seed + P, so each pass has its own order).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Measure every pair this many times, a pass after another: the
+    /// repeats of a cell show its spread, and two groups among them
+    /// (at least 4 passes) point to ECMP.
+    #[arg(long, default_value_t = 1)]
+    pub passes: usize,
+}
+
+/// The most passes a run makes.
+pub const MAX_PASSES: usize = 1000;
+
+impl PassArgs {
+    /// Refuses passes outside 1..=[`MAX_PASSES`].
+    fn check_passes(&self) -> anyhow::Result<()> {
+        if self.passes == 0 || self.passes > MAX_PASSES {
+            bail!("--passes {}: give 1 to {MAX_PASSES}", self.passes);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -238,6 +257,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         let Some(spec) = args.pass.agents.clone() else {
             bail!("netlab mesh needs --agents (a list, a file or dns:NAME), or --resume DIR");
         };
+        args.pass.check_passes()?;
         let inventory = inventory::parse(&spec)?;
         let duration = args.pass.duration;
         if duration.is_zero() || duration > MAX_TEST {
@@ -266,6 +286,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             seed: args.pass.seed,
             loss_rate_bps: rate,
             loss_length: args.loss_length,
+            passes: args.pass.passes,
         };
         (spec, inventory, pass)
     };
@@ -278,7 +299,16 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         resume,
     };
     let say = |line: &str| eprintln!("{line}");
-    let summary = run.run(&say)?;
+    let summary = match run.run(&say) {
+        Ok(summary) => summary,
+        Err(e) => {
+            // What was measured before it stopped is still shown.
+            if crate::experiments::mesh::run::results_of(&dir).is_ok() {
+                let _ = crate::experiments::mesh::report::write_dir(&dir);
+            }
+            return Err(e);
+        }
+    };
     let found = crate::experiments::mesh::report::write_dir(&dir)?;
     let lost: Vec<String> = summary
         .lost
@@ -368,12 +398,13 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
     let Some(spec) = args.agents.as_deref() else {
         bail!("netlab mesh plan needs --agents (a list, a file or dns:NAME)");
     };
+    args.check_passes()?;
     let agents = inventory::parse(spec)?;
     let ids: Vec<u32> = (0..agents.len() as u32).collect();
     let schedule = Schedule::new(&ids, args.seed, args.bidir, args.mode, args.max_pairs)?;
     let steps = schedule.step_count();
     let step_time = (args.duration + TEST_OVERHEAD) * args.tests.len() as u32;
-    let estimate = step_time * steps as u32;
+    let estimate = step_time * steps as u32 * args.passes as u32;
     let name = |h: u32| agents[h as usize].name.as_str();
     let arrow = if args.bidir { "<->" } else { "->" };
     let listed: Vec<Vec<Pair>> = (0..schedule.rounds().min(plan.show))
@@ -396,6 +427,7 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
                 "rounds": schedule.rounds(),
                 "steps": steps,
                 "pair_tests": schedule.tests(),
+                "passes": args.passes,
                 "estimated_s": estimate.as_secs_f64(),
                 "listed_rounds": rounds,
             }
@@ -420,7 +452,7 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
     );
     let _ = writeln!(
         text,
-        "{} rounds of disjoint pairs (the circle method's {}), {} steps; each step runs {} ({} s each, plus about {} s to set up): about {} a pass",
+        "{} rounds of disjoint pairs (the circle method's {}), {} steps; each step runs {} ({} s each, plus about {} s to set up): about {}{}",
         schedule.rounds(),
         if args.bidir { "N-1, or N for odd N" } else { "2(N-1), or 2N for odd N" },
         steps,
@@ -431,8 +463,21 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
             .join(", "),
         args.duration.as_secs_f64(),
         TEST_OVERHEAD.as_secs(),
-        humantime::format_duration(Duration::from_secs(estimate.as_secs()))
+        humantime::format_duration(Duration::from_secs(estimate.as_secs())),
+        if args.passes > 1 {
+            format!(" for {} passes (each pair measured {} times)", args.passes, args.passes)
+        } else {
+            " a pass".to_string()
+        }
     );
+    if (2..crate::experiments::mesh::analysis::MIN_REPEATS).contains(&args.passes) {
+        let _ = writeln!(
+            text,
+            "{} passes show each cell's spread; two groups among a cell's repeats (ECMP) are read from {} passes on",
+            args.passes,
+            crate::experiments::mesh::analysis::MIN_REPEATS
+        );
+    }
     if args.mode == Mode::Stress {
         text.push_str("stress: every pair of a round starts at once and they share the network on purpose (a bisection test); its cells are not each path's own figure\n");
     }

@@ -7,7 +7,9 @@
 //! A line names its direction by agent (`from` sends, `to` receives) with
 //! both hosts' labels, so a line read alone says where it was measured.
 //! A `--bidir` test gives two lines, one a direction, with the same
-//! `started`.
+//! `started`. With `--passes K` every pair-test is measured once a pass,
+//! and each line names its pass (from 0), so the repeats of one cell can
+//! be read together (two groups among them point to ECMP).
 
 use crate::analysis::limits::{Factor, Verdict};
 use crate::experiments::mesh::inventory::Agent;
@@ -34,6 +36,14 @@ pub struct PassSpec {
     /// The loss test's datagram rate, bits per second, and length.
     pub loss_rate_bps: u64,
     pub loss_length: usize,
+    /// Passes over every pair, one after another (each its own run on the
+    /// agents, so an agent's `--max-duration` bounds one pass).
+    #[serde(default = "one_pass")]
+    pub passes: usize,
+}
+
+fn one_pass() -> usize {
+    1
 }
 
 /// `manifest.json`.
@@ -79,6 +89,9 @@ pub struct AgentState {
     pub failed: Option<String>,
 }
 
+/// A pair-test of a pass: (from, to, test, pass).
+pub type TestKey = (String, String, MeshTest, usize);
+
 /// One direction of one test of one pair: a line of `results.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairTest {
@@ -96,6 +109,9 @@ pub struct PairTest {
     /// plan), and how many tests ran beside it.
     pub round: usize,
     pub alongside: usize,
+    /// The pass it belongs to, from 0.
+    #[serde(default)]
+    pub pass: usize,
     /// Both directions at once (`--bidir`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bidir: bool,
@@ -114,8 +130,8 @@ pub struct PairTest {
 
 impl PairTest {
     /// The key `--resume` knows a finished test by.
-    pub fn key(&self) -> (String, String, MeshTest) {
-        (self.from.clone(), self.to.clone(), self.test)
+    pub fn key(&self) -> TestKey {
+        (self.from.clone(), self.to.clone(), self.test, self.pass)
     }
 }
 
@@ -217,6 +233,7 @@ mod tests {
             to_labels: BTreeMap::new(),
             round: 3,
             alongside: 4,
+            pass: 2,
             bidir: false,
             started: "2026-11-26T15:00:00Z".into(),
             seconds: 2.5,
@@ -232,5 +249,18 @@ mod tests {
         let (read, torn) = read_results(&text);
         assert_eq!(read, vec![line]);
         assert_eq!(torn, 1);
+    }
+
+    #[test]
+    fn a_line_written_before_passes_existed_is_of_the_first_pass() {
+        let old = r#"{"test":"stream","from":"a","to":"b","round":0,"alongside":1,"started":"x","seconds":1.0}"#;
+        let (read, torn) = read_results(old);
+        assert_eq!(torn, 0);
+        assert_eq!(read[0].pass, 0);
+        let spec: PassSpec = serde_json::from_str(
+            r#"{"tests":["stream"],"duration_s":1.0,"mode":"host","max_pairs":null,"bidir":false,"seed":1,"loss_rate_bps":1,"loss_length":100}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.passes, 1);
     }
 }

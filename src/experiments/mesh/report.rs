@@ -20,6 +20,7 @@ pub fn findings(matrix: &Matrix, metric: &Metric) -> Vec<Finding> {
     let mut found = analysis::read(matrix, metric);
     if MAPPED.contains(&metric.name) {
         found.extend(analysis::asymmetric_pairs(matrix, metric));
+        found.extend(analysis::bimodal_cells(matrix, metric));
     }
     found
 }
@@ -134,21 +135,45 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                         escape(why)
                     );
                 }
-                Cell::Value { value, verdict } => {
+                Cell::Value {
+                    value,
+                    verdict,
+                    repeats,
+                    ..
+                } => {
                     let hue = 120.0 * goodness(metric, *value, typical);
+                    let modes = analysis::two_modes(metric, repeats);
+                    let passes = if repeats.len() > 1 {
+                        format!(
+                            " (median of {} passes: {})",
+                            repeats.len(),
+                            repeats.iter().map(|v| number(*v)).collect::<Vec<_>>().join(", ")
+                        )
+                    } else {
+                        String::new()
+                    };
                     let tip = format!(
-                        "{from} → {to}: {} {}{}",
+                        "{from} → {to}: {} {}{passes}{}{}",
                         number(*value),
                         metric.unit,
+                        modes.as_ref().map_or(String::new(), |m| format!(
+                            "\ntwo groups: {} passes near {} and {} near {}",
+                            m.worse_passes.len(),
+                            number(m.worse),
+                            m.better_passes.len(),
+                            number(m.better)
+                        )),
                         verdict
                             .as_deref()
                             .map_or(String::new(), |v| format!("\n{v}"))
                     );
                     let _ = write!(
                         html,
-                        "<td style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}</td>",
+                        "<td{} style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}{}</td>",
+                        if modes.is_some() { " class=\"modes\"" } else { "" },
                         escape(&tip),
-                        number(*value)
+                        number(*value),
+                        if modes.is_some() { " ⁑" } else { "" }
                     );
                 }
             }
@@ -220,6 +245,7 @@ table.heat th.group{background:#e8eef6;text-align:center}\
 td.missing{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#999;text-align:center}\
 td.failed{background:#333;color:#fff;text-align:center}\
 td.median{background:#fafafa;font-style:italic}\
+td.modes{outline:2px dashed #a33;outline-offset:-3px}\
 ul.findings li{margin:.2em 0}\
 .legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ccc}";
 
@@ -236,7 +262,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
     let pass = &manifest.pass;
     let _ = write!(
         html,
-        "<p>Started {} by {} (netlab {}); agents {}; tests {} of {} s each; {} mode{}; seed {}. {measured} tests measured, {failed} failed.</p>",
+        "<p>Started {} by {} (netlab {}); agents {}; tests {} of {} s each; {} mode{}; seed {}{}. {measured} tests measured, {failed} failed.</p>",
         escape(&manifest.started),
         escape(&manifest.controller),
         escape(&manifest.netlab_version),
@@ -245,7 +271,12 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         pass.duration_s,
         pass.mode.name(),
         if pass.bidir { ", both directions at once" } else { "" },
-        pass.seed
+        pass.seed,
+        if pass.passes > 1 {
+            format!("; {} passes, each cell the median of its passes", pass.passes)
+        } else {
+            String::new()
+        }
     );
     let lost: Vec<String> = manifest
         .agents
@@ -259,7 +290,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         }
         html.push_str("</ul>");
     }
-    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> Hover a cell for its value, its limits verdict or why it failed.</p>");
+    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>");
     for metric in METRICS {
         let matrix = Matrix::of(metric, &hosts, results);
         if matrix.is_empty() {
@@ -342,6 +373,7 @@ mod tests {
                     to_labels: BTreeMap::new(),
                     round: 0,
                     alongside: 1,
+                    pass: 0,
                     bidir: false,
                     started: String::new(),
                     seconds: 1.0,
@@ -378,6 +410,7 @@ mod tests {
                 seed: 1,
                 loss_rate_bps: 1,
                 loss_length: 100,
+                passes: 1,
             },
             rounds: 6,
             steps: 6,

@@ -1,12 +1,13 @@
-//! A mesh's measuring run: every agent reached and authenticated at once,
-//! the pass planned over those that answered, each round's pairs run on
+//! A mesh's measuring run: for each pass (`--passes`, one by default, each
+//! its own run on the agents), every agent reached and authenticated at
+//! once, the pass planned over those that answered, each round's pairs run on
 //! their own threads (no host in two tests at a time, in `host` mode), and
 //! each finished test appended to `results.jsonl` and flushed to disk
 //! before the next one of its pair starts.
 //!
 //! Invariants:
 //! - every ordered pair (unordered with `--bidir`) is measured at most once
-//!   a pass: a pair whose tests are all finished is never planned again,
+//!   a pass, and a line names its pass: a pair whose tests are all finished is never planned again,
 //!   after a lost agent (the survivors are planned anew, the finished pairs
 //!   skipped) or in a `--resume`d run;
 //! - an agent that fails its handshake or is lost mid-run takes no further
@@ -21,7 +22,7 @@ use crate::experiment::remote::{self, AgentLink};
 use crate::experiments::mesh::inventory::Agent;
 use crate::experiments::mesh::options::MeshTest;
 use crate::experiments::mesh::record::{
-    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, read_results,
+    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, TestKey, read_results,
 };
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
@@ -87,9 +88,9 @@ pub struct Summary {
 struct Results {
     file: Mutex<File>,
     /// Finished (measured) tests, by (from, to, test): skipped on resume.
-    measured: Mutex<HashSet<(String, String, MeshTest)>>,
+    measured: Mutex<HashSet<TestKey>>,
     /// Tests already written as failed in this run.
-    failed: Mutex<HashSet<(String, String, MeshTest)>>,
+    failed: Mutex<HashSet<TestKey>>,
     counts: Mutex<(usize, usize)>,
     /// Why a line could not be written (a full disk): the run stops after
     /// the step in flight, since nothing more it measured would be kept.
@@ -118,9 +119,18 @@ impl Results {
         Ok(())
     }
 
-    fn finished(&self, key: &(String, String, MeshTest)) -> bool {
+    fn finished(&self, key: &TestKey) -> bool {
         lock(&self.measured).contains(key) || lock(&self.failed).contains(key)
     }
+}
+
+/// Where a test sits in the run: its pass, its round, and how many pairs
+/// ran in its step.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    pass: usize,
+    round: usize,
+    alongside: usize,
 }
 
 /// One agent as the pass knows it: its labels (the inventory's over its
@@ -138,24 +148,108 @@ impl MeshRun {
         let usage = crate::measure::rusage::ProcessUsage::now();
         let (manifest, results) = self.open_dir()?;
         remote::configure(Key::load(&self.key)?, "mesh");
+        let mut summary = Summary {
+            skipped: lock(&results.measured).len(),
+            ..Summary::default()
+        };
+        if summary.skipped > 0 {
+            say(&format!(
+                "netlab mesh: resuming: {} tests finished already are not measured again",
+                summary.skipped
+            ));
+        }
+        let mut hosts: Vec<Host> = self
+            .inventory
+            .iter()
+            .map(|agent| Host {
+                name: agent.name.clone(),
+                labels: agent.labels.clone(),
+            })
+            .collect();
+        let mut manifest = Some(manifest);
+        for pass in 0..self.pass.passes {
+            if self.pass_measured(&results, pass) {
+                continue;
+            }
+            self.stop_if_interrupted(&results)?;
+            if self.pass.passes > 1 {
+                say(&format!("netlab mesh: pass {} of {}", pass + 1, self.pass.passes));
+            }
+            // Each pass is its own run on the agents.
+            remote::close_all();
+            let outcome = self.run_pass(pass, &results, &mut hosts, &mut manifest, &mut summary, say);
+            remote::close_all();
+            outcome?;
+        }
+        let (measured, failed) = *lock(&results.counts);
+        summary.measured = measured;
+        summary.failed = failed;
+        summary.seconds = started.elapsed().as_secs_f64();
+        summary.controller_cpu_s = crate::measure::rusage::ProcessUsage::now()
+            .since(&usage)
+            .cpu_s();
+        Ok(summary)
+    }
+
+    /// Ends the run when the user asked to stop (Ctrl-C, SIGTERM): the
+    /// tests in flight were not written (a `--resume` measures them), and
+    /// what was measured stays.
+    fn stop_if_interrupted(&self, results: &Results) -> anyhow::Result<()> {
+        if !crate::experiment::processes::interrupted() {
+            return Ok(());
+        }
+        let saved = lock(&results.counts).0;
+        Err(anyhow::Error::new(crate::experiment::MeasureError::Interrupted { saved })
+            .context(format!(
+                "the mesh stopped; --resume {} finishes it",
+                self.dir.display()
+            )))
+    }
+
+    /// Whether every pair-test of `pass` is measured already (a resumed
+    /// run skips it without reaching the agents).
+    fn pass_measured(&self, results: &Results, pass: usize) -> bool {
+        let n = self.inventory.len();
+        let wanted = n * (n - 1) * self.pass.tests.len();
+        let measured = lock(&results.measured)
+            .iter()
+            .filter(|(_, _, test, p)| *p == pass && self.pass.tests.contains(test))
+            .count();
+        measured >= wanted
+    }
+
+    /// One pass: every agent reached and authenticated, the pairs planned
+    /// over those that answered (less those finished in this pass), each
+    /// step run and written; an agent lost midway is planned around. The
+    /// manifest is written (with the agents' accounts of themselves) at
+    /// the first pass this invocation runs.
+    fn run_pass(
+        &self,
+        pass: usize,
+        results: &Results,
+        hosts: &mut [Host],
+        manifest: &mut Option<Manifest>,
+        summary: &mut Summary,
+        say: &(dyn Fn(&str) + Sync),
+    ) -> anyhow::Result<()> {
         say(&format!(
             "netlab mesh: reaching {} agents",
             self.inventory.len()
         ));
         let reached = reach_all(&self.inventory);
-        let mut hosts = Vec::new();
         let mut states = Vec::new();
         let mut lost: Vec<u32> = Vec::new();
-        let mut summary = Summary::default();
+        let mut why_lost: Vec<(String, String)> = Vec::new();
         for (i, (agent, outcome)) in self.inventory.iter().zip(&reached).enumerate() {
-            let mut labels = BTreeMap::new();
             match outcome {
                 Ok(link) => {
                     let facts = link.facts();
-                    labels.extend(facts.identity.labels.clone());
+                    let mut labels = facts.identity.labels.clone();
                     if let Some(node) = &facts.identity.node {
                         labels.insert("node".into(), node.clone());
                     }
+                    labels.extend(agent.labels.clone());
+                    hosts[i].labels = labels;
                     states.push(AgentState {
                         name: agent.name.clone(),
                         facts: Some(facts),
@@ -164,7 +258,10 @@ impl MeshRun {
                 }
                 Err(why) => {
                     say(&format!("netlab mesh: {}: {why}", agent.name));
-                    summary.lost.push((agent.name.clone(), why.clone()));
+                    if !summary.lost.iter().any(|(name, _)| name == &agent.name) {
+                        summary.lost.push((agent.name.clone(), why.clone()));
+                    }
+                    why_lost.push((agent.name.clone(), why.clone()));
                     lost.push(i as u32);
                     states.push(AgentState {
                         name: agent.name.clone(),
@@ -173,65 +270,65 @@ impl MeshRun {
                     });
                 }
             }
-            labels.extend(agent.labels.clone());
-            hosts.push(Host {
-                name: agent.name.clone(),
-                labels,
-            });
         }
-        let manifest = Manifest {
-            agents: states,
-            ..manifest
-        };
-        write_manifest(&self.dir, &manifest)?;
+        if let Some(manifest) = manifest.take() {
+            write_manifest(
+                &self.dir,
+                &Manifest {
+                    agents: states,
+                    ..manifest
+                },
+            )?;
+        }
         let live = self.inventory.len() - lost.len();
         if live < 2 {
-            let why: Vec<String> = summary
-                .lost
+            let why: Vec<String> = why_lost
                 .iter()
                 .map(|(name, why)| format!("{name}: {why}"))
                 .collect();
             bail!(
-                "only {live} of {} agents answered, and a mesh needs two:\n  {}",
+                "only {live} of {} agents answered{}, and a mesh needs two:\n  {}",
                 self.inventory.len(),
+                if self.pass.passes > 1 {
+                    format!(" for pass {}", pass + 1)
+                } else {
+                    String::new()
+                },
                 why.join("\n  ")
             );
         }
         let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
-        let pass = &self.pass;
-        let whole = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
+        let spec = &self.pass;
+        // Each pass its own order of pairs (and so its own neighbours).
+        let seed = spec.seed.wrapping_add(pass as u64);
+        let whole = Schedule::new(&ids, seed, spec.bidir, spec.mode, spec.max_pairs)?;
         self.check_limits(&whole, &reached)?;
-        // Pairs whose every test is finished: not planned again. Only the
-        // measured tests are walked (not every pair of the inventory).
+        // Pairs whose every test of this pass is finished: not planned
+        // again. Only the measured tests are walked (not every pair).
         let index: std::collections::HashMap<&str, u32> = hosts
             .iter()
             .enumerate()
             .map(|(i, h)| (h.name.as_str(), i as u32))
             .collect();
-        let mut tests_done: std::collections::HashMap<Pair, usize> = std::collections::HashMap::new();
-        for (from, to, test) in lock(&results.measured).iter() {
+        let mut tests_done: std::collections::HashMap<Pair, usize> =
+            std::collections::HashMap::new();
+        for (from, to, test, p) in lock(&results.measured).iter() {
             if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
-                && pass.tests.contains(test)
+                && *p == pass
+                && spec.tests.contains(test)
             {
                 *tests_done.entry(Pair { from, to }).or_default() += 1;
             }
         }
         let mut done: HashSet<Pair> = tests_done
             .into_iter()
-            .filter(|&(_, n)| n == pass.tests.len())
+            .filter(|&(_, n)| n == spec.tests.len())
             .map(|(pair, _)| pair)
             .collect();
-        summary.skipped = lock(&results.measured).len();
-        if summary.skipped > 0 {
-            say(&format!(
-                "netlab mesh: resuming: {} tests finished already are not measured again",
-                summary.skipped
-            ));
-        }
         let orphans = whole.orphaned(&lost, &done);
-        self.fail_all(&results, &hosts, &orphans, &lost, &summary.lost)?;
+        self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
         let mut schedule = whole.remaining(&lost, &done)?;
-        if pass.mode == crate::experiments::mesh::schedule::Mode::Stress {
+        if spec.mode == crate::experiments::mesh::schedule::Mode::Stress {
             say("netlab mesh: stress: every pair of a round starts at once and they share the network on purpose (a bisection test); a cell is not its path's own figure");
         }
         'pass: loop {
@@ -240,16 +337,22 @@ impl MeshRun {
                 schedule.tests(),
                 schedule.hosts().count(),
                 schedule.rounds(),
-                pass.mode.name(),
-                if pass.bidir { ", both ways at once" } else { "" }
+                spec.mode.name(),
+                if spec.bidir { ", both ways at once" } else { "" }
             ));
             for r in 0..schedule.rounds() {
                 let pairs = schedule.round(r);
                 for step in schedule.steps(&pairs) {
-                    let (newly_lost, cell_s) = self.run_step(&results, &hosts, r, step, say);
+                    let at = At {
+                        pass,
+                        round: r,
+                        alongside: step.len(),
+                    };
+                    self.stop_if_interrupted(results)?;
+                    let (newly_lost, cell_s) = self.run_step(results, hosts, at, step, say);
                     summary.cell_s += cell_s;
+                    self.stop_if_interrupted(results)?;
                     if let Some(why) = lock(&results.broken).clone() {
-                        remote::close_all();
                         bail!(
                             "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
                             self.dir.join(RESULTS).display(),
@@ -264,16 +367,19 @@ impl MeshRun {
                     }
                     let mut gone = Vec::new();
                     for (host, why) in newly_lost {
+                        let name = hosts[host as usize].name.clone();
                         say(&format!(
-                            "netlab mesh: lost {}: {why}; planning the rest without it",
-                            hosts[host as usize].name
+                            "netlab mesh: lost {name}: {why}; planning the rest without it"
                         ));
-                        summary.lost.push((hosts[host as usize].name.clone(), why));
+                        if !summary.lost.iter().any(|(n, _)| n == &name) {
+                            summary.lost.push((name.clone(), why.clone()));
+                        }
+                        why_lost.push((name, why));
                         lost.push(host);
                         gone.push(host);
                     }
                     let orphans = schedule.orphaned(&gone, &done);
-                    self.fail_all(&results, &hosts, &orphans, &lost, &summary.lost)?;
+                    self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
                     match schedule.remaining(&lost, &done) {
                         Ok(next) => schedule = next,
                         Err(_) => break 'pass,
@@ -283,15 +389,7 @@ impl MeshRun {
             }
             break;
         }
-        remote::close_all();
-        let (measured, failed) = *lock(&results.counts);
-        summary.measured = measured;
-        summary.failed = failed;
-        summary.seconds = started.elapsed().as_secs_f64();
-        summary.controller_cpu_s = crate::measure::rusage::ProcessUsage::now()
-            .since(&usage)
-            .cpu_s();
-        Ok(summary)
+        Ok(())
     }
 
     /// Makes the run directory (a new run) or reads what it holds (`--resume`).
@@ -398,6 +496,7 @@ impl MeshRun {
         &self,
         results: &Results,
         hosts: &[Host],
+        pass: usize,
         pairs: &[Pair],
         lost: &[u32],
         why: &[(String, String)],
@@ -418,7 +517,12 @@ impl MeshRun {
         for pair in pairs {
             for direction in self.directions(*pair) {
                 for &test in &self.pass.tests {
-                    let line = self.line(hosts, direction, test, 0, 0, now_rfc3339());
+                    let at = At {
+                        pass,
+                        round: 0,
+                        alongside: 0,
+                    };
+                    let line = self.line(hosts, direction, test, at, now_rfc3339());
                     if results.finished(&line.key()) {
                         continue;
                     }
@@ -430,6 +534,16 @@ impl MeshRun {
             }
         }
         Ok(())
+    }
+
+    /// "round R" (or "pass P round R" when there are several), for the
+    /// progress lines.
+    fn place(&self, at: At) -> String {
+        if self.pass.passes > 1 {
+            format!("pass {} round {}", at.pass + 1, at.round + 1)
+        } else {
+            format!("round {}", at.round + 1)
+        }
     }
 
     /// The directions a pair's test measures: one, or both with `--bidir`.
@@ -452,8 +566,7 @@ impl MeshRun {
         hosts: &[Host],
         direction: Pair,
         test: MeshTest,
-        round: usize,
-        alongside: usize,
+        at: At,
         started: String,
     ) -> PairTest {
         let (from, to) = (&hosts[direction.from as usize], &hosts[direction.to as usize]);
@@ -463,8 +576,9 @@ impl MeshRun {
             to: to.name.clone(),
             from_labels: from.labels.clone(),
             to_labels: to.labels.clone(),
-            round,
-            alongside,
+            round: at.round,
+            alongside: at.alongside,
+            pass: at.pass,
             bidir: self.pass.bidir,
             started,
             seconds: 0.0,
@@ -481,7 +595,7 @@ impl MeshRun {
         &self,
         results: &Results,
         hosts: &[Host],
-        round: usize,
+        at: At,
         step: &[Pair],
         say: &(dyn Fn(&str) + Sync),
     ) -> (Vec<(u32, String)>, f64) {
@@ -495,7 +609,7 @@ impl MeshRun {
                         let mut seconds = 0.0;
                         for &test in &self.pass.tests {
                             let (failed, took) =
-                                self.run_test(results, hosts, round, step.len(), *pair, test, say);
+                                self.run_test(results, hosts, at, *pair, test, say);
                             seconds += took;
                             if failed {
                                 lock(troubled).extend(pair.hosts());
@@ -526,13 +640,11 @@ impl MeshRun {
 
     /// Runs `test` of `pair` unless it is finished, writing its lines;
     /// whether it failed, and the seconds it took (none when finished).
-    #[allow(clippy::too_many_arguments)]
     fn run_test(
         &self,
         results: &Results,
         hosts: &[Host],
-        round: usize,
-        alongside: usize,
+        at: At,
         pair: Pair,
         test: MeshTest,
         say: &(dyn Fn(&str) + Sync),
@@ -540,9 +652,11 @@ impl MeshRun {
         let directions = self.directions(pair);
         let lines: Vec<PairTest> = directions
             .iter()
-            .map(|d| self.line(hosts, *d, test, round, alongside, now_rfc3339()))
+            .map(|d| self.line(hosts, *d, test, at, now_rfc3339()))
             .collect();
-        if lines.iter().all(|l| results.finished(&l.key())) {
+        if lines.iter().all(|l| results.finished(&l.key()))
+            || crate::experiment::processes::interrupted()
+        {
             return (false, 0.0);
         }
         let (from, to) = (&hosts[pair.from as usize].name, &hosts[pair.to as usize].name);
@@ -565,8 +679,8 @@ impl MeshRun {
             Ok(by_direction) => {
                 for (line, (figures, detail)) in lines.into_iter().zip(by_direction) {
                     say(&format!(
-                        "round {}: {} -> {} {}: {}",
-                        round + 1,
+                        "{}: {} -> {} {}: {}",
+                        self.place(at),
                         line.from,
                         line.to,
                         test.name(),
@@ -583,11 +697,13 @@ impl MeshRun {
                     }
                 }
             }
+            // Stopped by the user, not failed: left for a --resume.
+            Err(_) if crate::experiment::processes::interrupted() => {}
             Err(why) => {
                 failed = true;
                 say(&format!(
-                    "round {}: {from} -> {to} {}: failed: {why}",
-                    round + 1,
+                    "{}: {from} -> {to} {}: failed: {why}",
+                    self.place(at),
                     test.name()
                 ));
                 for line in lines {
