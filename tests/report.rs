@@ -400,7 +400,7 @@ fn no_table_or_figure_overflows_at_desktop_or_phone_width() {
         text.contains("points, from "),
         "the alternative gives each series' range"
     );
-    for width in [1400, 400] {
+    for width in [1400, 1280, 400] {
         let found = overflows(&page, width);
         assert!(found.is_empty(), "at {width} px: {found:?}");
     }
@@ -419,4 +419,139 @@ fn the_overflow_check_catches_a_table_wider_than_the_page() {
     let found = overflows(&page, 400);
     assert!(found.iter().any(|f| f.starts_with("TABLE")), "{found:?}");
     assert!(found.iter().any(|f| f.starts_with("page")), "{found:?}");
+}
+
+/// What collides in `page`'s figures, as Chromium lays them out: two
+/// texts whose boxes overlap, a text passing its figure's edge, and a
+/// mark's number over a data line or point. The check runs as a script
+/// added to a copy of the page.
+fn collisions(page: &Path) -> Vec<String> {
+    let html = std::fs::read_to_string(page).unwrap();
+    let probe = r#"<script>
+const bad = [];
+const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+const crosses = (box, p, q) => {
+  // Liang-Barsky: does the segment p-q enter the box?
+  let t0 = 0, t1 = 1; const dx = q.x - p.x, dy = q.y - p.y;
+  for (const [pp, qq] of [[-dx, p.x - box.x], [dx, box.x + box.width - p.x], [-dy, p.y - box.y], [dy, box.y + box.height - p.y]]) {
+    if (pp === 0) { if (qq < 0) return false; } else { const r = qq / pp; if (pp < 0) t0 = Math.max(t0, r); else t1 = Math.min(t1, r); }
+  }
+  return t0 <= t1;
+};
+for (const svg of document.querySelectorAll('figure > svg')) {
+  const id = svg.parentElement.id;
+  const edge = svg.getBoundingClientRect();
+  const texts = [...svg.querySelectorAll('text')].map(t => [t, t.getBoundingClientRect()]);
+  for (let i = 0; i < texts.length; i++) {
+    const [t, r] = texts[i];
+    if (r.left < edge.left - 0.5 || r.right > edge.right + 0.5 || r.top < edge.top - 0.5 || r.bottom > edge.bottom + 0.5) bad.push(id + ': "' + t.textContent + '" passes the edge');
+    for (let j = i + 1; j < texts.length; j++) {
+      if (overlap(r, texts[j][1])) bad.push(id + ': "' + t.textContent + '" overlaps "' + texts[j][0].textContent + '"');
+    }
+  }
+  for (const label of svg.querySelectorAll('text.mark-label')) {
+    const box = label.getBBox();
+    for (const line of svg.querySelectorAll('polyline.data')) {
+      const pts = [...line.points];
+      for (let k = 1; k < pts.length; k++) if (crosses(box, pts[k - 1], pts[k])) { bad.push(id + ': mark ' + label.textContent + ' is on a line'); break; }
+    }
+    for (const dot of svg.querySelectorAll('circle.point')) {
+      const c = {x: dot.cx.baseVal.value, y: dot.cy.baseVal.value}, r = dot.r.baseVal.value;
+      if (c.x + r > box.x && c.x - r < box.x + box.width && c.y + r > box.y && c.y - r < box.y + box.height) bad.push(id + ': mark ' + label.textContent + ' is on a point');
+    }
+  }
+}
+document.body.setAttribute('data-collisions', bad.join('; '));
+</script></body>"#;
+    let probed = page.with_file_name("probe-collisions.html");
+    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let url = format!("file://{}", probed.canonicalize().unwrap().display());
+    let run = std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg("--window-size=1280,3000")
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let dom = String::from_utf8_lossy(&run.stdout);
+    let start = dom.find("data-collisions=\"").expect("the probe ran") + "data-collisions=\"".len();
+    let found = &dom[start..start + dom[start..].find('"').unwrap()];
+    found
+        .split("; ")
+        .filter(|s| !s.is_empty())
+        .map(|s| s.replace("&quot;", "\""))
+        .collect()
+}
+
+#[test]
+fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = netlab()
+        .args(["report", FIXTURE, "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let page = dir.path().join("report.html");
+    let found = collisions(&page);
+    assert!(found.is_empty(), "{found:#?}");
+    // Each figure: a caption linking its data, and the data there, a row
+    // per point of every series.
+    let text = std::fs::read_to_string(&page).unwrap();
+    let figures = page::figures(&fixture().records);
+    for figure in &figures {
+        assert!(
+            text.contains(&format!("<a href=\"{}.csv\">", figure.id)),
+            "{}: no link to its data",
+            figure.id
+        );
+        let mut data =
+            csv::Reader::from_path(dir.path().join(format!("{}.csv", figure.id))).unwrap();
+        let rows = data.records().count();
+        let points: usize = figure.series.iter().map(|s| s.points.len()).sum();
+        assert_eq!(rows, points + figure.marks.len(), "{}", figure.id);
+    }
+    assert_eq!(
+        text.matches("<figcaption>").count(),
+        text.matches("<figure id=").count()
+    );
+}
+
+#[test]
+fn the_collision_check_catches_overlapping_words_and_a_mark_on_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("crowded.html");
+    std::fs::write(
+        &page,
+        r#"<html><body><figure id="f"><svg xmlns="http://www.w3.org/2000/svg" width="300" height="100">
+<text x="10" y="20" font-size="14">overlapping words</text><text x="20" y="24" font-size="14">more words</text>
+<text x="280" y="60" font-size="14">cut off</text>
+<polyline class="data" points="0,80 300,80" stroke="black"/><text class="mark-label" x="100" y="84" font-size="12">1</text>
+</svg></figure></body></html>"#,
+    )
+    .unwrap();
+    let found = collisions(&page);
+    assert!(found.iter().any(|f| f.contains("overlaps")), "{found:?}");
+    assert!(
+        found.iter().any(|f| f.contains("passes the edge")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|f| f.contains("is on a line")),
+        "{found:?}"
+    );
 }

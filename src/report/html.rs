@@ -302,6 +302,9 @@ pub fn write<D: Profiled>(
         }
         html.push_str("</ul>\n");
     }
+    // One colour a series, through every figure of the page.
+    let all: Vec<Figure> = sections.iter().flat_map(|s| s.figures.clone()).collect();
+    let colours = figures::Colours::for_figures(&all);
     for section in &sections {
         html.push_str(&format!(
             "<section id=\"{}\">\n<h2>{}</h2>\n<p class=\"reading\">{}</p>\n",
@@ -310,11 +313,13 @@ pub fn write<D: Profiled>(
             escape(&section.reading)
         ));
         for figure in &section.figures {
-            match figures::render_svg(figure) {
+            match figures::render_svg(figure, &colours) {
                 Ok(svg) => {
                     let svg_path = dir.join(format!("{}.svg", figure.id));
                     std::fs::write(&svg_path, &svg)?;
                     written.figures.push(svg_path);
+                    let csv_path = dir.join(format!("{}.csv", figure.id));
+                    std::fs::write(&csv_path, figures::csv(figure))?;
                     match figures::render_png(&svg) {
                         Ok(png) => {
                             let png_path = dir.join(format!("{}.png", figure.id));
@@ -331,11 +336,10 @@ pub fn write<D: Profiled>(
                     let body = svg.find("<svg").map_or(svg.as_str(), |start| &svg[start..]);
                     let body = accessible(body, &figure.title, &figures::describe(figure));
                     html.push_str(&format!(
-                        "<figure id=\"{}\">{body}<figcaption>{} ({}.svg, {}.png)</figcaption></figure>\n",
-                        figure.id,
+                        "<figure id=\"{id}\">{body}<figcaption>{}. {} Data: <a href=\"{id}.csv\">{id}.csv</a>; drawn as <a href=\"{id}.svg\">SVG</a> and <a href=\"{id}.png\">PNG</a>.</figcaption></figure>\n",
+                        escape(&figure.title),
                         escape(&figure.caption),
-                        figure.id,
-                        figure.id
+                        id = figure.id,
                     ));
                 }
                 Err(e) => written.figure_errors.push(e),

@@ -2,7 +2,7 @@
 //! against users, per server.
 
 use crate::experiments::login::record::{LoginData, Record};
-use crate::report::figures::{Figure, Series, Style, by_series, caption};
+use crate::report::figures::{Figure, Series, Style, Unit, by_series, caption};
 
 /// A login-load cell: series name, users, result, record.
 type LoginPoint<'a> = (
@@ -22,10 +22,15 @@ fn login_points(records: &[Record]) -> Vec<LoginPoint<'_>> {
                 result: Some(result),
             } => Some((
                 format!(
-                    "{} {} {}",
+                    "{} {} {}{}",
                     params.relay.name(),
                     params.protocol.name(),
-                    params.placement.name()
+                    params.placement.name(),
+                    if params.host_cpu_pct.is_some() {
+                        " (1989-class budget)"
+                    } else {
+                        ""
+                    }
                 ),
                 params.users as f64,
                 result.as_ref(),
@@ -65,13 +70,15 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
             .map(|(name, users, r, _)| (name.clone(), *users, r.server_cpu_per_keystroke_us))
             .collect(),
     );
-    let figure = |id: &str, title: &str, y_label: &str, log_y: bool, series| Figure {
+    let figure = |id: &str, title: &str, y_label: &str, log_y: bool, y_unit: Unit, series| Figure {
         id: id.into(),
         title: title.into(),
         x_label: "users typing 5 chars/s".into(),
         y_label: y_label.into(),
         log_x: false,
         log_y,
+        x_unit: Unit::Plain,
+        y_unit,
         categories: Vec::new(),
         series,
         marks: Vec::new(),
@@ -106,36 +113,85 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
                 .collect(),
         })
     };
-    let now_then: Vec<Series> = cpu
-        .iter()
-        .filter(|s| s.name == "fork rlogin loopback" || s.name == "splice rlogin loopback")
-        .cloned()
-        .chain(then(
-            "user",
-            "1989 rlogind, a process per session (Sun-3/260)",
-        ))
-        .chain(then("kernel", "1989 kernel-assisted relay (Sun-3/260)"))
-        .collect();
+    // Then beside now as shapes: today's CPU is a few percent of a modern
+    // machine, 1989's most of a Sun, so one axis of percent hides both
+    // curves' shapes. With cells run under a 1989-class budget
+    // (`--host-cpu sun3`), their use of that budget is the comparable
+    // figure; without them, each curve relative to its own value at its
+    // fewest users.
+    let budgeted = |r: &Record| matches!(&r.data, LoginData { params, .. } if params.host_cpu_pct.is_some());
+    let relays = ["fork rlogin loopback", "splice rlogin loopback"];
+    let budget_use = by_series(
+        points
+            .iter()
+            .filter(|p| budgeted(p.3))
+            .filter_map(|(name, users, r, rec)| {
+                let LoginData { params, .. } = &rec.data;
+                let budget = params.host_cpu_pct?;
+                Some((name.clone(), *users, 100.0 * r.server_cpu_pct / budget))
+            })
+            .collect(),
+    );
+    let mut then_series: Vec<Series> = [
+        then("user", "1989 rlogind, a process per session (Sun-3/260)"),
+        then("kernel", "1989 kernel-assisted relay (Sun-3/260)"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let (now_then, then_label) = if budget_use.iter().any(|s| {
+        relays.iter().any(|r| s.name.starts_with(r))
+    }) {
+        let now: Vec<Series> = budget_use
+            .into_iter()
+            .filter(|s| relays.iter().any(|r| s.name.starts_with(r)))
+            .collect();
+        (
+            now.into_iter().chain(then_series).collect::<Vec<_>>(),
+            "CPU busy (% of one 1989-class CPU: today's server under --host-cpu, 1989's Sun-3/260)",
+        )
+    } else {
+        let relative = |s: &Series| -> Series {
+            let first = s.points.first().map_or(1.0, |p| p.1).max(1e-9);
+            Series {
+                points: s.points.iter().map(|&(x, y)| (x, y / first)).collect(),
+                ..s.clone()
+            }
+        };
+        let now: Vec<Series> = cpu
+            .iter()
+            .filter(|s| relays.contains(&s.name.as_str()))
+            .map(relative)
+            .collect();
+        then_series = then_series.iter().map(relative).collect();
+        (
+            now.into_iter().chain(then_series).collect(),
+            "CPU busy (x its own value at the fewest users)",
+        )
+    };
     let mut figures = vec![
         figure(
             "login-cpu",
             "Login load: CPU busy vs users",
             "CPU user + system (% of all CPUs)",
             false,
+            Unit::Plain,
             cpu,
         ),
         figure(
             "login-echo",
             "Login load: 99th-percentile echo vs users",
-            "echo p99 (ms, log; 100 ms = perceptible)",
+            "echo p99 (s, log; 100 ms = perceptible)",
             true,
+            Unit::Seconds { scale: 1e-3 },
             echo,
         ),
         figure(
             "login-cost",
             "Login load: server CPU per keystroke vs users",
-            "server CPU per keystroke (µs)",
+            "server CPU time per keystroke (s)",
             false,
+            Unit::Seconds { scale: 1e-6 },
             per_key,
         ),
     ];
@@ -143,8 +199,9 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
         figures.push(figure(
             "login-then",
             "Login load over rlogin: CPU busy vs users, 1989 and now",
-            "CPU user + system (% of all CPUs; 1989: the one CPU of a Sun-3/260)",
+            then_label,
             false,
+            Unit::Plain,
             now_then,
         ));
     }

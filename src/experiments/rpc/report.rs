@@ -717,9 +717,11 @@ pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
                     "Sun RPC over {proto}: time per call vs argument size, 1989 and now"
                 ),
                 x_label: "argument size (bytes, log; 0 drawn at 1)".into(),
-                y_label: "time per call (ms, log)".into(),
+                y_label: "time per call (s, log)".into(),
                 log_x: true,
                 log_y: true,
+                x_unit: crate::report::figures::Unit::Bytes,
+                y_unit: crate::report::figures::Unit::Seconds { scale: 1e-3 },
                 categories: Vec::new(),
                 series: now.into_iter().chain(then_series).collect(),
                 marks: marks
