@@ -226,7 +226,9 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
         "{out}"
     );
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
-    let first_screen = html.find("What limited each experiment").expect(&html);
+    let first_screen = html
+        .find("<td class=\"limit\">system calls and wake-ups per record (1 of 1 runs)</td>")
+        .expect(&html);
     assert!(
         first_screen < html.find("<section").unwrap_or(usize::MAX),
         "before the sections"

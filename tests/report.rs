@@ -105,7 +105,7 @@ fn render(page: &Path, screenshot: Option<&Path>) -> (String, Vec<String>) {
         "--disable-gpu",
         "--enable-logging=stderr",
         "--log-level=0",
-        "--window-size=1200,2400",
+        "--window-size=1280,900",
     ]);
     match screenshot {
         Some(path) => cmd.arg(format!("--screenshot={}", path.display())),
@@ -158,7 +158,8 @@ fn chromium_renders_every_figure_without_console_errors() {
             assert!(std::fs::metadata(&file).unwrap().len() > 1000, "{file:?}");
         }
     }
-    // A screenshot for the CI's artifacts (and the README).
+    // A screenshot of the first screen for the CI's artifacts (and the
+    // README's docs/report.png).
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("artifacts");
     std::fs::create_dir_all(&artifacts).unwrap();
     let shot = artifacts.join("report.png");
@@ -461,6 +462,17 @@ for (const svg of document.querySelectorAll('figure > svg')) {
     }
   }
 }
+// The first screen: a row an experiment, its limit named, all of it
+// above the fold of a 1280 x 900 window.
+const rows = [...document.querySelectorAll('table.first tbody tr')];
+if (rows.length === 0) bad.push('no first-screen table');
+for (const row of rows) {
+  const limit = row.querySelector('td.limit');
+  const name = row.querySelector('a')?.textContent || '?';
+  if (!limit || limit.textContent.trim().length < 5) bad.push('first screen: ' + name + ' names no limit');
+  if (row.getBoundingClientRect().bottom > 900) bad.push('first screen: ' + name + ' is below the fold');
+}
+document.body.setAttribute('data-first-rows', rows.length);
 document.body.setAttribute('data-collisions', bad.join('; '));
 </script></body>"#;
     let probed = page.with_file_name("probe-collisions.html");
@@ -509,9 +521,23 @@ fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_
     let page = dir.path().join("report.html");
     let found = collisions(&page);
     assert!(found.is_empty(), "{found:#?}");
+    // The first screen has a row for each section, with its limit.
+    let text = std::fs::read_to_string(&page).unwrap();
+    let sections = Report.sections(&fixture().records);
+    assert_eq!(
+        text.matches("<td class=\"limit\">").count(),
+        sections.len(),
+        "a first-screen row a section"
+    );
+    for s in &sections {
+        assert!(
+            text.contains(&format!("<td><a href=\"#{}\">", s.experiment)),
+            "{}",
+            s.experiment
+        );
+    }
     // Each figure: a caption linking its data, and the data there, a row
     // per point of every series.
-    let text = std::fs::read_to_string(&page).unwrap();
     let figures = page::figures(&fixture().records);
     for figure in &figures {
         assert!(

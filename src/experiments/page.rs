@@ -142,6 +142,55 @@ impl ReportSection for StreamSection {
         format!("stream {} B records", data.params.record)
     }
 
+    /// The fastest transfer, beside Van Jacobson's best of 1988 and Joy's
+    /// of 1981, and the factor that limited most runs.
+    fn headline(records: &[StreamRecord]) -> Option<html::Headline> {
+        let best = records
+            .iter()
+            .filter_map(|r| Some((r.data.params.record, &r.data.result.as_ref()?.figures, r)))
+            .max_by(|a, b| a.1.throughput_mbit_s.total_cmp(&b.1.throughput_mbit_s))?;
+        let (record, figures, r) = best;
+        let h = crate::report::historical::figures();
+        let mut counts: Vec<(crate::analysis::limits::Factor, usize)> = Vec::new();
+        let mut judged = 0;
+        for verdict in records
+            .iter()
+            .filter_map(|r| r.data.result.as_ref()?.limits.as_ref())
+        {
+            let Some(primary) = verdict.primary() else {
+                continue;
+            };
+            judged += 1;
+            match counts.iter_mut().find(|(f, _)| *f == primary.factor) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((primary.factor, 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let limit = match counts.first() {
+            Some((factor, n)) => format!("{} ({n} of {judged} runs)", factor.describe()),
+            None => format!(
+                "{} (CPU accounting; no limits verdict recorded)",
+                figures.bottleneck.describe()
+            ),
+        };
+        Some(html::Headline {
+            now: format!(
+                "{:.2} Gbit/s, one TCP stream of {} records ({})",
+                figures.throughput_mbit_s / 1000.0,
+                crate::report::table::bytes(record),
+                r.placement
+            ),
+            then: Some(format!(
+                "1988: {:.0} KB/s, {} (Van Jacobson); 1981: {} Mbaud, VAX-11/750s (Joy)",
+                h.bsd_speedups.best_kbytes_s,
+                h.bsd_speedups.machine,
+                h.berkeley_vax.user_user_mbaud
+            )),
+            limit,
+        })
+    }
+
     /// How often each factor limited a run, most often first, and the
     /// verdict of a run the most common one limited.
     fn limited(records: &[StreamRecord]) -> Option<String> {

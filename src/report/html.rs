@@ -45,6 +45,24 @@ pub trait ReportSection {
         let _ = records;
         None
     }
+    /// The section in one row of the page's first screen: today's
+    /// headline figure, the source document's beside it, and what limited
+    /// the runs, in a few words (`None`: it does not say yet).
+    fn headline(records: &[Record<Self::Data>]) -> Option<Headline> {
+        let _ = records;
+        None
+    }
+}
+
+/// One experiment on the first screen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    /// Today's figure, with what it was measured on.
+    pub now: String,
+    /// The source document's figure for the same thing, with its machine.
+    pub then: Option<String>,
+    /// What limited the runs, in a few words.
+    pub limit: String,
 }
 
 /// The section `S` makes of its experiment's records (`None`: there are none).
@@ -60,6 +78,7 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
         reading,
         figures,
         limited: S::limited(records),
+        headline: S::headline(records),
         missing: records
             .iter()
             .filter(|r| r.error.is_some())
@@ -160,6 +179,8 @@ pub struct Section {
     pub figures: Vec<Figure>,
     /// What limited its runs, in one line (see [`ReportSection::limited`]).
     pub limited: Option<String>,
+    /// Its row of the first screen (see [`ReportSection::headline`]).
+    pub headline: Option<Headline>,
     /// Cells that failed: what and why.
     pub missing: Vec<String>,
     pub records: usize,
@@ -249,8 +270,9 @@ pub fn write<D: Profiled>(
         figure_errors: Vec::new(),
     };
     let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>netlab report</title>\n<style>\nbody{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\npre{{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}}\nfigure{{margin:1.5em 0;max-width:100%}}figcaption{{font-size:13px;color:#555}}\n.reading{{font-size:15px;line-height:1.5}}\n.skipped,.missing{{color:#a40}}\nsvg{{max-width:100%;height:auto}}\n{}\n</style></head><body>\n<h1>netlab report</h1>\n",
-        super::htmltext::CSS
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>netlab report</title>\n<style>\nbody{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\npre{{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}}\nfigure{{margin:1.5em 0;max-width:100%}}figcaption{{font-size:13px;color:#555}}\n.reading{{font-size:15px;line-height:1.5}}\n.skipped,.missing{{color:#a40}}\nsvg{{max-width:100%;height:auto}}\n{}\n{}\n</style></head><body>\n<h1>netlab report</h1>\n",
+        super::htmltext::CSS,
+        FIRST_SCREEN_AND_PRINT_CSS
     );
     let first = loaded.records.first();
     html.push_str(&format!(
@@ -272,9 +294,11 @@ pub fn write<D: Profiled>(
             escape(&r.netlab_version)
         ))
     ));
+    html.push_str(&what_ran(&loaded.records));
+    html.push_str(&first_screen(&sections));
     let limited: Vec<&Section> = sections.iter().filter(|s| s.limited.is_some()).collect();
     if !limited.is_empty() {
-        html.push_str("<h2>What limited each experiment</h2>\n<ul class=\"limited\">\n");
+        html.push_str("<details class=\"limited\"><summary>What limited each experiment, in full</summary>\n<ul class=\"limited\">\n");
         for section in limited {
             html.push_str(&format!(
                 "<li><a href=\"#{}\">{}</a>: {}</li>\n",
@@ -283,7 +307,7 @@ pub fn write<D: Profiled>(
                 escape(section.limited.as_deref().unwrap_or(""))
             ));
         }
-        html.push_str("</ul>\n");
+        html.push_str("</ul></details>\n");
     }
     if !notable.is_empty() {
         html.push_str("<h2>Most notable</h2>\n<ol>\n");
@@ -380,6 +404,126 @@ pub fn write<D: Profiled>(
     html.push_str("</body></html>\n");
     std::fs::write(&written.html, html)?;
     Ok(written)
+}
+
+/// The first screen's table, and the page on paper: every fold open, no
+/// figure or table row split across pages, links as plain text.
+const FIRST_SCREEN_AND_PRINT_CSS: &str = "\
+p.ran{font-size:14px;color:#333}\
+table.first{width:100%;font-size:14px;margin:.8em 0}table.first td{padding:6px 8px}\
+table.first td:first-child{font-weight:600;width:22%}table.first td.limit{color:#6a1b1b}\
+nav.sections{font-size:14px;margin:.4em 0 1.2em}nav.sections a{margin-right:.6em}\
+details.limited{margin:.6em 0;font-size:14px}\
+@media print{\
+body{max-width:none;margin:0;padding:0;font-size:10.5pt}\
+nav.sections{display:none}\
+a{color:inherit;text-decoration:none}\
+h1,h2,h3{break-after:avoid}\
+figure,tr,details{break-inside:avoid}\
+section{break-before:auto}\
+details::details-content{content-visibility:visible;display:block}\
+summary{list-style:none}summary .more{display:none}\
+svg{max-width:100%;height:auto}}";
+
+/// What ran: the cells of each placement, the hosts (this one and any
+/// agents), and the time from the first cell's start to the last one's end.
+fn what_ran<D>(records: &[Record<D>]) -> String {
+    if records.is_empty() {
+        return String::new();
+    }
+    let mut placements: Vec<(&str, usize)> = Vec::new();
+    for r in records {
+        match placements.iter_mut().find(|(p, _)| *p == r.placement) {
+            Some((_, n)) => *n += 1,
+            None => placements.push((&r.placement, 1)),
+        }
+    }
+    let mut agents: Vec<String> = records
+        .iter()
+        .flat_map(|r| {
+            r.agents
+                .iter()
+                .map(|a| format!("{} ({})", a.agent, a.host.hostname))
+        })
+        .collect();
+    agents.sort();
+    agents.dedup();
+    let time = |t: &str| humantime::parse_rfc3339_weak(t).ok();
+    let start = records.iter().filter_map(|r| time(&r.started)).min();
+    let end = records.iter().filter_map(|r| time(&r.ended)).max();
+    let span = match (start, end) {
+        (Some(s), Some(e)) => e.duration_since(s).ok().map(|d| {
+            format!(
+                ", from {} to {} ({})",
+                records
+                    .iter()
+                    .map(|r| r.started.as_str())
+                    .min()
+                    .unwrap_or(""),
+                records.iter().map(|r| r.ended.as_str()).max().unwrap_or(""),
+                humantime::format_duration(std::time::Duration::from_secs(d.as_secs()))
+            )
+        }),
+        _ => None,
+    };
+    let places: Vec<String> = placements
+        .iter()
+        .map(|(p, n)| format!("{n} on {p}"))
+        .collect();
+    format!(
+        "<p class=\"ran\">What ran: {} cells ({}){}{}.</p>\n",
+        records.len(),
+        escape(&places.join(", ")),
+        if agents.is_empty() {
+            String::new()
+        } else {
+            format!("; through agents on {}", escape(&agents.join(", ")))
+        },
+        escape(&span.unwrap_or_default())
+    )
+}
+
+/// The first screen: an experiment a row, today's headline figure beside
+/// the source document's and what limited the runs, each linking to its
+/// section.
+fn first_screen(sections: &[Section]) -> String {
+    if sections.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from(
+        "<table class=\"first\"><thead><tr><th>experiment</th><th>today</th><th class=\"then-first\">then (the source)</th><th>what limited it</th></tr></thead><tbody>\n",
+    );
+    for s in sections {
+        let (now, then, limit) = match &s.headline {
+            Some(h) => (
+                h.now.clone(),
+                h.then.clone().unwrap_or_else(|| "—".into()),
+                h.limit.clone(),
+            ),
+            None => (
+                format!("{} records", s.records),
+                "—".into(),
+                s.limited.clone().unwrap_or_else(|| "not judged".into()),
+            ),
+        };
+        html.push_str(&format!(
+            "<tr><td><a href=\"#{id}\">{}</a></td><td>{}</td><td class=\"then-first\">{}</td><td class=\"limit\">{}</td></tr>\n",
+            escape(&s.title),
+            escape(&now),
+            escape(&then),
+            escape(&limit),
+            id = s.experiment,
+        ));
+    }
+    html.push_str("</tbody></table>\n<nav class=\"sections\">Sections:");
+    for s in sections {
+        html.push_str(&format!(
+            " <a href=\"#{}\">{}</a>",
+            s.experiment, s.experiment
+        ));
+    }
+    html.push_str("</nav>\n");
+    html
 }
 
 /// With `--profile`: the layer tables over every profiled cell, and a

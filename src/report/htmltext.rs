@@ -99,19 +99,33 @@ fn table(header: &[&str], rows: &[Vec<&str>]) -> String {
     out
 }
 
-/// `text` as HTML: tables as tables, the rest as wrapped preformatted text.
+/// `text` as HTML: tables as tables; a line or two between them as
+/// paragraphs; longer runs (TCP_INFO lines, counters, link and emulator
+/// lines) folded into a `<details>` behind their first line, so the page
+/// reads as tables and words and the evidence is a click away.
 pub fn text_to_html(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = String::new();
     let mut prose: Vec<&str> = Vec::new();
     let flush = |prose: &mut Vec<&str>, out: &mut String| {
-        if !prose.is_empty() {
-            out.push_str(&format!(
-                "<pre class=\"text\">{}</pre>\n",
-                escape(&prose.join("\n"))
-            ));
-            prose.clear();
+        let kept: Vec<&str> = prose
+            .iter()
+            .copied()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        prose.clear();
+        if kept.len() < FOLDED_FROM {
+            for line in kept {
+                out.push_str(&format!("<p class=\"text\">{}</p>\n", escape(line.trim())));
+            }
+            return;
         }
+        out.push_str(&format!(
+            "<details class=\"text\"><summary>{} <span class=\"more\">({} more lines)</span></summary><pre class=\"text\">{}</pre></details>\n",
+            escape(kept[0].trim()),
+            kept.len() - 1,
+            escape(&kept[1..].join("\n"))
+        ));
     };
     let mut i = 0;
     while i < lines.len() {
@@ -136,6 +150,9 @@ pub fn text_to_html(text: &str) -> String {
     out
 }
 
+/// Runs of this many lines or more are folded.
+const FOLDED_FROM: usize = 3;
+
 /// The page's CSS for what [`text_to_html`] writes: tables that fit the
 /// page (cells wrap), and below 700 px each row as a list of labelled
 /// values, so nothing runs past a phone's edge.
@@ -146,7 +163,10 @@ th,td{padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;overflow-w
 th{text-align:left;background:#eef1f5;font-weight:600}\
 td.n,th.n{text-align:right;white-space:nowrap}\
 .then{background:#f6f0e0}th.then{background:#eadfc4}.then-first{border-left:2px solid #b9a36b}\
-pre.text{white-space:pre-wrap;overflow-wrap:anywhere;background:none;padding:0;font-size:12px}\
+pre.text{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.5em;font-size:12px;margin:.3em 0}\
+p.text{font-size:13px;margin:.35em 0;overflow-wrap:anywhere}\
+details.text{margin:.35em 0;font-size:13px}details.text summary{cursor:pointer;overflow-wrap:anywhere}\
+details.text .more{color:#777}\
 @media (max-width:700px){\
 table,thead,tbody,tr,th,td{display:block}thead{display:none}\
 tr{border:1px solid #ddd;margin:.5em 0;padding:.2em}\
@@ -182,7 +202,7 @@ mod tests {
         );
         let html = text_to_html(&text);
         assert!(
-            html.starts_with("<pre class=\"text\">netlab rpc: calls</pre>"),
+            html.starts_with("<p class=\"text\">netlab rpc: calls</p>"),
             "{html}"
         );
         assert!(
@@ -202,10 +222,16 @@ mod tests {
             "{html}"
         );
         assert_eq!(html.matches("<tr>").count(), 3);
-        assert!(html.ends_with("<pre class=\"text\">a closing line, long enough to wrap</pre>\n"));
+        assert!(html.ends_with("<p class=\"text\">a closing line, long enough to wrap</p>\n"));
         // Nothing of the text is lost, and nothing is unescaped.
         let plain = text_to_html("a <b> & c\n");
-        assert_eq!(plain, "<pre class=\"text\">a &lt;b&gt; &amp; c</pre>\n");
+        assert_eq!(plain, "<p class=\"text\">a &lt;b&gt; &amp; c</p>\n");
+        // A longer run is folded behind its first line.
+        let folded = text_to_html("tcp_info of the sender:\nrtt 12 µs\ncwnd 10\nretrans 0\n");
+        assert_eq!(
+            folded,
+            "<details class=\"text\"><summary>tcp_info of the sender: <span class=\"more\">(3 more lines)</span></summary><pre class=\"text\">rtt 12 µs\ncwnd 10\nretrans 0</pre></details>\n"
+        );
     }
 
     #[test]

@@ -132,3 +132,14 @@ pub fn agent_line(agent: &crate::record::testbed::AgentFacts) -> String {
 pub fn controller_line(host: &HostFacts) -> String {
     format!("controller: {}, {}", host.hostname, machine(host))
 }
+
+/// A size in bytes with a binary prefix when it is a whole number of
+/// them (64 B, 4 KiB, 1 MiB, 4000 B).
+pub fn bytes(n: u64) -> String {
+    for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+        if n >= unit && n.is_multiple_of(unit) {
+            return format!("{} {name}", n / unit);
+        }
+    }
+    format!("{n} B")
+}

@@ -224,6 +224,39 @@ impl ReportSection for CksumSection {
         format!("cksum {} B", data.params.size)
     }
 
+    /// The fastest checksum at the largest size, beside Van Jacobson's
+    /// 1988 cost per KB, and whether reading the bytes bounds it.
+    fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
+        let results = crate::experiments::cksum::analysis::results(records);
+        let largest = results.iter().max_by_key(|r| r.size)?;
+        let hot = fastest_checksum(largest, false)?;
+        let best_us_per_kb = crate::report::historical::figures()
+            .bsd_speedups
+            .checksum_us_per_kb
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        Some(crate::report::html::Headline {
+            now: format!(
+                "{:.1} GB/s, the {} checksum over {} (hot)",
+                hot.gb_s,
+                hot.variant,
+                crate::report::table::bytes(largest.size as u64)
+            ),
+            then: best_us_per_kb.is_finite().then(|| {
+                format!(
+                    "1988: {best_us_per_kb:.0} µs per KB ({:.1} MB/s), Sun-3/60 (Van Jacobson)",
+                    1024.0 / best_us_per_kb
+                )
+            }),
+            limit: if hot.fraction_of_limit >= READ_BOUND {
+                format!("reading the bytes ({:.0}% of the read limit)", 100.0 * hot.fraction_of_limit)
+            } else {
+                format!("its own arithmetic ({:.0}% of the read limit)", 100.0 * hot.fraction_of_limit)
+            },
+        })
+    }
+
     /// At the largest size measured: the fastest checksum hot and cold,
     /// against the read limit (one pass reading every byte). At the limit
     /// the reading of the bytes bounds it; below, its own arithmetic.

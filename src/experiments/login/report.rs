@@ -449,6 +449,38 @@ impl ReportSection for LoginSection {
         )
     }
 
+    /// The most users served, their worst echo and the server's CPU,
+    /// beside 1989's rlogind on a Sun-3/260; and what bounded them.
+    fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
+        let most = records
+            .iter()
+            .filter(|r| r.data.result.is_some())
+            .map(|r| r.data.params.users)
+            .max()?;
+        let at_most: Vec<_> = records
+            .iter()
+            .filter(|r| r.data.params.users == most)
+            .filter_map(|r| r.data.result.as_ref())
+            .collect();
+        let echo = at_most.iter().map(|r| r.typist.echo_p99_ms).fold(0.0, f64::max);
+        let cpu = at_most.iter().map(|r| r.server_cpu_pct).fold(0.0, f64::max);
+        let h = &crate::report::historical::figures().login_relay_load;
+        let budgeted = records.iter().find_map(|r| r.data.params.host_cpu_preset.as_ref().map(|p| p.name.clone()));
+        Some(crate::report::html::Headline {
+            now: format!(
+                "{most} users: echo p99 at most {echo:.1} ms, a server at most {cpu:.1}% of one CPU"
+            ),
+            then: Some(format!(
+                "1989, Sun-3/260 at 48 users: rlogind {}; the kernel relay {}",
+                h.responsiveness.user, h.responsiveness.kernel
+            )),
+            limit: match budgeted {
+                Some(preset) => format!("the server's CPU per keystroke, on a {preset}-class budget"),
+                None => "nothing yet: today's CPU is not the limit (run as root for the 1989-class budget)".into(),
+            },
+        })
+    }
+
     /// On a 1989-class host (a CPU budget from a preset): how many users
     /// each relay design sustains and why it stopped; without one, the
     /// worst keystroke echo seen.

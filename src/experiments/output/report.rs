@@ -130,6 +130,34 @@ impl ReportSection for OutputSection {
         )
     }
 
+    /// The fastest and slowest typing, beside 1987's VAX at 9600 baud, and
+    /// what bounded the slowest.
+    fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
+        let rates: Vec<f64> = records
+            .iter()
+            .filter_map(|r| r.data.result.as_deref())
+            .map(|r| r.kbytes_per_s)
+            .collect();
+        let fastest = rates.iter().copied().fold(0.0, f64::max);
+        let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        if rates.is_empty() {
+            return None;
+        }
+        let t = &crate::report::historical::figures().terminal_output.telnet;
+        let limited = Self::limited(records).unwrap_or_default();
+        let limit = limited
+            .split_once(", bound by ")
+            .map_or(limited.clone(), |(_, why)| format!("the slowest: {why}"));
+        Some(crate::report::html::Headline {
+            now: format!("{slowest:.0} to {fastest:.0} KB/s of text typed, by server"),
+            then: Some(format!(
+                "1987: at most {} KB/s to a 9600-baud terminal, the remote VAX-11/750 at {}% CPU",
+                t.terminal_kbytes_s_max, t.remote_cpu_pct
+            )),
+            limit,
+        })
+    }
+
     /// The slowest cell's limit: its serial line (`--baud`) when it ran
     /// at the line's rate, a saturated end's CPU, or else the waiting
     /// between the ends (with Nagle named when its segments are small).

@@ -575,6 +575,48 @@ impl ReportSection for RpcSection {
         format!("rpc {} {} B", data.params.column(), data.params.size)
     }
 
+    /// The fastest null call, beside 1989's on a Sun-3/60, and the stalls.
+    fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
+        use crate::experiments::rpc::analysis::{findings_from_records, measured_records, results};
+        let measured = measured_records(records);
+        let cells = results(&measured);
+        let (params, result) = cells
+            .iter()
+            .filter(|(p, _)| p.size == 0)
+            .min_by(|a, b| a.1.client.latency_us_p50.total_cmp(&b.1.client.latency_us_p50))
+            .or_else(|| cells.iter().min_by_key(|(p, _)| p.size))?;
+        let h = &crate::report::historical::figures().rpc_size_sweep;
+        let then = h.rows.first().map(|row| {
+            format!(
+                "1989: {} ms a null call over TCP, {} ms at 4096 B (Sun-3/60, SunOS 4.0.1)",
+                row.get(1).copied().unwrap_or(f64::NAN),
+                h.rows.iter().find(|r| r[0] == 4096.0).and_then(|r| r.get(1)).copied().unwrap_or(f64::NAN)
+            )
+        });
+        let findings = findings_from_records(records);
+        let limit = match findings.first() {
+            Some(first) => format!(
+                "{} cells stall; {} B ({}) takes {:.0}x its neighbours' time{}",
+                findings.len(),
+                first.size,
+                first.column,
+                first.ratio,
+                if first.diagnosis.is_some() { ", diagnosed below" } else { "" }
+            ),
+            None => "no call stalls".into(),
+        };
+        Some(crate::report::html::Headline {
+            now: format!(
+                "{:.0} µs a {}-byte call, median ({})",
+                result.client.latency_us_p50,
+                params.size,
+                params.column()
+            ),
+            then,
+            limit,
+        })
+    }
+
     /// The cells whose calls stall, with the diagnosed cause of the first;
     /// or, with none, the range of median calls.
     fn limited(records: &[Record]) -> Option<String> {
