@@ -166,6 +166,34 @@ fn chromium_renders_every_figure_without_console_errors() {
     render(&page, Some(&shot));
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
+    // On paper, through the print stylesheet: every fold open, so the
+    // printed page holds the evidence the screen folds away.
+    assert!(text.contains("@media print{"), "a print stylesheet");
+    assert!(text.contains("details::details-content{content-visibility:visible"));
+    let pdf = dir.path().join("report.pdf");
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let run = std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-pdf-header-footer",
+        ])
+        .arg(format!("--print-to-pdf={}", pdf.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let printed = std::fs::read(&pdf).unwrap();
+    assert!(
+        printed.starts_with(b"%PDF") && printed.len() > 50_000,
+        "{} bytes",
+        printed.len()
+    );
 }
 
 #[test]

@@ -93,6 +93,16 @@ impl ReportSection for StreamSection {
                     k.size,
                     (1.0 - k.fraction) * 100.0
                 ));
+            } else if let Some(k) = summary
+                .knee
+                .as_ref()
+                .filter(|_| sweep::figures::still_rising(&summary.points))
+            {
+                reading.push_str(&format!(
+                    "No plateau within these sizes: {} bytes is within {:.0}% of the best, but the largest size beats every run of the one before it, so the curve still rises and its knee lies beyond the sizes measured. ",
+                    k.size,
+                    (1.0 - k.fraction) * 100.0
+                ));
             } else if let Some(k) = &summary.knee {
                 reading.push_str(&format!(
                     "The knee, the smallest size within {:.0}% of the best, is {} bytes: Van Jacobson's \"just to the right of the knee\" on this host. ",

@@ -327,7 +327,10 @@ struct Axis {
 }
 
 impl Axis {
-    fn new(values: &[f64], log: bool, unit: &Unit, categories: &[String]) -> Axis {
+    /// `from_zero`: a linear axis starts at zero when the data start
+    /// nearer it than their span (a y axis, whose heights then compare as
+    /// they should; an x axis keeps to its data).
+    fn new(values: &[f64], log: bool, unit: &Unit, categories: &[String], from_zero: bool) -> Axis {
         if !categories.is_empty() {
             return Axis {
                 lo: -0.5,
@@ -364,19 +367,23 @@ impl Axis {
                 }
             }
             None => {
-                // From zero when the data start nearer it than their span:
-                // heights then compare as they should.
-                if lo >= 0.0 && lo < (hi - lo) {
+                if from_zero && lo >= 0.0 && lo < (hi - lo) {
                     lo = 0.0;
                 }
                 if hi == lo {
                     hi = lo + lo.abs().max(1.0);
                 }
                 let step = nice_step((hi - lo) / 5.0);
+                // Nothing drawn on the frame but a zero.
                 let lo = if lo == 0.0 {
                     0.0
                 } else {
                     (lo / step).floor() * step
+                        - if (lo / step).fract() == 0.0 {
+                            step * 0.5
+                        } else {
+                            0.0
+                        }
                 };
                 let hi = (hi / step).ceil() * step
                     + if (hi / step).fract() == 0.0 {
@@ -421,19 +428,25 @@ impl Axis {
             Some(base) => {
                 let (first, last) = (self.lo.ceil() as i64, self.hi.floor() as i64);
                 let mut sets = Vec::new();
-                // Within a decade or two, the 2s and 5s between decades too.
+                // Within a decade or two, values between the decades too:
+                // every digit, else the 2s and 5s.
                 if base == 10.0 && last - first <= 2 {
-                    let mut set = Vec::new();
-                    for e in (first - 1)..=last {
-                        for m in [1.0, 2.0, 5.0] {
-                            let v = m * 10f64.powi(e as i32);
-                            let t = v.log10();
-                            if t >= self.lo && t <= self.hi {
-                                set.push((t, tick_label(&self.unit, v, None)));
+                    for digits in [
+                        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0][..],
+                        &[1.0, 2.0, 5.0],
+                    ] {
+                        let mut set = Vec::new();
+                        for e in (first - 1)..=last {
+                            for &m in digits {
+                                let v = m * 10f64.powi(e as i32);
+                                let t = v.log10();
+                                if t >= self.lo && t <= self.hi {
+                                    set.push((t, tick_label(&self.unit, v, None)));
+                                }
                             }
                         }
+                        sets.push(set);
                     }
-                    sets.push(set);
                 }
                 for every in [1, 2, 3, 4, 5, 10] {
                     let set: Vec<(f64, String)> = (first..=last)
@@ -627,8 +640,8 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .chain(f.marks.iter().map(|m| m.y))
         .collect();
-    let x_axis = Axis::new(&xs, f.log_x, &f.x_unit, &f.categories);
-    let y_axis = Axis::new(&ys, f.log_y, &f.y_unit, &[]);
+    let x_axis = Axis::new(&xs, f.log_x, &f.x_unit, &f.categories, false);
+    let y_axis = Axis::new(&ys, f.log_y, &f.y_unit, &[], true);
     let mut svg = Svg {
         body: String::new(),
     };
@@ -1071,7 +1084,7 @@ mod tests {
 
     #[test]
     fn a_byte_axis_ticks_at_powers_of_two_and_a_time_axis_at_decades() {
-        let bytes = Axis::new(&[64.0, 1048576.0], true, &Unit::Bytes, &[]);
+        let bytes = Axis::new(&[64.0, 1048576.0], true, &Unit::Bytes, &[], false);
         let ticks = pick_ticks(&bytes, 700.0, |l| text_width(l, 13.0) + 14.0);
         let labels: Vec<&str> = ticks.iter().map(|(_, l)| l.as_str()).collect();
         assert!(
@@ -1079,7 +1092,13 @@ mod tests {
             "{labels:?}"
         );
         assert!(labels.iter().all(|l| !l.contains('.')), "{labels:?}");
-        let ms = Axis::new(&[0.012, 200.0], true, &Unit::Seconds { scale: 1e-3 }, &[]);
+        let ms = Axis::new(
+            &[0.012, 200.0],
+            true,
+            &Unit::Seconds { scale: 1e-3 },
+            &[],
+            true,
+        );
         let labels: Vec<String> = pick_ticks(&ms, 380.0, |_| 19.0)
             .into_iter()
             .map(|t| t.1)

@@ -5,6 +5,16 @@ use crate::experiments::stream::record::Record;
 use crate::experiments::sweep::cell::summarize;
 use crate::report::figures::{Figure, Mark, Series, Style, caption};
 
+/// Whether a sweep's curve still rises at its largest size: its median
+/// beats every run of the size before it (more than the sweep's own
+/// noise), so no plateau, and no knee, lies within the sizes measured.
+pub fn still_rising(points: &[crate::experiments::sweep::cell::SweepPoint]) -> bool {
+    match points {
+        [.., before, last] => last.throughput_mb_s.median > before.throughput_mb_s.max,
+        _ => false,
+    }
+}
+
 /// The stream records of size sweeps (not single runs).
 pub fn sweep_records(records: &[Record]) -> Vec<Record> {
     records
@@ -54,18 +64,30 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
                 .collect(),
         });
     }
-    // The knee where the measured curve has it, and Van Jacobson's size.
+    // The knee where the measured curve has it, and Van Jacobson's size;
+    // but a curve still rising at its largest size has no plateau yet,
+    // and its mark says so rather than call a bend what is not one.
+    let still_rising = still_rising(&summary.points);
     let marks = summary
         .knee
         .iter()
         .map(|k| Mark {
             x: k.size,
             y: k.throughput,
-            label: format!(
-                "knee {} B ({:.0}% of the best): just right of it, per VJ",
-                k.size,
-                k.fraction * 100.0
-            ),
+            label: if still_rising && k.plateau_size >= measured.last().map_or(0.0, |p| p.0) {
+                format!(
+                    "{:.0}% of the best at {} B; no plateau yet: throughput still rises {:.0}% at the largest size, so the knee lies beyond the sizes measured",
+                    k.fraction * 100.0,
+                    k.size,
+                    100.0 * (measured[measured.len() - 1].1 / measured[measured.len() - 2].1 - 1.0)
+                )
+            } else {
+                format!(
+                    "knee {} B ({:.0}% of the best): just right of it, per VJ",
+                    k.size,
+                    k.fraction * 100.0
+                )
+            },
         })
         .collect();
     Some(Figure {

@@ -91,6 +91,12 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
                 format_size(k.size as u64),
                 below_the_knee(summary, k.size as u64),
             );
+            if crate::experiments::sweep::figures::still_rising(&summary.points) {
+                let _ = writeln!(
+                    out,
+                    "but no plateau yet: the largest size's median beats every run of the size before it, so the curve still rises and its knee may lie beyond the sizes measured: sweep larger records"
+                );
+            }
         }
         None => {
             let _ = writeln!(out, "knee: not enough points");
