@@ -549,8 +549,17 @@ fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_
     let page = dir.path().join("report.html");
     let found = collisions(&page);
     assert!(found.is_empty(), "{found:#?}");
-    // The first screen has a row for each section, with its limit.
+    // The first screen says what ran, for how long and over which links,
+    // and has a row for each section, with its limit.
     let text = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        text.contains("What ran: 127 cells (104 on loopback, 18 on netns, 5 on local), from "),
+        "what ran"
+    );
+    assert!(
+        text.contains("(2m 16s); links made for them: veth pair, tbf 10 Mbit/s"),
+        "its links"
+    );
     let sections = Report.sections(&fixture().records);
     assert_eq!(
         text.matches("<td class=\"limit\">").count(),

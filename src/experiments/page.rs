@@ -152,6 +152,13 @@ impl ReportSection for StreamSection {
         format!("stream {} B records", data.params.record)
     }
 
+    fn links(records: &[StreamRecord]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
+            .collect()
+    }
+
     /// The fastest transfer, beside Van Jacobson's best of 1988 and Joy's
     /// of 1981, and the factor that limited most runs.
     fn headline(records: &[StreamRecord]) -> Option<html::Headline> {

@@ -52,6 +52,12 @@ pub trait ReportSection {
         let _ = records;
         None
     }
+    /// The links its cells ran over (an emulated or shaped link's account
+    /// of itself), for the first screen; none on loopback.
+    fn links(records: &[Record<Self::Data>]) -> Vec<String> {
+        let _ = records;
+        Vec::new()
+    }
 }
 
 /// One experiment on the first screen.
@@ -79,6 +85,12 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
         figures,
         limited: S::limited(records),
         headline: S::headline(records),
+        links: {
+            let mut links = S::links(records);
+            links.sort();
+            links.dedup();
+            links
+        },
         missing: records
             .iter()
             .filter(|r| r.error.is_some())
@@ -181,6 +193,8 @@ pub struct Section {
     pub limited: Option<String>,
     /// Its row of the first screen (see [`ReportSection::headline`]).
     pub headline: Option<Headline>,
+    /// The links its cells ran over (see [`ReportSection::links`]).
+    pub links: Vec<String>,
     /// Cells that failed: what and why.
     pub missing: Vec<String>,
     pub records: usize,
@@ -294,7 +308,7 @@ pub fn write<D: Profiled>(
             escape(&r.netlab_version)
         ))
     ));
-    html.push_str(&what_ran(&loaded.records));
+    html.push_str(&what_ran(&loaded.records, &sections));
     html.push_str(&first_screen(&sections));
     let limited: Vec<&Section> = sections.iter().filter(|s| s.limited.is_some()).collect();
     if !limited.is_empty() {
@@ -427,7 +441,7 @@ svg{max-width:100%;height:auto}}";
 
 /// What ran: the cells of each placement, the hosts (this one and any
 /// agents), and the time from the first cell's start to the last one's end.
-fn what_ran<D>(records: &[Record<D>]) -> String {
+fn what_ran<D>(records: &[Record<D>], sections: &[Section]) -> String {
     if records.is_empty() {
         return String::new();
     }
@@ -470,16 +484,30 @@ fn what_ran<D>(records: &[Record<D>]) -> String {
         .iter()
         .map(|(p, n)| format!("{n} on {p}"))
         .collect();
+    let mut links: Vec<String> = Vec::new();
+    for s in sections {
+        for link in &s.links {
+            if !links.contains(link) {
+                links.push(link.clone());
+            }
+        }
+    }
+    let over = if links.is_empty() {
+        String::new()
+    } else {
+        format!("; links made for them: {}", links.join("; "))
+    };
     format!(
-        "<p class=\"ran\">What ran: {} cells ({}){}{}.</p>\n",
+        "<p class=\"ran\">What ran: {} cells ({}){}{}{}.</p>\n",
         records.len(),
         escape(&places.join(", ")),
+        escape(&span.unwrap_or_default()),
         if agents.is_empty() {
             String::new()
         } else {
             format!("; through agents on {}", escape(&agents.join(", ")))
         },
-        escape(&span.unwrap_or_default())
+        escape(&over),
     )
 }
 

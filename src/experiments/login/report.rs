@@ -449,6 +449,13 @@ impl ReportSection for LoginSection {
         )
     }
 
+    fn links(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
+            .collect()
+    }
+
     /// The most users served, their worst echo and the server's CPU,
     /// beside 1989's rlogind on a Sun-3/260; and what bounded them.
     fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {

@@ -130,6 +130,13 @@ impl ReportSection for OutputSection {
         )
     }
 
+    fn links(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
+            .collect()
+    }
+
     /// The fastest and slowest typing, beside 1987's VAX at 9600 baud, and
     /// what bounded the slowest.
     fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {

@@ -575,6 +575,13 @@ impl ReportSection for RpcSection {
         format!("rpc {} {} B", data.params.column(), data.params.size)
     }
 
+    fn links(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
+            .collect()
+    }
+
     /// The fastest null call, beside 1989's on a Sun-3/60, and the stalls.
     fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
         use crate::experiments::rpc::analysis::{findings_from_records, measured_records, results};
