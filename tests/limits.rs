@@ -227,7 +227,7 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
     );
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     let first_screen = html
-        .find("<td class=\"limit\">system calls and wake-ups per record (1 of 1 runs)</td>")
+        .find("<td class=\"limit\" data-label=\"limited by\">system calls and wake-ups per record (1 of 1 runs)</td>")
         .expect(&html);
     assert!(
         first_screen < html.find("<section").unwrap_or(usize::MAX),

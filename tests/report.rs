@@ -562,13 +562,17 @@ fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_
     );
     let sections = Report.sections(&fixture().records);
     assert_eq!(
-        text.matches("<td class=\"limit\">").count(),
+        text.matches("<td class=\"limit\" data-label=\"limited by\">")
+            .count(),
         sections.len(),
         "a first-screen row a section"
     );
     for s in &sections {
         assert!(
-            text.contains(&format!("<td><a href=\"#{}\">", s.experiment)),
+            text.contains(&format!(
+                "<td data-label=\"experiment\"><a href=\"#{}\">",
+                s.experiment
+            )),
             "{}",
             s.experiment
         );

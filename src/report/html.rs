@@ -535,7 +535,7 @@ fn first_screen(sections: &[Section]) -> String {
             ),
         };
         html.push_str(&format!(
-            "<tr><td><a href=\"#{id}\">{}</a></td><td>{}</td><td class=\"then-first\">{}</td><td class=\"limit\">{}</td></tr>\n",
+            "<tr><td data-label=\"experiment\"><a href=\"#{id}\">{}</a></td><td data-label=\"today\">{}</td><td class=\"then-first\" data-label=\"then\">{}</td><td class=\"limit\" data-label=\"limited by\">{}</td></tr>\n",
             escape(&s.title),
             escape(&now),
             escape(&then),
