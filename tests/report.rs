@@ -354,27 +354,13 @@ fn bad_records_files_render_what_they_can_and_say_what_they_skipped() {
     );
 }
 
-/// What overflows its container in `page` at `width` px: each table,
-/// figure, SVG and text block whose right edge passes its parent's, and
-/// the page itself when it is wider than the window. The check runs as a
-/// script added to a copy of the page (the report itself has none).
-fn overflows(page: &Path, width: u32) -> Vec<String> {
+/// Runs `script` (which ends the page's `</body>`) over a copy of `page`
+/// in headless Chromium at `width` px, and returns the findings it left in
+/// the body's `attribute`, `; `-separated.
+fn run_probe(page: &Path, script: &str, width: u32, attribute: &str) -> Vec<String> {
     let html = std::fs::read_to_string(page).unwrap();
-    let probe = r#"<script>
-const bad = [];
-const w = document.documentElement.clientWidth;
-for (const el of document.querySelectorAll('table, figure, svg, pre, .tw')) {
-  const parent = el.parentElement.getBoundingClientRect();
-  const r = el.getBoundingClientRect();
-  if (r.right > parent.right + 1 || r.left < parent.left - 1) {
-    bad.push(el.tagName + '#' + (el.id || el.closest('[id]')?.id || '?') + ' ' + Math.round(r.width) + '>' + Math.round(parent.width));
-  }
-}
-if (document.documentElement.scrollWidth > w + 1) bad.push('page ' + document.documentElement.scrollWidth + '>' + w);
-document.body.setAttribute('data-overflow', bad.join('; '));
-</script></body>"#;
-    let probed = page.with_file_name(format!("probe-{width}.html"));
-    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
+    let probed = page.with_file_name(format!("probe-{attribute}-{width}.html"));
+    std::fs::write(&probed, html.replace("</body>", script)).unwrap();
     let url = format!("file://{}", probed.canonicalize().unwrap().display());
     let run = std::process::Command::new(chromium())
         .args([
@@ -394,13 +380,35 @@ document.body.setAttribute('data-overflow', bad.join('; '));
         String::from_utf8_lossy(&run.stderr)
     );
     let dom = String::from_utf8_lossy(&run.stdout);
-    let start = dom.find("data-overflow=\"").expect("the probe ran") + "data-overflow=\"".len();
+    let marker = format!("{attribute}=\"");
+    let start = dom.find(&marker).expect("the probe ran") + marker.len();
     let found = &dom[start..start + dom[start..].find('"').unwrap()];
     found
         .split("; ")
         .filter(|s| !s.is_empty())
-        .map(String::from)
+        .map(|s| s.replace("&quot;", "\""))
         .collect()
+}
+
+/// What overflows its container in `page` at `width` px: each table,
+/// figure, SVG and text block whose right edge passes its parent's, and
+/// the page itself when it is wider than the window. The check runs as a
+/// script added to a copy of the page (the report itself has none).
+fn overflows(page: &Path, width: u32) -> Vec<String> {
+    let probe = r#"<script>
+const bad = [];
+const w = document.documentElement.clientWidth;
+for (const el of document.querySelectorAll('table, figure, svg, pre, .tw')) {
+  const parent = el.parentElement.getBoundingClientRect();
+  const r = el.getBoundingClientRect();
+  if (r.right > parent.right + 1 || r.left < parent.left - 1) {
+    bad.push(el.tagName + '#' + (el.id || el.closest('[id]')?.id || '?') + ' ' + Math.round(r.width) + '>' + Math.round(parent.width));
+  }
+}
+if (document.documentElement.scrollWidth > w + 1) bad.push('page ' + document.documentElement.scrollWidth + '>' + w);
+document.body.setAttribute('data-overflow', bad.join('; '));
+</script></body>"#;
+    run_probe(page, probe, width, "data-overflow")
 }
 
 #[test]
@@ -455,7 +463,6 @@ fn the_overflow_check_catches_a_table_wider_than_the_page() {
 /// mark's number over a data line or point. The check runs as a script
 /// added to a copy of the page.
 fn collisions(page: &Path) -> Vec<String> {
-    let html = std::fs::read_to_string(page).unwrap();
     let probe = r#"<script>
 const bad = [];
 const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
@@ -503,34 +510,7 @@ for (const row of rows) {
 document.body.setAttribute('data-first-rows', rows.length);
 document.body.setAttribute('data-collisions', bad.join('; '));
 </script></body>"#;
-    let probed = page.with_file_name("probe-collisions.html");
-    std::fs::write(&probed, html.replace("</body>", probe)).unwrap();
-    let url = format!("file://{}", probed.canonicalize().unwrap().display());
-    let run = std::process::Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
-        .arg("--window-size=1280,3000")
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let dom = String::from_utf8_lossy(&run.stdout);
-    let start = dom.find("data-collisions=\"").expect("the probe ran") + "data-collisions=\"".len();
-    let found = &dom[start..start + dom[start..].find('"').unwrap()];
-    found
-        .split("; ")
-        .filter(|s| !s.is_empty())
-        .map(|s| s.replace("&quot;", "\""))
-        .collect()
+    run_probe(page, probe, 1280, "data-collisions")
 }
 
 #[test]

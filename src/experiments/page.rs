@@ -153,10 +153,7 @@ impl ReportSection for StreamSection {
     }
 
     fn links(records: &[StreamRecord]) -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
-            .collect()
+        crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
     /// The fastest transfer, beside Van Jacobson's best of 1988 and Joy's

@@ -265,7 +265,7 @@ fn trimmed(v: f64, decimals: usize) -> String {
     }
 }
 
-/// The decimals that tell ticks `step` apart at `scale`.
+/// The decimals that tell ticks `step` apart.
 fn decimals_for(step: f64) -> usize {
     if step <= 0.0 || !step.is_finite() {
         return 0;
@@ -273,8 +273,9 @@ fn decimals_for(step: f64) -> usize {
     (-(step.log10().floor())).clamp(0.0, 6.0) as usize
 }
 
-/// A tick's words: `v` in `unit`, with `prefix` fixed for the axis (a
-/// linear axis) or chosen for the value (a log axis: `None`).
+/// A tick's words: `v` in `unit`, its prefix chosen for the value, with
+/// the decimals that tell ticks `step` apart (a linear axis), or up to two
+/// (a log axis: `None`).
 fn tick_label(unit: &Unit, v: f64, step: Option<f64>) -> String {
     if v == 0.0 {
         return "0".into();

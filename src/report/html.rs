@@ -60,6 +60,18 @@ pub trait ReportSection {
     }
 }
 
+/// Each cell's link as it accounts for itself (for [`ReportSection::links`]):
+/// `link` finds an experiment's link facts in its record data.
+pub fn link_details<D>(
+    records: &[Record<D>],
+    link: impl Fn(&D) -> Option<&crate::record::testbed::LinkFacts>,
+) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|r| Some(link(&r.data)?.detail.clone()))
+        .collect()
+}
+
 /// One experiment on the first screen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
@@ -462,19 +474,16 @@ fn what_ran<D>(records: &[Record<D>], sections: &[Section]) -> String {
         .collect();
     agents.sort();
     agents.dedup();
-    let time = |t: &str| humantime::parse_rfc3339_weak(t).ok();
+    // The first start and the last end, each with its text as recorded.
+    fn time(t: &str) -> Option<(std::time::SystemTime, &str)> {
+        Some((humantime::parse_rfc3339_weak(t).ok()?, t))
+    }
     let start = records.iter().filter_map(|r| time(&r.started)).min();
     let end = records.iter().filter_map(|r| time(&r.ended)).max();
     let span = match (start, end) {
-        (Some(s), Some(e)) => e.duration_since(s).ok().map(|d| {
+        (Some((s, from)), Some((e, to))) => e.duration_since(s).ok().map(|d| {
             format!(
-                ", from {} to {} ({})",
-                records
-                    .iter()
-                    .map(|r| r.started.as_str())
-                    .min()
-                    .unwrap_or(""),
-                records.iter().map(|r| r.ended.as_str()).max().unwrap_or(""),
+                ", from {from} to {to} ({})",
                 humantime::format_duration(std::time::Duration::from_secs(d.as_secs()))
             )
         }),

@@ -450,10 +450,7 @@ impl ReportSection for LoginSection {
     }
 
     fn links(records: &[Record]) -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
-            .collect()
+        crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
     /// The most users served, their worst echo and the server's CPU,

@@ -131,10 +131,7 @@ impl ReportSection for OutputSection {
     }
 
     fn links(records: &[Record]) -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
-            .collect()
+        crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
     /// The fastest and slowest typing, beside 1987's VAX at 9600 baud, and

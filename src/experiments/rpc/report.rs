@@ -576,10 +576,7 @@ impl ReportSection for RpcSection {
     }
 
     fn links(records: &[Record]) -> Vec<String> {
-        records
-            .iter()
-            .filter_map(|r| Some(r.data.result.as_ref()?.link.as_ref()?.detail.clone()))
-            .collect()
+        crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
     /// The fastest null call, beside 1989's on a Sun-3/60, and the stalls.
