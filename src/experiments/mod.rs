@@ -215,6 +215,12 @@ registry! {
         agent: OnAllow,
         lab: output::lab::OutputLab::boxed,
     }
+    /// The 1990 broadcast storm on an emulated Ethernet: 1990 hosts and Linux, each fix a factor.
+    broadcast: Broadcast(broadcast::options::BroadcastArgs) {
+        data: broadcast::record::BroadcastData, section: broadcast::report::BroadcastSection,
+        role: broadcast::wire::ModelRole,
+        lab: broadcast::lab::BroadcastLab::boxed,
+    }
     /// Every pair of N hosts' agents, in rounds of disjoint pairs (`netlab mesh plan` so far).
     mesh: Mesh(mesh::options::MeshArgs) {
         agent: As(stream, rpc),

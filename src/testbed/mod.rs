@@ -10,6 +10,7 @@ pub mod gso;
 pub mod impair;
 pub mod link;
 pub mod netns;
+pub mod segment;
 
 /// Whether process `pid` is a live netlab process: the rule by which
 /// `netlab testbed clean` tells a leftover (namespace, cgroup, sshd test

@@ -488,9 +488,14 @@ pub fn owner_pid(namespace: &str) -> Option<u32> {
     let mut parts = rest.split('-');
     let pid = parts.next()?.parse().ok()?;
     let _seq: u32 = parts.next()?.parse().ok()?;
-    matches!(parts.next(), Some("a" | "b"))
-        .then_some(pid)
-        .filter(|_| parts.next().is_none())
+    let role = parts.next()?;
+    // a, b: a link's two ends; w, r, hN: a segment's namespace, its
+    // router and its hosts (`testbed::segment`).
+    let known = matches!(role, "a" | "b" | "w" | "r")
+        || role
+            .strip_prefix('h')
+            .is_some_and(|n| n.parse::<u32>().is_ok());
+    known.then_some(pid).filter(|_| parts.next().is_none())
 }
 
 /// Removes namespaces netlab created whose controller is gone (all of

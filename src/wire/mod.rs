@@ -8,6 +8,7 @@
 //! - [`telnet`]: TELNET stream, Q-method negotiation, NAWS, TTYPE, LINEMODE (RFC 854/855/1143/1073/1091/1184).
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
 //! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
+//! - [`ether`]: Ethernet II frames, ARP (RFC 826), IPv4 (RFC 791) and UDP (RFC 768) headers.
 
 /// Writes a protocol's table of codes once, as an enum with `code()` for
 /// emitting and `from_code()` for parsing (smoltcp's `enum_with_unknown!`
@@ -49,6 +50,7 @@ macro_rules! code_table {
 
 pub mod control;
 pub mod dns;
+pub mod ether;
 pub mod recmark;
 pub mod rlogin;
 pub mod rpc;

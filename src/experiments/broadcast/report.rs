@@ -1,0 +1,198 @@
+//! The storm's table (one row a fix: the storm's size, the bound that
+//! stopped it, the heartbeat, the document's words), its reading, its
+//! figure (frames on the wire over time, a series a fix) and its row on
+//! the report's first screen.
+
+use super::record::{BroadcastData, Fix};
+use crate::report::figures::{Figure, Series, Style, Unit, caption};
+use crate::report::html::{Headline, Parts, ReportSection};
+use crate::report::table::markdown;
+
+pub type Record = crate::record::Record<BroadcastData>;
+
+fn pct(f: f64) -> String {
+    format!("{:.0}%", 100.0 * f)
+}
+
+/// The results table, a row a run.
+pub fn table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    let mut linux_lines = Vec::new();
+    for record in records {
+        let p = &record.data.params;
+        let mut row = vec![p.fix.name().to_string()];
+        match &record.data.result {
+            Some(result) => {
+                let r = result.reading(p);
+                row.extend([
+                    r.copies.to_string(),
+                    r.gain.map_or("-".into(), |g| format!("{g:.1}")),
+                    if r.copies == 0 {
+                        format!("{} / -", pct(r.peak_utilisation))
+                    } else {
+                        format!("{} / {}", pct(r.peak_utilisation), pct(r.storm_utilisation))
+                    },
+                    if r.copies == 0 { "-".into() } else { format!("{:.0}", r.storm_ms) },
+                    result.model.stopped_by.describe().to_string(),
+                    format!("{:.0} ms (timeout {} ms): {}", r.longest_gap_ms, p.timeout(), if r.survived { "survived" } else { "lost contact" }),
+                    format!("{:.0} ms", r.longest_gap_ms),
+                    r.linux_forwarded.to_string(),
+                ]);
+                if !result.linux.is_empty() && p.fix == Fix::None {
+                    linux_lines.push(format!(
+                        "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire",
+                        result.linux.len(),
+                        p.sun_broadcast,
+                        r.linux_received,
+                        r.linux_forwarded,
+                        r.linux_frames
+                    ));
+                }
+            }
+            None => {
+                row.extend(std::iter::repeat_n(String::new(), 7));
+                row.push(format!("failed: {}", record.error.as_deref().unwrap_or("?")));
+            }
+        }
+        row.push(p.fix.words().to_string());
+        rows.push(row);
+    }
+    let mut text = markdown(
+        &[
+            "fix",
+            "copies of 1 probe",
+            "gain/hop",
+            "wire peak / storm",
+            "storm ms",
+            "stopped by",
+            "heartbeat (longest gap)",
+            "shortest timeout to survive",
+            "Linux forwarded",
+            "the document",
+        ],
+        &rows,
+    );
+    for line in linux_lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Frames on the wire per 10 ms, a series a fix.
+pub fn figures(records: &[Record]) -> Vec<Figure> {
+    let mut series = Vec::new();
+    for record in records {
+        let Some(result) = &record.data.result else {
+            continue;
+        };
+        let m = &result.model;
+        let per_s = 1000.0 / m.bin_ms as f64;
+        series.push(Series {
+            name: record.data.params.fix.name().to_string(),
+            style: Style::Measured,
+            points: m
+                .bins
+                .iter()
+                .enumerate()
+                .map(|(i, b)| ((i as u64 * m.bin_ms) as f64 / 1000.0, b.frames as f64 * per_s))
+                .collect(),
+        });
+    }
+    if series.is_empty() {
+        return Vec::new();
+    }
+    let refs: Vec<&Record> = records.iter().collect();
+    vec![Figure {
+        id: "broadcast-storm".into(),
+        title: "Frames on the emulated 10 Mbit/s Ethernet, one probe".into(),
+        x_label: "time since start".into(),
+        y_label: "frames per second".into(),
+        log_x: false,
+        log_y: false,
+        x_unit: Unit::Seconds { scale: 1.0 },
+        y_unit: Unit::Plain,
+        categories: Vec::new(),
+        series,
+        marks: Vec::new(),
+        caption: caption(&refs),
+    }]
+}
+
+/// The broadcast section of the report page.
+pub struct BroadcastSection;
+
+impl ReportSection for BroadcastSection {
+    type Data = BroadcastData;
+    const EXPERIMENT: &'static str = "broadcast";
+
+    fn parts(records: &[Record]) -> Parts {
+        let mut reading = String::new();
+        if let Some(base) = records
+            .iter()
+            .find(|r| r.data.params.fix == Fix::None && r.data.result.is_some())
+        {
+            let p = &base.data.params;
+            let result = base.data.result.as_ref().expect("found with a result");
+            let r = result.reading(p);
+            reading = format!(
+                "One RIP supply to the all-1's broadcast, among {} Suns that take the 0's broadcast for theirs and forward with one interface, came back as {} copies (hop by hop {}), each hop multiplying by {}; the wire peaked at {} of 10 Mbit/s and the storm lasted {:.0} ms, stopped by {}. The heartbeat went {:.0} ms without a hello: a timeout of {} ms {}. Today's Linux hosts, given the same wrong broadcast address and forwarding on, forwarded {} of it: their kernel keeps a broadcast route for the all-1's address whatever the configured one (fib_add_ifaddr), and ip_forward drops whatever arrived as a link-level broadcast (skb->pkt_type != PACKET_HOST; RFC 1122 §3.3.6, RFC 1812 §5.3.4). The 1990 hosts' rules and costs are the model's, each read from the BSD sources or from source 003 (see EXPERIMENTS.md); ICMP errors and redirects are left out.",
+                p.suns,
+                r.copies,
+                r.hops.iter().take(6).map(|h| h.to_string()).collect::<Vec<_>>().join(", "),
+                r.gain.map_or("-".into(), |g| format!("{g:.1}")),
+                pct(r.peak_utilisation),
+                r.storm_ms,
+                result.model.stopped_by.describe(),
+                r.longest_gap_ms,
+                p.timeout(),
+                if r.survived { "survived it" } else { "lost contact" },
+                r.linux_forwarded,
+            );
+        }
+        (
+            "broadcast: the 1990 broadcast storm and its fixes".into(),
+            table(records),
+            reading,
+            figures(records),
+        )
+    }
+
+    fn cell(data: &BroadcastData) -> String {
+        format!("broadcast, fix: {}", data.params.fix.name())
+    }
+
+    fn headline(records: &[Record]) -> Option<Headline> {
+        let base = records
+            .iter()
+            .find(|r| r.data.params.fix == Fix::None && r.data.result.is_some())?;
+        let result = base.data.result.as_ref()?;
+        let r = result.reading(&base.data.params);
+        let stopping: Vec<&str> = records
+            .iter()
+            .filter(|rec| rec.data.params.fix != Fix::None)
+            .filter(|rec| {
+                rec.data
+                    .result
+                    .as_ref()
+                    .is_some_and(|res| res.reading(&rec.data.params).survived || res.model.copies == 0)
+            })
+            .map(|rec| rec.data.params.fix.name())
+            .collect();
+        Some(Headline {
+            now: format!(
+                "1 probe, {} copies (x{} a hop), heartbeat {}; Linux forwarded {}",
+                r.copies,
+                r.gain.map_or("-".into(), |g| format!("{g:.1}")),
+                if r.survived { "survived" } else { "lost" },
+                r.linux_forwarded
+            ),
+            then: Some("1990: \"feedback loops quite capable of destroying the network\"; VAXclusters left the cluster".into()),
+            limit: format!(
+                "stopped by {}; fixes that held: {}",
+                result.model.stopped_by.describe(),
+                if stopping.is_empty() { "none measured".into() } else { stopping.join(", ") }
+            ),
+        })
+    }
+}
