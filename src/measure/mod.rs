@@ -5,6 +5,7 @@
 //! cross ([`limits`]). How each figure is obtained
 //! and where it is blind is written down in `docs/MEASUREMENT.md`.
 
+pub mod drops;
 pub mod host;
 pub mod ifstat;
 pub mod kallsyms;

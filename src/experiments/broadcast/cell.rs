@@ -27,6 +27,8 @@ pub const SUN_NET: Ipv4Addr = Ipv4Addr::new(10, 90, 1, 0);
 pub const PREFIX: u8 = 24;
 /// Ethernet's rate.
 pub const TEN_MBIT: u64 = 10_000_000;
+/// An address no host has: the stray datagram's.
+pub const STRAY: Ipv4Addr = Ipv4Addr::new(10, 90, 0, 77);
 /// The heartbeat runs alone this long before the probe.
 const PROBE_AT_MS: u64 = 300;
 
@@ -180,6 +182,7 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
             dst: Ipv4Addr::from(u32::from(NET) | 0xff),
             ttl: spec.ttl,
             at_ms: PROBE_AT_MS,
+            stray: Some(STRAY),
         },
         heartbeat: [0, 1],
         hello_ms: spec.hello_ms,
@@ -188,10 +191,26 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
         quiet_ms: spec.timeout().clamp(200, 2000),
         bin_ms: 10,
     };
+    let mut notes = Vec::new();
+    let watch = match crate::measure::drops::DropWatch::start() {
+        Ok(watch) => Some(watch),
+        Err(e) => {
+            notes.push(format!("the kernel's drops were not watched: {e}"));
+            None
+        }
+    };
     let mut process = Launcher::helper(<StormModel as crate::endpoint::testbed::Helper>::ROLE)?;
     start_helper::<StormModel>(&mut process, model_spec)?;
     let model = stop_helper::<StormModel>(&mut process, spec.max_ms / 1000 + 30)?;
     process.finish();
+    let kernel_drops = match watch.map(|w| w.finish()) {
+        Some(Ok(drops)) => Some(drops),
+        Some(Err(e)) => {
+            notes.push(format!("the kernel's drops could not be read: {e}"));
+            None
+        }
+        None => None,
+    };
     let mut counts = Vec::new();
     for (name, host) in &linux {
         counts.push(linux_counts(&segments, &host.netns, &host.port, name)?);
@@ -201,7 +220,6 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
         None => None,
     };
     segments.teardown();
-    let mut notes = Vec::new();
     if model.write_errors > 0 {
         notes.push(format!("{} frames could not be written to their TAP", model.write_errors));
     }
@@ -210,6 +228,8 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
         linux: counts,
         router,
         notes,
+        kernel_drops,
+        stray: Some(STRAY),
     })
 }
 

@@ -387,6 +387,17 @@ pub fn rip_supply(mac: Mac, src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Frame {
     }
 }
 
+/// A UDP datagram to the unicast address `dst`, sent as a link-level
+/// broadcast (Mogul's case, tcp-ip list, 13 June 1985: what a host that
+/// forwards anything not for it sends on).
+pub fn stray_datagram(mac: Mac, src: Ipv4Addr, dst: Ipv4Addr, ttl: u8) -> Frame {
+    Frame {
+        dst: BROADCAST_MAC,
+        src: mac,
+        payload: Payload::Ipv4(Ipv4::udp(src, dst, (RIP_PORT, 9), ttl, b"stray")),
+    }
+}
+
 /// A heartbeat from `src` to `dst` (SCS hello stand-in), numbered.
 pub fn hello(src: Mac, dst: Mac, seq: u32) -> Frame {
     let mut body = b"SCS hello ".to_vec();

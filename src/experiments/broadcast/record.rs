@@ -115,6 +115,13 @@ pub struct BroadcastResult {
     pub router: Option<LinuxCounts>,
     /// A note on what the run could not do or watch.
     pub notes: Vec<String>,
+    /// The kernel's IPv4 drops during the run, by function and reason
+    /// (`skb:kfree_skb`), when tracefs could be used.
+    #[serde(default)]
+    pub kernel_drops: Option<Vec<crate::measure::drops::Drops>>,
+    /// The stray datagram's address, when one was sent.
+    #[serde(default)]
+    pub stray: Option<Ipv4Addr>,
 }
 
 /// A broadcast record's own part.
@@ -149,6 +156,9 @@ pub struct Reading {
     pub linux_frames: u64,
     /// Storm frames the Linux hosts took in.
     pub linux_received: u64,
+    /// Datagrams `ip_forward` dropped during the run (the kernel's own
+    /// account), when it could be watched.
+    pub ip_forward_drops: Option<u64>,
 }
 
 impl BroadcastResult {
@@ -188,6 +198,13 @@ impl BroadcastResult {
             linux_forwarded: self.linux.iter().map(|l| l.forwarded).sum(),
             linux_frames: self.linux.iter().map(|l| l.frames_sent).sum(),
             linux_received: self.linux.iter().map(|l| l.in_bcast).sum(),
+            ip_forward_drops: self.kernel_drops.as_ref().map(|drops| {
+                drops
+                    .iter()
+                    .filter(|d| d.function == "ip_forward")
+                    .map(|d| d.count)
+                    .sum()
+            }),
         }
     }
 }

@@ -40,13 +40,28 @@ pub fn table(records: &[Record]) -> String {
                 ]);
                 if !result.linux.is_empty() && p.fix == Fix::None {
                     linux_lines.push(format!(
-                        "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire",
+                        "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire{}",
                         result.linux.len(),
                         p.sun_broadcast,
                         r.linux_received,
                         r.linux_forwarded,
-                        r.linux_frames
+                        r.linux_frames,
+                        match (r.ip_forward_drops, result.stray) {
+                            (Some(n), Some(stray)) => format!(
+                                "; the datagram to {stray} sent as a link-level broadcast: ip_forward dropped {n} (skb:kfree_skb, reason {})",
+                                result
+                                    .kernel_drops
+                                    .iter()
+                                    .flatten()
+                                    .find(|d| d.function == "ip_forward")
+                                    .map_or("-", |d| d.reason.as_str())
+                            ),
+                            _ => String::new(),
+                        }
                     ));
+                    for note in &result.notes {
+                        linux_lines.push(format!("note: {note}"));
+                    }
                 }
             }
             None => {

@@ -13,7 +13,9 @@
 //! the model hosts; `max_ms` since the start. The report names which.
 //! Frames go only to the TAP devices in the namespace the spec names.
 
-use super::model::{Host, HostConfig, HostCounters, arp_query, hello, rip_supply, wire_time_ns};
+use super::model::{
+    Host, HostConfig, HostCounters, arp_query, hello, rip_supply, stray_datagram, wire_time_ns,
+};
 use crate::endpoint::testbed::Helper;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -36,6 +38,10 @@ pub struct Probe {
     pub ttl: u8,
     /// When it is sent, after the heartbeat has run alone.
     pub at_ms: u64,
+    /// A datagram to this unused host address, sent as a link-level
+    /// broadcast with the probe: what a forwarder should refuse (RFC 1122
+    /// §3.3.6), and what a 1990 host asks ARP for.
+    pub stray: Option<Ipv4Addr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,6 +272,9 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             let (mac, addr) = (p.config.mac, p.config.addr);
             p.send(&rip_supply(mac, addr, spec.probe.dst, spec.probe.ttl), None);
             p.send(&arp_query(mac, addr, spec.probe.dst), None);
+            if let Some(stray) = spec.probe.stray {
+                p.send(&stray_datagram(mac, addr, stray, spec.probe.ttl), None);
+            }
             probe_sent = true;
         }
         // The wire takes the next frame, each host in turn.
