@@ -112,6 +112,23 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     // One cell of each over a netns ether10 link, as root.
     assert_eq!(count("login", "netns"), usize::from(root));
     assert_eq!(count("output", "netns"), usize::from(root));
+    // The 1990 broadcast storm and its four fixes, as root: five runs.
+    assert_eq!(count("broadcast", "netns"), if root { 5 } else { 0 });
+    if root {
+        assert!(
+            text.contains("netlab broadcast: one RIP supply to the all-1's broadcast"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| no forwarding of link broadcasts |"),
+            "{text}"
+        );
+    } else {
+        assert!(
+            text.contains("skipped: broadcast: the storm needs root"),
+            "{text}"
+        );
+    }
     // The report, its figures and the notable findings.
     let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
     for figure in [
@@ -120,7 +137,10 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         "cksum-speed",
         "login-cpu",
         "output-cpu",
-    ] {
+    ]
+    .into_iter()
+    .chain(root.then_some("broadcast-storm"))
+    {
         let experiment = figure.split('-').next().unwrap();
         let failed: Vec<&serde_json::Value> = records
             .iter()

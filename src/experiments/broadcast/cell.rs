@@ -27,6 +27,8 @@ pub const SUN_NET: Ipv4Addr = Ipv4Addr::new(10, 90, 1, 0);
 pub const PREFIX: u8 = 24;
 /// Ethernet's rate.
 pub const TEN_MBIT: u64 = 10_000_000;
+/// routed's supply interval (4.3BSD routed/table.h: `SUPPLY_INTERVAL` 30).
+pub const SUPPLY_INTERVAL_MS: u64 = 30_000;
 /// An address no host has: the stray datagram's.
 pub const STRAY: Ipv4Addr = Ipv4Addr::new(10, 90, 0, 77);
 /// The heartbeat runs alone this long before the probe.
@@ -183,6 +185,8 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
             ttl: spec.ttl,
             at_ms: PROBE_AT_MS,
             stray: Some(STRAY),
+            supply_ms: SUPPLY_INTERVAL_MS,
+            suppliers: (2..2 + spec.suns).collect(),
         },
         heartbeat: [0, 1],
         hello_ms: spec.hello_ms,

@@ -14,6 +14,28 @@ fn pct(f: f64) -> String {
     format!("{:.0}%", 100.0 * f)
 }
 
+/// Frames on the wire per `step_ms`, from just before the probe to the
+/// end of the run, in one line.
+pub fn timeline(model: &super::wire::ModelReport, step_ms: u64) -> String {
+    let per = (step_ms / model.bin_ms.max(1)).max(1) as usize;
+    let first = ((model.probe_ms as u64).saturating_sub(step_ms) / model.bin_ms.max(1)) as usize;
+    let counts: Vec<String> = model
+        .bins
+        .iter()
+        .skip(first)
+        .collect::<Vec<_>>()
+        .chunks(per)
+        .take(40)
+        .map(|chunk| chunk.iter().map(|b| b.frames).sum::<u64>().to_string())
+        .collect();
+    format!(
+        "frames on the wire per {step_ms} ms from {} ms (the probe at {:.0} ms): {}",
+        first as u64 * model.bin_ms,
+        model.probe_ms,
+        counts.join(" ")
+    )
+}
+
 /// The results table, a row a run.
 pub fn table(records: &[Record]) -> String {
     let mut rows = Vec::new();
@@ -38,6 +60,19 @@ pub fn table(records: &[Record]) -> String {
                     format!("{:.0} ms", r.longest_gap_ms),
                     r.linux_forwarded.to_string(),
                 ]);
+                if p.fix == Fix::None {
+                    linux_lines.push(timeline(&result.model, 100));
+                    if let Some((name, vax)) = result.model.hosts.get(1) {
+                        linux_lines.push(format!(
+                            "{name} (the heartbeat's far end): took in {} frames, its ipintrq (50 deep, 800 µs a frame) dropped {} ({:.0}%); hellos received {} of {} sent",
+                            vax.taken_in,
+                            vax.input_drops,
+                            100.0 * vax.input_drops as f64 / vax.taken_in.max(1) as f64,
+                            vax.hellos,
+                            result.model.hellos_sent[0]
+                        ));
+                    }
+                }
                 if !result.linux.is_empty() && p.fix == Fix::None {
                     linux_lines.push(format!(
                         "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire{}",

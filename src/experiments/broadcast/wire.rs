@@ -42,6 +42,12 @@ pub struct Probe {
     /// broadcast with the probe: what a forwarder should refuse (RFC 1122
     /// §3.3.6), and what a 1990 host asks ARP for.
     pub stray: Option<Ipv4Addr>,
+    /// routed's supply interval (4.3BSD routed/table.h: `SUPPLY_INTERVAL`
+    /// 30 s): each of `suppliers` (the Suns) supplies to its own broadcast
+    /// address at this pace from half-way to the probe, and the probe's
+    /// sender supplies again with them (its first supply is the probe).
+    pub supply_ms: u64,
+    pub suppliers: Vec<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,6 +201,10 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
     let mut wire_free = 0u64;
     let mut turn = 0usize;
     let mut probe_sent = false;
+    // The Suns' first supplies at half-way to the probe; the probe is the
+    // sender's first, the rest follow at routed's pace.
+    let mut next_supply = spec.probe.at_ms * ms / 2;
+    let mut supplies = 0u64;
     let mut last_copy: Option<u64> = None;
     let hello_ns = spec.hello_ms.max(1) * ms;
     let mut next_hello = 0u64;
@@ -267,6 +277,25 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             next_hello += hello_ns;
         }
         let probe_at = spec.probe.at_ms * ms;
+        let supply_ns = spec.probe.supply_ms.max(1) * ms;
+        if t >= next_supply {
+            let mut senders: Vec<(usize, Ipv4Addr)> = Vec::new();
+            if supplies > 0 {
+                senders.push((spec.probe.from, spec.probe.dst));
+            }
+            if t >= probe_at / 2 {
+                for &i in &spec.probe.suppliers {
+                    senders.push((i, hosts[i].config.broadcast));
+                }
+            }
+            for (i, dst) in senders {
+                let h = &mut hosts[i];
+                let (mac, addr) = (h.config.mac, h.config.addr);
+                h.send(&rip_supply(mac, addr, dst, spec.probe.ttl), None);
+            }
+            supplies += 1;
+            next_supply = probe_at / 2 + supplies * supply_ns;
+        }
         if !probe_sent && t >= probe_at {
             let p = &mut hosts[spec.probe.from];
             let (mac, addr) = (p.config.mac, p.config.addr);
@@ -307,7 +336,7 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             };
         }
         // Sleep until the next thing to do, or a frame arrives.
-        let mut wake = next_hello.min(spec.max_ms * ms);
+        let mut wake = next_hello.min(spec.max_ms * ms).min(next_supply);
         if !probe_sent {
             wake = wake.min(probe_at);
         }
