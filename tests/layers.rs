@@ -4,7 +4,8 @@
 //! only `#[cfg(test)]` items (found by their braces) are skipped, since
 //! tests may reach anywhere.
 //!
-//! From the bottom: byte formats, checksums, units and measurements; the
+//! From the bottom: checksums, byte formats (an IPv4 header carries its
+//! RFC 1071 checksum), units and measurements; the
 //! record every measurement becomes; pure analysis over records; the
 //! testbed; the endpoint programs; the runner, launcher and placements;
 //! the agent; the report's page and figure toolkit. That is the shared
@@ -17,8 +18,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 const LAYERS: [&str; 16] = [
-    "wire",
     "checksum",
+    "wire",
     "units",
     "measure",
     "model",
@@ -332,7 +333,6 @@ fn the_check_sees_an_upward_import() {
         [
             "experiments/rpc/cell.rs: experiment rpc names experiment cksum",
             "experiments/rpc/cell.rs: experiments names lab::run, a layer above it",
-            "wire/x.rs: wire names checksum, a layer above it",
             "wire/x.rs: wire names cli::Output, a layer above it",
             "wire/x.rs: wire names experiments::rpc, a layer above it",
             "wire/x.rs: wire names report::tables, a layer above it",

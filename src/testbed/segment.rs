@@ -148,7 +148,7 @@ impl Segments {
         let netns = format!("{}-{role}", self.stem);
         self.namespace(&netns)?;
         let mut first_port = String::new();
-        for (k, (bridge, addr, prefix, broadcast)) in ports.iter().enumerate() {
+        for (k, (bridge, addr, prefix, brd)) in ports.iter().enumerate() {
             let port = format!("p{}{k}", role);
             let eth = format!("eth{k}");
             let w = self.wire.clone();
@@ -173,20 +173,10 @@ impl Segments {
                 ],
             )?;
             let cidr = format!("{addr}/{prefix}");
-            let brd = broadcast.to_string();
+            let brd = brd.to_string();
             self.runner.run(
                 "ip",
-                &[
-                    "-n",
-                    &netns,
-                    "addr",
-                    "add",
-                    &cidr,
-                    "broadcast",
-                    &brd,
-                    "dev",
-                    &eth,
-                ],
+                &["-n", &netns, "addr", "add", &cidr, "brd", &brd, "dev", &eth],
             )?;
             self.runner
                 .run("ip", &["-n", &netns, "link", "set", &eth, "up"])?;
