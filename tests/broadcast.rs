@@ -133,6 +133,15 @@ fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() 
         "each hop multiplies the copies: {h:?}"
     );
 
+    // Nor would it stop by itself within a second: the time cap does.
+    let timed = storm(&["--fixes", "none", "--ttl", "255", "--max-time", "1s"]);
+    assert_eq!(timed[0]["result"]["model"]["stopped_by"], "TimeCap");
+    let elapsed = timed[0]["result"]["model"]["elapsed_ms"].as_f64().unwrap();
+    assert!(
+        (1000.0..3000.0).contains(&elapsed),
+        "stopped at {elapsed} ms"
+    );
+
     // routed's TTL of 30: the TTL stops it; then each fix.
     let records = storm(&[]);
     let none = &by_fix(&records, "none")["result"];
@@ -161,7 +170,7 @@ fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() 
     );
 
     // Today's Linux hosts, in every run: nothing forwarded, nothing sent.
-    for record in capped.iter().chain(&records) {
+    for record in capped.iter().chain(&timed).chain(&records) {
         let linux = record["result"]["linux"].as_array().unwrap();
         assert!(!linux.is_empty());
         for host in linux {

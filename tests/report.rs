@@ -24,7 +24,10 @@ fn tables_and_readings_match_their_snapshots() {
     let loaded = fixture();
     let sections = Report.sections(&loaded.records);
     let names: Vec<&str> = sections.iter().map(|s| s.experiment).collect();
-    assert_eq!(names, ["stream", "rpc", "cksum", "login", "output"]);
+    assert_eq!(
+        names,
+        ["stream", "rpc", "cksum", "login", "output", "broadcast"]
+    );
     for section in &sections {
         insta::assert_snapshot!(
             format!("tables-{}", section.experiment),
@@ -53,7 +56,8 @@ fn figure_data_matches_its_snapshots() {
             "login-cost",
             "login-then",
             "output-cpu",
-            "output-segments"
+            "output-segments",
+            "broadcast-storm"
         ]
     );
     for figure in &all {
@@ -533,11 +537,11 @@ fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_
     // and has a row for each section, with its limit.
     let text = std::fs::read_to_string(&page).unwrap();
     assert!(
-        text.contains("What ran: 127 cells (104 on loopback, 18 on netns, 5 on local), from "),
+        text.contains("What ran: 132 cells (104 on loopback, 23 on netns, 5 on local), from "),
         "what ran"
     );
     assert!(
-        text.contains("(2m 16s); links made for them: veth pair, tbf 10 Mbit/s"),
+        text.contains("(2m 44s); links made for them: veth pair, tbf 10 Mbit/s"),
         "its links"
     );
     let sections = Report.sections(&fixture().records);

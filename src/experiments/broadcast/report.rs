@@ -156,8 +156,8 @@ pub fn figures(records: &[Record]) -> Vec<Figure> {
     vec![Figure {
         id: "broadcast-storm".into(),
         title: "Frames on the emulated 10 Mbit/s Ethernet, one probe".into(),
-        x_label: "time since start".into(),
-        y_label: "frames per second".into(),
+        x_label: "time since the run began (s)".into(),
+        y_label: "frames on the wire (per second, 10 ms bins)".into(),
         log_x: false,
         log_y: false,
         x_unit: Unit::Seconds { scale: 1.0 },
@@ -210,6 +210,23 @@ impl ReportSection for BroadcastSection {
 
     fn cell(data: &BroadcastData) -> String {
         format!("broadcast, fix: {}", data.params.fix.name())
+    }
+
+    /// The emulated Ethernet each run built.
+    fn links(records: &[Record]) -> Vec<String> {
+        records
+            .iter()
+            .filter(|r| r.data.result.is_some())
+            .map(|r| {
+                let p = &r.data.params;
+                format!(
+                    "bridge of {} ports at 10 Mbit/s ({} TAP for 1990 hosts, {} veth for Linux)",
+                    p.hosts,
+                    p.hosts - p.linux,
+                    p.linux
+                )
+            })
+            .collect()
     }
 
     fn headline(records: &[Record]) -> Option<Headline> {
