@@ -28,19 +28,6 @@ fn require_root() {
     );
 }
 
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("netlab-{pid}-")))
-        .map(String::from)
-        .collect()
-}
-
 /// The PIDs of every `netlab endpoint` process on the host (the model's
 /// among them while a storm runs).
 fn endpoints() -> Vec<String> {
@@ -77,9 +64,9 @@ fn storm(args: &[&str]) -> Vec<Value> {
         String::from_utf8_lossy(&done.stderr)
     );
     assert!(
-        namespaces_of(pid).is_empty(),
+        common::namespaces_of(pid).is_empty(),
         "left behind: {:?}",
-        namespaces_of(pid)
+        common::namespaces_of(pid)
     );
     assert!(
         !std::path::Path::new(&format!("/tmp/netlab-tracefs-{pid}")).exists(),

@@ -15,19 +15,6 @@ fn require_root() {
     );
 }
 
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("ip runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("netlab-{pid}-")))
-        .map(String::from)
-        .collect()
-}
-
 /// Runs `netlab stream` with `args` and returns its one JSON record's result.
 fn stream(args: &[&str]) -> Value {
     require_root();
@@ -630,15 +617,15 @@ fn a_failing_run_tears_its_namespaces_down() {
     // Its own namespaces are gone with it. (Only its own: another test
     // here kills a netlab on purpose and leaves its namespaces for a while.)
     assert!(
-        namespaces_of(pid).is_empty(),
+        common::namespaces_of(pid).is_empty(),
         "left behind: {:?}",
-        namespaces_of(pid)
+        common::namespaces_of(pid)
     );
 }
 
 fn wait_for_namespaces(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while namespaces_of(pid).len() < 2 {
+    while common::namespaces_of(pid).len() < 2 {
         assert!(
             Instant::now() < deadline,
             "no namespaces appeared for {pid}"
@@ -680,7 +667,11 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    assert!(
+        common::namespaces_of(pid).is_empty(),
+        "{:?}",
+        common::namespaces_of(pid)
+    );
 }
 
 #[test]
@@ -713,7 +704,7 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(
-        namespaces_of(pid).len(),
+        common::namespaces_of(pid).len(),
         2,
         "SIGKILL leaves the namespaces behind"
     );
@@ -726,7 +717,7 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
         .clone();
     let text = String::from_utf8_lossy(&output);
     assert!(text.contains(&format!("removed netlab-{pid}-")), "{text}");
-    assert!(namespaces_of(pid).is_empty());
+    assert!(common::namespaces_of(pid).is_empty());
     // The endpoints and the emulator died with their controller (PR_SET_PDEATHSIG).
     std::thread::sleep(Duration::from_millis(200));
     for helper in helpers {
@@ -754,7 +745,7 @@ fn a_panic_tears_the_testbed_down() {
     let pid = std::process::id();
     for name in names {
         assert!(
-            !namespaces_of(pid).contains(&name),
+            !common::namespaces_of(pid).contains(&name),
             "{name} survived the panic"
         );
     }

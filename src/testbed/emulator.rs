@@ -70,6 +70,7 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `_IOW('T', 208, unsigned int)`: the offloads user space accepts.
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const IFF_TUN: libc::c_short = 0x0001;
+const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
 const TUN_F_CSUM: libc::c_uint = 0x01;
@@ -84,8 +85,31 @@ const TUN_F_TSO_ECN: libc::c_uint = 0x08;
 /// segments nothing for this link, and the emulator moves one super-packet
 /// where it would move forty-odd wire packets.
 pub fn open_tun(side: &TunSide, offload: bool) -> io::Result<OwnedFd> {
+    let flags = IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 };
+    let fd = open_device(&side.netns, &side.interface, flags)?;
+    if offload {
+        let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
+        // SAFETY: TUNSETOFFLOAD takes the flags as its integer argument.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offloads as libc::c_ulong) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fd)
+}
+
+/// Attaches to the TAP device `name` inside the namespace at `netns`: its
+/// Ethernet frames, no packet information header (a host in user space on
+/// a `testbed::segment` bridge).
+pub fn open_tap(netns: &std::path::Path, name: &str) -> io::Result<OwnedFd> {
+    open_device(netns, name, IFF_TAP | IFF_NO_PI)
+}
+
+/// Opens `/dev/net/tun` inside the namespace at `netns` (this thread
+/// only, and back again) and attaches to device `name` with `flags`,
+/// non-blocking.
+fn open_device(netns: &std::path::Path, name: &str, flags: libc::c_short) -> io::Result<OwnedFd> {
     let home = File::open("/proc/thread-self/ns/net")?;
-    let target = File::open(&side.netns)?;
+    let target = File::open(netns)?;
     // SAFETY: setns on valid namespace fds affects only this thread.
     if unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
@@ -104,24 +128,15 @@ pub fn open_tun(side: &TunSide, offload: bool) -> io::Result<OwnedFd> {
         // SAFETY: fd was just opened and is ours.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut ifr = [0u8; 40];
-        let name = side.interface.as_bytes();
+        let name = name.as_bytes();
         if name.len() >= 16 {
             return Err(io::Error::other("interface name too long"));
         }
         ifr[..name.len()].copy_from_slice(name);
-        let flags = IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 };
         ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
         // SAFETY: TUNSETIFF reads a struct ifreq (40 bytes) from ifr.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, ifr.as_mut_ptr()) } != 0 {
             return Err(io::Error::last_os_error());
-        }
-        if offload {
-            let offloads = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
-            // SAFETY: TUNSETOFFLOAD takes the flags as its integer argument.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offloads as libc::c_ulong) } != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
         }
         Ok(fd)
     })();

@@ -752,6 +752,11 @@ generic-receive-offload: on
         assert_eq!(owner_pid("netlab-1234-0-a"), Some(1234));
         assert_eq!(owner_pid("netlab-1234-17-b"), Some(1234));
         assert_eq!(owner_pid("netlab-1234-0-c"), None);
+        // A segment's namespaces: its bridges', a router's, each host's.
+        assert_eq!(owner_pid("netlab-1234-1000000-w"), Some(1234));
+        assert_eq!(owner_pid("netlab-1234-1000000-r"), Some(1234));
+        assert_eq!(owner_pid("netlab-1234-1000000-h7"), Some(1234));
+        assert_eq!(owner_pid("netlab-1234-1000000-hx"), None);
         assert_eq!(owner_pid("netlab-x-0-a"), None);
         assert_eq!(owner_pid("netlab-1234-0-a-extra"), None);
         assert_eq!(owner_pid("docker-1234-0-a"), None);

@@ -93,3 +93,17 @@ pub fn report_not_run(test: &str, why: &str) {
     }
     eprintln!("{test}: NOT RUN: {why}");
 }
+
+/// The network namespaces netlab process `pid` made (`netlab-PID-...`).
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("netlab-{pid}-")))
+        .map(String::from)
+        .collect()
+}

@@ -76,6 +76,27 @@ pub fn check(spec: &BroadcastSpec) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The storm as the lab runs it (and `netlab broadcast` by default): 8
+/// hosts, routed's TTL, a cap of 100,000 frames and `max_ms`, a hello every
+/// 100 ms against a 500 ms timeout (3000 ms under the longer-timeout fix).
+pub fn default_spec(fix: Fix, max_ms: u64) -> BroadcastSpec {
+    let (suns, linux) = default_mix(8);
+    BroadcastSpec {
+        hosts: 8,
+        suns,
+        linux,
+        sun_broadcast: NET,
+        ttl: 30,
+        max_frames: 100_000,
+        max_ms,
+        hello_ms: 100,
+        timeout_ms: 500,
+        longer_timeout_ms: 3000,
+        fix,
+        rate_bps: TEN_MBIT,
+    }
+}
+
 /// The default mix of `hosts`: two VAXen, a Linux host for every three
 /// hosts beyond them, Suns for the rest.
 pub fn default_mix(hosts: usize) -> (usize, usize) {
@@ -264,20 +285,7 @@ mod tests {
     use super::*;
 
     pub fn spec() -> BroadcastSpec {
-        BroadcastSpec {
-            hosts: 8,
-            suns: 4,
-            linux: 2,
-            sun_broadcast: NET,
-            ttl: 30,
-            max_frames: 100_000,
-            max_ms: 10_000,
-            hello_ms: 100,
-            timeout_ms: 500,
-            longer_timeout_ms: 3000,
-            fix: Fix::None,
-            rate_bps: TEN_MBIT,
-        }
+        default_spec(Fix::None, 10_000)
     }
 
     #[test]

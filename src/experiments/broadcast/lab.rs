@@ -1,7 +1,7 @@
 //! broadcast's share of the lab: the storm and each fix, a few seconds
 //! in all (the storm dies by its TTL of 30 in about a second).
 
-use super::cell::{BroadcastMeasure, NET, TEN_MBIT, check};
+use super::cell::{BroadcastMeasure, check, default_spec};
 use super::record::{BroadcastSpec, Fix};
 use super::report;
 use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
@@ -14,22 +14,12 @@ pub struct BroadcastLab {
 
 impl BroadcastLab {
     pub fn new(profile: Profile) -> BroadcastLab {
-        let base = BroadcastSpec {
-            hosts: 8,
-            suns: 4,
-            linux: 2,
-            sun_broadcast: NET,
-            ttl: 30,
-            max_frames: 100_000,
-            max_ms: profile.pick(5_000, 20_000),
-            hello_ms: 100,
-            timeout_ms: 500,
-            longer_timeout_ms: 3000,
-            fix: Fix::None,
-            rate_bps: TEN_MBIT,
-        };
+        let max_ms = profile.pick(5_000, 20_000);
         BroadcastLab {
-            specs: Fix::ALL.iter().map(|&fix| BroadcastSpec { fix, ..base.clone() }).collect(),
+            specs: Fix::ALL
+                .iter()
+                .map(|&fix| default_spec(fix, max_ms))
+                .collect(),
         }
     }
 

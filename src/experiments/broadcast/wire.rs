@@ -18,10 +18,9 @@ use super::model::{
 };
 use crate::endpoint::testbed::Helper;
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -132,43 +131,6 @@ pub struct StormModel {
     thread: Option<JoinHandle<io::Result<ModelReport>>>,
 }
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
-
-/// Attaches to the TAP device `name` inside the namespace at `netns`
-/// (entered by this thread only).
-fn open_tap(netns: &PathBuf, name: &str) -> io::Result<OwnedFd> {
-    let target = File::open(netns)?;
-    // SAFETY: setns on a valid namespace fd affects only this thread.
-    if unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: plain open of a device node.
-    let fd = unsafe {
-        libc::open(
-            c"/dev/net/tun".as_ptr(),
-            libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened and is ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut ifr = [0u8; 40];
-    if name.len() >= 16 {
-        return Err(io::Error::other(format!("TAP name {name} too long")));
-    }
-    ifr[..name.len()].copy_from_slice(name.as_bytes());
-    ifr[16..18].copy_from_slice(&(IFF_TAP | IFF_NO_PI).to_ne_bytes());
-    // SAFETY: TUNSETIFF reads a struct ifreq (40 bytes) from ifr.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, ifr.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
-}
-
 fn longest_gap(times: &[u64], end: u64) -> u64 {
     let mut last = 0;
     let mut longest = 0;
@@ -183,7 +145,7 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
     let taps: Vec<OwnedFd> = spec
         .hosts
         .iter()
-        .map(|(_, tap)| open_tap(&spec.netns, tap))
+        .map(|(_, tap)| crate::testbed::emulator::open_tap(&spec.netns, tap))
         .collect::<io::Result<_>>()?;
     let mut hosts: Vec<Host> = spec
         .hosts
