@@ -114,7 +114,7 @@ impl Frame {
     }
 
     /// The frame's length as emitted (padded to the minimum).
-    pub fn len(&self) -> usize {
+    pub fn emitted_len(&self) -> usize {
         let body = match &self.payload {
             Payload::Arp(_) => 28,
             Payload::Ipv4(ip) => ip.header_len() + ip.payload.len(),
@@ -123,14 +123,10 @@ impl Frame {
         (14 + body).max(MIN_FRAME)
     }
 
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Writes the frame into `out` (at least [`Frame::len`] bytes) and
+    /// Writes the frame into `out` (at least [`Frame::emitted_len`] bytes) and
     /// returns its length.
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, EtherError> {
-        let need = self.len();
+        let need = self.emitted_len();
         if out.len() < need {
             return Err(EtherError::Short {
                 have: out.len(),
@@ -160,7 +156,7 @@ impl Frame {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = vec![0; self.len()];
+        let mut out = vec![0; self.emitted_len()];
         let n = self.emit(&mut out).expect("sized to the frame");
         out.truncate(n);
         out

@@ -213,6 +213,8 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
         hello_ms: spec.hello_ms,
         max_frames: spec.max_frames,
         max_ms: spec.max_ms,
+        // Quiet for a timeout after the storm (within 0.2-2 s), so a
+        // heartbeat silenced by it is seen to come back or not.
         quiet_ms: spec.timeout().clamp(200, 2000),
         bin_ms: 10,
     };

@@ -281,7 +281,7 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         }
         // The bounds.
         if frames >= spec.max_frames {
-            break super::wire::Bound::FrameCap;
+            break Bound::FrameCap;
         }
         if t >= spec.max_ms * ms || stop.load(Ordering::Relaxed) {
             break Bound::TimeCap;
