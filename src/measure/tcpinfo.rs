@@ -53,6 +53,19 @@ pub struct TcpInfo {
     /// the path, set that rate): `tcpi_delivery_rate_app_limited`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_app_limited: Option<bool>,
+    /// The congestion-avoidance state (`tcpi_ca_state`: 0 open, 1
+    /// disorder, 2 CWR, 3 recovery, 4 loss).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_state: Option<u8>,
+    /// The slow-start threshold, segments (`0x7fffffff`: never set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_ssthresh: Option<u32>,
+    /// Bytes sent, retransmissions included, and of them retransmitted
+    /// (Linux 4.19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_sent: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_retrans: Option<u64>,
 }
 
 fn u32_at(buf: &[u8], offset: usize) -> Option<u32> {
@@ -89,6 +102,10 @@ mod offset {
     pub const BUSY_TIME: usize = 168;
     pub const RWND_LIMITED: usize = 176;
     pub const SNDBUF_LIMITED: usize = 184;
+    pub const CA_STATE: usize = 1;
+    pub const SND_SSTHRESH: usize = 76;
+    pub const BYTES_SENT: usize = 200;
+    pub const BYTES_RETRANS: usize = 208;
     /// The oldest layout (Linux 2.6) ends after tcpi_total_retrans.
     pub const MINIMUM: usize = 104;
 }
@@ -121,6 +138,10 @@ impl TcpInfo {
             sndbuf_limited_us: u64_at(buf, offset::SNDBUF_LIMITED),
             delivery_rate_app_limited: u64_at(buf, offset::DELIVERY_RATE)
                 .map(|_| buf[offset::APP_LIMITED] & 1 == 1),
+            ca_state: buf.get(offset::CA_STATE).copied(),
+            snd_ssthresh: u32_at(buf, offset::SND_SSTHRESH),
+            bytes_sent: u64_at(buf, offset::BYTES_SENT),
+            bytes_retrans: u64_at(buf, offset::BYTES_RETRANS),
         })
     }
 
@@ -131,6 +152,35 @@ impl TcpInfo {
         TcpInfo::parse(&buf[..len])
             .ok_or_else(|| std::io::Error::other(format!("TCP_INFO returned only {len} bytes")))
     }
+}
+
+/// BBR's bandwidth estimate, bits/s, from `TCP_CC_INFO` (`struct
+/// tcp_bbr_info`: `bbr_bw_lo`, `bbr_bw_hi`, bytes per second); `None` for
+/// a congestion control that reports no BBR info, or fewer bytes.
+pub fn bbr_bandwidth(fd: BorrowedFd<'_>) -> Option<u64> {
+    let mut buf = [0u8; 20];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for len bytes; the kernel writes at most len.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CC_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < buf.len() {
+        return None;
+    }
+    parse_bbr_bandwidth(&buf)
+}
+
+/// `struct tcp_bbr_info`'s bandwidth as bits/s (its first two u32s).
+pub fn parse_bbr_bandwidth(buf: &[u8]) -> Option<u64> {
+    let lo = u64::from(u32_at(buf, 0)?);
+    let hi = u64::from(u32_at(buf, 4)?);
+    Some(((hi << 32) | lo).saturating_mul(8))
 }
 
 /// What `TCP_INFO` says of a connection that has stopped moving: its
@@ -286,6 +336,9 @@ mod tests {
     fn parses_fields_at_their_offsets() {
         let mut buf = vec![0u8; 200];
         buf[offset::RTT..offset::RTT + 4].copy_from_slice(&1234u32.to_ne_bytes());
+        buf[offset::CA_STATE] = 3;
+        buf[offset::SND_SSTHRESH..offset::SND_SSTHRESH + 4]
+            .copy_from_slice(&0x7fff_ffffu32.to_ne_bytes());
         buf[offset::SND_CWND..offset::SND_CWND + 4].copy_from_slice(&10u32.to_ne_bytes());
         buf[offset::SEGS_OUT..offset::SEGS_OUT + 4].copy_from_slice(&77u32.to_ne_bytes());
         buf[offset::DELIVERY_RATE..offset::DELIVERY_RATE + 8]
@@ -297,6 +350,22 @@ mod tests {
         assert_eq!(info.delivery_rate_bps, Some(5_000_000));
         assert_eq!(info.sndbuf_limited_us, Some(0));
         assert_eq!(info.delivery_rate_app_limited, Some(false));
+        assert_eq!(info.ca_state, Some(3));
+        assert_eq!(info.snd_ssthresh, Some(0x7fff_ffff));
+        // A 4.18 layout (200 bytes) has no byte counts of what was sent.
+        assert_eq!(info.bytes_sent, None);
+        buf.resize(216, 0);
+        buf[offset::BYTES_SENT..offset::BYTES_SENT + 8].copy_from_slice(&9000u64.to_ne_bytes());
+        buf[offset::BYTES_RETRANS..offset::BYTES_RETRANS + 8].copy_from_slice(&90u64.to_ne_bytes());
+        let info = TcpInfo::parse(&buf).unwrap();
+        assert_eq!(
+            (info.bytes_sent, info.bytes_retrans),
+            (Some(9000), Some(90))
+        );
+        assert_eq!(
+            parse_bbr_bandwidth(&[0x40, 0x42, 0x0f, 0, 1, 0, 0, 0]),
+            Some(((1u64 << 32) + 1_000_000) * 8)
+        );
         // Bit 0 of byte 7; the fastopen bits beside it do not count.
         buf[offset::APP_LIMITED] = 0b110;
         assert_eq!(

@@ -13,7 +13,7 @@ use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
 };
 use crate::analysis::limits::{
-    CoreEvidence, FlowEvidence, IntervalChrono, PathEvidence, SenderTcp, SideEvidence,
+    CoreEvidence, FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
@@ -114,7 +114,12 @@ pub fn flow_evidence(
         rwnd_limited_us: t.rwnd_limited_us,
         sndbuf_limited_us: t.sndbuf_limited_us,
         congestion_control: sender.congestion_control.clone(),
-        delivery_rate_bps: t.delivery_rate_bps,
+        // TCP_INFO gives bytes per second.
+        delivery_rate_bps: t.delivery_rate_bps.map(|r| r.saturating_mul(8)),
+        snd_ssthresh: t.snd_ssthresh,
+        bytes_sent: t.bytes_sent,
+        bytes_retrans: t.bytes_retrans,
+        bbr_bw_bps: sender.bbr_bw_bps,
     });
     let direction = usize::from(reverse);
     let mss = f64::from(sender.tcp_info.as_ref().map_or(1448, |t| t.snd_mss.max(1)));
@@ -132,10 +137,12 @@ pub fn flow_evidence(
         .filter(|s| !s.nominal())
         .collect();
     let slower = speeds.iter().min_by_key(|s| s.mbit_s);
-    let (rate_bps, rate_source) = match (link.and_then(|l| l.profile.rate_bps), slower) {
+    let (rate_bps, rate_source, rate_exact) = match (link.and_then(|l| l.profile.rate_bps), slower)
+    {
         (Some(rate), _) => (
             Some(rate),
             link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
+            true,
         ),
         // A speed below what the flow carried is not the path's rate (a
         // virtual device unknown to `nominal`).
@@ -154,9 +161,10 @@ pub fn flow_evidence(
                     "the interfaces' reported speed ({}; ethtool's Speed)",
                     said.join(", ")
                 ),
+                false,
             )
         }
-        _ => (None, String::new()),
+        _ => (None, String::new(), false),
     };
     let path = PathEvidence {
         rate_bps,
@@ -170,6 +178,32 @@ pub fn flow_evidence(
         emulator_busy: emulator
             .filter(|e| e.wall_s > 0.0)
             .map(|e| e.usage.cpu_s() / e.wall_s),
+        rate_exact,
+        shapers: Vec::new(),
+        unread: Vec::new(),
+    };
+    let evidence_of = |samples: &[crate::experiments::stream::record::IntervalSample]| {
+        samples
+            .iter()
+            .filter_map(|i| {
+                let c = i.chrono?;
+                Some(IntervalEvidence {
+                    start_s: i.start_s,
+                    end_s: i.end_s,
+                    busy: c.busy,
+                    rwnd_limited: c.rwnd_limited,
+                    sndbuf_limited: c.sndbuf_limited,
+                    app_limited: i.app_limited,
+                    // BBR's own estimate, where it has one, is the
+                    // smoother of the two (a windowed maximum).
+                    delivery_rate_bps: i.bbr_bw_mbit_s.or(i.delivery_rate_mbit_s).map(|r| r * 1e6),
+                    rtt_us: (i.rtt_us > 0).then_some(i.rtt_us),
+                    ca_state: i.ca_state,
+                    retransmits: i.retransmits,
+                    cwnd: i.cwnd,
+                })
+            })
+            .collect::<Vec<_>>()
     };
     Some(FlowEvidence {
         bytes: receiver.bytes,
@@ -179,22 +213,9 @@ pub fn flow_evidence(
         tcp,
         path,
         paced_bps,
-        intervals: sender
-            .intervals
-            .iter()
-            .filter_map(|i| {
-                let c = i.chrono?;
-                Some(IntervalChrono {
-                    start_s: i.start_s,
-                    end_s: i.end_s,
-                    busy: c.busy,
-                    rwnd_limited: c.rwnd_limited,
-                    sndbuf_limited: c.sndbuf_limited,
-                    app_limited: i.app_limited,
-                    delivery_rate_bps: i.delivery_rate_mbit_s.map(|r| r * 1e6),
-                })
-            })
-            .collect(),
+        intervals: evidence_of(&sender.intervals),
+        samples: evidence_of(&sender.samples),
+        handshake_s: sender.handshake_s,
     })
 }
 

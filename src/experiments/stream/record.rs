@@ -235,6 +235,12 @@ pub struct IntervalSample {
     /// The kernel's last delivery-rate sample was application-limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_limited: Option<bool>,
+    /// `tcpi_ca_state` at the interval's end (3 recovery, 4 loss).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_state: Option<u8>,
+    /// BBR's bandwidth estimate at the interval's end (TCP_CC_INFO), Mbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bbr_bw_mbit_s: Option<f64>,
 }
 
 /// Shares of an interval: data in flight (busy), of which stalled by the
@@ -431,6 +437,19 @@ pub struct EndpointReport {
     /// bytes the peer acknowledged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<IntervalSample>,
+    /// Without `--interval`, the sender's own quiet samples of TCP_INFO
+    /// for the limits verdict (its delivery-rate plateau, its RTT while
+    /// it ran, its time in recovery), taken at the clock checks every
+    /// [`crate::experiments::stream::transfer::VERDICT_SAMPLE_S`]; not
+    /// printed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<IntervalSample>,
+    /// The sender's TCP handshake, as its `connect` took it, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_s: Option<f64>,
+    /// BBR's bandwidth estimate at the end (TCP_CC_INFO), bits/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bbr_bw_bps: Option<u64>,
     /// `--udp`: what this end counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpStats>,

@@ -43,6 +43,10 @@ use thiserror::Error;
 
 /// In duration mode the sender looks at the clock after about this many bytes.
 pub const CLOCK_EVERY_BYTES: u64 = 256 * 1024;
+
+/// Without `--interval`, the sender samples TCP_INFO for the limits
+/// verdict at most this often (seconds): 40 samples over a 2 s run.
+pub const VERDICT_SAMPLE_S: f64 = 0.05;
 /// Size of the file that sendfile and splice read from (a multiple of the pattern period).
 const PATTERN_FILE_PERIODS: usize = 64;
 /// Largest pipe netlab asks for (the default `fs.pipe-max-size`).
@@ -299,6 +303,9 @@ impl Receiver {
             zerocopy: None,
             zerocopy_receive,
             intervals: Vec::new(),
+            samples: Vec::new(),
+            handshake_s: None,
+            bbr_bw_bps: None,
             udp: None,
             cpus: over.cpus,
             interface: over.interface,
@@ -764,6 +771,8 @@ fn receive_splice(
 pub struct Sender {
     stream: TcpStream,
     spec: SendSpec,
+    /// How long `connect` took: the TCP handshake.
+    handshake_s: f64,
 }
 
 /// Yields record lengths until the amount is sent.
@@ -836,6 +845,8 @@ impl Intervals<'_> {
                 .map(|bps| bps as f64 * 8.0 / 1e6),
             chrono,
             app_limited: info.as_ref().and_then(|i| i.delivery_rate_app_limited),
+            ca_state: info.as_ref().and_then(|i| i.ca_state),
+            bbr_bw_mbit_s: crate::measure::tcpinfo::bbr_bandwidth(fd).map(|b| b as f64 / 1e6),
         };
         (self.sink)(&sample);
         self.samples.push(sample);
@@ -1007,9 +1018,11 @@ impl Sender {
                 ));
             }
         }
+        let connecting = Instant::now();
         socket
             .connect(&spec.connect.into())
             .map_err(io_err("connecting to the receiver"))?;
+        let handshake_s = connecting.elapsed().as_secs_f64();
         let mut stream: TcpStream = socket.into();
         spec.options
             .stall_bound()
@@ -1017,7 +1030,11 @@ impl Sender {
             .map_err(io_err("bounding the waits (--stall-timeout)"))?;
         guard::present(&mut stream, spec.token.as_ref())
             .map_err(io_err("sending the run token"))?;
-        Ok(Sender { stream, spec })
+        Ok(Sender {
+            stream,
+            spec,
+            handshake_s,
+        })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -1050,10 +1067,17 @@ impl Sender {
         let fd = self.stream.as_raw_fd();
         let before = Before::now(spec.interface.as_deref());
         let start = Instant::now();
-        let mut schedule = Schedule::new(spec.amount, spec.record);
-        if let Some(every) = spec.interval_s {
-            schedule = schedule.with_intervals(every, fd, on_interval);
-        }
+        // Without --interval the sender still samples TCP_INFO, quietly,
+        // for the limits verdict: a getsockopt at most every
+        // VERDICT_SAMPLE_S, at the clock checks outside the write loop's
+        // work.
+        let mut quiet = |_: &IntervalSample| {};
+        let quietly = spec.interval_s.is_none();
+        let mut schedule = Schedule::new(spec.amount, spec.record).with_intervals(
+            spec.interval_s.unwrap_or(VERDICT_SAMPLE_S),
+            fd,
+            if quietly { &mut quiet } else { on_interval },
+        );
         let tally = match spec.strategy {
             SendStrategy::Write => {
                 let pattern = Pattern::new(spec.record);
@@ -1107,8 +1131,14 @@ impl Sender {
         }
         let wall_s = start.elapsed().as_secs_f64();
         let over = before.end();
-        let intervals = schedule.finish_intervals();
+        let sampled = schedule.finish_intervals();
+        let (intervals, samples) = if quietly {
+            (Vec::new(), sampled)
+        } else {
+            (sampled, Vec::new())
+        };
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
+        let bbr_bw_bps = crate::measure::tcpinfo::bbr_bandwidth(self.stream.as_fd());
         let socket = Socket::from(self.stream);
         let buffer = socket_buffer(
             socket.send_buffer_size(),
@@ -1130,6 +1160,9 @@ impl Sender {
             zerocopy: tally.zerocopy,
             zerocopy_receive: None,
             intervals,
+            samples,
+            handshake_s: Some(self.handshake_s),
+            bbr_bw_bps,
             udp: None,
             cpus: over.cpus,
             interface: over.interface,

@@ -1,0 +1,164 @@
+//! Loss under any congestion control, measured by what the kernel saw:
+//! the share of bytes retransmitted (`tcpi_bytes_retrans` over
+//! `tcpi_bytes_sent`, else segments), the share of the run spent in
+//! recovery (`tcpi_ca_state` sampled through the run), and bytes
+//! delivered against bytes sent. Mathis, Semke, Mahdavi and Ott's bound
+//! (1997: rate ≤ MSS/RTT × C/√p) holds only for a loss-based control's
+//! sawtooth; it is shown as evidence for one, never used as the rule.
+
+use super::series::Series;
+use super::*;
+
+/// A flow that retransmitted at least this share of its bytes lost
+/// enough to matter.
+pub const LOSS_SHARE: f64 = 0.001;
+
+/// A flow that spent at least this share of the run in recovery (or
+/// loss) was held by it: that time its window was cut or frozen.
+pub const RECOVERY_SHARE: f64 = 0.1;
+
+/// Without samples of the recovery state, a retransmitted share this
+/// large is taken as binding.
+pub const HEAVY_LOSS: f64 = 0.01;
+
+/// What loss cost a flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossCost {
+    pub retrans_share: f64,
+    pub retrans_segments: u32,
+    pub recovery_share: Option<f64>,
+    /// Bytes delivered over bytes sent (retransmissions included).
+    pub delivered_of_sent: Option<f64>,
+    /// Segments the receiver's own kernel dropped for want of room.
+    pub receiver_drops: u64,
+}
+
+impl LossCost {
+    pub fn evidence(&self, evidence: &mut BTreeMap<String, f64>) {
+        evidence.insert("retransmitted_pct".into(), 100.0 * self.retrans_share);
+        evidence.insert(
+            "retransmitted_segments".into(),
+            f64::from(self.retrans_segments),
+        );
+        if let Some(r) = self.recovery_share {
+            evidence.insert("recovery_time_pct".into(), 100.0 * r);
+        }
+        if let Some(d) = self.delivered_of_sent {
+            evidence.insert("delivered_of_sent_pct".into(), 100.0 * d);
+        }
+        if self.receiver_drops > 0 {
+            evidence.insert(
+                "receiver_dropped_segments".into(),
+                self.receiver_drops as f64,
+            );
+        }
+    }
+
+    /// Whether the loss held the flow: enough retransmitted, and enough
+    /// of the run in recovery (or, unsampled, a heavy loss).
+    pub fn binding(&self) -> bool {
+        self.retrans_share >= LOSS_SHARE
+            && self
+                .recovery_share
+                .map_or(self.retrans_share >= HEAVY_LOSS, |r| r >= RECOVERY_SHARE)
+    }
+}
+
+/// What the flow's loss cost it; None when nothing was retransmitted.
+pub(super) fn cost(flow: &FlowEvidence, tcp: &SenderTcp, series: &Series) -> Option<LossCost> {
+    if tcp.total_retrans == 0 && tcp.bytes_retrans.unwrap_or(0) == 0 {
+        return None;
+    }
+    let retrans_share = match (tcp.bytes_retrans, tcp.bytes_sent) {
+        (Some(retrans), Some(sent)) if sent > 0 => retrans as f64 / sent as f64,
+        _ => {
+            let segments = tcp.data_segs_out.unwrap_or(0);
+            if segments == 0 {
+                return None;
+            }
+            f64::from(tcp.total_retrans) / f64::from(segments)
+        }
+    };
+    Some(LossCost {
+        retrans_share,
+        retrans_segments: tcp.total_retrans,
+        recovery_share: series.recovery_share,
+        delivered_of_sent: tcp
+            .bytes_sent
+            .filter(|&s| s > 0)
+            .map(|sent| flow.bytes as f64 / sent as f64),
+        receiver_drops: receive_drops(&flow.receiver),
+    })
+}
+
+/// Loss as the primary cause, when it bound the flow.
+pub(super) fn judge(
+    flow: &FlowEvidence,
+    tcp: &SenderTcp,
+    share: f64,
+    round_trip: &RoundTrip,
+    cost: &LossCost,
+) -> Option<Limit> {
+    if !cost.binding() {
+        return None;
+    }
+    let delivered_bps = round_trip.delivered_bps;
+    let mut evidence = BTreeMap::from([
+        ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+        ("srtt_ms".to_string(), f64::from(tcp.srtt_us) / 1e3),
+    ]);
+    cost.evidence(&mut evidence);
+    if let Some(rate) = flow.path.rate_bps {
+        evidence.insert("link_mbit_s".into(), rate as f64 / 1e6);
+    }
+    let mathis = if tcp.loss_based() {
+        let p = cost.retrans_share.max(1e-9);
+        let srtt = f64::from(tcp.srtt_us.max(1)) / 1e6;
+        let bound = f64::from(tcp.snd_mss) * 8.0 / srtt * MATHIS_C / p.sqrt();
+        evidence.insert("mathis_bound_mbit_s".into(), bound / 1e6);
+        format!(
+            "; for a loss-based control Mathis' bound at this loss is {:.1} Mbit/s",
+            bound / 1e6
+        )
+    } else {
+        String::new()
+    };
+    let source = if cost.receiver_drops > 0 {
+        format!(
+            "the receiver's kernel dropped {} segments for want of room in its queue (TcpExt RcvPruned, TCPRcvQDrop, TCPBacklogDrop, TCPZeroWindowDrop) against {} retransmitted: give the receiver a larger buffer or a faster reader",
+            cost.receiver_drops, cost.retrans_segments
+        )
+    } else {
+        let cure = if tcp.loss_based() {
+            "find the loss (a bad link, a full queue without ECN, a policer); a control that does not read loss as congestion (bbr) loses less rate to it"
+        } else {
+            "find the loss (a bad link, a full queue, a policer): even a control that does not back off on loss spends its recoveries retransmitting"
+        };
+        format!("the receiver's kernel dropped none: the loss is on the path; {cure}")
+    };
+    let below = flow.path.rate_bps.map_or(String::new(), |rate| {
+        format!(
+            ", {:.0}% of the link's {:.1} Mbit/s",
+            100.0 * delivered_bps / rate as f64,
+            rate as f64 / 1e6
+        )
+    });
+    Some(Limit {
+        factor: Factor::Loss,
+        share,
+        evidence,
+        fix: format!(
+            "{:.2}% of the bytes were retransmitted{}{}, and the flow delivered {:.1} Mbit/s{below}{mathis}; {source}",
+            100.0 * cost.retrans_share,
+            cost.recovery_share.map_or(String::new(), |r| format!(
+                " and {:.0}% of the run went to loss recovery",
+                100.0 * r
+            )),
+            cost.delivered_of_sent.map_or(String::new(), |d| format!(
+                " ({:.1}% of what was sent arrived as new data)",
+                100.0 * d
+            )),
+            delivered_bps / 1e6,
+        ),
+    })
+}
