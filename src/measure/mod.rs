@@ -14,6 +14,7 @@ pub mod netstat;
 pub mod packet_cost;
 pub mod procstat;
 pub mod profile;
+pub mod qdisc;
 pub mod rusage;
 pub mod schedstat;
 pub mod tcpinfo;

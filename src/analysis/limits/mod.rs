@@ -293,7 +293,16 @@ fn busy_time(
     // A full link comes first: the flow got the path's rate, whatever
     // else was near its own limit (named beside it, in the fix).
     let host = cpu_limit(flow, share);
-    if let Some(limit) = path::full_link(flow, share, round_trip, series, host.as_ref()) {
+    let loss = loss::cost(flow, tcp, series);
+    if let Some(limit) = path::full_link(
+        flow,
+        tcp,
+        share,
+        round_trip,
+        series,
+        loss.as_ref(),
+        host.as_ref(),
+    ) {
         return limit;
     }
     if let Some(limit) = host {
@@ -305,7 +314,6 @@ fn busy_time(
     if let Some(limit) = short_flow::judge(flow, tcp, share, round_trip, series) {
         return limit;
     }
-    let loss = loss::cost(flow, tcp, series);
     if let Some(limit) = path::bottleneck(flow, tcp, share, round_trip, series, loss.as_ref()) {
         return limit;
     }

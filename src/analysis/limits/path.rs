@@ -50,7 +50,7 @@ fn held(
         evidence.insert("queueing_ms".into(), q);
         (
             format!(
-                "a queue in front of it: the round trip rose {q:.1} ms above the path's {min:.1} ms while the flow ran{}",
+                "a queue in front of it: the round trip rose {q:.1} ms above the path's {min:.2} ms while the flow ran{}",
                 if lost > 0.0 {
                     format!(
                         ", and it dropped {:.2}% of the bytes when full",
@@ -67,7 +67,7 @@ fn held(
     } else if lost >= POLICED {
         (
             format!(
-                "a policer: {:.2}% of the bytes were lost without the round trip rising above the path's {min:.1} ms, so nothing queued: what exceeded {:.1} Mbit/s was dropped",
+                "a policer: {:.2}% of the bytes were lost without the round trip rising above the path's {min:.2} ms, so nothing queued: what exceeded {:.1} Mbit/s was dropped",
                 100.0 * lost,
                 rate_bps / 1e6
             ),
@@ -79,7 +79,7 @@ fn held(
     } else {
         (
             format!(
-                "no queue built (the round trip stayed near the path's {min:.1} ms) and nothing was lost: the flow ran at the bottleneck's rate"
+                "no queue built (the round trip stayed near the path's {min:.2} ms) and nothing was lost: the flow ran at the bottleneck's rate"
             ),
             "nothing on either host holds this flow: a faster path (or a higher shaper rate) is the only fix".into(),
         )
@@ -91,9 +91,11 @@ fn held(
 /// the run). `host`, a side near its own CPU bound, is named beside it.
 pub(super) fn full_link(
     flow: &FlowEvidence,
+    tcp: &SenderTcp,
     share: f64,
     round_trip: &RoundTrip,
     series: &Series,
+    loss: Option<&LossCost>,
     host: Option<&Limit>,
 ) -> Option<Limit> {
     let rate = flow.path.rate_bps? as f64;
@@ -105,7 +107,10 @@ pub(super) fn full_link(
         .map(|s| s / flow.sender.wall_s.max(1e-9));
     let full =
         delivered_bps >= LINK_FULL * payload_rate || wire_busy.is_some_and(|b| b >= LINK_FULL);
-    if !full {
+    // A flow well over the rate did not cross that link (a shaper on
+    // another interface, a speed the driver misreports).
+    let crossed = delivered_bps <= (1.0 + SHAPER_MATCH) * payload_rate;
+    if !full || !crossed {
         return None;
     }
     let mut evidence = BTreeMap::from([
@@ -117,6 +122,10 @@ pub(super) fn full_link(
         evidence.insert("wire_busy_share".into(), b);
     }
     series.evidence(&mut evidence);
+    if let Some(l) = loss {
+        l.evidence(&mut evidence);
+    }
+    let (how, _) = held(tcp, series, loss, payload_rate, &mut evidence);
     let hosts = match host {
         None => "nothing on either host limits this flow".to_string(),
         Some(near) => {
@@ -133,7 +142,7 @@ pub(super) fn full_link(
         share,
         evidence,
         fix: format!(
-            "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); {hosts}",
+            "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); {how}; {hosts}",
             delivered_bps / 1e6,
             payload_rate / 1e6,
             flow.path.rate_source

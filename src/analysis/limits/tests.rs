@@ -724,3 +724,15 @@ fn what_an_end_could_not_read_is_missing_evidence() {
         v.missing
     );
 }
+
+#[test]
+fn a_rate_the_flow_far_exceeded_was_not_on_its_path() {
+    // A shaper read on an interface the flow did not cross (20 Mbit/s)
+    // against 27 Gbit/s delivered: no "full link", whatever the ratio.
+    let mut f = flow(tcp(2.0, 0.0, 0.0));
+    f.bytes = 6_800_000_000;
+    f.path.rate_bps = Some(20_000_000);
+    f.path.rate_source = "tbf 1: on ifb0 of the receiver".into();
+    f.sender.cpu_s = 1.9;
+    assert_eq!(primary(&f), Factor::SenderCpu);
+}

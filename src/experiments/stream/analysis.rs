@@ -182,6 +182,37 @@ pub fn flow_evidence(
         shapers: Vec::new(),
         unread: Vec::new(),
     };
+    let mut path = path;
+    for (end, who, direction) in [
+        (sender, "the sender", "egress"),
+        (receiver, "the receiver", "ingress, via ifb"),
+    ] {
+        path.shapers
+            .extend(end.shapers.iter().map(|s| crate::analysis::limits::ShaperEvidence {
+                host: who.into(),
+                interface: s.interface.clone(),
+                direction: direction.into(),
+                kind: s.kind.clone(),
+                rate_bps: s.rate_bps,
+                drops: s.drops,
+                overlimits: s.overlimits,
+                backlog_bytes: Some(s.backlog_bytes),
+            }));
+        if let Some(why) = &end.shapers_unread {
+            path.unread.push(format!("{who}'s shapers: {why}"));
+        }
+    }
+    // Without a link profile's rate, the slowest shaper either end read
+    // bounds the path (beyond the hosts a slower hop may still undercut
+    // it, so the rate is not the path's own).
+    if link.and_then(|l| l.profile.rate_bps).is_none()
+        && let Some(slowest) = path.shapers.iter().min_by_key(|s| s.rate_bps)
+        && path.rate_bps.is_none_or(|r| slowest.rate_bps < r)
+    {
+        path.rate_bps = Some(slowest.rate_bps);
+        path.rate_source = slowest.describe();
+        path.rate_exact = false;
+    }
     let evidence_of = |samples: &[crate::experiments::stream::record::IntervalSample]| {
         samples
             .iter()

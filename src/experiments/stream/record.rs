@@ -450,6 +450,14 @@ pub struct EndpointReport {
     /// BBR's bandwidth estimate at the end (TCP_CC_INFO), bits/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bbr_bw_bps: Option<u64>,
+    /// The shapers on this end's side of the path (the sender's egress
+    /// interface, the receiver's ifb devices), with what they dropped and
+    /// held back over the flow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapers: Vec<crate::measure::qdisc::Shaper>,
+    /// What this end could not read of its shapers, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shapers_unread: Option<String>,
     /// `--udp`: what this end counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpStats>,

@@ -45,8 +45,9 @@ use thiserror::Error;
 pub const CLOCK_EVERY_BYTES: u64 = 256 * 1024;
 
 /// Without `--interval`, the sender samples TCP_INFO for the limits
-/// verdict at most this often (seconds): 40 samples over a 2 s run.
-pub const VERDICT_SAMPLE_S: f64 = 0.05;
+/// verdict this often (seconds), on a thread of its own: 100 samples
+/// over a 2 s run, a getsockopt each.
+pub const VERDICT_SAMPLE_S: f64 = 0.02;
 /// Size of the file that sendfile and splice read from (a multiple of the pattern period).
 const PATTERN_FILE_PERIODS: usize = 64;
 /// Largest pipe netlab asks for (the default `fs.pipe-max-size`).
@@ -245,6 +246,7 @@ impl Receiver {
                 .set_nodelay(true)
                 .map_err(io_err("setting TCP_NODELAY"))?;
         }
+        let shaping = Shaping::start(crate::measure::qdisc::ifb_devices());
         let before = Before::now(self.spec.interface.as_deref());
         let mut zerocopy_receive = None;
         let received = match self.spec.strategy {
@@ -281,6 +283,7 @@ impl Receiver {
             received.map_err(|e| e.stalled("receiver", bound, &stream))?;
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let over = before.end();
+        let (shapers, shapers_unread) = shaping.finish();
         let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let socket = Socket::from(stream);
         let buffer = socket_buffer(
@@ -306,6 +309,8 @@ impl Receiver {
             samples: Vec::new(),
             handshake_s: None,
             bbr_bw_bps: None,
+            shapers,
+            shapers_unread,
             udp: None,
             cpus: over.cpus,
             interface: over.interface,
@@ -786,27 +791,40 @@ struct Schedule<'a> {
     intervals: Option<Intervals<'a>>,
 }
 
-/// `--interval`: TCP_INFO read at each interval's end (at the sender's
-/// clock checks, every [`CLOCK_EVERY_BYTES`]), each interval kept and
-/// handed to `sink` as it ends.
-struct Intervals<'a> {
-    every_s: f64,
-    next_at_s: f64,
+/// TCP_INFO read at each sample, kept with what the last one read so
+/// that each sample covers the time since it.
+struct Sampler {
     fd: RawFd,
     last_s: f64,
     last_bytes: u64,
     last_retransmits: u32,
     /// The chrono counters (busy, rwnd-limited, sndbuf-limited, µs) at
-    /// the last interval's end.
+    /// the last sample.
     last_chrono: Option<[u64; 3]>,
     samples: Vec<IntervalSample>,
-    sink: &'a mut dyn FnMut(&IntervalSample),
 }
 
-impl Intervals<'_> {
-    /// Closes the interval now, `offset` bytes handed to the kernel so far.
-    fn sample(&mut self, now_s: f64, offset: u64) {
-        // SAFETY: the socket outlives the schedule that samples it.
+impl Sampler {
+    /// Starts sampling `fd`, whose socket must outlive the sampler.
+    fn new(fd: RawFd) -> Sampler {
+        // SAFETY: the caller's socket is open for the sampler's life.
+        let info = TcpInfo::read(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok();
+        Sampler {
+            fd,
+            last_s: 0.0,
+            last_bytes: info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0),
+            last_retransmits: info.as_ref().map_or(0, |i| i.total_retrans),
+            last_chrono: info.as_ref().and_then(|i| {
+                Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
+            }),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Closes the sample now, `offset` bytes handed to the kernel so far
+    /// (used only where TCP_INFO lacks `bytes_acked`).
+    fn sample(&mut self, now_s: f64, offset: u64) -> &IntervalSample {
+        // SAFETY: the socket outlives the sampler.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
         let info = TcpInfo::read(fd).ok();
         let acked = info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(offset);
@@ -827,7 +845,7 @@ impl Intervals<'_> {
                 sndbuf_limited: share(2),
             })
         });
-        let sample = IntervalSample {
+        self.samples.push(IntervalSample {
             start_s: self.last_s,
             end_s: now_s,
             bytes,
@@ -847,16 +865,77 @@ impl Intervals<'_> {
             app_limited: info.as_ref().and_then(|i| i.delivery_rate_app_limited),
             ca_state: info.as_ref().and_then(|i| i.ca_state),
             bbr_bw_mbit_s: crate::measure::tcpinfo::bbr_bandwidth(fd).map(|b| b as f64 / 1e6),
-        };
-        (self.sink)(&sample);
-        self.samples.push(sample);
+        });
         self.last_s = now_s;
         self.last_bytes = acked;
         self.last_retransmits = retransmits;
         self.last_chrono = chrono_now.or(self.last_chrono);
+        self.samples.last().expect("just pushed")
+    }
+}
+
+/// `--interval`: TCP_INFO read at each interval's end (at the sender's
+/// clock checks, every [`CLOCK_EVERY_BYTES`]), each interval kept and
+/// handed to `sink` as it ends.
+struct Intervals<'a> {
+    every_s: f64,
+    next_at_s: f64,
+    sampler: Sampler,
+    sink: &'a mut dyn FnMut(&IntervalSample),
+}
+
+impl Intervals<'_> {
+    /// Closes the interval now, `offset` bytes handed to the kernel so far.
+    fn sample(&mut self, now_s: f64, offset: u64) {
+        let sample = self.sampler.sample(now_s, offset);
+        (self.sink)(sample);
         while self.next_at_s <= now_s {
             self.next_at_s += self.every_s;
         }
+    }
+}
+
+/// Without `--interval`, the verdict's quiet samples: a thread of its own
+/// reads TCP_INFO on a second descriptor of the connection every
+/// [`VERDICT_SAMPLE_S`], so that nothing is added to the write loop and a
+/// write blocked on a slow path delays no sample.
+struct QuietSamples {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<Vec<IntervalSample>>,
+}
+
+impl QuietSamples {
+    /// Starts on a duplicate of `stream`'s descriptor; `None` if it
+    /// cannot be had (the verdict then says it had no samples).
+    fn start(stream: &TcpStream, start: Instant) -> Option<QuietSamples> {
+        let fd: OwnedFd = stream.as_fd().try_clone_to_owned().ok()?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let every = std::time::Duration::from_secs_f64(VERDICT_SAMPLE_S);
+        let thread = std::thread::Builder::new()
+            .name("verdict-samples".into())
+            .spawn(move || {
+                let mut sampler = Sampler::new(fd.as_raw_fd());
+                loop {
+                    let end = !matches!(
+                        stopped.recv_timeout(every),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    );
+                    sampler.sample(start.elapsed().as_secs_f64(), 0);
+                    if end {
+                        break;
+                    }
+                }
+                drop(fd);
+                sampler.samples
+            })
+            .ok()?;
+        Some(QuietSamples { stop, thread })
+    }
+
+    /// Takes a last sample and returns them all.
+    fn finish(self) -> Vec<IntervalSample> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or_default()
     }
 }
 
@@ -880,19 +959,10 @@ impl<'a> Schedule<'a> {
         fd: RawFd,
         sink: &'a mut dyn FnMut(&IntervalSample),
     ) -> Schedule<'a> {
-        // SAFETY: the caller's socket is open for the schedule's life.
-        let info = TcpInfo::read(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok();
         self.intervals = Some(Intervals {
             every_s,
             next_at_s: every_s,
-            fd,
-            last_s: 0.0,
-            last_bytes: info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0),
-            last_retransmits: info.as_ref().map_or(0, |i| i.total_retrans),
-            last_chrono: info.as_ref().and_then(|i| {
-                Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
-            }),
-            samples: Vec::new(),
+            sampler: Sampler::new(fd),
             sink,
         });
         self
@@ -942,18 +1012,17 @@ impl<'a> Schedule<'a> {
         let offset = self.offset;
         match &mut self.intervals {
             Some(intervals) => {
-                if now > intervals.last_s {
+                if now > intervals.sampler.last_s {
                     intervals.sample(now, offset);
                 }
                 // A last sliver (the stream's tail and its FIN, after the
                 // last full interval) joins the interval before it.
-                let n = intervals.samples.len();
-                if n >= 2
-                    && intervals.samples[n - 1].end_s - intervals.samples[n - 1].start_s
-                        < intervals.every_s / 4.0
-                {
-                    let tail = intervals.samples.pop().expect("n >= 2");
-                    let last = intervals.samples.last_mut().expect("n >= 2");
+                let every_s = intervals.every_s;
+                let samples = &mut intervals.sampler.samples;
+                let n = samples.len();
+                if n >= 2 && samples[n - 1].end_s - samples[n - 1].start_s < every_s / 4.0 {
+                    let tail = samples.pop().expect("n >= 2");
+                    let last = samples.last_mut().expect("n >= 2");
                     last.bytes += tail.bytes;
                     last.retransmits += tail.retransmits;
                     last.end_s = tail.end_s;
@@ -967,7 +1036,7 @@ impl<'a> Schedule<'a> {
                         0.0
                     };
                 }
-                std::mem::take(&mut intervals.samples)
+                std::mem::take(samples)
             }
             None => Vec::new(),
         }
@@ -1065,19 +1134,17 @@ impl Sender {
     ) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
+        let shaping = Shaping::start(egress_interface(&self.stream).into_iter().collect());
         let before = Before::now(spec.interface.as_deref());
         let start = Instant::now();
-        // Without --interval the sender still samples TCP_INFO, quietly,
-        // for the limits verdict: a getsockopt at most every
-        // VERDICT_SAMPLE_S, at the clock checks outside the write loop's
-        // work.
-        let mut quiet = |_: &IntervalSample| {};
-        let quietly = spec.interval_s.is_none();
-        let mut schedule = Schedule::new(spec.amount, spec.record).with_intervals(
-            spec.interval_s.unwrap_or(VERDICT_SAMPLE_S),
-            fd,
-            if quietly { &mut quiet } else { on_interval },
-        );
+        let mut schedule = Schedule::new(spec.amount, spec.record);
+        if let Some(every) = spec.interval_s {
+            schedule = schedule.with_intervals(every, fd, on_interval);
+        }
+        let quiet = match spec.interval_s {
+            None => QuietSamples::start(&self.stream, schedule.start),
+            Some(_) => None,
+        };
         let tally = match spec.strategy {
             SendStrategy::Write => {
                 let pattern = Pattern::new(spec.record);
@@ -1131,12 +1198,9 @@ impl Sender {
         }
         let wall_s = start.elapsed().as_secs_f64();
         let over = before.end();
-        let sampled = schedule.finish_intervals();
-        let (intervals, samples) = if quietly {
-            (Vec::new(), sampled)
-        } else {
-            (sampled, Vec::new())
-        };
+        let (shapers, shapers_unread) = shaping.finish();
+        let intervals = schedule.finish_intervals();
+        let samples = quiet.map_or_else(Vec::new, QuietSamples::finish);
         let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let bbr_bw_bps = crate::measure::tcpinfo::bbr_bandwidth(self.stream.as_fd());
         let socket = Socket::from(self.stream);
@@ -1163,6 +1227,8 @@ impl Sender {
             samples,
             handshake_s: Some(self.handshake_s),
             bbr_bw_bps,
+            shapers,
+            shapers_unread,
             udp: None,
             cpus: over.cpus,
             interface: over.interface,
@@ -1172,6 +1238,53 @@ impl Sender {
             core: over.core,
             link_speed: link_speed_of(&socket),
         })
+    }
+}
+
+/// The interface the connection's local address is on: the one its data
+/// leaves by.
+fn egress_interface(stream: &TcpStream) -> Option<String> {
+    crate::measure::ifstat::interface_with(stream.local_addr().ok()?.ip())
+}
+
+/// The shapers on this end's side of the path (the sender's egress
+/// interface; the receiver's ifb devices, where ingress shaping is
+/// redirected), read before the data path and again after it: what they
+/// dropped and held back over the flow. Read outside the data path.
+struct Shaping {
+    interfaces: Vec<String>,
+    before: Result<Vec<crate::measure::qdisc::Shaper>, String>,
+}
+
+impl Shaping {
+    fn start(interfaces: Vec<String>) -> Shaping {
+        let before = crate::measure::qdisc::read(&interfaces).map_err(|e| e.to_string());
+        Shaping { interfaces, before }
+    }
+
+    /// The shapers over the flow, and what could not be read.
+    fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
+        let after = crate::measure::qdisc::read(&self.interfaces).map_err(|e| e.to_string());
+        match (self.before, after) {
+            (Ok(before), Ok(after)) => (
+                after
+                    .iter()
+                    .map(|s| {
+                        s.since(before.iter().find(|b| {
+                            b.interface == s.interface && b.kind == s.kind
+                        }))
+                    })
+                    .collect(),
+                None,
+            ),
+            (Err(e), _) | (_, Err(e)) => (
+                Vec::new(),
+                Some(format!(
+                    "the qdiscs of {} ({e})",
+                    self.interfaces.join(", ")
+                )),
+            ),
+        }
     }
 }
 
