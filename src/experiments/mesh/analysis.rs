@@ -2,9 +2,16 @@
 //! are slow, and which paths are slow one way only. Pure functions over a
 //! [`Matrix`].
 //!
-//! A cell is *bad* when it is worse than the matrix's median by more than
-//! [`WORSE_BY`] of the median and by more than the figure's own floor (a
-//! loss of 0.01% beside a median of 0 is not a finding). Then, in order,
+//! Only cells whose limit is the network are read: a stream cell whose
+//! limits verdict named a host (its CPU, its buffers, its application) or
+//! was undecided is evidence about its hosts, not about the path, and is
+//! shown as host-bound instead. A cell is *bad* when it is worse than the
+//! read cells' median by more than [`WORSE_BY`] of the median and by more
+//! than the figure's own floor (a loss of 0.01% beside a median of 0 is
+//! not a finding), and large enough to be a finding at all (a
+//! retransmission count must also be
+//! [`crate::experiments::mesh::matrix::RETRANSMITTED_FLOOR_PCT`] of the
+//! bytes sent). Then, in order,
 //! each explaining the bad cells the next does not:
 //! 1. a block: a group of hosts (a rack, else a zone) whose cells to and
 //!    from the other groups are bad while its own are not points to the
@@ -110,13 +117,6 @@ pub fn median(values: &[f64]) -> Option<f64> {
     crate::record::stats::Spread::of(values).map(|s| s.median)
 }
 
-fn value(cell: &Cell) -> Option<f64> {
-    match cell {
-        Cell::Value { value, .. } => Some(*value),
-        _ => None,
-    }
-}
-
 /// Whether `v` is worse than `typical` by more than [`WORSE_BY`] and the
 /// metric's floor.
 fn worse(metric: &Metric, v: f64, typical: f64) -> bool {
@@ -128,9 +128,31 @@ fn worse(metric: &Metric, v: f64, typical: f64) -> bool {
     }
 }
 
-/// Each measured cell's badness (`None`: not measured).
+/// The value of a cell the pattern findings may read: measured, and (a
+/// stream cell) limited by the network rather than by a host.
+fn readable(cell: &Cell) -> Option<(f64, bool)> {
+    match cell {
+        Cell::Value {
+            value,
+            read: true,
+            significant,
+            ..
+        } => Some((*value, *significant)),
+        _ => None,
+    }
+}
+
+/// Each readable cell's badness (`None`: not measured, or limited by a
+/// host): worse than the readable cells' median, and large enough to be a
+/// finding at all.
 fn badness(matrix: &Matrix, metric: &Metric) -> Option<Vec<Vec<Option<bool>>>> {
-    let all: Vec<f64> = matrix.cells.iter().flatten().filter_map(value).collect();
+    let all: Vec<f64> = matrix
+        .cells
+        .iter()
+        .flatten()
+        .filter_map(readable)
+        .map(|(v, _)| v)
+        .collect();
     let typical = median(&all)?;
     Some(
         matrix
@@ -138,7 +160,10 @@ fn badness(matrix: &Matrix, metric: &Metric) -> Option<Vec<Vec<Option<bool>>>> {
             .iter()
             .map(|row| {
                 row.iter()
-                    .map(|c| value(c).map(|v| worse(metric, v, typical)))
+                    .map(|c| {
+                        readable(c)
+                            .map(|(v, significant)| significant && worse(metric, v, typical))
+                    })
                     .collect()
             })
             .collect(),
@@ -433,7 +458,8 @@ pub fn asymmetry(matrix: &Matrix, metric: &Metric) -> Vec<Vec<Option<f64>>> {
     let mut map = vec![vec![None; n]; n];
     for (i, row) in map.iter_mut().enumerate() {
         for (j, slot) in row.iter_mut().enumerate() {
-            if let (Some(a), Some(b)) = (value(&matrix.cells[i][j]), value(&matrix.cells[j][i])) {
+            let read = |c: &Cell| readable(c).map(|(v, _)| v);
+            if let (Some(a), Some(b)) = (read(&matrix.cells[i][j]), read(&matrix.cells[j][i])) {
                 // Ratio of this direction against the other, > 1 when this
                 // one is the better (a figure that is worse when higher
                 // counts from its floor: 3% loss one way and none the
@@ -509,6 +535,8 @@ mod tests {
                                     verdict: None,
                                     repeats: vec![value(i, j)],
                                     limits: vec![None],
+                                    read: true,
+                                    significant: true,
                                 }
                             }
                         })
@@ -533,6 +561,69 @@ mod tests {
             assert_eq!(read(&m, THROUGHPUT), vec![], "seed {seed}");
             assert_eq!(asymmetric_pairs(&m, THROUGHPUT), vec![], "seed {seed}");
         }
+    }
+
+    /// Marks every cell of `m` that `which` picks as judged `factor`.
+    fn judged(m: &mut Matrix, factor: Factor, which: impl Fn(usize, usize) -> bool) {
+        for (i, row) in m.cells.iter_mut().enumerate() {
+            for (j, cell) in row.iter_mut().enumerate() {
+                if let Cell::Value { limits, read, .. } = cell
+                    && which(i, j)
+                {
+                    *limits = vec![Some(factor)];
+                    *read = crate::experiments::mesh::matrix::network_bound(limits);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cells_a_hosts_cpu_limited_are_not_read_as_the_network() {
+        // Every stream CPU-bound on a 2-core host, one host's cells slower
+        // because its CPU is busier: the cells' own verdicts say so, and
+        // the reading finds nothing about hosts' links or paths.
+        let base = noisy(4);
+        let mut m = matrix(6, |i, j| if i == 2 || j == 2 { 300.0 } else { base(i, j) });
+        judged(&mut m, Factor::SenderCpu, |_, _| true);
+        assert_eq!(read(&m, THROUGHPUT), vec![]);
+        assert_eq!(asymmetric_pairs(&m, THROUGHPUT), vec![]);
+        // The same slow cells limited by the path are that host's.
+        judged(&mut m, Factor::Path, |i, j| i == 2 || j == 2);
+        judged(&mut m, Factor::Link, |i, j| i != 2 && j != 2);
+        let findings = read(&m, THROUGHPUT);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert!(matches!(&findings[0], Finding::Host { host, .. } if host == "h2"));
+        // Undecided cells are not read either.
+        judged(&mut m, Factor::Undecided, |i, j| i == 2 || j == 2);
+        assert_eq!(read(&m, THROUGHPUT), vec![]);
+    }
+
+    #[test]
+    fn retransmissions_are_a_finding_only_as_a_share_of_what_was_sent() {
+        let retransmits = &METRICS[1];
+        // A clean fleet: a few dozen retransmissions here and there, far
+        // above the median of 0 but a trace of what was sent.
+        let mut m = matrix(6, |i, j| if (i + j) % 4 == 0 { 40.0 } else { 0.0 });
+        for row in &mut m.cells {
+            for cell in row {
+                if let Cell::Value {
+                    value, significant, ..
+                } = cell
+                {
+                    *significant = *value < 10.0;
+                }
+            }
+        }
+        assert_eq!(read(&m, retransmits), vec![]);
+        // The same counts as a real share of the bytes are findings.
+        for row in &mut m.cells {
+            for cell in row {
+                if let Cell::Value { significant, .. } = cell {
+                    *significant = true;
+                }
+            }
+        }
+        assert!(!read(&m, retransmits).is_empty());
     }
 
     #[test]
@@ -643,6 +734,8 @@ mod tests {
                     value: median(&repeats).unwrap(),
                     verdict: None,
                     limits: vec![Some(Factor::Link); repeats.len()],
+                    read: true,
+                    significant: true,
                     repeats,
                 };
             }

@@ -25,6 +25,19 @@ pub struct Metric {
     /// The figure in words.
     pub describe: &'static str,
     pub value: fn(&PairFigures) -> Option<f64>,
+    /// Whether a measurement is large enough in absolute terms to be a
+    /// finding at all (besides beating the median by [`Metric::floor`]):
+    /// a retransmission count must also be a share of what was sent.
+    pub significant: fn(&PairFigures) -> bool,
+}
+
+/// A cell's retransmissions are a finding only from this share of the
+/// bytes sent, percent (and [`Metric::floor`] segments): a clean LAN
+/// retransmits a few segments in a million.
+pub const RETRANSMITTED_FLOOR_PCT: f64 = 0.1;
+
+fn always(_: &PairFigures) -> bool {
+    true
 }
 
 pub const METRICS: &[Metric] = &[
@@ -36,6 +49,7 @@ pub const METRICS: &[Metric] = &[
         floor: 0.0,
         describe: "throughput",
         value: |f| f.throughput_mbit_s,
+        significant: always,
     },
     Metric {
         name: "retransmits",
@@ -45,6 +59,10 @@ pub const METRICS: &[Metric] = &[
         floor: 10.0,
         describe: "retransmission",
         value: |f| f.retransmits.map(|r| r as f64),
+        significant: |f| {
+            f.retransmitted_pct
+                .is_none_or(|pct| pct >= RETRANSMITTED_FLOOR_PCT)
+        },
     },
     Metric {
         name: "tcp_rtt_ms",
@@ -54,6 +72,7 @@ pub const METRICS: &[Metric] = &[
         floor: 1.0,
         describe: "TCP's round trip",
         value: |f| f.tcp_rtt_ms,
+        significant: always,
     },
     Metric {
         name: "rtt_p50_us",
@@ -63,6 +82,7 @@ pub const METRICS: &[Metric] = &[
         floor: 20.0,
         describe: "the median round trip",
         value: |f| f.rtt_p50_us,
+        significant: always,
     },
     Metric {
         name: "rtt_p99_us",
@@ -72,6 +92,7 @@ pub const METRICS: &[Metric] = &[
         floor: 200.0,
         describe: "the 99th-percentile round trip",
         value: |f| f.rtt_p99_us,
+        significant: always,
     },
     Metric {
         name: "loss_pct",
@@ -81,6 +102,7 @@ pub const METRICS: &[Metric] = &[
         floor: 0.1,
         describe: "loss",
         value: |f| f.loss_pct,
+        significant: always,
     },
     Metric {
         name: "jitter_ms",
@@ -90,6 +112,7 @@ pub const METRICS: &[Metric] = &[
         floor: 0.05,
         describe: "jitter",
         value: |f| f.jitter_ms,
+        significant: always,
     },
 ];
 
@@ -109,7 +132,24 @@ pub enum Cell {
         repeats: Vec<f64>,
         /// What limited each of those passes (stream), where it was judged.
         limits: Vec<Option<Factor>>,
+        /// Whether the pattern findings read it: a stream cell whose
+        /// passes were mostly limited by a host (its CPU, its buffers, its
+        /// application) or undecided is evidence about its hosts, not
+        /// about the path, and is shown as such.
+        read: bool,
+        /// Whether most passes were large enough to be a finding
+        /// ([`Metric::significant`]).
+        significant: bool,
     },
+}
+
+/// Whether a stream cell's passes say the network limited it: most of
+/// those judged were limited by the path, a link, loss or a queue. A cell
+/// none of whose passes was judged (records from before the verdict) is
+/// read as it always was.
+pub fn network_bound(limits: &[Option<Factor>]) -> bool {
+    let judged: Vec<Factor> = limits.iter().flatten().copied().collect();
+    judged.is_empty() || 2 * judged.iter().filter(|f| f.is_network()).count() > judged.len()
 }
 
 /// One figure over every ordered pair.
@@ -178,7 +218,7 @@ impl Matrix {
             .collect();
         let n = hosts.len();
         // Each cell's measurements by pass (value, verdict), and its last failure.
-        type Measured = (f64, Option<String>, Option<Factor>);
+        type Measured = (f64, Option<String>, Option<Factor>, bool);
         let mut measured: Vec<Vec<BTreeMap<usize, Measured>>> =
             vec![vec![BTreeMap::new(); n]; n];
         let mut failures: Vec<Vec<Option<String>>> = vec![vec![None; n]; n];
@@ -190,7 +230,12 @@ impl Matrix {
             match (&line.failed, (metric.value)(&line.figures)) {
                 (Some(why), _) => failures[i][j] = Some(why.clone()),
                 (None, Some(value)) => {
-                    let judged = (value, line.figures.verdict.clone(), line.figures.limited_by);
+                    let judged = (
+                        value,
+                        line.figures.verdict.clone(),
+                        line.figures.limited_by,
+                        (metric.significant)(&line.figures),
+                    );
                     measured[i][j].insert(line.pass, judged);
                 }
                 (None, None) => {
@@ -205,8 +250,12 @@ impl Matrix {
                 row.into_iter()
                     .zip(failed)
                     .map(|(passes, failure)| {
-                        let repeats: Vec<f64> = passes.values().map(|(v, _, _)| *v).collect();
-                        let limits = passes.values().map(|(_, _, f)| *f).collect();
+                        let repeats: Vec<f64> = passes.values().map(|(v, ..)| *v).collect();
+                        let limits: Vec<Option<Factor>> =
+                            passes.values().map(|(_, _, f, _)| *f).collect();
+                        let significant = 2 * passes.values().filter(|p| p.3).count()
+                            >= passes.len();
+                        let read = metric.test != MeshTest::Stream || network_bound(&limits);
                         match crate::record::stats::Spread::of(&repeats) {
                             Some(spread) => {
                                 // The verdict of the pass nearest the median.
@@ -217,12 +266,14 @@ impl Matrix {
                                             .abs()
                                             .total_cmp(&(b.0 - spread.median).abs())
                                     })
-                                    .and_then(|(_, v, _)| v.clone());
+                                    .and_then(|(_, v, ..)| v.clone());
                                 Cell::Value {
                                     value: spread.median,
                                     verdict,
                                     repeats,
                                     limits,
+                                    read,
+                                    significant,
                                 }
                             }
                             None => failure.map_or(Cell::Missing, Cell::Failed),

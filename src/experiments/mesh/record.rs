@@ -146,6 +146,10 @@ pub struct PairFigures {
     pub retransmits: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_rtt_ms: Option<f64>,
+    /// stream: the share of the bytes (or, on an older kernel, of the
+    /// segments) the sender retransmitted, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmitted_pct: Option<f64>,
     /// stream: what limited it (`analysis::limits`), and the verdict's line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<Factor>,

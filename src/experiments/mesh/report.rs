@@ -139,6 +139,7 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                     value,
                     verdict,
                     repeats,
+                    read,
                     ..
                 } => {
                     let hue = 120.0 * goodness(metric, *value, typical);
@@ -153,9 +154,14 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                         String::new()
                     };
                     let tip = format!(
-                        "{from} → {to}: {} {}{passes}{}{}",
+                        "{from} → {to}: {} {}{passes}{}{}{}",
                         number(*value),
                         metric.unit,
+                        if *read {
+                            ""
+                        } else {
+                            "\nhost-bound: its limits verdict names a host (or is undecided), not the network, so the findings do not read it"
+                        },
                         modes.as_ref().map_or(String::new(), |m| format!(
                             "\ntwo groups: {} passes near {} and {} near {}",
                             m.worse_passes.len(),
@@ -167,10 +173,16 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                             .as_deref()
                             .map_or(String::new(), |v| format!("\n{v}"))
                     );
+                    let class = match (modes.is_some(), *read) {
+                        (true, true) => " class=\"modes\"",
+                        (true, false) => " class=\"modes host\"",
+                        (false, false) => " class=\"host\"",
+                        (false, true) => "",
+                    };
                     let _ = write!(
                         html,
                         "<td{} style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}{}</td>",
-                        if modes.is_some() { " class=\"modes\"" } else { "" },
+                        class,
                         escape(&tip),
                         number(*value),
                         if modes.is_some() { " ⁑" } else { "" }
@@ -244,6 +256,7 @@ td.self{background:#ddd}\
 table.heat th.group{background:#e8eef6;text-align:center}\
 td.missing{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#999;text-align:center}\
 td.failed{background:#333;color:#fff;text-align:center}\
+td.host{background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)!important;font-style:italic}\
 td.median{background:#fafafa;font-style:italic}\
 td.modes{outline:2px dashed #a33;outline-offset:-3px}\
 ul.findings li{margin:.2em 0}\
@@ -290,7 +303,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         }
         html.push_str("</ul>");
     }
-    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>");
+    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> <span style=\"font-style:italic;background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)\">host-bound: limited by a host, not read for the findings</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>");
     for metric in METRICS {
         let matrix = Matrix::of(metric, &hosts, results);
         if matrix.is_empty() {

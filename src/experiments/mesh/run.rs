@@ -815,6 +815,13 @@ fn direction_figures(
         throughput_mbit_s: Some(throughput_mbit_s),
         retransmits: info.map(|i| u64::from(i.total_retrans)),
         tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
+        retransmitted_pct: info.and_then(|i| match (i.bytes_retrans, i.bytes_sent) {
+            (Some(r), Some(s)) if s > 0 => Some(100.0 * r as f64 / s as f64),
+            _ => i
+                .data_segs_out
+                .filter(|&n| n > 0)
+                .map(|n| 100.0 * f64::from(i.total_retrans) / f64::from(n)),
+        }),
         ..PairFigures::default()
     }
     .judged(limits)
