@@ -55,12 +55,14 @@ impl LossCost {
     }
 
     /// Whether the loss held the flow: enough retransmitted, and enough
-    /// of the run in recovery (or, unsampled, a heavy loss).
-    pub fn binding(&self) -> bool {
+    /// of the run in recovery (or, unsampled, a heavy loss), or a
+    /// loss-based control's window, cut by the loss, binding the flow.
+    pub fn binding(&self, window_cut_by_loss: bool) -> bool {
         self.retrans_share >= LOSS_SHARE
-            && self
-                .recovery_share
-                .map_or(self.retrans_share >= HEAVY_LOSS, |r| r >= RECOVERY_SHARE)
+            && (window_cut_by_loss
+                || self
+                    .recovery_share
+                    .map_or(self.retrans_share >= HEAVY_LOSS, |r| r >= RECOVERY_SHARE))
     }
 }
 
@@ -99,15 +101,25 @@ pub(super) fn judge(
     round_trip: &RoundTrip,
     cost: &LossCost,
 ) -> Option<Limit> {
-    if !cost.binding() {
+    let delivered_bps = round_trip.delivered_bps;
+    // A loss-based control halves its window at each loss (its slow-start
+    // threshold then set): a window at the delivered rate is the loss's.
+    let window_bps = f64::from(tcp.snd_cwnd) * f64::from(tcp.snd_mss) * 8.0
+        / (f64::from(tcp.srtt_us.max(1)) / 1e6);
+    let window_cut = tcp.loss_based()
+        && tcp.snd_ssthresh.is_some_and(|s| s < INFINITE_SSTHRESH)
+        && window_bps <= WINDOW_SLACK * delivered_bps;
+    if !cost.binding(window_cut) {
         return None;
     }
-    let delivered_bps = round_trip.delivered_bps;
     let mut evidence = BTreeMap::from([
         ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
         ("srtt_ms".to_string(), f64::from(tcp.srtt_us) / 1e3),
     ]);
     cost.evidence(&mut evidence);
+    if window_cut {
+        evidence.insert("cwnd_rate_mbit_s".into(), window_bps / 1e6);
+    }
     if let Some(rate) = flow.path.rate_bps {
         evidence.insert("link_mbit_s".into(), rate as f64 / 1e6);
     }
@@ -148,8 +160,19 @@ pub(super) fn judge(
         share,
         evidence,
         fix: format!(
-            "{:.2}% of the bytes were retransmitted{}{}, and the flow delivered {:.1} Mbit/s{below}{mathis}; {source}",
+            "{:.2}% of the bytes were retransmitted{}{}{}, and the flow delivered {:.1} Mbit/s{below}{mathis}; {source}",
             100.0 * cost.retrans_share,
+            if window_cut {
+                format!(
+                    "; {} halved its window at each loss and the window ({:.1} Mbit/s over the round trip) held the flow",
+                    tcp.congestion_control
+                        .as_deref()
+                        .unwrap_or("the congestion control"),
+                    window_bps / 1e6
+                )
+            } else {
+                String::new()
+            },
             cost.recovery_share.map_or(String::new(), |r| format!(
                 " and {:.0}% of the run went to loss recovery",
                 100.0 * r

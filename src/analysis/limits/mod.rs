@@ -211,12 +211,7 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
             // A side short of CPU acknowledges late: the round trip grows
             // at the host, not in a queue on the path, so the delay is
             // that side's evidence rather than a factor of its own.
-            // A path or link verdict already says what its queue added.
-            Some(first)
-                if first.factor.is_cpu() || matches!(first.factor, Factor::Path | Factor::Link) =>
-            {
-                first.evidence.extend(queue.evidence)
-            }
+            Some(first) if first.factor.is_cpu() => first.evidence.extend(queue.evidence),
             _ => {
                 verdict.limits.push(queue);
                 rank(&mut verdict);

@@ -22,4 +22,7 @@ pub(super) fn rank(verdict: &mut Verdict) {
             verdict.limits.push(first);
         }
     }
+    if verdict.limits.len() > 1 && verdict.limits[0].factor == Factor::QueueingDelay {
+        verdict.limits.swap(0, 1);
+    }
 }
