@@ -5,8 +5,10 @@
 //! Only cells whose limit is the network are read: a stream cell whose
 //! limits verdict named a host (its CPU, its buffers, its application) or
 //! was undecided is evidence about its hosts, not about the path, and is
-//! shown as host-bound instead. A cell is *bad* when it is worse than the
-//! read cells' median by more than [`WORSE_BY`] of the median and by more
+//! shown as host-bound instead: no worse than the median it still says its
+//! path is fine (the path carried at least that much), worse it says
+//! nothing. A read cell is *bad* when it is worse than the matrix's
+//! median by more than [`WORSE_BY`] of the median and by more
 //! than the figure's own floor (a loss of 0.01% beside a median of 0 is
 //! not a finding), and large enough to be a finding at all (a
 //! retransmission count must also be
@@ -128,31 +130,21 @@ fn worse(metric: &Metric, v: f64, typical: f64) -> bool {
     }
 }
 
-/// The value of a cell the pattern findings may read: measured, and (a
-/// stream cell) limited by the network rather than by a host.
-fn readable(cell: &Cell) -> Option<(f64, bool)> {
+fn value(cell: &Cell) -> Option<f64> {
     match cell {
-        Cell::Value {
-            value,
-            read: true,
-            significant,
-            ..
-        } => Some((*value, *significant)),
+        Cell::Value { value, .. } => Some(*value),
         _ => None,
     }
 }
 
-/// Each readable cell's badness (`None`: not measured, or limited by a
-/// host): worse than the readable cells' median, and large enough to be a
-/// finding at all.
+/// Each measured cell's badness (`None`: not measured, or not known).
+/// The median is every measured cell's. A cell the network limited is bad
+/// when worse than it and large enough to be a finding at all; a cell a
+/// host limited (or undecided) is a lower bound on its path (it carried
+/// at least that much): no worse than the median it says the path is
+/// fine, worse it says nothing about the path.
 fn badness(matrix: &Matrix, metric: &Metric) -> Option<Vec<Vec<Option<bool>>>> {
-    let all: Vec<f64> = matrix
-        .cells
-        .iter()
-        .flatten()
-        .filter_map(readable)
-        .map(|(v, _)| v)
-        .collect();
+    let all: Vec<f64> = matrix.cells.iter().flatten().filter_map(value).collect();
     let typical = median(&all)?;
     Some(
         matrix
@@ -160,9 +152,21 @@ fn badness(matrix: &Matrix, metric: &Metric) -> Option<Vec<Vec<Option<bool>>>> {
             .iter()
             .map(|row| {
                 row.iter()
-                    .map(|c| {
-                        readable(c)
-                            .map(|(v, significant)| significant && worse(metric, v, typical))
+                    .map(|c| match c {
+                        Cell::Value {
+                            value,
+                            read,
+                            significant,
+                            ..
+                        } => {
+                            let bad = *significant && worse(metric, *value, typical);
+                            match (read, bad) {
+                                (true, bad) => Some(bad),
+                                (false, true) => None,
+                                (false, false) => Some(false),
+                            }
+                        }
+                        _ => None,
                     })
                     .collect()
             })
@@ -458,8 +462,7 @@ pub fn asymmetry(matrix: &Matrix, metric: &Metric) -> Vec<Vec<Option<f64>>> {
     let mut map = vec![vec![None; n]; n];
     for (i, row) in map.iter_mut().enumerate() {
         for (j, slot) in row.iter_mut().enumerate() {
-            let read = |c: &Cell| readable(c).map(|(v, _)| v);
-            if let (Some(a), Some(b)) = (read(&matrix.cells[i][j]), read(&matrix.cells[j][i])) {
+            if let (Some(a), Some(b)) = (value(&matrix.cells[i][j]), value(&matrix.cells[j][i])) {
                 // Ratio of this direction against the other, > 1 when this
                 // one is the better (a figure that is worse when higher
                 // counts from its floor: 3% loss one way and none the
