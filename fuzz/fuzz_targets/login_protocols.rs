@@ -30,7 +30,11 @@ fuzz_target!(|data: &[u8]| {
     stream.feed(a, &mut out);
     stream.feed(b, &mut out);
 
-    for (protocol, linemode) in [(Protocol::Telnet, false), (Protocol::Telnet, true), (Protocol::Rlogin, false)] {
+    for (protocol, linemode) in [
+        (Protocol::Telnet, false),
+        (Protocol::Telnet, true),
+        (Protocol::Rlogin, false),
+    ] {
         let (mut session, _) = ServerSession::new(protocol, linemode);
         let _ = session.from_client(a);
         let _ = session.from_client(b);

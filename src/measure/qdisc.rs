@@ -193,23 +193,28 @@ fn index_of(name: &str) -> Result<u32, QdiscError> {
 /// The rate-limiting qdiscs and classes of `interfaces` (of this
 /// namespace), with their counters now.
 pub fn read(interfaces: &[String]) -> Result<Vec<Shaper>, QdiscError> {
+    let indexes = interfaces
+        .iter()
+        .map(|name| Ok((index_of(name)? as i32, name)))
+        .collect::<Result<Vec<_>, QdiscError>>()?;
     let mut socket = Socket::new(NETLINK_ROUTE)?;
     socket.bind_auto()?;
     socket.connect(&SocketAddr::new(0, 0))?;
+    // One dump gives every interface's qdiscs; classes are asked for by
+    // interface.
+    let qdiscs = dump(
+        &socket,
+        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+        1,
+    )?;
     let mut shapers = Vec::new();
-    for (n, name) in interfaces.iter().enumerate() {
-        let index = index_of(name)? as i32;
-        let qdiscs = dump(
-            &socket,
-            RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
-            2 * n as u32 + 1,
-        )?;
+    for (n, &(index, name)) in indexes.iter().enumerate() {
         let classes = dump(
             &socket,
             RouteNetlinkMessage::GetTrafficClass(TcMessage::with_index(index)),
-            2 * n as u32 + 2,
+            n as u32 + 2,
         )?;
-        for (messages, class) in [(qdiscs, false), (classes, true)] {
+        for (messages, class) in [(&qdiscs, false), (&classes, true)] {
             shapers.extend(
                 messages
                     .iter()

@@ -154,6 +154,46 @@ impl TcpInfo {
     }
 }
 
+/// The share of what a sender sent that it sent again: bytes retransmitted
+/// over bytes sent (`tcpi_bytes_retrans`, `tcpi_bytes_sent`, 4.19), else
+/// segments (`tcpi_total_retrans` over `tcpi_data_segs_out`); `None` with
+/// nothing sent to count against.
+pub fn retransmitted_share(
+    bytes_retrans: Option<u64>,
+    bytes_sent: Option<u64>,
+    total_retrans: u32,
+    data_segs_out: Option<u32>,
+) -> Option<f64> {
+    match (bytes_retrans, bytes_sent) {
+        (Some(retrans), Some(sent)) if sent > 0 => Some(retrans as f64 / sent as f64),
+        _ => data_segs_out
+            .filter(|&n| n > 0)
+            .map(|n| f64::from(total_retrans) / f64::from(n)),
+    }
+}
+
+impl TcpInfo {
+    /// The chrono counters, µs: busy, receive-window-limited and
+    /// send-buffer-limited (a kernel before 4.10 has none).
+    pub fn chrono_us(&self) -> Option<[u64; 3]> {
+        Some([
+            self.busy_time_us?,
+            self.rwnd_limited_us?,
+            self.sndbuf_limited_us?,
+        ])
+    }
+
+    /// See [`retransmitted_share`].
+    pub fn retransmitted_share(&self) -> Option<f64> {
+        retransmitted_share(
+            self.bytes_retrans,
+            self.bytes_sent,
+            self.total_retrans,
+            self.data_segs_out,
+        )
+    }
+}
+
 /// BBR's bandwidth estimate, bits/s, from `TCP_CC_INFO` (`struct
 /// tcp_bbr_info`: `bbr_bw_lo`, `bbr_bw_hi`, bytes per second); `None` for
 /// a congestion control that reports no BBR info, or fewer bytes.

@@ -199,6 +199,13 @@ impl ShaperEvidence {
 }
 
 impl SenderTcp {
+    /// What the congestion window allows over the smoothed round trip,
+    /// bits/s.
+    pub(super) fn cwnd_rate_bps(&self) -> f64 {
+        f64::from(self.snd_cwnd) * f64::from(self.snd_mss) * 8.0
+            / (f64::from(self.srtt_us.max(1)) / 1e6)
+    }
+
     pub(super) fn loss_based(&self) -> bool {
         !self
             .congestion_control

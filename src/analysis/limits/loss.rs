@@ -71,16 +71,12 @@ pub(super) fn cost(flow: &FlowEvidence, tcp: &SenderTcp, series: &Series) -> Opt
     if tcp.total_retrans == 0 && tcp.bytes_retrans.unwrap_or(0) == 0 {
         return None;
     }
-    let retrans_share = match (tcp.bytes_retrans, tcp.bytes_sent) {
-        (Some(retrans), Some(sent)) if sent > 0 => retrans as f64 / sent as f64,
-        _ => {
-            let segments = tcp.data_segs_out.unwrap_or(0);
-            if segments == 0 {
-                return None;
-            }
-            f64::from(tcp.total_retrans) / f64::from(segments)
-        }
-    };
+    let retrans_share = crate::measure::tcpinfo::retransmitted_share(
+        tcp.bytes_retrans,
+        tcp.bytes_sent,
+        tcp.total_retrans,
+        tcp.data_segs_out,
+    )?;
     Some(LossCost {
         retrans_share,
         retrans_segments: tcp.total_retrans,
@@ -94,18 +90,19 @@ pub(super) fn cost(flow: &FlowEvidence, tcp: &SenderTcp, series: &Series) -> Opt
 }
 
 /// Loss as the primary cause, when it bound the flow.
-pub(super) fn judge(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    round_trip: &RoundTrip,
-    cost: &LossCost,
-) -> Option<Limit> {
+pub(super) fn judge(busy: &Busy) -> Option<Limit> {
+    let &Busy {
+        flow,
+        tcp,
+        share,
+        round_trip,
+        ..
+    } = busy;
+    let cost = busy.loss.as_ref()?;
     let delivered_bps = round_trip.delivered_bps;
     // A loss-based control halves its window at each loss (its slow-start
     // threshold then set): a window at the delivered rate is the loss's.
-    let window_bps = f64::from(tcp.snd_cwnd) * f64::from(tcp.snd_mss) * 8.0
-        / (f64::from(tcp.srtt_us.max(1)) / 1e6);
+    let window_bps = tcp.cwnd_rate_bps();
     let window_cut = tcp.loss_based()
         && tcp.snd_ssthresh.is_some_and(|s| s < INFINITE_SSTHRESH)
         && window_bps <= WINDOW_SLACK * delivered_bps;

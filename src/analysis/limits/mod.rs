@@ -273,6 +273,18 @@ impl RoundTrip {
     }
 }
 
+/// The flow's busy time as the families read it, gathered once.
+struct Busy<'a> {
+    flow: &'a FlowEvidence,
+    tcp: &'a SenderTcp,
+    /// The share of the run it is.
+    share: f64,
+    round_trip: &'a RoundTrip,
+    series: &'a Series,
+    /// What loss cost the flow, if it lost anything.
+    loss: Option<loss::LossCost>,
+}
+
 /// Busy time not stalled by a buffer, each family asked in turn (see the
 /// module's list): the first whose evidence binds names it.
 fn busy_time(
@@ -285,40 +297,25 @@ fn busy_time(
     if let Some(limit) = paced(flow, share, round_trip.delivered_bps) {
         return limit;
     }
-    // A full link comes first: the flow got the path's rate, whatever
-    // else was near its own limit (named beside it, in the fix).
-    let host = cpu_limit(flow, share);
-    let loss = loss::cost(flow, tcp, series);
-    if let Some(limit) = path::full_link(
+    let busy = Busy {
         flow,
         tcp,
         share,
         round_trip,
         series,
-        loss.as_ref(),
-        host.as_ref(),
-    ) {
+        loss: loss::cost(flow, tcp, series),
+    };
+    // A full link comes first: the flow got the path's rate, whatever
+    // else was near its own limit (named beside it, in the fix).
+    let host = cpu_limit(flow, share);
+    if let Some(limit) = path::full_link(&busy, host.as_ref()) {
         return limit;
     }
-    if let Some(limit) = host {
-        return limit;
-    }
-    if let Some(limit) = at_window(flow, share, round_trip) {
-        return limit;
-    }
-    if let Some(limit) = short_flow::judge(flow, tcp, share, round_trip, series) {
-        return limit;
-    }
-    if let Some(limit) = path::bottleneck(flow, tcp, share, round_trip, series, loss.as_ref()) {
-        return limit;
-    }
-    if let Some(limit) = loss
-        .as_ref()
-        .and_then(|cost| loss::judge(flow, tcp, share, round_trip, cost))
-    {
-        return limit;
-    }
-    nothing_at_bound(flow, tcp, share, round_trip, series)
+    host.or_else(|| at_window(flow, share, round_trip))
+        .or_else(|| short_flow::judge(&busy))
+        .or_else(|| path::bottleneck(&busy))
+        .or_else(|| loss::judge(&busy))
+        .unwrap_or_else(|| nothing_at_bound(&busy))
 }
 
 /// Nothing reached its bound. The wire emulator saturated is the limit (a
@@ -326,16 +323,17 @@ fn busy_time(
 /// with no loss, no plateau and no short run to explain it, was still
 /// opening; otherwise the verdict is undecided, with the busiest part and
 /// what was seen as evidence, and what would decide it.
-fn nothing_at_bound(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    round_trip: &RoundTrip,
-    series: &Series,
-) -> Limit {
+fn nothing_at_bound(busy: &Busy) -> Limit {
+    let &Busy {
+        flow,
+        tcp,
+        share,
+        round_trip,
+        series,
+        ..
+    } = busy;
     let delivered_bps = round_trip.delivered_bps;
-    let window_bytes = f64::from(tcp.snd_cwnd) * f64::from(tcp.snd_mss);
-    let cwnd_rate = window_bytes * 8.0 / f64::from(tcp.srtt_us.max(1)) * 1e6;
+    let cwnd_rate = tcp.cwnd_rate_bps();
     let parts = [
         ("the sender's CPU", flow.sender.load()),
         ("the receiver's CPU", flow.receiver.load()),

@@ -89,15 +89,16 @@ fn held(
 /// A link of known rate that the flow filled (its payload rate within
 /// [`LINK_FULL`] of the link's, or its emulated wire busy that share of
 /// the run). `host`, a side near its own CPU bound, is named beside it.
-pub(super) fn full_link(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    round_trip: &RoundTrip,
-    series: &Series,
-    loss: Option<&LossCost>,
-    host: Option<&Limit>,
-) -> Option<Limit> {
+pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
+    let &Busy {
+        flow,
+        tcp,
+        share,
+        round_trip,
+        series,
+        ..
+    } = busy;
+    let loss = busy.loss.as_ref();
     let rate = flow.path.rate_bps? as f64;
     let delivered_bps = round_trip.delivered_bps;
     let payload_rate = rate / flow.path.overhead.max(1.0);
@@ -157,14 +158,16 @@ pub(super) fn full_link(
 /// flow spent [`RECOVERY_SHARE`] of the run recovering from loss without
 /// a queue or a shaper to show for it (loss, not a bottleneck, set the
 /// rate: see `loss.rs`).
-pub(super) fn bottleneck(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    round_trip: &RoundTrip,
-    series: &Series,
-    loss: Option<&LossCost>,
-) -> Option<Limit> {
+pub(super) fn bottleneck(busy: &Busy) -> Option<Limit> {
+    let &Busy {
+        flow,
+        tcp,
+        share,
+        round_trip,
+        series,
+        ..
+    } = busy;
+    let loss = busy.loss.as_ref();
     let plateau = series.plateau?;
     let delivered_bps = round_trip.delivered_bps;
     if delivered_bps < AT_PLATEAU * plateau.rate_bps {

@@ -54,9 +54,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    (!sorted.is_empty()).then(|| quantile(&sorted, 0.5))
+    crate::record::stats::Spread::of(values).map(|s| s.median)
 }
 
 impl Series {

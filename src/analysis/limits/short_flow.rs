@@ -3,7 +3,6 @@
 //! trips, the handshake) and the window it reached against the one the
 //! path needed say by how much.
 
-use super::series::Series;
 use super::*;
 
 /// A transfer over in this many round trips or fewer is short: slow start
@@ -16,13 +15,15 @@ pub const SHORT_ROUNDS: f64 = 12.0;
 pub const SLOW_START_ROUNDS: f64 = 40.0;
 
 /// A short flow, named with what it took.
-pub(super) fn judge(
-    flow: &FlowEvidence,
-    tcp: &SenderTcp,
-    share: f64,
-    round_trip: &RoundTrip,
-    series: &Series,
-) -> Option<Limit> {
+pub(super) fn judge(busy: &Busy) -> Option<Limit> {
+    let &Busy {
+        flow,
+        tcp,
+        share,
+        round_trip,
+        series,
+        ..
+    } = busy;
     let rtt_s = round_trip.rtt_s;
     let rounds = flow.sender.wall_s / rtt_s;
     let in_slow_start = tcp.loss_based()

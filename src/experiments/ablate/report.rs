@@ -282,8 +282,10 @@ pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
                 s.step.clone(),
                 s.nearest_today.clone(),
                 format!("{:.2}", s.joy_x_step_before),
-                s.now_x_step_before.map_or("-".into(), |x| format!("{x:.2}")),
-                s.now_alone_x_baseline.map_or("-".into(), |x| format!("{x:.2}")),
+                s.now_x_step_before
+                    .map_or("-".into(), |x| format!("{x:.2}")),
+                s.now_alone_x_baseline
+                    .map_or("-".into(), |x| format!("{x:.2}")),
                 num(s.now_mbit_s),
             ]
         })

@@ -36,15 +36,25 @@ const PROBE_AT_MS: u64 = 300;
 
 #[derive(Debug, Error, PartialEq)]
 pub enum PlanError {
-    #[error("--hosts {0}: the storm needs at least 3 hosts (two exchanging the heartbeat, one to forward)")]
+    #[error(
+        "--hosts {0}: the storm needs at least 3 hosts (two exchanging the heartbeat, one to forward)"
+    )]
     TooFewHosts(usize),
-    #[error("--hosts {hosts} cannot hold {suns} Suns, {linux} Linux hosts and the 2 VAXen of the heartbeat")]
-    Mix { hosts: usize, suns: usize, linux: usize },
+    #[error(
+        "--hosts {hosts} cannot hold {suns} Suns, {linux} Linux hosts and the 2 VAXen of the heartbeat"
+    )]
+    Mix {
+        hosts: usize,
+        suns: usize,
+        linux: usize,
+    },
     #[error("{0} of 0: the run would stop before it starts (give a cap above 0)")]
     ZeroCap(&'static str),
     #[error("--sun-broadcast {0} is outside the hosts' network {NET}/{PREFIX}")]
     BroadcastOutside(Ipv4Addr),
-    #[error("--sun-broadcast {0} is a host's address in {NET}/{PREFIX}, not a broadcast (give {NET} or 10.90.0.255)")]
+    #[error(
+        "--sun-broadcast {0} is a host's address in {NET}/{PREFIX}, not a broadcast (give {NET} or 10.90.0.255)"
+    )]
     NotBroadcast(Ipv4Addr),
 }
 
@@ -153,7 +163,12 @@ pub fn model_hosts(spec: &BroadcastSpec) -> Vec<HostConfig> {
     hosts
 }
 
-fn linux_counts(segments: &Segments, netns: &str, port: &str, name: &str) -> Result<LinuxCounts, crate::testbed::netns::TestbedError> {
+fn linux_counts(
+    segments: &Segments,
+    netns: &str,
+    port: &str,
+    name: &str,
+) -> Result<LinuxCounts, crate::testbed::netns::TestbedError> {
     let snmp = segments.proc_net(netns, "snmp")?;
     let netstat = segments.proc_net(netns, "netstat")?;
     Ok(LinuxCounts {
@@ -180,15 +195,29 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
     for l in 0..spec.linux {
         let i = 2 + spec.suns + l;
         let role = format!("h{i}");
-        let host = segments.add_linux(&role, &[(0, host_addr(NET, i), PREFIX, spec.sun_broadcast)], true)?;
+        let host = segments.add_linux(
+            &role,
+            &[(0, host_addr(NET, i), PREFIX, spec.sun_broadcast)],
+            true,
+        )?;
         linux.push((format!("linux-{}", l + 1), host));
     }
     let router_host = if router {
         Some(segments.add_linux(
             "r",
             &[
-                (0, Ipv4Addr::new(10, 90, 0, 254), PREFIX, Ipv4Addr::new(10, 90, 0, 255)),
-                (1, Ipv4Addr::new(10, 90, 1, 254), PREFIX, Ipv4Addr::new(10, 90, 1, 255)),
+                (
+                    0,
+                    Ipv4Addr::new(10, 90, 0, 254),
+                    PREFIX,
+                    Ipv4Addr::new(10, 90, 0, 255),
+                ),
+                (
+                    1,
+                    Ipv4Addr::new(10, 90, 1, 254),
+                    PREFIX,
+                    Ipv4Addr::new(10, 90, 1, 255),
+                ),
             ],
             true,
         )?)
@@ -248,7 +277,10 @@ pub fn run(spec: &BroadcastSpec, verbose: bool) -> Result<BroadcastResult, Contr
     };
     segments.teardown();
     if model.write_errors > 0 {
-        notes.push(format!("{} frames could not be written to their TAP", model.write_errors));
+        notes.push(format!(
+            "{} frames could not be written to their TAP",
+            model.write_errors
+        ));
     }
     Ok(BroadcastResult {
         model,
@@ -293,13 +325,32 @@ mod tests {
     #[test]
     fn bad_plans_are_refused_with_their_reason() {
         assert_eq!(check(&spec()), Ok(()));
-        let too_few = BroadcastSpec { hosts: 2, suns: 0, linux: 0, ..spec() };
+        let too_few = BroadcastSpec {
+            hosts: 2,
+            suns: 0,
+            linux: 0,
+            ..spec()
+        };
         assert_eq!(check(&too_few), Err(PlanError::TooFewHosts(2)));
-        let cap = BroadcastSpec { max_frames: 0, ..spec() };
+        let cap = BroadcastSpec {
+            max_frames: 0,
+            ..spec()
+        };
         assert_eq!(check(&cap), Err(PlanError::ZeroCap("--max-frames")));
-        let outside = BroadcastSpec { sun_broadcast: Ipv4Addr::new(10, 91, 0, 0), ..spec() };
-        assert!(check(&outside).unwrap_err().to_string().contains("outside the hosts' network"));
-        let host = BroadcastSpec { sun_broadcast: Ipv4Addr::new(10, 90, 0, 7), ..spec() };
+        let outside = BroadcastSpec {
+            sun_broadcast: Ipv4Addr::new(10, 91, 0, 0),
+            ..spec()
+        };
+        assert!(
+            check(&outside)
+                .unwrap_err()
+                .to_string()
+                .contains("outside the hosts' network")
+        );
+        let host = BroadcastSpec {
+            sun_broadcast: Ipv4Addr::new(10, 90, 0, 7),
+            ..spec()
+        };
         assert!(matches!(check(&host), Err(PlanError::NotBroadcast(_))));
     }
 
@@ -310,9 +361,19 @@ mod tests {
         let hosts = model_hosts(&spec());
         assert_eq!(hosts.len(), 6);
         assert_eq!(hosts[2].broadcast, NET, "the Suns use the 0's broadcast");
-        let fixed = model_hosts(&BroadcastSpec { fix: Fix::OneBroadcast, ..spec() });
+        let fixed = model_hosts(&BroadcastSpec {
+            fix: Fix::OneBroadcast,
+            ..spec()
+        });
         assert_eq!(fixed[2].broadcast, Ipv4Addr::new(10, 90, 0, 255));
-        let routed = model_hosts(&BroadcastSpec { fix: Fix::Router, ..spec() });
-        assert!(routed[2..].iter().all(|h| !h.on_net(Ipv4Addr::new(10, 90, 0, 1))));
+        let routed = model_hosts(&BroadcastSpec {
+            fix: Fix::Router,
+            ..spec()
+        });
+        assert!(
+            routed[2..]
+                .iter()
+                .all(|h| !h.on_net(Ipv4Addr::new(10, 90, 0, 1)))
+        );
     }
 }

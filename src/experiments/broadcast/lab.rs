@@ -45,10 +45,14 @@ impl LabPart for BroadcastLab {
 
     fn run(&self, lab: &mut Lab) -> Result<(), LabError> {
         if !has_net_admin() {
-            return lab.skipped("broadcast: the storm needs root (network namespaces, a bridge and TAP devices)");
+            return lab.skipped(
+                "broadcast: the storm needs root (network namespaces, a bridge and TAP devices)",
+            );
         }
         eprintln!("lab: broadcast storm, {} runs", self.specs.len());
-        let records = lab.runner.grid(&mut BroadcastMeasure { verbose: false }, &self.specs)?;
+        let records = lab
+            .runner
+            .grid(&mut BroadcastMeasure { verbose: false }, &self.specs)?;
         let mut text = "netlab broadcast: one RIP supply to the all-1's broadcast on a 10 Mbit/s Ethernet of 8 hosts\n".to_string();
         text.push_str(&report::table(&records));
         lab.measured(text)

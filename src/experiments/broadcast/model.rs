@@ -44,9 +44,7 @@
 //! routing-table processing (a RIP datagram that is for the host is taken
 //! in and counted, nothing more).
 
-use crate::wire::ether::{
-    ARP_REPLY, ARP_REQUEST, Arp, BROADCAST_MAC, Frame, Ipv4, Mac, Payload,
-};
+use crate::wire::ether::{ARP_REPLY, ARP_REQUEST, Arp, BROADCAST_MAC, Frame, Ipv4, Mac, Payload};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -68,7 +66,9 @@ pub fn rx_cost_ns() -> u64 {
         .per_packet_us
         .get("observed_fixed")
         .copied()
-        .expect("reference/historical-figures.toml gives bsd_speedups.per_packet_us.observed_fixed");
+        .expect(
+            "reference/historical-figures.toml gives bsd_speedups.per_packet_us.observed_fixed",
+        );
     (us * 1000.0) as u64
 }
 
@@ -102,7 +102,9 @@ pub struct HostConfig {
 
 impl HostConfig {
     fn mask(&self) -> u32 {
-        u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0)
+        u32::MAX
+            .checked_shl(32 - u32::from(self.prefix))
+            .unwrap_or(0)
     }
 
     /// Whether `a` is on this host's network.
@@ -473,7 +475,11 @@ mod tests {
             (h.counters.forwarded, h.counters)
         };
         assert_eq!(forwards(host(Kind::Sun, 1, true)).0, 1);
-        assert_eq!(forwards(host(Kind::Sun, 1, false)).0, 0, "one broadcast address");
+        assert_eq!(
+            forwards(host(Kind::Sun, 1, false)).0,
+            0,
+            "one broadcast address"
+        );
         let mut miller = host(Kind::Sun, 1, true);
         miller.refuse_link_broadcasts = true;
         let (n, counters) = forwards(miller);
@@ -488,7 +494,9 @@ mod tests {
         let mut h = Host::new(host(Kind::Sun, 1, true), 10, 30);
         h.arrive(rip_supply([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 90, 0, 9), ONES, 1).to_bytes());
         for _ in 0..IFQ_MAXLEN + 5 {
-            h.arrive(rip_supply([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 90, 0, 9), ONES, 9).to_bytes());
+            h.arrive(
+                rip_supply([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 90, 0, 9), ONES, 9).to_bytes(),
+            );
         }
         assert_eq!(h.counters.input_drops, 6, "ipintrq holds 50 of the 56");
         for t in 0..200 {
@@ -519,13 +527,23 @@ mod tests {
             )),
         };
         h.arrive(stray.to_bytes());
-        h.arrive(arp_query([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 90, 0, 9), Ipv4Addr::new(10, 90, 0, 1)).to_bytes());
+        h.arrive(
+            arp_query(
+                [2, 0, 0, 0, 0, 9],
+                Ipv4Addr::new(10, 90, 0, 9),
+                Ipv4Addr::new(10, 90, 0, 1),
+            )
+            .to_bytes(),
+        );
         h.arrive(arp_query([2, 0, 0, 0, 0, 9], Ipv4Addr::new(10, 90, 0, 9), ONES).to_bytes());
         for t in 0..10 {
             h.run(t * 10);
         }
         assert_eq!(h.counters.arp_queries, 1);
-        assert_eq!(h.counters.arp_replies, 1, "only the query for its own address");
+        assert_eq!(
+            h.counters.arp_replies, 1,
+            "only the query for its own address"
+        );
         assert_eq!(h.output.len(), 2);
     }
 

@@ -43,7 +43,11 @@ pub struct BroadcastArgs {
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub longer_timeout_ms: u64,
     /// The fixes to run, each a run of its own.
-    #[arg(long, value_delimiter = ',', default_value = "none,one-broadcast,router,no-link-broadcast-forwarding,longer-timeout")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "none,one-broadcast,router,no-link-broadcast-forwarding,longer-timeout"
+    )]
     pub fixes: Vec<Fix>,
     /// Log each command that builds the network.
     #[arg(short, long)]
@@ -69,7 +73,9 @@ impl BroadcastArgs {
             seen.push(fix);
             let spec = BroadcastSpec {
                 hosts: self.hosts,
-                suns: self.suns.unwrap_or_else(|| self.hosts.saturating_sub(2 + linux)),
+                suns: self
+                    .suns
+                    .unwrap_or_else(|| self.hosts.saturating_sub(2 + linux)),
                 linux,
                 sun_broadcast: self.sun_broadcast,
                 ttl: self.ttl,
@@ -97,7 +103,12 @@ pub fn run(args: BroadcastArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     let mut writer = args.run.writer()?;
     let mut runner = args.run.runner(&mut writer)?;
-    let records = runner.grid(&mut BroadcastMeasure { verbose: args.verbose }, &specs)?;
+    let records = runner.grid(
+        &mut BroadcastMeasure {
+            verbose: args.verbose,
+        },
+        &specs,
+    )?;
     drop(runner);
     let doc = serde_json::json!({ "experiment": "broadcast", "records": records.len() });
     args.run.finish(out, &records, doc, || {

@@ -54,9 +54,22 @@ pub fn table(records: &[Record]) -> String {
                     } else {
                         format!("{} / {}", pct(r.peak_utilisation), pct(r.storm_utilisation))
                     },
-                    if r.copies == 0 { "-".into() } else { format!("{:.0}", r.storm_ms) },
+                    if r.copies == 0 {
+                        "-".into()
+                    } else {
+                        format!("{:.0}", r.storm_ms)
+                    },
                     result.model.stopped_by.describe().to_string(),
-                    format!("{:.0} ms (timeout {} ms): {}", r.longest_gap_ms, p.timeout(), if r.survived { "survived" } else { "lost contact" }),
+                    format!(
+                        "{:.0} ms (timeout {} ms): {}",
+                        r.longest_gap_ms,
+                        p.timeout(),
+                        if r.survived {
+                            "survived"
+                        } else {
+                            "lost contact"
+                        }
+                    ),
                     format!("{:.0} ms", r.longest_gap_ms),
                     r.linux_forwarded.to_string(),
                 ]);
@@ -101,7 +114,10 @@ pub fn table(records: &[Record]) -> String {
             }
             None => {
                 row.extend(std::iter::repeat_n(String::new(), 7));
-                row.push(format!("failed: {}", record.error.as_deref().unwrap_or("?")));
+                row.push(format!(
+                    "failed: {}",
+                    record.error.as_deref().unwrap_or("?")
+                ));
             }
         }
         row.push(p.fix.words().to_string());
@@ -145,7 +161,12 @@ pub fn figures(records: &[Record]) -> Vec<Figure> {
                 .bins
                 .iter()
                 .enumerate()
-                .map(|(i, b)| ((i as u64 * m.bin_ms) as f64 / 1000.0, b.frames as f64 * per_s))
+                .map(|(i, b)| {
+                    (
+                        (i as u64 * m.bin_ms) as f64 / 1000.0,
+                        b.frames as f64 * per_s,
+                    )
+                })
                 .collect(),
         });
     }
@@ -189,14 +210,23 @@ impl ReportSection for BroadcastSection {
                 "One RIP supply to the all-1's broadcast, among {} Suns that take the 0's broadcast for theirs and forward with one interface, came back as {} copies (hop by hop {}), each hop multiplying by {}; the wire peaked at {} of 10 Mbit/s and the storm lasted {:.0} ms, stopped by {}. The heartbeat went {:.0} ms without a hello: a timeout of {} ms {}. Today's Linux hosts, given the same wrong broadcast address and forwarding on, forwarded {} of it: their kernel keeps a broadcast route for the all-1's address whatever the configured one (fib_add_ifaddr), and ip_forward drops whatever arrived as a link-level broadcast (skb->pkt_type != PACKET_HOST; RFC 1122 §3.3.6, RFC 1812 §5.3.4). The 1990 hosts' rules and costs are the model's, each read from the BSD sources or from source 003 (see EXPERIMENTS.md); ICMP errors and redirects are left out.",
                 p.suns,
                 r.copies,
-                r.hops.iter().take(6).map(|h| h.to_string()).collect::<Vec<_>>().join(", "),
+                r.hops
+                    .iter()
+                    .take(6)
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 r.gain.map_or("-".into(), |g| format!("{g:.1}")),
                 pct(r.peak_utilisation),
                 r.storm_ms,
                 result.model.stopped_by.describe(),
                 r.longest_gap_ms,
                 p.timeout(),
-                if r.survived { "survived it" } else { "lost contact" },
+                if r.survived {
+                    "survived it"
+                } else {
+                    "lost contact"
+                },
                 r.linux_forwarded,
             );
         }
@@ -239,10 +269,9 @@ impl ReportSection for BroadcastSection {
             .iter()
             .filter(|rec| rec.data.params.fix != Fix::None)
             .filter(|rec| {
-                rec.data
-                    .result
-                    .as_ref()
-                    .is_some_and(|res| res.reading(&rec.data.params).survived || res.model.copies == 0)
+                rec.data.result.as_ref().is_some_and(|res| {
+                    res.reading(&rec.data.params).survived || res.model.copies == 0
+                })
             })
             .map(|rec| rec.data.params.fix.name())
             .collect();

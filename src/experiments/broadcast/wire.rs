@@ -191,7 +191,13 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         if let Some((i, out, end)) = in_flight.take() {
             if end <= t {
                 // SAFETY: writing our own bytes to our own fd.
-                let n = unsafe { libc::write(taps[i].as_raw_fd(), out.bytes.as_ptr().cast(), out.bytes.len()) };
+                let n = unsafe {
+                    libc::write(
+                        taps[i].as_raw_fd(),
+                        out.bytes.as_ptr().cast(),
+                        out.bytes.len(),
+                    )
+                };
                 if n < 0 {
                     write_errors += 1;
                 }
@@ -271,7 +277,10 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         // The wire takes the next frame, each host in turn.
         if in_flight.is_none() {
             let n = hosts.len();
-            if let Some(i) = (0..n).map(|k| (turn + k) % n).find(|&i| !hosts[i].output.is_empty()) {
+            if let Some(i) = (0..n)
+                .map(|k| (turn + k) % n)
+                .find(|&i| !hosts[i].output.is_empty())
+            {
                 let out = hosts[i].output.pop_front().expect("not empty");
                 let end = t.max(wire_free) + wire_time_ns(out.bytes.len(), spec.rate_bps);
                 wire_free = end;
@@ -286,7 +295,9 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         if t >= spec.max_ms * ms || stop.load(Ordering::Relaxed) {
             break Bound::TimeCap;
         }
-        let copies_pending = hosts.iter().any(|h| h.output.iter().any(|o| o.hop.is_some()))
+        let copies_pending = hosts
+            .iter()
+            .any(|h| h.output.iter().any(|o| o.hop.is_some()))
             || in_flight.as_ref().is_some_and(|(_, o, _)| o.hop.is_some());
         let quiet_since = last_copy.unwrap_or(probe_at).max(probe_at);
         if probe_sent && !copies_pending && t >= quiet_since + spec.quiet_ms * ms {
@@ -327,7 +338,12 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             };
             // SAFETY: fds and ts outlive the call.
             unsafe {
-                libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null())
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
             };
         }
     };
@@ -389,7 +405,10 @@ impl Helper for StormModel {
     type Spec = ModelSpec;
     type Report = ModelReport;
     fn doing(spec: &ModelSpec) -> String {
-        format!("starting {} 1990 hosts on their TAP devices", spec.hosts.len())
+        format!(
+            "starting {} 1990 hosts on their TAP devices",
+            spec.hosts.len()
+        )
     }
     fn start(spec: ModelSpec) -> io::Result<StormModel> {
         StormModel::start(spec)

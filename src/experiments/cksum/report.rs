@@ -250,9 +250,15 @@ impl ReportSection for CksumSection {
                 )
             }),
             limit: if hot.fraction_of_limit >= READ_BOUND {
-                format!("reading the bytes ({:.0}% of the read limit)", 100.0 * hot.fraction_of_limit)
+                format!(
+                    "reading the bytes ({:.0}% of the read limit)",
+                    100.0 * hot.fraction_of_limit
+                )
             } else {
-                format!("its own arithmetic ({:.0}% of the read limit)", 100.0 * hot.fraction_of_limit)
+                format!(
+                    "its own arithmetic ({:.0}% of the read limit)",
+                    100.0 * hot.fraction_of_limit
+                )
             },
         })
     }

@@ -301,7 +301,10 @@ mod tests {
                     .map(|row| row.fraction_of_limit)
                     .collect();
                 let best = bounding.iter().copied().fold(0.0, f64::max);
-                assert!((best - 1.0).abs() < 1e-9, "{kind:?} cold={cold}: {bounding:?}");
+                assert!(
+                    (best - 1.0).abs() < 1e-9,
+                    "{kind:?} cold={cold}: {bounding:?}"
+                );
             }
         }
     }

@@ -28,7 +28,6 @@
 //! b = 1 and iowait while idle; busy time excludes iowait.
 
 use crate::endpoint::login::clients::LoginTarget;
-use crate::endpoint::stall::StallBound;
 use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
 use crate::endpoint::login::host::DEFAULT_CORPUS;
@@ -36,6 +35,7 @@ use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
+use crate::endpoint::stall::StallBound;
 use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::refuse;
@@ -644,7 +644,10 @@ impl LimitSearch {
             n = (n * 2).min(self.max_users);
             doublings += 1;
         }
-        ((2 + bisections).min(doublings + bisections), doublings + bisections)
+        (
+            (2 + bisections).min(doublings + bisections),
+            doublings + bisections,
+        )
     }
 
     /// The counts the two extremes of [`probe_range`](Self::probe_range)
@@ -653,7 +656,13 @@ impl LimitSearch {
         let start = self.start.clamp(1, self.max_users.max(1));
         let (fewest, most) = self.probe_range();
         let quick = (0..fewest)
-            .map(|i| if i == 0 { start } else { (start * 2).min(self.max_users) })
+            .map(|i| {
+                if i == 0 {
+                    start
+                } else {
+                    (start * 2).min(self.max_users)
+                }
+            })
             .collect();
         let mut slow = Vec::new();
         let mut n = start;
@@ -677,7 +686,12 @@ pub fn probe_seconds(template: &LoginParams, users: usize) -> f64 {
 pub fn search_plan_line(template: &LoginParams, search: &LimitSearch, servers: usize) -> String {
     let (fewest, most) = search.probe_range();
     let (quick, slow) = search.extremes();
-    let seconds = |counts: &[usize]| counts.iter().map(|&n| probe_seconds(template, n)).sum::<f64>();
+    let seconds = |counts: &[usize]| {
+        counts
+            .iter()
+            .map(|&n| probe_seconds(template, n))
+            .sum::<f64>()
+    };
     let minutes = |s: f64| s / 60.0;
     format!(
         "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {fewest} to {most} probes a server, each the logins, {} s of warm-up and {} s measured (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",

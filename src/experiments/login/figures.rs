@@ -119,7 +119,8 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
     // (`--host-cpu sun3`), their use of that budget is the comparable
     // figure; without them, each curve relative to its own value at its
     // fewest users.
-    let budgeted = |r: &Record| matches!(&r.data, LoginData { params, .. } if params.host_cpu_pct.is_some());
+    let budgeted =
+        |r: &Record| matches!(&r.data, LoginData { params, .. } if params.host_cpu_pct.is_some());
     let relays = ["fork rlogin loopback", "splice rlogin loopback"];
     let budget_use = by_series(
         points
@@ -139,9 +140,10 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
     .into_iter()
     .flatten()
     .collect();
-    let (now_then, then_label) = if budget_use.iter().any(|s| {
-        relays.iter().any(|r| s.name.starts_with(r))
-    }) {
+    let (now_then, then_label) = if budget_use
+        .iter()
+        .any(|s| relays.iter().any(|r| s.name.starts_with(r)))
+    {
         let now: Vec<Series> = budget_use
             .into_iter()
             .filter(|s| relays.iter().any(|r| s.name.starts_with(r)))

@@ -113,11 +113,19 @@ impl LoginExperimentArgs {
             poisson: self.poisson,
             warmup_s: self
                 .warmup
-                .unwrap_or(if self.find_limit { SEARCH_WARMUP } else { WARMUP })
+                .unwrap_or(if self.find_limit {
+                    SEARCH_WARMUP
+                } else {
+                    WARMUP
+                })
                 .as_secs_f64(),
             duration_s: self
                 .duration
-                .unwrap_or(if self.find_limit { SEARCH_WINDOW } else { WINDOW })
+                .unwrap_or(if self.find_limit {
+                    SEARCH_WINDOW
+                } else {
+                    WINDOW
+                })
                 .as_secs_f64(),
             stall: self.run.stall_option()?,
         };

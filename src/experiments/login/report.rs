@@ -466,10 +466,19 @@ impl ReportSection for LoginSection {
             .filter(|r| r.data.params.users == most)
             .filter_map(|r| r.data.result.as_ref())
             .collect();
-        let echo = at_most.iter().map(|r| r.typist.echo_p99_ms).fold(0.0, f64::max);
+        let echo = at_most
+            .iter()
+            .map(|r| r.typist.echo_p99_ms)
+            .fold(0.0, f64::max);
         let cpu = at_most.iter().map(|r| r.server_cpu_pct).fold(0.0, f64::max);
         let h = &crate::report::historical::figures().login_relay_load;
-        let budgeted = records.iter().find_map(|r| r.data.params.host_cpu_preset.as_ref().map(|p| p.name.clone()));
+        let budgeted = records.iter().find_map(|r| {
+            r.data
+                .params
+                .host_cpu_preset
+                .as_ref()
+                .map(|p| p.name.clone())
+        });
         Some(crate::report::html::Headline {
             now: format!(
                 "{most} users: echo p99 at most {echo:.1} ms, a server at most {cpu:.1}% of one CPU"
@@ -491,14 +500,23 @@ impl ReportSection for LoginSection {
     fn limited(records: &[Record]) -> Option<String> {
         let budgeted = records.iter().find_map(|r| {
             let p = &r.data.params;
-            p.host_cpu_preset.as_ref().map(|preset| (p.host_cpu_pct, preset.name.clone()))
+            p.host_cpu_preset
+                .as_ref()
+                .map(|preset| (p.host_cpu_pct, preset.name.clone()))
         });
         if let Some((budget, preset)) = budgeted {
             let found = limits(records, budget);
             if !found.is_empty() {
                 let each: Vec<String> = found
                     .iter()
-                    .map(|l| format!("{} sustains {} users ({})", l.relay.name(), l.sustains, l.why))
+                    .map(|l| {
+                        format!(
+                            "{} sustains {} users ({})",
+                            l.relay.name(),
+                            l.sustains,
+                            l.why
+                        )
+                    })
                     .collect();
                 return Some(format!(
                     "on a {preset}-class CPU budget, the server's CPU per keystroke bounds the users: {}",

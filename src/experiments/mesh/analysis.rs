@@ -331,18 +331,19 @@ pub fn two_modes(metric: &Metric, repeats: &[f64]) -> Option<Modes> {
     }
     let mut order: Vec<usize> = (0..repeats.len()).collect();
     order.sort_by(|&a, &b| repeats[a].total_cmp(&repeats[b]));
-    let scaled: Vec<f64> = order.iter().map(|&i| log_scale(metric, repeats[i])).collect();
+    let scaled: Vec<f64> = order
+        .iter()
+        .map(|&i| log_scale(metric, repeats[i]))
+        .collect();
     let n = scaled.len();
     // The widest gap with two repeats or more on each side.
-    let k = (2..=n - 2).max_by(|&a, &b| {
-        (scaled[a] - scaled[a - 1]).total_cmp(&(scaled[b] - scaled[b - 1]))
-    })?;
+    let k = (2..=n - 2)
+        .max_by(|&a, &b| (scaled[a] - scaled[a - 1]).total_cmp(&(scaled[b] - scaled[b - 1])))?;
     let gap = scaled[k] - scaled[k - 1];
     let own = (scaled[k - 1] - scaled[0]).max(scaled[n - 1] - scaled[k]);
     let separation = if own > 0.0 { gap / own } else { f64::INFINITY };
-    let mean = |places: &[usize]| {
-        places.iter().map(|&i| repeats[i]).sum::<f64>() / places.len() as f64
-    };
+    let mean =
+        |places: &[usize]| places.iter().map(|&i| repeats[i]).sum::<f64>() / places.len() as f64;
     let (low, high) = (order[..k].to_vec(), order[k..].to_vec());
     let (low_mean, high_mean) = (mean(&low), mean(&high));
     let ((worse, mut worse_passes), (better, mut better_passes)) = if metric.higher_is_better {
@@ -402,7 +403,10 @@ pub fn bimodal_cells(matrix: &Matrix, metric: &Metric) -> Vec<Finding> {
         if v.abs() >= 100.0 {
             format!("{v:.0}")
         } else {
-            format!("{v:.3}").trim_end_matches('0').trim_end_matches('.').to_string()
+            format!("{v:.3}")
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+                .to_string()
         }
     };
     for (i, row) in matrix.cells.iter().enumerate() {
@@ -656,9 +660,11 @@ mod tests {
         ));
         let asymmetric = asymmetric_pairs(&m, THROUGHPUT);
         assert_eq!(asymmetric.len(), 7);
-        assert!(asymmetric.iter().all(
-            |f| matches!(f, Finding::Asymmetric { slow_from, .. } if slow_from == "h5")
-        ));
+        assert!(
+            asymmetric
+                .iter()
+                .all(|f| matches!(f, Finding::Asymmetric { slow_from, .. } if slow_from == "h5"))
+        );
     }
 
     #[test]
@@ -682,7 +688,13 @@ mod tests {
         let base = noisy(4);
         // Rack r1 is hosts 2 and 3: slow to and from every other rack.
         let in_r1 = |h: usize| h / 2 == 1;
-        let m = matrix(8, |i, j| if in_r1(i) != in_r1(j) { 250.0 } else { base(i, j) });
+        let m = matrix(8, |i, j| {
+            if in_r1(i) != in_r1(j) {
+                250.0
+            } else {
+                base(i, j)
+            }
+        });
         let findings = read(&m, THROUGHPUT);
         assert_eq!(findings.len(), 1, "{findings:#?}");
         assert!(matches!(
@@ -758,7 +770,13 @@ mod tests {
             });
             let found = bimodal_cells(&m, THROUGHPUT);
             assert_eq!(found.len(), 1, "seed {seed}: {found:#?}");
-            let Finding::Bimodal { from, to, modes, words } = &found[0] else {
+            let Finding::Bimodal {
+                from,
+                to,
+                modes,
+                words,
+            } = &found[0]
+            else {
                 panic!("{found:?}");
             };
             assert_eq!((from.as_str(), to.as_str()), ("h1", "h6"));
@@ -771,7 +789,11 @@ mod tests {
             // passes is never two groups.
             for passes in [6, 8, 20] {
                 let m = repeated(seed, passes, |p| noisy(seed + p as u64)(1, 6));
-                assert_eq!(bimodal_cells(&m, THROUGHPUT), vec![], "seed {seed}, {passes} passes");
+                assert_eq!(
+                    bimodal_cells(&m, THROUGHPUT),
+                    vec![],
+                    "seed {seed}, {passes} passes"
+                );
             }
         }
     }
@@ -797,17 +819,25 @@ mod tests {
         let m = repeated(7, 8, |p| if p < 5 { 1000.0 } else { 300.0 });
         let found = bimodal_cells(&m, THROUGHPUT);
         assert_eq!(found.len(), 1, "{found:#?}");
-        assert!(matches!(&found[0], Finding::Bimodal { modes, .. } if !modes.interleaved && modes.worse_passes == [5, 6, 7]));
+        assert!(
+            matches!(&found[0], Finding::Bimodal { modes, .. } if !modes.interleaved && modes.worse_passes == [5, 6, 7])
+        );
         assert!(found[0].words().contains("changed once during the run"));
     }
 
     #[test]
     fn too_few_repeats_one_outlier_or_close_groups_are_not_two_modes() {
         // Five passes: not read.
-        assert_eq!(two_modes(THROUGHPUT, &[1000.0, 300.0, 1000.0, 300.0, 1000.0]), None);
+        assert_eq!(
+            two_modes(THROUGHPUT, &[1000.0, 300.0, 1000.0, 300.0, 1000.0]),
+            None
+        );
         // One straggler among eight is not a group.
         assert_eq!(
-            two_modes(THROUGHPUT, &[1000.0, 990.0, 1010.0, 300.0, 1005.0, 995.0, 1000.0, 1002.0]),
+            two_modes(
+                THROUGHPUT,
+                &[1000.0, 990.0, 1010.0, 300.0, 1005.0, 995.0, 1000.0, 1002.0]
+            ),
             None
         );
         // Two tight groups 20% apart: within what a bad cell must exceed.

@@ -13,8 +13,8 @@
 //! anything else is refused with the entry that is wrong.
 
 use crate::endpoint::agent::DEFAULT_PORT;
-use crate::wire::dns;
 use crate::experiment::remote::resolve;
+use crate::wire::dns;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use thiserror::Error;
@@ -181,7 +181,9 @@ fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, Stri
     };
     let socket = std::net::UdpSocket::bind(bind).map_err(|e| e.to_string())?;
     socket.connect(server).map_err(|e| e.to_string())?;
-    socket.set_read_timeout(Some(DNS_WAIT)).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(DNS_WAIT))
+        .map_err(|e| e.to_string())?;
     let mut buf = vec![0u8; 65_535];
     let mut answer = None;
     'tries: for _ in 0..2 {
@@ -198,15 +200,23 @@ fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, Stri
             }
         }
     }
-    let response = answer.ok_or_else(|| format!("{server} did not answer within {} s, twice", DNS_WAIT.as_secs()))?;
+    let response = answer.ok_or_else(|| {
+        format!(
+            "{server} did not answer within {} s, twice",
+            DNS_WAIT.as_secs()
+        )
+    })?;
     if !response.truncated {
         return Ok(response);
     }
     // Too many records for a datagram: the same question over TCP, each
     // message behind its two-byte length (RFC 1035 4.2.2).
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&server, DNS_WAIT).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(DNS_WAIT)).map_err(|e| e.to_string())?;
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&server, DNS_WAIT).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(DNS_WAIT))
+        .map_err(|e| e.to_string())?;
     let mut framed = (query.len() as u16).to_be_bytes().to_vec();
     framed.extend_from_slice(&query);
     stream.write_all(&framed).map_err(|e| e.to_string())?;
@@ -248,7 +258,8 @@ fn from_srv(name: &str, servers: &[SocketAddr]) -> Result<Vec<Agent>, String> {
         if records.is_empty() {
             return Err(format!("{name} has no SRV records"));
         }
-        records.sort_by(|a, b| (a.priority, &a.target, a.port).cmp(&(b.priority, &b.target, b.port)));
+        records
+            .sort_by(|a, b| (a.priority, &a.target, a.port).cmp(&(b.priority, &b.target, b.port)));
         return records
             .into_iter()
             .map(|srv| {
@@ -256,7 +267,9 @@ fn from_srv(name: &str, servers: &[SocketAddr]) -> Result<Vec<Agent>, String> {
                     .to_socket_addrs()
                     .map_err(|e| format!("{name}: cannot resolve its target {}: {e}", srv.target))?
                     .next()
-                    .ok_or_else(|| format!("{name}: its target {} resolves to no address", srv.target))?;
+                    .ok_or_else(|| {
+                        format!("{name}: its target {} resolves to no address", srv.target)
+                    })?;
                 Ok(Agent {
                     name: format!("{}:{}", srv.target, srv.port),
                     addr,
@@ -313,7 +326,12 @@ mod tests {
                 .to_string()
                 .contains("no-such-host.invalid")
         );
-        assert!(parse("dns::5310").unwrap_err().to_string().contains("needs a name"));
+        assert!(
+            parse("dns::5310")
+                .unwrap_err()
+                .to_string()
+                .contains("needs a name")
+        );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("agents");
         std::fs::write(&file, "127.0.0.1\n127.0.0.2 zone\n").unwrap();
@@ -360,7 +378,9 @@ mod tests {
                 let mut query = vec![0u8; u16::from_be_bytes(len) as usize];
                 stream.read_exact(&mut query).unwrap();
                 let answer = reply(&query, false);
-                stream.write_all(&(answer.len() as u16).to_be_bytes()).unwrap();
+                stream
+                    .write_all(&(answer.len() as u16).to_be_bytes())
+                    .unwrap();
                 stream.write_all(&answer).unwrap();
             }
         });
@@ -389,10 +409,21 @@ mod tests {
                 truncate,
             );
             let agents = from_srv("_control._tcp.agents", &[server]).unwrap();
-            let named: Vec<(&str, u16)> = agents.iter().map(|a| (a.name.as_str(), a.addr.port())).collect();
-            assert_eq!(named, [("127.0.0.1:5311", 5311), ("localhost:5400", 5400)], "truncated {truncate}");
+            let named: Vec<(&str, u16)> = agents
+                .iter()
+                .map(|a| (a.name.as_str(), a.addr.port()))
+                .collect();
+            assert_eq!(
+                named,
+                [("127.0.0.1:5311", 5311), ("localhost:5400", 5400)],
+                "truncated {truncate}"
+            );
         }
         let none = fake_server(vec![], false);
-        assert!(from_srv("_x._tcp.agents", &[none]).unwrap_err().contains("no SRV records"));
+        assert!(
+            from_srv("_x._tcp.agents", &[none])
+                .unwrap_err()
+                .contains("no SRV records")
+        );
     }
 }

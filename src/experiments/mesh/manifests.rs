@@ -67,8 +67,16 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     for domain_label in cluster.cluster_domain.split('.') {
         check_label("--cluster-domain", domain_label)?;
     }
-    if cluster.image.is_empty() || cluster.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        bail!("--image {:?}: give an image reference (no spaces)", cluster.image);
+    if cluster.image.is_empty()
+        || cluster
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        bail!(
+            "--image {:?}: give an image reference (no spaces)",
+            cluster.image
+        );
     }
     if let Some(schedule) = cluster.schedule
         && schedule.split_whitespace().count() != 5
@@ -92,9 +100,21 @@ metadata:
   labels:
     app.kubernetes.io/part-of: netlab
 ",
-        job = if cluster.schedule.is_some() { "CronJob" } else { "Job" },
-        pod = if cluster.pod_network { " --pod-network" } else { "" },
-        cron = if cluster.schedule.is_some() { " --schedule ..." } else { "" },
+        job = if cluster.schedule.is_some() {
+            "CronJob"
+        } else {
+            "Job"
+        },
+        pod = if cluster.pod_network {
+            " --pod-network"
+        } else {
+            ""
+        },
+        cron = if cluster.schedule.is_some() {
+            " --schedule ..."
+        } else {
+            ""
+        },
     ));
     match cluster.key {
         Some(path) => {
@@ -125,8 +145,7 @@ data:
         )),
     }
     let network = if cluster.pod_network {
-        "      # The pod network: the CNI's path between nodes is measured.\n"
-            .to_string()
+        "      # The pod network: the CNI's path between nodes is measured.\n".to_string()
     } else {
         "      # The nodes' own network: what the hosts get, without the CNI.\n      hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet\n"
             .to_string()
@@ -377,12 +396,33 @@ mod tests {
     #[test]
     fn bad_names_images_and_schedules_are_refused_by_name() {
         let refused = |c: Cluster<'_>| render(&c).unwrap_err().to_string();
-        assert!(refused(Cluster { namespace: "Net_Lab", ..cluster() }).contains("--namespace"));
-        assert!(refused(Cluster { image: "a b", ..cluster() }).contains("--image"));
-        assert!(refused(Cluster { schedule: Some("daily"), ..cluster() }).contains("--schedule"));
         assert!(
-            refused(Cluster { cluster_domain: "cluster..local", ..cluster() })
-                .contains("--cluster-domain")
+            refused(Cluster {
+                namespace: "Net_Lab",
+                ..cluster()
+            })
+            .contains("--namespace")
+        );
+        assert!(
+            refused(Cluster {
+                image: "a b",
+                ..cluster()
+            })
+            .contains("--image")
+        );
+        assert!(
+            refused(Cluster {
+                schedule: Some("daily"),
+                ..cluster()
+            })
+            .contains("--schedule")
+        );
+        assert!(
+            refused(Cluster {
+                cluster_domain: "cluster..local",
+                ..cluster()
+            })
+            .contains("--cluster-domain")
         );
     }
 
@@ -391,9 +431,17 @@ mod tests {
         let host = render(&cluster()).unwrap();
         assert!(host.contains("hostNetwork: true"));
         assert!(host.contains("kind: Job\n"));
-        let pod = render(&Cluster { pod_network: true, ..cluster() }).unwrap();
+        let pod = render(&Cluster {
+            pod_network: true,
+            ..cluster()
+        })
+        .unwrap();
         assert!(!pod.contains("hostNetwork"));
-        let cron = render(&Cluster { schedule: Some("0 3 * * *"), ..cluster() }).unwrap();
+        let cron = render(&Cluster {
+            schedule: Some("0 3 * * *"),
+            ..cluster()
+        })
+        .unwrap();
         assert!(cron.contains("kind: CronJob") && cron.contains("schedule: \"0 3 * * *\""));
         for yaml in [&host, &pod, &cron] {
             assert!(yaml.contains("dns:netlab-agents.netlab.svc.cluster.local:5310"));

@@ -168,9 +168,7 @@ pub struct Matrix {
 /// without a label sort after those with one).
 pub fn sort_hosts(hosts: &mut [(String, BTreeMap<String, String>)]) {
     let key = |labels: &BTreeMap<String, String>, k: &str| {
-        labels
-            .get(k)
-            .map_or((1, String::new()), |v| (0, v.clone()))
+        labels.get(k).map_or((1, String::new()), |v| (0, v.clone()))
     };
     hosts.sort_by(|(a, la), (b, lb)| {
         key(la, "zone")
@@ -219,8 +217,7 @@ impl Matrix {
         let n = hosts.len();
         // Each cell's measurements by pass (value, verdict), and its last failure.
         type Measured = (f64, Option<String>, Option<Factor>, bool);
-        let mut measured: Vec<Vec<BTreeMap<usize, Measured>>> =
-            vec![vec![BTreeMap::new(); n]; n];
+        let mut measured: Vec<Vec<BTreeMap<usize, Measured>>> = vec![vec![BTreeMap::new(); n]; n];
         let mut failures: Vec<Vec<Option<String>>> = vec![vec![None; n]; n];
         for line in results.iter().filter(|l| l.test == metric.test) {
             let (Some(&i), Some(&j)) = (index.get(line.from.as_str()), index.get(line.to.as_str()))
@@ -253,8 +250,8 @@ impl Matrix {
                         let repeats: Vec<f64> = passes.values().map(|(v, ..)| *v).collect();
                         let limits: Vec<Option<Factor>> =
                             passes.values().map(|(_, _, f, _)| *f).collect();
-                        let significant = 2 * passes.values().filter(|p| p.3).count()
-                            >= passes.len();
+                        let significant =
+                            2 * passes.values().filter(|p| p.3).count() >= passes.len();
                         let read = metric.test != MeshTest::Stream || network_bound(&limits);
                         match crate::record::stats::Spread::of(&repeats) {
                             Some(spread) => {
@@ -417,10 +414,7 @@ mod tests {
         let hosts = hosts_of(&results, &inventory);
         let m = Matrix::of(&METRICS[0], &hosts, &results);
         assert_eq!(m.hosts, ["a", "b", "c"]);
-        assert_eq!(
-            m.csv(),
-            "from\\to,a,b,c\na,,900,850.5\nb,failed,,\nc,,,\n"
-        );
+        assert_eq!(m.csv(), "from\\to,a,b,c\na,,900,850.5\nb,failed,,\nc,,,\n");
         assert!(Matrix::of(&METRICS[3], &hosts, &results).is_empty());
     }
 

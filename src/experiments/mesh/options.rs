@@ -210,21 +210,24 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
         Some(MeshCommand::Manifests(m)) => {
             // The mesh's own options, checked as `netlab mesh` would.
             for test in m.tests.split(',') {
-                <MeshTest as clap::ValueEnum>::from_str(test, false)
-                    .map_err(|_| anyhow::anyhow!("--tests {}: {test:?} is not stream, rtt or loss", m.tests))?;
+                <MeshTest as clap::ValueEnum>::from_str(test, false).map_err(|_| {
+                    anyhow::anyhow!("--tests {}: {test:?} is not stream, rtt or loss", m.tests)
+                })?;
             }
             humantime::parse_duration(&m.duration)
                 .map_err(|e| anyhow::anyhow!("--duration {}: {e}", m.duration))?;
-            let yaml = crate::experiments::mesh::manifests::render(&crate::experiments::mesh::manifests::Cluster {
-                namespace: &m.namespace,
-                image: &m.image,
-                pod_network: m.pod_network,
-                key: m.key.as_deref(),
-                schedule: m.schedule.as_deref(),
-                cluster_domain: &m.cluster_domain,
-                tests: &m.tests,
-                duration: &m.duration,
-            })?;
+            let yaml = crate::experiments::mesh::manifests::render(
+                &crate::experiments::mesh::manifests::Cluster {
+                    namespace: &m.namespace,
+                    image: &m.image,
+                    pod_network: m.pod_network,
+                    key: m.key.as_deref(),
+                    schedule: m.schedule.as_deref(),
+                    cluster_domain: &m.cluster_domain,
+                    tests: &m.tests,
+                    duration: &m.duration,
+                },
+            )?;
             out.text(&yaml)?;
             Ok(())
         }
@@ -237,7 +240,9 @@ const MAX_TEST: Duration = Duration::from_secs(86_400);
 
 fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
     let Some(key) = args.key.clone() else {
-        bail!("netlab mesh needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)");
+        bail!(
+            "netlab mesh needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)"
+        );
     };
     let (dir, resume) = match (&args.resume, &args.out) {
         (Some(dir), _) => (dir.clone(), true),
@@ -261,14 +266,21 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         let inventory = inventory::parse(&spec)?;
         let duration = args.pass.duration;
         if duration.is_zero() || duration > MAX_TEST {
-            bail!("--duration {}: give more than 0 and at most a day", humantime::format_duration(duration));
+            bail!(
+                "--duration {}: give more than 0 and at most a day",
+                humantime::format_duration(duration)
+            );
         }
         let rate = crate::testbed::link::parse_rate(&args.loss_rate)
             .map_err(|e| anyhow::anyhow!("--loss-rate {}: {e}", args.loss_rate))?;
         if rate == 0 {
-            bail!("--loss-rate {}: the loss test needs a rate above zero", args.loss_rate);
+            bail!(
+                "--loss-rate {}: the loss test needs a rate above zero",
+                args.loss_rate
+            );
         }
-        let lengths = crate::experiments::stream::udp::MIN_LENGTH..=crate::experiments::stream::udp::MAX_LENGTH;
+        let lengths = crate::experiments::stream::udp::MIN_LENGTH
+            ..=crate::experiments::stream::udp::MAX_LENGTH;
         if !lengths.contains(&args.loss_length) {
             bail!(
                 "--loss-length {}: give {} to {} bytes",
@@ -346,11 +358,15 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         bail!(
             "{} tests failed (each is a line of {} with its reason){}",
             summary.failed,
-            dir.join(crate::experiments::mesh::record::RESULTS).display(),
+            dir.join(crate::experiments::mesh::record::RESULTS)
+                .display(),
             if lost.is_empty() {
                 String::new()
             } else {
-                format!("; agents that took no part or were lost:\n  {}", lost.join("\n  "))
+                format!(
+                    "; agents that took no part or were lost:\n  {}",
+                    lost.join("\n  ")
+                )
             }
         );
     }
@@ -371,7 +387,9 @@ fn print_findings(
     }
     let mut text = String::new();
     if found.is_empty() {
-        text.push_str("nothing stands out: every measured cell is within reach of the typical one\n");
+        text.push_str(
+            "nothing stands out: every measured cell is within reach of the typical one\n",
+        );
     }
     for line in found {
         text.push_str(line);
@@ -454,7 +472,11 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
         text,
         "{} rounds of disjoint pairs (the circle method's {}), {} steps; each step runs {} ({} s each, plus about {} s to set up): about {}{}",
         schedule.rounds(),
-        if args.bidir { "N-1, or N for odd N" } else { "2(N-1), or 2N for odd N" },
+        if args.bidir {
+            "N-1, or N for odd N"
+        } else {
+            "2(N-1), or 2N for odd N"
+        },
         steps,
         args.tests
             .iter()
@@ -465,7 +487,10 @@ fn print_plan(plan: &PlanArgs, out: &mut Output) -> anyhow::Result<()> {
         TEST_OVERHEAD.as_secs(),
         humantime::format_duration(Duration::from_secs(estimate.as_secs())),
         if args.passes > 1 {
-            format!(" for {} passes (each pair measured {} times)", args.passes, args.passes)
+            format!(
+                " for {} passes (each pair measured {} times)",
+                args.passes, args.passes
+            )
         } else {
             " a pass".to_string()
         }

@@ -93,8 +93,7 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
             })
             .collect()
     };
-    let typical =
-        analysis::median(&values(&mut matrix.cells.iter().flatten())).unwrap_or(0.0);
+    let typical = analysis::median(&values(&mut matrix.cells.iter().flatten())).unwrap_or(0.0);
     let mut html = String::from("<table class=\"heat\">");
     html.push_str(&group_rows(matrix));
     html.push_str("<tr><th>from \\ to</th>");
@@ -148,7 +147,11 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                         format!(
                             " (median of {} passes: {})",
                             repeats.len(),
-                            repeats.iter().map(|v| number(*v)).collect::<Vec<_>>().join(", ")
+                            repeats
+                                .iter()
+                                .map(|v| number(*v))
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )
                     } else {
                         String::new()
@@ -206,7 +209,11 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
             column.map_or(String::new(), number)
         );
     }
-    let _ = write!(html, "<td class=\"median\">{}</td></tr></table>", number(typical));
+    let _ = write!(
+        html,
+        "<td class=\"median\">{}</td></tr></table>",
+        number(typical)
+    );
     html
 }
 
@@ -280,13 +287,24 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         escape(&manifest.controller),
         escape(&manifest.netlab_version),
         escape(&manifest.agents_spec),
-        pass.tests.iter().map(|t| t.name()).collect::<Vec<_>>().join(", "),
+        pass.tests
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         pass.duration_s,
         pass.mode.name(),
-        if pass.bidir { ", both directions at once" } else { "" },
+        if pass.bidir {
+            ", both directions at once"
+        } else {
+            ""
+        },
         pass.seed,
         if pass.passes > 1 {
-            format!("; {} passes, each cell the median of its passes", pass.passes)
+            format!(
+                "; {} passes, each cell the median of its passes",
+                pass.passes
+            )
         } else {
             String::new()
         }
@@ -433,7 +451,10 @@ mod tests {
         assert!(html.contains("class=\"failed\" title=\"c → a: failed: agent c &lt;lost&gt;\""));
         assert!(html.contains("class=\"missing\" title=\"c → b: not measured"));
         assert!(html.contains("limited by the link"));
-        assert!(html.contains("host a: throughput is worse in its row"), "{html}");
+        assert!(
+            html.contains("host a: throughput is worse in its row"),
+            "{html}"
+        );
         assert!(!html.contains("<script"));
     }
 }

@@ -15,6 +15,7 @@
 //! - a test that failed is recorded once, and not retried in this run (a
 //!   `--resume` retries it: only measured tests count as finished there).
 
+use crate::analysis::limits::Verdict;
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::lock;
 use crate::experiment::processes::ControlError;
@@ -27,7 +28,6 @@ use crate::experiments::mesh::record::{
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::experiments::stream::cell::{StreamConfig, run_once};
-use crate::analysis::limits::Verdict;
 use crate::experiments::stream::record::{
     Amount, Direction, EndpointReport, Flows, StreamResult, UdpPace,
 };
@@ -103,7 +103,10 @@ impl Results {
         text.push('\n');
         {
             let mut file = lock(&self.file);
-            if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.sync_data()) {
+            if let Err(e) = file
+                .write_all(text.as_bytes())
+                .and_then(|()| file.sync_data())
+            {
                 lock(&self.broken).get_or_insert_with(|| e.to_string());
                 return Err(e).context("writing results.jsonl");
             }
@@ -173,11 +176,16 @@ impl MeshRun {
             }
             self.stop_if_interrupted(&results)?;
             if self.pass.passes > 1 {
-                say(&format!("netlab mesh: pass {} of {}", pass + 1, self.pass.passes));
+                say(&format!(
+                    "netlab mesh: pass {} of {}",
+                    pass + 1,
+                    self.pass.passes
+                ));
             }
             // Each pass is its own run on the agents.
             remote::close_all();
-            let outcome = self.run_pass(pass, &results, &mut hosts, &mut manifest, &mut summary, say);
+            let outcome =
+                self.run_pass(pass, &results, &mut hosts, &mut manifest, &mut summary, say);
             remote::close_all();
             outcome?;
         }
@@ -199,11 +207,14 @@ impl MeshRun {
             return Ok(());
         }
         let saved = lock(&results.counts).0;
-        Err(anyhow::Error::new(crate::experiment::MeasureError::Interrupted { saved })
-            .context(format!(
-                "the mesh stopped; --resume {} finishes it",
-                self.dir.display()
-            )))
+        Err(
+            anyhow::Error::new(crate::experiment::MeasureError::Interrupted { saved }).context(
+                format!(
+                    "the mesh stopped; --resume {} finishes it",
+                    self.dir.display()
+                ),
+            ),
+        )
     }
 
     /// Whether every pair-test of `pass` is measured already (a resumed
@@ -329,7 +340,9 @@ impl MeshRun {
         self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
         let mut schedule = whole.remaining(&lost, &done)?;
         if spec.mode == crate::experiments::mesh::schedule::Mode::Stress {
-            say("netlab mesh: stress: every pair of a round starts at once and they share the network on purpose (a bisection test); a cell is not its path's own figure");
+            say(
+                "netlab mesh: stress: every pair of a round starts at once and they share the network on purpose (a bisection test); a cell is not its path's own figure",
+            );
         }
         'pass: loop {
             say(&format!(
@@ -338,7 +351,11 @@ impl MeshRun {
                 schedule.hosts().count(),
                 schedule.rounds(),
                 spec.mode.name(),
-                if spec.bidir { ", both ways at once" } else { "" }
+                if spec.bidir {
+                    ", both ways at once"
+                } else {
+                    ""
+                }
             ));
             for r in 0..schedule.rounds() {
                 let pairs = schedule.round(r);
@@ -569,7 +586,10 @@ impl MeshRun {
         at: At,
         started: String,
     ) -> PairTest {
-        let (from, to) = (&hosts[direction.from as usize], &hosts[direction.to as usize]);
+        let (from, to) = (
+            &hosts[direction.from as usize],
+            &hosts[direction.to as usize],
+        );
         PairTest {
             test,
             from: from.name.clone(),
@@ -659,10 +679,15 @@ impl MeshRun {
         {
             return (false, 0.0);
         }
-        let (from, to) = (&hosts[pair.from as usize].name, &hosts[pair.to as usize].name);
+        let (from, to) = (
+            &hosts[pair.from as usize].name,
+            &hosts[pair.to as usize].name,
+        );
         let start = Instant::now();
         let measured = match test {
-            MeshTest::Stream => self.stream(from, to, None).map(|r| stream_figures(&r, false)),
+            MeshTest::Stream => self
+                .stream(from, to, None)
+                .map(|r| stream_figures(&r, false)),
             MeshTest::Loss => {
                 let pace = UdpPace {
                     rate_bps: self.pass.loss_rate_bps,
@@ -749,7 +774,11 @@ impl MeshRun {
     /// (and then `to` calling `from` with `--bidir`). The calls per
     /// repetition fill the test's length at the round trip the control
     /// channels showed.
-    fn rtt(&self, from: &str, to: &str) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
+    fn rtt(
+        &self,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
         let mut ends = vec![(from, to)];
         if self.pass.bidir {
             ends.push((to, from));
@@ -780,7 +809,8 @@ impl MeshRun {
                 purpose: Purpose::Measure,
                 capture_timeline: false,
             };
-            let result = crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
+            let result =
+                crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
             let figures = PairFigures {
                 rtt_p50_us: Some(result.client.latency_us_p50),
                 rtt_p99_us: Some(result.client.latency_us_p99),
@@ -815,20 +845,19 @@ fn direction_figures(
         throughput_mbit_s: Some(throughput_mbit_s),
         retransmits: info.map(|i| u64::from(i.total_retrans)),
         tcp_rtt_ms: info.map(|i| f64::from(i.rtt_us) / 1000.0),
-        retransmitted_pct: info.and_then(|i| match (i.bytes_retrans, i.bytes_sent) {
-            (Some(r), Some(s)) if s > 0 => Some(100.0 * r as f64 / s as f64),
-            _ => i
-                .data_segs_out
-                .filter(|&n| n > 0)
-                .map(|n| 100.0 * f64::from(i.total_retrans) / f64::from(n)),
-        }),
+        retransmitted_pct: info
+            .and_then(|i| i.retransmitted_share())
+            .map(|share| 100.0 * share),
         ..PairFigures::default()
     }
     .judged(limits)
 }
 
 /// Each direction's figures of a stream result, forward first.
-fn stream_figures(result: &StreamResult, udp: bool) -> Vec<(PairFigures, Option<serde_json::Value>)> {
+fn stream_figures(
+    result: &StreamResult,
+    udp: bool,
+) -> Vec<(PairFigures, Option<serde_json::Value>)> {
     let detail = serde_json::to_value(result).ok();
     let mut flows: Vec<_> = result.flows.iter().collect();
     flows.sort_by_key(|f| f.reverse);
@@ -892,7 +921,10 @@ fn reach_all(inventory: &[Agent]) -> Vec<Result<Arc<AgentLink>, String>> {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err("the handshake panicked".into())))
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("the handshake panicked".into()))
+                })
                 .collect()
         });
         reached.extend(batch);

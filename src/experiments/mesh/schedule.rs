@@ -46,7 +46,9 @@ impl Pair {
 }
 
 /// How tests may overlap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The pairs of a round run at once (at most `--max-pairs`), no host
@@ -307,7 +309,11 @@ mod tests {
                     assert_ne!(in_round[h], r, "host {h} twice in round {r} (n = {n})");
                     in_round[h] = r;
                 }
-                let key = if s.bidir { a.min(b) * n + a.max(b) } else { a * n + b };
+                let key = if s.bidir {
+                    a.min(b) * n + a.max(b)
+                } else {
+                    a * n + b
+                };
                 assert!(!seen[key], "{p:?} twice (n = {n})");
                 seen[key] = true;
                 count += 1;
@@ -409,7 +415,11 @@ mod tests {
             let done: HashSet<Pair> = (0..after).flat_map(|r| s.round(r)).collect();
             let next = s.remaining(&lost, &done).unwrap();
             let survivors = (n as usize) - lost.len();
-            let lap = if survivors.is_multiple_of(2) { survivors - 1 } else { survivors };
+            let lap = if survivors.is_multiple_of(2) {
+                survivors - 1
+            } else {
+                survivors
+            };
             assert_eq!(next.rounds(), if bidir { lap } else { 2 * lap });
             let mut measured: HashSet<Pair> = done.clone();
             let mut pairs = Vec::new();
@@ -427,7 +437,11 @@ mod tests {
                 assert!(measured.insert(*p), "{p:?} both orphaned and measured");
             }
             let want = (n * (n - 1)) as usize / if bidir { 2 } else { 1 };
-            assert_eq!(measured.len(), want, "n = {n}: measured + orphaned = the pass");
+            assert_eq!(
+                measured.len(),
+                want,
+                "n = {n}: measured + orphaned = the pass"
+            );
         }
         let s = Schedule::new(&all(3), 0, false, Mode::Host, None).unwrap();
         assert_eq!(

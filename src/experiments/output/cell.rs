@@ -19,11 +19,11 @@
 //! data segments received per KB of terminal data and their mean size.
 
 use crate::endpoint::login::clients::LoginTarget;
-use crate::endpoint::stall::StallBound;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
+use crate::endpoint::stall::StallBound;
 use crate::experiment::CellError;
 use crate::experiment::Interrupted;
 use crate::experiment::helpers::Bed;

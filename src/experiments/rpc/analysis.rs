@@ -577,11 +577,8 @@ pub fn call_split(params: &RpcParams, result: &RpcResult) -> Option<CallSplit> {
     } else {
         Some(per_call(result.server.work_ns as f64 / 1e9))
     };
-    let counted = wire_us
-        + stack_us
-        + wakeup_us.unwrap_or(0.0)
-        + server_us.unwrap_or(0.0)
-        + client_us;
+    let counted =
+        wire_us + stack_us + wakeup_us.unwrap_or(0.0) + server_us.unwrap_or(0.0) + client_us;
     let waiting_us = (call_us - counted).max(0.0);
     let overlap_us = (counted - call_us).max(0.0);
     let mut split = CallSplit {
@@ -665,7 +662,8 @@ fn wire_per_call(
                         .into(),
                 ),
                 None => {
-                    missing.push("the path's round trip (no link model; UDP has no min_rtt)".into());
+                    missing
+                        .push("the path's round trip (no link model; UDP has no min_rtt)".into());
                     (0.0, 0.0, "unknown".into())
                 }
             }
@@ -845,7 +843,10 @@ mod split_tests {
         let split = call_split(&params, &result).unwrap();
         assert_eq!(split.bound, CallPart::Wire);
         // 4096 bytes in three full-size frames at 10 Mbit/s.
-        assert!(split.wire_us > 3_300.0 && split.wire_us < 3_600.0, "{split:?}");
+        assert!(
+            split.wire_us > 3_300.0 && split.wire_us < 3_600.0,
+            "{split:?}"
+        );
         assert!(split.fix.contains("link's rate"), "{}", split.fix);
     }
 

@@ -313,7 +313,8 @@ pub fn call_time_table(measured: &[(&RpcParams, &RpcResult)]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\nwhere each call's time went (µs per call, mean over every call):\n");
+    let mut out =
+        String::from("\nwhere each call's time went (µs per call, mean over every call):\n");
     out.push_str(&markdown(
         &[
             "cell",
@@ -587,14 +588,23 @@ impl ReportSection for RpcSection {
         let (params, result) = cells
             .iter()
             .filter(|(p, _)| p.size == 0)
-            .min_by(|a, b| a.1.client.latency_us_p50.total_cmp(&b.1.client.latency_us_p50))
+            .min_by(|a, b| {
+                a.1.client
+                    .latency_us_p50
+                    .total_cmp(&b.1.client.latency_us_p50)
+            })
             .or_else(|| cells.iter().min_by_key(|(p, _)| p.size))?;
         let h = &crate::report::historical::figures().rpc_size_sweep;
         let then = h.rows.first().map(|row| {
             format!(
                 "1989: {} ms a null call over TCP, {} ms at 4096 B (Sun-3/60, SunOS 4.0.1)",
                 row.get(1).copied().unwrap_or(f64::NAN),
-                h.rows.iter().find(|r| r[0] == 4096.0).and_then(|r| r.get(1)).copied().unwrap_or(f64::NAN)
+                h.rows
+                    .iter()
+                    .find(|r| r[0] == 4096.0)
+                    .and_then(|r| r.get(1))
+                    .copied()
+                    .unwrap_or(f64::NAN)
             )
         });
         let findings = findings_from_records(records);
@@ -605,7 +615,11 @@ impl ReportSection for RpcSection {
                 first.size,
                 first.column,
                 first.ratio,
-                if first.diagnosis.is_some() { ", diagnosed below" } else { "" }
+                if first.diagnosis.is_some() {
+                    ", diagnosed below"
+                } else {
+                    ""
+                }
             ),
             None => "no call stalls".into(),
         };
@@ -627,10 +641,12 @@ impl ReportSection for RpcSection {
         use crate::experiments::rpc::analysis::{findings_from_records, measured_records, results};
         let findings = findings_from_records(records);
         if let Some(first) = findings.first() {
-            let cause = first.diagnosis.as_ref().map_or(
-                " (not diagnosed: no reruns recorded)".to_string(),
-                |d| format!(": {}", d.cause),
-            );
+            let cause = first
+                .diagnosis
+                .as_ref()
+                .map_or(" (not diagnosed: no reruns recorded)".to_string(), |d| {
+                    format!(": {}", d.cause)
+                });
             return Some(format!(
                 "{} of the measured cells stall; {} bytes ({}) takes {:.1}x what its neighbours predict{cause}",
                 findings.len(),

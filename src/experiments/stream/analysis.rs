@@ -5,15 +5,15 @@
 //! network engineers and iperf3 count link rates); a KB in "µs CPU per KB"
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
+use crate::analysis::limits::{
+    CoreEvidence, FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
+};
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::UdpLossSites;
 use crate::experiments::stream::record::{Bottleneck, StreamFigures};
 use crate::experiments::stream::record::{
     EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
-};
-use crate::analysis::limits::{
-    CoreEvidence, FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
@@ -166,7 +166,7 @@ pub fn flow_evidence(
         }
         _ => (None, String::new(), false),
     };
-    let path = PathEvidence {
+    let mut path = PathEvidence {
         rate_bps,
         rate_source,
         overhead: (mss + 52.0 + framing) / mss,
@@ -182,22 +182,24 @@ pub fn flow_evidence(
         shapers: Vec::new(),
         unread: Vec::new(),
     };
-    let mut path = path;
     for (end, who, direction) in [
         (sender, "the sender", "egress"),
         (receiver, "the receiver", "ingress, via ifb"),
     ] {
-        path.shapers
-            .extend(end.shapers.iter().map(|s| crate::analysis::limits::ShaperEvidence {
-                host: who.into(),
-                interface: s.interface.clone(),
-                direction: direction.into(),
-                kind: s.kind.clone(),
-                rate_bps: s.rate_bps,
-                drops: s.drops,
-                overlimits: s.overlimits,
-                backlog_bytes: Some(s.backlog_bytes),
-            }));
+        path.shapers.extend(
+            end.shapers
+                .iter()
+                .map(|s| crate::analysis::limits::ShaperEvidence {
+                    host: who.into(),
+                    interface: s.interface.clone(),
+                    direction: direction.into(),
+                    kind: s.kind.clone(),
+                    rate_bps: s.rate_bps,
+                    drops: s.drops,
+                    overlimits: s.overlimits,
+                    backlog_bytes: Some(s.backlog_bytes),
+                }),
+        );
         if let Some(why) = &end.shapers_unread {
             path.unread.push(format!("{who}'s shapers: {why}"));
         }
@@ -273,10 +275,9 @@ pub fn udp_loss_sites(
     let receiving_device = emulator.map(|e| {
         e.device_full[direction]
             + e.device_gone[direction]
-            + receiver
-                .interface
-                .as_ref()
-                .map_or(0, |i| i.rx_dropped.saturating_sub(e.device_refused[direction]))
+            + receiver.interface.as_ref().map_or(0, |i| {
+                i.rx_dropped.saturating_sub(e.device_refused[direction])
+            })
     });
     let sender_device = sender.interface.as_ref().map(|i| i.tx_dropped);
     let sender_queue = sender.counters.0.get("Udp.SndbufErrors").copied();
@@ -314,15 +315,23 @@ pub fn udp_loss_sites(
     .flatten()
     .sum::<u64>();
     let jitter_cause = match link {
-        None => "the two ends' scheduling (no link: each datagram waits for the receiver to be woken)".to_string(),
+        None => {
+            "the two ends' scheduling (no link: each datagram waits for the receiver to be woken)"
+                .to_string()
+        }
         Some(l) if l.profile.jitter_us > 0 => format!(
             "the link's own jitter, ±{:.1} ms on each packet's delay",
             l.profile.jitter_us as f64 / 1e3
         ),
-        Some(l) if l.profile.rate_bps.is_some() && emulator.is_some_and(|e| e.max_queued[direction] > 1) => format!(
-            "the queue in front of the link (up to {} packets waited in it)",
-            emulator.map_or(0, |e| e.max_queued[direction])
-        ),
+        Some(l)
+            if l.profile.rate_bps.is_some()
+                && emulator.is_some_and(|e| e.max_queued[direction] > 1) =>
+        {
+            format!(
+                "the queue in front of the link (up to {} packets waited in it)",
+                emulator.map_or(0, |e| e.max_queued[direction])
+            )
+        }
         Some(_) => "the hosts' scheduling: the link adds no jitter of its own".to_string(),
     };
     Some(UdpLossSites {
@@ -517,9 +526,12 @@ mod tests {
         );
         let got = own.udp.as_mut().unwrap();
         got.malformed = 2;
-        got.stack_drops = [("Udp.InErrors".to_string(), 3), ("Ip.InHdrErrors".into(), 1)]
-            .into_iter()
-            .collect();
+        got.stack_drops = [
+            ("Udp.InErrors".to_string(), 3),
+            ("Ip.InHdrErrors".into(), 1),
+        ]
+        .into_iter()
+        .collect();
         emulator.device_full[1] = 2;
         emulator.device_gone[1] = 1;
         emulator.left_held[1] = 3;
@@ -570,7 +582,11 @@ mod tests {
         let (sender, receiver) = (end("eth0", 1000), end("eth1", 10000));
         let flow = flow_evidence(&sender, &receiver, 65536, None, false, None, None).unwrap();
         assert_eq!(flow.path.rate_bps, Some(1_000_000_000));
-        assert!(flow.path.rate_source.contains("eth0 1000 Mbit/s, eth1 10000 Mbit/s"));
+        assert!(
+            flow.path
+                .rate_source
+                .contains("eth0 1000 Mbit/s, eth1 10000 Mbit/s")
+        );
         // Neither end reports one (loopback): no rate, not zero.
         let quiet = EndpointReport {
             link_speed: None,
@@ -594,8 +610,16 @@ mod tests {
             }),
             ..r.clone()
         };
-        let flow =
-            flow_evidence(&veth(&sender), &veth(&receiver), 65536, None, false, None, None).unwrap();
+        let flow = flow_evidence(
+            &veth(&sender),
+            &veth(&receiver),
+            65536,
+            None,
+            false,
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(flow.path.rate_bps, None);
     }
 

@@ -7,13 +7,13 @@
 //! is outside the measured interval), samples `/proc/stat` around the data
 //! path, and turns the two endpoint reports into one [`Record`].
 
+use crate::analysis::limits::judge;
+use crate::endpoint::stall::STALL_PHRASE;
 use crate::experiment::Interrupted;
 use crate::experiment::helpers::Bed;
 use crate::experiment::launcher::{End, Launcher};
 use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
-use crate::endpoint::stall::STALL_PHRASE;
 use crate::experiment::runner::{MeasureCell, Measured};
-use crate::analysis::limits::judge;
 use crate::experiments::stream::analysis::{
     combined_figures, figures, flow_evidence, jain_fairness, udp_loss_sites,
 };
@@ -79,9 +79,13 @@ pub enum ConfigError {
     RecordTooLarge(String),
     #[error("duration {0} s is not a positive number of seconds")]
     Duration(f64),
-    #[error("--duration {0} s is longer than a day ({MAX_DURATION_S} s), the longest run netlab makes")]
+    #[error(
+        "--duration {0} s is longer than a day ({MAX_DURATION_S} s), the longest run netlab makes"
+    )]
     DurationTooLong(f64),
-    #[error("--bytes {0} is more than a day at 100 Gbit/s (1.08 PB, {MAX_BYTES} bytes), the most a run sends")]
+    #[error(
+        "--bytes {0} is more than a day at 100 Gbit/s (1.08 PB, {MAX_BYTES} bytes), the most a run sends"
+    )]
     BytesTooMany(String),
     #[error("--rbuf {0} is larger than the largest receive buffer, {max}", max = format_size(MAX_RBUF as u64))]
     ReadBufferTooLarge(String),
@@ -498,15 +502,17 @@ fn with_other_side(
     other: &mut EndpointProcess,
     other_is_receiver: bool,
 ) -> ControlError {
-    let stalled = |e: &ControlError| {
-        matches!(e, ControlError::Failed { message, .. } if message.starts_with(STALL_PHRASE))
-    };
+    let stalled = |e: &ControlError| matches!(e, ControlError::Failed { message, .. } if message.starts_with(STALL_PHRASE));
     // Both ends' waits began when the bytes stopped; the other's ends soon.
     let wait = if stalled(&failed) { 2000 } else { 500 };
     let heard = other.reply::<StreamRole>(
         Wait {
             timeout: Some(Duration::from_millis(wait)),
-            what: if other_is_receiver { "receiving" } else { "sending" },
+            what: if other_is_receiver {
+                "receiving"
+            } else {
+                "sending"
+            },
         },
         &mut |_| {},
         &mut |_, _| Ok(()),
@@ -530,12 +536,17 @@ fn with_other_side(
             }
         }
         // The other end said nothing: say what its kernel shows it doing.
-        Err(ControlError::Timeout { .. }) if stalled(&failed) => match (failed, other.waiting_in()) {
+        Err(ControlError::Timeout { .. }) if stalled(&failed) => match (failed, other.waiting_in())
+        {
             (ControlError::Failed { role, message }, Some(doing)) => ControlError::Failed {
                 role,
                 message: format!(
                     "{message}; the {} is {doing}",
-                    if other_is_receiver { "receiver" } else { "sender" }
+                    if other_is_receiver {
+                        "receiver"
+                    } else {
+                        "sender"
+                    }
                 ),
             },
             (failed, _) => failed,
@@ -614,9 +625,9 @@ pub fn run_once(
         )
         .map(|evidence| judge(&evidence));
     }
-    let udp_loss = flows.first().and_then(|f| {
-        udp_loss_sites(&f.sender, &f.receiver, f.reverse, link, emulator)
-    });
+    let udp_loss = flows
+        .first()
+        .and_then(|f| udp_loss_sites(&f.sender, &f.receiver, f.reverse, link, emulator));
     // The main direction's first connection speaks for the transfer.
     let limits = flows
         .iter()

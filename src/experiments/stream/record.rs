@@ -3,12 +3,12 @@
 //! the figures derived from them. Data only; `endpoint` runs the transfer and
 //! `analysis` derives the figures.
 
+use crate::analysis::limits::Verdict;
 use crate::measure::procstat::SystemCpu;
 use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
 use crate::record::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement};
-use crate::analysis::limits::Verdict;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

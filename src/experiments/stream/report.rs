@@ -203,7 +203,10 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
         use crate::measure::netstat::counted_at_sender;
         let shared = runs.last().is_some_and(|(r, _)| r.placement == "loopback");
         let at_sender = last.sender.counters.short_pairs(counted_at_sender);
-        let at_receiver = last.receiver.counters.short_pairs(|k| !counted_at_sender(k));
+        let at_receiver = last
+            .receiver
+            .counters
+            .short_pairs(|k| !counted_at_sender(k));
         let _ = writeln!(
             out,
             "kernel counters, change over the last run{}: at the sender {}; at the receiver {}",
@@ -436,15 +439,24 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
 /// Where a UDP run's datagrams were lost, site by site, and its jitter's cause.
 fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> String {
     let mut found: Vec<String> = [
-        (Some(sites.refused_at_send), "refused by the sender's kernel (ENOBUFS)"),
-        (sites.sender_device, "dropped by the sender's device (tx_dropped)"),
+        (
+            Some(sites.refused_at_send),
+            "refused by the sender's kernel (ENOBUFS)",
+        ),
+        (
+            sites.sender_device,
+            "dropped by the sender's device (tx_dropped)",
+        ),
         (
             sites.sender_queue,
             "dropped below the sender's socket, at its qdisc or device queue (Udp.SndbufErrors)",
         ),
         (sites.link_queue, "at the full queue in front of the link"),
         (sites.on_the_link, "by the link's own loss"),
-        (sites.left_on_the_link, "still held by the emulated link when it stopped"),
+        (
+            sites.left_on_the_link,
+            "still held by the emulated link when it stopped",
+        ),
         (
             sites.receiving_device,
             "not taken by the receiving device (no room, down, or its rx_dropped)",
@@ -453,7 +465,10 @@ fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> 
             sites.receiver_stack,
             "dropped by the receiver's IP or UDP layer (corrupted header or checksum, no socket)",
         ),
-        (sites.receiver_socket, "by the receiving socket's full buffer (SO_RXQ_OVFL)"),
+        (
+            sites.receiver_socket,
+            "by the receiving socket's full buffer (SO_RXQ_OVFL)",
+        ),
         (
             Some(sites.arrived_malformed),
             "arrived malformed (not as sent)",

@@ -8,7 +8,8 @@ use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::{DataGuard, Token};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
 use crate::experiments::stream::record::{
-    Amount, BudgetUse, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions, UdpPace,
+    Amount, BudgetUse, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions,
+    UdpPace,
 };
 use crate::experiments::stream::transfer::{Receiver, Sender};
 use crate::experiments::stream::udp::{UdpReceiver, UdpSender};
@@ -129,7 +130,9 @@ impl Role for StreamRole {
         link: &mut Link<'_>,
     ) -> Result<StreamReply, RoleError> {
         match &request {
-            StreamRequest::Receive(spec) => self.budget = make_budget(spec.options.receiver_cpu_pct)?,
+            StreamRequest::Receive(spec) => {
+                self.budget = make_budget(spec.options.receiver_cpu_pct)?
+            }
             StreamRequest::Send(spec) => self.budget = make_budget(spec.options.sender_cpu_pct)?,
             StreamRequest::Go => {}
         }

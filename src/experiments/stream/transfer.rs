@@ -13,24 +13,24 @@
 //!   every byte was delivered to the receiving application, like ttcp.
 
 use crate::endpoint::guard;
-use crate::endpoint::stall::{self, StallBound, Stalled};
 use crate::endpoint::pattern::{AlignedBuf, PERIOD, Pattern};
 #[cfg(test)]
 use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::protocol::current_cpu;
+use crate::endpoint::stall::{self, StallBound, Stalled};
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::EndpointReport;
-use crate::experiments::stream::record::{ChronoShares, IntervalSample};
 use crate::experiments::stream::record::RecvStrategy;
 use crate::experiments::stream::record::SendStrategy;
-use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::SocketBuffer;
-use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
-use crate::measure::schedstat::thread_run_delay_ns;
+use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::ZerocopyReceiveStats;
 use crate::experiments::stream::record::ZerocopyStats;
+use crate::experiments::stream::record::{ChronoShares, IntervalSample};
 use crate::experiments::stream::role::ReceiveSpec;
 use crate::experiments::stream::role::SendSpec;
+use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
+use crate::measure::schedstat::thread_run_delay_ns;
 use crate::measure::{
     ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage, tcpinfo::TcpInfo,
 };
@@ -217,6 +217,9 @@ impl Receiver {
     /// calling `progress` with the byte count now and then.
     pub fn run(self, progress: &mut dyn FnMut(u64)) -> Result<EndpointReport, StreamError> {
         let bound = self.spec.options.stall_bound();
+        // Read before the sender is in, not between its first write and
+        // this end's first read.
+        let shaping = Shaping::start(crate::measure::qdisc::ifb_devices());
         let accepted = match &self.door {
             Door::Open(listener) => bound
                 .arm(listener.as_fd())
@@ -246,7 +249,6 @@ impl Receiver {
                 .set_nodelay(true)
                 .map_err(io_err("setting TCP_NODELAY"))?;
         }
-        let shaping = Shaping::start(crate::measure::qdisc::ifb_devices());
         let before = Before::now(self.spec.interface.as_deref());
         let mut zerocopy_receive = None;
         let received = match self.spec.strategy {
@@ -814,9 +816,7 @@ impl Sampler {
             last_s: 0.0,
             last_bytes: info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0),
             last_retransmits: info.as_ref().map_or(0, |i| i.total_retrans),
-            last_chrono: info.as_ref().and_then(|i| {
-                Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
-            }),
+            last_chrono: info.as_ref().and_then(TcpInfo::chrono_us),
             samples: Vec::new(),
         }
     }
@@ -833,12 +833,9 @@ impl Sampler {
             .map_or(self.last_retransmits, |i| i.total_retrans);
         let bytes = acked.saturating_sub(self.last_bytes);
         let seconds = now_s - self.last_s;
-        let chrono_now = info.as_ref().and_then(|i| {
-            Some([i.busy_time_us?, i.rwnd_limited_us?, i.sndbuf_limited_us?])
-        });
+        let chrono_now = info.as_ref().and_then(TcpInfo::chrono_us);
         let chrono = chrono_now.zip(self.last_chrono).and_then(|(now, last)| {
-            let share =
-                |k: usize| (now[k].saturating_sub(last[k]) as f64 / 1e6 / seconds).min(1.0);
+            let share = |k: usize| (now[k].saturating_sub(last[k]) as f64 / 1e6 / seconds).min(1.0);
             (seconds > 0.0).then(|| ChronoShares {
                 busy: share(0),
                 rwnd_limited: share(1),
@@ -1258,21 +1255,31 @@ struct Shaping {
 
 impl Shaping {
     fn start(interfaces: Vec<String>) -> Shaping {
-        let before = crate::measure::qdisc::read(&interfaces).map_err(|e| e.to_string());
+        let before = Shaping::read(&interfaces);
         Shaping { interfaces, before }
+    }
+
+    /// Nothing to read (no ifb device) costs no netlink socket.
+    fn read(interfaces: &[String]) -> Result<Vec<crate::measure::qdisc::Shaper>, String> {
+        if interfaces.is_empty() {
+            return Ok(Vec::new());
+        }
+        crate::measure::qdisc::read(interfaces).map_err(|e| e.to_string())
     }
 
     /// The shapers over the flow, and what could not be read.
     fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
-        let after = crate::measure::qdisc::read(&self.interfaces).map_err(|e| e.to_string());
+        let after = Shaping::read(&self.interfaces);
         match (self.before, after) {
             (Ok(before), Ok(after)) => (
                 after
                     .iter()
                     .map(|s| {
-                        s.since(before.iter().find(|b| {
-                            b.interface == s.interface && b.kind == s.kind
-                        }))
+                        s.since(
+                            before
+                                .iter()
+                                .find(|b| b.interface == s.interface && b.kind == s.kind),
+                        )
                     })
                     .collect(),
                 None,

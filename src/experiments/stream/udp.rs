@@ -33,9 +33,9 @@ use crate::experiments::stream::record::EndpointReport;
 use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
 use crate::experiments::stream::role::ReceiveSpec;
 use crate::experiments::stream::role::SendSpec;
-use crate::measure::{netstat::Counters, rusage::ProcessUsage};
-use crate::measure::ifstat::InterfaceCounters;
 use crate::experiments::stream::transfer::interface_delta;
+use crate::measure::ifstat::InterfaceCounters;
+use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::udpstream::{HEADER_LEN, Header, Kind, handshake, handshake_token};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -142,7 +142,11 @@ impl Consent {
     }
 }
 
-fn await_hello(socket: &UdpSocket, guard: &DataGuard, stop: &AtomicBool) -> Result<SocketAddr, String> {
+fn await_hello(
+    socket: &UdpSocket,
+    guard: &DataGuard,
+    stop: &AtomicBool,
+) -> Result<SocketAddr, String> {
     socket
         .set_read_timeout(Some(CONSENT_TICK))
         .map_err(|e| e.to_string())?;
@@ -162,15 +166,29 @@ fn await_hello(socket: &UdpSocket, guard: &DataGuard, stop: &AtomicBool) -> Resu
                 Ok(got) => got,
                 Err(e) => return Err(format!("waiting for the sender's hello: {e}")),
             },
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
             // An ICMP error for an earlier consent: the sender is gone or
             // not yet there; it says hello again if it wants one.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
             Err(e) => return Err(format!("waiting for the sender's hello: {e}")),
         };
-        let asked = handshake_token(&buf[..n], Kind::Hello).is_some_and(|t| guard::same(t, &guard.token));
+        let asked =
+            handshake_token(&buf[..n], Kind::Hello).is_some_and(|t| guard::same(t, &guard.token));
         let why = if !guard::admits(Some(guard), from.ip()) {
-            Some(format!("from {}, not the run's peer {}", from.ip(), guard.peer))
+            Some(format!(
+                "from {}, not the run's peer {}",
+                from.ip(),
+                guard.peer
+            ))
         } else if !asked {
             Some(format!("from {from}: not a hello with the run's token"))
         } else if peer.is_some_and(|p| p != from) {
@@ -184,7 +202,9 @@ fn await_hello(socket: &UdpSocket, guard: &DataGuard, stop: &AtomicBool) -> Resu
             continue;
         }
         if peer.is_none() {
-            socket.connect(from).map_err(|e| format!("connecting to the sender {from}: {e}"))?;
+            socket
+                .connect(from)
+                .map_err(|e| format!("connecting to the sender {from}: {e}"))?;
             peer = Some(from);
         }
         let _ = socket.send_to(&consent, from);
@@ -231,7 +251,11 @@ impl UdpReceiver {
         };
         let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
         let counters_before = Counters::read();
-        let interface_before = self.spec.interface.as_deref().and_then(InterfaceCounters::read);
+        let interface_before = self
+            .spec
+            .interface
+            .as_deref()
+            .and_then(InterfaceCounters::read);
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let mut buf = vec![0u8; MAX_LENGTH + 1];
@@ -281,7 +305,9 @@ impl UdpReceiver {
                 // The sender's consent was lost and it asks again (only the
                 // consented sender reaches a connected socket).
                 Kind::Hello if consented.is_some() => {
-                    let _ = self.socket.send(&handshake(Kind::Consent, &buf[HEADER_LEN..n]));
+                    let _ = self
+                        .socket
+                        .send(&handshake(Kind::Consent, &buf[HEADER_LEN..n]));
                 }
                 Kind::Hello | Kind::Consent => counts.stats.malformed += 1,
                 Kind::End if end_deadline.is_some() => {} // the marker's copies
@@ -499,13 +525,25 @@ fn ask_consent(socket: &UdpSocket, token: &[u8]) -> io::Result<()> {
         let asked_until = Instant::now() + HELLO_EVERY;
         while Instant::now() < asked_until {
             match socket.recv(&mut buf) {
-                Ok(n) if handshake_token(&buf[..n], Kind::Consent).is_some_and(|t| guard::same(t, token)) => {
+                Ok(n)
+                    if handshake_token(&buf[..n], Kind::Consent)
+                        .is_some_and(|t| guard::same(t, token)) =>
+                {
                     socket.set_read_timeout(None)?;
                     return Ok(());
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -556,7 +594,11 @@ impl UdpSender {
     /// the end marker three times.
     pub fn run(self) -> io::Result<EndpointReport> {
         let counters_before = Counters::read();
-        let interface_before = self.spec.interface.as_deref().and_then(InterfaceCounters::read);
+        let interface_before = self
+            .spec
+            .interface
+            .as_deref()
+            .and_then(InterfaceCounters::read);
         let usage_before = ProcessUsage::now();
         let cpu_before = current_cpu();
         let length = self.pace.length;
@@ -933,7 +975,10 @@ mod tests {
         let mut buf = [0u8; 2048];
         let mut hellos = 0;
         while let Ok(n) = silent.recv(&mut buf) {
-            assert_eq!(handshake_token(&buf[..n], Kind::Hello), Some(&[3u8; 16][..]));
+            assert_eq!(
+                handshake_token(&buf[..n], Kind::Hello),
+                Some(&[3u8; 16][..])
+            );
             hellos += 1;
         }
         // One every 100 ms for 5 s.

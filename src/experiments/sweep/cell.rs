@@ -4,6 +4,7 @@
 //! The summary is computed from records alone ([`summarize`]), so a report
 //! rebuilt later from the JSON Lines file gives the same table as the live run.
 
+use crate::analysis::limits::{self, Verdict};
 use crate::analysis::{
     costmodel::{self, CostModel},
     costterms::{self, Term, TermIntervals, TermModel, TermPoint},
@@ -15,7 +16,6 @@ use crate::experiment::MeasureError;
 use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
-use crate::analysis::limits::{self, Verdict};
 use crate::experiments::stream::record::Bottleneck;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
@@ -207,8 +207,7 @@ pub const KNEE_RESAMPLES: usize = 500;
 /// Summarises stream records by record size (records of other experiments
 /// are ignored).
 pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
-    let (checks, points): (Vec<Record>, Vec<Record>) =
-        all.iter().cloned().partition(is_check);
+    let (checks, points): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(is_check);
     let records = &points[..];
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
@@ -306,7 +305,9 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                         params,
                         result: Some(result),
                     } if params.record == p.record => {
-                        let sent = (result.sender.bytes as f64 / p.record as f64).ceil().max(1.0);
+                        let sent = (result.sender.bytes as f64 / p.record as f64)
+                            .ceil()
+                            .max(1.0);
                         term_counts(result, p.record, sent, result.figures.us_per_record)
                     }
                     _ => None,
@@ -337,7 +338,8 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         regimes: regimes(&points),
         term_intervals: costterms::intervals(&resampled),
         checks: TermChecks {
-            per_call_ratio: one_byte.and_then(|one| per_call_ratio(terms.as_ref()?, &resampled, &one)),
+            per_call_ratio: one_byte
+                .and_then(|one| per_call_ratio(terms.as_ref()?, &resampled, &one)),
             one_byte,
             copy: all
                 .iter()
