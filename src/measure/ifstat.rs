@@ -13,9 +13,14 @@ pub struct InterfaceCounters {
     pub rx_bytes: u64,
     pub rx_packets: u64,
     pub rx_dropped: u64,
+    /// Frames received in error (bad CRC, too long, overrun...).
+    #[serde(default)]
+    pub rx_errors: u64,
     pub tx_bytes: u64,
     pub tx_packets: u64,
     pub tx_dropped: u64,
+    #[serde(default)]
+    pub tx_errors: u64,
 }
 
 impl InterfaceCounters {
@@ -38,9 +43,11 @@ impl InterfaceCounters {
             rx_bytes: self.rx_bytes.saturating_sub(earlier.rx_bytes),
             rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
             rx_dropped: self.rx_dropped.saturating_sub(earlier.rx_dropped),
+            rx_errors: self.rx_errors.saturating_sub(earlier.rx_errors),
             tx_bytes: self.tx_bytes.saturating_sub(earlier.tx_bytes),
             tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
             tx_dropped: self.tx_dropped.saturating_sub(earlier.tx_dropped),
+            tx_errors: self.tx_errors.saturating_sub(earlier.tx_errors),
         }
     }
 }
@@ -63,9 +70,11 @@ pub fn parse(text: &str) -> Vec<InterfaceCounters> {
                 name: name.trim().to_string(),
                 rx_bytes: v[0],
                 rx_packets: v[1],
+                rx_errors: v[2],
                 rx_dropped: v[3],
                 tx_bytes: v[8],
                 tx_packets: v[9],
+                tx_errors: v[10],
                 tx_dropped: v[11],
             })
         })
@@ -79,7 +88,7 @@ mod tests {
     const DEV: &str = "Inter-|   Receive                                                |  Transmit\n \
 face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
 lo: 1000      10    0    0    0     0          0         0     2000      20    0    1    0     0       0          0\n\
-nlb1a: 5 1 0 0 0 0 0 0 7 2 0 0 0 0 0 0\n\
+nlb1a: 5 1 3 4 0 0 0 0 7 2 5 6 0 0 0 0\n\
 broken: 1 2 3\n";
 
     #[test]
@@ -98,6 +107,16 @@ broken: 1 2 3\n";
         });
         assert_eq!(d.rx_packets, 6);
         assert_eq!(d.tx_packets, 0);
+        // errs and drop are the third and fourth of each direction's eight.
+        assert_eq!(
+            (
+                all[1].rx_errors,
+                all[1].rx_dropped,
+                all[1].tx_errors,
+                all[1].tx_dropped
+            ),
+            (3, 4, 5, 6)
+        );
     }
 
     #[test]

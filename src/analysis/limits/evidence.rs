@@ -37,6 +37,18 @@ pub struct SideEvidence {
     /// run: busy (every task, interrupts, softirqs) and the interrupt and
     /// softirq part alone, which no process is charged for.
     pub core: Option<CoreEvidence>,
+    /// The interface the flow left (sender) or entered (receiver) by, and
+    /// the packets it dropped or failed in that direction over the run
+    /// (`/proc/net/dev`'s drop and errs; all its traffic's).
+    pub interface: Option<InterfaceDrops>,
+}
+
+/// One interface's drops and errors in the flow's direction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InterfaceDrops {
+    pub name: String,
+    pub dropped: u64,
+    pub errors: u64,
 }
 
 /// One core's load over a side's data path (`/proc/stat`).

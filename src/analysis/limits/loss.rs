@@ -89,6 +89,58 @@ pub(super) fn cost(flow: &FlowEvidence, tcp: &SenderTcp, series: &Series) -> Opt
     })
 }
 
+/// Where the ends saw the loss happen, from their own counters: the
+/// receiver's kernel (no room in its queues), either end's interface, a
+/// shaper's queue; none of them, the path beyond both hosts.
+fn where_lost(flow: &FlowEvidence, cost: &LossCost, loss_based: bool) -> String {
+    if cost.receiver_drops > 0 {
+        return format!(
+            "the receiver's kernel dropped {} segments for want of room in its queue (TcpExt RcvPruned, TCPRcvQDrop, TCPBacklogDrop, TCPZeroWindowDrop) against {} retransmitted: give the receiver a larger buffer or a faster reader",
+            cost.receiver_drops, cost.retrans_segments
+        );
+    }
+    let mut sites = Vec::new();
+    for (side, who) in [(&flow.sender, "sender"), (&flow.receiver, "receiver")] {
+        if let Some(i) = side.interface.as_ref().filter(|i| i.dropped + i.errors > 0) {
+            sites.push(format!(
+                "the {who}'s interface {} dropped {} and failed {} packets",
+                i.name, i.dropped, i.errors
+            ));
+        }
+    }
+    for shaper in flow.path.shapers.iter().filter(|s| s.drops > 0) {
+        sites.push(format!(
+            "{} dropped {} packets",
+            shaper.describe(),
+            shaper.drops
+        ));
+    }
+    if !sites.is_empty() {
+        return format!(
+            "{} (against {} retransmitted): {}",
+            sites.join("; "),
+            cost.retrans_segments,
+            "there is the loss: a shaper's queue too short for the flow's bursts, or an interface that cannot keep up"
+        );
+    }
+    let counted = [&flow.sender, &flow.receiver]
+        .iter()
+        .filter(|side| side.interface.is_some())
+        .count();
+    let cure = if loss_based {
+        "find the loss (a bad link, a full queue without ECN, a policer); a control that does not read loss as congestion (bbr) loses less rate to it"
+    } else {
+        "find the loss (a bad link, a full queue, a policer): even a control that does not back off on loss spends its recoveries retransmitting"
+    };
+    if counted == 2 {
+        format!(
+            "neither host dropped any (the receiver's kernel, both interfaces, the shapers either end read): the loss is on the path between them; {cure}"
+        )
+    } else {
+        format!("the receiver's kernel dropped none: the loss is on the path; {cure}")
+    }
+}
+
 /// Loss as the primary cause, when it bound the flow.
 pub(super) fn judge(busy: &Busy) -> Option<Limit> {
     let &Busy {
@@ -132,19 +184,7 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
     } else {
         String::new()
     };
-    let source = if cost.receiver_drops > 0 {
-        format!(
-            "the receiver's kernel dropped {} segments for want of room in its queue (TcpExt RcvPruned, TCPRcvQDrop, TCPBacklogDrop, TCPZeroWindowDrop) against {} retransmitted: give the receiver a larger buffer or a faster reader",
-            cost.receiver_drops, cost.retrans_segments
-        )
-    } else {
-        let cure = if tcp.loss_based() {
-            "find the loss (a bad link, a full queue without ECN, a policer); a control that does not read loss as congestion (bbr) loses less rate to it"
-        } else {
-            "find the loss (a bad link, a full queue, a policer): even a control that does not back off on loss spends its recoveries retransmitting"
-        };
-        format!("the receiver's kernel dropped none: the loss is on the path; {cure}")
-    };
+    let source = where_lost(flow, cost, tcp.loss_based());
     let below = flow.path.rate_bps.map_or(String::new(), |rate| {
         format!(
             ", {:.0}% of the link's {:.1} Mbit/s",

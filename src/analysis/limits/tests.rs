@@ -191,6 +191,28 @@ fn loss_says_whether_the_receiver_dropped_the_segments_or_the_path_did() {
     let first = v.primary().unwrap();
     assert_eq!(first.evidence["receiver_dropped_segments"], 80.0);
     assert!(first.fix.contains("dropped 80 segments"), "{}", first.fix);
+    // The kernel dropped none; an interface that dropped is named, and
+    // with both interfaces read and clean the loss is between the hosts.
+    f.receiver.counters = counters(&[]);
+    f.receiver.interface = Some(InterfaceDrops {
+        name: "eth0".into(),
+        dropped: 70,
+        errors: 3,
+    });
+    f.sender.interface = Some(InterfaceDrops {
+        name: "eth1".into(),
+        ..InterfaceDrops::default()
+    });
+    let fix = judge(&f).primary().unwrap().fix.clone();
+    assert!(
+        fix.contains("receiver's interface eth0 dropped 70 and failed 3"),
+        "{fix}"
+    );
+    assert!(!fix.contains("eth1"), "{fix}");
+    f.receiver.interface.as_mut().unwrap().dropped = 0;
+    f.receiver.interface.as_mut().unwrap().errors = 0;
+    let fix = judge(&f).primary().unwrap().fix.clone();
+    assert!(fix.contains("neither host dropped any"), "{fix}");
 }
 
 #[test]

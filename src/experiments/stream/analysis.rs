@@ -6,7 +6,8 @@
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
 use crate::analysis::limits::{
-    CoreEvidence, FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
+    CoreEvidence, FlowEvidence, InterfaceDrops, IntervalEvidence, PathEvidence, SenderTcp,
+    SideEvidence,
 };
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
@@ -83,7 +84,7 @@ pub fn flow_evidence(
     if sender.udp.is_some() || receiver.udp.is_some() {
         return None;
     }
-    let side = |r: &EndpointReport| SideEvidence {
+    let side = |r: &EndpointReport, sends: bool| SideEvidence {
         wall_s: r.wall_s,
         cpu_s: r.usage.cpu_s(),
         user_s: Some(r.usage.user_s),
@@ -101,6 +102,11 @@ pub fn flow_evidence(
             cpu: c.cpu,
             busy_share: c.busy_share,
             interrupt_share: c.softirq_share + c.irq_share,
+        }),
+        interface: r.interface.as_ref().map(|i| InterfaceDrops {
+            name: i.name.clone(),
+            dropped: if sends { i.tx_dropped } else { i.rx_dropped },
+            errors: if sends { i.tx_errors } else { i.rx_errors },
         }),
     };
     let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
@@ -241,8 +247,8 @@ pub fn flow_evidence(
     Some(FlowEvidence {
         bytes: receiver.bytes,
         record,
-        sender: side(sender),
-        receiver: side(receiver),
+        sender: side(sender, true),
+        receiver: side(receiver, false),
         tcp,
         path,
         paced_bps,

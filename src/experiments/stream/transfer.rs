@@ -249,7 +249,13 @@ impl Receiver {
                 .set_nodelay(true)
                 .map_err(io_err("setting TCP_NODELAY"))?;
         }
-        let before = Before::now(self.spec.interface.as_deref());
+        // Off a namespace netlab built, the interface the flow came in by.
+        let interface = self
+            .spec
+            .interface
+            .clone()
+            .or_else(|| egress_interface(&stream));
+        let before = Before::now(interface.as_deref());
         let mut zerocopy_receive = None;
         let received = match self.spec.strategy {
             RecvStrategy::Read { buffer } => receive_read(
@@ -1131,8 +1137,9 @@ impl Sender {
     ) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
-        let shaping = Shaping::start(egress_interface(&self.stream).into_iter().collect());
-        let before = Before::now(spec.interface.as_deref());
+        let egress = egress_interface(&self.stream);
+        let shaping = Shaping::start(egress.clone().into_iter().collect());
+        let before = Before::now(spec.interface.as_deref().or(egress.as_deref()));
         let start = Instant::now();
         let mut schedule = Schedule::new(spec.amount, spec.record);
         if let Some(every) = spec.interval_s {
