@@ -19,4 +19,5 @@ pub mod rusage;
 pub mod schedstat;
 pub mod tcpinfo;
 pub mod usersyms;
+pub mod waits;
 pub mod window;

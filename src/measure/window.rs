@@ -52,6 +52,10 @@ pub struct HostWindow {
     /// CPU time (ns) of the server's process tree over the window, the
     /// sampler's own taken out.
     pub tree_ns: u64,
+    /// What the tree and its session socket waited on (a terminal-output
+    /// window), the watch's own CPU taken out of `tree_ns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<super::waits::TreeWaits>,
 }
 
 /// `perf stat -a` counting system calls until stopped, if perf can.
@@ -204,6 +208,7 @@ impl Sampler {
             packets_in: packets1.0.saturating_sub(self.packets.0),
             packets_out: packets1.1.saturating_sub(self.packets.1),
             tree_ns: tree.since(&self.tree).saturating_sub(procs.3),
+            waits: None,
         })
     }
 }

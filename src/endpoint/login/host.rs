@@ -86,6 +86,7 @@ impl Dialect {
         self == Dialect::TelnetLinemode
     }
 }
+use crate::measure::waits::WaitWatch;
 use crate::measure::window::{HostWindow, Sampler, idle_busy_cpus};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
@@ -347,6 +348,9 @@ pub struct Host {
     budget: Option<CpuBudget>,
     interface: Option<String>,
     sampler: Option<Sampler>,
+    /// A terminal-output session's port, whose waits a window watches.
+    watched_port: Option<u16>,
+    watch: Option<WaitWatch>,
     log: tempfile::NamedTempFile,
     /// The output session's text (and anything else sessions read).
     _dir: tempfile::TempDir,
@@ -448,6 +452,8 @@ impl Host {
                 budget,
                 interface: spec.interface,
                 sampler: None,
+                watched_port: matches!(spec.session, SessionCommand::Output { .. }).then_some(port),
+                watch: None,
                 log,
                 _dir: dir,
             },
@@ -478,6 +484,11 @@ impl Host {
         self.sampler = Some(
             Sampler::start(std::process::id(), self.interface.clone()).map_err(io::Error::other)?,
         );
+        if let Some(port) = self.watched_port {
+            // SAFETY: gettid has no failure mode.
+            let control = unsafe { libc::gettid() } as u32;
+            self.watch = Some(WaitWatch::start(std::process::id(), port, vec![control])?);
+        }
         Ok(())
     }
 
@@ -487,7 +498,13 @@ impl Host {
             .sampler
             .take()
             .ok_or_else(|| io::Error::other("no window is open"))?;
-        sampler.finish().map_err(io::Error::other)
+        let watched = self.watch.take().map(WaitWatch::finish);
+        let mut window = sampler.finish().map_err(io::Error::other)?;
+        if let Some((waits, own_ns)) = watched {
+            window.tree_ns = window.tree_ns.saturating_sub(own_ns);
+            window.waits = Some(waits);
+        }
+        Ok(window)
     }
 
     /// Stops the server (every session with it) and reports.

@@ -104,6 +104,7 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
         server_cpu_pct: 100.0 * window.tree_ns as f64 / 1e9 / seconds,
         link,
         tcp_info: client.tcp_info,
+        waits: window.waits,
     })
 }
 

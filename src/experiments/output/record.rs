@@ -52,6 +52,10 @@ pub struct OutputResult {
     /// TCP_INFO of the terminal's socket at the end (RTT, MSS, path MTU).
     #[serde(default)]
     pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+    /// What the serving tree and its session socket waited on over the
+    /// window (older records: not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<crate::measure::waits::TreeWaits>,
 }
 
 /// An output record's own part: the text typed out and what it cost.

@@ -110,9 +110,12 @@ impl ReportSection for OutputSection {
                 .map(|c| c.1.mean_segment_bytes)
                 .fold(f64::INFINITY, f64::min);
             reading = format!(
-                "The fastest path was {} at {:.0} KB/s of terminal output; the cheapest server per KB {} at {:.1} µs/KB, where 1987's telnet host spent a whole VAX on under 1 KB/s. The smallest mean segment was {:.0} bytes, against 1987's ~100. On loopback Nagle's algorithm and the client's delayed ACK, not the relay, set the pace (netlab output --nodelay).",
+                "The fastest path was {} at {:.0} KB/s of terminal output; the cheapest server per KB {} at {:.1} µs/KB, where 1987's telnet host spent a whole VAX on under 1 KB/s. The smallest mean segment was {:.0} bytes, against 1987's ~100.",
                 f.0, f.1.kbytes_per_s, c.0, c.1.server_cpu_us_per_kb, segment
             );
+            if let Some(limit) = Self::limited(records) {
+                reading.push_str(&format!(" {}.", capitalized(&limit)));
+            }
         }
         (
             "output: typing files to a terminal through a remote login (1987)".into(),
@@ -163,8 +166,8 @@ impl ReportSection for OutputSection {
     }
 
     /// The slowest cell's limit: its serial line (`--baud`) when it ran
-    /// at the line's rate, a saturated end's CPU, or else the waiting
-    /// between the ends (with Nagle named when its segments are small).
+    /// at the line's rate, a saturated end's CPU, or else what it waited
+    /// on ([`crate::experiments::output::analysis::waited_on`]).
     fn limited(records: &[Record]) -> Option<String> {
         let slowest = records
             .iter()
@@ -194,24 +197,22 @@ impl ReportSection for OutputSection {
                 slowest.client_cpu_us_per_kb
             ),
             _ => format!(
-                "neither end's CPU (server {:.0}%, terminal {client_pct:.0}%, {:.0}-byte segments): the time went to waiting between the ends{}",
+                "neither end's CPU (server {:.0}%, terminal {client_pct:.0}%): it waited on {}",
                 slowest.server_cpu_pct,
-                slowest.mean_segment_bytes,
-                if !p.nodelay && slowest.mean_segment_bytes < SMALL_SEGMENT {
-                    "; segments this small each wait on an ACK (Nagle): try --nodelay"
-                } else {
-                    ""
-                }
+                crate::experiments::output::analysis::waited_on(slowest)
             ),
         };
         Some(format!("{cell}, bound by {why}"))
     }
 }
 
-/// Segments under this many bytes are Nagle's business: each waits for
-/// the ACK of the one before.
-const SMALL_SEGMENT: f64 = 1024.0;
-
 /// A cell within this fraction of a bound (its line's rate, a full CPU)
 /// is at it.
 const OUTPUT_AT_BOUND: f64 = 0.85;
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
+}
