@@ -31,6 +31,10 @@ pub struct HostFacts {
     /// its addresses.
     #[serde(default)]
     pub interfaces: Vec<Interface>,
+    /// Why this host cannot read its own shapers (its qdiscs over
+    /// rtnetlink), if it cannot: every verdict then misses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shapers_unreadable: Option<String>,
 }
 
 /// A network interface: its name, MTU, addresses and link speed.
@@ -172,6 +176,9 @@ impl HostFacts {
             loopback_mtu: read_trimmed("/sys/class/net/lo/mtu").and_then(|s| s.parse().ok()),
             caches: cache_sizes(),
             interfaces: interfaces(),
+            shapers_unreadable: crate::measure::qdisc::read(&["lo".to_string()])
+                .err()
+                .map(|e| e.to_string()),
         }
     }
 }

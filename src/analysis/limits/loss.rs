@@ -17,6 +17,10 @@ pub const LOSS_SHARE: f64 = 0.001;
 /// loss) was held by it: that time its window was cut or frozen.
 pub const RECOVERY_SHARE: f64 = 0.1;
 
+/// Recovery this much of the run is loss that held the flow whatever a
+/// host did: weighed against a host's CPU ([`against_host`]).
+pub const HEAVY_RECOVERY: f64 = 0.3;
+
 /// Without samples of the recovery state, a retransmitted share this
 /// large is taken as binding.
 pub const HEAVY_LOSS: f64 = 0.01;
@@ -134,15 +138,68 @@ fn where_lost(flow: &FlowEvidence, cost: &LossCost, loss_based: bool) -> String 
     };
     if counted == 2 {
         format!(
-            "neither host dropped any (the receiver's kernel, both interfaces, the shapers either end read): the loss is on the path between them; {cure}"
+            "no counter either end read saw it (the receiver's kernel, both interfaces, the shapers either end read): the loss is on the path between them, or in a firewall rule (no counter read here sees one); {cure}"
         )
     } else {
         format!("the receiver's kernel dropped none: the loss is on the path; {cure}")
     }
 }
 
+/// Heavy loss (recovery [`HEAVY_RECOVERY`] of the run) beside a host
+/// found CPU-bound. A side that only waited for its CPU some of the run,
+/// and was neither running nor waiting most of it, was idle because of
+/// the loss: the loss is primary. A side at its CPU's bound while the
+/// loss held the flow most of the run: either could be the limit (loss
+/// recovery costs CPU too), and the verdict says it cannot tell. None:
+/// the host's verdict stands.
+pub(super) fn against_host(busy: &Busy, host: &Limit) -> Option<Limit> {
+    let cost = busy.loss.as_ref()?;
+    let recovery = cost.recovery_share?;
+    if recovery < HEAVY_RECOVERY || !cost.binding(false) {
+        return None;
+    }
+    let flow = busy.flow;
+    let occupied = |side: &SideEvidence| {
+        side.utilisation() + side.run_delay_s.unwrap_or(0.0) / side.wall_s.max(1e-9)
+    };
+    if host.factor == Factor::CpuContention
+        && occupied(&flow.sender).max(occupied(&flow.receiver)) < 0.5
+    {
+        let mut limit = judge_binding(busy, cost)?;
+        limit
+            .evidence
+            .extend(host.evidence.iter().map(|(k, v)| (format!("also_{k}"), *v)));
+        limit.fix.push_str(&format!(
+            "; {} was also named, but neither side was running or waiting for a CPU half the run",
+            host.factor.describe()
+        ));
+        return Some(limit);
+    }
+    if !matches!(host.factor, Factor::SenderCpu | Factor::ReceiverCpu) {
+        return None;
+    }
+    let mut evidence = host.evidence.clone();
+    cost.evidence(&mut evidence);
+    Some(Limit {
+        factor: Factor::Undecided,
+        share: busy.share,
+        evidence,
+        fix: format!(
+            "undecided between {} at its bound and loss: {:.2}% of the bytes retransmitted and {:.0}% of the run in recovery (recovering costs the CPU too); run it again without the loss, or with that side on a core of its own, to tell",
+            host.factor.describe(),
+            100.0 * cost.retrans_share,
+            100.0 * recovery
+        ),
+    })
+}
+
 /// Loss as the primary cause, when it bound the flow.
 pub(super) fn judge(busy: &Busy) -> Option<Limit> {
+    judge_binding(busy, busy.loss.as_ref()?)
+}
+
+/// [`judge`] over the flow's loss cost.
+fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
     let &Busy {
         flow,
         tcp,
@@ -150,7 +207,6 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
         round_trip,
         ..
     } = busy;
-    let cost = busy.loss.as_ref()?;
     let delivered_bps = round_trip.delivered_bps;
     // A loss-based control halves its window at each loss (its slow-start
     // threshold then set): a window at the delivered rate is the loss's.

@@ -311,6 +311,11 @@ fn busy_time(
     if let Some(limit) = path::full_link(&busy, host.as_ref()) {
         return limit;
     }
+    if let Some(h) = &host
+        && let Some(verdict) = loss::against_host(&busy, h)
+    {
+        return verdict;
+    }
     host.or_else(|| at_window(flow, share, round_trip))
         .or_else(|| short_flow::judge(&busy))
         .or_else(|| path::bottleneck(&busy))

@@ -212,7 +212,7 @@ fn loss_says_whether_the_receiver_dropped_the_segments_or_the_path_did() {
     f.receiver.interface.as_mut().unwrap().dropped = 0;
     f.receiver.interface.as_mut().unwrap().errors = 0;
     let fix = judge(&f).primary().unwrap().fix.clone();
-    assert!(fix.contains("neither host dropped any"), "{fix}");
+    assert!(fix.contains("no counter either end read saw it"), "{fix}");
 }
 
 #[test]
@@ -818,4 +818,54 @@ fn queueing_delay_is_never_the_primary_factor() {
     rank(&mut v);
     assert_eq!(v.primary().unwrap().factor, Factor::Link);
     assert_eq!(v.limits[1].factor, Factor::QueueingDelay);
+}
+
+#[test]
+fn heavy_loss_beside_a_host_is_the_loss_or_undecided_never_the_host_alone() {
+    // 3% retransmitted, 70% of the samples in recovery.
+    let mut t = tcp(2.0, 0.0, 0.0);
+    t.total_retrans = 300;
+    t.data_segs_out = Some(10_000);
+    t.snd_cwnd = 2_000;
+    let mut f = flow(t);
+    f.intervals.clear();
+    f.samples = (0..100)
+        .map(|i| IntervalEvidence {
+            start_s: f64::from(i) * 0.02,
+            end_s: f64::from(i + 1) * 0.02,
+            busy: 1.0,
+            ca_state: Some(if i % 10 < 7 { 3 } else { 0 }),
+            ..IntervalEvidence::default()
+        })
+        .collect();
+    // The receiver waited for its CPU a quarter of the run and ran 15%:
+    // idle most of it, because of the loss.
+    f.receiver.cpu_s = 0.3;
+    f.receiver.run_delay_s = Some(0.5);
+    let v = judge(&f);
+    let first = v.primary().unwrap();
+    assert_eq!(first.factor, Factor::Loss, "{v:?}");
+    assert!(
+        first.fix.contains("neither side was running or waiting"),
+        "{}",
+        first.fix
+    );
+    // A receiver at its CPU's bound beside the same loss: cannot tell.
+    f.receiver.cpu_s = 1.9;
+    f.receiver.run_delay_s = Some(0.0);
+    let v = judge(&f);
+    let first = v.primary().unwrap();
+    assert_eq!(first.factor, Factor::Undecided, "{v:?}");
+    assert!(
+        first
+            .fix
+            .contains("the receiver's CPU at its bound and loss"),
+        "{}",
+        first.fix
+    );
+    // Little recovery: the saturated receiver stands.
+    for s in &mut f.samples {
+        s.ca_state = Some(0);
+    }
+    assert_eq!(judge(&f).primary().unwrap().factor, Factor::ReceiverCpu);
 }
