@@ -149,7 +149,9 @@ fn drain(sampler: &mut Sampler, drained: &mut Drained) {
                     user,
                 });
             }
-            Ok(PerfRecord::Comm(comm)) => {
+            // A thread's own name (a sampler thread, say) is not its
+            // process's: only the process's main thread names it.
+            Ok(PerfRecord::Comm(comm)) if comm.tid == comm.pid => {
                 comms.insert(
                     comm.pid,
                     String::from_utf8_lossy(&comm.comm)
