@@ -196,11 +196,17 @@ impl ReportSection for OutputSection {
                 "the terminal's CPU ({client_pct:.0}% of one CPU, {:.1} µs per KB)",
                 slowest.client_cpu_us_per_kb
             ),
-            _ => format!(
-                "neither end's CPU (server {:.0}%, terminal {client_pct:.0}%): it waited on {}",
-                slowest.server_cpu_pct,
-                crate::experiments::output::analysis::waited_on(slowest)
-            ),
+            _ => {
+                let waited = crate::experiments::output::analysis::waited_on(slowest);
+                format!(
+                    "neither end's CPU (server {:.0}%, terminal {client_pct:.0}%): {}",
+                    slowest.server_cpu_pct,
+                    match waited.strip_prefix("undecided") {
+                        Some(why) => format!("what it waited on is undecided{why}"),
+                        None => format!("it waited on {waited}"),
+                    }
+                )
+            }
         };
         Some(format!("{cell}, bound by {why}"))
     }
