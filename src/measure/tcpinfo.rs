@@ -279,6 +279,16 @@ const STATE_NAMES: [&str; 12] = [
 ];
 
 impl TcpState {
+    /// Both views of one `TCP_INFO` read (one system call for a sampler
+    /// that wants the two).
+    pub fn read_with_info(fd: BorrowedFd<'_>) -> std::io::Result<(TcpState, TcpInfo)> {
+        let mut buf = [0u8; 512];
+        let len = read_raw(fd, &mut buf)?;
+        TcpState::parse(&buf[..len])
+            .zip(TcpInfo::parse(&buf[..len]))
+            .ok_or_else(|| std::io::Error::other(format!("TCP_INFO returned only {len} bytes")))
+    }
+
     pub fn parse(buf: &[u8]) -> Option<TcpState> {
         use state_offset::*;
         if buf.len() < offset::MINIMUM {

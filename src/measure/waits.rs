@@ -28,6 +28,11 @@ use std::time::{Duration, Instant};
 /// How often the tree's tasks are looked at.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(2);
 
+/// The tree's task list is walked again every this many samples (50 ms):
+/// a session's processes are few and settled while it types, and the
+/// walk is most of a sample's cost.
+const WALK_EVERY: u32 = 25;
+
 /// Where a task was when looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -191,56 +196,54 @@ fn site_now(pid: u32, tid: u32, stacks: bool) -> Option<WaitSite> {
     Some(WaitSite::of(&place))
 }
 
+/// Every socket process `pid` holds, duplicated into this process with
+/// `pidfd_getfd(2)` (Linux 5.6; needs ptrace rights over it); none where
+/// it cannot be reached.
+pub fn sockets_of(pid: u32) -> Vec<OwnedFd> {
+    // SAFETY: pidfd_open returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Vec::new();
+    }
+    // SAFETY: the descriptor is ours.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter(|entry| {
+            std::fs::read_link(entry.path())
+                .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
+        })
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|target| {
+            // SAFETY: pidfd_getfd returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
+            // SAFETY: pidfd_getfd returned a new descriptor of ours.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        })
+        .collect()
+}
+
 /// The tree's TCP socket bound to local port `port` and connected (the
 /// session's), duplicated into this process.
 pub fn session_socket(root: u32, port: u16) -> Result<OwnedFd, String> {
     let mut pids: Vec<u32> = tree_tasks(root).into_iter().map(|(pid, _)| pid).collect();
     pids.dedup();
-    for pid in pids {
-        // SAFETY: pidfd_open returns a new descriptor or -1.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if pidfd < 0 {
-            continue;
-        }
-        // SAFETY: the descriptor is ours.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        for entry in fds.flatten() {
-            let is_socket = std::fs::read_link(entry.path())
-                .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"));
-            let Some(target) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if !is_socket {
-                continue;
-            }
-            // SAFETY: pidfd_getfd returns a new descriptor or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
-            if fd < 0 {
-                continue;
-            }
-            // SAFETY: pidfd_getfd returned a new descriptor of ours.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-            let socket = socket2::SockRef::from(&fd);
+    pids.into_iter()
+        .flat_map(sockets_of)
+        .find(|fd| {
+            let socket = socket2::SockRef::from(fd);
             let local = socket.local_addr().ok().and_then(|a| a.as_socket());
-            let connected = socket.peer_addr().is_ok();
-            if connected
+            socket.peer_addr().is_ok()
                 && local.is_some_and(|a| a.port() == port)
                 && TcpInfo::read(fd.as_fd()).is_ok()
-            {
-                return Ok(fd);
-            }
-        }
-    }
-    Err(format!(
-        "no connected TCP socket on port {port} in the server's tree (pidfd_getfd needs Linux 5.6 and ptrace rights)"
-    ))
+        })
+        .ok_or_else(|| {
+            format!(
+                "no connected TCP socket on port {port} in the server's tree (pidfd_getfd needs Linux 5.6 and ptrace rights)"
+            )
+        })
 }
 
 fn chrono_s(fd: &OwnedFd) -> Option<[f64; 3]> {
@@ -253,7 +256,18 @@ pub struct WaitWatch {
     start: Instant,
     socket: Result<(OwnedFd, [f64; 3]), String>,
     stop: Arc<AtomicBool>,
-    sampler: JoinHandle<Sampled>,
+    /// Taken by [`WaitWatch::finish`]; a watch dropped unfinished stops
+    /// its thread.
+    sampler: Option<JoinHandle<Sampled>>,
+}
+
+impl Drop for WaitWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(sampler) = self.sampler.take() {
+            let _ = sampler.join();
+        }
+    }
 }
 
 /// What the sampling thread saw.
@@ -292,8 +306,14 @@ impl WaitWatch {
                 };
                 // Whether each task is left out, decided once.
                 let mut left_out: HashMap<u32, bool> = HashMap::new();
+                let mut tasks = Vec::new();
+                let mut sample = 0u32;
                 while !flag.load(Ordering::Relaxed) {
-                    for (pid, tid) in tree_tasks(root) {
+                    if sample.is_multiple_of(WALK_EVERY) {
+                        tasks = tree_tasks(root);
+                    }
+                    sample = sample.wrapping_add(1);
+                    for &(pid, tid) in &tasks {
                         let out = *left_out.entry(tid).or_insert_with(|| {
                             tid == me || skip.contains(&tid) || is_own_thread(pid, tid)
                         });
@@ -305,8 +325,7 @@ impl WaitWatch {
                         }
                     }
                     if let Some(fd) = watched.as_ref()
-                        && let (Ok(state), Ok(info)) =
-                            (TcpState::read(fd.as_fd()), TcpInfo::read(fd.as_fd()))
+                        && let Ok((state, info)) = TcpState::read_with_info(fd.as_fd())
                     {
                         seen.socket_samples += 1;
                         seen.queued += u64::from(state.notsent_bytes.is_some_and(|b| b > 0));
@@ -321,16 +340,21 @@ impl WaitWatch {
             start: Instant::now(),
             socket,
             stop,
-            sampler,
+            sampler: Some(sampler),
         })
     }
 
     /// Ends the watch: the waits, and the sampler's own CPU time (ns).
-    pub fn finish(self) -> (TreeWaits, u64) {
+    pub fn finish(mut self) -> (TreeWaits, u64) {
         let window_s = self.start.elapsed().as_secs_f64();
         self.stop.store(true, Ordering::Relaxed);
-        let seen = self.sampler.join().unwrap_or_default();
-        let (socket, socket_unread) = match self.socket {
+        let seen = self
+            .sampler
+            .take()
+            .and_then(|s| s.join().ok())
+            .unwrap_or_default();
+        let socket = std::mem::replace(&mut self.socket, Err(String::new()));
+        let (socket, socket_unread) = match socket {
             Ok((fd, before)) => match chrono_s(&fd) {
                 Some(after) => (
                     Some(SocketChrono {

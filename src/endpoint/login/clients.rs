@@ -26,7 +26,7 @@ use crate::measure::tcpinfo::TcpInfo;
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -318,46 +318,10 @@ fn ssh_terminal(
 }
 
 /// TCP_INFO of another process's TCP socket, duplicated into this one
-/// with `pidfd_getfd(2)` (Linux 5.6; needs ptrace rights over it).
+/// ([`crate::measure::waits::sockets_of`]).
 fn tcp_info_of(pid: u32) -> Option<TcpInfo> {
-    // SAFETY: pidfd_open returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return None;
-    }
-    // SAFETY: the descriptor is ours.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
-        let is_socket = std::fs::read_link(entry.path())
-            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
-        let Some(target_fd) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if !is_socket {
-            continue;
-        }
-        // SAFETY: pidfd_getfd returns a new descriptor or -1.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_getfd,
-                std::os::fd::AsRawFd::as_raw_fd(&pidfd),
-                target_fd,
-                0,
-            )
-        };
-        if fd < 0 {
-            continue;
-        }
-        // SAFETY: pidfd_getfd returned a new descriptor of ours.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        // Not a TCP socket (ssh may hold others): TCP_INFO fails; go on.
-        if let Ok(info) = TcpInfo::read(fd.as_fd()) {
-            return Some(info);
-        }
-    }
-    None
+    // Not a TCP socket (ssh may hold others): TCP_INFO fails; go on.
+    crate::measure::waits::sockets_of(pid)
+        .iter()
+        .find_map(|fd| TcpInfo::read(fd.as_fd()).ok())
 }
