@@ -179,7 +179,20 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, UnitError> {
                 "the low end is above the high end".into(),
             ));
         }
+        let count = (hi - lo).saturating_add(1);
+        if count > MAX_LIST {
+            return Err(UnitError::Range(
+                text.into(),
+                format!("{count} sizes; a list holds at most {MAX_LIST}"),
+            ));
+        }
         return Ok((lo..=hi).collect());
+    }
+    if text.split(',').count() > MAX_LIST {
+        return Err(UnitError::Range(
+            text.into(),
+            format!("a list holds at most {MAX_LIST} sizes"),
+        ));
     }
     text.split(',')
         .map(|s| match s.trim() {
@@ -189,9 +202,21 @@ pub fn parse_count_list(text: &str) -> Result<Vec<usize>, UnitError> {
         .collect()
 }
 
+/// The most values a list or range of counts may give: each is at least a
+/// cell to measure.
+pub const MAX_LIST: usize = 100_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_of_counts_is_bounded_before_it_is_made() {
+        let e = parse_count_list("0..99999999999").unwrap_err();
+        assert!(e.to_string().contains("100000000000 sizes"), "{e}");
+        assert_eq!(parse_count_list("4000..4002"), Ok(vec![4000, 4001, 4002]));
+        assert!(parse_count_list(&"1,".repeat(MAX_LIST + 1)).is_err());
+    }
 
     #[test]
     fn plain_and_suffixed_sizes() {

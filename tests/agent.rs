@@ -630,8 +630,9 @@ fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
 
 /// A peer without the key that holds a handshake open as long as the agent
 /// lets it, then comes back: `style` 0 trickles a byte every 2 s, 1 sends
-/// nothing, 2 sends a whole first message (`-> e`) and stalls. Returns
-/// how many connections it made.
+/// nothing, 2 sends all but the last byte of a first message and stalls,
+/// 3 sends a whole (wrong) first message, is refused at once and comes
+/// back at once. Returns how many connections it made.
 fn abuse(control: &str, style: usize, stop: &std::sync::atomic::AtomicBool) -> usize {
     let mut made = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -640,9 +641,12 @@ fn abuse(control: &str, style: usize, stop: &std::sync::atomic::AtomicBool) -> u
             continue;
         };
         made += 1;
-        if style == 2 {
-            let mut first = vec![0, 32];
-            first.extend_from_slice(&[7u8; 32]);
+        if style >= 2 {
+            let mut first = vec![0, channel::FIRST_MESSAGE_LEN as u8];
+            first.extend_from_slice(&[7u8; channel::FIRST_MESSAGE_LEN]);
+            if style == 2 {
+                first.pop();
+            }
             let _ = s.write_all(&first);
         }
         s.set_nonblocking(true).unwrap();
@@ -666,6 +670,153 @@ fn abuse(control: &str, style: usize, stop: &std::sync::atomic::AtomicBool) -> u
         }
     }
     made
+}
+
+/// Two namespaces joined by netlab's wire emulator with a one-way delay
+/// (`netlab testbed up`), stopped (by its PID) on drop.
+struct DelayedLink {
+    up: Child,
+    names: [String; 2],
+    addrs: [String; 2],
+}
+
+impl DelayedLink {
+    fn new(delay: &str) -> DelayedLink {
+        use std::io::BufRead;
+        let mut up = Command::new(binary())
+            .args(["testbed", "up", "--placement", "netns", "--delay", delay])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(up.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // "up: NS_A (ADDR_A, IF_A) <-> NS_B (ADDR_B, IF_B)"
+        let words: Vec<&str> = first
+            .split(|c: char| c.is_whitespace() || "(),".contains(c))
+            .filter(|w| !w.is_empty())
+            .collect();
+        assert!(words.len() >= 8 && words[0] == "up:", "{first}");
+        DelayedLink {
+            up,
+            names: [words[1].to_string(), words[5].to_string()],
+            addrs: [words[2].to_string(), words[6].to_string()],
+        }
+    }
+
+    fn netns(&self, side: usize) -> String {
+        format!("/run/netns/{}", self.names[side])
+    }
+}
+
+impl Drop for DelayedLink {
+    fn drop(&mut self) {
+        // SAFETY: a signal to our own child, by its PID.
+        unsafe { libc::kill(self.up.id() as i32, libc::SIGINT) };
+        let _ = self.up.wait();
+    }
+}
+
+/// Runs `f` on a thread inside the namespace at `path`.
+fn in_netns<T: Send>(path: &str, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let ns = File::open(path).unwrap();
+                // SAFETY: setns on this thread only; the fd is open.
+                assert_eq!(
+                    unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                    0
+                );
+                f()
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+#[test]
+fn no_keyless_lockout_across_a_long_round_trip() {
+    // 64 peers without the key reconnecting from the controller's own
+    // address, across round trips of 25 and 100 ms: the controller's
+    // handshake is judged from its first message, so the round trip
+    // gives the abuse nothing to hold it by.
+    for delay in ["12500us", "50ms"] {
+        let link = DelayedLink::new(delay);
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agent.key");
+        Key::generate().unwrap().write_new(&key).unwrap();
+        let log_path = dir.path().join("agent.log");
+        let control = format!("{}:5310", link.addrs[1]);
+        let mut agent = Command::new("nsenter")
+            .arg(format!("--net={}", link.netns(1)))
+            .arg(binary())
+            .args(["agent", "serve", "--listen", &control, "--key"])
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap();
+        let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !log().contains("listening on") {
+            assert!(Instant::now() < deadline, "agent did not start: {}", log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let out = dir.path().join("r.jsonl");
+        let (runs, made) = std::thread::scope(|scope| {
+            let abusers: Vec<_> = (0..64)
+                .map(|i| {
+                    let (control, stop, ns) = (&control, &stop, link.netns(0));
+                    scope.spawn(move || in_netns(&ns, || abuse(control, i % 4, stop)))
+                })
+                .collect();
+            std::thread::sleep(Duration::from_secs(2));
+            let runs: Vec<Output> = (0..5)
+                .map(|_| {
+                    Command::new("nsenter")
+                        .arg(format!("--net={}", link.netns(0)))
+                        .arg(binary())
+                        .args(["stream", "--to", &link.addrs[1], "--bytes", "256K"])
+                        .arg("--key")
+                        .arg(&key)
+                        .arg("--out")
+                        .arg(&out)
+                        .output()
+                        .unwrap()
+                })
+                .collect();
+            stop.store(true, Ordering::Relaxed);
+            let made: usize = abusers.into_iter().map(|a| a.join().unwrap()).sum();
+            (runs, made)
+        });
+        // SAFETY: a signal to our own child, by its PID.
+        unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+        let _ = agent.wait();
+        let failed: Vec<String> = runs
+            .iter()
+            .filter(|r| !r.status.success())
+            .map(stderr)
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "delay {delay}: {} of 5 runs failed under the abuse: {failed:?}",
+            failed.len()
+        );
+        // The abuse was real: far more connections than its 64 peers.
+        assert!(
+            made > 64,
+            "delay {delay}: the abuse made {made} connections"
+        );
+        assert!(
+            log().contains("ended unauthenticated to make room"),
+            "delay {delay}: {}",
+            log()
+        );
+    }
 }
 
 #[test]
@@ -692,7 +843,7 @@ fn starve(abusers: &[(usize, usize)], runs: &[usize]) {
             for i in 0..count {
                 let (control, stop, hosts) = (&control, &stop, &hosts);
                 threads
-                    .push(scope.spawn(move || hosts.inside(host, || abuse(control, i % 3, stop))));
+                    .push(scope.spawn(move || hosts.inside(host, || abuse(control, i % 4, stop))));
             }
         }
         // Let the abuse fill the slots before the key holders come.
@@ -795,9 +946,10 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
             let slow = scope.spawn(|| {
                 let mut s = TcpStream::connect(&control).unwrap();
                 let t = Instant::now();
-                // A 32-byte first message, one byte a second: the agent
-                // drops it at its handshake deadline.
-                for byte in [0u8, 32, 1, 1, 1, 1, 1, 1] {
+                // A first message of the right length, one byte a second:
+                // the agent drops it at its handshake deadline.
+                let length = channel::FIRST_MESSAGE_LEN as u8;
+                for byte in [0u8, length, 1, 1, 1, 1, 1, 1] {
                     if s.write_all(&[byte]).is_err() {
                         break;
                     }
@@ -840,9 +992,10 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
     assert!(doc["records"][0]["error"].is_null(), "{doc}");
     let log = hosts.log_text(B);
     for reason in [
-        "wrong key, or a replayed",
-        "handshake message of 65535 bytes",
-        "timed out",
+        "a replayed first handshake message",
+        "a first handshake message of the wrong length: 65535 bytes",
+        "a first handshake message of the wrong length: 16962 bytes",
+        "no whole first handshake message in time",
     ] {
         assert!(log.contains(reason), "{reason}: {log}");
     }

@@ -1,109 +1,182 @@
 //! `netlab agent serve`: runs the ends of experiments for controllers on
 //! other hosts.
 //!
-//! One thread accepts; each connection gets a thread that does the Noise
-//! handshake ([`crate::endpoint::agent::channel`]) under a deadline, with
-//! fixed buffers and nothing parsed, and drops a peer that fails it, logging
-//! its address and the reason (at most [`LOG_BURST`] lines per
-//! [`LOG_WINDOW`], then a count).
+//! # Admission: what a stranger can hold
 //!
-//! Peers without the key must not starve those with it. A new connection
-//! is never turned away for want of a handshake slot: when its source
-//! already holds [`MAX_PER_SOURCE`] pending handshakes, its own oldest is
-//! ended; when [`MAX_HANDSHAKES`] are pending, the oldest of all is. A
-//! controller's handshake takes one round trip, so it is the youngest, not
-//! the oldest, while peers that trickle bytes (or send nothing) age out
-//! first, however fast they reconnect. An authenticated controller says `Hello`;
-//! the agent checks its version and the experiment against `--allow`, takes
-//! one of `--max-runs` slots or answers `Busy` naming the run that holds it,
-//! and serves the run ([`session`]) until the controller says `Bye`, goes
-//! away, or the run passes `--max-duration`. Then every endpoint of the run
-//! is killed and reaped, and the slot is free for the next controller.
+//! The handshake ([`crate::endpoint::agent::channel`], NNpsk0) proves the
+//! key in the controller's *first* message, which arrives with its
+//! connection's last ACK. So the agent keeps a connection in two states:
+//!
+//! - **unproven**: accepted, its first message not yet whole. These are
+//!   held by the accept thread itself, not by threads: a non-blocking
+//!   socket and a 258-byte buffer each, read when poll says so, judged at
+//!   once when whole (one hash chain and one AEAD open, no Diffie-Hellman).
+//!   At most [`MAX_PER_SOURCE`] per source address and [`MAX_HANDSHAKES`]
+//!   in all; a new connection ends its source's oldest, then the oldest of
+//!   all, each told [`Refusal::Busy`] before it is closed. Each has
+//!   [`channel::HANDSHAKE_TIME`] to send its first message.
+//! - **proven**: the first message verified (and its ephemeral key is new:
+//!   [`ReplayCache`]). Only now does it get a thread, and no stranger can end
+//!   it: only key holders, or replays of messages a key holder sent once
+//!   each, reach this state, at most [`MAX_PROVEN`] at once.
+//!
+//! A key holder's connection is unproven only from its accept until its
+//! first message is read: the accept thread reads every readable unproven
+//! connection before it accepts at most [`ACCEPT_BURST`] new ones, so a
+//! first message that has arrived is judged before fewer new connections
+//! than a source's share could end it, however fast strangers reconnect
+//! and however long the round trip. Across a long round trip a stranger's
+//! reconnections are as slow as anyone's; it never matters, because no
+//! state waits on a round trip before proof.
+//!
+//! After its handshake a controller says `Hello`; the agent checks its
+//! version and the experiment against `--allow`, takes one of `--max-runs`
+//! slots or answers `Busy` naming the run that holds it, and serves the
+//! run ([`session`]) until the controller says `Bye`, goes away, or the run
+//! passes `--max-duration`. Then every endpoint of the run is killed and
+//! reaped, and the slot is free for the next controller.
+//!
+//! Refused peers are logged with their address and the reason, at most
+//! [`LOG_BURST`] lines per cause per [`LOG_WINDOW`], then a count.
 
 pub mod session;
 
-use crate::endpoint::agent::channel::{self, ChannelError, FRAME_TIME};
+use crate::endpoint::agent::channel::{
+    self, ChannelError, FIRST_MESSAGE_LEN, HANDSHAKE_MESSAGE_MAX, Refusal, ReplayCache, Verified,
+};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, lock, now_us, version_mismatch};
 use crate::measure::host::HostFacts;
-use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::endpoint::ratelog::RateLog;
 pub use crate::endpoint::ratelog::{LOG_BURST, LOG_WINDOW};
-/// Connections in their handshake at once; a new one ends the oldest.
-/// Each is a thread blocked in a read with two descriptors, so room for
-/// many costs little, and the more room, the more newer connections a
-/// key holder's one-round-trip handshake outlives before it is the oldest.
+
+/// Unproven connections at once; a new one ends the oldest.
 pub const MAX_HANDSHAKES: usize = 128;
-/// Pending handshakes of one source address; a new one ends its oldest.
+/// Unproven connections of one source address; a new one ends its oldest.
 pub const MAX_PER_SOURCE: usize = 32;
+/// New connections accepted between two readings of the unproven ones:
+/// well under [`MAX_PER_SOURCE`], so a first message that has arrived is
+/// read before its source's share turns over.
+pub const ACCEPT_BURST: usize = 8;
+/// Proven connections in their Hello at once (each a thread); more are
+/// told [`Refusal::Busy`].
+pub const MAX_PROVEN: usize = 64;
+/// How often the accept thread looks at the stop flag when nothing happens.
+const IDLE_POLL: Duration = Duration::from_millis(200);
 
-/// Connections in their handshake: each one's source, start and a second
-/// descriptor the accept loop shuts down to end it.
-#[derive(Default)]
-struct Handshakes {
-    pending: Mutex<Vec<PendingHandshake>>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-struct PendingHandshake {
-    id: u64,
+/// A connection whose first message has not arrived whole.
+struct Unproven {
+    stream: TcpStream,
     peer: SocketAddr,
     since: Instant,
-    stream: TcpStream,
+    buf: [u8; 2 + HANDSHAKE_MESSAGE_MAX],
+    got: usize,
 }
 
-impl Handshakes {
-    /// Registers a new connection from `peer` (`stream` a clone of it),
-    /// ending whichever pending handshakes must go to make room; returns
-    /// its id and the peers ended.
-    fn admit(&self, peer: SocketAddr, stream: TcpStream) -> (u64, Vec<SocketAddr>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut pending = lock(&self.pending);
-        let mut ended = Vec::new();
-        let mut end_oldest = |pending: &mut Vec<PendingHandshake>, same_source: bool| {
-            let oldest = pending
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| !same_source || p.peer.ip() == peer.ip())
-                .min_by_key(|(_, p)| p.since)
-                .map(|(i, _)| i);
-            if let Some(i) = oldest {
-                let gone = pending.swap_remove(i);
-                // Its thread's next read fails at once; the thread ends.
-                let _ = gone.stream.shutdown(std::net::Shutdown::Both);
-                ended.push(gone.peer);
-            }
-        };
-        if pending.iter().filter(|p| p.peer.ip() == peer.ip()).count() >= MAX_PER_SOURCE {
-            end_oldest(&mut pending, true);
-        }
-        if pending.len() >= MAX_HANDSHAKES {
-            end_oldest(&mut pending, false);
-        }
-        pending.push(PendingHandshake {
-            id,
+/// What reading an unproven connection found.
+#[derive(Debug)]
+enum FirstMessage {
+    /// Not whole yet.
+    Partial,
+    /// Whole: the message (without its length).
+    Whole,
+    /// The peer closed or reset the connection.
+    Closed,
+    /// A length no first message has.
+    WrongLength(usize),
+}
+
+impl Unproven {
+    fn new(stream: TcpStream, peer: SocketAddr) -> Unproven {
+        Unproven {
+            stream,
             peer,
             since: Instant::now(),
-            stream,
-        });
-        (id, ended)
+            buf: [0; 2 + HANDSHAKE_MESSAGE_MAX],
+            got: 0,
+        }
     }
 
-    /// The handshake `id` is over (done, failed or ended).
-    fn done(&self, id: u64) {
-        lock(&self.pending).retain(|p| p.id != id);
+    /// The first message's length, once its length field is in.
+    fn length(&self) -> Option<usize> {
+        (self.got >= 2).then(|| usize::from(u16::from_be_bytes([self.buf[0], self.buf[1]])))
     }
 
-    #[cfg(test)]
+    /// Reads what has arrived (never more than the first message).
+    fn read(&mut self) -> FirstMessage {
+        loop {
+            let want = match self.length() {
+                None => 2,
+                Some(n) if n != FIRST_MESSAGE_LEN => return FirstMessage::WrongLength(n),
+                Some(n) => 2 + n,
+            };
+            if self.got == want {
+                return FirstMessage::Whole;
+            }
+            match self.stream.read(&mut self.buf[self.got..want]) {
+                Ok(0) => return FirstMessage::Closed,
+                Ok(n) => self.got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FirstMessage::Partial,
+                Err(_) => return FirstMessage::Closed,
+            }
+        }
+    }
+
+    fn message(&self) -> &[u8] {
+        &self.buf[2..self.got]
+    }
+
+    /// Tells the peer why and closes (best effort: the socket's buffer is
+    /// empty, so three bytes never block).
+    fn refuse(mut self, refusal: Refusal) {
+        channel::refuse(&mut self.stream, refusal);
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// The unproven connections, oldest first.
+#[derive(Default)]
+struct Unprovens {
+    pending: Vec<Unproven>,
+}
+
+impl Unprovens {
+    /// Takes a new connection, ending whichever unproven ones must go to
+    /// make room (its source's oldest when the source holds its share,
+    /// then the oldest of all); returns those ended.
+    fn admit(&mut self, new: Unproven) -> Vec<Unproven> {
+        let mut ended = Vec::new();
+        let source = new.peer.ip();
+        if self.of(source) >= MAX_PER_SOURCE
+            && let Some(i) = self.pending.iter().position(|u| u.peer.ip() == source)
+        {
+            ended.push(self.pending.remove(i));
+        }
+        if self.pending.len() >= MAX_HANDSHAKES {
+            ended.push(self.pending.remove(0));
+        }
+        self.pending.push(new);
+        ended
+    }
+
+    fn of(&self, source: IpAddr) -> usize {
+        self.pending
+            .iter()
+            .filter(|u| u.peer.ip() == source)
+            .count()
+    }
+
     fn len(&self) -> usize {
-        lock(&self.pending).len()
+        self.pending.len()
     }
 }
 
@@ -127,8 +200,16 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn refuse(&self, peer: SocketAddr, reason: &str) {
-        self.log.line(format_args!("refused {peer}: {reason}"));
+    /// Logs `peer`'s refusal for `cause` (a fixed text, its rate window's
+    /// name) with `detail` (may be empty).
+    fn refuse(&self, peer: SocketAddr, cause: &'static str, detail: &str) {
+        if detail.is_empty() {
+            self.log
+                .line_about(cause, format_args!("refused {peer}: {cause}"));
+        } else {
+            self.log
+                .line_about(cause, format_args!("refused {peer}: {cause}: {detail}"));
+        }
     }
 }
 
@@ -193,7 +274,8 @@ struct Agent {
     facts: HostFacts,
     refusals: RefusalLog,
     slots: Slots,
-    handshakes: Handshakes,
+    /// Proven connections not yet past their Hello.
+    proven: AtomicUsize,
     stop: Arc<AtomicBool>,
 }
 
@@ -217,51 +299,177 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         config,
         facts: HostFacts::gather(),
         refusals: RefusalLog::default(),
-        handshakes: Handshakes::default(),
+        proven: AtomicUsize::new(0),
         stop: stop.clone(),
     });
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    let mut unproven = Unprovens::default();
+    let mut replays = ReplayCache::default();
     while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                threads.retain(|t| !t.is_finished());
-                let Ok(handle) = stream.try_clone() else {
+        let (listener_ready, ready) = wait(&listener, &unproven);
+        // First the connections already here: a first message that has
+        // arrived is judged before anyone new can push it out.
+        let mut still = Vec::with_capacity(unproven.len());
+        for (mut u, readable) in unproven.pending.drain(..).zip(ready) {
+            if !readable {
+                still.push(u);
+                continue;
+            }
+            match u.read() {
+                FirstMessage::Partial => still.push(u),
+                FirstMessage::Closed => {
                     agent
                         .refusals
-                        .refuse(peer, "no descriptor left to serve it");
-                    continue;
-                };
-                let (id, ended) = agent.handshakes.admit(peer, handle);
-                for old in ended {
+                        .refuse(u.peer, "closed the connection in the handshake", "");
+                }
+                FirstMessage::WrongLength(n) => {
                     agent.refusals.refuse(
-                        old,
-                        "its handshake was the oldest pending when a new connection came",
+                        u.peer,
+                        "a first handshake message of the wrong length",
+                        &format!("{n} bytes, not {FIRST_MESSAGE_LEN}"),
                     );
+                    u.refuse(Refusal::KeyDiffers);
                 }
-                let agent = agent.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("agent-{peer}"))
-                    .spawn(move || connection(&agent, stream, peer, id));
-                match spawned {
-                    Ok(thread) => threads.push(thread),
-                    Err(e) => log(format_args!("cannot serve {peer}: {e}")),
+                FirstMessage::Whole => {
+                    judge(&agent, u, &mut replays, &mut threads);
                 }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_readable(&listener, Duration::from_millis(200));
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                log(format_args!("accept: {e}"));
-                std::thread::sleep(Duration::from_millis(100));
             }
         }
+        unproven.pending = still;
+        // Then those out of time.
+        let now = Instant::now();
+        let (late, keep): (Vec<_>, Vec<_>) = unproven
+            .pending
+            .drain(..)
+            .partition(|u| now.duration_since(u.since) >= channel::HANDSHAKE_TIME);
+        unproven.pending = keep;
+        for u in late {
+            agent.refusals.refuse(
+                u.peer,
+                "no whole first handshake message in time",
+                &format!("{} s", channel::HANDSHAKE_TIME.as_secs()),
+            );
+            u.refuse(Refusal::TooSlow);
+        }
+        // Then a few new ones.
+        if listener_ready {
+            accept_some(&agent, &listener, &mut unproven);
+        }
+        threads.retain(|t| !t.is_finished());
     }
     log("stopping: ending every run");
+    for u in unproven.pending.drain(..) {
+        u.refuse(Refusal::Busy);
+    }
     for thread in threads {
         let _ = thread.join();
     }
     Ok(())
+}
+
+/// Polls the listener and every unproven connection until one is ready,
+/// the oldest's deadline, or [`IDLE_POLL`]; returns whether the listener
+/// is ready and, in order, which connections are.
+fn wait(listener: &TcpListener, unproven: &Unprovens) -> (bool, Vec<bool>) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = Vec::with_capacity(1 + unproven.len());
+    fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+    for u in &unproven.pending {
+        fds.push(PollFd::new(u.stream.as_fd(), PollFlags::POLLIN));
+    }
+    let timeout = unproven.pending.first().map_or(IDLE_POLL, |oldest| {
+        (oldest.since + channel::HANDSHAKE_TIME)
+            .saturating_duration_since(Instant::now())
+            .min(IDLE_POLL)
+    });
+    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
+    if poll(&mut fds, timeout).is_err() {
+        // EINTR: look again at the stop flag and every connection.
+        return (false, vec![false; unproven.len()]);
+    }
+    let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+    (ready(&fds[0]), fds[1..].iter().map(ready).collect())
+}
+
+/// Accepts at most [`ACCEPT_BURST`] waiting connections as unproven ones.
+fn accept_some(agent: &Agent, listener: &TcpListener, unproven: &mut Unprovens) {
+    for _ in 0..ACCEPT_BURST {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if let Err(e) = stream.set_nonblocking(true) {
+                    agent
+                        .refusals
+                        .refuse(peer, "cannot serve it", &e.to_string());
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                for old in unproven.admit(Unproven::new(stream, peer)) {
+                    agent.refusals.refuse(
+                        old.peer,
+                        "ended unauthenticated to make room for a newer connection",
+                        "",
+                    );
+                    old.refuse(Refusal::Busy);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of descriptors, typically: say so, let the others go on.
+                log(format_args!("accept: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Judges a whole first message: a key holder's new one gets a thread.
+fn judge(
+    agent: &Arc<Agent>,
+    u: Unproven,
+    replays: &mut ReplayCache,
+    threads: &mut Vec<std::thread::JoinHandle<()>>,
+) {
+    let verified = match channel::verify_first(u.message(), &agent.config.key) {
+        Ok(verified) => verified,
+        Err(_) => {
+            agent.refusals.refuse(
+                u.peer,
+                "its first handshake message does not verify",
+                "it holds another key, or is not a netlab controller",
+            );
+            return u.refuse(Refusal::KeyDiffers);
+        }
+    };
+    if !replays.first_time(verified.ephemeral) {
+        agent
+            .refusals
+            .refuse(u.peer, "a replayed first handshake message", "");
+        return u.refuse(Refusal::Replayed);
+    }
+    if agent.proven.fetch_add(1, Ordering::Relaxed) >= MAX_PROVEN {
+        agent.proven.fetch_sub(1, Ordering::Relaxed);
+        agent.refusals.refuse(
+            u.peer,
+            "too many authenticated handshakes at once",
+            &format!("{MAX_PROVEN}"),
+        );
+        return u.refuse(Refusal::Busy);
+    }
+    let peer = u.peer;
+    let stream = u.stream;
+    let agent_ref = agent.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("agent-{peer}"))
+        .spawn(move || connection(&agent_ref, stream, peer, verified));
+    match spawned {
+        Ok(thread) => threads.push(thread),
+        // The thread's ticket was never made: give the count back here.
+        Err(e) => {
+            agent.proven.fetch_sub(1, Ordering::Relaxed);
+            log(format_args!("cannot serve {peer}: {e}"));
+        }
+    }
 }
 
 /// A name a peer sent, fit for one log line: control characters (a newline
@@ -278,41 +486,46 @@ fn printable(name: &str) -> String {
     shown
 }
 
-fn wait_readable(listener: &TcpListener, timeout: Duration) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-    // Woken early by a connection, or at the timeout to look at the stop flag.
-    let _ = poll(&mut fds, timeout);
+/// One of [`MAX_PROVEN`], given back on drop.
+struct ProvenTicket<'a>(&'a AtomicUsize);
+
+impl Drop for ProvenTicket<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
-fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, id: u64) {
-    let _ = stream.set_nodelay(true);
-    let handshake = channel::accept(stream, &agent.config.key);
-    agent.handshakes.done(id);
-    let channel = match handshake {
+fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, verified: Verified) {
+    let ticket = ProvenTicket(&agent.proven);
+    let answered = stream
+        .set_nonblocking(false)
+        .map_err(ChannelError::from)
+        .and_then(|()| channel::answer(stream, verified));
+    let channel = match answered {
         Ok(channel) => channel,
         Err(e) => {
-            let reason = match e {
-                ChannelError::Closed => "closed the connection in the handshake".to_string(),
-                other => other.to_string(),
-            };
-            agent.refusals.refuse(peer, &reason);
-            return;
+            return agent
+                .refusals
+                .refuse(peer, "lost in the handshake", &e.to_string());
         }
     };
     let (mut sealer, mut opener) = match channel.split() {
         Ok(halves) => halves,
         Err(e) => return log(format_args!("{peer}: {e}")),
     };
-    let hello = match opener.recv::<ToAgent>(Some(FRAME_TIME)) {
+    // A replayer's Hello never decrypts: it holds its thread this long.
+    let hello = opener.recv::<ToAgent>(Some(channel::HANDSHAKE_TIME));
+    drop(ticket);
+    let hello = match hello {
         Ok(ToAgent::Hello(hello)) => hello,
         Ok(_) => {
             return agent
                 .refusals
-                .refuse(peer, "its first message was not Hello");
+                .refuse(peer, "its first message was not Hello", "");
         }
-        Err(e) => return agent.refusals.refuse(peer, &format!("no Hello: {e}")),
+        Err(e) => {
+            return agent.refusals.refuse(peer, "no Hello", &e.to_string());
+        }
     };
     let ours = env!("CARGO_PKG_VERSION");
     let refusal = if hello.version != ours {
@@ -321,7 +534,9 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, id: u64) {
         agent.config.policy.admit(&hello.experiment).err()
     };
     if let Some(reason) = refusal {
-        agent.refusals.refuse(peer, &reason);
+        agent
+            .refusals
+            .refuse(peer, "its Hello was refused", &printable(&reason));
         let _ = sealer.send(&FromAgent::Refused { reason });
         return;
     }
@@ -331,7 +546,8 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, id: u64) {
         Err(holder) => {
             agent.refusals.refuse(
                 peer,
-                &format!("busy with {} for {}", holder.experiment, holder.controller),
+                "busy",
+                &format!("with {} for {}", holder.experiment, holder.controller),
             );
             let _ = sealer.send(&FromAgent::Busy {
                 experiment: holder.experiment,
@@ -389,40 +605,97 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    /// A connected pair: the agent's end as an unproven connection from
+    /// `peer`, and the client's end.
+    fn connected(listener: &TcpListener, peer: SocketAddr) -> (Unproven, TcpStream) {
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        (Unproven::new(server, peer), client)
+    }
 
     #[test]
-    fn a_new_handshake_ends_the_oldest_of_its_source_then_the_oldest_of_all() {
+    fn a_new_connection_ends_the_oldest_of_its_source_then_the_oldest_of_all() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let handshakes = Handshakes::default();
-        let mut held = Vec::new();
+        let mut unproven = Unprovens::default();
+        let mut clients = Vec::new();
         let source = |last: u8, port: u16| SocketAddr::from(([10, 0, 0, last], port));
-        let mut admit = |peer: SocketAddr| {
-            let client = TcpStream::connect(addr).unwrap();
-            let (server, _) = listener.accept().unwrap();
-            held.push((client, server.try_clone().unwrap()));
-            handshakes.admit(peer, server)
+        let admit = |unproven: &mut Unprovens, clients: &mut Vec<TcpStream>, peer: SocketAddr| {
+            let (u, client) = connected(&listener, peer);
+            clients.push(client);
+            unproven
+                .admit(u)
+                .into_iter()
+                .map(|u| {
+                    let peer = u.peer;
+                    u.refuse(Refusal::Busy);
+                    peer
+                })
+                .collect::<Vec<SocketAddr>>()
         };
         // One source fills its share; its next connection ends its own oldest.
         for port in 0..MAX_PER_SOURCE as u16 {
-            assert!(admit(source(1, port)).1.is_empty());
+            assert!(admit(&mut unproven, &mut clients, source(1, port)).is_empty());
         }
-        assert_eq!(admit(source(1, 999)).1, vec![source(1, 0)]);
-        assert_eq!(handshakes.len(), MAX_PER_SOURCE);
+        assert_eq!(
+            admit(&mut unproven, &mut clients, source(1, 999)),
+            vec![source(1, 0)]
+        );
+        assert_eq!(unproven.of(source(1, 0).ip()), MAX_PER_SOURCE);
         // Others fill the rest; then the oldest of all goes, whoever's it is.
         let mut last = 2;
-        while handshakes.len() < MAX_HANDSHAKES {
-            assert!(admit(source(last, 1)).1.is_empty());
+        while unproven.len() < MAX_HANDSHAKES {
+            assert!(admit(&mut unproven, &mut clients, source(last, 1)).is_empty());
             last += 1;
         }
-        assert_eq!(admit(source(200, 1)).1, vec![source(1, 1)]);
-        assert_eq!(handshakes.len(), MAX_HANDSHAKES);
-        // The ended connection's reads see the end at once.
-        let (client, _) = &mut held[0];
+        assert_eq!(
+            admit(&mut unproven, &mut clients, source(200, 1)),
+            vec![source(1, 1)]
+        );
+        assert_eq!(unproven.len(), MAX_HANDSHAKES);
+        // The ended connection is told why, then sees the end.
+        let client = &mut clients[0];
         client
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
-        assert_eq!(std::io::Read::read(client, &mut [0u8; 8]).unwrap(), 0);
+        let mut said = Vec::new();
+        client.read_to_end(&mut said).unwrap();
+        assert_eq!(said, Refusal::Busy.wire());
+    }
+
+    #[test]
+    fn a_first_message_is_read_as_it_arrives_and_judged_whole() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = SocketAddr::from(([10, 0, 0, 1], 1));
+        // A key holder's first message, a byte at a time.
+        let key = Key::from_bytes([5; 32]);
+        let (client_end, mut recorder) = channel::tests::pair();
+        let controller = std::thread::spawn(move || channel::connect(client_end, &key).map(|_| ()));
+        let first = recorder.rx.recv().unwrap();
+        assert_eq!(first.len(), 2 + FIRST_MESSAGE_LEN);
+        let (mut u, mut client) = connected(&listener, peer);
+        for (i, byte) in first.iter().enumerate() {
+            assert!(matches!(u.read(), FirstMessage::Partial), "byte {i}");
+            client.write_all(&[*byte]).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(matches!(u.read(), FirstMessage::Whole));
+        assert!(channel::verify_first(u.message(), &Key::from_bytes([5; 32])).is_ok());
+        assert!(channel::verify_first(u.message(), &Key::from_bytes([6; 32])).is_err());
+        channel::refuse(&mut recorder, Refusal::Busy);
+        assert!(controller.join().unwrap().is_err());
+        // A length no first message has is refused before its body.
+        let (mut u, mut client) = connected(&listener, peer);
+        client.write_all(&[0xff, 0xff]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(matches!(u.read(), FirstMessage::WrongLength(65535)));
+        // A peer that goes away is closed.
+        let (mut u, client) = connected(&listener, peer);
+        drop(client);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(matches!(u.read(), FirstMessage::Closed));
     }
 
     #[test]

@@ -21,10 +21,10 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
-    let loaded = crate::experiments::page::load(&args.records)
-        .with_context(|| format!("cannot read {}", args.records.display()))?;
+    // The reader's errors name the file already.
+    let loaded = crate::experiments::page::load(&args.records)?;
     let dir = args.out_dir.unwrap_or_else(|| html::beside(&args.records));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::record::files::make_out_dir(&dir, "--out-dir").map_err(anyhow::Error::msg)?;
     let link = html::records_link(&args.records, &dir);
     let written = html::write(&loaded, &crate::experiments::page::Report, &link, &dir)
         .with_context(|| format!("cannot write the report into {}", dir.display()))?;

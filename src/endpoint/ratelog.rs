@@ -1,7 +1,9 @@
-//! Log lines about peers, rate-limited: a stranger who sends bad input a
-//! thousand times a second must not fill a disk or a terminal. At most
-//! `burst` lines a `window` are written; the rest are counted, and the
-//! count is written when the next window begins.
+//! Log lines about peers, rate-limited per cause: a stranger who sends bad
+//! input a thousand times a second must not fill a disk or a terminal, nor
+//! hide another cause's lines behind its own. At most [`LOG_BURST`] lines
+//! of one cause a [`LOG_WINDOW`] are written; the rest are counted, and the
+//! count is written when that cause's next window begins. Causes are
+//! static strings (the code's, never a peer's), so their number is bounded.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,7 +17,7 @@ pub struct RateLog {
     print: fn(std::fmt::Arguments<'_>),
     /// What the counted lines were, for the count's line ("refused peers").
     what: &'static str,
-    state: Mutex<Option<Window>>,
+    windows: Mutex<Vec<(&'static str, Window)>>,
 }
 
 struct Window {
@@ -29,24 +31,42 @@ impl RateLog {
         RateLog {
             print,
             what,
-            state: Mutex::new(None),
+            windows: Mutex::new(Vec::new()),
         }
     }
 
     /// Writes `line`, or counts it when this window's burst is spent.
     /// Returns whether it was written.
     pub fn line(&self, line: std::fmt::Arguments<'_>) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.line_about("", line)
+    }
+
+    /// [`RateLog::line`] with its own window for `cause`.
+    pub fn line_about(&self, cause: &'static str, line: std::fmt::Arguments<'_>) -> bool {
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        let window = state.get_or_insert(Window {
-            start: now,
-            shown: 0,
-            hidden: 0,
-        });
+        let i = match windows.iter().position(|(c, _)| *c == cause) {
+            Some(i) => i,
+            None => {
+                let fresh = Window {
+                    start: now,
+                    shown: 0,
+                    hidden: 0,
+                };
+                windows.push((cause, fresh));
+                windows.len() - 1
+            }
+        };
+        let window = &mut windows[i].1;
         if now.duration_since(window.start) >= LOG_WINDOW {
             if window.hidden > 0 {
+                let about = if cause.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({cause})")
+                };
                 (self.print)(format_args!(
-                    "{} more {} in the last {} s not shown",
+                    "{} more {}{about} in the last {} s not shown",
                     window.hidden,
                     self.what,
                     LOG_WINDOW.as_secs()
@@ -85,5 +105,15 @@ mod tests {
         let log = RateLog::new("refused peers", quiet);
         let written = (0..1000).filter(|i| log.line(format_args!("{i}"))).count();
         assert_eq!(written, LOG_BURST as usize);
+    }
+
+    #[test]
+    fn one_cause_s_flood_does_not_hide_another_s_lines() {
+        let log = RateLog::new("refused peers", quiet);
+        for i in 0..1000 {
+            log.line_about("garbage", format_args!("{i}"));
+        }
+        assert!(log.line_about("wrong key", format_args!("a key holder's mistake")));
+        assert!(!log.line_about("garbage", format_args!("more")));
     }
 }

@@ -26,6 +26,29 @@ const CONNECT_TIME: Duration = Duration::from_secs(5);
 /// How long an agent has to answer a request of the controller's own.
 const ANSWER_TIME: Duration = Duration::from_secs(10);
 
+/// Handshakes tried while an agent says it is busy with unauthenticated
+/// connections, and the pause before the next (times the attempt).
+const BUSY_ATTEMPTS: u32 = 3;
+const BUSY_PAUSE: Duration = Duration::from_millis(200);
+
+/// What a failed handshake means, in the words a user acts on.
+fn handshake_failure(e: ChannelError, attempts: u32) -> String {
+    match e {
+        ChannelError::Refused(channel::Refusal::Busy) => format!(
+            "{} ({attempts} attempts)",
+            channel::Refusal::Busy
+        ),
+        ChannelError::Refused(refusal) => format!("authentication failed: {refusal}"),
+        ChannelError::Authentication(why) => format!("authentication failed ({why})"),
+        ChannelError::Closed | ChannelError::Decrypt => "could not complete a handshake: the agent closed the connection without saying why (it is stopping, or it is not a netlab agent of this protocol)".into(),
+        ChannelError::Timeout(_) => format!(
+            "could not complete a handshake: the agent did not answer within {} s",
+            channel::HANDSHAKE_TIME.as_secs()
+        ),
+        other => format!("could not complete a handshake ({other})"),
+    }
+}
+
 /// An authenticated channel to one agent.
 pub struct AgentLink {
     name: String,
@@ -77,31 +100,31 @@ impl AgentLink {
             message,
         };
         let addr = resolve(name).map_err(fail)?;
-        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIME)
-            .map_err(|e| fail(format!("cannot connect to {addr}: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let _ = keepalive(&stream);
-        let local = stream.local_addr().map_err(|e| fail(e.to_string()))?;
-        // XXpsk3 proves the key only in the third message: an agent that
-        // closes before its answer to the first did not judge the key (it
-        // is ending the oldest handshakes to make room, or stopping); one
-        // that closes after the third rejected the key.
-        let no_handshake = |e: ChannelError| {
-            fail(match e {
-                ChannelError::Authentication(why) => format!("authentication failed ({why})"),
-                ChannelError::Closed | ChannelError::Decrypt => "could not complete a handshake: the agent closed the connection before answering (it is refusing new connections: too many others in their handshake, or it is stopping; or it is not a netlab agent)".into(),
-                ChannelError::Timeout(_) => format!("could not complete a handshake: the agent did not answer within {} s", channel::HANDSHAKE_TIME.as_secs()),
-                other => format!("could not complete a handshake ({other})"),
-            })
+        // The agent judges the key from our first message and, if it
+        // will not go on, says why before closing. A Busy agent ended our
+        // handshake unjudged to make room: try again a little later.
+        let mut attempt = 0;
+        let (mut channel, local) = loop {
+            attempt += 1;
+            let stream = TcpStream::connect_timeout(&addr, CONNECT_TIME)
+                .map_err(|e| fail(format!("cannot connect to {addr}: {e}")))?;
+            let _ = stream.set_nodelay(true);
+            let _ = keepalive(&stream);
+            let local = stream.local_addr().map_err(|e| fail(e.to_string()))?;
+            match channel::connect(stream, key) {
+                Ok(channel) => break (channel, local),
+                Err(ChannelError::Refused(channel::Refusal::Busy)) if attempt < BUSY_ATTEMPTS => {
+                    std::thread::sleep(BUSY_PAUSE * attempt);
+                }
+                Err(e) => return Err(fail(handshake_failure(e, attempt))),
+            }
         };
         let auth_failed = |e: ChannelError| {
             fail(match e {
-                ChannelError::Authentication(why) => format!("authentication failed ({why})"),
-                ChannelError::Closed | ChannelError::Decrypt => "authentication failed: the agent rejected our key (it holds a different one) and closed the connection".into(),
-                other => format!("authentication failed ({other})"),
+                ChannelError::Closed | ChannelError::Decrypt => "the agent closed the connection after our handshake, before answering Hello (it stopped, or was ended by its host)".into(),
+                other => format!("no answer to Hello ({other})"),
             })
         };
-        let mut channel = channel::connect(stream, key).map_err(no_handshake)?;
         let sent_us = now_us();
         let started = Instant::now();
         channel

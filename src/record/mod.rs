@@ -15,6 +15,7 @@
 //! [`RecordWriter`] appends and flushes each record as it completes, so an
 //! interrupted sweep keeps everything it finished.
 
+pub mod files;
 pub mod profile;
 pub mod stats;
 pub mod testbed;
@@ -163,18 +164,17 @@ impl RecordWriter {
     }
 }
 
-/// Reads every record of a JSON Lines file; lines that do not parse are
-/// returned as errors with their line number, so a reader can skip them.
+/// Reads every record of a JSON Lines file; lines that do not parse (or
+/// are not UTF-8, or are too long) are returned as errors with their line
+/// number, so a reader can skip them. A file that is not a regular file, or
+/// is larger than [`files::MAX_RECORDS_FILE`], is refused whole.
 pub fn read_records<D: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> std::io::Result<Vec<Result<Record<D>, String>>> {
-    let text = std::fs::read_to_string(path)?;
-    // A byte-order mark (an editor's, on Windows) is not part of the first line.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    Ok(text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+    let lines = files::record_lines(path, "records").map_err(std::io::Error::other)?;
+    Ok(lines
+        .map(|(n, line)| {
+            line.and_then(|l| serde_json::from_str(&l).map_err(|e| format!("line {n}: {e}")))
+        })
         .collect())
 }

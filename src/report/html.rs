@@ -128,25 +128,37 @@ pub struct Loaded<D> {
 }
 
 /// Reads `path`, keeping every record this netlab understands.
+/// A line that is not UTF-8 or is too long is skipped and named, as is one
+/// that does not parse; a file that is not a regular file or is larger
+/// than [`crate::record::files::MAX_RECORDS_FILE`] is refused whole.
 pub fn load<D: DeserializeOwned>(path: &Path, known: &[&str]) -> std::io::Result<Loaded<D>> {
-    let text = std::fs::read(path)?;
-    Ok(parse(&String::from_utf8_lossy(&text), known))
+    let lines =
+        crate::record::files::record_lines(path, "records").map_err(std::io::Error::other)?;
+    Ok(parse_lines(lines, known))
 }
 
 /// Sorts each line into a record or a reason to skip it.
 pub fn parse<D: DeserializeOwned>(text: &str, known: &[&str]) -> Loaded<D> {
+    parse_lines(crate::record::files::lines(text.as_bytes()), known)
+}
+
+fn parse_lines<D: DeserializeOwned>(
+    lines: impl Iterator<Item = crate::record::files::Line>,
+    known: &[&str],
+) -> Loaded<D> {
     let mut loaded = Loaded {
         records: Vec::new(),
         skipped: Vec::new(),
     };
-    // A byte-order mark (an editor's, on Windows) is not part of the first line.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: serde_json::Value = match serde_json::from_str(line) {
+    for (n, line) in lines {
+        let line = match line {
+            Ok(line) => line,
+            Err(why) => {
+                loaded.skipped.push(why);
+                continue;
+            }
+        };
+        let value: serde_json::Value = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(e) => {
                 loaded.skipped.push(format!(

@@ -10,25 +10,40 @@
 //! +----------------+------------------------------------+
 //! ```
 //!
-//! Handshake (XXpsk3, three messages): `-> e`, `<- e, ee, s, es`,
-//! `-> s, se, psk`. Each side's static key is fresh per process and proves
-//! nothing; the PSK mixed into the third message is the authentication:
-//! the responder (the agent) decrypts that message only if the initiator
-//! holds the key, and the initiator (the controller) decrypts the agent's
-//! first transport message only if the agent does. A replayed handshake
-//! fails at the third message: the agent's new ephemeral key changes every
-//! key that follows. Transport messages carry a counter nonce checked by
-//! `snow`, so a replayed, dropped or reordered message fails to decrypt and
-//! ends the channel.
+//! Handshake (NNpsk0, two messages): `-> psk, e`, `<- e, ee`. The PSK is
+//! mixed in before the first message's (empty) payload is sealed, so the
+//! first message carries an AEAD tag only a key holder can make: the agent
+//! knows whether a peer holds the key from the peer's first message, which
+//! a controller sends in the same flight as its connection's last ACK, not
+//! a round trip later. A stranger therefore holds nothing the agent must
+//! keep for a round trip: until a first message verifies, a connection is
+//! the cheapest kind the agent has (see [`crate::agent`]'s admission). The
+//! controller knows the agent holds the key when the reply verifies. A
+//! replayed first message verifies too, but the replayer cannot read the
+//! reply (it lacks the ephemeral key behind `ee`), so its first transport
+//! message fails; the agent also refuses a first message whose ephemeral
+//! key it has seen before ([`ReplayCache`]). Transport messages carry a
+//! counter nonce checked by `snow`, so a replayed, dropped or reordered
+//! message fails to decrypt and ends the channel.
 //!
-//! Before authentication the agent reads at most three messages of at most
-//! [`HANDSHAKE_MESSAGE_MAX`] bytes into fixed buffers, under one deadline
-//! ([`HANDSHAKE_TIME`]) for the whole handshake, and parses no control
-//! message. After it, the plaintext is a sequence of
-//! [`crate::wire::control`] frames (at most [`MAX_FRAME`] bytes), each split
-//! over as many Noise messages as it needs and starting a new one; once a
-//! frame's first bytes have arrived, the rest must follow within
-//! [`FRAME_TIME`], so a peer sending a byte a minute is dropped.
+//! An agent that will not go on with a handshake says why before closing,
+//! in plaintext (unauthenticated: a diagnosis, never a decision), as a
+//! length no handshake message has followed by one code byte:
+//!
+//! ```text
+//! +--------------+-----------------------+
+//! | 0xFFFF: u16  | [`Refusal`] code: u8  |
+//! +--------------+-----------------------+
+//! ```
+//!
+//! Before authentication the agent reads at most one message of at most
+//! [`HANDSHAKE_MESSAGE_MAX`] bytes into a fixed buffer, under one deadline
+//! ([`HANDSHAKE_TIME`]), and parses no control message. After it, the
+//! plaintext is a sequence of [`crate::wire::control`] frames (at most
+//! [`MAX_FRAME`] bytes), each split over as many Noise messages as it needs
+//! and starting a new one; once a frame's first bytes have arrived, the
+//! rest must follow within [`FRAME_TIME`], so a peer sending a byte a
+//! minute is dropped.
 
 use super::key::Key;
 use crate::wire::control;
@@ -40,16 +55,20 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// The Noise protocol name.
-pub const PATTERN: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";
+pub const PATTERN: &str = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
 /// Bound into the handshake: a peer speaking another agent protocol fails it.
-const PROLOGUE: &[u8] = b"netlab agent protocol 1";
+const PROLOGUE: &[u8] = b"netlab agent protocol 2";
 /// Largest Noise message.
 pub const NOISE_MAX: usize = 65535;
 /// Bytes a Noise transport message adds to its plaintext (the AEAD tag).
 const TAG_LEN: usize = 16;
-/// Largest handshake message either side accepts (XXpsk3 needs at most 96
-/// bytes with empty payloads).
+/// Largest handshake message either side accepts (NNpsk0 needs 48 bytes
+/// with empty payloads).
 pub const HANDSHAKE_MESSAGE_MAX: usize = 256;
+/// The first message's length: the ephemeral key and the empty payload's tag.
+pub const FIRST_MESSAGE_LEN: usize = 32 + TAG_LEN;
+/// The length field of a [`Refusal`] (no handshake message is this long).
+pub const REFUSAL_MARK: u16 = 0xFFFF;
 /// The whole handshake must be done within this time.
 pub const HANDSHAKE_TIME: Duration = Duration::from_secs(5);
 /// Once a frame has begun, its end must arrive within this time.
@@ -75,6 +94,8 @@ pub enum ChannelError {
     Frame(#[from] control::FrameError),
     #[error("Noise: {0}")]
     Noise(String),
+    #[error("{0}")]
+    Refused(Refusal),
     #[error(transparent)]
     Io(io::Error),
 }
@@ -91,6 +112,58 @@ impl From<io::Error> for ChannelError {
             | io::ErrorKind::UnexpectedEof => ChannelError::Closed,
             _ => ChannelError::Io(e),
         }
+    }
+}
+
+/// Why an agent ended a handshake, said to the peer before it closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It ended the handshake, not yet authenticated, to make room for newer
+    /// connections (its pending handshakes, or this address's share, are full).
+    Busy,
+    /// The first message does not verify: the peer holds another key.
+    KeyDiffers,
+    /// The first message's ephemeral key was seen before: a replay.
+    Replayed,
+    /// The first message did not arrive whole in time.
+    TooSlow,
+}
+
+impl Refusal {
+    pub fn code(self) -> u8 {
+        match self {
+            Refusal::Busy => 1,
+            Refusal::KeyDiffers => 2,
+            Refusal::Replayed => 3,
+            Refusal::TooSlow => 4,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<Refusal> {
+        Some(match code {
+            1 => Refusal::Busy,
+            2 => Refusal::KeyDiffers,
+            3 => Refusal::Replayed,
+            4 => Refusal::TooSlow,
+            _ => return None,
+        })
+    }
+
+    /// The three bytes that say it.
+    pub fn wire(self) -> [u8; 3] {
+        let [hi, lo] = REFUSAL_MARK.to_be_bytes();
+        [hi, lo, self.code()]
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::Busy => "the agent is busy with unauthenticated connections: it ended our handshake, before judging our key, to make room",
+            Refusal::KeyDiffers => "the agent could not verify our first handshake message: it holds a different key",
+            Refusal::Replayed => "the agent saw our first handshake message before (a replay)",
+            Refusal::TooSlow => "our first handshake message did not reach the agent whole in time",
+        })
     }
 }
 
@@ -181,14 +254,10 @@ fn write_message(link: &mut impl Write, message: &[u8]) -> io::Result<()> {
 
 fn handshake_state(key: &Key, initiator: bool) -> Result<snow::HandshakeState, ChannelError> {
     let params: snow::params::NoiseParams = PATTERN.parse().map_err(noise)?;
-    let builder = snow::Builder::new(params);
-    let static_key = builder.generate_keypair().map_err(noise)?;
-    let builder = builder
+    let builder = snow::Builder::new(params)
         .prologue(PROLOGUE)
         .map_err(noise)?
-        .psk(3, key.bytes())
-        .map_err(noise)?
-        .local_private_key(&static_key.private)
+        .psk(0, key.bytes())
         .map_err(noise)?;
     if initiator {
         builder.build_initiator().map_err(noise)
@@ -205,35 +274,124 @@ pub fn connect<L: Link>(mut link: L, key: &Key) -> Result<Channel<L>, ChannelErr
     let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
     let n = state.write_message(&[], &mut message).map_err(noise)?;
     write_message(&mut link, &message[..n])?;
-    let n = read_message(&mut link, &mut message, deadline, true)?;
+    let mut header = [0u8; 2];
+    read_exact_by(
+        &mut link,
+        &mut header,
+        deadline,
+        "waiting for the agent's reply",
+    )?;
+    let length = u16::from_be_bytes(header);
+    if length == REFUSAL_MARK {
+        let mut code = [0u8; 1];
+        read_exact_by(&mut link, &mut code, deadline, "inside the agent's refusal")?;
+        return Err(match Refusal::from_code(code[0]) {
+            Some(refusal) => ChannelError::Refused(refusal),
+            None => ChannelError::Authentication("the agent refused with an unknown code"),
+        });
+    }
+    let length = usize::from(length);
+    if length > message.len() {
+        return Err(ChannelError::HandshakeTooLong(length));
+    }
+    read_exact_by(
+        &mut link,
+        &mut message[..length],
+        deadline,
+        "inside a message",
+    )?;
     state
-        .read_message(&message[..n], &mut payload)
+        .read_message(&message[..length], &mut payload)
         .map_err(|_| ChannelError::Authentication("the agent's reply does not verify"))?;
+    Channel::new(link, state)
+}
+
+/// A first handshake message that verified: a key holder's (or a replay
+/// of one, which [`ReplayCache`] catches and the replayer cannot go on from).
+pub struct Verified {
+    state: snow::HandshakeState,
+    /// The initiator's ephemeral public key: what a replay repeats.
+    pub ephemeral: [u8; 32],
+}
+
+/// Checks a first handshake message (without its length field) against
+/// `key`: cheap (one hash chain and one AEAD open, no Diffie-Hellman), so an
+/// agent can judge every connection's first message on one thread.
+pub fn verify_first(message: &[u8], key: &Key) -> Result<Verified, ChannelError> {
+    if message.len() != FIRST_MESSAGE_LEN {
+        return Err(ChannelError::Authentication(
+            "a first handshake message of the wrong length",
+        ));
+    }
+    let mut state = handshake_state(key, false)?;
+    let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
+    state
+        .read_message(message, &mut payload)
+        .map_err(|_| ChannelError::Authentication("wrong key, or an altered first message"))?;
+    let mut ephemeral = [0u8; 32];
+    ephemeral.copy_from_slice(&message[..32]);
+    Ok(Verified { state, ephemeral })
+}
+
+/// The agent's reply to a verified first message: the channel is open.
+pub fn answer<L: Link>(mut link: L, verified: Verified) -> Result<Channel<L>, ChannelError> {
+    let Verified { mut state, .. } = verified;
+    let mut message = [0u8; HANDSHAKE_MESSAGE_MAX];
     let n = state.write_message(&[], &mut message).map_err(noise)?;
     write_message(&mut link, &message[..n])?;
     Channel::new(link, state)
 }
 
-/// The agent's side of the handshake: a peer without the key fails at the
-/// third message, before any control message is read.
+/// Says `refusal` to a peer (best effort: it is closing anyway).
+pub fn refuse(link: &mut impl Write, refusal: Refusal) {
+    let _ = link.write_all(&refusal.wire());
+    let _ = link.flush();
+}
+
+/// The agent's side of the handshake on one blocking link: a peer without
+/// the key fails at its first message, before anything is written back.
+/// (`netlab agent serve` reads first messages on its accept thread instead,
+/// then calls [`verify_first`] and [`answer`].)
 pub fn accept<L: Link>(mut link: L, key: &Key) -> Result<Channel<L>, ChannelError> {
     let deadline = Some(Instant::now() + HANDSHAKE_TIME);
-    let mut state = handshake_state(key, false)?;
     let mut message = [0u8; HANDSHAKE_MESSAGE_MAX];
-    let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
     let n = read_message(&mut link, &mut message, deadline, true)?;
-    state
-        .read_message(&message[..n], &mut payload)
-        .map_err(|_| ChannelError::Authentication("malformed first handshake message"))?;
-    let n = state.write_message(&[], &mut message).map_err(noise)?;
-    write_message(&mut link, &message[..n])?;
-    let n = read_message(&mut link, &mut message, deadline, true)?;
-    state
-        .read_message(&message[..n], &mut payload)
-        .map_err(|_| {
-            ChannelError::Authentication("wrong key, or a replayed or altered handshake")
-        })?;
-    Channel::new(link, state)
+    let verified = verify_first(&message[..n], key);
+    match verified {
+        Ok(verified) => answer(link, verified),
+        Err(e) => {
+            refuse(&mut link, Refusal::KeyDiffers);
+            Err(e)
+        }
+    }
+}
+
+/// First messages' ephemeral keys seen lately, so that each verifies once:
+/// a replayer with N recorded first messages holds at most N connections,
+/// once each, for as long as they stay in the cache (the most recent
+/// [`ReplayCache::CAPACITY`]; a controller makes a few a second at most).
+#[derive(Default)]
+pub struct ReplayCache {
+    seen: std::collections::HashSet<[u8; 32]>,
+    order: std::collections::VecDeque<[u8; 32]>,
+}
+
+impl ReplayCache {
+    pub const CAPACITY: usize = 1 << 16;
+
+    /// Whether `ephemeral` is new (it is remembered from now on).
+    pub fn first_time(&mut self, ephemeral: [u8; 32]) -> bool {
+        if !self.seen.insert(ephemeral) {
+            return false;
+        }
+        self.order.push_back(ephemeral);
+        if self.order.len() > Self::CAPACITY
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        true
+    }
 }
 
 /// An established channel; [`Channel::split`] gives a sending and a
@@ -521,17 +679,22 @@ pub mod tests {
     }
 
     #[test]
-    fn a_wrong_key_fails_at_the_third_message() {
-        let (_client, agent) = handshake(Key::from_bytes([1; 32]), Key::from_bytes([2; 32]));
+    fn a_wrong_key_fails_at_the_first_message_and_the_controller_is_told() {
+        let (client, agent) = handshake(Key::from_bytes([1; 32]), Key::from_bytes([2; 32]));
         assert!(
             matches!(agent, Err(ChannelError::Authentication(_))),
             "{:?}",
             agent.err()
         );
+        assert!(
+            matches!(client, Err(ChannelError::Refused(Refusal::KeyDiffers))),
+            "{:?}",
+            client.err()
+        );
     }
 
     #[test]
-    fn a_replayed_handshake_is_refused() {
+    fn a_replayed_handshake_opens_nothing() {
         let key = Key::from_bytes([9; 32]);
         // A real session, recorded as an eavesdropper would see it.
         let (a, b) = pair();
@@ -542,17 +705,60 @@ pub mod tests {
         let _agent = agent.join().unwrap().unwrap();
         client.send(&"run".to_string()).unwrap();
         let bytes = recorded.lock().unwrap().clone();
-        // Replay the client's bytes to a new agent: the first message
-        // parses, the third does not (the agent's ephemeral key is new).
+        // Its first message verifies once and is a replay after.
+        let first = &bytes[2..2 + FIRST_MESSAGE_LEN];
+        let verified = verify_first(first, &key).unwrap();
+        let mut cache = ReplayCache::default();
+        assert!(cache.first_time(verified.ephemeral));
+        assert!(!cache.first_time(verify_first(first, &key).unwrap().ephemeral));
+        // Replayed whole to an agent without the cache, the first message
+        // verifies but the transport message does not: the agent's new
+        // ephemeral key changed every key after it.
         let (mut attacker, b) = pair();
         let agent_key = key.clone();
-        let agent = std::thread::spawn(move || accept(b, &agent_key).map(|_| ()));
+        let agent = std::thread::spawn(move || {
+            accept(b, &agent_key).and_then(|mut channel| channel.recv::<String>(None))
+        });
         attacker.write_all(&bytes).unwrap();
         let result = agent.join().unwrap();
-        assert!(
-            matches!(result, Err(ChannelError::Authentication(_))),
-            "{result:?}"
-        );
+        assert!(matches!(result, Err(ChannelError::Decrypt)), "{result:?}");
+    }
+
+    #[test]
+    fn a_refusal_reads_as_its_reason() {
+        for refusal in [
+            Refusal::Busy,
+            Refusal::KeyDiffers,
+            Refusal::Replayed,
+            Refusal::TooSlow,
+        ] {
+            assert_eq!(Refusal::from_code(refusal.code()), Some(refusal));
+            let (a, mut b) = pair();
+            refuse(&mut b, refusal);
+            let got = connect(a, &Key::from_bytes([1; 32]));
+            assert!(
+                matches!(got, Err(ChannelError::Refused(r)) if r == refusal),
+                "{:?}",
+                got.err()
+            );
+        }
+        assert_eq!(Refusal::from_code(0), None);
+    }
+
+    #[test]
+    fn the_replay_cache_forgets_only_its_oldest() {
+        let mut cache = ReplayCache::default();
+        let key = |i: usize| {
+            let mut k = [0u8; 32];
+            k[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            k
+        };
+        for i in 0..=ReplayCache::CAPACITY {
+            assert!(cache.first_time(key(i)));
+        }
+        assert!(cache.first_time(key(0)), "the oldest was forgotten");
+        assert!(!cache.first_time(key(ReplayCache::CAPACITY)));
+        assert!(!cache.first_time(key(2)));
     }
 
     #[test]

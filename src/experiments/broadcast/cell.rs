@@ -40,6 +40,8 @@ pub enum PlanError {
         "--hosts {0}: the storm needs at least 3 hosts (two exchanging the heartbeat, one to forward)"
     )]
     TooFewHosts(usize),
+    #[error("--hosts {0}: the segment is a /24, so at most {MAX_HOSTS} hosts")]
+    TooManyHosts(usize),
     #[error(
         "--hosts {hosts} cannot hold {suns} Suns, {linux} Linux hosts and the 2 VAXen of the heartbeat"
     )]
@@ -59,9 +61,16 @@ pub enum PlanError {
 }
 
 /// Whether `spec` can run.
+/// The most hosts on the segment: its network is a /24 (10.90.0.0/24), and
+/// each host is a TAP device and a thread of the 1990 model, or a namespace.
+pub const MAX_HOSTS: usize = 254;
+
 pub fn check(spec: &BroadcastSpec) -> Result<(), PlanError> {
     if spec.hosts < 3 {
         return Err(PlanError::TooFewHosts(spec.hosts));
+    }
+    if spec.hosts > MAX_HOSTS {
+        return Err(PlanError::TooManyHosts(spec.hosts));
     }
     if spec.suns + spec.linux + 2 != spec.hosts || spec.suns == 0 {
         return Err(PlanError::Mix {
@@ -332,6 +341,12 @@ mod tests {
             ..spec()
         };
         assert_eq!(check(&too_few), Err(PlanError::TooFewHosts(2)));
+        let too_many = BroadcastSpec {
+            hosts: 100_000,
+            suns: 100_000 - 2 - too_few.linux,
+            ..too_few.clone()
+        };
+        assert_eq!(check(&too_many), Err(PlanError::TooManyHosts(100_000)));
         let cap = BroadcastSpec {
             max_frames: 0,
             ..spec()

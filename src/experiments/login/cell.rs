@@ -268,7 +268,7 @@ pub enum PlanError {
     PresetOnAgent(String),
     #[error("measuring this host's cost of a TCP packet: {0}")]
     PacketCost(String),
-    #[error("--corpus {path}: cannot read it: {reason}")]
+    #[error("--corpus {path}: {reason}")]
     Corpus { path: String, reason: String },
     #[error("the corpus has no typeable characters")]
     EmptyCorpus,
@@ -300,10 +300,11 @@ pub fn host_budget(
 /// paragraph; refused when nothing in it can be typed.
 pub fn corpus(path: Option<&std::path::Path>) -> Result<Vec<u8>, PlanError> {
     let corpus = match path {
-        Some(path) => std::fs::read(path).map_err(|e| PlanError::Corpus {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?,
+        Some(path) => crate::record::files::read_bounded(path, MAX_CORPUS as u64, "a corpus")
+            .map_err(|e| PlanError::Corpus {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?,
         None => DEFAULT_CORPUS.as_bytes().to_vec(),
     };
     if crate::endpoint::login::typist::keystrokes_of(&corpus).is_empty() {

@@ -254,8 +254,7 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
         None => run_experiment(args.experiment, out),
         Some(LoginCommand::Serve(serve_args)) => serve(serve_args, out),
         Some(LoginCommand::Pace { bytes_per_s, file }) => {
-            let data =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let data = crate::record::files::read_bounded(&file, 64 << 20, "a file to pace")?;
             Ok(pace(bytes_per_s, &data, &mut std::io::stdout().lock())?)
         }
         Some(LoginCommand::Session {

@@ -44,29 +44,19 @@ pub enum InventoryError {
     },
     #[error("a mesh needs at least two agents; --agents {spec} gives {count}")]
     TooFew { spec: String, count: usize },
+    #[error("--agents {spec} gives {count} agents; a mesh takes at most {MAX_AGENTS}")]
+    TooMany { spec: String, count: usize },
 }
 
-/// The inventory `spec` names.
-pub fn parse(spec: &str) -> Result<Vec<Agent>, InventoryError> {
-    let entry = |why: String| InventoryError::Entry {
-        spec: spec.to_string(),
-        why,
-    };
-    let agents = if let Some(name) = spec.strip_prefix("dns:") {
-        from_dns(name).map_err(entry)?
-    } else if std::path::Path::new(spec).is_file() {
-        let text = std::fs::read_to_string(spec).map_err(|e| entry(e.to_string()))?;
-        from_file(&text).map_err(entry)?
-    } else {
-        spec.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|name| agent(name, BTreeMap::new()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(entry)?
-    };
+/// The most agents one mesh takes: its pairs grow as the square (4096
+/// agents are 16.8 million ordered pairs).
+pub const MAX_AGENTS: usize = 4096;
+
+/// Checks an inventory's invariant: 2 to [`MAX_AGENTS`] agents, no
+/// address twice (`spec` names it in the error).
+pub fn check(spec: &str, agents: &[Agent]) -> Result<(), InventoryError> {
     let mut seen: BTreeMap<SocketAddr, &str> = BTreeMap::new();
-    for a in &agents {
+    for a in agents {
         if let Some(first) = seen.insert(a.addr, &a.name) {
             return Err(InventoryError::Duplicate {
                 addr: a.addr,
@@ -81,6 +71,40 @@ pub fn parse(spec: &str) -> Result<Vec<Agent>, InventoryError> {
             count: agents.len(),
         });
     }
+    if agents.len() > MAX_AGENTS {
+        return Err(InventoryError::TooMany {
+            spec: spec.to_string(),
+            count: agents.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The inventory `spec` names.
+pub fn parse(spec: &str) -> Result<Vec<Agent>, InventoryError> {
+    let entry = |why: String| InventoryError::Entry {
+        spec: spec.to_string(),
+        why,
+    };
+    let agents = if let Some(name) = spec.strip_prefix("dns:") {
+        from_dns(name).map_err(entry)?
+    } else if std::path::Path::new(spec).is_file() {
+        let text = crate::record::files::read_text(
+            std::path::Path::new(spec),
+            crate::record::files::MAX_SMALL_FILE,
+            "an inventory",
+        )
+        .map_err(|e| entry(e.to_string()))?;
+        from_file(&text).map_err(entry)?
+    } else {
+        spec.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|name| agent(name, BTreeMap::new()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(entry)?
+    };
+    check(spec, &agents)?;
     Ok(agents)
 }
 
@@ -211,20 +235,64 @@ fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, Stri
     }
     // Too many records for a datagram: the same question over TCP, each
     // message behind its two-byte length (RFC 1035 4.2.2).
-    use std::io::{Read, Write};
+    use std::io::Write;
+    let until = std::time::Instant::now() + DNS_WAIT;
     let mut stream =
         std::net::TcpStream::connect_timeout(&server, DNS_WAIT).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(DNS_WAIT))
-        .map_err(|e| e.to_string())?;
     let mut framed = (query.len() as u16).to_be_bytes().to_vec();
     framed.extend_from_slice(&query);
+    stream
+        .set_write_timeout(Some(DNS_WAIT))
+        .map_err(|e| e.to_string())?;
     stream.write_all(&framed).map_err(|e| e.to_string())?;
+    // One deadline for the whole answer: a server that trickles a byte at
+    // a time gets no longer than one that sends nothing.
     let mut len = [0u8; 2];
-    stream.read_exact(&mut len).map_err(|e| e.to_string())?;
+    read_by(&mut stream, &mut len, until).map_err(|e| format!("{server} over TCP: {e}"))?;
     let mut message = vec![0u8; u16::from_be_bytes(len) as usize];
-    stream.read_exact(&mut message).map_err(|e| e.to_string())?;
-    dns::parse_response(&message).map_err(|e| format!("{server} over TCP: {e}"))
+    read_by(&mut stream, &mut message, until).map_err(|e| format!("{server} over TCP: {e}"))?;
+    let response = dns::parse_response(&message).map_err(|e| format!("{server} over TCP: {e}"))?;
+    if response.id != id {
+        return Err(format!(
+            "{server} over TCP answered another question (id {} for our {id})",
+            response.id
+        ));
+    }
+    Ok(response)
+}
+
+/// Fills `buf` from `stream` by `until`, however the bytes trickle in.
+fn read_by(
+    stream: &mut std::net::TcpStream,
+    buf: &mut [u8],
+    until: std::time::Instant,
+) -> Result<(), String> {
+    use std::io::Read;
+    let mut got = 0;
+    while got < buf.len() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!("no whole answer within {} s", DNS_WAIT.as_secs()));
+        }
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err("closed the connection inside its answer".into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!("no whole answer within {} s", DNS_WAIT.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(())
 }
 
 /// Every SRV record of `name`, each target resolved to an address: an

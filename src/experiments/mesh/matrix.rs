@@ -337,7 +337,7 @@ fn round3(value: f64) -> String {
 /// Writes `<metric>.csv` into `dir` for every figure its results hold.
 pub fn write_all(dir: &Path) -> anyhow::Result<()> {
     let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
-    let results = crate::experiments::mesh::run::results_of(dir)?;
+    let (results, _skipped) = crate::experiments::mesh::run::results_of(dir)?;
     let inventory = manifest.hosts();
     let hosts = hosts_of(&results, &inventory);
     for metric in METRICS {

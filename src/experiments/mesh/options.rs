@@ -300,6 +300,8 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             loss_length: args.loss_length,
             passes: args.pass.passes,
         };
+        pass.check()
+            .map_err(|why| anyhow::anyhow!("netlab mesh: {why}"))?;
         (spec, inventory, pass)
     };
     let run = MeshRun {

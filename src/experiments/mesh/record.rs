@@ -68,7 +68,61 @@ pub struct Manifest {
     pub agents: Vec<AgentState>,
 }
 
+/// The most a test may last: a day, as a stream's longest run.
+pub const MAX_TEST_S: f64 = 86_400.0;
+/// The loss test's fastest datagram rate: 100 Gbit/s.
+pub const MAX_LOSS_RATE_BPS: u64 = 100_000_000_000;
+
+impl PassSpec {
+    /// Whether every field is one netlab would have written: the same
+    /// checks as the command line's, so a hand-edited manifest fails here,
+    /// naming the field, and not later as a panic.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= MAX_TEST_S)
+        {
+            return Err(format!(
+                "duration_s {}: give more than 0 and at most {MAX_TEST_S} seconds",
+                self.duration_s
+            ));
+        }
+        if self.tests.is_empty() {
+            return Err("tests: none given".into());
+        }
+        if self.loss_rate_bps == 0 || self.loss_rate_bps > MAX_LOSS_RATE_BPS {
+            return Err(format!(
+                "loss_rate_bps {}: give 1 to {MAX_LOSS_RATE_BPS}",
+                self.loss_rate_bps
+            ));
+        }
+        let lengths = crate::experiments::stream::udp::MIN_LENGTH
+            ..=crate::experiments::stream::udp::MAX_LENGTH;
+        if !lengths.contains(&self.loss_length) {
+            return Err(format!(
+                "loss_length {}: give {} to {} bytes",
+                self.loss_length,
+                lengths.start(),
+                lengths.end()
+            ));
+        }
+        let passes = crate::experiments::mesh::options::MAX_PASSES;
+        if self.passes == 0 || self.passes > passes {
+            return Err(format!("passes {}: give 1 to {passes}", self.passes));
+        }
+        if self.max_pairs == Some(0) {
+            return Err("max_pairs 0: give at least 1, or leave it out".into());
+        }
+        Ok(())
+    }
+}
+
 impl Manifest {
+    /// [`PassSpec::check`] and the inventory's invariant.
+    pub fn check(&self) -> Result<(), String> {
+        self.pass.check()?;
+        crate::experiments::mesh::inventory::check("(the manifest's inventory)", &self.inventory)
+            .map_err(|e| e.to_string())
+    }
+
     /// Each agent of the inventory with its labels, as the matrices take them.
     pub fn hosts(&self) -> Vec<(String, BTreeMap<String, String>)> {
         self.inventory
@@ -208,19 +262,27 @@ impl PairFigures {
 /// The finished tests of `results.jsonl` text (a torn last line, from a
 /// controller killed mid-write, is skipped and counted).
 pub fn read_results(text: &str) -> (Vec<PairTest>, usize) {
-    let mut torn = 0;
-    let results = text
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .filter_map(|line| match serde_json::from_str::<PairTest>(line) {
-            Ok(result) => Some(result),
-            Err(_) => {
-                torn += 1;
-                None
-            }
-        })
-        .collect();
-    (results, torn)
+    let (results, skipped) = results_from(crate::record::files::lines(text.as_bytes()));
+    (results, skipped.len())
+}
+
+/// The finished tests of `results.jsonl` lines, and each line skipped with
+/// why (torn by a killed controller, not UTF-8, not a test): one bad line
+/// costs that line.
+pub fn results_from(
+    lines: impl Iterator<Item = crate::record::files::Line>,
+) -> (Vec<PairTest>, Vec<String>) {
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    for (n, line) in lines {
+        match line.and_then(|l| {
+            serde_json::from_str::<PairTest>(&l).map_err(|e| format!("line {n}: {e}"))
+        }) {
+            Ok(result) => results.push(result),
+            Err(why) => skipped.push(why),
+        }
+    }
+    (results, skipped)
 }
 
 #[cfg(test)]

@@ -363,7 +363,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
 pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     crate::experiments::mesh::matrix::write_all(dir)?;
     let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
-    let results = crate::experiments::mesh::run::results_of(dir)?;
+    let (results, skipped) = crate::experiments::mesh::run::results_of(dir)?;
     let path = dir.join("report.html");
     std::fs::write(&path, page(&manifest, &results))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
@@ -375,6 +375,12 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
         for f in findings(&matrix, metric) {
             lines.push(format!("{}: {}", metric.name, f.words()));
         }
+    }
+    for why in crate::record::files::skipped_summary(&skipped, 5) {
+        lines.push(format!(
+            "{} {why}: skipped",
+            crate::experiments::mesh::record::RESULTS
+        ));
     }
     Ok(lines)
 }

@@ -23,7 +23,7 @@ use crate::experiment::remote::{self, AgentLink};
 use crate::experiments::mesh::inventory::Agent;
 use crate::experiments::mesh::options::MeshTest;
 use crate::experiments::mesh::record::{
-    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, TestKey, read_results,
+    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, TestKey, results_from,
 };
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
@@ -415,8 +415,18 @@ impl MeshRun {
         let mut measured = HashSet::new();
         let manifest = if self.resume {
             let manifest = read_manifest(&self.dir)?;
-            let text = std::fs::read_to_string(&results_path).unwrap_or_default();
-            let (lines, _torn) = read_results(&text);
+            let (lines, skipped) =
+                match crate::record::files::record_lines(&results_path, "mesh results") {
+                    Ok(lines) => results_from(lines),
+                    Err(e) if e.is_missing() => (Vec::new(), Vec::new()),
+                    Err(e) => return Err(e.into()),
+                };
+            for why in crate::record::files::skipped_summary(&skipped, 5) {
+                eprintln!(
+                    "netlab mesh: {}: {why}: skipped (measured again)",
+                    results_path.display()
+                );
+            }
             for line in lines.iter().filter(|l| l.failed.is_none()) {
                 measured.insert(line.key());
             }
@@ -429,8 +439,7 @@ impl MeshRun {
                     self.dir.display()
                 );
             }
-            std::fs::create_dir_all(&self.dir)
-                .with_context(|| format!("creating {}", self.dir.display()))?;
+            crate::record::files::make_out_dir(&self.dir, "--out").map_err(anyhow::Error::msg)?;
             let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
             let pass = &self.pass;
             let schedule = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
@@ -454,9 +463,7 @@ impl MeshRun {
             .with_context(|| format!("opening {}", results_path.display()))?;
         // A line torn by a killed controller or a full disk ends here, so
         // the next line starts on its own (the torn one is skipped on reading).
-        let torn = std::fs::read(&results_path)
-            .map(|bytes| bytes.last().is_some_and(|&b| b != b'\n'))
-            .unwrap_or(false);
+        let torn = last_byte(&results_path).is_some_and(|b| b != b'\n');
         if torn {
             file.write_all(b"\n")
                 .with_context(|| format!("writing {}", results_path.display()))?;
@@ -941,22 +948,43 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The manifest of a run directory.
-pub fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
-    let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "{} has no mesh run to resume (no {MANIFEST})",
-            dir.display()
-        )
-    })?;
-    serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))
+/// The last byte of a file, if it has one.
+fn last_byte(path: &Path) -> Option<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(SeekFrom::End(-1)).ok()?;
+    let mut byte = [0u8];
+    file.read_exact(&mut byte).ok()?;
+    Some(byte[0])
 }
 
-/// The tests a run directory holds.
-pub fn results_of(dir: &Path) -> anyhow::Result<Vec<PairTest>> {
+/// The manifest of a run directory, checked as a new run's options are: a
+/// manifest edited by hand or by an attacker is refused, naming the field.
+pub fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
+    let path = dir.join(MANIFEST);
+    let text = match crate::record::files::read_text(
+        &path,
+        crate::record::files::MAX_SMALL_FILE,
+        "a mesh manifest",
+    ) {
+        Ok(text) => text,
+        Err(e) if e.is_missing() => bail!(
+            "{} has no mesh run to resume (no {MANIFEST})",
+            dir.display()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let manifest: Manifest =
+        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    manifest
+        .check()
+        .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+    Ok(manifest)
+}
+
+/// The tests a run directory holds, and each line skipped with why.
+pub fn results_of(dir: &Path) -> anyhow::Result<(Vec<PairTest>, Vec<String>)> {
     let path = dir.join(RESULTS);
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(read_results(&text).0)
+    let lines = crate::record::files::record_lines(&path, "mesh results")?;
+    Ok(results_from(lines))
 }

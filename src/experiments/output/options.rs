@@ -53,12 +53,28 @@ impl OutputArgs {
     }
 }
 
+/// The longest a cell may take to type its file at `--baud`.
+const MAX_TYPING_S: f64 = 86_400.0;
+
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
     if args.size == 0 {
         bail!("--size must be above zero");
     }
     if args.baud == Some(0) {
         bail!("--baud must be above zero");
+    }
+    if let Some(baud) = args.baud {
+        // Ten bits a character on an asynchronous line (start, 8, stop).
+        let seconds = args.size as f64 * 10.0 / f64::from(baud);
+        if seconds > MAX_TYPING_S {
+            bail!(
+                "--baud {baud} --size {}: typing it would take about {}; a run takes at most a day: give a smaller --size or a faster --baud",
+                crate::units::format_size(args.size),
+                humantime::format_duration(
+                    std::time::Duration::from_secs(seconds.min(1e12) as u64)
+                )
+            );
+        }
     }
     let placements = args.place.placements("output")?;
     let plan = OutputPlan {
