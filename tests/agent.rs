@@ -739,7 +739,9 @@ fn in_netns<T: Send>(path: &str, f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn no_keyless_lockout_across_a_long_round_trip() {
-    // 64 peers without the key reconnecting from the controller's own
+    // 160 peers without the key (the XXpsk3 handshake this replaced lost
+    // 2 runs in 5 to them at a 25 ms round trip, each told "the agent
+    // rejected our key") reconnecting from the controller's own
     // address, across round trips of 25 and 100 ms: the controller's
     // handshake is judged from its first message, so the round trip
     // gives the abuse nothing to hold it by.
@@ -768,7 +770,7 @@ fn no_keyless_lockout_across_a_long_round_trip() {
         let stop = std::sync::atomic::AtomicBool::new(false);
         let out = dir.path().join("r.jsonl");
         let (runs, made) = std::thread::scope(|scope| {
-            let abusers: Vec<_> = (0..64)
+            let abusers: Vec<_> = (0..160)
                 .map(|i| {
                     let (control, stop, ns) = (&control, &stop, link.netns(0));
                     scope.spawn(move || in_netns(&ns, || abuse(control, i % 4, stop)))
@@ -806,9 +808,9 @@ fn no_keyless_lockout_across_a_long_round_trip() {
             "delay {delay}: {} of 5 runs failed under the abuse: {failed:?}",
             failed.len()
         );
-        // The abuse was real: far more connections than its 64 peers.
+        // The abuse was real: far more connections than its peers.
         assert!(
-            made > 64,
+            made > 160,
             "delay {delay}: the abuse made {made} connections"
         );
         assert!(

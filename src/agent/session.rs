@@ -119,6 +119,8 @@ impl<'p> Session<'p> {
     }
 
     fn spawn(&mut self, id: u32, role: &str) {
+        // A key holder's text, bound for the log: escaped and cut.
+        let role = super::printable(role);
         if self.endpoints.contains_key(&id) {
             return self.failed(id, format!("endpoint id {id} is in use"));
         }

@@ -1,6 +1,27 @@
 //! The data port of a run through an agent: opened in the agent's
 //! `--data-ports` range, served only to the peer the controller named, and
-//! only to a connection whose first bytes are the run's token.
+//! only to a connection whose first bytes are the run's token; and the
+//! consent that the connecting end waits for before it sends anything more.
+//!
+//! ```text
+//! connecting end                      guarded listener
+//!   token (16 bytes)  ------------->  from the run's peer? the run's token?
+//!                     <-------------  consent: "netlab-y" + token (24 bytes)
+//!   data ...          ------------->
+//! ```
+//!
+//! The consent is TCP's counterpart of UDP's (see
+//! `experiments/stream/udp.rs`): an agent told by a key holder to connect
+//! to a third party's listener sends it the 16-byte token and nothing
+//! more, since no listener but the run's answers the consent (an echo
+//! service returns the token alone).
+//!
+//! Strangers cannot delay or fail the run's connection: the gate holds
+//! connections awaiting their token on one thread with poll, reads every
+//! one that has bytes before it accepts at most [`ACCEPT_BURST`] new ones,
+//! and makes room by ending the *oldest* awaiting one. The run's own
+//! connection sends its token in the flight after its handshake, so it is
+//! judged before it could be the oldest; a silent stranger ages out.
 //!
 //! A local run has no guard: its listeners are on loopback or inside the
 //! namespaces it made. The token is sent by the connecting end right after
@@ -9,7 +30,7 @@
 use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -19,11 +40,32 @@ use super::ratelog::{RateLog, endpoint_line};
 /// open before the gate's thread takes them (it takes them at once).
 pub const GUARDED_BACKLOG: i32 = 128;
 
-/// Connections whose token the gate awaits at once; more are closed.
+/// Connections whose token the gate awaits at once; a new one ends the oldest.
 pub const MAX_CHECKING: usize = 64;
+
+/// New connections the gate takes between two readings of those awaiting
+/// their token (well under [`MAX_CHECKING`]).
+pub const ACCEPT_BURST: usize = 8;
 
 /// How long a connecting peer has to send its token.
 pub const TOKEN_TIME: Duration = Duration::from_secs(5);
+
+/// How long a connecting end waits for the listener's consent.
+pub const CONSENT_TIME: Duration = Duration::from_secs(5);
+
+/// The consent's first bytes; its last are the token.
+pub const CONSENT_TAG: [u8; 8] = *b"netlab-y";
+
+/// The consent's length.
+pub const CONSENT_LEN: usize = CONSENT_TAG.len() + TOKEN_LEN;
+
+/// What a guarded listener answers a connection with the run's token.
+pub fn consent(token: &Token) -> [u8; CONSENT_LEN] {
+    let mut bytes = [0u8; CONSENT_LEN];
+    bytes[..CONSENT_TAG.len()].copy_from_slice(&CONSENT_TAG);
+    bytes[CONSENT_TAG.len()..].copy_from_slice(token);
+    bytes
+}
 
 /// The address as the same family-less IP (an IPv4-mapped IPv6 address is
 /// its IPv4 address).
@@ -81,7 +123,8 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Checks a new connection against the guard: the peer's address, then the
-/// token in its first bytes. `Err` says why it was refused.
+/// token in its first bytes (all of it within [`TOKEN_TIME`], however it
+/// trickles in); then answers the consent. `Err` says why it was refused.
 pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Result<(), String> {
     if !admits(Some(guard), peer.ip()) {
         return Err(format!(
@@ -90,26 +133,53 @@ pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Res
             guard.peer
         ));
     }
+    let until = std::time::Instant::now() + TOKEN_TIME;
     let mut token = [0u8; TOKEN_LEN];
-    stream
-        .set_read_timeout(Some(TOKEN_TIME))
-        .map_err(|e| e.to_string())?;
-    let read = stream.read_exact(&mut token);
-    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-    match read {
-        Ok(()) if same(&token, &guard.token) => Ok(()),
-        Ok(()) => Err(format!("from {peer}: wrong run token")),
-        Err(e) => Err(format!("from {peer}: no run token ({e})")),
+    let mut got = 0;
+    while got < TOKEN_LEN {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "from {peer}: no run token within {} s",
+                TOKEN_TIME.as_secs()
+            ));
+        }
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut token[got..]) {
+            Ok(0) => return Err(format!("from {peer}: closed before its token")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!(
+                    "from {peer}: no run token within {} s",
+                    TOKEN_TIME.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("from {peer}: {e}")),
+        }
     }
+    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+    if !same(&token, &guard.token) {
+        return Err(format!("from {peer}: wrong run token"));
+    }
+    stream
+        .write_all(&consent(&guard.token))
+        .map_err(|e| format!("from {peer}: lost before its consent: {e}"))
 }
 
 /// A guarded data port's gatekeeper. It accepts from the moment the port
-/// opens, on a thread of its own, so strangers can neither fill the
-/// listen queue nor hold the acceptor: a connection from another address
-/// is closed at once; one from the run's peer gets [`TOKEN_TIME`] to send
-/// the token, each on its own short thread, at most [`MAX_CHECKING`] at a
-/// time. The first that passes is handed over ([`Gate::admitted`]); the
-/// gate closes when dropped.
+/// opens, on a thread of its own: a connection from another address is
+/// closed at once; one from the run's peer gets [`TOKEN_TIME`] to send the
+/// token, at most [`MAX_CHECKING`] at a time (a new one ends the oldest).
+/// Each that passes gets its consent and is handed over
+/// ([`Gate::admitted`]); the gate closes when dropped.
 pub struct Gate {
     admitted: mpsc::Receiver<(TcpStream, SocketAddr)>,
     stop: Arc<AtomicBool>,
@@ -165,8 +235,39 @@ impl Drop for Gate {
     }
 }
 
-/// Refused data connections, rate-limited.
+/// Refused data connections, rate-limited per cause.
 static REFUSED: RateLog = RateLog::new("refused data connections", endpoint_line);
+
+/// A connection from the run's peer whose token has not arrived whole.
+struct Awaiting {
+    stream: TcpStream,
+    peer: SocketAddr,
+    since: std::time::Instant,
+    token: Token,
+    got: usize,
+}
+
+/// What reading an awaiting connection found.
+enum TokenRead {
+    Partial,
+    Whole,
+    Closed,
+}
+
+impl Awaiting {
+    fn read(&mut self) -> TokenRead {
+        while self.got < TOKEN_LEN {
+            match self.stream.read(&mut self.token[self.got..]) {
+                Ok(0) => return TokenRead::Closed,
+                Ok(n) => self.got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return TokenRead::Partial,
+                Err(_) => return TokenRead::Closed,
+            }
+        }
+        TokenRead::Whole
+    }
+}
 
 fn keep(
     listener: &TcpListener,
@@ -174,67 +275,189 @@ fn keep(
     tx: &mpsc::Sender<(TcpStream, SocketAddr)>,
     stop: &AtomicBool,
 ) {
-    let checking = Arc::new(AtomicUsize::new(0));
+    let mut awaiting: Vec<Awaiting> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((mut stream, peer)) => {
-                if !admits(Some(guard), peer.ip()) {
-                    REFUSED.line(format_args!(
-                        "refused a data connection from {}, not the run's peer {}",
-                        peer.ip(),
-                        guard.peer
-                    ));
-                    continue;
+        let (listener_ready, ready) = wait(listener, &awaiting);
+        // First those already here: the run's token, once arrived, is
+        // judged before anyone new can push its connection out.
+        let mut still = Vec::with_capacity(awaiting.len());
+        for (mut a, readable) in awaiting.drain(..).zip(ready) {
+            if !readable {
+                still.push(a);
+                continue;
+            }
+            match a.read() {
+                TokenRead::Partial => still.push(a),
+                TokenRead::Closed => {
+                    REFUSED.line_about(
+                        "closed before its token",
+                        format_args!(
+                            "refused a data connection from {}: closed before its token",
+                            a.peer
+                        ),
+                    );
                 }
-                if checking.load(Ordering::Relaxed) >= MAX_CHECKING {
-                    REFUSED.line(format_args!(
-                        "refused a data connection from {peer}: {MAX_CHECKING} others await their token"
-                    ));
-                    continue;
+                TokenRead::Whole if same(&a.token, &guard.token) => {
+                    let mut stream = a.stream;
+                    let answered = stream
+                        .set_nonblocking(false)
+                        .and_then(|()| stream.write_all(&consent(&guard.token)));
+                    match answered {
+                        Ok(()) => {
+                            let _ = tx.send((stream, a.peer));
+                        }
+                        Err(e) => {
+                            REFUSED.line_about(
+                                "lost before its consent",
+                                format_args!(
+                                    "a data connection from {} was lost before its consent: {e}",
+                                    a.peer
+                                ),
+                            );
+                        }
+                    }
                 }
-                let _ = stream.set_nonblocking(false);
-                checking.fetch_add(1, Ordering::Relaxed);
-                let (tx, guard, done) = (tx.clone(), guard.clone(), checking.clone());
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("data-token".into())
-                        .spawn(move || {
-                            match check(&mut stream, peer, &guard) {
-                                Ok(()) => {
-                                    let _ = tx.send((stream, peer));
-                                }
-                                Err(why) => {
-                                    REFUSED.line(format_args!("refused a data connection {why}"));
-                                }
-                            }
-                            done.fetch_sub(1, Ordering::Relaxed);
-                        });
-                if spawned.is_err() {
-                    checking.fetch_sub(1, Ordering::Relaxed);
+                TokenRead::Whole => {
+                    REFUSED.line_about(
+                        "wrong run token",
+                        format_args!("refused a data connection from {}: wrong run token", a.peer),
+                    );
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut ready = libc::pollfd {
-                    fd: std::os::fd::AsRawFd::as_raw_fd(listener),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd; woken by a connection or after
-                // 100 ms to look at the stop flag.
-                unsafe { libc::poll(&mut ready, 1, 100) };
+        }
+        awaiting = still;
+        let now = std::time::Instant::now();
+        awaiting.retain(|a| {
+            let late = now.duration_since(a.since) >= TOKEN_TIME;
+            if late {
+                REFUSED.line_about(
+                    "no run token in time",
+                    format_args!(
+                        "refused a data connection from {}: no run token within {} s",
+                        a.peer,
+                        TOKEN_TIME.as_secs()
+                    ),
+                );
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            !late
+        });
+        if listener_ready {
+            accept_some(listener, guard, &mut awaiting);
         }
     }
 }
 
-/// Sends the run's token, if any, as a connection's first bytes.
-pub fn present(stream: &mut TcpStream, token: Option<&Token>) -> io::Result<()> {
-    match token {
-        Some(token) => stream.write_all(token),
-        None => Ok(()),
+/// Polls the listener and every awaiting connection until one is ready or
+/// 100 ms pass (to look at the stop flag and the deadlines).
+fn wait(listener: &TcpListener, awaiting: &[Awaiting]) -> (bool, Vec<bool>) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let mut fds = Vec::with_capacity(1 + awaiting.len());
+    fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+    for a in awaiting {
+        fds.push(PollFd::new(a.stream.as_fd(), PollFlags::POLLIN));
     }
+    if poll(&mut fds, PollTimeout::from(100u8)).is_err() {
+        return (false, vec![false; awaiting.len()]);
+    }
+    let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+    (ready(&fds[0]), fds[1..].iter().map(ready).collect())
+}
+
+/// Takes at most [`ACCEPT_BURST`] new connections: another address's
+/// closed at once, the peer's kept to await their token, the oldest
+/// awaiting one ended when [`MAX_CHECKING`] are.
+fn accept_some(listener: &TcpListener, guard: &DataGuard, awaiting: &mut Vec<Awaiting>) {
+    for _ in 0..ACCEPT_BURST {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if !admits(Some(guard), peer.ip()) {
+                    REFUSED.line_about(
+                        "not the run's peer",
+                        format_args!(
+                            "refused a data connection from {}, not the run's peer {}",
+                            peer.ip(),
+                            guard.peer
+                        ),
+                    );
+                    continue;
+                }
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                if awaiting.len() >= MAX_CHECKING {
+                    let oldest = awaiting.remove(0);
+                    REFUSED.line_about(
+                        "ended awaiting its token",
+                        format_args!(
+                            "ended a data connection from {} awaiting its token: {MAX_CHECKING} others came after it",
+                            oldest.peer
+                        ),
+                    );
+                }
+                awaiting.push(Awaiting {
+                    stream,
+                    peer,
+                    since: std::time::Instant::now(),
+                    token: [0; TOKEN_LEN],
+                    got: 0,
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Sends the run's token, if any, as a connection's first bytes, then waits
+/// (at most [`CONSENT_TIME`] in all) for the listener's consent: without
+/// it nothing more is sent, and the error says the listener is not the run's.
+pub fn present(stream: &mut TcpStream, token: Option<&Token>) -> io::Result<()> {
+    let Some(token) = token else {
+        return Ok(());
+    };
+    stream.write_all(token)?;
+    let until = std::time::Instant::now() + CONSENT_TIME;
+    let mut got = [0u8; CONSENT_LEN];
+    let mut n = 0;
+    let refused = |why: String| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("the listener did not consent as the run's receiver ({why}): no data sent"),
+        )
+    };
+    while n < CONSENT_LEN {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(refused(format!(
+                "no consent within {} s",
+                CONSENT_TIME.as_secs()
+            )));
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut got[n..]) {
+            Ok(0) => return Err(refused("it closed the connection".into())),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(refused(format!(
+                    "no consent within {} s",
+                    CONSENT_TIME.as_secs()
+                )));
+            }
+            Err(e) => return Err(refused(e.to_string())),
+        }
+    }
+    stream.set_read_timeout(None)?;
+    if !same(&got, &consent(token)) {
+        return Err(refused("it answered something else".into()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -314,6 +537,52 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(2)))
             .unwrap();
         assert_eq!(elsewhere.read(&mut [0u8; 1]).unwrap_or(0), 0);
+    }
+
+    #[test]
+    fn more_silent_strangers_than_slots_do_not_keep_the_peer_out() {
+        let (gate, addr, good) = gate();
+        // Twice the slots, silent, from the peer's own address.
+        let strangers: Vec<TcpStream> = (0..2 * MAX_CHECKING)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut right = TcpStream::connect(addr).unwrap();
+        present(&mut right, Some(&good.token)).unwrap();
+        let admitted = gate.admitted(TOKEN_TIME / 2).unwrap();
+        assert_eq!(admitted.peer_addr().unwrap(), right.local_addr().unwrap());
+        drop(strangers);
+    }
+
+    #[test]
+    fn no_consent_no_data() {
+        // A listener that echoes what it is sent (as an echo service
+        // would), and one that says nothing: neither consents.
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = echo.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = echo.accept().unwrap();
+            let mut buf = [0u8; 64];
+            let n = s.read(&mut buf).unwrap();
+            s.write_all(&buf[..n]).unwrap();
+            // Whatever else arrives, counted.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            rest.len()
+        });
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let e = present(&mut stream, Some(&[9; TOKEN_LEN])).unwrap_err();
+        assert!(e.to_string().contains("did not consent"), "{e}");
+        drop(stream);
+        assert_eq!(server.join().unwrap(), 0, "data followed the token");
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut stream = TcpStream::connect(silent.local_addr().unwrap()).unwrap();
+        let started = std::time::Instant::now();
+        let e = present(&mut stream, Some(&[9; TOKEN_LEN])).unwrap_err();
+        assert!(e.to_string().contains("no consent within"), "{e}");
+        assert!(started.elapsed() >= CONSENT_TIME);
+        // No token, no consent asked (a local run).
+        present(&mut stream, None).unwrap();
     }
 
     #[test]

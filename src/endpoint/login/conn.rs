@@ -35,6 +35,15 @@ pub struct SessionConfig {
     pub guard: Option<crate::endpoint::protocol::DataGuard>,
 }
 
+/// Refused connections, at most a burst a window (a stranger's flood must
+/// not fill the log).
+static REFUSED: crate::endpoint::ratelog::RateLog =
+    crate::endpoint::ratelog::RateLog::new("refused connections", login_line);
+
+fn login_line(line: std::fmt::Arguments<'_>) {
+    eprintln!("netlab login serve {line}");
+}
+
 impl SessionConfig {
     /// Whether a connection from `peer` is served: its address, then the
     /// run token in its first bytes (up to 5 s; strangers are refused by
@@ -46,7 +55,7 @@ impl SessionConfig {
         match crate::endpoint::guard::check(socket, peer, guard) {
             Ok(()) => true,
             Err(why) => {
-                eprintln!("netlab login serve ({design}): refused a connection {why}");
+                REFUSED.line(format_args!("({design}): refused a connection {why}"));
                 false
             }
         }

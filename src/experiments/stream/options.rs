@@ -155,10 +155,13 @@ impl StreamOptions {
         if !(lo as i64..=hi as i64).contains(&length) {
             bail!("--length {length}: give {lo} to {hi} bytes (netlab's header is 24)");
         }
-        Ok(Some(UdpPace {
+        let pace = UdpPace {
             rate_bps,
             length: length as usize,
-        }))
+        };
+        pace.check()
+            .map_err(|why| anyhow::anyhow!("--rate {rate} --length {length}: {why}"))?;
+        Ok(Some(pace))
     }
 
     /// TCP `--rate R`, checked: the kernel's pacing rate, bits/s.

@@ -270,6 +270,34 @@ pub struct UdpPace {
     pub length: usize,
 }
 
+/// The fastest UDP rate netlab paces: 100 Gbit/s.
+pub const MAX_UDP_RATE_BPS: u64 = 100_000_000_000;
+
+impl UdpPace {
+    /// Whether the pace is one a sender can keep: checked by the controller
+    /// from its options and again by an agent from the controller's
+    /// request (a zero length or rate would panic or stall the sender).
+    pub fn check(&self) -> Result<(), String> {
+        let (lo, hi) = (
+            crate::experiments::stream::udp::MIN_LENGTH,
+            crate::experiments::stream::udp::MAX_LENGTH,
+        );
+        if !(lo..=hi).contains(&self.length) {
+            return Err(format!(
+                "a UDP length of {} bytes: give {lo} to {hi} (netlab's header is 24)",
+                self.length
+            ));
+        }
+        if self.rate_bps == 0 || self.rate_bps > MAX_UDP_RATE_BPS {
+            return Err(format!(
+                "a UDP rate of {} bit/s: give more than 0 and at most {MAX_UDP_RATE_BPS}",
+                self.rate_bps
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One-way latency percentiles, µs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {

@@ -185,6 +185,14 @@ impl Role for StreamRole {
                 if spec.udp.is_some() && spec.token.is_none() {
                     return Err("a UDP sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
                 }
+                // A TCP sender too: it waits for the receiver's consent
+                // to the token before its first byte of data.
+                if spec.token.is_none() {
+                    return Err("a sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
+                }
+                if let Some(pace) = &spec.udp {
+                    pace.check()?;
+                }
                 match spec.amount {
                     Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
                     Amount::Seconds(s) => policy.within_seconds(s, ""),
