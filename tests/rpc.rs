@@ -29,6 +29,14 @@ fn reply_to(stream: &mut TcpStream, call: &Call, args: &[u8]) -> Reply {
     raw_reply(stream, &w.buf)
 }
 
+/// A call's record bytes.
+fn call_bytes(call: &Call, args: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new();
+    call.emit(&mut w);
+    w.buf.extend_from_slice(args);
+    w.buf
+}
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -665,8 +673,8 @@ fn strangers_cannot_hold_records_memory_or_every_connection() {
     drop(holders);
     running.stop();
 
-    // At its connection limit the server closes the longest-silent
-    // connection for a new one rather than refuse the newcomer.
+    // At its connection limit the server closes the quietest connection
+    // for a new one rather than refuse the newcomer.
     let (running, addr) = serve(ServerOptions {
         max_connections: 4,
         ..Default::default()
@@ -682,5 +690,57 @@ fn strangers_cannot_hold_records_memory_or_every_connection() {
         closed_within(&mut idle[0], Duration::from_secs(2)),
         "the oldest silent connection made room"
     );
+    running.stop();
+
+    // Strangers from one address that keep every connection busy (a call
+    // each every 300 ms, on four times the server's connections) hold at
+    // most their address's share: a client from another address is served
+    // every time.
+    let (running, addr) = serve(ServerOptions {
+        max_connections: 16,
+        ..Default::default()
+    });
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let served = std::thread::scope(|scope| {
+        for _ in 0..64 {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let socket =
+                        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                            .unwrap();
+                    socket
+                        .bind(&SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), 0)).into())
+                        .unwrap();
+                    if socket.connect(&addr.into()).is_err() {
+                        continue;
+                    }
+                    let mut s: TcpStream = socket.into();
+                    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                    let call = single_fragment(&call_bytes(&null, &[]));
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if s.write_all(&call).is_err() || s.read(&mut [0u8; 256]).unwrap_or(0) == 0
+                        {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        let served = (0..10)
+            .filter(|_| {
+                std::thread::sleep(Duration::from_millis(200));
+                let mut ping = connect(addr);
+                ping.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                ping.write_all(&single_fragment(&call_bytes(&null, &[])))
+                    .is_ok()
+                    && ping.read(&mut [0u8; 256]).unwrap_or(0) > 0
+            })
+            .count();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        served
+    });
+    assert_eq!(served, 10, "pings answered while strangers held the server");
     running.stop();
 }

@@ -18,6 +18,8 @@
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
 use super::{busypoll, fdtable};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use crate::endpoint::guard::{self};
 use crate::endpoint::pin;
 use crate::endpoint::protocol::DataGuard;
@@ -493,10 +495,6 @@ pub const PARTIAL_FAIR_SHARE: usize = 64 << 10;
 /// memory is given back once it is served.
 const KEEP_BETWEEN_RECORDS: usize = 256 << 10;
 
-/// A connection must have been silent this long to be closed for a new one
-/// when the server is at `max_connections`.
-const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
-
 fn serve_udp(
     udp: &UdpSocket,
     options: &ServerOptions,
@@ -566,6 +564,7 @@ struct Connection {
     /// into its own file table: `shutdown` on it wakes the thread out of
     /// its blocking read. Dropped only once the thread has finished.
     socket: TcpStream,
+    peer: SocketAddr,
     watch: Arc<Watch>,
     /// `watch.reads` when the accept loop last saw it change, and when.
     reads_seen: u64,
@@ -635,32 +634,74 @@ impl Door {
     }
 }
 
+/// The most connections one source address may hold: a quarter of the
+/// server's, so three other addresses always find room.
+fn per_address(options: &ServerOptions) -> usize {
+    (options.max_connections / 4).max(1)
+}
+
+/// Which connection makes room for a new one from `peer`, if one must go:
+/// the quietest of `peer`'s own when its address holds its share; else,
+/// when the server is full, the quietest of the address holding the most
+/// (never the newcomer's if another holds more). So strangers that keep
+/// their connections busy hold at most their address's share, and a
+/// client from another address is always served.
+fn to_make_room(
+    connections: &[Connection],
+    peer: IpAddr,
+    open: usize,
+    options: &ServerOptions,
+) -> Option<usize> {
+    let live = |c: &&Connection| !c.thread.is_finished() && c.watch.cut.get().is_none();
+    let quietest_of = |ip: IpAddr| {
+        connections
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| live(c) && c.peer.ip() == ip)
+            .min_by_key(|(_, c)| c.quiet_since)
+            .map(|(i, _)| i)
+    };
+    let mut held: HashMap<IpAddr, usize> = HashMap::new();
+    for c in connections.iter().filter(live) {
+        *held.entry(c.peer.ip()).or_default() += 1;
+    }
+    if held.get(&peer).copied().unwrap_or(0) >= per_address(options) {
+        return quietest_of(peer);
+    }
+    if open < options.max_connections {
+        return None;
+    }
+    let heaviest = held
+        .iter()
+        .max_by_key(|(ip, n)| (**n, **ip != peer))
+        .map(|(ip, _)| *ip)?;
+    quietest_of(heaviest)
+}
+
 fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, stats: &Arc<Stats>) {
     let idle_limit = Duration::from_millis(options.idle_timeout_ms);
     let record_limit = Duration::from_millis(options.record_timeout_ms);
     let mut connections: Vec<Connection> = Vec::new();
+    let mut looked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        match door.next() {
+        let next = door.next();
+        // Every 100 ms, connection or not (a stream of new connections
+        // must not stop the watch on the old ones).
+        if looked.elapsed() >= WATCH_EVERY || next.is_err() {
+            looked = Instant::now();
+            watch_connections(&mut connections, idle_limit, record_limit);
+        }
+        match next {
             Ok((stream, peer)) => {
                 connections.retain(|c| !c.thread.is_finished());
-                if stats.open.load(Ordering::Relaxed) >= options.max_connections {
-                    // Make room by closing the longest-silent connection,
-                    // if one has been silent a while; refuse only if none.
-                    let now = Instant::now();
-                    let quietest = connections
-                        .iter()
-                        .filter(|c| !c.thread.is_finished() && c.watch.cut.get().is_none())
-                        .filter(|c| now.duration_since(c.quiet_since) >= EVICTABLE_AFTER)
-                        .min_by_key(|c| c.quiet_since);
-                    match quietest {
-                        Some(c) => {
-                            c.cut("closed to make room for a new connection (the longest silent)")
-                        }
-                        None => {
-                            log(peer, "refused: too many connections, none of them idle");
-                            continue;
-                        }
-                    }
+                let open = stats.open.load(Ordering::Relaxed);
+                if let Some(i) = to_make_room(&connections, peer.ip(), open, options) {
+                    connections[i].cut(
+                        "closed to make room for a new connection (the quietest of the address holding the most)",
+                    );
+                } else if open >= options.max_connections {
+                    log(peer, "refused: too many connections");
+                    continue;
                 }
                 let fd = stream.as_raw_fd();
                 let watch = Arc::new(Watch::default());
@@ -704,6 +745,7 @@ fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, sta
                     Ok(thread) => connections.push(Connection {
                         thread,
                         socket: stream,
+                        peer,
                         watch,
                         reads_seen: 0,
                         quiet_since: Instant::now(),
@@ -715,30 +757,7 @@ fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, sta
                     }
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Finished connections' sockets close here, within 100 ms.
-                connections.retain(|c| !c.thread.is_finished());
-                let now = Instant::now();
-                for c in &mut connections {
-                    if c.watch.partial.load(Ordering::Relaxed) {
-                        let since = *c.partial_since.get_or_insert(now);
-                        if now - since > record_limit {
-                            c.cut("a record took longer than its deadline (record_timeout_ms) to arrive");
-                        }
-                    } else {
-                        c.partial_since = None;
-                    }
-                    let reads = c.watch.reads.load(Ordering::Relaxed);
-                    if reads != c.reads_seen {
-                        c.reads_seen = reads;
-                        c.quiet_since = now;
-                    } else if now - c.quiet_since > idle_limit
-                        && !c.watch.idled_out.swap(true, Ordering::Relaxed)
-                    {
-                        let _ = c.socket.shutdown(Shutdown::Both);
-                    }
-                }
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
                 LOG.line(format_args!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
@@ -750,6 +769,39 @@ fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, sta
     }
     for c in connections {
         let _ = c.thread.join();
+    }
+}
+
+/// How often the accept loop looks at its connections' progress.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Closes finished connections' sockets, cuts records past their deadline
+/// and shuts idle connections down.
+fn watch_connections(
+    connections: &mut Vec<Connection>,
+    idle_limit: Duration,
+    record_limit: Duration,
+) {
+    connections.retain(|c| !c.thread.is_finished());
+    let now = Instant::now();
+    for c in connections.iter_mut() {
+        if c.watch.partial.load(Ordering::Relaxed) {
+            let since = *c.partial_since.get_or_insert(now);
+            if now - since > record_limit {
+                c.cut("a record took longer than its deadline (record_timeout_ms) to arrive");
+            }
+        } else {
+            c.partial_since = None;
+        }
+        let reads = c.watch.reads.load(Ordering::Relaxed);
+        if reads != c.reads_seen {
+            c.reads_seen = reads;
+            c.quiet_since = now;
+        } else if now - c.quiet_since > idle_limit
+            && !c.watch.idled_out.swap(true, Ordering::Relaxed)
+        {
+            let _ = c.socket.shutdown(Shutdown::Both);
+        }
     }
 }
 
