@@ -1578,3 +1578,132 @@ fn an_agent_refuses_a_malformed_label_before_it_listens() {
         .failure()
         .stderr(predicate::str::contains("NETLAB_LABEL_rack: the value"));
 }
+
+/// `netlab ARGS` fails with `message` and exit 1, never a panic or abort.
+fn refused(args: &[&std::ffi::OsStr], message: &str) {
+    let output = netlab()
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+}
+
+fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
+    args.iter().map(Into::into).collect()
+}
+
+#[test]
+fn hostile_files_and_flags_are_refused_by_name_never_crash() {
+    use std::ffi::OsStr;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let with_out = |args: &[&str]| {
+        let mut v = os(args);
+        v.push("--out".into());
+        v.push(out.clone().into());
+        v
+    };
+    let run = |v: Vec<std::ffi::OsString>, message: &str| {
+        let refs: Vec<&OsStr> = v.iter().map(|s| s.as_os_str()).collect();
+        refused(&refs, message);
+    };
+    // Counts and durations the host cannot hold or wait for.
+    run(
+        with_out(&["rpc", "--sizes", "0..99999999999"]),
+        "100000000000 sizes; a list holds at most 100000",
+    );
+    run(
+        with_out(&["output", "--baud", "1", "--size", "1M"]),
+        "typing it would take about 121 days",
+    );
+    run(
+        with_out(&["broadcast", "--hosts", "100000"]),
+        "at most 254 hosts",
+    );
+    // Files that never end, or are not files.
+    let zero = dir.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for corpus in [std::path::Path::new("/dev/zero"), zero.as_path()] {
+        let mut v = os(&["login", "--users", "1", "--corpus"]);
+        v.push(corpus.into());
+        v.push("--out".into());
+        v.push(out.clone().into());
+        run(v, "is not a regular file (it is a character device)");
+    }
+    // A records file with a line that is not UTF-8: that line is named and
+    // skipped, the rest reported.
+    let records = dir.path().join("records.jsonl");
+    let good = std::fs::read_to_string("tests/fixtures/lab-records.jsonl").unwrap();
+    let mut bytes = b"{\"schema\":1,\"bad\":\"\xff\"}\n".to_vec();
+    bytes.extend_from_slice(good.as_bytes());
+    std::fs::write(&records, &bytes).unwrap();
+    let report = netlab()
+        .arg("report")
+        .arg(&records)
+        .arg("-o")
+        .arg(dir.path().join("page"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&report.stderr);
+    assert!(report.status.success(), "{stderr}");
+    assert!(stderr.contains("line 1: not UTF-8"), "{stderr}");
+    assert!(dir.path().join("page/report.html").is_file());
+    // A missing parent is a mistyped path: refused, not made.
+    let mut v = os(&["report"]);
+    v.push(records.clone().into());
+    v.push("-o".into());
+    v.push(dir.path().join("typo/page").into());
+    run(v, "typo does not exist");
+    assert!(!dir.path().join("typo").exists());
+}
+
+#[test]
+fn a_hand_edited_mesh_manifest_is_refused_naming_its_field() {
+    use netlab::experiments::mesh::record::Manifest;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    netlab::endpoint::agent::key::Key::generate()
+        .unwrap()
+        .write_new(&key)
+        .unwrap();
+    let manifest = r#"{"experiment":"mesh","netlab_version":"0.1.0","started":"2026-11-28T00:00:00Z","controller":"me","agents_spec":"a,b","inventory":[{"name":"127.0.0.1:5310","addr":"127.0.0.1:5310"},{"name":"127.0.0.2:5310","addr":"127.0.0.2:5310"}],"pass":{"tests":["stream"],"duration_s":DURATION,"mode":"host","max_pairs":null,"bidir":false,"seed":1,"loss_rate_bps":1000000,"loss_length":1000},"rounds":1,"steps":1,"agents":[]}"#;
+    // The manifest as written parses (so the test is of the values).
+    let _: Manifest = serde_json::from_str(&manifest.replace("DURATION", "1.0")).unwrap();
+    for (duration, message) in [
+        ("-1.0", "duration_s -1: give more than 0"),
+        ("1e308", "duration_s 1e308: give more than 0"),
+    ] {
+        let run = dir.path().join(format!("run{duration}"));
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(
+            run.join("manifest.json"),
+            manifest.replace("DURATION", duration),
+        )
+        .unwrap();
+        // A results line that is not UTF-8 beside it.
+        std::fs::write(run.join("results.jsonl"), b"\xff\xfe\n").unwrap();
+        let resume = netlab()
+            .args(["mesh", "--resume"])
+            .arg(&run)
+            .arg("--key")
+            .arg(&key)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&resume.stderr);
+        assert_eq!(resume.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+        let report = netlab()
+            .args(["mesh", "report"])
+            .arg(&run)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&report.stderr);
+        assert_eq!(report.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
+}

@@ -18,13 +18,13 @@
 //! RPC_MISMATCH, AUTH_ERROR), never a dropped connection.
 
 use super::{busypoll, fdtable};
-use std::collections::HashMap;
-use std::net::IpAddr;
 use crate::endpoint::guard::{self};
 use crate::endpoint::pin;
 use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::ratelog::RateLog;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::IpAddr;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerOptions {
     /// Largest record accepted over TCP (and largest SINK argument).

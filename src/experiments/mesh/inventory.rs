@@ -116,15 +116,30 @@ fn agent(name: &str, labels: BTreeMap<String, String>) -> Result<Agent, String> 
     })
 }
 
-/// `HOST[:PORT] [label=value ...]` a line.
+/// One inventory line's agent name and labels.
+pub type Entry = (String, BTreeMap<String, String>);
+
+/// `HOST[:PORT] [label=value ...]` a line, each name resolved.
 fn from_file(text: &str) -> Result<Vec<Agent>, String> {
-    let mut agents = Vec::new();
+    entries(text)?
+        .into_iter()
+        .map(|(line, (name, labels))| agent(&name, labels).map_err(|e| format!("line {line}: {e}")))
+        .collect()
+}
+
+/// The entries of an inventory file, each with its line number, parsed
+/// without resolving anything (what a fuzzer and the resolver both take).
+pub fn entries(text: &str) -> Result<Vec<(usize, Entry)>, String> {
+    let mut found = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         let mut words = line.split_whitespace();
         let Some(name) = words.next() else {
             continue;
         };
+        if found.len() >= MAX_AGENTS {
+            return Err(format!("more than {MAX_AGENTS} agents"));
+        }
         let labels = words
             .map(|w| {
                 w.split_once('=')
@@ -133,9 +148,21 @@ fn from_file(text: &str) -> Result<Vec<Agent>, String> {
                     .ok_or_else(|| format!("line {}: {w:?} is not label=value", i + 1))
             })
             .collect::<Result<_, _>>()?;
-        agents.push(agent(name, labels).map_err(|e| format!("line {}: {e}", i + 1))?);
+        found.push((i + 1, (name.to_string(), labels)));
     }
-    Ok(agents)
+    Ok(found)
+}
+
+/// An entry as an inventory line ([`entries`] reads it back the same).
+pub fn entry_line((name, labels): &Entry) -> String {
+    let mut line = name.clone();
+    for (k, v) in labels {
+        line.push(' ');
+        line.push_str(k);
+        line.push('=');
+        line.push_str(v);
+    }
+    line
 }
 
 /// Every address `NAME[:PORT]` resolves to, in the resolver's order made
@@ -352,6 +379,30 @@ fn from_srv(name: &str, servers: &[SocketAddr]) -> Result<Vec<Agent>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn inventory_lines_never_panic_and_round_trip(text in "(\\PC{0,30}\n){0,8}") {
+            if let Ok(found) = entries(&text) {
+                let written: Vec<String> = found.iter().map(|(_, e)| entry_line(e)).collect();
+                let again: Vec<Entry> = entries(&written.join("\n")).unwrap().into_iter().map(|(_, e)| e).collect();
+                let found: Vec<Entry> = found.into_iter().map(|(_, e)| e).collect();
+                proptest::prop_assert_eq!(again, found);
+            }
+        }
+    }
+
+    #[test]
+    fn an_inventory_is_bounded() {
+        let text: String = (0..=MAX_AGENTS)
+            .map(|i| format!("10.0.{}.{}\n", i / 250, i % 250))
+            .collect();
+        assert!(
+            entries(&text)
+                .unwrap_err()
+                .contains("more than 4096 agents")
+        );
+    }
 
     #[test]
     fn a_list_a_file_and_a_name_give_agents() {

@@ -80,9 +80,13 @@ impl PassSpec {
     pub fn check(&self) -> Result<(), String> {
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= MAX_TEST_S)
         {
+            let shown = if self.duration_s.abs() < 1e9 {
+                format!("{}", self.duration_s)
+            } else {
+                format!("{:e}", self.duration_s)
+            };
             return Err(format!(
-                "duration_s {}: give more than 0 and at most {MAX_TEST_S} seconds",
-                self.duration_s
+                "duration_s {shown}: give more than 0 and at most {MAX_TEST_S} seconds"
             ));
         }
         if self.tests.is_empty() {
@@ -288,6 +292,43 @@ pub fn results_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn a_pass_spec_s_check_never_panics_and_passes_only_sane_values(
+            duration_s in proptest::num::f64::ANY,
+            loss_rate_bps in proptest::num::u64::ANY,
+            loss_length in 0usize..100_000,
+            passes in 0usize..2000,
+        ) {
+            let spec = PassSpec {
+                tests: vec![MeshTest::Stream],
+                duration_s,
+                mode: crate::experiments::mesh::schedule::Mode::Host,
+                max_pairs: None,
+                bidir: false,
+                seed: 1,
+                loss_rate_bps,
+                loss_length,
+                passes,
+            };
+            if spec.check().is_ok() {
+                proptest::prop_assert!(duration_s > 0.0 && duration_s <= MAX_TEST_S);
+                proptest::prop_assert!(loss_rate_bps > 0 && passes > 0);
+                // What passes, the runner can turn into a Duration.
+                let _ = std::time::Duration::from_secs_f64(duration_s);
+            }
+        }
+
+        #[test]
+        fn results_lines_never_panic_and_keep_what_parses(
+            lines in proptest::collection::vec("\\PC{0,40}", 0..10)
+        ) {
+            let text = lines.join("\n");
+            let (tests, skipped) = results_from(crate::record::files::lines(text.as_bytes()));
+            proptest::prop_assert!(tests.len() + skipped.len() <= lines.len());
+        }
+    }
 
     #[test]
     fn a_result_line_round_trips_and_a_torn_one_is_counted() {

@@ -68,11 +68,9 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         let seconds = args.size as f64 * 10.0 / f64::from(baud);
         if seconds > MAX_TYPING_S {
             bail!(
-                "--baud {baud} --size {}: typing it would take about {}; a run takes at most a day: give a smaller --size or a faster --baud",
+                "--baud {baud} --size {}: typing it would take about {:.0} days; a run takes at most a day: give a smaller --size or a faster --baud",
                 crate::units::format_size(args.size),
-                humantime::format_duration(
-                    std::time::Duration::from_secs(seconds.min(1e12) as u64)
-                )
+                seconds / 86_400.0
             );
         }
     }
