@@ -217,6 +217,74 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
     html
 }
 
+/// Hosts past which a page shows each host's medians, not the N×N matrix
+/// (whose cells grow as the square: 1000 agents are a million cells).
+pub const MAX_MATRIX_HOSTS: usize = 64;
+/// Findings listed per metric; the rest are counted.
+pub const MAX_FINDINGS_SHOWN: usize = 50;
+/// Hosts listed in a summary, the worst first; the rest are counted.
+const MAX_SUMMARY_ROWS: usize = 100;
+
+/// A large mesh's metric: each host's median as sender and as receiver,
+/// the worst first (by how far the worse of the two is from typical).
+fn host_summary(matrix: &Matrix, metric: &Metric) -> String {
+    let n = matrix.hosts.len();
+    let of = |cells: &mut dyn Iterator<Item = &Cell>| -> (Vec<f64>, usize) {
+        let mut values = Vec::new();
+        let mut failed = 0;
+        for c in cells {
+            match c {
+                Cell::Value { value, .. } => values.push(*value),
+                Cell::Failed(_) => failed += 1,
+                _ => {}
+            }
+        }
+        (values, failed)
+    };
+    let typical = analysis::median(&of(&mut matrix.cells.iter().flatten()).0).unwrap_or(0.0);
+    let mut rows: Vec<(f64, String)> = (0..n)
+        .map(|i| {
+            let (sent, sent_failed) = of(&mut matrix.cells[i].iter());
+            let (received, received_failed) = of(&mut matrix.cells.iter().map(|row| &row[i]));
+            let (row, column) = (analysis::median(&sent), analysis::median(&received));
+            let worst = [row, column]
+                .into_iter()
+                .flatten()
+                .map(|v| goodness(metric, v, typical))
+                .fold(f64::INFINITY, f64::min);
+            let cell = |v: Option<f64>| v.map_or("·".to_string(), number);
+            let html = format!(
+                "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&matrix.hosts[i]),
+                cell(row),
+                cell(column),
+                sent.len() + received.len(),
+                sent_failed + received_failed
+            );
+            (worst, html)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut html = format!(
+        "<p>{n} hosts: the {n}×{n} matrix is summarized here, each host's median as sender (its row) and as receiver (its column), the hosts furthest from the typical {} {} first; every cell is in {}.csv.</p><table class=\"heat\"><tr><th>host</th><th>median sending</th><th>median receiving</th><th>cells</th><th>failed</th></tr>",
+        number(typical),
+        escape(metric.unit),
+        metric.name
+    );
+    for (_, row) in rows.iter().take(MAX_SUMMARY_ROWS) {
+        html.push_str(row);
+    }
+    html.push_str("</table>");
+    if rows.len() > MAX_SUMMARY_ROWS {
+        let _ = write!(
+            html,
+            "<p>and {} more hosts, nearer the typical.</p>",
+            rows.len() - MAX_SUMMARY_ROWS
+        );
+    }
+    html
+}
+
 /// The asymmetry map: each cell the ratio of its direction to the other
 /// (above 1, this direction is the better).
 fn asymmetry_map(matrix: &Matrix, metric: &Metric) -> String {
@@ -339,10 +407,21 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
             html.push_str("<p>Nothing stands out: every measured cell is within reach of the typical one.</p>");
         } else {
             html.push_str("<ul class=\"findings\">");
-            for f in &found {
+            for f in found.iter().take(MAX_FINDINGS_SHOWN) {
                 let _ = write!(html, "<li>{}</li>", escape(f.words()));
             }
             html.push_str("</ul>");
+            if found.len() > MAX_FINDINGS_SHOWN {
+                let _ = write!(
+                    html,
+                    "<p>and {} more findings (`netlab mesh report` prints them all).</p>",
+                    found.len() - MAX_FINDINGS_SHOWN
+                );
+            }
+        }
+        if hosts.len() > MAX_MATRIX_HOSTS {
+            html.push_str(&host_summary(&matrix, metric));
+            continue;
         }
         html.push_str(&heat_map(&matrix, metric));
         if MAPPED.contains(&metric.name) {
@@ -392,6 +471,78 @@ mod tests {
     use crate::experiments::mesh::options::MeshTest;
     use crate::experiments::mesh::record::{PairFigures, PassSpec};
     use crate::experiments::mesh::schedule::Mode;
+
+    #[test]
+    fn a_thousand_agents_page_stays_readable() {
+        let n = 1000;
+        let name = |i: usize| format!("10.1.{}.{}:5310", i / 250, i % 250);
+        let mut results = Vec::new();
+        for i in 0..n {
+            // Each host to its next 20: 20,000 measured cells.
+            for k in 1..=20 {
+                let j = (i + k) % n;
+                results.push(PairTest {
+                    test: MeshTest::Stream,
+                    from: name(i),
+                    to: name(j),
+                    from_labels: BTreeMap::new(),
+                    to_labels: BTreeMap::new(),
+                    round: 0,
+                    alongside: 1,
+                    pass: 0,
+                    bidir: false,
+                    started: String::new(),
+                    seconds: 1.0,
+                    failed: None,
+                    figures: PairFigures {
+                        throughput_mbit_s: Some(if i == 7 { 50.0 } else { 940.0 }),
+                        verdict: Some("limited by the link".into()),
+                        ..PairFigures::default()
+                    },
+                    detail: None,
+                });
+            }
+        }
+        let manifest = Manifest {
+            experiment: "mesh".into(),
+            netlab_version: "0".into(),
+            started: "now".into(),
+            controller: "me".into(),
+            agents_spec: "inventory.txt".into(),
+            inventory: (0..n)
+                .map(|i| Agent {
+                    name: name(i),
+                    addr: name(i).parse().unwrap(),
+                    labels: BTreeMap::new(),
+                })
+                .collect(),
+            pass: PassSpec {
+                tests: vec![MeshTest::Stream],
+                duration_s: 1.0,
+                mode: Mode::Host,
+                max_pairs: None,
+                bidir: false,
+                seed: 1,
+                loss_rate_bps: 1,
+                loss_length: 100,
+                passes: 1,
+            },
+            rounds: 999,
+            steps: 999,
+            agents: Vec::new(),
+        };
+        let html = page(&manifest, &results);
+        assert!(html.len() < 1 << 20, "{} bytes", html.len());
+        assert!(html.contains("1000 hosts: the 1000×1000 matrix is summarized"));
+        // The slow sender heads its summary.
+        let summary = &html[html.find("<th>host</th>").unwrap()..];
+        let first = summary.find("<tr><th>").unwrap();
+        assert!(
+            summary[first..].starts_with("<tr><th>10.1.0.7:5310</th>"),
+            "{}",
+            &summary[first..first + 200]
+        );
+    }
 
     #[test]
     fn the_page_marks_failed_and_missing_cells_apart_and_says_what_it_sees() {
