@@ -69,6 +69,9 @@ enum State {
     Iac,
     Verb(u8),
     SbOption,
+    /// IAC where an option code belongs: `IAC SE` ends an empty (malformed)
+    /// subnegotiation, `IAC IAC` is option 255.
+    SbOptionIac,
     SbData,
     SbIac,
     SbDiscard,
@@ -145,6 +148,24 @@ impl Parser {
                 (State::Verb(verb), option) => {
                     self.flush(events);
                     events.push(Event::Negotiate { verb, option });
+                    State::Data
+                }
+                (State::SbOption, IAC) => State::SbOptionIac,
+                // `IAC SB IAC SE`: a subnegotiation with no option ends here,
+                // and what follows is data again (not swallowed as its body).
+                (State::SbOptionIac, SE) => {
+                    self.flush(events);
+                    events.push(Event::UnknownCommand(SB));
+                    State::Data
+                }
+                (State::SbOptionIac, IAC) => {
+                    self.sb_option = IAC;
+                    self.sb_body.clear();
+                    State::SbData
+                }
+                (State::SbOptionIac, other) => {
+                    self.flush(events);
+                    events.push(Event::UnknownCommand(other));
                     State::Data
                 }
                 (State::SbOption, option) => {
@@ -532,6 +553,16 @@ mod tests {
     #[test]
     fn subnegotiations_naws_and_ttype() {
         // NAWS 80x24 with a width byte of 255 doubled: 0x00FF x 0x0018.
+        // A subnegotiation with no option is a command, and what follows
+        // it is data, not swallowed as a body.
+        let mut p = Parser::default();
+        let mut events = Vec::new();
+        p.feed(&[IAC, SB, IAC, SE, b'h', b'i'], &mut events);
+        assert_eq!(
+            events,
+            vec![Event::UnknownCommand(SB), Event::Data(b"hi".to_vec())]
+        );
+        assert!(!p.mid_command());
         let bytes = [IAC, SB, 31, 0, IAC, IAC, 0, 24, IAC, SE];
         let events = parse(&bytes);
         assert_eq!(

@@ -35,13 +35,23 @@ pub struct SessionConfig {
     pub guard: Option<crate::endpoint::protocol::DataGuard>,
 }
 
-/// Refused connections, at most a burst a window (a stranger's flood must
-/// not fill the log).
+/// Refusals and errors about peers, at most a burst per cause a window (a
+/// stranger's flood must not fill the log).
 static REFUSED: crate::endpoint::ratelog::RateLog =
     crate::endpoint::ratelog::RateLog::new("refused connections", login_line);
 
-fn login_line(line: std::fmt::Arguments<'_>) {
-    eprintln!("netlab login serve {line}");
+/// One line of the login server's log, written with one `write` (a line
+/// of a few hundred bytes to a pipe is atomic), so the lines of forked
+/// session processes never interleave mid-line.
+pub fn login_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let text = format!("netlab login serve {line}\n");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// A refusal or an error about a peer: rate-limited per `cause`.
+pub fn refusal(cause: &'static str, line: std::fmt::Arguments<'_>) {
+    REFUSED.line_about(cause, line);
 }
 
 impl SessionConfig {
@@ -274,12 +284,12 @@ impl Conn {
 
     /// Logs the end of the session on stderr (the server's log).
     pub fn log_end(&self, design: &str) {
-        eprintln!(
-            "netlab login serve ({design}): {}: session ended: {} ({} bytes in, {} out)",
+        login_line(format_args!(
+            "({design}): {}: session ended: {} ({} bytes in, {} out)",
             self.peer,
             self.report.ended,
             self.report.bytes_from_client,
             self.report.bytes_to_client
-        );
+        ));
     }
 }

@@ -209,7 +209,7 @@ fn accept_all(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                eprintln!("netlab login serve ({design}): accept: {e}");
+                super::conn::refusal("accept", format_args!("({design}): accept: {e}"));
                 return;
             }
         };
@@ -218,13 +218,19 @@ fn accept_all(
         }
         if *open >= max_sessions {
             report.refused += 1;
-            eprintln!("netlab login serve ({design}): {peer}: refused, {open} sessions already");
+            super::conn::refusal(
+                "too many sessions",
+                format_args!("({design}): {peer}: refused, {open} sessions already"),
+            );
             continue;
         }
         let conn = match Conn::open(socket, peer, config) {
             Ok(conn) => conn,
             Err(e) => {
-                eprintln!("netlab login serve ({design}): {peer}: cannot start a session: {e}");
+                super::conn::refusal(
+                    "cannot start a session",
+                    format_args!("({design}): {peer}: cannot start a session: {e}"),
+                );
                 continue;
             }
         };
@@ -253,7 +259,10 @@ fn accept_all(
                 )
             });
         if let Err(e) = added {
-            eprintln!("netlab login serve ({design}): {peer}: cannot watch the session: {e}");
+            super::conn::refusal(
+                "cannot watch a session",
+                format_args!("({design}): {peer}: cannot watch the session: {e}"),
+            );
             let _ = epoll.delete(&slot.conn.socket);
             continue;
         }

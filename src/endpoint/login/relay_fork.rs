@@ -54,9 +54,12 @@ pub fn serve(
         }
         if sessions.len() >= max_sessions {
             report.refused += 1;
-            eprintln!(
-                "netlab login serve (fork): {peer}: refused, {} sessions already",
-                sessions.len()
+            super::conn::refusal(
+                "too many sessions",
+                format_args!(
+                    "(fork): {peer}: refused, {} sessions already",
+                    sessions.len()
+                ),
             );
             continue;
         }
@@ -86,7 +89,10 @@ pub fn serve(
                 sessions.push(child);
                 report.sessions += 1;
             }
-            Err(e) => eprintln!("netlab login serve (fork): {peer}: cannot start a session: {e}"),
+            Err(e) => super::conn::refusal(
+                "cannot start a session",
+                format_args!("(fork): {peer}: cannot start a session: {e}"),
+            ),
         }
         // The session process has its own copy; ours closes here.
         drop(socket);
@@ -105,9 +111,9 @@ pub fn session_on_fd3(peer: std::net::SocketAddr, config: &SessionConfig) -> io:
     // SAFETY: fd 3 is the socket the server passed us, and only we own it.
     let socket = unsafe { std::net::TcpStream::from_raw_fd(3) };
     let report = super::relay_poll::run_session(socket, peer, config)?;
-    eprintln!(
-        "netlab login serve (fork): {peer}: session ended: {} ({} bytes in, {} out)",
+    super::conn::login_line(format_args!(
+        "(fork): {peer}: session ended: {} ({} bytes in, {} out)",
         report.ended, report.bytes_from_client, report.bytes_to_client
-    );
+    ));
     Ok(())
 }

@@ -312,16 +312,19 @@ impl Loop {
         }
         if self.open >= max_sessions {
             self.report.refused += 1;
-            eprintln!(
-                "netlab login serve (uring): {peer}: refused, {} sessions already",
-                self.open
+            super::conn::refusal(
+                "too many sessions",
+                format_args!("(uring): {peer}: refused, {} sessions already", self.open),
             );
             return;
         }
         let conn = match Conn::open(socket, peer, config).and_then(|c| c.blocking().map(|()| c)) {
             Ok(conn) => conn,
             Err(e) => {
-                eprintln!("netlab login serve (uring): {peer}: cannot start a session: {e}");
+                super::conn::refusal(
+                    "cannot start a session",
+                    format_args!("(uring): {peer}: cannot start a session: {e}"),
+                );
                 return;
             }
         };
@@ -401,9 +404,12 @@ pub fn serve(
                     if result >= 0 {
                         lp.accepted(result, config, max_sessions);
                     } else if result != -libc::EINTR && result != -libc::EAGAIN {
-                        eprintln!(
-                            "netlab login serve (uring): accept: {}",
-                            io::Error::from_raw_os_error(-result)
+                        super::conn::refusal(
+                            "accept",
+                            format_args!(
+                                "(uring): accept: {}",
+                                io::Error::from_raw_os_error(-result)
+                            ),
                         );
                     }
                 }
