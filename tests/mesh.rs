@@ -287,12 +287,16 @@ fn stderr(output: &Output) -> String {
 }
 
 /// The lines of a run's results.jsonl (none before it exists).
+/// The results' lines that are JSON (a test may have spoiled one).
 fn results(dir: &Path) -> Vec<Value> {
     let path = dir.join("results.jsonl");
-    if !path.exists() {
+    let Ok(bytes) = std::fs::read(&path) else {
         return Vec::new();
-    }
-    common::lines_of(&path)
+    };
+    bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect()
 }
 
 /// Each endpoint's life on an agent, from its log: (start, end) in µs
@@ -612,8 +616,22 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
         "agent 6's cells are failed naming it"
     );
 
+    // A line an editor spoiled (not UTF-8) costs that line only.
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("results.jsonl"))
+            .unwrap();
+        file.write_all(b"{\"test\":\"\xff\"}\n").unwrap();
+    }
     // Resumed: what was measured is not measured again, the rest is.
     let output = fleet.mesh(&["--resume", &dir_arg]).output().unwrap();
+    assert!(
+        stderr(&output).contains("not UTF-8"),
+        "the spoiled line is named: {}",
+        stderr(&output)
+    );
     assert_eq!(
         output.status.code(),
         Some(1),

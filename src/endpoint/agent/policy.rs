@@ -423,7 +423,7 @@ mod tests {
             max_duration: Duration::from_secs(10),
             ..default()
         };
-        let send = |amount| {
+        let send_with = |amount, token| {
             request(
                 "stream",
                 StreamRequest::Send(Box::new(SendSpec {
@@ -433,17 +433,23 @@ mod tests {
                     record: 100,
                     amount,
                     interface: None,
-                    token: None,
+                    token,
                     interval_s: None,
                     udp: None,
                 })),
             )
         };
+        let send = |amount| send_with(amount, Some([1; crate::endpoint::protocol::TOKEN_LEN]));
         assert!(
             policy
                 .check("stream", &mut send(Amount::Bytes(1000)))
                 .is_ok()
         );
+        // A sender with no token could not ask for the receiver's consent.
+        let refused = policy
+            .check("stream", &mut send_with(Amount::Bytes(1000), None))
+            .unwrap_err();
+        assert!(refused.contains("consent"), "{refused}");
         assert!(
             policy
                 .check("stream", &mut send(Amount::Bytes(1001)))

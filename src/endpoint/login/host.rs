@@ -638,7 +638,14 @@ mod tests {
             .set_read_timeout(Some(std::time::Duration::from_secs(10)))
             .unwrap();
         if let Some(token) = token {
-            stream.write_all(token).unwrap();
+            let token: crate::endpoint::protocol::Token = token.try_into().unwrap();
+            // A refused token gets no consent: nothing more is sent.
+            if crate::endpoint::guard::present(&mut stream, Some(&token)).is_err() {
+                return None;
+            }
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
         }
         stream.write_all(b"\0typist\0typist\0vt100/9600\0").unwrap();
         let mut byte = [0u8; 1];
