@@ -324,10 +324,18 @@ pub fn call_once_tcp(
     let mut request = Request::tcp(&msg, call.header_len(), Strategy::Writev);
     request.set_xid(call.xid);
     client.stream.write_all(&request.bytes)?;
-    client
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(5)))?;
+    // One deadline for the whole reply: a server that trickles it a byte
+    // at a time gets no longer than one that says nothing.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
     loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(CallError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no whole reply within 5 s",
+            )));
+        }
+        client.stream.set_read_timeout(Some(left))?;
         if let Some(record) = client
             .assembler
             .next_record()
