@@ -50,7 +50,6 @@ use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, lock, now_us, v
 use crate::measure::host::HostFacts;
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -371,24 +370,16 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
 /// the oldest's deadline, or [`IDLE_POLL`]; returns whether the listener
 /// is ready and, in order, which connections are.
 fn wait(listener: &TcpListener, unproven: &Unprovens) -> (bool, Vec<bool>) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let mut fds = Vec::with_capacity(1 + unproven.len());
-    fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-    for u in &unproven.pending {
-        fds.push(PollFd::new(u.stream.as_fd(), PollFlags::POLLIN));
-    }
     let timeout = unproven.pending.first().map_or(IDLE_POLL, |oldest| {
         (oldest.since + channel::HANDSHAKE_TIME)
             .saturating_duration_since(Instant::now())
             .min(IDLE_POLL)
     });
-    let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-    if poll(&mut fds, timeout).is_err() {
-        // EINTR: look again at the stop flag and every connection.
-        return (false, vec![false; unproven.len()]);
-    }
-    let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-    (ready(&fds[0]), fds[1..].iter().map(ready).collect())
+    crate::endpoint::waiting::poll_ready(
+        listener,
+        unproven.pending.iter().map(|u| &u.stream),
+        timeout,
+    )
 }
 
 /// Accepts at most [`ACCEPT_BURST`] waiting connections as unproven ones.

@@ -35,6 +35,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use super::ratelog::{RateLog, endpoint_line};
+use super::waiting::{fill_by, poll_ready};
 
 /// A guarded listener's queue: room for every connection a stranger could
 /// open before the gate's thread takes them (it takes them at once).
@@ -133,38 +134,16 @@ pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Res
             guard.peer
         ));
     }
-    let until = std::time::Instant::now() + TOKEN_TIME;
     let mut token = [0u8; TOKEN_LEN];
-    let mut got = 0;
-    while got < TOKEN_LEN {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "from {peer}: no run token within {} s",
-                TOKEN_TIME.as_secs()
-            ));
-        }
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut token[got..]) {
-            Ok(0) => return Err(format!("from {peer}: closed before its token")),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(format!(
-                    "from {peer}: no run token within {} s",
-                    TOKEN_TIME.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("from {peer}: {e}")),
-        }
-    }
+    let until = std::time::Instant::now() + TOKEN_TIME;
+    fill_by(stream, &mut token, Some(until)).map_err(|e| match e.kind() {
+        io::ErrorKind::TimedOut => format!(
+            "from {peer}: no run token within {} s",
+            TOKEN_TIME.as_secs()
+        ),
+        io::ErrorKind::UnexpectedEof => format!("from {peer}: closed before its token"),
+        _ => format!("from {peer}: {e}"),
+    })?;
     stream.set_read_timeout(None).map_err(|e| e.to_string())?;
     if !same(&token, &guard.token) {
         return Err(format!("from {peer}: wrong run token"));
@@ -350,18 +329,11 @@ fn keep(
 /// Polls the listener and every awaiting connection until one is ready or
 /// 100 ms pass (to look at the stop flag and the deadlines).
 fn wait(listener: &TcpListener, awaiting: &[Awaiting]) -> (bool, Vec<bool>) {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd;
-    let mut fds = Vec::with_capacity(1 + awaiting.len());
-    fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-    for a in awaiting {
-        fds.push(PollFd::new(a.stream.as_fd(), PollFlags::POLLIN));
-    }
-    if poll(&mut fds, PollTimeout::from(100u8)).is_err() {
-        return (false, vec![false; awaiting.len()]);
-    }
-    let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-    (ready(&fds[0]), fds[1..].iter().map(ready).collect())
+    poll_ready(
+        listener,
+        awaiting.iter().map(|a| &a.stream),
+        Duration::from_millis(100),
+    )
 }
 
 /// Takes at most [`ACCEPT_BURST`] new connections: another address's
@@ -417,42 +389,21 @@ pub fn present(stream: &mut TcpStream, token: Option<&Token>) -> io::Result<()> 
         return Ok(());
     };
     stream.write_all(token)?;
-    let until = std::time::Instant::now() + CONSENT_TIME;
-    let mut got = [0u8; CONSENT_LEN];
-    let mut n = 0;
     let refused = |why: String| {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("the listener did not consent as the run's receiver ({why}): no data sent"),
         )
     };
-    while n < CONSENT_LEN {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(refused(format!(
-                "no consent within {} s",
-                CONSENT_TIME.as_secs()
-            )));
-        }
-        stream.set_read_timeout(Some(left))?;
-        match stream.read(&mut got[n..]) {
-            Ok(0) => return Err(refused("it closed the connection".into())),
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(refused(format!(
-                    "no consent within {} s",
-                    CONSENT_TIME.as_secs()
-                )));
-            }
-            Err(e) => return Err(refused(e.to_string())),
-        }
-    }
+    let mut got = [0u8; CONSENT_LEN];
+    let until = std::time::Instant::now() + CONSENT_TIME;
+    fill_by(stream, &mut got, Some(until)).map_err(|e| {
+        refused(match e.kind() {
+            io::ErrorKind::TimedOut => format!("no consent within {} s", CONSENT_TIME.as_secs()),
+            io::ErrorKind::UnexpectedEof => "it closed the connection".into(),
+            _ => e.to_string(),
+        })
+    })?;
     stream.set_read_timeout(None)?;
     if !same(&got, &consent(token)) {
         return Err(refused("it answered something else".into()));

@@ -18,6 +18,7 @@ pub mod role;
 pub mod rpc;
 pub mod stall;
 pub mod testbed;
+pub mod waiting;
 
 use crate::wire::control::{FrameReader, write_frame};
 use protocol::{Command, Reply};

@@ -48,7 +48,7 @@
 use super::key::Key;
 use crate::wire::control;
 use serde::{Serialize, de::DeserializeOwned};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -167,56 +167,23 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// A byte stream with a read deadline: TCP here, memory in tests and fuzzing.
-pub trait Link: Read + Write {
-    /// Makes the next reads fail with `TimedOut`/`WouldBlock` at `deadline`
-    /// (`None`: wait for ever).
-    fn read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()>;
-}
-
-impl Link for TcpStream {
-    fn read_deadline(&mut self, deadline: Option<Instant>) -> io::Result<()> {
-        let timeout = deadline.map(|d| {
-            d.saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1))
-        });
-        self.set_read_timeout(timeout)
-    }
-}
+pub use crate::endpoint::waiting::Link;
 
 fn noise(e: snow::Error) -> ChannelError {
     ChannelError::Noise(e.to_string())
 }
 
-/// Fills `buf`, each read bounded by `deadline`.
+/// Fills `buf` by `deadline`; `what` names where a timeout struck.
 fn read_exact_by(
     link: &mut impl Link,
     buf: &mut [u8],
     deadline: Option<Instant>,
     what: &'static str,
 ) -> Result<(), ChannelError> {
-    let mut got = 0;
-    while got < buf.len() {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(ChannelError::Timeout(what));
-        }
-        link.read_deadline(deadline)?;
-        match link.read(&mut buf[got..]) {
-            Ok(0) => return Err(ChannelError::Closed),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(ChannelError::Timeout(what));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
+    crate::endpoint::waiting::fill_by(link, buf, deadline).map_err(|e| match e.kind() {
+        io::ErrorKind::TimedOut => ChannelError::Timeout(what),
+        _ => e.into(),
+    })
 }
 
 /// Reads one length-prefixed Noise message into `buf`, refusing one longer
@@ -577,6 +544,7 @@ fn open<T: DeserializeOwned>(
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use std::io::Read;
     use std::collections::VecDeque;
     use std::sync::mpsc;
 

@@ -274,10 +274,24 @@ fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, Stri
     stream.write_all(&framed).map_err(|e| e.to_string())?;
     // One deadline for the whole answer: a server that trickles a byte at
     // a time gets no longer than one that sends nothing.
+    let read_by = |stream: &mut std::net::TcpStream, buf: &mut [u8]| {
+        crate::endpoint::waiting::fill_by(stream, buf, Some(until)).map_err(|e| {
+            let why = match e.kind() {
+                std::io::ErrorKind::TimedOut => {
+                    format!("no whole answer within {} s", DNS_WAIT.as_secs())
+                }
+                std::io::ErrorKind::UnexpectedEof => {
+                    "closed the connection inside its answer".into()
+                }
+                _ => e.to_string(),
+            };
+            format!("{server} over TCP: {why}")
+        })
+    };
     let mut len = [0u8; 2];
-    read_by(&mut stream, &mut len, until).map_err(|e| format!("{server} over TCP: {e}"))?;
+    read_by(&mut stream, &mut len)?;
     let mut message = vec![0u8; u16::from_be_bytes(len) as usize];
-    read_by(&mut stream, &mut message, until).map_err(|e| format!("{server} over TCP: {e}"))?;
+    read_by(&mut stream, &mut message)?;
     let response = dns::parse_response(&message).map_err(|e| format!("{server} over TCP: {e}"))?;
     if response.id != id {
         return Err(format!(
@@ -286,40 +300,6 @@ fn ask(server: SocketAddr, name: &str, qtype: u16) -> Result<dns::Response, Stri
         ));
     }
     Ok(response)
-}
-
-/// Fills `buf` from `stream` by `until`, however the bytes trickle in.
-fn read_by(
-    stream: &mut std::net::TcpStream,
-    buf: &mut [u8],
-    until: std::time::Instant,
-) -> Result<(), String> {
-    use std::io::Read;
-    let mut got = 0;
-    while got < buf.len() {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(format!("no whole answer within {} s", DNS_WAIT.as_secs()));
-        }
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => return Err("closed the connection inside its answer".into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(format!("no whole answer within {} s", DNS_WAIT.as_secs()));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Ok(())
 }
 
 /// Every SRV record of `name`, each target resolved to an address: an

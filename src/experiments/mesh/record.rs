@@ -263,13 +263,6 @@ impl PairFigures {
     }
 }
 
-/// The finished tests of `results.jsonl` text (a torn last line, from a
-/// controller killed mid-write, is skipped and counted).
-pub fn read_results(text: &str) -> (Vec<PairTest>, usize) {
-    let (results, skipped) = results_from(crate::record::files::lines(text.as_bytes()));
-    (results, skipped.len())
-}
-
 /// The finished tests of `results.jsonl` lines, and each line skipped with
 /// why (torn by a killed controller, not UTF-8, not a test): one bad line
 /// costs that line.
@@ -292,6 +285,12 @@ pub fn results_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The finished tests of `results.jsonl` text and how many lines were skipped.
+    fn read_results(text: &str) -> (Vec<PairTest>, usize) {
+        let (results, skipped) = results_from(crate::record::files::lines(text.as_bytes()));
+        (results, skipped.len())
+    }
 
     proptest::proptest! {
         #[test]

@@ -472,6 +472,42 @@ mod tests {
     use crate::experiments::mesh::record::{PairFigures, PassSpec};
     use crate::experiments::mesh::schedule::Mode;
 
+    /// A one-pass stream mesh's manifest over agents `names` (`HOST:PORT`
+    /// or a bare name, given a loopback address).
+    fn manifest_of(names: &[String]) -> Manifest {
+        Manifest {
+            experiment: "mesh".into(),
+            netlab_version: "0".into(),
+            started: "now".into(),
+            controller: "me".into(),
+            agents_spec: names.join(","),
+            inventory: names
+                .iter()
+                .map(|h| Agent {
+                    name: h.clone(),
+                    addr: h
+                        .parse()
+                        .unwrap_or_else(|_| "127.0.0.1:5310".parse().unwrap()),
+                    labels: BTreeMap::new(),
+                })
+                .collect(),
+            pass: PassSpec {
+                tests: vec![MeshTest::Stream],
+                duration_s: 1.0,
+                mode: Mode::Host,
+                max_pairs: None,
+                bidir: false,
+                seed: 1,
+                loss_rate_bps: 1,
+                loss_length: 100,
+                passes: 1,
+            },
+            rounds: names.len().saturating_sub(1),
+            steps: names.len().saturating_sub(1),
+            agents: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_thousand_agents_page_stays_readable() {
         let n = 1000;
@@ -503,34 +539,8 @@ mod tests {
                 });
             }
         }
-        let manifest = Manifest {
-            experiment: "mesh".into(),
-            netlab_version: "0".into(),
-            started: "now".into(),
-            controller: "me".into(),
-            agents_spec: "inventory.txt".into(),
-            inventory: (0..n)
-                .map(|i| Agent {
-                    name: name(i),
-                    addr: name(i).parse().unwrap(),
-                    labels: BTreeMap::new(),
-                })
-                .collect(),
-            pass: PassSpec {
-                tests: vec![MeshTest::Stream],
-                duration_s: 1.0,
-                mode: Mode::Host,
-                max_pairs: None,
-                bidir: false,
-                seed: 1,
-                loss_rate_bps: 1,
-                loss_length: 100,
-                passes: 1,
-            },
-            rounds: 999,
-            steps: 999,
-            agents: Vec::new(),
-        };
+        let names: Vec<String> = (0..n).map(name).collect();
+        let manifest = manifest_of(&names);
         let html = page(&manifest, &results);
         assert!(html.len() < 1 << 20, "{} bytes", html.len());
         assert!(html.contains("1000 hosts: the 1000×1000 matrix is summarized"));
@@ -575,35 +585,7 @@ mod tests {
                 });
             }
         }
-        let manifest = Manifest {
-            experiment: "mesh".into(),
-            netlab_version: "0".into(),
-            started: "now".into(),
-            controller: "me".into(),
-            agents_spec: "a,b,c".into(),
-            inventory: hosts
-                .iter()
-                .map(|h| Agent {
-                    name: h.to_string(),
-                    addr: "127.0.0.1:5310".parse().unwrap(),
-                    labels: BTreeMap::new(),
-                })
-                .collect(),
-            pass: PassSpec {
-                tests: vec![MeshTest::Stream],
-                duration_s: 1.0,
-                mode: Mode::Host,
-                max_pairs: None,
-                bidir: false,
-                seed: 1,
-                loss_rate_bps: 1,
-                loss_length: 100,
-                passes: 1,
-            },
-            rounds: 6,
-            steps: 6,
-            agents: Vec::new(),
-        };
+        let manifest = manifest_of(&hosts.map(String::from));
         let html = page(&manifest, &results);
         assert!(html.contains("class=\"failed\" title=\"c → a: failed: agent c &lt;lost&gt;\""));
         assert!(html.contains("class=\"missing\" title=\"c → b: not measured"));
