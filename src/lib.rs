@@ -6,16 +6,16 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`wire`] | byte formats as parse/emit pairs, no I/O |
 //! | [`checksum`] | the Internet checksum (RFC 1071) variants, fused copy, copy variants |
-//! | [`units`] | sizes and durations as typed by users |
-//! | [`measure`] | rusage, /proc/stat, TCP_INFO, kernel and interface counters, host facts |
+//! | [`wire`] | byte formats as parse/emit pairs, no I/O: control frames, IPv4/TCP/Ethernet, XDR and ONC RPC, record marks, telnet, rlogin, DNS |
+//! | [`units`] | sizes, rates and durations as typed by users |
+//! | [`measure`] | rusage, schedstat, /proc/stat, TCP_INFO, kernel and interface counters, host facts, profiles |
 //! | [`model`] | deterministic models of historical stacks (SunOS 4 TCP and Sun RPC, 1989), pure code |
-//! | [`record`] | the record every measurement becomes: each experiment's data, its JSON Lines file |
-//! | [`analysis`] | pure functions over records: statistics, knee, cost model, cliffs, findings |
-//! | [`testbed`] | placements: namespaces, link profiles, the wire emulator, capture |
-//! | [`endpoint`] | the programs at each end (sender, receiver, servers), run as child processes |
-//! | [`experiment`] | plans, the one runner and launcher, each experiment's orchestration and searches |
+//! | [`record`] | the record every measurement becomes (its envelope, each experiment's data beside it), its JSON Lines file, bounded file readers |
+//! | [`analysis`] | pure functions over measurements: statistics, knee, cost model, cliffs, the limits verdict, call splits |
+//! | [`testbed`] | namespaces, link profiles, the wire emulator, capture, CPU budgets (cgroups) |
+//! | [`endpoint`] | the endpoint process and its roles' seam, the protocol libraries under study (ONC RPC, the login servers and relays), data-port guards, the agent's endpoint side (channel, key, policy) |
+//! | [`controller`] | the engine every experiment runs on: the runner (cells, records, resume), the launcher and placements, endpoint processes local or through agents, the lab's plumbing, profiles, progress, the doctor |
 //! | [`agent`] | `netlab agent serve`: the ends of experiments for controllers on other hosts |
 //! | [`report`] | the report's page (sections as a trait) and figure toolkit, text tables, CSV |
 //! | [`options`] | the command-line option groups every experiment shares, and standard output |
@@ -30,8 +30,8 @@ pub mod agent;
 pub mod analysis;
 pub mod checksum;
 pub mod cli;
+pub mod controller;
 pub mod endpoint;
-pub mod experiment;
 pub mod experiments;
 pub mod lab;
 pub mod measure;

@@ -959,6 +959,13 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
                 }
                 (closed_by_agent(&mut s), t.elapsed())
             });
+            let probe = scope.spawn(|| {
+                // A readiness probe: connect, close before a byte.
+                let s = TcpStream::connect(&control).unwrap();
+                let peer = s.local_addr().unwrap();
+                drop(s);
+                peer
+            });
             let replayed = scope.spawn(|| {
                 // A real handshake, recorded, then replayed on a new connection.
                 let recorder = Recorder {
@@ -976,10 +983,11 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
                 oversized.join().unwrap(),
                 slow.join().unwrap(),
                 replayed.join().unwrap(),
+                probe.join().unwrap(),
             )
         })
     });
-    let (garbage, oversized, (slow, slow_time), replayed) = results;
+    let (garbage, oversized, (slow, slow_time), replayed, probe) = results;
     assert!(
         garbage && oversized && replayed,
         "{garbage} {oversized} {replayed}"
@@ -1001,6 +1009,11 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
     ] {
         assert!(log.contains(reason), "{reason}: {log}");
     }
+    // The probe asked for nothing: it is not a refusal.
+    assert!(
+        !log.contains(&format!("{probe}")),
+        "the probe was logged: {log}"
+    );
 }
 
 #[test]

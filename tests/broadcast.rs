@@ -86,6 +86,21 @@ fn storm(args: &[&str]) -> Vec<Value> {
     let records = common::lines_of(&out);
     assert!(records.iter().all(|r| r["error"].is_null()), "{records:#?}");
     println!("{stdout}");
+    if args.contains(&"--json") {
+        // The document holds every record as the file does, and each
+        // run's reading beside it.
+        let doc = common::json_of(&done.stdout);
+        assert_eq!(doc["experiment"], "broadcast");
+        assert_eq!(doc["records"].as_array().unwrap(), &records, "{doc:#}");
+        let readings = doc["readings"].as_array().unwrap();
+        assert_eq!(readings.len(), records.len());
+        for (reading, record) in readings.iter().zip(&records) {
+            assert_eq!(
+                reading["reading"]["copies"], record["result"]["model"]["copies"],
+                "{reading:#}"
+            );
+        }
+    }
     records
 }
 
@@ -121,7 +136,15 @@ fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() 
     );
 
     // Nor would it stop by itself within a second: the time cap does.
-    let timed = storm(&["--fixes", "none", "--ttl", "255", "--max-time", "1s"]);
+    let timed = storm(&[
+        "--fixes",
+        "none",
+        "--ttl",
+        "255",
+        "--max-time",
+        "1s",
+        "--json",
+    ]);
     assert_eq!(timed[0]["result"]["model"]["stopped_by"], "TimeCap");
     let elapsed = timed[0]["result"]["model"]["elapsed_ms"].as_f64().unwrap();
     assert!(

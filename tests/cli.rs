@@ -145,6 +145,7 @@ fn table_output_names_host_and_history() {
 
 #[test]
 fn sweep_finds_a_knee_and_fits_a_model() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let output = netlab()
@@ -190,6 +191,7 @@ fn sweep_finds_a_knee_and_fits_a_model() {
 
 #[test]
 fn sweep_table_prints_the_1988_figures() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     netlab()
         .args([
@@ -215,6 +217,7 @@ fn sweep_table_prints_the_1988_figures() {
 
 #[test]
 fn a_sweep_with_a_precision_target_runs_more_and_says_what_it_reached() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let doc = run_json(
@@ -553,6 +556,7 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
 
 #[test]
 fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
+    let _measuring = common::measuring();
     if !netlab::testbed::netns::has_net_admin() {
         // perf_event_open system-wide and kernel addresses need root; CI is root.
         return;
@@ -635,6 +639,7 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
 
 #[test]
 fn ablate_runs_every_combination_and_reports_effects_and_interactions() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("a.jsonl");
     let doc = run_json(
@@ -1235,6 +1240,7 @@ fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
 
 #[test]
 fn confidence_repeats_until_reached_and_refuses_a_bad_level_or_width() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.jsonl");
     let doc = run_json(
@@ -1342,6 +1348,7 @@ fn rpc_connect_per_call_opens_a_connection_for_every_call() {
 
 #[test]
 fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("u.jsonl");
     // Loopback: nothing lost, every datagram verified, latency on one clock.

@@ -27,7 +27,7 @@ const LAYERS: [&str; 16] = [
     "analysis",
     "testbed",
     "endpoint",
-    "experiment",
+    "controller",
     "agent",
     "report",
     "options",
@@ -300,7 +300,7 @@ fn the_check_sees_an_upward_import() {
     std::fs::create_dir_all(src.join("wire")).unwrap();
     std::fs::write(
         src.join("wire/x.rs"),
-        "use crate::units::parse_size;\nfn f() { crate::report::tables::num(1.0); }\nuse crate::{checksum, cli::Output};\n#[cfg(test)]\nmod tests { use crate::experiment::runner; fn g() { if true { } } }\n#[cfg(test)]\nuse crate::lab;\nfn h() { crate::experiments::rpc::x(); }\n",
+        "use crate::units::parse_size;\nfn f() { crate::report::tables::num(1.0); }\nuse crate::{checksum, cli::Output};\n#[cfg(test)]\nmod tests { use crate::controller::runner; fn g() { if true { } } }\n#[cfg(test)]\nuse crate::lab;\nfn h() { crate::experiments::rpc::x(); }\n",
     )
     .unwrap();
     std::fs::write(src.join("cli.rs"), "use crate::wire::rpc;\n").unwrap();
@@ -342,6 +342,287 @@ fn the_check_sees_an_upward_import() {
     // A listed exception excuses exactly that reference.
     let found = violations(src, &[("wire/x.rs", "experiments::rpc")]);
     assert!(!found.iter().any(|f| f.contains("experiments::rpc")));
+}
+
+/// Every path a file names from `crate::`, `super::` or `self::`, and
+/// (in a `use`) from one of its own child modules, resolved against the
+/// file's `module` into a path from the crate root, whole.
+fn resolved_paths(text: &str, module: &[String], children: &[String]) -> BTreeSet<Vec<String>> {
+    let code = without_test_items(text);
+    let code: String = code
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut raw = BTreeSet::new();
+    let starts_word = |at: usize| {
+        code[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'))
+    };
+    for (at, _) in code.char_indices() {
+        let rest = &code[at..];
+        let rooted = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|root| rest.starts_with(root));
+        let bare_use = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
+            .iter()
+            .find_map(|u| rest.strip_prefix(u))
+            .filter(|path| children.iter().any(|c| path.starts_with(&format!("{c}::"))));
+        if rooted && starts_word(at) {
+            expand_whole(rest, Vec::new(), &mut raw);
+        } else if let Some(path) = bare_use
+            && starts_word(at)
+        {
+            expand_whole(path, vec!["self".to_string()], &mut raw);
+        }
+    }
+    raw.into_iter()
+        .filter_map(|path| {
+            let mut base: Vec<String> = module.to_vec();
+            let mut rest = path.as_slice();
+            match rest.first().map(String::as_str) {
+                Some("crate") => {
+                    base.clear();
+                    rest = &rest[1..];
+                }
+                Some("self") => rest = &rest[1..],
+                _ => {}
+            }
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop()?;
+                rest = &rest[1..];
+            }
+            base.extend(rest.iter().cloned());
+            Some(base)
+        })
+        .collect()
+}
+
+/// [`expand`] without a depth limit: the whole path of each item named.
+fn expand_whole(text: &str, prefix: Vec<String>, paths: &mut BTreeSet<Vec<String>>) {
+    if let Some(group) = text.strip_prefix('{') {
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    expand_whole(group[start..i].trim(), prefix.clone(), paths);
+                    return;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand_whole(group[start..i].trim(), prefix.clone(), paths);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let name: String = text
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let leading = prefix
+        .iter()
+        .all(|s| s == "crate" || s == "super" || s == "self");
+    if name.is_empty() || (name == "self" && !prefix.is_empty() && !leading) {
+        if !prefix.is_empty() {
+            paths.insert(prefix);
+        }
+        return;
+    }
+    let after = &text[name.len()..];
+    let mut path = prefix;
+    path.push(name);
+    match after.strip_prefix("::") {
+        Some(next) => expand_whole(next, path, paths),
+        None => {
+            paths.insert(path);
+        }
+    }
+}
+
+/// A file's module path under `src` (`experiments/stream/role.rs` is
+/// `experiments::stream::role`, a folder's `mod.rs` the folder's).
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The child modules of the folder module `folder` (its files and folders).
+fn child_modules(src: &Path, folder: &[String]) -> Vec<String> {
+    let dir = folder.iter().fold(src.to_path_buf(), |d, s| d.join(s));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            if e.path().is_dir() {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs")
+                    .filter(|n| *n != "mod")
+                    .map(String::from)
+            }
+        })
+        .collect()
+}
+
+/// Every circle among the files of one folder, as "folder/: a, b (a names
+/// b, b names a)". A folder's units are its files and subfolders, its
+/// `mod.rs` and the items it defines being `mod`; a unit names another
+/// when any of its files names anything inside the other, through
+/// `crate::`, `super::` or `self::`.
+fn circles(src: &Path) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    // folder -> unit -> units it names
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap();
+        let module = module_of(relative);
+        if module.is_empty() || module == ["lib"] || module == ["main"] {
+            continue;
+        }
+        let is_folder = relative.ends_with("mod.rs");
+        let own_children = if is_folder {
+            child_modules(src, &module)
+        } else {
+            Vec::new()
+        };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for path in resolved_paths(&text, &module, &own_children) {
+            let common = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            if common == 0 {
+                continue; // another top-level module: the layers' concern
+            }
+            let folder = &module[..common.min(module.len())];
+            // A file module's own items, or its own path.
+            if !is_folder && common == module.len() {
+                continue;
+            }
+            let children = child_modules(src, folder);
+            let unit_of = |m: &[String]| -> String {
+                match m.get(folder.len()) {
+                    Some(next) if children.contains(next) => next.clone(),
+                    _ => "mod".to_string(),
+                }
+            };
+            let (from, to) = (unit_of(&module), unit_of(&path));
+            if from != to {
+                graphs
+                    .entry(folder.to_vec())
+                    .or_default()
+                    .entry(from)
+                    .or_default()
+                    .insert(to);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (folder, graph) in &graphs {
+        let reaches = |from: &String| {
+            let mut seen = BTreeSet::new();
+            let mut next = vec![from.clone()];
+            while let Some(at) = next.pop() {
+                for to in graph.get(&at).into_iter().flatten() {
+                    if seen.insert(to.clone()) {
+                        next.push(to.clone());
+                    }
+                }
+            }
+            seen
+        };
+        let mut reported = BTreeSet::new();
+        for unit in graph.keys() {
+            if reported.contains(unit) || !reaches(unit).contains(unit) {
+                continue;
+            }
+            // Its circle: every unit it reaches that reaches it back.
+            let members: BTreeSet<String> = reaches(unit)
+                .into_iter()
+                .filter(|other| reaches(other).contains(unit))
+                .collect();
+            let edges: Vec<String> = members
+                .iter()
+                .flat_map(|a| {
+                    graph[a]
+                        .iter()
+                        .filter(|b| members.contains(*b))
+                        .map(move |b| format!("{a} names {b}"))
+                })
+                .collect();
+            found.push(format!(
+                "{}/: {} ({})",
+                folder.join("/"),
+                members.iter().cloned().collect::<Vec<_>>().join(", "),
+                edges.join(", ")
+            ));
+            reported.extend(members);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_folder_holds_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = circles(&src);
+    assert!(
+        found.is_empty(),
+        "files that name each other (give their shared types one home):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_check_sees_every_form_of_path() {
+    // Two files naming each other through `super::` and `crate::`, a
+    // folder's mod.rs naming a child it shares types with through a bare
+    // `use`, and a chain without a circle.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    std::fs::write(src.join("a/mod.rs"), "pub mod x;\npub mod y;\npub mod b;\n").unwrap();
+    std::fs::write(src.join("a/x.rs"), "use super::y::Y;\n").unwrap();
+    std::fs::write(
+        src.join("a/y.rs"),
+        "fn f() { crate::a::x::g(); }\n#[cfg(test)]\nmod tests { use super::super::b::z; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/b/mod.rs"),
+        "pub mod z;\npub mod w;\nuse z::Z;\npub struct Shared;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("a/b/z.rs"), "use super::{Shared, w};\n").unwrap();
+    std::fs::write(src.join("a/b/w.rs"), "use crate::a::x::X;\n").unwrap();
+    assert_eq!(
+        circles(src),
+        [
+            "a/: x, y (x names y, y names x)",
+            "a/b/: mod, z (mod names z, z names mod)",
+        ]
+    );
 }
 
 /// The most lines `cli/` may hold beyond its option declarations (the
@@ -408,7 +689,7 @@ fn cli_is_thin_beyond_its_option_declarations() {
     assert!(
         beyond <= CLI_BEYOND_DECLARATIONS,
         "cli/ holds {beyond} lines beyond its {declared} lines of option declarations \
-         (at most {CLI_BEYOND_DECLARATIONS}): orchestration and analysis belong in experiment/ \
+         (at most {CLI_BEYOND_DECLARATIONS}): orchestration and analysis belong in controller/ and experiments/ \
          and analysis/, presentation in report/"
     );
 }

@@ -71,6 +71,33 @@ fn primary(result: &Value) -> (String, String) {
     )
 }
 
+/// Whether `expected` is the primary factor; otherwise the primary must be
+/// CPU contention with the run delay the kernel counted behind it (an end
+/// runnable but waiting for a core a share of the run): on a busy 2-core
+/// host that is what limited the run, and naming it is right. Said on
+/// stderr, so a run that saw contention instead is visible.
+fn primary_or_contention(result: &Value, expected: &str) -> bool {
+    let (factor, verdict) = primary(result);
+    if factor == expected {
+        return true;
+    }
+    assert_eq!(
+        factor, "cpu_contention",
+        "neither {expected} nor contention: {verdict}"
+    );
+    let evidence = &result["limits"]["limits"][0]["evidence"];
+    let waited = ["sender_run_delay_share", "receiver_run_delay_share"]
+        .iter()
+        .filter_map(|k| evidence[*k].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        waited >= netlab::analysis::limits::CONTENDED,
+        "contention named without the run delay behind it: {verdict}"
+    );
+    eprintln!("the kernel saw CPU contention (not {expected}) on this host: {verdict}");
+    false
+}
+
 fn factors(result: &Value) -> Vec<String> {
     result["limits"]["limits"]
         .as_array()
@@ -181,13 +208,14 @@ fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
 fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
     let _alone = alone();
     let r = stream(&["--record", "1K", "--duration", "1s"]);
-    let (factor, verdict) = primary(&r);
-    assert_eq!(factor, "per_call", "{verdict}");
-    let evidence = &r["limits"]["limits"][0]["evidence"];
-    assert!(
-        evidence["calls_per_record"].as_f64().unwrap() >= 0.9,
-        "{verdict}"
-    );
+    let (_, verdict) = primary(&r);
+    if primary_or_contention(&r, "per_call") {
+        let evidence = &r["limits"]["limits"][0]["evidence"];
+        assert!(
+            evidence["calls_per_record"].as_f64().unwrap() >= 0.9,
+            "{verdict}"
+        );
+    }
     // The table heads with the same verdict, in words.
     let dir = tempfile::tempdir().unwrap();
     let text = netlab()
@@ -198,7 +226,8 @@ fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.lines()
-            .any(|l| l.starts_with("limited by system calls")),
+            .any(|l| l.starts_with("limited by system calls")
+                || l.starts_with("limited by CPU contention")),
         "{text}"
     );
 }
@@ -221,13 +250,24 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
         .assert()
         .success();
     let out = report_of(&records);
+    // The run's own verdict, in the words the report gives it.
+    let record = &common::lines_of(&records)[0];
+    let words = if primary_or_contention(&record["result"], "per_call") {
+        "system calls and wake-ups per record"
+    } else {
+        "CPU contention (runnable, waiting for a core)"
+    };
     assert!(
-        out.contains("what limited each experiment:\n- stream: system calls and wake-ups per record in 1 of 1 runs"),
+        out.contains(&format!(
+            "what limited each experiment:\n- stream: {words} in 1 of 1 runs"
+        )),
         "{out}"
     );
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     let first_screen = html
-        .find("<td class=\"limit\" data-label=\"limited by\">system calls and wake-ups per record (1 of 1 runs)</td>")
+        .find(&format!(
+            "<td class=\"limit\" data-label=\"limited by\">{words} (1 of 1 runs)</td>"
+        ))
         .expect(&html);
     assert!(
         first_screen < html.find("<section").unwrap_or(usize::MAX),
@@ -470,10 +510,7 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
         f(null, "server_us") > 0.0 && f(null, "stack_us") > 0.0,
         "{null}"
     );
-    assert!(
-        f(null, "switches_per_call") >= 1.0,
-        "each end sleeps: {null}"
-    );
+    assert!(f(null, "sleeps_per_call") >= 1.0, "each end sleeps: {null}");
     assert_eq!(f(null, "wire_us"), 0.0, "one host: {null}");
     assert!(null["missing"].as_array().unwrap().is_empty(), "{null}");
     // Busy polling on both ends: nobody sleeps through a call. The poll
@@ -492,7 +529,9 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
         "2000",
     ]);
     let (_, polled) = &polled[0];
-    assert!(f(polled, "switches_per_call") < 0.8, "{polled}");
+    // Sleeps, not switches: two ends spinning on a 2-core host are
+    // preempted (involuntary switches, run delay) but do not sleep.
+    assert!(f(polled, "sleeps_per_call") < 0.8, "{polled}");
     assert!(f(polled, "client_us") > 0.0, "the client spins: {polled}");
 
     // A 20 ms path: the round trip is the call.

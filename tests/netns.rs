@@ -37,6 +37,7 @@ fn stream(args: &[&str]) -> Value {
 
 #[test]
 fn ether10_delivers_about_ten_megabits() {
+    let _measuring = common::measuring();
     let r = stream(&[
         "--placement",
         "netns",
@@ -61,6 +62,7 @@ fn ether10_delivers_about_ten_megabits() {
 
 #[test]
 fn an_unshaped_veth_is_far_faster() {
+    let _measuring = common::measuring();
     let r = stream(&["--placement", "netns", "--duration", "1s"]);
     let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
     assert!(rate > 200.0, "unshaped veth {rate} Mbit/s");
@@ -69,6 +71,7 @@ fn an_unshaped_veth_is_far_faster() {
 
 #[test]
 fn a_10ms_delay_shows_a_20ms_rtt() {
+    let _measuring = common::measuring();
     let r = stream(&["--placement", "netns", "--delay", "10ms", "--bytes", "2M"]);
     // The minimum RTT is the path's delay; the smoothed RTT also carries
     // whatever queue the bulk transfer builds in the emulator (26.5 ms was
@@ -88,6 +91,7 @@ fn a_10ms_delay_shows_a_20ms_rtt() {
 
 #[test]
 fn one_percent_loss_shows_retransmits() {
+    let _measuring = common::measuring();
     let r = stream(&["--placement", "netns", "--loss", "1%", "--bytes", "8M"]);
     assert!(r["sender"]["tcp_info"]["total_retrans"].as_u64().unwrap() > 0);
     assert_eq!(r["receiver"]["bytes"], 8 << 20);
@@ -137,6 +141,7 @@ fn the_link_model_decides_every_wire_segment_of_a_super_packet() {
 
 #[test]
 fn the_capture_counts_what_the_interface_counts() {
+    let _measuring = common::measuring();
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("wire.pcap");
     let r = stream(&[
@@ -189,6 +194,7 @@ fn one_packet_driver_mbit_s(mss: f64, service_us: u64) -> f64 {
 
 #[test]
 fn the_one_packet_driver_s_sound_barrier_and_its_fix() {
+    let _measuring = common::measuring();
     // Sun's if_le.c handed the LANCE one packet at a time; each hand-over
     // waited for the interrupt's service. Two service times, then a deep
     // queue with the same service time: the barrier goes.
@@ -289,6 +295,7 @@ fn every_byte_arrives_through_loss_reordering_duplication_and_corruption() {
 
 #[test]
 fn a_slow_receiver_loses_back_to_back_frames() {
+    let _measuring = common::measuring();
     // The 82586 "can't hack back-to-back, minimum spacing packets": a
     // receiver needing more than a frame's time drops some of a burst.
     let r = stream(&[
@@ -312,6 +319,7 @@ fn a_slow_receiver_loses_back_to_back_frames() {
 
 #[test]
 fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
+    let _measuring = common::measuring();
     require_root();
     let support = netlab::testbed::netns::probe_qdiscs().expect("probe runs");
     if let Err(why) = &support.netem {
@@ -354,6 +362,7 @@ fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
 
 #[test]
 fn delays_through_the_emulator_follow_the_distribution() {
+    let _measuring = common::measuring();
     // 100,000 UDP datagrams through a normal 50 ms ± 10 ms delay, jitter
     // free to reorder (netem without a rate), one-way latency read on the
     // host's one clock: its quantiles are the distribution's plus the

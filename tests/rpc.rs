@@ -299,6 +299,7 @@ fn interoperates_with_rpcinfo_and_rpcbind() {
 
 #[test]
 fn the_experiment_finds_and_explains_the_4k_cliff() {
+    let _measuring = common::measuring();
     let doc = rpc_json(&[
         "--sizes",
         "0,1024,2048,4096",
@@ -360,6 +361,7 @@ fn the_experiment_finds_and_explains_the_4k_cliff() {
 
 #[test]
 fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
+    let _measuring = common::measuring();
     let doc = rpc_json(&[
         "--sizes",
         "0,1024,2048,4096",
@@ -404,6 +406,7 @@ fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
 
 #[test]
 fn pinned_ends_are_run_and_recorded_where_asked() {
+    let _measuring = common::measuring();
     // The first and last CPUs this process may use (the same one on a
     // single-CPU machine).
     let allowed = netlab::endpoint::pin::allowed_cpus();
@@ -433,6 +436,7 @@ fn pinned_ends_are_run_and_recorded_where_asked() {
 
 #[test]
 fn find_cliffs_maps_the_stall_to_the_byte() {
+    let _measuring = common::measuring();
     let doc = rpc_json(&[
         "--find-cliffs",
         "--placements",
@@ -450,6 +454,7 @@ fn find_cliffs_maps_the_stall_to_the_byte() {
 
 #[test]
 fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
+    let _measuring = common::measuring();
     // With 4 KB buffers asked (Linux doubles them) a two-write call no
     // longer stalls on loopback (docs/EXPERIMENTS.md: from 7949 bytes on,
     // three writes, it does): the 3953-byte step, which every call of

@@ -39,7 +39,10 @@
 //! Refused peers are logged with their address and the reason, at most
 //! [`LOG_BURST`] lines per cause per [`LOG_WINDOW`], then a count.
 
+pub mod log;
 pub mod session;
+
+use log::{log, printable};
 
 use crate::endpoint::agent::channel::{
     self, ChannelError, FIRST_MESSAGE_LEN, HANDSHAKE_MESSAGE_MAX, Refusal, ReplayCache, Verified,
@@ -189,10 +192,6 @@ pub struct AgentConfig {
     pub identity: crate::record::testbed::Identity,
 }
 
-pub(crate) fn log(line: impl std::fmt::Display) {
-    eprintln!("{} netlab agent: {line}", crate::record::now_rfc3339());
-}
-
 /// Logs refused peers, at most [`LOG_BURST`] a window.
 struct RefusalLog {
     log: RateLog,
@@ -316,6 +315,10 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
             }
             match u.read() {
                 FirstMessage::Partial => still.push(u),
+                // A connection closed before its first byte is a probe
+                // (Kubernetes' tcpSocket readiness probe, a port check):
+                // it asked for nothing, so nothing was refused or logged.
+                FirstMessage::Closed if u.got == 0 => {}
                 FirstMessage::Closed => {
                     agent
                         .refusals
@@ -461,20 +464,6 @@ fn judge(
             log(format_args!("cannot serve {peer}: {e}"));
         }
     }
-}
-
-/// A name a peer sent, fit for one log line: control characters (a newline
-/// would forge a line of its own) escaped, at most 64 characters kept.
-fn printable(name: &str) -> String {
-    let mut shown: String = name
-        .chars()
-        .take(64)
-        .flat_map(char::escape_default)
-        .collect();
-    if name.chars().count() > 64 {
-        shown.push_str("...");
-    }
-    shown
 }
 
 /// One of [`MAX_PROVEN`], given back on drop.

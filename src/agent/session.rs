@@ -2,11 +2,11 @@
 //! the policy on its way in, each reply sealed on its way out, and
 //! everything killed and reaped when the run ends, however it ends.
 
+use crate::controller::processes::{EXIT_GRACE, describe_exit, exit_within, start_child};
 use crate::endpoint::agent::channel::{ChannelError, Opener, Sealer};
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::agent::{FromAgent, ToAgent, lock, source_toward};
 use crate::endpoint::protocol::{Command, Reply};
-use crate::experiment::processes::{EXIT_GRACE, describe_exit, exit_within, start_child};
 use crate::wire::control::{FrameReader, write_frame};
 use std::collections::HashMap;
 use std::process::{Child, ChildStdin};
@@ -120,7 +120,7 @@ impl<'p> Session<'p> {
 
     fn spawn(&mut self, id: u32, role: &str) {
         // A key holder's text, bound for the log: escaped and cut.
-        let role = super::printable(role);
+        let role = super::log::printable(role);
         if self.endpoints.contains_key(&id) {
             return self.failed(id, format!("endpoint id {id} is in use"));
         }
@@ -144,7 +144,7 @@ impl<'p> Session<'p> {
         };
         // Each endpoint's life in the log: what a mesh's test bed reads to
         // see that no host was in two tests at once.
-        super::log(format_args!(
+        super::log::log(format_args!(
             "endpoint {id} ({role}) started, pid {}",
             child.id()
         ));
@@ -271,6 +271,6 @@ fn forward(
         Err(e) => format!("status unknown ({e})"),
     };
     drop(child);
-    super::log(format_args!("endpoint {id} ended: {status}"));
+    super::log::log(format_args!("endpoint {id} ended: {status}"));
     let _ = lock(sealer).send(&FromAgent::Gone { id, status });
 }

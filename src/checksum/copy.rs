@@ -10,7 +10,7 @@
 //! - [`rep_movsb`]: the x86 string copy, which CPUs with ERMSB/FSRM run
 //!   as microcode at cache-line width (the kernel's own `copy_user`), and
 //!   which `memcpy` does not always pick;
-//! - [`super::simd::copy_nontemporal`]: streaming stores for buffers far
+//! - [`copy_nontemporal`]: streaming stores for buffers far
 //!   larger than the cache.
 
 /// A copy function by name.
@@ -23,7 +23,7 @@ pub const VARIANTS: [(&str, CopyFn); 6] = [
     ("copy-64-unrolled", words),
     ("memcpy", platform),
     ("copy-rep-movsb", rep_movsb),
-    ("copy-nontemporal", super::simd::copy_nontemporal),
+    ("copy-nontemporal", copy_nontemporal),
 ];
 
 pub fn bytes(dst: &mut [u8], src: &[u8]) {
@@ -156,6 +156,46 @@ pub fn copy_cost(name: &str, copy: CopyFn, size: usize, pool: usize) -> CopyCost
     }
 }
 
+/// Copies with non-temporal stores (bypassing the cache) where the CPU has
+/// them, else with `copy_from_slice`. Worth it only for buffers much larger
+/// than the cache, where the copy's destination would only evict useful data.
+pub fn copy_nontemporal(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present; lengths are equal.
+            unsafe { copy_stream_avx2(dst, src) };
+            return;
+        }
+    }
+    dst.copy_from_slice(src);
+}
+
+/// The streaming copy: 32-byte non-temporal stores to an aligned
+/// destination, the unaligned head and tail copied plainly.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_stream_avx2(dst: &mut [u8], src: &[u8]) {
+    use std::arch::x86_64::{_mm_sfence, _mm256_loadu_si256, _mm256_stream_si256};
+    // Head bytes until the destination is 32-byte aligned.
+    let head = dst.as_ptr().align_offset(32).min(dst.len());
+    dst[..head].copy_from_slice(&src[..head]);
+    let (dst, src) = (&mut dst[head..], &src[head..]);
+    let mut d = dst.chunks_exact_mut(32);
+    let mut s = src.chunks_exact(32);
+    for (db, sb) in (&mut d).zip(&mut s) {
+        // SAFETY: db is 32-byte aligned (we aligned the start and step by 32).
+        unsafe {
+            let v = _mm256_loadu_si256(sb.as_ptr().cast());
+            _mm256_stream_si256(db.as_mut_ptr().cast(), v);
+        }
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
+    // Orders the streaming stores before anything that follows.
+    _mm_sfence();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +232,15 @@ mod tests {
         );
         // No copy of a byte takes a microsecond, or no time at all.
         assert!(cost.cold_ns_per_byte < 1000.0, "{cost:?}");
+    }
+
+    #[test]
+    fn nontemporal_copy_copies_at_any_alignment() {
+        let src: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        for offset in 0..33 {
+            let mut dst = vec![0u8; 5100];
+            copy_nontemporal(&mut dst[offset..offset + 4000], &src[..4000]);
+            assert_eq!(&dst[offset..offset + 4000], &src[..4000]);
+        }
     }
 }

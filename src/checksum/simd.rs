@@ -1,4 +1,4 @@
-//! SIMD sums for the Internet checksum, and the non-temporal copy.
+//! SIMD sums for the Internet checksum.
 //!
 //! The data is taken as 32-bit native words, each zero-extended into a 64-bit
 //! lane and added there (`unpack{lo,hi}_epi32` with zero, `add_epi64`): a lane
@@ -8,7 +8,7 @@
 //! it, else SSE2 (always present on x86_64); other architectures use the
 //! 64-bit scalar sum.
 
-use super::sum_wide_native;
+use super::scalar::sum_wide_native;
 
 /// Below this many bytes the scalar 64-bit sum wins: the SIMD set-up and
 /// the reduction of its lanes cost more than they save (measured: 64-byte
@@ -59,30 +59,9 @@ pub fn path() -> &'static str {
     "portable"
 }
 
-/// Copies with non-temporal stores (bypassing the cache) where the CPU has
-/// them, else with `copy_from_slice`. Worth it only for buffers much larger
-/// than the cache, where the copy's destination would only evict useful data.
-pub fn copy_nontemporal(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len(), "copy needs equal lengths");
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 is present; lengths are equal.
-            unsafe { x86::copy_stream_avx2(dst, src) };
-            return;
-        }
-    }
-    dst.copy_from_slice(src);
-}
-
-fn add_carry(a: u64, b: u64) -> u64 {
-    let (s, c) = a.overflowing_add(b);
-    s + u64::from(c)
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{add_carry, sum_wide_native};
+    use crate::checksum::scalar::{add_carry, sum_wide_native};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2")]
@@ -189,26 +168,6 @@ mod x86 {
         dst[tail..].copy_from_slice(&src[tail..]);
         add_carry(total, sum_wide_native(&src[tail..]))
     }
-
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn copy_stream_avx2(dst: &mut [u8], src: &[u8]) {
-        // Head bytes until the destination is 32-byte aligned.
-        let head = dst.as_ptr().align_offset(32).min(dst.len());
-        dst[..head].copy_from_slice(&src[..head]);
-        let (dst, src) = (&mut dst[head..], &src[head..]);
-        let mut d = dst.chunks_exact_mut(32);
-        let mut s = src.chunks_exact(32);
-        for (db, sb) in (&mut d).zip(&mut s) {
-            // SAFETY: db is 32-byte aligned (we aligned the start and step by 32).
-            unsafe {
-                let v = _mm256_loadu_si256(sb.as_ptr().cast());
-                _mm256_stream_si256(db.as_mut_ptr().cast(), v);
-            }
-        }
-        d.into_remainder().copy_from_slice(s.remainder());
-        // Orders the streaming stores before anything that follows.
-        _mm_sfence();
-    }
 }
 
 #[cfg(test)]
@@ -246,16 +205,5 @@ mod tests {
             super::super::fold(sum),
             super::super::fold(sum_wide_native(src))
         );
-    }
-
-    #[test]
-    fn nontemporal_copy_copies_at_any_alignment() {
-        let src: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
-        for offset in 0..33 {
-            let mut dst = vec![0u8; 5100];
-            copy_nontemporal(&mut dst[offset..offset + 4000], &src[..4000]);
-            assert_eq!(&dst[offset..offset + 4000], &src[..4000]);
-        }
-        assert!(["avx2", "sse2", "portable"].contains(&path()));
     }
 }

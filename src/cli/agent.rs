@@ -2,9 +2,9 @@
 //! between real hosts (`docs/DEPLOY.md`).
 
 use crate::agent::AgentConfig;
+use crate::controller::processes::interrupt_flag;
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
-use crate::experiment::processes::interrupt_flag;
 use crate::options::Output;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! `netlab doctor [--json]`: what this host can and cannot do for netlab.
 
-use crate::experiment::doctor;
+use crate::controller::doctor;
 use crate::options::Output;
 use crate::report;
 use clap::Args;

@@ -2,9 +2,9 @@
 //! profile (or `--full`), prints the tables, and writes them with the
 //! records under `netlab-out/<timestamp>/`.
 
-use crate::experiment::lab::Section;
-use crate::experiment::remote;
-use crate::experiment::runner::Runner;
+use crate::controller::lab::Section;
+use crate::controller::remote;
+use crate::controller::runner::Runner;
 use crate::lab::{self, LabPlan};
 use crate::measure::host::HostFacts;
 use crate::options::Output;
@@ -54,7 +54,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the records file in {}", dir.display()))?;
     let profiling = args
         .profile
-        .then(crate::experiment::profile::Profiling::check)
+        .then(crate::controller::profile::Profiling::check)
         .transpose()?;
     let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
         .fail_fast(args.fail_fast)
@@ -69,7 +69,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     })?;
     drop(runner);
     // What was skipped, by capability: the doctor's short form.
-    if skipped_any && let Some(line) = report::doctor::short(&crate::experiment::doctor::examine())
+    if skipped_any && let Some(line) = report::doctor::short(&crate::controller::doctor::examine())
     {
         out.text(&line)?;
         printed.push_str(&line);

@@ -16,7 +16,7 @@ pub mod lab;
 pub mod report;
 pub mod testbed;
 
-use crate::experiment::MeasureError;
+use crate::controller::MeasureError;
 use crate::options::Output;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -108,7 +108,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    if let Err(e) = crate::experiment::processes::install_interrupt_handler() {
+    if let Err(e) = crate::controller::processes::install_interrupt_handler() {
         eprintln!("netlab: cannot install the Ctrl-C handler: {e}");
         return ExitCode::FAILURE;
     }
@@ -126,7 +126,7 @@ pub fn main() -> ExitCode {
     };
     // Ends the run on every agent it used, so each is free for the next
     // controller at once.
-    crate::experiment::remote::close_all();
+    crate::controller::remote::close_all();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

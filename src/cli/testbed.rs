@@ -1,7 +1,7 @@
 //! `netlab testbed clean`: removes what a killed run left behind
 //! (namespaces, links, and the test users of sshd cells).
 
-use crate::experiment::{helpers::Bed, processes::wait_for_interrupt};
+use crate::controller::{helpers::Bed, processes::wait_for_interrupt};
 use crate::options::Output;
 use crate::options::placement::PlacementArgs;
 use crate::record::testbed::Placement;

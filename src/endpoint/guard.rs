@@ -10,8 +10,13 @@
 //!   data ...          ------------->
 //! ```
 //!
-//! The consent is TCP's counterpart of UDP's (see
-//! `experiments/stream/udp.rs`): an agent told by a key holder to connect
+//! UDP has its consent too ([`ask_udp_consent`], [`udp_consent`]): a
+//! sender through an agent says hello (a `wire::udpstream` handshake
+//! datagram with the token) until the listener it sends to answers with
+//! a consent carrying the same token, and sends nothing else before; the
+//! stream's UDP test and RPC over UDP both start with it.
+//!
+//! TCP's consent is its counterpart: an agent told by a key holder to connect
 //! to a third party's listener sends it the 16-byte token and nothing
 //! more, since no listener but the run's answers the consent (an echo
 //! service returns the token alone).
@@ -28,11 +33,15 @@
 //! `connect`, before `Go`, so it is outside every measured interval.
 
 use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};
+use crate::wire::udpstream::{HEADER_LEN, Kind, handshake, handshake_token};
+use nix::poll::{PollFd, PollFlags, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::ratelog::{RateLog, endpoint_line};
 use super::waiting::{fill_by, poll_ready};
@@ -59,6 +68,78 @@ pub const CONSENT_TAG: [u8; 8] = *b"netlab-y";
 
 /// The consent's length.
 pub const CONSENT_LEN: usize = CONSENT_TAG.len() + TOKEN_LEN;
+
+/// How long a UDP sender through an agent says hello before it gives up on
+/// the listener's consent (within the controller's 10 s for set-up).
+pub const UDP_CONSENT_TIME: Duration = Duration::from_secs(5);
+/// How often it says hello meanwhile.
+const HELLO_EVERY: Duration = Duration::from_millis(100);
+
+/// What a guarded UDP listener answers `datagram` from `from` with: the
+/// consent, when it is a hello carrying the run's token from the run's
+/// peer (see [`ask_udp_consent`]); `None` for anything else.
+pub fn udp_consent(datagram: &[u8], from: SocketAddr, guard: &DataGuard) -> Option<Vec<u8>> {
+    let token = handshake_token(datagram, Kind::Hello)?;
+    (admits(Some(guard), from.ip()) && same(token, &guard.token))
+        .then(|| handshake(Kind::Consent, &guard.token))
+}
+
+/// Says hello with `token` on the connected `socket` every [`HELLO_EVERY`]
+/// until the receiver's consent with the same token comes back (the
+/// socket is connected, so only the receiver's datagrams reach it), for at
+/// most [`UDP_CONSENT_TIME`].
+pub fn ask_udp_consent(socket: &UdpSocket, token: &[u8]) -> io::Result<()> {
+    let hello = handshake(Kind::Hello, token);
+    let mut buf = [0u8; HEADER_LEN + 64];
+    let start = Instant::now();
+    let mut refused = false;
+    socket.set_read_timeout(Some(HELLO_EVERY))?;
+    while start.elapsed() < UDP_CONSENT_TIME {
+        match socket.send(&hello) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
+            Err(e) => return Err(e),
+        }
+        let asked_until = Instant::now() + HELLO_EVERY;
+        while Instant::now() < asked_until {
+            match socket.recv(&mut buf) {
+                Ok(n)
+                    if handshake_token(&buf[..n], Kind::Consent)
+                        .is_some_and(|t| same(t, token)) =>
+                {
+                    socket.set_read_timeout(None)?;
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let peer = socket.peer_addr()?;
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the listener at {peer} did not consent within {} s{}; nothing was sent",
+            UDP_CONSENT_TIME.as_secs(),
+            if refused {
+                " (its host answered that no socket listens there)"
+            } else {
+                " (no answer: its agent did not open the port, or a firewall drops UDP on the path)"
+            }
+        ),
+    ))
+}
 
 /// What a guarded listener answers a connection with the run's token.
 pub fn consent(token: &Token) -> [u8; CONSENT_LEN] {
@@ -161,6 +242,10 @@ pub fn check(stream: &mut TcpStream, peer: SocketAddr, guard: &DataGuard) -> Res
 /// ([`Gate::admitted`]); the gate closes when dropped.
 pub struct Gate {
     admitted: mpsc::Receiver<(TcpStream, SocketAddr)>,
+    /// Counts the connections handed over and not yet taken (an eventfd
+    /// in semaphore mode): a server's event loop polls it as it would
+    /// poll a listener ([`Door`]).
+    ready: Arc<EventFd>,
     stop: Arc<AtomicBool>,
     local: SocketAddr,
 }
@@ -173,11 +258,22 @@ impl Gate {
         let (tx, admitted) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let ready = Arc::new(EventFd::from_value_and_flags(
+            0,
+            EfdFlags::EFD_SEMAPHORE | EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC,
+        )?);
+        let signal = ready.clone();
+        let hand_over = move |admitted: (TcpStream, SocketAddr)| {
+            if tx.send(admitted).is_ok() {
+                let _ = signal.write(1);
+            }
+        };
         std::thread::Builder::new()
             .name("data-gate".into())
-            .spawn(move || keep(&listener, &guard, &tx, &stopped))?;
+            .spawn(move || keep(&listener, &guard, &hand_over, &stopped))?;
         Ok(Gate {
             admitted,
+            ready,
             stop,
             local,
         })
@@ -199,11 +295,98 @@ impl Gate {
     /// came within `wait` (for a server that takes many connections).
     pub fn next(&self, wait: Duration) -> io::Result<Option<(TcpStream, SocketAddr)>> {
         match self.admitted.recv_timeout(wait) {
-            Ok(admitted) => Ok(Some(admitted)),
+            Ok(admitted) => {
+                // Taken: one less to signal (the count is written after
+                // the send, so it may lag; a spurious wake-up finds none).
+                let _ = self.ready.read();
+                Ok(Some(admitted))
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 Err(io::Error::other("the data port's gate stopped"))
             }
+        }
+    }
+}
+
+impl Gate {
+    /// The next connection that passed, if one is waiting now (else
+    /// `WouldBlock`): for a server whose event loop polls [`Gate::ready_fd`].
+    pub fn take(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        match self.admitted.try_recv() {
+            Ok(admitted) => {
+                let _ = self.ready.read();
+                Ok(admitted)
+            }
+            Err(mpsc::TryRecvError::Empty) => {
+                // A count written for a connection taken already (the
+                // count lags the channel): clear it so the poll rests.
+                let _ = self.ready.read();
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+            Err(mpsc::TryRecvError::Disconnected) => {
+                Err(io::Error::other("the data port's gate stopped"))
+            }
+        }
+    }
+
+    /// Readable while a connection that passed waits to be taken.
+    pub fn ready_fd(&self) -> BorrowedFd<'_> {
+        self.ready.as_fd()
+    }
+}
+
+/// Where a server takes its connections from: its listener (a local run,
+/// on loopback or in namespaces it made), or the gate in front of a
+/// guarded port (a run through an agent), which checks each connection's
+/// token on its own thread so that strangers cannot hold the server. Both
+/// have a descriptor to poll, readable while a connection can be taken.
+pub enum Door {
+    Open(TcpListener),
+    Gated(Gate),
+}
+
+impl Door {
+    /// `listener` (bound and listening) as the door of a server with `guard`.
+    pub fn new(listener: TcpListener, guard: Option<DataGuard>) -> io::Result<Door> {
+        match guard {
+            None => {
+                listener.set_nonblocking(true)?;
+                Ok(Door::Open(listener))
+            }
+            Some(guard) => Ok(Door::Gated(Gate::open(listener, guard)?)),
+        }
+    }
+
+    /// A connection now, or `WouldBlock`.
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        match self {
+            Door::Open(listener) => listener.accept(),
+            Door::Gated(gate) => gate.take(),
+        }
+    }
+
+    /// Readable while [`Door::accept`] has a connection to give.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Door::Open(listener) => listener.as_fd(),
+            Door::Gated(gate) => gate.ready_fd(),
+        }
+    }
+
+    /// Waits up to `wait` for a connection (a poll on [`Door::fd`]), then
+    /// takes it: `WouldBlock` when none came.
+    pub fn accept_within(&self, wait: Duration) -> io::Result<(TcpStream, SocketAddr)> {
+        match self.accept() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(self.fd(), PollFlags::POLLIN)];
+                let millis = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+                match poll(&mut fds, millis) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => self.accept(),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            other => other,
         }
     }
 }
@@ -251,7 +434,7 @@ impl Awaiting {
 fn keep(
     listener: &TcpListener,
     guard: &DataGuard,
-    tx: &mpsc::Sender<(TcpStream, SocketAddr)>,
+    hand_over: &dyn Fn((TcpStream, SocketAddr)),
     stop: &AtomicBool,
 ) {
     let mut awaiting: Vec<Awaiting> = Vec::new();
@@ -283,7 +466,7 @@ fn keep(
                         .and_then(|()| stream.write_all(&consent(&guard.token)));
                     match answered {
                         Ok(()) => {
-                            let _ = tx.send((stream, a.peer));
+                            hand_over((stream, a.peer));
                         }
                         Err(e) => {
                             REFUSED.line_about(

@@ -9,8 +9,8 @@
 //! up by the experiment's name. A role lives from its first request to the
 //! end of the process, so it can hold what it started (a server, a
 //! listening receiver) between requests; dropping it must stop all of that.
-//! The agent checks every request against its policy through the same
-//! table ([`RoleEntry::check`]) before the endpoint sees it.
+//! The agent checks every request against its policy through each role's
+//! [`check_of`] (listed by the registry) before the endpoint sees it.
 //!
 //! Invariants: a role answers every request with exactly one
 //! [`Reply::Role`] or [`Reply::Failed`]; before that it may send events
@@ -18,7 +18,7 @@
 //! controller's [`Command::Proceed`] ([`Link::proceed`]).
 
 use super::protocol::{Command, Reply};
-use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::agent::policy::{Policy, RoleCheck};
 use crate::wire::control::write_frame;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -35,6 +35,64 @@ pub trait Protocol {
     /// edges of a measured window); `()` when it says nothing.
     type Event: Serialize + DeserializeOwned + Debug;
 }
+
+/// One request of a role's protocol, typed with the answer it gets: the
+/// controller calls with it and receives that answer, so no call site
+/// looks at the reply's variant. The wire carries the protocol's own
+/// request and reply enums, unchanged.
+pub trait Request: Debug {
+    /// The role that answers.
+    type Role: Protocol;
+    /// What the matching reply carries.
+    type Answer;
+    /// The request as the wire carries it.
+    fn into_wire(self) -> <Self::Role as Protocol>::Request;
+    /// The answer in `reply`, or `reply` back when it answers another
+    /// request (a role out of step with its controller).
+    fn answer(
+        reply: <Self::Role as Protocol>::Reply,
+    ) -> Result<Self::Answer, <Self::Role as Protocol>::Reply>;
+}
+
+/// Declares typed [`Request`]s of one role: each request type, the wire
+/// request it becomes, and the reply pattern that answers it.
+///
+/// ```text
+/// requests! { StreamRole:
+///     Listen, |Listen(spec)| StreamRequest::Receive(Box::new(spec));
+///     StreamReply::Listening { addr } => SocketAddr = addr;
+///     Go, |Go| StreamRequest::Go;
+///     StreamReply::Done(report) => Box<EndpointReport> = report;
+/// }
+/// ```
+///
+/// Each line pair: the request type and how it becomes the wire's request,
+/// then the reply that answers it and what the caller gets of it.
+macro_rules! requests {
+    ($Role:ty: $(
+        $Type:ty, |$this:pat_param| $wire:expr;
+        $reply:pat => $Answer:ty = $answer:expr;
+    )*) => {$(
+        impl $crate::endpoint::role::Request for $Type {
+            type Role = $Role;
+            type Answer = $Answer;
+            fn into_wire(self) -> <$Role as $crate::endpoint::role::Protocol>::Request {
+                let $this = self;
+                $wire
+            }
+            fn answer(
+                reply: <$Role as $crate::endpoint::role::Protocol>::Reply,
+            ) -> Result<$Answer, <$Role as $crate::endpoint::role::Protocol>::Reply> {
+                #[allow(unreachable_patterns)]
+                match reply {
+                    $reply => Ok($answer),
+                    other => Err(other),
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use requests;
 
 /// Why a role could not answer a request.
 #[derive(Debug, thiserror::Error)]
@@ -137,8 +195,6 @@ pub struct RoleEntry {
     /// The experiment's name, as requests carry it.
     pub role: &'static str,
     pub make: fn() -> Box<dyn AnyRole>,
-    /// [`Role::check`] on the request as it travels.
-    pub check: fn(&mut serde_json::Value, &str, &Policy) -> Result<(), String>,
 }
 
 impl RoleEntry {
@@ -146,8 +202,16 @@ impl RoleEntry {
         RoleEntry {
             role: R::ROLE,
             make: make::<R>,
-            check: check::<R>,
         }
+    }
+}
+
+/// [`Role::check`] as an agent's policy holds it: on the request as it
+/// travels, as JSON.
+pub const fn check_of<R: Role>() -> RoleCheck {
+    RoleCheck {
+        role: R::ROLE,
+        check: check::<R>,
     }
 }
 

@@ -8,7 +8,7 @@
 //! started and what its report is.
 
 use super::agent::policy::Policy;
-use super::role::{Link, Protocol, Role, RoleError};
+use super::role::{Link, Protocol, Request, Role, RoleError};
 use crate::record::testbed::{CaptureReport, EmulatorReport};
 use crate::testbed::capture::{Capture, CaptureSpec};
 use crate::testbed::emulator::{Emulator, EmulatorSpec};
@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::io;
+use std::marker::PhantomData;
 
 /// A testbed helper: started from a spec, stopped into a report.
 pub trait Helper: Sized + Send + 'static {
@@ -40,6 +41,51 @@ pub enum HelperReply<R> {
     /// Started, running until `Stop`.
     Running,
     Done(Box<R>),
+}
+
+/// Start a helper from its spec.
+pub struct Start<H: Helper>(pub H::Spec);
+/// Stop a helper: its report.
+pub struct Stop<H>(pub PhantomData<H>);
+
+impl<H: Helper> Debug for Start<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Start").field(&self.0).finish()
+    }
+}
+
+impl<H> Debug for Stop<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stop")
+    }
+}
+
+impl<H: Helper> Request for Start<H> {
+    type Role = HelperRole<H>;
+    type Answer = ();
+    fn into_wire(self) -> HelperRequest<H::Spec> {
+        HelperRequest::Start(Box::new(self.0))
+    }
+    fn answer(reply: HelperReply<H::Report>) -> Result<(), HelperReply<H::Report>> {
+        match reply {
+            HelperReply::Running => Ok(()),
+            other => Err(other),
+        }
+    }
+}
+
+impl<H: Helper> Request for Stop<H> {
+    type Role = HelperRole<H>;
+    type Answer = H::Report;
+    fn into_wire(self) -> HelperRequest<H::Spec> {
+        HelperRequest::Stop
+    }
+    fn answer(reply: HelperReply<H::Report>) -> Result<H::Report, HelperReply<H::Report>> {
+        match reply {
+            HelperReply::Done(report) => Ok(*report),
+            other => Err(other),
+        }
+    }
 }
 
 /// A helper from `Start` to `Stop`.

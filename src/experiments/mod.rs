@@ -5,11 +5,24 @@
 //! `docs/ARCHITECTURE.md`, "Adding an experiment"). The page that joins
 //! experiments' records (`page.rs`) sits beside it.
 
+// Each folder's `mod` line is written here rather than made by the
+// registry's macro, so that rustfmt (which does not expand macros) sees
+// every file.
+pub mod ablate;
+pub mod broadcast;
+pub mod cksum;
+pub mod login;
+pub mod mesh;
+pub mod output;
 pub mod page;
+pub mod rpc;
+pub mod stream;
+pub mod stream_section;
+pub mod sweep;
 
+use crate::controller::lab::LabEntry;
 use crate::endpoint::agent::policy::{Serve, Served};
-use crate::endpoint::role::{RoleEntry, RoleTable};
-use crate::experiment::lab::LabEntry;
+use crate::endpoint::role::{RoleEntry, RoleTable, check_of};
 use crate::options::Output;
 use crate::record::profile::Profiled;
 use crate::report::html::{ReportSection, Section, section_of};
@@ -27,7 +40,8 @@ use serde::{Deserialize, Serialize};
 /// }
 /// ```
 ///
-/// and makes of them: the `pub mod` of each folder; the subcommands
+/// and makes of them (the folder's `pub mod` line is written above, for
+/// rustfmt): the subcommands
 /// ([`Command`]); the endpoint roles ([`ROLES`]); what agents serve
 /// ([`SERVED`]); the lab's parts in order ([`LAB`]); the records a report
 /// reads, in report order ([`RECORDED`]), as one type ([`RecordData`]: read
@@ -43,8 +57,6 @@ macro_rules! registry {
             $(lab: $Lab:expr,)?
         }
     )*) => {
-        $(pub mod $name;)*
-
         /// Every role an endpoint process can play: the testbed's helpers,
         /// then each experiment's.
         pub const ROLES: RoleTable = &[
@@ -59,7 +71,11 @@ macro_rules! registry {
         pub const SERVED: Served = Served {
             experiments: &[$($((stringify!($name), Serve::$how $((&[$(stringify!($as)),+]))?),)?)*],
             every: "lab",
-            roles: ROLES,
+            roles: &[
+                check_of::<crate::endpoint::testbed::EmulatorRole>(),
+                check_of::<crate::endpoint::testbed::CaptureRole>(),
+                $($(check_of::<$Role>(),)?)*
+            ],
         };
 
         /// Each experiment's share of `netlab lab`, in the order the lab
@@ -176,7 +192,7 @@ macro_rules! registry {
 registry! {
     /// Bulk transfer between two endpoint processes (ttcp-style).
     stream: Stream(stream::options::StreamArgs) {
-        data: stream::record::StreamData, section: page::StreamSection,
+        data: stream::record::StreamData, section: stream_section::StreamSection,
         role: stream::role::StreamRole,
         agent: ByDefault,
         lab: stream::lab::StreamLab::boxed,
@@ -221,7 +237,7 @@ registry! {
         role: broadcast::wire::ModelRole,
         lab: broadcast::lab::BroadcastLab::boxed,
     }
-    /// Every pair of N hosts' agents, in rounds of disjoint pairs (`netlab mesh plan` so far).
+    /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT and loss matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
     mesh: Mesh(mesh::options::MeshArgs) {
         agent: As(stream, rpc),
     }

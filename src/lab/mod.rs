@@ -8,8 +8,8 @@
 
 pub mod report;
 
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile, Section};
-use crate::experiment::runner::Runner;
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile, Section};
+use crate::controller::runner::Runner;
 
 /// Everything a lab run measures, in the order it runs.
 pub struct LabPlan {
@@ -39,7 +39,7 @@ impl LabPlan {
 
     /// [`LabPlan::across`] with what the agents reached said they serve.
     pub fn across_agents(self, from: &str, to: &str) -> LabPlan {
-        let agents = crate::experiment::remote::facts();
+        let agents = crate::controller::remote::facts();
         let serves = |end: &str, experiment: &str| {
             end == "local"
                 || agents

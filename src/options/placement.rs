@@ -1,7 +1,7 @@
 //! The placement and link options every experiment takes, and the agents
 //! of a run between real hosts (`--from`, `--to`, `--key`).
 
-use crate::experiment::placement::{self, Ends};
+use crate::controller::placement::{self, Ends};
 use crate::record::testbed::LinkProfile;
 use crate::record::testbed::LinkVia;
 use crate::record::testbed::Placement;

@@ -3,7 +3,7 @@
 //! its grid (open the records file, make the runner, print the JSON document
 //! or the text, fail when no cell measured anything).
 
-use crate::experiment::runner::Runner;
+use crate::controller::runner::Runner;
 use crate::measure::host::HostFacts;
 use crate::options::Output;
 use crate::record::{Record, RecordWriter};
@@ -61,7 +61,7 @@ impl RunOptions {
     pub fn runner<'w>(&self, writer: &'w mut RecordWriter) -> anyhow::Result<Runner<'w>> {
         let profiling = self
             .profile
-            .then(crate::experiment::profile::Profiling::check)
+            .then(crate::controller::profile::Profiling::check)
             .transpose()?;
         Ok(Runner::new(HostFacts::gather(), Some(writer))
             .fail_fast(self.fail_fast)

@@ -123,16 +123,21 @@ pub fn existing_parent(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Appends records to a JSON Lines file, one flushed line each.
+/// Appends records to a JSON Lines file, one flushed line each: every
+/// experiment's records, and a mesh run's results.
 pub struct RecordWriter {
     path: PathBuf,
     file: std::fs::File,
+    /// Each line on the disk (`fsync`) before `write` returns.
+    durable: bool,
 }
 
 impl RecordWriter {
     /// Opens `path` for appending, creating it (and its directory) if needed.
     /// The directory must exist: a mistyped `--out` is refused rather than
-    /// made into a new directory the user never sees.
+    /// made into a new directory the user never sees. A last line torn by
+    /// a killed run or a full disk is ended first, so the next record
+    /// starts a line of its own (the torn one is skipped on reading).
     pub fn append(path: &Path) -> std::io::Result<RecordWriter> {
         existing_parent(path).map_err(|dir| {
             std::io::Error::new(
@@ -140,28 +145,59 @@ impl RecordWriter {
                 format!("the directory {dir} does not exist (netlab does not create it)"),
             )
         })?;
-        let file = std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)?;
+        if last_byte(path).is_some_and(|b| b != b'\n') {
+            file.write_all(b"\n")?;
+        }
         Ok(RecordWriter {
             path: path.to_path_buf(),
             file,
+            durable: false,
         })
+    }
+
+    /// Every line synced to the disk before [`RecordWriter::write_line`]
+    /// returns (a mesh run: a line is a test that is never run again).
+    pub fn durable(mut self) -> RecordWriter {
+        self.durable = true;
+        self
     }
 
     /// Writes one record as one line and flushes it to the file.
     pub fn write<D: Serialize>(&mut self, record: &Record<D>) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        self.write_line(record)
+    }
+
+    /// Writes any value as one JSON line, flushed (and synced when
+    /// [`RecordWriter::durable`]).
+    pub fn write_line<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
         line.push(b'\n');
         // One write per record: a crash never leaves half a line behind a whole one.
         self.file.write_all(&line)?;
-        self.file.flush()
+        self.file.flush()?;
+        if self.durable {
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The last byte of a file, if it has one.
+fn last_byte(path: &Path) -> Option<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    file.seek(SeekFrom::End(-1)).ok()?;
+    let mut byte = [0u8];
+    file.read_exact(&mut byte).ok()?;
+    Some(byte[0])
 }
 
 /// Reads every record of a JSON Lines file; lines that do not parse (or

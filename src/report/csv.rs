@@ -15,6 +15,20 @@ pub struct CsvError {
     source: csv::Error,
 }
 
+/// Rows of text as CSV (RFC 4180: a field with a comma, quote or line
+/// break quoted, its quotes doubled): a figure's table, a mesh's matrix.
+pub fn rows_csv(rows: &[Vec<String>]) -> String {
+    let mut out = csv::WriterBuilder::new()
+        .flexible(true)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    for row in rows {
+        // Writing to memory cannot fail.
+        let _ = out.write_record(row);
+    }
+    String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
 /// Flattens a JSON value into `prefix.key` columns.
 fn flatten(prefix: &str, value: &serde_json::Value, into: &mut BTreeMap<String, String>) {
     match value {

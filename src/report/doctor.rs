@@ -2,7 +2,7 @@
 //! it is missing or limited; and the short form the lab prints when it
 //! skips something.
 
-use crate::experiment::doctor::{Capability, Status};
+use crate::controller::doctor::{Capability, Status};
 
 /// The full report.
 pub fn text(found: &[Capability]) -> String {

@@ -585,7 +585,7 @@ impl Box2 {
 }
 
 fn escape(text: &str) -> String {
-    super::html::escape(text)
+    super::htmltext::escape(text)
 }
 
 struct Svg {

@@ -243,12 +243,7 @@ fn accessible(svg: &str, title: &str, description: &str) -> String {
     }
 }
 
-pub(crate) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+pub use super::htmltext::escape;
 
 /// What `write` produced.
 #[derive(Debug)]
@@ -307,11 +302,7 @@ pub fn write<D: Profiled>(
         skipped: loaded.skipped.clone(),
         figure_errors: Vec::new(),
     };
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>netlab report</title>\n<style>\nbody{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\npre{{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}}\nfigure{{margin:1.5em 0;max-width:100%}}figcaption{{font-size:13px;color:#555}}\n.reading{{font-size:15px;line-height:1.5}}\n.skipped,.missing{{color:#a40}}\nsvg{{max-width:100%;height:auto}}\n{}\n{}\n</style></head><body>\n<h1>netlab report</h1>\n",
-        super::htmltext::CSS,
-        FIRST_SCREEN_AND_PRINT_CSS
-    );
+    let mut html = page_start("netlab report", "");
     let first = loaded.records.first();
     html.push_str(&format!(
         "<p>{} records from <a href=\"{}\">{}</a>{}.</p>\n",
@@ -439,13 +430,43 @@ pub fn write<D: Profiled>(
             escape(&absent.join(", "))
         ));
     }
-    html.push_str("</body></html>\n");
+    html.push_str(PAGE_END);
     std::fs::write(&written.html, html)?;
     Ok(written)
 }
 
 /// The first screen's table, and the page on paper: every fold open, no
 /// figure or table row split across pages, links as plain text.
+/// The rules of every netlab page: its text, figures and readings.
+const PAGE_CSS: &str =
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+pre{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}
+figure{margin:1.5em 0;max-width:100%}figcaption{font-size:13px;color:#555}
+.reading{font-size:15px;line-height:1.5}
+.skipped,.missing{color:#a40}
+svg{max-width:100%;height:auto}
+";
+
+/// The start of every netlab page (the report, a mesh run's page): the
+/// document's head with the one stylesheet (the page's rules, the text
+/// tables', the first screen's and print's, then `own_css`, the page's
+/// own additions), and `title` as its heading. [`PAGE_END`] ends it.
+pub fn page_start(title: &str, own_css: &str) -> String {
+    let title = escape(title);
+    let own = if own_css.is_empty() {
+        String::new()
+    } else {
+        format!("{own_css}\n")
+    };
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<style>\n{PAGE_CSS}{}\n{FIRST_SCREEN_AND_PRINT_CSS}\n{own}</style></head><body>\n<h1>{title}</h1>\n",
+        super::htmltext::CSS,
+    )
+}
+
+/// The end of every netlab page.
+pub const PAGE_END: &str = "</body></html>\n";
+
 const FIRST_SCREEN_AND_PRINT_CSS: &str = "\
 p.ran{font-size:14px;color:#333}\
 table.first{width:100%;font-size:14px;margin:.8em 0}table.first td{padding:6px 8px}\

@@ -7,7 +7,13 @@
 //! carries its column's header, so a narrow window can show a row as a
 //! list of `header: value` lines (the page's CSS does).
 
-use super::html::escape;
+/// Text as HTML's characters: `&`, `<`, `>` and `"` escaped.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
 
 /// Whether a header names the source documents' figures.
 fn is_then(header: &str) -> bool {

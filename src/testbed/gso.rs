@@ -39,6 +39,7 @@
 //! check.
 
 use crate::checksum;
+use crate::wire::ipv4::{self, Ipv4Error, Ipv4Packet};
 use thiserror::Error;
 
 /// `struct virtio_net_hdr` before each packet with `IFF_VNET_HDR`.
@@ -50,8 +51,7 @@ pub const GSO_TCPV4: u8 = 1;
 /// The sender set CWR in the super-packet's first segment (RFC 3168).
 pub const GSO_ECN: u8 = 0x80;
 
-const TCP: u8 = 6;
-const UDP: u8 = 17;
+const TCP: u8 = ipv4::PROTO_TCP;
 const TCP_FIN: u8 = 0x01;
 const TCP_PSH: u8 = 0x08;
 const TCP_CWR: u8 = 0x80;
@@ -151,17 +151,15 @@ impl Plan {
                 Ok(())
             }
         };
-        need(20)?;
-        if packet[0] >> 4 != 4 {
-            return Err(GsoError::Version(packet[0] >> 4));
+        let ip = Ipv4Packet::new_checked(packet).map_err(|e| match e {
+            Ipv4Error::Truncated { have, need } => GsoError::Truncated { have, need },
+            Ipv4Error::Version(v) => GsoError::Version(v),
+            Ipv4Error::HeaderLen(len) => GsoError::IpHeaderLen(len),
+        })?;
+        if ip.protocol() != TCP {
+            return Err(GsoError::NotTcp(ip.protocol()));
         }
-        let ip_header = usize::from(packet[0] & 0x0f) * 4;
-        if ip_header < 20 {
-            return Err(GsoError::IpHeaderLen(ip_header));
-        }
-        if packet[9] != TCP {
-            return Err(GsoError::NotTcp(packet[9]));
-        }
+        let ip_header = ip.header_len();
         need(ip_header + 20)?;
         let tcp_header = usize::from(packet[ip_header + 12] >> 4) * 4;
         if tcp_header < 20 {
@@ -224,14 +222,13 @@ impl Plan {
         out.extend_from_slice(
             &packet[start.min(packet.len())..(start + payload).min(packet.len())],
         );
-        let p = &mut out[VNET_HDR_LEN..];
         // IPv4: total length, identification, header checksum.
-        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        let id = u16::from_be_bytes([p[4], p[5]]).wrapping_add(first as u16);
-        p[4..6].copy_from_slice(&id.to_be_bytes());
-        p[10..12].fill(0);
-        let ip_sum = checksum::naive16(&p[..self.ip_header]);
-        p[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+        let mut ip = Ipv4Packet::new_unchecked(&mut out[VNET_HDR_LEN..]);
+        ip.set_total_len(total as u16);
+        ip.set_ident(ip.ident().wrapping_add(first as u16));
+        ip.fill_checksum();
+        let pseudo = ip.pseudo_header_sum(total - self.ip_header);
+        let p = ip.into_inner();
         // TCP: sequence number, flags, partial checksum.
         let tcp = self.ip_header;
         let seq = u32::from_be_bytes(p[tcp + 4..tcp + 8].try_into().expect("4 bytes"))
@@ -243,16 +240,8 @@ impl Plan {
         if first + count < self.segments() {
             p[tcp + 13] &= !(TCP_FIN | TCP_PSH);
         }
-        let pseudo = pseudo_header_sum(p, TCP, total - self.ip_header);
         p[tcp + TCP_CSUM_OFFSET..tcp + TCP_CSUM_OFFSET + 2].copy_from_slice(&pseudo.to_be_bytes());
     }
-}
-
-/// The folded pseudo-header sum of an IPv4 packet's transport segment of
-/// `len` bytes (RFC 9293 §3.1): what a partial checksum field holds.
-fn pseudo_header_sum(ip: &[u8], protocol: u8, len: usize) -> u16 {
-    let sum = checksum::sum_naive16(&ip[12..20]) + u64::from(protocol) + len as u64;
-    checksum::fold(sum)
 }
 
 /// Completes a partial checksum in `packet` (an IP packet; `vnet` its
@@ -267,7 +256,7 @@ pub fn finalize_checksum(vnet: &VnetHeader, packet: &mut [u8]) -> VnetHeader {
     }
     let mut sum = checksum::naive16(&packet[start..]);
     // UDP sends zero as "no checksum" (RFC 768): all ones stands for it.
-    if sum == 0 && packet.get(9) == Some(&UDP) {
+    if sum == 0 && packet.get(ipv4::field::PROTOCOL) == Some(&ipv4::PROTO_UDP) {
         sum = 0xffff;
     }
     packet[field..field + 2].copy_from_slice(&sum.to_be_bytes());
@@ -305,7 +294,7 @@ mod tests {
         for (i, b) in p[52..].iter_mut().enumerate() {
             *b = (i * 7 + 3) as u8;
         }
-        let pseudo = pseudo_header_sum(&p, TCP, total - 20);
+        let pseudo = Ipv4Packet::new_unchecked(&p[..]).pseudo_header_sum(total - 20);
         p[36..38].copy_from_slice(&pseudo.to_be_bytes());
         let vnet = VnetHeader {
             flags: F_NEEDS_CSUM,
@@ -439,8 +428,11 @@ mod tests {
             Err(GsoError::Truncated { .. })
         ));
         let mut udp = packet.clone();
-        udp[9] = UDP;
-        assert_eq!(Plan::of(&vnet, &udp), Err(GsoError::NotTcp(UDP)));
+        udp[9] = ipv4::PROTO_UDP;
+        assert_eq!(
+            Plan::of(&vnet, &udp),
+            Err(GsoError::NotTcp(ipv4::PROTO_UDP))
+        );
         let mut short = packet.clone();
         short[32] = 2 << 4;
         assert_eq!(Plan::of(&vnet, &short), Err(GsoError::TcpHeaderLen(8)));

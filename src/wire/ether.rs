@@ -9,7 +9,7 @@
 //! ip_input.c: `ips_badsum`). Options in an IPv4 header are kept as bytes,
 //! not interpreted; frames are padded to Ethernet's 60-byte minimum.
 
-use crate::checksum::naive16 as internet_checksum;
+use super::ipv4::{self, Ipv4Error, Ipv4Packet};
 use std::net::Ipv4Addr;
 use thiserror::Error;
 
@@ -65,7 +65,7 @@ pub struct Ipv4 {
     pub payload: Vec<u8>,
 }
 
-pub const IPPROTO_UDP: u8 = 17;
+pub use super::ipv4::PROTO_UDP as IPPROTO_UDP;
 
 /// What an Ethernet frame carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,29 +228,30 @@ impl Ipv4 {
     }
 
     fn parse(b: &[u8]) -> Result<Ipv4, EtherError> {
-        if b.len() < 20 {
-            return Err(EtherError::Truncated(b.len() + 14));
-        }
-        if b[0] >> 4 != 4 {
-            return Err(EtherError::NotIpv4(b[0] >> 4));
-        }
-        let hlen = usize::from(b[0] & 0x0f) * 4;
-        let total = usize::from(u16_at(b, 2));
-        if hlen < 20 || hlen > b.len() || total < hlen || total > b.len() {
+        let ip = Ipv4Packet::new_checked(b).map_err(|e| match e {
+            Ipv4Error::Truncated { have, need } if need == ipv4::HEADER_LEN => {
+                EtherError::Truncated(have + 14)
+            }
+            Ipv4Error::Truncated { need, .. } => EtherError::BadHeaderLength(need),
+            Ipv4Error::Version(v) => EtherError::NotIpv4(v),
+            Ipv4Error::HeaderLen(len) => EtherError::BadHeaderLength(len),
+        })?;
+        let (hlen, total) = (ip.header_len(), ip.total_len());
+        if total < hlen || total > b.len() {
             return Err(EtherError::BadHeaderLength(hlen));
         }
-        if internet_checksum(&b[..hlen]) != 0 {
+        if !ip.verify_checksum() {
             return Err(EtherError::BadChecksum);
         }
         Ok(Ipv4 {
-            tos: b[1],
-            id: u16_at(b, 4),
-            frag: u16_at(b, 6),
-            ttl: b[8],
-            protocol: b[9],
-            src: ip_at(b, 12),
-            dst: ip_at(b, 16),
-            options: b[20..hlen].to_vec(),
+            tos: ip.tos(),
+            id: ip.ident(),
+            frag: ip.flags_frag(),
+            ttl: ip.ttl(),
+            protocol: ip.protocol(),
+            src: ip.src_addr(),
+            dst: ip.dst_addr(),
+            options: ip.options().to_vec(),
             payload: b[hlen..total].to_vec(),
         })
     }
@@ -258,21 +259,21 @@ impl Ipv4 {
     fn emit(&self, b: &mut [u8]) {
         let hlen = self.header_len();
         let total = hlen + self.payload.len();
-        b[0] = 0x40 | (hlen / 4) as u8;
-        b[1] = self.tos;
-        b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        b[4..6].copy_from_slice(&self.id.to_be_bytes());
-        b[6..8].copy_from_slice(&self.frag.to_be_bytes());
-        b[8] = self.ttl;
-        b[9] = self.protocol;
-        b[10..12].fill(0);
-        b[12..16].copy_from_slice(&self.src.octets());
-        b[16..20].copy_from_slice(&self.dst.octets());
-        b[20..20 + self.options.len()].copy_from_slice(&self.options);
-        b[20 + self.options.len()..hlen].fill(0);
-        let sum = internet_checksum(&b[..hlen]);
-        b[10..12].copy_from_slice(&sum.to_be_bytes());
-        b[hlen..total].copy_from_slice(&self.payload);
+        let mut ip = Ipv4Packet::new_unchecked(&mut b[..total]);
+        ip.set_header_len(hlen);
+        ip.set_tos(self.tos);
+        ip.set_total_len(total as u16);
+        ip.set_ident(self.id);
+        ip.set_flags_frag(self.frag);
+        ip.set_ttl(self.ttl);
+        ip.set_protocol(self.protocol);
+        ip.set_src_addr(self.src);
+        ip.set_dst_addr(self.dst);
+        let options = ip.options_mut();
+        options[..self.options.len()].copy_from_slice(&self.options);
+        options[self.options.len()..].fill(0);
+        ip.fill_checksum();
+        ip.payload_mut().copy_from_slice(&self.payload);
     }
 }
 

@@ -4,7 +4,8 @@
 //! - [`xdr`]: XDR (RFC 4506), the subset ONC RPC uses.
 //! - [`rpc`]: ONC RPC v2 call and reply messages (RFC 5531).
 //! - [`recmark`]: RPC record marking over TCP (RFC 5531 §11).
-//! - [`tcpseg`]: IPv4 and TCP header fields of captured frames.
+//! - [`ipv4`]: the one checked IPv4 header view (RFC 791), read and written.
+//! - [`tcpseg`]: TCP header fields of captured frames (over [`ipv4`]).
 //! - [`telnet`]: TELNET stream, Q-method negotiation, NAWS, TTYPE, LINEMODE (RFC 854/855/1143/1073/1091/1184).
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
 //! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
@@ -51,6 +52,7 @@ macro_rules! code_table {
 pub mod control;
 pub mod dns;
 pub mod ether;
+pub mod ipv4;
 pub mod recmark;
 pub mod rlogin;
 pub mod rpc;

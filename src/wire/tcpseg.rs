@@ -2,10 +2,11 @@
 //! timeline needs: ports, flags, sequence and acknowledgement numbers, the
 //! window and the payload length of a captured frame.
 //!
-//! In smoltcp's shape: [`Ipv4Packet`] and [`TcpPacket`] are views over a
-//! buffer, with each field's byte range named once in a `field` module;
-//! `new_checked` verifies the buffer holds the whole header (and, for IPv4,
-//! that it is version 4 carrying TCP), after which no accessor can panic.
+//! In smoltcp's shape: [`TcpPacket`] is a view over a buffer, each field's
+//! byte range named once in a `field` module, beside the one IPv4 view
+//! ([`super::ipv4::Ipv4Packet`]); `new_checked` verifies the buffer holds
+//! the whole header, after which no accessor can panic, and a segment is
+//! parsed only from IPv4 carrying TCP.
 //! [`Segment`] is the parsed form: [`Segment::parse`] reads a frame and
 //! [`Segment::emit`] writes one (IPv4 without options, TCP without options,
 //! the payload left as zeros), so tests and the fuzz target can check round
@@ -15,6 +16,7 @@
 //! The payload length comes from the IPv4 total length, so a frame captured
 //! with a short snap length still says how much data it carried.
 
+use super::ipv4::{Ipv4Error, Ipv4Packet};
 use thiserror::Error;
 
 /// Why bytes are not an IPv4 TCP segment.
@@ -32,6 +34,16 @@ pub enum SegmentError {
     TotalLen { total: usize, headers: usize },
 }
 
+impl From<Ipv4Error> for SegmentError {
+    fn from(e: Ipv4Error) -> SegmentError {
+        match e {
+            Ipv4Error::Truncated { have, need } => SegmentError::Truncated { have, need },
+            Ipv4Error::Version(v) => SegmentError::Version(v),
+            Ipv4Error::HeaderLen(len) => SegmentError::HeaderLen(len),
+        }
+    }
+}
+
 /// TCP flag bits (RFC 9293 §3.1).
 pub mod flags {
     pub const FIN: u8 = 0x01;
@@ -41,19 +53,7 @@ pub mod flags {
     pub const ACK: u8 = 0x10;
 }
 
-/// IP protocol number of TCP.
-pub const PROTO_TCP: u8 = 6;
-
-/// Byte ranges of the IPv4 header fields used here.
-mod ipv4_field {
-    use std::ops::Range;
-    pub const VER_IHL: usize = 0;
-    pub const TOTAL_LEN: Range<usize> = 2..4;
-    pub const TTL: usize = 8;
-    pub const PROTOCOL: usize = 9;
-    pub const SRC_ADDR: Range<usize> = 12..16;
-    pub const DST_ADDR: Range<usize> = 16..20;
-}
+pub use super::ipv4::PROTO_TCP;
 
 /// Byte ranges of the TCP header fields.
 mod tcp_field {
@@ -68,8 +68,7 @@ mod tcp_field {
     pub const WIN_SIZE: Range<usize> = 14..16;
 }
 
-/// Length of an IPv4 header without options.
-pub const IPV4_HEADER_LEN: usize = 20;
+pub use super::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
 /// Length of a TCP header without options.
 pub const TCP_HEADER_LEN: usize = 20;
 
@@ -87,59 +86,6 @@ fn truncated(have: usize, need: usize) -> Result<(), SegmentError> {
         Err(SegmentError::Truncated { have, need })
     } else {
         Ok(())
-    }
-}
-
-/// A view of an IPv4 header at the start of a buffer.
-#[derive(Debug, Clone, Copy)]
-pub struct Ipv4Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
-
-impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Checks that `buffer` holds a whole IPv4 header of a TCP datagram.
-    pub fn new_checked(buffer: T) -> Result<Self, SegmentError> {
-        let data = buffer.as_ref();
-        truncated(data.len(), IPV4_HEADER_LEN)?;
-        let version = data[ipv4_field::VER_IHL] >> 4;
-        if version != 4 {
-            return Err(SegmentError::Version(version));
-        }
-        let packet = Ipv4Packet { buffer };
-        let header_len = packet.header_len();
-        if header_len < IPV4_HEADER_LEN {
-            return Err(SegmentError::HeaderLen(header_len));
-        }
-        truncated(packet.buffer.as_ref().len(), header_len)?;
-        if packet.protocol() != PROTO_TCP {
-            return Err(SegmentError::NotTcp(packet.protocol()));
-        }
-        Ok(packet)
-    }
-
-    pub fn header_len(&self) -> usize {
-        usize::from(self.buffer.as_ref()[ipv4_field::VER_IHL] & 0x0f) * 4
-    }
-
-    pub fn total_len(&self) -> usize {
-        usize::from(u16_at(self.buffer.as_ref(), ipv4_field::TOTAL_LEN))
-    }
-
-    pub fn protocol(&self) -> u8 {
-        self.buffer.as_ref()[ipv4_field::PROTOCOL]
-    }
-
-    pub fn src_addr(&self) -> std::net::Ipv4Addr {
-        u32_at(self.buffer.as_ref(), ipv4_field::SRC_ADDR).into()
-    }
-
-    pub fn dst_addr(&self) -> std::net::Ipv4Addr {
-        u32_at(self.buffer.as_ref(), ipv4_field::DST_ADDR).into()
-    }
-
-    /// What follows the header (as much of it as the buffer holds).
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[self.header_len()..]
     }
 }
 
@@ -214,6 +160,9 @@ impl Segment {
             need: link_header,
         })?;
         let ip = Ipv4Packet::new_checked(ip_bytes)?;
+        if ip.protocol() != PROTO_TCP {
+            return Err(SegmentError::NotTcp(ip.protocol()));
+        }
         let tcp = TcpPacket::new_checked(ip.payload())?;
         let headers = ip.header_len() + tcp.header_len();
         let total = ip.total_len();
@@ -252,12 +201,13 @@ impl Segment {
         let out = &mut buffer[..len];
         out.fill(0);
         let (ip, tcp) = out.split_at_mut(IPV4_HEADER_LEN);
-        ip[ipv4_field::VER_IHL] = 0x45;
-        ip[ipv4_field::TOTAL_LEN].copy_from_slice(&total.to_be_bytes());
-        ip[ipv4_field::TTL] = 64;
-        ip[ipv4_field::PROTOCOL] = PROTO_TCP;
-        ip[ipv4_field::SRC_ADDR].copy_from_slice(&self.src_addr.octets());
-        ip[ipv4_field::DST_ADDR].copy_from_slice(&self.dst_addr.octets());
+        let mut ip = Ipv4Packet::new_unchecked(ip);
+        ip.set_header_len(IPV4_HEADER_LEN);
+        ip.set_total_len(total);
+        ip.set_ttl(64);
+        ip.set_protocol(PROTO_TCP);
+        ip.set_src_addr(self.src_addr);
+        ip.set_dst_addr(self.dst_addr);
         tcp[tcp_field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
         tcp[tcp_field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
         tcp[tcp_field::SEQ_NUM].copy_from_slice(&self.seq.to_be_bytes());

@@ -107,3 +107,13 @@ pub fn namespaces_of(pid: u32) -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// One measuring test at a time within a test binary: a test that asserts
+/// a measured figure or a verdict takes this first, so that the tests
+/// beside it in the binary (which cargo runs on parallel threads) are not
+/// its CPU contention on a 2-core host. Tests that only check refusals,
+/// files or clean-up run beside anything.
+pub fn measuring() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}

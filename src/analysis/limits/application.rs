@@ -1,7 +1,12 @@
 //! The application's own limits: the pacing it asked for, and time with
 //! nothing in flight (its producer, or two ends taking turns per call).
 
-use super::*;
+use super::buffers::RoundTrip;
+use super::cpu::{cpu_limit, sender_cpu};
+use super::evidence::*;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// A flow at the pacing rate its sender asked for (`--rate`): the
 /// application's own limit, whether the kernel's pacing gate (busy time)

@@ -1,7 +1,10 @@
 //! The buffers at either end: the receiver's advertised window (and what its
 //! kernel did to fit the queue into it) and the sender's socket buffer.
 
-use super::*;
+use super::evidence::*;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// The receiver's kernel making room in its receive queue, and the
 /// segments it dropped for want of it (`tcp_prune_queue`,
@@ -243,5 +246,31 @@ pub(super) fn buffer_limit(
         share,
         evidence,
         fix,
+    }
+}
+
+/// The round trip a window is spent over, and the rates it is set against.
+pub(super) struct RoundTrip {
+    /// `min_rtt` (the path's own), or the smoothed RTT without it, s.
+    pub(super) rtt_s: f64,
+    /// The bottleneck link's rate, where known.
+    pub(super) link_bps: Option<f64>,
+    pub(super) delivered_bps: f64,
+}
+
+impl RoundTrip {
+    /// The bandwidth-delay product of the link, where its rate is known.
+    pub(super) fn link_bdp(&self) -> Option<f64> {
+        self.link_bps.map(|r| r / 8.0 * self.rtt_s)
+    }
+
+    /// What the flow delivered per round trip.
+    pub(super) fn delivered_per_rtt(&self) -> f64 {
+        self.delivered_bps / 8.0 * self.rtt_s
+    }
+
+    /// The rate a buffer of `bytes` allows: about half of it is window.
+    pub(super) fn window_rate(&self, bytes: u64) -> f64 {
+        bytes as f64 * WINDOW_OF_BUFFER * 8.0 / self.rtt_s
     }
 }

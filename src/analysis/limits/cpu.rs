@@ -1,7 +1,10 @@
 //! The hosts' CPUs: a side saturated (by its core or its budget), its
 //! core full of interrupt work, or waiting for a core other work held.
 
-use super::*;
+use super::evidence::*;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// Without the chrono accounting: a saturated side, or undecided.
 pub(super) fn cpu_only(flow: &FlowEvidence, verdict: &mut Verdict) {

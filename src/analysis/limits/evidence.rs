@@ -1,6 +1,7 @@
 //! What the verdict reads about a flow, as a record has it.
 
-use super::*;
+use super::thresholds::*;
+use std::collections::BTreeMap;
 
 /// One side of a flow, as the record has it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -6,8 +6,12 @@
 //! (1997: rate ≤ MSS/RTT × C/√p) holds only for a loss-based control's
 //! sawtooth; it is shown as evidence for one, never used as the rule.
 
+use super::buffers::{RoundTrip, receive_drops};
+use super::evidence::*;
 use super::series::Series;
-use super::*;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// A flow that retransmitted at least this share of its bytes lost
 /// enough to matter.
@@ -277,4 +281,16 @@ fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
             delivered_bps / 1e6,
         ),
     })
+}
+
+/// The flow's busy time as the families read it, gathered once.
+pub(super) struct Busy<'a> {
+    pub(super) flow: &'a FlowEvidence,
+    pub(super) tcp: &'a SenderTcp,
+    /// The share of the run it is.
+    pub(super) share: f64,
+    pub(super) round_trip: &'a RoundTrip,
+    pub(super) series: &'a Series,
+    /// What loss cost the flow, if it lost anything.
+    pub(super) loss: Option<LossCost>,
 }

@@ -62,70 +62,22 @@ mod series;
 mod short_flow;
 #[cfg(test)]
 mod tests;
+mod thresholds;
 mod verdict;
 
 pub use evidence::*;
 pub use per_call::attribute_cpu;
+pub use thresholds::*;
 pub use verdict::*;
 
 use application::*;
 use buffers::*;
 use cpu::*;
+use loss::Busy;
 use rank::*;
 use series::Series;
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// A side whose CPU was busy at least this fraction of the run is
-/// saturated (one transfer thread on one core).
-pub const SATURATED: f64 = 0.85;
-
-/// A side that waited for a CPU at least this share of the run (the
-/// scheduler's run delay) lost a fifth of its time to other work.
-pub const CONTENDED: f64 = 0.2;
-
-/// A link whose payload rate is within this fraction of its rate, or
-/// whose wire was busy at least this fraction of the run, is full.
-pub const LINK_FULL: f64 = 0.85;
-
-/// Queueing delay is named when it is at least this share of the
-/// smoothed RTT (and at least [`QUEUE_MIN_MS`]).
-pub const QUEUE_SHARE: f64 = 0.2;
-pub const QUEUE_MIN_MS: f64 = 1.0;
-
-/// Records this small or smaller cost about as much per call as per
-/// byte: a system call and a wake-up are of the order of a microsecond on
-/// current x86, a copy a few tenths of a nanosecond per byte (see
-/// `netlab cksum`), so below about 16 KB the per-call cost is at least a
-/// third of the whole and shrinking it is the first fix.
-pub const SMALL_RECORD: u64 = 16 * 1024;
-
-/// The share of a socket's reported buffer that holds data: the kernel
-/// doubles what was asked for its bookkeeping (socket(7)) and advertises
-/// about half the receive buffer as window (`tcp_adv_win_scale`, or the
-/// measured `scaling_ratio` since 6.7, up to about 0.9).
-pub const WINDOW_OF_BUFFER: f64 = 0.5;
-
-/// A flow within this fraction of a window's rate is at that window.
-pub const AT_WINDOW: f64 = 0.8;
-
-/// A congestion window whose rate (cwnd × MSS / smoothed RTT) exceeds
-/// the delivered rate by more than this did not bind.
-pub const WINDOW_SLACK: f64 = 1.5;
-
-/// Mathis et al.'s constant for periodic loss with delayed ACKs off, √(3/2).
-pub const MATHIS_C: f64 = 1.224_744_871;
-
-/// Bytes as people read a buffer size: 152 KB, 5.7 MB.
-fn mb(bytes: f64) -> String {
-    let bytes = bytes.max(0.0);
-    if bytes >= 1024.0 * 1024.0 {
-        format!("{:.1} MB", bytes / (1024.0 * 1024.0))
-    } else {
-        format!("{:.0} KB", (bytes / 1024.0).ceil())
-    }
-}
 
 /// The verdict for one flow.
 pub fn judge(flow: &FlowEvidence) -> Verdict {
@@ -236,53 +188,6 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
             .insert("app_limited_interval_ends_pct".into(), 100.0 * share);
     }
     verdict
-}
-
-fn undecided(why: &str) -> Limit {
-    Limit {
-        factor: Factor::Undecided,
-        share: 1.0,
-        evidence: BTreeMap::new(),
-        fix: format!("none to give: {why}"),
-    }
-}
-
-/// The round trip a window is spent over, and the rates it is set against.
-struct RoundTrip {
-    /// `min_rtt` (the path's own), or the smoothed RTT without it, s.
-    rtt_s: f64,
-    /// The bottleneck link's rate, where known.
-    link_bps: Option<f64>,
-    delivered_bps: f64,
-}
-
-impl RoundTrip {
-    /// The bandwidth-delay product of the link, where its rate is known.
-    fn link_bdp(&self) -> Option<f64> {
-        self.link_bps.map(|r| r / 8.0 * self.rtt_s)
-    }
-
-    /// What the flow delivered per round trip.
-    fn delivered_per_rtt(&self) -> f64 {
-        self.delivered_bps / 8.0 * self.rtt_s
-    }
-
-    /// The rate a buffer of `bytes` allows: about half of it is window.
-    fn window_rate(&self, bytes: u64) -> f64 {
-        bytes as f64 * WINDOW_OF_BUFFER * 8.0 / self.rtt_s
-    }
-}
-
-/// The flow's busy time as the families read it, gathered once.
-struct Busy<'a> {
-    flow: &'a FlowEvidence,
-    tcp: &'a SenderTcp,
-    /// The share of the run it is.
-    share: f64,
-    round_trip: &'a RoundTrip,
-    series: &'a Series,
-    /// What loss cost the flow, if it lost anything.
-    loss: Option<loss::LossCost>,
 }
 
 /// Busy time not stalled by a buffer, each family asked in turn (see the

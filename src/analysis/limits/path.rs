@@ -5,9 +5,13 @@
 //! the flow: a queue in front of it (the round trip rose above `min_rtt`
 //! while the flow ran), a policer (loss without that rise), or neither.
 
+use super::evidence::*;
+use super::loss::Busy;
 use super::loss::{LossCost, RECOVERY_SHARE};
 use super::series::Series;
-use super::*;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// A shaper whose rate is within this share of the flow's wire rate
 /// (above it, or up to its rate's reach below) is the one that held it.

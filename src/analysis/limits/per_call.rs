@@ -1,7 +1,7 @@
 //! The cost of each call: a sweep's cost model splits a saturated
 //! sender's CPU into its per-call and per-byte parts.
 
-use super::*;
+use super::verdict::*;
 
 /// Re-attributes a saturated sender's CPU by a cost model's split of one
 /// record's time (`fixed_share`: the per-call part, 0..1): per call when

@@ -1,6 +1,6 @@
 //! How a verdict's factors are merged and ordered.
 
-use super::*;
+use super::verdict::*;
 
 /// Largest share first; factors under 1% of the run are left out unless
 /// nothing else is left; queueing delay is never the primary factor: it

@@ -4,7 +4,9 @@
 //! recovery. Samples are the user's `--interval`s or the verdict's own
 //! (taken at the sender's clock checks, outside its write loop's work).
 
-use super::*;
+use super::evidence::*;
+use super::thresholds::*;
+use std::collections::BTreeMap;
 
 /// The first share of the run is left out of the plateau: slow start or
 /// bbr's startup, when the rate is still being found.

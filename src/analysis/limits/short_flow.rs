@@ -3,7 +3,11 @@
 //! trips, the handshake) and the window it reached against the one the
 //! path needed say by how much.
 
-use super::*;
+use super::evidence::*;
+use super::loss::Busy;
+use super::thresholds::*;
+use super::verdict::*;
+use std::collections::BTreeMap;
 
 /// A transfer over in this many round trips or fewer is short: slow start
 /// from an initial window of 10 segments needs about log2(BDP / 14.5 KB)

@@ -1,7 +1,9 @@
 //! A verdict: its factors, each with its share, evidence and fix; the
 //! run's phases by interval.
 
-use super::*;
+use super::evidence::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What limited a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,5 +208,15 @@ impl Verdict {
             line.push_str(&format!(" [not seen: {}]", self.missing.join("; ")));
         }
         line
+    }
+}
+
+/// A verdict's one factor when the evidence decides nothing, with why.
+pub(super) fn undecided(why: &str) -> Limit {
+    Limit {
+        factor: Factor::Undecided,
+        share: 1.0,
+        evidence: BTreeMap::new(),
+        fix: format!("none to give: {why}"),
     }
 }

@@ -544,8 +544,8 @@ fn open<T: DeserializeOwned>(
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use std::io::Read;
     use std::collections::VecDeque;
+    use std::io::Read;
     use std::sync::mpsc;
 
     /// One end of an in-memory duplex pipe.

@@ -3,7 +3,6 @@
 //! by the agent before an endpoint sees a command.
 
 use crate::endpoint::protocol::{Command, DataGuard};
-use crate::endpoint::role::{self, RoleTable};
 use crate::units::{UnitError, parse_duration, parse_size};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -21,6 +20,28 @@ pub enum Serve {
     As(&'static [&'static str]),
 }
 
+/// One role's check of the requests it is sent through an agent, by the
+/// role's name: the role's own `Role::check` (`crate::endpoint::role`
+/// makes these; the registry lists them). It may tighten the request.
+#[derive(Clone, Copy)]
+pub struct RoleCheck {
+    pub role: &'static str,
+    pub check: fn(&mut serde_json::Value, &str, &Policy) -> Result<(), String>,
+}
+
+impl std::fmt::Debug for RoleCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.role)
+    }
+}
+
+/// Checks are the same when they are the same role's.
+impl PartialEq for RoleCheck {
+    fn eq(&self, other: &RoleCheck) -> bool {
+        self.role == other.role
+    }
+}
+
 /// What the registry tells an agent about the experiments it can serve;
 /// this module names none of them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,7 +52,7 @@ pub struct Served {
     /// request to its own experiment's `--allow` (the lab).
     pub every: &'static str,
     /// The roles whose requests the agent checks, each by its own rules.
-    pub roles: RoleTable,
+    pub roles: &'static [RoleCheck],
 }
 
 impl Served {
@@ -220,7 +241,11 @@ impl Policy {
     pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
         match command {
             Command::Role { role, request } => {
-                let entry = role::find(self.served.roles, role)
+                let entry = self
+                    .served
+                    .roles
+                    .iter()
+                    .find(|c| c.role == role)
                     .ok_or_else(|| format!("no endpoint role \"{role}\""))?;
                 (entry.check)(request, experiment, self)
             }
@@ -299,7 +324,8 @@ mod tests {
     use crate::endpoint::login::host::SessionCommand;
     use crate::experiments::login::role::LoginRequest;
     use crate::experiments::stream::record::{Amount, RecvStrategy, SendStrategy, SocketOptions};
-    use crate::experiments::stream::role::{ReceiveSpec, SendSpec, StreamRequest};
+    use crate::experiments::stream::role::StreamRequest;
+    use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 
     /// The agent's default policy, checking the registry's roles.
     fn default() -> Policy {

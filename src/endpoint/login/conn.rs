@@ -30,8 +30,8 @@ pub struct SessionConfig {
     /// with its 64 KB MSS, most writes), until the client's delayed ACK.
     pub nodelay: bool,
     /// Through an agent: the only client address served, and the run
-    /// token its connections begin with (others are closed at accept and
-    /// logged).
+    /// token its connections begin with, checked by the gate in front of
+    /// the relay (`endpoint::guard::Door`); others are closed and logged.
     pub guard: Option<crate::endpoint::protocol::DataGuard>,
 }
 
@@ -52,24 +52,6 @@ pub fn login_line(line: std::fmt::Arguments<'_>) {
 /// A refusal or an error about a peer: rate-limited per `cause`.
 pub fn refusal(cause: &'static str, line: std::fmt::Arguments<'_>) {
     REFUSED.line_about(cause, line);
-}
-
-impl SessionConfig {
-    /// Whether a connection from `peer` is served: its address, then the
-    /// run token in its first bytes (up to 5 s; strangers are refused by
-    /// address before any read). A refusal is logged.
-    pub fn admits(&self, socket: &mut TcpStream, peer: SocketAddr, design: &str) -> bool {
-        let Some(guard) = &self.guard else {
-            return true;
-        };
-        match crate::endpoint::guard::check(socket, peer, guard) {
-            Ok(()) => true,
-            Err(why) => {
-                REFUSED.line(format_args!("({design}): refused a connection {why}"));
-                false
-            }
-        }
-    }
 }
 
 /// How a session ended and what it moved.

@@ -443,6 +443,15 @@ pub fn sshd(
     Ok((program, access))
 }
 
+/// Whether `pid` is a netlab endpoint process (`netlab endpoint ...`).
+fn is_endpoint(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        let mut args = cmdline.split(|&b| b == 0);
+        let program = args.next().unwrap_or_default();
+        String::from_utf8_lossy(program).ends_with("netlab") && args.next() == Some(b"endpoint")
+    })
+}
+
 /// Removes what sshd cells of a killed netlab left behind (`netlab
 /// testbed clean`): the orphaned sshd (its config lies in a `netlab-sshd`
 /// directory, removed with it, and its parent is gone), every process of a
@@ -490,8 +499,12 @@ pub fn remove_stale_ssh_users() -> Vec<String> {
         };
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline);
-        let orphaned_sshd =
-            cmdline.contains(SSHD) && cmdline.contains("/netlab-sshd") && field("PPid:") == Some(1);
+        // Orphaned: the endpoint that started it is gone, so its parent is
+        // init or whatever subreaper took it (a container's init, a CI
+        // runner's), never a netlab endpoint.
+        let orphaned_sshd = cmdline.contains(SSHD)
+            && cmdline.contains("/netlab-sshd")
+            && field("PPid:").is_some_and(|parent| !is_endpoint(parent));
         let of_stale_user =
             field("Uid:").is_some_and(|uid| stale.iter().any(|(_, u, _)| *u == uid));
         if orphaned_sshd {

@@ -17,6 +17,7 @@
 //!   reading every byte can tell. (The 1980s "kernel-assisted" telnetd let
 //!   the kernel scan for IAC; Linux offers no such hook.)
 
+pub use super::session::Output;
 use super::session::TelnetSession;
 use crate::wire::rlogin::{ClientEvent, ClientStream, Startup, control};
 
@@ -43,25 +44,6 @@ impl Protocol {
             _ => None,
         }
     }
-}
-
-/// What to do after one side produced bytes.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Output {
-    pub to_client: Vec<u8>,
-    /// One byte to send as TCP urgent data after `to_client` (rlogin control).
-    pub urgent: Option<u8>,
-    pub to_pty: Vec<u8>,
-    /// New window size (rows, cols).
-    pub window: Option<(u16, u16)>,
-    /// The client's terminal type.
-    pub terminal: Option<String>,
-    /// The client's terminal speed in bits per second (rlogin).
-    pub speed: Option<u32>,
-    /// Turn the pty's echo on (true) or off (false).
-    pub echo: Option<bool>,
-    /// Why the session must end (a malformed peer), if it must.
-    pub close: Option<String>,
 }
 
 /// The rlogin server's side of a session.

@@ -21,10 +21,10 @@
 //! never grows a buffer without bound.
 
 use super::conn::{Conn, SessionConfig, Step};
+use crate::endpoint::guard::Door;
 use nix::fcntl::{OFlag, SpliceFFlags, splice};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::io;
-use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -97,7 +97,7 @@ fn token(slot: usize, pty: bool) -> u64 {
 /// Serves sessions from `listener` until `stop()` says so; ends every
 /// session still open (their commands are killed and reaped) before returning.
 pub fn serve(
-    listener: TcpListener,
+    door: Door,
     config: &SessionConfig,
     max_sessions: usize,
     use_splice: bool,
@@ -109,9 +109,8 @@ pub fn serve(
         (false, Some(_)) => "batch",
         (false, None) => "epoll",
     };
-    listener.set_nonblocking(true)?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-    epoll.add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
+    epoll.add(door.fd(), EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut open = 0usize;
     let mut report = LoopReport::default();
@@ -135,7 +134,7 @@ pub fn serve(
         for event in &events[..n] {
             if event.data() == LISTENER {
                 accept_all(
-                    &listener,
+                    &door,
                     &epoll,
                     config,
                     max_sessions,
@@ -194,7 +193,7 @@ pub fn serve(
 
 #[allow(clippy::too_many_arguments)]
 fn accept_all(
-    listener: &TcpListener,
+    door: &Door,
     epoll: &Epoll,
     config: &SessionConfig,
     max_sessions: usize,
@@ -204,7 +203,7 @@ fn accept_all(
     design: &str,
 ) {
     loop {
-        let (mut socket, peer) = match listener.accept() {
+        let (socket, peer) = match door.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -213,9 +212,6 @@ fn accept_all(
                 return;
             }
         };
-        if !config.admits(&mut socket, peer, design) {
-            continue;
-        }
         if *open >= max_sessions {
             report.refused += 1;
             super::conn::refusal(

@@ -6,11 +6,12 @@
 //! such processes for the scheduler to switch between, as with rlogind.
 
 use super::conn::SessionConfig;
+use crate::endpoint::guard::Door;
 use std::io;
-use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Child;
+use std::time::Duration;
 
 /// Counts over a server's life.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -22,36 +23,23 @@ pub struct ForkReport {
 /// Serves sessions from `listener` until `stop()` says so, then kills and
 /// reaps every session process it started (by PID).
 pub fn serve(
-    listener: TcpListener,
+    door: Door,
     config: &SessionConfig,
     max_sessions: usize,
     stop: &dyn Fn() -> bool,
 ) -> io::Result<ForkReport> {
-    listener.set_nonblocking(true)?;
     let exe = std::env::current_exe()?;
     let mut sessions: Vec<Child> = Vec::new();
     let mut report = ForkReport::default();
     while !stop() {
         sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        let (mut socket, peer) = match listener.accept() {
+        // The wait bounds how late `stop` and exited sessions are noticed.
+        let (socket, peer) = match door.accept_within(Duration::from_millis(100)) {
             Ok(accepted) => accepted,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut pfd = libc::pollfd {
-                    fd: listener.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd. The timeout bounds how late
-                // `stop` and exited sessions are noticed.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
-                continue;
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        if !config.admits(&mut socket, peer, "fork") {
-            continue;
-        }
         if sessions.len() >= max_sessions {
             report.refused += 1;
             super::conn::refusal(

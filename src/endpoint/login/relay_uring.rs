@@ -18,9 +18,10 @@
 //! the other side's backlog is written (flow control, as in the other designs).
 
 use super::conn::{Conn, SessionConfig, Step};
+use crate::endpoint::guard::Door;
 use io_uring::{IoUring, opcode, squeue, types};
 use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Duration;
 
@@ -301,15 +302,13 @@ impl Loop {
         self.kick(index)
     }
 
-    fn accepted(&mut self, fd: i32, config: &SessionConfig, max_sessions: usize) {
-        // SAFETY: the kernel gave us this new descriptor.
-        let mut socket = unsafe { TcpStream::from_raw_fd(fd) };
-        let peer = socket
-            .peer_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        if !config.admits(&mut socket, peer, "uring") {
-            return;
-        }
+    fn accepted(
+        &mut self,
+        socket: TcpStream,
+        peer: SocketAddr,
+        config: &SessionConfig,
+        max_sessions: usize,
+    ) {
         if self.open >= max_sessions {
             self.report.refused += 1;
             super::conn::refusal(
@@ -361,7 +360,7 @@ impl Loop {
 /// Serves sessions from `listener` until `stop()` says so; ends every
 /// session (command killed and reaped) before returning.
 pub fn serve(
-    listener: TcpListener,
+    door: Door,
     config: &SessionConfig,
     max_sessions: usize,
     stop: &dyn Fn() -> bool,
@@ -372,12 +371,17 @@ pub fn serve(
         open: 0,
         report: UringReport::default(),
     };
-    let listen_fd = types::Fd(listener.as_raw_fd());
-    let accept = || {
-        opcode::Accept::new(listen_fd, std::ptr::null_mut(), std::ptr::null_mut())
+    let door_fd = types::Fd(door.fd().as_raw_fd());
+    // A listener is accepted from in the ring; a gate's connections (a run
+    // through an agent) are taken once its descriptor polls readable.
+    let accept = || match &door {
+        Door::Open(_) => opcode::Accept::new(door_fd, std::ptr::null_mut(), std::ptr::null_mut())
             .flags(libc::SOCK_CLOEXEC)
             .build()
-            .user_data(ACCEPT)
+            .user_data(ACCEPT),
+        Door::Gated(_) => opcode::PollAdd::new(door_fd, libc::POLLIN as u32)
+            .build()
+            .user_data(ACCEPT),
     };
     // A tick every second: idle sessions and `stop` are checked on it.
     let tick_time = types::Timespec::from(Duration::from_secs(1));
@@ -401,8 +405,17 @@ pub fn serve(
             match data {
                 ACCEPT => {
                     accept_inflight = false;
-                    if result >= 0 {
-                        lp.accepted(result, config, max_sessions);
+                    if result >= 0 && matches!(door, Door::Gated(_)) {
+                        while let Ok((socket, peer)) = door.accept() {
+                            lp.accepted(socket, peer, config, max_sessions);
+                        }
+                    } else if result >= 0 {
+                        // SAFETY: the kernel gave us this new descriptor.
+                        let socket = unsafe { TcpStream::from_raw_fd(result) };
+                        let peer = socket
+                            .peer_addr()
+                            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+                        lp.accepted(socket, peer, config, max_sessions);
                     } else if result != -libc::EINTR && result != -libc::EAGAIN {
                         super::conn::refusal(
                             "accept",

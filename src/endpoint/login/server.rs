@@ -71,6 +71,10 @@ pub fn serve(
     max_sessions: usize,
     stop: &dyn Fn() -> bool,
 ) -> io::Result<ServeReport> {
+    // Through an agent a gate takes the connections and checks each one's
+    // token on its own thread: a stranger at the peer's address cannot
+    // hold the relay's loop (endpoint::guard).
+    let listener = crate::endpoint::guard::Door::new(listener, config.guard.clone())?;
     match relay {
         Relay::Fork => {
             super::relay_fork::serve(listener, config, max_sessions, stop).map(|r| ServeReport {

@@ -12,10 +12,28 @@
 //! pty, whose ICRNL turns CR into NL, gets a single CR. Output to the client
 //! has every 0xFF doubled and a CR not followed by LF sent as CR NUL.
 
-use super::protocol::Output;
 use crate::wire::telnet::{
     self, AO, AYT, EC, EL, Event, IP, Options, Parser, Side, TTYPE_SEND, linemode, option,
 };
+
+/// What to do after one side produced bytes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub to_client: Vec<u8>,
+    /// One byte to send as TCP urgent data after `to_client` (rlogin control).
+    pub urgent: Option<u8>,
+    pub to_pty: Vec<u8>,
+    /// New window size (rows, cols).
+    pub window: Option<(u16, u16)>,
+    /// The client's terminal type.
+    pub terminal: Option<String>,
+    /// The client's terminal speed in bits per second (rlogin).
+    pub speed: Option<u32>,
+    /// Turn the pty's echo on (true) or off (false).
+    pub echo: Option<bool>,
+    /// Why the session must end (a malformed peer), if it must.
+    pub close: Option<String>,
+}
 
 pub struct TelnetSession {
     parser: Parser,

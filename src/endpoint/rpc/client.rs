@@ -417,6 +417,14 @@ impl UdpClient {
         })
     }
 
+    /// Through an agent: says hello with the run's token until the server
+    /// consents, and sends nothing else before (`endpoint::guard`).
+    pub fn ask_consent(&mut self, token: &crate::endpoint::protocol::Token) -> io::Result<()> {
+        crate::endpoint::guard::ask_udp_consent(&self.socket, token)?;
+        self.timeout_set = None;
+        Ok(())
+    }
+
     /// Sends `request` with `xid`, retransmitting until a matching reply or
     /// `tries` timeouts; returns the reply and its results.
     pub fn call(&mut self, request: &mut Request, xid: u32) -> Result<(Reply, Vec<u8>), CallError> {

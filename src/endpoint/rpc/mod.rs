@@ -26,7 +26,8 @@ pub struct RpcClientSpec {
     pub size: usize,
     pub calls: u32,
     pub reps: u32,
-    /// Through an agent: the run token, sent first on a TCP connection.
+    /// Through an agent: the run token, sent first on a TCP connection, or
+    /// in the hello a UDP client says before its first call.
     #[serde(default)]
     pub token: Option<crate::endpoint::protocol::Token>,
 }
@@ -121,6 +122,11 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
             report.writes_per_call = 1;
             let mut client =
                 UdpClient::connect(spec.server).map_err(|e| format!("UDP socket: {e}"))?;
+            if let Some(token) = &spec.token {
+                client
+                    .ask_consent(token)
+                    .map_err(|e| format!("asking {} to consent: {e}", spec.server))?;
+            }
             client.busy_poll = spec.options.busy_poll();
             report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
                 client.call(&mut request, xid).map(drop)

@@ -392,10 +392,7 @@ impl Server {
             // Through an agent, a gate takes connections and checks their
             // tokens on threads of its own, so strangers cannot hold the
             // accept loop (guard.rs).
-            let door = match self.guard.clone() {
-                None => Door::Open(self.tcp),
-                Some(guard) => Door::Gated(guard::Gate::open(self.tcp, guard)?),
-            };
+            let door = guard::Door::new(self.tcp, self.guard.clone())?;
             threads.push(
                 std::thread::Builder::new()
                     .name("rpc-accept".into())
@@ -539,6 +536,12 @@ fn serve_udp(
             log(peer, "UDP datagram dropped: not the run's peer");
             continue;
         }
+        // The client's hello before its first call (a run through an
+        // agent): answered with the consent, never dispatched as a call.
+        if let Some(consent) = guard.and_then(|g| guard::udp_consent(&buf[..n], peer, g)) {
+            let _ = udp.send_to(&consent, peer);
+            continue;
+        }
         reply.clear();
         let began = Instant::now();
         let dispatched = dispatch_into(&buf[..n], options.max_record as u32, &mut reply);
@@ -598,42 +601,6 @@ struct Watch {
     cut: std::sync::OnceLock<&'static str>,
 }
 
-/// Where the accept loop takes connections from.
-enum Door {
-    /// A listener on this host's loopback or namespaces.
-    Open(TcpListener),
-    /// A guarded port's gate (a run through an agent).
-    Gated(guard::Gate),
-}
-
-impl Door {
-    /// The next connection, waiting at most 100 ms (then `WouldBlock`, so
-    /// the loop looks at `stop` and at idle connections).
-    fn next(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        match self {
-            Door::Open(tcp) => match tcp.accept() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // Sleep in poll until a connection arrives (or 100 ms
-                    // pass): a busy accept loop would wake this process
-                    // hundreds of times a second and disturb what is measured.
-                    let mut pfd = libc::pollfd {
-                        fd: tcp.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut pfd, 1, 100) };
-                    Err(e)
-                }
-                other => other,
-            },
-            Door::Gated(gate) => gate
-                .next(Duration::from_millis(100))?
-                .ok_or_else(|| io::ErrorKind::WouldBlock.into()),
-        }
-    }
-}
-
 /// The most connections one source address may hold: a quarter of the
 /// server's, so three other addresses always find room.
 fn per_address(options: &ServerOptions) -> usize {
@@ -678,13 +645,18 @@ fn to_make_room(
     quietest_of(heaviest)
 }
 
-fn accept_loop(door: &Door, options: &ServerOptions, stop: &Arc<AtomicBool>, stats: &Arc<Stats>) {
+fn accept_loop(
+    door: &guard::Door,
+    options: &ServerOptions,
+    stop: &Arc<AtomicBool>,
+    stats: &Arc<Stats>,
+) {
     let idle_limit = Duration::from_millis(options.idle_timeout_ms);
     let record_limit = Duration::from_millis(options.record_timeout_ms);
     let mut connections: Vec<Connection> = Vec::new();
     let mut looked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let next = door.next();
+        let next = door.accept_within(Duration::from_millis(100));
         // Every 100 ms, connection or not (a stream of new connections
         // must not stop the watch on the old ones).
         if looked.elapsed() >= WATCH_EVERY || next.is_err() {

@@ -393,7 +393,7 @@ fn available_congestion_control(end: &str) -> Result<Option<Vec<String>>, String
     let facts = if end == "local" {
         crate::measure::host::HostFacts::gather()
     } else {
-        crate::experiment::remote::link(end)
+        crate::controller::remote::link(end)
             .map_err(|e| e.to_string())?
             .facts()
             .host

@@ -11,11 +11,11 @@
 use super::model::{HostConfig, Kind, rx_cost_ns};
 use super::record::{BroadcastData, BroadcastResult, BroadcastSpec, Fix, LinuxCounts};
 use super::wire::{ModelSpec, Probe, StormModel};
-use crate::experiment::Interrupted;
-use crate::experiment::helpers::{start_helper, stop_helper};
-use crate::experiment::launcher::Launcher;
-use crate::experiment::processes::ControlError;
-use crate::experiment::runner::{MeasureCell, Measured};
+use crate::controller::Interrupted;
+use crate::controller::helpers::{start_helper, stop_helper};
+use crate::controller::launcher::Launcher;
+use crate::controller::processes::ControlError;
+use crate::controller::runner::{MeasureCell, Measured};
 use crate::testbed::segment::{Segments, snmp_counter};
 use std::net::Ipv4Addr;
 use thiserror::Error;
@@ -316,7 +316,7 @@ impl MeasureCell for BroadcastMeasure {
 
     fn measure(&mut self, spec: &BroadcastSpec) -> Result<Measured<BroadcastData>, Interrupted> {
         let outcome = run(spec, self.verbose);
-        crate::experiment::measured("netns", outcome, |result| BroadcastData {
+        crate::controller::measured("netns", outcome, |result| BroadcastData {
             params: spec.clone(),
             result,
         })

@@ -4,7 +4,7 @@
 use super::cell::{BroadcastMeasure, check, default_spec};
 use super::record::{BroadcastSpec, Fix};
 use super::report;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
 use crate::testbed::netns::has_net_admin;
 
 #[derive(Debug, Clone)]

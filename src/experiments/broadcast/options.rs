@@ -110,7 +110,19 @@ pub fn run(args: BroadcastArgs, out: &mut Output) -> anyhow::Result<()> {
         &specs,
     )?;
     drop(runner);
-    let doc = serde_json::json!({ "experiment": "broadcast", "records": records.len() });
+    // Each run's reading (what the text table shows) beside its record.
+    let readings: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| {
+            let reading = r.data.result.as_ref().map(|result| result.reading(&r.data.params));
+            serde_json::json!({ "fix": r.data.params.fix.name(), "reading": reading, "error": r.error })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "experiment": "broadcast",
+        "records": records,
+        "readings": readings,
+    });
     args.run.finish(out, &records, doc, || {
         format!(
             "netlab broadcast: one RIP supply to the all-1's broadcast on a 10 Mbit/s Ethernet of {} hosts\n{}",

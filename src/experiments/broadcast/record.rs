@@ -135,7 +135,7 @@ pub struct BroadcastData {
 impl crate::record::profile::Profiled for BroadcastData {}
 
 /// What the run's figures come to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Reading {
     /// Forwarded copies of the one probe.
     pub copies: u64,

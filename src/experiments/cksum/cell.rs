@@ -3,13 +3,12 @@
 //! size measured in an endpoint process (`role` times the
 //! variants there).
 
-use crate::experiment::Interrupted;
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::processes::{ControlError, Wait};
-use crate::experiment::runner::{MeasureCell, Measured};
+use crate::controller::Interrupted;
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::processes::{ControlError, Wait};
+use crate::controller::runner::{MeasureCell, Measured};
 use crate::experiments::cksum::record::CksumData;
 use crate::experiments::cksum::record::{CksumResult, CksumSpec};
-use crate::experiments::cksum::role::CksumRole;
 use crate::units::{format_size, parse_size};
 use thiserror::Error;
 
@@ -135,12 +134,12 @@ impl MeasureCell for CksumMeasure {
                 None => Launcher::loopback(),
             };
             let mut endpoint = launcher.spawn("cksum", End::To)?;
-            let result = endpoint.ask::<CksumRole>(spec, Wait::until_done("measuring"))?;
+            let result = endpoint.call(spec.clone(), Wait::until_done("measuring"))?;
             endpoint.finish();
             Ok(result)
         })();
         let placement = if self.on.is_some() { "remote" } else { "local" };
-        crate::experiment::measured(placement, outcome, |result| CksumData {
+        crate::controller::measured(placement, outcome, |result| CksumData {
             params: spec.clone(),
             result,
         })

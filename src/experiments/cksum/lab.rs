@@ -6,7 +6,7 @@ use super::analysis::per_byte_costs;
 use super::cell::{CksumMeasure, CksumPlan};
 use super::report;
 use crate::analysis::split::split;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
 use crate::units::format_size;
 
 /// The lab's checksum costs.

@@ -342,6 +342,11 @@ impl crate::endpoint::role::Protocol for CksumRole {
     type Event = ();
 }
 
+crate::endpoint::role::requests! { CksumRole:
+    CksumSpec, |spec| spec;
+    result => CksumResult = result;
+}
+
 impl crate::endpoint::role::Role for CksumRole {
     fn handle(
         &mut self,

@@ -27,6 +27,11 @@
 //! (vmstat's b, and iowait rather than idle): the `uring` design shows
 //! b = 1 and iowait while idle; busy time excludes iowait.
 
+use crate::controller::helpers::Bed;
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::refuse;
+use crate::controller::runner::{MeasureCell, Measured, Runner};
+use crate::controller::{CellError, Interrupted, MeasureError};
 use crate::endpoint::login::clients::LoginTarget;
 use crate::endpoint::login::clients::MAX_CORPUS;
 use crate::endpoint::login::clients::TypeSpec;
@@ -36,16 +41,11 @@ use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
-use crate::experiment::helpers::Bed;
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::refuse;
-use crate::experiment::runner::{MeasureCell, Measured, Runner};
-use crate::experiment::{CellError, Interrupted, MeasureError};
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
 use crate::experiments::login::record::LoginData;
 use crate::experiments::login::record::Record;
 use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
-use crate::experiments::login::role::{LoginReply, LoginRequest};
+use crate::experiments::login::role::Type;
 use crate::experiments::login::servers::{self, ServerSpec};
 use crate::measure::window::idle_busy_cpus;
 use crate::record::testbed::Placement;
@@ -135,15 +135,9 @@ pub fn run_cell(
     let timeout = Duration::from_secs_f64(
         params.warmup_s + params.duration_s + 60.0 + 0.02 * params.users as f64,
     );
-    let driven = servers::drive(
-        &mut typist,
-        &mut server,
-        &LoginRequest::Type(Box::new(spec)),
-        timeout,
-    );
+    let driven = servers::drive(&mut typist, &mut server, Type(spec), timeout);
     let (report, window) = match driven {
-        Ok((LoginReply::Typed(report), window)) => (*report, window),
-        Ok((other, _)) => return Err(typist.out_of_turn("typing", &other).into()),
+        Ok((report, window)) => (*report, window),
         Err(e) => return Err(server.failed(e)),
     };
     typist.finish();
@@ -505,7 +499,7 @@ impl MeasureCell for LoginMeasure {
                 .entry(host.to_string())
                 .or_insert(result.baseline_busy_cpus);
         }
-        crate::experiment::measured(cell.placement.name(), outcome, |result| LoginData {
+        crate::controller::measured(cell.placement.name(), outcome, |result| LoginData {
             params: cell.clone(),
             result,
         })
@@ -754,8 +748,8 @@ pub fn find_limits<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::runner::mock::{Mock, runner};
     use crate::endpoint::login::typist::TypistReport;
-    use crate::experiment::runner::mock::{Mock, runner};
 
     #[test]
     fn a_search_says_how_long_it_will_take_and_where_it_stands() {

@@ -5,9 +5,9 @@
 use super::cell::{LimitSearch, LoginMeasure, LoginPlan, find_limits};
 use super::record::LoginParams;
 use super::report;
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile, where_run};
 use crate::endpoint::login::host::{DEFAULT_CORPUS, Dialect, Target};
 use crate::endpoint::login::server::Relay;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile, where_run};
 use crate::record::testbed::Placement;
 use crate::testbed::cgroup::{self, HostPreset};
 use crate::testbed::netns::has_net_admin;

@@ -11,11 +11,11 @@ use crate::experiments::login::cell::{
 use crate::experiments::login::record::LoginData;
 use crate::options::Output;
 
+use crate::controller::processes::wait_for_interrupt;
 use crate::endpoint::login::conn::SessionConfig;
 use crate::endpoint::login::protocol::Protocol;
 use crate::endpoint::login::relay_fork;
 use crate::endpoint::login::server::{self, LoginServeSpec, Relay, pace};
-use crate::experiment::processes::wait_for_interrupt;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::net::SocketAddr;

@@ -45,6 +45,45 @@ pub enum LoginReply {
     Stopped(Box<HostReport>),
 }
 
+/// Start the cell's server: what a client needs of it.
+#[derive(Debug)]
+pub struct Serve(pub HostServeSpec);
+/// Put the CPU budget's quota on the server.
+#[derive(Debug)]
+pub struct Budget;
+/// Open the serving host's measured window.
+#[derive(Debug)]
+pub struct WindowOpen;
+/// Close it: the host's window.
+#[derive(Debug)]
+pub struct WindowClose;
+/// Type a login load against a server: the typists' account.
+#[derive(Debug)]
+pub struct Type(pub TypeSpec);
+/// Read one file's output through a server as a terminal: its account.
+#[derive(Debug)]
+pub struct Terminal(pub LoginTarget);
+/// End the server and every session: its account.
+#[derive(Debug)]
+pub struct Stop;
+
+crate::endpoint::role::requests! { LoginRole:
+    Serve, |Serve(spec)| LoginRequest::Serve(Box::new(spec));
+    LoginReply::Serving(serving) => Box<HostServing> = serving;
+    Budget, |Budget| LoginRequest::Budget;
+    LoginReply::BudgetApplied => () = ();
+    WindowOpen, |WindowOpen| LoginRequest::WindowOpen;
+    LoginReply::WindowOpened => () = ();
+    WindowClose, |WindowClose| LoginRequest::WindowClose;
+    LoginReply::Window(window) => Box<HostWindow> = window;
+    Type, |Type(spec)| LoginRequest::Type(Box::new(spec));
+    LoginReply::Typed(report) => Box<TypistReport> = report;
+    Terminal, |Terminal(target)| LoginRequest::Terminal(Box::new(target));
+    LoginReply::Terminal(report) => Box<TerminalReport> = report;
+    Stop, |Stop| LoginRequest::Stop;
+    LoginReply::Stopped(report) => Box<HostReport> = report;
+}
+
 /// The typing end's measured window opens or closes, or (`logged_in`)
 /// every session has logged in; when `awaits`, it waits for the
 /// controller's `Proceed`.

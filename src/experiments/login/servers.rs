@@ -11,16 +11,19 @@
 //! tree, test user and key file with it) when [`ServerProcess`] drops, if
 //! [`ServerProcess::stop`] did not do it first.
 
+use crate::controller::CellError;
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::processes::{ControlError, EndpointProcess, Wait};
 use crate::endpoint::login::clients::LoginTarget;
+use crate::endpoint::login::host::HostServeSpec;
 use crate::endpoint::login::host::{Dialect, Target};
 use crate::endpoint::login::host::{HostReport, SessionCommand};
-use crate::endpoint::login::host::{HostServeSpec, HostServing};
 use crate::endpoint::login::programs::SshAccess;
 use crate::endpoint::protocol::Token;
-use crate::experiment::CellError;
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
-use crate::experiments::login::role::{LoginReply, LoginRequest, LoginRole, WindowEdge};
+use crate::endpoint::role::Request;
+use crate::experiments::login::role::{
+    Budget, LoginRole, Serve, Stop, WindowClose, WindowEdge, WindowOpen,
+};
 use crate::measure::window::HostWindow;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -64,7 +67,7 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         .speaks(spec.dialect)
         .map_err(CellError::Refused)?;
     let mut endpoint = launcher.spawn("login server", End::To)?;
-    let serve = LoginRequest::Serve(Box::new(HostServeSpec {
+    let serve = Serve(HostServeSpec {
         target: spec.target,
         dialect: spec.dialect,
         address: launcher.address(End::To),
@@ -75,14 +78,9 @@ pub fn start(spec: &ServerSpec, launcher: &Launcher) -> Result<ServerProcess, Ce
         measure_idle: spec.measure_idle,
         guard: launcher.guard(End::To),
         cpu_budget_pct: spec.cpu_budget_pct,
-    }));
+    });
     // sshd's keys and test user, and an idle second, come first.
-    let LoginReply::Serving(serving) =
-        endpoint.ask::<LoginRole>(&serve, Wait::up_to(30, "starting"))?
-    else {
-        return Err(endpoint.out_of_turn("starting", &serve).into());
-    };
-    let serving: HostServing = *serving;
+    let serving = *endpoint.call(serve, Wait::up_to(30, "starting"))?;
     Ok(ServerProcess {
         addr: SocketAddr::new(launcher.address(End::To), serving.port),
         ssh: serving.ssh,
@@ -119,36 +117,22 @@ impl ServerProcess {
 
     /// Puts the budget's quota on the server (every session is in).
     pub fn apply_budget(&mut self) -> Result<(), CellError> {
-        let wait = Wait::up_to(10, "applying the CPU budget");
-        match self
-            .endpoint
-            .ask::<LoginRole>(&LoginRequest::Budget, wait)?
-        {
-            LoginReply::BudgetApplied => Ok(()),
-            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
-        }
+        self.endpoint
+            .call(Budget, Wait::up_to(30, "applying the CPU budget"))
+            .map_err(CellError::from)
     }
 
     pub fn open_window(&mut self) -> Result<(), CellError> {
-        let wait = Wait::up_to(10, "opening the window");
-        match self
-            .endpoint
-            .ask::<LoginRole>(&LoginRequest::WindowOpen, wait)?
-        {
-            LoginReply::WindowOpened => Ok(()),
-            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
-        }
+        self.endpoint
+            .call(WindowOpen, Wait::up_to(30, "opening the window"))
+            .map_err(CellError::from)
     }
 
     pub fn close_window(&mut self) -> Result<HostWindow, CellError> {
-        let wait = Wait::up_to(10, "closing the window");
-        match self
+        let window = self
             .endpoint
-            .ask::<LoginRole>(&LoginRequest::WindowClose, wait)?
-        {
-            LoginReply::Window(window) => Ok(*window),
-            other => Err(self.endpoint.out_of_turn(wait.what, &other).into()),
-        }
+            .call(WindowClose, Wait::up_to(30, "closing the window"))?;
+        Ok(*window)
     }
 
     /// Stops the server and every session; its account and log.
@@ -162,14 +146,9 @@ impl ServerProcess {
         // and test user before it goes.
         self.endpoint.wait_through_interrupt();
         self.endpoint.thaw();
-        let reply = self
-            .endpoint
-            .ask::<LoginRole>(&LoginRequest::Stop, Wait::up_to(15, "stopping"));
+        let report = self.endpoint.call(Stop, Wait::up_to(15, "stopping"));
         self.endpoint.finish();
-        match reply? {
-            LoginReply::Stopped(report) => Ok(*report),
-            other => Err(self.endpoint.out_of_turn("stopping", &other).into()),
-        }
+        Ok(*report?)
     }
 }
 
@@ -183,20 +162,20 @@ impl Drop for ServerProcess {
 
 /// Sends `request` to the typing end and serves its window edges: the
 /// serving host's window opens and closes with the typing end's. Returns
-/// the typing end's reply and the host's window (None: it never opened).
-pub fn drive(
+/// the typing end's answer and the host's window (None: it never opened).
+pub fn drive<R: Request<Role = LoginRole>>(
     client: &mut EndpointProcess,
     server: &mut ServerProcess,
-    request: &LoginRequest,
+    request: R,
     timeout: Duration,
-) -> Result<(LoginReply, Option<HostWindow>), CellError> {
+) -> Result<(R::Answer, Option<HostWindow>), CellError> {
     let mut window = None;
     let mut failure = None;
     let wait = Wait {
         timeout: Some(timeout),
         what: "running",
     };
-    let reply = client.request::<LoginRole>(
+    let reply = client.call_hearing(
         request,
         wait,
         &mut |_| {},

@@ -12,8 +12,8 @@
 //! Invariant: an inventory holds at least two agents, no address twice;
 //! anything else is refused with the entry that is wrong.
 
+use crate::controller::remote::resolve;
 use crate::endpoint::agent::DEFAULT_PORT;
-use crate::experiment::remote::resolve;
 use crate::wire::dns;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -224,7 +224,7 @@ spec:
               containerPort: {port}
               protocol: TCP
           # Ready once it accepts on its control port (the probe's bare
-          # connection is refused by the handshake and logged, rate-limited).
+          # connection, closed before a byte, is neither refused nor logged).
           readinessProbe:
             tcpSocket:
               port: control

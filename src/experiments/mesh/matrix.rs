@@ -6,10 +6,9 @@
 //! [`write_all`], which writes one CSV a figure into the run directory.
 
 use crate::analysis::limits::Factor;
-use crate::experiments::mesh::options::MeshTest;
+use crate::experiments::mesh::record::MeshTest;
 use crate::experiments::mesh::record::{PairFigures, PairTest};
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
 use std::path::Path;
 
 /// One figure a heat map shows.
@@ -286,36 +285,25 @@ impl Matrix {
         }
     }
 
-    /// The matrix as CSV: a header of receiving hosts, a row a sender.
+    /// The matrix as CSV (the report toolkit's): a header of receiving
+    /// hosts, a row a sender.
     pub fn csv(&self) -> String {
-        let quote = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
-        let mut text = String::from("from\\to");
-        for h in &self.hosts {
-            text.push(',');
-            text.push_str(&quote(h));
-        }
-        text.push('\n');
+        let mut rows = Vec::with_capacity(self.hosts.len() + 1);
+        rows.push(
+            std::iter::once("from\\to".to_string())
+                .chain(self.hosts.iter().cloned())
+                .collect::<Vec<_>>(),
+        );
         for (i, row) in self.cells.iter().enumerate() {
-            text.push_str(&quote(&self.hosts[i]));
-            for cell in row {
-                text.push(',');
-                match cell {
-                    Cell::Missing => {}
-                    Cell::Failed(_) => text.push_str("failed"),
-                    Cell::Value { value, .. } => {
-                        let _ = write!(text, "{}", round3(*value));
-                    }
-                }
-            }
-            text.push('\n');
+            let mut line = vec![self.hosts[i].clone()];
+            line.extend(row.iter().map(|cell| match cell {
+                Cell::Missing => String::new(),
+                Cell::Failed(_) => "failed".to_string(),
+                Cell::Value { value, .. } => round3(*value),
+            }));
+            rows.push(line);
         }
-        text
+        crate::report::csv::rows_csv(&rows)
     }
 
     /// Whether any cell holds a value or a failure.
@@ -336,8 +324,8 @@ fn round3(value: f64) -> String {
 
 /// Writes `<metric>.csv` into `dir` for every figure its results hold.
 pub fn write_all(dir: &Path) -> anyhow::Result<()> {
-    let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
-    let (results, _skipped) = crate::experiments::mesh::run::results_of(dir)?;
+    let manifest = crate::experiments::mesh::record::read_manifest(dir)?;
+    let (results, _skipped) = crate::experiments::mesh::record::results_of(dir)?;
     let inventory = manifest.hosts();
     let hosts = hosts_of(&results, &inventory);
     for metric in METRICS {

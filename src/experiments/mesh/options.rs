@@ -95,8 +95,7 @@ pub struct PassArgs {
     pub passes: usize,
 }
 
-/// The most passes a run makes.
-pub const MAX_PASSES: usize = 1000;
+pub use crate::experiments::mesh::record::{MAX_PASSES, MeshTest};
 
 impl PassArgs {
     /// Refuses passes outside 1..=[`MAX_PASSES`].
@@ -118,40 +117,6 @@ pub enum MeshCommand {
     /// Print the Kubernetes objects of a mesh: Namespace, Secret, DaemonSet
     /// of agents, headless Service, and a Job or CronJob that measures.
     Manifests(ManifestsArgs),
-}
-
-/// What one pair is measured for.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum MeshTest {
-    /// TCP throughput, retransmissions, RTT and what limited it.
-    Stream,
-    /// Round-trip percentiles.
-    Rtt,
-    /// UDP loss and jitter.
-    Loss,
-}
-
-impl MeshTest {
-    pub fn name(self) -> &'static str {
-        match self {
-            MeshTest::Stream => "stream",
-            MeshTest::Rtt => "rtt",
-            MeshTest::Loss => "loss",
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -256,7 +221,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         ),
     };
     let (agents_spec, inventory, pass) = if resume {
-        let manifest = crate::experiments::mesh::run::read_manifest(&dir)?;
+        let manifest = crate::experiments::mesh::record::read_manifest(&dir)?;
         (manifest.agents_spec, manifest.inventory, manifest.pass)
     } else {
         let Some(spec) = args.pass.agents.clone() else {
@@ -317,7 +282,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         Ok(summary) => summary,
         Err(e) => {
             // What was measured before it stopped is still shown.
-            if crate::experiments::mesh::run::results_of(&dir).is_ok() {
+            if crate::experiments::mesh::record::results_of(&dir).is_ok() {
                 let _ = crate::experiments::mesh::report::write_dir(&dir);
             }
             return Err(e);

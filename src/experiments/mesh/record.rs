@@ -13,11 +13,12 @@
 
 use crate::analysis::limits::{Factor, Verdict};
 use crate::experiments::mesh::inventory::Agent;
-use crate::experiments::mesh::options::MeshTest;
 use crate::experiments::mesh::schedule::Mode;
 use crate::record::testbed::AgentFacts;
+use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The file names of a run directory.
 pub const MANIFEST: &str = "manifest.json";
@@ -108,7 +109,7 @@ impl PassSpec {
                 lengths.end()
             ));
         }
-        let passes = crate::experiments::mesh::options::MAX_PASSES;
+        let passes = MAX_PASSES;
         if self.passes == 0 || self.passes > passes {
             return Err(format!("passes {}: give 1 to {passes}", self.passes));
         }
@@ -280,6 +281,74 @@ pub fn results_from(
         }
     }
     (results, skipped)
+}
+
+/// The most passes a run makes.
+pub const MAX_PASSES: usize = 1000;
+
+/// What one pair is measured for.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MeshTest {
+    /// TCP throughput, retransmissions, RTT and what limited it.
+    Stream,
+    /// Round-trip percentiles.
+    Rtt,
+    /// UDP loss and jitter.
+    Loss,
+}
+
+impl MeshTest {
+    pub fn name(self) -> &'static str {
+        match self {
+            MeshTest::Stream => "stream",
+            MeshTest::Rtt => "rtt",
+            MeshTest::Loss => "loss",
+        }
+    }
+}
+
+/// The manifest of a run directory, checked as a new run's options are: a
+/// manifest edited by hand or by an attacker is refused, naming the field.
+pub fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
+    let path = dir.join(MANIFEST);
+    let text = match crate::record::files::read_text(
+        &path,
+        crate::record::files::MAX_SMALL_FILE,
+        "a mesh manifest",
+    ) {
+        Ok(text) => text,
+        Err(e) if e.is_missing() => bail!(
+            "{} has no mesh run to resume (no {MANIFEST})",
+            dir.display()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let manifest: Manifest =
+        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+    manifest
+        .check()
+        .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+    Ok(manifest)
+}
+
+/// The tests a run directory holds, and each line skipped with why.
+pub fn results_of(dir: &Path) -> anyhow::Result<(Vec<PairTest>, Vec<String>)> {
+    let path = dir.join(RESULTS);
+    let lines = crate::record::files::record_lines(&path, "mesh results")?;
+    Ok(results_from(lines))
 }
 
 #[cfg(test)]

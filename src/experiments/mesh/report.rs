@@ -8,7 +8,7 @@
 use crate::experiments::mesh::analysis::{self, Finding};
 use crate::experiments::mesh::matrix::{Cell, METRICS, Matrix, Metric, hosts_of};
 use crate::experiments::mesh::record::{Manifest, PairTest};
-use crate::report::html::escape;
+use crate::report::html::{PAGE_END, escape, page_start};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -323,7 +323,13 @@ fn asymmetry_map(matrix: &Matrix, metric: &Metric) -> String {
     html
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:80em}\
+/// The heat maps' own rules, after the stylesheet every page shares.
+/// A heat map stays a grid on a narrow screen (it scrolls), unlike the
+/// report's text tables, which become lists.
+const STYLE: &str = "body{max-width:80em}\
+table.heat{max-width:none;display:table}table.heat thead{display:table-header-group}table.heat tbody{display:table-row-group}\
+table.heat tr{display:table-row;border:none;margin:0;padding:0}table.heat td,table.heat th{display:table-cell;overflow-wrap:normal}\
+table.heat td::before{content:none}\
 table.heat{border-collapse:collapse;margin:.6em 0 1.4em}\
 table.heat td,table.heat th{border:1px solid #ccc;padding:.25em .45em;text-align:right;font-variant-numeric:tabular-nums}\
 table.heat th{background:#f4f4f4;font-weight:600;white-space:nowrap}\
@@ -343,10 +349,8 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
     let hosts = hosts_of(results, &inventory);
     let measured = results.iter().filter(|r| r.failed.is_none()).count();
     let failed = results.len() - measured;
-    let mut html = format!(
-        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>netlab mesh: {n} hosts</title><style>{STYLE}</style><body><h1>netlab mesh: {n} hosts</h1>",
-        n = hosts.len()
-    );
+    // The report's page skeleton and stylesheet, with the heat maps' rules.
+    let mut html = page_start(&format!("netlab mesh: {} hosts", hosts.len()), STYLE);
     let pass = &manifest.pass;
     let _ = write!(
         html,
@@ -433,7 +437,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
             html.push_str(&asymmetry_map(&matrix, metric));
         }
     }
-    html.push_str("</body></html>\n");
+    html.push_str(PAGE_END);
     html
 }
 
@@ -441,8 +445,8 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
 /// returns what the matrices show, a line each (`figure: words`).
 pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     crate::experiments::mesh::matrix::write_all(dir)?;
-    let manifest = crate::experiments::mesh::run::read_manifest(dir)?;
-    let (results, skipped) = crate::experiments::mesh::run::results_of(dir)?;
+    let manifest = crate::experiments::mesh::record::read_manifest(dir)?;
+    let (results, skipped) = crate::experiments::mesh::record::results_of(dir)?;
     let path = dir.join("report.html");
     std::fs::write(&path, page(&manifest, &results))
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
@@ -468,7 +472,7 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
 mod tests {
     use super::*;
     use crate::experiments::mesh::inventory::Agent;
-    use crate::experiments::mesh::options::MeshTest;
+    use crate::experiments::mesh::record::MeshTest;
     use crate::experiments::mesh::record::{PairFigures, PassSpec};
     use crate::experiments::mesh::schedule::Mode;
 

@@ -16,14 +16,14 @@
 //!   `--resume` retries it: only measured tests count as finished there).
 
 use crate::analysis::limits::Verdict;
+use crate::controller::processes::ControlError;
+use crate::controller::remote::{self, AgentLink};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::lock;
-use crate::experiment::processes::ControlError;
-use crate::experiment::remote::{self, AgentLink};
 use crate::experiments::mesh::inventory::Agent;
-use crate::experiments::mesh::options::MeshTest;
 use crate::experiments::mesh::record::{
-    AgentState, MANIFEST, Manifest, PairFigures, PairTest, PassSpec, RESULTS, TestKey, results_from,
+    AgentState, MANIFEST, Manifest, MeshTest, PairFigures, PairTest, PassSpec, RESULTS, TestKey,
+    read_manifest, results_from,
 };
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
@@ -31,12 +31,10 @@ use crate::experiments::stream::cell::{StreamConfig, run_once};
 use crate::experiments::stream::record::{
     Amount, Direction, EndpointReport, Flows, StreamResult, UdpPace,
 };
-use crate::record::now_rfc3339;
 use crate::record::testbed::Placement;
+use crate::record::{RecordWriter, now_rfc3339};
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -86,7 +84,7 @@ pub struct Summary {
 
 /// The run directory's results file, shared by the pairs' threads.
 struct Results {
-    file: Mutex<File>,
+    file: Mutex<RecordWriter>,
     /// Finished (measured) tests, by (from, to, test): skipped on resume.
     measured: Mutex<HashSet<TestKey>>,
     /// Tests already written as failed in this run.
@@ -99,14 +97,9 @@ struct Results {
 
 impl Results {
     fn write(&self, line: &PairTest) -> anyhow::Result<()> {
-        let mut text = serde_json::to_string(line)?;
-        text.push('\n');
         {
             let mut file = lock(&self.file);
-            if let Err(e) = file
-                .write_all(text.as_bytes())
-                .and_then(|()| file.sync_data())
-            {
+            if let Err(e) = file.write_line(line) {
                 lock(&self.broken).get_or_insert_with(|| e.to_string());
                 return Err(e).context("writing results.jsonl");
             }
@@ -203,12 +196,12 @@ impl MeshRun {
     /// tests in flight were not written (a `--resume` measures them), and
     /// what was measured stays.
     fn stop_if_interrupted(&self, results: &Results) -> anyhow::Result<()> {
-        if !crate::experiment::processes::interrupted() {
+        if !crate::controller::processes::interrupted() {
             return Ok(());
         }
         let saved = lock(&results.counts).0;
         Err(
-            anyhow::Error::new(crate::experiment::MeasureError::Interrupted { saved }).context(
+            anyhow::Error::new(crate::controller::MeasureError::Interrupted { saved }).context(
                 format!(
                     "the mesh stopped; --resume {} finishes it",
                     self.dir.display()
@@ -456,18 +449,11 @@ impl MeshRun {
                 agents: Vec::new(),
             }
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&results_path)
-            .with_context(|| format!("opening {}", results_path.display()))?;
-        // A line torn by a killed controller or a full disk ends here, so
-        // the next line starts on its own (the torn one is skipped on reading).
-        let torn = last_byte(&results_path).is_some_and(|b| b != b'\n');
-        if torn {
-            file.write_all(b"\n")
-                .with_context(|| format!("writing {}", results_path.display()))?;
-        }
+        // The records' writer, each line synced: a line torn by a killed
+        // controller or a full disk is ended first (and skipped on reading).
+        let file = RecordWriter::append(&results_path)
+            .with_context(|| format!("opening {}", results_path.display()))?
+            .durable();
         Ok((
             manifest,
             Results {
@@ -682,7 +668,7 @@ impl MeshRun {
             .map(|d| self.line(hosts, *d, test, at, now_rfc3339()))
             .collect();
         if lines.iter().all(|l| results.finished(&l.key()))
-            || crate::experiment::processes::interrupted()
+            || crate::controller::processes::interrupted()
         {
             return (false, 0.0);
         }
@@ -730,7 +716,7 @@ impl MeshRun {
                 }
             }
             // Stopped by the user, not failed: left for a --resume.
-            Err(_) if crate::experiment::processes::interrupted() => {}
+            Err(_) if crate::controller::processes::interrupted() => {}
             Err(why) => {
                 failed = true;
                 say(&format!(
@@ -946,45 +932,4 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-/// The last byte of a file, if it has one.
-fn last_byte(path: &Path) -> Option<u8> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).ok()?;
-    file.seek(SeekFrom::End(-1)).ok()?;
-    let mut byte = [0u8];
-    file.read_exact(&mut byte).ok()?;
-    Some(byte[0])
-}
-
-/// The manifest of a run directory, checked as a new run's options are: a
-/// manifest edited by hand or by an attacker is refused, naming the field.
-pub fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {
-    let path = dir.join(MANIFEST);
-    let text = match crate::record::files::read_text(
-        &path,
-        crate::record::files::MAX_SMALL_FILE,
-        "a mesh manifest",
-    ) {
-        Ok(text) => text,
-        Err(e) if e.is_missing() => bail!(
-            "{} has no mesh run to resume (no {MANIFEST})",
-            dir.display()
-        ),
-        Err(e) => return Err(e.into()),
-    };
-    let manifest: Manifest =
-        serde_json::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
-    manifest
-        .check()
-        .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
-    Ok(manifest)
-}
-
-/// The tests a run directory holds, and each line skipped with why.
-pub fn results_of(dir: &Path) -> anyhow::Result<(Vec<PairTest>, Vec<String>)> {
-    let path = dir.join(RESULTS);
-    let lines = crate::record::files::record_lines(&path, "mesh results")?;
-    Ok(results_from(lines))
 }

@@ -18,18 +18,18 @@
 //! TCP_INFO (for `ssh`, its socket duplicated with `pidfd_getfd(2)`) the
 //! data segments received per KB of terminal data and their mean size.
 
+use crate::controller::CellError;
+use crate::controller::Interrupted;
+use crate::controller::helpers::Bed;
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::login::clients::LoginTarget;
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
-use crate::experiment::CellError;
-use crate::experiment::Interrupted;
-use crate::experiment::helpers::Bed;
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::runner::{MeasureCell, Measured};
-use crate::experiments::login::role::{LoginReply, LoginRequest};
+use crate::experiments::login::role::Terminal;
 use crate::experiments::login::servers::{self, ServerSpec};
 use crate::experiments::output::record::OutputData;
 use crate::experiments::output::record::OutputParams;
@@ -70,12 +70,16 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
     let driven = servers::drive(
         &mut terminal,
         &mut server,
-        &LoginRequest::Terminal(Box::new(spec)),
+        Terminal(spec),
         Duration::from_secs(660),
     );
     let (client, window) = match driven {
-        Ok((LoginReply::Terminal(client), Some(window))) => (*client, window),
-        Ok((other, _)) => return Err(terminal.out_of_turn("typing the file", &other).into()),
+        Ok((client, Some(window))) => (*client, window),
+        Ok((_, None)) => {
+            return Err(server.failed(CellError::Refused(
+                "the terminal finished without opening its measured window".into(),
+            )));
+        }
         Err(e) => return Err(server.failed(e)),
     };
     terminal.finish();
@@ -196,7 +200,7 @@ impl MeasureCell for OutputMeasure {
     }
 
     fn measure(&mut self, cell: &OutputParams) -> Result<Measured<OutputData>, Interrupted> {
-        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| OutputData {
+        crate::controller::measured(cell.placement.name(), run_cell(cell), |result| OutputData {
             params: cell.clone(),
             result,
         })

@@ -4,8 +4,8 @@
 use super::cell::{OutputMeasure, OutputPlan};
 use super::record::OutputParams;
 use super::report;
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile, where_run};
 use crate::endpoint::login::host::{Dialect, Target};
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile, where_run};
 use crate::record::testbed::Placement;
 use crate::testbed::netns::has_net_admin;
 use crate::units::format_size;

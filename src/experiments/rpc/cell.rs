@@ -8,15 +8,15 @@
 //! run); the controller only starts them through the rpc role, waits, and
 //! records what they report.
 
+use crate::controller::Interrupted;
+use crate::controller::helpers::{Bed, start_helper, stop_helper};
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::processes::{ControlError, Wait};
+use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::rpc::RpcClientSpec;
-use crate::experiment::Interrupted;
-use crate::experiment::helpers::{Bed, start_helper, stop_helper};
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::processes::{ControlError, Wait};
-use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::rpc::record::RpcData;
 use crate::experiments::rpc::record::{Purpose, RpcParams, RpcResult};
-use crate::experiments::rpc::role::{RpcReply, RpcRequest, RpcRole};
+use crate::experiments::rpc::role::{Call, Serve, Stop};
 use crate::record::stats::Spread;
 use crate::testbed::capture::{Capture, CaptureSpec};
 use std::net::SocketAddr;
@@ -27,15 +27,12 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
     let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
     let bind = launcher.address(End::To);
     let mut server = launcher.spawn("rpc server", End::To)?;
-    let serve = RpcRequest::Serve {
+    let serve = Serve {
         bind: SocketAddr::from((bind, 0)),
         options: params.server.clone(),
         guard: launcher.guard(End::To),
     };
-    let RpcReply::Serving { port } = server.ask::<RpcRole>(&serve, Wait::up_to(10, "starting"))?
-    else {
-        return Err(server.out_of_turn("starting", &serve));
-    };
+    let port = server.call(serve, Wait::up_to(10, "starting"))?;
     // The capture is a testbed helper: on this host's loopback or
     // namespaces, not on an agent's host.
     let mut capture = if params.capture_timeline && launcher.agent(End::From).is_none() {
@@ -56,7 +53,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         None
     };
     let mut client = launcher.spawn("rpc client", End::From)?;
-    let call = RpcRequest::Call(RpcClientSpec {
+    let call = Call(RpcClientSpec {
         server: SocketAddr::from((bind, port)),
         proto: params.proto,
         strategy: params.strategy,
@@ -66,10 +63,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         reps: params.reps,
         token: launcher.token(),
     });
-    let RpcReply::Called(report) = client.ask::<RpcRole>(&call, Wait::until_done("calling"))?
-    else {
-        return Err(client.out_of_turn("calling", &call));
-    };
+    let report = client.call(call, Wait::until_done("calling"))?;
     client.finish();
     let timeline_capture = match capture.as_mut() {
         Some(capture) => Some(stop_helper::<Capture>(capture, 10)?),
@@ -79,11 +73,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         capture.finish();
     }
     server.wait_through_interrupt();
-    let RpcReply::Stopped(served) =
-        server.ask::<RpcRole>(&RpcRequest::Stop, Wait::up_to(10, "stopping"))?
-    else {
-        return Err(server.out_of_turn("stopping", &RpcRequest::Stop));
-    };
+    let served = server.call(Stop, Wait::up_to(10, "stopping"))?;
     server.finish();
     let netns = bed.map(Bed::finish).transpose()?;
     let per_100: Vec<f64> = report
@@ -130,7 +120,7 @@ impl MeasureCell for RpcMeasure {
     }
 
     fn measure(&mut self, cell: &RpcParams) -> Result<Measured<RpcData>, Interrupted> {
-        crate::experiment::measured(cell.placement.name(), run_cell(cell), |result| RpcData {
+        crate::controller::measured(cell.placement.name(), run_cell(cell), |result| RpcData {
             params: cell.clone(),
             result,
         })

@@ -4,7 +4,7 @@
 use super::cell::RpcMeasure;
 use super::plan::{RpcPlan, measure_and_explain};
 use super::report;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
 
 /// The lab's RPC grid.
 #[derive(Debug, Clone)]

@@ -2,12 +2,12 @@
 //! explained, and `--find-cliffs` mapping where a stall begins and ends.
 //! Arguments become an [`RpcPlan`]; `plan` runs it.
 
+use crate::controller::processes::wait_for_interrupt;
 use crate::endpoint::rpc::Proto;
 use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
-use crate::experiment::processes::wait_for_interrupt;
 use crate::experiments::rpc::cell::RpcMeasure;
 use crate::experiments::rpc::plan as rpc_search;
 use crate::experiments::rpc::plan::RpcPlan;

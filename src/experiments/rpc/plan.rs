@@ -20,11 +20,11 @@
 //! mocks with known stalls.
 
 use crate::analysis::cliff::{DEFAULT_FACTOR, find_cliffs as model_cliffs};
+use crate::controller::MeasureError;
+use crate::controller::placement;
+use crate::controller::runner::{MeasureCell, Runner};
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::{Proto, server::ServerOptions};
-use crate::experiment::MeasureError;
-use crate::experiment::placement;
-use crate::experiment::runner::{MeasureCell, Runner};
 use crate::experiments::rpc::analysis::{
     Finding, StallRange, coarse_sizes, findings_from_records, flag_cliffs, is_stall,
     mean_ms_per_call, mss_for_mtu, stall_ranges,
@@ -435,9 +435,9 @@ pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::Interrupted;
-    use crate::experiment::runner::Measured;
-    use crate::experiment::runner::mock::{Mock, runner};
+    use crate::controller::Interrupted;
+    use crate::controller::runner::Measured;
+    use crate::controller::runner::mock::{Mock, runner};
     use crate::experiments::rpc::record::RpcResult;
 
     /// A made-up RPC cell: `ms` per call, the median call too.

@@ -64,7 +64,7 @@ pub struct RpcResult {
     pub server_port: u16,
     /// Where each call's time went (`analysis::call_split`), as measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_split: Option<crate::experiments::rpc::analysis::CallSplit>,
+    pub call_split: Option<CallSplit>,
 }
 
 /// Why an RPC cell ran. Written as the strings records have always carried:
@@ -105,6 +105,103 @@ impl From<String> for Purpose {
                 None => Purpose::Other(text),
             },
         }
+    }
+}
+
+/// A part of a call's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPart {
+    /// Serialization and propagation on the path.
+    Wire,
+    /// Both kernels' CPU: system calls, TCP/IP or UDP/IP, copies.
+    Stack,
+    /// Both ends runnable but waiting for a CPU (schedstat's run delay).
+    WakeUps,
+    /// The server's procedure: decoding the call, running it, encoding the reply.
+    Server,
+    /// The client's own user-space work, and any busy-poll spinning.
+    Client,
+    /// Neither end running, queued for a CPU nor on the wire: both asleep,
+    /// waiting on a timer (a delayed ACK) or on a wake-up's way to a
+    /// sleeping core.
+    Waiting,
+}
+
+impl CallPart {
+    pub fn name(self) -> &'static str {
+        match self {
+            CallPart::Wire => "the wire",
+            CallPart::Stack => "the kernels' stack",
+            CallPart::WakeUps => "waiting for a CPU",
+            CallPart::Server => "the server's work",
+            CallPart::Client => "the client's work",
+            CallPart::Waiting => "both ends asleep",
+        }
+    }
+}
+
+/// Where one call's time went: each part in µs per call (means over every
+/// call of the cell), set against the measured call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallSplit {
+    /// The measured call, µs (mean over all calls).
+    pub call_us: f64,
+    pub wire_us: f64,
+    /// The part of the wire that is propagation (both ways); the rest is
+    /// serialization (and an emulator's own delay).
+    pub propagation_us: f64,
+    /// How the wire was counted.
+    pub wire_from: String,
+    pub stack_us: f64,
+    /// Run delay of both ends per call; none where an end's schedstat
+    /// could not be read.
+    pub wakeup_us: Option<f64>,
+    /// Context switches of both ends per call, voluntary and involuntary.
+    pub switches_per_call: f64,
+    /// Of those, the voluntary ones: each a sleep (0 in a record from
+    /// before they were told apart).
+    #[serde(default)]
+    pub sleeps_per_call: f64,
+    /// None in a record from before the server timed its work.
+    pub server_us: Option<f64>,
+    pub client_us: f64,
+    /// What is left: the call minus every part counted (0 when they overlap).
+    pub waiting_us: f64,
+    /// By how much the counted parts exceed the call (both ends' CPU ran
+    /// at once, or the wire's figure is a bound that holds kernel time).
+    pub overlap_us: f64,
+    pub system_calls_per_call: f64,
+    /// The largest part.
+    pub bound: CallPart,
+    /// The fix an engineer would try for it.
+    pub fix: String,
+    /// What could not be counted, and so sits in `waiting_us`.
+    pub missing: Vec<String>,
+}
+
+impl CallSplit {
+    pub fn parts(&self) -> [(CallPart, f64); 6] {
+        [
+            (CallPart::Wire, self.wire_us),
+            (CallPart::Stack, self.stack_us),
+            (CallPart::WakeUps, self.wakeup_us.unwrap_or(0.0)),
+            (CallPart::Server, self.server_us.unwrap_or(0.0)),
+            (CallPart::Client, self.client_us),
+            (CallPart::Waiting, self.waiting_us),
+        ]
+    }
+
+    /// The bound's share of the call, or of the parts counted where they
+    /// overlap and add up to more than the call.
+    pub fn share(&self) -> f64 {
+        let part = self
+            .parts()
+            .iter()
+            .find(|(p, _)| *p == self.bound)
+            .map_or(0.0, |(_, us)| *us);
+        let whole = self.call_us + self.overlap_us;
+        if whole > 0.0 { part / whole } else { 0.0 }
     }
 }
 

@@ -2,10 +2,11 @@
 //! and UDP, local and remote, the 1989 figures beside), the cliffs and their
 //! causes, and the stall ranges of `--find-cliffs`.
 
+use crate::experiments::rpc::analysis::call_split;
 use crate::experiments::rpc::analysis::rpc_below_bound;
 use crate::experiments::rpc::analysis::{self as rpc, diagnosis_reruns};
-use crate::experiments::rpc::analysis::{CallPart, CallSplit, call_split};
 use crate::experiments::rpc::analysis::{Finding, StallRange, mean_ms_per_100, results};
+use crate::experiments::rpc::record::{CallPart, CallSplit};
 use crate::experiments::rpc::record::{Record, RpcData, RpcParams, RpcResult};
 use crate::model::sunos4;
 use crate::report::figures::{Figure, Mark, Series, Style, caption};

@@ -34,6 +34,29 @@ pub enum RpcReply {
     Stopped(Box<ServerReport>),
 }
 
+/// Serve netlab's RPC program on TCP and UDP at `bind`: the port.
+#[derive(Debug)]
+pub struct Serve {
+    pub bind: SocketAddr,
+    pub options: ServerOptions,
+    pub guard: Option<DataGuard>,
+}
+/// One cell's calls as the client: their account.
+#[derive(Debug)]
+pub struct Call(pub RpcClientSpec);
+/// Stop the server: its account.
+#[derive(Debug)]
+pub struct Stop;
+
+crate::endpoint::role::requests! { RpcRole:
+    Serve, |Serve { bind, options, guard }| RpcRequest::Serve { bind, options, guard };
+    RpcReply::Serving { port } => u16 = port;
+    Call, |Call(spec)| RpcRequest::Call(spec);
+    RpcReply::Called(report) => Box<RpcClientReport> = report;
+    Stop, |Stop| RpcRequest::Stop;
+    RpcReply::Stopped(report) => Box<ServerReport> = report;
+}
+
 /// The server this endpoint runs, if any.
 #[derive(Default)]
 pub struct RpcRole {
@@ -83,6 +106,11 @@ impl Role for RpcRole {
             }
             RpcRequest::Call(spec) => {
                 policy.part_of(run, Self::ROLE, "an RPC client")?;
+                // Over TCP and UDP alike the client sends its calls only
+                // after the server consented to the run's token.
+                if spec.token.is_none() {
+                    return Err("an RPC client through an agent calls only after the server's consent, and the controller sent no run token to ask it with".into());
+                }
                 let bytes = (spec.size as u64)
                     .saturating_mul(spec.calls as u64)
                     .saturating_mul(spec.reps as u64);

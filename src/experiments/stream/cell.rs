@@ -8,12 +8,12 @@
 //! path, and turns the two endpoint reports into one [`Record`].
 
 use crate::analysis::limits::judge;
+use crate::controller::Interrupted;
+use crate::controller::helpers::Bed;
+use crate::controller::launcher::{End, Launcher};
+use crate::controller::processes::{ControlError, EndpointProcess, Sent, Wait};
+use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::stall::STALL_PHRASE;
-use crate::experiment::Interrupted;
-use crate::experiment::helpers::Bed;
-use crate::experiment::launcher::{End, Launcher};
-use crate::experiment::processes::{ControlError, EndpointProcess, Wait};
-use crate::experiment::runner::{MeasureCell, Measured};
 use crate::experiments::stream::analysis::{
     combined_figures, figures, flow_evidence, jain_fairness, udp_loss_sites,
 };
@@ -29,9 +29,8 @@ use crate::experiments::stream::record::StreamParams;
 use crate::experiments::stream::record::StreamResult;
 use crate::experiments::stream::record::SweepContext;
 use crate::experiments::stream::record::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
-use crate::experiments::stream::role::{
-    ReceiveSpec, SendSpec, StreamReply, StreamRequest, StreamRole,
-};
+use crate::experiments::stream::role::{Connect, Go, Listen};
+use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::measure::procstat;
 use crate::record::testbed::Placement;
 use crate::units::format_size;
@@ -396,7 +395,7 @@ fn set_up(
     } else {
         config.port.saturating_add(index as u16)
     };
-    let receive = StreamRequest::Receive(Box::new(ReceiveSpec {
+    let receive = Listen(ReceiveSpec {
         bind: SocketAddr::from((launcher.address(receive_end), port)),
         options: config.options.clone(),
         strategy: config.recv,
@@ -409,13 +408,9 @@ fn set_up(
         limit_bytes: None,
         udp: config.udp.is_some(),
         udp_clock_shared: launcher.same_host(),
-    }));
-    let StreamReply::Listening { addr } =
-        receiver.ask::<StreamRole>(&receive, setup("setting up"))?
-    else {
-        return Err(receiver.out_of_turn("setting up", &receive));
-    };
-    let send = StreamRequest::Send(Box::new(SendSpec {
+    });
+    let addr = receiver.call(receive, setup("setting up"))?;
+    let send = Connect(SendSpec {
         connect: addr,
         options: config.options.clone(),
         strategy: config.send,
@@ -425,11 +420,8 @@ fn set_up(
         token: launcher.token(),
         interval_s: config.interval_s,
         udp: config.udp,
-    }));
-    let StreamReply::Connected { .. } = sender.ask::<StreamRole>(&send, setup("connecting"))?
-    else {
-        return Err(sender.out_of_turn("connecting", &send));
-    };
+    });
+    sender.call(send, setup("connecting"))?;
     Ok(Pair {
         sender,
         receiver,
@@ -441,6 +433,7 @@ fn set_up(
 /// only after its receiver has closed), looking at the receiver meanwhile.
 fn wait_for(
     pair: &mut Pair,
+    go: &Sent<Go>,
     limit: Option<Duration>,
     start: Instant,
     on_interval: &mut dyn FnMut(&IntervalSample),
@@ -454,13 +447,12 @@ fn wait_for(
             timeout: Some(Duration::from_millis(200)),
             what: "sending",
         };
-        let heard = sender.reply::<StreamRole>(sending, &mut |_| {}, &mut |sample, _| {
+        let heard = sender.answer(go, sending, &mut |_| {}, &mut |sample, _| {
             on_interval(&sample);
             Ok(())
         });
         match heard {
-            Ok(StreamReply::Done(report)) => break report,
-            Ok(other) => return Err(sender.out_of_turn("sending", &other)),
+            Ok(report) => break report,
             Err(ControlError::Timeout { .. }) => {
                 if limit.is_some_and(|l| start.elapsed() > l) {
                     return Err(ControlError::Timeout {
@@ -470,25 +462,23 @@ fn wait_for(
                     });
                 }
                 if received.is_none() {
-                    received = match receiver_report(receiver) {
+                    received = match receiver_report(receiver, go) {
                         Ok(report) => report,
-                        Err(e) => return Err(with_other_side(e, sender, false)),
+                        Err(e) => return Err(with_other_side(e, sender, go, false)),
                     };
                 }
             }
-            Err(e) => return Err(with_other_side(e, receiver, true)),
+            Err(e) => return Err(with_other_side(e, receiver, go, true)),
         }
     };
     let received = match received {
         Some(report) => report,
-        None => match receiver.reply::<StreamRole>(
+        None => receiver.answer(
+            go,
             Wait::up_to(10, "finishing"),
             &mut |_| {},
             &mut |_, _| Ok(()),
-        )? {
-            StreamReply::Done(report) => report,
-            other => return Err(receiver.out_of_turn("finishing", &other)),
-        },
+        )?,
     };
     Ok((*sent, *received))
 }
@@ -500,12 +490,14 @@ fn wait_for(
 fn with_other_side(
     failed: ControlError,
     other: &mut EndpointProcess,
+    go: &Sent<Go>,
     other_is_receiver: bool,
 ) -> ControlError {
     let stalled = |e: &ControlError| matches!(e, ControlError::Failed { message, .. } if message.starts_with(STALL_PHRASE));
     // Both ends' waits began when the bytes stopped; the other's ends soon.
     let wait = if stalled(&failed) { 2000 } else { 500 };
-    let heard = other.reply::<StreamRole>(
+    let heard = other.answer(
+        go,
         Wait {
             timeout: Some(Duration::from_millis(wait)),
             what: if other_is_receiver {
@@ -582,16 +574,17 @@ pub fn run_once(
     };
     let stat_before = procstat::StatSnapshot::read().ok();
     let start = Instant::now();
+    let mut go = None;
     for pair in &mut pairs {
-        pair.receiver
-            .send_request::<StreamRole>(&StreamRequest::Go)?;
+        go = Some(pair.receiver.send(Go)?);
     }
     for pair in &mut pairs {
-        pair.sender.send_request::<StreamRole>(&StreamRequest::Go)?;
+        go = Some(pair.sender.send(Go)?);
     }
+    let go = go.expect("a stream has at least one flow");
     let mut flows = Vec::new();
     for (index, pair) in pairs.iter_mut().enumerate() {
-        let (sender, receiver) = wait_for(pair, limit, start, &mut |s| on_interval(index, s))?;
+        let (sender, receiver) = wait_for(pair, &go, limit, start, &mut |s| on_interval(index, s))?;
         flows.push(FlowResult {
             reverse: pair.reverse,
             figures: figures(&sender, &receiver, config.record),
@@ -670,14 +663,14 @@ pub fn run_once(
 /// The receiver's report if it has finished, without blocking long.
 fn receiver_report(
     receiver: &mut EndpointProcess,
+    go: &Sent<Go>,
 ) -> Result<Option<Box<EndpointReport>>, ControlError> {
     let glance = Wait {
         timeout: Some(Duration::from_millis(1)),
         what: "receiving",
     };
-    match receiver.reply::<StreamRole>(glance, &mut |_| {}, &mut |_, _| Ok(())) {
-        Ok(StreamReply::Done(report)) => Ok(Some(report)),
-        Ok(other) => Err(receiver.out_of_turn("receiving", &other)),
+    match receiver.answer(go, glance, &mut |_| {}, &mut |_, _| Ok(())) {
+        Ok(report) => Ok(Some(report)),
         Err(ControlError::Timeout { .. }) => Ok(None),
         Err(e) => Err(e),
     }
@@ -767,11 +760,11 @@ pub struct Confident {
 /// Runs `config` again and again until [`Confidence`] is met or its
 /// maximum reached; every run is a record.
 pub fn run_until_confident<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
-    runner: &mut crate::experiment::runner::Runner,
+    runner: &mut crate::controller::runner::Runner,
     measure: &mut M,
     config: &StreamConfig,
     asked: Confidence,
-) -> Result<(Vec<Record>, Confident), crate::experiment::MeasureError> {
+) -> Result<(Vec<Record>, Confident), crate::controller::MeasureError> {
     let mut records = Vec::new();
     let mut throughputs = Vec::new();
     let mut confident = Confident {
@@ -852,7 +845,7 @@ impl MeasureCell for StreamMeasure {
             }),
             None => run_once(config, &mut |_, _| {}),
         };
-        crate::experiment::measured(config.placement.name(), result, |result| StreamData {
+        crate::controller::measured(config.placement.name(), result, |result| StreamData {
             params: StreamParams {
                 design: cell.design.clone(),
                 ..config.params(cell.repeat_index, cell.sweep.clone())
@@ -884,7 +877,7 @@ mod tests {
 
     /// A mock stream whose runs measure `throughputs` in turn.
     fn confident_after(throughputs: &[f64], asked: Confidence) -> Confident {
-        use crate::experiment::runner::mock::{Mock, runner};
+        use crate::controller::runner::mock::{Mock, runner};
         let mut next = throughputs.iter().copied();
         let mut measure = Mock::new(|_: &StreamCell| {
             let mut record = crate::experiments::stream::record::fixture_stream_run();

@@ -6,8 +6,8 @@
 use super::cell::{StreamCell, StreamConfig, StreamMeasure};
 use super::record::Amount;
 use super::report;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
-use crate::experiment::profile::Profiling;
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::controller::profile::Profiling;
 use crate::record::testbed::Placement;
 use crate::testbed::netns::has_net_admin;
 

@@ -7,5 +7,6 @@ pub mod options;
 pub mod record;
 pub mod report;
 pub mod role;
+pub mod spec;
 pub mod transfer;
 pub mod udp;

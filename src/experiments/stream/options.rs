@@ -313,9 +313,9 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
             Amount::Seconds(s) => (Some(s), None),
             Amount::Bytes(b) => (None, Some(b)),
         };
-        crate::experiment::remote::check_budget(
+        crate::controller::remote::check_budget(
             &[from, to],
-            crate::experiment::remote::RunBudget {
+            crate::controller::remote::RunBudget {
                 cell_seconds,
                 cells: args.repeat,
                 cell_bytes,

@@ -12,6 +12,11 @@ use crate::record::testbed::{CaptureReport, EmulatorReport, LinkFacts, Placement
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The shortest and longest UDP test datagrams (header included; IPv4's
+/// largest UDP payload).
+pub const MIN_LENGTH: usize = crate::wire::udpstream::HEADER_LEN + 8;
+pub const MAX_LENGTH: usize = 65_507;
+
 /// How the sender hands bytes to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -278,10 +283,7 @@ impl UdpPace {
     /// from its options and again by an agent from the controller's
     /// request (a zero length or rate would panic or stall the sender).
     pub fn check(&self) -> Result<(), String> {
-        let (lo, hi) = (
-            crate::experiments::stream::udp::MIN_LENGTH,
-            crate::experiments::stream::udp::MAX_LENGTH,
-        );
+        let (lo, hi) = (MIN_LENGTH, MAX_LENGTH);
         if !(lo..=hi).contains(&self.length) {
             return Err(format!(
                 "a UDP length of {} bytes: give {lo} to {hi} (netlab's header is 24)",

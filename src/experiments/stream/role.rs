@@ -5,67 +5,14 @@
 //! receiver asked for progress sends byte counts about four times a second.
 
 use crate::endpoint::agent::policy::Policy;
-use crate::endpoint::protocol::{DataGuard, Token};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
-use crate::experiments::stream::record::{
-    Amount, BudgetUse, EndpointReport, IntervalSample, RecvStrategy, SendStrategy, SocketOptions,
-    UdpPace,
-};
+use crate::experiments::stream::record::{Amount, BudgetUse, EndpointReport, IntervalSample};
+use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::experiments::stream::transfer::{Receiver, Sender};
 use crate::experiments::stream::udp::{UdpReceiver, UdpSender};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-
-/// Receiver set-up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReceiveSpec {
-    pub bind: SocketAddr,
-    pub options: SocketOptions,
-    pub strategy: RecvStrategy,
-    pub verify: bool,
-    /// Send [`Reply::Progress`] about four times a second.
-    pub progress: bool,
-    /// The interface whose counters to report (netns placement).
-    #[serde(default)]
-    pub interface: Option<String>,
-    /// Through an agent: who may connect, with which token.
-    #[serde(default)]
-    pub guard: Option<DataGuard>,
-    /// Through an agent: the most bytes the receiver takes.
-    #[serde(default)]
-    pub limit_bytes: Option<u64>,
-    /// `--udp`: receive test datagrams on a UDP socket instead.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub udp: bool,
-    /// Both ends read the same CLOCK_MONOTONIC (one host), so one-way
-    /// latency can be measured.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub udp_clock_shared: bool,
-}
-
-/// Sender set-up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SendSpec {
-    pub connect: SocketAddr,
-    pub options: SocketOptions,
-    pub strategy: SendStrategy,
-    pub record: usize,
-    pub amount: Amount,
-    /// The interface whose counters to report (netns placement).
-    #[serde(default)]
-    pub interface: Option<String>,
-    /// Through an agent: the run token, sent first on the connection.
-    #[serde(default)]
-    pub token: Option<Token>,
-    /// Sample TCP_INFO every this many seconds and report each interval
-    /// as it ends (`--interval`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval_s: Option<f64>,
-    /// `--udp`: paced datagrams instead of a TCP stream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp: Option<UdpPace>,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum StreamRequest {
@@ -82,6 +29,25 @@ pub enum StreamReply {
     Listening { addr: SocketAddr },
     Connected { local: SocketAddr },
     Done(Box<EndpointReport>),
+}
+
+/// Listen (or bind, for UDP): the address listened on.
+#[derive(Debug)]
+pub struct Listen(pub ReceiveSpec);
+/// Connect (or open a UDP socket): the local address.
+#[derive(Debug)]
+pub struct Connect(pub SendSpec);
+/// Move the bytes now: the end's report.
+#[derive(Debug)]
+pub struct Go;
+
+crate::endpoint::role::requests! { StreamRole:
+    Listen, |Listen(spec)| StreamRequest::Receive(Box::new(spec));
+    StreamReply::Listening { addr } => SocketAddr = addr;
+    Connect, |Connect(spec)| StreamRequest::Send(Box::new(spec));
+    StreamReply::Connected { local } => SocketAddr = local;
+    Go, |Go| StreamRequest::Go;
+    StreamReply::Done(report) => Box<EndpointReport> = report;
 }
 
 /// What the endpoint holds between set-up and `Go`.

@@ -27,8 +27,7 @@ use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::ZerocopyReceiveStats;
 use crate::experiments::stream::record::ZerocopyStats;
 use crate::experiments::stream::record::{ChronoShares, IntervalSample};
-use crate::experiments::stream::role::ReceiveSpec;
-use crate::experiments::stream::role::SendSpec;
+use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
 use crate::measure::schedstat::thread_run_delay_ns;
 use crate::measure::{

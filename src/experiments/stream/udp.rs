@@ -31,8 +31,7 @@ use crate::endpoint::protocol::{DataGuard, current_cpu};
 use crate::endpoint::ratelog::{RateLog, endpoint_line};
 use crate::experiments::stream::record::EndpointReport;
 use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
-use crate::experiments::stream::role::ReceiveSpec;
-use crate::experiments::stream::role::SendSpec;
+use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::experiments::stream::transfer::interface_delta;
 use crate::measure::ifstat::InterfaceCounters;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
@@ -46,11 +45,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long a sender through an agent says hello before it gives up on
-/// the receiver's consent (within the controller's 10 s for set-up).
-pub const CONSENT_TIME: Duration = Duration::from_secs(5);
-/// How often it says hello meanwhile.
-const HELLO_EVERY: Duration = Duration::from_millis(100);
 /// How often the receiver's wait for a hello looks at its stop flag.
 const CONSENT_TICK: Duration = Duration::from_millis(20);
 
@@ -64,10 +58,7 @@ const MIN_STRAGGLER_GRACE: Duration = Duration::from_millis(50);
 /// Socket buffers asked for on both ends (the kernel may grant less), so
 /// that what is lost is lost on the path, not in a small buffer.
 const SOCKET_BUFFER: usize = 4 << 20;
-/// The shortest and longest datagrams (header included; IPv4's largest
-/// UDP payload).
-pub const MIN_LENGTH: usize = HEADER_LEN + 8;
-pub const MAX_LENGTH: usize = 65_507;
+pub use crate::experiments::stream::record::{MAX_LENGTH, MIN_LENGTH};
 
 /// CLOCK_MONOTONIC in nanoseconds: shared by every process of one host
 /// (network namespaces included), not between hosts.
@@ -506,63 +497,6 @@ impl Counts {
     }
 }
 
-/// Says hello with `token` on the connected `socket` every [`HELLO_EVERY`]
-/// until the receiver's consent with the same token comes back (the
-/// socket is connected, so only the receiver's datagrams reach it), for at
-/// most [`CONSENT_TIME`].
-fn ask_consent(socket: &UdpSocket, token: &[u8]) -> io::Result<()> {
-    let hello = handshake(Kind::Hello, token);
-    let mut buf = [0u8; HEADER_LEN + 64];
-    let start = Instant::now();
-    let mut refused = false;
-    socket.set_read_timeout(Some(HELLO_EVERY))?;
-    while start.elapsed() < CONSENT_TIME {
-        match socket.send(&hello) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
-            Err(e) => return Err(e),
-        }
-        let asked_until = Instant::now() + HELLO_EVERY;
-        while Instant::now() < asked_until {
-            match socket.recv(&mut buf) {
-                Ok(n)
-                    if handshake_token(&buf[..n], Kind::Consent)
-                        .is_some_and(|t| guard::same(t, token)) =>
-                {
-                    socket.set_read_timeout(None)?;
-                    return Ok(());
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let peer = socket.peer_addr()?;
-    Err(io::Error::new(
-        io::ErrorKind::TimedOut,
-        format!(
-            "the receiver at {peer} did not consent within {} s{}; nothing was sent",
-            CONSENT_TIME.as_secs(),
-            if refused {
-                " (its host answered that no socket listens there)"
-            } else {
-                " (no answer: its agent did not open the port, or a firewall drops UDP on the path)"
-            }
-        ),
-    ))
-}
-
 /// A connected sender, not yet started.
 pub struct UdpSender {
     socket: UdpSocket,
@@ -581,7 +515,7 @@ impl UdpSender {
         socket.connect(&spec.connect.into())?;
         let socket: UdpSocket = socket.into();
         if let Some(token) = &spec.token {
-            ask_consent(&socket, token)?;
+            guard::ask_udp_consent(&socket, token)?;
         }
         Ok(UdpSender { socket, spec, pace })
     }

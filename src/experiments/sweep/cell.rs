@@ -12,8 +12,8 @@ use crate::analysis::{
     stats,
 };
 use crate::checksum::copy::CopyCost;
-use crate::experiment::MeasureError;
-use crate::experiment::runner::{MeasureCell, Runner};
+use crate::controller::MeasureError;
+use crate::controller::runner::{MeasureCell, Runner};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::Bottleneck;
@@ -700,14 +700,14 @@ pub fn refine<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::runner::Measured;
-    use crate::experiment::runner::mock::{Mock, runner};
+    use crate::controller::runner::Measured;
+    use crate::controller::runner::mock::{Mock, runner};
 
     /// Runs whose throughput is 100 MB/s, ±1% for 64-byte records and ±30%
     /// for 1 KB ones, alternating.
     fn answer(
         template: Record,
-    ) -> impl FnMut(&StreamCell) -> Result<Measured<StreamData>, crate::experiment::Interrupted>
+    ) -> impl FnMut(&StreamCell) -> Result<Measured<StreamData>, crate::controller::Interrupted>
     {
         let mut count = 0;
         move |cell: &StreamCell| {

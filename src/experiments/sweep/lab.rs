@@ -4,7 +4,7 @@
 
 use super::cell::{self as sweep, Precision, SweepConfig};
 use super::report;
-use crate::experiment::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
 use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::record::Amount;
 use crate::units::format_size;

@@ -31,118 +31,13 @@
 //! library's own CPU (XDR, `select`, the scheduler), retransmission,
 //! persist and slow start (no loss; see [`tcp`]).
 
+mod call;
+pub mod consts;
 mod sim;
 pub mod tcp;
 
+pub use call::{MAX_ARG_BYTES, Placement, call_writes};
 pub use sim::{Call, End, SimError, Trace, TraceEvent, simulate};
-
-/// Historical constants, each from the source that sets it.
-pub mod consts {
-    /// `tcp_sendspace` and `tcp_recvspace`, SunOS 4.1.3
-    /// `sys/netinet/in_proto.c` (and SunOS 3.4 `netinet/tcp_usrreq.c`):
-    /// `1024*4`.
-    pub const TCP_SPACE: u64 = 4096;
-    /// `MSIZE`, `sys/sys/mbuf.h`: the size of an mbuf.
-    pub const MSIZE: u64 = 128;
-    /// `MLEN = MSIZE - MMINOFF(12) - MTAIL(4)`, `sys/sys/mbuf.h`.
-    pub const MLEN: u64 = 112;
-    /// `MCLBYTES`, `sys/sys/mbuf.h`: 1024 where the page (`CLBYTES`, 8 KB
-    /// on a Sun-3) is larger.
-    pub const MCLBYTES: u64 = 1024;
-    /// `SEND_THRESH = MCLBYTES/2`, `sys/os/uipc_socket.c`: the least data
-    /// `sosend` puts in a cluster.
-    pub const SEND_THRESH: u64 = MCLBYTES / 2;
-    /// `SEND_CHUNK = MCLBYTES * 4`, `sys/os/uipc_socket.c`: the most
-    /// `sosend` copies before calling the protocol.
-    pub const SEND_CHUNK: u64 = MCLBYTES * 4;
-    /// `LOMTU = 1024+512`, `sys/netinet/if_loop.c`.
-    pub const LOOPBACK_MTU: u64 = 1536;
-    /// Ethernet's MTU (RFC 894).
-    pub const ETHERNET_MTU: u64 = 1500;
-    /// `sizeof(struct tcpiphdr)`: `tcp_mss` gives a peer on a local
-    /// network the interface MTU less this.
-    pub const TCPIP_HEADER: u64 = 40;
-    /// `PR_FASTHZ = 5`, `sys/sys/protosw.h`: `tcp_fasttimo` sends due
-    /// delayed ACKs every 200 ms.
-    pub const FASTTIMO_NS: u64 = 200_000_000;
-    /// `fix_buf_size`, `lib/libc/rpc/xdr_rec.c`: a send or receive buffer
-    /// of 0 (what `clnt_create` and `svctcp_create` pass) becomes 4000
-    /// bytes, the record mark included.
-    pub const XDRREC_BUFFER: u64 = 4000;
-    /// The record mark before each fragment (RFC 1057 section 10).
-    pub const RECORD_MARK: u64 = 4;
-    /// A call header with AUTH_NULL credentials and verifier (RFC 1057:
-    /// xid, type, rpcvers, prog, vers, proc, two 8-byte opaque_auth) and
-    /// the 4-byte length of the `opaque<>` argument.
-    pub const CALL_HEADER: u64 = 40 + 4;
-    /// An accepted reply with AUTH_NULL verifier and a void result: xid,
-    /// type, reply_stat, verifier (8), accept_stat.
-    pub const REPLY: u64 = 24;
-    /// Van Jacobson (1988) on a Sun-3/60: "800us per packet fixed costs"
-    /// (device setup, interrupt service, task handling, protocol), charged
-    /// to each end of every packet.
-    pub const PACKET_FIXED_NS: u64 = 800_000;
-    /// Van Jacobson (1988): Sun's checksum before his rewrite, "490us/KB",
-    /// over each segment and its 40-byte header, at each end.
-    pub const CHECKSUM_NS_PER_KB: u64 = 490_000;
-    /// Van Jacobson (1988): `copyin`/`copyout` before unrolling, "200us/KB".
-    pub const COPY_NS_PER_KB: u64 = 200_000;
-    /// 10 Mbit/s: 800 ns a byte.
-    pub const ETHERNET_NS_PER_BYTE: u64 = 800;
-    /// Preamble and start delimiter (8) and inter-frame gap (12), IEEE 802.3.
-    pub const ETHERNET_GAP_BYTES: u64 = 20;
-    /// Ethernet header and FCS.
-    pub const ETHERNET_FRAME_OVERHEAD: u64 = 18;
-    /// The least frame, header to FCS.
-    pub const ETHERNET_MIN_FRAME: u64 = 64;
-}
-
-/// Where the two processes run, as in the 1989 table's two columns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Placement {
-    /// Client and server on one Sun-3/60, over the loopback interface.
-    Local,
-    /// Two Sun-3/60s on a 10 Mbit/s Ethernet.
-    Remote,
-}
-
-impl Placement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Local => "local",
-            Placement::Remote => "remote",
-        }
-    }
-
-    /// `tcp_mss` (SunOS 4.1.3): the interface MTU less the headers for a
-    /// peer on a local network; the loopback interface for one's own
-    /// address.
-    pub fn maxseg(self) -> u64 {
-        match self {
-            Placement::Local => consts::LOOPBACK_MTU - consts::TCPIP_HEADER,
-            Placement::Remote => consts::ETHERNET_MTU - consts::TCPIP_HEADER,
-        }
-    }
-}
-
-/// The writes `xdrrec` makes for a call with an `opaque<>` argument of
-/// `arg_bytes`: full 4000-byte fragments, then the rest, each with its
-/// record mark (`xdrrec_putbytes` flushes a full buffer; `endofrecord`
-/// flushes the last fragment).
-pub fn call_writes(arg_bytes: u64) -> Vec<u64> {
-    let mut payload = consts::CALL_HEADER + arg_bytes.div_ceil(4) * 4;
-    let per_fragment = consts::XDRREC_BUFFER - consts::RECORD_MARK;
-    let mut writes = Vec::new();
-    loop {
-        let here = payload.min(per_fragment);
-        writes.push(here + consts::RECORD_MARK);
-        payload -= here;
-        if payload == 0 {
-            return writes;
-        }
-    }
-}
 
 /// The model's figures for one argument size.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -185,10 +80,6 @@ pub fn predict(arg_bytes: u64, placement: Placement) -> Result<Prediction, SimEr
         writes: call_writes(arg_bytes),
     })
 }
-
-/// The largest argument the model is asked about: a call of 64 KB is
-/// already sixteen fragments; beyond it nothing new happens.
-pub const MAX_ARG_BYTES: u64 = 65_536;
 
 /// The 1989 table's two columns.
 pub const PLACEMENTS: [Placement; 2] = [Placement::Local, Placement::Remote];

@@ -1,9 +1,9 @@
 //! The event loop: the client and server processes, their two TCP ends,
 //! one CPU (local) or two (remote), the wire, and `tcp_fasttimo`.
 
+use super::call::{MAX_ARG_BYTES, Placement, call_writes};
 use super::consts::*;
 use super::tcp::{Segment, Tcb};
-use super::{Placement, call_writes};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -17,9 +17,9 @@ pub enum SimError {
         arg_bytes: u64,
         placement: &'static str,
     },
-    #[error("argument size {0} is beyond the model's {max} bytes", max = super::MAX_ARG_BYTES)]
+    #[error("argument size {0} is beyond the model's {max} bytes", max = MAX_ARG_BYTES)]
     TooLarge(u64),
-    #[error("range {0}..{1}: the model takes LO <= HI <= {max}", max = super::MAX_ARG_BYTES)]
+    #[error("range {0}..{1}: the model takes LO <= HI <= {max}", max = MAX_ARG_BYTES)]
     BadRange(u64, u64),
 }
 

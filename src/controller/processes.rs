@@ -14,9 +14,10 @@
 //! still running: every exit path of the controller cleans up.
 
 use crate::endpoint::protocol::{Command, Reply};
-use crate::endpoint::role::Protocol;
+use crate::endpoint::role::{Protocol, Request};
 use crate::wire::control::{FrameReader, write_frame};
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -86,6 +87,14 @@ pub enum ControlError {
         seconds: f64,
         what: &'static str,
     },
+    /// A role's reply that answers another request than the one sent (a
+    /// role out of step with its controller).
+    #[error("{role} endpoint answered {asked} with {answered}")]
+    OutOfTurn {
+        role: &'static str,
+        asked: String,
+        answered: String,
+    },
     #[error("{role} endpoint sent an unexpected message while {what}: {reply}")]
     Unexpected {
         role: &'static str,
@@ -135,6 +144,27 @@ impl Wait {
 pub type OnEvent<'a, P> =
     dyn FnMut(<P as Protocol>::Event, &mut EndpointProcess) -> Result<(), ControlError> + 'a;
 
+/// A request sent to an endpoint and not yet answered: the handle that
+/// [`EndpointProcess::answer`] waits on, typed with the answer.
+pub struct Sent<R> {
+    /// The request, briefly, for an answer out of turn.
+    asked: String,
+    request: PhantomData<fn() -> R>,
+}
+
+/// At most this many characters of a request or reply in an error (a
+/// typing load's request carries its whole corpus).
+const BRIEF: usize = 160;
+
+/// `value`'s debug form, cut to [`BRIEF`] characters.
+fn brief(value: &impl std::fmt::Debug) -> String {
+    let full = format!("{value:?}");
+    match full.char_indices().nth(BRIEF) {
+        Some((cut, _)) => format!("{}...", &full[..cut]),
+        None => full,
+    }
+}
+
 /// How often a waiting controller looks at Ctrl-C and ticks its progress display.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -148,13 +178,27 @@ pub struct EndpointProcess {
     through_interrupt: bool,
 }
 
+/// How the controller reaches an endpoint on another host: the agent's
+/// link (`super::remote::AgentLink`), seen here only as what an endpoint
+/// needs of it, so that this file does not name the link's.
+pub trait AgentCourier: Send + Sync {
+    /// The agent's name, as the run names it.
+    fn name(&self) -> &str;
+    /// Sends `command` to endpoint `id` on the agent.
+    fn command(&self, id: u32, command: &Command) -> Result<(), ControlError>;
+    /// How endpoint `id` ended, as the agent said.
+    fn fate(&self, id: u32) -> String;
+    /// Stops routing endpoint `id`'s replies (it is finished with).
+    fn forget(&self, id: u32);
+}
+
 enum Channel {
     Pipe {
         child: Child,
         stdin: Option<ChildStdin>,
     },
     Agent {
-        link: Arc<super::remote::AgentLink>,
+        link: Arc<dyn AgentCourier>,
         id: u32,
         pid: u32,
     },
@@ -237,7 +281,7 @@ impl EndpointProcess {
     /// on `replies`; waits for it to say it is ready.
     pub(super) fn on_agent(
         role: &'static str,
-        link: Arc<super::remote::AgentLink>,
+        link: Arc<dyn AgentCourier>,
         id: u32,
         replies: mpsc::Receiver<io::Result<Reply>>,
     ) -> Result<EndpointProcess, ControlError> {
@@ -279,7 +323,7 @@ impl EndpointProcess {
     }
 
     /// Sends one command.
-    pub fn send(&mut self, command: &Command) -> Result<(), ControlError> {
+    fn send_command(&mut self, command: &Command) -> Result<(), ControlError> {
         let sent = match &mut self.channel {
             Channel::Pipe { stdin, .. } => {
                 let stdin = stdin.as_mut().ok_or_else(|| ControlError::Channel {
@@ -390,62 +434,72 @@ impl EndpointProcess {
         self.through_interrupt = true;
     }
 
-    /// Sends `request` to this endpoint's role for `P` and waits for its
-    /// reply: the one generic exchange every experiment uses. `wait`
+    /// Sends `request` to its role in this endpoint and waits for the
+    /// answer it gets: the one exchange every experiment uses. `wait`
     /// bounds the wait (`until_done`: as long as the role works, watched
-    /// for death and Ctrl-C) and names what is awaited in errors; byte
+    /// for death and Ctrl-C) and names what is awaited in errors.
+    pub fn call<R: Request>(&mut self, request: R, wait: Wait) -> Result<R::Answer, ControlError> {
+        self.call_hearing(request, wait, &mut |_| {}, &mut |_, _| Ok(()))
+    }
+
+    /// [`EndpointProcess::call`] that hears the role on the way: byte
     /// counts go to `progress` (and `None` every 100 ms, to tick), the
     /// role's events to `on_event`, which may answer this endpoint.
-    pub fn request<P: Protocol>(
+    pub fn call_hearing<R: Request>(
         &mut self,
-        request: &P::Request,
+        request: R,
         wait: Wait,
         progress: &mut dyn FnMut(Option<u64>),
-        on_event: &mut OnEvent<P>,
-    ) -> Result<P::Reply, ControlError> {
-        self.send_request::<P>(request)?;
-        self.reply::<P>(wait, progress, on_event)
+        on_event: &mut OnEvent<R::Role>,
+    ) -> Result<R::Answer, ControlError> {
+        let sent = self.send(request)?;
+        self.answer(&sent, wait, progress, on_event)
     }
 
     /// Lets a role that awaits the controller (at an event) go on.
     pub fn proceed(&mut self) -> Result<(), ControlError> {
-        self.send(&Command::Proceed)
+        self.send_command(&Command::Proceed)
     }
 
-    /// [`EndpointProcess::request`] that hears nothing on the way.
-    pub fn ask<P: Protocol>(
-        &mut self,
-        request: &P::Request,
-        wait: Wait,
-    ) -> Result<P::Reply, ControlError> {
-        self.request::<P>(request, wait, &mut |_| {}, &mut |_, _| Ok(()))
-    }
-
-    /// Sends `request` without waiting (see [`EndpointProcess::reply`]).
-    pub fn send_request<P: Protocol>(&mut self, request: &P::Request) -> Result<(), ControlError> {
-        let request = serde_json::to_value(request).map_err(|e| ControlError::Channel {
-            role: self.role,
-            source: io::Error::other(e),
-        })?;
-        self.send(&Command::Role {
-            role: P::ROLE.to_string(),
+    /// Sends `request` without waiting; [`EndpointProcess::answer`] waits.
+    pub fn send<R: Request>(&mut self, request: R) -> Result<Sent<R>, ControlError> {
+        let asked = brief(&request);
+        let request =
+            serde_json::to_value(request.into_wire()).map_err(|e| ControlError::Channel {
+                role: self.role,
+                source: io::Error::other(e),
+            })?;
+        self.send_command(&Command::Role {
+            role: <R::Role as Protocol>::ROLE.to_string(),
             request,
+        })?;
+        Ok(Sent {
+            asked,
+            request: PhantomData,
         })
     }
 
-    /// Waits for the reply of a request sent already.
-    pub fn reply<P: Protocol>(
+    /// Waits for the answer to a request sent already. A timeout leaves it
+    /// awaited: the same `sent` may be waited for again.
+    pub fn answer<R: Request>(
         &mut self,
+        sent: &Sent<R>,
         wait: Wait,
         progress: &mut dyn FnMut(Option<u64>),
-        on_event: &mut OnEvent<P>,
-    ) -> Result<P::Reply, ControlError> {
+        on_event: &mut OnEvent<R::Role>,
+    ) -> Result<R::Answer, ControlError> {
         let start = Instant::now();
         loop {
             let left = wait.timeout.map(|t| t.saturating_sub(start.elapsed()));
             match self.recv(left, wait.what, progress)? {
                 Reply::Role(value) => {
-                    return serde_json::from_value(value).map_err(|e| self.garbled(wait.what, e));
+                    let reply: <R::Role as Protocol>::Reply =
+                        serde_json::from_value(value).map_err(|e| self.garbled(wait.what, e))?;
+                    return R::answer(reply).map_err(|other| ControlError::OutOfTurn {
+                        role: self.role,
+                        asked: sent.asked.clone(),
+                        answered: brief(&other),
+                    });
                 }
                 Reply::Event(value) => {
                     let event =
@@ -465,22 +519,13 @@ impl EndpointProcess {
         }
     }
 
-    /// An error for a role's reply that answers another request than the
-    /// one sent (a role out of step with its controller).
-    pub fn out_of_turn(&self, what: &'static str, reply: &impl std::fmt::Debug) -> ControlError {
+    /// An error for a message that does not fit the exchange (a `Ready`
+    /// or `Progress` where a reply belongs).
+    fn unexpected(&self, what: &'static str, reply: &Reply) -> ControlError {
         ControlError::Unexpected {
             role: self.role,
             what,
-            reply: format!("{reply:?}"),
-        }
-    }
-
-    /// An error for a reply that does not fit the protocol's sequence.
-    pub fn unexpected(&self, what: &'static str, reply: &Reply) -> ControlError {
-        ControlError::Unexpected {
-            role: self.role,
-            what,
-            reply: format!("{reply:?}"),
+            reply: brief(reply),
         }
     }
 
@@ -504,7 +549,7 @@ impl EndpointProcess {
 
     /// Asks the endpoint to leave and reaps it (killing it if it lingers).
     pub fn finish(&mut self) {
-        let _ = self.send(&Command::Exit);
+        let _ = self.send_command(&Command::Exit);
         let deadline = Instant::now() + EXIT_GRACE;
         match &mut self.channel {
             Channel::Pipe { child, stdin } => {
@@ -616,7 +661,94 @@ pub fn describe_exit(status: std::process::ExitStatus) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::blocked_in;
+    use super::*;
+    use serde::{Deserialize, Serialize};
+    use std::sync::Mutex;
+
+    /// A role's protocol for the exchange alone: two requests, each with
+    /// its own reply.
+    #[derive(Debug, Serialize, Deserialize)]
+    enum ToyRequest {
+        Ping,
+        Sum(u32),
+    }
+    #[derive(Debug, Serialize, Deserialize)]
+    enum ToyReply {
+        Pong,
+        Total(u64),
+    }
+    struct ToyRole;
+    impl Protocol for ToyRole {
+        const ROLE: &'static str = "toy";
+        type Request = ToyRequest;
+        type Reply = ToyReply;
+        type Event = ();
+    }
+    #[derive(Debug)]
+    struct Ping;
+    #[derive(Debug)]
+    struct Sum(u32);
+    crate::endpoint::role::requests! { ToyRole:
+        Ping, |Ping| ToyRequest::Ping;
+        ToyReply::Pong => () = ();
+        Sum, |Sum(n)| ToyRequest::Sum(n);
+        ToyReply::Total(total) => u64 = total;
+    }
+
+    /// An agent's link that keeps what it is sent.
+    #[derive(Default)]
+    struct Courier {
+        sent: Mutex<Vec<String>>,
+    }
+    impl AgentCourier for Courier {
+        fn name(&self) -> &str {
+            "toy-agent"
+        }
+        fn command(&self, _: u32, command: &Command) -> Result<(), ControlError> {
+            self.sent.lock().unwrap().push(format!("{command:?}"));
+            Ok(())
+        }
+        fn fate(&self, _: u32) -> String {
+            "gone".into()
+        }
+        fn forget(&self, _: u32) {}
+    }
+
+    #[test]
+    fn a_call_gets_its_own_reply_and_one_out_of_turn_names_both() {
+        let courier = Arc::new(Courier::default());
+        let (tx, replies) = mpsc::channel();
+        let mut process = EndpointProcess {
+            role: "toy",
+            channel: Channel::Agent {
+                link: courier.clone(),
+                id: 1,
+                pid: 7,
+            },
+            replies,
+            through_interrupt: false,
+        };
+        tx.send(Ok(Reply::Role(serde_json::json!({"Total": 5}))))
+            .unwrap();
+        let total: u64 = process.call(Sum(2), Wait::up_to(1, "adding")).unwrap();
+        assert_eq!(total, 5);
+        assert!(courier.sent.lock().unwrap()[0].contains("Sum"));
+        // Answered with another request's reply: one error naming both.
+        tx.send(Ok(Reply::Role(serde_json::json!("Pong")))).unwrap();
+        let error = process.call(Sum(3), Wait::up_to(1, "adding")).unwrap_err();
+        assert!(matches!(error, ControlError::OutOfTurn { .. }), "{error:?}");
+        assert_eq!(error.to_string(), "toy endpoint answered Sum(3) with Pong");
+        // A unit request and its reply.
+        tx.send(Ok(Reply::Role(serde_json::json!("Pong")))).unwrap();
+        process.call(Ping, Wait::up_to(1, "pinging")).unwrap();
+        // A reply that is no reply of the protocol's is said as garbled.
+        tx.send(Ok(Reply::Role(serde_json::json!({"Other": 1}))))
+            .unwrap();
+        let error = process.call(Ping, Wait::up_to(1, "pinging")).unwrap_err();
+        assert!(error.to_string().contains("does not parse"), "{error}");
+        // Long requests and replies are cut in the error.
+        assert!(brief(&"x".repeat(1000)).len() < 200);
+    }
 
     #[test]
     fn a_sleeping_thread_s_system_call_is_named_but_the_control_channel_is_not() {

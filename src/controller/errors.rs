@@ -1,28 +1,7 @@
-//! One module per experiment: its plan, its orchestration of endpoint
-//! processes through the one [`runner`], the searches built on it, and the
-//! records it produces.
+//! How a cell or a grid of them ends other than with a result: the user
+//! interrupted it, a grid stopped early, a cell could not be measured.
 
-/// `return Err(CellError::Refused(format!(...)))`.
-macro_rules! refuse {
-    ($($arg:tt)*) => {
-        return Err($crate::experiment::CellError::Refused(format!($($arg)*)).into())
-    };
-}
-pub(crate) use refuse;
-
-pub mod doctor;
-pub mod helpers;
-pub mod lab;
-pub mod launcher;
-pub mod placement;
-pub mod processes;
-pub mod profile;
-pub mod progress;
-pub mod remote;
-pub mod runner;
-
-use processes::ControlError;
-use runner::Measured;
+use super::processes::ControlError;
 use thiserror::Error;
 
 /// The user interrupted a cell (Ctrl-C or SIGTERM).
@@ -92,24 +71,4 @@ impl CellError {
             detail: detail.into(),
         }
     }
-}
-
-/// Turns a run's outcome into what the runner records: the result, or the
-/// error that ended it (an interruption ends the grid instead). `data`
-/// builds the experiment's part from the result, absent when the run failed.
-pub fn measured<T, D, E: Into<CellError>>(
-    placement: &str,
-    outcome: Result<T, E>,
-    data: impl FnOnce(Option<Box<T>>) -> D,
-) -> Result<Measured<D>, Interrupted> {
-    let (result, error) = match outcome.map_err(Into::into) {
-        Ok(result) => (Some(Box::new(result)), None),
-        Err(CellError::Control(ControlError::Interrupted)) => return Err(Interrupted),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    Ok(Measured {
-        placement: placement.into(),
-        data: data(result),
-        error,
-    })
 }

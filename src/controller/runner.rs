@@ -17,8 +17,9 @@
 //! record, so they run against a mock [`MeasureCell`] in tests exactly as
 //! against endpoint processes.
 
+use super::errors::{CellError, Interrupted, MeasureError};
+use super::processes::ControlError;
 use super::progress::Progress;
-use super::{Interrupted, MeasureError};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordWriter, now_rfc3339};
 use serde::Serialize;
@@ -251,6 +252,26 @@ impl<'w> Runner<'w> {
     fn interrupted(&self) -> MeasureError {
         MeasureError::Interrupted { saved: self.saved }
     }
+}
+
+/// Turns a run's outcome into what the runner records: the result, or the
+/// error that ended it (an interruption ends the grid instead). `data`
+/// builds the experiment's part from the result, absent when the run failed.
+pub fn measured<T, D, E: Into<CellError>>(
+    placement: &str,
+    outcome: Result<T, E>,
+    data: impl FnOnce(Option<Box<T>>) -> D,
+) -> Result<Measured<D>, Interrupted> {
+    let (result, error) = match outcome.map_err(Into::into) {
+        Ok(result) => (Some(Box::new(result)), None),
+        Err(CellError::Control(ControlError::Interrupted)) => return Err(Interrupted),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Ok(Measured {
+        placement: placement.into(),
+        data: data(result),
+        error,
+    })
 }
 
 #[cfg(test)]

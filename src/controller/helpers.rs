@@ -3,13 +3,34 @@
 
 use super::launcher::{End, Launcher};
 use super::processes::{ControlError, EndpointProcess, Wait};
-use crate::endpoint::testbed::{Helper, HelperReply, HelperRequest, HelperRole};
+use crate::endpoint::testbed::{Helper, Start, Stop};
 use crate::record::testbed::{LinkVia, Placement, Realisation};
 use crate::testbed::{
     capture::{Capture, CaptureSpec},
     emulator::{Emulator, EmulatorSpec, TunSide},
     netns::Testbed,
 };
+use std::marker::PhantomData;
+
+/// A run's ends from its bed: here, beside the bed it needs (the
+/// launcher itself knows placements, not beds).
+impl Launcher {
+    /// The ends of a netns bed (or loopback when there is none).
+    pub fn for_bed(bed: Option<&Bed>) -> Launcher {
+        match bed {
+            None => Launcher::loopback(),
+            Some(bed) => Launcher::for_testbed(&bed.testbed),
+        }
+    }
+
+    /// The ends of `placement`: its bed's for netns, its agents' for remote.
+    pub fn for_run(placement: &Placement, bed: Option<&Bed>) -> Result<Launcher, ControlError> {
+        match placement {
+            Placement::Remote { from, to } => Launcher::remote(from, to),
+            _ => Ok(Launcher::for_bed(bed)),
+        }
+    }
+}
 
 /// Default queue of the wire emulator when the profile names none: enough
 /// for a window of a few MB, so an unshaped delayed link is not queue-bound.
@@ -106,11 +127,7 @@ pub fn start_helper<H: Helper>(
     process: &mut EndpointProcess,
     spec: H::Spec,
 ) -> Result<(), ControlError> {
-    let request = HelperRequest::Start(Box::new(spec));
-    match process.ask::<HelperRole<H>>(&request, Wait::up_to(10, "starting"))? {
-        HelperReply::Running => Ok(()),
-        other => Err(process.out_of_turn("starting", &other)),
-    }
+    process.call(Start::<H>(spec), Wait::up_to(10, "starting"))
 }
 
 /// Stops a testbed helper (after any Ctrl-C has been let through) and
@@ -121,10 +138,7 @@ pub fn stop_helper<H: Helper>(
 ) -> Result<H::Report, ControlError> {
     process.wait_through_interrupt();
     process.thaw();
-    match process.ask::<HelperRole<H>>(&HelperRequest::Stop, Wait::up_to(seconds, "stopping"))? {
-        HelperReply::Done(report) => Ok(*report),
-        other => Err(process.out_of_turn("stopping", &other)),
-    }
+    process.call(Stop::<H>(PhantomData), Wait::up_to(seconds, "stopping"))
 }
 
 /// What a netns run adds to the result.

@@ -251,7 +251,7 @@ impl AgentLink {
     }
 
     /// Sends `command` to endpoint `id`.
-    pub(super) fn command(&self, id: u32, command: &Command) -> Result<(), ControlError> {
+    fn command_endpoint(&self, id: u32, command: &Command) -> Result<(), ControlError> {
         self.send(&ToAgent::Endpoint {
             id,
             command: command.clone(),
@@ -259,7 +259,7 @@ impl AgentLink {
     }
 
     /// How endpoint `id` ended, as the agent said, or why the link is gone.
-    pub(super) fn fate(&self, id: u32) -> String {
+    fn fate_endpoint(&self, id: u32) -> String {
         if let Some(status) = lock(&self.shared.fates).get(&id) {
             return format!("on agent {}: {status}", self.name);
         }
@@ -271,9 +271,9 @@ impl AgentLink {
 
     /// Drops what the link keeps of endpoint `id`, telling the agent to
     /// stop it if it still runs.
-    pub(super) fn forget(&self, id: u32) {
+    fn forget_endpoint(&self, id: u32) {
         if lock(&self.shared.routes).remove(&id).is_some() {
-            let _ = self.command(id, &Command::Exit);
+            let _ = self.command_endpoint(id, &Command::Exit);
         }
         lock(&self.shared.fates).remove(&id);
     }
@@ -501,6 +501,24 @@ pub fn close_all() {
         for (_, link) in registry.links.drain() {
             link.bye();
         }
+    }
+}
+
+impl super::processes::AgentCourier for AgentLink {
+    fn name(&self) -> &str {
+        AgentLink::name(self)
+    }
+
+    fn command(&self, id: u32, command: &Command) -> Result<(), ControlError> {
+        self.command_endpoint(id, command)
+    }
+
+    fn fate(&self, id: u32) -> String {
+        self.fate_endpoint(id)
+    }
+
+    fn forget(&self, id: u32) {
+        self.forget_endpoint(id)
     }
 }
 

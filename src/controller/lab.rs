@@ -12,8 +12,8 @@
 //! [`Findings`], in core types only.
 
 use crate::analysis::costmodel::CostModel;
-use crate::experiment::runner::Runner;
-use crate::experiment::{CellError, MeasureError};
+use crate::controller::runner::Runner;
+use crate::controller::{CellError, MeasureError};
 use crate::record::testbed::Placement;
 use thiserror::Error;
 

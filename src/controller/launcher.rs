@@ -19,12 +19,10 @@
 //! Helpers that belong to the testbed (the wire emulator, in the root
 //! namespace; the capture, on side A) start through [`Launcher::helper`].
 
-use super::helpers::Bed;
 use super::processes::{ControlError, EndpointProcess};
 use super::remote::{self, AgentLink};
 use crate::endpoint::agent::source_toward;
 use crate::endpoint::protocol::{DataGuard, Token};
-use crate::record::testbed::Placement;
 use crate::testbed::netns::{ADDR_B, Testbed};
 use std::fs::File;
 use std::net::{IpAddr, Ipv4Addr};
@@ -85,22 +83,6 @@ impl Launcher {
     pub fn loopback() -> Launcher {
         Launcher {
             place: Place::Loopback,
-        }
-    }
-
-    /// The ends of a netns bed (or loopback when there is none).
-    pub fn for_bed(bed: Option<&Bed>) -> Launcher {
-        match bed {
-            None => Launcher::loopback(),
-            Some(bed) => Launcher::for_testbed(&bed.testbed),
-        }
-    }
-
-    /// The ends of `placement`: its bed's for netns, its agents' for remote.
-    pub fn for_run(placement: &Placement, bed: Option<&Bed>) -> Result<Launcher, ControlError> {
-        match placement {
-            Placement::Remote { from, to } => Launcher::remote(from, to),
-            _ => Ok(Launcher::for_bed(bed)),
         }
     }
 
