@@ -347,18 +347,27 @@ pub enum Door {
 }
 
 impl Door {
-    /// `listener` (bound and listening) as the door of a server with `guard`.
+    /// `listener` (bound and listening) as the door of a server with
+    /// `guard`. An open door's listener keeps its blocking mode (io_uring
+    /// accepts on a blocking one); see [`Door::nonblocking`].
     pub fn new(listener: TcpListener, guard: Option<DataGuard>) -> io::Result<Door> {
         match guard {
-            None => {
-                listener.set_nonblocking(true)?;
-                Ok(Door::Open(listener))
-            }
+            None => Ok(Door::Open(listener)),
             Some(guard) => Ok(Door::Gated(Gate::open(listener, guard)?)),
         }
     }
 
-    /// A connection now, or `WouldBlock`.
+    /// Makes [`Door::accept`] return at once (`WouldBlock`) when no
+    /// connection waits: the listener non-blocking (a gate's door is so
+    /// already).
+    pub fn nonblocking(self) -> io::Result<Door> {
+        if let Door::Open(listener) = &self {
+            listener.set_nonblocking(true)?;
+        }
+        Ok(self)
+    }
+
+    /// A connection now, or `WouldBlock` (on a [`Door::nonblocking`] door).
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         match self {
             Door::Open(listener) => listener.accept(),
@@ -618,6 +627,60 @@ mod tests {
         let gate = Gate::open(listener.into(), good.clone()).unwrap();
         let addr = gate.local_addr();
         (gate, addr, good)
+    }
+
+    #[test]
+    fn a_udp_sender_sends_after_the_consent_only_its_peer_with_its_token_gets() {
+        let listener = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let good = guard("127.0.0.1");
+        let hello = handshake(Kind::Hello, &good.token);
+        let from: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        assert!(udp_consent(&hello, from, &good).is_some());
+        // Another peer, another token, another kind, a data datagram.
+        let stranger: SocketAddr = "127.0.0.2:40000".parse().unwrap();
+        assert!(udp_consent(&hello, stranger, &good).is_none());
+        assert!(udp_consent(&handshake(Kind::Hello, &[1; TOKEN_LEN]), from, &good).is_none());
+        assert!(udp_consent(&handshake(Kind::Consent, &good.token), from, &good).is_none());
+        assert!(udp_consent(&[0u8; 64], from, &good).is_none());
+        // A listener that answers: the sender's hellos get their consent.
+        let answering = std::thread::spawn(move || {
+            let mut buf = [0u8; 128];
+            let (n, peer) = listener.recv_from(&mut buf).unwrap();
+            let consent = udp_consent(&buf[..n], peer, &good).unwrap();
+            listener.send_to(&consent, peer).unwrap();
+        });
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.connect(at).unwrap();
+        ask_udp_consent(&sender, &[42; TOKEN_LEN]).unwrap();
+        answering.join().unwrap();
+    }
+
+    #[test]
+    fn a_gated_door_is_readable_while_a_connection_waits_to_be_taken() {
+        let listener =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        listener
+            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        listener.listen(GUARDED_BACKLOG).unwrap();
+        let good = guard("127.0.0.1");
+        let door = Door::new(listener.into(), Some(good.clone())).unwrap();
+        let Door::Gated(gate) = &door else {
+            panic!("a guard makes a gated door");
+        };
+        let addr = gate.local_addr();
+        let readable = |door: &Door| {
+            let mut fds = [PollFd::new(door.fd(), PollFlags::POLLIN)];
+            poll(&mut fds, 0u16).unwrap() > 0
+        };
+        assert!(!readable(&door));
+        assert_eq!(door.accept().unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        let mut right = TcpStream::connect(addr).unwrap();
+        present(&mut right, Some(&good.token)).unwrap();
+        let (stream, peer) = door.accept_within(Duration::from_secs(10)).unwrap();
+        assert_eq!(peer.ip(), stream.peer_addr().unwrap().ip());
+        assert!(!readable(&door), "taken: nothing left to signal");
     }
 
     #[test]

@@ -703,6 +703,59 @@ mod tests {
     }
 
     #[test]
+    fn a_silent_stranger_at_the_peers_address_holds_no_relay_back() {
+        use std::io::Read;
+        let token = [7u8; crate::endpoint::protocol::TOKEN_LEN];
+        // (The fork design re-executes netlab, which a unit test is not;
+        // it takes connections from the same door.)
+        for target in [Target::Epoll, Target::Uring] {
+            let (host, serving) = Host::start(HostServeSpec {
+                target,
+                dialect: Dialect::Rlogin,
+                address: "127.0.0.1".parse().unwrap(),
+                session: SessionCommand::Discard { linemode: false },
+                max_sessions: 4,
+                nodelay: false,
+                interface: None,
+                measure_idle: false,
+                guard: Some(DataGuard {
+                    peer: "127.0.0.2".parse().unwrap(),
+                    token,
+                    ports: None,
+                }),
+                cpu_budget_pct: None,
+            })
+            .unwrap();
+            // From the run's peer's own address, and then silent: the gate
+            // gives it its token time on a thread of its own.
+            let socket =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            socket
+                .bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
+                .unwrap();
+            socket
+                .connect(&SocketAddr::from(([127, 0, 0, 1], serving.port)).into())
+                .unwrap();
+            let mut stranger: std::net::TcpStream = socket.into();
+            assert_eq!(
+                first_byte(serving.port, "127.0.0.2", Some(&token)),
+                Some(0),
+                "{target:?}: the peer logs in"
+            );
+            // ... while the stranger still waits: the relay was not held for it.
+            stranger.set_nonblocking(true).unwrap();
+            let mut byte = [0u8; 1];
+            assert_eq!(
+                stranger.read(&mut byte).unwrap_err().kind(),
+                std::io::ErrorKind::WouldBlock,
+                "{target:?}: the stranger's connection was still being waited on"
+            );
+            let report = host.stop().unwrap();
+            assert_eq!(report.serve.unwrap().sessions, 1, "{target:?}");
+        }
+    }
+
+    #[test]
     fn endings_are_counted_by_reason() {
         let log = "x: session ended: client closed (1 bytes in, 2 out)\n\
                    y: session ended: client closed (3 bytes in, 4 out)\n\

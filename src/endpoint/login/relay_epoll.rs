@@ -109,6 +109,7 @@ pub fn serve(
         (false, Some(_)) => "batch",
         (false, None) => "epoll",
     };
+    let door = door.nonblocking()?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     epoll.add(door.fd(), EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
     let mut slots: Vec<Option<Slot>> = Vec::new();

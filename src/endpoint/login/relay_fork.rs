@@ -28,6 +28,7 @@ pub fn serve(
     max_sessions: usize,
     stop: &dyn Fn() -> bool,
 ) -> io::Result<ForkReport> {
+    let door = door.nonblocking()?;
     let exe = std::env::current_exe()?;
     let mut sessions: Vec<Child> = Vec::new();
     let mut report = ForkReport::default();

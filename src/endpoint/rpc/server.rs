@@ -392,7 +392,7 @@ impl Server {
             // Through an agent, a gate takes connections and checks their
             // tokens on threads of its own, so strangers cannot hold the
             // accept loop (guard.rs).
-            let door = guard::Door::new(self.tcp, self.guard.clone())?;
+            let door = guard::Door::new(self.tcp, self.guard.clone())?.nonblocking()?;
             threads.push(
                 std::thread::Builder::new()
                     .name("rpc-accept".into())
