@@ -1217,3 +1217,66 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
     }
     eprintln!("reaped {reaped:?} after the controller died");
 }
+
+/// An agent on this host's loopback at a port the kernel picks: its
+/// process, its address and its log's path.
+fn loopback_agent(dir: &Path, key: &Path, name: &str) -> (Child, String) {
+    let log = dir.join(format!("{name}.log"));
+    let child = Command::new(binary())
+        .args(["agent", "serve", "--listen", "127.0.0.1:0"])
+        .env("NETLAB_KEY_FILE", key)
+        .stdout(Stdio::null())
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(addr) = text
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+        {
+            return (child, addr.to_string());
+        }
+        assert!(Instant::now() < deadline, "agent did not start: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_agents_on_one_hosts_loopback_stream_both_ways_at_once() {
+    // Both agents on 127.0.0.1 with the same default data ports: each
+    // direction's receiver takes a port of the range the other left free.
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("agent.key");
+    Key::generate().unwrap().write_new(&key).unwrap();
+    let (mut a, a_addr) = loopback_agent(dir.path(), &key, "a");
+    let (mut b, b_addr) = loopback_agent(dir.path(), &key, "b");
+    let out = dir.path().join("r.jsonl");
+    let run = Command::new(binary())
+        .args(["stream", "--from", &a_addr, "--to", &b_addr, "--bidir"])
+        .args(["--bytes", "4M", "--json", "--out"])
+        .arg(&out)
+        .env("NETLAB_KEY_FILE", &key)
+        .output()
+        .unwrap();
+    for agent in [&mut a, &mut b] {
+        // Only our own children, by PID.
+        let _ = agent.kill();
+        let _ = agent.wait();
+    }
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let record = &doc["records"][0];
+    assert!(record["error"].is_null(), "{record}");
+    let flows = record["result"]["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2, "{record}");
+    assert!(
+        flows.iter().any(|f| f["reverse"] == true) && flows.iter().any(|f| f["reverse"] == false),
+        "one flow each way: {record}"
+    );
+    for flow in flows {
+        assert_eq!(flow["receiver"]["bytes"], 4 << 20, "{flow}");
+    }
+}

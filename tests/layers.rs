@@ -13,6 +13,12 @@
 //! per experiment: each names the core and itself, never another
 //! experiment, except a declared variant naming the experiment it varies.
 //! Then the lab, which runs them all, and the command line.
+//!
+//! Inside every folder no circle: its files and subfolders (its `mod.rs`
+//! one of them) may not name each other round, through `crate::`,
+//! `super::` or `self::` paths or a `mod.rs`'s own children, so each
+//! folder's shared types have one home. (A path inside an inline module
+//! is read from its file's module: write such paths from `crate::`.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -345,7 +351,7 @@ fn the_check_sees_an_upward_import() {
 }
 
 /// Every path a file names from `crate::`, `super::` or `self::`, and
-/// (in a `use`) from one of its own child modules, resolved against the
+/// (in a folder's mod.rs) from one of its own child modules, resolved against the
 /// file's `module` into a path from the crate root, whole.
 fn resolved_paths(text: &str, module: &[String], children: &[String]) -> BTreeSet<Vec<String>> {
     let code = without_test_items(text);
@@ -367,16 +373,15 @@ fn resolved_paths(text: &str, module: &[String], children: &[String]) -> BTreeSe
         let rooted = ["crate::", "super::", "self::"]
             .iter()
             .any(|root| rest.starts_with(root));
-        let bare_use = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
+        // In a folder's mod.rs, a path from one of its own children
+        // (`child::item`, in a `use` or in code).
+        let child = children
             .iter()
-            .find_map(|u| rest.strip_prefix(u))
-            .filter(|path| children.iter().any(|c| path.starts_with(&format!("{c}::"))));
+            .find(|c| rest.starts_with(&format!("{c}::")));
         if rooted && starts_word(at) {
             expand_whole(rest, Vec::new(), &mut raw);
-        } else if let Some(path) = bare_use
-            && starts_word(at)
-        {
-            expand_whole(path, vec!["self".to_string()], &mut raw);
+        } else if child.is_some() && starts_word(at) {
+            expand_whole(rest, vec!["self".to_string()], &mut raw);
         }
     }
     raw.into_iter()
@@ -597,8 +602,8 @@ fn no_folder_holds_a_circle() {
 #[test]
 fn the_circle_check_sees_every_form_of_path() {
     // Two files naming each other through `super::` and `crate::`, a
-    // folder's mod.rs naming a child it shares types with through a bare
-    // `use`, and a chain without a circle.
+    // folder's mod.rs naming a child it shares types with by a bare path
+    // in its code, and a chain without a circle.
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
     std::fs::create_dir_all(src.join("a/b")).unwrap();
@@ -611,7 +616,7 @@ fn the_circle_check_sees_every_form_of_path() {
     .unwrap();
     std::fs::write(
         src.join("a/b/mod.rs"),
-        "pub mod z;\npub mod w;\nuse z::Z;\npub struct Shared;\n",
+        "pub mod z;\npub mod w;\npub struct Shared;\nfn f() { z::g(); }\n",
     )
     .unwrap();
     std::fs::write(src.join("a/b/z.rs"), "use super::{Shared, w};\n").unwrap();
