@@ -1219,10 +1219,12 @@ fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
 }
 
 /// An agent on this host's loopback at a port the kernel picks: its
-/// process, its address and its log's path.
+/// process and its address.
+// The child is handed to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
 fn loopback_agent(dir: &Path, key: &Path, name: &str) -> (Child, String) {
     let log = dir.join(format!("{name}.log"));
-    let child = Command::new(binary())
+    let mut child = Command::new(binary())
         .args(["agent", "serve", "--listen", "127.0.0.1:0"])
         .env("NETLAB_KEY_FILE", key)
         .stdout(Stdio::null())
@@ -1239,7 +1241,12 @@ fn loopback_agent(dir: &Path, key: &Path, name: &str) -> (Child, String) {
         {
             return (child, addr.to_string());
         }
-        assert!(Instant::now() < deadline, "agent did not start: {text}");
+        if Instant::now() >= deadline {
+            // Our own child, by PID, before the test fails.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("agent did not start: {text}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
