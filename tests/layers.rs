@@ -129,60 +129,16 @@ fn named_paths(text: &str) -> BTreeSet<Vec<String>> {
     let mut paths = BTreeSet::new();
     let mut rest = code.as_str();
     while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        expand(rest, Vec::new(), &mut paths);
+        rest = &rest[at..];
+        let mut whole = BTreeSet::new();
+        expand_whole(rest, Vec::new(), &mut whole);
+        paths.extend(whole.into_iter().filter_map(|path| {
+            let named: Vec<String> = path.into_iter().skip(1).take(2).collect();
+            (!named.is_empty()).then_some(named)
+        }));
+        rest = &rest["crate::".len()..];
     }
     paths
-}
-
-/// The paths of one `crate::` reference starting at `text`, after `prefix`.
-fn expand(text: &str, prefix: Vec<String>, paths: &mut BTreeSet<Vec<String>>) {
-    if prefix.len() == 2 {
-        paths.insert(prefix);
-        return;
-    }
-    if let Some(group) = text.strip_prefix('{') {
-        // Items of the group, split at top-level commas.
-        let (mut depth, mut start) = (0, 0);
-        for (i, c) in group.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => {
-                    expand(group[start..i].trim(), prefix.clone(), paths);
-                    return;
-                }
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    expand(group[start..i].trim(), prefix.clone(), paths);
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        return;
-    }
-    if text.is_empty() {
-        return; // the empty item after a group's trailing comma
-    }
-    let name: String = text
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect();
-    if name.is_empty() || name == "self" {
-        if !prefix.is_empty() {
-            paths.insert(prefix);
-        }
-        return;
-    }
-    let after = &text[name.len()..];
-    let mut path = prefix;
-    path.push(name);
-    match after.strip_prefix("::") {
-        Some(next) => expand(next, path, paths),
-        None => {
-            paths.insert(path);
-        }
-    }
 }
 
 /// The top-level module of a file under `src`, and its experiment if it
@@ -406,7 +362,8 @@ fn resolved_paths(text: &str, module: &[String], children: &[String]) -> BTreeSe
         .collect()
 }
 
-/// [`expand`] without a depth limit: the whole path of each item named.
+/// The whole path of each item one reference names, starting at `text`
+/// after `prefix`, groups expanded (`crate::{a, b::c}`).
 fn expand_whole(text: &str, prefix: Vec<String>, paths: &mut BTreeSet<Vec<String>>) {
     if let Some(group) = text.strip_prefix('{') {
         let (mut depth, mut start) = (0, 0);

@@ -156,13 +156,29 @@ pub struct Sent<R> {
 /// typing load's request carries its whole corpus).
 const BRIEF: usize = 160;
 
-/// `value`'s debug form, cut to [`BRIEF`] characters.
+/// `value`'s debug form, cut to [`BRIEF`] characters. The formatting
+/// stops there: a request is briefed each time it is sent, and a typing
+/// load's corpus is not written out to be thrown away.
 fn brief(value: &impl std::fmt::Debug) -> String {
-    let full = format!("{value:?}");
-    match full.char_indices().nth(BRIEF) {
-        Some((cut, _)) => format!("{}...", &full[..cut]),
-        None => full,
+    /// Takes characters until it has [`BRIEF`], then refuses the rest.
+    struct Upto(String, usize);
+    impl std::fmt::Write for Upto {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            for c in text.chars() {
+                if self.1 == BRIEF {
+                    return Err(std::fmt::Error);
+                }
+                self.0.push(c);
+                self.1 += 1;
+            }
+            Ok(())
+        }
     }
+    let mut out = Upto(String::new(), 0);
+    if std::fmt::Write::write_fmt(&mut out, format_args!("{value:?}")).is_err() {
+        out.0.push_str("...");
+    }
+    out.0
 }
 
 /// How often a waiting controller looks at Ctrl-C and ticks its progress display.

@@ -615,16 +615,21 @@ mod tests {
         }
     }
 
-    /// A gate on a fresh loopback port for the peer 127.0.0.1.
-    fn gate() -> (Gate, SocketAddr, DataGuard) {
+    /// A listener on a fresh loopback port with a guarded port's backlog.
+    fn listening() -> TcpListener {
         let listener =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         listener
             .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
             .unwrap();
         listener.listen(GUARDED_BACKLOG).unwrap();
+        listener.into()
+    }
+
+    /// A gate on a fresh loopback port for the peer 127.0.0.1.
+    fn gate() -> (Gate, SocketAddr, DataGuard) {
         let good = guard("127.0.0.1");
-        let gate = Gate::open(listener.into(), good.clone()).unwrap();
+        let gate = Gate::open(listening(), good.clone()).unwrap();
         let addr = gate.local_addr();
         (gate, addr, good)
     }
@@ -658,14 +663,8 @@ mod tests {
 
     #[test]
     fn a_gated_door_is_readable_while_a_connection_waits_to_be_taken() {
-        let listener =
-            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        listener
-            .bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-            .unwrap();
-        listener.listen(GUARDED_BACKLOG).unwrap();
         let good = guard("127.0.0.1");
-        let door = Door::new(listener.into(), Some(good.clone())).unwrap();
+        let door = Door::new(listening(), Some(good.clone())).unwrap();
         let Door::Gated(gate) = &door else {
             panic!("a guard makes a gated door");
         };

@@ -655,11 +655,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn through_an_agent_only_the_named_peer_with_the_token_logs_in() {
-        let token = [7u8; crate::endpoint::protocol::TOKEN_LEN];
-        let (host, serving) = Host::start(HostServeSpec {
-            target: Target::Epoll,
+    /// An rlogin server on 127.0.0.1 guarded for the peer 127.0.0.2 and
+    /// `token`, on a port of `ports` if given.
+    fn guarded_rlogin(
+        target: Target,
+        token: crate::endpoint::protocol::Token,
+        ports: Option<(u16, u16)>,
+    ) -> HostServeSpec {
+        HostServeSpec {
+            target,
             dialect: Dialect::Rlogin,
             address: "127.0.0.1".parse().unwrap(),
             session: SessionCommand::Discard { linemode: false },
@@ -670,11 +674,17 @@ mod tests {
             guard: Some(DataGuard {
                 peer: "127.0.0.2".parse().unwrap(),
                 token,
-                ports: Some((5391, 5399)),
+                ports,
             }),
             cpu_budget_pct: None,
-        })
-        .unwrap();
+        }
+    }
+
+    #[test]
+    fn through_an_agent_only_the_named_peer_with_the_token_logs_in() {
+        let token = [7u8; crate::endpoint::protocol::TOKEN_LEN];
+        let (host, serving) =
+            Host::start(guarded_rlogin(Target::Epoll, token, Some((5391, 5399)))).unwrap();
         assert!((5391..=5399).contains(&serving.port), "{}", serving.port);
         assert_eq!(
             first_byte(serving.port, "127.0.0.1", Some(&token)),
@@ -709,23 +719,7 @@ mod tests {
         // (The fork design re-executes netlab, which a unit test is not;
         // it takes connections from the same door.)
         for target in [Target::Epoll, Target::Uring] {
-            let (host, serving) = Host::start(HostServeSpec {
-                target,
-                dialect: Dialect::Rlogin,
-                address: "127.0.0.1".parse().unwrap(),
-                session: SessionCommand::Discard { linemode: false },
-                max_sessions: 4,
-                nodelay: false,
-                interface: None,
-                measure_idle: false,
-                guard: Some(DataGuard {
-                    peer: "127.0.0.2".parse().unwrap(),
-                    token,
-                    ports: None,
-                }),
-                cpu_budget_pct: None,
-            })
-            .unwrap();
+            let (host, serving) = Host::start(guarded_rlogin(target, token, None)).unwrap();
             // From the run's peer's own address, and then silent: the gate
             // gives it its token time on a thread of its own.
             let socket =
