@@ -523,7 +523,8 @@ fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
         );
     }
     // No sshd of that run is left.
-    assert!(sshds_of_run().is_empty(), "{:?}", sshds_of_run());
+    let still = sshds_of_run();
+    assert!(still.is_empty(), "{still:?}");
 }
 
 /// The netlab cgroups of this host's CPU hierarchies.
