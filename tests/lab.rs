@@ -9,7 +9,7 @@ use common::{lines_of, netlab};
 fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     let dir = tempfile::tempdir().unwrap();
     let done = netlab()
-        .args(["lab", "--out-dir"])
+        .args(["lab", "--smoke", "--out-dir"])
         .arg(dir.path())
         .assert()
         .success();
@@ -18,6 +18,8 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     let stderr = String::from_utf8_lossy(&done.get_output().stderr).to_string();
     let figure_errors: Vec<&str> = stderr.lines().filter(|l| l.contains("figure")).collect();
     // Joy's 4 MB, 64 times over per loopback run, reported per 4 MB.
+    // The smoke profile: every cell of the quick one (whose counts the
+    // parts' unit tests check) with fewer repetitions and shorter windows.
     assert!(text.contains("netlab stream: 256M in 1K records"), "{text}");
     assert!(
         text.contains("(each run moved it 64 times over, timed whole)"),
@@ -38,15 +40,15 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
             .count()
     };
     let root = netlab::testbed::netns::has_net_admin();
-    // Stream: 5 Joy runs on loopback, 2 over netns ether10 and 3 of 1988's
+    // Stream: 2 Joy runs on loopback, 1 over netns ether10 and 3 of 1988's
     // sound barrier when root, then the sweep's 1-byte check and 15 sizes
-    // x 3 runs.
-    assert_eq!(count("stream", "loopback"), 5 + 1 + 15 * 3);
-    assert_eq!(count("stream", "netns"), if root { 2 + 3 } else { 0 });
+    // x 2 runs.
+    assert_eq!(count("stream", "loopback"), 2 + 1 + 15 * 2);
+    assert_eq!(count("stream", "netns"), if root { 1 + 3 } else { 0 });
     // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
     assert!(count("rpc", "loopback") >= 16);
     assert_eq!(count("rpc", "netns") >= 16, root);
-    assert!(text.contains("netlab rpc: 20 calls x 3 reps"));
+    assert!(text.contains("netlab rpc: 10 calls x 2 reps"));
     assert!(text.contains("cliff: TCP local"), "{text}");
     if root {
         assert!(text.contains("over an emulated 10 Mbit/s Ethernet"));
@@ -106,7 +108,7 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         text.contains("netlab login: users typing 5 chars/s"),
         "{text}"
     );
-    // Output: 1 MB through each of the four designs, TELNET and rlogin, and
+    // Output: 256 KB through each of the four designs, TELNET and rlogin, and
     // through telnetd and sshd.
     assert_eq!(count("output", "loopback"), 8 + real_servers);
     // One cell of each over a netns ether10 link, as root.
@@ -160,7 +162,7 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         text.contains("most notable:\n1. RPC over TCP local stalls"),
         "{text}"
     );
-    assert!(text.contains("netlab output: 1M of text"), "{text}");
+    assert!(text.contains("netlab output: 256K of text"), "{text}");
     let failed: Vec<String> = records
         .iter()
         .filter(|r| !r["error"].is_null())

@@ -1,5 +1,5 @@
 //! `netlab lab`: the main job. Runs every landed experiment in its quick
-//! profile (or `--full`), prints the tables, and writes them with the
+//! profile (or `--full`, or `--smoke`), prints the tables, and writes them with the
 //! records under `netlab-out/<timestamp>/`.
 
 use crate::controller::lab::Section;
@@ -17,8 +17,13 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct LabArgs {
     /// The source documents' full repetition counts and longer runs.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "smoke")]
     pub full: bool,
+    /// Every cell once with short windows and few repetitions, in well
+    /// under a minute: checks that this host runs everything; its figures
+    /// are rough.
+    #[arg(long)]
+    pub smoke: bool,
     /// Directory under which a timestamped results directory is created.
     #[arg(long, default_value = "netlab-out", value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -38,6 +43,8 @@ pub struct LabArgs {
 pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut plan = if args.full {
         LabPlan::full()
+    } else if args.smoke {
+        LabPlan::smoke()
     } else {
         LabPlan::quick()
     };

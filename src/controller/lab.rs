@@ -1,6 +1,6 @@
 //! The lab's seam: each experiment's share of `netlab lab` is a
-//! [`LabPart`] in its own folder (`lab.rs`), built for a profile (quick or
-//! full), moved onto a real path when the lab runs across hosts, and run
+//! [`LabPart`] in its own folder (`lab.rs`), built for a profile (smoke, quick
+//! or full), moved onto a real path when the lab runs across hosts, and run
 //! through the one runner, handing each finished section to the caller as
 //! text. The lab (`crate::lab`) runs the registry's parts in order and
 //! names no experiment; this module names none either.
@@ -17,17 +17,21 @@ use crate::controller::{CellError, MeasureError};
 use crate::record::testbed::Placement;
 use thiserror::Error;
 
-/// How long the lab runs: about two minutes, or the sources' counts.
+/// How long the lab runs: every cell once in well under a minute (a check
+/// that the host and the build can run everything, whose figures are
+/// rough), about two minutes, or the sources' counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
+    Smoke,
     Quick,
     Full,
 }
 
 impl Profile {
-    /// `quick` for the quick profile, `full` for the full one.
-    pub fn pick<T>(self, quick: T, full: T) -> T {
+    /// The value for this profile: `smoke`, `quick` or `full`.
+    pub fn pick<T>(self, smoke: T, quick: T, full: T) -> T {
         match self {
+            Profile::Smoke => smoke,
             Profile::Quick => quick,
             Profile::Full => full,
         }

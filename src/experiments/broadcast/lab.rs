@@ -14,7 +14,7 @@ pub struct BroadcastLab {
 
 impl BroadcastLab {
     pub fn new(profile: Profile) -> BroadcastLab {
-        let max_ms = profile.pick(5_000, 20_000);
+        let max_ms = profile.pick(3_000, 5_000, 20_000);
         BroadcastLab {
             specs: Fix::ALL
                 .iter()

@@ -56,6 +56,15 @@ impl Default for CksumPlan {
 }
 
 impl CksumPlan {
+    /// The lab's smoke profile: one size past the caches, 3 batches.
+    pub fn smoke() -> Self {
+        CksumPlan {
+            sizes: vec![64, 1408, 65536, 16 << 20],
+            batches: 3,
+            cold_pool: 64 << 20,
+        }
+    }
+
     /// The lab's quick profile.
     pub fn quick() -> Self {
         CksumPlan {

@@ -20,7 +20,7 @@ pub struct CksumLab {
 impl CksumLab {
     pub fn new(profile: Profile) -> CksumLab {
         CksumLab {
-            plan: profile.pick(CksumPlan::quick(), CksumPlan::full()),
+            plan: profile.pick(CksumPlan::smoke(), CksumPlan::quick(), CksumPlan::full()),
             on: None,
         }
     }

@@ -308,6 +308,16 @@ pub fn corpus(path: Option<&std::path::Path>) -> Result<Vec<u8>, PlanError> {
 }
 
 impl LoginPlan {
+    /// The lab's smoke profile: 16 and 48 users, 0.6 s windows.
+    pub fn smoke() -> Self {
+        LoginPlan {
+            users: vec![16, 48],
+            warmup_s: 0.2,
+            duration_s: 0.6,
+            ..LoginPlan::default()
+        }
+    }
+
     /// The lab's quick profile: 16 and 48 users, 1.5 s windows.
     pub fn quick() -> Self {
         LoginPlan {

@@ -25,6 +25,20 @@ pub struct DesignLimits {
 impl DesignLimits {
     fn new(profile: Profile) -> DesignLimits {
         let (relays, windows, search) = profile.pick(
+            // The same pair, half-second windows, a coarse search.
+            (
+                vec![Target::Fork, Target::Splice],
+                LoginPlan {
+                    warmup_s: 0.2,
+                    duration_s: 0.5,
+                    ..LoginPlan::smoke()
+                },
+                LimitSearch {
+                    start: 16,
+                    max_users: 64,
+                    resolution: 2,
+                },
+            ),
             // 1989's pair: a process per session, as the normal rlogind,
             // against the kernel-assisted analogue (splice); up to 128
             // users, 1 s windows, one bisection: about a minute (logging
@@ -104,7 +118,7 @@ pub struct LoginLab {
 
 impl LoginLab {
     pub fn new(profile: Profile) -> LoginLab {
-        let plan = profile.pick(LoginPlan::quick(), LoginPlan::full());
+        let plan = profile.pick(LoginPlan::smoke(), LoginPlan::quick(), LoginPlan::full());
         let servers = Target::servers_here();
         let mut cells = Vec::new();
         for &users in &plan.users {

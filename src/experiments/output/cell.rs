@@ -145,6 +145,14 @@ impl Default for OutputPlan {
 }
 
 impl OutputPlan {
+    /// The lab's smoke profile: 256 KB through each design.
+    pub fn smoke() -> Self {
+        OutputPlan {
+            size: 256 << 10,
+            ..OutputPlan::default()
+        }
+    }
+
     /// The lab's quick profile: 1 MB through each design.
     pub fn quick() -> Self {
         OutputPlan {

@@ -21,7 +21,7 @@ pub struct OutputLab {
 
 impl OutputLab {
     pub fn new(profile: Profile) -> OutputLab {
-        let plan = profile.pick(OutputPlan::quick(), OutputPlan::full());
+        let plan = profile.pick(OutputPlan::smoke(), OutputPlan::quick(), OutputPlan::full());
         let mut cells = plan.cells();
         // The real servers this host has, over TELNET.
         let real: Vec<Target> = Target::servers_here()

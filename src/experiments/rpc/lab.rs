@@ -15,7 +15,7 @@ pub struct RpcLab {
 impl RpcLab {
     pub fn new(profile: Profile) -> RpcLab {
         RpcLab {
-            plan: profile.pick(RpcPlan::quick(), RpcPlan::full()),
+            plan: profile.pick(RpcPlan::smoke(), RpcPlan::quick(), RpcPlan::full()),
         }
     }
 
@@ -62,6 +62,8 @@ mod tests {
         assert_eq!((quick.plan.calls, quick.plan.reps), (20, 3));
         let full = RpcLab::new(Profile::Full);
         assert_eq!((full.plan.calls, full.plan.reps), (100, 20));
+        let smoke = RpcLab::new(Profile::Smoke);
+        assert_eq!((smoke.plan.calls, smoke.plan.reps), (10, 2));
         let mut part = quick;
         part.across(&Across {
             from: "a:5310",

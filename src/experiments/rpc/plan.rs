@@ -113,6 +113,15 @@ impl RpcPlan {
         ))
     }
 
+    /// The lab's smoke profile: 10 calls x 2 repetitions per cell.
+    pub fn smoke() -> Self {
+        RpcPlan {
+            calls: 10,
+            reps: 2,
+            ..RpcPlan::default()
+        }
+    }
+
     /// The lab's quick profile: 20 calls x 3 repetitions per cell.
     pub fn quick() -> Self {
         RpcPlan {

@@ -80,7 +80,7 @@ impl StreamLab {
         let ether10 = has_net_admin().then(Placement::ether10);
         StreamLab {
             joy,
-            joy_repeat: profile.pick(5, 20),
+            joy_repeat: profile.pick(2, 5, 20),
             barrier: ether10.as_ref().map_or_else(Vec::new, sound_barrier),
             // The 1981 transfer over the Ethernet is watched on the wire.
             joy_ether10: ether10.map(|mut placement| {
@@ -92,7 +92,7 @@ impl StreamLab {
                     ..StreamConfig::joy_1981()
                 }
             }),
-            ether10_repeat: profile.pick(2, 5),
+            ether10_repeat: profile.pick(1, 2, 5),
             ether10_skipped:
                 "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
                     .into(),
@@ -209,6 +209,7 @@ mod tests {
         );
         assert_eq!(quick.joy_repeat, 5);
         assert_eq!(StreamLab::new(Profile::Full).joy_repeat, 20);
+        assert_eq!(StreamLab::new(Profile::Smoke).joy_repeat, 2);
     }
 
     #[test]

@@ -56,6 +56,19 @@ impl Default for SweepConfig {
 }
 
 impl SweepConfig {
+    /// The lab's smoke profile: 64 B to 1 MB, 0.1 s per run, 2 runs each.
+    pub fn smoke() -> Self {
+        SweepConfig {
+            base: StreamConfig {
+                amount: Amount::Seconds(0.1),
+                record: 64,
+                ..StreamConfig::default()
+            },
+            repeat: 2,
+            ..SweepConfig::default()
+        }
+    }
+
     /// The lab's quick profile: 64 B to 1 MB, 0.3 s per run, 3 runs each.
     pub fn quick() -> Self {
         SweepConfig {

@@ -20,10 +20,15 @@ pub struct SweepLab {
 impl SweepLab {
     pub fn new(profile: Profile) -> SweepLab {
         SweepLab {
-            sweep: profile.pick(SweepConfig::quick(), SweepConfig::full()),
+            sweep: profile.pick(
+                SweepConfig::smoke(),
+                SweepConfig::quick(),
+                SweepConfig::full(),
+            ),
             // Each point's median within ±5% (95%), the sweep within ten
             // minutes, at most 20 runs a size.
             precision: profile.pick(
+                None,
                 None,
                 Some(Precision {
                     half_width: 0.05,
