@@ -10,5 +10,6 @@ pub mod factorial;
 pub mod knee;
 pub mod layers;
 pub mod limits;
+pub mod responsiveness;
 pub mod split;
 pub mod stats;

@@ -10,6 +10,7 @@ pub mod gso;
 pub mod impair;
 pub mod link;
 pub mod netns;
+pub mod qdisc;
 pub mod segment;
 
 /// Whether process `pid` is a live netlab process: the rule by which
