@@ -16,6 +16,7 @@
 //! - packets of one flow leave in the order they came;
 //! - the backlog never exceeds the limit it was given.
 
+pub mod bottleneck;
 pub mod codel;
 pub mod droptail;
 pub mod fq_codel;
