@@ -13,7 +13,8 @@
 //!
 //! Its readers: the capture's TCP segments ([`super::tcpseg`]), the 1990
 //! Ethernet's datagrams ([`super::ether`]) and the wire emulator's GSO
-//! cutter (`crate::testbed::gso`).
+//! cutter (`crate::testbed::gso`); the bottleneck's disciplines read a
+//! datagram's flow key and ECN codepoint, and mark it CE (RFC 3168 §5).
 
 use crate::checksum;
 use std::net::Ipv4Addr;
@@ -175,6 +176,52 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 }
 
+/// The ECN field's codepoints (RFC 3168 §5), the TOS byte's low 2 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ecn {
+    /// 00: the sender does not do ECN.
+    NotEct,
+    /// 01.
+    Ect1,
+    /// 10.
+    Ect0,
+    /// 11: Congestion Experienced, set by a router on the way.
+    Ce,
+}
+
+impl<T: AsRef<[u8]>> Ipv4Packet<T> {
+    /// The ECN codepoint.
+    pub fn ecn(&self) -> Ecn {
+        match self.tos() & 0b11 {
+            0b00 => Ecn::NotEct,
+            0b01 => Ecn::Ect1,
+            0b10 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// A key shared by the datagrams of one flow, as a queue discipline
+    /// hashes them: the addresses, the protocol and, for TCP and UDP, the
+    /// ports (when the first fragment's payload holds them; later
+    /// fragments and other protocols hash by addresses and protocol).
+    pub fn flow_key(&self) -> u64 {
+        let b = self.buffer.as_ref();
+        let mut key = [0u8; 13];
+        key[..8].copy_from_slice(&b[field::SRC_ADDR.start..field::DST_ADDR.end]);
+        key[8] = self.protocol();
+        let first_fragment = self.flags_frag() & 0x1fff == 0;
+        let payload = self.payload();
+        if first_fragment && matches!(self.protocol(), PROTO_TCP | PROTO_UDP) && payload.len() >= 4
+        {
+            key[9..13].copy_from_slice(&payload[..4]);
+        }
+        // FNV-1a: stable across runs and hosts, so a seeded run repeats.
+        key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &byte| {
+            (h ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    }
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// Version 4 and a header of `header_len` bytes (a multiple of 4).
     pub fn set_header_len(&mut self, header_len: usize) {
@@ -219,6 +266,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         &mut self.buffer.as_mut()[HEADER_LEN..end]
     }
 
+    /// Marks the datagram Congestion Experienced, as a router does where
+    /// it would otherwise drop (RFC 3168 §5), and fills the checksum anew.
+    /// Only an ECN-capable datagram (ECT(0) or ECT(1)) is marked; one
+    /// already CE stays so. Whether it carries CE now.
+    pub fn mark_ce(&mut self) -> bool {
+        match self.ecn() {
+            Ecn::NotEct => false,
+            Ecn::Ce => true,
+            Ecn::Ect0 | Ecn::Ect1 => {
+                let tos = self.tos() | 0b11;
+                self.set_tos(tos);
+                self.fill_checksum();
+                true
+            }
+        }
+    }
+
     /// Computes the header checksum over the header as it stands and
     /// writes it.
     pub fn fill_checksum(&mut self) {
@@ -247,6 +311,66 @@ mod tests {
         0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00,
         0x01, 0xc0, 0xa8, 0x00, 0xc7,
     ];
+
+    #[test]
+    fn ecn_capable_datagrams_are_marked_and_others_left_alone() {
+        for (tos, ecn, marked) in [
+            (0x00, Ecn::NotEct, false),
+            (0x01, Ecn::Ect1, true),
+            (0x02, Ecn::Ect0, true),
+            (0xb8 | 0x02, Ecn::Ect0, true),
+            (0x03, Ecn::Ce, true),
+        ] {
+            let mut header = HEADER;
+            let mut ip = Ipv4Packet::new_checked(&mut header[..]).unwrap();
+            ip.set_tos(tos);
+            ip.fill_checksum();
+            assert_eq!(ip.ecn(), ecn);
+            assert_eq!(ip.mark_ce(), marked, "tos {tos:#x}");
+            assert!(ip.verify_checksum());
+            // The DSCP bits stay; the ECN bits are CE only when marked.
+            assert_eq!(ip.tos() & 0xfc, tos & 0xfc);
+            assert_eq!(ip.ecn() == Ecn::Ce, marked);
+        }
+    }
+
+    proptest! {
+        /// The fuzz target `ipv4_header`'s property, over headers the
+        /// view accepts: marking keeps the checksum valid, touches only
+        /// the ECN bits, is idempotent, and leaves the flow key.
+        #[test]
+        fn marking_keeps_the_header_valid_and_the_flow_key(mut bytes in proptest::collection::vec(any::<u8>(), 20..80)) {
+            bytes[0] = 0x45;
+            let mut ip = Ipv4Packet::new_checked(&mut bytes[..]).unwrap();
+            ip.fill_checksum();
+            let (key, tos, ecn) = (ip.flow_key(), ip.tos(), ip.ecn());
+            prop_assert_eq!(ip.mark_ce(), ecn != Ecn::NotEct);
+            prop_assert!(ip.verify_checksum());
+            prop_assert_eq!(ip.tos() & 0xfc, tos & 0xfc);
+            prop_assert_eq!(ip.flow_key(), key);
+            let once = bytes.clone();
+            Ipv4Packet::new_checked(&mut bytes[..]).unwrap().mark_ce();
+            prop_assert_eq!(bytes, once);
+        }
+    }
+
+    #[test]
+    fn one_flow_shares_a_key_and_its_ports_tell_it_from_another() {
+        let datagram = |sport: u16, frag: u16| {
+            let mut b = HEADER.to_vec();
+            b.extend_from_slice(&sport.to_be_bytes());
+            b.extend_from_slice(&53u16.to_be_bytes());
+            b.extend_from_slice(&[0; 4]);
+            let mut ip = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+            ip.set_flags_frag(frag);
+            b
+        };
+        let key = |b: &[u8]| Ipv4Packet::new_checked(b).unwrap().flow_key();
+        assert_eq!(key(&datagram(5000, 0)), key(&datagram(5000, 0)));
+        assert_ne!(key(&datagram(5000, 0)), key(&datagram(5001, 0)));
+        // A later fragment has no ports: it hashes by addresses alone.
+        assert_eq!(key(&datagram(5000, 185)), key(&datagram(5001, 185)));
+    }
 
     #[test]
     fn a_real_header_reads_field_by_field_and_verifies() {
