@@ -488,14 +488,28 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
         "--placements",
         "loopback",
         "--sizes",
-        "0,4096",
+        "4096",
         "--calls",
         "20",
         "--reps",
         "2",
     ]);
+    let (_, stalled) = &splits[0];
+    // The null call on its own, long enough for the kernel's split of CPU
+    // time into user and system, which is sampled at the tick: 20 calls of
+    // 50 µs are a millisecond, under one tick, and can read no system time
+    // at all (a CI run did); 2000 are about 100 ms, some 25 ticks.
+    let splits = rpc_splits(&[
+        "--placements",
+        "loopback",
+        "--sizes",
+        "0",
+        "--calls",
+        "2000",
+        "--reps",
+        "2",
+    ]);
     let (_, null) = &splits[0];
-    let (_, stalled) = &splits[1];
     assert_eq!(stalled["bound"], "waiting", "{stalled}");
     assert!(
         f(stalled, "waiting_us") > 0.9 * f(stalled, "call_us"),

@@ -19,9 +19,9 @@ pub struct LabArgs {
     /// The source documents' full repetition counts and longer runs.
     #[arg(long, conflicts_with = "smoke")]
     pub full: bool,
-    /// Every cell once with short windows and few repetitions, in well
-    /// under a minute: checks that this host runs everything; its figures
-    /// are rough.
+    /// Every cell of the quick profile with fewer repetitions and shorter
+    /// windows, about a minute and a half on 2 cores: checks that this host
+    /// runs everything; its figures are rough.
     #[arg(long)]
     pub smoke: bool,
     /// Directory under which a timestamped results directory is created.

@@ -17,9 +17,10 @@ use crate::controller::{CellError, MeasureError};
 use crate::record::testbed::Placement;
 use thiserror::Error;
 
-/// How long the lab runs: every cell once in well under a minute (a check
-/// that the host and the build can run everything, whose figures are
-/// rough), about two minutes, or the sources' counts.
+/// How long the lab runs: the quick profile's cells with fewer repetitions
+/// and shorter windows (a check that the host and the build run
+/// everything, whose figures are rough), about two minutes, or the
+/// sources' counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     Smoke,

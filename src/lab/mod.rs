@@ -27,8 +27,9 @@ impl LabPlan {
         }
     }
 
-    /// Every cell once, in well under a minute on a 2-core machine: a
-    /// check that this host and build run everything (the tests' lab).
+    /// Every cell of the quick profile with fewer repetitions and shorter
+    /// windows, about a minute and a half on a 2-core machine: a check that
+    /// this host and build run everything (the tests' lab).
     pub fn smoke() -> LabPlan {
         Self::new(Profile::Smoke)
     }

@@ -56,7 +56,7 @@ impl Default for CksumPlan {
 }
 
 impl CksumPlan {
-    /// The lab's smoke profile: one size past the caches, 3 batches.
+    /// The lab's smoke profile: sizes up to 16 MB, 3 batches.
     pub fn smoke() -> Self {
         CksumPlan {
             sizes: vec![64, 1408, 65536, 16 << 20],
