@@ -138,16 +138,7 @@ mod tests {
             departures.extend(b.pull(at, &mut dropped));
             let id = arrivals.len() as u64;
             arrivals.push(at);
-            b.push(
-                at,
-                TestPacket {
-                    id,
-                    flow,
-                    len,
-                    ect: false,
-                },
-                &mut dropped,
-            );
+            b.push(at, TestPacket::plain(id, flow, len), &mut dropped);
         }
         departures.extend(b.pull(u64::MAX / 2, &mut dropped));
         (departures, dropped, arrivals)

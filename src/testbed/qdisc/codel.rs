@@ -362,12 +362,7 @@ mod tests {
         let mut q = Codel::new(Params::default(), 1000);
         let mut dropped = Vec::new();
         for i in 0..20u64 {
-            let p = TestPacket {
-                id: i,
-                flow: 1,
-                len: 1500,
-                ect: false,
-            };
+            let p = TestPacket::plain(i, 1, 1500);
             q.enqueue(i * 1000 * MS, p, &mut dropped);
             let out = q
                 .dequeue(i * 1000 * MS + 999 * MS, &mut dropped)

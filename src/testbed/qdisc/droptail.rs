@@ -117,34 +117,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn arrivals_and_sends() -> impl Strategy<Value = Vec<(u64, Event)>> {
-        proptest::collection::vec((any::<bool>(), 0u64..4, 40usize..1500), 0..400).prop_map(
-            |steps| {
-                steps
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (arrive, flow, len))| {
-                        let now = i as u64 * 100_000;
-                        let event = if arrive {
-                            Event::Arrive(TestPacket {
-                                id: i as u64,
-                                flow,
-                                len,
-                                ect: false,
-                            })
-                        } else {
-                            Event::Send
-                        };
-                        (now, event)
-                    })
-                    .collect()
-            },
-        )
-    }
-
     proptest! {
         #[test]
-        fn conserves_keeps_order_and_its_limit(events in arrivals_and_sends(), limit in 1usize..50, in_bytes in any::<bool>()) {
+        fn conserves_keeps_order_and_its_limit(events in random_events(4, false), limit in 1usize..50, in_bytes in any::<bool>()) {
             let limit = if in_bytes { Limit::Bytes(limit as u64 * 1000) } else { Limit::Packets(limit) };
             let mut q = DropTail::new(limit);
             let run = drive(&mut q, &events);

@@ -256,34 +256,9 @@ mod tests {
         }
     }
 
-    fn random_events() -> impl Strategy<Value = Vec<(u64, Event)>> {
-        proptest::collection::vec((0u8..3, 0u64..6, 40usize..1500, any::<bool>()), 0..600).prop_map(
-            |steps| {
-                steps
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (kind, flow, len, ect))| {
-                        let now = i as u64 * 200_000;
-                        let event = if kind < 2 {
-                            Event::Arrive(TestPacket {
-                                id: i as u64,
-                                flow,
-                                len,
-                                ect,
-                            })
-                        } else {
-                            Event::Send
-                        };
-                        (now, event)
-                    })
-                    .collect()
-            },
-        )
-    }
-
     proptest! {
         #[test]
-        fn conserves_keeps_each_flow_in_order_and_its_limit(events in random_events(), limit in 1usize..100) {
+        fn conserves_keeps_each_flow_in_order_and_its_limit(events in random_events(6, true), limit in 1usize..100) {
             let mut q = FqCodel::new(Params { limit, ..Params::default() });
             let run = drive(&mut q, &events);
             assert_conserved(&q, &events, &run);
@@ -299,7 +274,7 @@ mod tests {
             for flow in [1u64, 2] {
                 for _ in 0..400 {
                     let len = if flow == 1 { len_a } else { len_b };
-                    events.push((0, Event::Arrive(TestPacket { id, flow, len, ect: false })));
+                    events.push((0, Event::Arrive(TestPacket::plain(id, flow, len))));
                     id += 1;
                 }
             }
@@ -323,31 +298,13 @@ mod tests {
         let mut q = FqCodel::new(no_aqm());
         let mut dropped = Vec::new();
         for id in 0..100 {
-            q.enqueue(
-                0,
-                TestPacket {
-                    id,
-                    flow: 1,
-                    len: 1500,
-                    ect: false,
-                },
-                &mut dropped,
-            );
+            q.enqueue(0, TestPacket::plain(id, 1, 1500), &mut dropped);
         }
         // The bulk flow spends its first quantum and moves to the old list.
         for t in 1..=3 {
             assert_eq!(q.dequeue(t * MS, &mut dropped).unwrap().packet.flow, 1);
         }
-        q.enqueue(
-            4 * MS,
-            TestPacket {
-                id: 1000,
-                flow: 2,
-                len: 100,
-                ect: false,
-            },
-            &mut dropped,
-        );
+        q.enqueue(4 * MS, TestPacket::plain(1000, 2, 100), &mut dropped);
         let next = q.dequeue(5 * MS, &mut dropped).unwrap();
         assert_eq!(
             next.packet.id, 1000,
@@ -364,27 +321,9 @@ mod tests {
             ..no_aqm()
         });
         let mut dropped = Vec::new();
-        q.enqueue(
-            0,
-            TestPacket {
-                id: 0,
-                flow: 2,
-                len: 100,
-                ect: false,
-            },
-            &mut dropped,
-        );
+        q.enqueue(0, TestPacket::plain(0, 2, 100), &mut dropped);
         for id in 1..=60 {
-            q.enqueue(
-                0,
-                TestPacket {
-                    id,
-                    flow: 1,
-                    len: 1500,
-                    ect: false,
-                },
-                &mut dropped,
-            );
+            q.enqueue(0, TestPacket::plain(id, 1, 1500), &mut dropped);
         }
         assert!(!dropped.is_empty());
         assert!(dropped.iter().all(|p| p.flow == 1), "{dropped:?}");

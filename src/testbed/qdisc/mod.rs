@@ -79,6 +79,18 @@ pub(crate) mod testing {
         pub ect: bool,
     }
 
+    impl TestPacket {
+        /// A packet whose sender does not do ECN.
+        pub fn plain(id: u64, flow: u64, len: usize) -> TestPacket {
+            TestPacket {
+                id,
+                flow,
+                len,
+                ect: false,
+            }
+        }
+    }
+
     impl Packet for TestPacket {
         fn wire_len(&self) -> usize {
             self.len
@@ -97,6 +109,34 @@ pub(crate) mod testing {
     pub enum Event {
         Arrive(TestPacket),
         Send,
+    }
+
+    /// Random runs: at each 200 µs step an arrival (two in three) of one of
+    /// `flows` flows, 40 to 1500 bytes, ECN-capable at random when `ecn`,
+    /// or a send.
+    pub fn random_events(
+        flows: u64,
+        ecn: bool,
+    ) -> impl proptest::strategy::Strategy<Value = Vec<(u64, Event)>> {
+        use proptest::prelude::*;
+        proptest::collection::vec((0u8..3, 0..flows, 40usize..1500, any::<bool>()), 0..600)
+            .prop_map(move |steps| {
+                steps
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (kind, flow, len, ect))| {
+                        let event = if kind < 2 {
+                            Event::Arrive(TestPacket {
+                                ect: ecn && ect,
+                                ..TestPacket::plain(i as u64, flow, len)
+                            })
+                        } else {
+                            Event::Send
+                        };
+                        (i as u64 * 200_000, event)
+                    })
+                    .collect()
+            })
     }
 
     /// What a run did, packet by packet.
