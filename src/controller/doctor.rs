@@ -211,6 +211,25 @@ fn namespaces_and_qdiscs(net_admin: bool) -> Vec<Capability> {
         q.map(|q| &q.netem),
         "modprobe sch_netem, or a kernel with CONFIG_NET_SCH_NETEM; meanwhile netlab's user-space emulator applies the same impairments (slower on impaired links: one wire packet at a time, about 2 Gbit/s)".into(),
     ));
+    for (name, result, config) in [
+        (
+            "fq_codel",
+            q.map(|q| &q.fq_codel),
+            "CONFIG_NET_SCH_FQ_CODEL (modprobe sch_fq_codel)",
+        ),
+        (
+            "codel",
+            q.map(|q| &q.codel),
+            "CONFIG_NET_SCH_CODEL (modprobe sch_codel)",
+        ),
+    ] {
+        found.push(qdisc(
+            name,
+            "--queue-discipline on a veth link (the kernel's, when present)",
+            result,
+            format!("{config}; meanwhile netlab's emulator runs the RFC's discipline itself (--queue-discipline uses it and says so)"),
+        ));
+    }
 
     found
 }

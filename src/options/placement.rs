@@ -114,9 +114,15 @@ pub struct PlacementArgs {
     /// Link MTU, 576 to 65535.
     #[arg(long, allow_hyphen_values = true)]
     pub mtu: Option<i64>,
-    /// Bottleneck queue in bytes (16K).
+    /// Bottleneck queue: bytes (16K), packets (1000p) or time at the
+    /// link's rate (200ms).
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub queue: Option<String>,
+    /// The bottleneck queue's discipline: droptail, codel (RFC 8289) or
+    /// fq_codel (RFC 8290); netlab's emulator runs it, or the kernel's
+    /// codel/fq_codel where this kernel has it.
+    #[arg(long, value_name = "NAME")]
+    pub queue_discipline: Option<String>,
     /// netem's impairments in tc's words: "delay 10ms 2ms 25% distribution
     /// normal loss gemodel 1% 30% duplicate 1% corrupt 0.1% reorder 25%
     /// gap 5 rate 10mbit 24 slot 1ms 3ms packets 8" (tc-netem(8)).
@@ -171,6 +177,7 @@ impl PlacementArgs {
             || self.loss.is_some()
             || self.mtu.is_some()
             || self.queue.is_some()
+            || self.queue_discipline.is_some()
             || self.netem.is_some()
             || self.jitter_reorders
             || self.tx_queue.is_some()
@@ -198,7 +205,7 @@ impl PlacementArgs {
         if self.placement == PlacementKind::Loopback {
             if self.link_options_given() {
                 bail!(
-                    "link options (--link, --link-rate, --delay, --jitter, --loss, --mtu, --queue, --netem, --tx-queue, --tx-service, --rx-min-gap, --link-via, --capture, --pcap) need --placement netns"
+                    "link options (--link, --link-rate, --delay, --jitter, --loss, --mtu, --queue, --queue-discipline, --netem, --tx-queue, --tx-service, --rx-min-gap, --link-via, --capture, --pcap) need --placement netns"
                 );
             }
             return Ok(Placement::Loopback);
@@ -211,6 +218,7 @@ impl PlacementArgs {
             loss: self.loss.clone(),
             mtu: self.mtu,
             queue: self.queue.clone(),
+            queue_discipline: self.queue_discipline.clone(),
             netem: self.netem.clone(),
             jitter_reorders: self.jitter_reorders,
             tx_queue: self.tx_queue,

@@ -249,6 +249,55 @@ pub struct Impairments {
     /// A receiver that drops frames arriving closer than this after the
     /// last one it took (the Intel 82586 of Sun's file servers).
     pub rx_min_gap_us: u64,
+    /// The bottleneck queue's discipline, in front of the rate: netlab's
+    /// own (`testbed::qdisc`), or the kernel's where it has one. None: the
+    /// link's queue is netem's and tbf's byte limit (`queue_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_discipline: Option<QueueDiscipline>,
+}
+
+/// A bottleneck queue's discipline and its parameters, as run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum QueueDiscipline {
+    /// One FIFO refusing what would pass its limit.
+    DropTail { limit: QueueLimit },
+    /// CoDel (RFC 8289) on one FIFO of at most `limit_packets`.
+    Codel {
+        limit_packets: u32,
+        target_us: u64,
+        interval_us: u64,
+        ecn: bool,
+    },
+    /// FQ-CoDel (RFC 8290): `flows` queues served `quantum` bytes a turn,
+    /// each with CoDel, `limit_packets` in all.
+    FqCodel {
+        limit_packets: u32,
+        flows: u32,
+        quantum: u32,
+        target_us: u64,
+        interval_us: u64,
+        ecn: bool,
+    },
+}
+
+impl QueueDiscipline {
+    /// Its name as `--queue-discipline` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueueDiscipline::DropTail { .. } => "droptail",
+            QueueDiscipline::Codel { .. } => "codel",
+            QueueDiscipline::FqCodel { .. } => "fq_codel",
+        }
+    }
+}
+
+/// How much a drop-tail queue holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueLimit {
+    Packets(u32),
+    Bytes(u64),
 }
 
 impl Impairments {
@@ -400,6 +449,55 @@ pub struct EmulatorReport {
     /// emulator stopped, per direction: never delivered.
     #[serde(default)]
     pub left_held: [u64; 2],
+    /// The bottleneck queue's discipline, when the link has one: what it
+    /// did per direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bottleneck: Option<[BottleneckCounts; 2]>,
+}
+
+/// What one direction's bottleneck queue did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BottleneckCounts {
+    /// The discipline's name (droptail, codel, fq_codel).
+    pub discipline: String,
+    pub enqueued: u64,
+    pub sent: u64,
+    /// Dropped by the discipline: refused at the tail, dropped by CoDel
+    /// at the head, or pushed out of the fattest flow on overflow.
+    pub dropped: u64,
+    /// Marked Congestion Experienced instead of dropped (ECN).
+    pub marked: u64,
+    /// Time packets waited in the queue before the wire took them, ms.
+    pub sojourn_ms_p50: f64,
+    pub sojourn_ms_p99: f64,
+    pub sojourn_ms_max: f64,
+    pub max_backlog_packets: u64,
+    pub max_backlog_bytes: u64,
+    /// Wall-clock time (ns since the Unix epoch) of the timeline's zero,
+    /// to align it with what the endpoints saw.
+    pub origin_unix_ns: u64,
+    /// The queue over time: one sample per [`QUEUE_SAMPLE_MS`] with traffic.
+    pub timeline: Vec<QueueSample>,
+}
+
+/// The interval of a bottleneck's [`QueueSample`]s.
+pub const QUEUE_SAMPLE_MS: u64 = 100;
+
+/// One interval of a bottleneck queue's life, read from the queue itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample {
+    /// Start of the interval, ms since the emulator started.
+    pub t_ms: u64,
+    /// Largest backlog seen in the interval.
+    pub max_backlog_bytes: u64,
+    pub max_backlog_packets: u64,
+    /// Mean and largest sojourn of the packets that left in the interval.
+    pub sojourn_ms_mean: f64,
+    pub sojourn_ms_max: f64,
+    pub sent: u64,
+    pub dropped: u64,
+    pub marked: u64,
 }
 
 /// Per direction: what the link model did to the packets it was given.

@@ -28,13 +28,20 @@
 //!   the emulator's own added latency is tens of microseconds, measured per
 //!   packet (release time to write) and reported;
 //! - the rate is the model's (per wire packet, with its framing); the TUN
-//!   devices carry no qdisc of netlab's.
+//!   devices carry no qdisc of netlab's;
+//! - on a link with a queue discipline (`--queue-discipline`), each
+//!   direction's packets first meet the bottleneck's queue
+//!   (`testbed::queue_stage`: drop-tail, CoDel or FQ-CoDel in front of the
+//!   rate, as wire packets, never super-packets); what leaves its wire
+//!   then meets the model for the rest of the path (loss, delay, jitter),
+//!   and the queue's own counts and timeline go into the report.
 
 use crate::measure::rusage::ProcessUsage;
 use crate::record::testbed::EmulatorReport;
 use crate::record::testbed::LinkProfile;
 use crate::testbed::gso::{Plan, VNET_HDR_LEN, VnetHeader, finalize_checksum};
 use crate::testbed::impair::{Fate, LinkModel, passes_untouched};
+use crate::testbed::queue_stage::{Leaving, QueueStage};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -163,7 +170,10 @@ impl Emulator {
         // them on whole; an impaired one cuts each into its wire segments
         // for the model and joins what leaves together (`testbed::gso`).
         let immediate = passes_untouched(&spec.link);
-        let offload = !spec.link.emulator.wire_packets;
+        // A queue discipline sees wire packets, as a router's queue does:
+        // its flows, its drops and its marks are per packet.
+        let offload =
+            !spec.link.emulator.wire_packets && spec.link.impair.queue_discipline.is_none();
         let fds = [
             open_tun(&spec.sides[0], offload)?,
             open_tun(&spec.sides[1], offload)?,
@@ -252,6 +262,86 @@ fn count_written(report: &mut EmulatorReport, dir: usize, written: Written) {
     }
 }
 
+/// The bottleneck queue of a link with a discipline (one direction), and
+/// the rest of the path after it (the link model without the rate).
+struct Queued {
+    stage: QueueStage,
+    leaving: Vec<Leaving>,
+}
+
+/// The queues of both directions, when the link has a discipline, and
+/// the models that carry what leaves them: the same profile without its
+/// rate and framing (the queue's wire has them) and without a byte limit
+/// (the discipline's limit is the queue's).
+fn queue_stages(spec: &EmulatorSpec) -> Option<([Queued; 2], LinkProfile)> {
+    let discipline = spec.link.impair.queue_discipline?;
+    let rate = spec.link.rate_bps?;
+    let origin_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let stage = || Queued {
+        stage: QueueStage::new(
+            &discipline,
+            rate,
+            spec.link.impair.framing,
+            spec.link.mtu as usize,
+            origin_unix_ns,
+        ),
+        leaving: Vec::new(),
+    };
+    let mut after = spec.link.clone();
+    after.rate_bps = None;
+    after.impair.framing = None;
+    after.impair.queue_discipline = None;
+    Some(([stage(), stage()], after))
+}
+
+/// Hands what left `queued`'s wire by `now` to the rest of the path: each
+/// packet meets `model` at the time its last bit left, and is held until
+/// the model's release time.
+#[allow(clippy::too_many_arguments)]
+fn carry_departures(
+    queued: &mut Queued,
+    model: &mut LinkModel,
+    now: u64,
+    held: &mut BinaryHeap<Reverse<Held>>,
+    seq: &mut u64,
+    spare: &mut Vec<Vec<u8>>,
+    max_queued: &mut usize,
+) {
+    queued.stage.pull(now, &mut queued.leaving, spare);
+    for leaving in queued.leaving.drain(..) {
+        let fate = model.admit(leaving.end_ns, leaving.bytes.len());
+        let copies = fate.deliveries.len();
+        let mut bytes = Some(leaving.bytes);
+        for (k, delivery) in fate.deliveries.into_iter().enumerate() {
+            let mut packet = if k + 1 == copies {
+                bytes.take().expect("one owner for the last copy")
+            } else {
+                let mut copy = spare.pop().unwrap_or_default();
+                copy.clear();
+                copy.extend_from_slice(bytes.as_ref().expect("not yet given away"));
+                copy
+            };
+            if let Some(flip) = delivery.corrupt
+                && let Some(byte) = packet.get_mut(flip.offset)
+            {
+                *byte ^= flip.mask;
+            }
+            *seq += 1;
+            held.push(Reverse(Held {
+                release_ns: delivery.at_ns,
+                seq: *seq,
+                packet,
+            }));
+            *max_queued = (*max_queued).max(held.len());
+        }
+        if let Some(lost) = bytes {
+            spare.push(lost);
+        }
+    }
+}
+
 /// The largest IP packet a TUN device can carry, with a virtio-net header.
 const MAX_PACKET: usize = 65536 + VNET_HDR_LEN;
 /// Packets read per direction per wake-up before writing again.
@@ -271,14 +361,21 @@ fn relay(
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000) };
     let origin = Instant::now();
     let now_ns = || origin.elapsed().as_nanos() as u64;
+    // With a queue discipline, the bottleneck's queue and wire come
+    // first; the models carry what leaves them.
+    let (mut stages, after) = match queue_stages(spec) {
+        Some((stages, after)) => (Some(stages), after),
+        None => (None, spec.link.clone()),
+    };
+    let queue_bytes = if stages.is_some() {
+        u64::MAX
+    } else {
+        spec.queue_bytes
+    };
     // Each direction draws from its own stream, both from the one seed.
     let mut models = [
-        LinkModel::new(&spec.link, spec.queue_bytes, spec.seed),
-        LinkModel::new(
-            &spec.link,
-            spec.queue_bytes,
-            spec.seed ^ 0x9e37_79b9_7f4a_7c15,
-        ),
+        LinkModel::new(&after, queue_bytes, spec.seed),
+        LinkModel::new(&after, queue_bytes, spec.seed ^ 0x9e37_79b9_7f4a_7c15),
     ];
     let mut queues: [BinaryHeap<Reverse<Held>>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
     let mut seq = 0u64;
@@ -306,8 +403,22 @@ fn relay(
         }
     }
     while !stop.load(Ordering::Relaxed) {
-        // Release what is due.
+        // Release what is due, after taking from the bottleneck's queues
+        // what their wires sent by now.
         let now = now_ns();
+        if let Some(stages) = &mut stages {
+            for dir in 0..2 {
+                carry_departures(
+                    &mut stages[dir],
+                    &mut models[dir],
+                    now,
+                    &mut queues[dir],
+                    &mut seq,
+                    &mut spare,
+                    &mut report.max_queued[dir],
+                );
+            }
+        }
         for dir in 0..2 {
             while queues[dir]
                 .peek()
@@ -326,9 +437,15 @@ fn relay(
                 spare.push(held.packet);
             }
         }
+        let next_departure = stages
+            .iter()
+            .flatten()
+            .filter_map(|q| q.stage.next_departure())
+            .min();
         let next_release = queues
             .iter()
             .filter_map(|q| q.peek().map(|Reverse(h)| h.release_ns))
+            .chain(next_departure)
             .min();
         // Spinning: look and come back at once, never sleep.
         let timeout = if tuning.spin {
@@ -392,6 +509,23 @@ fn relay(
                     if offload && n > VNET_HDR_LEN && buf[1] != 0 {
                         report.super_packets[dir] += 1;
                     }
+                    continue;
+                }
+                if let Some(stages) = &mut stages {
+                    // The wire took what was due before this packet came.
+                    carry_departures(
+                        &mut stages[dir],
+                        &mut models[dir],
+                        read_at,
+                        &mut queues[dir],
+                        &mut seq,
+                        &mut spare,
+                        &mut report.max_queued[dir],
+                    );
+                    let mut packet = spare.pop().unwrap_or_default();
+                    packet.clear();
+                    packet.extend_from_slice(&buf[..n]);
+                    stages[dir].stage.push(read_at, packet, &mut spare);
                     continue;
                 }
                 let queue = &mut queues[dir];
@@ -476,6 +610,12 @@ fn relay(
         report.lost_packets[dir] = counts.lost;
         report.queue_drops[dir] = counts.queue_drops;
         report.model[dir] = counts;
+    }
+    if let Some([a, b]) = stages {
+        for (dir, queued) in [&a, &b].into_iter().enumerate() {
+            report.left_held[dir] += queued.stage.backlog_packets();
+        }
+        report.bottleneck = Some([a.stage.finish(), b.stage.finish()]);
     }
     report.overhead_us_p50 = overhead.value_at_quantile(0.5) as f64;
     report.overhead_us_p99 = overhead.value_at_quantile(0.99) as f64;

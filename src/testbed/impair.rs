@@ -280,7 +280,7 @@ impl Loss {
 
 /// What a packet costs on the wire, in byte times, including any gap that
 /// must follow it; and the part that is the frame itself.
-fn wire_bytes(framing: Option<Framing>, len: usize) -> (u64, u64) {
+pub fn wire_bytes(framing: Option<Framing>, len: usize) -> (u64, u64) {
     let len = len as u64;
     match framing {
         None => (len, len),
@@ -752,6 +752,8 @@ pub fn beyond_netem(impair: &Impairments) -> Option<&'static str> {
         Some("netem has no one-packet driver (--tx-queue, --tx-service)")
     } else if impair.rx_min_gap_us > 0 {
         Some("netem has no slow receiver (--rx-min-gap)")
+    } else if impair.queue_discipline.is_some() {
+        Some("netem has no queue discipline of its own (--queue-discipline)")
     } else {
         None
     }

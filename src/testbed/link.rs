@@ -17,7 +17,9 @@
 //! no larger than the delay.
 
 use crate::record::testbed::LinkProfile;
-use crate::record::testbed::{DelayDistribution, Framing, Impairments, LossModel, Slot};
+use crate::record::testbed::{
+    DelayDistribution, Framing, Impairments, LossModel, QueueDiscipline, QueueLimit, Slot,
+};
 use crate::units::parse_duration;
 use std::time::Duration;
 use thiserror::Error;
@@ -215,8 +217,13 @@ impl LinkProfile {
         }
         parts.extend(describe_impairments(&self.impair));
         parts.push(format!("MTU {}", self.mtu));
-        if let Some(q) = self.queue_bytes {
-            parts.push(format!("queue {} KB", q / 1024));
+        match self.impair.queue_discipline {
+            Some(discipline) => parts.push(describe_discipline(&discipline)),
+            None => {
+                if let Some(q) = self.queue_bytes {
+                    parts.push(format!("queue {} KB", q / 1024));
+                }
+            }
         }
         match &self.name {
             Some(name) => format!("{name}: {}", parts.join(", ")),
@@ -305,6 +312,169 @@ pub fn parse_loss(text: &str) -> Result<f64, LinkError> {
         return Err(LinkError::Loss(text.to_string()));
     }
     Ok(value)
+}
+
+/// A bottleneck queue as given: bytes (`16K`), packets (`1000p`) or the
+/// time it takes to send at the link's rate (`200ms`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueueSize {
+    Bytes(u64),
+    Packets(u32),
+    Time { us: u64 },
+}
+
+/// The most packets a queue may be given (Linux's fq_codel takes 10240 by
+/// default; a million is far past any real buffer).
+const MAX_QUEUE_PACKETS: u32 = 1_000_000;
+
+/// Parses `--queue`: bytes (`16K`, `64000`), packets (`1000p`,
+/// `1000packets`) or time at the link's rate (`200ms`).
+pub fn parse_queue_size(text: &str) -> Result<QueueSize, LinkError> {
+    let err = |reason: &str| LinkError::Queue(text.to_string(), reason.to_string());
+    let trimmed = text.trim();
+    if trimmed.starts_with('-') {
+        return Err(err("a queue cannot be negative"));
+    }
+    let lower = trimmed.to_ascii_lowercase();
+    let number_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(number_end);
+    if number.parse::<f64>().is_ok_and(|v| v == 0.0) {
+        return Err(err(
+            "a queue of 0 holds nothing: give at least one packet (1p), bytes (16K) or time (50ms)",
+        ));
+    }
+    match unit.trim() {
+        "p" | "pkt" | "pkts" | "packet" | "packets" => {
+            let packets: u32 = number
+                .parse()
+                .map_err(|_| err("give a whole number of packets, e.g. 1000p"))?;
+            if packets > MAX_QUEUE_PACKETS {
+                return Err(err("at most 1000000 packets"));
+            }
+            Ok(QueueSize::Packets(packets))
+        }
+        "ms" | "s" | "us" | "µs" => Ok(QueueSize::Time {
+            us: parse_delay("queue", trimmed)?,
+        }),
+        _ => Ok(QueueSize::Bytes(parse_queue(text)?)),
+    }
+}
+
+/// The bottleneck queue's discipline by name, with its RFC's defaults
+/// (and Linux's limits) and the queue `size` when one was given, at
+/// `rate_bps` with packets of `mtu`.
+pub fn queue_discipline(
+    name: &str,
+    size: Option<QueueSize>,
+    rate_bps: u64,
+    mtu: u32,
+) -> Result<QueueDiscipline, LinkError> {
+    let bytes_of = |size: QueueSize| -> Result<u64, LinkError> {
+        match size {
+            QueueSize::Bytes(b) => Ok(b),
+            QueueSize::Packets(n) => Ok(u64::from(n) * u64::from(mtu)),
+            QueueSize::Time { us } => time_queue_bytes(us, rate_bps, mtu),
+        }
+    };
+    let packets_of = |default: u32| -> Result<u32, LinkError> {
+        Ok(match size {
+            None => default,
+            Some(QueueSize::Packets(n)) => n,
+            Some(other) => (bytes_of(other)? / u64::from(mtu)).max(1) as u32,
+        })
+    };
+    let codel = crate::testbed::qdisc::codel::Params::default();
+    let fq = crate::testbed::qdisc::fq_codel::Params::default();
+    Ok(match name {
+        name if name_is_droptail(name) => QueueDiscipline::DropTail {
+            limit: match size {
+                None => QueueLimit::Packets(DEFAULT_DROPTAIL_PACKETS),
+                Some(QueueSize::Packets(n)) => QueueLimit::Packets(n),
+                Some(other) => QueueLimit::Bytes(bytes_of(other)?),
+            },
+        },
+        "codel" => QueueDiscipline::Codel {
+            limit_packets: packets_of(DEFAULT_CODEL_PACKETS)?,
+            target_us: codel.target_ns / 1000,
+            interval_us: codel.interval_ns / 1000,
+            ecn: codel.ecn,
+        },
+        "fq_codel" | "fq-codel" => QueueDiscipline::FqCodel {
+            limit_packets: packets_of(fq.limit as u32)?,
+            flows: fq.flows as u32,
+            quantum: fq.quantum,
+            target_us: fq.codel.target_ns / 1000,
+            interval_us: fq.codel.interval_ns / 1000,
+            ecn: fq.codel.ecn,
+        },
+        other => {
+            return Err(LinkError::Invalid(format!(
+                "--queue-discipline \"{other}\" is not one netlab has: droptail, codel (RFC 8289) or fq_codel (RFC 8290)"
+            )));
+        }
+    })
+}
+
+fn name_is_droptail(name: &str) -> bool {
+    matches!(name, "droptail" | "drop-tail" | "pfifo" | "bfifo")
+}
+
+/// A drop-tail queue's default: Linux's txqueuelen and pfifo limit.
+pub const DEFAULT_DROPTAIL_PACKETS: u32 = 1000;
+/// Linux's `codel` limit.
+pub const DEFAULT_CODEL_PACKETS: u32 = 1000;
+
+/// Bytes sent in `us` at `rate_bps`: at least one `mtu`-sized packet.
+fn time_queue_bytes(us: u64, rate_bps: u64, mtu: u32) -> Result<u64, LinkError> {
+    use crate::testbed::qdisc::droptail::Limit;
+    match Limit::of_time(us as f64 / 1000.0, rate_bps, mtu as usize) {
+        Ok(Limit::Bytes(bytes)) => Ok(bytes),
+        Ok(Limit::Packets(n)) => Ok(n as u64 * u64::from(mtu)),
+        Err(e) => Err(LinkError::Queue(
+            format!("{} ms", us as f64 / 1000.0),
+            e.to_string(),
+        )),
+    }
+}
+
+/// A discipline in words, for the link's description.
+fn describe_discipline(d: &QueueDiscipline) -> String {
+    let aqm = |target_us: u64, interval_us: u64, ecn: bool| {
+        format!(
+            "target {} ms, interval {} ms{}",
+            target_us as f64 / 1000.0,
+            interval_us as f64 / 1000.0,
+            if ecn { ", ECN" } else { "" }
+        )
+    };
+    match *d {
+        QueueDiscipline::DropTail { limit } => match limit {
+            QueueLimit::Packets(n) => format!("drop-tail queue {n} packets"),
+            QueueLimit::Bytes(b) => format!("drop-tail queue {} KB", b / 1024),
+        },
+        QueueDiscipline::Codel {
+            limit_packets,
+            target_us,
+            interval_us,
+            ecn,
+        } => format!(
+            "CoDel (RFC 8289) {limit_packets} packets, {}",
+            aqm(target_us, interval_us, ecn)
+        ),
+        QueueDiscipline::FqCodel {
+            limit_packets,
+            flows,
+            quantum,
+            target_us,
+            interval_us,
+            ecn,
+        } => format!(
+            "FQ-CoDel (RFC 8290) {flows} flows, quantum {quantum} B, {limit_packets} packets, {}",
+            aqm(target_us, interval_us, ecn)
+        ),
+    }
 }
 
 /// Parses a queue size in bytes (`16K`, `64000`).
@@ -727,6 +897,8 @@ pub struct LinkOverrides {
     pub loss: Option<String>,
     pub mtu: Option<i64>,
     pub queue: Option<String>,
+    /// The bottleneck queue's discipline: droptail, codel, fq_codel.
+    pub queue_discipline: Option<String>,
     /// netem's impairment syntax, e.g. `delay 10ms 2ms 25% distribution normal`.
     pub netem: Option<String>,
     /// Let jitter reorder packets (netem without a rate).
@@ -767,11 +939,51 @@ impl LinkProfile {
             profile.mtu = u32::try_from(mtu)
                 .map_err(|_| LinkError::Mtu(if mtu < 0 { 0 } else { u32::MAX }))?;
         }
-        if let Some(queue) = &given.queue {
-            profile.queue_bytes = Some(parse_queue(queue)?);
-        }
+        let queue = given.queue.as_deref().map(parse_queue_size).transpose()?;
         if let Some(netem) = &given.netem {
             apply_netem(&mut profile, netem, given)?;
+        }
+        match queue {
+            Some(QueueSize::Bytes(bytes)) => profile.queue_bytes = Some(bytes),
+            Some(QueueSize::Packets(n)) => {
+                profile.queue_bytes = Some(u64::from(n) * u64::from(profile.mtu))
+            }
+            Some(QueueSize::Time { us }) => {
+                let Some(rate) = profile.rate_bps else {
+                    return Err(LinkError::Queue(
+                        given.queue.clone().unwrap_or_default(),
+                        "a queue in time needs the link's rate (--link-rate or a named link)"
+                            .into(),
+                    ));
+                };
+                profile.queue_bytes = Some(time_queue_bytes(us, rate, profile.mtu)?);
+            }
+            None => {}
+        }
+        if let Some(name) = &given.queue_discipline {
+            let Some(rate) = profile.rate_bps else {
+                return Err(LinkError::Invalid(format!(
+                    "--queue-discipline {name}: a queue forms in front of the link's rate; give one (--link-rate or a named link)"
+                )));
+            };
+            if given.tx_queue.is_some() || given.tx_service.is_some() {
+                return Err(LinkError::Invalid(
+                    "--queue-discipline and --tx-queue/--tx-service: the interface's queue would be the discipline's; give one".into(),
+                ));
+            }
+            let discipline = if name_is_droptail(name) {
+                // Without --queue, the named link's buffer is its drop-tail queue.
+                let size = queue.or(profile.queue_bytes.map(QueueSize::Bytes));
+                queue_discipline(name, size, rate, profile.mtu)?
+            } else {
+                if queue.is_none() {
+                    // An AQM keeps its own limit in packets, not the named
+                    // link's drop-tail buffer.
+                    profile.queue_bytes = None;
+                }
+                queue_discipline(name, queue, rate, profile.mtu)?
+            };
+            profile.impair.queue_discipline = Some(discipline);
         }
         if given.jitter_reorders {
             if profile.jitter_us == 0 {
@@ -985,6 +1197,132 @@ mod tests {
         // A netem delay makes the link impaired; Ethernet framing alone does not.
         assert!(netem("delay 1ms").unwrap().needs_impairment());
         assert!(!LinkProfile::named("ether10").unwrap().needs_impairment());
+    }
+
+    #[test]
+    fn queues_in_bytes_packets_or_time() {
+        assert_eq!(parse_queue_size("16K"), Ok(QueueSize::Bytes(16384)));
+        assert_eq!(parse_queue_size("1000p"), Ok(QueueSize::Packets(1000)));
+        assert_eq!(parse_queue_size("64 packets"), Ok(QueueSize::Packets(64)));
+        assert_eq!(
+            parse_queue_size("200ms"),
+            Ok(QueueSize::Time { us: 200_000 })
+        );
+        for zero in ["0", "0p", "0ms", "0K"] {
+            let e = parse_queue_size(zero).unwrap_err().to_string();
+            assert!(e.contains("a queue of 0 holds nothing"), "{zero}: {e}");
+        }
+        assert!(parse_queue_size("-5p").is_err());
+        assert!(parse_queue_size("1.5p").is_err());
+        assert!(parse_queue_size("2000000p").is_err());
+        let link = |queue: &str, discipline: Option<&str>| {
+            LinkProfile::with_overrides(&LinkOverrides {
+                rate: Some("50mbit".into()),
+                queue: Some(queue.into()),
+                queue_discipline: discipline.map(String::from),
+                ..LinkOverrides::default()
+            })
+        };
+        // 200 ms at 50 Mbit/s: 1.25 MB.
+        assert_eq!(link("200ms", None).unwrap().queue_bytes, Some(1_250_000));
+        assert_eq!(link("100p", None).unwrap().queue_bytes, Some(150_000));
+        // Less than a packet's time at the rate.
+        let e = link("0.1ms", None).unwrap_err().to_string();
+        assert!(e.contains("less than one 1500-byte packet"), "{e}");
+        // A time needs a rate.
+        let e = LinkProfile::with_overrides(&LinkOverrides {
+            queue: Some("50ms".into()),
+            ..LinkOverrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("needs the link's rate"), "{e}");
+    }
+
+    #[test]
+    fn disciplines_take_their_rfc_defaults_and_the_queue_given() {
+        let link = |given: LinkOverrides| LinkProfile::with_overrides(&given);
+        let rated = |discipline: &str, queue: Option<&str>| LinkOverrides {
+            rate: Some("50mbit".into()),
+            queue: queue.map(String::from),
+            queue_discipline: Some(discipline.into()),
+            ..LinkOverrides::default()
+        };
+        let d = |p: LinkProfile| p.impair.queue_discipline.unwrap();
+        assert_eq!(
+            d(link(rated("droptail", None)).unwrap()),
+            QueueDiscipline::DropTail {
+                limit: QueueLimit::Packets(1000)
+            }
+        );
+        assert_eq!(
+            d(link(rated("droptail", Some("250ms"))).unwrap()),
+            QueueDiscipline::DropTail {
+                limit: QueueLimit::Bytes(1_562_500)
+            }
+        );
+        // The named link's buffer is its drop-tail queue...
+        let wan = LinkOverrides {
+            profile: Some("wan".into()),
+            queue_discipline: Some("droptail".into()),
+            ..LinkOverrides::default()
+        };
+        assert_eq!(
+            d(link(wan.clone()).unwrap()),
+            QueueDiscipline::DropTail {
+                limit: QueueLimit::Bytes(512 << 10)
+            }
+        );
+        // ...but an AQM keeps its own limit.
+        let wan_fq = link(LinkOverrides {
+            queue_discipline: Some("fq_codel".into()),
+            ..wan
+        })
+        .unwrap();
+        assert_eq!(
+            d(wan_fq.clone()),
+            QueueDiscipline::FqCodel {
+                limit_packets: 10_240,
+                flows: 1024,
+                quantum: 1514,
+                target_us: 5000,
+                interval_us: 100_000,
+                ecn: true
+            }
+        );
+        assert_eq!(wan_fq.queue_bytes, None);
+        assert!(
+            wan_fq.describe().contains("FQ-CoDel (RFC 8290)"),
+            "{}",
+            wan_fq.describe()
+        );
+        assert!(wan_fq.needs_impairment());
+        match d(link(rated("codel", Some("300K"))).unwrap()) {
+            QueueDiscipline::Codel { limit_packets, .. } => assert_eq!(limit_packets, 204),
+            other => panic!("{other:?}"),
+        }
+        // Refusals name the problem.
+        let e = link(rated("red", None)).unwrap_err().to_string();
+        assert!(
+            e.contains("droptail, codel (RFC 8289) or fq_codel (RFC 8290)"),
+            "{e}"
+        );
+        let e = link(LinkOverrides {
+            queue_discipline: Some("fq_codel".into()),
+            ..LinkOverrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("in front of the link's rate"), "{e}");
+        let e = link(LinkOverrides {
+            tx_queue: Some(1),
+            ..rated("codel", None)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--tx-queue"), "{e}");
+        let e = link(rated("droptail", Some("0p"))).unwrap_err().to_string();
+        assert!(e.contains("a queue of 0"), "{e}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod impair;
 pub mod link;
 pub mod netns;
 pub mod qdisc;
+pub mod queue_stage;
 pub mod segment;
 
 /// Whether process `pid` is a live netlab process: the rule by which

@@ -17,7 +17,7 @@
 
 use super::link::format_rate;
 use crate::record::testbed::LinkProfile;
-use crate::record::testbed::{DelayDistribution, Framing, LossModel};
+use crate::record::testbed::{DelayDistribution, Framing, LossModel, QueueDiscipline, QueueLimit};
 use crate::record::testbed::{LinkFacts, Realisation};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -309,6 +309,54 @@ pub fn netem_args(profile: &LinkProfile) -> Vec<String> {
     args
 }
 
+/// The kernel's codel or fq_codel with the discipline's parameters
+/// (tc-codel(8), tc-fq_codel(8)); drop-tail as bfifo or pfifo.
+pub fn kernel_discipline_args(discipline: &QueueDiscipline) -> Vec<String> {
+    let ecn = |on: bool| if on { "ecn" } else { "noecn" }.to_string();
+    match *discipline {
+        QueueDiscipline::DropTail { limit } => match limit {
+            QueueLimit::Packets(n) => vec!["pfifo".into(), "limit".into(), n.to_string()],
+            QueueLimit::Bytes(b) => vec!["bfifo".into(), "limit".into(), b.to_string()],
+        },
+        QueueDiscipline::Codel {
+            limit_packets,
+            target_us,
+            interval_us,
+            ecn: on,
+        } => vec![
+            "codel".into(),
+            "limit".into(),
+            limit_packets.to_string(),
+            "target".into(),
+            format!("{target_us}us"),
+            "interval".into(),
+            format!("{interval_us}us"),
+            ecn(on),
+        ],
+        QueueDiscipline::FqCodel {
+            limit_packets,
+            flows,
+            quantum,
+            target_us,
+            interval_us,
+            ecn: on,
+        } => vec![
+            "fq_codel".into(),
+            "limit".into(),
+            limit_packets.to_string(),
+            "flows".into(),
+            flows.to_string(),
+            "quantum".into(),
+            quantum.to_string(),
+            "target".into(),
+            format!("{target_us}us"),
+            "interval".into(),
+            format!("{interval_us}us"),
+            ecn(on),
+        ],
+    }
+}
+
 /// tbf's bucket: two frames, or 1 ms at the rate, whichever is larger (tbf
 /// needs at least one MTU; a bucket much larger than a frame would let bursts
 /// through at the host's speed).
@@ -421,6 +469,8 @@ impl Drop for Testbed {
 pub struct QdiscSupport {
     pub tbf: Result<(), String>,
     pub netem: Result<(), String>,
+    pub codel: Result<(), String>,
+    pub fq_codel: Result<(), String>,
 }
 
 /// [`QdiscSupport`], from a testbed of its own (needs CAP_NET_ADMIN).
@@ -453,6 +503,8 @@ pub fn probe_qdiscs() -> Result<QdiscSupport, TestbedError> {
     let support = QdiscSupport {
         tbf: try_qdisc(&["tbf", "rate", "10mbit", "burst", "3028", "latency", "50ms"]),
         netem: try_qdisc(&["netem", "delay", "1ms"]),
+        codel: try_qdisc(&["codel"]),
+        fq_codel: try_qdisc(&["fq_codel"]),
     };
     drop(bed);
     Ok(support)
@@ -460,12 +512,15 @@ pub fn probe_qdiscs() -> Result<QdiscSupport, TestbedError> {
 
 /// Whether the kernel has netem: try it on the namespace's loopback.
 fn netem_available(runner: Runner, namespace: &str) -> bool {
-    let probe = runner.run(
-        "tc",
-        &[
-            "-n", namespace, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms",
-        ],
-    );
+    qdisc_available(runner, namespace, &["netem", "delay", "1ms"])
+}
+
+/// Whether the kernel has the qdisc `args` name (with its arguments):
+/// try it on the namespace's loopback, and remove it.
+fn qdisc_available(runner: Runner, namespace: &str, args: &[&str]) -> bool {
+    let mut all = vec!["-n", namespace, "qdisc", "add", "dev", "lo", "root"];
+    all.extend_from_slice(args);
+    let probe = runner.run("tc", &all);
     if probe.is_ok() {
         let _ = runner.run(
             "tc",
@@ -552,6 +607,9 @@ fn realisation(
             Some("the emulator was asked for (--link-via emulator)".into()),
         );
     }
+    if let Some(discipline) = profile.impair.queue_discipline {
+        return discipline_realisation(profile, &discipline, runner, probe_namespace);
+    }
     if let Some(why) = crate::testbed::impair::beyond_netem(&profile.impair) {
         return (
             Realisation::Emulator,
@@ -567,6 +625,52 @@ fn realisation(
         (
             Realisation::Emulator,
             Some("netem is not in this kernel (CONFIG_NET_SCH_NETEM off): netlab's user-space emulator adds delay, jitter and loss".into()),
+        )
+    }
+}
+
+/// Where a link's queue discipline runs: the kernel's codel or fq_codel
+/// under tbf on a veth pair, when this kernel has it and nothing else
+/// needs netem; netlab's emulator otherwise (and always for drop-tail,
+/// whose queue the emulator reads packet by packet). Says which and why.
+fn discipline_realisation(
+    profile: &LinkProfile,
+    discipline: &QueueDiscipline,
+    runner: Runner,
+    probe_namespace: &str,
+) -> (Realisation, Option<String>) {
+    let name = discipline.name();
+    let rfc = match discipline {
+        QueueDiscipline::DropTail { .. } => {
+            return (
+                Realisation::Emulator,
+                Some("the drop-tail queue is netlab's emulator's, read packet by packet".into()),
+            );
+        }
+        QueueDiscipline::Codel { .. } => "CoDel (RFC 8289)",
+        QueueDiscipline::FqCodel { .. } => "FQ-CoDel (RFC 8290)",
+    };
+    let mut without = profile.clone();
+    without.impair.queue_discipline = None;
+    if without.needs_impairment() {
+        return (
+            Realisation::Emulator,
+            Some(format!(
+                "with delay, jitter or loss the link is the emulator's: its {rfc} carries the queue"
+            )),
+        );
+    }
+    if qdisc_available(runner, probe_namespace, &[name]) {
+        (
+            Realisation::Veth,
+            Some(format!("the kernel's {name} under tbf carries the queue")),
+        )
+    } else {
+        (
+            Realisation::Emulator,
+            Some(format!(
+                "{name} is not in this kernel: netlab's emulator runs {rfc} (testbed::qdisc)"
+            )),
         )
     }
 }
@@ -685,13 +789,28 @@ fn shape_side(
                 VETH_ETHERNET_OVERHEAD.to_string(),
             );
             let mut args = vec![
-                "-n", n, "qdisc", "add", "dev", i, "root", "tbf", "rate", &rate_arg, "burst",
-                &burst_arg, "limit", &limit_arg,
+                "-n", n, "qdisc", "add", "dev", i, "root", "handle", "1:", "tbf", "rate",
+                &rate_arg, "burst", &burst_arg, "limit", &limit_arg,
             ];
             if ethernet {
                 args.extend(["overhead", overhead_arg.as_str()]);
             }
             runner.run("tc", &args)?;
+            if let Some(discipline) = &profile.impair.queue_discipline {
+                let mut child: Vec<String> = [
+                    "-n", n, "qdisc", "add", "dev", i, "parent", "1:1", "handle", "10:",
+                ]
+                .map(String::from)
+                .to_vec();
+                child.extend(kernel_discipline_args(discipline));
+                let child: Vec<&str> = child.iter().map(String::as_str).collect();
+                runner.run("tc", &child)?;
+                return Ok(Some(format!(
+                    "tbf {} burst {burst} B on both ends, the kernel's {} under it, gso_max_segs 1",
+                    format_rate(rate),
+                    discipline.name()
+                )));
+            }
             Ok(Some(format!(
                 "tbf {} burst {burst} B limit {limit} B{} on both ends, gso_max_segs 1",
                 format_rate(rate),
@@ -761,6 +880,31 @@ generic-receive-offload: on
         assert_eq!(owner_pid("netlab-1234-0-a-extra"), None);
         assert_eq!(owner_pid("docker-1234-0-a"), None);
         assert_eq!(owner_pid("netlab"), None);
+    }
+
+    #[test]
+    fn the_kernel_is_given_the_discipline_in_tc_s_words() {
+        let given = crate::testbed::link::LinkOverrides {
+            rate: Some("50mbit".into()),
+            queue: Some("2000p".into()),
+            queue_discipline: Some("fq_codel".into()),
+            ..Default::default()
+        };
+        let p = LinkProfile::with_overrides(&given).unwrap();
+        assert_eq!(
+            kernel_discipline_args(&p.impair.queue_discipline.unwrap()).join(" "),
+            "fq_codel limit 2000 flows 1024 quantum 1514 target 5000us interval 100000us ecn"
+        );
+        let codel = QueueDiscipline::Codel {
+            limit_packets: 1000,
+            target_us: 5000,
+            interval_us: 100_000,
+            ecn: false,
+        };
+        assert_eq!(
+            kernel_discipline_args(&codel).join(" "),
+            "codel limit 1000 target 5000us interval 100000us noecn"
+        );
     }
 
     #[test]

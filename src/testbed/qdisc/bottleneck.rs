@@ -26,20 +26,45 @@ pub struct Departure<P> {
     pub marked: bool,
 }
 
+/// What a packet of `len` IP bytes costs on the wire: the bytes its frame
+/// takes, and the bytes the wire stays busy (the frame and any gap after).
+pub type WireCost = Box<dyn Fn(usize) -> (u64, u64) + Send>;
+
 /// A discipline `D` feeding a wire of `rate_bps`.
-#[derive(Debug)]
 pub struct Bottleneck<D> {
     discipline: D,
     rate_bps: u64,
+    cost: WireCost,
     /// When the wire is free for the next packet.
     free_at: u64,
 }
 
+impl<D: std::fmt::Debug> std::fmt::Debug for Bottleneck<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bottleneck")
+            .field("discipline", &self.discipline)
+            .field("rate_bps", &self.rate_bps)
+            .field("free_at", &self.free_at)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D> Bottleneck<D> {
+    /// A wire that carries the IP bytes and nothing more.
     pub fn new(discipline: D, rate_bps: u64) -> Self {
+        Bottleneck::with_cost(
+            discipline,
+            rate_bps,
+            Box::new(|len| (len as u64, len as u64)),
+        )
+    }
+
+    /// A wire whose framing `cost` gives each packet's frame and busy bytes.
+    pub fn with_cost(discipline: D, rate_bps: u64, cost: WireCost) -> Self {
         Bottleneck {
             discipline,
             rate_bps: rate_bps.max(1),
+            cost,
             free_at: 0,
         }
     }
@@ -48,9 +73,13 @@ impl<D> Bottleneck<D> {
         &self.discipline
     }
 
-    /// Time on the wire of `bytes`.
-    pub fn wire_ns(&self, bytes: usize) -> u64 {
-        (bytes as u128 * 8 * 1_000_000_000 / u128::from(self.rate_bps)) as u64
+    /// Time on the wire of a packet of `len` IP bytes (its frame).
+    pub fn wire_ns(&self, len: usize) -> u64 {
+        self.ns_of((self.cost)(len).0)
+    }
+
+    fn ns_of(&self, bytes: u64) -> u64 {
+        (u128::from(bytes) * 8 * 1_000_000_000 / u128::from(self.rate_bps)) as u64
     }
 
     /// Adds a packet arriving at `now_ns` (drops to make room go to
@@ -87,8 +116,9 @@ impl<D> Bottleneck<D> {
             let Some(next) = self.discipline.dequeue(at, dropped) else {
                 break;
             };
-            let end = at + self.wire_ns(next.packet.wire_len());
-            self.free_at = end;
+            let (frame, busy) = (self.cost)(next.packet.wire_len());
+            let end = at + self.ns_of(frame);
+            self.free_at = at + self.ns_of(busy);
             out.push(Departure {
                 packet: next.packet,
                 start_ns: at,
@@ -173,6 +203,22 @@ mod tests {
             .collect();
         s.sort_unstable();
         s[((s.len() - 1) as f64 * q) as usize] as f64 / MS as f64
+    }
+
+    #[test]
+    fn framing_counts_on_the_wire_and_the_gap_keeps_it_busy() {
+        // Ethernet-like: 18 bytes of frame beyond the packet, then 12 of gap.
+        let cost: WireCost = Box::new(|len| (len as u64 + 18, len as u64 + 30));
+        let mut b = Bottleneck::with_cost(DropTail::new(Limit::Packets(10)), 10_000_000, cost);
+        let mut dropped = Vec::new();
+        for id in 0..3 {
+            b.push(0, TestPacket::plain(id, 1, 1482), &mut dropped);
+        }
+        let out = b.pull(u64::MAX / 2, &mut dropped);
+        // 1500 bytes of frame: 1.2 ms; the next starts 24 bytes' 9.6 µs later.
+        let starts: Vec<u64> = out.iter().map(|d| d.start_ns).collect();
+        assert_eq!(starts, [0, 1_209_600, 2_419_200]);
+        assert!(out.iter().all(|d| d.end_ns - d.start_ns == 1_200_000));
     }
 
     #[test]

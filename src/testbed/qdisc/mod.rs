@@ -59,6 +59,23 @@ pub trait Discipline<P: Packet> {
     fn backlog_packets(&self) -> usize;
 }
 
+/// A discipline chosen at run time (the emulator's, from the link's
+/// profile).
+impl<P: Packet, D: Discipline<P> + ?Sized> Discipline<P> for Box<D> {
+    fn enqueue(&mut self, now_ns: u64, packet: P, dropped: &mut Vec<P>) {
+        (**self).enqueue(now_ns, packet, dropped)
+    }
+    fn dequeue(&mut self, now_ns: u64, dropped: &mut Vec<P>) -> Option<Dequeued<P>> {
+        (**self).dequeue(now_ns, dropped)
+    }
+    fn backlog_bytes(&self) -> u64 {
+        (**self).backlog_bytes()
+    }
+    fn backlog_packets(&self) -> usize {
+        (**self).backlog_packets()
+    }
+}
+
 /// A packet with its arrival time, as the disciplines hold it.
 #[derive(Debug, Clone)]
 pub(crate) struct Stamped<P> {
