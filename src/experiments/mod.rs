@@ -16,6 +16,7 @@ pub mod mesh;
 pub mod output;
 pub mod page;
 pub mod rpc;
+pub mod rpm;
 pub mod stream;
 pub mod stream_section;
 pub mod sweep;
@@ -236,6 +237,12 @@ registry! {
         data: broadcast::record::BroadcastData, section: broadcast::report::BroadcastSection,
         role: broadcast::wire::ModelRole,
         lab: broadcast::lab::BroadcastLab::boxed,
+    }
+    /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness): idle vs working latency, grade, which queue held the delay.
+    rpm: Rpm(rpm::options::RpmArgs) {
+        data: rpm::record::RpmData, section: rpm::report::RpmSection,
+        role: rpm::role::RpmRole,
+        agent: ByDefault,
     }
     /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT and loss matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
     mesh: Mesh(mesh::options::MeshArgs) {

@@ -1,0 +1,405 @@
+//! What an rpm run's raw samples say, by the draft's rules
+//! (`analysis::responsiveness`): the window of intervals the result is
+//! taken over, the trimmed means, RPM (foreign, self, combined), the
+//! confidence, idle against working latency, the tier and the
+//! bufferbloat grade. The same functions decide saturation live in the
+//! measuring end and recompute the result from the record, so a reader
+//! can check every figure against the samples kept beside it.
+
+use super::record::{ClientReport, DraftParams, Ending, ProbeKind, Sample};
+use crate::analysis::responsiveness::{
+    Confidence, DRAFT, Grade, Params, ProbeMeans, Rpm, Stability, Tier, trimmed_mean,
+};
+use serde::{Deserialize, Serialize};
+
+impl From<DraftParams> for Params {
+    fn from(d: DraftParams) -> Params {
+        Params {
+            mad: d.mad,
+            id_s: d.id_s,
+            tmp: d.tmp,
+            sdt: d.sdt,
+            inp: d.inp,
+            inc: d.inc,
+            mnp: d.mnp,
+            mps: d.mps,
+            ptc: d.ptc,
+        }
+    }
+}
+
+impl From<Params> for DraftParams {
+    fn from(p: Params) -> DraftParams {
+        DraftParams {
+            mad: p.mad,
+            id_s: p.id_s,
+            tmp: p.tmp,
+            sdt: p.sdt,
+            inp: p.inp,
+            inc: p.inc,
+            mnp: p.mnp,
+            mps: p.mps,
+            ptc: p.ptc,
+        }
+    }
+}
+
+/// The formula, as the report shows it beside the figure.
+pub const FORMULA: &str = "RPM = (60000 / ((TM(tcp_f) + TM(http_f)) / 2) + 60000 / TM(http_l)) / 2, TM the trimmed mean keeping the lowest 95% (draft-ietf-ippm-responsiveness-06, the TCP-only case)";
+
+/// The probes of intervals `first..=last` (by start time), by kind.
+fn in_window(
+    samples: &[Sample],
+    id_s: f64,
+    first: usize,
+    last: usize,
+    kind: ProbeKind,
+) -> Vec<f64> {
+    let (from, to) = (
+        first as f64 * id_s * 1000.0,
+        (last + 1) as f64 * id_s * 1000.0,
+    );
+    samples
+        .iter()
+        .filter(|s| s.kind == kind && s.t_ms >= from && s.t_ms < to)
+        .map(|s| s.ms)
+        .collect()
+}
+
+/// The trimmed means of the probes that started in intervals
+/// `first..=last`.
+pub fn means_over(
+    samples: &[Sample],
+    params: &Params,
+    first: usize,
+    last: usize,
+) -> Option<ProbeMeans> {
+    let of = |kind| in_window(samples, params.id_s, first, last, kind);
+    ProbeMeans::of(
+        &of(ProbeKind::TcpForeign),
+        &of(ProbeKind::RequestForeign),
+        &of(ProbeKind::RequestLoaded),
+        params.tmp,
+    )
+}
+
+/// The responsiveness at the end of interval `i`: over the probes of the
+/// last MAD intervals (the draft's moving window).
+pub fn responsiveness_at(samples: &[Sample], params: &Params, i: usize) -> Option<Rpm> {
+    let first = (i + 1).saturating_sub(params.mad.max(1));
+    means_over(samples, params, first, i).map(|m| m.rpm())
+}
+
+/// The draft's saturation rule over the goodput of each interval (bit/s):
+/// the moving averages of the last MAD intervals, stable once their
+/// standard deviation is within SDT of the latest. The first interval
+/// where that held.
+pub fn goodput_saturation(goodput: &[f64], params: &Params) -> Option<usize> {
+    let mut averages = Stability::default();
+    for i in 0..goodput.len() {
+        let window = &goodput[(i + 1).saturating_sub(params.mad.max(1))..=i];
+        averages.push(window.iter().sum::<f64>() / window.len() as f64);
+        if averages.stable(params) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// After goodput saturated at `from`: the first interval where the
+/// responsiveness of each interval since was stable by the same rule.
+pub fn responsiveness_saturation(
+    samples: &[Sample],
+    params: &Params,
+    from: usize,
+    intervals: usize,
+) -> (Option<usize>, Stability) {
+    let mut series = Stability::default();
+    for i in from..intervals {
+        if let Some(rpm) = responsiveness_at(samples, params, i) {
+            series.push(rpm.combined);
+            if series.stable(params) {
+                return (Some(i), series);
+            }
+        }
+    }
+    (None, series)
+}
+
+/// What the analysis made of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The draft implemented.
+    pub draft: String,
+    pub formula: String,
+    /// Intervals (first, last) the result is taken over.
+    pub window: Option<(usize, usize)>,
+    /// Trimmed means, ms: TM(tcp_f), TM(http_f), TM(http_l).
+    pub tm_tcp_f_ms: Option<f64>,
+    pub tm_http_f_ms: Option<f64>,
+    pub tm_http_l_ms: Option<f64>,
+    pub rpm_foreign: Option<f64>,
+    pub rpm_self: Option<f64>,
+    pub rpm: Option<f64>,
+    pub tier: Option<String>,
+    pub confidence: String,
+    /// Whether the figure may be read as the path's result (false: the
+    /// load never saturated the path, or too few intervals ran).
+    pub is_final: bool,
+    /// Idle round trip: the trimmed mean of the idle probes' requests, ms.
+    pub idle_ms: Option<f64>,
+    /// Working round trip: 60000 / RPM, ms.
+    pub working_ms: Option<f64>,
+    pub added_ms: Option<f64>,
+    /// DSLReports' grade of the added latency (A+ .. F).
+    pub grade: Option<String>,
+    /// Goodput at the end, moving average of the last MAD intervals, bit/s.
+    pub goodput_down_bps: f64,
+    pub goodput_up_bps: f64,
+    pub connections: usize,
+    pub samples: (usize, usize, usize),
+    /// What the reader must know (saturation not reached, few samples).
+    pub notes: Vec<String>,
+}
+
+/// The summary of a run's raw figures.
+pub fn summarise(report: &ClientReport, draft: DraftParams) -> Summary {
+    let params = Params::from(draft);
+    let mad = params.mad.max(1);
+    let n = report.intervals.len();
+    let mut summary = Summary {
+        draft: DRAFT.to_string(),
+        formula: FORMULA.to_string(),
+        confidence: Confidence::Low.name().to_string(),
+        ..Default::default()
+    };
+    let idle: Vec<f64> = report
+        .idle
+        .iter()
+        .filter(|s| s.kind == ProbeKind::RequestForeign)
+        .map(|s| s.ms)
+        .collect();
+    summary.idle_ms = trimmed_mean(&idle, params.tmp);
+    if n == 0 {
+        summary
+            .notes
+            .push("no interval under load completed".into());
+        return summary;
+    }
+    let goodput: Vec<f64> = report
+        .intervals
+        .iter()
+        .map(|i| i.goodput_down_bps + i.goodput_up_bps)
+        .collect();
+    let last = n - 1;
+    let window = (last + 1).saturating_sub(mad)..=last;
+    let average = |f: fn(&super::record::Interval) -> f64| {
+        report.intervals[window.clone()].iter().map(f).sum::<f64>() / window.clone().count() as f64
+    };
+    summary.goodput_down_bps = average(|i| i.goodput_down_bps);
+    summary.goodput_up_bps = average(|i| i.goodput_up_bps);
+    summary.connections = report.intervals[last].connections;
+    let goodput_at = goodput_saturation(&goodput, &params);
+    let (responsive_at, series) = match goodput_at {
+        Some(at) => responsiveness_saturation(&report.loaded, &params, at + 1, n),
+        None => (None, Stability::default()),
+    };
+    // The result's window: the MAD intervals ending where responsiveness
+    // saturated, or the last MAD intervals.
+    let end = responsive_at.unwrap_or(last);
+    let first = (end + 1).saturating_sub(mad);
+    summary.window = Some((first, end));
+    let of = |kind| in_window(&report.loaded, params.id_s, first, end, kind).len();
+    summary.samples = (
+        of(ProbeKind::TcpForeign),
+        of(ProbeKind::RequestForeign),
+        of(ProbeKind::RequestLoaded),
+    );
+    let confidence = match (goodput_at, responsive_at) {
+        (None, _) => {
+            summary.notes.push(format!(
+                "goodput did not saturate in {n} intervals of {} s: the load never filled the path, so this is not the path's responsiveness (Low confidence)",
+                params.id_s
+            ));
+            Confidence::Low
+        }
+        (Some(_), Some(_)) => Confidence::High,
+        (Some(_), None) => {
+            let c = series.confidence(&params);
+            summary.notes.push(format!(
+                "responsiveness did not settle within {} % over {} intervals ({} confidence)",
+                params.sdt * 100.0,
+                params.mad,
+                c.name()
+            ));
+            c
+        }
+    };
+    summary.confidence = confidence.name().to_string();
+    summary.is_final = confidence != Confidence::Low;
+    if report.ending == Some(Ending::TimeUp) && responsive_at.is_none() {
+        summary
+            .notes
+            .push("the test's time ran out before both stages saturated".into());
+    }
+    if let Some(means) = means_over(&report.loaded, &params, first, end) {
+        let rpm = means.rpm();
+        summary.tm_tcp_f_ms = Some(means.tcp_f);
+        summary.tm_http_f_ms = Some(means.http_f);
+        summary.tm_http_l_ms = Some(means.http_l);
+        summary.rpm_foreign = Some(rpm.foreign);
+        summary.rpm_self = Some(rpm.loaded);
+        summary.rpm = Some(rpm.combined);
+        summary.tier = Some(Tier::of_rpm(rpm.combined).name().to_string());
+        let working = 60_000.0 / rpm.combined;
+        summary.working_ms = Some(working);
+        if let Some(idle) = summary.idle_ms {
+            let added = (working - idle).max(0.0);
+            summary.added_ms = Some(added);
+            summary.grade = Some(Grade::of_added_ms(added).name().to_string());
+        }
+    } else {
+        summary
+            .notes
+            .push("a probe kind has no sample in the window: no RPM".into());
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::Interval;
+    use super::*;
+
+    fn interval(t_s: f64, bps: f64) -> Interval {
+        Interval {
+            t_s,
+            goodput_down_bps: bps,
+            goodput_up_bps: 0.0,
+            connections: 1,
+            probes: (0, 0),
+        }
+    }
+
+    /// Probes every 100 ms over `intervals` seconds: handshakes and
+    /// foreign requests at `foreign_ms`, self probes at `self_ms(i)`.
+    fn probes(intervals: usize, foreign_ms: f64, self_ms: impl Fn(usize) -> f64) -> Vec<Sample> {
+        probes_by(intervals, |_| foreign_ms, self_ms)
+    }
+
+    /// As [`probes`], the foreign probes' times by interval too.
+    fn probes_by(
+        intervals: usize,
+        foreign_ms: impl Fn(usize) -> f64,
+        self_ms: impl Fn(usize) -> f64,
+    ) -> Vec<Sample> {
+        (0..intervals * 10)
+            .flat_map(|k| {
+                let t_ms = k as f64 * 100.0;
+                let i = k / 10;
+                [
+                    Sample {
+                        kind: ProbeKind::TcpForeign,
+                        t_ms,
+                        ms: foreign_ms(i),
+                    },
+                    Sample {
+                        kind: ProbeKind::RequestForeign,
+                        t_ms,
+                        ms: foreign_ms(i),
+                    },
+                    Sample {
+                        kind: ProbeKind::RequestLoaded,
+                        t_ms,
+                        ms: self_ms(i),
+                    },
+                ]
+            })
+            .collect()
+    }
+
+    fn draft() -> DraftParams {
+        Params::default().into()
+    }
+
+    #[test]
+    fn goodput_saturates_once_its_moving_averages_settle() {
+        let p = Params::default();
+        // Ramping: 10, 20, 30, 40, then flat at 50.
+        let ramp = [
+            10.0, 20.0, 30.0, 40.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0, 50.0,
+        ];
+        let at = goodput_saturation(&ramp, &p).unwrap();
+        // The moving averages: 10 15 20 25 35 42.5 47.5 50 50 50 50; the
+        // last four within 5% of the latest first at index 9 (47.5..50).
+        assert_eq!(at, 9);
+        // Still climbing by half each interval: never. (A slow linear
+        // climb does settle by this rule: 5% of a large value is wide.)
+        let climbing: Vec<f64> = (1..30).map(|i| 1.5f64.powi(i)).collect();
+        assert_eq!(goodput_saturation(&climbing, &p), None);
+        // Fewer than MAD intervals can never be stable.
+        assert_eq!(goodput_saturation(&[50.0, 50.0, 50.0], &p), None);
+    }
+
+    #[test]
+    fn a_saturated_run_is_final_with_its_grade() {
+        let report = ClientReport {
+            idle: probes(1, 20.0, |_| 20.0),
+            // Foreign 20 ms, self 220 ms: RPM (3000 + 272.7) / 2.
+            loaded: probes(12, 20.0, |_| 220.0),
+            intervals: (0..12).map(|i| interval(i as f64 + 1.0, 50e6)).collect(),
+            ending: Some(Ending::Saturated),
+            ..Default::default()
+        };
+        let s = summarise(&report, draft());
+        assert_eq!(s.confidence, "High");
+        assert!(s.is_final);
+        let want = (3000.0 + 60_000.0 / 220.0) / 2.0;
+        assert!((s.rpm.unwrap() - want).abs() < 1e-6, "{:?}", s.rpm);
+        assert_eq!(s.tier.as_deref(), Some("Good"));
+        // Working 60000 / 1636 = 36.7 ms, idle 20: 16.7 ms added, grade A.
+        assert_eq!(s.grade.as_deref(), Some("A"));
+        assert!(s.notes.is_empty(), "{:?}", s.notes);
+    }
+
+    #[test]
+    fn a_run_that_never_saturates_says_so_with_low_confidence() {
+        let report = ClientReport {
+            idle: probes(1, 20.0, |_| 20.0),
+            loaded: probes(8, 20.0, |i| 100.0 * (i + 1) as f64),
+            intervals: (0..8)
+                .map(|i| interval(i as f64 + 1.0, 1e6 * 2f64.powi(i)))
+                .collect(),
+            ending: Some(Ending::TimeUp),
+            ..Default::default()
+        };
+        let s = summarise(&report, draft());
+        assert_eq!(s.confidence, "Low");
+        assert!(!s.is_final);
+        assert!(
+            s.notes.iter().any(|n| n.contains("did not saturate")),
+            "{:?}",
+            s.notes
+        );
+        // The figure is still computed from the last MAD intervals.
+        assert_eq!(s.window, Some((4, 7)));
+    }
+
+    #[test]
+    fn the_window_is_where_responsiveness_settled() {
+        // Goodput flat from the start; every probe 300 ms for 6 s, then 50
+        // (a queue that drained).
+        let settled = |i: usize| if i < 6 { 300.0 } else { 50.0 };
+        let report = ClientReport {
+            idle: probes(1, 10.0, |_| 10.0),
+            loaded: probes_by(16, settled, settled),
+            intervals: (0..16).map(|i| interval(i as f64 + 1.0, 50e6)).collect(),
+            ending: Some(Ending::Saturated),
+            ..Default::default()
+        };
+        let s = summarise(&report, draft());
+        let (first, last) = s.window.unwrap();
+        assert!(first >= 6, "{first}..{last}");
+        assert_eq!(s.tm_http_l_ms, Some(50.0));
+    }
+}

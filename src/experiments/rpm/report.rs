@@ -1,0 +1,148 @@
+//! rpm's table and report section: RPM (foreign, self, combined), the
+//! confidence, idle against working latency, the tier and the grade, with
+//! the formula and the protocol said beside the figure.
+
+use super::record::{Record, RpmData};
+use crate::analysis::responsiveness::GRADE_BOUNDS_MS;
+use crate::report::html::{Parts, ReportSection};
+use crate::report::table::{markdown, num};
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn whole(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}
+
+/// Where a cell ran: its placement and link, and its label.
+fn cell_name(data: &RpmData) -> String {
+    let link = data
+        .result
+        .as_ref()
+        .and_then(|r| r.link.as_ref())
+        .map(|l| l.profile.describe());
+    format!(
+        "{}{}{}",
+        data.params.placement.name(),
+        link.map(|l| format!(" ({l})")).unwrap_or_default(),
+        data.params
+            .label
+            .as_ref()
+            .map(|l| format!(" [{l}]"))
+            .unwrap_or_default()
+    )
+}
+
+/// The grade thresholds, as the table's footnote gives them.
+fn grade_scale() -> String {
+    let bounds: Vec<String> = GRADE_BOUNDS_MS
+        .iter()
+        .map(|(g, b)| format!("{} < {b} ms", g.name()))
+        .collect();
+    format!(
+        "{}, F beyond (latency added under load; DSLReports' bufferbloat grades, dslreports.com/faq/17930)",
+        bounds.join(", ")
+    )
+}
+
+pub fn table(records: &[Record]) -> String {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for r in records {
+        let Some(result) = r.data.result.as_ref() else {
+            rows.push(vec![cell_name(&r.data), "failed".into()]);
+            continue;
+        };
+        let s = &result.summary;
+        rows.push(vec![
+            cell_name(&r.data),
+            r.data.params.direction.name().into(),
+            whole(s.rpm),
+            whole(s.rpm_foreign),
+            whole(s.rpm_self),
+            format!(
+                "{}{}",
+                s.confidence,
+                if s.is_final { "" } else { " (not final)" }
+            ),
+            ms(s.idle_ms),
+            ms(s.working_ms),
+            s.grade.clone().unwrap_or("-".into()),
+            s.tier.clone().unwrap_or("-".into()),
+            format!(
+                "{} / {}",
+                num(s.goodput_down_bps / 1e6),
+                num(s.goodput_up_bps / 1e6)
+            ),
+            s.connections.to_string(),
+        ]);
+        for note in &s.notes {
+            notes.push(format!("{}: {note}", cell_name(&r.data)));
+        }
+        if let Some(b) = result.emulator.as_ref().and_then(|e| e.bottleneck.as_ref()) {
+            for (dir, q) in b.iter().enumerate() {
+                if q.sent > 0 && q.sojourn_ms_max > 1.0 {
+                    notes.push(format!(
+                        "{}: the link's {} queue ({}) held packets {} ms at the median, {} ms at p99 (dropped {}, marked {})",
+                        cell_name(&r.data),
+                        if dir == 0 { "A→B" } else { "B→A" },
+                        q.discipline,
+                        num(q.sojourn_ms_p50),
+                        num(q.sojourn_ms_p99),
+                        q.dropped,
+                        q.marked
+                    ));
+                }
+            }
+        }
+    }
+    let mut out = String::from(
+        "netlab rpm: responsiveness under working conditions (draft-ietf-ippm-responsiveness-06)\n",
+    );
+    out.push_str(&markdown(
+        &[
+            "cell",
+            "load",
+            "RPM",
+            "foreign",
+            "self",
+            "confidence",
+            "idle ms",
+            "working ms",
+            "grade",
+            "tier",
+            "goodput Mbit/s down / up",
+            "connections",
+        ],
+        &rows,
+    ));
+    out.push_str(&format!("\n{}\n", super::analysis::FORMULA));
+    out.push_str("Probes speak netlab's own framing over TCP, not HTTP/2 over TLS: a foreign probe is a new connection (its handshake timed, then a 1-byte request and answer), a self probe is a 1-byte request on a loaded connection, answered behind the data queued there. Working ms = 60000 / RPM.\n");
+    out.push_str(&format!("Grades: {}\n", grade_scale()));
+    for note in notes {
+        out.push_str(&format!("- {note}\n"));
+    }
+    out
+}
+
+/// rpm's section of the report.
+pub struct RpmSection;
+
+impl ReportSection for RpmSection {
+    type Data = RpmData;
+    const EXPERIMENT: &'static str = "rpm";
+
+    fn parts(records: &[Record]) -> Parts {
+        (
+            "rpm: responsiveness under working conditions".into(),
+            table(records),
+            String::new(),
+            Vec::new(),
+        )
+    }
+
+    fn cell(data: &RpmData) -> String {
+        cell_name(data)
+    }
+}

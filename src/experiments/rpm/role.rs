@@ -1,0 +1,120 @@
+//! rpm's endpoint role: the serving end (`Serve`, then `Stop` for its
+//! report) and the measuring end (`Measure`: the whole test, raw figures
+//! back).
+
+use super::client;
+use super::record::{ClientReport, ClientSpec, LoadSockets, ServerReport};
+use super::server::Server;
+use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::protocol::DataGuard;
+use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RpmRequest {
+    Serve {
+        bind: SocketAddr,
+        guard: Option<DataGuard>,
+        sockets: LoadSockets,
+    },
+    Measure(Box<ClientSpec>),
+    Stop,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RpmReply {
+    Serving { addr: SocketAddr },
+    Measured(Box<ClientReport>),
+    Stopped(Box<ServerReport>),
+}
+
+/// Serve load and probe connections on `bind`.
+#[derive(Debug)]
+pub struct Serve {
+    pub bind: SocketAddr,
+    pub guard: Option<DataGuard>,
+    pub sockets: LoadSockets,
+}
+/// Run the test.
+#[derive(Debug)]
+pub struct Measure(pub ClientSpec);
+/// Stop serving: what was served.
+#[derive(Debug)]
+pub struct Stop;
+
+crate::endpoint::role::requests! { RpmRole:
+    Serve, |Serve { bind, guard, sockets }| RpmRequest::Serve { bind, guard, sockets };
+    RpmReply::Serving { addr } => SocketAddr = addr;
+    Measure, |Measure(spec)| RpmRequest::Measure(Box::new(spec));
+    RpmReply::Measured(report) => Box<ClientReport> = report;
+    Stop, |Stop| RpmRequest::Stop;
+    RpmReply::Stopped(report) => Box<ServerReport> = report;
+}
+
+#[derive(Default)]
+pub struct RpmRole {
+    server: Option<Server>,
+}
+
+impl Protocol for RpmRole {
+    const ROLE: &'static str = "rpm";
+    type Request = RpmRequest;
+    type Reply = RpmReply;
+    type Event = ();
+}
+
+/// The longest test an agent runs (the draft's tests end within tens of
+/// seconds; a minute is the ceiling `--duration` allows).
+const MAX_SECONDS: f64 = 60.0;
+
+impl Role for RpmRole {
+    fn handle(&mut self, request: RpmRequest, _link: &mut Link<'_>) -> Result<RpmReply, RoleError> {
+        match request {
+            RpmRequest::Serve {
+                bind,
+                guard,
+                sockets,
+            } => {
+                let server = Server::start(bind, guard, sockets)
+                    .map_err(|e| RoleError::failed(format_args!("rpm server on {bind}: {e}")))?;
+                let addr = server.local_addr();
+                self.server = Some(server);
+                Ok(RpmReply::Serving { addr })
+            }
+            RpmRequest::Measure(spec) => client::run(&spec)
+                .map(|r| RpmReply::Measured(Box::new(r)))
+                .map_err(RoleError::Failed),
+            RpmRequest::Stop => {
+                let server = self
+                    .server
+                    .take()
+                    .ok_or_else(|| RoleError::failed("Stop with no rpm server running"))?;
+                Ok(RpmReply::Stopped(Box::new(server.stop())))
+            }
+        }
+    }
+
+    fn check(request: &mut RpmRequest, run: &str, policy: &Policy) -> Result<(), String> {
+        match request {
+            RpmRequest::Serve { bind, guard, .. } => {
+                policy.part_of(run, Self::ROLE, "an rpm server")?;
+                policy.guard_data_port(guard, bind.port())
+            }
+            RpmRequest::Measure(spec) => {
+                policy.part_of(run, Self::ROLE, "an rpm measuring end")?;
+                if spec.token.is_none() {
+                    return Err("an rpm measuring end through an agent sends only after the server's consent, and the controller sent no run token to ask it with".into());
+                }
+                if spec.max_duration_s > MAX_SECONDS {
+                    return Err(format!(
+                        "an rpm test of {} s: an agent runs at most {MAX_SECONDS} s",
+                        spec.max_duration_s
+                    ));
+                }
+                policy.within_seconds(spec.max_duration_s, " of load")
+            }
+            RpmRequest::Stop => Ok(()),
+        }
+    }
+}

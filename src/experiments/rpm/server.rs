@@ -1,0 +1,287 @@
+//! rpm's serving end: one listener; each connection says what it is in
+//! its first byte and is served on a thread of its own until it closes.
+//!
+//! - `D` download: bulk data frames to the measuring end, and a probe
+//!   frame after the data already written for each 1-byte probe request
+//!   that comes back (a self probe waits behind the connection's queue);
+//! - `U` upload: frames from the measuring end, read and dropped; each
+//!   probe frame among them answered with one byte;
+//! - `P` a foreign probe: one byte back at once.
+//!
+//! Anything else is refused and counted; the server goes on serving the
+//! others. Through an agent the listener is guarded (`endpoint::guard`):
+//! only the run's peer with the run's token gets in.
+
+use super::framing::{DATA_FRAME, Decoder, Event, data_header, probe_frame};
+use super::record::{LoadSockets, ServerReport, SocketQueue};
+use super::sockets::{apply, queue_of};
+use crate::endpoint::guard::Gate;
+use crate::endpoint::protocol::DataGuard;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A running server; [`Server::stop`] ends it and says what it served.
+pub struct Server {
+    local: SocketAddr,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    report: Mutex<ServerReport>,
+    connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
+}
+
+/// How the server takes new connections: a plain listener, or the gate.
+enum Door {
+    Open(TcpListener),
+    Guarded(Gate),
+}
+
+impl Server {
+    /// Listens on `bind` (guarded through an agent) and serves until stopped.
+    pub fn start(
+        bind: SocketAddr,
+        guard: Option<DataGuard>,
+        sockets: LoadSockets,
+    ) -> io::Result<Server> {
+        let door = match guard {
+            Some(guard) => {
+                let listener = crate::endpoint::guard::bind_first(bind, Some(&guard), |addr| {
+                    TcpListener::bind(addr)
+                })?;
+                Door::Guarded(Gate::open(listener, guard)?)
+            }
+            None => {
+                let listener = TcpListener::bind(bind)?;
+                listener.set_nonblocking(true)?;
+                Door::Open(listener)
+            }
+        };
+        let local = match &door {
+            Door::Open(l) => l.local_addr()?,
+            Door::Guarded(g) => g.local_addr(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared::default());
+        let (flag, state) = (stop.clone(), shared.clone());
+        let acceptor = std::thread::Builder::new()
+            .name("rpm-accept".into())
+            .spawn(move || accept(door, &flag, &state, &sockets))?;
+        Ok(Server {
+            local,
+            stop,
+            acceptor: Some(acceptor),
+            shared,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Closes every connection, joins every thread, and reports.
+    pub fn stop(mut self) -> ServerReport {
+        self.halt();
+        std::mem::take(&mut *self.shared.report.lock().expect("report lock"))
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        let connections = std::mem::take(&mut *self.shared.connections.lock().expect("lock"));
+        for (stream, _) in &connections {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        for (_, thread) in connections {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn accept(door: Door, stop: &AtomicBool, shared: &Arc<Shared>, sockets: &LoadSockets) {
+    while !stop.load(Ordering::Relaxed) {
+        let next = match &door {
+            Door::Open(listener) => match listener.accept() {
+                Ok((stream, _)) => Some(stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Wait for the next connection (or the stop), not a
+                    // fixed sleep: a probe's request must not wait for
+                    // the server to look.
+                    let mut fd = [nix::poll::PollFd::new(
+                        listener.as_fd(),
+                        nix::poll::PollFlags::POLLIN,
+                    )];
+                    let _ = nix::poll::poll(&mut fd, nix::poll::PollTimeout::from(50u8));
+                    None
+                }
+                Err(_) => None,
+            },
+            Door::Guarded(gate) => gate
+                .next(Duration::from_millis(20))
+                .ok()
+                .flatten()
+                .map(|(s, _)| s),
+        };
+        let Some(stream) = next else { continue };
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_nodelay(true);
+        let Ok(handle) = stream.try_clone() else {
+            continue;
+        };
+        let (state, sockets) = (shared.clone(), sockets.clone());
+        let thread = std::thread::Builder::new()
+            .name("rpm-conn".into())
+            .spawn(move || {
+                if let Err(why) = serve(stream, &state, &sockets) {
+                    let mut report = state.report.lock().expect("report lock");
+                    if report.refused.len() < 100 {
+                        report.refused.push(why);
+                    }
+                }
+            });
+        if let Ok(thread) = thread {
+            let mut connections = shared.connections.lock().expect("lock");
+            // Foreign probes come and go a hundred a second: forget the
+            // ones that ended.
+            let (ended, live): (Vec<_>, Vec<_>) = std::mem::take(&mut *connections)
+                .into_iter()
+                .partition(|(_, t)| t.is_finished());
+            *connections = live;
+            connections.push((handle, thread));
+            drop(connections);
+            for (_, t) in ended {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Serves one connection by the kind its first byte names. `Err` says
+/// why a connection that spoke something else was dropped.
+fn serve(mut stream: TcpStream, shared: &Shared, sockets: &LoadSockets) -> Result<(), String> {
+    let mut kind = [0u8; 1];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    if stream.read_exact(&mut kind).is_err() {
+        return Ok(());
+    }
+    let _ = stream.set_read_timeout(None);
+    let count = |f: fn(&mut ServerReport) -> &mut u64| {
+        *f(&mut shared.report.lock().expect("report lock")) += 1;
+    };
+    match kind[0] {
+        b'P' => {
+            count(|r| &mut r.probe_connections);
+            let _ = stream.write_all(b"!");
+            // Until the prober closes it.
+            let _ = stream.read(&mut [0u8; 1]);
+            Ok(())
+        }
+        b'D' => {
+            count(|r| &mut r.download_connections);
+            if let Err(e) = apply(&stream, sockets, true) {
+                return Err(format!("download connection: {e}"));
+            }
+            download(stream, shared);
+            Ok(())
+        }
+        b'U' => {
+            count(|r| &mut r.upload_connections);
+            if let Err(e) = apply(&stream, sockets, false) {
+                return Err(format!("upload connection: {e}"));
+            }
+            upload(stream)
+        }
+        other => Err(format!(
+            "a connection opened with byte {other:#04x}, not D, U or P"
+        )),
+    }
+}
+
+/// Sends data frames until the peer goes; each probe request read on the
+/// way back gets a probe frame after the data already written.
+fn download(mut stream: TcpStream, shared: &Shared) {
+    let pending = Arc::new(AtomicU32::new(0));
+    let Ok(mut back) = stream.try_clone() else {
+        return;
+    };
+    let requests = pending.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = back.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            requests.fetch_add(n as u32, Ordering::Relaxed);
+        }
+    });
+    let mut frame = vec![0x5au8; super::framing::HEADER_LEN + DATA_FRAME];
+    frame[..super::framing::HEADER_LEN].copy_from_slice(&data_header(DATA_FRAME as u32));
+    let started = Instant::now();
+    let mut next_sample = Duration::ZERO;
+    loop {
+        if pending.load(Ordering::Relaxed) > 0 {
+            pending.fetch_sub(1, Ordering::Relaxed);
+            if stream.write_all(&probe_frame()).is_err() {
+                break;
+            }
+        }
+        if stream.write_all(&frame).is_err() {
+            break;
+        }
+        if started.elapsed() >= next_sample {
+            next_sample += Duration::from_millis(100);
+            if let Some(q) = queue_of(&stream, started.elapsed().as_secs_f64()) {
+                let mut report = shared.report.lock().expect("report lock");
+                if report.queues.len() < 100_000 {
+                    report.queues.push(SocketQueue { ..q });
+                }
+            }
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = reader.join();
+}
+
+/// Reads frames until the peer goes, answering each probe frame.
+fn upload(mut stream: TcpStream) -> Result<(), String> {
+    let mut decoder = Decoder::default();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut out = stream.try_clone().map_err(|e| e.to_string())?;
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return Ok(()),
+            Ok(n) => n,
+        };
+        let mut probes = 0;
+        decoder
+            .feed(&buf[..n], &mut |e| {
+                if e == Event::Probe {
+                    probes += 1;
+                }
+            })
+            .map_err(|e| format!("upload connection: {e}"))?;
+        for _ in 0..probes {
+            if out.write_all(b"!").is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
