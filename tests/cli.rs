@@ -276,6 +276,110 @@ fn bad(args: &[&str], message: &str) {
 }
 
 #[test]
+fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
+    bad(
+        &["rpm", "--probe-rate", "200"],
+        "--probe-rate 200: from 1 to 100 probe pairs a second (the draft's MPS)",
+    );
+    bad(&["rpm", "--probe-rate", "0"], "--probe-rate 0");
+    bad(
+        &["rpm", "--connections", "20"],
+        "more than 16 load-generating connections (the draft's MNP is 16); raise the cap with --max-connections",
+    );
+    bad(
+        &["rpm", "--connections", "300", "--max-connections", "300"],
+        "--max-connections 300: from 1 to 256",
+    );
+    bad(&["rpm", "--duration", "90s"], "from 2 s to 60 s");
+    bad(&["rpm", "--notsent-lowat", "0"], "must be greater than zero");
+    bad(
+        &["rpm", "--congestion", "no-such-cc"],
+        "congestion control \"no-such-cc\" is not available",
+    );
+    bad(
+        &["rpm", "--direction", "sideways"],
+        "invalid value 'sideways'",
+    );
+    // Link options without a netns placement, and a discipline a link
+    // cannot have.
+    bad(
+        &["rpm", "--queue-discipline", "fq_codel"],
+        "need --placement netns",
+    );
+    bad(
+        &[
+            "rpm",
+            "--placement",
+            "netns",
+            "--queue-discipline",
+            "fq_codel",
+        ],
+        "a queue forms in front of the link's rate",
+    );
+    bad(
+        &[
+            "rpm",
+            "--placement",
+            "netns",
+            "--link-rate",
+            "50mbit",
+            "--queue-discipline",
+            "red",
+        ],
+        "droptail, codel (RFC 8289) or fq_codel (RFC 8290)",
+    );
+    bad(
+        &[
+            "rpm",
+            "--placement",
+            "netns",
+            "--link-rate",
+            "50mbit",
+            "--queue",
+            "0",
+        ],
+        "a queue of 0 holds nothing",
+    );
+}
+
+#[test]
+fn rpm_on_loopback_keeps_its_raw_samples_beside_its_figure() {
+    let _measuring = common::measuring();
+    let dir = tempfile::tempdir().unwrap();
+    let doc = common::run_json(
+        &[
+            "rpm",
+            "--duration",
+            "3s",
+            "--connections",
+            "2",
+            "--probe-rate",
+            "20",
+        ],
+        &dir.path().join("r.jsonl"),
+    );
+    let result = &doc["records"][0]["result"];
+    let summary = &result["summary"];
+    assert_eq!(summary["draft"], "draft-ietf-ippm-responsiveness-06");
+    assert!(summary["formula"].as_str().unwrap().contains("TM(http_l)"));
+    let loaded = result["client"]["loaded"].as_array().unwrap();
+    for kind in ["tcp_foreign", "request_foreign", "request_loaded"] {
+        assert!(
+            loaded.iter().any(|s| s["kind"] == kind),
+            "no {kind} sample: {loaded:?}"
+        );
+    }
+    assert_eq!(result["client"]["idle"].as_array().unwrap().len(), 20);
+    // Three seconds cannot show MAD intervals of stable responsiveness
+    // after goodput saturated: never final, and it says so.
+    assert_eq!(summary["is_final"], false);
+    assert!(summary["notes"].as_array().unwrap().len() >= 1);
+    assert!(summary["rpm"].as_f64().unwrap() > 0.0);
+    assert!(result["client"]["intervals"].as_array().unwrap().len() >= 2);
+    assert!(result["server"]["probe_connections"].as_u64().unwrap() > 20);
+}
+
+#[test]
 fn bad_sizes_are_refused_with_the_reason() {
     bad(&["stream", "--bytes", "0"], "must be greater than zero");
     bad(&["stream", "--bytes", "-1"], "negative");

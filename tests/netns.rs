@@ -532,6 +532,38 @@ fn bad_link_parameters_are_refused_before_anything_is_created() {
             vec!["--link", "ether10", "--tx-service", "150us"],
             "--tx-service needs --tx-queue",
         ),
+        // Queues and their disciplines.
+        (
+            vec!["--link-rate", "50mbit", "--queue", "0p"],
+            "a queue of 0 holds nothing",
+        ),
+        (
+            vec!["--queue", "50ms"],
+            "a queue in time needs the link's rate",
+        ),
+        (
+            vec!["--link-rate", "50mbit", "--queue", "0.1ms"],
+            "less than one 1500-byte packet",
+        ),
+        (
+            vec!["--queue-discipline", "codel"],
+            "a queue forms in front of the link's rate",
+        ),
+        (
+            vec!["--link-rate", "50mbit", "--queue-discipline", "cake"],
+            "is not one netlab has: droptail, codel (RFC 8289) or fq_codel (RFC 8290)",
+        ),
+        (
+            vec![
+                "--link",
+                "ether10",
+                "--tx-queue",
+                "1",
+                "--queue-discipline",
+                "codel",
+            ],
+            "--queue-discipline and --tx-queue",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let assert = netlab()
@@ -802,4 +834,92 @@ fn a_packet_the_device_cannot_parse_is_dropped_and_counted_not_fatal() {
     });
     ip(&["netns", "del", &ns]);
     result.unwrap();
+}
+
+/// `netlab rpm` over a netns link through the emulator with `discipline`
+/// at its 50 Mbit/s bottleneck: the record's result.
+fn rpm_over(discipline: &str) -> Value {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let output = netlab()
+        .args([
+            "rpm",
+            "--placement",
+            "netns",
+            "--link-rate",
+            "50mbit",
+            "--delay",
+            "5ms",
+            "--queue",
+            "1000p",
+            "--queue-discipline",
+            discipline,
+            "--link-via",
+            "emulator",
+            "--duration",
+            "8s",
+            "--probe-rate",
+            "40",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&output).unwrap();
+    doc["records"][0]["result"].clone()
+}
+
+#[test]
+fn fq_codel_in_the_emulator_keeps_the_working_latency_that_drop_tail_lets_grow() {
+    let _measuring = common::measuring();
+    let deep = rpm_over("droptail");
+    let fq = rpm_over("fq_codel");
+    // The queue the emulator read: the download's bottleneck (B to A).
+    let queue = |r: &Value| r["emulator"]["bottleneck"][1].clone();
+    let (dq, fqq) = (queue(&deep), queue(&fq));
+    assert_eq!(dq["discipline"], "droptail");
+    assert_eq!(fqq["discipline"], "fq_codel");
+    for q in [&dq, &fqq] {
+        let (sent, dropped) = (q["sent"].as_u64().unwrap(), q["dropped"].as_u64().unwrap());
+        assert!(sent > 10_000, "{q}");
+        // The timeline accounts for every packet the queue sent.
+        let timeline: u64 = q["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sent"].as_u64().unwrap())
+            .sum();
+        assert_eq!(timeline, sent);
+        assert!(dropped < sent);
+    }
+    let p50 = |q: &Value| q["sojourn_ms_p50"].as_f64().unwrap();
+    assert!(
+        p50(&dq) > 5.0 * p50(&fqq),
+        "drop-tail's queue {} ms, FQ-CoDel's {} ms",
+        p50(&dq),
+        p50(&fqq)
+    );
+    // CoDel dropped to keep its queue short; the deep FIFO did not need to.
+    assert!(fqq["dropped"].as_u64().unwrap() > 0, "{fqq}");
+    let working = |r: &Value| r["summary"]["working_ms"].as_f64().unwrap();
+    let idle = |r: &Value| r["summary"]["idle_ms"].as_f64().unwrap();
+    // Idle: the 10 ms round trip of the link, either way.
+    for r in [&deep, &fq] {
+        assert!((9.0..30.0).contains(&idle(r)), "idle {} ms", idle(r));
+    }
+    assert!(
+        working(&deep) > 2.0 * working(&fq),
+        "working: drop-tail {} ms, FQ-CoDel {} ms",
+        working(&deep),
+        working(&fq)
+    );
+    // Both goodputs near the link's 50 Mbit/s.
+    for r in [&deep, &fq] {
+        let g = r["summary"]["goodput_down_bps"].as_f64().unwrap();
+        assert!((35e6..=51e6).contains(&g), "goodput {g}");
+    }
 }

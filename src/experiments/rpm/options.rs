@@ -104,12 +104,21 @@ impl RpmArgs {
         if let Some(name) = &self.congestion
             && (name.is_empty()
                 || name.len() > 15
-                || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
         {
             bail!("--congestion \"{name}\": a congestion control's name (cubic, bbr, reno)");
         }
+        let placement = self.place.placement("rpm")?;
+        if let Some(name) = &self.congestion
+            && !matches!(placement, crate::record::testbed::Placement::Remote { .. })
+            && let Err(e) = super::sockets::congestion_available(name)
+        {
+            bail!(
+                "--congestion: congestion control \"{name}\" is not available here: {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"
+            );
+        }
         Ok(RpmParams {
-            placement: self.place.placement("rpm")?,
+            placement,
             direction: self.direction,
             max_connections: self.connections,
             probe_rate: self.probe_rate,

@@ -73,6 +73,23 @@ pub fn apply(stream: &TcpStream, sockets: &LoadSockets, sending: bool) -> io::Re
     Ok(())
 }
 
+/// Whether this host can give a TCP socket congestion control `name`
+/// (tried on a scratch socket: the kernel may load its module then).
+pub fn congestion_available(name: &str) -> io::Result<()> {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0")?;
+    // SAFETY: the name's bytes, of the length given, on a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 fn ioctl_int(stream: &TcpStream, request: libc::c_ulong) -> Option<u64> {
     let mut value: libc::c_int = 0;
     // SAFETY: SIOCINQ and SIOCOUTQ write one int.

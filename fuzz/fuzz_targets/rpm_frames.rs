@@ -1,0 +1,53 @@
+//! rpm's framing on the load connections (`experiments::rpm::framing`), as
+//! a server and a measuring end decode what a peer sends: any bytes, cut
+//! anywhere, are decoded or refused without a panic, and decoding is the
+//! same however the bytes are cut; a run of frames encoded from the
+//! input's own events round-trips.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use netlab::experiments::rpm::framing::{Decoder, Event, encode};
+
+fn decode(bytes: &[u8], cut: usize) -> (Vec<Event>, bool) {
+    let mut decoder = Decoder::default();
+    let mut events = Vec::new();
+    let cut = cut.min(bytes.len());
+    let ok = decoder
+        .feed(&bytes[..cut], &mut |e| events.push(e))
+        .and_then(|()| decoder.feed(&bytes[cut..], &mut |e| events.push(e)))
+        .is_ok();
+    (events, ok)
+}
+
+/// Adjacent data joined, empty data left out: what a reader counts.
+fn joined(events: &[Event]) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    for e in events {
+        match (out.last_mut(), e) {
+            (_, Event::Data(0)) => {}
+            (Some(Event::Data(n)), Event::Data(m)) => *n += m,
+            _ => out.push(*e),
+        }
+    }
+    out
+}
+
+fuzz_target!(|data: &[u8]| {
+    let cut = data.first().map_or(0, |&b| usize::from(b));
+    let (whole, whole_ok) = decode(data, 0);
+    let (pieces, pieces_ok) = decode(data, cut);
+    assert_eq!(whole_ok, pieces_ok);
+    if whole_ok {
+        assert_eq!(joined(&whole), joined(&pieces));
+    }
+    // The input as a script of events: each byte a probe (odd) or data of
+    // up to 127 * 64 bytes (even).
+    let script: Vec<Event> = data
+        .iter()
+        .map(|&b| if b & 1 == 1 { Event::Probe } else { Event::Data(usize::from(b >> 1) * 64) })
+        .collect();
+    let bytes = encode(&script);
+    let (back, ok) = decode(&bytes, cut * 97);
+    assert!(ok);
+    assert_eq!(joined(&back), joined(&script));
+});
