@@ -291,7 +291,10 @@ fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
         "--max-connections 300: from 1 to 256",
     );
     bad(&["rpm", "--duration", "90s"], "from 2 s to 60 s");
-    bad(&["rpm", "--notsent-lowat", "0"], "must be greater than zero");
+    bad(
+        &["rpm", "--notsent-lowat", "0"],
+        "must be greater than zero",
+    );
     bad(
         &["rpm", "--congestion", "no-such-cc"],
         "congestion control \"no-such-cc\" is not available",
@@ -373,7 +376,7 @@ fn rpm_on_loopback_keeps_its_raw_samples_beside_its_figure() {
     // Three seconds cannot show MAD intervals of stable responsiveness
     // after goodput saturated: never final, and it says so.
     assert_eq!(summary["is_final"], false);
-    assert!(summary["notes"].as_array().unwrap().len() >= 1);
+    assert!(!summary["notes"].as_array().unwrap().is_empty());
     assert!(summary["rpm"].as_f64().unwrap() > 0.0);
     assert!(result["client"]["intervals"].as_array().unwrap().len() >= 2);
     assert!(result["server"]["probe_connections"].as_u64().unwrap() > 20);

@@ -226,6 +226,55 @@ pub fn read(interfaces: &[String]) -> Result<Vec<Shaper>, QdiscError> {
     Ok(shapers)
 }
 
+/// The bytes queued now in the root qdisc of `interface` (its children's
+/// included: a classful root counts what its classes hold), as
+/// `tc -s qdisc show dev IFACE` prints its backlog. A device without a
+/// qdisc (`noqueue`: loopback, veth by default) holds none.
+pub fn root_backlog(interface: &str) -> Result<u64, QdiscError> {
+    let index = index_of(interface)?;
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    let qdiscs = dump(
+        &socket,
+        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+        1,
+    )?;
+    Ok(qdiscs
+        .iter()
+        .filter(|m| m.header.index == index as i32)
+        .filter(|m| m.header.parent.major == 0xffff && m.header.parent.minor == 0xffff)
+        .map(backlog_of)
+        .sum())
+}
+
+/// A qdisc message's backlog in bytes (TCA_STATS2's queue statistics).
+fn backlog_of(message: &TcMessage) -> u64 {
+    message
+        .attributes
+        .iter()
+        .filter_map(|a| match a {
+            TcAttribute::Stats2(stats) => stats.iter().find_map(|s| match s {
+                TcStats2::Queue(q) => Some(u64::from(q.backlog)),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .sum()
+}
+
+/// The interface of this namespace holding address `ip`.
+pub fn interface_of(ip: std::net::IpAddr) -> Option<String> {
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|ifa| {
+        let address = ifa.address?;
+        let matches = match ip {
+            std::net::IpAddr::V4(v4) => address.as_sockaddr_in().is_some_and(|sin| sin.ip() == v4),
+            std::net::IpAddr::V6(v6) => address.as_sockaddr_in6().is_some_and(|sin| sin.ip() == v6),
+        };
+        matches.then_some(ifa.interface_name)
+    })
+}
+
 /// This namespace's ifb devices: ingress shaping redirects to one, so
 /// their qdiscs shape what the host receives.
 pub fn ifb_devices() -> Vec<String> {
@@ -237,6 +286,24 @@ pub fn ifb_devices() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod backlog_tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_found_by_its_address_and_holds_no_queue() {
+        assert_eq!(
+            interface_of("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+        assert_eq!(root_backlog("lo").unwrap(), 0);
+        assert!(matches!(
+            root_backlog("no-such-if0"),
+            Err(QdiscError::NoInterface(_))
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -51,14 +51,17 @@ pub fn run_cell(params: &RpmParams) -> Result<RpmResult, ControlError> {
     server.finish();
     let netns = bed.map(Bed::finish).transpose()?;
     let summary = summarise(&report, draft.into());
-    Ok(RpmResult {
+    let mut result = RpmResult {
         draft: draft.into(),
         client: *report,
         server: *served,
         link: netns.as_ref().map(|n| n.link.clone()),
         emulator: netns.and_then(|n| n.emulator),
         summary,
-    })
+        split: None,
+    };
+    result.split = super::split::split(&result, params.direction);
+    Ok(result)
 }
 
 /// Measures rpm cells.

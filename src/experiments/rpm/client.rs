@@ -453,6 +453,13 @@ fn queues(probing: &Probing, t_s: f64) -> SocketQueue {
         ..Default::default()
     };
     let loads = probing.loads.lock().expect("lock").clone();
+    // The qdisc of the interface this end sends on.
+    if let Some(first) = loads.first() {
+        let local = first.lock().expect("lock").control.local_addr().ok();
+        if let Some(name) = local.and_then(|a| crate::measure::qdisc::interface_of(a.ip())) {
+            total.qdisc_backlog_bytes = crate::measure::qdisc::root_backlog(&name).unwrap_or(0);
+        }
+    }
     for (k, load) in loads.iter().enumerate() {
         let load = load.lock().expect("lock");
         if let Some(q) = queue_of(&load.control, t_s) {

@@ -14,3 +14,4 @@ pub mod report;
 pub mod role;
 pub mod server;
 pub mod sockets;
+pub mod split;

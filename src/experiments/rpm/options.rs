@@ -104,7 +104,9 @@ impl RpmArgs {
         if let Some(name) = &self.congestion
             && (name.is_empty()
                 || name.len() > 15
-                || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
         {
             bail!("--congestion \"{name}\": a congestion control's name (cubic, bbr, reno)");
         }

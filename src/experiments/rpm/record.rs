@@ -125,9 +125,12 @@ pub enum Ending {
     TimeUp,
 }
 
-/// The sending end's socket queue, sampled on a loaded connection.
+/// One end's queues, summed over its load-generating connections.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SocketQueue {
+    /// The measuring end's: seconds after the load started. The serving
+    /// end's: seconds since the Unix epoch (its own clock).
     pub t_s: f64,
     /// Bytes written and not yet sent (tcpi_notsent_bytes), summed over
     /// the measuring end's upload connections.
@@ -140,6 +143,8 @@ pub struct SocketQueue {
     /// Bytes received and not yet read by netlab (SIOCINQ), summed over
     /// the download connections.
     pub unread_bytes: u64,
+    /// Bytes in the root qdisc of the interface the end sends on (netlink).
+    pub qdisc_backlog_bytes: u64,
 }
 
 /// What the measuring end saw: every raw figure.
@@ -171,8 +176,13 @@ pub struct ServerReport {
     pub probe_connections: u64,
     /// Connections that spoke something else, with why.
     pub refused: Vec<String>,
-    /// The serving end's send queue on download connections, sampled.
+    /// The serving end's queues on its download connections and its
+    /// interface's qdisc, every 100 ms while any download ran (`t_s`:
+    /// Unix seconds).
     pub queues: Vec<SocketQueue>,
+    /// The interface whose qdisc was read, if found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
 }
 
 /// One cell: the test as asked and where.
@@ -199,6 +209,9 @@ pub struct RpmResult {
     pub link: Option<LinkFacts>,
     pub emulator: Option<EmulatorReport>,
     pub summary: super::analysis::Summary,
+    /// Where the working latency built up, with the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<super::split::DelaySplit>,
 }
 
 /// An rpm record's own part.

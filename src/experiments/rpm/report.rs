@@ -80,6 +80,24 @@ pub fn table(records: &[Record]) -> String {
         for note in &s.notes {
             notes.push(format!("{}: {note}", cell_name(&r.data)));
         }
+        if let Some(split) = &result.split {
+            let parts: Vec<String> = split
+                .parts
+                .iter()
+                .map(|p| format!("{} {:.1} ms", p.name, p.ms))
+                .collect();
+            notes.push(format!(
+                "{}: where the delay built up: {}. {}{}",
+                cell_name(&r.data),
+                parts.join(", "),
+                split.verdict,
+                split
+                    .fix
+                    .as_ref()
+                    .map(|f| format!(". Fix: {f}"))
+                    .unwrap_or_default()
+            ));
+        }
         if let Some(b) = result.emulator.as_ref().and_then(|e| e.bottleneck.as_ref()) {
             for (dir, q) in b.iter().enumerate() {
                 if q.sent > 0 && q.sojourn_ms_max > 1.0 {

@@ -23,13 +23,14 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running server; [`Server::stop`] ends it and says what it served.
 pub struct Server {
     local: SocketAddr,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
+    sampler: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
@@ -37,6 +38,58 @@ pub struct Server {
 struct Shared {
     report: Mutex<ServerReport>,
     connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
+    /// The download connections open now, for the sampler, by a number
+    /// of their own.
+    downloads: Mutex<Vec<(u64, TcpStream)>>,
+    next_download: std::sync::atomic::AtomicU64,
+}
+
+/// How often the serving end reads its queues.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// Samples kept at most (100 minutes at 10 a second).
+const MAX_SAMPLES: usize = 60_000;
+
+/// Reads the download connections' queues and the interface's qdisc
+/// every [`SAMPLE_EVERY`] while any download is open.
+fn sample(shared: &Shared, interface: Option<&str>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(SAMPLE_EVERY);
+        let downloads: Vec<TcpStream> = shared
+            .downloads
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(|(_, s)| s.try_clone().ok())
+            .collect();
+        if downloads.is_empty() {
+            continue;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut total = SocketQueue {
+            t_s: now,
+            ..Default::default()
+        };
+        for (k, stream) in downloads.iter().enumerate() {
+            if let Some(q) = queue_of(stream, now) {
+                total.notsent_bytes += q.notsent_bytes;
+                total.unacked_bytes += q.unacked_bytes;
+                if k == 0 {
+                    total.srtt_ms = q.srtt_ms;
+                    total.min_rtt_ms = q.min_rtt_ms;
+                }
+            }
+        }
+        if let Some(name) = interface {
+            total.qdisc_backlog_bytes =
+                crate::measure::qdisc::root_backlog(name).unwrap_or_default();
+        }
+        let mut report = shared.report.lock().expect("report lock");
+        if report.queues.len() < MAX_SAMPLES {
+            report.queues.push(total);
+        }
+    }
 }
 
 /// How the server takes new connections: a plain listener, or the gate.
@@ -71,14 +124,21 @@ impl Server {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared::default());
+        let interface = crate::measure::qdisc::interface_of(local.ip());
+        shared.report.lock().expect("report lock").interface = interface.clone();
         let (flag, state) = (stop.clone(), shared.clone());
         let acceptor = std::thread::Builder::new()
             .name("rpm-accept".into())
             .spawn(move || accept(door, &flag, &state, &sockets))?;
+        let (flag, state) = (stop.clone(), shared.clone());
+        let sampler = std::thread::Builder::new()
+            .name("rpm-queues".into())
+            .spawn(move || sample(&state, interface.as_deref(), &flag))?;
         Ok(Server {
             local,
             stop,
             acceptor: Some(acceptor),
+            sampler: Some(sampler),
             shared,
         })
     }
@@ -95,8 +155,11 @@ impl Server {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
+        for thread in [self.acceptor.take(), self.sampler.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = thread.join();
         }
         let connections = std::mem::take(&mut *self.shared.connections.lock().expect("lock"));
         for (stream, _) in &connections {
@@ -234,8 +297,10 @@ fn download(mut stream: TcpStream, shared: &Shared) {
     });
     let mut frame = vec![0x5au8; super::framing::HEADER_LEN + DATA_FRAME];
     frame[..super::framing::HEADER_LEN].copy_from_slice(&data_header(DATA_FRAME as u32));
-    let started = Instant::now();
-    let mut next_sample = Duration::ZERO;
+    let id = shared.next_download.fetch_add(1, Ordering::Relaxed);
+    if let Ok(handle) = stream.try_clone() {
+        shared.downloads.lock().expect("lock").push((id, handle));
+    }
     loop {
         if pending.load(Ordering::Relaxed) > 0 {
             pending.fetch_sub(1, Ordering::Relaxed);
@@ -246,16 +311,12 @@ fn download(mut stream: TcpStream, shared: &Shared) {
         if stream.write_all(&frame).is_err() {
             break;
         }
-        if started.elapsed() >= next_sample {
-            next_sample += Duration::from_millis(100);
-            if let Some(q) = queue_of(&stream, started.elapsed().as_secs_f64()) {
-                let mut report = shared.report.lock().expect("report lock");
-                if report.queues.len() < 100_000 {
-                    report.queues.push(SocketQueue { ..q });
-                }
-            }
-        }
     }
+    shared
+        .downloads
+        .lock()
+        .expect("lock")
+        .retain(|(n, _)| *n != id);
     let _ = stream.shutdown(std::net::Shutdown::Both);
     let _ = reader.join();
 }

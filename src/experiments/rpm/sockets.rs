@@ -87,7 +87,11 @@ pub fn congestion_available(name: &str) -> io::Result<()> {
             name.len() as libc::socklen_t,
         )
     };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn ioctl_int(stream: &TcpStream, request: libc::c_ulong) -> Option<u64> {
@@ -113,6 +117,7 @@ pub fn queue_of(stream: &TcpStream, t_s: f64) -> Option<SocketQueue> {
         srtt_ms: f64::from(info.rtt_us) / 1000.0,
         min_rtt_ms: info.min_rtt_us.map_or(0.0, |us| f64::from(us) / 1000.0),
         unread_bytes: ioctl_int(stream, SIOCINQ).unwrap_or(0),
+        qdisc_backlog_bytes: 0,
     })
 }
 
