@@ -131,6 +131,21 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
             "{text}"
         );
     }
+    // Responsiveness on the emulated 50 Mbit/s link, drop-tail and
+    // FQ-CoDel, as root.
+    assert_eq!(count("rpm", "netns"), if root { 2 } else { 0 });
+    if root {
+        assert!(
+            text.contains("netlab rpm: responsiveness under working conditions"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[droptail]") && text.contains("[fq_codel]"),
+            "{text}"
+        );
+    } else {
+        assert!(text.contains("skipped: rpm: the emulated 50 Mbit/s link needs root"));
+    }
     // The report, its figures and the notable findings.
     let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
     for figure in [

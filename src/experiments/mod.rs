@@ -243,6 +243,7 @@ registry! {
         data: rpm::record::RpmData, section: rpm::report::RpmSection,
         role: rpm::role::RpmRole,
         agent: ByDefault,
+        lab: rpm::lab::RpmLab::boxed,
     }
     /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT and loss matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
     mesh: Mesh(mesh::options::MeshArgs) {

@@ -22,12 +22,17 @@ pub struct AblateArgs {
 pub enum AblateTarget {
     /// Factors of a bulk transfer.
     Stream(AblateStreamArgs),
+    /// Responsiveness's fixes on the same path: notsent-lowat, sndbuf,
+    /// rcvbuf, cc, and on a netns link the bottleneck's discipline.
+    Rpm(crate::experiments::ablate::rpm::AblateRpmArgs),
 }
 
 impl AblateArgs {
     pub fn json(&self) -> bool {
-        let AblateTarget::Stream(a) = &self.target;
-        a.common.run.json
+        match &self.target {
+            AblateTarget::Stream(a) => a.common.run.json,
+            AblateTarget::Rpm(a) => a.rpm.run.json,
+        }
     }
 }
 
@@ -72,7 +77,10 @@ pub struct AblateStreamArgs {
 }
 
 pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
-    let AblateTarget::Stream(args) = args.target;
+    let args = match args.target {
+        AblateTarget::Stream(args) => args,
+        AblateTarget::Rpm(args) => return crate::experiments::ablate::rpm::run(args, out),
+    };
     let amount = match args.bytes {
         Some(bytes) => Amount::Bytes(bytes),
         None => Amount::Seconds(args.duration),

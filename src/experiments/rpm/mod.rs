@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod cell;
 pub mod client;
 pub mod framing;
+pub mod lab;
 pub mod options;
 pub mod record;
 pub mod report;

@@ -133,6 +133,7 @@ impl RpmArgs {
                 congestion: self.congestion.clone(),
             },
             label: None,
+            design: None,
         })
     }
 }

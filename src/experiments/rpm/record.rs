@@ -195,9 +195,25 @@ pub struct RpmParams {
     pub max_duration_s: f64,
     pub idle_probes: u32,
     pub sockets: LoadSockets,
-    /// A label for the cell (the lab's "droptail", "fq_codel").
+    /// A label for the cell (the lab's "droptail", "fq_codel"; an
+    /// ablation's combination).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The factorial design this run belongs to (`netlab ablate rpm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<RpmDesign>,
+}
+
+/// A run's place in an `ablate rpm` design.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpmDesign {
+    /// The design's start time, shared by its runs.
+    pub id: String,
+    /// Each factor's level in this run.
+    pub factors: Vec<(String, String)>,
+    /// The repetition (block) it ran in.
+    pub block: u32,
+    pub seed: u64,
 }
 
 /// What one cell measured.
