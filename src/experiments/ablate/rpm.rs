@@ -388,7 +388,7 @@ pub fn text(
         plan.seed
     );
     let mut rows = Vec::new();
-    let mut baseline: Option<Grade> = None;
+    let mut baseline: Option<(Grade, Grade)> = None;
     for levels in combinations(&plan.design()) {
         let named = plan.named(&levels);
         let of: Vec<&Record> = records
@@ -408,17 +408,26 @@ pub fn text(
                 .collect();
             median(&mut v)
         };
-        let (rpm, working, idle) = (pick(|s| s.rpm), pick(|s| s.working_ms), pick(|s| s.idle_ms));
-        let grade = working
-            .zip(idle)
-            .map(|(w, i)| Grade::of_added_ms((w - i).max(0.0)));
+        let (rpm, working, idle, loaded) = (
+            pick(|s| s.rpm),
+            pick(|s| s.working_ms),
+            pick(|s| s.idle_ms),
+            pick(|s| s.tm_http_l_ms),
+        );
+        let grade_of = |ms: Option<f64>| {
+            ms.zip(idle)
+                .map(|(w, i)| Grade::of_added_ms((w - i).max(0.0)))
+        };
+        let (grade, grade_loaded) = (grade_of(working), grade_of(loaded));
         if levels.iter().all(|&l| l == 0) {
-            baseline = grade;
+            baseline = grade.zip(grade_loaded);
         }
-        let steps = grade
-            .zip(baseline)
-            .map(|(g, b)| g.steps_above(b))
-            .map_or("-".into(), |s| format!("{s:+}"));
+        let steps = match (grade.zip(grade_loaded), baseline) {
+            (Some((g, l)), Some((bg, bl))) => {
+                format!("{:+} / {:+}", g.steps_above(bg), l.steps_above(bl))
+            }
+            _ => "-".into(),
+        };
         let finals = of
             .iter()
             .filter(|r| r.data.result.as_ref().is_some_and(|x| x.summary.is_final))
@@ -431,8 +440,13 @@ pub fn text(
                 .join(" "),
             rpm.map_or("-".into(), |v| format!("{v:.0}")),
             working.map_or("-".into(), num),
+            loaded.map_or("-".into(), num),
             idle.map_or("-".into(), num),
-            grade.map_or("-".into(), |g| g.name().to_string()),
+            format!(
+                "{} / {}",
+                grade.map_or("-", |g| g.name()),
+                grade_loaded.map_or("-", |g| g.name())
+            ),
             steps,
             format!("{finals}/{}", of.len()),
         ]);
@@ -442,8 +456,9 @@ pub fn text(
             "combination",
             "RPM (median)",
             "working ms",
+            "self probes ms",
             "idle ms",
-            "grade",
+            "grade (all / loaded)",
             "grades above the baseline",
             "final runs",
         ],

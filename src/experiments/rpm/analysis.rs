@@ -151,8 +151,13 @@ pub struct Summary {
     /// Working round trip: 60000 / RPM, ms.
     pub working_ms: Option<f64>,
     pub added_ms: Option<f64>,
-    /// DSLReports' grade of the added latency (A+ .. F).
+    /// DSLReports' grade of the added latency (A+ .. F): the working
+    /// round trip (all probes, 60000 / RPM) less the idle one.
     pub grade: Option<String>,
+    /// The same grade of the loaded connections alone: TM(http_l), the
+    /// self probes' round trip, less the idle one.
+    #[serde(default)]
+    pub grade_loaded: Option<String>,
     /// Goodput at the end, moving average of the last MAD intervals, bit/s.
     pub goodput_down_bps: f64,
     pub goodput_up_bps: f64,
@@ -257,6 +262,11 @@ pub fn summarise(report: &ClientReport, draft: DraftParams) -> Summary {
             let added = (working - idle).max(0.0);
             summary.added_ms = Some(added);
             summary.grade = Some(Grade::of_added_ms(added).name().to_string());
+            summary.grade_loaded = Some(
+                Grade::of_added_ms((means.http_l - idle).max(0.0))
+                    .name()
+                    .to_string(),
+            );
         }
     } else {
         summary
@@ -357,8 +367,10 @@ mod tests {
         let want = (3000.0 + 60_000.0 / 220.0) / 2.0;
         assert!((s.rpm.unwrap() - want).abs() < 1e-6, "{:?}", s.rpm);
         assert_eq!(s.tier.as_deref(), Some("Good"));
-        // Working 60000 / 1636 = 36.7 ms, idle 20: 16.7 ms added, grade A.
+        // Working 60000 / 1636 = 36.7 ms, idle 20: 16.7 ms added, grade A;
+        // the loaded connections alone: 200 ms added, grade D.
         assert_eq!(s.grade.as_deref(), Some("A"));
+        assert_eq!(s.grade_loaded.as_deref(), Some("D"));
         assert!(s.notes.is_empty(), "{:?}", s.notes);
     }
 

@@ -333,12 +333,13 @@ pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
     report.load_started_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
+    let mut scheduler = None;
     let outcome = (|| -> Result<(), String> {
         add(params.inp.max(1).min(spec.max_connections))?;
-        let scheduler = {
+        scheduler = Some({
             let (spec, p) = (spec.clone(), probing.clone());
             std::thread::spawn(move || schedule(spec, p, load_start))
-        };
+        });
         let mut goodput: Vec<f64> = Vec::new();
         let mut responsiveness = Stability::default();
         let interval = Duration::from_secs_f64(params.id_s);
@@ -420,11 +421,14 @@ pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
             }
         };
         report.ending = Some(ending);
-        probing.stop.store(true, Ordering::Relaxed);
-        let _ = scheduler.join();
         Ok(())
     })();
+    // Whether the test ended or failed: the probes stop and are waited
+    // for, then the load connections close.
     probing.stop.store(true, Ordering::Relaxed);
+    if let Some(scheduler) = scheduler {
+        let _ = scheduler.join();
+    }
     for load in std::mem::take(&mut *probing.loads.lock().expect("lock")) {
         match Arc::try_unwrap(load) {
             Ok(load) => load.into_inner().expect("lock").close(),

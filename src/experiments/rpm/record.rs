@@ -176,6 +176,9 @@ pub struct ServerReport {
     pub probe_connections: u64,
     /// Connections that spoke something else, with why.
     pub refused: Vec<String>,
+    /// Connections closed at once because 512 were being served.
+    #[serde(default)]
+    pub turned_away: u64,
     /// The serving end's queues on its download connections and its
     /// interface's qdisc, every 100 ms while any download ran (`t_s`:
     /// Unix seconds).

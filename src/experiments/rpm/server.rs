@@ -44,6 +44,10 @@ struct Shared {
     next_download: std::sync::atomic::AtomicU64,
 }
 
+/// Connections served at once, at most: 16 load connections a direction,
+/// 64 foreign probes out, and room to spare.
+const MAX_CONNECTIONS: usize = 512;
+
 /// How often the serving end reads its queues.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// Samples kept at most (100 minutes at 10 a second).
@@ -202,6 +206,13 @@ fn accept(door: Door, stop: &AtomicBool, shared: &Arc<Shared>, sockets: &LoadSoc
                 .map(|(s, _)| s),
         };
         let Some(stream) = next else { continue };
+        if prune(shared) >= MAX_CONNECTIONS {
+            // A peer opening connections without end gets no thread for
+            // them: closed at once, counted, and the others still served.
+            let mut report = shared.report.lock().expect("report lock");
+            report.turned_away += 1;
+            continue;
+        }
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_nodelay(true);
         let Ok(handle) = stream.try_clone() else {
@@ -219,20 +230,29 @@ fn accept(door: Door, stop: &AtomicBool, shared: &Arc<Shared>, sockets: &LoadSoc
                 }
             });
         if let Ok(thread) = thread {
-            let mut connections = shared.connections.lock().expect("lock");
-            // Foreign probes come and go a hundred a second: forget the
-            // ones that ended.
-            let (ended, live): (Vec<_>, Vec<_>) = std::mem::take(&mut *connections)
-                .into_iter()
-                .partition(|(_, t)| t.is_finished());
-            *connections = live;
-            connections.push((handle, thread));
-            drop(connections);
-            for (_, t) in ended {
-                let _ = t.join();
-            }
+            shared
+                .connections
+                .lock()
+                .expect("lock")
+                .push((handle, thread));
         }
     }
+}
+
+/// Forgets the connections that ended (foreign probes come and go a
+/// hundred a second): how many are still served.
+fn prune(shared: &Shared) -> usize {
+    let mut connections = shared.connections.lock().expect("lock");
+    let (ended, live): (Vec<_>, Vec<_>) = std::mem::take(&mut *connections)
+        .into_iter()
+        .partition(|(_, t)| t.is_finished());
+    *connections = live;
+    let served = connections.len();
+    drop(connections);
+    for (_, t) in ended {
+        let _ = t.join();
+    }
+    served
 }
 
 /// Serves one connection by the kind its first byte names. `Err` says
@@ -344,5 +364,73 @@ fn upload(mut stream: TcpStream) -> Result<(), String> {
                 return Ok(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(addr: SocketAddr) -> io::Result<u8> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"P")?;
+        let mut answer = [0u8; 1];
+        s.read_exact(&mut answer)?;
+        Ok(answer[0])
+    }
+
+    #[test]
+    fn malformed_peers_are_refused_and_the_others_served() {
+        let server =
+            Server::start("127.0.0.1:0".parse().unwrap(), None, LoadSockets::default()).unwrap();
+        let addr = server.local_addr();
+        assert_eq!(probe(addr).unwrap(), b'!');
+        // A connection that names no kind it knows.
+        let mut bad = TcpStream::connect(addr).unwrap();
+        bad.write_all(b"X").unwrap();
+        // An upload whose frames are nonsense.
+        let mut garbage = TcpStream::connect(addr).unwrap();
+        garbage.write_all(b"U\x07\x00\x00\x00\x01?").unwrap();
+        // A silent one, and one that closes at once.
+        let _silent = TcpStream::connect(addr).unwrap();
+        drop(TcpStream::connect(addr).unwrap());
+        // A well-formed upload's probe is answered.
+        let mut upload = TcpStream::connect(addr).unwrap();
+        upload.write_all(b"U").unwrap();
+        upload
+            .write_all(&super::super::framing::encode(&[
+                Event::Data(1000),
+                Event::Probe,
+            ]))
+            .unwrap();
+        upload
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut answer = [0u8; 1];
+        upload.read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"!");
+        assert_eq!(probe(addr).unwrap(), b'!');
+        // The refusals are counted once their threads have ended.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while server.shared.report.lock().unwrap().refused.len() < 2
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop((bad, garbage, upload));
+        let report = server.stop();
+        assert_eq!(report.probe_connections, 2);
+        assert_eq!(report.upload_connections, 2);
+        assert!(
+            report.refused.iter().any(|r| r.contains("byte 0x58")),
+            "{:?}",
+            report.refused
+        );
+        assert!(
+            report.refused.iter().any(|r| r.contains("frame kind 7")),
+            "{:?}",
+            report.refused
+        );
     }
 }
