@@ -623,7 +623,7 @@ fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
     let allowed = &lines_of(&out)[0]["agents"][0]["allow"];
     assert_eq!(
         allowed,
-        &serde_json::json!(["cksum", "login", "rpc", "stream"]),
+        &serde_json::json!(["cksum", "login", "rpc", "rpm", "stream"]),
         "{allowed}"
     );
 }

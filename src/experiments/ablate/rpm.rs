@@ -401,7 +401,7 @@ pub fn text(
                     .is_some_and(|d| d.factors == named)
             })
             .collect();
-        let pick = |f: fn(&crate::experiments::rpm::analysis::Summary) -> Option<f64>| {
+        let pick = |f: fn(&crate::experiments::rpm::record::Summary) -> Option<f64>| {
             let mut v: Vec<f64> = of
                 .iter()
                 .filter_map(|r| r.data.result.as_ref().and_then(|x| f(&x.summary)))

@@ -6,11 +6,10 @@
 //! measuring end and recompute the result from the record, so a reader
 //! can check every figure against the samples kept beside it.
 
-use super::record::{ClientReport, DraftParams, Ending, ProbeKind, Sample};
+use super::record::{ClientReport, DraftParams, Ending, ProbeKind, Sample, Summary};
 use crate::analysis::responsiveness::{
     Confidence, DRAFT, Grade, Params, ProbeMeans, Rpm, Stability, Tier, trimmed_mean,
 };
-use serde::{Deserialize, Serialize};
 
 impl From<DraftParams> for Params {
     fn from(d: DraftParams) -> Params {
@@ -124,47 +123,6 @@ pub fn responsiveness_saturation(
         }
     }
     (None, series)
-}
-
-/// What the analysis made of one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// The draft implemented.
-    pub draft: String,
-    pub formula: String,
-    /// Intervals (first, last) the result is taken over.
-    pub window: Option<(usize, usize)>,
-    /// Trimmed means, ms: TM(tcp_f), TM(http_f), TM(http_l).
-    pub tm_tcp_f_ms: Option<f64>,
-    pub tm_http_f_ms: Option<f64>,
-    pub tm_http_l_ms: Option<f64>,
-    pub rpm_foreign: Option<f64>,
-    pub rpm_self: Option<f64>,
-    pub rpm: Option<f64>,
-    pub tier: Option<String>,
-    pub confidence: String,
-    /// Whether the figure may be read as the path's result (false: the
-    /// load never saturated the path, or too few intervals ran).
-    pub is_final: bool,
-    /// Idle round trip: the trimmed mean of the idle probes' requests, ms.
-    pub idle_ms: Option<f64>,
-    /// Working round trip: 60000 / RPM, ms.
-    pub working_ms: Option<f64>,
-    pub added_ms: Option<f64>,
-    /// DSLReports' grade of the added latency (A+ .. F): the working
-    /// round trip (all probes, 60000 / RPM) less the idle one.
-    pub grade: Option<String>,
-    /// The same grade of the loaded connections alone: TM(http_l), the
-    /// self probes' round trip, less the idle one.
-    #[serde(default)]
-    pub grade_loaded: Option<String>,
-    /// Goodput at the end, moving average of the last MAD intervals, bit/s.
-    pub goodput_down_bps: f64,
-    pub goodput_up_bps: f64,
-    pub connections: usize,
-    pub samples: (usize, usize, usize),
-    /// What the reader must know (saturation not reached, few samples).
-    pub notes: Vec<String>,
 }
 
 /// The summary of a run's raw figures.

@@ -227,10 +227,10 @@ pub struct RpmResult {
     pub server: ServerReport,
     pub link: Option<LinkFacts>,
     pub emulator: Option<EmulatorReport>,
-    pub summary: super::analysis::Summary,
+    pub summary: Summary,
     /// Where the working latency built up, with the verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split: Option<super::split::DelaySplit>,
+    pub split: Option<DelaySplit>,
 }
 
 /// An rpm record's own part.
@@ -244,3 +244,67 @@ pub struct RpmData {
 pub type Record = crate::record::Record<RpmData>;
 
 impl crate::record::profile::Profiled for RpmData {}
+
+/// What the analysis made of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The draft implemented.
+    pub draft: String,
+    pub formula: String,
+    /// Intervals (first, last) the result is taken over.
+    pub window: Option<(usize, usize)>,
+    /// Trimmed means, ms: TM(tcp_f), TM(http_f), TM(http_l).
+    pub tm_tcp_f_ms: Option<f64>,
+    pub tm_http_f_ms: Option<f64>,
+    pub tm_http_l_ms: Option<f64>,
+    pub rpm_foreign: Option<f64>,
+    pub rpm_self: Option<f64>,
+    pub rpm: Option<f64>,
+    pub tier: Option<String>,
+    pub confidence: String,
+    /// Whether the figure may be read as the path's result (false: the
+    /// load never saturated the path, or too few intervals ran).
+    pub is_final: bool,
+    /// Idle round trip: the trimmed mean of the idle probes' requests, ms.
+    pub idle_ms: Option<f64>,
+    /// Working round trip: 60000 / RPM, ms.
+    pub working_ms: Option<f64>,
+    pub added_ms: Option<f64>,
+    /// DSLReports' grade of the added latency (A+ .. F): the working
+    /// round trip (all probes, 60000 / RPM) less the idle one.
+    pub grade: Option<String>,
+    /// The same grade of the loaded connections alone: TM(http_l), the
+    /// self probes' round trip, less the idle one.
+    #[serde(default)]
+    pub grade_loaded: Option<String>,
+    /// Goodput at the end, moving average of the last MAD intervals, bit/s.
+    pub goodput_down_bps: f64,
+    pub goodput_up_bps: f64,
+    pub connections: usize,
+    pub samples: (usize, usize, usize),
+    /// What the reader must know (saturation not reached, few samples).
+    pub notes: Vec<String>,
+}
+
+/// One part of the working round trip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub name: String,
+    pub ms: f64,
+    /// Share of the self probes' working round trip, 0..1.
+    pub share: f64,
+    pub evidence: String,
+}
+
+/// The split and its verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DelaySplit {
+    /// The self probes' working round trip, TM(http_l), ms.
+    pub working_ms: f64,
+    pub parts: Vec<Part>,
+    /// The queue that held the delay, when one explains at least half the
+    /// delay added under load; None: undecided.
+    pub queue: Option<String>,
+    pub verdict: String,
+    pub fix: Option<String>,
+}

@@ -18,31 +18,7 @@
 //! The idle round trip is the path itself; what is left over is not
 //! explained, and says so.
 
-use super::record::{Direction, RpmResult, SocketQueue};
-use serde::{Deserialize, Serialize};
-
-/// One part of the working round trip.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Part {
-    pub name: String,
-    pub ms: f64,
-    /// Share of the self probes' working round trip, 0..1.
-    pub share: f64,
-    pub evidence: String,
-}
-
-/// The split and its verdict.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DelaySplit {
-    /// The self probes' working round trip, TM(http_l), ms.
-    pub working_ms: f64,
-    pub parts: Vec<Part>,
-    /// The queue that held the delay, when one explains at least half the
-    /// delay added under load; None: undecided.
-    pub queue: Option<String>,
-    pub verdict: String,
-    pub fix: Option<String>,
-}
+use super::record::{DelaySplit, Direction, Part, RpmResult, SocketQueue};
 
 /// The mean of `f` over `samples` within `[from, to)` seconds.
 fn mean_in(
@@ -247,8 +223,7 @@ fn fix_for(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::analysis::Summary;
-    use super::super::record::{ClientReport, DraftParams, ServerReport};
+    use super::super::record::{ClientReport, DraftParams, ServerReport, Summary};
     use super::*;
     use crate::analysis::responsiveness::Params;
     use crate::record::testbed::{BottleneckCounts, EmulatorReport, QueueSample};
