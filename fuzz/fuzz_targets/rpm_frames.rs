@@ -44,7 +44,13 @@ fuzz_target!(|data: &[u8]| {
     // up to 127 * 64 bytes (even).
     let script: Vec<Event> = data
         .iter()
-        .map(|&b| if b & 1 == 1 { Event::Probe } else { Event::Data(usize::from(b >> 1) * 64) })
+        .map(|&b| {
+            if b & 1 == 1 {
+                Event::Probe
+            } else {
+                Event::Data(usize::from(b >> 1) * 64)
+            }
+        })
         .collect();
     let bytes = encode(&script);
     let (back, ok) = decode(&bytes, cut * 97);
