@@ -15,8 +15,9 @@
 /// The draft this module implements.
 pub const DRAFT: &str = "draft-ietf-ippm-responsiveness-06";
 
-/// The test's parameters ("Test Parameters" in the draft), by its names.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The test's parameters ("Test Parameters" in the draft), by its names;
+/// records carry them as run.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Params {
     /// MAD: Moving Average Distance, intervals in a moving average.
     pub mad: usize,

@@ -185,6 +185,14 @@ fn dump(
     }
 }
 
+/// An rtnetlink socket of this namespace, talking to the kernel.
+fn route_socket() -> Result<Socket, QdiscError> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    Ok(socket)
+}
+
 /// The interface index of `name` in this namespace.
 fn index_of(name: &str) -> Result<u32, QdiscError> {
     nix::net::if_::if_nametoindex(name).map_err(|_| QdiscError::NoInterface(name.to_string()))
@@ -197,9 +205,7 @@ pub fn read(interfaces: &[String]) -> Result<Vec<Shaper>, QdiscError> {
         .iter()
         .map(|name| Ok((index_of(name)? as i32, name)))
         .collect::<Result<Vec<_>, QdiscError>>()?;
-    let mut socket = Socket::new(NETLINK_ROUTE)?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
+    let socket = route_socket()?;
     // One dump gives every interface's qdiscs; classes are asked for by
     // interface.
     let qdiscs = dump(
@@ -232,9 +238,7 @@ pub fn read(interfaces: &[String]) -> Result<Vec<Shaper>, QdiscError> {
 /// qdisc (`noqueue`: loopback, veth by default) holds none.
 pub fn root_backlog(interface: &str) -> Result<u64, QdiscError> {
     let index = index_of(interface)?;
-    let mut socket = Socket::new(NETLINK_ROUTE)?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
+    let socket = route_socket()?;
     let qdiscs = dump(
         &socket,
         RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),

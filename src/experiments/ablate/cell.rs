@@ -555,11 +555,7 @@ impl AblatePlan {
     }
 
     fn named(&self, levels: &[usize]) -> Vec<(String, String)> {
-        self.factors
-            .iter()
-            .zip(levels)
-            .map(|(f, &l)| (f.factor.name.clone(), f.factor.levels[l].clone()))
-            .collect()
+        named(&self.design(), levels)
     }
 
     /// The stream run of one combination.
@@ -598,58 +594,84 @@ impl AblatePlan {
             // A byte count's time is unknown before it runs: the set-up only.
             Amount::Bytes(_) => setup_s,
         };
-        let estimate = per_run * self.runs() as f64;
-        if estimate > budget.as_secs_f64() {
-            return Err(AblateError::Budget {
-                budget: humantime::format_duration(budget).to_string(),
-                runs: self.runs(),
-                cells: self.runs() / self.reps as usize,
-                reps: self.reps,
-                estimate: humantime::format_duration(Duration::from_secs(estimate.ceil() as u64))
-                    .to_string(),
-                per_run,
-            });
-        }
-        Ok(())
+        check_budget(self.runs(), self.reps, per_run, budget)
     }
 
     /// Every run in the order it runs: block by block, each block every
     /// combination once in its own random order.
     pub fn cells(&self) -> Vec<StreamCell> {
         let id = now_rfc3339();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed);
-        let all = combinations(&self.design());
-        let mut cells = Vec::with_capacity(self.runs());
-        for block in 0..self.reps {
-            let mut order = all.clone();
-            order.shuffle(&mut rng);
-            for levels in order {
-                let config = self
+        blocks(&self.design(), self.reps, self.seed)
+            .into_iter()
+            .map(|(block, levels)| StreamCell {
+                config: self
                     .config(&levels)
-                    .expect("every combination was checked by AblatePlan::new");
-                cells.push(StreamCell {
-                    config,
-                    repeat_index: block,
-                    sweep: None,
-                    design: Some(DesignContext {
-                        id: id.clone(),
-                        factors: self.named(&levels),
-                        block,
-                        seed: self.seed,
-                        design: self
-                            .factors
-                            .iter()
-                            .map(|f| (f.factor.name.clone(), f.factor.levels.clone()))
-                            .collect(),
-                    }),
-                });
-            }
-        }
-        cells
+                    .expect("every combination was checked by AblatePlan::new"),
+                repeat_index: block,
+                sweep: None,
+                design: Some(DesignContext {
+                    id: id.clone(),
+                    factors: self.named(&levels),
+                    block,
+                    seed: self.seed,
+                    design: self
+                        .factors
+                        .iter()
+                        .map(|f| (f.factor.name.clone(), f.factor.levels.clone()))
+                        .collect(),
+                }),
+            })
+            .collect()
     }
 }
 
 /// A fresh seed for a design's random order, from the kernel.
+/// Every combination of `factors` once a block, `reps` blocks, each
+/// block in its own random order drawn from `seed`: (block, levels).
+pub fn blocks(factors: &[Factor], reps: u32, seed: u64) -> Vec<(u32, Vec<usize>)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let all = combinations(factors);
+    let mut runs = Vec::with_capacity(all.len() * reps as usize);
+    for block in 0..reps {
+        let mut order = all.clone();
+        order.shuffle(&mut rng);
+        runs.extend(order.into_iter().map(|levels| (block, levels)));
+    }
+    runs
+}
+
+/// Each factor's name and its level in `levels`.
+pub fn named(factors: &[Factor], levels: &[usize]) -> Vec<(String, String)> {
+    factors
+        .iter()
+        .zip(levels)
+        .map(|(f, &l)| (f.name.clone(), f.levels[l].clone()))
+        .collect()
+}
+
+/// Refuses `runs` runs (`reps` a combination) of about `per_run` seconds
+/// each when they would take longer than `budget`.
+pub fn check_budget(
+    runs: usize,
+    reps: u32,
+    per_run: f64,
+    budget: Duration,
+) -> Result<(), AblateError> {
+    let estimate = per_run * runs as f64;
+    if estimate > budget.as_secs_f64() {
+        return Err(AblateError::Budget {
+            budget: humantime::format_duration(budget).to_string(),
+            runs,
+            cells: runs / reps as usize,
+            reps,
+            estimate: humantime::format_duration(Duration::from_secs(estimate.ceil() as u64))
+                .to_string(),
+            per_run,
+        });
+    }
+    Ok(())
+}
+
 pub fn fresh_seed() -> std::io::Result<u64> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;

@@ -8,7 +8,7 @@
 //! with its levels, and the effects on RPM come from
 //! `analysis::factorial`.
 
-use super::cell::{AblateError, fresh_seed};
+use super::cell::{AblateError, blocks, check_budget, fresh_seed, named};
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
 use crate::analysis::responsiveness::Grade;
 use crate::experiments::rpm::cell::RpmMeasure;
@@ -21,8 +21,6 @@ use crate::testbed::link::{QueueSize, parse_queue_size, queue_discipline};
 use crate::units::parse_size;
 use anyhow::Context;
 use clap::Args;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
 
 /// What an rpm factor changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,11 +221,7 @@ impl RpmPlan {
     }
 
     fn named(&self, levels: &[usize]) -> Vec<(String, String)> {
-        self.factors
-            .iter()
-            .zip(levels)
-            .map(|(f, &l)| (f.factor.name.clone(), f.factor.levels[l].clone()))
-            .collect()
+        named(&self.design(), levels)
     }
 
     /// The cell of one combination.
@@ -292,47 +286,31 @@ impl RpmPlan {
     /// Refuses a design over `budget`: each run up to its duration, plus
     /// its idle probes and set-up (about 3 s).
     pub fn check_budget(&self, budget: std::time::Duration) -> Result<(), AblateError> {
-        let per_run = self.base.max_duration_s + 3.0;
-        let estimate = per_run * self.runs() as f64;
-        if estimate > budget.as_secs_f64() {
-            return Err(AblateError::Budget {
-                budget: humantime::format_duration(budget).to_string(),
-                runs: self.runs(),
-                cells: self.runs() / self.reps as usize,
-                reps: self.reps,
-                estimate: humantime::format_duration(std::time::Duration::from_secs(
-                    estimate.ceil() as u64,
-                ))
-                .to_string(),
-                per_run,
-            });
-        }
-        Ok(())
+        check_budget(
+            self.runs(),
+            self.reps,
+            self.base.max_duration_s + 3.0,
+            budget,
+        )
     }
 
     /// Every run, block by block, each block in its own seeded order.
     pub fn cells(&self) -> Vec<RpmParams> {
         let id = crate::record::now_rfc3339();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed);
-        let all = combinations(&self.design());
-        let mut cells = Vec::with_capacity(self.runs());
-        for block in 0..self.reps {
-            let mut order = all.clone();
-            order.shuffle(&mut rng);
-            for levels in order {
-                let mut params = self
-                    .params(&levels)
-                    .expect("every combination was checked by RpmPlan::new");
-                params.design = Some(RpmDesign {
+        blocks(&self.design(), self.reps, self.seed)
+            .into_iter()
+            .map(|(block, levels)| RpmParams {
+                design: Some(RpmDesign {
                     id: id.clone(),
                     factors: self.named(&levels),
                     block,
                     seed: self.seed,
-                });
-                cells.push(params);
-            }
-        }
-        cells
+                }),
+                ..self
+                    .params(&levels)
+                    .expect("every combination was checked by RpmPlan::new")
+            })
+            .collect()
     }
 }
 
@@ -615,7 +593,7 @@ mod tests {
             })
         ));
         // The same seed, the same order.
-        let again = RpmPlan { ..plan.clone() }.cells();
+        let again = plan.cells();
         let labels = |c: &[RpmParams]| c.iter().map(|p| p.label.clone()).collect::<Vec<_>>();
         assert_eq!(labels(&again), labels(&cells));
     }

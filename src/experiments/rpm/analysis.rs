@@ -6,42 +6,10 @@
 //! measuring end and recompute the result from the record, so a reader
 //! can check every figure against the samples kept beside it.
 
-use super::record::{ClientReport, DraftParams, Ending, ProbeKind, Sample, Summary};
+use super::record::{ClientReport, Ending, ProbeKind, Sample, Summary};
 use crate::analysis::responsiveness::{
     Confidence, DRAFT, Grade, Params, ProbeMeans, Rpm, Stability, Tier, trimmed_mean,
 };
-
-impl From<DraftParams> for Params {
-    fn from(d: DraftParams) -> Params {
-        Params {
-            mad: d.mad,
-            id_s: d.id_s,
-            tmp: d.tmp,
-            sdt: d.sdt,
-            inp: d.inp,
-            inc: d.inc,
-            mnp: d.mnp,
-            mps: d.mps,
-            ptc: d.ptc,
-        }
-    }
-}
-
-impl From<Params> for DraftParams {
-    fn from(p: Params) -> DraftParams {
-        DraftParams {
-            mad: p.mad,
-            id_s: p.id_s,
-            tmp: p.tmp,
-            sdt: p.sdt,
-            inp: p.inp,
-            inc: p.inc,
-            mnp: p.mnp,
-            mps: p.mps,
-            ptc: p.ptc,
-        }
-    }
-}
 
 /// The formula, as the report shows it beside the figure.
 pub const FORMULA: &str = "RPM = (60000 / ((TM(tcp_f) + TM(http_f)) / 2) + 60000 / TM(http_l)) / 2, TM the trimmed mean keeping the lowest 95% (draft-ietf-ippm-responsiveness-06, the TCP-only case)";
@@ -126,8 +94,7 @@ pub fn responsiveness_saturation(
 }
 
 /// The summary of a run's raw figures.
-pub fn summarise(report: &ClientReport, draft: DraftParams) -> Summary {
-    let params = Params::from(draft);
+pub fn summarise(report: &ClientReport, params: Params) -> Summary {
     let mad = params.mad.max(1);
     let n = report.intervals.len();
     let mut summary = Summary {
@@ -286,8 +253,8 @@ mod tests {
             .collect()
     }
 
-    fn draft() -> DraftParams {
-        Params::default().into()
+    fn draft() -> Params {
+        Params::default()
     }
 
     #[test]

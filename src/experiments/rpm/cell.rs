@@ -40,7 +40,7 @@ pub fn run_cell(params: &RpmParams) -> Result<RpmResult, ControlError> {
         probe_rate: params.probe_rate,
         max_duration_s: params.max_duration_s,
         idle_probes: params.idle_probes,
-        draft: draft.into(),
+        draft,
         sockets: params.sockets.clone(),
         token: launcher.token(),
     };
@@ -50,9 +50,9 @@ pub fn run_cell(params: &RpmParams) -> Result<RpmResult, ControlError> {
     let served = server.call(Stop, Wait::up_to(10, "stopping"))?;
     server.finish();
     let netns = bed.map(Bed::finish).transpose()?;
-    let summary = summarise(&report, draft.into());
+    let summary = summarise(&report, draft);
     let mut result = RpmResult {
-        draft: draft.into(),
+        draft,
         client: *report,
         server: *served,
         link: netns.as_ref().map(|n| n.link.clone()),

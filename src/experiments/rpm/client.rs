@@ -27,7 +27,7 @@ use super::record::{
     ClientReport, ClientSpec, Direction, Ending, Interval, ProbeKind, Sample, SocketQueue,
 };
 use super::sockets::{apply, queue_of};
-use crate::analysis::responsiveness::{Params, Stability};
+use crate::analysis::responsiveness::Stability;
 use crate::measure::tcpinfo::TcpInfo;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -288,7 +288,7 @@ fn schedule(spec: ClientSpec, probing: Arc<Probing>, load_start: Instant) {
 
 /// Runs the test against `spec.server`: every raw figure.
 pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
-    let params = Params::from(spec.draft);
+    let params = spec.draft;
     let mut report = ClientReport::default();
     // Idle: the quiet path's round trip.
     for k in 0..spec.idle_probes {

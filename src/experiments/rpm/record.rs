@@ -2,6 +2,7 @@
 //! interval's goodput and connections, and what the analysis made of them
 //! (`analysis`). Data only; `client` and `server` measure.
 
+use crate::analysis::responsiveness::Params as DraftParams;
 use crate::endpoint::protocol::Token;
 use crate::record::testbed::{EmulatorReport, LinkFacts, Placement};
 use serde::{Deserialize, Serialize};
@@ -27,20 +28,6 @@ impl Direction {
             Direction::Both => "both",
         }
     }
-}
-
-/// The draft's test parameters as run (`analysis::responsiveness::Params`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct DraftParams {
-    pub mad: usize,
-    pub id_s: f64,
-    pub tmp: f64,
-    pub sdt: f64,
-    pub inp: usize,
-    pub inc: usize,
-    pub mnp: usize,
-    pub mps: u32,
-    pub ptc: f64,
 }
 
 /// Socket settings of the load-generating connections (each a fix

@@ -223,7 +223,7 @@ fn fix_for(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{ClientReport, DraftParams, ServerReport, Summary};
+    use super::super::record::{ClientReport, ServerReport, Summary};
     use super::*;
     use crate::analysis::responsiveness::Params;
     use crate::record::testbed::{BottleneckCounts, EmulatorReport, QueueSample};
@@ -257,7 +257,7 @@ mod tests {
             ..Default::default()
         };
         RpmResult {
-            draft: DraftParams::from(Params::default()),
+            draft: Params::default(),
             client: ClientReport {
                 load_started_unix_ns: origin_ns,
                 ..Default::default()
