@@ -157,6 +157,8 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     ]
     .into_iter()
     .chain(root.then_some("broadcast-storm"))
+    .chain(root.then_some("rpm-latency-over-time"))
+    .chain(root.then_some("rpm-goodput-over-time"))
     {
         let experiment = figure.split('-').next().unwrap();
         let failed: Vec<&serde_json::Value> = records
@@ -171,6 +173,15 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         assert!(
             run_dir.join(format!("{figure}.png")).exists(),
             "{figure}.png"
+        );
+    }
+    if root {
+        // rpm's first-screen row: each fix's RPM and grade.
+        assert!(
+            report.contains("droptail: ")
+                && report.contains("fq_codel: ")
+                && report.contains(" RPM, grade "),
+            "rpm's first-screen row"
         );
     }
     assert!(

@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod cell;
 pub mod client;
+pub mod figures;
 pub mod framing;
 pub mod lab;
 pub mod options;

@@ -4,7 +4,7 @@
 
 use super::record::{Record, RpmData};
 use crate::analysis::responsiveness::GRADE_BOUNDS_MS;
-use crate::report::html::{Parts, ReportSection};
+use crate::report::html::{Headline, Parts, ReportSection, link_details};
 use crate::report::table::{markdown, num};
 
 fn ms(v: Option<f64>) -> String {
@@ -16,7 +16,7 @@ fn whole(v: Option<f64>) -> String {
 }
 
 /// Where a cell ran: its placement and link, and its label.
-fn cell_name(data: &RpmData) -> String {
+pub fn cell_name(data: &RpmData) -> String {
     let link = data
         .result
         .as_ref()
@@ -32,6 +32,29 @@ fn cell_name(data: &RpmData) -> String {
             .map(|l| format!(" [{l}]"))
             .unwrap_or_default()
     )
+}
+
+/// A cell in a few words, for the figures' legends and the first screen:
+/// its label, else its placement and the link's queue discipline, else
+/// its placement and direction.
+pub fn short_name(data: &RpmData) -> String {
+    if let Some(label) = &data.params.label {
+        return label.clone();
+    }
+    let discipline = data
+        .result
+        .as_ref()
+        .and_then(|r| r.link.as_ref())
+        .and_then(|l| l.profile.impair.queue_discipline.as_ref())
+        .map(|q| q.name());
+    match discipline {
+        Some(q) => format!("{} {q}", data.params.placement.name()),
+        None => format!(
+            "{} {}",
+            data.params.placement.name(),
+            data.params.direction.name()
+        ),
+    }
 }
 
 /// The grade thresholds, as the table's footnote gives them.
@@ -148,6 +171,60 @@ pub fn table(records: &[Record]) -> String {
     out
 }
 
+/// The measured cells, named as the figures name them, in record order.
+fn measured(records: &[Record]) -> Vec<(String, &super::record::RpmResult)> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let result = r.data.result.as_deref()?;
+            let name = short_name(&r.data);
+            Some((name, result))
+        })
+        .collect()
+}
+
+/// The section's reading: the best and the worst cell side by side, and
+/// what the worst one's delay was made of.
+fn reading(records: &[Record]) -> String {
+    let cells = measured(records);
+    let by_rpm = |a: &&(String, &super::record::RpmResult),
+                  b: &&(String, &super::record::RpmResult)| {
+        a.1.summary
+            .rpm
+            .unwrap_or(0.0)
+            .total_cmp(&b.1.summary.rpm.unwrap_or(0.0))
+    };
+    let (Some(best), Some(worst)) = (cells.iter().max_by(by_rpm), cells.iter().min_by(by_rpm))
+    else {
+        return String::new();
+    };
+    let mut text = String::new();
+    let describe = |(name, r): &(String, &super::record::RpmResult)| {
+        format!(
+            "{name} keeps {} RPM (working round trip {} ms against {} ms idle, grade {}, {} confidence)",
+            whole(r.summary.rpm),
+            ms(r.summary.working_ms),
+            ms(r.summary.idle_ms),
+            r.summary.grade.as_deref().unwrap_or("-"),
+            r.summary.confidence
+        )
+    };
+    if cells.len() > 1 && best.0 != worst.0 {
+        text.push_str(&format!("{}; {}. ", describe(best), describe(worst)));
+    } else {
+        text.push_str(&format!("{}. ", describe(worst)));
+    }
+    if let Some(split) = &worst.1.split {
+        text.push_str(&format!("In {}: {}", worst.0, split.verdict));
+        if let Some(fix) = &split.fix {
+            text.push_str(&format!("; the fix: {fix}"));
+        }
+        text.push('.');
+    }
+    text.push_str(" The figures put the round trip and the goodput on one time axis, as flent's RRUL plot does: a fix that works keeps the latency line low while the goodput line stays as high.");
+    text
+}
+
 /// rpm's section of the report.
 pub struct RpmSection;
 
@@ -159,9 +236,64 @@ impl ReportSection for RpmSection {
         (
             "rpm: responsiveness under working conditions".into(),
             table(records),
-            String::new(),
-            Vec::new(),
+            reading(records),
+            super::figures::rpm_figures(records),
         )
+    }
+
+    fn headline(records: &[Record]) -> Option<Headline> {
+        let cells = measured(records);
+        if cells.is_empty() {
+            return None;
+        }
+        let now: Vec<String> = cells
+            .iter()
+            .take(3)
+            .map(|(name, r)| {
+                format!(
+                    "{name}: {} RPM, grade {}",
+                    whole(r.summary.rpm),
+                    r.summary.grade.as_deref().unwrap_or("-")
+                )
+            })
+            .collect();
+        let worst = cells
+            .iter()
+            .min_by(|a, b| {
+                a.1.summary
+                    .rpm
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.1.summary.rpm.unwrap_or(0.0))
+            })
+            .map(|(_, r)| r)?;
+        let limit = match (&worst.split, worst.summary.is_final) {
+            (_, false) => format!(
+                "not saturated in its time: {} confidence, not final",
+                worst.summary.confidence
+            ),
+            (Some(split), true) => match split.parts.iter().max_by(|a, b| a.ms.total_cmp(&b.ms)) {
+                Some(p) if split.queue.is_some() => {
+                    format!(
+                        "{} held {:.0}% of the working round trip",
+                        p.name,
+                        p.share * 100.0
+                    )
+                }
+                _ => "where the delay built up is undecided".into(),
+            },
+            (None, true) => "where the delay built up was not read".into(),
+        };
+        Some(Headline {
+            now: now.join("; "),
+            then: None,
+            limit,
+        })
+    }
+
+    fn links(records: &[Record]) -> Vec<String> {
+        link_details(records, |d: &RpmData| {
+            d.result.as_ref().and_then(|r| r.link.as_ref())
+        })
     }
 
     fn cell(data: &RpmData) -> String {
