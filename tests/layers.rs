@@ -46,7 +46,7 @@ const LAYERS: [&str; 16] = [
 const ABOVE_CORE: &str = "experiments";
 
 /// Experiments that vary another and may name it: (variant, varied).
-const VARIANTS: [(&str, &str); 6] = [
+const VARIANTS: [(&str, &str); 7] = [
     // `netlab sweep stream`: the same transfer over a grid of record sizes.
     ("sweep", "stream"),
     // `netlab ablate stream`: the same transfer over a factorial of features.
@@ -55,9 +55,10 @@ const VARIANTS: [(&str, &str); 6] = [
     ("ablate", "rpm"),
     // The 1987 terminal test: login's servers and sessions, typing out instead of in.
     ("output", "login"),
-    // `netlab mesh`: stream and rpc cells between every pair of agents.
+    // `netlab mesh`: stream, rpc and rpm cells between every pair of agents.
     ("mesh", "stream"),
     ("mesh", "rpc"),
+    ("mesh", "rpm"),
 ];
 
 /// Core files that still name an experiment while #30 moves each

@@ -986,3 +986,212 @@ fn repeats_split_between_two_equal_cost_paths_are_read_as_ecmp() {
     assert!(report.contains("class=\"modes\""), "the cell is marked");
     assert!(report.contains(&format!("median of {PASSES} passes")));
 }
+
+/// Four agents on one bridge, each sending through a tbf: host 0 at
+/// 8 Mbit/s behind a deep queue (1 MB, 1 s at that rate), the others at
+/// 50 Mbit/s behind a short one (5 ms). With TCP small queues (and BBR,
+/// where it is the default) a sender keeps its own qdisc short, so the
+/// delay host 0's load adds sits mostly in its sockets' unsent bytes and
+/// in what reaches the tbf: the grade reads the sum.
+struct BloatFleet {
+    /// h0..h3, then the switch.
+    names: Vec<String>,
+    subnet: u32,
+    agents: Vec<Child>,
+    dir: tempfile::TempDir,
+    key: PathBuf,
+}
+
+const BLOAT_HOSTS: usize = 4;
+
+impl BloatFleet {
+    fn new() -> BloatFleet {
+        assert!(
+            netlab::testbed::netns::has_net_admin(),
+            "the rpm mesh test needs CAP_NET_ADMIN: run it as root"
+        );
+        let tag = format!("nlt{}b", std::process::id());
+        let mut names: Vec<String> = (0..BLOAT_HOSTS).map(|i| format!("{tag}h{i}")).collect();
+        names.push(format!("{tag}sw"));
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agent.key");
+        Key::generate().unwrap().write_new(&key).unwrap();
+        let fleet = BloatFleet {
+            names,
+            subnet: 10 + std::process::id() % 200,
+            agents: Vec::new(),
+            dir,
+            key,
+        };
+        for name in &fleet.names {
+            run("ip", &["netns", "add", name]);
+            run("ip", &["-n", name, "link", "set", "lo", "up"]);
+        }
+        let sw = fleet.names[BLOAT_HOSTS].as_str();
+        run("ip", &["-n", sw, "link", "add", "br0", "type", "bridge"]);
+        run("ip", &["-n", sw, "link", "set", "br0", "up"]);
+        for host in 0..BLOAT_HOSTS {
+            let (port, ns) = (format!("p{host}"), fleet.names[host].as_str());
+            run(
+                "ip",
+                &[
+                    "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                    "netns", ns,
+                ],
+            );
+            run(
+                "ip",
+                &["-n", sw, "link", "set", &port, "master", "br0", "up"],
+            );
+            let cidr = format!("{}/24", fleet.addr(host));
+            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", "eth0"]);
+            run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
+            // A burst above a GSO packet's 64 KB, so that tbf passes them.
+            let queue: &[&str] = if host == 0 {
+                &["rate", "8mbit", "burst", "100k", "limit", "1m"]
+            } else {
+                &["rate", "50mbit", "burst", "100k", "latency", "5ms"]
+            };
+            let mut args = vec!["-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf"];
+            args.extend(queue);
+            run("tc", &args);
+        }
+        fleet
+    }
+
+    fn addr(&self, host: usize) -> String {
+        format!("10.238.{}.{}", self.subnet, host + 1)
+    }
+
+    fn start_agent(&mut self, host: usize) {
+        let log = self.dir.path().join(format!("agent-{host}.log"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[host]])
+            .arg(binary())
+            .args([
+                "agent",
+                "serve",
+                "--listen",
+                &format!("{}:5310", self.addr(host)),
+            ])
+            .env("NETLAB_KEY_FILE", &self.key)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        self.agents.push(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(Instant::now() < deadline, "agent {host} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for BloatFleet {
+    fn drop(&mut self) {
+        for agent in &mut self.agents {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+#[test]
+fn a_mesh_of_rpm_tests_grades_every_pair_and_reads_the_bloated_sender() {
+    let _alone = ONE_FLEET_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let mut fleet = BloatFleet::new();
+    for host in 0..BLOAT_HOSTS {
+        fleet.start_agent(host);
+    }
+    let agents: Vec<String> = (0..BLOAT_HOSTS)
+        .map(|h| format!("{}:5310", fleet.addr(h)))
+        .collect();
+    let dir = fleet.dir.path().join("run");
+    let output = Command::new("ip")
+        .args(["netns", "exec", &fleet.names[1]])
+        .arg(binary())
+        .args(["mesh", "--agents", &agents.join(","), "--tests", "rpm"])
+        .args(["--duration", "6s", "--json", "--out"])
+        .arg(&dir)
+        .env("NETLAB_KEY_FILE", &fleet.key)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = common::json_of(&output.stdout);
+    assert_eq!(doc["failed"], 0, "{doc}");
+    let lines = results(&dir);
+    let pairs = BLOAT_HOSTS * (BLOAT_HOSTS - 1);
+    assert_eq!(lines.len(), pairs, "{lines:#?}");
+    // Every pair has its RPM, its working and idle round trips and its
+    // grade; the pairs host 0 sends on wait behind its deep queue.
+    let seen: String = lines
+        .iter()
+        .map(|l| {
+            format!(
+                "{} -> {}: {} RPM, grade {}, working {} ms, idle {} ms; {}\n",
+                l["from"],
+                l["to"],
+                l["figures"]["rpm"],
+                l["figures"]["grade"],
+                l["figures"]["working_ms"],
+                l["figures"]["idle_ms"],
+                l["figures"]["verdict"]
+            )
+        })
+        .collect();
+    let grade_rank = |g: &str| ["A+", "A", "B", "C", "D", "F"].iter().position(|x| *x == g);
+    let (mut worst_other, mut best_bloated) = (0, usize::MAX);
+    let (mut least_other, mut most_bloated) = (f64::INFINITY, 0.0f64);
+    for line in &lines {
+        let f = &line["figures"];
+        let rpm = f["rpm"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no RPM\n{seen}"));
+        assert!(f["working_ms"].as_f64().is_some(), "{seen}");
+        let rank = grade_rank(f["grade"].as_str().unwrap()).expect("a grade A+ to F");
+        if line["from"].as_str() == Some(agents[0].as_str()) {
+            best_bloated = best_bloated.min(rank);
+            most_bloated = most_bloated.max(rpm);
+        } else {
+            worst_other = worst_other.max(rank);
+            least_other = least_other.min(rpm);
+        }
+    }
+    // Host 0's load waits behind a sixth of the others' rate: C or worse,
+    // never better graded than another pair, at under half their RPM.
+    assert!(best_bloated >= 3, "host 0 graded better than C\n{seen}");
+    assert!(
+        best_bloated >= worst_other,
+        "the bloated sender is graded better than another pair\n{seen}"
+    );
+    assert!(
+        most_bloated < least_other / 2.0,
+        "the bloated sender's RPM is not under half the others'\n{seen}"
+    );
+    // The heat maps: RPM and the working round trip, each cell tagged
+    // with its grade; one CSV each.
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        report.contains("responsiveness under load"),
+        "no RPM heat map"
+    );
+    for name in ["rpm.csv", "working_ms.csv"] {
+        let csv = std::fs::read_to_string(dir.join(name)).unwrap();
+        assert_eq!(csv.lines().count(), BLOAT_HOSTS + 1, "{name}: {csv}");
+    }
+    // The findings read host 0's row.
+    let rpm_findings = findings(&doc, "rpm");
+    assert!(
+        rpm_findings.iter().any(|f| f.contains(&agents[0])),
+        "{rpm_findings:#?}\n{seen}"
+    );
+}

@@ -245,9 +245,9 @@ registry! {
         agent: ByDefault,
         lab: rpm::lab::RpmLab::boxed,
     }
-    /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT and loss matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
+    /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT, loss and RPM matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
     mesh: Mesh(mesh::options::MeshArgs) {
-        agent: As(stream, rpc),
+        agent: As(stream, rpc, rpm),
     }
 }
 

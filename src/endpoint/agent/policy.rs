@@ -214,11 +214,23 @@ impl Policy {
                     )
                 });
         }
+        // A run made of others' cells is admitted when the agent serves any
+        // of them; each request in it is then held to its own experiment's
+        // `--allow` ([`Policy::part_of`]), so that an agent allowed stream
+        // and rpc still serves a mesh of those tests.
         if let Some(parts) = served.made_of(experiment) {
-            return parts
+            return match parts
                 .iter()
-                .try_for_each(|name| self.admit(name))
-                .map_err(|why| format!("a {experiment} run needs {}: {why}", parts.join(", ")));
+                .map(|name| self.admit(name))
+                .find(Result::is_ok)
+            {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "a {experiment} run is made of {} cells, and this agent serves none of them (it serves {}; each needs --allow on the agent)",
+                    parts.join(", "),
+                    self.allow.iter().cloned().collect::<Vec<_>>().join(",")
+                )),
+            };
         }
         let name = experiment;
         if !served.allowable().contains(&name) {
@@ -266,6 +278,13 @@ impl Policy {
         };
         if !belongs {
             return Err(format!("{what} is not part of a {run} run"));
+        }
+        if run != experiment {
+            // A part of a made-of run: the run's admission asked for any
+            // part, this request for its own.
+            return self
+                .admit(experiment)
+                .map_err(|why| format!("{what} in a {run} run: {why}"));
         }
         Ok(())
     }
@@ -499,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn a_mesh_run_is_made_of_streams_and_rpc_and_of_nothing_else() {
+    fn a_mesh_run_is_made_of_stream_rpc_and_rpm_cells_each_held_to_its_allow() {
         let policy = default();
         assert!(policy.admit("mesh").is_ok());
         assert!(policy.check("mesh", &mut receive(Some(guard()), 0)).is_ok());
@@ -514,12 +533,37 @@ mod tests {
             allow: ["stream"].map(String::from).into(),
             ..default()
         };
-        let refusal = streams_only.admit("mesh").unwrap_err();
+        // An agent allowed streams alone serves a mesh's stream tests, and
+        // refuses its other cells, each naming what it needs.
+        assert!(streams_only.admit("mesh").is_ok());
         assert!(
-            refusal.contains("a mesh run needs stream, rpc"),
+            streams_only
+                .check("mesh", &mut receive(Some(guard()), 0))
+                .is_ok()
+        );
+        let mut rpm_server = request(
+            "rpm",
+            crate::experiments::rpm::role::RpmRequest::Serve {
+                bind: "10.0.0.2:0".parse().unwrap(),
+                guard: Some(guard()),
+                sockets: Default::default(),
+            },
+        );
+        assert!(policy.check("mesh", &mut rpm_server.clone()).is_ok());
+        let refusal = streams_only.check("mesh", &mut rpm_server).unwrap_err();
+        assert!(
+            refusal.contains("an rpm server in a mesh run") && refusal.contains("--allow rpm"),
             "{refusal}"
         );
-        assert!(refusal.contains("--allow rpc"), "{refusal}");
+        let nothing = Policy {
+            allow: ["login"].map(String::from).into(),
+            ..default()
+        };
+        let refusal = nothing.admit("mesh").unwrap_err();
+        assert!(
+            refusal.contains("made of stream, rpc, rpm cells"),
+            "{refusal}"
+        );
     }
 
     #[test]

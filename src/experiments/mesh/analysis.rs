@@ -544,6 +544,7 @@ mod tests {
                                     limits: vec![None],
                                     read: true,
                                     significant: true,
+                                    tag: None,
                                 }
                             }
                         })
@@ -751,6 +752,7 @@ mod tests {
                     limits: vec![Some(Factor::Link); repeats.len()],
                     read: true,
                     significant: true,
+                    tag: None,
                     repeats,
                 };
             }

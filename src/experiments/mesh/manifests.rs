@@ -171,7 +171,7 @@ data:
 ";
     yaml.push_str(&format!(
         "---
-# An agent on every node. It serves stream and rpc cells (a mesh's tests)
+# An agent on every node. It serves stream, rpc and rpm cells (a mesh's tests)
 # to a controller holding the key, one run at a time, on its data ports
 # 5311-5350; a pass over N nodes is one run of up to --max-duration.
 apiVersion: apps/v1

@@ -28,6 +28,9 @@ pub struct Metric {
     /// finding at all (besides beating the median by [`Metric::floor`]):
     /// a retransmission count must also be a share of what was sent.
     pub significant: fn(&PairFigures) -> bool,
+    /// A word shown beside the cell's value (rpm's grade), from the pass
+    /// nearest the median.
+    pub tag: fn(&PairFigures) -> Option<String>,
 }
 
 /// A cell's retransmissions are a finding only from this share of the
@@ -37,6 +40,10 @@ pub const RETRANSMITTED_FLOOR_PCT: f64 = 0.1;
 
 fn always(_: &PairFigures) -> bool {
     true
+}
+
+fn untagged(_: &PairFigures) -> Option<String> {
+    None
 }
 
 pub const METRICS: &[Metric] = &[
@@ -49,6 +56,7 @@ pub const METRICS: &[Metric] = &[
         describe: "throughput",
         value: |f| f.throughput_mbit_s,
         significant: always,
+        tag: untagged,
     },
     Metric {
         name: "retransmits",
@@ -62,6 +70,7 @@ pub const METRICS: &[Metric] = &[
             f.retransmitted_pct
                 .is_none_or(|pct| pct >= RETRANSMITTED_FLOOR_PCT)
         },
+        tag: untagged,
     },
     Metric {
         name: "tcp_rtt_ms",
@@ -72,6 +81,7 @@ pub const METRICS: &[Metric] = &[
         describe: "TCP's round trip",
         value: |f| f.tcp_rtt_ms,
         significant: always,
+        tag: untagged,
     },
     Metric {
         name: "rtt_p50_us",
@@ -82,6 +92,7 @@ pub const METRICS: &[Metric] = &[
         describe: "the median round trip",
         value: |f| f.rtt_p50_us,
         significant: always,
+        tag: untagged,
     },
     Metric {
         name: "rtt_p99_us",
@@ -92,6 +103,7 @@ pub const METRICS: &[Metric] = &[
         describe: "the 99th-percentile round trip",
         value: |f| f.rtt_p99_us,
         significant: always,
+        tag: untagged,
     },
     Metric {
         name: "loss_pct",
@@ -102,6 +114,7 @@ pub const METRICS: &[Metric] = &[
         describe: "loss",
         value: |f| f.loss_pct,
         significant: always,
+        tag: untagged,
     },
     Metric {
         name: "jitter_ms",
@@ -112,6 +125,31 @@ pub const METRICS: &[Metric] = &[
         describe: "jitter",
         value: |f| f.jitter_ms,
         significant: always,
+        tag: untagged,
+    },
+    Metric {
+        name: "rpm",
+        test: MeshTest::Rpm,
+        unit: "RPM",
+        higher_is_better: true,
+        // The draft's tiers are a decade apart (300, 1000, 6000): a
+        // hundred round trips a minute is the least worth a finding.
+        floor: 100.0,
+        describe: "responsiveness under load",
+        value: |f| f.rpm,
+        significant: always,
+        tag: |f| f.grade.clone(),
+    },
+    Metric {
+        name: "working_ms",
+        test: MeshTest::Rpm,
+        unit: "ms",
+        higher_is_better: false,
+        floor: 5.0,
+        describe: "the working round trip",
+        value: |f| f.working_ms,
+        significant: always,
+        tag: |f| f.grade.clone(),
     },
 ];
 
@@ -139,6 +177,8 @@ pub enum Cell {
         /// Whether most passes were large enough to be a finding
         /// ([`Metric::significant`]).
         significant: bool,
+        /// [`Metric::tag`] of the pass nearest the median.
+        tag: Option<String>,
     },
 }
 
@@ -215,7 +255,7 @@ impl Matrix {
             .collect();
         let n = hosts.len();
         // Each cell's measurements by pass (value, verdict), and its last failure.
-        type Measured = (f64, Option<String>, Option<Factor>, bool);
+        type Measured = (f64, Option<String>, Option<Factor>, bool, Option<String>);
         let mut measured: Vec<Vec<BTreeMap<usize, Measured>>> = vec![vec![BTreeMap::new(); n]; n];
         let mut failures: Vec<Vec<Option<String>>> = vec![vec![None; n]; n];
         for line in results.iter().filter(|l| l.test == metric.test) {
@@ -231,6 +271,7 @@ impl Matrix {
                         line.figures.verdict.clone(),
                         line.figures.limited_by,
                         (metric.significant)(&line.figures),
+                        (metric.tag)(&line.figures),
                     );
                     measured[i][j].insert(line.pass, judged);
                 }
@@ -248,24 +289,22 @@ impl Matrix {
                     .map(|(passes, failure)| {
                         let repeats: Vec<f64> = passes.values().map(|(v, ..)| *v).collect();
                         let limits: Vec<Option<Factor>> =
-                            passes.values().map(|(_, _, f, _)| *f).collect();
+                            passes.values().map(|(_, _, f, ..)| *f).collect();
                         let significant =
                             2 * passes.values().filter(|p| p.3).count() >= passes.len();
                         let read = metric.test != MeshTest::Stream || network_bound(&limits);
                         match crate::record::stats::Spread::of(&repeats) {
                             Some(spread) => {
                                 // The verdict of the pass nearest the median.
-                                let verdict = passes
-                                    .values()
-                                    .min_by(|a, b| {
-                                        (a.0 - spread.median)
-                                            .abs()
-                                            .total_cmp(&(b.0 - spread.median).abs())
-                                    })
-                                    .and_then(|(_, v, ..)| v.clone());
+                                let nearest = passes.values().min_by(|a, b| {
+                                    (a.0 - spread.median)
+                                        .abs()
+                                        .total_cmp(&(b.0 - spread.median).abs())
+                                });
                                 Cell::Value {
                                     value: spread.median,
-                                    verdict,
+                                    verdict: nearest.and_then(|(_, v, ..)| v.clone()),
+                                    tag: nearest.and_then(|p| p.4.clone()),
                                     repeats,
                                     limits,
                                     read,

@@ -176,7 +176,10 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             // The mesh's own options, checked as `netlab mesh` would.
             for test in m.tests.split(',') {
                 <MeshTest as clap::ValueEnum>::from_str(test, false).map_err(|_| {
-                    anyhow::anyhow!("--tests {}: {test:?} is not stream, rtt or loss", m.tests)
+                    anyhow::anyhow!(
+                        "--tests {}: {test:?} is not stream, rtt, loss or rpm",
+                        m.tests
+                    )
                 })?;
             }
             humantime::parse_duration(&m.duration)

@@ -224,6 +224,16 @@ pub struct PairFigures {
     pub loss_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// rpm: round trips per minute under load, the working and idle round
+    /// trips (ms), and the bufferbloat grade of the latency added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grade: Option<String>,
 }
 
 impl PairFigures {
@@ -247,6 +257,14 @@ impl PairFigures {
         }
         if let Some(jitter) = self.jitter_ms {
             parts.push(format!("jitter {jitter:.3} ms"));
+        }
+        if let Some(rpm) = self.rpm {
+            parts.push(format!(
+                "{rpm:.0} RPM, grade {}, working {:.1} ms against {:.1} ms idle",
+                self.grade.as_deref().unwrap_or("-"),
+                self.working_ms.unwrap_or(f64::NAN),
+                self.idle_ms.unwrap_or(f64::NAN)
+            ));
         }
         if let Some(factor) = self.limited_by {
             parts.push(format!("limited by {}", factor.describe()));
@@ -308,6 +326,10 @@ pub enum MeshTest {
     Rtt,
     /// UDP loss and jitter.
     Loss,
+    /// Responsiveness under load (`netlab rpm`, draft-ietf-ippm-
+    /// responsiveness-06): `from` loads the path to `to` and probes it,
+    /// for RPM and the bufferbloat grade.
+    Rpm,
 }
 
 impl MeshTest {
@@ -316,6 +338,7 @@ impl MeshTest {
             MeshTest::Stream => "stream",
             MeshTest::Rtt => "rtt",
             MeshTest::Loss => "loss",
+            MeshTest::Rpm => "rpm",
         }
     }
 }

@@ -139,6 +139,7 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                     verdict,
                     repeats,
                     read,
+                    tag,
                     ..
                 } => {
                     let hue = 120.0 * goodness(metric, *value, typical);
@@ -184,10 +185,12 @@ fn heat_map(matrix: &Matrix, metric: &Metric) -> String {
                     };
                     let _ = write!(
                         html,
-                        "<td{} style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}{}</td>",
+                        "<td{} style=\"background:hsl({hue:.0},65%,78%)\" title=\"{}\">{}{}{}</td>",
                         class,
                         escape(&tip),
                         number(*value),
+                        tag.as_deref()
+                            .map_or(String::new(), |t| format!(" {}", escape(t))),
                         if modes.is_some() { " ⁑" } else { "" }
                     );
                 }

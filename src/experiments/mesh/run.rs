@@ -27,6 +27,7 @@ use crate::experiments::mesh::record::{
 };
 use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
+use crate::experiments::rpm::record::{Direction as RpmDirection, RpmParams};
 use crate::experiments::stream::cell::{StreamConfig, run_once};
 use crate::experiments::stream::record::{
     Amount, Direction, EndpointReport, Flows, StreamResult, UdpPace,
@@ -690,6 +691,7 @@ impl MeshRun {
                     .map(|r| stream_figures(&r, true))
             }
             MeshTest::Rtt => self.rtt(from, to),
+            MeshTest::Rpm => self.rpm(from, to),
         };
         let seconds = start.elapsed().as_secs_f64();
         let mut failed = false;
@@ -813,6 +815,80 @@ impl MeshRun {
         }
         Ok(measured)
     }
+
+    /// Responsiveness under load: `from` measures, loading the path
+    /// towards `to` (upload, so that a matrix row is still the sending
+    /// host), and with `--bidir` then the other way.
+    fn rpm(
+        &self,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
+        let mut ends = vec![(from, to)];
+        if self.pass.bidir {
+            ends.push((to, from));
+        }
+        let mut measured = Vec::new();
+        for (sender, receiver) in ends {
+            let params = RpmParams {
+                placement: Placement::Remote {
+                    from: sender.to_string(),
+                    to: receiver.to_string(),
+                },
+                direction: RpmDirection::Up,
+                max_connections: 16,
+                probe_rate: 100,
+                max_duration_s: rpm_seconds(self.pass.duration_s),
+                idle_probes: 10,
+                sockets: Default::default(),
+                label: None,
+                design: None,
+            };
+            let result =
+                crate::experiments::rpm::cell::run_cell(&params).map_err(|e| e.to_string())?;
+            let s = &result.summary;
+            if s.rpm.is_none() {
+                // No probe of each kind finished in the window: no figure,
+                // and the cell says why rather than showing a blank.
+                return Err(format!(
+                    "{sender} -> {receiver}: no RPM: {}",
+                    if s.notes.is_empty() {
+                        "too few probes finished under load".to_string()
+                    } else {
+                        s.notes.join("; ")
+                    }
+                ));
+            }
+            let figures = PairFigures {
+                rpm: s.rpm,
+                working_ms: s.working_ms,
+                idle_ms: s.idle_ms,
+                grade: s.grade.clone(),
+                verdict: Some(format!(
+                    "grade {}, {} ({} confidence{}){}",
+                    s.grade.as_deref().unwrap_or("-"),
+                    s.tier.as_deref().unwrap_or("no tier"),
+                    s.confidence,
+                    if s.is_final { "" } else { ", not final" },
+                    result
+                        .split
+                        .as_ref()
+                        .map(|split| format!("; {}", split.verdict))
+                        .unwrap_or_default()
+                )),
+                ..PairFigures::default()
+            };
+            measured.push((figures, serde_json::to_value(&result).ok()));
+        }
+        Ok(measured)
+    }
+}
+
+/// What an rpm pair test's load may take at most: the test's length, within
+/// what `netlab rpm --duration` takes (2 s to 60 s). A short one may end
+/// before the path saturates, and then says so (Low confidence).
+pub fn rpm_seconds(duration_s: f64) -> f64 {
+    duration_s.clamp(2.0, 60.0)
 }
 
 /// One direction's figures from its two ends' reports: loss and jitter
