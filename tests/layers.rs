@@ -46,13 +46,15 @@ const LAYERS: [&str; 16] = [
 const ABOVE_CORE: &str = "experiments";
 
 /// Experiments that vary another and may name it: (variant, varied).
-const VARIANTS: [(&str, &str); 7] = [
+const VARIANTS: [(&str, &str); 8] = [
     // `netlab sweep stream`: the same transfer over a grid of record sizes.
     ("sweep", "stream"),
     // `netlab ablate stream`: the same transfer over a factorial of features.
     ("ablate", "stream"),
     // `netlab ablate rpm`: the same responsiveness test over a factorial of its fixes.
     ("ablate", "rpm"),
+    // `netlab login --load`: the typists beside rpm's load-generating connections.
+    ("login", "rpm"),
     // The 1987 terminal test: login's servers and sessions, typing out instead of in.
     ("output", "login"),
     // `netlab mesh`: stream, rpc and rpm cells between every pair of agents.

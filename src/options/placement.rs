@@ -66,15 +66,68 @@ pub struct ListedArgs {
     /// How to build the netns link (auto: netem where the kernel has it).
     #[arg(long, value_enum, default_value = "auto")]
     pub link_via: ViaKind,
+    /// The netns link's rate (50mbit); overrides --link's.
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
+    pub link_rate: Option<String>,
+    /// The netns link's one-way delay each direction (5ms).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub delay: Option<String>,
+    /// The netns link's bottleneck queue: bytes (16K), packets (1000p) or
+    /// time at its rate (200ms).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub queue: Option<String>,
+    /// The netns link's queue discipline: droptail, codel or fq_codel.
+    #[arg(long, value_name = "NAME")]
+    pub queue_discipline: Option<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
 
 impl ListedArgs {
     pub fn placements(&self, experiment: &str) -> anyhow::Result<Vec<Placement>> {
+        self.placements_with(experiment, None)
+    }
+
+    /// The placements with the netns link's queue discipline set to
+    /// `discipline` (over `--queue-discipline`), for a cell that varies it.
+    pub fn placements_with(
+        &self,
+        experiment: &str,
+        discipline: Option<&str>,
+    ) -> anyhow::Result<Vec<Placement>> {
         let ends = self.remote.ends(experiment)?;
         let names = self.placement.as_deref();
         let mut placements = placement::listed(names, &self.link, ends.as_ref())?;
+        let discipline = discipline
+            .map(str::to_string)
+            .or(self.queue_discipline.clone());
+        let overridden = self.link_rate.is_some()
+            || self.delay.is_some()
+            || self.queue.is_some()
+            || discipline.is_some();
+        if overridden {
+            if !placements
+                .iter()
+                .any(|p| matches!(p, Placement::Netns { .. }))
+            {
+                bail!(
+                    "--link-rate, --delay, --queue and --queue-discipline shape the netns placement's link: add netns to --placement"
+                );
+            }
+            let profile = LinkProfile::with_overrides(&LinkOverrides {
+                profile: Some(self.link.clone()),
+                rate: self.link_rate.clone(),
+                delay: self.delay.clone(),
+                queue: self.queue.clone(),
+                queue_discipline: discipline,
+                ..Default::default()
+            })?;
+            for p in &mut placements {
+                if let Placement::Netns { link, .. } = p {
+                    *link = profile.clone();
+                }
+            }
+        }
         placements
             .iter_mut()
             .for_each(|p| p.set_via(self.link_via.into()));

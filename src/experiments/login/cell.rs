@@ -42,7 +42,8 @@ use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
-use crate::experiments::login::record::LoginData;
+use crate::experiments::login::load::LoadFix;
+use crate::experiments::login::record::{BulkLoad, LoginData};
 use crate::experiments::login::record::Record;
 use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::Type;
@@ -53,6 +54,9 @@ use crate::testbed::cgroup::HostPreset;
 use crate::testbed::cgroup::PresetBudget;
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// The echo delay past which a typist notices it (see [`verdict`]).
+pub const NOTICEABLE_MS: f64 = 100.0;
 
 /// How responsive the sessions felt, by the 99th-percentile echo delay.
 ///
@@ -66,7 +70,7 @@ use std::time::Duration;
 pub fn verdict(p99_ms: f64, unechoed_share: f64) -> &'static str {
     if unechoed_share > 0.01 || p99_ms > 1000.0 {
         "unusable"
-    } else if p99_ms > 100.0 {
+    } else if p99_ms > NOTICEABLE_MS {
         "degraded"
     } else {
         "normal"
@@ -118,6 +122,12 @@ pub fn run_cell(
     let baseline_busy_cpus = baseline_busy_cpus
         .or(server.idle_busy_cpus)
         .ok_or_else(|| CellError::Refused("the serving end measured no idle baseline".into()))?;
+    // The bulk load first, so that its queues are standing by the window.
+    let load = params
+        .load
+        .as_ref()
+        .map(|l| crate::experiments::login::load::start(l, &launcher))
+        .transpose()?;
     let mut typist = launcher.spawn("typist", End::From)?;
     let spec = TypeSpec {
         target: LoginTarget {
@@ -141,12 +151,16 @@ pub fn run_cell(
         Err(e) => return Err(server.failed(e)),
     };
     typist.finish();
+    let carried = load.map(|l| l.stop()).transpose()?;
     let host_cpu = server.cpu_budget.clone();
     // Sessions the server ended during the run (all end at the stop).
     let host = server.stop()?;
-    let link = match bed {
-        Some(bed) => Some(bed.finish()?.link),
-        None => None,
+    let (link, emulator) = match bed {
+        Some(bed) => {
+            let finished = bed.finish()?;
+            (Some(finished.link), finished.emulator)
+        }
+        None => (None, None),
     };
     let Some(window) = window else {
         refuse!(
@@ -199,6 +213,8 @@ pub fn run_cell(
         server_endings: host.endings,
         host_cpu,
         server_throttled_s: host.throttled_s,
+        load: carried,
+        emulator,
     })
 }
 
@@ -220,6 +236,16 @@ pub struct LoginPlan {
     pub host_cpu_preset: Option<PresetBudget>,
     /// `--stall-timeout` (none: the default bound).
     pub stall: Option<StallBound>,
+    /// `--load stream:N` and its fixes.
+    pub load: Option<LoadPlan>,
+}
+
+/// The bulk load beside every cell, and the fixes it is run with: each
+/// fix on the placements it applies to (a discipline's on the netns ones).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadPlan {
+    pub streams: usize,
+    pub fixes: Vec<(LoadFix, Vec<Placement>)>,
 }
 
 impl Default for LoginPlan {
@@ -239,6 +265,7 @@ impl Default for LoginPlan {
             host_cpu_pct: None,
             host_cpu_preset: None,
             stall: None,
+            load: None,
         }
     }
 }
@@ -439,12 +466,36 @@ impl LoginPlan {
             host_cpu_pct: self.host_cpu_pct,
             host_cpu_preset: self.host_cpu_preset.clone(),
             stall: self.stall,
+            load: None,
         }
     }
 
     /// Every cell once: placements, then protocols, then user counts, then servers.
     pub fn cells(&self) -> Vec<LoginParams> {
         let mut cells = Vec::new();
+        if let Some(load) = &self.load {
+            // Each fix on its own placements, then as without a load.
+            for (fix, placements) in &load.fixes {
+                for placement in placements {
+                    for &protocol in &self.protocols {
+                        for &users in &self.users {
+                            for &relay in &self.relays {
+                                let mut cell = self.cell(relay, protocol, placement, users);
+                                cell.load = Some(BulkLoad {
+                                    streams: load.streams,
+                                    fix: fix.name().to_string(),
+                                    sockets: fix.sockets(),
+                                });
+                                if !cells.contains(&cell) {
+                                    cells.push(cell);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            return cells;
+        }
         for placement in &self.placements {
             for &protocol in &self.protocols {
                 for &users in &self.users {

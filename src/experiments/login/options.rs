@@ -6,8 +6,11 @@
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::login::cell::{
-    LimitSearch, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
+    LimitSearch, LoadPlan, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
 };
+use crate::experiments::login::load::{LoadFix, parse_load};
+use crate::record::testbed::Placement;
+use anyhow::bail;
 use crate::experiments::login::record::LoginData;
 use crate::options::Output;
 
@@ -76,6 +79,16 @@ pub struct LoginExperimentArgs {
     /// CPU controller is available netlab says so and runs without.
     #[arg(long, value_name = "PERCENT|PRESET", allow_hyphen_values = true)]
     pub host_cpu: Option<String>,
+    /// Bulk TCP streams beside the typing, from the server's end to the
+    /// users' (the echoes' way), for each cell: `stream` (4) or `stream:N`
+    /// (1 to 16). Loopback and netns placements.
+    #[arg(long, value_name = "stream[:N]")]
+    pub load: Option<String>,
+    /// With --load: the fixes to compare, each its own cells (a list of
+    /// none, fq_codel, codel, notsent-lowat, bbr, small-buffers) [default:
+    /// none, notsent-lowat, and fq_codel on a netns link].
+    #[arg(long, value_delimiter = ',', value_name = "FIX")]
+    pub load_fix: Option<Vec<String>>,
     #[command(flatten)]
     pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
@@ -102,7 +115,12 @@ impl LoginExperimentArgs {
             }
             None => (None, None),
         };
+        if self.find_limit && self.load.is_some() {
+            bail!("--find-limit with --load: a limit search varies users, a load's cells vary the fix; run one, then the other");
+        }
+        let load = self.load_plan(&placements)?;
         let plan = LoginPlan {
+            load,
             host_cpu_pct,
             host_cpu_preset,
             users: self.users.clone(),
@@ -131,6 +149,76 @@ impl LoginExperimentArgs {
         };
         plan.validate()?;
         Ok(plan)
+    }
+
+    /// `--load` and `--load-fix`: each fix with the placements it runs on.
+    fn load_plan(&self, placements: &[Placement]) -> anyhow::Result<Option<LoadPlan>> {
+        let Some(text) = &self.load else {
+            if self.load_fix.is_some() {
+                bail!("--load-fix compares fixes for a load: give --load stream[:N]");
+            }
+            return Ok(None);
+        };
+        let streams = parse_load(text).map_err(anyhow::Error::msg)?;
+        if placements
+            .iter()
+            .any(|p| matches!(p, Placement::Remote { .. }))
+        {
+            bail!(
+                "--load runs on loopback and netns placements: between agents the load's endpoints are not part of a login run yet"
+            );
+        }
+        let netns = placements
+            .iter()
+            .any(|p| matches!(p, Placement::Netns { .. }));
+        let fixes: Vec<LoadFix> = match &self.load_fix {
+            Some(names) => names
+                .iter()
+                .map(|n| LoadFix::parse(n.trim()))
+                .collect::<Result<_, _>>()
+                .map_err(anyhow::Error::msg)?,
+            None if netns => vec![LoadFix::None, LoadFix::FqCodel, LoadFix::NotsentLowat],
+            None => vec![LoadFix::None, LoadFix::NotsentLowat],
+        };
+        if fixes.is_empty() {
+            bail!("--load-fix: name at least one fix (none for the load as it comes)");
+        }
+        if fixes.contains(&LoadFix::Bbr)
+            && let Err(e) = crate::experiments::rpm::sockets::congestion_available("bbr")
+        {
+            bail!("--load-fix bbr: {e}");
+        }
+        // With a discipline among the fixes, the others run on the same
+        // emulated link with its drop-tail queue: the one difference
+        // between two cells is the fix.
+        let varies_discipline = fixes.iter().any(|f| f.discipline().is_some());
+        let mut planned = Vec::new();
+        for fix in fixes {
+            let on = match fix.discipline() {
+                Some(name) => {
+                    let on: Vec<Placement> = self
+                        .place
+                        .placements_with("login", Some(name))?
+                        .into_iter()
+                        .filter(|p| matches!(p, Placement::Netns { .. }))
+                        .collect();
+                    if on.is_empty() {
+                        bail!(
+                            "--load-fix {}: the discipline is the emulated link's bottleneck queue: add netns to --placement",
+                            fix.name()
+                        );
+                    }
+                    on
+                }
+                None if varies_discipline => self.place.placements_with("login", Some("droptail"))?,
+                None => placements.to_vec(),
+            };
+            planned.push((fix, on));
+        }
+        Ok(Some(LoadPlan {
+            streams,
+            fixes: planned,
+        }))
     }
 }
 

@@ -6,7 +6,8 @@
 use crate::endpoint::login::host::{Dialect, Target};
 use crate::endpoint::login::typist::TypistReport;
 use crate::measure::procstat::SystemCpu;
-use crate::record::testbed::{LinkFacts, Placement};
+use crate::experiments::rpm::record::{LoadReport, LoadSockets};
+use crate::record::testbed::{EmulatorReport, LinkFacts, Placement};
 use crate::testbed::cgroup::PresetBudget;
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,21 @@ pub struct LoginParams {
     /// keystrokes await one before the cell fails (none: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<crate::endpoint::stall::StallBound>,
+    /// `--load stream:N`: bulk streams beside the typing, and its fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<BulkLoad>,
+}
+
+/// Bulk TCP streams from the server's end to the users' end (the echoes'
+/// way) for the whole cell, through rpm's load-generating connections:
+/// 000's typists on 003's queues.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BulkLoad {
+    pub streams: usize,
+    /// The fix this cell runs with (`LoadFix::name`; `none` without).
+    pub fix: String,
+    /// The load's sockets as the fix sets them.
+    pub sockets: LoadSockets,
 }
 
 /// What one cell measured.
@@ -91,6 +107,13 @@ pub struct LoginResult {
     /// How long the budget held the server back over the cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_throttled_s: Option<f64>,
+    /// What the bulk load carried (`--load`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadReport>,
+    /// The emulated link's own account (its bottleneck queue's sojourn),
+    /// where the emulator carried the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<EmulatorReport>,
 }
 
 /// The most users one server serves with a normal verdict, as a limit

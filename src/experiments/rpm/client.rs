@@ -24,7 +24,8 @@
 use super::analysis::{goodput_saturation, responsiveness_at};
 use super::framing::{DATA_FRAME, Decoder, Event, HEADER_LEN, data_header, probe_frame};
 use super::record::{
-    ClientReport, ClientSpec, Direction, Ending, Interval, ProbeKind, Sample, SocketQueue,
+    ClientReport, ClientSpec, Direction, Ending, Interval, LoadReport, ProbeKind, Sample,
+    SocketQueue,
 };
 use super::sockets::{apply, queue_of};
 use crate::analysis::responsiveness::Stability;
@@ -480,4 +481,63 @@ fn queues(probing: &Probing, t_s: f64) -> SocketQueue {
         }
     }
     total
+}
+
+/// Load without probes, for another experiment's cell to run beside it
+/// (`netlab login --load`): `connections` load-generating connections in
+/// `spec.direction`, running until [`BackgroundLoad::stop`].
+pub struct BackgroundLoad {
+    loads: Vec<Load>,
+    started: Instant,
+}
+
+impl BackgroundLoad {
+    /// Opens the connections (each way with `Both`); an error names the
+    /// server and closes those already open.
+    pub fn start(spec: &ClientSpec, connections: usize) -> Result<BackgroundLoad, String> {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let directions: &[bool] = match spec.direction {
+            Direction::Down => &[false],
+            Direction::Up => &[true],
+            Direction::Both => &[false, true],
+        };
+        let mut loads = Vec::new();
+        for _ in 0..connections {
+            for &sending in directions {
+                match Load::open(spec, sending, &samples) {
+                    Ok(load) => loads.push(load),
+                    Err(e) => {
+                        loads.into_iter().for_each(Load::close);
+                        return Err(format!(
+                            "a load-generating connection to {}: {e}",
+                            spec.server
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(BackgroundLoad {
+            loads,
+            started: Instant::now(),
+        })
+    }
+
+    /// Closes every connection: what they carried.
+    pub fn stop(mut self) -> LoadReport {
+        let mut report = LoadReport {
+            connections: self.loads.len(),
+            seconds: self.started.elapsed().as_secs_f64(),
+            ..Default::default()
+        };
+        for load in &mut self.loads {
+            let bytes = load.goodput_bytes();
+            if load.sending {
+                report.up_bytes += bytes;
+            } else {
+                report.down_bytes += bytes;
+            }
+        }
+        self.loads.into_iter().for_each(Load::close);
+        report
+    }
 }

@@ -295,3 +295,20 @@ pub struct DelaySplit {
     pub verdict: String,
     pub fix: Option<String>,
 }
+
+/// What a background load carried.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub connections: usize,
+    pub seconds: f64,
+    /// Bytes received (downloads) and acknowledged (uploads).
+    pub down_bytes: u64,
+    pub up_bytes: u64,
+}
+
+impl LoadReport {
+    /// Goodput, both directions, bit/s.
+    pub fn goodput_bps(&self) -> f64 {
+        (self.down_bytes + self.up_bytes) as f64 * 8.0 / self.seconds.max(1e-9)
+    }
+}

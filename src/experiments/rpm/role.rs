@@ -1,9 +1,10 @@
 //! rpm's endpoint role: the serving end (`Serve`, then `Stop` for its
 //! report) and the measuring end (`Measure`: the whole test, raw figures
-//! back).
+//! back), or a load alone (`LoadStart`, then `LoadStop` for what it
+//! carried) beside another experiment's cell.
 
-use super::client;
-use super::record::{ClientReport, ClientSpec, LoadSockets, ServerReport};
+use super::client::{self, BackgroundLoad};
+use super::record::{ClientReport, ClientSpec, LoadReport, LoadSockets, ServerReport};
 use super::server::Server;
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
@@ -20,6 +21,10 @@ pub enum RpmRequest {
     },
     Measure(Box<ClientSpec>),
     Stop,
+    /// Load-generating connections to `spec.server` (its direction, at
+    /// most `spec.max_connections` each way), no probes, until `LoadStop`.
+    LoadStart(Box<ClientSpec>),
+    LoadStop,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +32,8 @@ pub enum RpmReply {
     Serving { addr: SocketAddr },
     Measured(Box<ClientReport>),
     Stopped(Box<ServerReport>),
+    Loading,
+    Loaded(LoadReport),
 }
 
 /// Serve load and probe connections on `bind`.
@@ -42,6 +49,12 @@ pub struct Measure(pub ClientSpec);
 /// Stop serving: what was served.
 #[derive(Debug)]
 pub struct Stop;
+/// Start a load alone (`max_connections` connections each way).
+#[derive(Debug)]
+pub struct LoadStart(pub ClientSpec);
+/// Stop the load: what it carried.
+#[derive(Debug)]
+pub struct LoadStop;
 
 crate::endpoint::role::requests! { RpmRole:
     Serve, |Serve { bind, guard, sockets }| RpmRequest::Serve { bind, guard, sockets };
@@ -50,11 +63,16 @@ crate::endpoint::role::requests! { RpmRole:
     RpmReply::Measured(report) => Box<ClientReport> = report;
     Stop, |Stop| RpmRequest::Stop;
     RpmReply::Stopped(report) => Box<ServerReport> = report;
+    LoadStart, |LoadStart(spec)| RpmRequest::LoadStart(Box::new(spec));
+    RpmReply::Loading => () = ();
+    LoadStop, |LoadStop| RpmRequest::LoadStop;
+    RpmReply::Loaded(report) => LoadReport = report;
 }
 
 #[derive(Default)]
 pub struct RpmRole {
     server: Option<Server>,
+    load: Option<BackgroundLoad>,
 }
 
 impl Protocol for RpmRole {
@@ -92,6 +110,23 @@ impl Role for RpmRole {
                     .ok_or_else(|| RoleError::failed("Stop with no rpm server running"))?;
                 Ok(RpmReply::Stopped(Box::new(server.stop())))
             }
+            RpmRequest::LoadStart(spec) => {
+                if self.load.is_some() {
+                    return Err(RoleError::failed("a load is already running"));
+                }
+                self.load = Some(
+                    BackgroundLoad::start(&spec, spec.max_connections)
+                        .map_err(RoleError::Failed)?,
+                );
+                Ok(RpmReply::Loading)
+            }
+            RpmRequest::LoadStop => {
+                let load = self
+                    .load
+                    .take()
+                    .ok_or_else(|| RoleError::failed("LoadStop with no load running"))?;
+                Ok(RpmReply::Loaded(load.stop()))
+            }
         }
     }
 
@@ -114,7 +149,17 @@ impl Role for RpmRole {
                 }
                 policy.within_seconds(spec.max_duration_s, " of load")
             }
-            RpmRequest::Stop => Ok(()),
+            RpmRequest::LoadStart(spec) => {
+                // A load beside another experiment's cell runs only in
+                // rpm's own runs through an agent (login's uses it on
+                // loopback and in namespaces).
+                policy.part_of(run, Self::ROLE, "an rpm load")?;
+                if spec.token.is_none() {
+                    return Err("an rpm load through an agent needs the run's token".into());
+                }
+                Ok(())
+            }
+            RpmRequest::Stop | RpmRequest::LoadStop => Ok(()),
         }
     }
 }
