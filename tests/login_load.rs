@@ -219,7 +219,27 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
 
 #[test]
 fn bad_input_is_refused_with_the_reason() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 15] = [
+        (&["--load", "udp:4"], "--load udp:4: the load is `stream`"),
+        (&["--load", "stream:17"], "from 1 to 16 streams"),
+        (&["--load", "stream:0"], "from 1 to 16 streams"),
+        (&["--load-fix", "fq_codel"], "give --load stream[:N]"),
+        (
+            &["--load", "stream", "--load-fix", "cake"],
+            "--load-fix cake: not one of",
+        ),
+        (
+            &["--load", "stream", "--load-fix", "fq_codel"],
+            "--load-fix fq_codel: the discipline is the emulated link's",
+        ),
+        (
+            &["--load", "stream", "--find-limit"],
+            "--find-limit with --load",
+        ),
+        (
+            &["--queue-discipline", "fq_codel"],
+            "shape the netns placement's link: add netns to --placement",
+        ),
         (&["--users", "0"], "zero users"),
         (&["--rate", "-1"], "--rate"),
         (&["--rate", "2000"], "at most 1000"),
@@ -356,6 +376,78 @@ fn real_servers_and_linemode_run_beside_netlabs() {
         assert!(r["segments_per_kb"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert_sshd_cleaned_up();
+}
+
+/// 000's typists on 003's queues: four cubic streams fill a 50 Mbit/s
+/// link's 1000-packet drop-tail queue, and the typists' echoes wait in it;
+/// FQ-CoDel on the same link gives their flow its own queue.
+#[test]
+fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them() {
+    let _measuring = common::measuring();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let doc = run_json(
+        &[
+            "login",
+            "--users",
+            "8",
+            "--relay",
+            "epoll",
+            "--placement",
+            "netns",
+            "--link-rate",
+            "50mbit",
+            "--delay",
+            "5ms",
+            "--queue",
+            "1000p",
+            "--duration",
+            "4s",
+            "--warmup",
+            "2s",
+            "--load",
+            "stream:4",
+            "--load-congestion",
+            "cubic",
+            "--load-fix",
+            "none,fq_codel",
+        ],
+        &out,
+    );
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "{doc}");
+    let cell = |fix: &str| {
+        records
+            .iter()
+            .find(|r| r["params"]["load"]["fix"] == fix)
+            .unwrap_or_else(|| panic!("no {fix} cell: {doc}"))
+    };
+    let (tail, fair) = (&cell("none")["result"], &cell("fq_codel")["result"]);
+    for r in [tail, fair] {
+        // The load ran at the link's rate beside the typing.
+        let goodput = r["load"]["down_bytes"].as_f64().unwrap() * 8.0
+            / r["load"]["seconds"].as_f64().unwrap();
+        assert!(goodput > 30e6, "the load carried {goodput} bit/s: {r}");
+        assert_eq!(r["typist"]["unechoed"], 0, "{r}");
+    }
+    // The emulator's queue from the server's end to the users' held the
+    // drop-tail cell's packets far longer than the fair queue's.
+    let sojourn = |r: &Value| {
+        r["emulator"]["bottleneck"][1]["sojourn_ms_p99"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(sojourn(tail) > 50.0, "{}", sojourn(tail));
+    let p99 = |r: &Value| r["typist"]["echo_p99_ms"].as_f64().unwrap();
+    assert!(p99(tail) > 100.0, "drop-tail's echo p99 {} ms", p99(tail));
+    assert!(
+        p99(fair) < p99(tail) / 3.0 && p99(fair) < 100.0,
+        "fq_codel's echo p99 {} ms against drop-tail's {} ms",
+        p99(fair),
+        p99(tail)
+    );
+    assert_eq!(tail["verdict"], "degraded", "{tail}");
+    assert_eq!(fair["verdict"], "normal", "{fair}");
 }
 
 #[test]

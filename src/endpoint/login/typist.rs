@@ -49,7 +49,8 @@ pub struct TypistReport {
     #[serde(default)]
     pub per_line: bool,
     pub echoes: u64,
-    /// Echoes awaited in the window that never came.
+    /// Echoes awaited in the window that had not come [`ECHO_DRAIN`]
+    /// after it closed.
     pub unechoed: u64,
     pub echo_p50_ms: f64,
     pub echo_p99_ms: f64,
@@ -93,6 +94,11 @@ use std::time::{Duration, Instant};
 /// What a remote command prints once it runs, so a session driven through
 /// a client program knows the login is done and typing may start.
 pub const READY_MARKER: &[u8] = b"NETLAB-READY";
+
+/// How long after the window the typing end still awaits its keystrokes'
+/// echoes before it counts them lost: past the 1 s at which the verdict
+/// already reads unusable, so that a late echo is judged by its delay.
+pub const ECHO_DRAIN: Duration = Duration::from_secs(2);
 
 /// How each simulated user reaches the server.
 #[derive(Debug, Clone)]
@@ -563,6 +569,40 @@ pub fn run(
         on_moment(Moment::WindowClose);
     }
     let window = Instant::now().saturating_duration_since(window_start);
+    // The window's last keystrokes are still on their way: their echoes
+    // are awaited a while longer (no typing, the CPU no longer counted),
+    // so that on a slow or loaded path they count as slow, not as lost.
+    let drain_end = Instant::now() + ECHO_DRAIN;
+    let awaiting = |users: &[User]| {
+        users
+            .iter()
+            .any(|u| u.broken.is_none() && u.pending.iter().any(|(_, _, counts)| *counts))
+    };
+    while awaiting(&users) && !stop.load(Ordering::Relaxed) {
+        let left = drain_end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let ms = left.as_millis().clamp(1, 100) as u16;
+        let n = match epoll.wait(&mut events, ms) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let now = Instant::now();
+        for event in &events[..n] {
+            let user = &mut users[event.data() as usize];
+            latencies.clear();
+            user.receive(&mut buf, now, &mut latencies);
+            for l in &latencies {
+                echo.saturating_record(l.as_micros().max(1) as u64);
+                report.echoes += 1;
+            }
+            if user.broken.is_some() {
+                let _ = epoll.delete(user.link.fd());
+            }
+        }
+    }
     report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
     report.per_line = users.iter().any(|u| u.linemode);
     report.tcp_info = users.iter().find_map(|u| match &u.link {

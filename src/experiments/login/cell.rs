@@ -43,8 +43,8 @@ use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::analysis::{Probe, lower_bound_why};
 use crate::experiments::login::load::LoadFix;
-use crate::experiments::login::record::{BulkLoad, LoginData};
 use crate::experiments::login::record::Record;
+use crate::experiments::login::record::{BulkLoad, LoginData};
 use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::Type;
 use crate::experiments::login::servers::{self, ServerSpec};
@@ -246,6 +246,9 @@ pub struct LoginPlan {
 pub struct LoadPlan {
     pub streams: usize,
     pub fixes: Vec<(LoadFix, Vec<Placement>)>,
+    /// The load's congestion control where the fix sets none (None: the
+    /// host's default).
+    pub congestion: Option<String>,
 }
 
 impl Default for LoginPlan {
@@ -481,10 +484,14 @@ impl LoginPlan {
                         for &users in &self.users {
                             for &relay in &self.relays {
                                 let mut cell = self.cell(relay, protocol, placement, users);
+                                let mut sockets = fix.sockets();
+                                if sockets.congestion.is_none() {
+                                    sockets.congestion = load.congestion.clone();
+                                }
                                 cell.load = Some(BulkLoad {
                                     streams: load.streams,
                                     fix: fix.name().to_string(),
-                                    sockets: fix.sockets(),
+                                    sockets,
                                 });
                                 if !cells.contains(&cell) {
                                     cells.push(cell);

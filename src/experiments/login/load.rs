@@ -164,9 +164,12 @@ pub fn start(load: &BulkLoad, launcher: &Launcher) -> Result<Running, ControlErr
 impl Running {
     /// Stops the load: what it carried.
     pub fn stop(mut self) -> Result<LoadReport, ControlError> {
-        let carried = self.client.call(LoadStop, Wait::up_to(20, "stopping the load"))?;
+        let carried = self
+            .client
+            .call(LoadStop, Wait::up_to(20, "stopping the load"))?;
         self.client.finish();
-        self.server.call(Stop, Wait::up_to(10, "stopping the load's server"))?;
+        self.server
+            .call(Stop, Wait::up_to(10, "stopping the load's server"))?;
         self.server.finish();
         Ok(carried)
     }

@@ -9,10 +9,10 @@ use crate::experiments::login::cell::{
     LimitSearch, LoadPlan, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
 };
 use crate::experiments::login::load::{LoadFix, parse_load};
-use crate::record::testbed::Placement;
-use anyhow::bail;
 use crate::experiments::login::record::LoginData;
 use crate::options::Output;
+use crate::record::testbed::Placement;
+use anyhow::bail;
 
 use crate::controller::processes::wait_for_interrupt;
 use crate::endpoint::login::conn::SessionConfig;
@@ -89,6 +89,10 @@ pub struct LoginExperimentArgs {
     /// none, notsent-lowat, and fq_codel on a netns link].
     #[arg(long, value_delimiter = ',', value_name = "FIX")]
     pub load_fix: Option<Vec<String>>,
+    /// With --load: the load's congestion control in every cell but the
+    /// bbr fix's [default: the host's].
+    #[arg(long, value_name = "NAME")]
+    pub load_congestion: Option<String>,
     #[command(flatten)]
     pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
@@ -116,7 +120,9 @@ impl LoginExperimentArgs {
             None => (None, None),
         };
         if self.find_limit && self.load.is_some() {
-            bail!("--find-limit with --load: a limit search varies users, a load's cells vary the fix; run one, then the other");
+            bail!(
+                "--find-limit with --load: a limit search varies users, a load's cells vary the fix; run one, then the other"
+            );
         }
         let load = self.load_plan(&placements)?;
         let plan = LoginPlan {
@@ -154,8 +160,8 @@ impl LoginExperimentArgs {
     /// `--load` and `--load-fix`: each fix with the placements it runs on.
     fn load_plan(&self, placements: &[Placement]) -> anyhow::Result<Option<LoadPlan>> {
         let Some(text) = &self.load else {
-            if self.load_fix.is_some() {
-                bail!("--load-fix compares fixes for a load: give --load stream[:N]");
+            if self.load_fix.is_some() || self.load_congestion.is_some() {
+                bail!("--load-fix and --load-congestion shape a load: give --load stream[:N]");
             }
             return Ok(None);
         };
@@ -188,29 +194,37 @@ impl LoginExperimentArgs {
         {
             bail!("--load-fix bbr: {e}");
         }
-        // With a discipline among the fixes, the others run on the same
-        // emulated link with its drop-tail queue: the one difference
-        // between two cells is the fix.
-        let varies_discipline = fixes.iter().any(|f| f.discipline().is_some());
+        if let Some(name) = &self.load_congestion
+            && let Err(e) = crate::experiments::rpm::sockets::congestion_available(name)
+        {
+            bail!("--load-congestion {name}: {e}");
+        }
+        // On a netns link the other fixes run with netlab's emulator
+        // carrying its queue (drop-tail unless --queue-discipline says
+        // otherwise), as a discipline's cells do: the one difference
+        // between two cells is the fix, and each reads the queue's sojourn.
         let mut planned = Vec::new();
         for fix in fixes {
             let on = match fix.discipline() {
                 Some(name) => {
+                    if !netns {
+                        bail!(
+                            "--load-fix {}: the discipline is the emulated link's bottleneck queue: add netns to --placement",
+                            fix.name()
+                        );
+                    }
                     let on: Vec<Placement> = self
                         .place
                         .placements_with("login", Some(name))?
                         .into_iter()
                         .filter(|p| matches!(p, Placement::Netns { .. }))
                         .collect();
-                    if on.is_empty() {
-                        bail!(
-                            "--load-fix {}: the discipline is the emulated link's bottleneck queue: add netns to --placement",
-                            fix.name()
-                        );
-                    }
                     on
                 }
-                None if varies_discipline => self.place.placements_with("login", Some("droptail"))?,
+                None if netns => self.place.placements_with(
+                    "login",
+                    Some(self.place.queue_discipline.as_deref().unwrap_or("droptail")),
+                )?,
                 None => placements.to_vec(),
             };
             planned.push((fix, on));
@@ -218,6 +232,7 @@ impl LoginExperimentArgs {
         Ok(Some(LoadPlan {
             streams,
             fixes: planned,
+            congestion: self.load_congestion.clone(),
         }))
     }
 }

@@ -5,8 +5,8 @@
 
 use crate::endpoint::login::host::{Dialect, Target};
 use crate::endpoint::login::typist::TypistReport;
-use crate::measure::procstat::SystemCpu;
 use crate::experiments::rpm::record::{LoadReport, LoadSockets};
+use crate::measure::procstat::SystemCpu;
 use crate::record::testbed::{EmulatorReport, LinkFacts, Placement};
 use crate::testbed::cgroup::PresetBudget;
 use serde::{Deserialize, Serialize};

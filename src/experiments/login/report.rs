@@ -123,7 +123,7 @@ pub fn load_table(records: &[Record]) -> Option<String> {
         &rows,
     ));
     text.push_str(&format!(
-        "100 ms is where a delay between a keystroke and its echo stops feeling instantaneous (Card, Moran and Newell, 1983; Miller, 1968): the verdict's line. 1989's relay melted under CPU (\"slightly degraded at 16 users\"); today's echo waits in the queues the load fills: the link's bottleneck (its sojourn p99 above, where netlab's emulator carries the link) and the sockets. A fix on the load's own sockets (notsent-lowat, bbr, small-buffers) acts on the echo only through the queue the load builds at the link; a fair queue (fq_codel) gives the echo's flow its own.\n"
+        "{NOTICEABLE_MS:.0} ms is where a delay between a keystroke and its echo stops feeling instantaneous (Card, Moran and Newell, 1983; Miller, 1968): the verdict's line. 1989's relay melted under CPU (\"slightly degraded at 16 users\"); today's echo waits in the queues the load fills: the link's bottleneck (its sojourn p99 above, where netlab's emulator carries the link) and the sockets. A fix on the load's own sockets (notsent-lowat, bbr, small-buffers) acts on the echo only through the queue the load builds at the link; a fair queue (fq_codel) gives the echo's flow its own.\n"
     ));
     Some(text)
 }
@@ -464,8 +464,7 @@ impl ReportSection for LoginSection {
         let (budgeted, free): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(
             |r| matches!(&r.data, LoginData { params, .. } if params.host_cpu_preset.is_some()),
         );
-        let (loaded, free): (Vec<Record>, Vec<Record>) =
-            free.into_iter().partition(is_loaded);
+        let (loaded, free): (Vec<Record>, Vec<Record>) = free.into_iter().partition(is_loaded);
         let records = &free[..];
         let mut text = if records.is_empty() && !loaded.is_empty() {
             String::new()
