@@ -292,6 +292,10 @@ fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
     );
     bad(&["rpm", "--duration", "90s"], "from 2 s to 60 s");
     bad(
+        &["rpm", "--irtt", "--from", "a:5310", "--to", "b:5310"],
+        "--irtt runs irtt's server and client in netlab's namespaces or on loopback",
+    );
+    bad(
         &["rpm", "--notsent-lowat", "0"],
         "must be greater than zero",
     );

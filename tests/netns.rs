@@ -838,7 +838,7 @@ fn a_packet_the_device_cannot_parse_is_dropped_and_counted_not_fatal() {
 
 /// `netlab rpm` over a netns link through the emulator with `discipline`
 /// at its 50 Mbit/s bottleneck: the record's result.
-fn rpm_over(discipline: &str) -> Value {
+fn rpm_over(discipline: &str, extra: &[&str]) -> Value {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let output = netlab()
@@ -861,8 +861,9 @@ fn rpm_over(discipline: &str) -> Value {
             "--probe-rate",
             "40",
             "--json",
-            "--out",
         ])
+        .args(extra)
+        .arg("--out")
         .arg(dir.path().join("r.jsonl"))
         .assert()
         .success()
@@ -876,8 +877,27 @@ fn rpm_over(discipline: &str) -> Value {
 #[test]
 fn fq_codel_in_the_emulator_keeps_the_working_latency_that_drop_tail_lets_grow() {
     let _measuring = common::measuring();
-    let deep = rpm_over("droptail");
-    let fq = rpm_over("fq_codel");
+    // irtt beside the drop-tail run: the real peer must see what netlab's
+    // foreign probes saw, idle and under the load.
+    let deep = rpm_over("droptail", &["--irtt"]);
+    let fq = rpm_over("fq_codel", &[]);
+    let irtt = &deep["irtt"];
+    for path in ["idle", "working"] {
+        assert_eq!(irtt[path]["agree"], true, "{path}: {irtt}");
+        assert!(irtt[path]["irtt"]["n"].as_u64().unwrap() >= 50, "{irtt}");
+    }
+    let median = |path: &str, who: &str| irtt[path][who]["median_ms"].as_f64().unwrap();
+    assert!(
+        median("working", "irtt") > 2.0 * median("idle", "irtt"),
+        "irtt saw no queue under the load: {irtt}"
+    );
+    // The queue is on the way back (the download's): irtt's one-way delays say so.
+    let (out, back) = (
+        irtt["send_delay_ms"].as_f64().unwrap(),
+        irtt["receive_delay_ms"].as_f64().unwrap(),
+    );
+    assert!(back > 3.0 * out, "out {out} ms, back {back} ms");
+    assert!(fq.get("irtt").is_none_or(Value::is_null));
     // The queue the emulator read: the download's bottleneck (B to A).
     let queue = |r: &Value| r["emulator"]["bottleneck"][1].clone();
     let (dq, fqq) = (queue(&deep), queue(&fq));

@@ -8,6 +8,7 @@
 pub mod drops;
 pub mod host;
 pub mod ifstat;
+pub mod irtt;
 pub mod kallsyms;
 pub mod limits;
 pub mod netstat;

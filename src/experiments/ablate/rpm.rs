@@ -534,6 +534,7 @@ mod tests {
             sockets: LoadSockets::default(),
             label: None,
             design: None,
+            irtt: false,
         }
     }
 

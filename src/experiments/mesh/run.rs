@@ -843,6 +843,7 @@ impl MeshRun {
                 sockets: Default::default(),
                 label: None,
                 design: None,
+                irtt: false,
             };
             let result =
                 crate::experiments::rpm::cell::run_cell(&params).map_err(|e| e.to_string())?;

@@ -6,10 +6,14 @@
 //! measuring end and recompute the result from the record, so a reader
 //! can check every figure against the samples kept beside it.
 
-use super::record::{ClientReport, Ending, ProbeKind, Sample, Summary};
+use super::record::{
+    AGREE_FLOOR_MS, ClientReport, Compared, Ending, MedianSpread, ProbeKind, Sample, SideBySide,
+    Summary,
+};
 use crate::analysis::responsiveness::{
     Confidence, DRAFT, Grade, Params, ProbeMeans, Rpm, Stability, Tier, trimmed_mean,
 };
+use crate::measure::irtt::IrttRun;
 
 /// The formula, as the report shows it beside the figure.
 pub const FORMULA: &str = "RPM = (60000 / ((TM(tcp_f) + TM(http_f)) / 2) + 60000 / TM(http_l)) / 2, TM the trimmed mean keeping the lowest 95% (draft-ietf-ippm-responsiveness-06, the TCP-only case)";
@@ -338,5 +342,153 @@ mod tests {
         let (first, last) = s.window.unwrap();
         assert!(first >= 6, "{first}..{last}");
         assert_eq!(s.tm_http_l_ms, Some(50.0));
+    }
+}
+
+/// The median of `samples` and its 95% distribution-free interval: the
+/// order statistics at n/2 ∓ 0.98√n (the normal approximation to the
+/// binomial, as in Conover's *Practical Nonparametric Statistics*, 3rd
+/// ed., §3.2); with fewer than 6 samples, the range.
+pub fn median_spread(samples: &[f64]) -> Option<MedianSpread> {
+    let mut sorted: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    let (low, high) = if n < 6 {
+        (0, n - 1)
+    } else {
+        let half = 0.98 * (n as f64).sqrt();
+        let low = ((n as f64 / 2.0 - half).floor() as usize).min(n - 1);
+        let high = ((n as f64 / 2.0 + half).ceil() as usize).min(n - 1);
+        (low, high)
+    };
+    Some(MedianSpread {
+        n,
+        median_ms: median,
+        ci_low_ms: sorted[low],
+        ci_high_ms: sorted[high],
+    })
+}
+
+/// netlab's samples beside irtt's: whether their medians agree within
+/// their noise (intervals that overlap, or medians within
+/// [`AGREE_FLOOR_MS`]).
+pub fn compared(netlab: &[f64], irtt: Vec<f64>, irtt_lost: usize) -> Compared {
+    let (ours, theirs) = (median_spread(netlab), median_spread(&irtt));
+    let agree = match (&ours, &theirs) {
+        (Some(a), Some(b)) => {
+            (a.median_ms - b.median_ms).abs() < AGREE_FLOOR_MS
+                || (a.ci_low_ms <= b.ci_high_ms && b.ci_low_ms <= a.ci_high_ms)
+        }
+        _ => false,
+    };
+    Compared {
+        netlab: ours.unwrap_or_default(),
+        irtt: theirs.unwrap_or_default(),
+        irtt_samples: irtt,
+        irtt_lost,
+        agree,
+    }
+}
+
+/// `--irtt`'s comparison: the idle probes against irtt's idle run, and the
+/// result's window's foreign probes against irtt's packets sent in the
+/// same seconds (`load_started_unix_ns` places the window on irtt's clock,
+/// the same host's wall clock).
+pub fn side_by_side(
+    report: &ClientReport,
+    summary: &Summary,
+    params: &Params,
+    idle: &IrttRun,
+    loaded: &IrttRun,
+) -> SideBySide {
+    let idle_ours: Vec<f64> = report
+        .idle
+        .iter()
+        .filter(|s| s.kind == ProbeKind::RequestForeign)
+        .map(|s| s.ms)
+        .collect();
+    let (idle_rtts, idle_lost) = idle.between(0, u64::MAX);
+    let (first, end) = summary
+        .window
+        .unwrap_or((0, report.intervals.len().saturating_sub(1)));
+    let working_ours = in_window(
+        &report.loaded,
+        params.id_s,
+        first,
+        end,
+        ProbeKind::RequestForeign,
+    );
+    let origin = report.load_started_unix_ns;
+    let at = |interval: usize| origin + (interval as f64 * params.id_s * 1e9) as u64;
+    let (from, to) = (at(first), at(end + 1));
+    let (working_rtts, working_lost) = loaded.between(from, to);
+    let inside: Vec<&crate::measure::irtt::RoundTrip> = loaded
+        .round_trips
+        .iter()
+        .filter(|t| t.sent_unix_ns >= from && t.sent_unix_ns < to)
+        .collect();
+    let median_of = |values: Vec<f64>| median_spread(&values).map(|m| m.median_ms);
+    let ipdv = {
+        let rtts: Vec<f64> = inside.iter().filter_map(|t| t.rtt_ms).collect();
+        let steps: Vec<f64> = rtts.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+        (!steps.is_empty()).then(|| steps.iter().sum::<f64>() / steps.len() as f64)
+    };
+    let sent = inside.len().max(1) as f64;
+    let lost = |way: &str| {
+        inside
+            .iter()
+            .filter(|t| t.lost.as_deref() == Some(way))
+            .count() as f64
+    };
+    let (lost_up, lost_down) = (lost("true_up"), lost("true_down"));
+    SideBySide {
+        idle: compared(&idle_ours, idle_rtts, idle_lost),
+        working: compared(&working_ours, working_rtts, working_lost),
+        send_delay_ms: median_of(inside.iter().filter_map(|t| t.send_ms).collect()),
+        receive_delay_ms: median_of(inside.iter().filter_map(|t| t.receive_ms).collect()),
+        ipdv_ms: ipdv,
+        upstream_loss_percent: 100.0 * lost_up / sent,
+        downstream_loss_percent: 100.0 * lost_down / sent,
+    }
+}
+
+#[cfg(test)]
+mod side_by_side_tests {
+    use super::*;
+
+    #[test]
+    fn a_medians_interval_is_its_order_statistics_and_covers_it() {
+        let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+        let m = median_spread(&samples).unwrap();
+        assert_eq!((m.n, m.median_ms), (100, 50.5));
+        // 50 ∓ 0.98·10: ranks 40 and 60 (0-based), values 41 and 61.
+        assert_eq!((m.ci_low_ms, m.ci_high_ms), (41.0, 61.0));
+        let few = median_spread(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!(
+            (few.median_ms, few.ci_low_ms, few.ci_high_ms),
+            (2.0, 1.0, 3.0)
+        );
+        assert!(median_spread(&[]).is_none());
+    }
+
+    #[test]
+    fn medians_agree_when_their_intervals_overlap_or_they_are_close() {
+        let around =
+            |centre: f64| -> Vec<f64> { (0..50).map(|k| centre + f64::from(k % 10)).collect() };
+        assert!(compared(&around(70.0), around(72.0), 0).agree);
+        assert!(!compared(&around(70.0), around(90.0), 0).agree);
+        // Tight samples 0.3 ms apart: within the floor.
+        assert!(compared(&[10.0; 20], vec![10.3; 20], 0).agree);
+        assert!(!compared(&[10.0; 20], vec![11.0; 20], 0).agree);
+        // Nothing from irtt: no agreement claimed.
+        assert!(!compared(&[10.0; 20], Vec::new(), 5).agree);
     }
 }

@@ -202,6 +202,7 @@ mod tests {
             emulator: None,
             summary: Default::default(),
             split: None,
+            irtt: None,
         }
     }
 

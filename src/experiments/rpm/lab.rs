@@ -32,6 +32,7 @@ fn cell(placement: Placement, label: &str, seconds: f64) -> RpmParams {
         sockets: LoadSockets::default(),
         label: Some(label.to_string()),
         design: None,
+        irtt: false,
     }
 }
 

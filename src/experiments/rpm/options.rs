@@ -53,6 +53,11 @@ pub struct RpmArgs {
     /// TCP congestion control on the sending ends (cubic, bbr, reno).
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<String>,
+    /// Also measure the path with irtt (Debian's `irtt`: UDP round trips
+    /// every 10 ms), idle and under the load, beside netlab's probes in
+    /// one table. Loopback and netns placements.
+    #[arg(long)]
+    pub irtt: bool,
     #[command(flatten)]
     pub place: crate::options::placement::PlacementArgs,
     #[command(flatten)]
@@ -110,6 +115,14 @@ impl RpmArgs {
         {
             bail!("--congestion \"{name}\": a congestion control's name (cubic, bbr, reno)");
         }
+        if self.irtt {
+            if self.place.remote.from.is_some() || self.place.remote.to.is_some() {
+                bail!(
+                    "--irtt runs irtt's server and client in netlab's namespaces or on loopback: between agents, run `irtt server` on the --to host and `irtt client` beside netlab yourself"
+                );
+            }
+            crate::measure::irtt::available()?;
+        }
         let placement = self.place.placement("rpm")?;
         if let Some(name) = &self.congestion
             && !matches!(placement, crate::record::testbed::Placement::Remote { .. })
@@ -134,6 +147,7 @@ impl RpmArgs {
             },
             label: None,
             design: None,
+            irtt: self.irtt,
         })
     }
 }

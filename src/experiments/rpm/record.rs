@@ -192,6 +192,9 @@ pub struct RpmParams {
     /// The factorial design this run belongs to (`netlab ablate rpm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub design: Option<RpmDesign>,
+    /// Run irtt beside the probes (`--irtt`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub irtt: bool,
 }
 
 /// A run's place in an `ablate rpm` design.
@@ -218,6 +221,9 @@ pub struct RpmResult {
     /// Where the working latency built up, with the verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<DelaySplit>,
+    /// irtt beside netlab over the same path (`--irtt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irtt: Option<SideBySide>,
 }
 
 /// An rpm record's own part.
@@ -311,4 +317,53 @@ impl LoadReport {
     pub fn goodput_bps(&self) -> f64 {
         (self.down_bytes + self.up_bytes) as f64 * 8.0 / self.seconds.max(1e-9)
     }
+}
+
+/// One figure's samples in brief: how many, their median and its 95%
+/// distribution-free confidence interval (order statistics).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MedianSpread {
+    pub n: usize,
+    pub median_ms: f64,
+    pub ci_low_ms: f64,
+    pub ci_high_ms: f64,
+}
+
+/// netlab's round trip and irtt's over the same path and the same time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Compared {
+    /// netlab's foreign probes' 1-byte request round trips (TCP, a new
+    /// connection each: the path's queue, not a socket's).
+    pub netlab: MedianSpread,
+    /// irtt's UDP round trips sent in the same span.
+    pub irtt: MedianSpread,
+    /// irtt's round trips themselves, ms (its raw samples).
+    pub irtt_samples: Vec<f64>,
+    pub irtt_lost: usize,
+    /// Whether the two medians agree within their noise: their intervals
+    /// overlap, or they differ by under [`AGREE_FLOOR_MS`].
+    pub agree: bool,
+}
+
+/// Two medians this close agree however narrow their intervals: the
+/// difference of a TCP exchange's wake-ups from a UDP echo's.
+pub const AGREE_FLOOR_MS: f64 = 0.5;
+
+/// `--irtt`: the idle path and the loaded one, each measured by both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SideBySide {
+    /// Idle: netlab's idle probes, and irtt for 2 s just before them.
+    pub idle: Compared,
+    /// Working: the probes of the result's window, and irtt's packets
+    /// sent in the same seconds.
+    pub working: Compared,
+    /// What irtt measures that netlab's probes do not, over the working
+    /// window: each way's delay (one clock within one host's namespaces),
+    /// IPDV (the mean change between successive round trips) and loss
+    /// each way.
+    pub send_delay_ms: Option<f64>,
+    pub receive_delay_ms: Option<f64>,
+    pub ipdv_ms: Option<f64>,
+    pub upstream_loss_percent: f64,
+    pub downstream_loss_percent: f64,
 }

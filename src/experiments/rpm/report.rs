@@ -168,6 +168,9 @@ pub fn table(records: &[Record]) -> String {
     for note in notes {
         out.push_str(&format!("- {note}\n"));
     }
+    if let Some(irtt) = irtt_table(records) {
+        out.push_str(&irtt);
+    }
     out
 }
 
@@ -223,6 +226,68 @@ fn reading(records: &[Record]) -> String {
     }
     text.push_str(" The figures put the round trip and the goodput on one time axis, as flent's RRUL plot does: a fix that works keeps the latency line low while the goodput line stays as high.");
     text
+}
+
+/// `--irtt`: netlab's round trips and irtt's over the same path and the
+/// same seconds, idle and working, and what irtt measures beside them.
+pub fn irtt_table(records: &[Record]) -> Option<String> {
+    let spread = |m: &super::record::MedianSpread| {
+        format!(
+            "{:.2} [{:.2}, {:.2}] (n {})",
+            m.median_ms, m.ci_low_ms, m.ci_high_ms, m.n
+        )
+    };
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for r in records {
+        let Some(side) = r.data.result.as_ref().and_then(|res| res.irtt.as_ref()) else {
+            continue;
+        };
+        for (when, c) in [("idle", &side.idle), ("working", &side.working)] {
+            rows.push(vec![
+                short_name(&r.data),
+                when.into(),
+                spread(&c.netlab),
+                spread(&c.irtt),
+                format!("{:+.2}", c.netlab.median_ms - c.irtt.median_ms),
+                if c.agree { "yes" } else { "no" }.into(),
+                c.irtt_lost.to_string(),
+            ]);
+        }
+        let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2} ms"));
+        notes.push(format!(
+            "{}: irtt alone, over the working window: one-way delay out {} and back {} (one clock: both namespaces are this host's), IPDV {} (the mean change between successive round trips), loss {:.2}% out and {:.2}% back",
+            short_name(&r.data),
+            opt(side.send_delay_ms),
+            opt(side.receive_delay_ms),
+            opt(side.ipdv_ms),
+            side.upstream_loss_percent,
+            side.downstream_loss_percent
+        ));
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "\nirtt beside netlab over the same path (median round trip, ms, [95% interval]): netlab's foreign probes (a TCP 1-byte request on a new connection each: the path's queue, no socket's) against irtt's UDP packets every 10 ms sent in the same seconds; idle is irtt's 2 s just before the test\n",
+    );
+    out.push_str(&markdown(
+        &[
+            "cell",
+            "path",
+            "netlab ms",
+            "irtt ms",
+            "netlab - irtt",
+            "agree",
+            "irtt lost",
+        ],
+        &rows,
+    ));
+    out.push_str(&format!("Agree: the two medians' intervals overlap, or the medians are within {} ms. irtt measures what netlab's probes do not: each way's delay, IPDV and loss each way; netlab measures what irtt does not: a new connection's handshake, the loaded connections' own queues (self probes), goodput and where the delay built up.\n", super::record::AGREE_FLOOR_MS));
+    for note in notes {
+        out.push_str(&format!("- {note}\n"));
+    }
+    Some(out)
 }
 
 /// rpm's section of the report.

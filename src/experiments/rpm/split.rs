@@ -276,6 +276,7 @@ mod tests {
                 ..Default::default()
             },
             split: None,
+            irtt: None,
         }
     }
 
