@@ -35,7 +35,7 @@ pub enum IrttError {
     Server(SocketAddr, String),
     #[error("irtt's client failed: {0}")]
     Client(String),
-    #[error("irtt's output: {0}")]
+    #[error("irtt's JSON: {0}")]
     Output(String),
 }
 
@@ -139,7 +139,7 @@ impl Drop for Server {
 /// A client run: started, then waited for or interrupted.
 pub struct Client {
     child: Child,
-    output: tempfile::NamedTempFile,
+    json: tempfile::NamedTempFile,
 }
 
 impl Client {
@@ -151,11 +151,11 @@ impl Client {
         duration: Duration,
     ) -> Result<Client, IrttError> {
         // irtt adds ".json" to a name without it.
-        let output = tempfile::Builder::new()
+        let json = tempfile::Builder::new()
             .suffix(".json")
             .tempfile()
             .map_err(|source| IrttError::Io {
-                what: "output file",
+                what: "JSON file",
                 source,
             })?;
         let args = vec![
@@ -167,12 +167,12 @@ impl Client {
             "--wait=1s".into(),
             "-Q".into(),
             "-o".into(),
-            output.path().display().to_string(),
+            json.path().display().to_string(),
             server.to_string(),
         ];
         Ok(Client {
             child: spawn_in(netns, &args)?,
-            output,
+            json,
         })
     }
 
@@ -210,8 +210,8 @@ impl Client {
                 words.trim()
             )));
         }
-        let text = std::fs::read_to_string(self.output.path()).map_err(|source| IrttError::Io {
-            what: "output",
+        let text = std::fs::read_to_string(self.json.path()).map_err(|source| IrttError::Io {
+            what: "JSON",
             source,
         })?;
         parse(&text)

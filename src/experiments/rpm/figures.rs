@@ -10,7 +10,7 @@ use crate::report::figures::{Figure, Series, Style, Unit, caption};
 fn names(records: &[&Record]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for r in records {
-        let base = super::report::short_name(&r.data);
+        let base = short_name(&r.data);
         let repeats = names
             .iter()
             .filter(|n| **n == base || n.starts_with(&format!("{base} #")))
@@ -22,6 +22,29 @@ fn names(records: &[&Record]) -> Vec<String> {
         });
     }
     names
+}
+
+/// A cell in a few words, for the figures' legends and the first screen:
+/// its label, else its placement and the link's queue discipline, else
+/// its placement and direction.
+pub fn short_name(data: &RpmData) -> String {
+    if let Some(label) = &data.params.label {
+        return label.clone();
+    }
+    let discipline = data
+        .result
+        .as_ref()
+        .and_then(|r| r.link.as_ref())
+        .and_then(|l| l.profile.impair.queue_discipline.as_ref())
+        .map(|q| q.name());
+    match discipline {
+        Some(q) => format!("{} {q}", data.params.placement.name()),
+        None => format!(
+            "{} {}",
+            data.params.placement.name(),
+            data.params.direction.name()
+        ),
+    }
 }
 
 fn result_of(r: &Record) -> &RpmResult {

@@ -2,6 +2,7 @@
 //! confidence, idle against working latency, the tier and the grade, with
 //! the formula and the protocol said beside the figure.
 
+use super::figures::short_name;
 use super::record::{Record, RpmData};
 use crate::analysis::responsiveness::GRADE_BOUNDS_MS;
 use crate::report::html::{Headline, Parts, ReportSection, link_details};
@@ -32,29 +33,6 @@ pub fn cell_name(data: &RpmData) -> String {
             .map(|l| format!(" [{l}]"))
             .unwrap_or_default()
     )
-}
-
-/// A cell in a few words, for the figures' legends and the first screen:
-/// its label, else its placement and the link's queue discipline, else
-/// its placement and direction.
-pub fn short_name(data: &RpmData) -> String {
-    if let Some(label) = &data.params.label {
-        return label.clone();
-    }
-    let discipline = data
-        .result
-        .as_ref()
-        .and_then(|r| r.link.as_ref())
-        .and_then(|l| l.profile.impair.queue_discipline.as_ref())
-        .map(|q| q.name());
-    match discipline {
-        Some(q) => format!("{} {q}", data.params.placement.name()),
-        None => format!(
-            "{} {}",
-            data.params.placement.name(),
-            data.params.direction.name()
-        ),
-    }
 }
 
 /// The grade thresholds, as the table's footnote gives them.
