@@ -273,7 +273,7 @@ fn agents_named(record: &Value) -> Vec<String> {
 }
 
 #[test]
-fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
+fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
     let mut hosts = Hosts::new();
     // A runs as the systemd unit would: no privilege at all.
     hosts.start_agent(A, true);
@@ -390,12 +390,47 @@ fn stream_and_rpc_run_between_agents_and_from_a_third_host() {
         "a remote column"
     );
 
+    // Responsiveness between the agents: B serves the load and the probes
+    // behind the run's token, A measures; every connection presented it.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b(
+            "rpm",
+            &[
+                "--duration",
+                "3s",
+                "--connections",
+                "4",
+                "--probe-rate",
+                "20",
+            ],
+        ),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let record = &json_of(&run.stdout)["records"][0];
+    assert!(record["error"].is_null(), "{record}");
+    assert_eq!(record["placement"], "remote");
+    let r = &record["result"];
+    assert!(!r["client"]["idle"].as_array().unwrap().is_empty(), "{r}");
+    assert!(!r["client"]["loaded"].as_array().unwrap().is_empty(), "{r}");
+    assert!(r["server"]["refused"].as_array().unwrap().is_empty(), "{r}");
+    assert!(
+        r["server"]["download_connections"].as_u64().unwrap() >= 1,
+        "{r}"
+    );
+    assert!(
+        r["server"]["probe_connections"].as_u64().unwrap() >= 1,
+        "{r}"
+    );
+    assert!(r["summary"]["idle_ms"].as_f64().is_some(), "{r}");
+
     // Both agents say the runs ended and reaped what they started.
     for host in [A, B] {
         let log = hosts.log_text(host);
         assert!(log.contains("every one reaped"), "{log}");
     }
-    assert_eq!(lines_of(&out).len(), 10);
+    assert_eq!(lines_of(&out).len(), 11);
 }
 
 #[test]
