@@ -40,10 +40,11 @@ pub fn probe(record: &Record) -> Option<Probe> {
         Some(r) => match generator_limited(r) {
             Some(why) => Probe::GeneratorLimited(why),
             None if r.verdict == "normal" => Probe::Normal,
-            None => Probe::Worse(format!(
+            None if r.criterion.is_empty() => Probe::Worse(format!(
                 "{} (echo p99 {:.1} ms)",
                 r.verdict, r.typist.echo_p99_ms
             )),
+            None => Probe::Worse(format!("{}: {}", r.verdict, r.criterion)),
         },
         None => Probe::Worse(format!(
             "failed: {}",

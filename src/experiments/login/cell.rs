@@ -77,6 +77,44 @@ pub fn verdict(p99_ms: f64, unechoed_share: f64) -> &'static str {
     }
 }
 
+/// The verdict and what decided it, in a few words: sessions that
+/// failed, keystrokes never echoed, or the echo's p99 against its lines.
+pub fn judged(report: &crate::endpoint::login::typist::TypistReport) -> (&'static str, String) {
+    let unechoed_share = report.unechoed as f64 / report.awaited.max(1) as f64;
+    if report.failed_sessions > 0 {
+        return (
+            "unusable",
+            format!(
+                "{} session{} failed{}",
+                report.failed_sessions,
+                if report.failed_sessions == 1 { "" } else { "s" },
+                report
+                    .first_failure
+                    .as_deref()
+                    .map_or(String::new(), |f| format!(" (the first: {f})"))
+            ),
+        );
+    }
+    let word = verdict(report.echo_p99_ms, unechoed_share);
+    let criterion = if unechoed_share > 0.01 {
+        format!(
+            "{:.1}% of keystrokes never echoed ({} of {}, {} s after the window)",
+            100.0 * unechoed_share,
+            report.unechoed,
+            report.awaited,
+            crate::endpoint::login::typist::ECHO_DRAIN.as_secs()
+        )
+    } else {
+        let line = match word {
+            "unusable" => ", past 1 s",
+            "degraded" => ", past 100 ms",
+            _ => "",
+        };
+        format!("echo p99 {:.1} ms{line}", report.echo_p99_ms)
+    };
+    (word, criterion)
+}
+
 /// Runs one cell. `baseline_busy_cpus` is the serving host's busy CPUs
 /// when idle: measured now when `None` (here for a local serving end, by
 /// the serving end itself on an agent), before the server starts. Ctrl-C
@@ -187,12 +225,7 @@ pub fn run_cell(
     let host_cpu_per_keystroke_us =
         ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
     let server_ns = window.tree_ns as f64;
-    let unechoed_share = report.unechoed as f64 / report.awaited.max(1) as f64;
-    let verdict = if report.failed_sessions > 0 {
-        "unusable"
-    } else {
-        verdict(report.echo_p99_ms, unechoed_share)
-    };
+    let (verdict, criterion) = judged(&report);
     Ok(LoginResult {
         params: params.clone(),
         typist: report,
@@ -210,6 +243,7 @@ pub fn run_cell(
         server_cpu_pct: 100.0 * server_ns / 1e9 / seconds,
         baseline_busy_cpus,
         verdict: verdict.to_string(),
+        criterion,
         server_endings: host.endings,
         host_cpu,
         server_throttled_s: host.throttled_s,
@@ -1026,5 +1060,44 @@ mod tests {
         assert_eq!(verdict(150.0, 0.0), "degraded");
         assert_eq!(verdict(1500.0, 0.0), "unusable");
         assert_eq!(verdict(20.0, 0.05), "unusable");
+    }
+
+    #[test]
+    fn every_verdict_names_the_criterion_that_decided_it() {
+        let report = |p99: f64, unechoed: u64, failed: usize| TypistReport {
+            echo_p99_ms: p99,
+            unechoed,
+            awaited: 1000,
+            failed_sessions: failed,
+            first_failure: (failed > 0).then(|| "fork: EAGAIN".to_string()),
+            ..Default::default()
+        };
+        assert_eq!(
+            judged(&report(12.0, 0, 0)),
+            ("normal", "echo p99 12.0 ms".to_string())
+        );
+        assert_eq!(
+            judged(&report(120.0, 0, 0)),
+            ("degraded", "echo p99 120.0 ms, past 100 ms".to_string())
+        );
+        assert_eq!(
+            judged(&report(1500.0, 0, 0)),
+            ("unusable", "echo p99 1500.0 ms, past 1 s".to_string())
+        );
+        // A fine echo time beside "unusable" says what made it so.
+        assert_eq!(
+            judged(&report(12.0, 40, 0)),
+            (
+                "unusable",
+                "4.0% of keystrokes never echoed (40 of 1000, 2 s after the window)".to_string()
+            )
+        );
+        assert_eq!(
+            judged(&report(12.0, 0, 3)),
+            (
+                "unusable",
+                "3 sessions failed (the first: fork: EAGAIN)".to_string()
+            )
+        );
     }
 }

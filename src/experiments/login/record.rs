@@ -98,6 +98,11 @@ pub struct LoginResult {
     /// second before the cell (or its sweep), with nothing of netlab's running.
     pub baseline_busy_cpus: f64,
     pub verdict: String,
+    /// What decided the verdict ("4.0% of keystrokes never echoed ...",
+    /// "3 sessions failed (the first: ...)", "echo p99 120.0 ms, past
+    /// 100 ms"); empty in older records.
+    #[serde(default)]
+    pub criterion: String,
     /// Sessions the server ended before the cell was over, by reason (from its log).
     #[serde(default)]
     pub server_endings: Vec<String>,

@@ -42,6 +42,15 @@ pub fn grid_text(plan: &LoginPlan, records: &[Record]) -> String {
     )
 }
 
+/// A verdict with what decided it ("unusable: 2 sessions failed ...").
+pub fn said(r: &crate::experiments::login::record::LoginResult) -> String {
+    if r.criterion.is_empty() {
+        r.verdict.clone()
+    } else {
+        format!("{}: {}", r.verdict, r.criterion)
+    }
+}
+
 /// Whether a cell ran beside a bulk load (`--load`).
 pub fn is_loaded(record: &Record) -> bool {
     record.data.params.load.is_some()
@@ -90,7 +99,7 @@ pub fn load_table(records: &[Record]) -> Option<String> {
                     num(r.typist.echo_p50_ms),
                     num(r.typist.echo_p99_ms),
                     format!("{:.2}", r.typist.echo_p99_ms / NOTICEABLE_MS),
-                    r.verdict.clone(),
+                    said(r),
                 ]);
             }
             None => {
@@ -193,7 +202,7 @@ pub fn table(records: &[Record]) -> String {
                 num(r.server_cpu_per_keystroke_us),
                 num(r.host_cpu_per_keystroke_us),
                 typist_cpu(&r.typist),
-                r.verdict.clone(),
+                said(r),
             ]),
             None => {
                 row.extend(std::iter::repeat_n(String::new(), 15));
