@@ -260,7 +260,7 @@ pub fn table(records: &[Record]) -> String {
          pkts: TCP segments on loopback (in = out), the server side's interface on netns, \
          the serving host's TCP segments through agents. The uring design's waiting \
          thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
-         else (or >1% echoes lost, or a session failed) unusable.\n",
+         else (or >1% of keystrokes never echoed 2 s after the window, or a session failed) unusable; each verdict names what decided it.\n",
     );
     text
 }
