@@ -11,7 +11,8 @@
 //!    direction, up to the most allowed.
 //! 3. Probes from the load's start, at most MPS pairs a second and within
 //!    PTC of the goodput: a foreign probe (a new connection: the handshake
-//!    timed, then a 1-byte request and its 1-byte answer) and a self probe
+//!    timed, then, once the server says it serves it, a 1-byte request and
+//!    its 1-byte answer) and a self probe
 //!    (a 1-byte request on a randomly chosen load connection, answered
 //!    behind the data that connection already queued).
 //! 4. Once goodput saturated, the responsiveness of each interval (over
@@ -27,6 +28,7 @@ use super::record::{
     ClientReport, ClientSpec, Direction, Ending, Interval, LoadReport, ProbeKind, Sample,
     SocketQueue,
 };
+use super::server::{PROBE_READY, PROBE_REQUEST};
 use super::sockets::{apply, queue_of};
 use crate::analysis::responsiveness::Stability;
 use crate::measure::tcpinfo::TcpInfo;
@@ -61,8 +63,19 @@ fn open(spec: &ClientSpec) -> io::Result<(TcpStream, Duration)> {
 fn foreign_probe(spec: &ClientSpec, t_ms: f64) -> io::Result<[Sample; 2]> {
     let (mut stream, handshake) = open(spec)?;
     stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
-    let asked = Instant::now();
+    // The connection's setup, untimed: its kind, and the server's word
+    // that it serves it (accepted, its thread running).
     stream.write_all(b"P")?;
+    let mut ready = [0u8; 1];
+    stream.read_exact(&mut ready)?;
+    if ready != PROBE_READY {
+        return Err(io::Error::other(format!(
+            "the server answered a probe connection with {:#04x}",
+            ready[0]
+        )));
+    }
+    let asked = Instant::now();
+    stream.write_all(&[PROBE_REQUEST])?;
     let mut answer = [0u8; 1];
     stream.read_exact(&mut answer)?;
     let request = asked.elapsed();

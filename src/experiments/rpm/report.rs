@@ -141,7 +141,7 @@ pub fn table(records: &[Record]) -> String {
         &rows,
     ));
     out.push_str(&format!("\n{}\n", super::analysis::FORMULA));
-    out.push_str("Probes speak netlab's own framing over TCP, not HTTP/2 over TLS: a foreign probe is a new connection (its handshake timed, then a 1-byte request and answer), a self probe is a 1-byte request on a loaded connection, answered behind the data queued there. Working ms = 60000 / RPM; the grade of all probes reads the working round trip, the loaded one the self probes' round trip alone (TM(http_l)), each less the idle one.\n");
+    out.push_str("Probes speak netlab's own framing over TCP, not HTTP/2 over TLS: a foreign probe is a new connection (its handshake timed, then, once the server serves it, a 1-byte request and answer), a self probe is a 1-byte request on a loaded connection, answered behind the data queued there. Working ms = 60000 / RPM; the grade of all probes reads the working round trip, the loaded one the self probes' round trip alone (TM(http_l)), each less the idle one.\n");
     out.push_str(&format!("Grades: {}\n", grade_scale()));
     for note in notes {
         out.push_str(&format!("- {note}\n"));

@@ -255,6 +255,12 @@ fn prune(shared: &Shared) -> usize {
     served
 }
 
+/// A probe connection's bytes: the server's word that it serves the
+/// connection, the prober's 1-byte request, and its 1-byte answer.
+pub const PROBE_READY: &[u8] = b"+";
+pub const PROBE_REQUEST: u8 = b'?';
+pub const PROBE_ANSWER: &[u8] = b"!";
+
 /// Serves one connection by the kind its first byte names. `Err` says
 /// why a connection that spoke something else was dropped.
 fn serve(mut stream: TcpStream, shared: &Shared, sockets: &LoadSockets) -> Result<(), String> {
@@ -272,9 +278,25 @@ fn serve(mut stream: TcpStream, shared: &Shared, sockets: &LoadSockets) -> Resul
     match kind[0] {
         b'P' => {
             count(|r| &mut r.probe_connections);
-            let _ = stream.write_all(b"!");
-            // Until the prober closes it.
-            let _ = stream.read(&mut [0u8; 1]);
+            // Served: the prober times its request only from here, on an
+            // established connection with its thread running, as the
+            // draft times http_f after the connection's setup.
+            if stream.write_all(PROBE_READY).is_err() {
+                return Ok(());
+            }
+            // Each request byte answered, until the prober closes it.
+            let mut byte = [0u8; 1];
+            while let Ok(1) = stream.read(&mut byte) {
+                if byte[0] != PROBE_REQUEST {
+                    return Err(format!(
+                        "a probe connection sent {:#04x}, not a request",
+                        byte[0]
+                    ));
+                }
+                if stream.write_all(PROBE_ANSWER).is_err() {
+                    break;
+                }
+            }
             Ok(())
         }
         b'D' => {
@@ -375,8 +397,15 @@ mod tests {
         let mut s = TcpStream::connect(addr)?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         s.write_all(b"P")?;
+        let mut ready = [0u8; 1];
+        s.read_exact(&mut ready)?;
+        assert_eq!(&ready, PROBE_READY);
+        // Two requests on the one connection, each answered.
         let mut answer = [0u8; 1];
-        s.read_exact(&mut answer)?;
+        for _ in 0..2 {
+            s.write_all(&[PROBE_REQUEST])?;
+            s.read_exact(&mut answer)?;
+        }
         Ok(answer[0])
     }
 
