@@ -446,7 +446,9 @@ fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them
         p99(fair),
         p99(tail)
     );
-    assert_eq!(tail["verdict"], "degraded", "{tail}");
+    // Degraded, or unusable where a dropped echo waited a retransmission
+    // past 1 s (the queue overflows once cubic fills it).
+    assert_ne!(tail["verdict"], "normal", "{tail}");
     assert_eq!(fair["verdict"], "normal", "{fair}");
 }
 
