@@ -852,28 +852,8 @@ impl EcmpPair {
 
     fn start_agent(&mut self, ns: usize, addr: &str) {
         let log = self.dir.path().join(format!("agent-{ns}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.names[ns]])
-            .arg(binary())
-            .args(["agent", "serve", "--listen", &format!("{addr}:5310")])
-            .env("NETLAB_KEY_FILE", &self.key)
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        self.agents.push(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("listening on")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "agent in {} did not start",
-                self.names[ns]
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let agent = agent_in(&self.names[ns], addr, &self.key, &log);
+        self.agents.push(agent);
     }
 
     /// Bytes the router sent on `dev` (its qdisc's count).
@@ -889,6 +869,34 @@ impl EcmpPair {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no count in {text}"))
     }
+}
+
+/// An agent in namespace `ns` listening on `addr`:5310 under `key`, its
+/// stderr to `log`; returned once it says it listens.
+fn agent_in(ns: &str, addr: &str, key: &Path, log: &Path) -> Child {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(binary())
+        .args(["agent", "serve", "--listen", &format!("{addr}:5310")])
+        .env("NETLAB_KEY_FILE", key)
+        .stdout(Stdio::null())
+        .stderr(File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("listening on")
+    {
+        if Instant::now() >= deadline {
+            // Ours, by PID through its handle, before the test fails.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("agent in {ns} did not start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 impl Drop for EcmpPair {
@@ -1065,29 +1073,8 @@ impl BloatFleet {
 
     fn start_agent(&mut self, host: usize) {
         let log = self.dir.path().join(format!("agent-{host}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.names[host]])
-            .arg(binary())
-            .args([
-                "agent",
-                "serve",
-                "--listen",
-                &format!("{}:5310", self.addr(host)),
-            ])
-            .env("NETLAB_KEY_FILE", &self.key)
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        self.agents.push(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("listening on")
-        {
-            assert!(Instant::now() < deadline, "agent {host} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let agent = agent_in(&self.names[host], &self.addr(host), &self.key, &log);
+        self.agents.push(agent);
     }
 }
 

@@ -40,6 +40,13 @@ pub fn markdown(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Formats with a sensible number of significant digits for a table cell.
+/// A failed cell's row: `blanks` empty columns after what `row` holds,
+/// then why it failed (the record's error).
+pub fn failed_row(row: &mut Vec<String>, blanks: usize, error: Option<&str>) {
+    row.extend(std::iter::repeat_n(String::new(), blanks));
+    row.push(format!("failed: {}", error.unwrap_or("?")));
+}
+
 pub fn num(value: f64) -> String {
     let a = value.abs();
     if a == 0.0 {

@@ -536,26 +536,15 @@ pub fn run(
             .min(end.saturating_duration_since(Instant::now()));
         // Round up to whole milliseconds: epoll's resolution.
         let ms = wait.as_micros().div_ceil(1000).min(1000) as u16;
-        let n = match epoll.wait(&mut events, ms) {
-            Ok(n) => n,
-            Err(nix::errno::Errno::EINTR) => 0,
-            Err(e) => return Err(e.into()),
+        let mut echoes = Echoes {
+            histogram: &mut echo,
+            count: &mut report.echoes,
+            latencies: &mut latencies,
         };
+        let came = echoes.collect(&epoll, &mut events, &mut users, &mut buf, ms)?;
         let now = Instant::now();
-        for event in &events[..n] {
-            let user = &mut users[event.data() as usize];
-            latencies.clear();
-            user.receive(&mut buf, now, &mut latencies);
-            for l in &latencies {
-                echo.saturating_record(l.as_micros().max(1) as u64);
-                report.echoes += 1;
-            }
-            if !latencies.is_empty() {
-                last_echo = now;
-            }
-            if user.broken.is_some() {
-                let _ = epoll.delete(user.link.fd());
-            }
+        if came {
+            last_echo = now;
         }
         if now.saturating_duration_since(last_echo) > config.stall.duration()
             && let Some(stalled) = stalled(&users, config.stall)
@@ -569,6 +558,7 @@ pub fn run(
         on_moment(Moment::WindowClose);
     }
     let window = Instant::now().saturating_duration_since(window_start);
+    report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
     // The window's last keystrokes are still on their way: their echoes
     // are awaited a while longer (no typing, the CPU no longer counted),
     // so that on a slow or loaded path they count as slow, not as lost.
@@ -584,26 +574,13 @@ pub fn run(
             break;
         }
         let ms = left.as_millis().clamp(1, 100) as u16;
-        let n = match epoll.wait(&mut events, ms) {
-            Ok(n) => n,
-            Err(nix::errno::Errno::EINTR) => 0,
-            Err(e) => return Err(e.into()),
-        };
-        let now = Instant::now();
-        for event in &events[..n] {
-            let user = &mut users[event.data() as usize];
-            latencies.clear();
-            user.receive(&mut buf, now, &mut latencies);
-            for l in &latencies {
-                echo.saturating_record(l.as_micros().max(1) as u64);
-                report.echoes += 1;
-            }
-            if user.broken.is_some() {
-                let _ = epoll.delete(user.link.fd());
-            }
+        Echoes {
+            histogram: &mut echo,
+            count: &mut report.echoes,
+            latencies: &mut latencies,
         }
+        .collect(&epoll, &mut events, &mut users, &mut buf, ms)?;
     }
-    report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
     report.per_line = users.iter().any(|u| u.linemode);
     report.tcp_info = users.iter().find_map(|u| match &u.link {
         Link::Socket(stream) => crate::measure::tcpinfo::TcpInfo::read(stream.as_fd()).ok(),
@@ -634,6 +611,49 @@ pub fn run(
         report.send_lag_max_ms = ms(lag.max());
     }
     Ok(report)
+}
+
+/// Where the echoes that come back are recorded.
+struct Echoes<'a> {
+    histogram: &'a mut Histogram<u64>,
+    count: &'a mut u64,
+    latencies: &'a mut Vec<Duration>,
+}
+
+impl Echoes<'_> {
+    /// Waits up to `ms` for the sessions' output, records each echo that
+    /// came, and stops watching a session that broke: whether any came.
+    fn collect(
+        &mut self,
+        epoll: &Epoll,
+        events: &mut [EpollEvent],
+        users: &mut [User],
+        buf: &mut [u8],
+        ms: u16,
+    ) -> io::Result<bool> {
+        let n = match epoll.wait(events, ms) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        let now = Instant::now();
+        let mut any = false;
+        for event in &events[..n] {
+            let user = &mut users[event.data() as usize];
+            self.latencies.clear();
+            user.receive(buf, now, self.latencies);
+            for l in self.latencies.iter() {
+                self.histogram
+                    .saturating_record(l.as_micros().max(1) as u64);
+                *self.count += 1;
+            }
+            any |= !self.latencies.is_empty();
+            if user.broken.is_some() {
+                let _ = epoll.delete(user.link.fd());
+            }
+        }
+        Ok(any)
+    }
 }
 
 /// The typing end's stall, when keystrokes await echoes that no session

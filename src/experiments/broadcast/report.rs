@@ -113,11 +113,7 @@ pub fn table(records: &[Record]) -> String {
                 }
             }
             None => {
-                row.extend(std::iter::repeat_n(String::new(), 7));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
-                ));
+                crate::report::table::failed_row(&mut row, 7, record.error.as_deref());
             }
         }
         row.push(p.fix.words().to_string());

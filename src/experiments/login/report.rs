@@ -103,11 +103,7 @@ pub fn load_table(records: &[Record]) -> Option<String> {
                 ]);
             }
             None => {
-                row.extend(std::iter::repeat_n(String::new(), 5));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
-                ));
+                crate::report::table::failed_row(&mut row, 5, record.error.as_deref());
             }
         }
         rows.push(row);
@@ -205,11 +201,7 @@ pub fn table(records: &[Record]) -> String {
                 said(r),
             ]),
             None => {
-                row.extend(std::iter::repeat_n(String::new(), 15));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
-                ));
+                crate::report::table::failed_row(&mut row, 15, record.error.as_deref());
             }
         }
         rows.push(row);

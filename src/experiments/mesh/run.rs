@@ -774,12 +774,7 @@ impl MeshRun {
         from: &str,
         to: &str,
     ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
-        let mut ends = vec![(from, to)];
-        if self.pass.bidir {
-            ends.push((to, from));
-        }
-        let mut measured = Vec::new();
-        for (caller, server) in ends {
+        self.each_way(from, to, |caller, server| {
             let rtt_us = [caller, server]
                 .iter()
                 .filter_map(|name| remote::link(name).ok())
@@ -811,9 +806,23 @@ impl MeshRun {
                 rtt_p99_us: Some(result.client.latency_us_p99),
                 ..PairFigures::default()
             };
-            measured.push((figures, serde_json::to_value(&result).ok()));
+            Ok((figures, serde_json::to_value(&result).ok()))
+        })
+    }
+
+    /// `measure` from `from` to `to`, then (with `--bidir`) the other
+    /// way: each direction's figures, forward first.
+    fn each_way(
+        &self,
+        from: &str,
+        to: &str,
+        mut measure: impl FnMut(&str, &str) -> Result<(PairFigures, Option<serde_json::Value>), String>,
+    ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
+        let mut ends = vec![(from, to)];
+        if self.pass.bidir {
+            ends.push((to, from));
         }
-        Ok(measured)
+        ends.into_iter().map(|(a, b)| measure(a, b)).collect()
     }
 
     /// Responsiveness under load: `from` measures, loading the path
@@ -824,12 +833,7 @@ impl MeshRun {
         from: &str,
         to: &str,
     ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
-        let mut ends = vec![(from, to)];
-        if self.pass.bidir {
-            ends.push((to, from));
-        }
-        let mut measured = Vec::new();
-        for (sender, receiver) in ends {
+        self.each_way(from, to, |sender, receiver| {
             let params = RpmParams {
                 placement: Placement::Remote {
                     from: sender.to_string(),
@@ -879,9 +883,8 @@ impl MeshRun {
                 )),
                 ..PairFigures::default()
             };
-            measured.push((figures, serde_json::to_value(&result).ok()));
-        }
-        Ok(measured)
+            Ok((figures, serde_json::to_value(&result).ok()))
+        })
     }
 }
 

@@ -38,11 +38,7 @@ pub fn output_table(records: &[Record]) -> String {
                 format!("{:.0}", r.server_cpu_pct),
             ]),
             None => {
-                row.extend(std::iter::repeat_n(String::new(), 5));
-                row.push(format!(
-                    "failed: {}",
-                    record.error.as_deref().unwrap_or("?")
-                ));
+                crate::report::table::failed_row(&mut row, 5, record.error.as_deref());
             }
         }
         rows.push(row);

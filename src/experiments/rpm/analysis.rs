@@ -429,16 +429,19 @@ pub fn side_by_side(
     let origin = report.load_started_unix_ns;
     let at = |interval: usize| origin + (interval as f64 * params.id_s * 1e9) as u64;
     let (from, to) = (at(first), at(end + 1));
-    let (working_rtts, working_lost) = loaded.between(from, to);
     let inside: Vec<&crate::measure::irtt::RoundTrip> = loaded
         .round_trips
         .iter()
         .filter(|t| t.sent_unix_ns >= from && t.sent_unix_ns < to)
         .collect();
+    let working_rtts: Vec<f64> = inside.iter().filter_map(|t| t.rtt_ms).collect();
+    let working_lost = inside.len() - working_rtts.len();
     let median_of = |values: Vec<f64>| median_spread(&values).map(|m| m.median_ms);
     let ipdv = {
-        let rtts: Vec<f64> = inside.iter().filter_map(|t| t.rtt_ms).collect();
-        let steps: Vec<f64> = rtts.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+        let steps: Vec<f64> = working_rtts
+            .windows(2)
+            .map(|w| (w[1] - w[0]).abs())
+            .collect();
         (!steps.is_empty()).then(|| steps.iter().sum::<f64>() / steps.len() as f64)
     };
     let sent = inside.len().max(1) as f64;
