@@ -66,9 +66,102 @@ fn a_short_run_measures_every_cell() {
             r["server_cpu_per_keystroke_us"].as_f64().unwrap() > 0.0,
             "{cell}"
         );
+        // The server's own work a keystroke, the 1989 model's input: perf
+        // on its tasks, and (netlab's relays only) its pty transfers, a
+        // write of the keystroke and a read of its echo.
+        let k = &r["per_keystroke"];
+        assert!(k["syscalls"].as_f64().unwrap() > 1.0, "{cell}: {k}");
+        assert!(k["context_switches"].as_f64().unwrap() > 0.0, "{cell}: {k}");
+        assert!(k["packets_in"].as_f64().unwrap() > 0.5, "{cell}: {k}");
+        match r["params"]["relay"].as_str().unwrap() {
+            "telnetd" => assert!(k["pty_transfers"].is_null(), "{cell}: {k}"),
+            _ => {
+                let t = k["pty_transfers"].as_f64().unwrap();
+                assert!((1.0..=3.0).contains(&t), "{cell}: {k}");
+            }
+        }
     }
     // The records are on disk as well.
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 6);
+    // Fed into the 1989 model: today's relays on a Sun-3/260.
+    let model = model_json(
+        netlab()
+            .args(["login", "--stack", "sunos35", "--json", "--counts-from"])
+            .arg(&out),
+    );
+    let today = model["today"].as_array().unwrap();
+    let servers: Vec<&str> = today
+        .iter()
+        .map(|m| m["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(servers, ["fork", "uring"], "{model}");
+    for m in today {
+        let users = m["prediction"]["melting_users"].as_f64().unwrap();
+        assert!(users > 1.0 && users.is_finite(), "{m}");
+    }
+}
+
+/// The JSON a model run prints (it writes no records).
+fn model_json(command: &mut assert_cmd::Command) -> Value {
+    let run = command.output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+/// `--stack sunos35`: the 1989 login host's predicted rows and melting
+/// points, and what it refuses.
+#[test]
+fn the_1989_model_predicts_both_designs_and_refuses_what_it_does_not_describe() {
+    let doc = model_json(netlab().args(["login", "--stack", "sunos35", "--json"]));
+    let predictions = doc["predictions"].as_array().unwrap();
+    assert_eq!(predictions.len(), 2);
+    let melts = |i: usize| predictions[i]["melting_users"].as_f64().unwrap();
+    // The kernel linkage outlasts rlogind; both between 000's 16 and 100.
+    assert!(
+        melts(1) > melts(0) && melts(0) > 16.0 && melts(1) < 100.0,
+        "{doc}"
+    );
+    let rows = predictions[0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    // At 16 users the counts are 000's own row.
+    assert_eq!(rows[0]["syscalls_per_s"].as_f64().unwrap().round(), 1126.0);
+    assert_eq!(doc["cost_derivations"].as_array().unwrap().len(), 4);
+    for (args, why) in [
+        (
+            &["--placement", "netns"][..],
+            "--placement, --from and --to do not apply",
+        ),
+        (
+            &["--to", "127.0.0.1"][..],
+            "--placement, --from and --to do not apply",
+        ),
+        (&["--protocol", "telnet"][..], "the model describes rlogin"),
+        (&["--host-cpu", "sun3"][..], "--host-cpu"),
+        (&["--find-limit"][..], "--find-limit"),
+        (&["--users", "0"][..], "--users"),
+        (
+            &["--counts-from", "/nonexistent.jsonl"][..],
+            "--counts-from",
+        ),
+    ] {
+        let run = netlab()
+            .args(["login", "--stack", "sunos35"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!run.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+    let run = netlab()
+        .args(["login", "--counts-from", "x.jsonl"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&run.stderr).contains("add --stack sunos35"));
 }
 
 #[test]

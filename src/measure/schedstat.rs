@@ -70,6 +70,11 @@ impl TreeTasks {
         TreeTasks(tasks_ns)
     }
 
+    /// The task IDs read.
+    pub fn tids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.keys().copied()
+    }
+
     /// Run time of every task read.
     pub fn total(&self) -> u64 {
         self.0.values().sum()

@@ -56,6 +56,93 @@ pub struct HostWindow {
     /// window), the watch's own CPU taken out of `tree_ns`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<super::waits::TreeWaits>,
+    /// System calls and context switches of the server's tree alone (the
+    /// sampler and the control thread not counted), or why none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_counts: Option<TreeCounts>,
+    #[serde(default)]
+    pub tree_counts_source: String,
+    /// Pty transfers of the server's processes, where the server counts
+    /// them (netlab's relays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty_transfers: Option<u64>,
+}
+
+/// What the server's own tasks did over a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeCounts {
+    pub syscalls: u64,
+    pub context_switches: u64,
+}
+
+/// `perf stat` on the tree's tasks (and what they start inside the
+/// window, by inheritance), counting system calls and context switches.
+pub struct TreeCounter(Option<Child>, String);
+
+impl TreeCounter {
+    /// Counts the tasks `tids`.
+    pub fn start(tids: &[u32]) -> TreeCounter {
+        if tids.is_empty() {
+            return TreeCounter(None, "the server's tree had no task to count".into());
+        }
+        let list: Vec<String> = tids.iter().map(u32::to_string).collect();
+        let spawned = Command::new("perf")
+            .args([
+                "stat",
+                "-x,",
+                "-e",
+                "raw_syscalls:sys_enter,context-switches",
+                "-t",
+                &list.join(","),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        match spawned {
+            Ok(child) => TreeCounter(Some(child), String::new()),
+            Err(e) => TreeCounter(None, format!("perf could not start: {e}")),
+        }
+    }
+
+    /// Stops perf (SIGINT by PID) and returns the counts, or why none.
+    pub fn stop(mut self) -> Result<TreeCounts, String> {
+        let Some(mut child) = self.0.take() else {
+            return Err(std::mem::take(&mut self.1));
+        };
+        // SAFETY: signalling our own child by PID.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let mut text = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        let _ = child.wait();
+        let count = |event: &str| {
+            text.lines()
+                .find(|l| l.contains(event))
+                .and_then(|l| l.split(',').next())
+                .and_then(|n| n.trim().parse().ok())
+        };
+        match (count("raw_syscalls:sys_enter"), count("context-switches")) {
+            (Some(syscalls), Some(context_switches)) => Ok(TreeCounts {
+                syscalls,
+                context_switches,
+            }),
+            _ => Err(format!(
+                "perf counted nothing for the tree: {}",
+                text.trim()
+            )),
+        }
+    }
+}
+
+impl Drop for TreeCounter {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// `perf stat -a` counting system calls until stopped, if perf can.
@@ -137,6 +224,7 @@ pub struct Sampler {
     stat: StatSnapshot,
     packets: (u64, u64),
     perf: SyscallCounter,
+    tree_perf: TreeCounter,
     tree: TreeTasks,
     root: u32,
     interface: Option<String>,
@@ -150,9 +238,12 @@ impl Sampler {
     pub fn start(root: u32, interface: Option<String>) -> Result<Sampler, ProcStatError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let procs = std::thread::Builder::new()
             .name("window-sampler".into())
             .spawn(move || {
+                // SAFETY: gettid has no failure mode.
+                let _ = tid_tx.send(unsafe { libc::gettid() } as u32);
                 let mut procs = (0, 0, 0, 0);
                 let own0 = thread_cpu_ns();
                 while !flag.load(Ordering::Relaxed) {
@@ -167,12 +258,19 @@ impl Sampler {
                 procs.3 = thread_cpu_ns().saturating_sub(own0);
                 procs
             })?;
+        // The server's tasks: the tree less this (control) thread and the sampler.
+        // SAFETY: gettid has no failure mode.
+        let mut own = vec![unsafe { libc::gettid() } as u32];
+        own.extend(tid_rx.recv_timeout(Duration::from_secs(5)).ok());
+        let tree = TreeTasks::read(root);
+        let tids: Vec<u32> = tree.tids().filter(|t| !own.contains(t)).collect();
         Ok(Sampler {
             start: Instant::now(),
             stat: StatSnapshot::read()?,
             packets: packets(interface.as_deref()),
             perf: SyscallCounter::start(),
-            tree: TreeTasks::read(root),
+            tree_perf: TreeCounter::start(&tids),
+            tree,
             root,
             interface,
             stop,
@@ -197,6 +295,13 @@ impl Sampler {
             ),
             Err(why) => (None, why),
         };
+        let (tree_counts, tree_counts_source) = match self.tree_perf.stop() {
+            Ok(c) => (
+                Some(c),
+                "perf stat -t (the server's tasks and what they started)".to_string(),
+            ),
+            Err(why) => (None, why),
+        };
         Ok(HostWindow {
             seconds,
             cpu: system_cpu(&self.stat, &stat, seconds),
@@ -209,6 +314,9 @@ impl Sampler {
             packets_out: packets1.1.saturating_sub(self.packets.1),
             tree_ns: tree.since(&self.tree).saturating_sub(procs.3),
             waits: None,
+            tree_counts,
+            tree_counts_source,
+            pty_transfers: None,
         })
     }
 }

@@ -154,4 +154,27 @@ mod sync {
             Err(_) => eprintln!("{} not present; copy not checked", shared.display()),
         }
     }
+
+    /// The login model's per-keystroke counts come from these rows.
+    #[test]
+    fn the_login_model_s_16_user_counts_are_the_document_s() {
+        use crate::model::sunos35::{Design1989, table16};
+        let h = super::figures();
+        for design in Design1989::ALL {
+            let row = h
+                .login_relay_load
+                .rows
+                .iter()
+                .find(|r| {
+                    r[0].as_str() == Some(design.table_name()) && r[1].as_integer() == Some(16)
+                })
+                .expect("a 16-user row");
+            let expected = match design {
+                Design1989::Rlogind => table16::RLOGIND,
+                Design1989::Kernel => table16::KERNEL,
+            };
+            let got = [4, 5, 9, 10].map(|i| row[i].as_integer().expect("a count") as f64);
+            assert_eq!(got, expected);
+        }
+    }
 }

@@ -210,6 +210,7 @@ impl Conn {
         match self.master.read(buf) {
             Ok(0) => Step::End("command exited".into()),
             Ok(n) => {
+                super::tally::pty_transfer();
                 self.pty_bytes(&buf[..n]);
                 Step::Progress
             }
@@ -249,6 +250,7 @@ impl Conn {
         while !self.to_pty.is_empty() {
             match self.master.write(&self.to_pty) {
                 Ok(n) => {
+                    super::tally::pty_transfer();
                     self.to_pty.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),

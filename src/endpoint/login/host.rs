@@ -351,6 +351,8 @@ pub struct Host {
     /// A terminal-output session's port, whose waits a window watches.
     watched_port: Option<u16>,
     watch: Option<WaitWatch>,
+    /// Pty transfers counted when the window opened.
+    tally_at_open: Option<u64>,
     log: tempfile::NamedTempFile,
     /// The output session's text (and anything else sessions read).
     _dir: tempfile::TempDir,
@@ -454,6 +456,7 @@ impl Host {
                 sampler: None,
                 watched_port: matches!(spec.session, SessionCommand::Output { .. }).then_some(port),
                 watch: None,
+                tally_at_open: None,
                 log,
                 _dir: dir,
             },
@@ -484,6 +487,11 @@ impl Host {
         self.sampler = Some(
             Sampler::start(std::process::id(), self.interface.clone()).map_err(io::Error::other)?,
         );
+        // Only netlab's own relays count transfers (telnetd and sshd do not).
+        self.tally_at_open = match self.server {
+            Some(Server::Netlab(..)) => super::tally::total(),
+            _ => None,
+        };
         if let Some(port) = self.watched_port {
             // SAFETY: gettid has no failure mode.
             let control = unsafe { libc::gettid() } as u32;
@@ -500,6 +508,11 @@ impl Host {
             .ok_or_else(|| io::Error::other("no window is open"))?;
         let watched = self.watch.take().map(WaitWatch::finish);
         let mut window = sampler.finish().map_err(io::Error::other)?;
+        window.pty_transfers = self
+            .tally_at_open
+            .take()
+            .zip(super::tally::total())
+            .map(|(open, close)| close.saturating_sub(open));
         if let Some((waits, own_ns)) = watched {
             window.tree_ns = window.tree_ns.saturating_sub(own_ns);
             window.waits = Some(waits);

@@ -19,4 +19,5 @@ pub mod relay_poll;
 pub mod relay_uring;
 pub mod server;
 pub mod session;
+pub mod tally;
 pub mod typist;

@@ -397,6 +397,7 @@ fn splice_in(slot: &mut Slot) -> Step {
     ) {
         Ok(0) => Step::End("command exited".into()),
         Ok(n) => {
+            super::tally::pty_transfer();
             pipe.held += n;
             slot.conn.report.bytes_to_client += n as u64;
             Step::Progress

@@ -13,6 +13,11 @@ use std::os::unix::process::CommandExt;
 use std::process::Child;
 use std::time::Duration;
 
+/// The descriptor a session process finds the server's pty-transfer
+/// page at ([`super::tally`]).
+const TALLY_FD: i32 = 4;
+const TALLY_FD_TEXT: &str = "4";
+
 /// Counts over a server's life.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ForkReport {
@@ -32,6 +37,7 @@ pub fn serve(
     let exe = std::env::current_exe()?;
     let mut sessions: Vec<Child> = Vec::new();
     let mut report = ForkReport::default();
+    let tally = super::tally::descriptor().map(|fd| fd.as_raw_fd());
     while !stop() {
         sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
         // The wait bounds how late `stop` and exited sessions are noticed.
@@ -61,12 +67,23 @@ pub fn serve(
             .args(["--peer", &peer.to_string()])
             .args(config.linemode.then_some("--linemode"))
             .args(config.nodelay.then_some("--nodelay"))
+            .args(
+                tally
+                    .map(|_| ["--tally-fd", TALLY_FD_TEXT])
+                    .into_iter()
+                    .flatten(),
+            )
             .arg("--")
             .args(&config.command);
         // SAFETY: async-signal-safe calls only, between fork and exec.
         unsafe {
             command.pre_exec(move || {
                 if libc::dup2(fd, 3) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some(page) = tally
+                    && libc::dup2(page, TALLY_FD) < 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);

@@ -251,6 +251,7 @@ impl Loop {
                 if !ending {
                     match result {
                         n if n > 0 => {
+                            super::tally::pty_transfer();
                             let n = n as usize;
                             let (conn, buf) = (&mut slot.conn, &slot.pty_buf);
                             conn.pty_bytes(&buf[..n]);
@@ -282,6 +283,9 @@ impl Loop {
                     }
                     buf.clear();
                 } else {
+                    if kind == WRITE_PTY && result > 0 {
+                        super::tally::pty_transfer();
+                    }
                     // A short write: keep the rest at the front and resend.
                     buf.drain(..result as usize);
                 }

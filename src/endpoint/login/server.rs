@@ -75,6 +75,11 @@ pub fn serve(
     // token on its own thread: a stranger at the peer's address cannot
     // hold the relay's loop (endpoint::guard).
     let listener = crate::endpoint::guard::Door::new(listener, config.guard.clone())?;
+    // Without its page a server still serves; its windows count no
+    // pty transfers and say so.
+    if let Err(e) = super::tally::share() {
+        super::conn::login_line(format_args!("pty transfers not counted: {e}"));
+    }
     match relay {
         Relay::Fork => {
             super::relay_fork::serve(listener, config, max_sessions, stop).map(|r| ServeReport {

@@ -45,7 +45,7 @@ use crate::experiments::login::analysis::{Probe, lower_bound_why};
 use crate::experiments::login::load::LoadFix;
 use crate::experiments::login::record::Record;
 use crate::experiments::login::record::{BulkLoad, LoginData};
-use crate::experiments::login::record::{Limit, LoginParams, LoginResult};
+use crate::experiments::login::record::{KeystrokeCounts, Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::Type;
 use crate::experiments::login::servers::{self, ServerSpec};
 use crate::measure::window::idle_busy_cpus;
@@ -225,6 +225,8 @@ pub fn run_cell(
     let host_cpu_per_keystroke_us =
         ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
     let server_ns = window.tree_ns as f64;
+    let on_loopback = launcher.interface(End::To).is_none() && serving_here;
+    let per_keystroke = per_keystroke(&window, keystrokes, on_loopback);
     let (verdict, criterion) = judged(&report);
     Ok(LoginResult {
         params: params.clone(),
@@ -249,7 +251,36 @@ pub fn run_cell(
         server_throttled_s: host.throttled_s,
         load: carried,
         emulator,
+        per_keystroke: Some(per_keystroke),
     })
+}
+
+/// The server's work per keystroke over `window`. On loopback every TCP
+/// segment is the server's in or its out: half each.
+fn per_keystroke(
+    window: &crate::measure::window::HostWindow,
+    keystrokes: f64,
+    on_loopback: bool,
+) -> KeystrokeCounts {
+    let (packets_in, packets_out) = if on_loopback {
+        let half = (window.packets_in as f64) / 2.0;
+        (half, half)
+    } else {
+        (window.packets_in as f64, window.packets_out as f64)
+    };
+    let per = |n: f64| n / keystrokes;
+    let mut source = vec![window.tree_counts_source.clone()];
+    if window.pty_transfers.is_none() {
+        source.push("pty transfers: not counted by this server".to_string());
+    }
+    KeystrokeCounts {
+        syscalls: window.tree_counts.map(|c| per(c.syscalls as f64)),
+        context_switches: window.tree_counts.map(|c| per(c.context_switches as f64)),
+        packets_in: per(packets_in),
+        packets_out: per(packets_out),
+        pty_transfers: window.pty_transfers.map(|n| per(n as f64)),
+        source: source.join("; "),
+    }
 }
 
 /// The grid of a login-load run, and the typing every cell does.

@@ -93,10 +93,28 @@ pub struct LoginExperimentArgs {
     /// bbr fix's [default: the host's].
     #[arg(long, value_name = "NAME")]
     pub load_congestion: Option<String>,
+    /// `linux`: measure this kernel. `sunos35`: the 1989 login host (a
+    /// Sun-3/260 under SunOS 3.5, 000's table) as a CPU model that runs
+    /// nothing: its predicted vmstat rows at --users and each design's
+    /// melting point, every cost cited.
+    #[arg(long, value_enum, default_value = "linux")]
+    pub stack: LoginStack,
+    /// With --stack sunos35: a login results file (`netlab login --out`)
+    /// whose cells' measured work per keystroke is fed into the model:
+    /// today's relays on 1989's machine.
+    #[arg(long, value_name = "RESULTS")]
+    pub counts_from: Option<PathBuf>,
     #[command(flatten)]
     pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
     pub run: crate::options::run::RunOptions,
+}
+
+/// Which host the users type at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoginStack {
+    Linux,
+    Sunos35,
 }
 
 /// A grid cell's window and warm-up.
@@ -237,7 +255,86 @@ impl LoginExperimentArgs {
     }
 }
 
+/// `--stack sunos35`: the model's rows, and today's relays on 1989's
+/// machine from `--counts-from`. Options that would measure are refused:
+/// the model describes one placement (two terminal servers to one
+/// Sun-3/260 over 10 Mbit/s Ethernet), one protocol (rlogin), no budget.
+fn run_model(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    let describes = "the model describes 000's setup only (terminal servers to one Sun-3/260 over 10 Mbit/s Ethernet) and runs no endpoints";
+    if args.place.placement.is_some()
+        || args.place.remote.from.is_some()
+        || args.place.remote.to.is_some()
+    {
+        bail!("--stack sunos35: {describes}: --placement, --from and --to do not apply");
+    }
+    if let Some(p) = args.protocol.iter().find(|p| **p != Dialect::Rlogin) {
+        bail!(
+            "--stack sunos35 --protocol {}: the model describes rlogin, 000's protocol",
+            p.name()
+        );
+    }
+    let measuring = [
+        (
+            args.host_cpu.is_some(),
+            "--host-cpu (the model is the 1989 host)",
+        ),
+        (args.load.is_some(), "--load"),
+        (
+            args.find_limit,
+            "--find-limit (the model gives each design's melting point)",
+        ),
+        (args.corpus.is_some(), "--corpus"),
+        (args.poisson, "--poisson"),
+        (
+            args.duration.is_some() || args.warmup.is_some(),
+            "--duration/--warmup",
+        ),
+    ];
+    if let Some((_, option)) = measuring.iter().find(|(given, _)| *given) {
+        bail!("--stack sunos35: {describes}: {option} does not apply");
+    }
+    if !(args.rate.is_finite() && args.rate > 0.0) {
+        bail!(
+            "--rate must be a positive number of characters a second, not {}",
+            args.rate
+        );
+    }
+    let users: Vec<u32> = args
+        .users
+        .iter()
+        .map(|&n| u32::try_from(n).ok().filter(|&n| n > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| anyhow::anyhow!("--users: each count must be 1 to {}", u32::MAX))?;
+    let today = match &args.counts_from {
+        None => Vec::new(),
+        Some(path) => {
+            let lines = crate::record::read_records::<LoginData>(path)
+                .with_context(|| format!("--counts-from {}", path.display()))?;
+            let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
+            let today = crate::experiments::login::model::today(&records, &users, args.rate);
+            if today.is_empty() {
+                bail!(
+                    "--counts-from {}: no login cell there carries its work per keystroke (system calls, context switches and pty transfers of one of netlab's relays; records before 2026-11-29 do not)",
+                    path.display()
+                );
+            }
+            today
+        }
+    };
+    use crate::experiments::login::model::{model_doc, model_text};
+    args.run
+        .finish_unrecorded(out, model_doc(&users, args.rate, &today), || {
+            model_text(&users, args.rate, &today)
+        })
+}
+
 pub fn run_experiment(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.stack == LoginStack::Sunos35 {
+        return run_model(args, out);
+    }
+    if args.counts_from.is_some() {
+        bail!("--counts-from feeds measured counts into the model: add --stack sunos35");
+    }
     let mut plan = args.plan()?;
     if let Some(warning) = plan.drop_budget_unless_available() {
         eprintln!("warning: {warning}");
@@ -318,6 +415,9 @@ pub enum LoginCommand {
         idle_s: u64,
         #[arg(long)]
         peer: SocketAddr,
+        /// The server's pty-transfer page, inherited as this descriptor.
+        #[arg(long)]
+        tally_fd: Option<i32>,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -366,8 +466,12 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
             nodelay,
             idle_s,
             peer,
+            tally_fd,
             command,
         }) => {
+            if let Some(fd) = tally_fd {
+                crate::endpoint::login::tally::adopt(fd).context("--tally-fd")?;
+            }
             let config = SessionConfig {
                 protocol: Protocol::parse(&protocol).expect("checked by clap"),
                 linemode,

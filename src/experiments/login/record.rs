@@ -119,6 +119,28 @@ pub struct LoginResult {
     /// where the emulator carried the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator: Option<EmulatorReport>,
+    /// The server's work per keystroke (older records: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_keystroke: Option<KeystrokeCounts>,
+}
+
+/// What the server did per keystroke over the window: the 1989 login
+/// model's input (`model::sunos35::PerKeystroke`), measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KeystrokeCounts {
+    /// The server's tasks' system calls and context switches (perf on the
+    /// tree; None where perf could not count them).
+    pub syscalls: Option<f64>,
+    pub context_switches: Option<f64>,
+    /// Packets into and out of the server's side (on loopback each
+    /// segment is one or the other: half each).
+    pub packets_in: f64,
+    pub packets_out: f64,
+    /// Reads from and writes into the pty master that moved bytes (None:
+    /// a server that does not count them, telnetd and sshd).
+    pub pty_transfers: Option<f64>,
+    /// Where the counts came from, or why one is missing.
+    pub source: String,
 }
 
 /// The most users one server serves with a normal verdict, as a limit

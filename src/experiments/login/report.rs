@@ -241,6 +241,7 @@ pub fn table(records: &[Record]) -> String {
         "1989 responsiveness: normal: {}; kernel-assisted: {}.\n",
         then.responsiveness.user, then.responsiveness.kernel
     ));
+    text.push_str(&crate::experiments::login::model::beside_table(records));
     text.push_str(
         "r, b: runnable and blocked tasks (means of 100 ms samples; the sampler not counted). \
          syscalls/s: every process of the serving host (perf raw_syscalls:sys_enter), the load generator's included when it runs there. \
