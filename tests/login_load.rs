@@ -312,7 +312,11 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
 
 #[test]
 fn bad_input_is_refused_with_the_reason() {
-    let cases: [(&[&str], &str); 15] = [
+    let cases: [(&[&str], &str); 16] = [
+        (
+            &["--host-cpu", "0.5", "--rate", "1000"],
+            "is below what one session typing 1000 chars/s needs here",
+        ),
         (&["--load", "udp:4"], "--load udp:4: the load is `stream`"),
         (&["--load", "stream:17"], "from 1 to 16 streams"),
         (&["--load", "stream:0"], "from 1 to 16 streams"),

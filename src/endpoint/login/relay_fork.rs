@@ -78,10 +78,24 @@ pub fn serve(
         // SAFETY: async-signal-safe calls only, between fork and exec.
         unsafe {
             command.pre_exec(move || {
-                if libc::dup2(fd, 3) < 0 {
+                // Both first to numbers above 3 and 4, so that neither
+                // lands on the other's target (or on itself, keeping its
+                // close-on-exec) before it is moved there.
+                let high = |from: i32| -> io::Result<i32> {
+                    match libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 10) {
+                        n if n < 0 => Err(io::Error::last_os_error()),
+                        n => Ok(n),
+                    }
+                };
+                let socket = high(fd)?;
+                let page = match tally {
+                    Some(page) => Some(high(page)?),
+                    None => None,
+                };
+                if libc::dup2(socket, 3) < 0 {
                     return Err(io::Error::last_os_error());
                 }
-                if let Some(page) = tally
+                if let Some(page) = page
                     && libc::dup2(page, TALLY_FD) < 0
                 {
                     return Err(io::Error::last_os_error());

@@ -339,7 +339,7 @@ impl Default for LoginPlan {
 }
 
 /// Why a login plan cannot run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
     #[error("--users: zero users is not an experiment")]
     ZeroUsers,
@@ -357,12 +357,40 @@ pub enum PlanError {
     PresetOnAgent(String),
     #[error("measuring this host's cost of a TCP packet: {0}")]
     PacketCost(String),
+    #[error(
+        "--host-cpu {given}% is below what one session typing {rate} chars/s needs here: at least {need:.3}% of one CPU ({PACKETS_PER_KEYSTROKE} packets a keystroke at {packet_us:.1} µs each, measured now); a smaller budget would measure nothing but itself"
+    )]
+    BelowOneSession {
+        given: f64,
+        need: f64,
+        rate: f64,
+        packet_us: f64,
+    },
     #[error("--corpus {path}: {reason}")]
     Corpus { path: String, reason: String },
     #[error("the corpus has no typeable characters")]
     EmptyCorpus,
     #[error(transparent)]
     Limits(#[from] crate::measure::limits::LimitsCrossed),
+}
+
+/// Packets a keystroke costs the server at least: its segment in, the echo
+/// out, the echo's ACK in (2.99 measured on loopback, docs/EXPERIMENTS.md).
+pub const PACKETS_PER_KEYSTROKE: f64 = 3.0;
+
+/// Refuses a budget below what one session typing `rate` characters a
+/// second needs on this host, its packets at `packet_us` each.
+pub fn check_one_session(percent: f64, rate: f64, packet_us: f64) -> Result<(), PlanError> {
+    let need = rate * PACKETS_PER_KEYSTROKE * packet_us / 1e4;
+    if percent < need {
+        return Err(PlanError::BelowOneSession {
+            given: percent,
+            need,
+            rate,
+            packet_us,
+        });
+    }
+    Ok(())
 }
 
 /// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
@@ -698,6 +726,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
             measure,
             &LoginParams {
                 users: n,
+                duration_s: probe_window_s(template, n),
                 ..template.clone()
             },
         )?;
@@ -802,12 +831,26 @@ impl LimitSearch {
     }
 }
 
+/// Echoes a probe's window holds at least: its verdict is the echo p99,
+/// here the 4th-worst of them, not the worst of a handful (a 1 s window
+/// of 16 users held 80, and one late echo decided the probe).
+pub const PROBE_ECHOES: f64 = 400.0;
+/// The longest window a probe is stretched to.
+const PROBE_WINDOW_MAX_S: f64 = 20.0;
+
+/// A probe's window at `users`: the template's, stretched until it holds
+/// [`PROBE_ECHOES`] keystrokes (at most [`PROBE_WINDOW_MAX_S`]).
+pub fn probe_window_s(template: &LoginParams, users: usize) -> f64 {
+    let needed = PROBE_ECHOES / (users.max(1) as f64 * template.rate);
+    template.duration_s.max(needed.min(PROBE_WINDOW_MAX_S))
+}
+
 /// About how long a probe of `users` takes: its window, its warm-up, the
 /// logins and the server's start and stop (about 1.5 s here, plus 5 ms a
 /// user logging in: measured 2026-11-26, 32 epoll users in 7.4 s with a
 /// 6 s window).
 pub fn probe_seconds(template: &LoginParams, users: usize) -> f64 {
-    template.warmup_s + template.duration_s + 1.5 + 0.005 * users as f64
+    template.warmup_s + probe_window_s(template, users) + 1.5 + 0.005 * users as f64
 }
 
 /// What a search will take, said before it starts.
@@ -822,7 +865,7 @@ pub fn search_plan_line(template: &LoginParams, search: &LimitSearch, servers: u
     };
     let minutes = |s: f64| s / 60.0;
     format!(
-        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {fewest} to {most} probes a server, each the logins, {} s of warm-up and {} s measured (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
+        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {fewest} to {most} probes a server, each the logins, {} s of warm-up and at least {} s measured, stretched to hold {PROBE_ECHOES} keystrokes (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
         if servers == 1 { "" } else { "s" },
         search.start,
         search.max_users,
@@ -907,7 +950,19 @@ mod tests {
         let line = search_plan_line(&template, &search, 2);
         assert!(line.contains("2 servers"), "{line}");
         assert!(line.contains("5 to 12 probes a server"), "{line}");
-        assert!(line.contains("1 s of warm-up and 5 s measured"), "{line}");
+        assert!(
+            line.contains("1 s of warm-up and at least 5 s measured, stretched to hold 400"),
+            "{line}"
+        );
+        // A probe's window holds at least 400 keystrokes, up to 20 s.
+        let short = LoginParams {
+            duration_s: 1.0,
+            rate: 5.0,
+            ..template.clone()
+        };
+        assert_eq!(probe_window_s(&short, 16), 5.0);
+        assert_eq!(probe_window_s(&short, 200), 1.0);
+        assert_eq!(probe_window_s(&short, 1), 20.0);
         // Five probes of about 7.6 s, twice: about 1.3 min at the least.
         assert!(line.contains("expect about 1.3 to"), "{line}");
         assert_eq!(so_far(0, None), "nothing normal yet");

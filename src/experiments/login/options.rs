@@ -6,7 +6,8 @@
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::login::cell::{
-    LimitSearch, LoadPlan, LoginMeasure, LoginPlan, corpus, find_limits, host_budget,
+    LimitSearch, LoadPlan, LoginMeasure, LoginPlan, check_one_session, corpus, find_limits,
+    host_budget, serving_host,
 };
 use crate::experiments::login::load::{LoadFix, parse_load};
 use crate::experiments::login::record::LoginData;
@@ -75,7 +76,7 @@ pub struct LoginExperimentArgs {
     /// and removes: a 1989-class host on today's machine. Or a preset,
     /// `sun3` (the 1989 test's Sun-3/260) or `vax750`: the budget under
     /// which a small TCP packet costs this host what it cost that one
-    /// (measured here first, in a quarter second). Needs root; where no
+    /// (measured here first, in half a second). Needs root; where no
     /// CPU controller is available netlab says so and runs without.
     #[arg(long, value_name = "PERCENT|PRESET", allow_hyphen_values = true)]
     pub host_cpu: Option<String>,
@@ -137,6 +138,22 @@ impl LoginExperimentArgs {
             }
             None => (None, None),
         };
+        // A budget a single session outgrows is refused before anything
+        // starts, against this host's packet cost (where the server runs here).
+        if let Some(percent) = host_cpu_pct
+            && crate::testbed::cgroup::check(percent).is_ok()
+            && placements.iter().all(|p| serving_host(p) == "local")
+        {
+            let packet_us = match &host_cpu_preset {
+                Some(preset) => preset.packet_us_here,
+                None => {
+                    crate::measure::packet_cost::loopback_packet_cost()
+                        .context("measuring this host's cost of a TCP packet")?
+                        .us_per_packet
+                }
+            };
+            check_one_session(percent, self.rate, packet_us)?;
+        }
         if self.find_limit && self.load.is_some() {
             bail!(
                 "--find-limit with --load: a limit search varies users, a load's cells vary the fix; run one, then the other"
@@ -469,8 +486,11 @@ pub fn run(args: LoginArgs, out: &mut Output) -> anyhow::Result<()> {
             tally_fd,
             command,
         }) => {
-            if let Some(fd) = tally_fd {
-                crate::endpoint::login::tally::adopt(fd).context("--tally-fd")?;
+            // Without the page the session still serves, uncounted.
+            if let Some(fd) = tally_fd
+                && let Err(e) = crate::endpoint::login::tally::adopt(fd)
+            {
+                eprintln!("netlab login session: --tally-fd {fd}: pty transfers not counted: {e}");
             }
             let config = SessionConfig {
                 protocol: Protocol::parse(&protocol).expect("checked by clap"),
