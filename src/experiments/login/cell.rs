@@ -676,7 +676,7 @@ pub struct LimitSearch {
     pub max_users: usize,
     /// Bisect until the last normal and the first degraded count are within
     /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`,
-    /// 2 (a half) in the lab's quick profile.
+    /// 8 in the lab's quick profile too.
     pub resolution: usize,
 }
 
