@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod guard;
+pub mod iperf3;
 pub mod login;
 pub mod pattern;
 pub mod pin;

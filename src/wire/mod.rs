@@ -9,6 +9,7 @@
 //! - [`telnet`]: TELNET stream, Q-method negotiation, NAWS, TTYPE, LINEMODE (RFC 854/855/1143/1073/1091/1184).
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
 //! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
+//! - [`iperf3`]: iperf3's control protocol (states, cookie, JSON parameters and results).
 //! - [`ether`]: Ethernet II frames, ARP (RFC 826), IPv4 (RFC 791) and UDP (RFC 768) headers.
 
 /// Writes a protocol's table of codes once, as an enum with `code()` for
@@ -52,6 +53,7 @@ macro_rules! code_table {
 pub mod control;
 pub mod dns;
 pub mod ether;
+pub mod iperf3;
 pub mod ipv4;
 pub mod recmark;
 pub mod rlogin;

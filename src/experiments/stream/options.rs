@@ -302,7 +302,68 @@ impl StreamArgs {
     }
 }
 
+/// The test `args` asks for, refused where an option does not apply.
+fn iperf3_spec(
+    args: &StreamArgs,
+    target: &str,
+) -> anyhow::Result<crate::endpoint::iperf3::Iperf3Spec> {
+    let c = &args.common;
+    let unsupported = [
+        (
+            c.udp,
+            "--udp (UDP against an iperf3 server is not done yet)",
+        ),
+        (
+            c.place.remote.from.is_some(),
+            "--from (netlab is the client, here)",
+        ),
+        (args.interval.is_some(), "--interval"),
+        (args.confidence.is_some(), "--confidence"),
+        (args.repeat > 1, "--repeat"),
+        (
+            c.sender_cpu.is_some() || c.receiver_cpu.is_some(),
+            "--sender-cpu/--receiver-cpu",
+        ),
+    ];
+    if let Some((_, option)) = unsupported.iter().find(|(given, _)| *given) {
+        anyhow::bail!(
+            "--to iperf3:{target}: {option} does not apply to a test against an iperf3 server"
+        );
+    }
+    if !(1..=128).contains(&c.parallel) {
+        anyhow::bail!("-P {}: iperf3 runs 1 to 128 streams", c.parallel);
+    }
+    let duration = args.duration.unwrap_or(2.0);
+    if !(duration.is_finite() && (1.0..=86_400.0).contains(&duration)) && args.bytes.is_none() {
+        anyhow::bail!("--duration {duration}: iperf3 tests run 1 s to a day, in whole seconds");
+    }
+    if args.record == 0 || args.record > 1 << 24 {
+        anyhow::bail!("--record {}: 1 byte to 16 MiB a write", args.record);
+    }
+    Ok(crate::endpoint::iperf3::Iperf3Spec {
+        server: crate::experiments::stream::iperf3::server_address(target)?,
+        parallel: c.parallel as u32,
+        reverse: c.reverse,
+        bidir: c.bidir,
+        duration: std::time::Duration::from_secs_f64(duration.ceil()),
+        bytes: args.bytes,
+        len: args.record as usize,
+        timeout: std::time::Duration::from_secs(10),
+    })
+}
+
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
+    if let Some(target) = args
+        .common
+        .place
+        .remote
+        .to
+        .as_deref()
+        .and_then(|to| to.strip_prefix("iperf3:"))
+    {
+        let spec = iperf3_spec(&args, target)?;
+        return crate::experiments::stream::iperf3::run_against(&spec, &args.common.run, out);
+    }
     let mut config = args.common.config(args.amount(), args.record)?;
     config.interval_s = args.interval;
     config.check_interval()?;

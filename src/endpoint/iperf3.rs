@@ -1,0 +1,488 @@
+//! netlab as an iperf3 client: a TCP test against any stock `iperf3 -s`
+//! through iperf3's own control protocol ([`crate::wire::iperf3`]), with
+//! `-P`, `-R` and `--bidir`, by time or by bytes. The data streams run on
+//! threads of this process, so netlab's end measures what it always does;
+//! the server's figures come back in its results.
+//!
+//! Invariant: every wait on the server is bounded (`Iperf3Spec::timeout`),
+//! and every stream thread is joined before [`run`] returns.
+
+use crate::wire::iperf3::{
+    self, COOKIE_SIZE, Cookie, Iperf3Error, Params, Results, State, StreamResult,
+};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One test against an iperf3 server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Iperf3Spec {
+    pub server: SocketAddr,
+    /// Streams each way (`-P`).
+    pub parallel: u32,
+    /// The server sends (`-R`).
+    pub reverse: bool,
+    /// Both send (`--bidir`): `parallel` streams each way.
+    pub bidir: bool,
+    /// How long the test runs (by time), or at most, by bytes.
+    pub duration: Duration,
+    /// Ends when this many bytes were sent or received (`-n`).
+    pub bytes: Option<u64>,
+    /// Bytes per write (iperf3's TCP default: 128 KiB).
+    pub len: usize,
+    /// The longest netlab waits for the server at any step.
+    pub timeout: Duration,
+}
+
+impl Iperf3Spec {
+    /// The parameters iperf3's client would write for this test.
+    pub fn params(&self) -> Params {
+        Params {
+            tcp: Some(true),
+            omit: 0,
+            time: if self.bytes.is_some() {
+                0
+            } else {
+                self.duration.as_secs().max(1)
+            },
+            num: self.bytes.unwrap_or(0),
+            blockcount: 0,
+            parallel: self.parallel,
+            reverse: self.reverse.then_some(true),
+            bidirectional: self.bidir.then_some(true),
+            len: Some(self.len as u64),
+            pacing_timer: Some(1000),
+            client_version: iperf3::CLIENT_VERSION.into(),
+            ..Params::default()
+        }
+    }
+}
+
+/// One data stream as netlab's end saw it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LocalStream {
+    /// iperf3's stream id (1, 3, 4, ...: iperf3 skips 2).
+    pub id: i64,
+    /// Whether netlab sent on it.
+    pub sender: bool,
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+/// A finished test: both ends' accounts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Iperf3Run {
+    pub params: Params,
+    pub streams: Vec<LocalStream>,
+    /// What netlab reported to the server.
+    pub client: Results,
+    /// What the server reported.
+    pub server: Results,
+    /// From TEST_RUNNING to TEST_END.
+    pub seconds: f64,
+}
+
+/// Why a test against an iperf3 server did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach {0}: {1}")]
+    Connect(SocketAddr, io::Error),
+    #[error("{0} is not an iperf3 server: {1}")]
+    NotIperf3(SocketAddr, String),
+    #[error("{0}: the server is busy running a test (iperf3's ACCESS_DENIED); try again later")]
+    Busy(SocketAddr),
+    #[error("{addr}: the server refused the test: {text} (errno {errno})")]
+    Server {
+        addr: SocketAddr,
+        text: String,
+        errno: i32,
+    },
+    #[error("{0}: the server ended the test (SERVER_TERMINATE)")]
+    Terminated(SocketAddr),
+    #[error("{0}: {1}")]
+    OldServer(SocketAddr, String),
+    #[error("{0}: {1}")]
+    Protocol(SocketAddr, Iperf3Error),
+    #[error("{0}: {1}")]
+    Io(SocketAddr, String),
+}
+
+/// A control connection and where it is in the test.
+struct Control {
+    socket: TcpStream,
+    addr: SocketAddr,
+}
+
+impl Control {
+    fn io(&self, what: &str) -> impl Fn(io::Error) -> ClientError + '_ {
+        let what = what.to_string();
+        move |e| ClientError::Io(self.addr, format!("{what}: {e}"))
+    }
+
+    /// The server's next state; `first` says what an unexpected answer
+    /// to the cookie means.
+    fn state(&mut self, first: bool) -> Result<State, ClientError> {
+        let mut byte = [0u8; 1];
+        match self.socket.read(&mut byte) {
+            Ok(0) => Err(if first {
+                ClientError::NotIperf3(self.addr, "it closed the connection on the cookie".into())
+            } else {
+                ClientError::Io(self.addr, "the server closed the control connection".into())
+            }),
+            Ok(_) => match State::from_byte(byte[0]) {
+                Ok(state) => Ok(state),
+                Err(_) if first => Err(ClientError::NotIperf3(
+                    self.addr,
+                    format!(
+                        "it answered the cookie with {:#04x} ({:?}), no iperf3 state",
+                        byte[0],
+                        byte[0] as char
+                    ),
+                )),
+                Err(e) => Err(ClientError::Protocol(self.addr, e)),
+            },
+            Err(e)
+                if first
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+            {
+                Err(ClientError::NotIperf3(
+                    self.addr,
+                    "nothing answered the cookie (an iperf3 server asks for the parameters at once; iperf2 and others wait)".into(),
+                ))
+            }
+            Err(e) => Err(ClientError::Io(
+                self.addr,
+                format!("reading the server's state: {e}"),
+            )),
+        }
+    }
+
+    fn send_state(&mut self, state: State) -> Result<(), ClientError> {
+        self.socket
+            .write_all(&[state.byte()])
+            .map_err(self.io("writing a state"))
+    }
+
+    fn read_results(&mut self) -> Result<Results, ClientError> {
+        let mut header = [0u8; 4];
+        self.socket
+            .read_exact(&mut header)
+            .map_err(self.io("reading the server's results"))?;
+        let len = iperf3::frame_length(header).map_err(|e| ClientError::Protocol(self.addr, e))?;
+        let mut text = vec![0u8; len];
+        self.socket
+            .read_exact(&mut text)
+            .map_err(self.io("reading the server's results"))?;
+        iperf3::parse_json(&text, "results").map_err(|e| ClientError::Protocol(self.addr, e))
+    }
+
+    /// What a refusal state means.
+    fn refused(&mut self, state: State) -> ClientError {
+        match state {
+            State::AccessDenied => ClientError::Busy(self.addr),
+            State::ServerTerminate => ClientError::Terminated(self.addr),
+            State::ServerError => {
+                let mut numbers = [0u8; 8];
+                match self.socket.read_exact(&mut numbers) {
+                    Ok(()) => {
+                        let i_errno = i32::from_be_bytes(numbers[..4].try_into().unwrap());
+                        let errno = i32::from_be_bytes(numbers[4..].try_into().unwrap());
+                        ClientError::Server {
+                            addr: self.addr,
+                            text: iperf3::server_error_text(i_errno),
+                            errno,
+                        }
+                    }
+                    Err(e) => ClientError::Io(self.addr, format!("reading a server error: {e}")),
+                }
+            }
+            other => ClientError::Io(self.addr, format!("the server sent {other:?} out of turn")),
+        }
+    }
+}
+
+/// A data stream's thread and its count.
+struct Stream {
+    id: i64,
+    sender: bool,
+    bytes: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<io::Result<()>>,
+}
+
+/// Runs one test as `spec` says.
+pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
+    let addr = spec.server;
+    let socket = TcpStream::connect_timeout(&addr, spec.timeout)
+        .map_err(|e| ClientError::Connect(addr, e))?;
+    socket
+        .set_read_timeout(Some(spec.timeout))
+        .and_then(|()| socket.set_nodelay(true))
+        .map_err(|e| ClientError::Io(addr, e.to_string()))?;
+    let mut control = Control { socket, addr };
+    let cookie = Cookie::new().map_err(|e| ClientError::Io(addr, e.to_string()))?;
+    control
+        .socket
+        .write_all(cookie.as_bytes())
+        .map_err(control.io("writing the cookie"))?;
+    let params = spec.params();
+    let cpu0 = crate::measure::rusage::process_cpu_ns();
+    let (mut streams, mut running_since, mut ended_after) = (Vec::new(), None, None);
+    // `stop`: the test is over, senders stop writing and receivers stop
+    // counting; `finished`: the exchange is over and the streams close.
+    // Between the two every socket stays open and receivers drain, as
+    // iperf3's client does: a server still sending when its peer closes
+    // fails the test ("unable to write to stream socket").
+    let stop = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
+    let total = Arc::new(AtomicU64::new(0));
+    let mut first = true;
+    let outcome: Result<_, ClientError> = loop {
+        let state = match control.state(first) {
+            Ok(state) => state,
+            Err(e) => break Err(e),
+        };
+        first = false;
+        match state {
+            State::ParamExchange => {
+                if let Err(e) = control
+                    .socket
+                    .write_all(&iperf3::frame(&params))
+                    .map_err(control.io("writing the parameters"))
+                {
+                    break Err(e);
+                }
+            }
+            State::CreateStreams => {
+                let directions: Vec<bool> = match (spec.bidir, spec.reverse) {
+                    (true, _) => [true, false]
+                        .into_iter()
+                        .flat_map(|s| std::iter::repeat_n(s, spec.parallel as usize))
+                        .collect(),
+                    (false, reverse) => vec![!reverse; spec.parallel as usize],
+                };
+                let mut opened = Ok(());
+                for (i, sender) in directions.into_iter().enumerate() {
+                    let id = if i == 0 { 1 } else { i as i64 + 2 };
+                    match open_stream(spec, &cookie, id, sender, &stop, &finished, &total) {
+                        Ok(stream) => streams.push(stream),
+                        Err(e) => {
+                            opened = Err(e);
+                            break;
+                        }
+                    }
+                }
+                if let Err(e) = opened {
+                    break Err(e);
+                }
+            }
+            State::TestStart => {}
+            State::TestRunning => {
+                let since = Instant::now();
+                running_since = Some(since);
+                // The client ends the test: by time, or once the bytes
+                // asked for went either way.
+                let deadline = since + spec.duration;
+                loop {
+                    let done = match spec.bytes {
+                        Some(n) => total.load(Ordering::Relaxed) >= n,
+                        None => Instant::now() >= deadline,
+                    };
+                    if done || Instant::now() >= deadline + spec.timeout {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                stop.store(true, Ordering::Relaxed);
+                ended_after = Some(since.elapsed().as_secs_f64());
+                if let Err(e) = control.send_state(State::TestEnd) {
+                    break Err(e);
+                }
+            }
+            State::ExchangeResults => {
+                let seconds = ended_after.unwrap_or(0.0);
+                let counted = snapshot(&streams, seconds);
+                let cpu_s = match (cpu0, crate::measure::rusage::process_cpu_ns()) {
+                    (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+                    _ => 0.0,
+                };
+                let wall = running_since.map_or(1.0, |s| s.elapsed().as_secs_f64().max(1e-9));
+                let client = Results {
+                    cpu_util_total: 100.0 * cpu_s / wall,
+                    cpu_util_user: 0.0,
+                    cpu_util_system: 0.0,
+                    sender_has_retransmits: if counted.iter().any(|s| s.sender) {
+                        0
+                    } else {
+                        -1
+                    },
+                    congestion_used: None,
+                    streams: counted
+                        .iter()
+                        .map(|s| StreamResult {
+                            id: s.id,
+                            bytes: s.bytes,
+                            retransmits: -1,
+                            start_time: 0.0,
+                            end_time: s.seconds,
+                            ..StreamResult::default()
+                        })
+                        .collect(),
+                    server_output_text: None,
+                };
+                if let Err(e) = control
+                    .socket
+                    .write_all(&iperf3::frame(&client))
+                    .map_err(control.io("writing netlab's results"))
+                {
+                    break Err(e);
+                }
+                break control
+                    .read_results()
+                    .map(|server| (counted, client, server, seconds));
+            }
+            State::TestEnd | State::IperfStart | State::IperfDone => {}
+            refusal => break Err(control.refused(refusal)),
+        }
+    };
+    let outcome = outcome.and_then(|done| match control.state(false)? {
+        State::DisplayResults => {
+            control.send_state(State::IperfDone)?;
+            Ok(done)
+        }
+        other => Err(control.refused(other)),
+    });
+    // Every stream closes now, whatever happened.
+    stop.store(true, Ordering::Relaxed);
+    finished.store(true, Ordering::Relaxed);
+    let joined = join(streams);
+    let (counted, client, server, seconds) = outcome?;
+    joined.map_err(|e| ClientError::Io(addr, format!("a data stream: {e}")))?;
+    let expected = counted.len();
+    if server.streams.len() != expected {
+        return Err(ClientError::OldServer(
+            addr,
+            format!(
+                "the server reported {} stream(s) for the {expected} of this test: an iperf3 before 3.7 ignores --bidir",
+                server.streams.len()
+            ),
+        ));
+    }
+    Ok(Iperf3Run {
+        params,
+        streams: counted,
+        client,
+        server,
+        seconds,
+    })
+}
+
+/// Opens one data connection (the cookie first) and starts its thread.
+fn open_stream(
+    spec: &Iperf3Spec,
+    cookie: &Cookie,
+    id: i64,
+    sender: bool,
+    stop: &Arc<AtomicBool>,
+    finished: &Arc<AtomicBool>,
+    total: &Arc<AtomicU64>,
+) -> Result<Stream, ClientError> {
+    let addr = spec.server;
+    let mut socket = TcpStream::connect_timeout(&addr, spec.timeout)
+        .map_err(|e| ClientError::Io(addr, format!("opening data stream {id}: {e}")))?;
+    debug_assert_eq!(cookie.as_bytes().len(), COOKIE_SIZE);
+    socket
+        .write_all(cookie.as_bytes())
+        .and_then(|()| socket.set_read_timeout(Some(Duration::from_millis(100))))
+        .and_then(|()| socket.set_write_timeout(Some(Duration::from_millis(100))))
+        .map_err(|e| ClientError::Io(addr, format!("data stream {id}: {e}")))?;
+    let bytes = Arc::new(AtomicU64::new(0));
+    let (count, stop, finished, total, len) = (
+        bytes.clone(),
+        stop.clone(),
+        finished.clone(),
+        total.clone(),
+        spec.len,
+    );
+    let thread = std::thread::Builder::new()
+        .name(format!("iperf3-stream-{id}"))
+        .spawn(move || -> io::Result<()> {
+            let mut buf = crate::endpoint::pattern::Pattern::new(len)
+                .slice(0, len)
+                .to_vec();
+            let mut open = true;
+            while !finished.load(Ordering::Relaxed) {
+                let stopped = stop.load(Ordering::Relaxed);
+                if !open || (sender && stopped) {
+                    // Held open until the exchange is over.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                let moved = if sender {
+                    socket.write(&buf)
+                } else {
+                    socket.read(&mut buf)
+                };
+                match moved {
+                    Ok(0) => open = false,
+                    Ok(n) if !stopped => {
+                        count.fetch_add(n as u64, Ordering::Relaxed);
+                        total.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) => {}
+                    // The server may close its ends once the test is over.
+                    Err(_) if stop.load(Ordering::Relaxed) => open = false,
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| ClientError::Io(addr, format!("a thread for stream {id}: {e}")))?;
+    Ok(Stream {
+        id,
+        sender,
+        bytes,
+        thread,
+    })
+}
+
+/// Every stream's count so far.
+fn snapshot(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
+    streams
+        .iter()
+        .map(|s| LocalStream {
+            id: s.id,
+            sender: s.sender,
+            bytes: s.bytes.load(Ordering::Relaxed),
+            seconds,
+        })
+        .collect()
+}
+
+/// Joins every stream's thread (after `finished`): the first error.
+fn join(streams: Vec<Stream>) -> io::Result<()> {
+    let mut first_error = None;
+    for s in streams {
+        match s.thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(_) => {
+                first_error.get_or_insert(io::Error::other("a stream thread panicked"));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

@@ -1,0 +1,135 @@
+//! `netlab stream --to iperf3:HOST[:PORT]`: a TCP test against a stock
+//! iperf3 server ([`crate::endpoint::iperf3`]), netlab's end measured
+//! here, the server's figures from its results exchange, side by side.
+//!
+//! Not yet: UDP, netlab's TCP_INFO and limits verdict on these streams,
+//! and `--format iperf3`; what does not apply is refused by name.
+
+use crate::endpoint::iperf3::{Iperf3Run, Iperf3Spec, run};
+use crate::options::Output;
+use crate::report::table::markdown;
+use anyhow::Context;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// `--to`'s text after `iperf3:` as the server's address.
+pub fn server_address(text: &str) -> anyhow::Result<SocketAddr> {
+    let with_port = if text.parse::<SocketAddr>().is_ok()
+        || (text
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && !h.contains(':') && p.parse::<u16>().is_ok()))
+    {
+        text.to_string()
+    } else if text.contains(':') && !text.starts_with('[') {
+        // A bare IPv6 address.
+        format!("[{text}]:{}", crate::wire::iperf3::DEFAULT_PORT)
+    } else {
+        format!("{text}:{}", crate::wire::iperf3::DEFAULT_PORT)
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("--to iperf3:{text}: not a host, host:port or address"))?
+        .next()
+        .with_context(|| format!("--to iperf3:{text}: the name has no address"))
+}
+
+fn gbit(bytes: u64, seconds: f64) -> String {
+    format!("{:.3}", bytes as f64 * 8.0 / seconds.max(1e-9) / 1e9)
+}
+
+/// The two ends' figures, stream by stream, and their sums.
+pub fn text(spec: &Iperf3Spec, run: &Iperf3Run) -> String {
+    let mut rows = Vec::new();
+    for local in &run.streams {
+        let theirs = run.server.streams.iter().find(|s| s.id == local.id);
+        rows.push(vec![
+            local.id.to_string(),
+            if local.sender {
+                "netlab -> iperf3".into()
+            } else {
+                "iperf3 -> netlab".into()
+            },
+            local.bytes.to_string(),
+            gbit(local.bytes, local.seconds),
+            theirs.map_or("-".into(), |s| s.bytes.to_string()),
+            theirs.map_or("-".into(), |s| gbit(s.bytes, s.end_time)),
+            theirs.map_or("-".into(), |s| {
+                if s.retransmits >= 0 {
+                    s.retransmits.to_string()
+                } else {
+                    "-".into()
+                }
+            }),
+        ]);
+    }
+    let mut text = format!(
+        "netlab stream --to iperf3:{}: TCP, {} stream(s){}, {:.2} s from TEST_RUNNING to TEST_END\n",
+        spec.server,
+        spec.parallel,
+        match (spec.bidir, spec.reverse) {
+            (true, _) => " each way (--bidir)",
+            (false, true) => ", the server sending (-R)",
+            _ => "",
+        },
+        run.seconds
+    );
+    text.push_str(&markdown(
+        &[
+            "stream",
+            "direction",
+            "netlab bytes",
+            "netlab Gbit/s",
+            "server bytes",
+            "server Gbit/s",
+            "server retransmits",
+        ],
+        &rows,
+    ));
+    text.push_str(&format!(
+        "CPU: netlab {:.1}% of one CPU over the test, the server {:.1}% ({}); the server's congestion control: {}\n",
+        run.client.cpu_util_total,
+        run.server.cpu_util_total,
+        "its own report",
+        run.server.congestion_used.as_deref().unwrap_or("not said")
+    ));
+    text
+}
+
+/// Runs the test and prints it.
+pub fn run_against(
+    spec: &Iperf3Spec,
+    options: &crate::options::run::RunOptions,
+    out: &mut Output,
+) -> anyhow::Result<()> {
+    let result = run(spec)?;
+    options.finish_unrecorded(
+        out,
+        serde_json::json!({
+            "experiment": "stream-iperf3",
+            "server": spec.server.to_string(),
+            "run": result,
+        }),
+        || text(spec, &result),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_gets_iperf3_s_port_unless_it_names_one() {
+        assert_eq!(
+            server_address("127.0.0.1").unwrap(),
+            "127.0.0.1:5201".parse().unwrap()
+        );
+        assert_eq!(
+            server_address("127.0.0.1:7000").unwrap(),
+            "127.0.0.1:7000".parse().unwrap()
+        );
+        assert_eq!(
+            server_address("::1").unwrap(),
+            "[::1]:5201".parse().unwrap()
+        );
+        assert!(server_address("no such host.invalid").is_err());
+    }
+}

@@ -1,0 +1,298 @@
+//! `netlab stream --to iperf3:HOST`: netlab as a client of Debian's stock
+//! `iperf3 -s` (3.12) across a namespace pair with a shaped link, beside
+//! iperf3's own client on the same link; and the servers it must refuse.
+
+mod common;
+use common::netlab;
+use serde_json::Value;
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().unwrap();
+    assert!(status.success(), "ip {args:?}");
+}
+
+/// Two namespaces joined by a veth pair shaped to `rate` each way, an
+/// iperf3 server in the first; all removed on drop (the server by PID).
+struct Pair {
+    names: [String; 2],
+    subnet: u32,
+    server: Option<Child>,
+}
+
+impl Pair {
+    fn new(rate: &str) -> Pair {
+        assert!(
+            netlab::testbed::netns::has_net_admin(),
+            "the iperf3 tests need CAP_NET_ADMIN: run them as root"
+        );
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("nli{}x{n}", std::process::id());
+        let pair = Pair {
+            names: [format!("{tag}s"), format!("{tag}c")],
+            subnet: 60 + n,
+            server: None,
+        };
+        for name in &pair.names {
+            ip(&["netns", "add", name]);
+        }
+        let [s, c] = [pair.names[0].as_str(), pair.names[1].as_str()];
+        ip(&[
+            "-n", s, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", c,
+        ]);
+        for (ns, host) in [(s, 1), (c, 2)] {
+            let addr = format!("10.232.{}.{host}/24", pair.subnet);
+            ip(&["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+            ip(&["-n", ns, "link", "set", "eth0", "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+            let status = Command::new("tc")
+                .args(["-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf"])
+                .args(["rate", rate, "burst", "64kb", "latency", "50ms"])
+                .status()
+                .unwrap();
+            assert!(status.success(), "tc tbf in {ns}");
+        }
+        pair
+    }
+
+    fn server_addr(&self) -> String {
+        format!("10.232.{}.1", self.subnet)
+    }
+
+    /// Starts `iperf3 -s` in the first namespace and waits until it listens.
+    fn start_server(&mut self) {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.names[0], "iperf3", "-s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("iperf3 runs (apt-get install iperf3; scripts/test installs it)");
+        self.server = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let listening = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.names[0],
+                    "ss",
+                    "-ltnH",
+                    "sport = :5201",
+                ])
+                .output()
+                .unwrap();
+            if !listening.stdout.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "iperf3 -s never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `netlab stream --to iperf3:SERVER ARGS --json` from the client side.
+    fn netlab(&self, args: &[&str]) -> Value {
+        let binary = assert_cmd::cargo::cargo_bin("netlab");
+        let target = format!("iperf3:{}", self.server_addr());
+        let run = Command::new("ip")
+            .args(["netns", "exec", &self.names[1]])
+            .arg(binary)
+            .args(["stream", "--to", &target, "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "netlab {args:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        serde_json::from_slice(&run.stdout).unwrap()
+    }
+
+    /// iperf3's own client, `-J`, from the client side.
+    fn iperf3(&self, args: &[&str]) -> Value {
+        let run = Command::new("ip")
+            .args(["netns", "exec", &self.names[1], "iperf3", "-c"])
+            .arg(self.server_addr())
+            .arg("-J")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "iperf3 {args:?}");
+        serde_json::from_slice(&run.stdout).unwrap()
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+/// Bits a second the server counted over `run`'s streams (netlab's JSON).
+fn server_bits_per_s(doc: &Value) -> f64 {
+    let streams = doc["run"]["server"]["streams"].as_array().unwrap();
+    streams
+        .iter()
+        .map(|s| s["bytes"].as_f64().unwrap() * 8.0 / s["end_time"].as_f64().unwrap())
+        .sum()
+}
+
+#[test]
+fn netlab_and_iperf3_s_own_client_agree_on_a_shaped_link() {
+    let _measuring = common::measuring();
+    let mut pair = Pair::new("200mbit");
+    pair.start_server();
+    // Alternating, twice each: the link's rate is the answer both must find.
+    let mut ratios = Vec::new();
+    for _ in 0..2 {
+        let ours = pair.netlab(&["--duration", "3"]);
+        let theirs = pair.iperf3(&["-t", "3"]);
+        let ours_bps = server_bits_per_s(&ours);
+        let theirs_bps = theirs["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap();
+        assert!(ours_bps > 100e6, "netlab: {ours_bps} bit/s: {ours}");
+        ratios.push(ours_bps / theirs_bps);
+    }
+    for r in &ratios {
+        assert!((0.85..=1.15).contains(r), "netlab/iperf3 {ratios:?}");
+    }
+}
+
+#[test]
+fn reverse_parallel_bidir_and_bytes_run_against_a_stock_server() {
+    let _measuring = common::measuring();
+    let mut pair = Pair::new("500mbit");
+    pair.start_server();
+    let count = |doc: &Value, sender: bool| {
+        doc["run"]["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["sender"] == sender && s["bytes"].as_u64().unwrap() > 0)
+            .count()
+    };
+    let reverse = pair.netlab(&["--duration", "1", "--reverse", "-P", "2"]);
+    assert_eq!(
+        (count(&reverse, false), count(&reverse, true)),
+        (2, 0),
+        "{reverse}"
+    );
+    let bidir = pair.netlab(&["--duration", "1", "--bidir"]);
+    assert_eq!(
+        (count(&bidir, true), count(&bidir, false)),
+        (1, 1),
+        "{bidir}"
+    );
+    assert_eq!(
+        bidir["run"]["server"]["streams"].as_array().unwrap().len(),
+        2
+    );
+    // By bytes: the test ends once netlab has sent them (as iperf3's
+    // client ends it), the server having read all but what was in flight.
+    let bytes = pair.netlab(&["--bytes", "10M"]);
+    let sum = |side: &str| -> u64 {
+        bytes["run"][side]["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(sum("client") >= 10 << 20, "{bytes}");
+    assert!(sum("server") * 10 >= sum("client") * 8, "{bytes}");
+    assert!(sum("server") <= sum("client"), "{bytes}");
+}
+
+/// A server on loopback that answers each connection with `greeting`.
+fn fake_server(greeting: &'static [u8]) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.write_all(greeting);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    port
+}
+
+#[test]
+fn servers_that_are_not_iperf3_or_are_busy_are_refused_by_name() {
+    let ssh = fake_server(b"SSH-2.0-OpenSSH_9.2\r\n");
+    let run = netlab()
+        .args(["stream", "--to", &format!("iperf3:127.0.0.1:{ssh}")])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("is not an iperf3 server"), "{stderr}");
+    // A stock server busy with another client's test.
+    let _measuring = common::measuring();
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut busy_client = Command::new("iperf3")
+        .args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "5",
+            "-b",
+            "10M",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let run = netlab()
+        .args(["stream", "--to", &format!("iperf3:127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    let _ = busy_client.kill();
+    let _ = busy_client.wait();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("the server is busy running a test"),
+        "{stderr}"
+    );
+    // Options that do not apply are refused by name.
+    let run = netlab()
+        .args([
+            "stream",
+            "--to",
+            "iperf3:127.0.0.1",
+            "--udp",
+            "--rate",
+            "1M",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--udp"));
+}
