@@ -1,4 +1,4 @@
-//! netlab as an iperf3 client: a TCP test against any stock `iperf3 -s`
+//! netlab as an iperf3 client: a TCP or UDP test against any stock `iperf3 -s`
 //! through iperf3's own control protocol ([`crate::wire::iperf3`]), with
 //! `-P`, `-R` and `--bidir`, by time or by bytes. The data streams run on
 //! threads of this process, so netlab's end measures what it always does;
@@ -30,8 +30,10 @@ pub struct Iperf3Spec {
     pub duration: Duration,
     /// Ends when this many bytes were sent or received (`-n`).
     pub bytes: Option<u64>,
-    /// Bytes per write (iperf3's TCP default: 128 KiB).
+    /// Bytes per write (iperf3's TCP default: 128 KiB), or per UDP datagram.
     pub len: usize,
+    /// UDP at this many bits a second per stream, instead of TCP.
+    pub udp_bps: Option<u64>,
     /// The longest netlab waits for the server at any step.
     pub timeout: Duration,
 }
@@ -40,7 +42,9 @@ impl Iperf3Spec {
     /// The parameters iperf3's client would write for this test.
     pub fn params(&self) -> Params {
         Params {
-            tcp: Some(true),
+            tcp: self.udp_bps.is_none().then_some(true),
+            udp: self.udp_bps.is_some().then_some(true),
+            bandwidth: self.udp_bps,
             omit: 0,
             time: if self.bytes.is_some() {
                 0
@@ -69,6 +73,12 @@ pub struct LocalStream {
     pub sender: bool,
     pub bytes: u64,
     pub seconds: f64,
+    /// UDP: datagrams sent, or the highest sequence number received.
+    pub packets: u64,
+    /// UDP, received: datagrams missing (iperf3's count: gaps, less those
+    /// that came late) and the RFC 1889 jitter, seconds.
+    pub lost: i64,
+    pub jitter_s: f64,
 }
 
 /// A finished test: both ends' accounts.
@@ -206,13 +216,53 @@ impl Control {
     }
 }
 
-/// A data stream's thread and its count.
+/// A data stream's thread and its counts.
 struct Stream {
     id: i64,
     sender: bool,
     bytes: Arc<AtomicU64>,
+    udp: Arc<std::sync::Mutex<UdpCount>>,
     thread: std::thread::JoinHandle<io::Result<()>>,
 }
+
+/// A UDP stream's account: datagrams sent, or as iperf3's receiver keeps
+/// it (`iperf_udp_recv`): the highest sequence number, gaps less late
+/// arrivals, and RFC 1889's jitter over the send timestamps.
+#[derive(Debug, Clone, Copy, Default)]
+struct UdpCount {
+    packets: u64,
+    lost: i64,
+    jitter_s: f64,
+    prev_transit: Option<f64>,
+}
+
+impl UdpCount {
+    /// One datagram received: its sequence number and send time (s since
+    /// the epoch), and when it arrived.
+    fn received(&mut self, seq: u64, sent_s: f64, arrived_s: f64) {
+        if seq > self.packets {
+            self.lost += (seq - 1 - self.packets) as i64;
+            self.packets = seq;
+        } else if self.lost > 0 {
+            self.lost -= 1;
+        }
+        let transit = arrived_s - sent_s;
+        let d = (transit - self.prev_transit.unwrap_or(transit)).abs();
+        self.prev_transit = Some(transit);
+        self.jitter_s += (d - self.jitter_s) / 16.0;
+    }
+}
+
+/// Seconds since the epoch now.
+fn epoch_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// iperf3's UDP header (`iperf_udp_send`, 32-bit counters): send time,
+/// seconds and microseconds, and the sequence number, big-endian.
+const UDP_HEADER: usize = 12;
 
 /// Runs one test as `spec` says.
 pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
@@ -327,9 +377,11 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                             id: s.id,
                             bytes: s.bytes,
                             retransmits: -1,
+                            jitter: s.jitter_s,
+                            errors: s.lost,
+                            packets: s.packets as i64,
                             start_time: 0.0,
                             end_time: s.seconds,
-                            ..StreamResult::default()
                         })
                         .collect(),
                     server_output_text: None,
@@ -392,6 +444,9 @@ fn open_stream(
     total: &Arc<AtomicU64>,
 ) -> Result<Stream, ClientError> {
     let addr = spec.server;
+    if let Some(bps) = spec.udp_bps {
+        return open_udp_stream(spec, id, sender, bps, stop, finished, total);
+    }
     let mut socket = TcpStream::connect_timeout(&addr, spec.timeout)
         .map_err(|e| ClientError::Io(addr, format!("opening data stream {id}: {e}")))?;
     debug_assert_eq!(cookie.as_bytes().len(), COOKIE_SIZE);
@@ -453,6 +508,136 @@ fn open_stream(
         id,
         sender,
         bytes,
+        udp: Arc::default(),
+        thread,
+    })
+}
+
+/// Opens one UDP stream: iperf3's connect datagram (host order, as iperf3
+/// writes it) and the server's reply; then its thread, paced at `bps`
+/// when it sends, counting as iperf3's receiver does when it receives.
+fn open_udp_stream(
+    spec: &Iperf3Spec,
+    id: i64,
+    sender: bool,
+    bps: u64,
+    stop: &Arc<AtomicBool>,
+    finished: &Arc<AtomicBool>,
+    total: &Arc<AtomicU64>,
+) -> Result<Stream, ClientError> {
+    let addr = spec.server;
+    let fail = |e: io::Error| ClientError::Io(addr, format!("UDP stream {id}: {e}"));
+    let any: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse().expect("an address")
+    } else {
+        "[::]:0".parse().expect("an address")
+    };
+    let socket = std::net::UdpSocket::bind(any).map_err(fail)?;
+    socket.connect(addr).map_err(fail)?;
+    socket.set_read_timeout(Some(spec.timeout)).map_err(fail)?;
+    socket
+        .send(&iperf3::UDP_CONNECT_MSG.to_ne_bytes())
+        .map_err(fail)?;
+    // In reverse the server may send data before (or instead of) the
+    // reply's turn: a few datagrams are let pass, as iperf3 does.
+    let mut reply = vec![0u8; spec.len.max(4)];
+    let mut answered = false;
+    for _ in 0..4 {
+        let n = socket.recv(&mut reply).map_err(fail)?;
+        if n == 4 && reply[..4] == iperf3::UDP_CONNECT_REPLY.to_ne_bytes() {
+            answered = true;
+            break;
+        }
+    }
+    if !answered {
+        return Err(ClientError::Io(
+            addr,
+            format!("UDP stream {id}: no UDP_CONNECT_REPLY from the server"),
+        ));
+    }
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(fail)?;
+    let bytes = Arc::new(AtomicU64::new(0));
+    let udp = Arc::new(std::sync::Mutex::new(UdpCount::default()));
+    let (count, account, stop, finished, total) = (
+        bytes.clone(),
+        udp.clone(),
+        stop.clone(),
+        finished.clone(),
+        total.clone(),
+    );
+    let len = spec.len.max(UDP_HEADER);
+    let thread = std::thread::Builder::new()
+        .name(format!("iperf3-udp-{id}"))
+        .spawn(move || -> io::Result<()> {
+            let mut buf = vec![0u8; len.max(65_536)];
+            let started = Instant::now();
+            let mut seq: u32 = 0;
+            while !finished.load(Ordering::Relaxed) {
+                let stopped = stop.load(Ordering::Relaxed);
+                if sender {
+                    if stopped {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    // Paced: no further ahead than the rate allows.
+                    let allowed = started.elapsed().as_secs_f64() * bps as f64 / 8.0;
+                    if count.load(Ordering::Relaxed) as f64 >= allowed {
+                        std::thread::sleep(Duration::from_micros(200));
+                        continue;
+                    }
+                    seq = seq.wrapping_add(1);
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    buf[..4].copy_from_slice(&(now.as_secs() as u32).to_be_bytes());
+                    buf[4..8].copy_from_slice(&now.subsec_micros().to_be_bytes());
+                    buf[8..12].copy_from_slice(&seq.to_be_bytes());
+                    // A send that fails (a refusal by ICMP) costs its
+                    // sequence number, as iperf3's does: the receiver
+                    // counts it lost.
+                    if let Ok(n) = socket.send(&buf[..len]) {
+                        count.fetch_add(n as u64, Ordering::Relaxed);
+                        total.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    if let Ok(mut a) = account.lock() {
+                        a.packets = u64::from(seq);
+                    }
+                } else {
+                    match socket.recv(&mut buf) {
+                        Ok(n) if n >= UDP_HEADER && !stopped => {
+                            count.fetch_add(n as u64, Ordering::Relaxed);
+                            total.fetch_add(n as u64, Ordering::Relaxed);
+                            let word = |i: usize| {
+                                u32::from_be_bytes(buf[i..i + 4].try_into().expect("4 bytes"))
+                            };
+                            let sent = f64::from(word(0)) + f64::from(word(4)) / 1e6;
+                            if let Ok(mut a) = account.lock() {
+                                a.received(u64::from(word(8)), sent, epoch_s());
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock
+                                    | io::ErrorKind::TimedOut
+                                    | io::ErrorKind::Interrupted
+                                    | io::ErrorKind::ConnectionRefused
+                            ) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| ClientError::Io(addr, format!("a thread for stream {id}: {e}")))?;
+    Ok(Stream {
+        id,
+        sender,
+        bytes,
+        udp,
         thread,
     })
 }
@@ -461,11 +646,17 @@ fn open_stream(
 fn snapshot(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
     streams
         .iter()
-        .map(|s| LocalStream {
-            id: s.id,
-            sender: s.sender,
-            bytes: s.bytes.load(Ordering::Relaxed),
-            seconds,
+        .map(|s| {
+            let udp = s.udp.lock().map(|u| *u).unwrap_or_default();
+            LocalStream {
+                id: s.id,
+                sender: s.sender,
+                bytes: s.bytes.load(Ordering::Relaxed),
+                seconds,
+                packets: udp.packets,
+                lost: udp.lost,
+                jitter_s: udp.jitter_s,
+            }
         })
         .collect()
 }
@@ -485,4 +676,54 @@ fn join(streams: Vec<Stream>) -> io::Result<()> {
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receiver_counts_gaps_late_arrivals_and_jitter_as_iperf3_does() {
+        let mut c = UdpCount::default();
+        // 1, 2, then 5: two missing.
+        c.received(1, 0.0, 0.010);
+        c.received(2, 0.001, 0.011);
+        c.received(5, 0.004, 0.014);
+        assert_eq!((c.packets, c.lost), (5, 2));
+        // 3 arrives late: one fewer lost, the highest stays 5.
+        c.received(3, 0.002, 0.020);
+        assert_eq!((c.packets, c.lost), (5, 1));
+        // Transit 10 ms three times, then 18 ms: jitter moves 1/16 of 8 ms.
+        assert!((c.jitter_s - 0.008 / 16.0).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn the_parameters_say_tcp_or_udp_as_iperf3_does() {
+        let mut spec = Iperf3Spec {
+            server: "127.0.0.1:5201".parse().unwrap(),
+            parallel: 2,
+            reverse: true,
+            bidir: false,
+            duration: Duration::from_secs(3),
+            bytes: None,
+            len: 131_072,
+            udp_bps: None,
+            timeout: Duration::from_secs(1),
+        };
+        let tcp = spec.params();
+        assert_eq!(
+            (tcp.tcp, tcp.udp, tcp.time, tcp.parallel),
+            (Some(true), None, 3, 2)
+        );
+        assert_eq!(tcp.reverse, Some(true));
+        spec.udp_bps = Some(10_000_000);
+        spec.bytes = Some(1 << 20);
+        let udp = spec.params();
+        assert_eq!(
+            (udp.tcp, udp.udp, udp.bandwidth),
+            (None, Some(true), Some(10_000_000))
+        );
+        // By bytes, iperf3 sends time 0.
+        assert_eq!((udp.time, udp.num), (0, 1 << 20));
+    }
 }

@@ -62,8 +62,16 @@ pub fn text(spec: &Iperf3Spec, run: &Iperf3Run) -> String {
         ]);
     }
     let mut text = format!(
-        "netlab stream --to iperf3:{}: TCP, {} stream(s){}, {:.2} s from TEST_RUNNING to TEST_END\n",
+        "netlab stream --to iperf3:{}: {}, {} stream(s){}, {:.2} s from TEST_RUNNING to TEST_END\n",
         spec.server,
+        match spec.udp_bps {
+            Some(bps) => format!(
+                "UDP at {:.3} Mbit/s a stream, {}-byte datagrams",
+                bps as f64 / 1e6,
+                spec.len
+            ),
+            None => "TCP".to_string(),
+        },
         spec.parallel,
         match (spec.bidir, spec.reverse) {
             (true, _) => " each way (--bidir)",
@@ -84,6 +92,25 @@ pub fn text(spec: &Iperf3Spec, run: &Iperf3Run) -> String {
         ],
         &rows,
     ));
+    if spec.udp_bps.is_some() {
+        for local in &run.streams {
+            // The receiving end's account: the server's for netlab's datagrams.
+            let (who, packets, lost, jitter) = if local.sender {
+                match run.server.streams.iter().find(|s| s.id == local.id) {
+                    Some(s) => ("the server", s.packets, s.errors, s.jitter),
+                    None => continue,
+                }
+            } else {
+                ("netlab", local.packets as i64, local.lost, local.jitter_s)
+            };
+            text.push_str(&format!(
+                "stream {}: {who} received up to datagram {packets}, {lost} lost ({:.2}%), jitter {:.3} ms\n",
+                local.id,
+                100.0 * lost as f64 / (packets.max(1) as f64),
+                jitter * 1e3
+            ));
+        }
+    }
     text.push_str(&format!(
         "CPU: netlab {:.1}% of one CPU over the test, the server {:.1}% ({}); the server's congestion control: {}\n",
         run.client.cpu_util_total,

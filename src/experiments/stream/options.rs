@@ -310,10 +310,6 @@ fn iperf3_spec(
     let c = &args.common;
     let unsupported = [
         (
-            c.udp,
-            "--udp (UDP against an iperf3 server is not done yet)",
-        ),
-        (
             c.place.remote.from.is_some(),
             "--from (netlab is the client, here)",
         ),
@@ -340,6 +336,19 @@ fn iperf3_spec(
     if args.record == 0 || args.record > 1 << 24 {
         anyhow::bail!("--record {}: 1 byte to 16 MiB a write", args.record);
     }
+    // UDP: iperf3's datagram (its 12-byte header included) at --rate.
+    let (udp_bps, len) = if c.udp {
+        let rate = c.rate.as_deref().unwrap_or_default();
+        let bps =
+            crate::testbed::link::parse_rate(rate).map_err(|e| anyhow::anyhow!("--rate: {e}"))?;
+        let len = c.length.unwrap_or(1460);
+        if !(12..=65_507).contains(&len) {
+            anyhow::bail!("--length {len}: an iperf3 datagram is 12 to 65507 bytes");
+        }
+        (Some(bps), len as usize)
+    } else {
+        (None, args.record as usize)
+    };
     Ok(crate::endpoint::iperf3::Iperf3Spec {
         server: crate::experiments::stream::iperf3::server_address(target)?,
         parallel: c.parallel as u32,
@@ -347,7 +356,8 @@ fn iperf3_spec(
         bidir: c.bidir,
         duration: std::time::Duration::from_secs_f64(duration.ceil()),
         bytes: args.bytes,
-        len: args.record as usize,
+        len,
+        udp_bps,
         timeout: std::time::Duration::from_secs(10),
     })
 }
