@@ -171,6 +171,15 @@ fn netlab_and_iperf3_s_own_client_agree_on_a_shaped_link() {
             .as_f64()
             .unwrap();
         assert!(ours_bps > 100e6, "netlab: {ours_bps} bit/s: {ours}");
+        // netlab's own end measured: its sender's TCP_INFO, reported to
+        // the server as iperf3's client reports retransmits.
+        assert!(
+            ours["run"]["streams"][0]["tcp_info"]["rtt_us"]
+                .as_u64()
+                .unwrap()
+                > 0
+        );
+        assert_eq!(ours["run"]["client"]["sender_has_retransmits"], 1, "{ours}");
         ratios.push(ours_bps / theirs_bps);
     }
     for r in &ratios {

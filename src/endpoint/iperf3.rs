@@ -79,6 +79,10 @@ pub struct LocalStream {
     /// that came late) and the RFC 1889 jitter, seconds.
     pub lost: i64,
     pub jitter_s: f64,
+    /// TCP: the kernel's account of netlab's socket when the test ended
+    /// (retransmits, congestion window, smoothed RTT and its variation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
 }
 
 /// A finished test: both ends' accounts.
@@ -222,6 +226,7 @@ struct Stream {
     sender: bool,
     bytes: Arc<AtomicU64>,
     udp: Arc<std::sync::Mutex<UdpCount>>,
+    tcp_info: Arc<std::sync::Mutex<Option<crate::measure::tcpinfo::TcpInfo>>>,
     thread: std::thread::JoinHandle<io::Result<()>>,
 }
 
@@ -365,10 +370,15 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                     cpu_util_total: 100.0 * cpu_s / wall,
                     cpu_util_user: 0.0,
                     cpu_util_system: 0.0,
-                    sender_has_retransmits: if counted.iter().any(|s| s.sender) {
-                        0
-                    } else {
-                        -1
+                    // As iperf3: 1 when the sender read its retransmits
+                    // (TCP_INFO), 0 when it could not, -1 from a receiver.
+                    sender_has_retransmits: match (
+                        counted.iter().any(|s| s.sender),
+                        counted.iter().any(|s| s.sender && s.tcp_info.is_some()),
+                    ) {
+                        (false, _) => -1,
+                        (true, true) => 1,
+                        (true, false) => 0,
                     },
                     congestion_used: None,
                     streams: counted
@@ -376,7 +386,10 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                         .map(|s| StreamResult {
                             id: s.id,
                             bytes: s.bytes,
-                            retransmits: -1,
+                            retransmits: match (&s.tcp_info, s.sender) {
+                                (Some(info), true) => i64::from(info.total_retrans),
+                                _ => -1,
+                            },
                             jitter: s.jitter_s,
                             errors: s.lost,
                             packets: s.packets as i64,
@@ -456,6 +469,8 @@ fn open_stream(
         .and_then(|()| socket.set_write_timeout(Some(Duration::from_millis(100))))
         .map_err(|e| ClientError::Io(addr, format!("data stream {id}: {e}")))?;
     let bytes = Arc::new(AtomicU64::new(0));
+    let tcp_info = Arc::new(std::sync::Mutex::new(None));
+    let info = tcp_info.clone();
     let (count, stop, finished, total, len) = (
         bytes.clone(),
         stop.clone(),
@@ -472,6 +487,14 @@ fn open_stream(
             let mut open = true;
             while !finished.load(Ordering::Relaxed) {
                 let stopped = stop.load(Ordering::Relaxed);
+                // The kernel's account once, as the test ends.
+                if stopped
+                    && let Ok(mut slot) = info.lock()
+                    && slot.is_none()
+                {
+                    use std::os::fd::AsFd;
+                    *slot = crate::measure::tcpinfo::TcpInfo::read(socket.as_fd()).ok();
+                }
                 if !open || (sender && stopped) {
                     // Held open until the exchange is over.
                     std::thread::sleep(Duration::from_millis(10));
@@ -509,6 +532,7 @@ fn open_stream(
         sender,
         bytes,
         udp: Arc::default(),
+        tcp_info,
         thread,
     })
 }
@@ -638,6 +662,7 @@ fn open_udp_stream(
         sender,
         bytes,
         udp,
+        tcp_info: Arc::default(),
         thread,
     })
 }
@@ -656,6 +681,7 @@ fn snapshot(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
                 packets: udp.packets,
                 lost: udp.lost,
                 jitter_s: udp.jitter_s,
+                tcp_info: s.tcp_info.lock().ok().and_then(|i| i.clone()),
             }
         })
         .collect()

@@ -52,13 +52,17 @@ pub fn text(spec: &Iperf3Spec, run: &Iperf3Run) -> String {
             gbit(local.bytes, local.seconds),
             theirs.map_or("-".into(), |s| s.bytes.to_string()),
             theirs.map_or("-".into(), |s| gbit(s.bytes, s.end_time)),
-            theirs.map_or("-".into(), |s| {
-                if s.retransmits >= 0 {
-                    s.retransmits.to_string()
-                } else {
-                    "-".into()
-                }
-            }),
+            // The sender's retransmits: netlab's TCP_INFO for its streams,
+            // the server's report for the server's.
+            match (local.sender, &local.tcp_info, theirs) {
+                (true, Some(info), _) => info.total_retrans.to_string(),
+                (false, _, Some(s)) if s.retransmits >= 0 => s.retransmits.to_string(),
+                _ => "-".into(),
+            },
+            match (local.sender, &local.tcp_info) {
+                (true, Some(i)) => format!("{:.2}", f64::from(i.rtt_us) / 1e3),
+                _ => "-".into(),
+            },
         ]);
     }
     let mut text = format!(
@@ -88,7 +92,8 @@ pub fn text(spec: &Iperf3Spec, run: &Iperf3Run) -> String {
             "netlab Gbit/s",
             "server bytes",
             "server Gbit/s",
-            "server retransmits",
+            "sender retransmits",
+            "netlab's RTT ms",
         ],
         &rows,
     ));
