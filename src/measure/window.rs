@@ -75,40 +75,48 @@ pub struct TreeCounts {
     pub context_switches: u64,
 }
 
-/// `perf stat` on the tree's tasks (and what they start inside the
-/// window, by inheritance), counting system calls and context switches.
-pub struct TreeCounter(Option<Child>, String);
+/// `perf stat` counting `events` over a target (`-a`, or `-t TIDS`: those
+/// tasks and what they start, by inheritance) until stopped, if perf can.
+pub struct PerfCount {
+    child: Option<Child>,
+    why_not: String,
+    events: &'static [&'static str],
+}
 
-impl TreeCounter {
-    /// Counts the tasks `tids`.
-    pub fn start(tids: &[u32]) -> TreeCounter {
-        if tids.is_empty() {
-            return TreeCounter(None, "the server's tree had no task to count".into());
-        }
-        let list: Vec<String> = tids.iter().map(u32::to_string).collect();
+impl PerfCount {
+    pub fn start(target: &[&str], events: &'static [&'static str]) -> PerfCount {
         let spawned = Command::new("perf")
-            .args([
-                "stat",
-                "-x,",
-                "-e",
-                "raw_syscalls:sys_enter,context-switches",
-                "-t",
-                &list.join(","),
-            ])
+            .args(["stat", "-x,", "-e", &events.join(",")])
+            .args(target)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn();
-        match spawned {
-            Ok(child) => TreeCounter(Some(child), String::new()),
-            Err(e) => TreeCounter(None, format!("perf could not start: {e}")),
+        let (child, why_not) = match spawned {
+            Ok(child) => (Some(child), String::new()),
+            Err(e) => (None, format!("perf could not start: {e}")),
+        };
+        PerfCount {
+            child,
+            why_not,
+            events,
         }
     }
 
-    /// Stops perf (SIGINT by PID) and returns the counts, or why none.
-    pub fn stop(mut self) -> Result<TreeCounts, String> {
-        let Some(mut child) = self.0.take() else {
-            return Err(std::mem::take(&mut self.1));
+    /// Counts nothing, saying why.
+    pub fn none(why: &str) -> PerfCount {
+        PerfCount {
+            child: None,
+            why_not: why.to_string(),
+            events: &[],
+        }
+    }
+
+    /// Stops perf (SIGINT by PID) and returns each event's count, in the
+    /// order asked, or why none.
+    pub fn stop(mut self) -> Result<Vec<u64>, String> {
+        let Some(mut child) = self.child.take() else {
+            return Err(std::mem::take(&mut self.why_not));
         };
         // SAFETY: signalling our own child by PID.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -117,74 +125,22 @@ impl TreeCounter {
             let _ = err.read_to_string(&mut text);
         }
         let _ = child.wait();
-        let count = |event: &str| {
-            text.lines()
-                .find(|l| l.contains(event))
-                .and_then(|l| l.split(',').next())
-                .and_then(|n| n.trim().parse().ok())
-        };
-        match (count("raw_syscalls:sys_enter"), count("context-switches")) {
-            (Some(syscalls), Some(context_switches)) => Ok(TreeCounts {
-                syscalls,
-                context_switches,
-            }),
-            _ => Err(format!(
-                "perf counted nothing for the tree: {}",
-                text.trim()
-            )),
-        }
+        self.events
+            .iter()
+            .map(|event| {
+                text.lines()
+                    .find(|l| l.contains(event))
+                    .and_then(|l| l.split(',').next())
+                    .and_then(|n| n.trim().parse().ok())
+                    .ok_or_else(|| format!("perf counted no {event}: {}", text.trim()))
+            })
+            .collect()
     }
 }
 
-impl Drop for TreeCounter {
+impl Drop for PerfCount {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// `perf stat -a` counting system calls until stopped, if perf can.
-pub struct SyscallCounter(Option<Child>, String);
-
-impl SyscallCounter {
-    pub fn start() -> SyscallCounter {
-        let spawned = Command::new("perf")
-            .args(["stat", "-a", "-x,", "-e", "raw_syscalls:sys_enter"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        match spawned {
-            Ok(child) => SyscallCounter(Some(child), String::new()),
-            Err(e) => SyscallCounter(None, format!("perf could not start: {e}")),
-        }
-    }
-
-    /// Stops perf (SIGINT by PID) and returns the count, or why none.
-    pub fn stop(mut self) -> Result<u64, String> {
-        let Some(mut child) = self.0.take() else {
-            return Err(std::mem::take(&mut self.1));
-        };
-        // SAFETY: signalling our own child by PID.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-        let mut text = String::new();
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut text);
-        }
-        let _ = child.wait();
-        text.lines()
-            .find(|l| l.contains("raw_syscalls:sys_enter"))
-            .and_then(|l| l.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .ok_or_else(|| format!("perf counted no raw_syscalls:sys_enter: {}", text.trim()))
-    }
-}
-
-impl Drop for SyscallCounter {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
+        if let Some(child) = &mut self.child {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -223,8 +179,8 @@ pub struct Sampler {
     start: Instant,
     stat: StatSnapshot,
     packets: (u64, u64),
-    perf: SyscallCounter,
-    tree_perf: TreeCounter,
+    perf: PerfCount,
+    tree_perf: PerfCount,
     tree: TreeTasks,
     root: u32,
     interface: Option<String>,
@@ -268,8 +224,16 @@ impl Sampler {
             start: Instant::now(),
             stat: StatSnapshot::read()?,
             packets: packets(interface.as_deref()),
-            perf: SyscallCounter::start(),
-            tree_perf: TreeCounter::start(&tids),
+            perf: PerfCount::start(&["-a"], &["raw_syscalls:sys_enter"]),
+            tree_perf: if tids.is_empty() {
+                PerfCount::none("the server's tree had no task to count")
+            } else {
+                let list: Vec<String> = tids.iter().map(u32::to_string).collect();
+                PerfCount::start(
+                    &["-t", &list.join(",")],
+                    &["raw_syscalls:sys_enter", "context-switches"],
+                )
+            },
             tree,
             root,
             interface,
@@ -290,14 +254,17 @@ impl Sampler {
         let procs = self.procs.join().unwrap_or_default();
         let (syscalls, syscalls_source) = match self.perf.stop() {
             Ok(n) => (
-                Some(n),
+                Some(n[0]),
                 "perf stat -a -e raw_syscalls:sys_enter (every process)".to_string(),
             ),
             Err(why) => (None, why),
         };
         let (tree_counts, tree_counts_source) = match self.tree_perf.stop() {
-            Ok(c) => (
-                Some(c),
+            Ok(n) => (
+                Some(TreeCounts {
+                    syscalls: n[0],
+                    context_switches: n[1],
+                }),
                 "perf stat -t (the server's tasks and what they started)".to_string(),
             ),
             Err(why) => (None, why),

@@ -119,6 +119,26 @@ const VMSTAT_HEADER: [&str; 11] = [
     "design", "users", "r", "b", "sys/s", "cs/s", "us", "sy", "id", "pkts in", "pkts out",
 ];
 
+/// 000's measured rows as the tables print them (the ranges 000 gives
+/// instead of a figure, as written).
+pub fn measured_1989_rows() -> Vec<Vec<String>> {
+    historical::figures()
+        .login_relay_load
+        .rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|v| match v {
+                    toml::Value::String(s) if s == "user" => "normal rlogind".to_string(),
+                    toml::Value::String(s) if s == "kernel" => "kernel-assisted".to_string(),
+                    toml::Value::Integer(-1) => "400-1400".to_string(),
+                    other => other.to_string().trim_matches('"').to_string(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The model's rows of 1989's two designs, in 000's columns, with the
 /// melting points beside 000's words.
 pub fn rows_1989_text(users: &[u32], rate: f64) -> String {
@@ -239,19 +259,7 @@ pub fn model_text(users: &[u32], rate: f64, today: &[Measured]) -> String {
     text.push_str(&rows_1989_text(users, rate));
     let then = &historical::figures().login_relay_load;
     text.push_str(&format!("\n1989 measured ({}):\n", then.source));
-    let old: Vec<Vec<String>> = then
-        .rows
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|v| match v {
-                    toml::Value::String(s) if s == "user" => "rlogind".to_string(),
-                    toml::Value::Integer(-1) => "400-1400".to_string(),
-                    other => other.to_string().trim_matches('"').to_string(),
-                })
-                .collect()
-        })
-        .collect();
+    let old = measured_1989_rows();
     text.push_str(&markdown(&VMSTAT_HEADER, &old));
     if !today.is_empty() {
         text.push('\n');

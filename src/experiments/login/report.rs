@@ -222,20 +222,7 @@ pub fn table(records: &[Record]) -> String {
         "pkts in",
         "pkts out",
     ];
-    let old_rows: Vec<Vec<String>> = then
-        .rows
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|v| match v {
-                    toml::Value::String(s) if s == "user" => "normal rlogind".to_string(),
-                    toml::Value::String(s) if s == "kernel" => "kernel-assisted".to_string(),
-                    toml::Value::Integer(-1) => "400-1400".to_string(),
-                    other => other.to_string().trim_matches('"').to_string(),
-                })
-                .collect()
-        })
-        .collect();
+    let old_rows = crate::experiments::login::model::measured_1989_rows();
     text.push_str(&markdown(&old_header, &old_rows));
     text.push_str(&format!(
         "1989 responsiveness: normal: {}; kernel-assisted: {}.\n",
