@@ -339,4 +339,190 @@ fn servers_that_are_not_iperf3_or_are_busy_are_refused_by_name() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&run.stderr).contains("--repeat does not apply"));
+    // iperf3's document is for tests against an iperf3 server.
+    let run = netlab()
+        .args(["stream", "--format", "iperf3", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let error: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("--to iperf3:"),
+        "{error}"
+    );
+}
+
+/// What iperf3_exporter and k8s-netperf read from iperf3's document:
+/// both sums' rates, the sender's retransmits and the client host's CPU.
+fn exporter_fields(doc: &Value) -> Result<[f64; 4], String> {
+    let at = |path: &str| -> Result<f64, String> {
+        path.split('.')
+            .try_fold(doc, |v, key| v.get(key).ok_or(path))
+            .map_err(|p| format!("{p} is missing"))?
+            .as_f64()
+            .ok_or(format!("{path} is not a number"))
+    };
+    Ok([
+        at("end.sum_sent.bits_per_second")?,
+        at("end.sum_received.bits_per_second")?,
+        at("end.sum_sent.retransmits")?,
+        at("end.cpu_utilization_percent.host_total")?,
+    ])
+}
+
+#[test]
+fn one_reader_takes_the_same_fields_from_netlab_and_iperf3() {
+    let _measuring = common::measuring();
+    let mut pair = Pair::new("200mbit");
+    pair.start_server();
+    let ours = pair.netlab(&["--duration", "3", "--format", "iperf3"]);
+    let theirs = pair.iperf3(&["-t", "3"]);
+    let [ours, theirs] = [&ours, &theirs].map(|doc| match exporter_fields(doc) {
+        Ok(fields) => (fields, doc),
+        Err(e) => panic!("{e}: {doc}"),
+    });
+    let ((o, ours_doc), (t, _)) = (ours, theirs);
+    eprintln!(
+        "sum_sent bit/s, sum_received bit/s, retransmits, host CPU %: netlab {o:?}, iperf3 {t:?}"
+    );
+    for (i, name) in ["sum_sent", "sum_received"].iter().enumerate() {
+        let ratio = o[i] / t[i];
+        assert!(
+            (0.85..=1.15).contains(&ratio),
+            "{name}: netlab {} vs iperf3 {} bit/s",
+            o[i],
+            t[i]
+        );
+    }
+    // Retransmits are counted the same way (the sender's TCP_INFO): on the
+    // same link, the same order of magnitude.
+    assert!(
+        (o[2] - t[2]).abs() <= 50.0_f64.max(0.5 * o[2].max(t[2])),
+        "retransmits: netlab {} vs iperf3 {}",
+        o[2],
+        t[2]
+    );
+    // The client's CPU, percent of one CPU, at 200 Mbit/s: both small.
+    assert!(
+        o[3] > 0.0 && o[3] < 50.0 && t[3] < 50.0,
+        "CPU: netlab {} vs iperf3 {}",
+        o[3],
+        t[3]
+    );
+    // netlab's own verdict rides along under its key: the tbf on netlab's
+    // egress, full, named as the link.
+    let limits = &ours_doc["netlab"]["limits"][0];
+    assert_eq!(limits["evidence"], "sender and receiver", "{limits}");
+    assert_eq!(limits["verdict"]["limits"][0]["factor"], "link", "{limits}");
+    // Reversed, netlab receives: the verdict says it rests on the
+    // receiver alone.
+    let reverse = pair.netlab(&["--duration", "2", "--reverse", "--format", "iperf3"]);
+    exporter_fields(&reverse).unwrap_or_else(|e| panic!("{e}: {reverse}"));
+    let limits = &reverse["netlab"]["limits"][0];
+    assert_eq!(limits["evidence"], "receiver only", "{limits}");
+    assert!(
+        limits["verdict"]["missing"][0]
+            .as_str()
+            .unwrap()
+            .contains("receiver's evidence alone"),
+        "{limits}"
+    );
+}
+
+#[test]
+fn json_stream_prints_iperf3_s_events_as_the_test_runs() {
+    let _measuring = common::measuring();
+    let mut pair = Pair::new("100mbit");
+    pair.start_server();
+    let binary = assert_cmd::cargo::cargo_bin("netlab");
+    let run = Command::new("ip")
+        .args(["netns", "exec", &pair.names[1]])
+        .arg(binary)
+        .args(["stream", "--to", &format!("iperf3:{}", pair.server_addr())])
+        .args(["--duration", "3", "--format", "iperf3", "--json-stream"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"start"), "{names:?}");
+    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    assert!(
+        names.iter().filter(|n| **n == "interval").count() >= 3,
+        "{names:?}"
+    );
+    let interval = &events[1]["data"];
+    let rate = interval["sum"]["bits_per_second"].as_f64().unwrap();
+    assert!((50e6..=110e6).contains(&rate), "{interval}");
+    assert!(
+        interval["streams"][0]["rtt"].as_u64().unwrap() > 0,
+        "{interval}"
+    );
+    exporter_fields(&serde_json::json!({"end": events.last().unwrap()["data"]}))
+        .unwrap_or_else(|e| panic!("{e}: {events:?}"));
+}
+
+#[test]
+fn a_server_that_goes_away_mid_test_leaves_netlab_s_figures_marked_incomplete() {
+    let _measuring = common::measuring();
+    let pair = Pair::new("100mbit");
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.names[0],
+            "iperf3",
+            "-s",
+            "-p",
+            "5301",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let binary = assert_cmd::cargo::cargo_bin("netlab");
+    let client = Command::new("ip")
+        .args(["netns", "exec", &pair.names[1]])
+        .arg(binary)
+        .args([
+            "stream",
+            "--to",
+            &format!("iperf3:{}:5301", pair.server_addr()),
+        ])
+        .args(["--duration", "6", "--format", "iperf3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // `ip netns exec` runs iperf3 in its own process: the server is its
+    // child's PID (ip execs it), killed by PID.
+    let _ = server.kill();
+    let _ = server.wait();
+    let run = client.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("did not finish"), "{stderr}");
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(
+        doc["error"].as_str().unwrap().contains("incomplete"),
+        "{doc}"
+    );
+    let sent = &doc["end"]["sum_sent"];
+    assert!(sent["bytes"].as_u64().unwrap() > 1_000_000, "{doc}");
+    // The figures stop where the server did, not at the asked 6 s.
+    let seconds = sent["seconds"].as_f64().unwrap();
+    assert!((1.5..5.0).contains(&seconds), "{doc}");
+    assert!(doc["end"].get("sum_received").is_none(), "{doc}");
 }

@@ -137,6 +137,8 @@ pub fn main() -> ExitCode {
             // Its document or text is out already; only the count is left to say.
             if e.downcast_ref::<crate::options::run::SomeCellsFailed>()
                 .is_some()
+                || e.downcast_ref::<crate::options::run::PrintedIncomplete>()
+                    .is_some()
             {
                 eprintln!("netlab: {e:#}");
                 return ExitCode::from(crate::options::run::SOME_CELLS_FAILED);

@@ -36,6 +36,9 @@ pub struct Iperf3Spec {
     pub udp_bps: Option<u64>,
     /// The longest netlab waits for the server at any step.
     pub timeout: Duration,
+    /// Every stream's counts are taken this often while the test runs
+    /// (iperf3's `-i`, 1 s by default); `None`: only at its end.
+    pub interval: Option<Duration>,
 }
 
 impl Iperf3Spec {
@@ -79,23 +82,95 @@ pub struct LocalStream {
     /// that came late) and the RFC 1889 jitter, seconds.
     pub lost: i64,
     pub jitter_s: f64,
-    /// TCP: the kernel's account of netlab's socket when the test ended
-    /// (retransmits, congestion window, smoothed RTT and its variation).
+    /// TCP: the kernel's account of netlab's socket (retransmits,
+    /// congestion window, smoothed RTT and its variation, the chrono
+    /// accounting): at an interval's end, or when the test ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+    /// What the stream's thread spent, read by the thread as the test
+    /// ended (none in an interval's counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadAccount>,
 }
 
-/// A finished test: both ends' accounts.
+/// A stream's thread over the test, as it read itself at the test's end.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ThreadAccount {
+    /// `getrusage(RUSAGE_THREAD)` from TEST_RUNNING to TEST_END.
+    pub usage: crate::measure::rusage::ProcessUsage,
+    /// Runnable but waiting for a CPU, seconds (schedstat).
+    pub run_delay_s: Option<f64>,
+    /// `read(2)`s or `write(2)`s on the data socket.
+    pub calls: u64,
+    /// The socket's buffer the kernel reported (SO_SNDBUF for a sender,
+    /// SO_RCVBUF for a receiver), bytes.
+    pub socket_buffer: Option<u64>,
+    /// TCP: the socket's congestion control.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<String>,
+}
+
+/// A data connection as it was opened: iperf3's `connected` entry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Connected {
+    pub id: i64,
+    /// The descriptor (iperf3 reports its own as `socket`).
+    pub socket: i32,
+    pub local: Option<SocketAddr>,
+    pub remote: SocketAddr,
+    pub sender: bool,
+    /// TCP: the maximum segment size (`TCP_MAXSEG`) as it opened.
+    pub mss: Option<u32>,
+    /// The socket's buffers as the kernel reported them as it opened.
+    pub sndbuf: Option<u64>,
+    pub rcvbuf: Option<u64>,
+}
+
+/// Every stream's counts, cumulative since TEST_RUNNING, at the end of one
+/// interval (`start_s` to `end_s` after TEST_RUNNING).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Tick {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub streams: Vec<LocalStream>,
+}
+
+/// What a test reports while it runs.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// The streams are open; the test starts.
+    Started {
+        connected: &'a [Connected],
+        cookie: &'a str,
+    },
+    /// An interval ended.
+    Interval(&'a Tick),
+}
+
+/// A finished test (or one that ended early: `incomplete`): both ends'
+/// accounts.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Iperf3Run {
     pub params: Params,
+    /// The test's cookie, as iperf3 reports it.
+    pub cookie: String,
+    pub connected: Vec<Connected>,
+    /// netlab's counts when the test ended.
     pub streams: Vec<LocalStream>,
+    /// netlab's counts at each interval's end (empty without intervals).
+    pub intervals: Vec<Tick>,
     /// What netlab reported to the server.
     pub client: Results,
-    /// What the server reported.
-    pub server: Results,
+    /// What the server reported (none when the test ended early).
+    pub server: Option<Results>,
     /// From TEST_RUNNING to TEST_END.
     pub seconds: f64,
+    /// netlab's process over the test (all its threads).
+    pub usage: crate::measure::rusage::ProcessUsage,
+    /// Why the test ended before the results were exchanged: the figures
+    /// are netlab's own up to then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// Why a test against an iperf3 server did not finish.
@@ -176,6 +251,33 @@ impl Control {
         }
     }
 
+    /// A state the server sent while the test runs (it ends a test only
+    /// by refusal: SERVER_TERMINATE, SERVER_ERROR), without waiting.
+    fn poll_state(&mut self) -> Result<Option<State>, ClientError> {
+        self.socket
+            .set_nonblocking(true)
+            .map_err(self.io("polling the control connection"))?;
+        let mut byte = [0u8; 1];
+        let read = self.socket.read(&mut byte);
+        self.socket
+            .set_nonblocking(false)
+            .map_err(self.io("polling the control connection"))?;
+        match read {
+            Ok(0) => Err(ClientError::Io(
+                self.addr,
+                "the server closed the control connection while the test ran".into(),
+            )),
+            Ok(_) => State::from_byte(byte[0])
+                .map(Some)
+                .map_err(|e| ClientError::Protocol(self.addr, e)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(ClientError::Io(
+                self.addr,
+                format!("reading the control connection: {e}"),
+            )),
+        }
+    }
+
     fn send_state(&mut self, state: State) -> Result<(), ClientError> {
         self.socket
             .write_all(&[state.byte()])
@@ -226,8 +328,61 @@ struct Stream {
     sender: bool,
     bytes: Arc<AtomicU64>,
     udp: Arc<std::sync::Mutex<UdpCount>>,
+    /// TCP: the socket, for TCP_INFO at each interval's end.
+    socket: Option<Arc<TcpStream>>,
     tcp_info: Arc<std::sync::Mutex<Option<crate::measure::tcpinfo::TcpInfo>>>,
+    account: Arc<std::sync::Mutex<Option<ThreadAccount>>>,
     thread: std::thread::JoinHandle<io::Result<()>>,
+}
+
+/// What the threads and the control loop share: `stop`, the test is over,
+/// senders stop writing and receivers stop counting; `finished`, the
+/// exchange is over and the streams close. Between the two every socket
+/// stays open and receivers drain, as iperf3's client does: a server still
+/// sending when its peer closes fails the test ("unable to write to stream
+/// socket"). `total`: bytes moved either way, for `--bytes`.
+#[derive(Clone, Default)]
+struct Shared {
+    stop: Arc<AtomicBool>,
+    finished: Arc<AtomicBool>,
+    total: Arc<AtomicU64>,
+}
+
+/// A stream thread's own account, begun as the thread starts and read by
+/// it once when the test stops.
+struct ThreadClock {
+    usage: crate::measure::rusage::ProcessUsage,
+    run_delay_ns: Option<u64>,
+}
+
+impl ThreadClock {
+    fn start() -> ThreadClock {
+        ThreadClock {
+            usage: crate::measure::rusage::ProcessUsage::thread_now(),
+            run_delay_ns: crate::measure::schedstat::thread_run_delay_ns(),
+        }
+    }
+
+    fn account(
+        &self,
+        calls: u64,
+        socket_buffer: Option<u64>,
+        congestion_control: Option<String>,
+    ) -> ThreadAccount {
+        ThreadAccount {
+            usage: crate::measure::rusage::ProcessUsage::thread_now().since(&self.usage),
+            run_delay_s: match (
+                self.run_delay_ns,
+                crate::measure::schedstat::thread_run_delay_ns(),
+            ) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e9),
+                _ => None,
+            },
+            calls,
+            socket_buffer,
+            congestion_control,
+        }
+    }
 }
 
 /// A UDP stream's account: datagrams sent, or as iperf3's receiver keeps
@@ -269,8 +424,13 @@ fn epoch_s() -> f64 {
 /// seconds and microseconds, and the sequence number, big-endian.
 const UDP_HEADER: usize = 12;
 
-/// Runs one test as `spec` says.
-pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
+/// Runs one test as `spec` says, telling `progress` as it goes. A test
+/// that fails once running returns what netlab counted up to then, marked
+/// `incomplete`; one that fails before returns the error.
+pub fn run(
+    spec: &Iperf3Spec,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Iperf3Run, ClientError> {
     let addr = spec.server;
     let socket = TcpStream::connect_timeout(&addr, spec.timeout)
         .map_err(|e| ClientError::Connect(addr, e))?;
@@ -285,18 +445,12 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
         .write_all(cookie.as_bytes())
         .map_err(control.io("writing the cookie"))?;
     let params = spec.params();
-    let cpu0 = crate::measure::rusage::process_cpu_ns();
-    let (mut streams, mut running_since, mut ended_after) = (Vec::new(), None, None);
-    // `stop`: the test is over, senders stop writing and receivers stop
-    // counting; `finished`: the exchange is over and the streams close.
-    // Between the two every socket stays open and receivers drain, as
-    // iperf3's client does: a server still sending when its peer closes
-    // fails the test ("unable to write to stream socket").
-    let stop = Arc::new(AtomicBool::new(false));
-    let finished = Arc::new(AtomicBool::new(false));
-    let total = Arc::new(AtomicU64::new(0));
+    let usage0 = crate::measure::rusage::ProcessUsage::now();
+    let shared = Shared::default();
+    let (mut streams, mut connected, mut ticks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut running_since, mut ended_after) = (None, None);
     let mut first = true;
-    let outcome: Result<_, ClientError> = loop {
+    let outcome: Result<_, ClientError> = 'exchange: loop {
         let state = match control.state(first) {
             Ok(state) => state,
             Err(e) => break Err(e),
@@ -323,8 +477,11 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                 let mut opened = Ok(());
                 for (i, sender) in directions.into_iter().enumerate() {
                     let id = if i == 0 { 1 } else { i as i64 + 2 };
-                    match open_stream(spec, &cookie, id, sender, &stop, &finished, &total) {
-                        Ok(stream) => streams.push(stream),
+                    match open_stream(spec, &cookie, id, sender, &shared) {
+                        Ok((stream, link)) => {
+                            streams.push(stream);
+                            connected.push(link);
+                        }
                         Err(e) => {
                             opened = Err(e);
                             break;
@@ -335,70 +492,92 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                     break Err(e);
                 }
             }
-            State::TestStart => {}
+            State::TestStart => progress(Progress::Started {
+                connected: &connected,
+                cookie: cookie.as_str(),
+            }),
             State::TestRunning => {
                 let since = Instant::now();
                 running_since = Some(since);
                 // The client ends the test: by time, or once the bytes
                 // asked for went either way.
                 let deadline = since + spec.duration;
+                let mut tick_from = 0.0;
                 loop {
                     let done = match spec.bytes {
-                        Some(n) => total.load(Ordering::Relaxed) >= n,
+                        Some(n) => shared.total.load(Ordering::Relaxed) >= n,
                         None => Instant::now() >= deadline,
                     };
                     if done || Instant::now() >= deadline + spec.timeout {
                         break;
                     }
+                    // The server may end the test early (a refusal on the
+                    // control connection), or a data stream may fail.
+                    let early: Option<ClientError> = match control.poll_state() {
+                        Ok(Some(state)) => Some(control.refused(state)),
+                        Ok(None) => match streams.iter().find(|s| s.thread.is_finished()) {
+                            Some(s) => {
+                                let id = s.id;
+                                std::thread::sleep(Duration::from_millis(200));
+                                Some(match control.poll_state() {
+                                    Ok(Some(state)) => control.refused(state),
+                                    Ok(None) => ClientError::Io(
+                                        addr,
+                                        format!("data stream {id} ended before the test did"),
+                                    ),
+                                    Err(e) => e,
+                                })
+                            }
+                            None => None,
+                        },
+                        Err(e) => Some(e),
+                    };
+                    if let Some(e) = early {
+                        shared.stop.store(true, Ordering::Relaxed);
+                        ended_after = Some(since.elapsed().as_secs_f64());
+                        break 'exchange Err(e);
+                    }
+                    let at = since.elapsed().as_secs_f64();
+                    if let Some(every) = spec.interval
+                        && at - tick_from >= every.as_secs_f64()
+                    {
+                        let tick = Tick {
+                            start_s: tick_from,
+                            end_s: at,
+                            streams: snapshot(&streams, at, true),
+                        };
+                        progress(Progress::Interval(&tick));
+                        ticks.push(tick);
+                        tick_from = at;
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                stop.store(true, Ordering::Relaxed);
-                ended_after = Some(since.elapsed().as_secs_f64());
+                let ended = since.elapsed().as_secs_f64();
+                // iperf3's last, short interval: shown when it is at
+                // least a tenth of one.
+                if let Some(every) = spec.interval
+                    && ended - tick_from >= every.as_secs_f64() / 10.0
+                {
+                    let tick = Tick {
+                        start_s: tick_from,
+                        end_s: ended,
+                        streams: snapshot(&streams, ended, true),
+                    };
+                    progress(Progress::Interval(&tick));
+                    ticks.push(tick);
+                }
+                shared.stop.store(true, Ordering::Relaxed);
+                ended_after = Some(ended);
                 if let Err(e) = control.send_state(State::TestEnd) {
                     break Err(e);
                 }
             }
             State::ExchangeResults => {
                 let seconds = ended_after.unwrap_or(0.0);
-                let counted = snapshot(&streams, seconds);
-                let cpu_s = match (cpu0, crate::measure::rusage::process_cpu_ns()) {
-                    (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
-                    _ => 0.0,
-                };
+                let counted = settled(&streams, seconds);
+                let usage = crate::measure::rusage::ProcessUsage::now().since(&usage0);
                 let wall = running_since.map_or(1.0, |s| s.elapsed().as_secs_f64().max(1e-9));
-                let client = Results {
-                    cpu_util_total: 100.0 * cpu_s / wall,
-                    cpu_util_user: 0.0,
-                    cpu_util_system: 0.0,
-                    // As iperf3: 1 when the sender read its retransmits
-                    // (TCP_INFO), 0 when it could not, -1 from a receiver.
-                    sender_has_retransmits: match (
-                        counted.iter().any(|s| s.sender),
-                        counted.iter().any(|s| s.sender && s.tcp_info.is_some()),
-                    ) {
-                        (false, _) => -1,
-                        (true, true) => 1,
-                        (true, false) => 0,
-                    },
-                    congestion_used: None,
-                    streams: counted
-                        .iter()
-                        .map(|s| StreamResult {
-                            id: s.id,
-                            bytes: s.bytes,
-                            retransmits: match (&s.tcp_info, s.sender) {
-                                (Some(info), true) => i64::from(info.total_retrans),
-                                _ => -1,
-                            },
-                            jitter: s.jitter_s,
-                            errors: s.lost,
-                            packets: s.packets as i64,
-                            start_time: 0.0,
-                            end_time: s.seconds,
-                        })
-                        .collect(),
-                    server_output_text: None,
-                };
+                let client = client_results(&counted, &usage, wall);
                 if let Err(e) = control
                     .socket
                     .write_all(&iperf3::frame(&client))
@@ -408,7 +587,7 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
                 }
                 break control
                     .read_results()
-                    .map(|server| (counted, client, server, seconds));
+                    .map(|server| (counted, client, server, seconds, usage));
             }
             State::TestEnd | State::IperfStart | State::IperfDone => {}
             refusal => break Err(control.refused(refusal)),
@@ -421,11 +600,42 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
         }
         other => Err(control.refused(other)),
     });
+    // A test that failed once running keeps netlab's counts up to then.
+    let partial = match (&outcome, running_since) {
+        (Err(_), Some(since)) => {
+            let seconds =
+                ended_after.unwrap_or_else(|| since.elapsed().as_secs_f64().min(f64::MAX));
+            Some((
+                settled(&streams, seconds),
+                seconds,
+                crate::measure::rusage::ProcessUsage::now().since(&usage0),
+            ))
+        }
+        _ => None,
+    };
     // Every stream closes now, whatever happened.
-    stop.store(true, Ordering::Relaxed);
-    finished.store(true, Ordering::Relaxed);
+    shared.stop.store(true, Ordering::Relaxed);
+    shared.finished.store(true, Ordering::Relaxed);
     let joined = join(streams);
-    let (counted, client, server, seconds) = outcome?;
+    let (counted, client, server, seconds, usage) = match (outcome, partial) {
+        (Ok(done), _) => done,
+        (Err(e), Some((counted, seconds, usage))) => {
+            let client = client_results(&counted, &usage, seconds.max(1e-9));
+            return Ok(Iperf3Run {
+                params,
+                cookie: cookie.as_str().into(),
+                connected,
+                streams: counted,
+                intervals: ticks,
+                client,
+                server: None,
+                seconds,
+                usage,
+                incomplete: Some(e.to_string()),
+            });
+        }
+        (Err(e), None) => return Err(e),
+    };
     joined.map_err(|e| ClientError::Io(addr, format!("a data stream: {e}")))?;
     let expected = counted.len();
     if server.streams.len() != expected {
@@ -439,11 +649,84 @@ pub fn run(spec: &Iperf3Spec) -> Result<Iperf3Run, ClientError> {
     }
     Ok(Iperf3Run {
         params,
+        cookie: cookie.as_str().into(),
+        connected,
         streams: counted,
+        intervals: ticks,
         client,
-        server,
+        server: Some(server),
         seconds,
+        usage,
+        incomplete: None,
     })
+}
+
+/// netlab's results as iperf3's client reports them: its CPU over the
+/// test (percent of one CPU, all threads), and each stream's count.
+fn client_results(
+    counted: &[LocalStream],
+    usage: &crate::measure::rusage::ProcessUsage,
+    wall_s: f64,
+) -> Results {
+    Results {
+        cpu_util_total: 100.0 * usage.cpu_s() / wall_s,
+        cpu_util_user: 100.0 * usage.user_s / wall_s,
+        cpu_util_system: 100.0 * usage.sys_s / wall_s,
+        // As iperf3: 1 when the sender read its retransmits (TCP_INFO), 0
+        // when it could not, -1 from a receiver.
+        sender_has_retransmits: match (
+            counted.iter().any(|s| s.sender),
+            counted.iter().any(|s| s.sender && s.tcp_info.is_some()),
+        ) {
+            (false, _) => -1,
+            (true, true) => 1,
+            (true, false) => 0,
+        },
+        congestion_used: counted
+            .iter()
+            .find_map(|s| s.thread.as_ref()?.congestion_control.clone()),
+        streams: counted
+            .iter()
+            .map(|s| StreamResult {
+                id: s.id,
+                bytes: s.bytes,
+                retransmits: match (&s.tcp_info, s.sender) {
+                    (Some(info), true) => i64::from(info.total_retrans),
+                    _ => -1,
+                },
+                jitter: s.jitter_s,
+                errors: s.lost,
+                packets: s.packets as i64,
+                start_time: 0.0,
+                end_time: s.seconds,
+            })
+            .collect(),
+        server_output_text: None,
+    }
+}
+
+/// The socket's buffer size (`SO_SNDBUF` or `SO_RCVBUF`) as the kernel
+/// reports it.
+fn buffer_of(fd: std::os::fd::BorrowedFd<'_>, sender: bool) -> Option<u64> {
+    let socket = socket2::SockRef::from(&fd);
+    let size = if sender {
+        socket.send_buffer_size()
+    } else {
+        socket.recv_buffer_size()
+    };
+    size.ok().map(|b| b as u64)
+}
+
+/// The socket's congestion control (`TCP_CONGESTION`).
+fn congestion_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<String> {
+    socket2::SockRef::from(&fd)
+        .tcp_congestion()
+        .ok()
+        .map(|name| {
+            String::from_utf8_lossy(&name)
+                .trim_end_matches('\0')
+                .to_string()
+        })
 }
 
 /// Opens one data connection (the cookie first) and starts its thread.
@@ -452,13 +735,12 @@ fn open_stream(
     cookie: &Cookie,
     id: i64,
     sender: bool,
-    stop: &Arc<AtomicBool>,
-    finished: &Arc<AtomicBool>,
-    total: &Arc<AtomicU64>,
-) -> Result<Stream, ClientError> {
+    shared: &Shared,
+) -> Result<(Stream, Connected), ClientError> {
+    use std::os::fd::{AsFd, AsRawFd};
     let addr = spec.server;
     if let Some(bps) = spec.udp_bps {
-        return open_udp_stream(spec, id, sender, bps, stop, finished, total);
+        return open_udp_stream(spec, id, sender, bps, shared);
     }
     let mut socket = TcpStream::connect_timeout(&addr, spec.timeout)
         .map_err(|e| ClientError::Io(addr, format!("opening data stream {id}: {e}")))?;
@@ -468,32 +750,44 @@ fn open_stream(
         .and_then(|()| socket.set_read_timeout(Some(Duration::from_millis(100))))
         .and_then(|()| socket.set_write_timeout(Some(Duration::from_millis(100))))
         .map_err(|e| ClientError::Io(addr, format!("data stream {id}: {e}")))?;
+    let link = Connected {
+        id,
+        socket: socket.as_raw_fd(),
+        local: socket.local_addr().ok(),
+        remote: addr,
+        sender,
+        mss: socket2::SockRef::from(&socket).tcp_mss().ok(),
+        sndbuf: buffer_of(socket.as_fd(), true),
+        rcvbuf: buffer_of(socket.as_fd(), false),
+    };
+    let socket = Arc::new(socket);
     let bytes = Arc::new(AtomicU64::new(0));
     let tcp_info = Arc::new(std::sync::Mutex::new(None));
-    let info = tcp_info.clone();
-    let (count, stop, finished, total, len) = (
-        bytes.clone(),
-        stop.clone(),
-        finished.clone(),
-        total.clone(),
-        spec.len,
-    );
+    let account = Arc::new(std::sync::Mutex::new(None));
+    let (info, own, data) = (tcp_info.clone(), account.clone(), socket.clone());
+    let (count, shared, len) = (bytes.clone(), shared.clone(), spec.len);
     let thread = std::thread::Builder::new()
         .name(format!("iperf3-stream-{id}"))
         .spawn(move || -> io::Result<()> {
+            let clock = ThreadClock::start();
             let mut buf = crate::endpoint::pattern::Pattern::new(len)
                 .slice(0, len)
                 .to_vec();
-            let mut open = true;
-            while !finished.load(Ordering::Relaxed) {
-                let stopped = stop.load(Ordering::Relaxed);
-                // The kernel's account once, as the test ends.
+            let (mut open, mut calls) = (true, 0u64);
+            while !shared.finished.load(Ordering::Relaxed) {
+                let stopped = shared.stop.load(Ordering::Relaxed);
+                // The kernel's account and the thread's own, once, as the
+                // test ends.
                 if stopped
                     && let Ok(mut slot) = info.lock()
                     && slot.is_none()
                 {
-                    use std::os::fd::AsFd;
-                    *slot = crate::measure::tcpinfo::TcpInfo::read(socket.as_fd()).ok();
+                    let fd = data.as_fd();
+                    *slot = crate::measure::tcpinfo::TcpInfo::read(fd).ok();
+                    if let Ok(mut mine) = own.lock() {
+                        *mine =
+                            Some(clock.account(calls, buffer_of(fd, sender), congestion_of(fd)));
+                    }
                 }
                 if !open || (sender && stopped) {
                     // Held open until the exchange is over.
@@ -501,15 +795,18 @@ fn open_stream(
                     continue;
                 }
                 let moved = if sender {
-                    socket.write(&buf)
+                    (&*data).write(&buf)
                 } else {
-                    socket.read(&mut buf)
+                    (&*data).read(&mut buf)
                 };
+                if !stopped {
+                    calls += 1;
+                }
                 match moved {
                     Ok(0) => open = false,
                     Ok(n) if !stopped => {
                         count.fetch_add(n as u64, Ordering::Relaxed);
-                        total.fetch_add(n as u64, Ordering::Relaxed);
+                        shared.total.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     Ok(_) => {}
                     Err(e)
@@ -520,21 +817,26 @@ fn open_stream(
                                 | io::ErrorKind::Interrupted
                         ) => {}
                     // The server may close its ends once the test is over.
-                    Err(_) if stop.load(Ordering::Relaxed) => open = false,
+                    Err(_) if shared.stop.load(Ordering::Relaxed) => open = false,
                     Err(e) => return Err(e),
                 }
             }
             Ok(())
         })
         .map_err(|e| ClientError::Io(addr, format!("a thread for stream {id}: {e}")))?;
-    Ok(Stream {
-        id,
-        sender,
-        bytes,
-        udp: Arc::default(),
-        tcp_info,
-        thread,
-    })
+    Ok((
+        Stream {
+            id,
+            sender,
+            bytes,
+            udp: Arc::default(),
+            socket: Some(socket),
+            tcp_info,
+            account,
+            thread,
+        },
+        link,
+    ))
 }
 
 /// Opens one UDP stream: iperf3's connect datagram (host order, as iperf3
@@ -545,10 +847,9 @@ fn open_udp_stream(
     id: i64,
     sender: bool,
     bps: u64,
-    stop: &Arc<AtomicBool>,
-    finished: &Arc<AtomicBool>,
-    total: &Arc<AtomicU64>,
-) -> Result<Stream, ClientError> {
+    shared: &Shared,
+) -> Result<(Stream, Connected), ClientError> {
+    use std::os::fd::{AsFd, AsRawFd};
     let addr = spec.server;
     let fail = |e: io::Error| ClientError::Io(addr, format!("UDP stream {id}: {e}"));
     let any: SocketAddr = if addr.is_ipv4() {
@@ -582,24 +883,39 @@ fn open_udp_stream(
     socket
         .set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(fail)?;
+    let link = Connected {
+        id,
+        socket: socket.as_raw_fd(),
+        local: socket.local_addr().ok(),
+        remote: addr,
+        sender,
+        mss: None,
+        sndbuf: buffer_of(socket.as_fd(), true),
+        rcvbuf: buffer_of(socket.as_fd(), false),
+    };
     let bytes = Arc::new(AtomicU64::new(0));
     let udp = Arc::new(std::sync::Mutex::new(UdpCount::default()));
-    let (count, account, stop, finished, total) = (
-        bytes.clone(),
-        udp.clone(),
-        stop.clone(),
-        finished.clone(),
-        total.clone(),
-    );
+    let own = Arc::new(std::sync::Mutex::new(None));
+    let (count, account, shared, mine) = (bytes.clone(), udp.clone(), shared.clone(), own.clone());
     let len = spec.len.max(UDP_HEADER);
     let thread = std::thread::Builder::new()
         .name(format!("iperf3-udp-{id}"))
         .spawn(move || -> io::Result<()> {
+            let clock = ThreadClock::start();
             let mut buf = vec![0u8; len.max(65_536)];
             let started = Instant::now();
-            let mut seq: u32 = 0;
-            while !finished.load(Ordering::Relaxed) {
-                let stopped = stop.load(Ordering::Relaxed);
+            let (mut seq, mut calls): (u32, u64) = (0, 0);
+            while !shared.finished.load(Ordering::Relaxed) {
+                let stopped = shared.stop.load(Ordering::Relaxed);
+                if stopped
+                    && let Ok(mut slot) = mine.lock()
+                    && slot.is_none()
+                {
+                    *slot = Some(clock.account(calls, buffer_of(socket.as_fd(), sender), None));
+                }
+                if !stopped {
+                    calls += 1;
+                }
                 if sender {
                     if stopped {
                         std::thread::sleep(Duration::from_millis(10));
@@ -623,7 +939,7 @@ fn open_udp_stream(
                     // counts it lost.
                     if let Ok(n) = socket.send(&buf[..len]) {
                         count.fetch_add(n as u64, Ordering::Relaxed);
-                        total.fetch_add(n as u64, Ordering::Relaxed);
+                        shared.total.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     if let Ok(mut a) = account.lock() {
                         a.packets = u64::from(seq);
@@ -632,7 +948,7 @@ fn open_udp_stream(
                     match socket.recv(&mut buf) {
                         Ok(n) if n >= UDP_HEADER && !stopped => {
                             count.fetch_add(n as u64, Ordering::Relaxed);
-                            total.fetch_add(n as u64, Ordering::Relaxed);
+                            shared.total.fetch_add(n as u64, Ordering::Relaxed);
                             let word = |i: usize| {
                                 u32::from_be_bytes(buf[i..i + 4].try_into().expect("4 bytes"))
                             };
@@ -657,22 +973,37 @@ fn open_udp_stream(
             Ok(())
         })
         .map_err(|e| ClientError::Io(addr, format!("a thread for stream {id}: {e}")))?;
-    Ok(Stream {
-        id,
-        sender,
-        bytes,
-        udp,
-        tcp_info: Arc::default(),
-        thread,
-    })
+    Ok((
+        Stream {
+            id,
+            sender,
+            bytes,
+            udp,
+            socket: None,
+            tcp_info: Arc::default(),
+            account: own,
+            thread,
+        },
+        link,
+    ))
 }
 
-/// Every stream's count so far.
-fn snapshot(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
+/// Every stream's counts at `seconds`; `live`: TCP_INFO read now from
+/// each socket (an interval's end), else as each thread read it when the
+/// test stopped.
+fn snapshot(streams: &[Stream], seconds: f64, live: bool) -> Vec<LocalStream> {
+    use std::os::fd::AsFd;
     streams
         .iter()
         .map(|s| {
             let udp = s.udp.lock().map(|u| *u).unwrap_or_default();
+            let tcp_info = if live {
+                s.socket
+                    .as_ref()
+                    .and_then(|socket| crate::measure::tcpinfo::TcpInfo::read(socket.as_fd()).ok())
+            } else {
+                s.tcp_info.lock().ok().and_then(|i| i.clone())
+            };
             LocalStream {
                 id: s.id,
                 sender: s.sender,
@@ -681,10 +1012,28 @@ fn snapshot(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
                 packets: udp.packets,
                 lost: udp.lost,
                 jitter_s: udp.jitter_s,
-                tcp_info: s.tcp_info.lock().ok().and_then(|i| i.clone()),
+                tcp_info,
+                thread: (!live)
+                    .then(|| s.account.lock().ok().and_then(|a| a.clone()))
+                    .flatten(),
             }
         })
         .collect()
+}
+
+/// Every stream's counts once the test stopped: each thread's own account
+/// is waited for (briefly: a thread blocked in a call reads it within its
+/// 100 ms timeout).
+fn settled(streams: &[Stream], seconds: f64) -> Vec<LocalStream> {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline
+        && streams
+            .iter()
+            .any(|s| s.account.lock().is_ok_and(|a| a.is_none()) && !s.thread.is_finished())
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    snapshot(streams, seconds, false)
 }
 
 /// Joins every stream's thread (after `finished`): the first error.
@@ -735,6 +1084,7 @@ mod tests {
             len: 131_072,
             udp_bps: None,
             timeout: Duration::from_secs(1),
+            interval: None,
         };
         let tcp = spec.params();
         assert_eq!(

@@ -66,6 +66,9 @@ pub struct TcpInfo {
     pub bytes_sent: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_retrans: Option<u64>,
+    /// The peer's advertised window, bytes (Linux 6.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd: Option<u32>,
 }
 
 fn u32_at(buf: &[u8], offset: usize) -> Option<u32> {
@@ -142,6 +145,7 @@ impl TcpInfo {
             snd_ssthresh: u32_at(buf, offset::SND_SSTHRESH),
             bytes_sent: u64_at(buf, offset::BYTES_SENT),
             bytes_retrans: u64_at(buf, offset::BYTES_RETRANS),
+            snd_wnd: u32_at(buf, state_offset::SND_WND),
         })
     }
 

@@ -142,6 +142,14 @@ pub struct SomeCellsFailed {
     pub file: String,
 }
 
+/// A run that ended short after printing what it measured (a test whose
+/// peer went away mid-way): its output is out already, marked incomplete,
+/// so only this is left to say, on standard error, with the exit status
+/// of a partial run ([`SOME_CELLS_FAILED`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct PrintedIncomplete(pub anyhow::Error);
+
 /// The exit status of a run in which some cells failed.
 pub const SOME_CELLS_FAILED: u8 = 3;
 

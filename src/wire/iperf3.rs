@@ -141,6 +141,12 @@ impl Cookie {
         &self.0
     }
 
+    /// The cookie's text, without its NUL (as iperf3's `start.cookie`).
+    pub fn as_str(&self) -> &str {
+        // Every constructor leaves printable ASCII before the NUL.
+        std::str::from_utf8(&self.0[..COOKIE_SIZE - 1]).unwrap_or_default()
+    }
+
     /// Checks a cookie read from a peer.
     pub fn parse(bytes: &[u8]) -> Result<Cookie, Iperf3Error> {
         let array: [u8; COOKIE_SIZE] = bytes.try_into().map_err(|_| Iperf3Error::BadCookie)?;

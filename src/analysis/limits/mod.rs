@@ -79,6 +79,42 @@ use series::Series;
 
 use std::collections::BTreeMap;
 
+/// The verdict for a flow seen from its receiver alone (netlab received
+/// from a sender it cannot read: an iperf3 server under `-R`). Only the
+/// receiver's own evidence is read, `flow.sender` and `flow.tcp` never: a
+/// receiver short of CPU (saturated, its core taken by interrupt work, or
+/// waiting for a core) is named; anything else is undecided, since the
+/// sender's window, buffers, CPU and path are out of sight.
+pub fn judge_receiver_side(flow: &FlowEvidence) -> Verdict {
+    let mut verdict = Verdict::default();
+    verdict.missing.push(
+        "the sender's side (its TCP_INFO, CPU and buffers): the verdict rests on the receiver's evidence alone".into(),
+    );
+    if flow.receiver.wall_s <= 0.0 || flow.bytes == 0 {
+        verdict.limits.push(undecided("nothing was delivered"));
+        return verdict;
+    }
+    match receiver_short_of_cpu(flow, 1.0) {
+        Some(limit) => verdict.limits.push(limit),
+        None => {
+            let mut limit = undecided(&format!(
+                "the receiver was not short of CPU ({:.0}% of one CPU{}); what held the flow is on the sender's side or the path, which the receiver cannot see",
+                100.0 * flow.receiver.utilisation(),
+                flow.receiver.run_delay_s.map_or(String::new(), |d| format!(
+                    ", waiting for a core {:.0}% of the run",
+                    100.0 * d / flow.receiver.wall_s
+                ))
+            ));
+            limit.evidence.insert(
+                "receiver_cpu_pct".into(),
+                100.0 * flow.receiver.utilisation(),
+            );
+            verdict.limits.push(limit);
+        }
+    }
+    verdict
+}
+
 /// The verdict for one flow.
 pub fn judge(flow: &FlowEvidence) -> Verdict {
     let mut verdict = Verdict::default();

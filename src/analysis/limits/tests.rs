@@ -869,3 +869,30 @@ fn heavy_loss_beside_a_host_is_the_loss_or_undecided_never_the_host_alone() {
     }
     assert_eq!(judge(&f).primary().unwrap().factor, Factor::ReceiverCpu);
 }
+
+#[test]
+fn a_receiver_alone_names_only_its_own_cpu_and_is_otherwise_undecided() {
+    // The sender's evidence says it was saturated: a receiver-side verdict
+    // must not read it.
+    let mut f = flow(tcp(1.9, 0.0, 0.0));
+    f.sender = side(2.0);
+    let v = judge_receiver_side(&f);
+    assert_eq!(v.primary().unwrap().factor, Factor::Undecided, "{v:?}");
+    assert!(
+        v.missing
+            .iter()
+            .any(|m| m.contains("receiver's evidence alone"))
+    );
+    // A saturated receiver is named.
+    f.receiver = side(1.95);
+    let v = judge_receiver_side(&f);
+    assert_eq!(v.primary().unwrap().factor, Factor::ReceiverCpu, "{v:?}");
+    // A receiver waiting for a core half the run: contention.
+    f.receiver = SideEvidence {
+        run_delay_s: Some(1.0),
+        involuntary_cs: 500,
+        ..side(0.8)
+    };
+    let v = judge_receiver_side(&f);
+    assert_eq!(v.primary().unwrap().factor, Factor::CpuContention, "{v:?}");
+}

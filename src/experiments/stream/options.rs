@@ -249,6 +249,13 @@ impl StreamOptions {
     }
 }
 
+/// The shape of stream's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonFormat {
+    Netlab,
+    Iperf3,
+}
+
 /// Run a bulk transfer between two endpoint processes.
 #[derive(Debug, Args)]
 pub struct StreamArgs {
@@ -278,9 +285,19 @@ pub struct StreamArgs {
     #[arg(long, default_value_t = 30, requires = "confidence", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_runs: u32,
     /// Print JSON Lines while the run goes: one line per interval as it
-    /// ends, then one line with the whole document (implies --json).
-    #[arg(long, requires = "interval")]
+    /// ends, then one line with the whole document (implies --json; needs
+    /// --interval, except against an iperf3 server, whose intervals are
+    /// 1 s unless --interval says otherwise). With --format iperf3:
+    /// iperf3's event lines (start, interval, end).
+    #[arg(long)]
     pub json_stream: bool,
+    /// The JSON's shape: netlab's own document, or iperf3's (`iperf3 -J`:
+    /// start, intervals, end; netlab's verdict and host facts under the
+    /// key `netlab`), for readers of iperf3's output. Implies --json.
+    /// iperf3's shape is for tests against an iperf3 server (`--to
+    /// iperf3:HOST`).
+    #[arg(long, value_enum, default_value_t = JsonFormat::Netlab)]
+    pub format: JsonFormat,
     #[command(flatten)]
     pub common: StreamOptions,
 }
@@ -288,7 +305,7 @@ pub struct StreamArgs {
 impl StreamArgs {
     /// Whether it prints JSON (so an error is printed as JSON too).
     pub fn json(&self) -> bool {
-        self.common.run.json || self.json_stream
+        self.common.run.json || self.json_stream || self.format == JsonFormat::Iperf3
     }
 }
 
@@ -313,7 +330,6 @@ fn iperf3_spec(
             c.place.remote.from.is_some(),
             "--from (netlab is the client, here)",
         ),
-        (args.interval.is_some(), "--interval"),
         (args.confidence.is_some(), "--confidence"),
         (args.repeat > 1, "--repeat"),
         (
@@ -359,6 +375,15 @@ fn iperf3_spec(
         len,
         udp_bps,
         timeout: std::time::Duration::from_secs(10),
+        interval: match args.interval {
+            // iperf3's -i 0: no intervals.
+            Some(0.0) => None,
+            Some(s) if s < 0.1 || !s.is_finite() => {
+                anyhow::bail!("--interval {s}: iperf3's intervals are 0.1 s or longer (0: none)")
+            }
+            Some(s) => Some(std::time::Duration::from_secs_f64(s)),
+            None => Some(std::time::Duration::from_secs(1)),
+        },
     })
 }
 
@@ -372,7 +397,25 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         .and_then(|to| to.strip_prefix("iperf3:"))
     {
         let spec = iperf3_spec(&args, target)?;
-        return crate::experiments::stream::iperf3::run_against(&spec, &args.common.run, out);
+        let mut run = args.common.run.clone();
+        run.json |= args.json();
+        return crate::experiments::stream::iperf3::run_against(
+            &spec,
+            &run,
+            crate::experiments::stream::iperf3::Printing {
+                iperf3: args.format == JsonFormat::Iperf3,
+                lines: args.json_stream,
+            },
+            out,
+        );
+    }
+    if args.format == JsonFormat::Iperf3 {
+        anyhow::bail!(
+            "--format iperf3: iperf3's document is written for tests against an iperf3 server (--to iperf3:HOST[:PORT]); netlab's own runs have their own JSON (--json)"
+        );
+    }
+    if args.json_stream && args.interval.is_none() {
+        anyhow::bail!("--json-stream: give --interval TIME (the lines are one per interval)");
     }
     let mut config = args.common.config(args.amount(), args.record)?;
     config.interval_s = args.interval;
