@@ -1344,10 +1344,7 @@ fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
     }
     // Lines are one an interval: without --interval, refused by name
     // (against an iperf3 server they default to iperf3's 1 s).
-    let run = netlab()
-        .args(["stream", "--json-stream"])
-        .output()
-        .unwrap();
+    let run = netlab().args(["stream", "--json-stream"]).output().unwrap();
     assert!(!run.status.success());
     let line: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
     assert!(

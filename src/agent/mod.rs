@@ -40,6 +40,7 @@
 //! [`LOG_BURST`] lines per cause per [`LOG_WINDOW`], then a count.
 
 pub mod log;
+pub mod metrics;
 pub mod session;
 
 use log::{log, printable};
@@ -190,17 +191,22 @@ pub struct AgentConfig {
     pub policy: Policy,
     /// Its node and labels, said in every Welcome.
     pub identity: crate::record::testbed::Identity,
+    /// Serve its own metrics here (`--metrics`).
+    pub metrics: Option<SocketAddr>,
 }
 
-/// Logs refused peers, at most [`LOG_BURST`] a window.
+/// Logs refused peers, at most [`LOG_BURST`] a window, and counts each
+/// by its reason.
 struct RefusalLog {
     log: RateLog,
+    metrics: Arc<metrics::AgentMetrics>,
 }
 
 impl RefusalLog {
     /// Logs `peer`'s refusal for `cause` (a fixed text, its rate window's
     /// name) with `detail` (may be empty).
     fn refuse(&self, peer: SocketAddr, cause: &'static str, detail: &str) {
+        self.metrics.refused(cause);
         if detail.is_empty() {
             self.log
                 .line_about(cause, format_args!("refused {peer}: {cause}"));
@@ -211,10 +217,11 @@ impl RefusalLog {
     }
 }
 
-impl Default for RefusalLog {
-    fn default() -> Self {
+impl RefusalLog {
+    fn new(metrics: Arc<metrics::AgentMetrics>) -> Self {
         RefusalLog {
             log: RateLog::new("refused peers", |line| log(line)),
+            metrics,
         }
     }
 }
@@ -271,6 +278,7 @@ struct Agent {
     config: AgentConfig,
     facts: HostFacts,
     refusals: RefusalLog,
+    metrics: Arc<metrics::AgentMetrics>,
     slots: Slots,
     /// Proven connections not yet past their Hello.
     proven: AtomicUsize,
@@ -283,6 +291,19 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
     })?;
     listener.set_nonblocking(true)?;
+    let metrics = Arc::new(metrics::AgentMetrics::default());
+    let _exporter = match config.metrics {
+        Some(address) => {
+            let server = crate::controller::metrics::serve(address, metrics.registry.clone())
+                .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e.to_string()))?;
+            log(format_args!(
+                "metrics at http://{}/metrics",
+                server.address()
+            ));
+            Some(server)
+        }
+        None => None,
+    };
     log(format_args!(
         "listening on {} ({}); control channel {}",
         listener.local_addr()?,
@@ -296,7 +317,8 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         },
         config,
         facts: HostFacts::gather(),
-        refusals: RefusalLog::default(),
+        refusals: RefusalLog::new(metrics.clone()),
+        metrics,
         proven: AtomicUsize::new(0),
         stop: stop.clone(),
     });
@@ -566,11 +588,13 @@ fn run(
         hello.experiment
     ));
     let started = Instant::now();
+    agent.metrics.run(&hello.experiment);
     let outcome = session::Session::new(
         &agent.config.policy,
         &hello.experiment,
         sealer,
         agent.stop.clone(),
+        agent.metrics.clone(),
     )
     .serve(opener);
     log(format_args!(

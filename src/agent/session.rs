@@ -44,6 +44,7 @@ pub struct Session<'p> {
     endpoints: HashMap<u32, Endpoint>,
     started: usize,
     stop: Arc<AtomicBool>,
+    metrics: Arc<super::metrics::AgentMetrics>,
 }
 
 impl<'p> Session<'p> {
@@ -52,6 +53,7 @@ impl<'p> Session<'p> {
         experiment: &str,
         sealer: Sealer,
         stop: Arc<AtomicBool>,
+        metrics: Arc<super::metrics::AgentMetrics>,
     ) -> Session<'p> {
         Session {
             policy,
@@ -60,6 +62,7 @@ impl<'p> Session<'p> {
             endpoints: HashMap::new(),
             started: 0,
             stop,
+            metrics,
         }
     }
 
@@ -151,11 +154,13 @@ impl<'p> Session<'p> {
         let stdout = child.stdout.take().expect("piped stdout");
         let stdin = child.stdin.take();
         let process = Arc::new(Mutex::new(child));
+        self.metrics.endpoint_started();
         let forward = {
-            let (sealer, process) = (self.sealer.clone(), process.clone());
+            let (sealer, process, metrics) =
+                (self.sealer.clone(), process.clone(), self.metrics.clone());
             std::thread::Builder::new()
                 .name(format!("agent-endpoint-{id}"))
-                .spawn(move || forward(id, stdout, &sealer, &process))
+                .spawn(move || forward(id, stdout, &sealer, &process, &metrics))
         };
         match forward {
             Ok(forward) => {
@@ -243,6 +248,7 @@ fn forward(
     stdout: std::process::ChildStdout,
     sealer: &Mutex<Sealer>,
     process: &Mutex<Child>,
+    metrics: &super::metrics::AgentMetrics,
 ) {
     let mut reader = FrameReader::new(stdout);
     while let Ok(Some(reply)) = reader.next_message::<Reply>() {
@@ -254,8 +260,10 @@ fn forward(
         }
     }
     // It is leaving (its channel is closed): the lock is held for the few
-    // ms that takes, or for the grace before it is killed.
+    // ms that takes, or for the grace before it is killed. Its I/O is read
+    // first, while /proc still has it.
     let mut child = lock(process);
+    metrics.endpoint_io(child.id());
     let status = match exit_within(&mut child, EXIT_GRACE) {
         Ok(Some(status)) => describe_exit(status),
         Ok(None) => {

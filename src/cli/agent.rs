@@ -25,7 +25,7 @@ pub enum AgentCommand {
         out: PathBuf,
     },
     /// Serve controllers that hold the key.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// Runs at once; another controller is told who holds the agent.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_runs: u32,
+    /// Serve the agent's own metrics (runs served, refusals by reason,
+    /// its endpoints' bytes) at http://ADDR:PORT/metrics.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
@@ -115,6 +119,7 @@ pub fn run(args: AgentArgs, out: &mut Output) -> anyhow::Result<()> {
                     listen: serve.listen,
                     policy,
                     identity,
+                    metrics: serve.metrics,
                 },
                 interrupt_flag(),
             )?;

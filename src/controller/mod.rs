@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod helpers;
 pub mod lab;
 pub mod launcher;
+pub mod metrics;
 pub mod placement;
 pub mod processes;
 pub mod profile;

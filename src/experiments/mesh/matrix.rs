@@ -151,6 +151,29 @@ pub const METRICS: &[Metric] = &[
         significant: always,
         tag: |f| f.grade.clone(),
     },
+    Metric {
+        name: "probe_rtt_p50_us",
+        test: MeshTest::Probe,
+        unit: "µs",
+        higher_is_better: false,
+        floor: 100.0,
+        describe: "the probes' median round trip",
+        value: |f| f.rtt_p50_us,
+        significant: always,
+        tag: untagged,
+    },
+    Metric {
+        name: "probe_loss_pct",
+        test: MeshTest::Probe,
+        unit: "%",
+        higher_is_better: false,
+        // A probe of 20 calls sees loss in steps of about 5%.
+        floor: 1.0,
+        describe: "the probes' loss",
+        value: |f| f.loss_pct,
+        significant: always,
+        tag: untagged,
+    },
 ];
 
 /// What one cell holds.

@@ -6,11 +6,14 @@
 //! matrices a figure each, what they show in words and `report.html`.
 
 pub mod analysis;
+pub mod continuous;
 pub mod inventory;
 pub mod manifests;
 pub mod matrix;
+pub mod metrics;
 pub mod options;
 pub mod record;
 pub mod report;
+pub mod rules;
 pub mod run;
 pub mod schedule;

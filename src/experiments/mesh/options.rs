@@ -28,7 +28,7 @@ impl MeshArgs {
         match &self.command {
             Some(MeshCommand::Plan(plan)) => plan.json,
             Some(MeshCommand::Report(report)) => report.json,
-            Some(MeshCommand::Manifests(_)) => false,
+            Some(MeshCommand::Manifests(_) | MeshCommand::Rules(_)) => false,
             None => self.run.json,
         }
     }
@@ -56,9 +56,76 @@ pub struct RunArgs {
     /// The loss test's datagram length, header included.
     #[arg(long, default_value_t = 1200)]
     pub loss_length: usize,
+    /// The probe test's empty UDP RPC calls each way of a pair (with
+    /// --every, what the probe budget allows when not given).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub probe_calls: Option<u32>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub continuous: ContinuousArgs,
+}
+
+/// `netlab mesh --every PERIOD`: a long-running controller.
+#[derive(Debug, Args)]
+pub struct ContinuousArgs {
+    /// Run on as a controller: probe every ordered pair every PERIOD
+    /// (Pingmesh-style, a few UDP RPC calls: round trip and loss), until
+    /// stopped (SIGTERM, Ctrl-C) or --cycles; each cycle a run directory
+    /// under DIR/cycles/.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "PERIOD", conflicts_with = "resume")]
+    pub every: Option<Duration>,
+    /// The probe budget: at most this many probe calls a second reach each
+    /// agent (as caller and as server); the calls a probe makes follow
+    /// from it unless --probe-calls is given.
+    #[arg(long, default_value_t = 10.0, value_name = "CALLS_PER_S")]
+    pub probe_rate: f64,
+    /// Also run the throughput pass (--tests, stream by default) this
+    /// often, after a probe cycle.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "PERIOD", requires = "every")]
+    pub stream_every: Option<Duration>,
+    /// Cycle directories kept on disk (the oldest removed first).
+    #[arg(long, default_value_t = 100, requires = "every")]
+    pub keep: usize,
+    /// Serve the metrics at http://ADDR:PORT/metrics (OpenMetrics).
+    #[arg(long, value_name = "ADDR:PORT", requires = "every")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Per-path series for the worst K paths only (and those in breach of
+    /// the SLO, at most 10 K); per host and per zone, always.
+    #[arg(long, default_value_t = 20, value_name = "K")]
+    pub metrics_pairs: usize,
+    /// A path is in breach when its probes lose more than this share
+    /// (1%, 0.5%), or fail.
+    #[arg(long, default_value = "1%", value_name = "PERCENT")]
+    pub loss_slo: String,
+    /// ... or when their median round trip is longer than this.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "TIME")]
+    pub rtt_slo: Option<Duration>,
+    /// Write the Prometheus alert rules for these options to FILE before
+    /// the first cycle (`netlab mesh rules` prints them).
+    #[arg(long, value_name = "FILE", requires = "every")]
+    pub rules: Option<PathBuf>,
+    /// Stop after this many probe cycles.
+    #[arg(long, requires = "every")]
+    pub cycles: Option<u64>,
+}
+
+/// `--loss-slo` as a ratio: `1%`, `0.5%`, or a bare ratio below 1.
+pub fn parse_loss_slo(text: &str) -> anyhow::Result<f64> {
+    let (number, scale) = match text.trim().strip_suffix('%') {
+        Some(pct) => (pct, 0.01),
+        None => (text.trim(), 1.0),
+    };
+    let ratio = number
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| anyhow::anyhow!("--loss-slo {text}: give a percentage (1%, 0.5%)"))?
+        * scale;
+    if !(ratio.is_finite() && ratio > 0.0 && ratio < 1.0) {
+        bail!("--loss-slo {text}: give more than 0% and less than 100%");
+    }
+    Ok(ratio)
 }
 
 /// What a pass is: the options `plan` and a run share.
@@ -117,6 +184,18 @@ pub enum MeshCommand {
     /// Print the Kubernetes objects of a mesh: Namespace, Secret, DaemonSet
     /// of agents, headless Service, and a Job or CronJob that measures.
     Manifests(ManifestsArgs),
+    /// Print the Prometheus alert rules for a continuous mesh's metrics.
+    Rules(RulesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// The probe cycle the rules wait two of.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub every: Duration,
+    /// The loss SLO (1%, 0.5%).
+    #[arg(long, default_value = "1%")]
+    pub loss_slo: String,
 }
 
 #[derive(Debug, Args)]
@@ -177,7 +256,7 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             for test in m.tests.split(',') {
                 <MeshTest as clap::ValueEnum>::from_str(test, false).map_err(|_| {
                     anyhow::anyhow!(
-                        "--tests {}: {test:?} is not stream, rtt, loss or rpm",
+                        "--tests {}: {test:?} is not stream, rtt, loss, rpm or probe",
                         m.tests
                     )
                 })?;
@@ -199,8 +278,132 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             out.text(&yaml)?;
             Ok(())
         }
+        Some(MeshCommand::Rules(r)) => {
+            out.text(&crate::experiments::mesh::rules::render(
+                crate::experiments::mesh::rules::RuleSettings {
+                    every: r.every,
+                    loss_ratio: parse_loss_slo(&r.loss_slo)?,
+                },
+            ))?;
+            Ok(())
+        }
+        None if args.run.continuous.every.is_some() => run_continuous(args.run, out),
         None => run_mesh(args.run, out),
     }
+}
+
+/// `netlab mesh --every PERIOD ...`: cycles until stopped, then what ran.
+fn run_continuous(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
+    let c = &args.continuous;
+    let every = c.every.expect("checked by the caller");
+    let Some(key) = args.key.clone() else {
+        bail!(
+            "netlab mesh needs the agents' key: --key FILE or NETLAB_KEY_FILE (netlab agent keygen makes one)"
+        );
+    };
+    let Some(spec) = args.pass.agents.clone() else {
+        bail!("netlab mesh --every needs --agents (a list, a file or dns:NAME)");
+    };
+    if every < Duration::from_secs(1) {
+        bail!(
+            "--every {}: a probe cycle is 1 s or longer",
+            humantime::format_duration(every)
+        );
+    }
+    if !(c.probe_rate.is_finite() && c.probe_rate > 0.0) {
+        bail!(
+            "--probe-rate {}: give more than 0 calls a second",
+            c.probe_rate
+        );
+    }
+    if c.keep == 0 {
+        bail!("--keep 0: keep at least the cycle being written");
+    }
+    if c.metrics_pairs > 10_000 {
+        bail!("--metrics-pairs {}: at most 10000", c.metrics_pairs);
+    }
+    if args.pass.passes != 1 {
+        bail!("--passes does not apply with --every: every cycle is a pass");
+    }
+    let loss_ratio = parse_loss_slo(&c.loss_slo)?;
+    let dir = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "mesh-continuous-{}",
+            crate::record::now_rfc3339().replace(':', "")
+        ))
+    });
+    let rate = crate::testbed::link::parse_rate(&args.loss_rate)
+        .map_err(|e| anyhow::anyhow!("--loss-rate {}: {e}", args.loss_rate))?;
+    let base = PassSpec {
+        tests: vec![MeshTest::Probe],
+        duration_s: args.pass.duration.as_secs_f64(),
+        mode: args.pass.mode,
+        max_pairs: args.pass.max_pairs,
+        bidir: args.pass.bidir,
+        seed: args.pass.seed,
+        loss_rate_bps: rate,
+        loss_length: args.loss_length,
+        passes: 1,
+        probe_calls: crate::experiments::mesh::record::DEFAULT_PROBE_CALLS,
+    };
+    let stream = match c.stream_every {
+        Some(period) => {
+            let tests: Vec<MeshTest> = dedup(&args.pass.tests)
+                .into_iter()
+                .filter(|t| *t != MeshTest::Probe)
+                .collect();
+            if tests.is_empty() {
+                bail!(
+                    "--stream-every: --tests names no throughput test (stream, rtt, loss, rpm) to run"
+                );
+            }
+            let spec = PassSpec {
+                tests,
+                ..base.clone()
+            };
+            spec.check()
+                .map_err(|why| anyhow::anyhow!("netlab mesh: {why}"))?;
+            Some((spec, period))
+        }
+        None => None,
+    };
+    let continuous = crate::experiments::mesh::continuous::Continuous {
+        agents_spec: spec,
+        key,
+        dir,
+        probe: base,
+        probe_calls: args.probe_calls,
+        probe_rate: c.probe_rate,
+        stream,
+        every,
+        keep: c.keep,
+        metrics: c.metrics,
+        pairs: c.metrics_pairs,
+        slo: crate::experiments::mesh::metrics::Slo {
+            loss_ratio,
+            rtt_s: c.rtt_slo.map(|d| d.as_secs_f64()),
+        },
+        rules: c.rules.clone(),
+        cycles: c.cycles,
+    };
+    let say = |line: &str| eprintln!("{line}");
+    let summary = continuous.run(&say)?;
+    if args.json {
+        out.json(&serde_json::json!({
+            "experiment": "mesh-continuous",
+            "summary": summary,
+        }))?;
+    } else {
+        out.text(&format!(
+            "netlab mesh: continuous: {} probe cycles, {} throughput passes, {} failed; stopped after {}; cycles in {}\n",
+            summary.probe_cycles,
+            summary.stream_cycles,
+            summary.failed_cycles,
+            summary.stopped,
+            summary.dir.join("cycles").display()
+        ))?;
+    }
+    Ok(())
 }
 
 /// The most a test may last: a day, as a stream's longest run.
@@ -267,6 +470,9 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             loss_rate_bps: rate,
             loss_length: args.loss_length,
             passes: args.pass.passes,
+            probe_calls: args
+                .probe_calls
+                .unwrap_or(crate::experiments::mesh::record::DEFAULT_PROBE_CALLS),
         };
         pass.check()
             .map_err(|why| anyhow::anyhow!("netlab mesh: {why}"))?;

@@ -41,7 +41,21 @@ pub struct PassSpec {
     /// agents, so an agent's `--max-duration` bounds one pass).
     #[serde(default = "one_pass")]
     pub passes: usize,
+    /// The probe test's calls each way of a pair (`--probe-calls`, or what
+    /// the continuous mode's probe budget allows).
+    #[serde(default = "probe_calls")]
+    pub probe_calls: u32,
 }
+
+fn probe_calls() -> u32 {
+    DEFAULT_PROBE_CALLS
+}
+
+/// A probe's calls when nothing else says: enough for a loss figure of
+/// 5% steps and a round trip's median.
+pub const DEFAULT_PROBE_CALLS: u32 = 20;
+/// The most calls a probe makes.
+pub const MAX_PROBE_CALLS: u32 = 100_000;
 
 fn one_pass() -> usize {
     1
@@ -115,6 +129,12 @@ impl PassSpec {
         }
         if self.max_pairs == Some(0) {
             return Err("max_pairs 0: give at least 1, or leave it out".into());
+        }
+        if self.probe_calls == 0 || self.probe_calls > MAX_PROBE_CALLS {
+            return Err(format!(
+                "probe_calls {}: give 1 to {MAX_PROBE_CALLS}",
+                self.probe_calls
+            ));
         }
         Ok(())
     }
@@ -330,6 +350,11 @@ pub enum MeshTest {
     /// responsiveness-06): `from` loads the path to `to` and probes it,
     /// for RPM and the bufferbloat grade.
     Rpm,
+    /// A Pingmesh-style probe, cheap enough to run all the time: a few
+    /// empty RPC calls over UDP (`--probe-calls`), for the round trip and
+    /// the share of attempts lost (each retransmission a request or its
+    /// reply that did not come back in time).
+    Probe,
 }
 
 impl MeshTest {
@@ -339,6 +364,7 @@ impl MeshTest {
             MeshTest::Rtt => "rtt",
             MeshTest::Loss => "loss",
             MeshTest::Rpm => "rpm",
+            MeshTest::Probe => "probe",
         }
     }
 }
@@ -402,6 +428,7 @@ mod tests {
                 loss_rate_bps,
                 loss_length,
                 passes,
+                probe_calls: DEFAULT_PROBE_CALLS,
             };
             if spec.check().is_ok() {
                 proptest::prop_assert!(duration_s > 0.0 && duration_s <= MAX_TEST_S);

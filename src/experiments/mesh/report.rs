@@ -508,6 +508,7 @@ mod tests {
                 loss_rate_bps: 1,
                 loss_length: 100,
                 passes: 1,
+                probe_calls: 20,
             },
             rounds: names.len().saturating_sub(1),
             steps: names.len().saturating_sub(1),

@@ -692,6 +692,7 @@ impl MeshRun {
             }
             MeshTest::Rtt => self.rtt(from, to),
             MeshTest::Rpm => self.rpm(from, to),
+            MeshTest::Probe => self.probe(from, to),
         };
         let seconds = start.elapsed().as_secs_f64();
         let mut failed = false;
@@ -807,6 +808,62 @@ impl MeshRun {
                 ..PairFigures::default()
             };
             Ok((figures, serde_json::to_value(&result).ok()))
+        })
+    }
+
+    /// A Pingmesh-style probe: `probe_calls` empty RPC calls over UDP, one
+    /// at a time (each retransmitted after 500 ms, doubling, five tries):
+    /// the round trip's median and 99th percentile, and the share of
+    /// attempts that came back too late or not at all (a request or its
+    /// reply lost). A call that failed five tries fails the probe: the
+    /// path is reported failed, which is worse than any loss figure.
+    fn probe(
+        &self,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
+        self.each_way(from, to, |caller, server| {
+            let params = RpcParams {
+                size: 0,
+                proto: crate::endpoint::rpc::Proto::Udp,
+                strategy: crate::endpoint::rpc::client::Strategy::Writev,
+                client: Default::default(),
+                server: Default::default(),
+                calls: self.pass.probe_calls,
+                reps: 1,
+                placement: Placement::Remote {
+                    from: caller.to_string(),
+                    to: server.to_string(),
+                },
+                purpose: Purpose::Measure,
+                capture_timeline: false,
+            };
+            let result =
+                crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
+            let retransmitted = result.client.udp_retransmissions;
+            let attempts = u64::from(self.pass.probe_calls) + retransmitted;
+            let figures = PairFigures {
+                rtt_p50_us: Some(result.client.latency_us_p50),
+                rtt_p99_us: Some(result.client.latency_us_p99),
+                loss_pct: Some(100.0 * retransmitted as f64 / attempts.max(1) as f64),
+                ..PairFigures::default()
+            };
+            // A probe runs all the time: its line keeps what the figures
+            // rest on (a few hundred bytes), not the whole RPC cell.
+            let c = &result.client;
+            let detail = serde_json::json!({
+                "calls": self.pass.probe_calls,
+                "retransmissions": retransmitted,
+                "latency_us": {
+                    "min": c.latency_us_min,
+                    "p50": c.latency_us_p50,
+                    "p90": c.latency_us_p90,
+                    "p99": c.latency_us_p99,
+                    "max": c.latency_us_max,
+                },
+                "seconds": c.rep_seconds.iter().sum::<f64>(),
+            });
+            Ok((figures, Some(detail)))
         })
     }
 
