@@ -84,6 +84,59 @@ fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
         }
     }
 
+    // The continuous controller as a Deployment, its metrics port scraped,
+    // the agents' too: its own golden copy, the same schemas.
+    let continuous = netlab(&[
+        "mesh",
+        "manifests",
+        "--image",
+        "ghcr.io/example/netlab:0.1.0",
+        "--continuous",
+        "--stream-every",
+        "1h",
+    ]);
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/netlab-continuous.yaml");
+    assert_eq!(
+        continuous,
+        std::fs::read_to_string(&golden).unwrap(),
+        "the manifests changed: regenerate {} with `netlab mesh manifests --image ghcr.io/example/netlab:0.1.0 --continuous --stream-every 1h` and review the difference",
+        golden.display()
+    );
+    for version in ["1.25.0", "1.37.0"] {
+        let said = validate(&continuous, version);
+        for object in [
+            "daemonset/netlab-agent",
+            "deployment/netlab-mesh-continuous",
+        ] {
+            assert!(
+                said.contains(&format!("passed for resource {object}")),
+                "{said}"
+            );
+        }
+    }
+    for expected in [
+        "prometheus.io/port: '9464'",
+        "prometheus.io/port: '9465'",
+        "- --every\n        - 30s",
+        "- --metrics\n        - 0.0.0.0:9464",
+        "type: Recreate",
+    ] {
+        assert!(continuous.contains(expected), "{expected}: {continuous}");
+    }
+    assert!(!continuous.contains("kind: Job"));
+    // --passes goes into the Job's arguments.
+    let passes = netlab(&[
+        "mesh",
+        "manifests",
+        "--image",
+        "ghcr.io/example/netlab:0.1.0",
+        "--passes",
+        "16",
+    ]);
+    assert!(passes.contains("- --passes\n        - '16'"), "{passes}");
+    validate(&passes, "1.25.0");
+
     // With a key, the pod network and a schedule: a Secret holding that
     // key, no host network, a CronJob.
     let dir = tempfile::tempdir().unwrap();

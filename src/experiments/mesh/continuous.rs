@@ -210,10 +210,13 @@ impl Continuous {
         ));
         let mut next = Instant::now();
         let mut last_stream: Option<Instant> = None;
-        let mut n: u64 = 0;
+        // A restarted controller (a Deployment's pod) goes on after the
+        // cycles already on disk, never into one of their directories.
+        let mut n: u64 = next_cycle(&cycles_dir);
+        let first = n;
         summary.stopped = loop {
-            if self.cycles.is_some_and(|c| n >= c) {
-                break format!("{n} cycles, as asked");
+            if self.cycles.is_some_and(|c| n - first >= c) {
+                break format!("{} cycles, as asked", n - first);
             }
             if !sleep_until(next) {
                 break "a stop signal".into();
@@ -403,6 +406,22 @@ fn sleep_until(when: Instant) -> bool {
     }
 }
 
+/// The number after the highest cycle directory in `cycles` (0 when none).
+fn next_cycle(cycles: &Path) -> u64 {
+    std::fs::read_dir(cycles)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    name.split('-').next()?.parse::<u64>().ok()
+                })
+                .max()
+                .map_or(0, |n| n + 1)
+        })
+        .unwrap_or(0)
+}
+
 /// Removes the oldest cycle directories beyond the newest `keep`.
 pub fn rotate(cycles: &Path, keep: usize) -> anyhow::Result<()> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(cycles)?
@@ -496,7 +515,9 @@ mod tests {
         for n in 0..5 {
             std::fs::create_dir(dir.path().join(format!("{n:08}-probe"))).unwrap();
         }
+        assert_eq!(next_cycle(dir.path()), 5);
         rotate(dir.path(), 2).unwrap();
+        assert_eq!(next_cycle(dir.path()), 5);
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -2,23 +2,53 @@
 //! cluster with nothing but the engine its users already run: a
 //! Namespace; a Secret holding the agents' key (with `--key`); a DaemonSet
 //! of agents on every node (host network by default, the pod network with
-//! `--pod-network`); a headless Service whose name resolves to every ready
-//! agent; and a Job (or with `--schedule`, a CronJob) that runs
-//! `netlab mesh --agents dns:<service>` and writes to a volume and to
-//! stdout. None of it needs RBAC, a service-account token or
-//! `kubectl exec`.
+//! `--pod-network`), each serving its own metrics; a headless Service whose
+//! name resolves to every ready agent; and the controller: a Job (or with
+//! `--schedule`, a CronJob) that runs `netlab mesh --agents dns:<service>`
+//! for `--passes` passes, or with `--continuous` a Deployment of one that
+//! probes every pair every `--every` and serves Prometheus metrics. Pods
+//! that serve metrics carry Prometheus' scrape annotations. None of it
+//! needs RBAC, a service-account token or `kubectl exec`.
 //!
-//! Written as text from a template (every value set into it is checked or
-//! quoted as a JSON string, which YAML reads as the same string), so the
-//! file reads as a person would write it; a test checks it against
-//! Kubernetes' own schemas and a golden copy
-//! (`deploy/kubernetes/netlab.yaml`).
+//! Built from the Kubernetes API's own types (`k8s-openapi`, API 1.33)
+//! and serialized to YAML, a comment before each object saying what it is
+//! for; a test checks the result against Kubernetes' own schemas (1.25 and
+//! the newest the validator carries) and golden copies
+//! (`deploy/kubernetes/netlab.yaml`, `netlab-continuous.yaml`).
 
 use crate::endpoint::agent::DEFAULT_PORT;
 use crate::endpoint::agent::key::Key;
 use anyhow::bail;
-use base64::Engine;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec, DeploymentStrategy,
+};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, Job, JobSpec, JobTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, Namespace, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
+    Service, ServicePort, ServiceSpec, TCPSocketAction, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The port the continuous controller serves its metrics on.
+pub const CONTROLLER_METRICS_PORT: u16 = 9464;
+/// The port each agent serves its own metrics on.
+pub const AGENT_METRICS_PORT: u16 = 9465;
+
+/// The continuous controller's settings.
+#[derive(Debug, Clone)]
+pub struct Continuous<'a> {
+    /// `--every`.
+    pub every: &'a str,
+    /// `--stream-every`, if the throughput pass runs.
+    pub stream_every: Option<&'a str>,
+}
 
 /// What the manifests are made for.
 #[derive(Debug, Clone)]
@@ -33,9 +63,12 @@ pub struct Cluster<'a> {
     /// A CronJob's schedule instead of a one-off Job.
     pub schedule: Option<&'a str>,
     pub cluster_domain: &'a str,
-    /// The mesh's `--tests` and `--duration`.
+    /// The mesh's `--tests`, `--duration` and `--passes`.
     pub tests: &'a str,
     pub duration: &'a str,
+    pub passes: usize,
+    /// The controller as a long-running Deployment instead.
+    pub continuous: Option<Continuous<'a>>,
 }
 
 /// A DNS-1123 label, as a namespace's name must be.
@@ -55,9 +88,424 @@ fn check_label(what: &str, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A JSON string: a YAML double-quoted scalar of the same text.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string serializes")
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `app.kubernetes.io/name: NAME` and `part-of: netlab`.
+fn app(name: &str) -> BTreeMap<String, String> {
+    labels(&[
+        ("app.kubernetes.io/name", name),
+        ("app.kubernetes.io/part-of", "netlab"),
+    ])
+}
+
+fn meta(name: &str, namespace: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        labels: Some(labels),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Prometheus' scrape annotations (its `kubernetes_sd` pod role reads them
+/// in the common relabelling examples).
+fn scrape(port: u16) -> BTreeMap<String, String> {
+    labels(&[
+        ("prometheus.io/scrape", "true"),
+        ("prometheus.io/port", &port.to_string()),
+        ("prometheus.io/path", "/metrics"),
+    ])
+}
+
+fn quantity(text: &str) -> Quantity {
+    Quantity(text.into())
+}
+
+fn port(name: &str, number: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: i32::from(number),
+        protocol: Some("TCP".into()),
+        ..ContainerPort::default()
+    }
+}
+
+/// Secret files belong to root, and netlab reads a key only its owner can
+/// read (as ssh does), so the process is uid 0, but with no capability at
+/// all: it binds ports above 1024, moves bytes over sockets and starts its
+/// own endpoints, and needs none of root's powers for that.
+fn container_security() -> SecurityContext {
+    SecurityContext {
+        run_as_user: Some(0),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// No token, no service links, the default seccomp profile.
+fn pod_spec(containers: Vec<Container>, volumes: Vec<Volume>) -> PodSpec {
+    PodSpec {
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..SeccompProfile::default()
+            }),
+            ..PodSecurityContext::default()
+        }),
+        containers,
+        volumes: Some(volumes),
+        ..PodSpec::default()
+    }
+}
+
+/// The key, readable by its owner alone (mode 0400).
+fn key_volume() -> Volume {
+    Volume {
+        name: "key".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some("netlab-key".into()),
+            default_mode: Some(0o400),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+fn key_mount() -> VolumeMount {
+    VolumeMount {
+        name: "key".into(),
+        mount_path: "/etc/netlab".into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
+}
+
+/// A scratch volume for run directories (a persistentVolumeClaim keeps
+/// them).
+fn results_volume() -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: "results".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: "results".into(),
+            mount_path: "/results".into(),
+            ..VolumeMount::default()
+        },
+    )
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// `text` as comment lines of at most 76 columns, its words re-flowed.
+fn comment(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 76 && line.len() > 1 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// One object as a YAML document with the comment before it.
+fn document<T: serde::Serialize>(about: &str, object: &T) -> anyhow::Result<String> {
+    Ok(comment(about) + &serde_yaml_ng::to_string(object)?)
+}
+
+fn daemon_set(cluster: &Cluster<'_>) -> DaemonSet {
+    let ns = cluster.namespace;
+    let listen = format!("0.0.0.0:{DEFAULT_PORT}");
+    let metrics = format!("0.0.0.0:{AGENT_METRICS_PORT}");
+    let agent = Container {
+        name: "agent".into(),
+        image: Some(cluster.image.into()),
+        args: Some(strings(&[
+            "agent",
+            "serve",
+            "--listen",
+            &listen,
+            "--key",
+            "/etc/netlab/agent.key",
+            "--max-duration",
+            "6h",
+            "--metrics",
+            &metrics,
+        ])),
+        env: Some(vec![
+            field_env("NODE_NAME", "spec.nodeName"),
+            field_env(
+                "NETLAB_LABEL_zone",
+                "metadata.labels['topology.kubernetes.io/zone']",
+            ),
+            field_env(
+                "NETLAB_LABEL_region",
+                "metadata.labels['topology.kubernetes.io/region']",
+            ),
+        ]),
+        ports: Some(vec![
+            port("control", DEFAULT_PORT),
+            port("metrics", AGENT_METRICS_PORT),
+        ]),
+        readiness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String("control".into()),
+                ..TCPSocketAction::default()
+            }),
+            period_seconds: Some(30),
+            ..Probe::default()
+        }),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".into(), quantity("100m")),
+                ("memory".into(), quantity("64Mi")),
+            ])),
+            limits: Some(BTreeMap::from([("memory".into(), quantity("1Gi"))])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(container_security()),
+        volume_mounts: Some(vec![key_mount()]),
+        ..Container::default()
+    };
+    let mut spec = PodSpec {
+        tolerations: Some(vec![Toleration {
+            operator: Some("Exists".into()),
+            ..Toleration::default()
+        }]),
+        ..pod_spec(vec![agent], vec![key_volume()])
+    };
+    if !cluster.pod_network {
+        spec.host_network = Some(true);
+        spec.dns_policy = Some("ClusterFirstWithHostNet".into());
+    }
+    DaemonSet {
+        metadata: meta("netlab-agent", ns, app("netlab-agent")),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(labels(&[("app.kubernetes.io/name", "netlab-agent")])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(app("netlab-agent")),
+                    annotations: Some(scrape(AGENT_METRICS_PORT)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(spec),
+            },
+            ..DaemonSetSpec::default()
+        }),
+        ..DaemonSet::default()
+    }
+}
+
+fn service(cluster: &Cluster<'_>) -> Service {
+    Service {
+        metadata: meta(
+            "netlab-agents",
+            cluster.namespace,
+            labels(&[("app.kubernetes.io/part-of", "netlab")]),
+        ),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(labels(&[("app.kubernetes.io/name", "netlab-agent")])),
+            ports: Some(vec![ServicePort {
+                name: Some("control".into()),
+                port: i32::from(DEFAULT_PORT),
+                target_port: Some(IntOrString::String("control".into())),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// The controller's container: `netlab mesh ARGS`, its run directories
+/// under /results.
+fn controller(cluster: &Cluster<'_>, args: Vec<String>, ports: Vec<ContainerPort>) -> Container {
+    let (_, results_mount) = results_volume();
+    Container {
+        name: "mesh".into(),
+        image: Some(cluster.image.into()),
+        working_dir: Some("/results".into()),
+        args: Some(args),
+        ports: (!ports.is_empty()).then_some(ports),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".into(), quantity("100m")),
+                ("memory".into(), quantity("128Mi")),
+            ])),
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(container_security()),
+        volume_mounts: Some(vec![key_mount(), results_mount]),
+        ..Container::default()
+    }
+}
+
+fn agents_name(cluster: &Cluster<'_>) -> String {
+    format!(
+        "dns:netlab-agents.{}.svc.{}:{DEFAULT_PORT}",
+        cluster.namespace, cluster.cluster_domain
+    )
+}
+
+/// The one-off (or scheduled) pass: a Job's pod template.
+fn pass_template(cluster: &Cluster<'_>) -> PodTemplateSpec {
+    let passes = cluster.passes.to_string();
+    let args = strings(&[
+        "mesh",
+        "--agents",
+        &agents_name(cluster),
+        "--key",
+        "/etc/netlab/agent.key",
+        "--tests",
+        cluster.tests,
+        "--duration",
+        cluster.duration,
+        "--passes",
+        &passes,
+        "--json",
+    ]);
+    let (results, _) = results_volume();
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(app("netlab-mesh")),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            ..pod_spec(
+                vec![controller(cluster, args, Vec::new())],
+                vec![key_volume(), results],
+            )
+        }),
+    }
+}
+
+fn job_spec(cluster: &Cluster<'_>) -> JobSpec {
+    JobSpec {
+        backoff_limit: Some(0),
+        ttl_seconds_after_finished: Some(86_400),
+        template: pass_template(cluster),
+        ..JobSpec::default()
+    }
+}
+
+fn deployment(cluster: &Cluster<'_>, continuous: &Continuous<'_>) -> Deployment {
+    let metrics = format!("0.0.0.0:{CONTROLLER_METRICS_PORT}");
+    let mut args = strings(&[
+        "mesh",
+        "--agents",
+        &agents_name(cluster),
+        "--key",
+        "/etc/netlab/agent.key",
+        "--every",
+        continuous.every,
+        "--metrics",
+        &metrics,
+        "--out",
+        "/results/continuous",
+        "--keep",
+        "100",
+    ]);
+    if let Some(period) = continuous.stream_every {
+        args.extend(strings(&[
+            "--stream-every",
+            period,
+            "--tests",
+            cluster.tests,
+            "--duration",
+            cluster.duration,
+        ]));
+    }
+    let mut container = controller(
+        cluster,
+        args,
+        vec![port("metrics", CONTROLLER_METRICS_PORT)],
+    );
+    container.readiness_probe = Some(Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/metrics".into()),
+            port: IntOrString::String("metrics".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(30),
+        ..Probe::default()
+    });
+    let (results, _) = results_volume();
+    Deployment {
+        metadata: meta(
+            "netlab-mesh-continuous",
+            cluster.namespace,
+            app("netlab-mesh-continuous"),
+        ),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            // Never two controllers at once: an agent serves one run at a
+            // time, and a second would find them all busy.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".into()),
+                ..DeploymentStrategy::default()
+            }),
+            selector: LabelSelector {
+                match_labels: Some(labels(&[(
+                    "app.kubernetes.io/name",
+                    "netlab-mesh-continuous",
+                )])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(app("netlab-mesh-continuous")),
+                    annotations: Some(scrape(CONTROLLER_METRICS_PORT)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(vec![container], vec![key_volume(), results])),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
 }
 
 /// The manifests as one multi-document YAML text.
@@ -83,297 +531,123 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     {
         bail!("--schedule {schedule:?}: give a cron schedule of five fields, e.g. \"0 3 * * *\"");
     }
-    let image = quoted(cluster.image);
-    let port = DEFAULT_PORT;
-    let service = format!("netlab-agents.{ns}.svc.{}", cluster.cluster_domain);
-    let mut yaml = String::new();
-    yaml.push_str(&format!(
-        "# netlab mesh on Kubernetes: an agent on every node, a headless Service
-# naming every ready agent, and a {job} measuring every pair of them.
-# Made by `netlab mesh manifests --namespace {ns} --image IMAGE{pod}{cron}`;
-# docs/DEPLOY.md walks through it. Nothing here needs RBAC, a
-# service-account token or `kubectl exec`.
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: {ns}
-  labels:
-    app.kubernetes.io/part-of: netlab
-",
-        job = if cluster.schedule.is_some() {
-            "CronJob"
-        } else {
-            "Job"
+    if cluster.continuous.is_some() && cluster.schedule.is_some() {
+        bail!("--continuous and --schedule: a continuous controller runs all the time; give one");
+    }
+    if cluster.passes == 0 || cluster.passes > crate::experiments::mesh::record::MAX_PASSES {
+        bail!(
+            "--passes {}: give 1 to {}",
+            cluster.passes,
+            crate::experiments::mesh::record::MAX_PASSES
+        );
+    }
+    let controller = match (&cluster.continuous, cluster.schedule) {
+        (Some(_), _) => "a Deployment probing every pair all the time",
+        (None, Some(_)) => "a CronJob measuring every pair",
+        (None, None) => "a Job measuring every pair",
+    };
+    let mut made = format!("netlab mesh manifests --namespace {ns} --image IMAGE");
+    if cluster.pod_network {
+        made.push_str(" --pod-network");
+    }
+    if cluster.schedule.is_some() {
+        made.push_str(" --schedule ...");
+    }
+    if let Some(c) = &cluster.continuous {
+        made.push_str(&format!(" --continuous --every {}", c.every));
+    }
+    let mut docs = vec![document(
+        &format!(
+            "netlab mesh on Kubernetes: an agent on every node, a headless Service\nnaming every ready agent, and {controller}.\nMade by `{made}` from the Kubernetes API's own types\n(k8s-openapi, API 1.33); docs/DEPLOY.md walks through it. Nothing here\nneeds RBAC, a service-account token or `kubectl exec`."
+        ),
+        &Namespace {
+            metadata: ObjectMeta {
+                name: Some(ns.into()),
+                labels: Some(labels(&[("app.kubernetes.io/part-of", "netlab")])),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
         },
-        pod = if cluster.pod_network {
-            " --pod-network"
-        } else {
-            ""
-        },
-        cron = if cluster.schedule.is_some() {
-            " --schedule ..."
-        } else {
-            ""
-        },
-    ));
+    )?];
     match cluster.key {
         Some(path) => {
             let key = Key::load(path)?;
-            let data = base64::engine::general_purpose::STANDARD.encode(key.to_text());
-            yaml.push_str(&format!(
-                "---
-# The agents' pre-shared key (`netlab agent keygen`): every agent and the
-# mesh hold it; mounted read-only, readable by its owner alone.
-apiVersion: v1
-kind: Secret
-metadata:
-  name: netlab-key
-  namespace: {ns}
-type: Opaque
-data:
-  agent.key: {data}
-"
-            ));
+            docs.push(document(
+                "The agents' pre-shared key (`netlab agent keygen`): every agent and the\nmesh hold it; mounted read-only, readable by its owner alone.",
+                &Secret {
+                    metadata: meta(
+                        "netlab-key",
+                        ns,
+                        labels(&[("app.kubernetes.io/part-of", "netlab")]),
+                    ),
+                    type_: Some("Opaque".into()),
+                    data: Some(BTreeMap::from([(
+                        "agent.key".into(),
+                        ByteString(key.to_text().into_bytes()),
+                    )])),
+                    ..Secret::default()
+                },
+            )?);
         }
-        None => yaml.push_str(&format!(
-            "---
-# The Secret `netlab-key` holds the agents' key; make it apart, so the key
-# is in no file but its own:
-#   netlab agent keygen --out agent.key
-#   kubectl -n {ns} create secret generic netlab-key --from-file=agent.key
-"
+        None => docs.push(format!(
+            "# The Secret `netlab-key` holds the agents' key; make it apart, so the key\n# is in no file but its own:\n#   netlab agent keygen --out agent.key\n#   kubectl -n {ns} create secret generic netlab-key --from-file=agent.key\n"
         )),
     }
-    let network = if cluster.pod_network {
-        "      # The pod network: the CNI's path between nodes is measured.\n".to_string()
-    } else {
-        "      # The nodes' own network: what the hosts get, without the CNI.\n      hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet\n"
-            .to_string()
-    };
-    // What both pods share: no token, no service links, the default
-    // seccomp profile, the key mounted read-only.
-    let security = "          securityContext:
-            # Secret files belong to root, and netlab reads a key only its
-            # owner can read (as ssh does), so the process is uid 0, but
-            # with no capability at all: it binds ports above 1024, moves
-            # bytes over sockets and starts its own endpoints, and needs
-            # none of root's powers for that.
-            runAsUser: 0
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities:
-              drop: [\"ALL\"]
-";
-    let key_volume = "        - name: key
-          secret:
-            secretName: netlab-key
-            defaultMode: 0400
-";
-    yaml.push_str(&format!(
-        "---
-# An agent on every node. It serves stream, rpc and rpm cells (a mesh's tests)
-# to a controller holding the key, one run at a time, on its data ports
-# 5311-5350; a pass over N nodes is one run of up to --max-duration.
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: netlab-agent
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/name: netlab-agent
-    app.kubernetes.io/part-of: netlab
-spec:
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: netlab-agent
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: netlab-agent
-        app.kubernetes.io/part-of: netlab
-    spec:
-{network}      automountServiceAccountToken: false
-      enableServiceLinks: false
-      # Every node, tainted or not: a mesh with holes is no mesh.
-      tolerations:
-        - operator: Exists
-      securityContext:
-        seccompProfile:
-          type: RuntimeDefault
-      containers:
-        - name: agent
-          image: {image}
-          args: [\"agent\", \"serve\", \"--listen\", \"0.0.0.0:{port}\", \"--key\", \"/etc/netlab/agent.key\", \"--max-duration\", \"6h\"]
-          env:
-            # Who the agent is, from the downward API: its node, and the
-            # zone and region the node's topology labels give the pod.
-            - name: NODE_NAME
-              valueFrom:
-                fieldRef:
-                  fieldPath: spec.nodeName
-            - name: NETLAB_LABEL_zone
-              valueFrom:
-                fieldRef:
-                  fieldPath: metadata.labels['topology.kubernetes.io/zone']
-            - name: NETLAB_LABEL_region
-              valueFrom:
-                fieldRef:
-                  fieldPath: metadata.labels['topology.kubernetes.io/region']
-          ports:
-            - name: control
-              containerPort: {port}
-              protocol: TCP
-          # Ready once it accepts on its control port (the probe's bare
-          # connection, closed before a byte, is neither refused nor logged).
-          readinessProbe:
-            tcpSocket:
-              port: control
-            periodSeconds: 30
-          # A request, and no CPU limit: a throttled agent would measure
-          # its quota, not the path.
-          resources:
-            requests:
-              cpu: 100m
-              memory: 64Mi
-            limits:
-              memory: 1Gi
-{security}          volumeMounts:
-            - name: key
-              mountPath: /etc/netlab
-              readOnly: true
-      volumes:
-{key_volume}---
-# The agents by one name: a headless Service's DNS name resolves to every
-# ready agent's address (`netlab mesh --agents dns:{service}`).
-apiVersion: v1
-kind: Service
-metadata:
-  name: netlab-agents
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/part-of: netlab
-spec:
-  clusterIP: None
-  selector:
-    app.kubernetes.io/name: netlab-agent
-  ports:
-    - name: control
-      port: {port}
-      targetPort: control
-      protocol: TCP
-"
-    ));
-    let args = format!(
-        "[\"mesh\", \"--agents\", {}, \"--key\", \"/etc/netlab/agent.key\", \"--tests\", {}, \"--duration\", {}, \"--json\"]",
-        quoted(&format!("dns:{service}:{port}")),
-        quoted(cluster.tests),
-        quoted(cluster.duration)
-    );
-    let pod = |indent: &str| {
-        let body = format!(
-            "metadata:
-  labels:
-    app.kubernetes.io/name: netlab-mesh
-    app.kubernetes.io/part-of: netlab
-spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  enableServiceLinks: false
-  securityContext:
-    seccompProfile:
-      type: RuntimeDefault
-  containers:
-    - name: mesh
-      image: {image}
-      # Each run's directory (manifest, results.jsonl, matrices,
-      # report.html) goes to /results; the summary and what the
-      # matrices show, to stdout (kubectl logs).
-      workingDir: /results
-      args: {args}
-      resources:
-        requests:
-          cpu: 100m
-          memory: 128Mi
-{security_pod}      volumeMounts:
-        - name: key
-          mountPath: /etc/netlab
-          readOnly: true
-        - name: results
-          mountPath: /results
-  volumes:
-{key_pod}    # Replace with a persistentVolumeClaim to keep the runs.
-    - name: results
-      emptyDir: {{}}
-",
-            security_pod = reindent(security, -4),
-            key_pod = reindent(key_volume, -4),
-        );
-        reindent(&body, indent.len() as i32)
-    };
-    match cluster.schedule {
-        None => yaml.push_str(&format!(
-            "---
-# One pass over every pair of agents. Apply it once the agents are ready
-# (`kubectl apply --selector 'app.kubernetes.io/name!=netlab-mesh'` first,
-# then `kubectl rollout status daemonset/netlab-agent`), so its DNS query
-# finds every node.
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: netlab-mesh
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/name: netlab-mesh
-    app.kubernetes.io/part-of: netlab
-spec:
-  backoffLimit: 0
-  ttlSecondsAfterFinished: 86400
-  template:
-{}",
-            pod("    ")
-        )),
-        Some(schedule) => yaml.push_str(&format!(
-            "---
-# A pass over every pair of agents on a schedule, one at a time.
-apiVersion: batch/v1
-kind: CronJob
-metadata:
-  name: netlab-mesh
-  namespace: {ns}
-  labels:
-    app.kubernetes.io/name: netlab-mesh
-    app.kubernetes.io/part-of: netlab
-spec:
-  schedule: {}
-  concurrencyPolicy: Forbid
-  jobTemplate:
-    spec:
-      backoffLimit: 0
-      ttlSecondsAfterFinished: 86400
-      template:
-{}",
-            quoted(schedule),
-            pod("        ")
-        )),
-    }
-    Ok(yaml)
-}
-
-/// `text` with every non-empty line moved right by `by` spaces (left when
-/// negative).
-fn reindent(text: &str, by: i32) -> String {
-    text.lines()
-        .map(|line| {
-            if line.is_empty() {
-                String::new()
-            } else if by >= 0 {
-                format!("{}{line}", " ".repeat(by as usize))
+    docs.push(document(
+        &format!(
+            "An agent on every node{}. It serves stream, rpc and rpm cells (a mesh's\ntests) to a controller holding the key, one run at a time, on its data\nports 5311-5350; a pass over N nodes is one run of up to --max-duration.\nTolerates every taint (a mesh with holes is no mesh); its node, zone and\nregion from the downward API; ready once it accepts on its control port;\na CPU request and no CPU limit (a throttled agent would measure its\nquota, not the path); its own metrics on port {AGENT_METRICS_PORT}, with Prometheus'\nscrape annotations; the key mounted read-only, mode 0400 (256).",
+            if cluster.pod_network {
+                ", on the pod network (the CNI's path between nodes is measured)"
             } else {
-                line.chars().skip((-by) as usize).collect()
+                ", on the node's own network (what the hosts get, without the CNI)"
             }
-        })
-        .map(|line| line + "\n")
-        .collect()
+        ),
+        &daemon_set(cluster),
+    )?);
+    docs.push(document(
+        &format!(
+            "The agents by one name: a headless Service's DNS name resolves to every\nready agent's address (`netlab mesh --agents {}`).",
+            agents_name(cluster)
+        ),
+        &service(cluster),
+    )?);
+    match (&cluster.continuous, cluster.schedule) {
+        (Some(continuous), _) => docs.push(document(
+            &format!(
+                "The controller, all the time: every pair probed every {} within the probe\nbudget{}, each cycle's directory under /results/continuous (the\nnewest 100 kept), Prometheus metrics on port {CONTROLLER_METRICS_PORT} (scrape\nannotations; deploy/prometheus/netlab-rules.yml holds the alert rules).\nOne replica, recreated rather than rolled: agents serve one run at a time.",
+                continuous.every,
+                continuous
+                    .stream_every
+                    .map_or(String::new(), |p| format!(", throughput every {p}"))
+            ),
+            &deployment(cluster, continuous),
+        )?),
+        (None, None) => docs.push(document(
+            "Every pair of agents measured, --passes times. Apply it once the agents\nare ready (`kubectl apply --selector 'app.kubernetes.io/name!=netlab-mesh'`\nfirst, then `kubectl rollout status daemonset/netlab-agent`), so its DNS\nquery finds every node. Each run's directory (manifest, results.jsonl,\nmatrices, report.html) goes to /results (an emptyDir: a\npersistentVolumeClaim keeps them); the summary, to stdout (kubectl logs).",
+            &Job {
+                metadata: meta("netlab-mesh", ns, app("netlab-mesh")),
+                spec: Some(job_spec(cluster)),
+                ..Job::default()
+            },
+        )?),
+        (None, Some(schedule)) => docs.push(document(
+            "Every pair of agents measured on a schedule, one run at a time\n(concurrencyPolicy Forbid).",
+            &CronJob {
+                metadata: meta("netlab-mesh", ns, app("netlab-mesh")),
+                spec: Some(CronJobSpec {
+                    schedule: schedule.into(),
+                    concurrency_policy: Some("Forbid".into()),
+                    job_template: JobTemplateSpec {
+                        spec: Some(job_spec(cluster)),
+                        ..JobTemplateSpec::default()
+                    },
+                    ..CronJobSpec::default()
+                }),
+                ..CronJob::default()
+            },
+        )?),
+    }
+    Ok(docs.join("---\n"))
 }
 
 #[cfg(test)]
@@ -390,6 +664,8 @@ mod tests {
             cluster_domain: "cluster.local",
             tests: "stream,rtt,loss",
             duration: "10s",
+            passes: 1,
+            continuous: None,
         }
     }
 
@@ -424,13 +700,21 @@ mod tests {
             })
             .contains("--cluster-domain")
         );
+        assert!(
+            refused(Cluster {
+                passes: 0,
+                ..cluster()
+            })
+            .contains("--passes")
+        );
     }
 
     #[test]
-    fn the_pod_network_and_a_schedule_change_only_what_they_say() {
+    fn the_pod_network_a_schedule_and_continuous_change_only_what_they_say() {
         let host = render(&cluster()).unwrap();
         assert!(host.contains("hostNetwork: true"));
         assert!(host.contains("kind: Job\n"));
+        assert!(host.contains("- --passes\n"), "{host}");
         let pod = render(&Cluster {
             pod_network: true,
             ..cluster()
@@ -442,10 +726,25 @@ mod tests {
             ..cluster()
         })
         .unwrap();
-        assert!(cron.contains("kind: CronJob") && cron.contains("schedule: \"0 3 * * *\""));
-        for yaml in [&host, &pod, &cron] {
+        assert!(cron.contains("kind: CronJob") && cron.contains("schedule: 0 3 * * *"));
+        let continuous = render(&Cluster {
+            continuous: Some(Continuous {
+                every: "30s",
+                stream_every: Some("1h"),
+            }),
+            ..cluster()
+        })
+        .unwrap();
+        assert!(continuous.contains("kind: Deployment"), "{continuous}");
+        assert!(!continuous.contains("kind: Job"));
+        assert!(
+            continuous.contains("prometheus.io/port: '9464'"),
+            "{continuous}"
+        );
+        for yaml in [&host, &pod, &cron, &continuous] {
             assert!(yaml.contains("dns:netlab-agents.netlab.svc.cluster.local:5310"));
             assert!(yaml.contains("automountServiceAccountToken: false"));
+            assert!(yaml.contains("prometheus.io/scrape: 'true'"), "{yaml}");
             assert!(!yaml.contains('\t'));
         }
     }

@@ -223,6 +223,19 @@ pub struct ManifestsArgs {
     pub tests: String,
     #[arg(long, default_value = "10s")]
     pub duration: String,
+    /// The Job's passes over every pair (`netlab mesh --passes`).
+    #[arg(long, default_value_t = 1)]
+    pub passes: usize,
+    /// The controller as a Deployment probing all the time (`netlab mesh
+    /// --every`), serving Prometheus metrics, instead of a Job.
+    #[arg(long, conflicts_with = "schedule")]
+    pub continuous: bool,
+    /// The continuous controller's probe cycle.
+    #[arg(long, default_value = "30s", requires = "continuous")]
+    pub every: String,
+    /// The continuous controller's throughput pass (--tests), this often.
+    #[arg(long, requires = "continuous")]
+    pub stream_every: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -263,6 +276,15 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             }
             humantime::parse_duration(&m.duration)
                 .map_err(|e| anyhow::anyhow!("--duration {}: {e}", m.duration))?;
+            for (option, value) in [
+                ("--every", Some(&m.every)),
+                ("--stream-every", m.stream_every.as_ref()),
+            ] {
+                if let Some(value) = value {
+                    humantime::parse_duration(value)
+                        .map_err(|e| anyhow::anyhow!("{option} {value}: {e}"))?;
+                }
+            }
             let yaml = crate::experiments::mesh::manifests::render(
                 &crate::experiments::mesh::manifests::Cluster {
                     namespace: &m.namespace,
@@ -273,6 +295,13 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
                     cluster_domain: &m.cluster_domain,
                     tests: &m.tests,
                     duration: &m.duration,
+                    passes: m.passes,
+                    continuous: m.continuous.then(|| {
+                        crate::experiments::mesh::manifests::Continuous {
+                            every: &m.every,
+                            stream_every: m.stream_every.as_deref(),
+                        }
+                    }),
                 },
             )?;
             out.text(&yaml)?;
