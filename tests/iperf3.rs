@@ -339,9 +339,16 @@ fn servers_that_are_not_iperf3_or_are_busy_are_refused_by_name() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&run.stderr).contains("--repeat does not apply"));
-    // iperf3's document is for tests against an iperf3 server.
+    // iperf3's event lines are for tests against an iperf3 server.
     let run = netlab()
-        .args(["stream", "--format", "iperf3", "--duration", "1"])
+        .args([
+            "stream",
+            "--format",
+            "iperf3",
+            "--json-stream",
+            "--interval",
+            "1s",
+        ])
         .output()
         .unwrap();
     assert!(!run.status.success());
@@ -525,4 +532,49 @@ fn a_server_that_goes_away_mid_test_leaves_netlab_s_figures_marked_incomplete() 
     let seconds = sent["seconds"].as_f64().unwrap();
     assert!((1.5..5.0).contains(&seconds), "{doc}");
     assert!(doc["end"].get("sum_received").is_none(), "{doc}");
+}
+
+#[test]
+fn netlab_s_own_runs_print_iperf3_s_document_too() {
+    let _measuring = common::measuring();
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("r.jsonl");
+    for args in [
+        &["--interval", "500ms"][..],
+        &["--reverse", "-P", "2"][..],
+        &["--udp", "--rate", "20mbit"][..],
+    ] {
+        let run = netlab()
+            .args(["stream", "--duration", "1s", "--format", "iperf3"])
+            .args(["--out", records.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+        if args[0] == "--udp" {
+            // UDP has no retransmits, in iperf3's document as in netlab's;
+            // its loss is the receiver's.
+            let received = &doc["end"]["sum_received"];
+            assert!(received["bits_per_second"].as_f64().unwrap() > 0.0, "{doc}");
+            assert!(received["lost_percent"].is_number(), "{doc}");
+        } else {
+            let [sent, received, retransmits, cpu] =
+                exporter_fields(&doc).unwrap_or_else(|e| panic!("{args:?}: {e}: {doc}"));
+            assert!(sent > 0.0 && received > 0.0 && cpu > 0.0, "{args:?}: {doc}");
+            assert!(retransmits >= 0.0);
+        }
+        // netlab's own figures ride under their key.
+        assert_eq!(doc["netlab"]["experiment"], "stream", "{doc}");
+    }
+    // One document is one test.
+    let run = netlab()
+        .args(["stream", "--format", "iperf3", "--repeat", "2"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
 }

@@ -507,6 +507,7 @@ pub fn run_against(
     out: &mut Output,
 ) -> anyhow::Result<()> {
     let watch = PathWatch::start(spec);
+    let test = format::Test::of(spec);
     let (mut start_doc, mut intervals, mut last_tick) = (Value::Null, Vec::new(), None::<Tick>);
     let mut connected = Vec::new();
     let mut failed_print = None;
@@ -521,13 +522,13 @@ pub fn run_against(
             cookie,
         } => {
             connected = c.to_vec();
-            start_doc = format::start(spec, c, cookie);
+            start_doc = format::start(&test, c, cookie);
             if printing.lines {
                 line(out, "start", &start_doc);
             }
         }
         Progress::Interval(tick) => {
-            let doc = format::interval(spec, &connected, last_tick.as_ref(), tick);
+            let doc = format::interval(&test, &connected, last_tick.as_ref(), tick);
             if printing.lines {
                 if printing.iperf3 {
                     line(out, "interval", &doc);
@@ -553,7 +554,7 @@ pub fn run_against(
         "host": crate::measure::host::HostFacts::gather(),
         "incomplete": result.incomplete,
     });
-    let end = format::end(spec, &result);
+    let end = format::end(&test, &result);
     if printing.lines {
         if let Some(why) = &result.incomplete {
             line(out, "error", &Value::String(why.clone()));

@@ -12,6 +12,46 @@
 //! early) is left out, never written as zero.
 
 use crate::endpoint::iperf3::{Connected, Iperf3Run, Iperf3Spec, LocalStream, Tick};
+
+/// The test as iperf3's document describes it: against an iperf3 server
+/// ([`Test::of`]), or netlab's own run between its endpoints
+/// ([`super::iperf3_native`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test {
+    /// UDP at this rate a stream, else TCP.
+    pub udp_bps: Option<u64>,
+    /// Streams each way.
+    pub parallel: u32,
+    /// The far end sends.
+    pub reverse: bool,
+    pub bidir: bool,
+    /// Bytes a write (TCP) or a datagram (UDP).
+    pub len: usize,
+    /// By time (seconds; 0 by bytes), or by bytes (0 by time).
+    pub duration_s: u64,
+    pub bytes: u64,
+    /// What the client connected to.
+    pub host: String,
+    pub port: u16,
+}
+
+impl Test {
+    /// A test against an iperf3 server.
+    pub fn of(spec: &Iperf3Spec) -> Test {
+        let params = spec.params();
+        Test {
+            udp_bps: spec.udp_bps,
+            parallel: spec.parallel,
+            reverse: spec.reverse,
+            bidir: spec.bidir,
+            len: spec.len,
+            duration_s: params.time,
+            bytes: params.num,
+            host: spec.server.ip().to_string(),
+            port: spec.server.port(),
+        }
+    }
+}
 use crate::wire::iperf3::{Results, StreamResult};
 use serde_json::{Map, Value, json};
 
@@ -56,18 +96,17 @@ fn socket_of(connected: &[Connected], id: i64) -> i64 {
 }
 
 /// `start`: the connections, the test's parameters and when it began.
-pub fn start(spec: &Iperf3Spec, connected: &[Connected], cookie: &str) -> Value {
+pub fn start(spec: &Test, connected: &[Connected], cookie: &str) -> Value {
     let now = std::time::SystemTime::now();
     let udp = spec.udp_bps.is_some();
-    let params = spec.params();
     let first = connected.first();
     let mut start = json!({
         "connected": connected.iter().map(|c| json!({
             "socket": c.socket,
             "local_host": c.local.map_or(String::new(), |a| a.ip().to_string()),
             "local_port": c.local.map_or(0, |a| a.port()),
-            "remote_host": c.remote.ip().to_string(),
-            "remote_port": c.remote.port(),
+            "remote_host": spec.host,
+            "remote_port": spec.port,
         })).collect::<Vec<_>>(),
         "version": format!("netlab {} (iperf3's protocol, as iperf 3.12)", env!("CARGO_PKG_VERSION")),
         "system_info": system_info(),
@@ -75,7 +114,7 @@ pub fn start(spec: &Iperf3Spec, connected: &[Connected], cookie: &str) -> Value 
             "time": httpdate::fmt_http_date(now),
             "timesecs": now.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         },
-        "connecting_to": {"host": spec.server.ip().to_string(), "port": spec.server.port()},
+        "connecting_to": {"host": spec.host, "port": spec.port},
         "cookie": cookie,
         "target_bitrate": spec.udp_bps.unwrap_or(0),
         "sock_bufsize": 0,
@@ -86,8 +125,8 @@ pub fn start(spec: &Iperf3Spec, connected: &[Connected], cookie: &str) -> Value 
             "num_streams": spec.parallel,
             "blksize": spec.len,
             "omit": 0,
-            "duration": params.time,
-            "bytes": params.num,
+            "duration": spec.duration_s,
+            "bytes": spec.bytes,
             "blocks": 0,
             "reverse": i32::from(spec.reverse),
             "tos": 0,
@@ -134,12 +173,7 @@ fn udp_received(entry: &mut Map<String, Value>, jitter_s: f64, lost: i64, packet
 /// `tick` and the tick before), the sender's TCP_INFO at its end, and the
 /// sums, one each way under `--bidir` (`sum_bidir_reverse`: the server's
 /// direction).
-pub fn interval(
-    spec: &Iperf3Spec,
-    connected: &[Connected],
-    before: Option<&Tick>,
-    tick: &Tick,
-) -> Value {
+pub fn interval(spec: &Test, connected: &[Connected], before: Option<&Tick>, tick: &Tick) -> Value {
     let udp = spec.udp_bps.is_some();
     let seconds = tick.end_s - tick.start_s;
     let mut streams = Vec::new();
@@ -303,7 +337,7 @@ struct Sums {
 
 /// `end`: each stream's sender and receiver, the sums each way, the CPU
 /// at both ends, and the congestion controls.
-pub fn end(spec: &Iperf3Spec, run: &Iperf3Run) -> Value {
+pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
     let udp = spec.udp_bps.is_some();
     let server = run.server.as_ref();
     let mut streams = Vec::new();
@@ -641,6 +675,7 @@ mod tests {
     }
 
     fn netlab_doc(spec: &Iperf3Spec, run: &Iperf3Run) -> Value {
+        let spec = &Test::of(spec);
         let intervals = run
             .intervals
             .iter()

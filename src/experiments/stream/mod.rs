@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod cell;
 pub mod iperf3;
 pub mod iperf3_format;
+pub mod iperf3_native;
 pub mod lab;
 pub mod options;
 pub mod record;

@@ -409,9 +409,15 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
             out,
         );
     }
-    if args.format == JsonFormat::Iperf3 {
+    let iperf3_format = args.format == JsonFormat::Iperf3;
+    if iperf3_format && (args.repeat > 1 || args.confidence.is_some()) {
         anyhow::bail!(
-            "--format iperf3: iperf3's document is written for tests against an iperf3 server (--to iperf3:HOST[:PORT]); netlab's own runs have their own JSON (--json)"
+            "--format iperf3: iperf3's document is one test; --repeat and --confidence make several (use --json)"
+        );
+    }
+    if iperf3_format && args.json_stream {
+        anyhow::bail!(
+            "--format iperf3 --json-stream: iperf3's event lines are written for tests against an iperf3 server (--to iperf3:HOST); netlab's own run streams its own lines (--json-stream alone) or prints iperf3's whole document at its end (--format iperf3)"
         );
     }
     if args.json_stream && args.interval.is_none() {
@@ -468,6 +474,24 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     if args.json_stream {
         return run.finish_lines(out, &records, doc);
+    }
+    if iperf3_format {
+        let record = records
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("--format iperf3: the run made no record"))?;
+        let netlab = serde_json::json!({
+            "experiment": "stream",
+            "description": config.describe(),
+            "records_file": run.out,
+            "placement": record.placement,
+            "limits": record.data.result.as_ref().and_then(|r| r.limits.clone()),
+            "host": record.host,
+            "agents": record.agents,
+        });
+        out.json(&crate::experiments::stream::iperf3_native::document(
+            record, netlab,
+        )?)?;
+        return Ok(());
     }
     run.finish(out, &records, doc, || {
         let mut text =

@@ -246,6 +246,17 @@ pub struct IntervalSample {
     /// BBR's bandwidth estimate at the interval's end (TCP_CC_INFO), Mbit/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bbr_bw_mbit_s: Option<f64>,
+    /// At the interval's end: the RTT's variation (µs), the path MTU, the
+    /// sender's MSS and the peer's advertised window (bytes), for
+    /// iperf3's interval fields (records before 2026-11-29: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rttvar_us: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd: Option<u32>,
 }
 
 /// Shares of an interval: data in flight (busy), of which stalled by the

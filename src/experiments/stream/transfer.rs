@@ -867,6 +867,10 @@ impl Sampler {
             app_limited: info.as_ref().and_then(|i| i.delivery_rate_app_limited),
             ca_state: info.as_ref().and_then(|i| i.ca_state),
             bbr_bw_mbit_s: crate::measure::tcpinfo::bbr_bandwidth(fd).map(|b| b as f64 / 1e6),
+            rttvar_us: info.as_ref().map(|i| i.rttvar_us),
+            pmtu: info.as_ref().map(|i| i.pmtu),
+            mss: info.as_ref().map(|i| i.snd_mss),
+            snd_wnd: info.as_ref().and_then(|i| i.snd_wnd),
         });
         self.last_s = now_s;
         self.last_bytes = acked;
