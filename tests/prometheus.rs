@@ -444,10 +444,21 @@ fn prometheus_reads_the_lossy_host_as_bad_within_two_probe_cycles() {
         let (ok, said) = promtool_metrics(&text);
         assert!(ok, "promtool check metrics on the {what}'s: {said}\n{text}");
     }
-    // The agents' own metrics, through Prometheus: runs served, bytes.
-    let served = query(&fleet, "netlab_agent_runs_total > 0");
-    assert!(served.len() >= AGENTS - 1, "{served:?}");
-    assert!(!query(&fleet, "netlab_agent_endpoint_io_bytes_total > 0").is_empty());
+    // The agents' own metrics, through Prometheus: runs served, bytes
+    // (each agent's first run counted by its next scrape).
+    let deadline = Instant::now() + Duration::from_secs(2 * EVERY_S);
+    loop {
+        let served = query(&fleet, "netlab_agent_runs_total > 0");
+        let moved = query(&fleet, "netlab_agent_endpoint_io_bytes_total > 0");
+        if served.len() == AGENTS && !moved.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "agents' runs {served:?}, bytes {moved:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     // The host's alert is raised (pending, then firing after two cycles).
     let deadline = Instant::now() + Duration::from_secs(2 * EVERY_S + 6);
     while query(&fleet, "ALERTS{alertname=~\"NetlabHost(Row|Column)Bad\"}").is_empty() {

@@ -67,6 +67,11 @@ pub struct ClientOptions {
     /// reply before the cell fails (none: the default bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<StallBound>,
+    /// UDP: the first wait for a reply before the call is sent again
+    /// (doubling each time), ms; none: 500 ms. A reply later than it is
+    /// counted as a retransmission's, as a probe's timeout counts it lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_timeout_ms: Option<u32>,
 }
 
 impl ClientOptions {

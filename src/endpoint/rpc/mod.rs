@@ -14,7 +14,7 @@ use client::{ClientOptions, Request, Strategy, TcpClient, UdpClient, message, si
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcClientSpec {
@@ -128,6 +128,9 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
                     .map_err(|e| format!("asking {} to consent: {e}", spec.server))?;
             }
             client.busy_poll = spec.options.busy_poll();
+            if let Some(ms) = spec.options.udp_timeout_ms {
+                client.timeout = Duration::from_millis(u64::from(ms.max(1)));
+            }
             report.rep_seconds = timed_reps(spec, &mut histogram, |xid| {
                 client.call(&mut request, xid).map(drop)
             })?;

@@ -255,8 +255,8 @@ impl MeshMetrics {
             m.path_failed.clone(),
         );
         r.register(
-            "netlab_mesh_path_throughput_bits_per_second",
-            "TCP throughput of the slowest --metrics-pairs paths, labelled with what limited it",
+            "netlab_mesh_path_throughput_bytes_per_second",
+            "TCP throughput (payload bytes a second) of the slowest --metrics-pairs paths, labelled with what limited it",
             m.path_throughput.clone(),
         );
         r.register(
@@ -295,8 +295,8 @@ impl MeshMetrics {
             m.row_rtt.clone(),
         );
         r.register(
-            "netlab_mesh_row_throughput_bits_per_second",
-            "Median TCP throughput of the paths from the host (last throughput pass)",
+            "netlab_mesh_row_throughput_bytes_per_second",
+            "Median TCP throughput (payload bytes a second) of the paths from the host (last throughput pass)",
             m.row_throughput.clone(),
         );
         r.register(
@@ -587,7 +587,7 @@ impl MeshMetrics {
             let mut rates: Vec<f64> = streams
                 .iter()
                 .filter(|l| l.from == h.name)
-                .filter_map(|l| l.figures.throughput_mbit_s.map(|m| m * 1e6))
+                .filter_map(|l| l.figures.throughput_mbit_s.map(|m| m * 1e6 / 8.0))
                 .collect();
             if let Some(m) = median(&mut rates) {
                 self.row_throughput
@@ -615,7 +615,7 @@ impl MeshMetrics {
                         to: line.to.clone(),
                         limit: Limit(line.figures.limited_by),
                     })
-                    .set(mbit * 1e6);
+                    .set(mbit * 1e6 / 8.0);
             }
         }
     }
@@ -824,7 +824,7 @@ mod tests {
         let text = crate::controller::metrics::encode(&registry);
         assert!(
             text.contains(
-                "netlab_mesh_path_throughput_bits_per_second{from=\"a\",to=\"b\",limit=\"link\"} 30000000.0"
+                "netlab_mesh_path_throughput_bytes_per_second{from=\"a\",to=\"b\",limit=\"link\"} 3750000.0"
             ),
             "{text}"
         );

@@ -79,7 +79,7 @@ groups:
           severity: warning
         annotations:
           summary: "{{{{ $labels.from }}}} -> {{{{ $labels.to }}}}: the probe failed"
-          description: "A call went unanswered five times in a row (about 15 s): the path drops nearly everything, or the receiving agent is gone."
+          description: "A probe call went unanswered five times in a row: the path drops nearly everything, or the receiving agent is gone."
       - alert: NetlabAgentUnreachable
         expr: netlab_mesh_agent_up == 0
         for: {two_cycles}

@@ -51,6 +51,9 @@ const BUSY_WAIT: Duration = Duration::from_secs(15);
 /// upper bound (0.04 s between loopback agents here, scripts/bench-mesh;
 /// a few control round trips on a real path).
 pub const TEST_OVERHEAD: Duration = Duration::from_secs(1);
+/// A probe call's first wait for its reply, ms: four control round trips
+/// within these bounds.
+const PROBE_TIMEOUT_MS: (u64, u64) = (10, 500);
 /// Repetitions of the rtt test's calls (their spread is the noise).
 const RTT_REPS: u32 = 5;
 
@@ -812,7 +815,8 @@ impl MeshRun {
     }
 
     /// A Pingmesh-style probe: `probe_calls` empty RPC calls over UDP, one
-    /// at a time (each retransmitted after 500 ms, doubling, five tries):
+    /// at a time (each retransmitted after four control round trips, 10 to
+    /// 500 ms, doubling, five tries):
     /// the round trip's median and 99th percentile, and the share of
     /// attempts that came back too late or not at all (a request or its
     /// reply lost). A call that failed five tries fails the probe: the
@@ -823,11 +827,25 @@ impl MeshRun {
         to: &str,
     ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
         self.each_way(from, to, |caller, server| {
+            // A call not answered within four control round trips (at
+            // least 10 ms, at most the client's 500 ms) is sent again and
+            // counted lost: a lossy path's probe takes milliseconds, not
+            // seconds, and a reply that late is a probe's loss anyway.
+            let rtt_us = [caller, server]
+                .iter()
+                .filter_map(|name| remote::link(name).ok())
+                .map(|link| link.facts().control_rtt_us)
+                .max()
+                .unwrap_or(125_000);
+            let timeout_ms = (4 * rtt_us / 1000).clamp(PROBE_TIMEOUT_MS.0, PROBE_TIMEOUT_MS.1);
             let params = RpcParams {
                 size: 0,
                 proto: crate::endpoint::rpc::Proto::Udp,
                 strategy: crate::endpoint::rpc::client::Strategy::Writev,
-                client: Default::default(),
+                client: crate::endpoint::rpc::client::ClientOptions {
+                    udp_timeout_ms: Some(timeout_ms as u32),
+                    ..Default::default()
+                },
                 server: Default::default(),
                 calls: self.pass.probe_calls,
                 reps: 1,
@@ -854,6 +872,7 @@ impl MeshRun {
             let detail = serde_json::json!({
                 "calls": self.pass.probe_calls,
                 "retransmissions": retransmitted,
+                "timeout_ms": timeout_ms,
                 "latency_us": {
                     "min": c.latency_us_min,
                     "p50": c.latency_us_p50,

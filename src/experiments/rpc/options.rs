@@ -154,6 +154,7 @@ impl RpcExperimentArgs {
                 sockbuf,
                 connect_per_call: self.connect_per_call,
                 stall: self.run.stall_option()?,
+                udp_timeout_ms: None,
             },
             server: ServerOptions {
                 quickack: self.quickack,
