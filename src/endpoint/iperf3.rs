@@ -117,7 +117,6 @@ pub struct Connected {
     /// The descriptor (iperf3 reports its own as `socket`).
     pub socket: i32,
     pub local: Option<SocketAddr>,
-    pub remote: SocketAddr,
     pub sender: bool,
     /// TCP: the maximum segment size (`TCP_MAXSEG`) as it opened.
     pub mss: Option<u32>,
@@ -254,14 +253,14 @@ impl Control {
     /// A state the server sent while the test runs (it ends a test only
     /// by refusal: SERVER_TERMINATE, SERVER_ERROR), without waiting.
     fn poll_state(&mut self) -> Result<Option<State>, ClientError> {
-        self.socket
-            .set_nonblocking(true)
-            .map_err(self.io("polling the control connection"))?;
+        use std::os::fd::AsRawFd;
         let mut byte = [0u8; 1];
-        let read = self.socket.read(&mut byte);
-        self.socket
-            .set_nonblocking(false)
-            .map_err(self.io("polling the control connection"))?;
+        // One non-blocking receive: the socket itself stays blocking.
+        let read = nix::sys::socket::recv(
+            self.socket.as_raw_fd(),
+            &mut byte,
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+        );
         match read {
             Ok(0) => Err(ClientError::Io(
                 self.addr,
@@ -270,7 +269,7 @@ impl Control {
             Ok(_) => State::from_byte(byte[0])
                 .map(Some)
                 .map_err(|e| ClientError::Protocol(self.addr, e)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => Ok(None),
             Err(e) => Err(ClientError::Io(
                 self.addr,
                 format!("reading the control connection: {e}"),
@@ -420,6 +419,10 @@ fn epoch_s() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// How often the running test looks at the control connection and the
+/// stream threads.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
 /// iperf3's UDP header (`iperf_udp_send`, 32-bit counters): send time,
 /// seconds and microseconds, and the sequence number, big-endian.
 const UDP_HEADER: usize = 12;
@@ -503,6 +506,7 @@ pub fn run(
                 // asked for went either way.
                 let deadline = since + spec.duration;
                 let mut tick_from = 0.0;
+                let mut last_poll = since;
                 loop {
                     let done = match spec.bytes {
                         Some(n) => shared.total.load(Ordering::Relaxed) >= n,
@@ -512,25 +516,14 @@ pub fn run(
                         break;
                     }
                     // The server may end the test early (a refusal on the
-                    // control connection), or a data stream may fail.
-                    let early: Option<ClientError> = match control.poll_state() {
-                        Ok(Some(state)) => Some(control.refused(state)),
-                        Ok(None) => match streams.iter().find(|s| s.thread.is_finished()) {
-                            Some(s) => {
-                                let id = s.id;
-                                std::thread::sleep(Duration::from_millis(200));
-                                Some(match control.poll_state() {
-                                    Ok(Some(state)) => control.refused(state),
-                                    Ok(None) => ClientError::Io(
-                                        addr,
-                                        format!("data stream {id} ended before the test did"),
-                                    ),
-                                    Err(e) => e,
-                                })
-                            }
-                            None => None,
-                        },
-                        Err(e) => Some(e),
+                    // control connection), or a data stream may fail:
+                    // looked at every 100 ms, a system call each time, so
+                    // netlab's own CPU on the measured end stays small.
+                    let early = if last_poll.elapsed() >= POLL_EVERY {
+                        last_poll = Instant::now();
+                        ended_early(&mut control, &streams)
+                    } else {
+                        None
                     };
                     if let Some(e) = early {
                         shared.stop.store(true, Ordering::Relaxed);
@@ -661,6 +654,29 @@ pub fn run(
     })
 }
 
+/// Why the test ended before its time, if it did: the server said so on
+/// the control connection (a refusal state), closed it, or a data stream
+/// failed (the server's word, when it follows within 200 ms, is the
+/// reason given).
+fn ended_early(control: &mut Control, streams: &[Stream]) -> Option<ClientError> {
+    match control.poll_state() {
+        Ok(Some(state)) => Some(control.refused(state)),
+        Err(e) => Some(e),
+        Ok(None) => {
+            let id = streams.iter().find(|s| s.thread.is_finished())?.id;
+            std::thread::sleep(Duration::from_millis(200));
+            Some(match control.poll_state() {
+                Ok(Some(state)) => control.refused(state),
+                Ok(None) => ClientError::Io(
+                    control.addr,
+                    format!("data stream {id} ended before the test did"),
+                ),
+                Err(e) => e,
+            })
+        }
+    }
+}
+
 /// netlab's results as iperf3's client reports them: its CPU over the
 /// test (percent of one CPU, all threads), and each stream's count.
 fn client_results(
@@ -754,7 +770,6 @@ fn open_stream(
         id,
         socket: socket.as_raw_fd(),
         local: socket.local_addr().ok(),
-        remote: addr,
         sender,
         mss: socket2::SockRef::from(&socket).tcp_mss().ok(),
         sndbuf: buffer_of(socket.as_fd(), true),
@@ -887,7 +902,6 @@ fn open_udp_stream(
         id,
         socket: socket.as_raw_fd(),
         local: socket.local_addr().ok(),
-        remote: addr,
         sender,
         mss: None,
         sndbuf: buffer_of(socket.as_fd(), true),

@@ -72,29 +72,20 @@ const SPLIT_MIN_CPU_S: f64 = 0.1;
 impl ProcessUsage {
     /// Reads the calling process's usage so far.
     pub fn now() -> Self {
-        let mut raw: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `raw` is a valid, writable rusage; RUSAGE_SELF cannot fail.
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut raw) };
-        let tv = |t: libc::timeval| {
-            Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000).as_secs_f64()
-        };
-        ProcessUsage {
-            user_s: tv(raw.ru_utime),
-            sys_s: tv(raw.ru_stime),
-            voluntary_cs: raw.ru_nvcsw as u64,
-            involuntary_cs: raw.ru_nivcsw as u64,
-            minor_faults: raw.ru_minflt as u64,
-            major_faults: raw.ru_majflt as u64,
-            cpu_ns: process_cpu_ns(),
-        }
+        Self::of(libc::RUSAGE_SELF, process_cpu_ns())
     }
 
     /// The calling thread's usage so far (`RUSAGE_THREAD`; `cpu_ns` its
     /// exact run time): one thread of a process that runs several.
     pub fn thread_now() -> Self {
+        Self::of(libc::RUSAGE_THREAD, Some(thread_cpu_ns()))
+    }
+
+    fn of(who: libc::c_int, cpu_ns: Option<u64>) -> Self {
         let mut raw: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `raw` is a valid, writable rusage; RUSAGE_THREAD cannot fail.
-        unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut raw) };
+        // SAFETY: `raw` is a valid, writable rusage; RUSAGE_SELF and
+        // RUSAGE_THREAD cannot fail.
+        unsafe { libc::getrusage(who, &mut raw) };
         let tv = |t: libc::timeval| {
             Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000).as_secs_f64()
         };
@@ -105,7 +96,7 @@ impl ProcessUsage {
             involuntary_cs: raw.ru_nivcsw as u64,
             minor_faults: raw.ru_minflt as u64,
             major_faults: raw.ru_majflt as u64,
-            cpu_ns: Some(thread_cpu_ns()),
+            cpu_ns,
         }
     }
 

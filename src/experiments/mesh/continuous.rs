@@ -174,10 +174,11 @@ impl Continuous {
                 .map_err(|_| anyhow::anyhow!("the metrics registry"))?;
             MeshMetrics::new(&mut r, self.slo, self.pairs)
         };
+        let exposed = Exposed { registry, metrics };
         let server = match self.metrics {
             Some(address) => Some(crate::controller::metrics::serve(
                 address,
-                registry.clone(),
+                exposed.registry.clone(),
             )?),
             None => None,
         };
@@ -234,7 +235,7 @@ impl Continuous {
                 }
             }
             let probe = self.probe.clone();
-            match self.cycle(n, Kind::probe, probe, &inventory, &metrics, &registry, say) {
+            match self.cycle(n, Kind::probe, probe, &inventory, &exposed, say) {
                 Ok(()) => summary.probe_cycles += 1,
                 Err(e) if crate::controller::processes::interrupted() => {
                     say(&format!("netlab mesh: cycle {n}: {e:#}"));
@@ -249,15 +250,7 @@ impl Continuous {
                 && last_stream.is_none_or(|t| t.elapsed() >= *period)
             {
                 last_stream = Some(Instant::now());
-                match self.cycle(
-                    n,
-                    Kind::stream,
-                    spec.clone(),
-                    &inventory,
-                    &metrics,
-                    &registry,
-                    say,
-                ) {
+                match self.cycle(n, Kind::stream, spec.clone(), &inventory, &exposed, say) {
                     Ok(()) => summary.stream_cycles += 1,
                     Err(e) if crate::controller::processes::interrupted() => {
                         say(&format!("netlab mesh: throughput pass {n}: {e:#}"));
@@ -291,15 +284,13 @@ impl Continuous {
 
     /// One cycle: a mesh run of `pass` into its own directory, its figures
     /// into the metrics.
-    #[allow(clippy::too_many_arguments)]
     fn cycle(
         &self,
         n: u64,
         kind: Kind,
         pass: PassSpec,
         inventory: &[Agent],
-        metrics: &MeshMetrics,
-        registry: &crate::controller::metrics::SharedRegistry,
+        exposed: &Exposed,
         say: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<()> {
         let started = Instant::now();
@@ -346,10 +337,11 @@ impl Continuous {
         };
         let results = results_of(&dir).map(|(lines, _)| lines).unwrap_or_default();
         let seconds = started.elapsed().as_secs_f64();
+        let metrics = &exposed.metrics;
         {
             // Held while the cycle's figures replace the last one's, so a
             // scrape sees one cycle or the other, never a mix.
-            let _scrape = registry.lock();
+            let _scrape = exposed.registry.lock();
             metrics.record(&Cycle {
                 kind,
                 hosts: &hosts,
@@ -390,6 +382,12 @@ impl Continuous {
         ));
         outcome.map(drop)
     }
+}
+
+/// The metrics and the registry a scrape encodes them from.
+struct Exposed {
+    registry: crate::controller::metrics::SharedRegistry,
+    metrics: MeshMetrics,
 }
 
 /// Sleeps until `when`, waking for a stop signal: false when one came.

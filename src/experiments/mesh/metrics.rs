@@ -159,6 +159,96 @@ pub struct Cycle<'a> {
     pub ended_s: f64,
 }
 
+/// A host's probed paths one way (its row: the paths it sends on; its
+/// column: those it receives on): how many, how many in breach and their
+/// share, their median loss ratio and median round trip.
+struct Side<L> {
+    paths: Family<L, Gauge>,
+    bad: Family<L, Gauge>,
+    bad_ratio: Family<L, FloatGauge>,
+    loss: Family<L, FloatGauge>,
+    rtt: Family<L, FloatGauge>,
+}
+
+impl<L> Default for Side<L>
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    fn default() -> Self {
+        Side {
+            paths: Family::default(),
+            bad: Family::default(),
+            bad_ratio: Family::default(),
+            loss: Family::default(),
+            rtt: Family::default(),
+        }
+    }
+}
+
+impl<L> Side<L>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    /// Registers `netlab_mesh_SIDE_*`, the paths `way` ("from" or "to")
+    /// the host.
+    fn register(&self, r: &mut Registry, side: &str, way: &str) {
+        r.register(
+            format!("netlab_mesh_{side}_paths"),
+            format!("Paths {way} the host probed this cycle"),
+            self.paths.clone(),
+        );
+        r.register(
+            format!("netlab_mesh_{side}_bad_paths"),
+            format!("Paths {way} the host in breach of the SLO (or failed)"),
+            self.bad.clone(),
+        );
+        r.register(
+            format!("netlab_mesh_{side}_bad_ratio"),
+            format!("Share of the paths {way} the host in breach of the SLO"),
+            self.bad_ratio.clone(),
+        );
+        r.register(
+            format!("netlab_mesh_{side}_loss_ratio"),
+            format!("Median share of probe attempts lost on the paths {way} the host"),
+            self.loss.clone(),
+        );
+        r.register(
+            format!("netlab_mesh_{side}_rtt_seconds"),
+            format!("Median of the probes' median round trips on the paths {way} the host"),
+            self.rtt.clone(),
+        );
+    }
+
+    fn clear(&self) {
+        self.paths.clear();
+        self.bad.clear();
+        self.bad_ratio.clear();
+        self.loss.clear();
+        self.rtt.clear();
+    }
+
+    fn set(
+        &self,
+        labels: &L,
+        paths: usize,
+        bad: usize,
+        losses: impl Iterator<Item = f64>,
+        rtts: impl Iterator<Item = f64>,
+    ) {
+        self.paths.get_or_create(labels).set(paths as i64);
+        self.bad.get_or_create(labels).set(bad as i64);
+        self.bad_ratio
+            .get_or_create(labels)
+            .set(bad as f64 / paths.max(1) as f64);
+        if let Some(m) = median(&mut losses.collect::<Vec<_>>()) {
+            self.loss.get_or_create(labels).set(m);
+        }
+        if let Some(m) = median(&mut rtts.collect::<Vec<_>>()) {
+            self.rtt.get_or_create(labels).set(m);
+        }
+    }
+}
+
 /// The metric families, registered once; each cycle sets them anew.
 pub struct MeshMetrics {
     slo: Slo,
@@ -170,17 +260,9 @@ pub struct MeshMetrics {
     path_throughput: Family<ThroughputLabels, FloatGauge>,
     path_series: Gauge,
     path_series_dropped: Gauge,
-    row_paths: Family<RowLabels, Gauge>,
-    row_bad: Family<RowLabels, Gauge>,
-    row_bad_ratio: Family<RowLabels, FloatGauge>,
-    row_loss: Family<RowLabels, FloatGauge>,
-    row_rtt: Family<RowLabels, FloatGauge>,
+    row: Side<RowLabels>,
     row_throughput: Family<RowLabels, FloatGauge>,
-    column_paths: Family<ColumnLabels, Gauge>,
-    column_bad: Family<ColumnLabels, Gauge>,
-    column_bad_ratio: Family<ColumnLabels, FloatGauge>,
-    column_loss: Family<ColumnLabels, FloatGauge>,
-    column_rtt: Family<ColumnLabels, FloatGauge>,
+    column: Side<ColumnLabels>,
     zone_paths: Family<ZoneLabels, Gauge>,
     zone_bad: Family<ZoneLabels, Gauge>,
     agent_up: Family<AgentLabels, Gauge>,
@@ -211,17 +293,9 @@ impl MeshMetrics {
             path_throughput: Family::default(),
             path_series: Gauge::default(),
             path_series_dropped: Gauge::default(),
-            row_paths: Family::default(),
-            row_bad: Family::default(),
-            row_bad_ratio: Family::default(),
-            row_loss: Family::default(),
-            row_rtt: Family::default(),
+            row: Side::default(),
             row_throughput: Family::default(),
-            column_paths: Family::default(),
-            column_bad: Family::default(),
-            column_bad_ratio: Family::default(),
-            column_loss: Family::default(),
-            column_rtt: Family::default(),
+            column: Side::default(),
             zone_paths: Family::default(),
             zone_bad: Family::default(),
             agent_up: Family::default(),
@@ -269,61 +343,13 @@ impl MeshMetrics {
             "Paths in breach left out of the per-path series (over the cap)",
             m.path_series_dropped.clone(),
         );
-        r.register(
-            "netlab_mesh_row_paths",
-            "Paths the host sent probes on this cycle",
-            m.row_paths.clone(),
-        );
-        r.register(
-            "netlab_mesh_row_bad_paths",
-            "Paths from the host in breach of the SLO (or failed)",
-            m.row_bad.clone(),
-        );
-        r.register(
-            "netlab_mesh_row_bad_ratio",
-            "Share of the paths from the host in breach of the SLO",
-            m.row_bad_ratio.clone(),
-        );
-        r.register(
-            "netlab_mesh_row_loss_ratio",
-            "Median share of probe attempts lost on the paths from the host",
-            m.row_loss.clone(),
-        );
-        r.register(
-            "netlab_mesh_row_rtt_seconds",
-            "Median of the probes' median round trips on the paths from the host",
-            m.row_rtt.clone(),
-        );
+        m.row.register(r, "row", "from");
         r.register(
             "netlab_mesh_row_throughput_bytes_per_second",
             "Median TCP throughput (payload bytes a second) of the paths from the host (last throughput pass)",
             m.row_throughput.clone(),
         );
-        r.register(
-            "netlab_mesh_column_paths",
-            "Paths the host was probed on this cycle",
-            m.column_paths.clone(),
-        );
-        r.register(
-            "netlab_mesh_column_bad_paths",
-            "Paths to the host in breach of the SLO (or failed)",
-            m.column_bad.clone(),
-        );
-        r.register(
-            "netlab_mesh_column_bad_ratio",
-            "Share of the paths to the host in breach of the SLO",
-            m.column_bad_ratio.clone(),
-        );
-        r.register(
-            "netlab_mesh_column_loss_ratio",
-            "Median share of probe attempts lost on the paths to the host",
-            m.column_loss.clone(),
-        );
-        r.register(
-            "netlab_mesh_column_rtt_seconds",
-            "Median of the probes' median round trips on the paths to the host",
-            m.column_rtt.clone(),
-        );
+        m.column.register(r, "column", "to");
         r.register(
             "netlab_mesh_zone_paths",
             "Paths from the zone's hosts probed this cycle",
@@ -434,18 +460,8 @@ impl MeshMetrics {
             .collect();
         let host = |name: &str| cycle.hosts.iter().map(|(h, _)| h).find(|h| h.name == name);
         // Per host and zone, every cycle.
-        for family in [&self.row_paths, &self.row_bad] {
-            family.clear();
-        }
-        for family in [&self.row_bad_ratio, &self.row_loss, &self.row_rtt] {
-            family.clear();
-        }
-        for family in [&self.column_paths, &self.column_bad] {
-            family.clear();
-        }
-        for family in [&self.column_bad_ratio, &self.column_loss, &self.column_rtt] {
-            family.clear();
-        }
+        self.row.clear();
+        self.column.clear();
         self.zone_paths.clear();
         self.zone_bad.clear();
         for (h, _) in cycle.hosts {
@@ -464,49 +480,27 @@ impl MeshMetrics {
                     continue;
                 }
                 let bad = lines.iter().filter(|l| self.in_breach(l)).count();
-                let mut losses: Vec<f64> = lines
+                let losses = lines
                     .iter()
-                    .filter_map(|l| l.figures.loss_pct.map(|p| p / 100.0))
-                    .collect();
-                let mut rtts: Vec<f64> = lines
+                    .filter_map(|l| l.figures.loss_pct.map(|p| p / 100.0));
+                let rtts = lines
                     .iter()
-                    .filter_map(|l| l.figures.rtt_p50_us.map(|us| us / 1e6))
-                    .collect();
-                let ratio = bad as f64 / lines.len() as f64;
+                    .filter_map(|l| l.figures.rtt_p50_us.map(|us| us / 1e6));
+                let (zone, rack) = (h.zone.clone(), h.rack.clone());
                 if row {
                     let labels = RowLabels {
                         from: h.name.clone(),
-                        zone: h.zone.clone(),
-                        rack: h.rack.clone(),
+                        zone,
+                        rack,
                     };
-                    self.row_paths
-                        .get_or_create(&labels)
-                        .set(lines.len() as i64);
-                    self.row_bad.get_or_create(&labels).set(bad as i64);
-                    self.row_bad_ratio.get_or_create(&labels).set(ratio);
-                    if let Some(m) = median(&mut losses) {
-                        self.row_loss.get_or_create(&labels).set(m);
-                    }
-                    if let Some(m) = median(&mut rtts) {
-                        self.row_rtt.get_or_create(&labels).set(m);
-                    }
+                    self.row.set(&labels, lines.len(), bad, losses, rtts);
                 } else {
                     let labels = ColumnLabels {
                         to: h.name.clone(),
-                        zone: h.zone.clone(),
-                        rack: h.rack.clone(),
+                        zone,
+                        rack,
                     };
-                    self.column_paths
-                        .get_or_create(&labels)
-                        .set(lines.len() as i64);
-                    self.column_bad.get_or_create(&labels).set(bad as i64);
-                    self.column_bad_ratio.get_or_create(&labels).set(ratio);
-                    if let Some(m) = median(&mut losses) {
-                        self.column_loss.get_or_create(&labels).set(m);
-                    }
-                    if let Some(m) = median(&mut rtts) {
-                        self.column_rtt.get_or_create(&labels).set(m);
-                    }
+                    self.column.set(&labels, lines.len(), bad, losses, rtts);
                 }
             }
         }

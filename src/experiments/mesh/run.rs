@@ -779,13 +779,7 @@ impl MeshRun {
         to: &str,
     ) -> Result<Vec<(PairFigures, Option<serde_json::Value>)>, String> {
         self.each_way(from, to, |caller, server| {
-            let rtt_us = [caller, server]
-                .iter()
-                .filter_map(|name| remote::link(name).ok())
-                .map(|link| link.facts().control_rtt_us)
-                .max()
-                .unwrap_or(1000)
-                .max(20);
+            let rtt_us = control_rtt_us(caller, server).unwrap_or(1000).max(20);
             let per_rep = self.pass.duration_s * 1e6 / f64::from(RTT_REPS);
             let calls = (per_rep / rtt_us as f64).clamp(100.0, 200_000.0) as u32;
             let params = RpcParams {
@@ -831,12 +825,7 @@ impl MeshRun {
             // least 10 ms, at most the client's 500 ms) is sent again and
             // counted lost: a lossy path's probe takes milliseconds, not
             // seconds, and a reply that late is a probe's loss anyway.
-            let rtt_us = [caller, server]
-                .iter()
-                .filter_map(|name| remote::link(name).ok())
-                .map(|link| link.facts().control_rtt_us)
-                .max()
-                .unwrap_or(125_000);
+            let rtt_us = control_rtt_us(caller, server).unwrap_or(125_000);
             let timeout_ms = (4 * rtt_us / 1000).clamp(PROBE_TIMEOUT_MS.0, PROBE_TIMEOUT_MS.1);
             let params = RpcParams {
                 size: 0,
@@ -962,6 +951,16 @@ impl MeshRun {
             Ok((figures, serde_json::to_value(&result).ok()))
         })
     }
+}
+
+/// The longer of the two agents' control round trips (µs), as their
+/// handshakes measured them: none when neither link is up.
+fn control_rtt_us(a: &str, b: &str) -> Option<u64> {
+    [a, b]
+        .iter()
+        .filter_map(|name| remote::link(name).ok())
+        .map(|link| link.facts().control_rtt_us)
+        .max()
 }
 
 /// What an rpm pair test's load may take at most: the test's length, within

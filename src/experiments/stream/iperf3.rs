@@ -13,6 +13,7 @@ use crate::analysis::limits::{
 };
 use crate::endpoint::iperf3::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick, run};
 use crate::experiments::stream::iperf3_format as format;
+use crate::experiments::stream::transfer::{Shaping, autotune_max};
 use crate::options::Output;
 use crate::report::table::markdown;
 use crate::wire::iperf3::Results;
@@ -157,14 +158,6 @@ pub struct LocalPath {
     pub shapers_unread: Option<String>,
 }
 
-/// Reads the shapers on `interfaces` now.
-fn shapers_now(interfaces: &[String]) -> Result<Vec<crate::measure::qdisc::Shaper>, String> {
-    if interfaces.is_empty() {
-        return Ok(Vec::new());
-    }
-    crate::measure::qdisc::read(interfaces).map_err(|e| e.to_string())
-}
-
 /// The interface a packet to `server` leaves by (a connected UDP socket's
 /// address: no packet is sent).
 fn interface_towards(server: SocketAddr) -> Option<String> {
@@ -178,11 +171,11 @@ fn interface_towards(server: SocketAddr) -> Option<String> {
     crate::measure::ifstat::interface_with(probe.local_addr().ok()?.ip())
 }
 
-/// The shapers a test crosses on netlab's side, read before it.
+/// The shapers a test crosses on netlab's side, read before it (as a
+/// netlab stream's ends read theirs: [`Shaping`]).
 struct PathWatch {
-    interfaces: Vec<String>,
     interface: Option<String>,
-    before: Result<Vec<crate::measure::qdisc::Shaper>, String>,
+    shaping: Shaping,
 }
 
 impl PathWatch {
@@ -192,32 +185,14 @@ impl PathWatch {
         if spec.reverse || spec.bidir {
             interfaces.extend(crate::measure::qdisc::ifb_devices());
         }
-        let before = shapers_now(&interfaces);
         PathWatch {
-            interfaces,
             interface,
-            before,
+            shaping: Shaping::start(interfaces),
         }
     }
 
     fn finish(self) -> LocalPath {
-        let after = shapers_now(&self.interfaces);
-        let (shapers, shapers_unread) = match (self.before, after) {
-            (Ok(before), Ok(after)) => (
-                after
-                    .iter()
-                    .map(|s| {
-                        s.since(
-                            before
-                                .iter()
-                                .find(|b| b.interface == s.interface && b.kind == s.kind),
-                        )
-                    })
-                    .collect(),
-                None,
-            ),
-            (Err(e), _) | (_, Err(e)) => (Vec::new(), Some(e)),
-        };
+        let (shapers, shapers_unread) = self.shaping.finish();
         LocalPath {
             link_speed: self
                 .interface
@@ -240,17 +215,6 @@ pub struct StreamVerdict {
     /// iperf3 server's socket is not netlab's to read).
     pub evidence: &'static str,
     pub verdict: crate::analysis::limits::Verdict,
-}
-
-/// The largest send buffer autotuning may grow to (`tcp_wmem`'s third
-/// field), or receive buffer (`tcp_rmem`'s).
-fn autotune_max(sysctl: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{sysctl}"))
-        .ok()?
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
 }
 
 /// netlab's side of a stream as the verdict reads it: its thread's CPU,

@@ -413,8 +413,6 @@ pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
             } else {
                 TcpExtremes::default().insert(&mut entry);
             }
-            entry.remove("sender");
-            entry.insert("sender".into(), json!(local.sender));
             stream.insert("sender".into(), Value::Object(entry));
         }
         if let Some(received) = received {
@@ -646,7 +644,6 @@ mod tests {
                     id,
                     socket: 5 + id as i32,
                     local: Some("10.0.0.1:40000".parse().unwrap()),
-                    remote: spec.server,
                     sender,
                     mss: Some(1448),
                     sndbuf: Some(16384),

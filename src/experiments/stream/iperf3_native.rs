@@ -154,7 +154,6 @@ fn run_of(record: &Record, result: &StreamResult) -> Iperf3Run {
             id,
             socket: id as i32,
             local: None,
-            remote: std::net::SocketAddr::from(([0, 0, 0, 0], 0)),
             sender: !reverse,
             mss: local.mss,
             sndbuf: None,

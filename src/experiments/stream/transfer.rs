@@ -1258,13 +1258,13 @@ fn egress_interface(stream: &TcpStream) -> Option<String> {
 /// interface; the receiver's ifb devices, where ingress shaping is
 /// redirected), read before the data path and again after it: what they
 /// dropped and held back over the flow. Read outside the data path.
-struct Shaping {
+pub(super) struct Shaping {
     interfaces: Vec<String>,
     before: Result<Vec<crate::measure::qdisc::Shaper>, String>,
 }
 
 impl Shaping {
-    fn start(interfaces: Vec<String>) -> Shaping {
+    pub(super) fn start(interfaces: Vec<String>) -> Shaping {
         let before = Shaping::read(&interfaces);
         Shaping { interfaces, before }
     }
@@ -1278,7 +1278,7 @@ impl Shaping {
     }
 
     /// The shapers over the flow, and what could not be read.
-    fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
+    pub(super) fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
         let after = Shaping::read(&self.interfaces);
         match (self.before, after) {
             (Ok(before), Ok(after)) => (
@@ -1374,14 +1374,19 @@ impl Before {
 /// A socket's buffer at the end, with the namespace's autotuning maximum
 /// (`/proc/sys/net/ipv4/NAME`'s third field; per namespace since 4.15).
 fn socket_buffer(size: io::Result<usize>, set: bool, sysctl: &str) -> Option<SocketBuffer> {
-    let autotune_max = std::fs::read_to_string(format!("/proc/sys/net/ipv4/{sysctl}"))
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok());
     size.ok().map(|bytes| SocketBuffer {
         bytes: bytes as u64,
         set,
-        autotune_max,
+        autotune_max: autotune_max(sysctl),
     })
+}
+
+/// The largest buffer autotuning may grow a socket's to: `tcp_wmem`'s or
+/// `tcp_rmem`'s third field.
+pub(super) fn autotune_max(sysctl: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{sysctl}"))
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok())
 }
 
 fn send_writev(
