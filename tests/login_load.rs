@@ -73,6 +73,15 @@ fn a_short_run_measures_every_cell() {
         assert!(k["syscalls"].as_f64().unwrap() > 1.0, "{cell}: {k}");
         assert!(k["context_switches"].as_f64().unwrap() > 0.0, "{cell}: {k}");
         assert!(k["packets_in"].as_f64().unwrap() > 0.5, "{cell}: {k}");
+        // The run's own segments, not the host's: other tests' loopback
+        // traffic beside this one must not count (it once made 376
+        // packets a keystroke).
+        assert!(
+            r["packets_source"].as_str().unwrap().contains("sessions"),
+            "{cell}: {}",
+            r["packets_source"]
+        );
+        assert!(k["packets_in"].as_f64().unwrap() < 4.0, "{cell}: {k}");
         match r["params"]["relay"].as_str().unwrap() {
             "telnetd" => assert!(k["pty_transfers"].is_null(), "{cell}: {k}"),
             _ => {

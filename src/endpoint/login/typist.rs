@@ -70,6 +70,37 @@ pub struct TypistReport {
     /// MSS, path MTU of the path typed across); none for client programs.
     #[serde(default)]
     pub tcp_info: Option<crate::measure::tcpinfo::TcpInfo>,
+    /// TCP segments the sessions' own sockets sent and received over the
+    /// window (TCP_INFO's `tcpi_segs_out` and `tcpi_segs_in`, pure ACKs
+    /// included): the run's packets, whatever else the host carries. None
+    /// when a session runs through a client program or the kernel lacks
+    /// the counters.
+    #[serde(default)]
+    pub segments: Option<SessionSegments>,
+}
+
+/// Segments of the typing sessions' sockets over the measured window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSegments {
+    /// Sent by the typists: what the server received.
+    pub typed: u64,
+    /// Received by the typists: what the server sent.
+    pub echoed: u64,
+}
+
+/// The sessions' (sent, received) segment counters now; None unless every
+/// session is a socket whose kernel reports them.
+fn session_segments(users: &[User]) -> Option<(u64, u64)> {
+    users.iter().try_fold((0u64, 0u64), |(out, inn), user| {
+        let Link::Socket(stream) = &user.link else {
+            return None;
+        };
+        let info = crate::measure::tcpinfo::TcpInfo::read(stream.as_fd()).ok()?;
+        Some((
+            out + u64::from(info.segs_out?),
+            inn + u64::from(info.segs_in?),
+        ))
+    })
 }
 
 impl TypistReport {
@@ -491,6 +522,7 @@ pub fn run(
     let mut latencies = Vec::new();
     let mut cpu_at_window: Option<f64> = None;
     let mut programs_at_window = 0;
+    let mut segments_at_window = None;
     let mut last_echo = Instant::now();
     loop {
         let now = Instant::now();
@@ -500,6 +532,7 @@ pub fn run(
         if cpu_at_window.is_none() && now >= window_start {
             cpu_at_window = Some(thread_cpu_s());
             programs_at_window = programs_cpu_ns(&users);
+            segments_at_window = session_segments(&users);
             on_moment(Moment::WindowOpen);
         }
         // Fire every keystroke that is due.
@@ -555,6 +588,13 @@ pub fn run(
     if cpu_at_window.is_some() {
         report.client_programs_cpu_s =
             programs_cpu_ns(&users).saturating_sub(programs_at_window) as f64 / 1e9;
+        report.segments =
+            segments_at_window
+                .zip(session_segments(&users))
+                .map(|((out0, in0), (out1, in1))| SessionSegments {
+                    typed: out1.saturating_sub(out0),
+                    echoed: in1.saturating_sub(in0),
+                });
         on_moment(Moment::WindowClose);
     }
     let window = Instant::now().saturating_duration_since(window_start);

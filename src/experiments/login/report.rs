@@ -237,8 +237,9 @@ pub fn table(records: &[Record]) -> String {
          accounting (exact); host µs/key: busy CPU minus an \
          idle baseline and the load generator's (and its ssh clients'), per keystroke. typist cpu %: \
          the generator's thread (+ its ssh clients'), subtracted only when it runs on the serving host. \
-         pkts: TCP segments on loopback (in = out), the server side's interface on netns, \
-         the serving host's TCP segments through agents. The uring design's waiting \
+         pkts: the server side's interface on netns; elsewhere the sessions' own TCP segments \
+         (TCP_INFO of the typists' sockets, server in = typed), or for sessions through ssh the \
+         host's TCP segments (on loopback in = out). The uring design's waiting \
          thread counts as blocked (b) and its wait as iowait, not idle. telnet-linemode rows time lines (Enter sent to `cat`'s copy received). Verdict by echo p99: normal ≤ 100 ms, degraded ≤ 1 s, \
          else (or >1% of keystrokes never echoed 2 s after the window, or a session failed) unusable; each verdict names what decided it.\n",
     );
