@@ -24,7 +24,7 @@
 //! | [`cli`] | the top-level command: the registry's subcommands and the lab, report, testbed, agent, doctor |
 //!
 //! The table lists the layers from the bottom: a module names only modules
-//! listed before it (`tests/layers.rs` checks).
+//! listed before it (`tests/suite/layers.rs` checks).
 
 pub mod agent;
 pub mod analysis;

@@ -1,0 +1,176 @@
+//! The checksum variants against checksums the kernel computed, and the
+//! `netlab cksum` command.
+
+use crate::common;
+use assert_cmd::Command;
+use netlab::checksum;
+use netlab::testbed::emulator::{TunSide, open_tun};
+use std::os::fd::AsRawFd;
+use std::process::Command as Process;
+
+/// A namespace with a TUN device, deleted on drop.
+struct TunNamespace {
+    name: String,
+}
+
+impl Drop for TunNamespace {
+    fn drop(&mut self) {
+        let _ = Process::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let status = Process::new("ip").args(args).status().expect("ip runs");
+    assert!(status.success(), "ip {args:?}");
+}
+
+#[test]
+fn variants_verify_checksums_the_kernel_computed() {
+    let _beside = common::beside_others();
+    assert!(
+        netlab::testbed::netns::has_net_admin(),
+        "this test needs root (CAP_NET_ADMIN)"
+    );
+    let ns = TunNamespace {
+        name: format!("netlab-{}-90-a", std::process::id()),
+    };
+    ip(&["netns", "add", &ns.name]);
+    ip(&[
+        "-n", &ns.name, "tuntap", "add", "dev", "nlbck0", "mode", "tun",
+    ]);
+    ip(&[
+        "-n",
+        &ns.name,
+        "link",
+        "set",
+        "nlbck0",
+        "addrgenmode",
+        "none",
+    ]);
+    ip(&[
+        "-n",
+        &ns.name,
+        "addr",
+        "add",
+        "198.18.7.1/30",
+        "dev",
+        "nlbck0",
+    ]);
+    ip(&["-n", &ns.name, "link", "set", "nlbck0", "up"]);
+    let tun = open_tun(
+        &TunSide {
+            netns: format!("/run/netns/{}", ns.name).into(),
+            interface: "nlbck0".into(),
+        },
+        false,
+    )
+    .expect("TUN device opens");
+    // A UDP datagram from inside the namespace towards the far end of the
+    // TUN link: the kernel fills in the IPv4 and UDP checksums (a TUN device
+    // without offloads takes only complete packets).
+    let status = Process::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            "bash",
+            "-c",
+            "echo -n 'netlab checks the sum!' > /dev/udp/198.18.7.2/9",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut packet = vec![0u8; 2048];
+    let mut got = None;
+    for _ in 0..100 {
+        // SAFETY: packet is valid for its length.
+        let n = unsafe { libc::read(tun.as_raw_fd(), packet.as_mut_ptr().cast(), packet.len()) };
+        if n > 28 && packet[0] >> 4 == 4 && packet[9] == 17 {
+            got = Some(n as usize);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let len = got.expect("the kernel wrote the UDP datagram into the TUN device");
+    let packet = &packet[..len];
+    let ihl = usize::from(packet[0] & 0x0f) * 4;
+    // The IPv4 header, checksum field included, sums to zero.
+    for (name, f) in checksum::VARIANTS {
+        assert_eq!(f(&packet[..ihl]), 0, "{name}: IPv4 header");
+    }
+    // UDP: pseudo-header (RFC 768) plus the datagram, checksum included, sums to zero.
+    let udp = &packet[ihl..];
+    assert_ne!(
+        u16::from_be_bytes([udp[6], udp[7]]),
+        0,
+        "the kernel filled the UDP checksum"
+    );
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&packet[12..20]);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+    pseudo.extend_from_slice(udp);
+    for (name, f) in checksum::VARIANTS {
+        assert_eq!(f(&pseudo), 0, "{name}: UDP");
+    }
+    // And recomputing with the field zeroed gives the kernel's value.
+    let kernel = u16::from_be_bytes([udp[6], udp[7]]);
+    let at = 12 + 6;
+    pseudo[at] = 0;
+    pseudo[at + 1] = 0;
+    assert_eq!(checksum::simd(&pseudo), kernel);
+}
+
+#[test]
+fn cksum_measures_and_refuses_bad_sizes() {
+    let _beside = common::beside_others();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("netlab")
+        .unwrap()
+        .args([
+            "cksum",
+            "--sizes",
+            "1408,4096",
+            "--batches",
+            "2",
+            "--cold-pool",
+            "8M",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path().join("r.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    let rows = records[0]["result"]["rows"].as_array().unwrap();
+    // Hot and cold: the read sweep, 3 checksums, 3 fused copies, 6 copies (rep movsb since 2026-11-24).
+    assert_eq!(rows.len(), 2 * 13);
+    assert!(rows.iter().all(|r| r["gb_s"].as_f64().unwrap() > 0.0));
+    // The caches are a fact of the measuring host, kept with the record
+    // (sysfs lists them on every Linux this runs on).
+    let caches = records[0]["host"]["caches"].as_str().unwrap();
+    assert!(caches.starts_with("L1d "), "{caches}");
+    assert_eq!(doc["caches"], records[0]["host"]["caches"]);
+    for (sizes, message) in [
+        ("0", "greater than zero"),
+        ("4Q", "unknown size suffix"),
+        ("1e9", "not a whole number"),
+        ("1000G", "only"),
+    ] {
+        let assert = Command::cargo_bin("netlab")
+            .unwrap()
+            .args(["cksum", "--sizes", sizes, "--out"])
+            .arg(dir.path().join("r.jsonl"))
+            .assert()
+            .code(1);
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+        assert!(stderr.contains(message), "{sizes}: {stderr}");
+    }
+}

@@ -1,0 +1,220 @@
+//! Helpers shared by the integration tests: running the binary, reading its
+//! JSON, and counting a process's children.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+/// The netlab binary under test.
+pub fn netlab() -> Command {
+    Command::cargo_bin("netlab").expect("binary built")
+}
+
+/// The one JSON document `output` holds, or a panic showing what it held.
+pub fn json_of(output: &[u8]) -> Value {
+    serde_json::from_slice(output).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(output)
+        )
+    })
+}
+
+/// Runs `netlab ARGS --json --out OUT`, asserts it succeeded, and returns
+/// the document it printed.
+pub fn run_json(args: &[&str], out: &Path) -> Value {
+    let run = netlab()
+        .args(args)
+        .arg("--json")
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("netlab runs");
+    assert!(
+        run.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    json_of(&run.stdout)
+}
+
+/// Every line of a JSON Lines file, parsed.
+pub fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("records file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+/// The PIDs of `pid`'s children (all its threads'), from /proc.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                children.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    children
+}
+
+/// Every process below `pid`, now.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for c in children_of(p) {
+            all.push(c);
+            next.push(c);
+        }
+    }
+    all
+}
+
+/// Records that `test` could not run on this host and why, in
+/// `target/not-run.txt`, which `scripts/test` prints after the tests: a
+/// test that cannot run here is reported, never silently passed over.
+pub fn report_not_run(test: &str, why: &str) {
+    use std::io::Write;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/not-run.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{test}: NOT RUN: {why}");
+    }
+    eprintln!("{test}: NOT RUN: {why}");
+}
+
+/// The network namespaces netlab process `pid` made (`netlab-PID-...`).
+pub fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("netlab-{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+/// How many tests that run beside others run at once: they mostly wait
+/// (on namespaces, peers, links and timers), so four share two cores.
+pub const BESIDE_AT_ONCE: usize = 4;
+
+/// Who holds the suite now. Every test takes one of two guards first,
+/// [`alone`] or [`beside_others`] (`tests/suite/main.rs` checks that none
+/// is without one). Tests that run beside others go first: each that is
+/// alone waits until none of them runs or waits, then runs by itself, one
+/// after another. libtest's own threads (`--test-threads`, which
+/// `scripts/test` sets high for this binary) only start the tests; this
+/// decides which of them run.
+struct Holders {
+    beside: usize,
+    beside_waiting: usize,
+    alone: bool,
+}
+
+static SUITE: std::sync::Mutex<Holders> = std::sync::Mutex::new(Holders {
+    beside: 0,
+    beside_waiting: 0,
+    alone: false,
+});
+static TURN: std::sync::Condvar = std::sync::Condvar::new();
+
+fn holders() -> std::sync::MutexGuard<'static, Holders> {
+    SUITE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A test's hold on the suite, let go when the test ends (a panic
+/// included). When `NETLAB_TEST_TIMES` names a file, each hold appends a
+/// line to it as it is let go: the test's name, how it held the suite,
+/// how long it waited and how long it held it. That is each test's own
+/// time, which libtest's `--report-time` cannot say (it counts the wait).
+pub struct Guard {
+    alone: bool,
+    asked: std::time::Instant,
+    got: std::time::Instant,
+}
+
+impl Guard {
+    fn take(alone: bool) -> Self {
+        let asked = std::time::Instant::now();
+        let mut now = holders();
+        if alone {
+            while now.alone || now.beside > 0 || now.beside_waiting > 0 {
+                now = TURN.wait(now).unwrap_or_else(|e| e.into_inner());
+            }
+            now.alone = true;
+        } else {
+            now.beside_waiting += 1;
+            while now.alone || now.beside >= BESIDE_AT_ONCE {
+                now = TURN.wait(now).unwrap_or_else(|e| e.into_inner());
+            }
+            now.beside_waiting -= 1;
+            now.beside += 1;
+        }
+        Guard {
+            alone,
+            asked,
+            got: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        {
+            let mut now = holders();
+            if self.alone {
+                now.alone = false;
+            } else {
+                now.beside -= 1;
+            }
+        }
+        TURN.notify_all();
+        let Some(path) = std::env::var_os("NETLAB_TEST_TIMES") else {
+            return;
+        };
+        use std::io::Write;
+        let line = format!(
+            "{} {} waited {:.3} held {:.3}\n",
+            std::thread::current().name().unwrap_or("?"),
+            if self.alone { "alone" } else { "beside" },
+            (self.got - self.asked).as_secs_f64(),
+            self.got.elapsed().as_secs_f64()
+        );
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// For a test that measures (asserts a figure or a verdict that another
+/// test's load would change: on a 2-core host, two such runs side by side
+/// are each other's CPU contention, which the verdicts then rightly name)
+/// or that reads host-wide state other tests change (every `netlab
+/// endpoint` process, the test users, the netlab cgroups): no other test
+/// runs while it holds this.
+pub fn alone() -> Guard {
+    Guard::take(true)
+}
+
+/// For every other test (refusals, files, clean-up, functional runs): it
+/// runs beside up to [`BESIDE_AT_ONCE`] - 1 other such tests, never
+/// beside one that is [`alone`].
+pub fn beside_others() -> Guard {
+    Guard::take(false)
+}
