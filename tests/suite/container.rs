@@ -104,7 +104,7 @@ fn at_most_host(resource: nix::sys::resource::Resource, wanted: u64) -> u64 {
 
 #[test]
 fn the_image_runs_agents_and_a_controller_that_finds_them_by_dns() {
-    let _alone = common::alone();
+    let _beside = common::beside_others();
     assert!(
         netlab::testbed::netns::has_net_admin(),
         "the container test needs root"

@@ -93,4 +93,10 @@ fn every_test_takes_a_guard_first() {
         dir.display()
     );
     assert!(unguarded.is_empty(), "tests without a guard: {unguarded:?}");
+    // The tests that start at once are named right.
+    for name in common::STARTS_AT_ONCE {
+        let (module, test) = name.split_once("::").unwrap();
+        let text = std::fs::read_to_string(dir.join(format!("{module}.rs"))).unwrap();
+        assert!(text.contains(&format!("\nfn {test}()")), "no test {name}");
+    }
 }

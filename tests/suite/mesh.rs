@@ -83,7 +83,9 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn new() -> Fleet {
+    /// A fleet whose namespaces are tagged `tag`, so that two fleets of
+    /// this file can stand at once.
+    fn new(tag: char) -> Fleet {
         assert!(
             netlab::testbed::netns::has_net_admin(),
             "the mesh test needs CAP_NET_ADMIN: run it as root"
@@ -94,7 +96,7 @@ impl Fleet {
                 "the mesh test needs {tool} (scripts/test installs dnsmasq-base, nftables and iproute2)"
             );
         }
-        let tag = format!("nlt{}m", std::process::id());
+        let tag = format!("nlt{}m{tag}", std::process::id());
         let mut names: Vec<String> = (0..AGENTS).map(|i| format!("{tag}h{i}")).collect();
         names.extend(["ctl", "dns", "sw"].map(|h| format!("{tag}{h}")));
         let dir = tempfile::tempdir().unwrap();
@@ -353,7 +355,7 @@ fn findings<'a>(doc: &'a Value, metric: &str) -> Vec<&'a str> {
 #[test]
 fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
     let _alone = common::alone();
-    let mut fleet = Fleet::new();
+    let mut fleet = Fleet::new('f');
     let key = fleet.key.clone();
     for host in 0..AGENTS {
         fleet.start_agent(host, &key);
@@ -539,24 +541,32 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
         report.contains("limited by"),
         "the verdicts are in the tooltips"
     );
+}
 
-    // Faults of the run itself: an agent killed mid-run, then the
-    // controller; and an agent that holds another key.
+/// Faults of the run itself, on a fleet of its own (nothing measured, so
+/// it runs beside other tests): an agent killed mid-run, then the
+/// controller; an agent that holds another key; a spoiled results line;
+/// the run resumed; a controller of another release.
+#[test]
+fn a_mesh_run_cut_short_by_dead_agents_and_controller_resumes_without_measuring_twice() {
+    let _beside = common::beside_others();
+    let mut fleet = Fleet::new('r');
+    let key = fleet.key.clone();
+    for host in 0..AGENTS - 1 {
+        fleet.start_agent(host, &key);
+    }
     let other_key = fleet.dir.path().join("other.key");
     Key::generate().unwrap().write_new(&other_key).unwrap();
-    fleet.kill_agent(7);
     fleet.start_agent(7, &other_key);
+    // Every link at the line rate: the streams wait on the links, not on
+    // the two cores the tests beside this one share.
     for host in 0..AGENTS {
-        fleet.tc(host, &["qdisc", "del", "dev", "eth0", "root"]);
-        fleet.tc(
-            DNS + 1,
-            &["qdisc", "del", "dev", &format!("p{host}"), "root"],
-        );
+        fleet.shape(host, "eth0", LINE_RATE);
+        fleet.shape(DNS + 1, &format!("p{host}"), LINE_RATE);
     }
-    let list = (0..AGENTS)
-        .map(|h| fleet.agent(h))
-        .collect::<Vec<_>>()
-        .join(",");
+    let names: Vec<String> = (0..AGENTS).map(|h| fleet.agent(h)).collect();
+    let a = |h: usize| names[h].clone();
+    let list = names.join(",");
     let dir = fleet.dir.path().join("again");
     let dir_arg = dir.to_str().unwrap().to_string();
     let mut controller = fleet

@@ -105,7 +105,10 @@ fn a_busy_polling_server_survives_malformed_peers_too() {
 
 fn survives_malformed_peers(busy_poll_us: u32) {
     let options = ServerOptions {
-        idle_timeout_ms: 300,
+        // Long enough that the good client's connection outlives the
+        // checks below on a loaded host (at 300 ms, a busy-polling server
+        // beside three other tests once closed it first).
+        idle_timeout_ms: 1500,
         max_record: 1 << 20,
         busy_poll_us,
         ..Default::default()
@@ -179,7 +182,7 @@ fn survives_malformed_peers(busy_poll_us: u32) {
     // (fdtable.rs); the server's handle on a finished connection closes
     // within its accept loop's 100 ms tick, leaving the listener and the good
     // client's connection; stopping closes those.
-    // (200 ms: two ticks, and less than the 300 ms idle timeout.)
+    // (200 ms: two ticks, and well under the 1.5 s idle timeout.)
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(open_server_sockets(addr.port()), 2);
     // The UDP and connection threads hold the standard streams and their
