@@ -227,3 +227,47 @@ pub fn alone() -> Guard {
 pub fn beside_others() -> Guard {
     Guard::take(false)
 }
+
+/// Runs `program ARGS` to its end and returns what it printed; a failure
+/// panics with its stderr.
+pub fn run(program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Hosts on one switch: namespace `switch` gets a bridge `br0`, and each
+/// of `hosts` (namespaces already made) a veth `eth0` with `addr(i)`/24
+/// whose peer `p{i}` is a bridge port; every link up, loopback too.
+pub fn bridge(switch: &str, hosts: &[&str], addr: impl Fn(usize) -> String) {
+    run(
+        "ip",
+        &["-n", switch, "link", "add", "br0", "type", "bridge"],
+    );
+    run("ip", &["-n", switch, "link", "set", "br0", "up"]);
+    for (i, ns) in hosts.iter().enumerate() {
+        let port = format!("p{i}");
+        run(
+            "ip",
+            &[
+                "-n", switch, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                "netns", ns,
+            ],
+        );
+        run(
+            "ip",
+            &["-n", switch, "link", "set", &port, "master", "br0", "up"],
+        );
+        let addr = format!("{}/24", addr(i));
+        run("ip", &["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
+        run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
+        run("ip", &["-n", ns, "link", "set", "lo", "up"]);
+    }
+}

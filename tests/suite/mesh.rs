@@ -25,6 +25,7 @@
 //! Root is needed (CAP_NET_ADMIN); without it the tests fail saying so.
 
 use crate::common;
+use common::run;
 
 use netlab::endpoint::agent::key::Key;
 use serde_json::Value;
@@ -51,18 +52,6 @@ const SHAPED_RATE: &str = "30mbit";
 /// second at that rate cannot hide in.
 const ECMP_SLOW_RATE: &str = "5mbit";
 const ECMP_SLOW_BURST: &str = "32k";
-
-fn run(program: &str, args: &[&str]) {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn binary() -> PathBuf {
     assert_cmd::cargo::cargo_bin("netlab")
@@ -115,28 +104,10 @@ impl Fleet {
         for name in &fleet.names {
             run("ip", &["netns", "add", name]);
         }
-        let sw = fleet.names[DNS + 1].as_str();
-        run("ip", &["-n", sw, "link", "add", "br0", "type", "bridge"]);
-        run("ip", &["-n", sw, "link", "set", "br0", "up"]);
-        for host in 0..=DNS {
-            let port = format!("p{host}");
-            let ns = fleet.names[host].as_str();
-            run(
-                "ip",
-                &[
-                    "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
-                    "netns", ns,
-                ],
-            );
-            run(
-                "ip",
-                &["-n", sw, "link", "set", &port, "master", "br0", "up"],
-            );
-            let addr = format!("{}/24", fleet.addr(host));
-            run("ip", &["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
-            run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
-            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        }
+        let hosts: Vec<&str> = fleet.names[..=DNS].iter().map(String::as_str).collect();
+        common::bridge(fleet.names[DNS + 1].as_str(), &hosts, |host| {
+            fleet.addr(host)
+        });
         fleet
     }
 

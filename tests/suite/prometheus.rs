@@ -14,6 +14,7 @@
 //! promtool or nft, the test fails saying so.
 
 use crate::common;
+use common::run;
 
 use netlab::endpoint::agent::key::Key;
 use serde_json::Value;
@@ -28,19 +29,6 @@ const SW: usize = AGENTS + 1;
 /// The probe cycle.
 const EVERY_S: u64 = 10;
 const LOSSY: usize = 1;
-
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 struct Fleet {
     names: Vec<String>,
@@ -78,28 +66,8 @@ impl Fleet {
         for name in &fleet.names {
             run("ip", &["netns", "add", name]);
         }
-        let sw = fleet.names[SW].as_str();
-        run("ip", &["-n", sw, "link", "add", "br0", "type", "bridge"]);
-        run("ip", &["-n", sw, "link", "set", "br0", "up"]);
-        for host in 0..=CTL {
-            let port = format!("p{host}");
-            let ns = fleet.names[host].as_str();
-            run(
-                "ip",
-                &[
-                    "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
-                    "netns", ns,
-                ],
-            );
-            run(
-                "ip",
-                &["-n", sw, "link", "set", &port, "master", "br0", "up"],
-            );
-            let addr = format!("{}/24", fleet.addr(host));
-            run("ip", &["-n", ns, "addr", "add", &addr, "dev", "eth0"]);
-            run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
-            run("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        }
+        let hosts: Vec<&str> = fleet.names[..=CTL].iter().map(String::as_str).collect();
+        common::bridge(fleet.names[SW].as_str(), &hosts, |host| fleet.addr(host));
         fleet
     }
 

@@ -209,20 +209,31 @@ pub fn run_cell(
     let seconds = window.seconds.max(1e-9);
     // Packets at the server's interface where it has its own; otherwise
     // the sessions' own sockets' segments (the host's TCP counters would
-    // count every other connection beside the run too).
-    let interface = launcher.interface(End::To);
-    let sessions = report.segments.filter(|_| interface.is_none());
-    let (packets_in, packets_out) = match sessions {
-        Some(s) => (s.typed, s.echoed),
-        None => (window.packets_in, window.packets_out),
-    };
-    let packets_source = match (&interface, sessions, serving_here) {
-        (Some(name), _, _) => format!("interface {name} (server side) rx/tx packets"),
-        (None, Some(_), _) => {
-            "TCP segments of the run's sessions (TCP_INFO of the typists' sockets)".to_string()
+    // count every other connection beside the run too). `server` is the
+    // server's (in, out) of them: on loopback the host counts each segment
+    // both in and out, half of them the server's.
+    let (packets, server, packets_source) = match (launcher.interface(End::To), report.segments) {
+        (Some(name), _) => {
+            let n = (window.packets_in, window.packets_out);
+            let source = format!("interface {name} (server side) rx/tx packets");
+            (n, (n.0 as f64, n.1 as f64), source)
         }
-        (None, None, true) => "TCP segments on loopback (every one is both in and out)".to_string(),
-        (None, None, false) => "TCP segments of the serving host (every connection's)".to_string(),
+        (None, Some(s)) => {
+            let n = (s.typed, s.echoed);
+            let source = "TCP segments of the run's sessions (TCP_INFO of the typists' sockets)";
+            (n, (n.0 as f64, n.1 as f64), source.to_string())
+        }
+        (None, None) if serving_here => {
+            let n = (window.packets_in, window.packets_out);
+            let half = n.0 as f64 / 2.0;
+            let source = "TCP segments on loopback (every one is both in and out)";
+            (n, (half, half), source.to_string())
+        }
+        (None, None) => {
+            let n = (window.packets_in, window.packets_out);
+            let source = "TCP segments of the serving host (every connection's)";
+            (n, (n.0 as f64, n.1 as f64), source.to_string())
+        }
     };
     let busy_s = (100.0 - window.cpu.idle_pct - window.cpu.iowait_pct) / 100.0
         * window.cpus as f64
@@ -237,13 +248,7 @@ pub fn run_cell(
     let host_cpu_per_keystroke_us =
         ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
     let server_ns = window.tree_ns as f64;
-    let host_counts_loopback = interface.is_none() && sessions.is_none() && serving_here;
-    let per_keystroke = per_keystroke(
-        &window,
-        (packets_in, packets_out),
-        keystrokes,
-        host_counts_loopback,
-    );
+    let per_keystroke = per_keystroke(&window, server, keystrokes);
     let (verdict, criterion) = judged(&report);
     Ok(LoginResult {
         params: params.clone(),
@@ -253,8 +258,8 @@ pub fn run_cell(
         procs_blocked_mean: window.procs_blocked_mean,
         syscalls_per_s: window.syscalls.map(|n| n as f64 / seconds),
         syscalls_source: window.syscalls_source,
-        packets_in_per_s: packets_in as f64 / seconds,
-        packets_out_per_s: packets_out as f64 / seconds,
+        packets_in_per_s: packets.0 as f64 / seconds,
+        packets_out_per_s: packets.1 as f64 / seconds,
         packets_source,
         link,
         host_cpu_per_keystroke_us,
@@ -272,21 +277,12 @@ pub fn run_cell(
     })
 }
 
-/// The server's work per keystroke over `window`, its `packets` (in, out).
-/// When they are the host's loopback segment counts, every segment is the
-/// server's in or its out: half each.
+/// The server's work per keystroke over `window`, `packets` its (in, out).
 fn per_keystroke(
     window: &crate::measure::window::HostWindow,
-    packets: (u64, u64),
+    (packets_in, packets_out): (f64, f64),
     keystrokes: f64,
-    host_counts_loopback: bool,
 ) -> KeystrokeCounts {
-    let (packets_in, packets_out) = if host_counts_loopback {
-        let half = (packets.0 as f64) / 2.0;
-        (half, half)
-    } else {
-        (packets.0 as f64, packets.1 as f64)
-    };
     let per = |n: f64| n / keystrokes;
     let mut source = vec![window.tree_counts_source.clone()];
     if window.pty_transfers.is_none() {
