@@ -395,7 +395,7 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
             "--tests",
             "stream,loss",
             "--duration",
-            "1s",
+            "500ms",
             "--out",
             &dir_arg,
         ])
@@ -904,7 +904,7 @@ fn repeats_split_between_two_equal_cost_paths_are_read_as_ecmp() {
         .args(["mesh", "--agents", &format!("{a},{b}"), "--tests", "stream"])
         .args([
             "--duration",
-            "500ms",
+            "300ms",
             "--passes",
             &PASSES.to_string(),
             "--json",
@@ -934,11 +934,11 @@ fn repeats_split_between_two_equal_cost_paths_are_read_as_ecmp() {
         .collect();
     assert_eq!(doc["measured"], 2 * PASSES, "{doc}\n{passes_seen}");
     // Both of the router's paths carried a's flows: at least the two on
-    // each side a group needs (a half second at the worse path's rate is
-    // about 300 KB).
+    // each side a group needs (0.3 s at the worse path's rate and its
+    // burst is about 220 KB a flow).
     let (fast, slow) = (pair.sent("p1"), pair.sent("p2"));
     assert!(
-        fast > 500_000 && slow > 500_000,
+        fast > 350_000 && slow > 350_000,
         "one path carried nearly nothing (p1 {fast} B, p2 {slow} B): the hash put the flows on one\n{passes_seen}"
     );
     // Every line names its pass; each pass has both directions.
@@ -1078,7 +1078,7 @@ fn a_mesh_of_rpm_tests_grades_every_pair_and_reads_the_bloated_sender() {
         .args(["netns", "exec", &fleet.names[1]])
         .arg(binary())
         .args(["mesh", "--agents", &agents.join(","), "--tests", "rpm"])
-        .args(["--duration", "6s", "--json", "--out"])
+        .args(["--duration", "3s", "--json", "--out"])
         .arg(&dir)
         .env("NETLAB_KEY_FILE", &fleet.key)
         .output()
