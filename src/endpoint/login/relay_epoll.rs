@@ -21,6 +21,7 @@
 //! never grows a buffer without bound.
 
 use super::conn::{Conn, SessionConfig, Step};
+use super::stop::StopSignal;
 use crate::endpoint::guard::Door;
 use nix::fcntl::{OFlag, SpliceFFlags, splice};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -29,6 +30,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 const LISTENER: u64 = u64::MAX;
+const STOP: u64 = u64::MAX - 1;
 const PIPE_CHUNK: usize = 64 * 1024;
 
 /// A pipe that carries pty output to the socket without user space.
@@ -102,7 +104,7 @@ pub fn serve(
     max_sessions: usize,
     use_splice: bool,
     coalesce: Option<Duration>,
-    stop: &dyn Fn() -> bool,
+    stop: &StopSignal,
 ) -> io::Result<LoopReport> {
     let design = match (use_splice, coalesce) {
         (true, _) => "splice",
@@ -112,13 +114,15 @@ pub fn serve(
     let door = door.nonblocking()?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     epoll.add(door.fd(), EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))?;
+    // A stop wakes the wait at once; the second's timeout is for idle checks.
+    epoll.add(stop.fd(), EpollEvent::new(EpollFlags::EPOLLIN, STOP))?;
     let mut slots: Vec<Option<Slot>> = Vec::new();
     let mut open = 0usize;
     let mut report = LoopReport::default();
     let mut events = vec![EpollEvent::empty(); 256];
     let mut buf = vec![0u8; 16 * 1024];
     let mut last_idle_check = Instant::now();
-    while !stop() {
+    while !stop.requested() {
         let mut n = match epoll.wait(&mut events, 1000u16) {
             Ok(n) => n,
             Err(nix::errno::Errno::EINTR) => continue,
@@ -133,6 +137,9 @@ pub fn serve(
             n = epoll.wait(&mut events, 0u16).unwrap_or(n);
         }
         for event in &events[..n] {
+            if event.data() == STOP {
+                continue;
+            }
             if event.data() == LISTENER {
                 accept_all(
                     &door,

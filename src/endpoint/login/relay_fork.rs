@@ -6,6 +6,7 @@
 //! such processes for the scheduler to switch between, as with rlogind.
 
 use super::conn::SessionConfig;
+use super::stop::StopSignal;
 use crate::endpoint::guard::Door;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -25,20 +26,20 @@ pub struct ForkReport {
     pub refused: u64,
 }
 
-/// Serves sessions from `listener` until `stop()` says so, then kills and
+/// Serves sessions from `listener` until `stop` is requested, then kills and
 /// reaps every session process it started (by PID).
 pub fn serve(
     door: Door,
     config: &SessionConfig,
     max_sessions: usize,
-    stop: &dyn Fn() -> bool,
+    stop: &StopSignal,
 ) -> io::Result<ForkReport> {
     let door = door.nonblocking()?;
     let exe = std::env::current_exe()?;
     let mut sessions: Vec<Child> = Vec::new();
     let mut report = ForkReport::default();
     let tally = super::tally::descriptor().map(|fd| fd.as_raw_fd());
-    while !stop() {
+    while !stop.requested() {
         sessions.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
         // The wait bounds how late `stop` and exited sessions are noticed.
         let (socket, peer) = match door.accept_within(Duration::from_millis(100)) {

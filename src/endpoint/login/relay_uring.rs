@@ -18,6 +18,7 @@
 //! the other side's backlog is written (flow control, as in the other designs).
 
 use super::conn::{Conn, SessionConfig, Step};
+use super::stop::StopSignal;
 use crate::endpoint::guard::Door;
 use io_uring::{IoUring, opcode, squeue, types};
 use std::io;
@@ -38,6 +39,9 @@ const TICK: u64 = u64::MAX - 1;
 /// The completion of an `AsyncCancel` (of a session's pty write, or of the
 /// accept at the end): nothing to do.
 const CANCEL: u64 = u64::MAX - 2;
+/// The poll of the stop signal's descriptor: readable once a stop is
+/// requested, so the wait ends then rather than at the next tick.
+const STOP: u64 = u64::MAX - 3;
 
 fn user_data(slot: usize, kind: u64) -> u64 {
     ((slot as u64) << 8) | kind
@@ -361,13 +365,13 @@ impl Loop {
     }
 }
 
-/// Serves sessions from `listener` until `stop()` says so; ends every
+/// Serves sessions from `listener` until `stop` is requested; ends every
 /// session (command killed and reaped) before returning.
 pub fn serve(
     door: Door,
     config: &SessionConfig,
     max_sessions: usize,
-    stop: &dyn Fn() -> bool,
+    stop: &StopSignal,
 ) -> io::Result<UringReport> {
     let mut lp = Loop {
         ring: IoUring::new(RING_ENTRIES)?,
@@ -392,10 +396,16 @@ pub fn serve(
     let tick = || opcode::Timeout::new(&tick_time).build().user_data(TICK);
     lp.push(accept())?;
     lp.push(tick())?;
+    let stop_fd = types::Fd(stop.fd().as_raw_fd());
+    lp.push(
+        opcode::PollAdd::new(stop_fd, libc::POLLIN as u32)
+            .build()
+            .user_data(STOP),
+    )?;
     let mut completions: Vec<(u64, i32)> = Vec::with_capacity(RING_ENTRIES as usize);
     let mut accept_inflight = true;
     let mut tick_inflight = true;
-    while !stop() {
+    while !stop.requested() {
         match lp.ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
@@ -441,7 +451,7 @@ pub fn serve(
                         }
                     }
                 }
-                CANCEL => {}
+                CANCEL | STOP => {}
                 _ => lp.complete((data >> 8) as usize, data & 0xff, result)?,
             }
         }
@@ -470,7 +480,8 @@ pub fn serve(
         completions.clear();
         completions.extend(lp.ring.completion().map(|c| (c.user_data(), c.result())));
         for &(data, result) in &completions {
-            if data < CANCEL {
+            // The top four values are the loop's own operations.
+            if data < STOP {
                 lp.complete((data >> 8) as usize, data & 0xff, result)?;
             }
         }

@@ -5,10 +5,10 @@
 
 use super::conn::SessionConfig;
 use super::protocol::Protocol;
+use super::stop::StopSignal;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// How a server moves bytes between sockets and ptys.
@@ -62,14 +62,15 @@ pub struct ServeReport {
     pub uring_completions: u64,
 }
 
-/// Serves sessions on `listener` with `relay` until `stop()`; every session
-/// still open is ended (command killed and reaped) before this returns.
+/// Serves sessions on `listener` with `relay` until `stop` is requested;
+/// every session still open is ended (command killed and reaped) before
+/// this returns.
 pub fn serve(
     listener: TcpListener,
     relay: Relay,
     config: &SessionConfig,
     max_sessions: usize,
-    stop: &dyn Fn() -> bool,
+    stop: &StopSignal,
 ) -> io::Result<ServeReport> {
     // Through an agent a gate takes the connections and checks each one's
     // token on its own thread: a stranger at the peer's address cannot
@@ -138,7 +139,7 @@ pub struct LoginServeSpec {
 pub struct Running {
     relay: Relay,
     port: u16,
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     thread: JoinHandle<io::Result<ServeReport>>,
 }
 
@@ -173,16 +174,12 @@ impl Running {
             nodelay: spec.nodelay,
             guard: spec.guard,
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let stop = Arc::new(StopSignal::new()?);
+        let signal = stop.clone();
         let (relay, max_sessions) = (spec.relay, spec.max_sessions);
         let thread = std::thread::Builder::new()
             .name(format!("login-{}", relay.name()))
-            .spawn(move || {
-                serve(listener, relay, &config, max_sessions, &|| {
-                    flag.load(Ordering::Relaxed)
-                })
-            })?;
+            .spawn(move || serve(listener, relay, &config, max_sessions, &signal))?;
         Ok(Running {
             relay,
             port,
@@ -197,7 +194,7 @@ impl Running {
 
     /// Stops serving; every open session is ended before this returns.
     pub fn stop(self) -> io::Result<ServeReport> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.request();
         let report = self
             .thread
             .join()
