@@ -164,8 +164,8 @@ fn netlab_and_iperf3_s_own_client_agree_on_a_shaped_link() {
     // Alternating, twice each: the link's rate is the answer both must find.
     let mut ratios = Vec::new();
     for _ in 0..2 {
-        let ours = pair.netlab(&["--duration", "3"]);
-        let theirs = pair.iperf3(&["-t", "3"]);
+        let ours = pair.netlab(&["--duration", "2"]);
+        let theirs = pair.iperf3(&["-t", "2"]);
         let ours_bps = server_bits_per_s(&ours);
         let theirs_bps = theirs["end"]["sum_received"]["bits_per_second"]
             .as_f64()

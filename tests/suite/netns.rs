@@ -869,7 +869,7 @@ fn rpm_over(discipline: &str, extra: &[&str]) -> Value {
             "--link-via",
             "emulator",
             "--duration",
-            "8s",
+            "5s",
             "--probe-rate",
             "40",
             "--json",
