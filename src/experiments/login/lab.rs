@@ -2,7 +2,7 @@
 //! relay designs and the real servers beside them, then where each design
 //! melts on a 1989-class host (its limit under a preset CPU budget).
 
-use super::cell::{LimitSearch, LoginMeasure, LoginPlan, find_limits};
+use super::cell::{LimitSearch, LoginMeasure, LoginPlan, PROBE_ECHOES, find_limits};
 use super::record::LoginParams;
 use super::report;
 use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile, where_run};
@@ -25,7 +25,8 @@ pub struct DesignLimits {
 impl DesignLimits {
     fn new(profile: Profile) -> DesignLimits {
         let (relays, windows, search) = profile.pick(
-            // The same pair, half-second windows, a coarse search.
+            // The same pair, half-second windows, a coarse search whose
+            // probes hold a hundred keystrokes (the pipeline, not the limit).
             (
                 vec![Target::Fork, Target::Splice],
                 LoginPlan {
@@ -37,6 +38,7 @@ impl DesignLimits {
                     start: 16,
                     max_users: 64,
                     resolution: 2,
+                    echoes: PROBE_ECHOES / 4,
                 },
             ),
             // 1989's pair: a process per session, as the normal rlogind,
@@ -56,6 +58,7 @@ impl DesignLimits {
                     start: 64,
                     max_users: 128,
                     resolution: 8,
+                    echoes: PROBE_ECHOES,
                 },
             ),
             (
@@ -69,6 +72,7 @@ impl DesignLimits {
                     start: 16,
                     max_users: 1024,
                     resolution: 8,
+                    echoes: PROBE_ECHOES,
                 },
             ),
         );

@@ -6,8 +6,8 @@
 use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::login::cell::{
-    LimitSearch, LoadPlan, LoginMeasure, LoginPlan, check_one_session, corpus, find_limits,
-    host_budget, serving_host,
+    LimitSearch, LoadPlan, LoginMeasure, LoginPlan, PROBE_ECHOES, check_one_session, corpus,
+    find_limits, host_budget, serving_host,
 };
 use crate::experiments::login::load::{LoadFix, parse_load};
 use crate::experiments::login::record::LoginData;
@@ -375,6 +375,7 @@ pub fn run_experiment(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Re
             start: plan.users.first().copied().unwrap_or(16),
             max_users: args.max_users,
             resolution: 8,
+            echoes: PROBE_ECHOES,
         };
         let mut records = Vec::new();
         let limits = find_limits(&mut runner, &mut measure, &plan, search, &mut records)?;
