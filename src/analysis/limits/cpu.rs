@@ -6,10 +6,38 @@ use super::thresholds::*;
 use super::verdict::*;
 use std::collections::BTreeMap;
 
-/// Without the chrono accounting: a saturated side, or undecided.
+/// The side its CPU budget throttled longest, when that was at least
+/// [`THROTTLED`] of the run: the cgroup's own count, not a comparison of
+/// loads that other work on the host can tip.
+fn throttled_side(flow: &FlowEvidence) -> Option<Side> {
+    let held = |side: &SideEvidence| {
+        let throttled = side.throttled();
+        (side.cpu_budget.is_some_and(|b| b < 1.0) && throttled >= THROTTLED).then_some(throttled)
+    };
+    match (held(&flow.sender), held(&flow.receiver)) {
+        (Some(s), Some(r)) if r > s => Some(Side::Receiver),
+        (Some(_), _) => Some(Side::Sender),
+        (None, Some(_)) => Some(Side::Receiver),
+        (None, None) => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Sender,
+    Receiver,
+}
+
+/// Without the chrono accounting: a throttled or saturated side, or
+/// undecided.
 pub(super) fn cpu_only(flow: &FlowEvidence, verdict: &mut Verdict) {
     let (sender, receiver) = (flow.sender.load(), flow.receiver.load());
-    if sender >= SATURATED && sender >= receiver {
+    if let Some(side) = throttled_side(flow) {
+        verdict.limits.push(match side {
+            Side::Sender => sender_cpu(flow, sender.min(1.0)),
+            Side::Receiver => receiver_cpu(flow, receiver.min(1.0)),
+        });
+    } else if sender >= SATURATED && sender >= receiver {
         verdict.limits.push(sender_cpu(flow, sender.min(1.0)));
     } else if receiver >= SATURATED {
         verdict.limits.push(receiver_cpu(flow, receiver.min(1.0)));
@@ -77,11 +105,17 @@ pub(super) fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
     }
 }
 
-/// A side whose CPU held the flow back: saturated, then contended; the
-/// sender first. The slower end bounds a stream however the sender's
-/// chrono labels the time (a pacing control, or a write blocked on a full
-/// buffer while the receiver waits for a core).
+/// A side whose CPU held the flow back: throttled by its budget, then
+/// saturated, then contended; the sender first. The slower end bounds a
+/// stream however the sender's chrono labels the time (a pacing control,
+/// or a write blocked on a full buffer while the receiver waits for a
+/// core).
 pub(super) fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
+    match throttled_side(flow) {
+        Some(Side::Sender) => return Some(sender_cpu(flow, share)),
+        Some(Side::Receiver) => return Some(receiver_cpu(flow, share)),
+        None => {}
+    }
     let (sender, receiver) = (flow.sender.load(), flow.receiver.load());
     if sender >= SATURATED && sender >= receiver {
         return Some(sender_cpu(flow, share));

@@ -113,6 +113,25 @@ fn a_side_that_spent_its_cpu_budget_is_cpu_bound_though_its_core_was_mostly_idle
 }
 
 #[test]
+fn a_throttled_budget_is_named_though_a_busy_host_saturated_the_other_side() {
+    // Seen beside a CPU-bound job: the sender on a 20% budget, throttled
+    // 40% of the run, reached 75% of it (the job took its slices too),
+    // while the receiver's core was saturated: the cgroup's count names
+    // the sender's budget, not the receiver.
+    let mut f = flow(tcp(2.0, 0.0, 0.0));
+    f.sender.cpu_budget = Some(0.2);
+    f.sender.cpu_s = 0.3;
+    f.sender.throttled_s = Some(0.8);
+    f.receiver.cpu_s = 1.8;
+    let v = judge(&f);
+    assert_eq!(v.primary().unwrap().factor, Factor::SenderCpu, "{v:?}");
+    assert!(v.primary().unwrap().fix.contains("--sender-cpu"));
+    // Without the throttling the saturated receiver is the limit.
+    f.sender.throttled_s = Some(0.05);
+    assert_eq!(primary(&f), Factor::ReceiverCpu);
+}
+
+#[test]
 fn round_trips_stretched_by_a_side_short_of_cpu_are_its_evidence_not_a_queue() {
     let mut t = tcp(2.0, 1.8, 0.0);
     t.min_rtt_us = Some(20);

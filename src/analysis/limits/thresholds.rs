@@ -9,6 +9,11 @@ pub const SATURATED: f64 = 0.85;
 /// scheduler's run delay) lost a fifth of its time to other work.
 pub const CONTENDED: f64 = 0.2;
 
+/// A side on a CPU budget whose cgroup throttled it at least this share of
+/// the run was held back by its budget: the kernel says so directly,
+/// whatever the other side's load (a busy host slows the other side too).
+pub const THROTTLED: f64 = 0.1;
+
 /// A link whose payload rate is within this fraction of its rate, or
 /// whose wire was busy at least this fraction of the run, is full.
 pub const LINK_FULL: f64 = 0.85;
