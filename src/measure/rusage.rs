@@ -154,14 +154,21 @@ mod tests {
 
     #[test]
     fn burning_cpu_shows_up_as_user_time() {
+        // Burn 60 ms of this thread's own CPU time, not of the wall clock:
+        // on a busy host a wall-clock burn gets a fraction of that (a run
+        // beside CPU-bound jobs got 27 ms of user time in 60 ms).
+        // The thread's clock is a system call: read it every 100,000 steps
+        // (about a millisecond), so the burn stays user time.
         let before = ProcessUsage::now();
-        let start = std::time::Instant::now();
+        let start = thread_cpu_ns();
         let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(60) {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        while thread_cpu_ns() - start < 60_000_000 {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
         }
         let spent = ProcessUsage::now().since(&before);
-        // The test harness runs other threads, but this one alone burned ~60 ms.
+        // The test harness runs other threads, but this one alone burned 60 ms.
         assert!(spent.user_s >= 0.03, "user time {:?}", spent);
         // The exact total and getrusage's split come from two calls a few
         // µs apart while the harness's other threads run: 1 ms of slack.

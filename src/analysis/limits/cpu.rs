@@ -180,6 +180,14 @@ pub(super) fn core_bound(
     }
     let mut evidence = BTreeMap::from([(format!("{who}_cpu_pct"), 100.0 * side.utilisation())]);
     core_evidence(side, who, &mut evidence);
+    // How long it waited for its core, beside the interrupt work: what
+    // tells this verdict from other processes holding the core.
+    if let Some(delay) = side.run_delay_s {
+        evidence.insert(
+            format!("{who}_run_delay_share"),
+            delay / side.wall_s.max(1e-9),
+        );
+    }
     Some(Limit {
         factor,
         share,
