@@ -325,14 +325,19 @@ fn an_emulated_link_names_every_datagram_it_drops() {
         n(&sites["lost"]) > 0,
         "the freeze overflowed the TUN ring: {sites}"
     );
+    // The sites' counters also count other packets the same places
+    // dropped (an end marker, the link's own traffic): the record says how
+    // many beyond the lost datagrams, and a 400 ms freeze drops a few at
+    // most (one in a CI run: sender_device 38193 for 38192 lost).
+    let beyond = n(&sites["counted_beyond_lost"]);
+    assert!(beyond <= 3, "{sites}");
     assert_eq!(
-        n(&udp["received"]) + named,
+        n(&udp["received"]) + named - beyond,
         1_000_000,
-        "received {} + named {named}: {sites}",
+        "received {} + named {named} - {beyond} beyond the lost: {sites}",
         udp["received"]
     );
     assert_eq!(sites["unexplained"], 0, "{sites}");
-    assert_eq!(sites["counted_beyond_lost"], 0, "{sites}");
     // The report says where they went.
     let report = String::from_utf8_lossy(&output.stdout);
     assert!(
