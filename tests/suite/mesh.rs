@@ -1009,24 +1009,13 @@ impl BloatFleet {
             run("ip", &["-n", name, "link", "set", "lo", "up"]);
         }
         let sw = fleet.names[BLOAT_HOSTS].as_str();
-        run("ip", &["-n", sw, "link", "add", "br0", "type", "bridge"]);
-        run("ip", &["-n", sw, "link", "set", "br0", "up"]);
+        let hosts: Vec<&str> = fleet.names[..BLOAT_HOSTS]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        common::bridge(sw, &hosts, |host| fleet.addr(host));
         for host in 0..BLOAT_HOSTS {
-            let (port, ns) = (format!("p{host}"), fleet.names[host].as_str());
-            run(
-                "ip",
-                &[
-                    "-n", sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
-                    "netns", ns,
-                ],
-            );
-            run(
-                "ip",
-                &["-n", sw, "link", "set", &port, "master", "br0", "up"],
-            );
-            let cidr = format!("{}/24", fleet.addr(host));
-            run("ip", &["-n", ns, "addr", "add", &cidr, "dev", "eth0"]);
-            run("ip", &["-n", ns, "link", "set", "eth0", "up"]);
+            let ns = fleet.names[host].as_str();
             // A burst above a GSO packet's 64 KB, so that tbf passes them.
             let queue: &[&str] = if host == 0 {
                 &["rate", "8mbit", "burst", "100k", "limit", "1m"]
