@@ -82,11 +82,21 @@ pub(super) fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
         };
     }
     if flow.record <= SMALL_RECORD {
+        // The packet work each write sets off on its core (on loopback
+        // and veth, the receive path itself runs in softirq there) is a
+        // per-call cost too, charged to no process.
+        let interrupts = match side.core {
+            Some(core) if side.load() < SATURATED => format!(
+                ", and its core spent {:.0}% of the run on the packet work in softirq",
+                100.0 * core.interrupt_share
+            ),
+            _ => String::new(),
+        };
         Limit {
             factor: Factor::PerCall,
             share,
             fix: format!(
-                "{}-byte writes cost a system call each ({:.2} µs of CPU per record): use 64 KB records",
+                "{}-byte writes cost a system call each ({:.2} µs of CPU per record{interrupts}): use 64 KB records",
                 flow.record,
                 side.cpu_s * 1e6 / records
             ),
@@ -122,6 +132,9 @@ pub(super) fn cpu_limit(flow: &FlowEvidence, share: f64) -> Option<Limit> {
     }
     if receiver >= SATURATED {
         return Some(receiver_cpu(flow, share));
+    }
+    if flow.record <= SMALL_RECORD && flow.sender.load_with_interrupts() >= SATURATED {
+        return Some(sender_cpu(flow, share));
     }
     if let Some(limit) = core_bound(&flow.sender, "sender", Factor::SenderCpu, share)
         .or_else(|| core_bound(&flow.receiver, "receiver", Factor::ReceiverCpu, share))
@@ -176,6 +189,17 @@ pub(super) fn core_bound(
         || core.interrupt_share < INTERRUPT_WORK
         || side.utilisation() < CONTENDED
     {
+        return None;
+    }
+    // Other tasks on its core (the other end, other jobs) or a wait for
+    // it: then the core was shared, not filled by packet work, and
+    // steering that work away is not the fix. The contention rule, or
+    // nothing, speaks instead.
+    let others = core.busy_share - core.interrupt_share - side.utilisation();
+    let waited = side.run_delay_s.map_or(0.0, |d| {
+        (d - side.throttled_s.unwrap_or(0.0)).max(0.0) / side.wall_s.max(1e-9)
+    });
+    if others >= CONTENDED || waited >= CONTENDED {
         return None;
     }
     let mut evidence = BTreeMap::from([(format!("{who}_cpu_pct"), 100.0 * side.utilisation())]);

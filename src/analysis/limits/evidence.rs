@@ -97,6 +97,17 @@ impl SideEvidence {
         self.utilisation() / self.capacity()
     }
 
+    /// Its CPU with its core's interrupt and softirq work added, as a
+    /// share of one core: what a sender's writes cost where the packet
+    /// work they set off runs on their own core (loopback and veth hand
+    /// the receive path to the sender's softirq), without a budget.
+    pub(super) fn load_with_interrupts(&self) -> f64 {
+        match (self.core, self.cpu_budget.filter(|&b| b < 1.0)) {
+            (Some(core), None) => self.utilisation() + core.interrupt_share,
+            _ => self.load(),
+        }
+    }
+
     /// The share of the run its budget held it back.
     pub(super) fn throttled(&self) -> f64 {
         self.throttled_s.unwrap_or(0.0) / self.wall_s.max(1e-9)

@@ -264,6 +264,68 @@ fn a_side_whose_core_was_full_of_softirq_work_is_cpu_bound_on_that_core() {
 }
 
 #[test]
+fn a_core_shared_with_other_tasks_is_not_named_full_of_packet_work() {
+    // The receiver ran 55%, its core was busy 97%, 15% of it softirq:
+    // the other 27% was other tasks, so the core was shared, and
+    // "steer the packet work away" would be the wrong fix.
+    let mut t = tcp(2.0, 0.0, 0.0);
+    t.snd_cwnd = 2_000;
+    let mut f = flow(t);
+    f.receiver.cpu_s = 1.1;
+    f.receiver.core = Some(CoreEvidence {
+        cpu: 1,
+        busy_share: 0.97,
+        interrupt_share: 0.15,
+    });
+    let v = judge(&f);
+    assert!(
+        !v.limits.iter().any(|l| l.fix.contains("steer the packet work")),
+        "{v:?}"
+    );
+    // With its wait for the core measured, that is the contention.
+    f.receiver.run_delay_s = Some(0.5);
+    let v = judge(&f);
+    assert_eq!(v.primary().unwrap().factor, Factor::CpuContention, "{v:?}");
+    // The same core, nothing else on it but the receiver and a 40%
+    // softirq load, but the receiver waiting a quarter of the run (the
+    // packet work in ksoftirqd, which takes its turn like a task):
+    // contention too, not the core's packet work.
+    f.receiver.core = Some(CoreEvidence {
+        cpu: 1,
+        busy_share: 0.97,
+        interrupt_share: 0.4,
+    });
+    assert_eq!(primary(&f), Factor::CpuContention);
+}
+
+#[test]
+fn small_writes_whose_packet_work_fills_the_senders_core_are_per_call() {
+    // 1 KB writes on loopback: the sender ran 69%, its core 98% busy,
+    // 19% of it the softirq its own writes set off (the receive path
+    // runs there). Each call's cost, not the core's other work.
+    let mut f = flow(tcp(2.0, 0.0, 0.0));
+    f.tcp.as_mut().unwrap().snd_cwnd = 2_000;
+    f.record = 1024;
+    f.sender.cpu_s = 1.38;
+    f.receiver.cpu_s = 0.66;
+    f.sender.core = Some(CoreEvidence {
+        cpu: 0,
+        busy_share: 0.98,
+        interrupt_share: 0.19,
+    });
+    let v = judge(&f);
+    let first = v.primary().unwrap();
+    assert_eq!(first.factor, Factor::PerCall, "{v:?}");
+    assert!(first.fix.contains("19% of the run"), "{}", first.fix);
+    // 128 KB writes with the same loads are not per-call: the core full
+    // of packet work is.
+    f.record = 128 * 1024;
+    let first = judge(&f).primary().unwrap().clone();
+    assert_eq!(first.factor, Factor::SenderCpu);
+    assert!(first.fix.contains("steer the packet work"), "{}", first.fix);
+}
+
+#[test]
 fn a_full_send_buffer_is_named() {
     let mut f = flow(tcp(2.0, 0.0, 1.6));
     f.sender.buffer_max = Some(4 << 20);
