@@ -536,7 +536,16 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
     let (_, polled) = &polled[0];
     // Sleeps, not switches: two ends spinning on a 2-core host are
     // preempted (involuntary switches, run delay) but do not sleep.
-    assert!(f(polled, "sleeps_per_call") < 0.8, "{polled}");
+    // Beside a CPU-bound job a preempted end can be off its core longer
+    // than the other's poll, which then sleeps; the split must then say
+    // that the ends waited for a CPU (its run delay), as the kernel saw.
+    if f(polled, "sleeps_per_call") >= 0.8 {
+        assert_eq!(
+            polled["bound"], "wake_ups",
+            "the polled ends slept without waiting for a CPU: {polled}"
+        );
+        eprintln!("the polled ends waited for a CPU on this host: {polled}");
+    }
     assert!(f(polled, "client_us") > 0.0, "the client spins: {polled}");
 
     // A 20 ms path: the round trip is the call.

@@ -513,10 +513,13 @@ fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them
             "5ms",
             "--queue",
             "1000p",
+            // Cubic overfills the 1000-packet queue within its first
+            // few hundred milliseconds; the windows then hold some 120
+            // keystrokes each.
             "--duration",
-            "4s",
+            "3s",
             "--warmup",
-            "2s",
+            "1s",
             "--load",
             "stream:4",
             "--load-congestion",

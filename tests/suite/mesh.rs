@@ -744,6 +744,14 @@ impl EcmpPair {
             run("ip", &["netns", "exec", ns, "sysctl", "-qw", setting]);
         };
         sysctl(&r, "net.ipv4.ip_forward=1");
+        // Send buffers sized for the worse path: a flow's unsent bytes
+        // drain after its test's end at that path's rate, so autotuning's
+        // megabytes would stretch a 300 ms test there past a second; 256 KB
+        // (about half of it data) drain in a fifth of one, and still cover
+        // the better path's rate over its sub-millisecond round trip.
+        for ns in [&a, &b] {
+            sysctl(ns, "net.ipv4.tcp_wmem=4096 16384 262144");
+        }
         // Each flow by its addresses, protocol and ports.
         sysctl(&r, "net.ipv4.fib_multipath_hash_policy=1");
         // b takes a's packets on either link though it answers on one.

@@ -279,7 +279,9 @@ fn a_core_shared_with_other_tasks_is_not_named_full_of_packet_work() {
     });
     let v = judge(&f);
     assert!(
-        !v.limits.iter().any(|l| l.fix.contains("steer the packet work")),
+        !v.limits
+            .iter()
+            .any(|l| l.fix.contains("steer the packet work")),
         "{v:?}"
     );
     // With its wait for the core measured, that is the contention.
