@@ -1,6 +1,7 @@
 //! `netlab mesh manifests` against Kubernetes' own OpenAPI schemas, offline:
 //! PyPI's kubernetes-validate (which carries the schemas of Kubernetes 1.25
-//! to 1.37), installed by scripts/test into target/tmp/kubernetes-validate.
+//! to 1.37), installed by scripts/test into the user's cache and linked from
+//! target/tmp/kubernetes-validate.
 //! The default manifests are also kept as deploy/kubernetes/netlab.yaml, a
 //! golden copy: a change to them is a change to that file, seen in review.
 //! Without the validator the test fails naming what to run; it never skips.

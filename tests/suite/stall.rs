@@ -328,9 +328,12 @@ fn an_emulated_link_names_every_datagram_it_drops() {
     // The sites' counters also count other packets the same places
     // dropped (an end marker, the link's own traffic): the record says how
     // many beyond the lost datagrams, and a 400 ms freeze drops a few at
-    // most (one in a CI run: sender_device 38193 for 38192 lost).
+    // most (one in a CI run: sender_device 38193 for 38192 lost), besides
+    // the end marker's three copies, which a queue the load keeps full
+    // drops like any datagram (a run beside a CPU-bound job lost all
+    // three; the receiver then counts against the sender's report).
     let beyond = n(&sites["counted_beyond_lost"]);
-    assert!(beyond <= 3, "{sites}");
+    assert!(beyond <= 3 + 3, "{sites}");
     assert_eq!(
         n(&udp["received"]) + named - beyond,
         1_000_000,

@@ -584,7 +584,9 @@ pub fn run_once(
     let go = go.expect("a stream has at least one flow");
     let mut flows = Vec::new();
     for (index, pair) in pairs.iter_mut().enumerate() {
-        let (sender, receiver) = wait_for(pair, &go, limit, start, &mut |s| on_interval(index, s))?;
+        let (sender, mut receiver) =
+            wait_for(pair, &go, limit, start, &mut |s| on_interval(index, s))?;
+        crate::experiments::stream::udp::count_losses_from_sender(&mut receiver, &sender);
         flows.push(FlowResult {
             reverse: pair.reverse,
             figures: figures(&sender, &receiver, config.record),

@@ -321,7 +321,8 @@ pub struct Latency {
 }
 
 /// What a UDP run's end saw. The sender fills `sent` and `send_errors`;
-/// the receiver the rest (`sent` from the end marker, when it came).
+/// the receiver the rest (`sent` from the end marker, when it came, else
+/// from the sender's report: see `end_seen`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpStats {
     /// Data datagrams sent.
@@ -345,8 +346,9 @@ pub struct UdpStats {
     pub latency: Option<Latency>,
     /// Datagrams that were not netlab's (wrong magic, short, bad payload).
     pub malformed: u64,
-    /// Whether the end marker arrived (else the receiver stopped after
-    /// waiting, and `lost` is unknown).
+    /// Whether the end marker arrived. Else the receiver stopped after
+    /// two seconds of silence, and `sent` and `lost` are counted against
+    /// the sender's own report (or unknown where there is none).
     pub end_seen: bool,
     /// Data datagrams that arrived after the end marker: they overtook it
     /// on a reordering path. Counted as received; a receiver that stopped

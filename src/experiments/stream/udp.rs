@@ -483,9 +483,7 @@ impl Counts {
     fn finish(mut self) -> UdpStats {
         self.stats.jitter_ms = self.jitter_ns / 1e6;
         if let Some(sent) = self.stats.sent {
-            let lost = sent.saturating_sub(self.stats.received);
-            self.stats.lost = Some(lost);
-            self.stats.lost_pct = (sent > 0).then(|| 100.0 * lost as f64 / sent as f64);
+            count_losses(&mut self.stats, sent);
         }
         self.stats.latency = self.latency.filter(|h| !h.is_empty()).map(|h| Latency {
             p50_us: h.value_at_quantile(0.5) as f64,
@@ -494,6 +492,29 @@ impl Counts {
             max_us: h.max() as f64,
         });
         self.stats
+    }
+}
+
+/// `lost` and `lost_pct` of a receiver's counts, against `sent`.
+fn count_losses(stats: &mut UdpStats, sent: u64) {
+    let lost = sent.saturating_sub(stats.received);
+    stats.sent = Some(sent);
+    stats.lost = Some(lost);
+    stats.lost_pct = (sent > 0).then(|| 100.0 * lost as f64 / sent as f64);
+}
+
+/// A receiver that missed every copy of the end marker (a path that
+/// dropped them, as a full queue drops anything) stopped after
+/// [`IDLE_END`] of silence, by when whatever was still on the path had
+/// arrived or was lost: its losses are then counted against the sender's
+/// own count, which the controller has from the sender's report.
+/// `end_seen` stays false, saying where `sent` came from.
+pub fn count_losses_from_sender(receiver: &mut EndpointReport, sender: &EndpointReport) {
+    let sent = sender.udp.as_ref().and_then(|u| u.sent);
+    if let (Some(got), Some(sent)) = (receiver.udp.as_mut(), sent)
+        && got.sent.is_none()
+    {
+        count_losses(got, sent);
     }
 }
 
@@ -625,6 +646,39 @@ impl UdpSender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receiver_that_missed_the_end_marker_counts_its_losses_against_the_senders_report() {
+        let report = |udp: UdpStats| EndpointReport {
+            udp: Some(udp),
+            ..Default::default()
+        };
+        let sender = report(UdpStats {
+            sent: Some(10),
+            ..Default::default()
+        });
+        let mut receiver = report(UdpStats {
+            received: 7,
+            ..Default::default()
+        });
+        count_losses_from_sender(&mut receiver, &sender);
+        let got = receiver.udp.as_ref().unwrap();
+        assert_eq!(
+            (got.sent, got.lost, got.lost_pct),
+            (Some(10), Some(3), Some(30.0))
+        );
+        assert!(!got.end_seen, "the marker still reads as missed");
+        // A marker that came is the receiver's own count, left alone.
+        let mut receiver = report(UdpStats {
+            sent: Some(9),
+            received: 7,
+            lost: Some(2),
+            end_seen: true,
+            ..Default::default()
+        });
+        count_losses_from_sender(&mut receiver, &sender);
+        assert_eq!(receiver.udp.unwrap().sent, Some(9));
+    }
 
     #[test]
     fn loss_duplicates_reordering_and_jitter_are_counted_as_rfc_3550_says() {
