@@ -885,8 +885,13 @@ pub fn search_plan_line(template: &LoginParams, search: &LimitSearch, servers: u
             .sum::<f64>()
     };
     let minutes = |s: f64| s / 60.0;
+    let probes = if fewest == most {
+        format!("{fewest}")
+    } else {
+        format!("{fewest} to {most}")
+    };
     format!(
-        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {fewest} to {most} probes a server, each the logins, {} s of warm-up and at least {} s measured, stretched to hold {} keystrokes (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
+        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {probes} probes a server, each the logins, {} s of warm-up and at least {} s measured, stretched to hold {} keystrokes (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
         if servers == 1 { "" } else { "s" },
         search.start,
         search.max_users,
@@ -973,6 +978,14 @@ mod tests {
         let line = search_plan_line(&template, &search, 2);
         assert!(line.contains("2 servers"), "{line}");
         assert!(line.contains("5 to 12 probes a server"), "{line}");
+        // The lab's quick search, from 64 to 128: always five, said once.
+        let doubling_once = LimitSearch {
+            start: 64,
+            max_users: 128,
+            ..search
+        };
+        let line = search_plan_line(&template, &doubling_once, 2);
+        assert!(line.contains("limit: 5 probes a server"), "{line}");
         assert!(
             line.contains("1 s of warm-up and at least 5 s measured, stretched to hold 400"),
             "{line}"
