@@ -173,6 +173,13 @@ pub struct SweepSummary {
     /// The terms against independent measurements.
     #[serde(default)]
     pub checks: TermChecks,
+    /// The median over the runs of the share of its run that the end which
+    /// waited longer was runnable but waiting for a CPU (its schedstat run
+    /// delay): at [`limits::CONTENDED`] or more, other work on the host is in every
+    /// term, and terms that grow together (calls and wake-ups, segments
+    /// and bytes) trade places from run to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_share: Option<f64>,
 }
 
 /// Sizes `from..=to` whose records' largest cost is `term`.
@@ -329,6 +336,21 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         })
         .collect();
     let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
+    let mut waits: Vec<f64> = records
+        .iter()
+        .filter_map(|r| {
+            let result = r.data.result.as_ref()?;
+            let share = |end: &crate::experiments::stream::record::EndpointReport| {
+                end.run_delay_s.map(|d| d / end.wall_s.max(1e-9))
+            };
+            share(&result.sender)
+                .into_iter()
+                .chain(share(&result.receiver))
+                .reduce(f64::max)
+        })
+        .collect();
+    waits.sort_by(f64::total_cmp);
+    let waited_share = (!waits.is_empty()).then(|| waits[waits.len() / 2]);
     let one_byte = checks.iter().find_map(one_byte_counts);
     let mut points = points;
     if let Some(terms) = &terms {
@@ -361,6 +383,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         terms,
         points,
         failed,
+        waited_share,
     }
 }
 

@@ -188,6 +188,16 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
         100.0 * t.max_relative_residual,
         summary.term_intervals.as_ref().map_or(0, |iv| iv.resamples),
     );
+    if let Some(waited) = summary
+        .waited_share
+        .filter(|&w| w >= crate::analysis::limits::CONTENDED)
+    {
+        let _ = writeln!(
+            out,
+            "caveat: the ends waited for a CPU a median {:.0}% of each run (other work on this host): every term carries that wait, and terms that grow together (calls and wake-ups, segments and bytes) trade places from run to run; run the sweep on an idle host",
+            100.0 * waited
+        );
+    }
     if !summary.regimes.is_empty() {
         let runs: Vec<String> = summary
             .regimes
