@@ -196,21 +196,15 @@ pub(super) fn core_bound(
     // steering that work away is not the fix. The contention rule, or
     // nothing, speaks instead.
     let others = core.busy_share - core.interrupt_share - side.utilisation();
-    let waited = side.run_delay_s.map_or(0.0, |d| {
-        (d - side.throttled_s.unwrap_or(0.0)).max(0.0) / side.wall_s.max(1e-9)
-    });
-    if others >= CONTENDED || waited >= CONTENDED {
+    if others >= CONTENDED || side.waited().unwrap_or(0.0) >= CONTENDED {
         return None;
     }
     let mut evidence = BTreeMap::from([(format!("{who}_cpu_pct"), 100.0 * side.utilisation())]);
     core_evidence(side, who, &mut evidence);
-    // How long it waited for its core, beside the interrupt work: what
-    // tells this verdict from other processes holding the core.
-    if let Some(delay) = side.run_delay_s {
-        evidence.insert(
-            format!("{who}_run_delay_share"),
-            delay / side.wall_s.max(1e-9),
-        );
+    // How long it waited for its core (below a fifth, or this is not
+    // the verdict), as the contention rule reads it.
+    if let Some(waited) = side.waited() {
+        evidence.insert(format!("{who}_run_delay_share"), waited);
     }
     Some(Limit {
         factor,

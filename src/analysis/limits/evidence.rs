@@ -113,12 +113,17 @@ impl SideEvidence {
         self.throttled_s.unwrap_or(0.0) / self.wall_s.max(1e-9)
     }
 
-    /// The share of the run it waited for a CPU that other work held (not
-    /// its own budget), when that is at least [`CONTENDED`] of the run, or
-    /// a tenth when running and waiting together would have saturated it.
+    /// The share of the run it waited for a CPU that other work held (its
+    /// run delay less what its own budget held it back), if measured.
+    pub(super) fn waited(&self) -> Option<f64> {
+        Some((self.run_delay_s? - self.throttled_s.unwrap_or(0.0)).max(0.0) / self.wall_s.max(1e-9))
+    }
+
+    /// [`waited`](Self::waited), when that is at least [`CONTENDED`] of the
+    /// run, or a tenth when running and waiting together would have
+    /// saturated it.
     pub(super) fn contended(&self) -> Option<f64> {
-        let waited =
-            (self.run_delay_s? - self.throttled_s.unwrap_or(0.0)).max(0.0) / self.wall_s.max(1e-9);
+        let waited = self.waited()?;
         (waited >= CONTENDED || (waited >= 0.1 && self.load() + waited >= SATURATED))
             .then_some(waited)
     }

@@ -234,11 +234,10 @@ fn loss_says_whether_the_receiver_dropped_the_segments_or_the_path_did() {
     assert!(fix.contains("no counter either end read saw it"), "{fix}");
 }
 
-#[test]
-fn a_side_whose_core_was_full_of_softirq_work_is_cpu_bound_on_that_core() {
-    // Nothing at its bound, the window allowing far more, the
-    // receiver running 55% of the run: by its own accounting not
-    // saturated, but its core was busy 97%, 40% of it softirq.
+/// Nothing at its bound, the window allowing far more, the receiver
+/// running 55% of the run on CPU 1, busy 97%, `interrupt_share` of it
+/// softirq and interrupts.
+fn receiver_at_55_pct_on_a_busy_core(interrupt_share: f64) -> FlowEvidence {
     let mut t = tcp(2.0, 0.0, 0.0);
     t.snd_cwnd = 2_000;
     let mut f = flow(t);
@@ -246,8 +245,17 @@ fn a_side_whose_core_was_full_of_softirq_work_is_cpu_bound_on_that_core() {
     f.receiver.core = Some(CoreEvidence {
         cpu: 1,
         busy_share: 0.97,
-        interrupt_share: 0.4,
+        interrupt_share,
     });
+    f
+}
+
+#[test]
+fn a_side_whose_core_was_full_of_softirq_work_is_cpu_bound_on_that_core() {
+    // Nothing at its bound, the window allowing far more, the
+    // receiver running 55% of the run: by its own accounting not
+    // saturated, but its core was busy 97%, 40% of it softirq.
+    let mut f = receiver_at_55_pct_on_a_busy_core(0.4);
     let v = judge(&f);
     let first = v.primary().unwrap();
     assert_eq!(first.factor, Factor::ReceiverCpu, "{v:?}");
@@ -268,15 +276,7 @@ fn a_core_shared_with_other_tasks_is_not_named_full_of_packet_work() {
     // The receiver ran 55%, its core was busy 97%, 15% of it softirq:
     // the other 27% was other tasks, so the core was shared, and
     // "steer the packet work away" would be the wrong fix.
-    let mut t = tcp(2.0, 0.0, 0.0);
-    t.snd_cwnd = 2_000;
-    let mut f = flow(t);
-    f.receiver.cpu_s = 1.1;
-    f.receiver.core = Some(CoreEvidence {
-        cpu: 1,
-        busy_share: 0.97,
-        interrupt_share: 0.15,
-    });
+    let mut f = receiver_at_55_pct_on_a_busy_core(0.15);
     let v = judge(&f);
     assert!(
         !v.limits

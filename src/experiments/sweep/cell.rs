@@ -336,7 +336,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         })
         .collect();
     let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
-    let mut waits: Vec<f64> = records
+    let waits: Vec<f64> = records
         .iter()
         .filter_map(|r| {
             let result = r.data.result.as_ref()?;
@@ -349,8 +349,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                 .reduce(f64::max)
         })
         .collect();
-    waits.sort_by(f64::total_cmp);
-    let waited_share = (!waits.is_empty()).then(|| waits[waits.len() / 2]);
+    let waited_share = Spread::of(&waits).map(|w| w.median);
     let one_byte = checks.iter().find_map(one_byte_counts);
     let mut points = points;
     if let Some(terms) = &terms {
