@@ -34,6 +34,12 @@ pub struct LabArgs {
     /// Profile every cell's CPU by layer (see `netlab stream --profile`).
     #[arg(long)]
     pub profile: bool,
+    /// A calibration of this host's CPU per small TCP packet stored by
+    /// `netlab calibrate --out FILE`: the 1989-class host of the login
+    /// limits is then the same host in every lab run (by default it is
+    /// measured at the start of the limits).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
     /// Run the lab across a real path: --to AGENT (and --from AGENT, this
     /// host by default).
     #[command(flatten)]
@@ -48,6 +54,7 @@ pub fn run(args: LabArgs, out: &mut Output) -> anyhow::Result<()> {
     } else {
         LabPlan::quick()
     };
+    plan.calibration = args.calibration.clone();
     let mut printed = String::new();
     // Across a real path: the agents are reached (and authenticated) now.
     if let Some((from, to)) = args.remote.ends("lab")? {

@@ -11,6 +11,7 @@
 //! kept).
 
 pub mod agent;
+pub mod calibrate;
 pub mod doctor;
 pub mod lab;
 pub mod report;
@@ -39,6 +40,9 @@ pub struct Cli {
 pub enum Commands {
     /// Run the lab: every landed experiment in its quick profile, tables and records.
     Lab(lab::LabArgs),
+    /// Measure this host's CPU per small TCP packet, the unit of the
+    /// 1989-class hosts (`--host-cpu sun3`), and store it (`--out`).
+    Calibrate(calibrate::CalibrateArgs),
     #[command(flatten)]
     Experiment(crate::experiments::Command),
     /// Build report.html, SVG/PNG figures (and --csv) from a records file.
@@ -59,6 +63,7 @@ impl Commands {
         match self {
             Commands::Experiment(command) => command.json(),
             Commands::Doctor(a) => a.json,
+            Commands::Calibrate(a) => a.json,
             Commands::Lab(_)
             | Commands::Report(_)
             | Commands::Testbed(_)
@@ -122,6 +127,7 @@ pub fn main() -> ExitCode {
         Commands::Report(args) => report::run(args, &mut out),
         Commands::Agent(args) => agent::run(args, &mut out),
         Commands::Doctor(args) => doctor::run(args, &mut out),
+        Commands::Calibrate(args) => calibrate::run(args, &mut out),
         Commands::Endpoint => unreachable!("handled above"),
     };
     // Ends the run on every agent it used, so each is free for the next

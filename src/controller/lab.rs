@@ -128,6 +128,9 @@ pub enum LabError {
 pub struct Lab<'a, 'w> {
     pub runner: &'a mut Runner<'w>,
     pub findings: Findings,
+    /// A stored calibration of this host's packet cost, for the parts that
+    /// emulate a 1989-class host (None: each measures it now).
+    pub calibration: Option<std::path::PathBuf>,
     show: &'a mut dyn FnMut(Section) -> Result<(), LabError>,
 }
 
@@ -139,6 +142,7 @@ impl<'a, 'w> Lab<'a, 'w> {
         Lab {
             runner,
             findings: Findings::default(),
+            calibration: None,
             show,
         }
     }

@@ -14,6 +14,9 @@ use crate::controller::runner::Runner;
 /// Everything a lab run measures, in the order it runs.
 pub struct LabPlan {
     pub parts: Vec<Box<dyn LabPart>>,
+    /// A stored calibration of this host's packet cost (`--calibration`),
+    /// for the parts that emulate a 1989-class host; None: measured now.
+    pub calibration: Option<std::path::PathBuf>,
 }
 
 impl LabPlan {
@@ -24,6 +27,7 @@ impl LabPlan {
                 .iter()
                 .map(|part| part(profile))
                 .collect(),
+            calibration: None,
         }
     }
 
@@ -80,6 +84,7 @@ pub fn run(
         part.check()?;
     }
     let mut lab = Lab::new(runner, show);
+    lab.calibration = plan.calibration.clone();
     for part in &plan.parts {
         part.run(&mut lab)?;
     }
@@ -136,6 +141,7 @@ mod tests {
     fn parts_run_in_order_and_pass_their_findings_on() {
         let plan = LabPlan {
             parts: vec![Box::new(Named("one", true)), Box::new(Named("two", true))],
+            calibration: None,
         };
         let (result, shown) = run_parts(&plan);
         result.unwrap();
@@ -151,6 +157,7 @@ mod tests {
     fn nothing_runs_when_a_later_part_could_not() {
         let plan = LabPlan {
             parts: vec![Box::new(Named("one", true)), Box::new(Named("two", false))],
+            calibration: None,
         };
         let (result, shown) = run_parts(&plan);
         assert_eq!(result.unwrap_err().to_string(), "two: does not fit");

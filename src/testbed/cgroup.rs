@@ -22,13 +22,26 @@ pub struct PresetBudget {
     /// Its cheapest and dearest batch, µs (older records: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_us_spread: Option<[f64; 2]>,
+    /// The 95% interval of the median batch, µs, and the budget's that
+    /// follows from it, percent (records before 2026-12-02: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_us_interval: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_interval_pct: Option<[f64; 2]>,
+    /// Batches behind the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<usize>,
+    /// Which calibration: measured before the run, or stored (its file and
+    /// when it was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<String>,
     /// The historical host's, µs (from the sources).
     pub packet_us_then: f64,
     /// One line: "sun3: 3.06% of one CPU = 22.0 µs per small TCP packet
     /// here / 719 µs on a Sun-3/260 ...".
     pub derivation: String,
 }
-use crate::measure::packet_cost::loopback_packet_cost;
+use super::calibration::Calibrated;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -209,28 +222,35 @@ impl HostPreset {
         let preset = PresetBudget {
             name: self.name().to_string(),
             packet_us_here: today_us,
-            packet_us_spread: None,
             packet_us_then: self.packet_us(),
             derivation: self.derivation(today_us),
+            ..PresetBudget::default()
         };
         (percent, preset)
     }
 
-    /// The budget on this host, its cost of a small TCP packet measured
-    /// now ([`loopback_packet_cost`], half a second).
-    pub fn budget_here(self) -> io::Result<(f64, PresetBudget)> {
-        let cost = loopback_packet_cost()?;
+    /// The budget on this host from a calibration of its cost of a small
+    /// TCP packet, measured now or stored ([`super::calibration`]).
+    pub fn budget_calibrated(self, calibrated: &Calibrated) -> (f64, PresetBudget) {
+        let cost = &calibrated.cost;
         let (percent, mut preset) = self.budget(cost.us_per_packet);
         preset.packet_us_spread = Some([cost.min_us, cost.max_us]);
-        preset.derivation = format!(
-            "{} (batches {:.1}-{:.1} µs, the budget {:.2}-{:.2}%)",
-            preset.derivation,
-            cost.min_us,
-            cost.max_us,
-            self.percent(cost.min_us),
-            self.percent(cost.max_us)
-        );
-        Ok((percent, preset))
+        preset.packet_us_interval = calibrated.interval_us;
+        preset.budget_interval_pct = calibrated
+            .interval_us
+            .map(|[lo, hi]| [self.percent(lo), self.percent(hi)]);
+        preset.batches = Some(cost.batches_us.len()).filter(|n| *n > 0);
+        preset.calibration = Some(calibrated.source.clone());
+        let interval = match calibrated.interval_us {
+            Some([lo, hi]) => format!(
+                "95% interval {lo:.2}-{hi:.2} µs, the budget {:.2}-{:.2}%",
+                self.percent(lo),
+                self.percent(hi)
+            ),
+            None => format!("batches {:.1}-{:.1} µs", cost.min_us, cost.max_us),
+        };
+        preset.derivation = format!("{} ({interval}; {})", preset.derivation, calibrated.source);
+        (percent, preset)
     }
 
     /// One line: the preset, the two costs and the budget they give.

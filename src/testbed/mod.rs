@@ -3,6 +3,7 @@
 //! emulated link), with link profiles, netlab's wire emulator and the wire
 //! view. See `docs/TESTBED.md`.
 
+pub mod calibration;
 pub mod capture;
 pub mod cgroup;
 pub mod emulator;

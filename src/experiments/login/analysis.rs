@@ -41,7 +41,7 @@ pub fn probe(record: &Record) -> Option<Probe> {
             Some(why) => Probe::GeneratorLimited(why),
             None if r.verdict == "normal" => Probe::Normal,
             None if r.criterion.is_empty() => Probe::Worse(format!(
-                "{} (echo p99 {:.1} ms)",
+                "{}: echo p99 {:.1} ms",
                 r.verdict, r.typist.echo_p99_ms
             )),
             None => Probe::Worse(format!("{}: {}", r.verdict, r.criterion)),
@@ -102,40 +102,141 @@ pub fn limits(records: &[Record], budget_pct: Option<f64>) -> Vec<Limit> {
         .collect()
 }
 
+/// One user count's probes: how many were normal, how many not, and why
+/// the last that was not. A search repeats the counts on either side of
+/// the boundary it found, so a count's verdict is its probes' majority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub users: usize,
+    pub normal: u32,
+    pub worse: u32,
+    /// The verdict word and its criterion of the latest probe that was not
+    /// normal ("unusable: echo p99 1234.5 ms, past 1 s").
+    pub why: Option<String>,
+}
+
+impl Tally {
+    /// Whether most probes were normal (a tie is not).
+    pub fn is_normal(&self) -> bool {
+        self.normal > self.worse
+    }
+
+    /// Whether the majority has at least two probes behind it: the count
+    /// was repeated and the repetition agreed, or a third probe decided.
+    pub fn is_confirmed(&self) -> bool {
+        self.normal.max(self.worse) >= 2 && self.normal != self.worse
+    }
+
+    /// The majority's share, in words: "2 of 2 probes".
+    pub fn agreement(&self) -> String {
+        let total = self.normal + self.worse;
+        let side = if self.is_normal() {
+            self.normal
+        } else {
+            self.worse
+        };
+        format!(
+            "{side} of {total} probe{}",
+            if total == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The probes' tallies by user count, fewest users first (counts the
+/// generator could not drive are left out: they say nothing of the server).
+pub fn tallies(probes: &[(usize, Probe)]) -> Vec<Tally> {
+    let mut tallies: Vec<Tally> = Vec::new();
+    for (users, probe) in probes {
+        if matches!(probe, Probe::GeneratorLimited(_)) {
+            continue;
+        }
+        let at = match tallies.iter().position(|t| t.users == *users) {
+            Some(i) => i,
+            None => {
+                tallies.push(Tally {
+                    users: *users,
+                    normal: 0,
+                    worse: 0,
+                    why: None,
+                });
+                tallies.len() - 1
+            }
+        };
+        match probe {
+            Probe::Normal => tallies[at].normal += 1,
+            Probe::Worse(why) => {
+                tallies[at].worse += 1;
+                tallies[at].why = Some(why.clone());
+            }
+            Probe::GeneratorLimited(_) => {}
+        }
+    }
+    tallies.sort_by_key(|t| t.users);
+    tallies
+}
+
+/// The boundary the tallies show: the fewest users whose majority was not
+/// normal, and the most below it whose majority was (None: nothing
+/// normal below it). Normal counts above a worse one are noise at the
+/// edge, not capacity.
+pub fn boundary(tallies: &[Tally]) -> (Option<&Tally>, Option<&Tally>) {
+    let bad = tallies.iter().find(|t| !t.is_normal());
+    let good = tallies
+        .iter()
+        .filter(|t| t.is_normal() && bad.is_none_or(|b| t.users < b.users))
+        .max_by_key(|t| t.users);
+    (good, bad)
+}
+
+/// Why a search stopped at `bad`, one verdict word with its criterion:
+/// "104 users unusable in 2 of 2 probes: echo p99 1234.5 ms, past 1 s".
+pub fn not_normal_why(bad: &Tally) -> String {
+    let why = bad.why.as_deref().unwrap_or("not normal");
+    let (word, criterion) = why.split_once(": ").unwrap_or((why, ""));
+    let criterion = if criterion.is_empty() {
+        String::new()
+    } else {
+        format!(": {criterion}")
+    };
+    format!(
+        "{} users {word} in {}{criterion}",
+        bad.users,
+        bad.agreement()
+    )
+}
+
 /// One server's limit from its probes.
 fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
-    let first = |wanted: fn(&Probe) -> Option<&String>| {
-        probes
-            .iter()
-            .filter_map(|(users, p)| wanted(p).map(|why| (*users, why)))
-            .min_by_key(|(users, _)| *users)
-    };
-    let worse = first(|p| match p {
-        Probe::Worse(why) => Some(why),
-        _ => None,
-    });
-    let stopped = first(|p| match p {
-        Probe::GeneratorLimited(why) => Some(why),
-        _ => None,
-    });
-    // Normal counts above a worse one are noise at the edge, not capacity.
-    let ceiling = [worse.map(|w| w.0), stopped.map(|s| s.0)]
+    let tallies = tallies(probes);
+    let (good, worse) = boundary(&tallies);
+    let stopped = probes
+        .iter()
+        .filter_map(|(users, p)| match p {
+            Probe::GeneratorLimited(why) => Some((*users, why)),
+            _ => None,
+        })
+        .min_by_key(|(users, _)| *users);
+    let ceiling = [worse.map(|w| w.users), stopped.map(|s| s.0)]
         .into_iter()
         .flatten()
         .min()
         .unwrap_or(usize::MAX);
-    limit.sustains = probes
-        .iter()
-        .filter(|(users, p)| *p == Probe::Normal && *users < ceiling)
-        .map(|(users, _)| *users)
-        .max()
-        .unwrap_or(0);
-    limit.degraded_at = worse.map(|w| w.0);
+    limit.sustains = good.filter(|g| g.users < ceiling).map_or(0, |g| g.users);
+    if limit.sustains == 0 {
+        // Below a generator-limited count: the most normal count under it.
+        limit.sustains = tallies
+            .iter()
+            .filter(|t| t.is_normal() && t.users < ceiling)
+            .map(|t| t.users)
+            .max()
+            .unwrap_or(0);
+    }
+    limit.degraded_at = worse.map(|w| w.users);
     limit.why = match (worse, stopped) {
-        (_, Some((at, why))) if worse.is_none_or(|w| at < w.0) => {
+        (_, Some((at, why))) if worse.is_none_or(|w| at < w.users) => {
             lower_bound_why(at, why, limit.sustains)
         }
-        (Some((at, why)), _) => format!("degraded at {at}: {why}"),
+        (Some(bad), _) => not_normal_why(bad),
         _ => format!("normal at every count tried (up to {})", limit.sustains),
     };
     limit
@@ -200,10 +301,9 @@ mod tests {
         assert_eq!(limits.len(), 2);
         assert_eq!((limits[0].relay, limits[0].sustains), (Target::Fork, 64));
         assert_eq!(limits[0].degraded_at, Some(80));
-        assert!(
-            limits[0]
-                .why
-                .starts_with("degraded at 80: unusable (echo p99 800.0 ms)")
+        assert_eq!(
+            limits[0].why,
+            "80 users unusable in 1 of 1 probe: echo p99 800.0 ms"
         );
         assert_eq!((limits[1].relay, limits[1].sustains), (Target::Epoll, 32));
         assert_eq!(limits[1].degraded_at, None);
@@ -221,5 +321,39 @@ mod tests {
         let limits = limits(&records, None);
         assert_eq!(limits[0].sustains, 1000);
         assert!(limits[0].why.contains("lower bound"), "{}", limits[0].why);
+    }
+
+    #[test]
+    fn a_repeated_count_is_judged_by_its_probes_majority() {
+        let records = vec![
+            record(Target::Fork, 64, None, 1.0, 0.0),
+            record(Target::Fork, 128, None, 900.0, 0.0),
+            record(Target::Fork, 96, None, 1.0, 0.0),
+            record(Target::Fork, 112, None, 900.0, 0.0),
+            // The confirmation: 96 failed once, then held; 112 failed again.
+            record(Target::Fork, 96, None, 300.0, 0.0),
+            record(Target::Fork, 112, None, 900.0, 0.0),
+            record(Target::Fork, 96, None, 1.0, 0.0),
+        ];
+        let found = limits(&records, None);
+        assert_eq!((found[0].sustains, found[0].degraded_at), (96, Some(112)));
+        assert_eq!(
+            found[0].why,
+            "112 users unusable in 2 of 2 probes: echo p99 900.0 ms"
+        );
+        // Had 96 failed twice in three, it would be the boundary.
+        let mut flipped = records.clone();
+        flipped.pop();
+        flipped.push(record(Target::Fork, 96, None, 300.0, 0.0));
+        let found = limits(&flipped, None);
+        assert_eq!((found[0].sustains, found[0].degraded_at), (64, Some(96)));
+        // One verdict word in the reason.
+        assert!(
+            found[0]
+                .why
+                .starts_with("96 users unusable in 2 of 3 probes: "),
+            "{}",
+            found[0].why
+        );
     }
 }

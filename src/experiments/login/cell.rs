@@ -41,7 +41,9 @@ use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
-use crate::experiments::login::analysis::{Probe, lower_bound_why};
+use crate::experiments::login::analysis::{
+    Probe, boundary, lower_bound_why, not_normal_why, tallies,
+};
 use crate::experiments::login::load::LoadFix;
 use crate::experiments::login::record::Record;
 use crate::experiments::login::record::{BulkLoad, LoginData};
@@ -409,11 +411,13 @@ pub fn check_one_session(percent: f64, rate: f64, packet_us: f64) -> Result<(), 
 }
 
 /// `--host-cpu TEXT`: a percent of one CPU as given, or a preset's percent
-/// from this host's cost of a TCP packet, measured now, with its
-/// derivation. A preset needs the server here: the cost is this host's.
+/// from this host's cost of a TCP packet (measured now, or the stored
+/// calibration at `calibration`), with its derivation. A preset needs the
+/// server here: the cost is this host's.
 pub fn host_budget(
     text: &str,
     placements: &[Placement],
+    calibration: Option<&std::path::Path>,
 ) -> Result<(f64, Option<PresetBudget>), PlanError> {
     if let Ok(percent) = text.parse::<f64>() {
         return Ok((percent, None));
@@ -422,10 +426,22 @@ pub fn host_budget(
     if placements.iter().any(|p| serving_host(p) != "local") {
         return Err(PlanError::PresetOnAgent(text.into()));
     }
-    let (percent, budget) = preset
-        .budget_here()
-        .map_err(|e| PlanError::PacketCost(e.to_string()))?;
+    let calibrated = calibrate(calibration).map_err(|e| PlanError::PacketCost(e.to_string()))?;
+    let (percent, budget) = preset.budget_calibrated(&calibrated);
     Ok((percent, Some(budget)))
+}
+
+/// This host's cost of a small TCP packet: the stored calibration at
+/// `path`, or measured now.
+pub fn calibrate(
+    path: Option<&std::path::Path>,
+) -> Result<crate::testbed::calibration::Calibrated, crate::testbed::calibration::CalibrationError>
+{
+    use crate::testbed::calibration;
+    match path {
+        Some(path) => calibration::load(path, &crate::measure::host::HostFacts::gather()),
+        None => calibration::measure_now(),
+    }
 }
 
 /// What the simulated users type: the file at `path`, or the built-in
@@ -682,6 +698,10 @@ impl MeasureCell for LoginMeasure {
     }
 }
 
+/// The probes a search's confirmation adds: both sides of the boundary
+/// repeated once and agreeing, or each needing a third probe to decide.
+pub const CONFIRMING: (usize, usize) = (2, 4);
+
 /// How far a limit search goes, and how fine it bisects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitSearch {
@@ -719,9 +739,13 @@ pub fn next_users(
 
 /// Doubles the user count from `search.start` while the verdict stays
 /// normal, then bisects between the last normal and the first degraded
-/// count to the search's resolution ([`next_users`]). Each probe is a recorded cell, appended to
-/// `records`. Stops early, saying so, when the load generator rather than
-/// the server is the limit.
+/// count to the search's resolution ([`next_users`]), then confirms the
+/// boundary: the last normal count and the first that was not are probed
+/// again until each has a majority of at least two probes ([`Tally`]). A
+/// count whose majority turns moves the boundary and the search goes on
+/// from there. Each probe is a recorded cell, appended to `records`.
+/// Stops early, saying so, when the load generator rather than the server
+/// is the limit.
 pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     runner: &mut Runner,
     measure: &mut M,
@@ -735,7 +759,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         resolution,
         echoes,
     } = search;
-    let (mut good, mut bad): (usize, Option<(usize, String)>) = (0, None);
+    let mut probed: Vec<(usize, Probe)> = Vec::new();
     let mut n = start.clamp(1, max_users.max(1));
     let server = format!("{} {}", template.relay.name(), template.protocol.name());
     let mut probes = 0;
@@ -749,50 +773,80 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 ..template.clone()
             },
         )?;
-        let outcome = crate::experiments::login::analysis::probe(&record);
-        if let Some(Probe::GeneratorLimited(limit)) = &outcome {
-            let why = lower_bound_why(n, limit, good);
+        let outcome = crate::experiments::login::analysis::probe(&record)
+            // Not a login record (a measure of the wrong experiment).
+            .unwrap_or_else(|| Probe::Worse("failed: no login result".into()));
+        records.push(record);
+        if let Probe::GeneratorLimited(limit) = &outcome {
+            let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
             runner.say(&format!(
                 "{server}: probe {probes}, {n} users: the load generator is the limit ({limit}); {good} is a lower bound"
             ));
-            records.push(record);
-            break why;
+            break lower_bound_why(n, limit, good);
         }
-        let verdict = match outcome {
-            Some(Probe::Normal) => Ok(()),
-            Some(Probe::Worse(why)) => Err(why),
-            // Not a login record (a measure of the wrong experiment).
-            _ => Err("no login result".to_string()),
+        let said = match &outcome {
+            Probe::Normal => "normal".to_string(),
+            Probe::Worse(why) => why.clone(),
+            Probe::GeneratorLimited(_) => unreachable!("ended the search above"),
         };
-        records.push(record);
-        let said = match &verdict {
-            Ok(()) => "normal".to_string(),
-            Err(why) => why.clone(),
-        };
-        match verdict {
-            Ok(()) => good = n,
-            Err(why) => bad = Some((n, why)),
-        }
+        probed.push((n, outcome));
+        let counts = tallies(&probed);
+        let (good, bad) = boundary(&counts);
+        let good_users = good.map_or(0, |g| g.users);
         runner.say(&format!(
             "{server}: probe {probes}, {n} users: {said}; so far {}",
-            so_far(good, bad.as_ref().map(|b| b.0))
+            so_far(good_users, bad.map(|b| b.users))
         ));
-        match next_users(good, bad.as_ref().map(|b| b.0), n, max_users, resolution) {
-            Some(next) => n = next,
+        let largest = counts.last().map_or(n, |t| t.users);
+        let last = if bad.is_none() { largest } else { n };
+        let unprobed = |users: &usize| !counts.iter().any(|t| t.users == *users);
+        let tied = counts.iter().any(|t| t.users == n && t.normal == t.worse);
+        // A count whose probes disagree is decided by a third before the
+        // search moves on from it.
+        let next = tied
+            .then_some(n)
+            .or_else(|| {
+                next_users(
+                    good_users,
+                    bad.map(|b| b.users),
+                    last,
+                    max_users,
+                    resolution,
+                )
+                .filter(unprobed)
+            })
+            .or_else(|| {
+                // The search has converged: confirm both sides of it.
+                let bad = bad?;
+                [good, Some(bad)]
+                    .into_iter()
+                    .flatten()
+                    .find(|t| !t.is_confirmed())
+                    .map(|t| t.users)
+            });
+        match next {
+            Some(next) => {
+                if !unprobed(&next) {
+                    runner.say(&format!("{server}: confirming {next} users"));
+                }
+                n = next;
+            }
             None => {
-                break match &bad {
+                break match bad {
                     None => format!("normal up to the cap of {max_users} users"),
-                    Some((b, why)) => format!("degraded at {b}: {why}"),
+                    Some(bad) => not_normal_why(bad),
                 };
             }
         }
     };
+    let counts = tallies(&probed);
+    let (good, bad) = boundary(&counts);
     Ok(Limit {
         relay: template.relay,
         protocol: template.protocol,
         placement: template.placement.name().to_string(),
-        sustains: good,
-        degraded_at: bad.map(|(b, _)| b),
+        sustains: good.map_or(0, |g| g.users),
+        degraded_at: bad.map(|b| b.users),
         why,
     })
 }
@@ -810,7 +864,8 @@ fn so_far(good: usize, bad: Option<usize>) -> String {
 impl LimitSearch {
     /// The fewest and the most probes a search can take: a server that
     /// degrades at the second count, and one that degrades only at the
-    /// cap (doubling all the way, then bisecting).
+    /// cap (doubling all the way, then bisecting), each with its boundary
+    /// confirmed ([`CONFIRMING`]).
     pub fn probe_range(&self) -> (usize, usize) {
         let start = self.start.clamp(1, self.max_users.max(1));
         let bisections = (self.resolution.max(2) as f64).log2().ceil() as usize;
@@ -821,8 +876,8 @@ impl LimitSearch {
             doublings += 1;
         }
         (
-            (2 + bisections).min(doublings + bisections),
-            doublings + bisections,
+            (2 + bisections).min(doublings + bisections) + CONFIRMING.0,
+            doublings + bisections + CONFIRMING.1,
         )
     }
 
@@ -891,7 +946,7 @@ pub fn search_plan_line(template: &LoginParams, search: &LimitSearch, servers: u
         format!("{fewest} to {most}")
     };
     format!(
-        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit: {probes} probes a server, each the logins, {} s of warm-up and at least {} s measured, stretched to hold {} keystrokes (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
+        "find-limit: {servers} server{} to search, each from {} users, doubling up to {} then bisecting to within 1/{} of the limit and repeating the counts on either side until each has a majority of two: {probes} probes a server, each the logins, {} s of warm-up and at least {} s measured, stretched to hold {} keystrokes (about {:.0} s at {} users); expect about {:.1} to {:.1} min in all",
         if servers == 1 { "" } else { "s" },
         search.start,
         search.max_users,
@@ -963,13 +1018,14 @@ mod tests {
             echoes: PROBE_ECHOES,
         };
         // Degrading at 32: 16, 32, then three bisections; degrading only
-        // at 3000: 16 .. 2048, 3000 (nine), then three.
-        assert_eq!(search.probe_range(), (5, 12));
+        // at 3000: 16 .. 2048, 3000 (nine), then three; each then repeats
+        // both sides of the boundary (two more, or four with third probes).
+        assert_eq!(search.probe_range(), (5 + 2, 12 + 4));
         let capped = LimitSearch {
             max_users: 16,
             ..search
         };
-        assert_eq!(capped.probe_range().1, 1 + 3);
+        assert_eq!(capped.probe_range().1, 1 + 3 + 4);
         let template = LoginParams {
             warmup_s: 1.0,
             duration_s: 5.0,
@@ -977,15 +1033,15 @@ mod tests {
         };
         let line = search_plan_line(&template, &search, 2);
         assert!(line.contains("2 servers"), "{line}");
-        assert!(line.contains("5 to 12 probes a server"), "{line}");
-        // The lab's quick search, from 64 to 128: always five, said once.
+        assert!(line.contains("7 to 16 probes a server"), "{line}");
+        // The lab's quick search, from 64 to 128: five, and the confirmation.
         let doubling_once = LimitSearch {
             start: 64,
             max_users: 128,
             ..search
         };
         let line = search_plan_line(&template, &doubling_once, 2);
-        assert!(line.contains("limit: 5 probes a server"), "{line}");
+        assert!(line.contains("7 to 9 probes a server"), "{line}");
         assert!(
             line.contains("1 s of warm-up and at least 5 s measured, stretched to hold 400"),
             "{line}"
@@ -1000,8 +1056,8 @@ mod tests {
         assert_eq!(probe_window_s(&short, 200, PROBE_ECHOES), 1.0);
         assert_eq!(probe_window_s(&short, 1, PROBE_ECHOES), 20.0);
         assert_eq!(probe_window_s(&short, 16, 100), 1.25);
-        // Five probes of about 7.6 s, twice: about 1.3 min at the least.
-        assert!(line.contains("expect about 1.3 to"), "{line}");
+        // Seven probes of about 8 s, twice: about 1.9 min at the least.
+        assert!(line.contains("expect about 1.9 to"), "{line}");
         assert_eq!(so_far(0, None), "nothing normal yet");
         assert_eq!(so_far(32, None), "normal up to 32");
         assert_eq!(so_far(0, Some(16)), "not normal even at 16");
@@ -1075,7 +1131,7 @@ mod tests {
         };
         let limit = find_limit(&mut runner(), &mut mock, &template, half, &mut records).unwrap();
         let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
-        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768]);
+        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768, 512, 768]);
         assert_eq!((limit.sustains, limit.degraded_at), (512, Some(768)));
         // The report reads the same limit back from the records alone.
         let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
@@ -1090,17 +1146,56 @@ mod tests {
         let mut records = Vec::new();
         let limit = find_limit(&mut runner(), &mut mock, &template, EIGHTH, &mut records).unwrap();
         let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
-        assert_eq!(probed, [16, 32, 64, 128, 256, 512, 1024, 768, 640, 704]);
+        // Doubling, bisecting, then 640 and 704 again: each side confirmed.
+        assert_eq!(
+            probed,
+            [16, 32, 64, 128, 256, 512, 1024, 768, 640, 704, 640, 704]
+        );
         assert_eq!(limit.sustains, 640);
         assert_eq!(limit.degraded_at, Some(704));
-        assert!(
-            limit
-                .why
-                .starts_with("degraded at 704: degraded (echo p99 500.0 ms)"),
-            "{}",
-            limit.why
+        assert_eq!(
+            limit.why,
+            "704 users degraded in 2 of 2 probes: echo p99 500.0 ms"
         );
         assert_eq!(records.len(), probed.len(), "every probe is recorded");
+    }
+
+    #[test]
+    fn a_boundary_that_does_not_repeat_moves_and_the_search_goes_on() {
+        let template =
+            LoginPlan::quick().cell(Target::Fork, Dialect::Rlogin, &Placement::Loopback, 16);
+        // Melts past 96 users, but the first probe of 112 was lucky and the
+        // second of 96 unlucky: only majorities of two decide.
+        let mut seen: HashMap<usize, usize> = HashMap::new();
+        let mut mock = Mock::new(move |cell: &LoginParams| {
+            let time = seen.entry(cell.users).or_default();
+            *time += 1;
+            let limit = match (cell.users, *time) {
+                (112, 1) => 200,
+                (96, 2) => 50,
+                _ => 96,
+            };
+            server(limit, 0.0)(cell)
+        });
+        let search = LimitSearch {
+            start: 64,
+            max_users: 128,
+            ..EIGHTH
+        };
+        let mut records = Vec::new();
+        let limit = find_limit(&mut runner(), &mut mock, &template, search, &mut records).unwrap();
+        let probed: Vec<usize> = mock.measured.iter().map(|c| c.users).collect();
+        // 112 held once and 120 did not; confirming, 112 failed, a third
+        // probe failed it again, and the boundary moved down: 104 failed;
+        // 96 failed once, a third probe held, and 104 failed again.
+        assert_eq!(probed, [64, 128, 96, 112, 120, 112, 112, 104, 96, 96, 104]);
+        assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
+        assert_eq!(
+            limit.why,
+            "104 users degraded in 2 of 2 probes: echo p99 500.0 ms"
+        );
+        let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
     }
 
     #[test]

@@ -89,18 +89,17 @@ impl DesignLimits {
         }
     }
 
-    /// The plan with its budget: this host's packet cost measured now.
-    /// Why not, when this host cannot give a server a budget.
-    pub fn budgeted(&self) -> Result<LoginPlan, String> {
+    /// The plan with its budget: this host's packet cost measured now, or
+    /// the stored calibration at `calibration`. Why not, when this host
+    /// cannot give a server a budget.
+    pub fn budgeted(&self, calibration: Option<&std::path::Path>) -> Result<LoginPlan, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("a CPU budget needs root (a cgroup of the CPU controller)".into());
         }
         cgroup::available().map_err(|e| e.to_string())?;
-        let (percent, preset) = self
-            .preset
-            .budget_here()
-            .map_err(|e| format!("cannot measure this host's cost of a TCP packet: {e}"))?;
+        let calibrated = super::cell::calibrate(calibration).map_err(|e| e.to_string())?;
+        let (percent, preset) = self.preset.budget_calibrated(&calibrated);
         cgroup::check(percent).map_err(|e| e.to_string())?;
         Ok(LoginPlan {
             host_cpu_pct: Some(percent),
@@ -156,7 +155,7 @@ impl LoginLab {
 
     /// 1989's shape: where each design melts on a 1989-class host.
     fn run_limits(&self, lab: &mut Lab, limits: &DesignLimits) -> Result<(), LabError> {
-        let budgeted = match limits.budgeted() {
+        let budgeted = match limits.budgeted(lab.calibration.as_deref()) {
             Ok(budgeted) => budgeted,
             Err(why) => {
                 return lab.skipped(format!("each design's limit on a 1989-class host: {why}"));

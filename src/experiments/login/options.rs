@@ -76,10 +76,17 @@ pub struct LoginExperimentArgs {
     /// and removes: a 1989-class host on today's machine. Or a preset,
     /// `sun3` (the 1989 test's Sun-3/260) or `vax750`: the budget under
     /// which a small TCP packet costs this host what it cost that one
-    /// (measured here first, in half a second). Needs root; where no
-    /// CPU controller is available netlab says so and runs without.
+    /// (measured here first, in under a second, both ends of a ping-pong
+    /// on one CPU; or read from --calibration). Needs root; where no CPU
+    /// controller is available netlab says so and runs without.
     #[arg(long, value_name = "PERCENT|PRESET", allow_hyphen_values = true)]
     pub host_cpu: Option<String>,
+    /// With a --host-cpu preset: this host's CPU per small TCP packet as
+    /// `netlab calibrate --out FILE` stored it, so that every run emulates
+    /// the same 1989-class host (the record names the file and when it was
+    /// measured). Refused when it was measured on another host.
+    #[arg(long, value_name = "FILE", requires = "host_cpu")]
+    pub calibration: Option<PathBuf>,
     /// Bulk TCP streams beside the typing, from the server's end to the
     /// users' (the echoes' way), for each cell: `stream` (4) or `stream:N`
     /// (1 to 16). Loopback and netns placements.
@@ -133,9 +140,8 @@ impl LoginExperimentArgs {
     pub fn plan(&self) -> anyhow::Result<LoginPlan> {
         let placements = self.place.placements("login")?;
         let (host_cpu_pct, host_cpu_preset) = match self.host_cpu.as_deref() {
-            Some(text) => {
-                host_budget(text, &placements).map(|(pct, preset)| (Some(pct), preset))?
-            }
+            Some(text) => host_budget(text, &placements, self.calibration.as_deref())
+                .map(|(pct, preset)| (Some(pct), preset))?,
             None => (None, None),
         };
         // A budget a single session outgrows is refused before anything

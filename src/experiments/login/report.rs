@@ -283,7 +283,7 @@ pub fn limits_table(rate: f64, limits: &[Limit]) -> String {
             "proto",
             "place",
             "sustains users",
-            "degraded at",
+            "first not normal",
             "why the search stopped",
         ],
         &rows,
@@ -383,7 +383,7 @@ pub fn design_limits(records: &[Record]) -> String {
         &[
             "server",
             "sustains users",
-            "degraded at",
+            "first not normal",
             "server µs/key at the limit",
             "in packets here",
             "server CPU % there",

@@ -436,7 +436,13 @@ pub fn side_by_side(
         .collect();
     let working_rtts: Vec<f64> = inside.iter().filter_map(|t| t.rtt_ms).collect();
     let working_lost = inside.len() - working_rtts.len();
-    let median_of = |values: Vec<f64>| median_spread(&values).map(|m| m.median_ms);
+    let send_delay = median_spread(&inside.iter().filter_map(|t| t.send_ms).collect::<Vec<_>>());
+    let receive_delay = median_spread(
+        &inside
+            .iter()
+            .filter_map(|t| t.receive_ms)
+            .collect::<Vec<_>>(),
+    );
     let ipdv = {
         let steps: Vec<f64> = working_rtts
             .windows(2)
@@ -455,8 +461,10 @@ pub fn side_by_side(
     SideBySide {
         idle: compared(&idle_ours, idle_rtts, idle_lost),
         working: compared(&working_ours, working_rtts, working_lost),
-        send_delay_ms: median_of(inside.iter().filter_map(|t| t.send_ms).collect()),
-        receive_delay_ms: median_of(inside.iter().filter_map(|t| t.receive_ms).collect()),
+        send_delay_ms: send_delay.as_ref().map(|m| m.median_ms),
+        receive_delay_ms: receive_delay.as_ref().map(|m| m.median_ms),
+        send_delay,
+        receive_delay,
         ipdv_ms: ipdv,
         upstream_loss_percent: 100.0 * lost_up / sent,
         downstream_loss_percent: 100.0 * lost_down / sent,

@@ -363,6 +363,12 @@ pub struct SideBySide {
     /// each way.
     pub send_delay_ms: Option<f64>,
     pub receive_delay_ms: Option<f64>,
+    /// The same one-way delays with their 95% intervals (absent from
+    /// records made before they were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay: Option<MedianSpread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_delay: Option<MedianSpread>,
     pub ipdv_ms: Option<f64>,
     pub upstream_loss_percent: f64,
     pub downstream_loss_percent: f64,
