@@ -88,20 +88,29 @@ impl ReportSection for StreamSection {
                     k.size
                 ));
             }
-            if let Some(t) = &summary.terms {
+            if let Some(t) = summary.terms.as_ref().filter(|_| summary.all_resolved()) {
                 let regimes: Vec<String> = summary
                     .regimes
                     .iter()
                     .map(|r| format!("{} from {} to {} bytes", r.term.name(), r.from, r.to))
                     .collect();
                 reading.push_str(&format!(
-                    "Priced by its calls, segments, wake-ups and bytes ({:.2} µs, {:.2} µs, {:.2} µs and {:.3} ns each; r² {:.3}), a record's largest cost is {}. ",
-                    t.per_call * 1e6,
-                    t.per_segment * 1e6,
-                    t.per_wakeup * 1e6,
-                    t.per_byte * 1e9,
+                    "Priced by its calls, segments, wake-ups and bytes ({} µs, {} µs, {} µs and {} ns each, 95% intervals; r² {:.3}), a record's largest cost is {}. ",
+                    summary.term_text(0, 1e6, 2),
+                    summary.term_text(1, 1e6, 2),
+                    summary.term_text(2, 1e6, 2),
+                    summary.term_text(3, 1e9, 3),
                     t.r_squared,
                     regimes.join(", ")
+                ));
+            } else if summary.terms.is_some() {
+                let unresolved: Vec<&str> = (0..4)
+                    .filter(|&i| !summary.resolved(i))
+                    .map(|i| crate::analysis::costterms::TERMS[i].name())
+                    .collect();
+                reading.push_str(&format!(
+                    "The cost by terms is not quoted: {} not resolved by this sweep (a 95% interval that reaches zero). ",
+                    unresolved.join(" and ")
                 ));
             }
             reading.push_str(&format!(
@@ -134,14 +143,49 @@ impl ReportSection for StreamSection {
         crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
-    /// The fastest transfer, beside Van Jacobson's best of 1988 and Joy's
-    /// of 1981, and the factor that limited most runs.
+    /// The fastest cell by its runs' median (record size and placement,
+    /// one stream), with the median's interval and the runs behind it,
+    /// beside Van Jacobson's best of 1988 and Joy's of 1981, and the
+    /// factor that limited most runs.
     fn headline(records: &[StreamRecord]) -> Option<html::Headline> {
-        let best = records
-            .iter()
-            .filter_map(|r| Some((r.data.params.record, &r.data.result.as_ref()?.figures, r)))
-            .max_by(|a, b| a.1.throughput_mbit_s.total_cmp(&b.1.throughput_mbit_s))?;
-        let (record, figures, r) = best;
+        let mut cells: Vec<((u64, String), Vec<f64>, &StreamRecord)> = Vec::new();
+        for r in records {
+            let Some(result) = r.data.result.as_ref() else {
+                continue;
+            };
+            if !r.data.params.flows.is_single() {
+                continue;
+            }
+            let key = (r.data.params.record, r.placement.clone());
+            match cells.iter_mut().find(|c| c.0 == key) {
+                Some(cell) => cell.1.push(result.figures.throughput_mbit_s),
+                None => cells.push((key, vec![result.figures.throughput_mbit_s], r)),
+            }
+        }
+        let median = |v: &[f64]| crate::record::stats::Spread::of(v).map_or(0.0, |s| s.median);
+        let ((record, _), runs, r) = cells
+            .into_iter()
+            .max_by(|a, b| median(&a.1).total_cmp(&median(&b.1)))?;
+        let figures = &r.data.result.as_ref()?.figures;
+        let gbit = |mbit: f64| mbit / 1000.0;
+        let spread = match crate::analysis::stats::median_interval(&runs, 0.95) {
+            Some((lo, hi)) => format!(
+                ", the median of {} runs (95% {:.2}-{:.2})",
+                runs.len(),
+                gbit(lo),
+                gbit(hi)
+            ),
+            None if runs.len() > 1 => {
+                let s = crate::record::stats::Spread::of(&runs)?;
+                format!(
+                    ", the median of {} runs (range {:.2}-{:.2}; too few for a 95% interval)",
+                    s.n,
+                    gbit(s.min),
+                    gbit(s.max)
+                )
+            }
+            None => ", one run (no interval)".into(),
+        };
         let h = crate::report::historical::figures();
         let mut counts: Vec<(crate::analysis::limits::Factor, usize)> = Vec::new();
         let mut judged = 0;
@@ -168,8 +212,8 @@ impl ReportSection for StreamSection {
         };
         Some(html::Headline {
             now: format!(
-                "{:.2} Gbit/s, one TCP stream of {} records ({})",
-                figures.throughput_mbit_s / 1000.0,
+                "{:.2} Gbit/s{spread}, one TCP stream of {} records ({})",
+                gbit(median(&runs)),
                 crate::report::table::bytes(record),
                 r.placement
             ),

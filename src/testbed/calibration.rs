@@ -121,11 +121,41 @@ fn batches_on(cost: &PacketCost) -> String {
     }
 }
 
-/// Measures now ([`Calibration::BEFORE_A_RUN`]).
+/// A calibration whose median's interval is wider than this share of it
+/// either way is measured again (up to [`ATTEMPTS`] in all): other work on
+/// the host (or on the VM's host, as steal time the guest counts as its
+/// own) spreads the batches, and one run of a 2-minute search read 102 µs
+/// (74-123) between runs that read 31 (2026-12-02).
+pub const WIDE: f64 = 0.05;
+pub const ATTEMPTS: usize = 3;
+
+/// Measures now ([`Calibration::BEFORE_A_RUN`]), again while the interval
+/// is wider than [`WIDE`], keeping the narrowest.
 pub fn measure_now() -> Result<Calibrated, CalibrationError> {
-    let cost = packet_cost::loopback_packet_cost()?;
-    let source = format!("measured before the run ({})", batches_on(&cost));
-    Ok(Calibrated::of(cost, source))
+    let width = |c: &Calibrated| c.relative_half_width().unwrap_or(f64::INFINITY);
+    let mut best: Option<Calibrated> = None;
+    let mut attempts = 0;
+    while attempts < ATTEMPTS {
+        attempts += 1;
+        let calibrated = Calibrated::of(packet_cost::loopback_packet_cost()?, String::new());
+        if best.as_ref().is_none_or(|b| width(&calibrated) < width(b)) {
+            best = Some(calibrated);
+        }
+        if best.as_ref().is_some_and(|b| width(b) <= WIDE) {
+            break;
+        }
+    }
+    let mut best = best.expect("at least one attempt");
+    best.source = if attempts == 1 {
+        format!("measured before the run ({})", batches_on(&best.cost))
+    } else {
+        format!(
+            "measured before the run ({}; the narrowest interval of {attempts} attempts, wider than ±{:.0}% before)",
+            batches_on(&best.cost),
+            100.0 * WIDE
+        )
+    };
+    Ok(best)
 }
 
 /// Measures a calibration to store ([`Calibration::STORED`]).

@@ -24,20 +24,33 @@ pub fn bounds(kind: Kind, variant: &str, variant_kind: Kind) -> bool {
 /// The copies that bound copies and fused copies.
 pub const COPY_LIMITS: [&str; 3] = ["memcpy", "copy-rep-movsb", "copy-nontemporal"];
 
-/// A cell faster than its limit beyond the noise: every one of its batches
-/// faster than every batch of its limit (the fastest bounding kernel at
-/// the same size and temperature), so the ranges do not overlap.
+/// A cell whose median is faster than its limit's (the fastest bounding
+/// kernel at the same size and temperature): either the limit's noise or
+/// an error, and the reader is told which by the two ranges.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BeyondLimit {
+pub struct AboveLimit {
     pub variant: String,
     pub cold: bool,
     pub limit: String,
+    /// The limit's median time over the cell's: above 1.
     pub fraction: f64,
+    /// The cell's and the limit's batches, ns per KB.
+    pub cell: crate::record::stats::Spread,
+    pub bound: crate::record::stats::Spread,
 }
 
-/// The cells of `result` beyond their limits (an empty list: every cell
-/// at or below its limit within the batches' spread).
-pub fn beyond_limits(result: &CksumResult) -> Vec<BeyondLimit> {
+impl AboveLimit {
+    /// Every batch of the cell faster than every batch of the limit: the
+    /// ranges do not overlap, so noise cannot explain it (an error in the
+    /// cell or in what the limit measures).
+    pub fn beyond_noise(&self) -> bool {
+        self.cell.max < self.bound.min
+    }
+}
+
+/// The cells of `result` whose median beats their limit's (an empty list:
+/// every cell at or below its limit).
+pub fn above_limits(result: &CksumResult) -> Vec<AboveLimit> {
     let limit_of = |row: &Row| -> Option<&Row> {
         result
             .rows
@@ -50,12 +63,16 @@ pub fn beyond_limits(result: &CksumResult) -> Vec<BeyondLimit> {
         .iter()
         .filter_map(|row| {
             let limit = limit_of(row)?;
-            (row.ns_per_kb.max < limit.ns_per_kb.min).then(|| BeyondLimit {
-                variant: row.variant.clone(),
-                cold: row.cold,
-                limit: limit.variant.clone(),
-                fraction: limit.ns_per_kb.median / row.ns_per_kb.median,
-            })
+            (limit.variant != row.variant && row.ns_per_kb.median < limit.ns_per_kb.median).then(
+                || AboveLimit {
+                    variant: row.variant.clone(),
+                    cold: row.cold,
+                    limit: limit.variant.clone(),
+                    fraction: limit.ns_per_kb.median / row.ns_per_kb.median,
+                    cell: row.ns_per_kb,
+                    bound: limit.ns_per_kb,
+                },
+            )
         })
         .collect()
 }
@@ -111,7 +128,7 @@ mod limit_tests {
     }
 
     #[test]
-    fn only_a_cell_clear_of_its_limits_noise_is_beyond_it() {
+    fn a_cell_above_its_limit_is_flagged_within_or_beyond_the_noise() {
         let result = CksumResult {
             size: 65536,
             simd_path: "avx2".into(),
@@ -126,15 +143,26 @@ mod limit_tests {
             ],
         };
         // A checksum reads every byte: the fastest one is its own kind's
-        // limit, and none is beyond it.
-        assert!(beyond_limits(&result).is_empty());
-        let mut slow_copies = result.clone();
-        slow_copies
+        // limit, and none is above it.
+        assert!(above_limits(&result).is_empty());
+        let mut faster = result.clone();
+        faster
             .rows
             .push(row("copy-magic", Kind::Copy, (5.0, 6.0, 7.0)));
-        let beyond = beyond_limits(&slow_copies);
-        assert_eq!(beyond.len(), 1, "{beyond:?}");
-        assert_eq!(beyond[0].variant, "copy-magic");
-        assert_eq!(beyond[0].limit, "copy-rep-movsb");
+        // A median past the limit's, the ranges overlapping: noise.
+        faster
+            .rows
+            .push(row("fused-near", Kind::Fused, (19.5, 20.5, 21.5)));
+        let above = above_limits(&faster);
+        assert_eq!(above.len(), 2, "{above:?}");
+        assert_eq!(
+            (above[0].variant.as_str(), above[0].limit.as_str()),
+            ("copy-magic", "copy-rep-movsb")
+        );
+        assert!(above[0].beyond_noise());
+        assert_eq!(above[1].variant, "fused-near");
+        assert!(!above[1].beyond_noise());
+        assert!((above[1].fraction - 21.0 / 20.5).abs() < 1e-9);
+        assert_eq!((above[1].bound.min, above[1].bound.max), (20.0, 22.0));
     }
 }

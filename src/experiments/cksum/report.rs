@@ -2,7 +2,7 @@
 //! against the machine's limits and Van Jacobson's 1988 figures, and his
 //! per-packet budget at today's costs.
 
-use crate::experiments::cksum::analysis::{beyond_limits, results};
+use crate::experiments::cksum::analysis::{above_limits, results};
 use crate::experiments::cksum::record::CksumData;
 use crate::experiments::cksum::record::Record;
 use crate::experiments::cksum::record::{CksumResult, Kind};
@@ -100,14 +100,30 @@ pub fn table(records: &[Record]) -> String {
     }
     out.push_str("of limit: checksums against the fastest kernel that reads every byte (the read sweep, an OR over every byte, or a checksum), copies and fused copies against the fastest of memcpy, rep movsb and the non-temporal copy, same size and temperature; cold cells walk a shuffled pool larger than the caches, so each meets uncached lines. Over 100% within the batches' spread is noise.\n");
     for result in &results {
-        for b in beyond_limits(result) {
+        for a in above_limits(result) {
+            let range = |s: &crate::record::stats::Spread| {
+                format!(
+                    "{} ns/KB ({}–{} over {} batches)",
+                    num(s.median),
+                    num(s.min),
+                    num(s.max),
+                    s.n
+                )
+            };
             out.push_str(&format!(
-                "beyond its limit: {} ({} B, {}) at {:.0}% of {}: every batch faster than every batch of the limit\n",
-                b.variant,
+                "above its limit: {} ({} B, {}) at {:.0}% of {}: {} against the limit's {}: {}\n",
+                a.variant,
                 result.size,
-                if b.cold { "cold" } else { "hot" },
-                100.0 * b.fraction,
-                b.limit
+                if a.cold { "cold" } else { "hot" },
+                100.0 * a.fraction,
+                a.limit,
+                range(&a.cell),
+                range(&a.bound),
+                if a.beyond_noise() {
+                    "beyond the noise (every batch faster than every batch of the limit): an error in the cell or in what the limit measures"
+                } else {
+                    "within the noise (the ranges overlap): the limit's own spread, not a faster pass"
+                }
             ));
         }
     }
@@ -238,8 +254,11 @@ impl ReportSection for CksumSection {
             .fold(f64::INFINITY, f64::min);
         Some(crate::report::html::Headline {
             now: format!(
-                "{:.1} GB/s, the {} checksum over {} (hot)",
+                "{:.1} GB/s (its {} batches {:.1}-{:.1}), the {} checksum over {} (hot)",
                 hot.gb_s,
+                hot.ns_per_kb.n,
+                1024.0 / hot.ns_per_kb.max,
+                1024.0 / hot.ns_per_kb.min,
                 hot.variant,
                 crate::report::table::bytes(largest.size as u64)
             ),

@@ -596,9 +596,19 @@ impl ReportSection for LoginSection {
     fn limited(records: &[Record]) -> Option<String> {
         let budgeted = records.iter().find_map(|r| {
             let p = &r.data.params;
-            p.host_cpu_preset
-                .as_ref()
-                .map(|preset| (p.host_cpu_pct, preset.name.clone()))
+            p.host_cpu_preset.as_ref().map(|preset| {
+                let of_cpu = match (p.host_cpu_pct, preset.budget_interval_pct) {
+                    (Some(pct), Some([lo, hi])) => {
+                        format!(" ({pct:.2}% of one CPU, 95% {lo:.2}-{hi:.2}%)")
+                    }
+                    (Some(pct), None) => format!(" ({pct:.2}% of one CPU)"),
+                    _ => String::new(),
+                };
+                (
+                    p.host_cpu_pct,
+                    format!("{}-class CPU budget{of_cpu}", preset.name),
+                )
+            })
         });
         if let Some((budget, preset)) = budgeted {
             let found = limits(records, budget);
@@ -615,7 +625,7 @@ impl ReportSection for LoginSection {
                     })
                     .collect();
                 return Some(format!(
-                    "on a {preset}-class CPU budget, the server's CPU per keystroke bounds the users: {}",
+                    "on a {preset}, the server's CPU per keystroke bounds the users: {}",
                     each.join("; ")
                 ));
             }

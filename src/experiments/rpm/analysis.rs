@@ -54,6 +54,49 @@ pub fn means_over(
     )
 }
 
+/// Bootstrap resamples behind [`rpm_interval`].
+pub const RPM_RESAMPLES: usize = 400;
+
+/// RPM's 95% interval over the window's probes: each probe kind's samples
+/// resampled with replacement (a fixed seed, so a report rebuilt from the
+/// record gives the same interval), the draft's trimmed means and formula
+/// applied to each resample, the 2.5% and 97.5% points taken.
+pub fn rpm_interval(
+    samples: &[Sample],
+    params: &Params,
+    first: usize,
+    last: usize,
+) -> Option<[f64; 2]> {
+    let of = |kind| in_window(samples, params.id_s, first, last, kind);
+    let kinds = [
+        of(ProbeKind::TcpForeign),
+        of(ProbeKind::RequestForeign),
+        of(ProbeKind::RequestLoaded),
+    ];
+    if kinds.iter().any(|k| k.len() < 2) {
+        return None;
+    }
+    let mut draws = crate::analysis::stats::Draws::default();
+    let mut rpms: Vec<f64> = (0..RPM_RESAMPLES)
+        .filter_map(|_| {
+            let mut resample =
+                |k: &[f64]| -> Vec<f64> { (0..k.len()).map(|_| k[draws.below(k.len())]).collect() };
+            let (a, b, c) = (
+                resample(&kinds[0]),
+                resample(&kinds[1]),
+                resample(&kinds[2]),
+            );
+            ProbeMeans::of(&a, &b, &c, params.tmp).map(|m| m.rpm().combined)
+        })
+        .collect();
+    if rpms.is_empty() {
+        return None;
+    }
+    rpms.sort_by(f64::total_cmp);
+    let at = |q: f64| rpms[((rpms.len() - 1) as f64 * q).round() as usize];
+    Some([at(0.025), at(0.975)])
+}
+
 /// The responsiveness at the end of interval `i`: over the probes of the
 /// last MAD intervals (the draft's moving window).
 pub fn responsiveness_at(samples: &[Sample], params: &Params, i: usize) -> Option<Rpm> {
@@ -178,6 +221,7 @@ pub fn summarise(report: &ClientReport, params: Params) -> Summary {
     }
     if let Some(means) = means_over(&report.loaded, &params, first, end) {
         let rpm = means.rpm();
+        summary.rpm_interval = rpm_interval(&report.loaded, &params, first, end);
         summary.tm_tcp_f_ms = Some(means.tcp_f);
         summary.tm_http_f_ms = Some(means.http_f);
         summary.tm_http_l_ms = Some(means.http_l);

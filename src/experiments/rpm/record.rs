@@ -253,6 +253,10 @@ pub struct Summary {
     pub rpm_foreign: Option<f64>,
     pub rpm_self: Option<f64>,
     pub rpm: Option<f64>,
+    /// RPM's 95% interval over bootstrap resamples of the window's probes
+    /// (records before 2026-12-02: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm_interval: Option<[f64; 2]>,
     pub tier: Option<String>,
     pub confidence: String,
     /// Whether the figure may be read as the path's result (false: the

@@ -294,8 +294,16 @@ impl ReportSection for RpmSection {
             .take(3)
             .map(|(name, r)| {
                 format!(
-                    "{name}: {} RPM, grade {}",
+                    "{name}: {} RPM{}, grade {}",
                     whole(r.summary.rpm),
+                    r.summary
+                        .rpm_interval
+                        .map_or(String::new(), |[lo, hi]| format!(
+                            " (95% {}-{}, {} probes)",
+                            whole(Some(lo)),
+                            whole(Some(hi)),
+                            r.summary.samples.0 + r.summary.samples.1 + r.summary.samples.2
+                        )),
                     r.summary.grade.as_deref().unwrap_or("-")
                 )
             })

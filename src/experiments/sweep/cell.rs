@@ -35,6 +35,9 @@ pub struct SweepConfig {
     pub repeat: u32,
     /// Fraction of the plateau that defines the knee.
     pub knee_fraction: f64,
+    /// Run the lever series beside the curve ([`LEVERS`]): what lets the
+    /// cost model tell its terms apart.
+    pub levers: bool,
 }
 
 impl Default for SweepConfig {
@@ -51,6 +54,7 @@ impl Default for SweepConfig {
             records: doubling(64, 1 << 20),
             repeat: 3,
             knee_fraction: crate::analysis::knee::DEFAULT_FRACTION,
+            levers: true,
         }
     }
 }
@@ -180,6 +184,51 @@ pub struct SweepSummary {
     /// and bytes) trade places from run to run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_share: Option<f64>,
+    /// The lever series' points, fitted with the curve's (older sweeps:
+    /// none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levers: Vec<LeverPoint>,
+}
+
+impl SweepSummary {
+    /// Whether the sweep resolved term `i` (in [`costterms::TERMS`]'
+    /// order): its 95% interval over the resampled runs lies above zero. A
+    /// term whose interval reaches zero is one the fit can trade for
+    /// another (terms that grow together) and is never quoted as 0.
+    /// Without intervals (older records), a term is taken as fitted.
+    pub fn resolved(&self, i: usize) -> bool {
+        match &self.term_intervals {
+            Some(iv) => iv.low[i] > 0.0,
+            None => self.terms.as_ref().is_some_and(|t| t.costs()[i] > 0.0),
+        }
+    }
+
+    /// Whether every term is resolved.
+    pub fn all_resolved(&self) -> bool {
+        self.terms.is_some() && (0..4).all(|i| self.resolved(i))
+    }
+
+    /// Term `i` in words, `unit` per second (1e6 for µs, 1e9 for ns):
+    /// "1.23 (1.10-1.40)", or "not resolved by this sweep (95% 0-0.40)".
+    pub fn term_text(&self, i: usize, unit: f64, digits: usize) -> String {
+        let Some(t) = &self.terms else {
+            return "not fitted".into();
+        };
+        let value = format!("{:.digits$}", t.costs()[i] * unit);
+        let interval = self.term_intervals.as_ref().map(|iv| {
+            format!(
+                "{:.digits$}-{:.digits$}",
+                iv.low[i] * unit,
+                iv.high[i] * unit
+            )
+        });
+        match (self.resolved(i), interval) {
+            (true, Some(iv)) => format!("{value} ({iv})"),
+            (true, None) => value,
+            (false, Some(iv)) => format!("not resolved by this sweep (95% {iv})"),
+            (false, None) => "not resolved by this sweep".into(),
+        }
+    }
 }
 
 /// Sizes `from..=to` whose records' largest cost is `term`.
@@ -228,6 +277,7 @@ pub const KNEE_RESAMPLES: usize = 500;
 /// are ignored).
 pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
     let (checks, points): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(is_check);
+    let (levers, points): (Vec<Record>, Vec<Record>) = points.into_iter().partition(is_lever);
     let records = &points[..];
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
@@ -312,7 +362,53 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         })
         .collect();
     let model = costmodel::fit(&times);
-    let counted: Vec<TermPoint> = points.iter().filter_map(|p| p.counts).collect();
+    // The lever series: each setting's runs, and the counts of its median run.
+    let lever_runs: Vec<(String, Vec<TermPoint>)> = LEVERS
+        .iter()
+        .map(|lever| {
+            let runs: Vec<TermPoint> = levers
+                .iter()
+                .filter(|r| {
+                    r.data
+                        .params
+                        .sweep
+                        .as_ref()
+                        .is_some_and(|s| s.parameter == lever.name)
+                })
+                .filter_map(|r| {
+                    let result = r.data.result.as_ref()?;
+                    let size = r.data.params.record;
+                    let sent = (result.sender.bytes as f64 / size as f64).ceil().max(1.0);
+                    term_counts(result, size, sent, result.figures.us_per_record)
+                })
+                .collect();
+            (lever.name.to_string(), runs)
+        })
+        .filter(|(_, runs)| !runs.is_empty())
+        .collect();
+    let lever_points: Vec<LeverPoint> = lever_runs
+        .iter()
+        .filter_map(|(name, runs)| {
+            let times: Vec<f64> = runs.iter().map(|p| p.time).collect();
+            let median = Spread::of(&times)?.median;
+            let counts = runs
+                .iter()
+                .min_by(|a, b| (a.time - median).abs().total_cmp(&(b.time - median).abs()))?;
+            Some(LeverPoint {
+                lever: name.clone(),
+                runs: runs.len(),
+                counts: TermPoint {
+                    time: median,
+                    ..*counts
+                },
+            })
+        })
+        .collect();
+    let counted: Vec<TermPoint> = points
+        .iter()
+        .filter_map(|p| p.counts)
+        .chain(lever_points.iter().map(|l| l.counts))
+        .collect();
     let terms = costterms::fit(&counted);
     // Every run's own counts, by size, for the terms' intervals.
     let counted_runs: Vec<Vec<TermPoint>> = points
@@ -334,6 +430,10 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                 })
                 .collect()
         })
+        .collect();
+    let counted_runs: Vec<Vec<TermPoint>> = counted_runs
+        .into_iter()
+        .chain(lever_runs.into_iter().map(|(_, runs)| runs))
         .collect();
     let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
     let waits: Vec<f64> = records
@@ -381,9 +481,20 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         },
         terms,
         points,
+        levers: lever_points,
         failed,
         waited_share,
     }
+}
+
+/// One setting of the lever series, its median run's time and counts per
+/// record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeverPoint {
+    /// The setting ([`Lever::name`]).
+    pub lever: String,
+    pub runs: usize,
+    pub counts: TermPoint,
 }
 
 /// What the cost model prices at one size, from its median run: the busier
@@ -458,6 +569,110 @@ fn regimes(points: &[SweepPoint]) -> Vec<Regime> {
         }
     }
     regimes
+}
+
+/// The record size of the lever series: 64 KB, where bytes weigh and
+/// loopback's default segment carries a record in one or two.
+pub const LEVER_RECORD: u64 = 64 << 10;
+
+/// One run of the lever series: the curve's 64 KB point with one socket
+/// setting changed, so that one or two counts move while the bytes per
+/// record stay put. Along the curve every count of a large record grows
+/// with its size (segments, wake-ups and the receiver's reads are all
+/// bytes over a constant), so a fit to the curve alone can trade per byte
+/// for per segment or per wake-up from run to run; these points break
+/// that tie (docs/MEASUREMENT.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lever {
+    /// The record's `sweep.parameter`: `lever-mss-2048`.
+    pub name: &'static str,
+    /// TCP_MAXSEG on both ends: more segments per record.
+    pub mss: Option<u32>,
+    /// The receiver's read buffer: more or fewer reads per record.
+    pub read_buffer: Option<usize>,
+    /// SO_RCVLOWAT: fewer wake-ups of the receiver per record.
+    pub rcvlowat: Option<u32>,
+}
+
+/// The lever series: 2 KB and 8 KB segments (32 and 8 a record, against
+/// one or two), 4 KB reads (16 a record against one), and 256 KB of
+/// low-water mark with 1 MB reads (a wake-up and a read per four records).
+pub const LEVERS: [Lever; 4] = [
+    Lever {
+        name: "lever-mss-2048",
+        mss: Some(2048),
+        read_buffer: None,
+        rcvlowat: None,
+    },
+    Lever {
+        name: "lever-mss-8192",
+        mss: Some(8192),
+        read_buffer: None,
+        rcvlowat: None,
+    },
+    Lever {
+        name: "lever-read-4096",
+        mss: None,
+        read_buffer: Some(4096),
+        rcvlowat: None,
+    },
+    Lever {
+        name: "lever-rcvlowat-256k",
+        mss: None,
+        read_buffer: Some(1 << 20),
+        rcvlowat: Some(256 << 10),
+    },
+];
+
+/// Whether a record is a run of the lever series.
+pub fn is_lever(record: &Record) -> bool {
+    record
+        .data
+        .params
+        .sweep
+        .as_ref()
+        .is_some_and(|s| s.parameter.starts_with("lever-"))
+}
+
+/// The lever series' cells, `config.repeat` runs of each (none with
+/// `levers` off, or with a receiver other than read(2), whose reads and
+/// low-water mark the series moves).
+pub fn lever_cells(config: &SweepConfig, context: &SweepContext) -> Vec<StreamCell> {
+    let reads = matches!(
+        config.base.recv,
+        crate::experiments::stream::record::RecvStrategy::Read { .. }
+    );
+    if !config.levers || !reads {
+        return Vec::new();
+    }
+    let mut cells = Vec::new();
+    for lever in LEVERS {
+        let mut point = StreamConfig {
+            record: LEVER_RECORD,
+            ..config.base.clone()
+        };
+        if let Some(mss) = lever.mss {
+            point.options.mss = Some(mss);
+        }
+        if let Some(buffer) = lever.read_buffer {
+            point.recv = crate::experiments::stream::record::RecvStrategy::Read { buffer };
+        }
+        if let Some(lowat) = lever.rcvlowat {
+            point.options.rcvlowat = Some(lowat);
+        }
+        for repeat_index in 0..config.repeat {
+            cells.push(StreamCell {
+                config: point.clone(),
+                repeat_index,
+                sweep: Some(SweepContext {
+                    parameter: lever.name.into(),
+                    ..context.clone()
+                }),
+                design: None,
+            });
+        }
+    }
+    cells
 }
 
 /// The sweep's 1-byte run: the per-call term's independent measure (a
@@ -666,6 +881,7 @@ pub fn run<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     let cells = cells(config, &context);
     let mut records = vec![runner.cell(measure, &check_cell(config, &context))?];
     records.extend(runner.grid(measure, &cells)?);
+    records.extend(runner.grid(measure, &lever_cells(config, &context))?);
     let precision = precision
         .map(|p| refine(runner, measure, &cells, &mut records, p, started))
         .transpose()?;

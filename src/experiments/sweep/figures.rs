@@ -46,13 +46,22 @@ pub fn stream_throughput(records: &[Record]) -> Option<Figure> {
         // The model at each size's own counts of calls, segments and
         // wake-ups: the curve it explains, point by point.
         series.push(Series {
-            name: format!(
-                "model: {:.2} µs/call + {:.2} µs/segment + {:.2} µs/wake-up + {:.3} ns/B",
-                terms.per_call * 1e6,
-                terms.per_segment * 1e6,
-                terms.per_wakeup * 1e6,
-                terms.per_byte * 1e9
-            ),
+            name: {
+                let term = |i: usize, unit: f64, digits: usize, per: &str| {
+                    if summary.resolved(i) {
+                        format!("{:.digits$} {per}", terms.costs()[i] * unit)
+                    } else {
+                        format!("? {per} (not resolved)")
+                    }
+                };
+                format!(
+                    "model: {} + {} + {} + {}",
+                    term(0, 1e6, 2, "µs/call"),
+                    term(1, 1e6, 2, "µs/segment"),
+                    term(2, 1e6, 2, "µs/wake-up"),
+                    term(3, 1e9, 3, "ns/B")
+                )
+            },
             style: Style::Model,
             points: summary
                 .points

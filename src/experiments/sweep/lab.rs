@@ -75,7 +75,11 @@ impl LabPart for SweepLab {
         // The per-byte cost later parts set against a copy's: the terms'
         // (each size's calls, segments and wake-ups priced apart), else the
         // one-slope fit's.
-        lab.findings.cost_model = match &swept.summary.terms {
+        lab.findings.cost_model = match swept.summary.terms.as_ref().filter(|_| {
+            // A per-byte term the sweep did not resolve is no figure to
+            // set a copy's cost against.
+            swept.summary.resolved(0) && swept.summary.resolved(3)
+        }) {
             Some(t) => Some(crate::analysis::costmodel::CostModel {
                 fixed: t.per_call,
                 per_byte: t.per_byte,

@@ -56,6 +56,11 @@ pub struct SweepStreamArgs {
     /// The whole sweep's time with --ci.
     #[arg(long, default_value = "2m", value_parser = humantime::parse_duration, value_name = "TIME")]
     pub budget: std::time::Duration,
+    /// Leave out the lever series (64 KB records with 2 KB and 8 KB
+    /// segments, 4 KB reads, a 256 KB low-water mark: --repeat runs each),
+    /// which let the cost model tell its terms apart.
+    #[arg(long)]
+    pub no_levers: bool,
     /// The most runs of one size with --ci.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(6..=1000))]
     pub max_runs: u32,
@@ -87,6 +92,7 @@ impl SweepStreamArgs {
             records,
             repeat: self.repeat,
             knee_fraction: self.knee_fraction,
+            levers: !self.no_levers,
         })
     }
 }

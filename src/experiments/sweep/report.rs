@@ -165,29 +165,44 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
         );
         return;
     };
-    let term = |i: usize| {
-        let unit = if i == 3 { 1e9 } else { 1e6 };
-        let value = num(t.costs()[i] * unit);
-        match &summary.term_intervals {
-            Some(iv) => format!(
-                "{value} ({}-{})",
-                num(iv.low[i] * unit),
-                num(iv.high[i] * unit)
-            ),
-            None => value,
-        }
-    };
+    let term = |i: usize| summary.term_text(i, if i == 3 { 1e9 } else { 1e6 }, 3);
     let _ = writeln!(
         out,
-        "cost model: time per record = {} µs per call + {} µs per segment + {} µs per wake-up + {} ns per byte, with each size's own counts (weighted R² {:.4}, worst point off by {:.0}%; 95% intervals over {} resamples of the runs)",
+        "cost model: time per record = {} µs per call + {} µs per segment + {} µs per wake-up + {} ns per byte, with each size's own counts{} (weighted R² {:.4}, worst point off by {:.0}%; 95% intervals over {} resamples of the runs)",
         term(0),
         term(1),
         term(2),
         term(3),
+        if summary.levers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " and {} lever setting{} at {} (segment size, read size, low-water mark)",
+                summary.levers.len(),
+                if summary.levers.len() == 1 { "" } else { "s" },
+                format_size(super::cell::LEVER_RECORD)
+            )
+        },
         t.r_squared,
         100.0 * t.max_relative_residual,
         summary.term_intervals.as_ref().map_or(0, |iv| iv.resamples),
     );
+    if !summary.all_resolved() {
+        let unresolved: Vec<&str> = (0..4)
+            .filter(|&i| !summary.resolved(i))
+            .map(|i| crate::analysis::costterms::TERMS[i].name())
+            .collect();
+        let _ = writeln!(
+            out,
+            "not resolved: {}: its 95% interval reaches zero, so the fit can trade it for a term that grows with it; {}",
+            unresolved.join(", "),
+            if summary.levers.is_empty() {
+                "the lever series (left out here) moves one count at a time and separates them"
+            } else {
+                "more runs (--repeat) narrow the intervals"
+            }
+        );
+    }
     if let Some(waited) = summary
         .waited_share
         .filter(|&w| w >= crate::analysis::limits::CONTENDED)
@@ -248,6 +263,12 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
         }
     }
     match &summary.checks.copy {
+        Some(_) if !summary.resolved(3) => {
+            let _ = writeln!(
+                out,
+                "check, per byte: not made (the per-byte term is not resolved by this sweep)"
+            );
+        }
         Some(copy) if t.per_byte > 0.0 => {
             let most = t.per_byte * 1e9 / copy.hot_ns_per_byte.max(1e-6);
             let least = t.per_byte * 1e9 / copy.cold_ns_per_byte.max(1e-6);
