@@ -96,10 +96,10 @@ impl ReportSection for StreamSection {
                     .collect();
                 reading.push_str(&format!(
                     "Priced by its calls, segments, wake-ups and bytes ({} µs, {} µs, {} µs and {} ns each, 95% intervals; r² {:.3}), a record's largest cost is {}. ",
-                    summary.term_text(0, 1e6, 2),
-                    summary.term_text(1, 1e6, 2),
-                    summary.term_text(2, 1e6, 2),
-                    summary.term_text(3, 1e9, 3),
+                    summary.term_text(0, 1e6, &|v| format!("{v:.2}")),
+                    summary.term_text(1, 1e6, &|v| format!("{v:.2}")),
+                    summary.term_text(2, 1e6, &|v| format!("{v:.2}")),
+                    summary.term_text(3, 1e9, &|v| format!("{v:.3}")),
                     t.r_squared,
                     regimes.join(", ")
                 ));

@@ -208,20 +208,18 @@ impl SweepSummary {
         self.terms.is_some() && (0..4).all(|i| self.resolved(i))
     }
 
-    /// Term `i` in words, `unit` per second (1e6 for µs, 1e9 for ns):
-    /// "1.23 (1.10-1.40)", or "not resolved by this sweep (95% 0-0.40)".
-    pub fn term_text(&self, i: usize, unit: f64, digits: usize) -> String {
+    /// Term `i` in words, `unit` per second (1e6 for µs, 1e9 for ns),
+    /// each figure written by `num`: "1.23 (1.10-1.40)", or "not resolved
+    /// by this sweep (95% 0-0.40)".
+    pub fn term_text(&self, i: usize, unit: f64, num: &dyn Fn(f64) -> String) -> String {
         let Some(t) = &self.terms else {
             return "not fitted".into();
         };
-        let value = format!("{:.digits$}", t.costs()[i] * unit);
-        let interval = self.term_intervals.as_ref().map(|iv| {
-            format!(
-                "{:.digits$}-{:.digits$}",
-                iv.low[i] * unit,
-                iv.high[i] * unit
-            )
-        });
+        let value = num(t.costs()[i] * unit);
+        let interval = self
+            .term_intervals
+            .as_ref()
+            .map(|iv| format!("{}-{}", num(iv.low[i] * unit), num(iv.high[i] * unit)));
         match (self.resolved(i), interval) {
             (true, Some(iv)) => format!("{value} ({iv})"),
             (true, None) => value,

@@ -165,7 +165,7 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
         );
         return;
     };
-    let term = |i: usize| summary.term_text(i, if i == 3 { 1e9 } else { 1e6 }, 3);
+    let term = |i: usize| summary.term_text(i, if i == 3 { 1e9 } else { 1e6 }, &num);
     let _ = writeln!(
         out,
         "cost model: time per record = {} µs per call + {} µs per segment + {} µs per wake-up + {} ns per byte, with each size's own counts{} (weighted R² {:.4}, worst point off by {:.0}%; 95% intervals over {} resamples of the runs)",
