@@ -25,12 +25,34 @@ pub fn generator_limited(result: &LoginResult) -> Option<String> {
     }
 }
 
-/// One probe's outcome: normal, not (and why), or paced by the generator.
+/// One probe's outcome: normal, not (and why), paced by the generator,
+/// or disturbed by the machine under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
     Normal,
     Worse(String),
     GeneratorLimited(String),
+    /// The hypervisor took so much of the machine over the window (steal
+    /// time) that the verdict says more about the host's neighbours than
+    /// about the server: half the server's budget or more ([`disturbed`]).
+    Disturbed(String),
+}
+
+/// Whether a budgeted probe's window was disturbed: the CPU time the
+/// hypervisor took from this machine (`/proc/stat` steal, in percent of
+/// one CPU) was half the server's budget or more. A budget stands for the
+/// whole CPU of a 1989 host, so steal of that size is the emulated host
+/// losing half its CPU to someone else. On 2026-12-02 the probes judged
+/// degraded below a search's own earlier normal counts had 1-6% of the
+/// machine stolen, the normal ones mostly under 0.5%.
+pub fn disturbed(result: &LoginResult, cores: usize) -> Option<String> {
+    let budget = result.params.host_cpu_pct?;
+    let stolen = result.cpu.steal_pct * cores.max(1) as f64;
+    (stolen >= budget / 2.0).then(|| {
+        format!(
+            "the hypervisor took {stolen:.1}% of a CPU (steal) over the window, half the {budget}% budget or more"
+        )
+    })
 }
 
 /// What a login record says about its server at its user count.
@@ -39,6 +61,7 @@ pub fn probe(record: &Record) -> Option<Probe> {
     Some(match result.as_deref() {
         Some(r) => match generator_limited(r) {
             Some(why) => Probe::GeneratorLimited(why),
+            None if let Some(why) = disturbed(r, record.host.cores) => Probe::Disturbed(why),
             None if r.verdict == "normal" => Probe::Normal,
             None if r.criterion.is_empty() => Probe::Worse(format!(
                 "{}: echo p99 {:.1} ms",
@@ -147,7 +170,7 @@ impl Tally {
 pub fn tallies(probes: &[(usize, Probe)]) -> Vec<Tally> {
     let mut tallies: Vec<Tally> = Vec::new();
     for (users, probe) in probes {
-        if matches!(probe, Probe::GeneratorLimited(_)) {
+        if matches!(probe, Probe::GeneratorLimited(_) | Probe::Disturbed(_)) {
             continue;
         }
         let at = match tallies.iter().position(|t| t.users == *users) {
@@ -168,7 +191,7 @@ pub fn tallies(probes: &[(usize, Probe)]) -> Vec<Tally> {
                 tallies[at].worse += 1;
                 tallies[at].why = Some(why.clone());
             }
-            Probe::GeneratorLimited(_) => {}
+            Probe::GeneratorLimited(_) | Probe::Disturbed(_) => {}
         }
     }
     tallies.sort_by_key(|t| t.users);
@@ -205,6 +228,45 @@ pub fn not_normal_why(bad: &Tally) -> String {
     )
 }
 
+/// Probes of one count a search may repeat while the machine under it is
+/// disturbed: past these, the count cannot be judged and the search stops.
+pub const DISTURBED_PROBES: usize = 3;
+
+/// Counts whose last [`DISTURBED_PROBES`] probes were all disturbed: where
+/// a search stopped (it repeats a disturbed count at once, so these are
+/// its last probes), and why.
+fn undecidable(probes: &[(usize, Probe)]) -> Vec<(usize, String)> {
+    let mut counts: Vec<(usize, String)> = Vec::new();
+    for (users, _) in probes {
+        let of: Vec<&Probe> = probes
+            .iter()
+            .filter(|(u, _)| u == users)
+            .map(|(_, p)| p)
+            .collect();
+        if of.len() >= DISTURBED_PROBES
+            && of[of.len() - DISTURBED_PROBES..]
+                .iter()
+                .all(|p| matches!(p, Probe::Disturbed(_)))
+            && !counts.iter().any(|(u, _)| u == users)
+            && let Some(Probe::Disturbed(why)) = of.last()
+        {
+            counts.push((*users, disturbed_why(why)));
+        }
+    }
+    counts
+}
+
+/// What disturbed a count's probes, all of them.
+pub fn disturbed_why(why: &str) -> String {
+    format!("the machine was disturbed in {DISTURBED_PROBES} probes in a row ({why})")
+}
+
+/// Why a search stopped at `at`, a count it could not judge: the limit
+/// found below it is what held before, a lower bound.
+pub fn disturbed_stop_why(at: usize, why: &str, sustains: usize) -> String {
+    format!("stopped at {at} users, not judged: {why}; {sustains} held before, a lower bound")
+}
+
 /// One server's limit from its probes.
 fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
     let tallies = tallies(probes);
@@ -212,11 +274,16 @@ fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
     let stopped = probes
         .iter()
         .filter_map(|(users, p)| match p {
-            Probe::GeneratorLimited(why) => Some((*users, why)),
+            Probe::GeneratorLimited(why) => Some((*users, why.clone(), false)),
             _ => None,
         })
-        .min_by_key(|(users, _)| *users);
-    let ceiling = [worse.map(|w| w.users), stopped.map(|s| s.0)]
+        .chain(
+            undecidable(probes)
+                .into_iter()
+                .map(|(users, why)| (users, why, true)),
+        )
+        .min_by_key(|(users, _, _)| *users);
+    let ceiling = [worse.map(|w| w.users), stopped.as_ref().map(|s| s.0)]
         .into_iter()
         .flatten()
         .min()
@@ -233,8 +300,11 @@ fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
     }
     limit.degraded_at = worse.map(|w| w.users);
     limit.why = match (worse, stopped) {
-        (_, Some((at, why))) if worse.is_none_or(|w| at < w.users) => {
-            lower_bound_why(at, why, limit.sustains)
+        (_, Some((at, why, true))) if worse.is_none_or(|w| at < w.users) => {
+            disturbed_stop_why(at, &why, limit.sustains)
+        }
+        (_, Some((at, why, false))) if worse.is_none_or(|w| at < w.users) => {
+            lower_bound_why(at, &why, limit.sustains)
         }
         (Some(bad), _) => not_normal_why(bad),
         _ => format!("normal at every count tried (up to {})", limit.sustains),

@@ -42,7 +42,8 @@ use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::analysis::{
-    Probe, boundary, lower_bound_why, not_normal_why, tallies,
+    DISTURBED_PROBES, Probe, boundary, disturbed_stop_why, disturbed_why, lower_bound_why,
+    not_normal_why, tallies,
 };
 use crate::experiments::login::load::LoadFix;
 use crate::experiments::login::record::Record;
@@ -763,6 +764,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     let mut n = start.clamp(1, max_users.max(1));
     let server = format!("{} {}", template.relay.name(), template.protocol.name());
     let mut probes = 0;
+    let mut disturbed_in_a_row = 0;
     let why = loop {
         probes += 1;
         let record = runner.cell(
@@ -777,6 +779,18 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
             // Not a login record (a measure of the wrong experiment).
             .unwrap_or_else(|| Probe::Worse("failed: no login result".into()));
         records.push(record);
+        if let Probe::Disturbed(why) = &outcome {
+            disturbed_in_a_row += 1;
+            runner.say(&format!(
+                "{server}: probe {probes}, {n} users: not judged, {why}"
+            ));
+            if disturbed_in_a_row < DISTURBED_PROBES {
+                continue;
+            }
+            let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
+            break disturbed_stop_why(n, &disturbed_why(why), good);
+        }
+        disturbed_in_a_row = 0;
         if let Probe::GeneratorLimited(limit) = &outcome {
             let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
             runner.say(&format!(
@@ -787,7 +801,9 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         let said = match &outcome {
             Probe::Normal => "normal".to_string(),
             Probe::Worse(why) => why.clone(),
-            Probe::GeneratorLimited(_) => unreachable!("ended the search above"),
+            Probe::GeneratorLimited(_) | Probe::Disturbed(_) => {
+                unreachable!("ended or repeated above")
+            }
         };
         probed.push((n, outcome));
         let counts = tallies(&probed);
@@ -1193,6 +1209,59 @@ mod tests {
         assert_eq!(
             limit.why,
             "104 users degraded in 2 of 2 probes: echo p99 500.0 ms"
+        );
+        let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
+    }
+
+    #[test]
+    fn a_disturbed_probe_is_repeated_and_a_count_never_judged_stops_the_search() {
+        let template = LoginParams {
+            host_cpu_pct: Some(4.0),
+            ..LoginPlan::quick().cell(Target::Fork, Dialect::Rlogin, &Placement::Loopback, 16)
+        };
+        let search = LimitSearch {
+            start: 32,
+            max_users: 128,
+            ..EIGHTH
+        };
+        // `steal(users, time)`: the steal over the window of that probe,
+        // percent of the machine; the server melts past 96 users.
+        let mock = |steal: fn(usize, usize) -> f64| {
+            let mut seen: HashMap<usize, usize> = HashMap::new();
+            Mock::new(move |cell: &LoginParams| {
+                let time = seen.entry(cell.users).or_default();
+                *time += 1;
+                let mut measured = server(96, 0.0)(cell)?;
+                if let Some(result) = &mut measured.data.result {
+                    result.params = cell.clone();
+                    result.cpu.steal_pct = steal(cell.users, *time);
+                }
+                Ok(measured)
+            })
+        };
+        // The first probe of 64 lost 5% of the machine to the hypervisor
+        // (half the 4% budget is 2): repeated, then judged.
+        let mut once = mock(|users, time| if users == 64 && time == 1 { 5.0 } else { 0.1 });
+        let mut records = Vec::new();
+        let limit = find_limit(&mut runner(), &mut once, &template, search, &mut records).unwrap();
+        let probed: Vec<usize> = once.measured.iter().map(|c| c.users).collect();
+        assert_eq!(&probed[..3], [32, 64, 64]);
+        assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
+        let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
+        // Every probe of 64 disturbed: three, then the search stops there.
+        let mut always = mock(|users, _| if users == 64 { 5.0 } else { 0.1 });
+        let mut records = Vec::new();
+        let limit =
+            find_limit(&mut runner(), &mut always, &template, search, &mut records).unwrap();
+        let probed: Vec<usize> = always.measured.iter().map(|c| c.users).collect();
+        assert_eq!(probed, [32, 64, 64, 64]);
+        assert_eq!((limit.sustains, limit.degraded_at), (32, None));
+        assert!(
+            limit.why.starts_with("stopped at 64 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
+            "{}",
+            limit.why
         );
         let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
         assert_eq!(seen, std::slice::from_ref(&limit));
