@@ -158,16 +158,21 @@ pub fn measure_now() -> Result<Calibrated, CalibrationError> {
     Ok(best)
 }
 
-/// Measures a calibration to store ([`Calibration::STORED`]).
+/// Measures a calibration to store: `batches` of
+/// [`Calibration::STORED`]'s round trips.
 pub fn measure_to_store(
     facts: &HostFacts,
     measured_at: String,
+    batches: usize,
 ) -> Result<StoredCalibration, CalibrationError> {
     Ok(StoredCalibration {
         kind: "netlab-calibration".into(),
         measured_at,
         host: CalibratedHost::of(facts),
-        cost: packet_cost::measure(Calibration::STORED)?,
+        cost: packet_cost::measure(Calibration {
+            batches,
+            ..Calibration::STORED
+        })?,
     })
 }
 

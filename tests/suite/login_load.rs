@@ -847,6 +847,99 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
         applied.starts_with(&format!("{percent}% of one CPU")),
         "{applied}"
     );
+    // The calibration's interval and where it came from are kept.
+    let [lo, hi] = [0, 1].map(|i| preset["packet_us_interval"][i].as_f64().unwrap());
+    assert!(lo <= here && here <= hi, "{preset}");
+    let [b_lo, b_hi] = [0, 1].map(|i| preset["budget_interval_pct"][i].as_f64().unwrap());
+    assert!(b_lo <= percent + 0.01 && percent - 0.01 <= b_hi, "{preset}");
+    assert!(
+        preset["calibration"]
+            .as_str()
+            .unwrap()
+            .starts_with("measured before the run"),
+        "{preset}"
+    );
+    // A stored calibration: `netlab calibrate --out`, then reused as is.
+    let stored = dir.path().join("calibration.json");
+    let said = netlab()
+        .args(["calibrate", "--batches", "12", "--json", "--out"])
+        .arg(&stored)
+        .output()
+        .unwrap();
+    assert!(
+        said.status.success(),
+        "{}",
+        String::from_utf8_lossy(&said.stderr)
+    );
+    let calibrated: Value = serde_json::from_slice(&said.stdout).unwrap();
+    let us = calibrated["calibration"]["cost"]["us_per_packet"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        calibrated["calibration"]["cost"]["batches_us"]
+            .as_array()
+            .unwrap()
+            .len(),
+        12
+    );
+    let reused = |file: &std::path::Path| {
+        netlab()
+            .args([
+                "login",
+                "--relay",
+                "epoll",
+                "--users",
+                "2",
+                "--duration",
+                "300ms",
+                "--warmup",
+                "100ms",
+                "--host-cpu",
+                "sun3",
+                "--json",
+                "--calibration",
+            ])
+            .arg(file)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let run = reused(&stored);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let params = &doc["records"][0]["params"];
+    assert_eq!(
+        params["host_cpu_preset"]["packet_us_here"].as_f64(),
+        Some(us)
+    );
+    let source = params["host_cpu_preset"]["calibration"].as_str().unwrap();
+    assert!(
+        source.starts_with(&format!("stored in {}, measured ", stored.display())),
+        "{source}"
+    );
+    // Another host's calibration, or none at all, is refused by name.
+    let mut elsewhere = calibrated["calibration"].clone();
+    elsewhere["host"]["cpu_model"] = "a VAX-11/750".into();
+    let other = dir.path().join("elsewhere.json");
+    std::fs::write(&other, elsewhere.to_string()).unwrap();
+    for (file, message) in [
+        (other.as_path(), "not on this host"),
+        (
+            dir.path().join("none.json").as_path(),
+            "reading the calibration",
+        ),
+    ] {
+        let run = reused(file);
+        assert!(!run.status.success());
+        let said = String::from_utf8_lossy(&run.stdout).to_string()
+            + &String::from_utf8_lossy(&run.stderr);
+        assert!(said.contains(message), "{said}");
+    }
     // None of this test's budgets remain. (Compared as a subset: a
     // concurrent test's `netlab testbed clean` may remove a leftover of
     // an earlier run that was there before.)

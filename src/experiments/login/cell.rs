@@ -699,6 +699,13 @@ impl MeasureCell for LoginMeasure {
     }
 }
 
+/// The pause before a disturbed count is probed again (not in tests: the
+/// mock's runs take no time and nothing disturbs them).
+#[cfg(not(test))]
+const DISTURBED_PAUSE: Duration = Duration::from_secs(10);
+#[cfg(test)]
+const DISTURBED_PAUSE: Duration = Duration::from_millis(1);
+
 /// The probes a search's confirmation adds: both sides of the boundary
 /// repeated once and agreeing, or each needing a third probe to decide.
 pub const CONFIRMING: (usize, usize) = (2, 4);
@@ -785,6 +792,14 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 "{server}: probe {probes}, {n} users: not judged, {why}"
             ));
             if disturbed_in_a_row < DISTURBED_PROBES {
+                // Give a passing disturbance (a neighbour's burst on the
+                // VM's host) time to pass before the same count again.
+                let until = std::time::Instant::now() + DISTURBED_PAUSE;
+                while std::time::Instant::now() < until
+                    && !crate::controller::processes::interrupted()
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
                 continue;
             }
             let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
