@@ -307,7 +307,7 @@ fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
             lower_bound_why(at, &why, limit.sustains)
         }
         (Some(bad), _) => not_normal_why(bad),
-        _ => format!("normal at every count tried (up to {})", limit.sustains),
+        _ => format!("normal at every count tried, up to {}", limit.sustains),
     };
     limit
 }
