@@ -22,6 +22,7 @@ use super::rusage::thread_cpu_ns;
 use super::schedstat::TreeTasks;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,13 +86,33 @@ pub struct PerfCount {
 
 impl PerfCount {
     pub fn start(target: &[&str], events: &'static [&'static str]) -> PerfCount {
-        let spawned = Command::new("perf")
+        let mut command = Command::new("perf");
+        command
             .args(["stat", "-x,", "-e", &events.join(",")])
             .args(target)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
+            .stderr(Stdio::piped());
+        // perf runs until told to stop: if the process that started it
+        // dies first (killed mid-cell), perf must die too, and it must not
+        // hold a copy of any descriptor it inherited (a pipe someone reads
+        // to its end: a controller's or a test's), or that reader waits for
+        // ever. Found 2026-12-02: two orphaned `perf stat -a` held the
+        // pipes two suite tests read.
+        // SAFETY: only async-signal-safe calls between fork and exec;
+        // stdin, stdout and stderr are in place before this runs.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Where close_range is missing, the descriptors stay: the
+                // death signal above still bounds perf's life.
+                let _ = libc::close_range(3, u32::MAX, 0);
+                Ok(())
+            });
+        }
+        let spawned = command.spawn();
         let (child, why_not) = match spawned {
             Ok(child) => (Some(child), String::new()),
             Err(e) => (None, format!("perf could not start: {e}")),

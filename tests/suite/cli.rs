@@ -186,8 +186,17 @@ fn sweep_finds_a_knee_and_fits_a_model() {
     let model = &doc["summary"]["model"];
     assert!(model["fixed"].as_f64().unwrap().is_finite());
     assert!(model["per_byte"].as_f64().unwrap().is_finite());
-    // Five sizes twice, and the 1-byte run that checks the per-call term.
-    assert_eq!(lines_of(&out).len(), 11);
+    // Five sizes twice, the 1-byte run that checks the per-call term, and
+    // the lever series' four settings twice (64 KB records, one socket
+    // setting changed each), none of them a point of the curve.
+    assert_eq!(lines_of(&out).len(), 11 + 8);
+    let levers = doc["summary"]["levers"].as_array().unwrap();
+    assert_eq!(levers.len(), 4, "{levers:?}");
+    assert!(
+        levers
+            .iter()
+            .all(|l| l["runs"] == 2 && l["counts"]["bytes"] == 65536.0)
+    );
     assert_eq!(doc["summary"]["checks"]["one_byte"]["bytes"], 1.0);
     let text = String::from_utf8(output).unwrap();
     assert!(!text.contains("NaN"));
@@ -255,16 +264,16 @@ fn a_sweep_with_a_precision_target_runs_more_and_says_what_it_reached() {
         }
     }
     let extra = precision["extra_runs"].as_u64().unwrap() as usize;
-    // With the 1-byte check run.
-    assert_eq!(doc["records"].as_array().unwrap().len(), 5 + extra);
-    assert_eq!(lines_of(&out).len(), 5 + extra, "every run is on disk");
+    // With the 1-byte check run and the lever series (four settings twice).
+    assert_eq!(doc["records"].as_array().unwrap().len(), 5 + 8 + extra);
+    assert_eq!(lines_of(&out).len(), 5 + 8 + extra, "every run is on disk");
     bad(
         &["sweep", "stream", "--ci", "0"],
         "--ci 0: a half-width between 0 and 100 percent",
     );
     bad(
         &["sweep", "stream", "--ci", "5", "--budget", "1s"],
-        "--budget 1s: the first 45 runs alone take at least",
+        "--budget 1s: the first 57 runs alone take at least",
     );
 }
 

@@ -53,9 +53,9 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     };
     let root = netlab::testbed::netns::has_net_admin();
     // Stream: 2 Joy runs on loopback, 1 over netns ether10 and 3 of 1988's
-    // sound barrier when root, then the sweep's 1-byte check and 15 sizes
-    // x 2 runs.
-    assert_eq!(count("stream", "loopback"), 2 + 1 + 15 * 2);
+    // sound barrier when root, then the sweep's 1-byte check, 15 sizes
+    // x 2 runs and its lever series (4 settings x 2 runs).
+    assert_eq!(count("stream", "loopback"), 2 + 1 + 15 * 2 + 4 * 2);
     assert_eq!(count("stream", "netns"), if root { 1 + 3 } else { 0 });
     // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
     assert!(count("rpc", "loopback") >= 16);
@@ -188,11 +188,12 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
         );
     }
     if root {
-        // rpm's first-screen row: each fix's RPM and grade.
+        // rpm's first-screen row: each fix's RPM with its interval, and grade.
         assert!(
             report.contains("droptail: ")
                 && report.contains("fq_codel: ")
-                && report.contains(" RPM, grade "),
+                && report.contains(" RPM (95% ")
+                && report.contains(" probes), grade "),
             "rpm's first-screen row"
         );
     }

@@ -752,7 +752,7 @@ pub enum PrecisionError {
     #[error("--ci {0}: a half-width between 0 and 100 percent of the median")]
     HalfWidth(f64),
     #[error(
-        "--budget {budget}: the first {runs} runs alone take at least {estimate_s:.0} s ({sizes} sizes x {repeat} runs x {per_run_s} s)"
+        "--budget {budget}: the first {runs} runs alone take at least {estimate_s:.0} s ({sizes} sizes and lever settings x {repeat} runs x {per_run_s} s)"
     )]
     Budget {
         budget: String,
@@ -779,13 +779,14 @@ impl Precision {
             return Err(PrecisionError::HalfWidth(percent));
         }
         if let Amount::Seconds(per_run_s) = config.base.amount {
-            let runs = config.records.len() as f64 * f64::from(config.repeat);
+            let levers = if config.levers { LEVERS.len() } else { 0 };
+            let runs = (config.records.len() + levers) as f64 * f64::from(config.repeat);
             if runs * per_run_s > budget.as_secs_f64() {
                 return Err(PrecisionError::Budget {
                     budget: humantime::format_duration(budget).to_string(),
                     runs,
                     estimate_s: runs * per_run_s,
-                    sizes: config.records.len(),
+                    sizes: config.records.len() + levers,
                     repeat: config.repeat,
                     per_run_s,
                 });
@@ -831,7 +832,8 @@ fn precision_of(records: &[Record], sizes: &[u64], p: &Precision) -> Vec<PointPr
         .map(|&size| {
             let mut runs = 0;
             let mut throughputs = Vec::new();
-            for record in records {
+            // The lever series' 64 KB runs are not the curve's 64 KB point.
+            for record in records.iter().filter(|r| !is_lever(r) && !is_check(r)) {
                 if let StreamData { params, result } = &record.data
                     && params.record == size
                 {
