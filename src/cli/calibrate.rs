@@ -42,7 +42,7 @@ pub fn run(args: CalibrateArgs, out: &mut Output) -> anyhow::Result<()> {
         Some(path) => format!("stored in {}", path.display()),
         None => "not stored (--out FILE)".into(),
     };
-    let calibrated = Calibrated::measured(stored.cost.clone(), source);
+    let calibrated = Calibrated::of(stored.cost.clone(), source);
     let presets: Vec<(HostPreset, f64, Option<[f64; 2]>)> = HostPreset::ALL
         .into_iter()
         .map(|p| {

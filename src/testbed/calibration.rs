@@ -91,12 +91,8 @@ pub struct Calibrated {
 }
 
 impl Calibrated {
-    /// A calibration measured here, with where it came from.
-    pub fn measured(cost: PacketCost, source: String) -> Self {
-        Self::of(cost, source)
-    }
-
-    fn of(cost: PacketCost, source: String) -> Self {
+    /// A calibration with its median's interval, and where it came from.
+    pub fn of(cost: PacketCost, source: String) -> Self {
         let interval_us = median_interval(&cost.batches_us, LEVEL).map(|(lo, hi)| [lo, hi]);
         Calibrated {
             cost,

@@ -292,47 +292,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
     sizes.sort_unstable();
     let points: Vec<SweepPoint> = sizes
         .iter()
-        .filter_map(|&size| {
-            let runs: Vec<_> = records
-                .iter()
-                .filter_map(|r| match &r.data {
-                    StreamData {
-                        params,
-                        result: Some(result),
-                    } if params.record == size => Some(result.as_ref()),
-                    _ => None,
-                })
-                .collect();
-            let spread = |f: &dyn Fn(&crate::experiments::stream::record::StreamResult) -> f64| {
-                Spread::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
-            };
-            let throughput = spread(&|r| r.figures.throughput_mb_s)?;
-            let median_run = runs.iter().min_by(|a, b| {
-                (a.figures.throughput_mb_s - throughput.median)
-                    .abs()
-                    .total_cmp(&(b.figures.throughput_mb_s - throughput.median).abs())
-            })?;
-            let records_sent = (median_run.sender.bytes as f64 / size as f64)
-                .ceil()
-                .max(1.0);
-            let us_per_record = spread(&|r| r.figures.us_per_record)?;
-            let counts = term_counts(median_run, size, records_sent, us_per_record.median);
-            Some(SweepPoint {
-                record: size,
-                throughput_mb_s: throughput,
-                us_per_record,
-                sender_us_per_kb: spread(&|r| r.figures.sender_us_per_kb)?,
-                receiver_us_per_kb: spread(&|r| r.figures.receiver_us_per_kb)?,
-                sender_cpu_pct: spread(&|r| r.figures.sender_cpu_pct)?,
-                receiver_cpu_pct: spread(&|r| r.figures.receiver_cpu_pct)?,
-                syscalls_per_record: median_run.sender.syscalls as f64 / records_sent,
-                mean_segment_bytes: median_run.figures.mean_segment_bytes,
-                bottleneck: median_run.figures.bottleneck,
-                limits: median_run.limits.clone(),
-                counts,
-                dominant: None,
-            })
-        })
+        .filter_map(|&size| point_of(records, size))
         .collect();
     let curve: Vec<(f64, f64)> = points
         .iter()
@@ -360,48 +320,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         })
         .collect();
     let model = costmodel::fit(&times);
-    // The lever series: each setting's runs, and the counts of its median run.
-    let lever_runs: Vec<(String, Vec<TermPoint>)> = LEVERS
-        .iter()
-        .map(|lever| {
-            let runs: Vec<TermPoint> = levers
-                .iter()
-                .filter(|r| {
-                    r.data
-                        .params
-                        .sweep
-                        .as_ref()
-                        .is_some_and(|s| s.parameter == lever.name)
-                })
-                .filter_map(|r| {
-                    let result = r.data.result.as_ref()?;
-                    let size = r.data.params.record;
-                    let sent = (result.sender.bytes as f64 / size as f64).ceil().max(1.0);
-                    term_counts(result, size, sent, result.figures.us_per_record)
-                })
-                .collect();
-            (lever.name.to_string(), runs)
-        })
-        .filter(|(_, runs)| !runs.is_empty())
-        .collect();
-    let lever_points: Vec<LeverPoint> = lever_runs
-        .iter()
-        .filter_map(|(name, runs)| {
-            let times: Vec<f64> = runs.iter().map(|p| p.time).collect();
-            let median = Spread::of(&times)?.median;
-            let counts = runs
-                .iter()
-                .min_by(|a, b| (a.time - median).abs().total_cmp(&(b.time - median).abs()))?;
-            Some(LeverPoint {
-                lever: name.clone(),
-                runs: runs.len(),
-                counts: TermPoint {
-                    time: median,
-                    ..*counts
-                },
-            })
-        })
-        .collect();
+    let (lever_runs, lever_points) = lever_series(&levers);
     let counted: Vec<TermPoint> = points
         .iter()
         .filter_map(|p| p.counts)
@@ -418,36 +337,15 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                     StreamData {
                         params,
                         result: Some(result),
-                    } if params.record == p.record => {
-                        let sent = (result.sender.bytes as f64 / p.record as f64)
-                            .ceil()
-                            .max(1.0);
-                        term_counts(result, p.record, sent, result.figures.us_per_record)
-                    }
+                    } if params.record == p.record => run_counts(result, p.record),
                     _ => None,
                 })
                 .collect()
         })
         .collect();
-    let counted_runs: Vec<Vec<TermPoint>> = counted_runs
-        .into_iter()
-        .chain(lever_runs.into_iter().map(|(_, runs)| runs))
-        .collect();
+    let counted_runs: Vec<Vec<TermPoint>> = counted_runs.into_iter().chain(lever_runs).collect();
     let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
-    let waits: Vec<f64> = records
-        .iter()
-        .filter_map(|r| {
-            let result = r.data.result.as_ref()?;
-            let share = |end: &crate::experiments::stream::record::EndpointReport| {
-                end.run_delay_s.map(|d| d / end.wall_s.max(1e-9))
-            };
-            share(&result.sender)
-                .into_iter()
-                .chain(share(&result.receiver))
-                .reduce(f64::max)
-        })
-        .collect();
-    let waited_share = Spread::of(&waits).map(|w| w.median);
+    let waited_share = waited_share(records);
     let one_byte = checks.iter().find_map(one_byte_counts);
     let mut points = points;
     if let Some(terms) = &terms {
@@ -495,6 +393,69 @@ pub struct LeverPoint {
     pub counts: TermPoint,
 }
 
+/// One record size's runs summarised: each figure's spread, the median
+/// run's counts and what limited it.
+fn point_of(records: &[Record], size: u64) -> Option<SweepPoint> {
+    let runs: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.data {
+            StreamData {
+                params,
+                result: Some(result),
+            } if params.record == size => Some(result.as_ref()),
+            _ => None,
+        })
+        .collect();
+    let spread = |f: &dyn Fn(&crate::experiments::stream::record::StreamResult) -> f64| {
+        Spread::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>())
+    };
+    let throughput = spread(&|r| r.figures.throughput_mb_s)?;
+    let median_run = runs.iter().min_by(|a, b| {
+        (a.figures.throughput_mb_s - throughput.median)
+            .abs()
+            .total_cmp(&(b.figures.throughput_mb_s - throughput.median).abs())
+    })?;
+    let records_sent = (median_run.sender.bytes as f64 / size as f64)
+        .ceil()
+        .max(1.0);
+    let us_per_record = spread(&|r| r.figures.us_per_record)?;
+    let counts = term_counts(median_run, size, records_sent, us_per_record.median);
+    Some(SweepPoint {
+        record: size,
+        throughput_mb_s: throughput,
+        us_per_record,
+        sender_us_per_kb: spread(&|r| r.figures.sender_us_per_kb)?,
+        receiver_us_per_kb: spread(&|r| r.figures.receiver_us_per_kb)?,
+        sender_cpu_pct: spread(&|r| r.figures.sender_cpu_pct)?,
+        receiver_cpu_pct: spread(&|r| r.figures.receiver_cpu_pct)?,
+        syscalls_per_record: median_run.sender.syscalls as f64 / records_sent,
+        mean_segment_bytes: median_run.figures.mean_segment_bytes,
+        bottleneck: median_run.figures.bottleneck,
+        limits: median_run.limits.clone(),
+        counts,
+        dominant: None,
+    })
+}
+
+/// The median over the runs of the share of its run that the end which
+/// waited longer was runnable but waiting for a CPU.
+fn waited_share(records: &[Record]) -> Option<f64> {
+    let waits: Vec<f64> = records
+        .iter()
+        .filter_map(|r| {
+            let result = r.data.result.as_ref()?;
+            let share = |end: &crate::experiments::stream::record::EndpointReport| {
+                end.run_delay_s.map(|d| d / end.wall_s.max(1e-9))
+            };
+            share(&result.sender)
+                .into_iter()
+                .chain(share(&result.receiver))
+                .reduce(f64::max)
+        })
+        .collect();
+    Spread::of(&waits).map(|w| w.median)
+}
+
 /// What the cost model prices at one size, from its median run: the busier
 /// end's system calls (the end that bounds a pipeline of two), the data
 /// segments, and both ends' sleeps (each a wake-up someone paid for), per
@@ -522,6 +483,55 @@ fn term_counts(
     })
 }
 
+/// One run's own counts per record at `size` (its own time, not a median).
+fn run_counts(
+    result: &crate::experiments::stream::record::StreamResult,
+    size: u64,
+) -> Option<TermPoint> {
+    let sent = (result.sender.bytes as f64 / size as f64).ceil().max(1.0);
+    term_counts(result, size, sent, result.figures.us_per_record)
+}
+
+/// The lever series' records, by setting: every run's counts (for the
+/// terms' intervals) and each setting's median run (for the fit).
+fn lever_series(levers: &[Record]) -> (Vec<Vec<TermPoint>>, Vec<LeverPoint>) {
+    let mut runs_by_setting = Vec::new();
+    let mut points = Vec::new();
+    for lever in LEVERS {
+        let runs: Vec<TermPoint> = levers
+            .iter()
+            .filter(|r| {
+                r.data
+                    .params
+                    .sweep
+                    .as_ref()
+                    .is_some_and(|s| s.parameter == lever.name)
+            })
+            .filter_map(|r| run_counts(r.data.result.as_ref()?, r.data.params.record))
+            .collect();
+        let times: Vec<f64> = runs.iter().map(|p| p.time).collect();
+        let Some(median) = Spread::of(&times).map(|s| s.median) else {
+            continue;
+        };
+        let Some(counts) = runs
+            .iter()
+            .min_by(|a, b| (a.time - median).abs().total_cmp(&(b.time - median).abs()))
+        else {
+            continue;
+        };
+        points.push(LeverPoint {
+            lever: lever.name.to_string(),
+            runs: runs.len(),
+            counts: TermPoint {
+                time: median,
+                ..*counts
+            },
+        });
+        runs_by_setting.push(runs);
+    }
+    (runs_by_setting, points)
+}
+
 /// Resamples for the terms' intervals.
 pub const TERM_RESAMPLES: usize = 200;
 
@@ -545,9 +555,7 @@ fn per_call_ratio(model: &TermModel, resampled: &[TermModel], one: &TermPoint) -
 
 /// The 1-byte check run's time and counts per call.
 fn one_byte_counts(record: &Record) -> Option<TermPoint> {
-    let result = record.data.result.as_ref()?;
-    let calls = result.sender.bytes.max(1) as f64;
-    term_counts(result, 1, calls, result.figures.us_per_record)
+    run_counts(record.data.result.as_ref()?, 1)
 }
 
 /// Consecutive sizes with the same largest term.
