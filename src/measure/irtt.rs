@@ -68,6 +68,9 @@ fn spawn_in(netns: Option<&Path>, args: &[String]) -> Result<Child, IrttError> {
             {
                 return Err(io::Error::last_os_error());
             }
+            // [`Client::interrupt`] ends a run with SIGINT, which an
+            // inherited SIG_IGN (an endpoint's) would lose.
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
             Ok(())
         });
     }

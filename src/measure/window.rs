@@ -22,7 +22,7 @@ use super::rusage::thread_cpu_ns;
 use super::schedstat::TreeTasks;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,6 +109,14 @@ impl PerfCount {
                 // Where close_range is missing, the descriptors stay: the
                 // death signal above still bounds perf's life.
                 let _ = libc::close_range(3, u32::MAX, 0);
+                // An endpoint ignores SIGINT, and exec keeps an ignored
+                // signal ignored: perf would drop a SIGINT that came before
+                // it installs its own handler and then count for ever.
+                // Found 2026-12-02: a SIGINT within perf's first ~10 ms
+                // left a login server's window open until its controller
+                // gave up (30 s). With the default, a SIGINT that early
+                // ends perf, and [`PerfCount::stop`] waits for the handler.
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
                 Ok(())
             });
         }
@@ -134,18 +142,45 @@ impl PerfCount {
     }
 
     /// Stops perf (SIGINT by PID) and returns each event's count, in the
-    /// order asked, or why none.
+    /// order asked, or why none. perf is given [`PERF_READY`] to install
+    /// its SIGINT handler (before that a SIGINT ends it uncounted) and
+    /// [`PERF_STOPS`] to print once told; past that it is killed and the
+    /// reason says so: a window never waits on perf for ever.
     pub fn stop(mut self) -> Result<Vec<u64>, String> {
         let Some(mut child) = self.child.take() else {
             return Err(std::mem::take(&mut self.why_not));
         };
-        // SAFETY: signalling our own child by PID.
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let pid = child.id();
+        let ready = Instant::now();
+        while !catches_sigint(pid) && ready.elapsed() < PERF_READY {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: signalling our own child by PID, not yet waited for.
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        let told = Instant::now();
+        let mut killed = false;
+        while !matches!(child.try_wait(), Ok(Some(_))) {
+            if told.elapsed() > PERF_STOPS {
+                let _ = child.kill();
+                killed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let status = child.wait().ok();
         let mut text = String::new();
         if let Some(mut err) = child.stderr.take() {
             let _ = err.read_to_string(&mut text);
         }
-        let _ = child.wait();
+        if killed {
+            return Err(format!(
+                "perf did not stop within {} s of SIGINT and was killed",
+                PERF_STOPS.as_secs()
+            ));
+        }
         self.events
             .iter()
             .map(|event| {
@@ -153,10 +188,39 @@ impl PerfCount {
                     .find(|l| l.contains(event))
                     .and_then(|l| l.split(',').next())
                     .and_then(|n| n.trim().parse().ok())
-                    .ok_or_else(|| format!("perf counted no {event}: {}", text.trim()))
+                    .ok_or_else(|| match status {
+                        Some(s) if s.signal() == Some(libc::SIGINT) => format!(
+                            "perf had not begun counting {event} when the window closed (it was not ready within {} s)",
+                            PERF_READY.as_secs()
+                        ),
+                        _ => format!("perf counted no {event}: {}", text.trim()),
+                    })
             })
             .collect()
     }
+}
+
+/// How long perf is given to start, and to stop once told.
+const PERF_READY: Duration = Duration::from_secs(3);
+const PERF_STOPS: Duration = Duration::from_secs(5);
+
+/// Whether process `pid` is perf (it has exec'd: before exec the child
+/// carries its parent's name and handlers) with a handler for SIGINT
+/// (SigCgt in its status).
+fn catches_sigint(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    field("Name:") == Some("perf")
+        && field("SigCgt:")
+            .and_then(|mask| u64::from_str_radix(mask, 16).ok())
+            .is_some_and(|mask| mask & (1 << (libc::SIGINT - 1)) != 0)
 }
 
 impl Drop for PerfCount {
@@ -335,5 +399,20 @@ mod tests {
             window.syscalls.is_some() || !window.syscalls_source.is_empty(),
             "a count, or why none"
         );
+    }
+
+    #[test]
+    fn perf_stopped_as_soon_as_it_starts_still_counts() {
+        // A window closed within perf's start: stop waits for perf's SIGINT
+        // handler, so the SIGINT is neither lost (perf counting for ever)
+        // nor fatal (perf dying uncounted).
+        if Command::new("perf").arg("--version").output().is_err() {
+            panic!("perf is missing (apt-get install linux-perf)");
+        }
+        for _ in 0..3 {
+            let perf = PerfCount::start(&["-a"], &["context-switches"]);
+            let counts = perf.stop();
+            assert!(counts.is_ok(), "{counts:?}");
+        }
     }
 }

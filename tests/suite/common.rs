@@ -32,8 +32,10 @@ pub fn run_json(args: &[&str], out: &Path) -> Value {
         .expect("netlab runs");
     assert!(
         run.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&run.stderr),
+        // With --json the error is in the document on stdout.
+        String::from_utf8_lossy(&run.stdout)
     );
     json_of(&run.stdout)
 }
