@@ -10,6 +10,7 @@
 //! - [`rlogin`]: rlogin startup, control bytes and window changes (RFC 1282).
 //! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
 //! - [`iperf3`]: iperf3's control protocol (states, cookie, JSON parameters and results).
+//! - [`http`]: the head of an HTTP/1.x request, bounded (RFC 9112), as the metrics endpoints read it.
 //! - [`ether`]: Ethernet II frames, ARP (RFC 826), IPv4 (RFC 791) and UDP (RFC 768) headers.
 
 /// Writes a protocol's table of codes once, as an enum with `code()` for
@@ -53,6 +54,7 @@ macro_rules! code_table {
 pub mod control;
 pub mod dns;
 pub mod ether;
+pub mod http;
 pub mod iperf3;
 pub mod ipv4;
 pub mod recmark;

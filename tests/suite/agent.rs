@@ -1334,3 +1334,83 @@ fn two_agents_on_one_hosts_loopback_stream_both_ways_at_once() {
         assert_eq!(flow["receiver"]["bytes"], 4 << 20, "{flow}");
     }
 }
+
+/// `GET /metrics` from inside the current namespace: the answer, or why none.
+fn scrape(address: &str) -> Result<String, String> {
+    let mut s = TcpStream::connect(address).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).map_err(|e| e.to_string())?;
+    Ok(reply)
+}
+
+#[test]
+fn a_flood_at_the_metrics_port_fails_no_run_and_scrapes_go_on() {
+    let _beside = common::beside_others();
+    let mut hosts = Hosts::new();
+    let metrics = format!("{}:9464", hosts.addr(B));
+    hosts.start_agent(A, false);
+    hosts.start_agent_with(B, false, &["--metrics", &metrics]);
+    let agent = hosts.agent_pid(B);
+    let descriptors = || {
+        std::fs::read_dir(format!("/proc/{agent}/fd"))
+            .unwrap()
+            .count()
+    };
+    let before = descriptors();
+    // Far more idle connections than the port holds (each a descriptor of
+    // this test's: 2,000 under the usual 1,024 soft limit needs it raised),
+    // then one that pipelines requests and never reads their answers, and
+    // one header line that never ends.
+    let (soft, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    nix::sys::resource::setrlimit(
+        nix::sys::resource::Resource::RLIMIT_NOFILE,
+        soft.max(4096).min(hard),
+        hard,
+    )
+    .unwrap();
+    let held = hosts.inside(CTL, || {
+        let mut held: Vec<TcpStream> = (0..2000)
+            .filter_map(|_| TcpStream::connect(&metrics).ok())
+            .collect();
+        let mut greedy = TcpStream::connect(&metrics).unwrap();
+        greedy.set_nonblocking(true).unwrap();
+        let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
+        for _ in 0..2000 {
+            if greedy.write(&request).is_err() {
+                break;
+            }
+        }
+        let mut endless = TcpStream::connect(&metrics).unwrap();
+        endless.set_nonblocking(true).unwrap();
+        for _ in 0..1000 {
+            if endless.write(&[b'X'; 1024]).is_err() {
+                break;
+            }
+        }
+        held.push(greedy);
+        held.push(endless);
+        held
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // The agent holds a bounded share of descriptors for its metrics,
+    // whatever the flood.
+    let during = descriptors();
+    assert!(
+        during <= before + netlab::controller::metrics::MAX_CONNECTIONS + 4,
+        "the agent went from {before} to {during} descriptors"
+    );
+    // A run through the agent still starts and ends well, and a scrape
+    // still gets the agent's figures.
+    let out = hosts.dir.path().join("r.jsonl");
+    let run = hosts.run(CTL, &hosts.a_to_b("stream", &["--bytes", "1M"]), &out);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let reply = hosts.inside(CTL, || scrape(&metrics)).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("netlab_agent_"), "{reply}");
+    drop(held);
+}
