@@ -67,6 +67,42 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Opens `path` (following symlinks) if it is a regular file, without
+/// waiting: a FIFO's open(2) would block until something writes to it
+/// (for ever, and deaf to SIGTERM's flag), so the open does not block
+/// (`O_NONBLOCK`) and the type is checked on the descriptor before a byte
+/// is read; the descriptor blocks again for the reads.
+pub fn open_regular(path: &Path, what: &'static str) -> Result<File, FileError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| FileError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(FileError::NotAFile {
+            path: path.display().to_string(),
+            kind: kind_of(&meta),
+            what,
+        });
+    }
+    // SAFETY: fcntl on a descriptor this function owns.
+    let cleared = unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
 /// Opens `path` (following symlinks) if it is a regular file of at most
 /// `limit` bytes; `what` names its content for the errors.
 pub fn open_bounded(path: &Path, limit: u64, what: &'static str) -> Result<File, FileError> {
@@ -75,15 +111,8 @@ pub fn open_bounded(path: &Path, limit: u64, what: &'static str) -> Result<File,
         path: shown(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    let file = open_regular(path, what)?;
     let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(FileError::NotAFile {
-            path: shown(),
-            kind: kind_of(&meta),
-            what,
-        });
-    }
     if meta.len() > limit {
         return Err(FileError::TooLarge {
             path: shown(),
@@ -275,6 +304,33 @@ mod tests {
         assert_eq!(got.len(), 4);
         assert!(all(b"").is_empty());
         assert!(all(b"\n\n").is_empty());
+    }
+
+    #[test]
+    fn a_fifo_with_no_writer_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path in a directory of our own.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // On a thread: were the open to block, the test fails rather than hangs.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_bounded(&path, 1024, "a corpus").map(|_| ()));
+        });
+        let refused = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the open returned");
+        let error = refused.expect_err("a FIFO is not a file");
+        assert!(error.to_string().contains("a FIFO"), "{error}");
+        // A writer that holds the FIFO open (so no end of file) changes nothing.
+        assert!(
+            open_regular(&fifo, "a key")
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
     }
 
     #[test]

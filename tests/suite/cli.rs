@@ -1792,6 +1792,33 @@ fn hostile_files_and_flags_are_refused_by_name_never_crash() {
         v.push(out.clone().into());
         run(v, "is not a regular file (it is a character device)");
     }
+    // A FIFO with no writer: its open would wait for ever; each reader
+    // refuses it at once (refused() gives a run 60 s).
+    let fifo = dir.path().join("fifo");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path in the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    for args in [
+        &["login", "--stack", "sunos35", "--counts-from"][..],
+        &["login", "--users", "1", "--corpus"][..],
+        &["mesh", "manifests", "--image", "netlab:1", "--key"][..],
+        &[
+            "login",
+            "--host-cpu",
+            "sun3",
+            "--users",
+            "1",
+            "--calibration",
+        ][..],
+    ] {
+        let mut v = os(args);
+        v.push(fifo.clone().into());
+        if args[0] == "login" {
+            v.push("--out".into());
+            v.push(out.clone().into());
+        }
+        run(v, "is not a regular file (it is a FIFO)");
+    }
     // A records file with a line that is not UTF-8: that line is named and
     // skipped, the rest reported.
     let records = dir.path().join("records.jsonl");

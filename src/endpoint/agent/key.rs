@@ -7,13 +7,15 @@
 //! holds the key without sending it.
 
 use std::fmt;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use thiserror::Error;
 
 /// Bytes of a key (the Noise PSK length).
 pub const KEY_LEN: usize = 32;
+/// The most of a key file read (a key is one line of under 200 bytes).
+const MAX_KEY_FILE: u64 = 4096;
 
 const HEADER: &str =
     "# netlab agent key: keep it secret; the same file on the controller and its agents";
@@ -45,6 +47,8 @@ pub enum KeyError {
     Exposed { path: String, mode: u32 },
     #[error("{path} is not a netlab key: expected one line of {} hex digits", KEY_LEN * 2)]
     Malformed { path: String },
+    #[error("{0}")]
+    NotAFile(String),
     #[error("cannot get random bytes from the kernel: {0}")]
     Random(String),
 }
@@ -119,19 +123,25 @@ impl Key {
         file.sync_all().map_err(io)
     }
 
-    /// Reads the key at `path`, refusing a file that others may read.
+    /// Reads the key at `path`, refusing a file that others may read, or
+    /// that is not a regular file.
     pub fn load(path: &Path) -> Result<Key, KeyError> {
         let shown = path.display().to_string();
         let io = |source| KeyError::Io {
             path: shown.clone(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(io)?;
+        // A regular file, opened without waiting (a FIFO would block the
+        // open for ever) and read no further than a key could be.
+        let file = crate::record::files::open_regular(path, "a key").map_err(|e| match e {
+            crate::record::files::FileError::Io { source, .. } => io(source),
+            other => KeyError::NotAFile(other.to_string()),
+        })?;
         let mode = file.metadata().map_err(io)?.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(KeyError::Exposed { path: shown, mode });
         }
-        let text = std::io::read_to_string(file).map_err(io)?;
+        let text = std::io::read_to_string(file.take(MAX_KEY_FILE)).map_err(io)?;
         Key::parse(&text).ok_or(KeyError::Malformed { path: shown })
     }
 }
