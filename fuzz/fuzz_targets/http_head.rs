@@ -11,10 +11,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(Reading::Whole(head, taken)) => {
             assert!(taken <= MAX_HEAD.min(data.len()));
             let written = emit_head(&head);
-            assert_eq!(
-                read_head(&written),
-                Ok(Reading::Whole(head, written.len()))
-            );
+            assert_eq!(read_head(&written), Ok(Reading::Whole(head, written.len())));
         }
         Ok(Reading::Partial) => assert!(data.len() < MAX_HEAD),
         Err(_) => {}
