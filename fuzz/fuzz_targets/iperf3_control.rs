@@ -1,15 +1,35 @@
 //! iperf3 control bytes from a server: a state byte, a frame's length and
 //! its JSON must never panic; a length over the limit is refused; every
 //! state, cookie, parameters and results read from any bytes must be
-//! written again to what reads back the same.
+//! written again to what reads back the same. The bytes read as a
+//! server's states drive the client's state machine: each state it acts
+//! on comes once and in order, and it stops at the first out of turn.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use netlab::wire::iperf3::{
-    COOKIE_SIZE, Cookie, MAX_JSON, Params, Results, State, frame, frame_length, parse_json,
+    COOKIE_SIZE, Cookie, Expect, MAX_JSON, Params, Results, State, Step, frame, frame_length,
+    parse_json,
 };
 
 fuzz_target!(|data: &[u8]| {
+    let mut expect = Some(Expect::FIRST);
+    let mut acted: Vec<State> = Vec::new();
+    for &byte in data {
+        let (Some(waiting), Ok(state)) = (expect, State::from_byte(byte)) else {
+            break;
+        };
+        match waiting.step(state) {
+            Ok(Step::Act(state, next)) => {
+                assert_eq!(state, waiting.state());
+                assert!(!acted.contains(&state), "{state:?} acted on twice");
+                acted.push(state);
+                expect = next;
+            }
+            Ok(Step::Refusal(_)) | Err(_) => break,
+        }
+    }
+    assert!(acted.len() <= 6);
     if let Some(&first) = data.first()
         && let Ok(state) = State::from_byte(first)
     {

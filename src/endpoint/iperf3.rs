@@ -4,11 +4,16 @@
 //! threads of this process, so netlab's end measures what it always does;
 //! the server's figures come back in its results.
 //!
-//! Invariant: every wait on the server is bounded (`Iperf3Spec::timeout`),
-//! and every stream thread is joined before [`run`] returns.
+//! Invariants: the server is trusted for nothing. Every wait on it is
+//! bounded (`Iperf3Spec::timeout`) and so is the whole exchange (the
+//! test's duration and four timeouts), however its bytes trickle; its
+//! states are taken once each, in order ([`Expect`]), so a repeated
+//! CREATE_STREAMS opens no more streams than asked and a repeated
+//! TEST_RUNNING runs no second test; every stream thread is joined
+//! before [`run`] returns.
 
 use crate::wire::iperf3::{
-    self, COOKIE_SIZE, Cookie, Iperf3Error, Params, Results, State, StreamResult,
+    self, COOKIE_SIZE, Cookie, Expect, Iperf3Error, Params, Results, State, Step, StreamResult,
 };
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -201,6 +206,12 @@ pub enum ClientError {
 struct Control {
     socket: TcpStream,
     addr: SocketAddr,
+    /// The longest wait for any one answer.
+    timeout: Duration,
+    /// The end of the whole exchange's allowance, however the server
+    /// trickles its bytes.
+    deadline: Instant,
+    allowance: Duration,
 }
 
 impl Control {
@@ -211,9 +222,40 @@ impl Control {
 
     /// The server's next state; `first` says what an unexpected answer
     /// to the cookie means.
+    /// The wait for the next answer: the step's timeout, within the
+    /// whole exchange's allowance.
+    fn next_wait(&mut self) -> Result<Instant, ClientError> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Err(self.overran());
+        }
+        Ok(self.deadline.min(now + self.timeout))
+    }
+
+    fn overran(&self) -> ClientError {
+        ClientError::Io(
+            self.addr,
+            format!(
+                "the server held the exchange past its whole allowance of {:.0} s (the setup, the test and its results)",
+                self.allowance.as_secs_f64()
+            ),
+        )
+    }
+
     fn state(&mut self, first: bool) -> Result<State, ClientError> {
+        let by = self.next_wait()?;
+        self.socket
+            .set_read_timeout(Some(
+                by.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ))
+            .map_err(self.io("waiting for the server's state"))?;
         let mut byte = [0u8; 1];
-        match self.socket.read(&mut byte) {
+        let read = self.socket.read(&mut byte);
+        if read.is_err() && Instant::now() >= self.deadline {
+            return Err(self.overran());
+        }
+        match read {
             Ok(0) => Err(if first {
                 ClientError::NotIperf3(self.addr, "it closed the connection on the cookie".into())
             } else {
@@ -283,15 +325,17 @@ impl Control {
             .map_err(self.io("writing a state"))
     }
 
+    /// The server's results: one deadline for the whole frame, however
+    /// its bytes trickle.
     fn read_results(&mut self) -> Result<Results, ClientError> {
+        use crate::endpoint::waiting::fill_by;
+        let by = Some(self.next_wait()?);
         let mut header = [0u8; 4];
-        self.socket
-            .read_exact(&mut header)
+        fill_by(&mut self.socket, &mut header, by)
             .map_err(self.io("reading the server's results"))?;
         let len = iperf3::frame_length(header).map_err(|e| ClientError::Protocol(self.addr, e))?;
         let mut text = vec![0u8; len];
-        self.socket
-            .read_exact(&mut text)
+        fill_by(&mut self.socket, &mut text, by)
             .map_err(self.io("reading the server's results"))?;
         iperf3::parse_json(&text, "results").map_err(|e| ClientError::Protocol(self.addr, e))
     }
@@ -441,7 +485,17 @@ pub fn run(
         .set_read_timeout(Some(spec.timeout))
         .and_then(|()| socket.set_nodelay(true))
         .map_err(|e| ClientError::Io(addr, e.to_string()))?;
-    let mut control = Control { socket, addr };
+    // The whole exchange: the setup (the parameters, the streams), the
+    // test (by time, or at most that long by bytes) with the wait for its
+    // end, and the results, each step at most `timeout`.
+    let allowance = spec.duration + spec.timeout * 4;
+    let mut control = Control {
+        socket,
+        addr,
+        timeout: spec.timeout,
+        deadline: Instant::now() + allowance,
+        allowance,
+    };
     let cookie = Cookie::new().map_err(|e| ClientError::Io(addr, e.to_string()))?;
     control
         .socket
@@ -453,12 +507,23 @@ pub fn run(
     let (mut streams, mut connected, mut ticks) = (Vec::new(), Vec::new(), Vec::new());
     let (mut running_since, mut ended_after) = (None, None);
     let mut first = true;
+    let mut expect = Expect::FIRST;
     let outcome: Result<_, ClientError> = 'exchange: loop {
-        let state = match control.state(first) {
+        let said = match control.state(first) {
             Ok(state) => state,
             Err(e) => break Err(e),
         };
         first = false;
+        // Each state once, in order: a second CREATE_STREAMS opens no
+        // more streams, a second TEST_RUNNING runs no second test.
+        let state = match expect.step(said) {
+            Ok(Step::Act(state, next)) => {
+                expect = next.unwrap_or(expect);
+                state
+            }
+            Ok(Step::Refusal(state)) => break Err(control.refused(state)),
+            Err(e) => break Err(ClientError::Protocol(addr, e)),
+        };
         match state {
             State::ParamExchange => {
                 if let Err(e) = control
@@ -582,16 +647,19 @@ pub fn run(
                     .read_results()
                     .map(|server| (counted, client, server, seconds, usage));
             }
-            State::TestEnd | State::IperfStart | State::IperfDone => {}
-            refusal => break Err(control.refused(refusal)),
+            other => break Err(control.refused(other)),
         }
     };
-    let outcome = outcome.and_then(|done| match control.state(false)? {
-        State::DisplayResults => {
-            control.send_state(State::IperfDone)?;
-            Ok(done)
+    let outcome = outcome.and_then(|done| {
+        let said = control.state(false)?;
+        match expect.step(said) {
+            Ok(Step::Act(State::DisplayResults, _)) => {
+                control.send_state(State::IperfDone)?;
+                Ok(done)
+            }
+            Ok(Step::Act(other, _) | Step::Refusal(other)) => Err(control.refused(other)),
+            Err(e) => Err(ClientError::Protocol(addr, e)),
         }
-        other => Err(control.refused(other)),
     });
     // A test that failed once running keeps netlab's counts up to then.
     let partial = match (&outcome, running_since) {
@@ -1115,5 +1183,154 @@ mod tests {
         );
         // By bytes, iperf3 sends time 0.
         assert_eq!((udp.time, udp.num), (0, 1 << 20));
+    }
+
+    /// A hostile iperf3 server on loopback: it takes the cookie on the
+    /// control connection, then `script` plays it; data connections are
+    /// accepted, read to their end and counted.
+    fn hostile(
+        script: impl FnOnce(&mut TcpStream) + Send + 'static,
+    ) -> (SocketAddr, Arc<AtomicU64>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let data = Arc::new(AtomicU64::new(0));
+        let count = data.clone();
+        std::thread::spawn(move || {
+            let (mut control, _) = listener.accept().unwrap();
+            let mut cookie = [0u8; COOKIE_SIZE];
+            control.read_exact(&mut cookie).unwrap();
+            std::thread::spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    std::thread::spawn(move || io::copy(&mut &conn, &mut io::sink()));
+                }
+            });
+            script(&mut control);
+        });
+        (addr, data)
+    }
+
+    fn say(control: &mut TcpStream, state: State) -> io::Result<()> {
+        control.write_all(&[state.byte()])
+    }
+
+    /// Reads one JSON frame (the client's parameters or results).
+    fn take_frame(control: &mut TcpStream) {
+        let mut header = [0u8; 4];
+        control.read_exact(&mut header).unwrap();
+        let mut text = vec![0u8; u32::from_be_bytes(header) as usize];
+        control.read_exact(&mut text).unwrap();
+    }
+
+    fn spec_for(server: SocketAddr) -> Iperf3Spec {
+        Iperf3Spec {
+            server,
+            parallel: 1,
+            reverse: false,
+            bidir: false,
+            duration: Duration::from_secs(1),
+            bytes: None,
+            len: 16 * 1024,
+            udp_bps: None,
+            timeout: Duration::from_secs(1),
+            interval: None,
+        }
+    }
+
+    #[test]
+    fn create_streams_again_opens_no_more_streams() {
+        let (addr, data) = hostile(|control| {
+            say(control, State::ParamExchange).unwrap();
+            take_frame(control);
+            // As often as the client listens.
+            for _ in 0..200 {
+                if say(control, State::CreateStreams).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let error = run(&spec_for(addr), &mut |_| {}).expect_err("refused");
+        assert!(
+            error
+                .to_string()
+                .contains("CreateStreams where iperf3's exchange has TestStart next"),
+            "{error}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            data.load(Ordering::Relaxed),
+            1,
+            "one stream asked, one opened"
+        );
+    }
+
+    #[test]
+    fn a_second_test_running_ends_the_test_marked_incomplete() {
+        let (addr, _) = hostile(|control| {
+            say(control, State::ParamExchange).unwrap();
+            take_frame(control);
+            say(control, State::CreateStreams).unwrap();
+            say(control, State::TestStart).unwrap();
+            say(control, State::TestRunning).unwrap();
+            let mut end = [0u8; 1];
+            control.read_exact(&mut end).unwrap();
+            assert_eq!(end[0], State::TestEnd.byte());
+            let _ = say(control, State::TestRunning);
+            std::thread::sleep(Duration::from_millis(500));
+        });
+        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let why = test.incomplete.expect("marked incomplete");
+        assert!(why.contains("TestRunning where"), "{why}");
+        assert!(test.streams[0].bytes > 0);
+    }
+
+    #[test]
+    fn results_that_trickle_meet_one_deadline() {
+        let (addr, _) = hostile(|control| {
+            say(control, State::ParamExchange).unwrap();
+            take_frame(control);
+            say(control, State::CreateStreams).unwrap();
+            say(control, State::TestStart).unwrap();
+            say(control, State::TestRunning).unwrap();
+            let mut end = [0u8; 1];
+            control.read_exact(&mut end).unwrap();
+            say(control, State::ExchangeResults).unwrap();
+            take_frame(control);
+            // A 1 KB frame announced, its bytes one every 300 ms: each read
+            // within the step's timeout (1 s), the whole never.
+            let _ = control.write_all(&1024u32.to_be_bytes());
+            while control.write_all(b" ").is_ok() {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
+        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let why = test.incomplete.expect("marked incomplete");
+        assert!(why.contains("reading the server's results"), "{why}");
+        assert!(why.contains("timed out"), "{why}");
+    }
+
+    #[test]
+    fn states_each_late_but_in_time_meet_the_whole_allowance() {
+        let (addr, _) = hostile(|control| {
+            let late = |control: &mut TcpStream, state| {
+                std::thread::sleep(Duration::from_millis(900));
+                say(control, state)
+            };
+            late(control, State::ParamExchange).unwrap();
+            take_frame(control);
+            late(control, State::CreateStreams).unwrap();
+            late(control, State::TestStart).unwrap();
+            late(control, State::TestRunning).unwrap();
+            let mut end = [0u8; 1];
+            control.read_exact(&mut end).unwrap();
+            let _ = late(control, State::ExchangeResults);
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        // The whole exchange may take the test (1 s) and four steps (1 s
+        // each): 0.9 s before each of five states is past it.
+        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let why = test.incomplete.expect("marked incomplete");
+        assert!(why.contains("whole allowance of 5 s"), "{why}");
     }
 }

@@ -111,6 +111,75 @@ pub enum Iperf3Error {
     Json { what: &'static str, why: String },
     #[error("a cookie is {COOKIE_SIZE} bytes ending in NUL, of printable ASCII before it")]
     BadCookie,
+    #[error("the server said {got:?} where iperf3's exchange has {expected:?} next")]
+    OutOfOrder { got: State, expected: State },
+}
+
+/// The client's side of the exchange as a state machine: the state the
+/// server must send next (`iperf_handle_message_client` takes them in
+/// this order, once each). A state out of order is an error, never a
+/// second set of streams or a second test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    ParamExchange,
+    CreateStreams,
+    TestStart,
+    TestRunning,
+    ExchangeResults,
+    DisplayResults,
+}
+
+/// What the client does with the server's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The state expected: act on it, then expect the next (None: the
+    /// exchange is over once the client has said `IPERF_DONE`).
+    Act(State, Option<Expect>),
+    /// The server refused or ended the test (`ACCESS_DENIED`,
+    /// `SERVER_ERROR`, `SERVER_TERMINATE`), whenever it comes.
+    Refusal(State),
+}
+
+impl Expect {
+    /// What the server must say first (after the cookie).
+    pub const FIRST: Expect = Expect::ParamExchange;
+
+    /// The state this waits for.
+    pub fn state(self) -> State {
+        match self {
+            Expect::ParamExchange => State::ParamExchange,
+            Expect::CreateStreams => State::CreateStreams,
+            Expect::TestStart => State::TestStart,
+            Expect::TestRunning => State::TestRunning,
+            Expect::ExchangeResults => State::ExchangeResults,
+            Expect::DisplayResults => State::DisplayResults,
+        }
+    }
+
+    fn after(self) -> Option<Expect> {
+        match self {
+            Expect::ParamExchange => Some(Expect::CreateStreams),
+            Expect::CreateStreams => Some(Expect::TestStart),
+            Expect::TestStart => Some(Expect::TestRunning),
+            Expect::TestRunning => Some(Expect::ExchangeResults),
+            Expect::ExchangeResults => Some(Expect::DisplayResults),
+            Expect::DisplayResults => None,
+        }
+    }
+
+    /// The server said `got` while the client waits for `self`.
+    pub fn step(self, got: State) -> Result<Step, Iperf3Error> {
+        match got {
+            State::AccessDenied | State::ServerError | State::ServerTerminate => {
+                Ok(Step::Refusal(got))
+            }
+            _ if got == self.state() => Ok(Step::Act(got, self.after())),
+            _ => Err(Iperf3Error::OutOfOrder {
+                got,
+                expected: self.state(),
+            }),
+        }
+    }
 }
 
 /// The cookie that names a test on its control and data connections.
@@ -316,6 +385,48 @@ pub fn server_error_text(i_errno: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_client_takes_each_state_once_in_order() {
+        let mut expect = Some(Expect::FIRST);
+        let order = [
+            State::ParamExchange,
+            State::CreateStreams,
+            State::TestStart,
+            State::TestRunning,
+            State::ExchangeResults,
+            State::DisplayResults,
+        ];
+        for state in order {
+            let Step::Act(acted, next) = expect.unwrap().step(state).unwrap() else {
+                panic!("{state:?}");
+            };
+            assert_eq!(acted, state);
+            expect = next;
+        }
+        assert_eq!(expect, None);
+        // A second CREATE_STREAMS or TEST_RUNNING, or a state a client
+        // never gets, is out of order, whenever it comes.
+        assert_eq!(
+            Expect::TestStart.step(State::CreateStreams),
+            Err(Iperf3Error::OutOfOrder {
+                got: State::CreateStreams,
+                expected: State::TestStart
+            })
+        );
+        assert!(Expect::ExchangeResults.step(State::TestRunning).is_err());
+        assert!(Expect::TestRunning.step(State::IperfDone).is_err());
+        for refusal in [
+            State::AccessDenied,
+            State::ServerError,
+            State::ServerTerminate,
+        ] {
+            assert_eq!(
+                Expect::TestRunning.step(refusal),
+                Ok(Step::Refusal(refusal))
+            );
+        }
+    }
 
     #[test]
     fn every_state_reads_back_as_written() {
