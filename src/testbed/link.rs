@@ -69,7 +69,7 @@ pub enum LinkError {
 }
 
 const MAX_DELAY: Duration = Duration::from_secs(10);
-const MIN_RATE: u64 = 1_000;
+pub const MIN_RATE: u64 = 1_000;
 const MAX_RATE: u64 = 100_000_000_000;
 
 impl LinkProfile {

@@ -1819,6 +1819,54 @@ fn hostile_files_and_flags_are_refused_by_name_never_crash() {
         }
         run(v, "is not a regular file (it is a FIFO)");
     }
+    // A continuous mesh's settings pass one set of checks, whichever
+    // command takes them; a rule file goes nowhere but a regular file.
+    let key = dir.path().join("key");
+    std::fs::write(&key, "").unwrap();
+    let mesh = |extra: &[&str]| {
+        let mut v = os(&["mesh", "--agents", "127.0.0.1,127.0.0.2", "--key"]);
+        v.push(key.clone().into());
+        v.extend(os(extra));
+        v
+    };
+    run(mesh(&["--every", "1s", "--cycles", "0"]), "--cycles 0");
+    run(
+        mesh(&["--every", "99999999999999s"]),
+        "a probe cycle is 1 s to a day",
+    );
+    run(
+        mesh(&["--every", "2s", "--stream-every", "0s"]),
+        "--stream-every 0s: give the probe cycle",
+    );
+    run(
+        os(&[
+            "mesh",
+            "manifests",
+            "--image",
+            "n:1",
+            "--continuous",
+            "--every",
+            "0s",
+        ]),
+        "a probe cycle is 1 s to a day",
+    );
+    run(
+        os(&["mesh", "rules", "--every", "0s"]),
+        "a probe cycle is 1 s to a day",
+    );
+    run(
+        os(&["mesh", "manifests", "--image", "n:1", "--duration", "0s"]),
+        "--duration 0s: give 0.01 s to a day",
+    );
+    let device = std::fs::metadata("/dev/full").unwrap();
+    run(
+        mesh(&["--every", "1s", "--cycles", "1", "--rules", "/dev/full"]),
+        "it exists and is not a regular file",
+    );
+    assert_eq!(
+        std::fs::metadata("/dev/full").unwrap().file_type(),
+        device.file_type()
+    );
     // A records file with a line that is not UTF-8: that line is named and
     // skipped, the rest reported.
     let records = dir.path().join("records.jsonl");
@@ -1856,18 +1904,26 @@ fn a_hand_edited_mesh_manifest_is_refused_naming_its_field() {
         .unwrap()
         .write_new(&key)
         .unwrap();
-    let manifest = r#"{"experiment":"mesh","netlab_version":"0.1.0","started":"2026-11-28T00:00:00Z","controller":"me","agents_spec":"a,b","inventory":[{"name":"127.0.0.1:5310","addr":"127.0.0.1:5310"},{"name":"127.0.0.2:5310","addr":"127.0.0.2:5310"}],"pass":{"tests":["stream"],"duration_s":DURATION,"mode":"host","max_pairs":null,"bidir":false,"seed":1,"loss_rate_bps":1000000,"loss_length":1000},"rounds":1,"steps":1,"agents":[]}"#;
+    let manifest = r#"{"experiment":"mesh","netlab_version":"0.1.0","started":"2026-11-28T00:00:00Z","controller":"me","agents_spec":"a,b","inventory":[{"name":"127.0.0.1:5310","addr":"127.0.0.1:5310"},{"name":"127.0.0.2:5310","addr":"127.0.0.2:5310"}],"pass":{"tests":["stream"],"duration_s":DURATION,"mode":"host","max_pairs":null,"bidir":false,"seed":1,"loss_rate_bps":LOSS,"loss_length":1000},"rounds":1,"steps":1,"agents":[]}"#;
     // The manifest as written parses (so the test is of the values).
-    let _: Manifest = serde_json::from_str(&manifest.replace("DURATION", "1.0")).unwrap();
-    for (duration, message) in [
-        ("-1.0", "duration_s -1: give more than 0"),
-        ("1e308", "duration_s 1e308: give more than 0"),
+    let _: Manifest = serde_json::from_str(
+        &manifest
+            .replace("DURATION", "1.0")
+            .replace("LOSS", "1000000"),
+    )
+    .unwrap();
+    // The command line's own bounds: a manifest passes the same checks.
+    for (duration, loss, message) in [
+        ("-1.0", "1000000", "duration_s -1: give 0.01 to 86400"),
+        ("1e308", "1000000", "duration_s 1e308: give 0.01 to 86400"),
+        ("5e-324", "1000000", "give 0.01 to 86400"),
+        ("1.0", "1", "loss_rate_bps 1: give 1000 to"),
     ] {
-        let run = dir.path().join(format!("run{duration}"));
+        let run = dir.path().join(format!("run{duration}-{loss}"));
         std::fs::create_dir(&run).unwrap();
         std::fs::write(
             run.join("manifest.json"),
-            manifest.replace("DURATION", duration),
+            manifest.replace("DURATION", duration).replace("LOSS", loss),
         )
         .unwrap();
         // A results line that is not UTF-8 beside it.

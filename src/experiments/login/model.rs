@@ -43,10 +43,46 @@ fn counts_of(result: &LoginResult) -> Option<[f64; 5]> {
     ])
 }
 
+/// The most of any one count a keystroke can take: a relay that made a
+/// thousand system calls, switches, packets or pty transfers for each
+/// character is a record no netlab run writes.
+pub const MAX_PER_KEYSTROKE: f64 = 1000.0;
+
+/// Why `counts` (system calls, context switches, packets in and out, pty
+/// transfers, each a keystroke) cannot be fed to the model, if they
+/// cannot: the same bounds as a measurement has (never negative, never
+/// past [`MAX_PER_KEYSTROKE`], and a keystroke arrives in a packet and
+/// is read by a system call), so a hand-edited file cannot make the
+/// model print negative CPU or a melting point of inf users.
+pub fn implausible(counts: &[f64; 5]) -> Option<String> {
+    const NAMES: [&str; 5] = [
+        "system calls",
+        "context switches",
+        "packets in",
+        "packets out",
+        "pty transfers",
+    ];
+    for (value, name) in counts.iter().zip(NAMES) {
+        if !(value.is_finite() && (0.0..=MAX_PER_KEYSTROKE).contains(value)) {
+            return Some(format!(
+                "{value} {name} a keystroke: a count is 0 to {MAX_PER_KEYSTROKE}"
+            ));
+        }
+    }
+    if counts[0] == 0.0 || counts[2] == 0.0 {
+        return Some(
+            "no system call or no packet in a keystroke: a keystroke arrives in a packet and is read by a system call".into(),
+        );
+    }
+    None
+}
+
 /// Today's servers whose records carry every count, each with the
-/// median of its cells' counts fed into the model at `users`.
-pub fn today(records: &[Record], users: &[u32], rate: f64) -> Vec<Measured> {
+/// median of its cells' counts fed into the model at `users`; and each
+/// cell left out for counts no measurement gives ([`implausible`]).
+pub fn today(records: &[Record], users: &[u32], rate: f64) -> (Vec<Measured>, Vec<String>) {
     let mut servers: Vec<(String, Vec<[f64; 5]>)> = Vec::new();
+    let mut left_out = Vec::new();
     for record in records {
         let Some(result) = record.data.result.as_deref() else {
             continue;
@@ -54,6 +90,14 @@ pub fn today(records: &[Record], users: &[u32], rate: f64) -> Vec<Measured> {
         let Some(counts) = counts_of(result) else {
             continue;
         };
+        if let Some(why) = implausible(&counts) {
+            left_out.push(format!(
+                "the {} cell at {} users: {why}",
+                result.params.relay.name(),
+                result.params.users
+            ));
+            continue;
+        }
         let name = result.params.relay.name().to_string();
         match servers.iter_mut().find(|(n, _)| *n == name) {
             Some((_, cells)) => cells.push(counts),
@@ -61,7 +105,7 @@ pub fn today(records: &[Record], users: &[u32], rate: f64) -> Vec<Measured> {
         }
     }
     let costs = Costs::sun3_260();
-    servers
+    let measured = servers
         .into_iter()
         .map(|(server, cells)| {
             let m = |i: usize| median(cells.iter().map(|c| c[i]).collect());
@@ -84,7 +128,8 @@ pub fn today(records: &[Record], users: &[u32], rate: f64) -> Vec<Measured> {
                 server,
             }
         })
-        .collect()
+        .collect();
+    (measured, left_out)
 }
 
 /// Why today's relays send fewer packets a keystroke than 1989's.
@@ -231,7 +276,9 @@ pub fn today_text(today: &[Measured], rate: f64) -> String {
 pub fn beside_table(records: &[Record]) -> String {
     let rate = sunos35::CHARS_PER_USER_S;
     let mut text = format!("\n{}", rows_1989_text(&sunos35::TABLE_USER_COUNTS, rate));
-    let today = today(records, &[], rate);
+    // A cell left out here is left out silently: the table is the
+    // records' own, and `--counts-from` names each.
+    let (today, _) = today(records, &[], rate);
     if !today.is_empty() {
         text.push_str(&today_text(&today, rate));
         text.push_str(PACKETS_THEN_AND_NOW);
@@ -336,7 +383,8 @@ mod tests {
             record(Target::Fork, 30.0),
             record(Target::Epoll, 6.0),
         ];
-        let today = today(&records, &[16], 5.0);
+        let (today, left_out) = today(&records, &[16], 5.0);
+        assert!(left_out.is_empty());
         assert_eq!(today.len(), 2);
         let fork = &today[0];
         assert_eq!((fork.server.as_str(), fork.cells), ("fork", 3));
@@ -360,6 +408,22 @@ mod tests {
         if let Some(result) = r.data.result.as_mut() {
             result.per_keystroke.as_mut().unwrap().pty_transfers = None;
         }
-        assert!(today(&[r], &[16], 5.0).is_empty());
+        assert!(today(&[r], &[16], 5.0).0.is_empty());
+    }
+
+    #[test]
+    fn counts_no_measurement_gives_are_left_out_by_name() {
+        use crate::endpoint::login::host::Target;
+        for (syscalls, says) in [
+            (-3.0, "-3 system calls a keystroke"),
+            (0.0, "no system call or no packet"),
+            (1e300, "a count is 0 to 1000"),
+            (f64::INFINITY, "inf system calls"),
+        ] {
+            let (today, left_out) = today(&[record(Target::Fork, syscalls)], &[16], 5.0);
+            assert!(today.is_empty(), "{syscalls}");
+            assert!(left_out[0].contains(says), "{left_out:?}");
+            assert!(left_out[0].contains("fork cell"), "{left_out:?}");
+        }
     }
 }

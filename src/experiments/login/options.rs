@@ -334,12 +334,23 @@ fn run_model(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> 
             let lines = crate::record::read_records::<LoginData>(path)
                 .with_context(|| format!("--counts-from {}", path.display()))?;
             let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
-            let today = crate::experiments::login::model::today(&records, &users, args.rate);
+            let (today, left_out) =
+                crate::experiments::login::model::today(&records, &users, args.rate);
+            if today.is_empty() && !left_out.is_empty() {
+                bail!(
+                    "--counts-from {}: no cell's counts can be used: {}",
+                    path.display(),
+                    left_out.join("; ")
+                );
+            }
             if today.is_empty() {
                 bail!(
                     "--counts-from {}: no login cell there carries its work per keystroke (system calls, context switches and pty transfers of one of netlab's relays; records before 2026-11-29 do not)",
                     path.display()
                 );
+            }
+            for why in &left_out {
+                eprintln!("warning: --counts-from {}: left out {why}", path.display());
             }
             today
         }

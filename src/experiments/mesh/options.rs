@@ -274,16 +274,28 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
                     )
                 })?;
             }
-            humantime::parse_duration(&m.duration)
+            let duration = humantime::parse_duration(&m.duration)
                 .map_err(|e| anyhow::anyhow!("--duration {}: {e}", m.duration))?;
-            for (option, value) in [
-                ("--every", Some(&m.every)),
-                ("--stream-every", m.stream_every.as_ref()),
-            ] {
-                if let Some(value) = value {
-                    humantime::parse_duration(value)
-                        .map_err(|e| anyhow::anyhow!("{option} {value}: {e}"))?;
-                }
+            check_test_duration(duration)?;
+            let period = |option: &str, value: &str| {
+                humantime::parse_duration(value)
+                    .map_err(|e| anyhow::anyhow!("{option} {value}: {e}"))
+            };
+            let every = period("--every", &m.every)?;
+            let stream_every = m
+                .stream_every
+                .as_deref()
+                .map(|v| period("--stream-every", v))
+                .transpose()?;
+            if m.continuous {
+                check_periods(every, stream_every)?;
+            }
+            if m.passes == 0 || m.passes > crate::experiments::mesh::record::MAX_PASSES {
+                bail!(
+                    "--passes {}: give 1 to {}",
+                    m.passes,
+                    crate::experiments::mesh::record::MAX_PASSES
+                );
             }
             let yaml = crate::experiments::mesh::manifests::render(
                 &crate::experiments::mesh::manifests::Cluster {
@@ -308,6 +320,7 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             Ok(())
         }
         Some(MeshCommand::Rules(r)) => {
+            check_periods(r.every, None)?;
             out.text(&crate::experiments::mesh::rules::render(
                 crate::experiments::mesh::rules::RuleSettings {
                     every: r.every,
@@ -319,6 +332,45 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
         None if args.run.continuous.every.is_some() => run_continuous(args.run, out),
         None => run_mesh(args.run, out),
     }
+}
+
+/// The longest probe cycle: a day.
+const MAX_CYCLE: Duration = Duration::from_secs(86_400);
+/// The longest throughput period: a week.
+const MAX_STREAM_PERIOD: Duration = Duration::from_secs(7 * 86_400);
+
+/// The checks a continuous mesh's periods pass wherever they come from
+/// (`mesh --every`, `mesh manifests --continuous`, `mesh rules`), so that
+/// no command writes a setting another refuses.
+pub fn check_periods(every: Duration, stream_every: Option<Duration>) -> anyhow::Result<()> {
+    let shown = |d: Duration| humantime::format_duration(d).to_string();
+    if every < Duration::from_secs(1) || every > MAX_CYCLE {
+        bail!("--every {}: a probe cycle is 1 s to a day", shown(every));
+    }
+    if let Some(period) = stream_every
+        && (period < every || period > MAX_STREAM_PERIOD)
+    {
+        bail!(
+            "--stream-every {}: give the probe cycle (--every {}) to a week",
+            shown(period),
+            shown(every)
+        );
+    }
+    Ok(())
+}
+
+/// A test's length as a mesh takes it (the bounds a manifest's
+/// `duration_s` is checked against too).
+pub fn check_test_duration(duration: Duration) -> anyhow::Result<()> {
+    use crate::experiments::mesh::record::{MAX_TEST_S, MIN_TEST_S};
+    let s = duration.as_secs_f64();
+    if !(MIN_TEST_S..=MAX_TEST_S).contains(&s) {
+        bail!(
+            "--duration {}: give {MIN_TEST_S} s to a day",
+            humantime::format_duration(duration)
+        );
+    }
+    Ok(())
 }
 
 /// `netlab mesh --every PERIOD ...`: cycles until stopped, then what ran.
@@ -333,11 +385,9 @@ fn run_continuous(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
     let Some(spec) = args.pass.agents.clone() else {
         bail!("netlab mesh --every needs --agents (a list, a file or dns:NAME)");
     };
-    if every < Duration::from_secs(1) {
-        bail!(
-            "--every {}: a probe cycle is 1 s or longer",
-            humantime::format_duration(every)
-        );
+    check_periods(every, c.stream_every)?;
+    if c.cycles == Some(0) {
+        bail!("--cycles 0: run at least one cycle (leave it out to run until stopped)");
     }
     if !(c.probe_rate.is_finite() && c.probe_rate > 0.0) {
         bail!(

@@ -85,6 +85,8 @@ pub struct Manifest {
 
 /// The most a test may last: a day, as a stream's longest run.
 pub const MAX_TEST_S: f64 = 86_400.0;
+/// The least a test may last: 10 ms (a shorter one measures its own start).
+pub const MIN_TEST_S: f64 = 0.01;
 /// The loss test's fastest datagram rate: 100 Gbit/s.
 pub const MAX_LOSS_RATE_BPS: u64 = 100_000_000_000;
 
@@ -93,7 +95,9 @@ impl PassSpec {
     /// checks as the command line's, so a hand-edited manifest fails here,
     /// naming the field, and not later as a panic.
     pub fn check(&self) -> Result<(), String> {
-        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= MAX_TEST_S)
+        if !(self.duration_s.is_finite()
+            && self.duration_s >= MIN_TEST_S
+            && self.duration_s <= MAX_TEST_S)
         {
             let shown = if self.duration_s.abs() < 1e9 {
                 format!("{}", self.duration_s)
@@ -101,15 +105,18 @@ impl PassSpec {
                 format!("{:e}", self.duration_s)
             };
             return Err(format!(
-                "duration_s {shown}: give more than 0 and at most {MAX_TEST_S} seconds"
+                "duration_s {shown}: give {MIN_TEST_S} to {MAX_TEST_S} seconds"
             ));
         }
         if self.tests.is_empty() {
             return Err("tests: none given".into());
         }
-        if self.loss_rate_bps == 0 || self.loss_rate_bps > MAX_LOSS_RATE_BPS {
+        // The command line's bound (--loss-rate's least is 1 kbit/s): a
+        // slower sender would wait past its controller's watchdog.
+        let min_rate = crate::testbed::link::MIN_RATE;
+        if self.loss_rate_bps < min_rate || self.loss_rate_bps > MAX_LOSS_RATE_BPS {
             return Err(format!(
-                "loss_rate_bps {}: give 1 to {MAX_LOSS_RATE_BPS}",
+                "loss_rate_bps {}: give {min_rate} to {MAX_LOSS_RATE_BPS}",
                 self.loss_rate_bps
             ));
         }

@@ -108,6 +108,16 @@ pub fn write(path: &std::path::Path, settings: RuleSettings) -> anyhow::Result<(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
+    // The file is replaced whole by a rename: never over something that
+    // is not a regular file (as root, `--rules /dev/full` would have put
+    // a file where the device was).
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.is_file() => anyhow::bail!(
+            "--rules {}: it exists and is not a regular file; netlab writes rules only to a file of its own",
+            path.display()
+        ),
+        _ => {}
+    }
     let mut file = tempfile::NamedTempFile::new_in(dir).with_context(|| {
         format!(
             "--rules {}: cannot write the rule file in {}",
@@ -116,6 +126,7 @@ pub fn write(path: &std::path::Path, settings: RuleSettings) -> anyhow::Result<(
         )
     })?;
     std::io::Write::write_all(&mut file, render(settings).as_bytes())
+        .and_then(|()| file.as_file().sync_all())
         .with_context(|| format!("--rules {}: writing the rules", path.display()))?;
     file.persist(path)
         .map_err(|e| anyhow::anyhow!("--rules {}: {}", path.display(), e.error))?;
