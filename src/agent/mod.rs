@@ -13,8 +13,14 @@
 //!   once when whole (one hash chain and one AEAD open, no Diffie-Hellman).
 //!   At most [`MAX_PER_SOURCE`] per source address and [`MAX_HANDSHAKES`]
 //!   in all; a new connection ends its source's oldest, then the oldest of
-//!   all, each told [`Refusal::Busy`] before it is closed. Each has
-//!   [`channel::HANDSHAKE_TIME`] to send its first message.
+//!   all, each told [`Refusal::Busy`] before it is closed, but never one
+//!   younger than [`YOUNG`] (the new one is refused instead). So a key
+//!   holder whose first message arrives late, through a relay, tunnel or
+//!   NAT whose address strangers share, is judged before they can push it
+//!   out (found 2026-12: 96 strangers behind a 40 ms relay locked out 5
+//!   runs of 5 when the share was 32 and the oldest always went). Each
+//!   has [`channel::HANDSHAKE_TIME`] to send its first message; the agent
+//!   raises its descriptor limit to hold them all and the runs beside.
 //! - **proven**: the first message verified (and its ephemeral key is new:
 //!   [`ReplayCache`]). Only now does it get a thread, and no stranger can end
 //!   it: only key holders, or replays of messages a key holder sent once
@@ -62,9 +68,20 @@ use crate::endpoint::ratelog::RateLog;
 pub use crate::endpoint::ratelog::{LOG_BURST, LOG_WINDOW};
 
 /// Unproven connections at once; a new one ends the oldest.
-pub const MAX_HANDSHAKES: usize = 128;
+pub const MAX_HANDSHAKES: usize = 1024;
 /// Unproven connections of one source address; a new one ends its oldest.
-pub const MAX_PER_SOURCE: usize = 32;
+/// Half of all: one address may be a relay, a tunnel or a NAT that key
+/// holders share with strangers.
+pub const MAX_PER_SOURCE: usize = 512;
+/// An unproven connection this young is never ended for a newer one (the
+/// newer is refused instead): a controller whose first message comes late
+/// (through a relay that accepts at once and delays the data, 100 ms and
+/// more) is judged before strangers reconnecting from the relay's
+/// address can push it out.
+pub const YOUNG: Duration = Duration::from_millis(500);
+/// Descriptors the agent asks for at start: every unproven connection,
+/// and as many again for the runs (their endpoints, sockets and pipes).
+const NOFILE_WANTED: u64 = 4 * MAX_HANDSHAKES as u64;
 /// New connections accepted between two readings of the unproven ones:
 /// well under [`MAX_PER_SOURCE`], so a first message that has arrived is
 /// read before its source's share turns over.
@@ -147,28 +164,65 @@ impl Unproven {
 }
 
 /// The unproven connections, oldest first.
-#[derive(Default)]
 struct Unprovens {
     pending: Vec<Unproven>,
+    /// Never ended for a newer one while younger than this ([`YOUNG`]).
+    young: Duration,
+}
+
+impl Default for Unprovens {
+    fn default() -> Self {
+        Unprovens {
+            pending: Vec::new(),
+            young: YOUNG,
+        }
+    }
+}
+
+/// What admitting a connection did.
+#[derive(Default)]
+struct Admitted {
+    /// Older unproven connections ended to make room.
+    ended: Vec<Unproven>,
+    /// The new one, when every connection it could have ended was young.
+    refused: Option<Unproven>,
 }
 
 impl Unprovens {
     /// Takes a new connection, ending whichever unproven ones must go to
     /// make room (its source's oldest when the source holds its share,
-    /// then the oldest of all); returns those ended.
-    fn admit(&mut self, new: Unproven) -> Vec<Unproven> {
-        let mut ended = Vec::new();
+    /// then the oldest of all), never one younger than [`YOUNG`]: when
+    /// only young ones could go, the new one is refused.
+    fn admit(&mut self, new: Unproven) -> Admitted {
+        let mut admitted = Admitted::default();
         let source = new.peer.ip();
-        if self.of(source) >= MAX_PER_SOURCE
-            && let Some(i) = self.pending.iter().position(|u| u.peer.ip() == source)
-        {
-            ended.push(self.pending.remove(i));
+        let now = Instant::now();
+        let young = self.young;
+        let old_enough = |u: &Unproven| now.duration_since(u.since) >= young;
+        if self.of(source) >= MAX_PER_SOURCE {
+            match self
+                .pending
+                .iter()
+                .position(|u| u.peer.ip() == source && old_enough(u))
+            {
+                Some(i) => admitted.ended.push(self.pending.remove(i)),
+                None => {
+                    admitted.refused = Some(new);
+                    return admitted;
+                }
+            }
         }
         if self.pending.len() >= MAX_HANDSHAKES {
-            ended.push(self.pending.remove(0));
+            match self.pending.iter().position(old_enough) {
+                Some(i) => admitted.ended.push(self.pending.remove(i)),
+                None => {
+                    admitted.refused = Some(new);
+                    return admitted;
+                }
+            }
         }
         self.pending.push(new);
-        ended
+        admitted
     }
 
     fn of(&self, source: IpAddr) -> usize {
@@ -291,6 +345,16 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
     })?;
     listener.set_nonblocking(true)?;
+    // Room for every unproven connection and as much again for the runs,
+    // where the hard limit allows: strangers then run out of slots, never
+    // the runs out of descriptors.
+    match crate::measure::limits::raise_nofile(NOFILE_WANTED) {
+        Ok(n) if n < NOFILE_WANTED => log(format_args!(
+            "descriptors: {n} allowed (RLIMIT_NOFILE's hard limit), under the {NOFILE_WANTED} asked; a flood of unauthenticated connections may leave runs short"
+        )),
+        Ok(_) => {}
+        Err(e) => log(format_args!("descriptors: cannot raise RLIMIT_NOFILE: {e}")),
+    }
     let metrics = Arc::new(metrics::AgentMetrics::default());
     let _exporter = match config.metrics {
         Some(address) => {
@@ -419,13 +483,22 @@ fn accept_some(agent: &Agent, listener: &TcpListener, unproven: &mut Unprovens) 
                     continue;
                 }
                 let _ = stream.set_nodelay(true);
-                for old in unproven.admit(Unproven::new(stream, peer)) {
+                let admitted = unproven.admit(Unproven::new(stream, peer));
+                for old in admitted.ended {
                     agent.refusals.refuse(
                         old.peer,
                         "ended unauthenticated to make room for a newer connection",
                         "",
                     );
                     old.refuse(Refusal::Busy);
+                }
+                if let Some(new) = admitted.refused {
+                    agent.refusals.refuse(
+                        new.peer,
+                        "refused: every unauthenticated connection it could end is under half a second old",
+                        "",
+                    );
+                    new.refuse(Refusal::Busy);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -622,15 +695,23 @@ mod tests {
 
     #[test]
     fn a_new_connection_ends_the_oldest_of_its_source_then_the_oldest_of_all() {
+        // Two descriptors a connection here, past the usual 1,024.
+        crate::measure::limits::raise_nofile(8 * MAX_HANDSHAKES as u64).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut unproven = Unprovens::default();
+        // Every connection old enough to end (the youth rule has its own test).
+        let mut unproven = Unprovens {
+            young: Duration::ZERO,
+            ..Unprovens::default()
+        };
         let mut clients = Vec::new();
         let source = |last: u8, port: u16| SocketAddr::from(([10, 0, 0, last], port));
         let admit = |unproven: &mut Unprovens, clients: &mut Vec<TcpStream>, peer: SocketAddr| {
             let (u, client) = connected(&listener, peer);
             clients.push(client);
-            unproven
-                .admit(u)
+            let admitted = unproven.admit(u);
+            assert!(admitted.refused.is_none());
+            admitted
+                .ended
                 .into_iter()
                 .map(|u| {
                     let peer = u.peer;
@@ -649,9 +730,10 @@ mod tests {
         );
         assert_eq!(unproven.of(source(1, 0).ip()), MAX_PER_SOURCE);
         // Others fill the rest; then the oldest of all goes, whoever's it is.
-        let mut last = 2;
+        let mut last = 2u32;
         while unproven.len() < MAX_HANDSHAKES {
-            assert!(admit(&mut unproven, &mut clients, source(last, 1)).is_empty());
+            let peer = SocketAddr::from(([10, 1, (last >> 8) as u8, last as u8], 1));
+            assert!(admit(&mut unproven, &mut clients, peer).is_empty());
             last += 1;
         }
         assert_eq!(
@@ -667,6 +749,38 @@ mod tests {
         let mut said = Vec::new();
         client.read_to_end(&mut said).unwrap();
         assert_eq!(said, Refusal::Busy.wire());
+    }
+
+    #[test]
+    fn a_young_connection_is_never_ended_for_a_newer_one() {
+        crate::measure::limits::raise_nofile(8 * MAX_HANDSHAKES as u64).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut unproven = Unprovens {
+            young: Duration::from_millis(300),
+            ..Unprovens::default()
+        };
+        let relay = |port: u16| SocketAddr::from(([10, 0, 0, 9], port));
+        let mut clients = Vec::new();
+        for port in 0..MAX_PER_SOURCE as u16 {
+            let (u, client) = connected(&listener, relay(port));
+            clients.push(client);
+            assert!(unproven.admit(u).ended.is_empty());
+        }
+        // The relay's share is full of young connections: the newest
+        // stranger is refused, the controller among them kept.
+        let (u, client) = connected(&listener, relay(9999));
+        clients.push(client);
+        let admitted = unproven.admit(u);
+        assert!(admitted.ended.is_empty());
+        assert_eq!(admitted.refused.map(|u| u.peer), Some(relay(9999)));
+        // Once old enough, the oldest goes as before.
+        std::thread::sleep(Duration::from_millis(350));
+        let (u, client) = connected(&listener, relay(10_000));
+        clients.push(client);
+        let admitted = unproven.admit(u);
+        assert!(admitted.refused.is_none());
+        let ended: Vec<SocketAddr> = admitted.ended.iter().map(|u| u.peer).collect();
+        assert_eq!(ended, vec![relay(0)]);
     }
 
     #[test]
