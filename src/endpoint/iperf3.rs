@@ -200,6 +200,8 @@ pub enum ClientError {
     Protocol(SocketAddr, Iperf3Error),
     #[error("{0}: {1}")]
     Io(SocketAddr, String),
+    #[error("{0}: stopped (SIGTERM or Ctrl-C)")]
+    Interrupted(SocketAddr),
 }
 
 /// A control connection and where it is in the test.
@@ -212,7 +214,13 @@ struct Control {
     /// trickles its bytes.
     deadline: Instant,
     allowance: Duration,
+    /// Set when the user asks to stop (SIGTERM, Ctrl-C): every wait looks
+    /// at it at least every [`STOP_POLL`].
+    stop: Arc<AtomicBool>,
 }
+
+/// How often a wait on the server looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(200);
 
 impl Control {
     fn io(&self, what: &str) -> impl Fn(io::Error) -> ClientError + '_ {
@@ -242,16 +250,55 @@ impl Control {
         )
     }
 
+    /// Reads into `buf` by `by`, looking at the stop flag as it waits:
+    /// `Ok(n)` as read(2) gives it, or the error (`TimedOut` at `by`).
+    fn read_by(&mut self, buf: &mut [u8], by: Instant) -> Result<io::Result<usize>, ClientError> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(ClientError::Interrupted(self.addr));
+            }
+            let left = by.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Err(io::ErrorKind::TimedOut.into()));
+            }
+            self.socket
+                .set_read_timeout(Some(left.min(STOP_POLL).max(Duration::from_millis(1))))
+                .map_err(self.io("waiting for the server"))?;
+            match self.socket.read(buf) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                done => return Ok(done),
+            }
+        }
+    }
+
+    /// Fills `buf` by `by` (one deadline however the bytes trickle).
+    fn fill_by(&mut self, buf: &mut [u8], by: Instant, what: &str) -> Result<(), ClientError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.read_by(&mut buf[got..], by)? {
+                Ok(0) => {
+                    return Err(ClientError::Io(
+                        self.addr,
+                        format!("{what}: the server closed the connection"),
+                    ));
+                }
+                Ok(n) => got += n,
+                Err(e) => return Err(ClientError::Io(self.addr, format!("{what}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
     fn state(&mut self, first: bool) -> Result<State, ClientError> {
         let by = self.next_wait()?;
-        self.socket
-            .set_read_timeout(Some(
-                by.saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ))
-            .map_err(self.io("waiting for the server's state"))?;
         let mut byte = [0u8; 1];
-        let read = self.socket.read(&mut byte);
+        let read = self.read_by(&mut byte, by)?;
         if read.is_err() && Instant::now() >= self.deadline {
             return Err(self.overran());
         }
@@ -328,15 +375,13 @@ impl Control {
     /// The server's results: one deadline for the whole frame, however
     /// its bytes trickle.
     fn read_results(&mut self) -> Result<Results, ClientError> {
-        use crate::endpoint::waiting::fill_by;
-        let by = Some(self.next_wait()?);
+        let by = self.next_wait()?;
+        let what = "reading the server's results";
         let mut header = [0u8; 4];
-        fill_by(&mut self.socket, &mut header, by)
-            .map_err(self.io("reading the server's results"))?;
+        self.fill_by(&mut header, by, what)?;
         let len = iperf3::frame_length(header).map_err(|e| ClientError::Protocol(self.addr, e))?;
         let mut text = vec![0u8; len];
-        fill_by(&mut self.socket, &mut text, by)
-            .map_err(self.io("reading the server's results"))?;
+        self.fill_by(&mut text, by, what)?;
         iperf3::parse_json(&text, "results").map_err(|e| ClientError::Protocol(self.addr, e))
     }
 
@@ -477,6 +522,7 @@ const UDP_HEADER: usize = 12;
 pub fn run(
     spec: &Iperf3Spec,
     progress: &mut dyn FnMut(Progress<'_>),
+    stop: &Arc<AtomicBool>,
 ) -> Result<Iperf3Run, ClientError> {
     let addr = spec.server;
     let socket = TcpStream::connect_timeout(&addr, spec.timeout)
@@ -495,6 +541,7 @@ pub fn run(
         timeout: spec.timeout,
         deadline: Instant::now() + allowance,
         allowance,
+        stop: stop.clone(),
     };
     let cookie = Cookie::new().map_err(|e| ClientError::Io(addr, e.to_string()))?;
     control
@@ -579,6 +626,11 @@ pub fn run(
                     };
                     if done || Instant::now() >= deadline + spec.timeout {
                         break;
+                    }
+                    if stop.load(Ordering::Relaxed) {
+                        shared.stop.store(true, Ordering::Relaxed);
+                        ended_after = Some(since.elapsed().as_secs_f64());
+                        break 'exchange Err(ClientError::Interrupted(addr));
                     }
                     // The server may end the test early (a refusal on the
                     // control connection), or a data stream may fail:
@@ -1250,7 +1302,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
-        let error = run(&spec_for(addr), &mut |_| {}).expect_err("refused");
+        let error = run(&spec_for(addr), &mut |_| {}, &Arc::default()).expect_err("refused");
         assert!(
             error
                 .to_string()
@@ -1279,7 +1331,7 @@ mod tests {
             let _ = say(control, State::TestRunning);
             std::thread::sleep(Duration::from_millis(500));
         });
-        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let test = run(&spec_for(addr), &mut |_| {}, &Arc::default()).expect("netlab's own counts");
         let why = test.incomplete.expect("marked incomplete");
         assert!(why.contains("TestRunning where"), "{why}");
         assert!(test.streams[0].bytes > 0);
@@ -1304,7 +1356,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(300));
             }
         });
-        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let test = run(&spec_for(addr), &mut |_| {}, &Arc::default()).expect("netlab's own counts");
         let why = test.incomplete.expect("marked incomplete");
         assert!(why.contains("reading the server's results"), "{why}");
         assert!(why.contains("timed out"), "{why}");
@@ -1329,7 +1381,7 @@ mod tests {
         });
         // The whole exchange may take the test (1 s) and four steps (1 s
         // each): 0.9 s before each of five states is past it.
-        let test = run(&spec_for(addr), &mut |_| {}).expect("netlab's own counts");
+        let test = run(&spec_for(addr), &mut |_| {}, &Arc::default()).expect("netlab's own counts");
         let why = test.incomplete.expect("marked incomplete");
         assert!(why.contains("whole allowance of 5 s"), "{why}");
     }

@@ -5,7 +5,7 @@
 use crate::common;
 use common::netlab;
 use serde_json::Value;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -577,4 +577,37 @@ fn netlab_s_own_runs_print_iperf3_s_document_too() {
         .output()
         .unwrap();
     assert!(!run.status.success());
+}
+
+#[test]
+fn sigterm_stops_a_run_that_a_silent_server_holds() {
+    let _beside = common::beside_others();
+    // A server that asks for the parameters, then says nothing: each wait
+    // on it is 10 s, the whole exchange longer; SIGTERM must not wait.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut control, _) = listener.accept().unwrap();
+        let mut cookie = [0u8; 37];
+        control.read_exact(&mut cookie).unwrap();
+        control.write_all(&[9]).unwrap(); // PARAM_EXCHANGE
+        let mut rest = Vec::new();
+        // Until netlab goes away.
+        let _ = control.read_to_end(&mut rest);
+    });
+    let run = Command::new(env!("CARGO_BIN_EXE_netlab"))
+        .args(["stream", "--to", &format!("iperf3:127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: a signal to our own child, by its PID.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let output = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    // Ended by the signal, not by a wait running out.
+    assert!(stderr.contains("stopped (SIGTERM or Ctrl-C)"), "{stderr}");
+    server.join().unwrap();
 }

@@ -480,34 +480,39 @@ pub fn run_against(
             failed_print.get_or_insert(e);
         }
     };
-    let result = run(spec, &mut |progress| match progress {
-        Progress::Started {
-            connected: c,
-            cookie,
-        } => {
-            connected = c.to_vec();
-            start_doc = format::start(&test, c, cookie);
-            if printing.lines {
-                line(out, "start", &start_doc);
-            }
-        }
-        Progress::Interval(tick) => {
-            let doc = format::interval(&test, &connected, last_tick.as_ref(), tick);
-            if printing.lines {
-                if printing.iperf3 {
-                    line(out, "interval", &doc);
-                } else {
-                    line(
-                        out,
-                        "interval",
-                        &serde_json::json!({"experiment": "stream-iperf3", "interval": doc}),
-                    );
+    let stop = crate::controller::processes::interrupt_flag();
+    let result = run(
+        spec,
+        &mut |progress| match progress {
+            Progress::Started {
+                connected: c,
+                cookie,
+            } => {
+                connected = c.to_vec();
+                start_doc = format::start(&test, c, cookie);
+                if printing.lines {
+                    line(out, "start", &start_doc);
                 }
             }
-            intervals.push(doc);
-            last_tick = Some(tick.clone());
-        }
-    })?;
+            Progress::Interval(tick) => {
+                let doc = format::interval(&test, &connected, last_tick.as_ref(), tick);
+                if printing.lines {
+                    if printing.iperf3 {
+                        line(out, "interval", &doc);
+                    } else {
+                        line(
+                            out,
+                            "interval",
+                            &serde_json::json!({"experiment": "stream-iperf3", "interval": doc}),
+                        );
+                    }
+                }
+                intervals.push(doc);
+                last_tick = Some(tick.clone());
+            }
+        },
+        &stop,
+    )?;
     let path = watch.finish();
     let judged = verdicts(spec, &result, &path);
     let extra = serde_json::json!({
