@@ -89,7 +89,17 @@ pub fn table(records: &[Record]) -> String {
             let parts: Vec<String> = split
                 .parts
                 .iter()
-                .map(|p| format!("{} {:.1} ms", p.name, p.ms))
+                .map(|p| {
+                    if p.ms < 0.0 {
+                        // The parts sum past the round trip itself.
+                        format!(
+                            "{} {:.1} ms (the parts above overlap or were read at other moments than the probes: they sum past the round trip)",
+                            p.name, p.ms
+                        )
+                    } else {
+                        format!("{} {:.1} ms", p.name, p.ms)
+                    }
+                })
                 .collect();
             notes.push(format!(
                 "{}: where the delay built up: {}. {}{}",
