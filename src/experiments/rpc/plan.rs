@@ -300,19 +300,47 @@ pub enum SearchError {
     NoModel { column: String },
 }
 
-/// Probes one size, once: every probe's mean ms per call, by size.
+/// Probes sizes: every probe's mean ms per call, by size (a size probed
+/// more than once reads as the median of its probes).
 struct Prober<'r, 'w, M> {
     runner: &'r mut Runner<'w>,
     measure: &'r mut M,
     base: RpcParams,
-    times: BTreeMap<usize, f64>,
+    times: BTreeMap<usize, Vec<f64>>,
 }
 
+/// Probes of each size beside a boundary: the median of three is a
+/// majority, so one sporadic stall (a probe in a few near 4 KB, under
+/// load) cannot move the boundary by a byte.
+const CONFIRM_PROBES: usize = 3;
+/// Steps a confirmation may move a boundary before it stops.
+const CONFIRM_STEPS: usize = 8;
+
 impl<M: MeasureCell<Cell = RpcParams, Data = RpcData>> Prober<'_, '_, M> {
+    /// The size's time: its first probe, or the median of those made.
     fn probe(&mut self, size: usize) -> Result<f64, SearchError> {
-        if let Some(&ms) = self.times.get(&size) {
+        if let Some(ms) = self.median(size) {
             return Ok(ms);
         }
+        self.probe_again(size)?;
+        Ok(self.median(size).expect("probed"))
+    }
+
+    /// The median of `size`'s probes, [`CONFIRM_PROBES`] of them at least.
+    fn confirm(&mut self, size: usize) -> Result<f64, SearchError> {
+        while self.times.get(&size).map_or(0, Vec::len) < CONFIRM_PROBES {
+            self.probe_again(size)?;
+        }
+        Ok(self.median(size).expect("probed"))
+    }
+
+    fn median(&self, size: usize) -> Option<f64> {
+        let mut ms = self.times.get(&size)?.clone();
+        ms.sort_by(f64::total_cmp);
+        Some(ms[ms.len() / 2])
+    }
+
+    fn probe_again(&mut self, size: usize) -> Result<(), SearchError> {
         let cell = RpcParams {
             size,
             ..self.base.clone()
@@ -329,8 +357,8 @@ impl<M: MeasureCell<Cell = RpcParams, Data = RpcData>> Prober<'_, '_, M> {
                 });
             }
         };
-        self.times.insert(size, ms);
-        Ok(ms)
+        self.times.entry(size).or_default().push(ms);
+        Ok(())
     }
 }
 
@@ -411,7 +439,10 @@ pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     for &size in &coarse {
         prober.probe(size)?;
     }
-    let points: Vec<(f64, f64)> = prober.times.iter().map(|(&s, &t)| (s as f64, t)).collect();
+    let points: Vec<(f64, f64)> = coarse
+        .iter()
+        .map(|&s| (s as f64, prober.median(s).expect("probed")))
+        .collect();
     let (_, model) = model_cliffs(&points, DEFAULT_FACTOR);
     let Some(model) = model else {
         return Err(SearchError::NoModel { column });
@@ -420,8 +451,8 @@ pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
     for pair in coarse.windows(2) {
         let (a, b) = (pair[0], pair[1]);
         let (sa, sb) = (
-            is_stall(&model, a, prober.times[&a]),
-            is_stall(&model, b, prober.times[&b]),
+            is_stall(&model, a, prober.probe(a)?),
+            is_stall(&model, b, prober.probe(b)?),
         );
         if sa == sb {
             continue;
@@ -436,8 +467,39 @@ pub fn find_cliffs_on<M: MeasureCell<Cell = RpcParams, Data = RpcData>>(
                 fast_side = mid;
             }
         }
+        // The boundary confirmed: both its sides by a majority of probes,
+        // moved a byte at a time while a majority says a side was misread.
+        // Slow sizes lie above the fast ones (a cliff) or below (its end).
+        let up = slow_side > fast_side;
+        let step = |from: usize, toward_slow: bool| {
+            let next = if up == toward_slow {
+                from.checked_add(1)
+            } else {
+                from.checked_sub(1)
+            };
+            next.filter(|s| (lo..=hi).contains(s))
+        };
+        for _ in 0..CONFIRM_STEPS {
+            if is_stall(&model, fast_side, prober.confirm(fast_side)?) {
+                let Some(next) = step(fast_side, false) else {
+                    break;
+                };
+                (slow_side, fast_side) = (fast_side, next);
+            } else if !is_stall(&model, slow_side, prober.confirm(slow_side)?) {
+                let Some(next) = step(slow_side, true) else {
+                    break;
+                };
+                (fast_side, slow_side) = (slow_side, next);
+            } else {
+                break;
+            }
+        }
     }
-    let probes: Vec<(usize, f64)> = prober.times.into_iter().collect();
+    let probes: Vec<(usize, f64)> = prober
+        .times
+        .keys()
+        .map(|&s| (s, prober.median(s).expect("probed")))
+        .collect();
     Ok(stall_ranges(&column, &probes, &model, lo, hi))
 }
 
@@ -519,11 +581,42 @@ mod tests {
                     && c.calls == PROBE_CALLS
                     && c.proto == Proto::Tcp)
         );
-        let mut sizes: Vec<usize> = mock.measured.iter().map(|c| c.size).collect();
-        let probes = sizes.len();
-        sizes.sort_unstable();
-        sizes.dedup();
-        assert_eq!(sizes.len(), probes, "no size probed twice");
+        // Each boundary's two sides are probed three times (a majority),
+        // every other size once.
+        let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+        for c in &mock.measured {
+            *counts.entry(c.size).or_default() += 1;
+        }
+        let confirmed: Vec<usize> = counts
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(s, n)| {
+                assert_eq!(*n, CONFIRM_PROBES, "size {s}");
+                *s
+            })
+            .collect();
+        assert_eq!(confirmed, vec![4096, 4097, 8192, 8193]);
+    }
+
+    #[test]
+    fn one_sporadic_stall_beside_the_boundary_does_not_move_it() {
+        // 3952 bytes stalls once in three probes (as a loaded host's
+        // sporadic stall near 4 KB); 3953 and up always.
+        let seen = std::cell::Cell::new(0);
+        let mut mock = Mock::new(|cell: &RpcParams| {
+            let stall = match cell.size {
+                3953.. => 200.0,
+                3952 => {
+                    seen.set(seen.get() + 1);
+                    if seen.get() == 1 { 200.0 } else { 0.0 }
+                }
+                _ => 0.0,
+            };
+            rpc_measured(cell, fast(cell.size) + stall)
+        });
+        let ranges = search(&mut mock, 65483, (3800, 4200)).unwrap();
+        assert_eq!(ranges.len(), 1, "{ranges:?}");
+        assert_eq!(ranges[0].from, 3953, "{ranges:?}");
     }
 
     #[test]
