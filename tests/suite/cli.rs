@@ -1597,18 +1597,25 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
     let udp = &doc["records"][0]["result"]["receiver"]["udp"];
     assert_eq!(udp["end_seen"], true, "{udp}");
     let sent = udp["sent"].as_u64().unwrap() as f64;
-    let lost = udp["lost"].as_u64().unwrap() as f64;
+    let sites = &doc["records"][0]["result"]["udp_loss"];
+    // The link model's own losses: a host under load may lose more
+    // elsewhere (a full receive buffer), and those are placed apart (CI
+    // on 2026-12-02: 303 lost of 25,001 beside other tests).
+    let on_the_link = sites["on_the_link"].as_u64().unwrap() as f64;
     let (mean, sd) = (sent * 0.01, (sent * 0.01 * 0.99).sqrt());
     assert!(sent > 20_000.0, "{udp}");
     assert!(
-        (lost - mean).abs() <= 3.29 * sd,
-        "lost {lost} of {sent}: expected {mean} ± {}",
+        (on_the_link - mean).abs() <= 3.29 * sd,
+        "the link lost {on_the_link} of {sent}: expected {mean} ± {}: {sites}",
         3.29 * sd
+    );
+    assert!(
+        udp["lost"].as_u64().unwrap() as f64 >= on_the_link - 3.0,
+        "{sites}"
     );
     assert_eq!(udp["duplicates"], 0);
     // Every lost datagram is placed; only the end markers (3) may be
     // counted beyond.
-    let sites = &doc["records"][0]["result"]["udp_loss"];
     assert_eq!(sites["unexplained"], 0, "{sites}");
     assert!(
         sites["counted_beyond_lost"].as_u64().unwrap() <= 3,
