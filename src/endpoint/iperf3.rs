@@ -392,7 +392,8 @@ impl Control {
             State::ServerTerminate => ClientError::Terminated(self.addr),
             State::ServerError => {
                 let mut numbers = [0u8; 8];
-                match self.socket.read_exact(&mut numbers) {
+                let by = self.deadline.min(Instant::now() + self.timeout);
+                match self.fill_by(&mut numbers, by, "reading a server error") {
                     Ok(()) => {
                         let i_errno = i32::from_be_bytes(numbers[..4].try_into().unwrap());
                         let errno = i32::from_be_bytes(numbers[4..].try_into().unwrap());
@@ -402,7 +403,7 @@ impl Control {
                             errno,
                         }
                     }
-                    Err(e) => ClientError::Io(self.addr, format!("reading a server error: {e}")),
+                    Err(e) => e,
                 }
             }
             other => ClientError::Io(self.addr, format!("the server sent {other:?} out of turn")),
