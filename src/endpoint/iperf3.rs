@@ -1275,6 +1275,19 @@ mod tests {
         control.read_exact(&mut text).unwrap();
     }
 
+    /// A stock server's part up to the client's TEST_END: the parameters
+    /// taken, the streams made, the test started and run.
+    fn run_a_test(control: &mut TcpStream) {
+        say(control, State::ParamExchange).unwrap();
+        take_frame(control);
+        say(control, State::CreateStreams).unwrap();
+        say(control, State::TestStart).unwrap();
+        say(control, State::TestRunning).unwrap();
+        let mut end = [0u8; 1];
+        control.read_exact(&mut end).unwrap();
+        assert_eq!(end[0], State::TestEnd.byte());
+    }
+
     fn spec_for(server: SocketAddr) -> Iperf3Spec {
         Iperf3Spec {
             server,
@@ -1321,14 +1334,7 @@ mod tests {
     #[test]
     fn a_second_test_running_ends_the_test_marked_incomplete() {
         let (addr, _) = hostile(|control| {
-            say(control, State::ParamExchange).unwrap();
-            take_frame(control);
-            say(control, State::CreateStreams).unwrap();
-            say(control, State::TestStart).unwrap();
-            say(control, State::TestRunning).unwrap();
-            let mut end = [0u8; 1];
-            control.read_exact(&mut end).unwrap();
-            assert_eq!(end[0], State::TestEnd.byte());
+            run_a_test(control);
             let _ = say(control, State::TestRunning);
             std::thread::sleep(Duration::from_millis(500));
         });
@@ -1341,13 +1347,7 @@ mod tests {
     #[test]
     fn results_that_trickle_meet_one_deadline() {
         let (addr, _) = hostile(|control| {
-            say(control, State::ParamExchange).unwrap();
-            take_frame(control);
-            say(control, State::CreateStreams).unwrap();
-            say(control, State::TestStart).unwrap();
-            say(control, State::TestRunning).unwrap();
-            let mut end = [0u8; 1];
-            control.read_exact(&mut end).unwrap();
+            run_a_test(control);
             say(control, State::ExchangeResults).unwrap();
             take_frame(control);
             // A 1 KB frame announced, its bytes one every 300 ms: each read
