@@ -366,6 +366,24 @@ impl Control {
         }
     }
 
+    /// The exchange's last step, while the client waits for `expect`
+    /// (DISPLAY_RESULTS): the server's word, and IPERF_DONE.
+    fn display_results(&mut self, expect: Expect) -> Result<(), ClientError> {
+        let said = self.state(false)?;
+        match expect.step(said) {
+            Ok(Step::Act(State::DisplayResults, _)) => self.send_state(State::IperfDone),
+            Ok(Step::Act(other, _) | Step::Refusal(other)) => Err(self.refused(other)),
+            Err(e) => Err(ClientError::Protocol(self.addr, e)),
+        }
+    }
+
+    /// Writes a JSON frame ([`iperf3::frame`]); `what` names it.
+    fn send_frame(&mut self, frame: &[u8], what: &str) -> Result<(), ClientError> {
+        self.socket
+            .write_all(frame)
+            .map_err(self.io(&format!("writing {what}")))
+    }
+
     fn send_state(&mut self, state: State) -> Result<(), ClientError> {
         self.socket
             .write_all(&[state.byte()])
@@ -556,7 +574,7 @@ pub fn run(
     let (mut running_since, mut ended_after) = (None, None);
     let mut first = true;
     let mut expect = Expect::FIRST;
-    let outcome: Result<_, ClientError> = 'exchange: loop {
+    let outcome: Result<_, ClientError> = loop {
         let said = match control.state(first) {
             Ok(state) => state,
             Err(e) => break Err(e),
@@ -574,37 +592,12 @@ pub fn run(
         };
         match state {
             State::ParamExchange => {
-                if let Err(e) = control
-                    .socket
-                    .write_all(&iperf3::frame(&params))
-                    .map_err(control.io("writing the parameters"))
-                {
+                if let Err(e) = control.send_frame(&iperf3::frame(&params), "the parameters") {
                     break Err(e);
                 }
             }
             State::CreateStreams => {
-                let directions: Vec<bool> = match (spec.bidir, spec.reverse) {
-                    (true, _) => [true, false]
-                        .into_iter()
-                        .flat_map(|s| std::iter::repeat_n(s, spec.parallel as usize))
-                        .collect(),
-                    (false, reverse) => vec![!reverse; spec.parallel as usize],
-                };
-                let mut opened = Ok(());
-                for (i, sender) in directions.into_iter().enumerate() {
-                    let id = if i == 0 { 1 } else { i as i64 + 2 };
-                    match open_stream(spec, &cookie, id, sender, &shared) {
-                        Ok((stream, link)) => {
-                            streams.push(stream);
-                            connected.push(link);
-                        }
-                        Err(e) => {
-                            opened = Err(e);
-                            break;
-                        }
-                    }
-                }
-                if let Err(e) = opened {
+                if let Err(e) = open_streams(spec, &cookie, &shared, &mut streams, &mut connected) {
                     break Err(e);
                 }
             }
@@ -615,105 +608,35 @@ pub fn run(
             State::TestRunning => {
                 let since = Instant::now();
                 running_since = Some(since);
-                // The client ends the test: by time, or once the bytes
-                // asked for went either way.
-                let deadline = since + spec.duration;
-                let mut tick_from = 0.0;
-                let mut last_poll = since;
-                loop {
-                    let done = match spec.bytes {
-                        Some(n) => shared.total.load(Ordering::Relaxed) >= n,
-                        None => Instant::now() >= deadline,
-                    };
-                    if done || Instant::now() >= deadline + spec.timeout {
-                        break;
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        shared.stop.store(true, Ordering::Relaxed);
-                        ended_after = Some(since.elapsed().as_secs_f64());
-                        break 'exchange Err(ClientError::Interrupted(addr));
-                    }
-                    // The server may end the test early (a refusal on the
-                    // control connection), or a data stream may fail:
-                    // looked at every 100 ms, a system call each time, so
-                    // netlab's own CPU on the measured end stays small.
-                    let early = if last_poll.elapsed() >= POLL_EVERY {
-                        last_poll = Instant::now();
-                        ended_early(&mut control, &streams)
-                    } else {
-                        None
-                    };
-                    if let Some(e) = early {
-                        shared.stop.store(true, Ordering::Relaxed);
-                        ended_after = Some(since.elapsed().as_secs_f64());
-                        break 'exchange Err(e);
-                    }
-                    let at = since.elapsed().as_secs_f64();
-                    if let Some(every) = spec.interval
-                        && at - tick_from >= every.as_secs_f64()
-                    {
-                        let tick = Tick {
-                            start_s: tick_from,
-                            end_s: at,
-                            streams: snapshot(&streams, at, true),
-                        };
-                        progress(Progress::Interval(&tick));
-                        ticks.push(tick);
-                        tick_from = at;
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let ended = since.elapsed().as_secs_f64();
-                // iperf3's last, short interval: shown when it is at
-                // least a tenth of one.
-                if let Some(every) = spec.interval
-                    && ended - tick_from >= every.as_secs_f64() / 10.0
-                {
-                    let tick = Tick {
-                        start_s: tick_from,
-                        end_s: ended,
-                        streams: snapshot(&streams, ended, true),
-                    };
-                    progress(Progress::Interval(&tick));
-                    ticks.push(tick);
-                }
-                shared.stop.store(true, Ordering::Relaxed);
+                let (ended, early) = run_the_test(
+                    spec,
+                    &mut control,
+                    &streams,
+                    &shared,
+                    since,
+                    stop,
+                    progress,
+                    &mut ticks,
+                );
                 ended_after = Some(ended);
-                if let Err(e) = control.send_state(State::TestEnd) {
+                // Ended in time: the client says so.
+                if let Err(e) = early.map_or_else(|| control.send_state(State::TestEnd), Err) {
                     break Err(e);
                 }
             }
             State::ExchangeResults => {
-                let seconds = ended_after.unwrap_or(0.0);
-                let counted = settled(&streams, seconds);
-                let usage = crate::measure::rusage::ProcessUsage::now().since(&usage0);
-                let wall = running_since.map_or(1.0, |s| s.elapsed().as_secs_f64().max(1e-9));
-                let client = client_results(&counted, &usage, wall);
-                if let Err(e) = control
-                    .socket
-                    .write_all(&iperf3::frame(&client))
-                    .map_err(control.io("writing netlab's results"))
-                {
-                    break Err(e);
-                }
-                break control
-                    .read_results()
-                    .map(|server| (counted, client, server, seconds, usage));
+                break exchange_results(
+                    &mut control,
+                    &streams,
+                    ended_after.unwrap_or(0.0),
+                    &usage0,
+                    running_since,
+                );
             }
             other => break Err(control.refused(other)),
         }
     };
-    let outcome = outcome.and_then(|done| {
-        let said = control.state(false)?;
-        match expect.step(said) {
-            Ok(Step::Act(State::DisplayResults, _)) => {
-                control.send_state(State::IperfDone)?;
-                Ok(done)
-            }
-            Ok(Step::Act(other, _) | Step::Refusal(other)) => Err(control.refused(other)),
-            Err(e) => Err(ClientError::Protocol(addr, e)),
-        }
-    });
+    let outcome = outcome.and_then(|done| control.display_results(expect).map(|()| done));
     // A test that failed once running keeps netlab's counts up to then.
     let partial = match (&outcome, running_since) {
         (Err(_), Some(since)) => {
@@ -731,36 +654,27 @@ pub fn run(
     shared.stop.store(true, Ordering::Relaxed);
     shared.finished.store(true, Ordering::Relaxed);
     let joined = join(streams);
-    let (counted, client, server, seconds, usage) = match (outcome, partial) {
-        (Ok(done), _) => done,
+    let (counted, client, server, seconds, usage, incomplete) = match (outcome, partial) {
+        (Ok((counted, client, server, seconds, usage)), _) => {
+            joined.map_err(|e| ClientError::Io(addr, format!("a data stream: {e}")))?;
+            let expected = counted.len();
+            if server.streams.len() != expected {
+                return Err(ClientError::OldServer(
+                    addr,
+                    format!(
+                        "the server reported {} stream(s) for the {expected} of this test: an iperf3 before 3.7 ignores --bidir",
+                        server.streams.len()
+                    ),
+                ));
+            }
+            (counted, client, Some(server), seconds, usage, None)
+        }
         (Err(e), Some((counted, seconds, usage))) => {
             let client = client_results(&counted, &usage, seconds.max(1e-9));
-            return Ok(Iperf3Run {
-                params,
-                cookie: cookie.as_str().into(),
-                connected,
-                streams: counted,
-                intervals: ticks,
-                client,
-                server: None,
-                seconds,
-                usage,
-                incomplete: Some(e.to_string()),
-            });
+            (counted, client, None, seconds, usage, Some(e.to_string()))
         }
         (Err(e), None) => return Err(e),
     };
-    joined.map_err(|e| ClientError::Io(addr, format!("a data stream: {e}")))?;
-    let expected = counted.len();
-    if server.streams.len() != expected {
-        return Err(ClientError::OldServer(
-            addr,
-            format!(
-                "the server reported {} stream(s) for the {expected} of this test: an iperf3 before 3.7 ignores --bidir",
-                server.streams.len()
-            ),
-        ));
-    }
     Ok(Iperf3Run {
         params,
         cookie: cookie.as_str().into(),
@@ -768,11 +682,145 @@ pub fn run(
         streams: counted,
         intervals: ticks,
         client,
-        server: Some(server),
+        server,
         seconds,
         usage,
-        incomplete: None,
+        incomplete,
     })
+}
+
+/// The results' exchange: netlab's counts settled over the `seconds` the
+/// test ran and its CPU since `usage0` sent, the server's read.
+fn exchange_results(
+    control: &mut Control,
+    streams: &[Stream],
+    seconds: f64,
+    usage0: &crate::measure::rusage::ProcessUsage,
+    running_since: Option<Instant>,
+) -> Result<Exchanged, ClientError> {
+    let counted = settled(streams, seconds);
+    let usage = crate::measure::rusage::ProcessUsage::now().since(usage0);
+    let wall = running_since.map_or(1.0, |s| s.elapsed().as_secs_f64().max(1e-9));
+    let client = client_results(&counted, &usage, wall);
+    control.send_frame(&iperf3::frame(&client), "netlab's results")?;
+    let server = control.read_results()?;
+    Ok((counted, client, server, seconds, usage))
+}
+
+/// A whole exchange: netlab's streams and results, the server's, the
+/// test's seconds and netlab's CPU over it.
+type Exchanged = (
+    Vec<LocalStream>,
+    Results,
+    Results,
+    f64,
+    crate::measure::rusage::ProcessUsage,
+);
+
+/// Opens the test's data streams as iperf3 numbers them (1, 3, 4, ...):
+/// `parallel` each way asked, no more; those opened before a failure are
+/// kept in `streams` (so they are joined).
+fn open_streams(
+    spec: &Iperf3Spec,
+    cookie: &Cookie,
+    shared: &Shared,
+    streams: &mut Vec<Stream>,
+    connected: &mut Vec<Connected>,
+) -> Result<(), ClientError> {
+    let directions: Vec<bool> = match (spec.bidir, spec.reverse) {
+        (true, _) => [true, false]
+            .into_iter()
+            .flat_map(|s| std::iter::repeat_n(s, spec.parallel as usize))
+            .collect(),
+        (false, reverse) => vec![!reverse; spec.parallel as usize],
+    };
+    for (i, sender) in directions.into_iter().enumerate() {
+        let id = if i == 0 { 1 } else { i as i64 + 2 };
+        let (stream, link) = open_stream(spec, cookie, id, sender, shared)?;
+        streams.push(stream);
+        connected.push(link);
+    }
+    Ok(())
+}
+
+/// The test while it runs, from `since`: until its time or its bytes (the
+/// client ends it), the user's stop, or the server or a stream ending it
+/// early; each interval's counts go to `progress` and `ticks`. Every
+/// stream is told to stop. Returns the seconds it ran and why it ended
+/// early, if it did.
+#[allow(clippy::too_many_arguments)]
+fn run_the_test(
+    spec: &Iperf3Spec,
+    control: &mut Control,
+    streams: &[Stream],
+    shared: &Shared,
+    since: Instant,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
+    ticks: &mut Vec<Tick>,
+) -> (f64, Option<ClientError>) {
+    let deadline = since + spec.duration;
+    let mut tick_from = 0.0;
+    let mut last_poll = since;
+    loop {
+        let done = match spec.bytes {
+            Some(n) => shared.total.load(Ordering::Relaxed) >= n,
+            None => Instant::now() >= deadline,
+        };
+        if done || Instant::now() >= deadline + spec.timeout {
+            break;
+        }
+        if stop.load(Ordering::Relaxed) {
+            shared.stop.store(true, Ordering::Relaxed);
+            return (
+                since.elapsed().as_secs_f64(),
+                Some(ClientError::Interrupted(control.addr)),
+            );
+        }
+        // The server may end the test early (a refusal on the control
+        // connection), or a data stream may fail: looked at every 100 ms,
+        // a system call each time, so netlab's own CPU on the measured
+        // end stays small.
+        let early = if last_poll.elapsed() >= POLL_EVERY {
+            last_poll = Instant::now();
+            ended_early(control, streams)
+        } else {
+            None
+        };
+        if let Some(e) = early {
+            shared.stop.store(true, Ordering::Relaxed);
+            return (since.elapsed().as_secs_f64(), Some(e));
+        }
+        let at = since.elapsed().as_secs_f64();
+        if let Some(every) = spec.interval
+            && at - tick_from >= every.as_secs_f64()
+        {
+            let tick = Tick {
+                start_s: tick_from,
+                end_s: at,
+                streams: snapshot(streams, at, true),
+            };
+            progress(Progress::Interval(&tick));
+            ticks.push(tick);
+            tick_from = at;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ended = since.elapsed().as_secs_f64();
+    // iperf3's last, short interval: shown when it is at least a tenth of one.
+    if let Some(every) = spec.interval
+        && ended - tick_from >= every.as_secs_f64() / 10.0
+    {
+        let tick = Tick {
+            start_s: tick_from,
+            end_s: ended,
+            streams: snapshot(streams, ended, true),
+        };
+        progress(Progress::Interval(&tick));
+        ticks.push(tick);
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    (ended, None)
 }
 
 /// Why the test ended before its time, if it did: the server said so on
