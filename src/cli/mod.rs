@@ -18,7 +18,7 @@ pub mod report;
 pub mod testbed;
 
 use crate::controller::MeasureError;
-use crate::options::Output;
+use crate::options::{Output, describe};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -136,27 +136,30 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let interrupted = matches!(
-                e.downcast_ref::<MeasureError>(),
-                Some(MeasureError::Interrupted { .. })
-            );
+            // Whatever error a stop left behind (a wait given up, a cell
+            // cut short), a stopped command exits as interrupted.
+            let interrupted = crate::measure::stop::requested()
+                || matches!(
+                    e.downcast_ref::<MeasureError>(),
+                    Some(MeasureError::Interrupted { .. })
+                );
             // Its document or text is out already; only the count is left to say.
             if e.downcast_ref::<crate::options::run::SomeCellsFailed>()
                 .is_some()
                 || e.downcast_ref::<crate::options::run::PrintedIncomplete>()
                     .is_some()
             {
-                eprintln!("netlab: {e:#}");
+                eprintln!("netlab: {}", describe(&e));
                 return ExitCode::from(crate::options::run::SOME_CELLS_FAILED);
             }
             if json_lines {
                 // JSON Lines: the error on one line, as the last event.
-                let line = serde_json::json!({ "event": "error", "error": format!("{e:#}") });
+                let line = serde_json::json!({ "event": "error", "error": describe(&e) });
                 let _ = out.text(&format!("{line}\n"));
             } else if json {
-                let _ = out.json(&serde_json::json!({ "error": format!("{e:#}") }));
+                let _ = out.json(&serde_json::json!({ "error": describe(&e) }));
             } else {
-                eprintln!("netlab: {e:#}");
+                eprintln!("netlab: {}", describe(&e));
             }
             ExitCode::from(if interrupted { 130 } else { 1 })
         }

@@ -21,6 +21,11 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
+    if crate::record::files::is_stdin(&args.records) {
+        bail!(
+            "netlab report reads a records file, not standard input: the report links to its raw records, so save them to a file first"
+        );
+    }
     // The reader's errors name the file already.
     let loaded = crate::experiments::page::load(&args.records)?;
     let dir = args.out_dir.unwrap_or_else(|| html::beside(&args.records));

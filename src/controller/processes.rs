@@ -22,20 +22,22 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// Set by SIGINT or SIGTERM once [`install_interrupt_handler`] has run.
-static INTERRUPTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-
-/// Routes SIGINT and SIGTERM to a flag the controller polls, so a run stops
-/// between steps, cleans up its endpoints and keeps its finished records.
+/// Routes SIGINT and SIGTERM to [`crate::measure::stop`]'s flag, which
+/// every long wait looks at, so a run stops within a poll or two, cleans
+/// up its endpoints and keeps its finished records. A second signal while
+/// the first is being honoured exits at once (130), for a cleanup that
+/// itself hangs.
 pub fn install_interrupt_handler() -> io::Result<()> {
-    let flag = INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    let flag = crate::measure::stop::flag();
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag as the earlier signal left it.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, flag.clone())?;
         signal_hook::flag::register(signal, flag.clone())?;
     }
     Ok(())
@@ -43,16 +45,12 @@ pub fn install_interrupt_handler() -> io::Result<()> {
 
 /// The flag itself, for loops that run in threads of their own.
 pub fn interrupt_flag() -> Arc<AtomicBool> {
-    INTERRUPTED
-        .get_or_init(|| Arc::new(AtomicBool::new(false)))
-        .clone()
+    crate::measure::stop::flag()
 }
 
 /// Whether the user asked the controller to stop.
 pub fn interrupted() -> bool {
-    INTERRUPTED
-        .get()
-        .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    crate::measure::stop::requested()
 }
 
 /// Returns once the user asks to stop (Ctrl-C or SIGTERM): a server run

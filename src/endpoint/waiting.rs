@@ -3,6 +3,7 @@
 //! connections it keeps. Shared by the agent's handshake, the data ports'
 //! tokens and consents, and a mesh's DNS over TCP.
 
+use crate::measure::stop;
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -28,25 +29,37 @@ impl Link for TcpStream {
 
 /// Fills `buf` by `deadline` (`None`: no deadline). Fails with
 /// `TimedOut` when the deadline passes first and `UnexpectedEof` when the
-/// peer closes first, so callers name the two apart.
+/// peer closes first, so callers name the two apart, and with
+/// [`stop::Stopped`] once the user asks this process to stop: each read
+/// waits at most [`stop::POLL`] before the flag is looked at again.
 pub fn fill_by(link: &mut impl Link, buf: &mut [u8], deadline: Option<Instant>) -> io::Result<()> {
     let mut got = 0;
     while got < buf.len() {
+        stop::check()?;
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(io::ErrorKind::TimedOut.into());
         }
-        link.read_deadline(deadline)?;
+        link.read_deadline(Some(Instant::now() + stop::slice(deadline)))?;
         match link.read(&mut buf[got..]) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
+            // A slice ended (or a signal woke the read): the loop looks at
+            // the flag and the deadline again.
+            Err(e) if is_a_wake_up(&e) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// A read or wait that ended without data and without a fault: its
+/// timeout (`WouldBlock` or `TimedOut`, as the kernel words it) or a
+/// signal (`Interrupted`).
+pub fn is_a_wake_up(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 /// Polls `listener` and `connections` until one is readable (or closed),

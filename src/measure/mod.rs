@@ -2,7 +2,7 @@
 //! scheduling ([`rusage`]), the machine's CPU split ([`procstat`]), the
 //! kernel's per-connection view ([`tcpinfo`]), its protocol counters
 //! ([`netstat`]), the host's facts ([`host`]) and the limits a load can
-//! cross ([`limits`]). How each figure is obtained
+//! cross ([`limits`]), and whether the user asked to stop ([`stop`]). How each figure is obtained
 //! and where it is blind is written down in `docs/MEASUREMENT.md`.
 
 pub mod drops;
@@ -18,6 +18,7 @@ pub mod profile;
 pub mod qdisc;
 pub mod rusage;
 pub mod schedstat;
+pub mod stop;
 pub mod tcpinfo;
 pub mod usersyms;
 pub mod waits;

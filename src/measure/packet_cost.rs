@@ -148,6 +148,9 @@ pub fn measure(calibration: Calibration) -> io::Result<PacketCost> {
     };
     let mut batches_us = Vec::with_capacity(batches);
     for _ in 0..batches {
+        // A stored calibration runs for minutes if asked: a stop ends it
+        // between batches (the echo thread ends when `client` closes).
+        super::stop::check()?;
         let before = cpu_ns()?;
         for _ in 0..round_trips {
             round_trip(&mut client)?;

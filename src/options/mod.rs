@@ -108,3 +108,43 @@ impl Output {
         self.write(&bytes)
     }
 }
+
+/// An error and its causes on one line, as `{:#}` prints them but without
+/// a cause the message before it already quotes: most of netlab's errors
+/// say their cause in their own words, and `{:#}` would say it twice
+/// ("...: Connection refused (os error 111): Connection refused ...").
+pub fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::describe;
+    use anyhow::Context;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot connect: {0}")]
+    struct Quoting(#[from] std::io::Error);
+
+    #[test]
+    fn a_cause_the_message_quotes_is_said_once_and_one_it_does_not_is_kept() {
+        let refused = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let quoted = anyhow::Error::new(Quoting(refused())).context("agent a");
+        assert_eq!(
+            describe(&quoted),
+            "agent a: cannot connect: connection refused"
+        );
+        let plain: anyhow::Result<()> = Err(refused()).context("agent b");
+        assert_eq!(describe(&plain.unwrap_err()), "agent b: connection refused");
+    }
+}

@@ -103,6 +103,94 @@ pub fn open_regular(path: &Path, what: &'static str) -> Result<File, FileError> 
     Ok(file)
 }
 
+/// The path that means standard input where a file is read whole or by
+/// lines (records, corpora, a file to pace, a calibration): `-`.
+pub const STDIN: &str = "-";
+
+/// Whether `path` is [`STDIN`].
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+/// Standard input read under a size limit, and never for ever: each read
+/// waits at most [`crate::measure::stop::POLL`] before looking at the stop
+/// flag again, so SIGTERM ends a read from a pipe nobody writes to.
+pub struct StdinInput {
+    limit: u64,
+    taken: u64,
+    what: &'static str,
+}
+
+impl StdinInput {
+    pub fn new(limit: u64, what: &'static str) -> Self {
+        StdinInput {
+            limit,
+            taken: 0,
+            what,
+        }
+    }
+}
+
+impl Read for StdinInput {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let stdin = std::io::stdin();
+        loop {
+            crate::measure::stop::check()?;
+            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+            let wait = PollTimeout::from(crate::measure::stop::POLL.as_millis() as u16);
+            match poll(&mut fds, wait) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // One byte past the limit tells "exactly the limit" from "more".
+        let room = (self.limit + 1 - self.taken.min(self.limit + 1)) as usize;
+        let take = buf.len().min(room.max(1));
+        let n = std::io::stdin().lock().read(&mut buf[..take])?;
+        self.taken += n as u64;
+        if self.taken > self.limit {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::FileTooLarge,
+                format!(
+                    "standard input gave more than {} bytes; netlab reads at most that of {}",
+                    self.limit, self.what
+                ),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// A file or standard input ([`STDIN`]), opened as [`open_bounded`]
+/// opens a file.
+pub enum Input {
+    File(File),
+    Stdin(StdinInput),
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Input::File(file) => file.read(buf),
+            Input::Stdin(stdin) => stdin.read(buf),
+        }
+    }
+}
+
+/// [`open_bounded`], or standard input under the same limit for `-`.
+pub fn open_input(path: &Path, limit: u64, what: &'static str) -> Result<Input, FileError> {
+    if is_stdin(path) {
+        return Ok(Input::Stdin(StdinInput::new(limit, what)));
+    }
+    open_bounded(path, limit, what).map(Input::File)
+}
+
 /// Opens `path` (following symlinks) if it is a regular file of at most
 /// `limit` bytes; `what` names its content for the errors.
 pub fn open_bounded(path: &Path, limit: u64, what: &'static str) -> Result<File, FileError> {
@@ -127,12 +215,13 @@ pub fn open_bounded(path: &Path, limit: u64, what: &'static str) -> Result<File,
 /// The whole of a regular file of at most `limit` bytes (it may not grow
 /// past the limit while read).
 pub fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, FileError> {
-    let file = open_bounded(path, limit, what)?;
+    let input = open_input(path, limit, what)?;
     let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1))
+    input
+        .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| FileError::Io {
-            path: path.display().to_string(),
+            path: shown(path),
             source,
         })?;
     if bytes.len() as u64 > limit {
@@ -277,7 +366,16 @@ pub fn record_lines(
     path: &Path,
     what: &'static str,
 ) -> Result<impl Iterator<Item = Line>, FileError> {
-    Ok(lines(open_bounded(path, MAX_RECORDS_FILE, what)?))
+    Ok(lines(open_input(path, MAX_RECORDS_FILE, what)?))
+}
+
+/// A path as errors show it: `-` is standard input.
+fn shown(path: &Path) -> String {
+    if is_stdin(path) {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 #[cfg(test)]

@@ -208,9 +208,13 @@ pub fn read_records<D: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> std::io::Result<Vec<Result<Record<D>, String>>> {
     let lines = files::record_lines(path, "records").map_err(std::io::Error::other)?;
-    Ok(lines
+    let records = lines
         .map(|(n, line)| {
             line.and_then(|l| serde_json::from_str(&l).map_err(|e| format!("line {n}: {e}")))
         })
-        .collect())
+        .collect();
+    // A stop cuts the reading short (standard input may be endless): what
+    // was read is not the file, so none of it is used.
+    crate::measure::stop::check()?;
+    Ok(records)
 }

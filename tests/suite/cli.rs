@@ -1956,3 +1956,145 @@ fn a_hand_edited_mesh_manifest_is_refused_naming_its_field() {
         assert!(stderr.contains(message), "{stderr}");
     }
 }
+
+/// One command the stop test starts: its arguments, what its standard
+/// input is, and what it must be waiting on when SIGTERM comes.
+struct Waiting {
+    what: &'static str,
+    args: Vec<std::ffi::OsString>,
+    /// A pipe whose write end the test holds open and never writes.
+    silent_stdin: bool,
+}
+
+/// SIGTERM ends every command within a second or two whatever it waits
+/// on: a CPU-bound measurement, a read of standard input nobody writes to,
+/// a peer that accepts and never answers (an agent's handshake, an RPC
+/// call), a data path. Each is started so that it would otherwise run for
+/// minutes, so "ended" cannot be "finished"; each must exit 130 (a stop,
+/// not a failure), say so, and leave no process of its group behind.
+#[test]
+fn sigterm_ends_every_kind_of_wait_and_exits_as_stopped() {
+    let _beside = common::beside_others();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    netlab()
+        .args(["agent", "keygen", "--out"])
+        .arg(&key)
+        .assert()
+        .success();
+    // A peer that accepts (the kernel's backlog does) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let peer = silent.local_addr().unwrap().to_string();
+    let out = dir.path().join("r.jsonl");
+    let os = |args: &[&str]| -> Vec<std::ffi::OsString> { args.iter().map(Into::into).collect() };
+    let with = |mut v: Vec<std::ffi::OsString>, tail: &[&std::ffi::OsStr]| {
+        v.extend(tail.iter().map(|s| s.to_os_string()));
+        v
+    };
+    let cases = vec![
+        Waiting {
+            what: "a calibration of 100,000 batches (over an hour)",
+            args: os(&["calibrate", "--batches", "100000"]),
+            silent_stdin: false,
+        },
+        Waiting {
+            what: "--counts-from - on a pipe nobody writes to",
+            args: os(&["login", "--stack", "sunos35", "--counts-from", "-"]),
+            silent_stdin: true,
+        },
+        Waiting {
+            what: "an agent that accepts and never answers the handshake",
+            args: with(
+                os(&["stream", "--from", "local", "--to", &peer, "--key"]),
+                &[key.as_os_str(), "--out".as_ref(), out.as_os_str()],
+            ),
+            silent_stdin: false,
+        },
+        Waiting {
+            what: "an RPC server that accepts and never replies",
+            args: os(&["rpc", "ping", &peer, "100000", "2"]),
+            silent_stdin: false,
+        },
+        Waiting {
+            what: "a 10-minute stream's data path",
+            args: with(
+                os(&["stream", "--duration", "600s", "--out"]),
+                &[out.as_os_str()],
+            ),
+            silent_stdin: false,
+        },
+    ];
+    let mut running = Vec::new();
+    for case in cases {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"));
+        command
+            .args(&case.args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            // Its own group, so what it leaves behind can be looked for.
+            .process_group(0);
+        let (stdin, writer) = if case.silent_stdin {
+            let (reader, writer) = std::io::pipe().unwrap();
+            (std::process::Stdio::from(reader), Some(writer))
+        } else {
+            (std::process::Stdio::null(), None)
+        };
+        let child = command.stdin(stdin).spawn().unwrap();
+        running.push((case, child, writer));
+    }
+    // Long enough for each to be in its wait (a stream's endpoints start,
+    // the handshake is sent, the calibration is in its batches).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let mut failures = Vec::new();
+    for (case, mut child, _writer) in running {
+        let pid = child.id();
+        if let Ok(Some(status)) = child.try_wait() {
+            let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+            failures.push(format!(
+                "{}: ended before the signal ({status}): {stderr}",
+                case.what
+            ));
+            continue;
+        }
+        let sent = std::time::Instant::now();
+        // SAFETY: kill(2) on our own child, by PID.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            // Far past "a second or two": a wait that ignored the stop.
+            if sent.elapsed() > std::time::Duration::from_secs(15) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let took = sent.elapsed();
+        let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+        eprintln!(
+            "{}: ended {:.2} s after SIGTERM",
+            case.what,
+            took.as_secs_f64()
+        );
+        match status {
+            None => failures.push(format!("{}: still running 15 s after SIGTERM", case.what)),
+            Some(status) if status.code() != Some(130) => {
+                failures.push(format!("{}: exited {status}, not 130: {stderr}", case.what))
+            }
+            Some(_) if !stderr.contains("stopped") && !stderr.contains("interrupted") => failures
+                .push(format!(
+                    "{}: did not say it was stopped: {stderr}",
+                    case.what
+                )),
+            Some(_) => {}
+        }
+        let left = common::processes_in_group(pid);
+        if !left.is_empty() {
+            failures.push(format!("{}: left processes {left:?} behind", case.what));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

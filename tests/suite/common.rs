@@ -78,6 +78,37 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     all
 }
 
+/// The processes still in process group `pgid` (a leader that has
+/// exited leaves its group's other members behind in it), after letting
+/// them be reaped for up to two seconds (a child killed when its parent
+/// died takes a moment to go).
+pub fn processes_in_group(pgid: u32) -> Vec<u32> {
+    let in_group = || -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    // After the command's ")": state, ppid, pgrp.
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.split(' ').nth(2)?.parse::<u32>().ok())
+                        == Some(pgid)
+                })
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let left = in_group();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Records that `test` could not run on this host and why, in
 /// `target/not-run.txt`, which `scripts/test` prints after the tests: a
 /// test that cannot run here is reported, never silently passed over.

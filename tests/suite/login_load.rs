@@ -108,6 +108,21 @@ fn a_short_run_measures_every_cell() {
         let users = m["prediction"]["melting_users"].as_f64().unwrap();
         assert!(users > 1.0 && users.is_finite(), "{m}");
     }
+    // The same records through a pipe (`-`) give the same model.
+    let piped = model_json(
+        netlab()
+            .args([
+                "login",
+                "--stack",
+                "sunos35",
+                "--json",
+                "--counts-from",
+                "-",
+            ])
+            .pipe_stdin(&out)
+            .unwrap(),
+    );
+    assert_eq!(piped["today"], model["today"]);
 }
 
 /// The JSON a model run prints (it writes no records).

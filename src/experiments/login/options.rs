@@ -60,7 +60,8 @@ pub struct LoginExperimentArgs {
     /// --find-limit].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub warmup: Option<std::time::Duration>,
-    /// A text file to type instead of the built-in paragraph.
+    /// A text file to type instead of the built-in paragraph (`-`:
+    /// standard input).
     #[arg(long)]
     pub corpus: Option<PathBuf>,
     /// Find, per server and protocol, the most users it serves with a
@@ -109,7 +110,7 @@ pub struct LoginExperimentArgs {
     pub stack: LoginStack,
     /// With --stack sunos35: a login results file (`netlab login --out`)
     /// whose cells' measured work per keystroke is fed into the model:
-    /// today's relays on 1989's machine.
+    /// today's relays on 1989's machine (`-`: standard input).
     #[arg(long, value_name = "RESULTS")]
     pub counts_from: Option<PathBuf>,
     #[command(flatten)]

@@ -238,12 +238,18 @@ impl Continuous {
             match self.cycle(n, Kind::probe, probe, &inventory, &exposed, say) {
                 Ok(()) => summary.probe_cycles += 1,
                 Err(e) if crate::controller::processes::interrupted() => {
-                    say(&format!("netlab mesh: cycle {n}: {e:#}"));
+                    say(&format!(
+                        "netlab mesh: cycle {n}: {}",
+                        crate::options::describe(&e)
+                    ));
                     break "a stop signal".into();
                 }
                 Err(e) => {
                     summary.failed_cycles += 1;
-                    say(&format!("netlab mesh: cycle {n}: {e:#}"));
+                    say(&format!(
+                        "netlab mesh: cycle {n}: {}",
+                        crate::options::describe(&e)
+                    ));
                 }
             }
             if let Some((spec, period)) = &self.stream
@@ -253,12 +259,18 @@ impl Continuous {
                 match self.cycle(n, Kind::stream, spec.clone(), &inventory, &exposed, say) {
                     Ok(()) => summary.stream_cycles += 1,
                     Err(e) if crate::controller::processes::interrupted() => {
-                        say(&format!("netlab mesh: throughput pass {n}: {e:#}"));
+                        say(&format!(
+                            "netlab mesh: throughput pass {n}: {}",
+                            crate::options::describe(&e)
+                        ));
                         break "a stop signal".into();
                     }
                     Err(e) => {
                         summary.failed_cycles += 1;
-                        say(&format!("netlab mesh: throughput pass {n}: {e:#}"));
+                        say(&format!(
+                            "netlab mesh: throughput pass {n}: {}",
+                            crate::options::describe(&e)
+                        ));
                     }
                 }
             }
@@ -272,8 +284,9 @@ impl Continuous {
             }
             if let Err(e) = rotate(&cycles_dir, self.keep) {
                 say(&format!(
-                    "netlab mesh: rotating {}: {e:#}",
-                    cycles_dir.display()
+                    "netlab mesh: rotating {}: {}",
+                    cycles_dir.display(),
+                    crate::options::describe(&e)
                 ));
             }
             n += 1;

@@ -717,7 +717,7 @@ impl MeshRun {
                         ..line
                     };
                     if let Err(e) = results.write(&line) {
-                        say(&format!("netlab mesh: {e:#}"));
+                        say(&format!("netlab mesh: {}", crate::options::describe(&e)));
                     }
                 }
             }
@@ -737,7 +737,7 @@ impl MeshRun {
                         ..line
                     };
                     if let Err(e) = results.write(&line) {
-                        say(&format!("netlab mesh: {e:#}"));
+                        say(&format!("netlab mesh: {}", crate::options::describe(&e)));
                     }
                 }
             }

@@ -367,8 +367,13 @@ fn serve(args: ServeArgs, out: &mut Output) -> anyhow::Result<()> {
 
 fn ping(args: PingArgs, out: &mut Output) -> anyhow::Result<()> {
     let proto = if args.udp { "udp" } else { "tcp" };
-    let took =
-        client::ping(args.server, args.program, args.version, args.udp).with_context(|| {
+    let took = client::ping(args.server, args.program, args.version, args.udp)
+        // A stop's signal wakes the call with EINTR: say what it was.
+        .map_err(|e| match crate::measure::stop::check() {
+            Err(stopped) => anyhow::Error::new(stopped),
+            Ok(()) => anyhow::Error::new(e),
+        })
+        .with_context(|| {
             format!(
                 "program {} version {} at {} ({proto})",
                 args.program, args.version, args.server
