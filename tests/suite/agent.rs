@@ -1418,6 +1418,109 @@ fn a_flood_at_the_metrics_port_fails_no_run_and_scrapes_go_on() {
     drop(held);
 }
 
+/// A metrics port whose process is out of descriptors: accept(2) fails
+/// (EMFILE) while connections wait in its backlog. The listener logs it,
+/// waits and tries again, and once the flood has gone it serves scrapes
+/// as before; the agent runs on. (The agent's hard limit is set to 20
+/// descriptors, so that a dozen connections exhaust it.)
+#[test]
+fn a_metrics_port_out_of_descriptors_keeps_listening() {
+    let _beside = common::beside_others();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    let keygen = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args(["agent", "keygen", "--out"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success(), "{}", stderr(&keygen));
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let log = dir.path().join("agent.log");
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"));
+    command
+        .args(["agent", "serve", "--key"])
+        .arg(&key)
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--metrics", &metrics])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 20,
+                rlim_max: 20,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut agent = command.spawn().unwrap();
+    let up = Instant::now();
+    while scrape(&metrics).is_err() {
+        assert!(up.elapsed() < Duration::from_secs(10), "the port never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Eight sources (the per-source share) of eight connections each: more
+    // than the 20 descriptors hold (the port's own cap is 32).
+    let mut held = Vec::new();
+    for source in 2..10u8 {
+        for _ in 0..8 {
+            let socket = socket2::Socket::new(
+                socket2::Domain::IPV4,
+                socket2::Type::STREAM,
+                None,
+            )
+            .unwrap();
+            let from: std::net::SocketAddr = format!("127.0.0.{source}:0").parse().unwrap();
+            socket.bind(&from.into()).unwrap();
+            let to: std::net::SocketAddr = metrics.parse().unwrap();
+            if socket.connect(&to.into()).is_ok() {
+                held.push(socket);
+            }
+        }
+    }
+    let flooded = Instant::now();
+    let said = |what: &str| std::fs::read_to_string(&log).unwrap().contains(what);
+    while !said("accept failed") {
+        assert!(
+            flooded.elapsed() < Duration::from_secs(10),
+            "accept never failed: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(held);
+    // The listener is still there: a scrape answers once the flood is gone.
+    let gone = Instant::now();
+    let reply = loop {
+        match scrape(&metrics) {
+            Ok(reply) if reply.starts_with("HTTP/1.1 200") => break reply,
+            other => assert!(
+                gone.elapsed() < Duration::from_secs(10),
+                "no scrape answered after the flood: {other:?}; log: {}",
+                std::fs::read_to_string(&log).unwrap()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(reply.contains("netlab_agent_"), "{reply}");
+    assert!(agent.try_wait().unwrap().is_none(), "the agent died");
+    // SAFETY: kill(2) on our own child, by PID.
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    agent.wait().unwrap();
+}
+
 /// A TCP relay in the current namespace, as a port-forward or tunnel is:
 /// it accepts at once, connects to `target`, and delays every chunk of
 /// data `delay` each way; until `stop`.
