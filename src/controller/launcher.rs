@@ -189,6 +189,36 @@ impl Launcher {
         }
     }
 
+    /// A guard for `end`'s listener even on this host, and the token its
+    /// peer presents: for a listener that strangers on this host can load
+    /// as well as other hosts (rpm's probe server on 127.0.0.1, whose
+    /// figures a stranger's downloads would change). Through agents, the
+    /// run's own guard and token; here, a fresh token and the other end's
+    /// address. The token is sent after the timed handshake, so nothing
+    /// measured changes.
+    pub fn guard_here_too(&self, end: End) -> Result<(DataGuard, Token), ControlError> {
+        if let (Some(guard), Some(token)) = (self.guard(end), self.token()) {
+            return Ok((guard, token));
+        }
+        let mut token = Token::default();
+        getrandom::fill(&mut token).map_err(|e| ControlError::Spawn {
+            role: "guard",
+            source: std::io::Error::other(format!("cannot make a run token: {e}")),
+        })?;
+        let peer = self.address(match end {
+            End::To => End::From,
+            End::From => End::To,
+        });
+        Ok((
+            DataGuard {
+                peer,
+                token,
+                ports: None,
+            },
+            token,
+        ))
+    }
+
     /// The token a connecting end sends first (remote runs only).
     pub fn token(&self) -> Option<Token> {
         match &self.place {

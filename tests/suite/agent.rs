@@ -1468,7 +1468,10 @@ fn a_metrics_port_out_of_descriptors_keeps_listening() {
     let mut agent = command.spawn().unwrap();
     let up = Instant::now();
     while scrape(&metrics).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(10), "the port never answered");
+        assert!(
+            up.elapsed() < Duration::from_secs(10),
+            "the port never answered"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Eight sources (the per-source share) of eight connections each: more
@@ -1476,12 +1479,8 @@ fn a_metrics_port_out_of_descriptors_keeps_listening() {
     let mut held = Vec::new();
     for source in 2..10u8 {
         for _ in 0..8 {
-            let socket = socket2::Socket::new(
-                socket2::Domain::IPV4,
-                socket2::Type::STREAM,
-                None,
-            )
-            .unwrap();
+            let socket =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
             let from: std::net::SocketAddr = format!("127.0.0.{source}:0").parse().unwrap();
             socket.bind(&from.into()).unwrap();
             let to: std::net::SocketAddr = metrics.parse().unwrap();

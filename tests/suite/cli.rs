@@ -2098,3 +2098,104 @@ fn sigterm_ends_every_kind_of_wait_and_exits_as_stopped() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The TCP ports on 127.0.0.1 that processes `pids` listen on, from
+/// /proc/net/tcp's LISTEN rows whose socket one of them holds.
+fn loopback_listening_ports(pids: &[u32]) -> Vec<u16> {
+    let inodes: Vec<String> = pids
+        .iter()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/fd")).ok())
+        .flatten()
+        .filter_map(|fd| {
+            let target = std::fs::read_link(fd.ok()?.path()).ok()?;
+            let text = target.to_str()?;
+            Some(
+                text.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|row| {
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+            let (addr, port) = local.split_once(':')?;
+            (*state == "0A" && addr == "0100007F" && inodes.iter().any(|i| i == inode))
+                .then(|| u16::from_str_radix(port, 16).ok())?
+        })
+        .collect()
+}
+
+/// A stranger on the same host cannot load rpm's probe server: 200
+/// connections that ask for downloads and never read, aimed at every port
+/// the run listens on, are refused for want of the run's token; the
+/// server serves the client's own load connections and no others.
+#[test]
+fn strangers_on_this_host_cannot_load_rpms_probe_server() {
+    let _beside = common::beside_others();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let run = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
+        .args(["rpm", "--duration", "3s", "--json", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let ports = loop {
+        let ports = loopback_listening_ports(&common::descendants(run.id()));
+        if !ports.is_empty() {
+            break ports;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the run's server never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut strangers = Vec::new();
+    for port in &ports {
+        for _ in 0..200 / ports.len() {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", *port)) {
+                let _ = std::io::Write::write_all(&mut s, b"D");
+                strangers.push(s);
+            }
+        }
+    }
+    assert!(
+        strangers.len() >= 100,
+        "{} strangers connected",
+        strangers.len()
+    );
+    let done = run.wait_with_output().unwrap();
+    drop(strangers);
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    let doc = json_of(&done.stdout);
+    let result = &doc["records"][0]["result"];
+    let served = result["server"]["download_connections"].as_u64().unwrap();
+    let opened = result["client"]["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["connections"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    // The client adds a connection an interval; one more may open as the
+    // time runs out, after the last interval is counted.
+    assert!(
+        served <= opened + 1,
+        "the server served {served} downloads for the client's {opened}: strangers' among them"
+    );
+    // The gate said what it did with them (ended awaiting the token, or
+    // refused).
+    assert!(
+        stderr.contains("a data connection from 127.0.0.1"),
+        "{stderr}"
+    );
+}

@@ -21,10 +21,13 @@ pub fn run_cell(params: &RpmParams) -> Result<RpmResult, ControlError> {
     let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
     let bind = launcher.address(End::To);
     let mut server = launcher.spawn("rpm server", End::To)?;
+    // Guarded on this host too: its probes' figures are the point, and a
+    // stranger's downloads from the same host would change them.
+    let (guard, token) = launcher.guard_here_too(End::To)?;
     let addr = server.call(
         Serve {
             bind: SocketAddr::from((bind, 0)),
-            guard: launcher.guard(End::To),
+            guard: Some(guard),
             sockets: params.sockets.clone(),
         },
         Wait::up_to(10, "starting"),
@@ -50,7 +53,7 @@ pub fn run_cell(params: &RpmParams) -> Result<RpmResult, ControlError> {
         idle_probes: params.idle_probes,
         draft,
         sockets: params.sockets.clone(),
-        token: launcher.token(),
+        token: Some(token),
     };
     let report = client.call(Measure(spec), Wait::until_done("measuring"));
     let irtt_runs = irtt.take().map(IrttBeside::stop).transpose();
