@@ -85,11 +85,17 @@ pub fn resolve(name: &str) -> Result<SocketAddr, String> {
     } else {
         format!("{name}:{DEFAULT_PORT}")
     };
-    with_port
+    let addr = with_port
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {name}: {e}"))?
         .next()
-        .ok_or_else(|| format!("{name} resolves to no address"))
+        .ok_or_else(|| format!("{name} resolves to no address"))?;
+    if addr.port() == 0 {
+        return Err(format!(
+            "{name}: port 0 is no agent's port (an agent listens on {DEFAULT_PORT} unless told otherwise)"
+        ));
+    }
+    Ok(addr)
 }
 
 impl AgentLink {
@@ -534,5 +540,6 @@ mod tests {
         assert_eq!(resolve("[::1]:7000").unwrap().port(), 7000);
         assert_eq!(resolve("localhost").unwrap().port(), DEFAULT_PORT);
         assert!(resolve("no.such.host.invalid").is_err());
+        assert!(resolve("127.0.0.1:0").unwrap_err().contains("port 0"));
     }
 }

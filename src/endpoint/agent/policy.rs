@@ -505,6 +505,84 @@ mod tests {
                 .check("stream", &mut send(Amount::Seconds(11.0)))
                 .is_err()
         );
+        // Values the command line refuses are refused here too, whoever
+        // holds the key: no time, no record, a record past the bounds, an
+        // interval of nothing (JSON carries no NaN or infinity: those
+        // arrive as null and do not parse).
+        for amount in [Amount::Seconds(-1.0), Amount::Seconds(0.0)] {
+            let refused = policy.check("stream", &mut send(amount)).unwrap_err();
+            assert!(refused.contains("not a positive number"), "{refused}");
+        }
+        let with = |record: usize, interval_s: Option<f64>| {
+            request(
+                "stream",
+                StreamRequest::Send(Box::new(SendSpec {
+                    connect: "10.0.0.2:5311".parse().unwrap(),
+                    options: SocketOptions::default(),
+                    strategy: SendStrategy::Write,
+                    record,
+                    amount: Amount::Seconds(1.0),
+                    interface: None,
+                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+                    interval_s,
+                    udp: None,
+                })),
+            )
+        };
+        for (record, interval, says) in [
+            (0, None, "record size 0"),
+            (1 << 40, None, "exceeds the maximum"),
+            (100, Some(0.0), "give 10ms or more"),
+            (100, Some(5.0), "longer than the run"),
+        ] {
+            let refused = policy
+                .check("stream", &mut with(record, interval))
+                .unwrap_err();
+            assert!(refused.contains(says), "{record} {interval:?}: {refused}");
+        }
+        let mut huge_read = receive(Some(guard()), 0);
+        if let Command::Role { request, .. } = &mut huge_read {
+            request["Receive"]["strategy"] =
+                serde_json::to_value(RecvStrategy::Read { buffer: 1 << 40 }).unwrap();
+        }
+        let refused = policy.check("stream", &mut huge_read).unwrap_err();
+        assert!(refused.contains("--rbuf"), "{refused}");
+    }
+
+    #[test]
+    fn an_rpm_test_the_command_line_would_refuse_is_refused_through_an_agent() {
+        use crate::experiments::rpm::record::ClientSpec;
+        use crate::experiments::rpm::role::RpmRequest;
+        let policy = default();
+        let measure = |max_connections: usize, probe_rate: u32, seconds: f64, idle: u32| {
+            request(
+                "rpm",
+                RpmRequest::Measure(Box::new(ClientSpec {
+                    server: "10.0.0.2:5311".parse().unwrap(),
+                    direction: crate::experiments::rpm::record::Direction::Down,
+                    max_connections,
+                    probe_rate,
+                    max_duration_s: seconds,
+                    idle_probes: idle,
+                    draft: Default::default(),
+                    sockets: Default::default(),
+                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+                })),
+            )
+        };
+        assert!(policy.check("rpm", &mut measure(16, 100, 10.0, 10)).is_ok());
+        for (spec, says) in [
+            (measure(100_000, 100, 10.0, 10), "--max-connections"),
+            (measure(0, 100, 10.0, 10), "--max-connections"),
+            (measure(16, 1_000_000, 10.0, 10), "--probe-rate"),
+            (measure(16, 100, 0.001, 10), "--duration"),
+            (measure(16, 100, -5.0, 10), "--duration"),
+            (measure(16, 100, 10.0, 4_000_000), "--idle-probes"),
+        ] {
+            let mut spec = spec;
+            let refused = policy.check("rpm", &mut spec).unwrap_err();
+            assert!(refused.contains(says), "{refused}");
+        }
     }
 
     #[test]

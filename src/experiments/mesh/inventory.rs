@@ -140,17 +140,48 @@ pub fn entries(text: &str) -> Result<Vec<(usize, Entry)>, String> {
         if found.len() >= MAX_AGENTS {
             return Err(format!("more than {MAX_AGENTS} agents"));
         }
-        let labels = words
-            .map(|w| {
-                w.split_once('=')
-                    .filter(|(k, _)| !k.is_empty())
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .ok_or_else(|| format!("line {}: {w:?} is not label=value", i + 1))
-            })
-            .collect::<Result<_, _>>()?;
+        let mut labels = BTreeMap::new();
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .ok_or_else(|| format!("line {}: {w:?} is not label=value", i + 1))?;
+            check_label(k, v).map_err(|e| format!("line {}: {e}", i + 1))?;
+            if labels.insert(k.to_string(), v.to_string()).is_some() {
+                return Err(format!("line {}: label {k:?} given twice", i + 1));
+            }
+        }
         found.push((i + 1, (name.to_string(), labels)));
     }
     Ok(found)
+}
+
+/// Longest label name: a Kubernetes label key's (a 253-byte prefix, `/`,
+/// a 63-byte name).
+pub const MAX_LABEL_NAME: usize = 317;
+/// Longest label value (Prometheus and reports show it whole).
+pub const MAX_LABEL_VALUE: usize = 256;
+
+/// A label as the reports, the Prometheus exposition and Kubernetes take
+/// it: a name of letters, digits, `_`, `.`, `-` and `/` that starts with a
+/// letter or `_`; a value without control characters; each bounded.
+fn check_label(name: &str, value: &str) -> Result<(), String> {
+    let name_ok = name.len() <= MAX_LABEL_NAME
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/'));
+    if !name_ok {
+        return Err(format!(
+            "label name {name:?}: letters, digits, '_', '.', '-' and '/', starting with a letter or '_', at most {MAX_LABEL_NAME} bytes"
+        ));
+    }
+    if value.len() > MAX_LABEL_VALUE || value.chars().any(char::is_control) {
+        return Err(format!(
+            "label {name}: its value is longer than {MAX_LABEL_VALUE} bytes or holds control characters"
+        ));
+    }
+    Ok(())
 }
 
 /// An entry as an inventory line ([`entries`] reads it back the same).
@@ -178,6 +209,11 @@ fn from_dns(name: &str) -> Result<Vec<Agent>, String> {
     };
     if host.is_empty() {
         return Err("dns: needs a name".into());
+    }
+    if port == 0 {
+        return Err(format!(
+            "dns:{name}: port 0 is no agent's port (an agent listens on {DEFAULT_PORT} unless told otherwise)"
+        ));
     }
     if host.starts_with('_') {
         return from_srv(host, &nameservers());
@@ -406,6 +442,24 @@ mod tests {
             Err(InventoryError::TooFew { count, .. }) => assert_eq!(count, 1),
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn labels_the_reports_and_prometheus_cannot_show_are_refused_by_line() {
+        let long = "x".repeat(MAX_LABEL_VALUE + 1);
+        for (text, says) in [
+            ("a rack=x rack=y\n", "line 1: label \"rack\" given twice"),
+            ("a\nb ra\u{1}ck=x\n", "line 2: label name \"ra\\u{1}ck\""),
+            ("a 9rack=x\n", "label name \"9rack\""),
+            ("a rack=\u{1b}[31mred\n", "control characters"),
+            (&format!("a rack={long}\n"), "longer than 256 bytes"),
+        ] {
+            let refused = entries(text).unwrap_err();
+            assert!(refused.contains(says), "{text:?}: {refused}");
+        }
+        let found = entries("a topology.kubernetes.io/zone=z1 rack_2=r-2.b\n").unwrap();
+        assert_eq!(found[0].1.1["topology.kubernetes.io/zone"], "z1");
+        assert_eq!(found[0].1.1["rack_2"], "r-2.b");
     }
 
     #[test]

@@ -16,6 +16,34 @@ pub const DRAFT_MAX_CONNECTIONS: usize = 16;
 /// The most `--max-connections` may allow (threads and sockets per end).
 pub const CEILING_CONNECTIONS: usize = 256;
 
+/// The bounds of an rpm test, the same whoever asks for it: the command
+/// line, or a controller's request to an agent (the measuring role's
+/// check), so an agent never runs a test the command line would refuse.
+pub fn check_bounds(
+    probe_rate: u32,
+    max_connections: usize,
+    seconds: f64,
+    idle_probes: u32,
+) -> Result<(), String> {
+    if probe_rate == 0 || probe_rate > MAX_PROBE_RATE {
+        return Err(format!(
+            "--probe-rate {probe_rate}: from 1 to {MAX_PROBE_RATE} probe pairs a second (the draft's MPS)"
+        ));
+    }
+    if max_connections == 0 || max_connections > CEILING_CONNECTIONS {
+        return Err(format!(
+            "--max-connections {max_connections}: from 1 to {CEILING_CONNECTIONS}"
+        ));
+    }
+    if !(2.0..=60.0).contains(&seconds) {
+        return Err(format!("--duration {seconds} s: from 2 s to 60 s"));
+    }
+    if !(1..=1000).contains(&idle_probes) {
+        return Err(format!("--idle-probes {idle_probes}: from 1 to 1000"));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Args)]
 pub struct RpmArgs {
     /// Which way the load goes: down (serving end to measuring end), up,
@@ -71,18 +99,13 @@ impl RpmArgs {
 
     /// The cell, each limit checked before anything starts.
     pub fn params(&self) -> anyhow::Result<RpmParams> {
-        if self.probe_rate == 0 || self.probe_rate > MAX_PROBE_RATE {
-            bail!(
-                "--probe-rate {}: from 1 to {MAX_PROBE_RATE} probe pairs a second (the draft's MPS)",
-                self.probe_rate
-            );
-        }
-        if self.max_connections == 0 || self.max_connections > CEILING_CONNECTIONS {
-            bail!(
-                "--max-connections {}: from 1 to {CEILING_CONNECTIONS}",
-                self.max_connections
-            );
-        }
+        check_bounds(
+            self.probe_rate,
+            self.max_connections,
+            self.duration.as_secs_f64(),
+            self.idle_probes,
+        )
+        .map_err(anyhow::Error::msg)?;
         if self.connections == 0 {
             bail!("--connections 0: the load needs at least one connection");
         }
@@ -92,10 +115,6 @@ impl RpmArgs {
                 self.connections,
                 self.max_connections
             );
-        }
-        let seconds = self.duration.as_secs_f64();
-        if !(2.0..=60.0).contains(&seconds) {
-            bail!("--duration {seconds} s: from 2 s to 60 s");
         }
         let size = |what: &str, v: Option<u64>| -> anyhow::Result<Option<u32>> {
             v.map(|b| {
@@ -137,7 +156,7 @@ impl RpmArgs {
             direction: self.direction,
             max_connections: self.connections,
             probe_rate: self.probe_rate,
-            max_duration_s: seconds,
+            max_duration_s: self.duration.as_secs_f64(),
             idle_probes: self.idle_probes,
             sockets: LoadSockets {
                 notsent_lowat: size("notsent-lowat", self.notsent_lowat)?,

@@ -147,6 +147,13 @@ impl Role for RpmRole {
                         spec.max_duration_s
                     ));
                 }
+                // The command line's bounds, whoever sent the request.
+                super::options::check_bounds(
+                    spec.probe_rate,
+                    spec.max_connections,
+                    spec.max_duration_s,
+                    spec.idle_probes,
+                )?;
                 policy.within_seconds(spec.max_duration_s, " of load")
             }
             RpmRequest::LoadStart(spec) => {

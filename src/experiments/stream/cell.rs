@@ -72,6 +72,8 @@ pub struct StreamConfig {
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ConfigError {
+    #[error("record size 0: give 1 byte or more")]
+    RecordEmpty,
     #[error("record size {record} is larger than the total {total} to send")]
     RecordExceedsTotal { record: String, total: String },
     #[error("record size {0} exceeds the maximum of {max}", max = format_size(MAX_RECORD))]
@@ -86,7 +88,7 @@ pub enum ConfigError {
         "--bytes {0} is more than a day at 100 Gbit/s (1.08 PB, {MAX_BYTES} bytes), the most a run sends"
     )]
     BytesTooMany(String),
-    #[error("--rbuf {0} is larger than the largest receive buffer, {max}", max = format_size(MAX_RBUF as u64))]
+    #[error("--rbuf {0}: give 1 byte to the largest receive buffer, {max}", max = format_size(MAX_RBUF as u64))]
     ReadBufferTooLarge(String),
     #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
     Parallel(u32),
@@ -100,6 +102,68 @@ pub enum ConfigError {
     Rcvlowat(String),
     #[error("{0}")]
     CpuBudget(String),
+}
+
+/// What one sender sends, within netlab's bounds wherever the values come
+/// from: the command line and a sweep's grid (through
+/// [`StreamConfig::validate`]) or a controller's request to an agent (the
+/// sender role's check), so an agent never runs what the command line
+/// would refuse.
+pub fn check_sender(
+    record: u64,
+    amount: Amount,
+    interval_s: Option<f64>,
+) -> Result<(), ConfigError> {
+    if record == 0 {
+        return Err(ConfigError::RecordEmpty);
+    }
+    if record > MAX_RECORD {
+        return Err(ConfigError::RecordTooLarge(format_size(record)));
+    }
+    match amount {
+        Amount::Bytes(total) if record > total => Err(ConfigError::RecordExceedsTotal {
+            record: format_size(record),
+            total: format_size(total),
+        }),
+        Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
+        Amount::Seconds(s) if s > MAX_DURATION_S => Err(ConfigError::DurationTooLong(s)),
+        Amount::Bytes(total) if total > MAX_BYTES => {
+            Err(ConfigError::BytesTooMany(format_size(total)))
+        }
+        _ => check_interval(interval_s, amount),
+    }
+}
+
+/// A receiver's read buffer, within netlab's bounds (see [`check_sender`]).
+pub fn check_receiver(recv: RecvStrategy) -> Result<(), ConfigError> {
+    match recv {
+        RecvStrategy::Read { buffer } | RecvStrategy::Zerocopy { buffer }
+            if buffer == 0 || buffer > MAX_RBUF =>
+        {
+            Err(ConfigError::ReadBufferTooLarge(format_size(buffer as u64)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--interval`: above 10 ms, and within a timed run's length.
+pub fn check_interval(interval_s: Option<f64>, amount: Amount) -> Result<(), ConfigError> {
+    let Some(every) = interval_s else {
+        return Ok(());
+    };
+    if !(every.is_finite() && every >= 0.01) {
+        return Err(ConfigError::Interval(format!(
+            "{every} s: give 10ms or more"
+        )));
+    }
+    if let Amount::Seconds(run) = amount
+        && every > run
+    {
+        return Err(ConfigError::Interval(format!(
+            "{every} s is longer than the run ({run} s): there would be one interval, the whole run"
+        )));
+    }
+    Ok(())
 }
 
 /// The most connections `-P` opens each way (each is two processes).
@@ -191,22 +255,7 @@ impl StreamConfig {
 
     /// `--interval`: above 10 ms, and within a timed run's length.
     pub fn check_interval(&self) -> Result<(), ConfigError> {
-        let Some(every) = self.interval_s else {
-            return Ok(());
-        };
-        if !(every.is_finite() && every >= 0.01) {
-            return Err(ConfigError::Interval(format!(
-                "{every} s: give 10ms or more"
-            )));
-        }
-        if let Amount::Seconds(run) = self.amount
-            && every > run
-        {
-            return Err(ConfigError::Interval(format!(
-                "{every} s is longer than the run ({run} s): there would be one interval, the whole run"
-            )));
-        }
-        Ok(())
+        check_interval(self.interval_s, self.amount)
     }
 
     /// `--sender-cpu` / `--receiver-cpu`: a share of one CPU the kernel can
@@ -238,9 +287,8 @@ impl StreamConfig {
             return Err(ConfigError::Parallel(self.flows.parallel));
         }
         self.check_budgets()?;
-        if self.record > MAX_RECORD {
-            return Err(ConfigError::RecordTooLarge(format_size(self.record)));
-        }
+        check_sender(self.record, self.amount, None)?;
+        check_receiver(self.recv)?;
         if let Some(lowat) = self.options.rcvlowat {
             let refuse = |why: &str| {
                 Err(ConfigError::Rcvlowat(format!(
@@ -260,25 +308,7 @@ impl StreamConfig {
                 );
             }
         }
-        match self.amount {
-            Amount::Bytes(total) if self.record > total => Err(ConfigError::RecordExceedsTotal {
-                record: format_size(self.record),
-                total: format_size(total),
-            }),
-            Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
-            Amount::Seconds(s) if s > MAX_DURATION_S => Err(ConfigError::DurationTooLong(s)),
-            Amount::Bytes(total) if total > MAX_BYTES => {
-                Err(ConfigError::BytesTooMany(format_size(total)))
-            }
-            _ => match self.recv {
-                RecvStrategy::Read { buffer } | RecvStrategy::Zerocopy { buffer }
-                    if buffer > MAX_RBUF =>
-                {
-                    Err(ConfigError::ReadBufferTooLarge(format_size(buffer as u64)))
-                }
-                _ => Ok(()),
-            },
-        }
+        Ok(())
     }
 
     /// The parameters as recorded.

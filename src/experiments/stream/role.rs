@@ -140,6 +140,8 @@ impl Role for StreamRole {
         match request {
             StreamRequest::Receive(spec) => {
                 policy.part_of(run, Self::ROLE, "a stream receiver")?;
+                // The command line's bounds, whoever sent the request.
+                super::cell::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
                 policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
                 spec.limit_bytes = Some(policy.max_bytes);
                 Ok(())
@@ -159,6 +161,8 @@ impl Role for StreamRole {
                 if let Some(pace) = &spec.udp {
                     pace.check()?;
                 }
+                super::cell::check_sender(spec.record as u64, spec.amount, spec.interval_s)
+                    .map_err(|e| e.to_string())?;
                 match spec.amount {
                     Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
                     Amount::Seconds(s) => policy.within_seconds(s, ""),
