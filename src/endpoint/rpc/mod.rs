@@ -16,6 +16,34 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+/// Most calls a repetition makes (`--calls`).
+pub const MAX_CALLS: u32 = 1_000_000;
+/// Most repetitions a cell makes (`--reps`).
+pub const MAX_REPS: u32 = 10_000;
+/// Largest SINK argument: a UDP call fits one datagram (`--sizes`).
+pub const MAX_ARG_SIZE: usize = 60_000;
+
+impl RpcClientSpec {
+    /// The command line's bounds, whoever asks: `--sizes`, `--calls` and
+    /// `--reps` take no more, and an agent checks a controller's request
+    /// by them too.
+    pub fn check_bounds(&self) -> Result<(), String> {
+        if self.size > MAX_ARG_SIZE {
+            return Err(format!(
+                "argument size {} is too large: a UDP call must fit one datagram (at most {MAX_ARG_SIZE} bytes)",
+                self.size
+            ));
+        }
+        if !(1..=MAX_CALLS).contains(&self.calls) {
+            return Err(format!("--calls {}: from 1 to {MAX_CALLS}", self.calls));
+        }
+        if !(1..=MAX_REPS).contains(&self.reps) {
+            return Err(format!("--reps {}: from 1 to {MAX_REPS}", self.reps));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RpcClientSpec {
     pub server: SocketAddr,

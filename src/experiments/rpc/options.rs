@@ -3,11 +3,11 @@
 //! Arguments become an [`RpcPlan`]; `plan` runs it.
 
 use crate::controller::processes::wait_for_interrupt;
-use crate::endpoint::rpc::Proto;
 use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::rpcbind;
 use crate::endpoint::rpc::server::{PROGRAM, Server, ServerOptions, VERSION};
+use crate::endpoint::rpc::{MAX_ARG_SIZE, MAX_CALLS, MAX_REPS, Proto};
 use crate::experiments::rpc::cell::RpcMeasure;
 use crate::experiments::rpc::plan as rpc_search;
 use crate::experiments::rpc::plan::RpcPlan;
@@ -42,10 +42,10 @@ pub struct RpcExperimentArgs {
     #[arg(long, default_value = "0,512,1024,2048,4000,4096,8000,8192")]
     pub sizes: String,
     /// Calls per repetition.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=MAX_CALLS as i64))]
     pub calls: u32,
     /// Repetitions per cell.
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=MAX_REPS as i64))]
     pub reps: u32,
     /// Protocols: tcp, udp or both.
     #[arg(long, value_enum, default_value = "tcp,udp", value_delimiter = ',')]
@@ -117,9 +117,9 @@ fn sockbuf_arg(text: &str) -> Result<u32, String> {
 impl RpcExperimentArgs {
     pub fn plan(&self) -> anyhow::Result<RpcPlan> {
         let sizes = parse_count_list(&self.sizes).context("--sizes")?;
-        if let Some(&big) = sizes.iter().find(|&&s| s > 60_000) {
+        if let Some(&big) = sizes.iter().find(|&&s| s > MAX_ARG_SIZE) {
             bail!(
-                "argument size {big} is too large: a UDP call must fit one datagram (at most 60000 bytes)"
+                "argument size {big} is too large: a UDP call must fit one datagram (at most {MAX_ARG_SIZE} bytes)"
             );
         }
         let (pin, sockbuf) = (self.pin, self.sockbuf);

@@ -111,6 +111,8 @@ impl Role for RpcRole {
                 if spec.token.is_none() {
                     return Err("an RPC client through an agent calls only after the server's consent, and the controller sent no run token to ask it with".into());
                 }
+                // The command line's bounds, whoever sent the request.
+                spec.check_bounds()?;
                 let bytes = (spec.size as u64)
                     .saturating_mul(spec.calls as u64)
                     .saturating_mul(spec.reps as u64);
