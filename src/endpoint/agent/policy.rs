@@ -586,6 +586,37 @@ mod tests {
     }
 
     #[test]
+    fn an_rpc_cell_the_command_line_would_refuse_is_refused_through_an_agent() {
+        use crate::endpoint::rpc::{Proto, RpcClientSpec, client};
+        use crate::experiments::rpc::role::RpcRequest;
+        let policy = default();
+        let call = |size: usize, calls: u32, reps: u32| {
+            request(
+                "rpc",
+                RpcRequest::Call(RpcClientSpec {
+                    server: "10.0.0.2:5311".parse().unwrap(),
+                    proto: Proto::Tcp,
+                    strategy: client::Strategy::Sun,
+                    options: Default::default(),
+                    size,
+                    calls,
+                    reps,
+                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+                }),
+            )
+        };
+        assert!(policy.check("rpc", &mut call(8192, 100, 20)).is_ok());
+        for (mut spec, says) in [
+            (call(1 << 20, 1, 1), "too large"),
+            (call(100, 0, 1), "--calls 0"),
+            (call(100, 1, 100_000), "--reps 100000"),
+        ] {
+            let refused = policy.check("rpc", &mut spec).unwrap_err();
+            assert!(refused.contains(says), "{refused}");
+        }
+    }
+
+    #[test]
     fn login_needs_allow() {
         let policy = default();
         assert!(policy.admit("stream").is_ok());
