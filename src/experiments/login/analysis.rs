@@ -32,9 +32,11 @@ pub enum Probe {
     Normal,
     Worse(String),
     GeneratorLimited(String),
-    /// The hypervisor took so much of the machine over the window (steal
-    /// time) that the verdict says more about the host's neighbours than
-    /// about the server: half the server's budget or more ([`disturbed`]).
+    /// The server did worse than normal while the hypervisor took so much
+    /// of the machine over the window (steal time) that the verdict says
+    /// more about the host's neighbours than about the server: half the
+    /// server's budget or more ([`disturbed`]). A normal verdict under
+    /// steal stands: the disturbance can only have made it harder.
     Disturbed(String),
 }
 
@@ -61,8 +63,10 @@ pub fn probe(record: &Record) -> Option<Probe> {
     Some(match result.as_deref() {
         Some(r) => match generator_limited(r) {
             Some(why) => Probe::GeneratorLimited(why),
-            None if let Some(why) = disturbed(r, record.host.cores) => Probe::Disturbed(why),
+            // Steal can only make a server look worse: one that held
+            // through it held, so only a worse verdict is set aside.
             None if r.verdict == "normal" => Probe::Normal,
+            None if let Some(why) = disturbed(r, record.host.cores) => Probe::Disturbed(why),
             None if r.criterion.is_empty() => Probe::Worse(format!(
                 "{}: echo p99 {:.1} ms",
                 r.verdict, r.typist.echo_p99_ms

@@ -1256,25 +1256,33 @@ mod tests {
             })
         };
         // The first probe of 64 lost 5% of the machine to the hypervisor
-        // (half the 4% budget is 2): repeated, then judged.
-        let mut once = mock(|users, time| if users == 64 && time == 1 { 5.0 } else { 0.1 });
+        // (half the 4% budget is 2) and still held: it stands, normal.
+        let mut held = mock(|users, time| if users == 64 && time == 1 { 5.0 } else { 0.1 });
+        let mut records = Vec::new();
+        let limit = find_limit(&mut runner(), &mut held, &template, search, &mut records).unwrap();
+        let probed: Vec<usize> = held.measured.iter().map(|c| c.users).collect();
+        assert_eq!(&probed[..3], [32, 64, 128]);
+        assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
+        // The first probe of 128 (past the melting point) was disturbed:
+        // repeated, then judged.
+        let mut once = mock(|users, time| if users == 128 && time == 1 { 5.0 } else { 0.1 });
         let mut records = Vec::new();
         let limit = find_limit(&mut runner(), &mut once, &template, search, &mut records).unwrap();
         let probed: Vec<usize> = once.measured.iter().map(|c| c.users).collect();
-        assert_eq!(&probed[..3], [32, 64, 64]);
+        assert_eq!(&probed[..4], [32, 64, 128, 128]);
         assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
         let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
         assert_eq!(seen, std::slice::from_ref(&limit));
-        // Every probe of 64 disturbed: three, then the search stops there.
-        let mut always = mock(|users, _| if users == 64 { 5.0 } else { 0.1 });
+        // Every probe of 128 disturbed: three, then the search stops there.
+        let mut always = mock(|users, _| if users == 128 { 5.0 } else { 0.1 });
         let mut records = Vec::new();
         let limit =
             find_limit(&mut runner(), &mut always, &template, search, &mut records).unwrap();
         let probed: Vec<usize> = always.measured.iter().map(|c| c.users).collect();
-        assert_eq!(probed, [32, 64, 64, 64]);
-        assert_eq!((limit.sustains, limit.degraded_at), (32, None));
+        assert_eq!(probed, [32, 64, 128, 128, 128]);
+        assert_eq!((limit.sustains, limit.degraded_at), (64, None));
         assert!(
-            limit.why.starts_with("stopped at 64 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
+            limit.why.starts_with("stopped at 128 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
             "{}",
             limit.why
         );
