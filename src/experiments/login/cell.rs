@@ -772,6 +772,9 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     let server = format!("{} {}", template.relay.name(), template.protocol.name());
     let mut probes = 0;
     let mut disturbed_in_a_row = 0;
+    // The lowest count the machine's disturbance kept from being judged,
+    // and why.
+    let mut ceiling: Option<(usize, String)> = None;
     let why = loop {
         probes += 1;
         let record = runner.cell(
@@ -802,34 +805,48 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 }
                 continue;
             }
-            let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
-            break disturbed_stop_why(n, &disturbed_why(why), good);
-        }
-        disturbed_in_a_row = 0;
-        if let Probe::GeneratorLimited(limit) = &outcome {
-            let good = boundary(&tallies(&probed)).0.map_or(0, |g| g.users);
-            runner.say(&format!(
-                "{server}: probe {probes}, {n} users: the load generator is the limit ({limit}); {good} is a lower bound"
-            ));
-            break lower_bound_why(n, limit, good);
-        }
-        let said = match &outcome {
-            Probe::Normal => "normal".to_string(),
-            Probe::Worse(why) => why.clone(),
-            Probe::GeneratorLimited(_) | Probe::Disturbed(_) => {
-                unreachable!("ended or repeated above")
+            // Not judged: a ceiling the search stays under. What holds
+            // below it is still worth knowing (a normal verdict under
+            // steal stands), as a lower bound.
+            disturbed_in_a_row = 0;
+            ceiling = Some((n, disturbed_why(why)));
+        } else {
+            disturbed_in_a_row = 0;
+            if let Probe::GeneratorLimited(limit) = &outcome {
+                let good = below(&tallies(&probed), ceiling_of(&ceiling));
+                runner.say(&format!(
+                    "{server}: probe {probes}, {n} users: the load generator is the limit ({limit}); {good} is a lower bound"
+                ));
+                break lower_bound_why(n, limit, good);
             }
-        };
-        probed.push((n, outcome));
+            let said = match &outcome {
+                Probe::Normal => "normal".to_string(),
+                Probe::Worse(why) => why.clone(),
+                Probe::GeneratorLimited(_) | Probe::Disturbed(_) => {
+                    unreachable!("ended or repeated above")
+                }
+            };
+            probed.push((n, outcome));
+            let counts = tallies(&probed);
+            let (good, bad) = boundary(&counts);
+            runner.say(&format!(
+                "{server}: probe {probes}, {n} users: {said}; so far {}",
+                so_far(good.map_or(0, |g| g.users), bad.map(|b| b.users))
+            ));
+        }
         let counts = tallies(&probed);
         let (good, bad) = boundary(&counts);
+        let top = ceiling_of(&ceiling);
+        let good = good.filter(|g| g.users < top);
         let good_users = good.map_or(0, |g| g.users);
-        runner.say(&format!(
-            "{server}: probe {probes}, {n} users: {said}; so far {}",
-            so_far(good_users, bad.map(|b| b.users))
-        ));
+        // The first count not normal, or not judged, whichever is lower.
+        let bad_users = bad
+            .map(|b| b.users)
+            .into_iter()
+            .chain(ceiling.as_ref().map(|c| c.0))
+            .min();
         let largest = counts.last().map_or(n, |t| t.users);
-        let last = if bad.is_none() { largest } else { n };
+        let last = if bad_users.is_none() { largest } else { n };
         let unprobed = |users: &usize| !counts.iter().any(|t| t.users == *users);
         let tied = counts.iter().any(|t| t.users == n && t.normal == t.worse);
         // A count whose probes disagree is decided by a third before the
@@ -837,19 +854,15 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         let next = tied
             .then_some(n)
             .or_else(|| {
-                next_users(
-                    good_users,
-                    bad.map(|b| b.users),
-                    last,
-                    max_users,
-                    resolution,
-                )
-                .filter(unprobed)
+                next_users(good_users, bad_users, last, max_users, resolution)
+                    .filter(unprobed)
+                    .filter(|&m| m < top)
             })
             .or_else(|| {
-                // The search has converged: confirm both sides of it.
-                let bad = bad?;
-                [good, Some(bad)]
+                // The search has converged: confirm both sides of it (a
+                // side above the ceiling is left as it is).
+                bad_users?;
+                [good, bad.filter(|b| b.users < top)]
                     .into_iter()
                     .flatten()
                     .find(|t| !t.is_confirmed())
@@ -863,23 +876,49 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 n = next;
             }
             None => {
-                break match bad {
-                    None => format!("normal up to the cap of {max_users} users"),
-                    Some(bad) => not_normal_why(bad),
+                break match (&ceiling, bad) {
+                    (Some((at, why)), bad) if bad.is_none_or(|b| *at < b.users) => {
+                        disturbed_stop_why(*at, why, good_users)
+                    }
+                    (_, Some(bad)) => not_normal_why(bad),
+                    (_, None) => format!("normal up to the cap of {max_users} users"),
                 };
             }
         }
     };
     let counts = tallies(&probed);
-    let (good, bad) = boundary(&counts);
+    let (_, bad) = boundary(&counts);
     Ok(Limit {
         relay: template.relay,
         protocol: template.protocol,
         placement: template.placement.name().to_string(),
-        sustains: good.map_or(0, |g| g.users),
+        sustains: below(&counts, ceiling_of(&ceiling)),
         degraded_at: bad.map(|b| b.users),
         why,
     })
+}
+
+/// The users under a ceiling of `ceiling_of` ([`usize::MAX`]: none).
+fn ceiling_of(ceiling: &Option<(usize, String)>) -> usize {
+    ceiling.as_ref().map_or(usize::MAX, |c| c.0)
+}
+
+/// The most users held normally below the first count that was not, and
+/// below `top`, as the records' reading takes it
+/// (`login::analysis::limits`).
+fn below(counts: &[crate::experiments::login::analysis::Tally], top: usize) -> usize {
+    let (good, bad) = boundary(counts);
+    let top = bad.map_or(top, |b| b.users.min(top));
+    good.filter(|g| g.users < top)
+        .map(|g| g.users)
+        .or_else(|| {
+            counts
+                .iter()
+                .filter(|t| t.is_normal() && t.users < top)
+                .map(|t| t.users)
+                .max()
+        })
+        .unwrap_or(0)
 }
 
 /// Where a search stands, in words.
@@ -1273,16 +1312,32 @@ mod tests {
         assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
         let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
         assert_eq!(seen, std::slice::from_ref(&limit));
-        // Every probe of 128 disturbed: three, then the search stops there.
+        // Every probe of 128 disturbed: three, then a ceiling the search
+        // stays under; it finds the limit below it as before.
         let mut always = mock(|users, _| if users == 128 { 5.0 } else { 0.1 });
         let mut records = Vec::new();
         let limit =
             find_limit(&mut runner(), &mut always, &template, search, &mut records).unwrap();
         let probed: Vec<usize> = always.measured.iter().map(|c| c.users).collect();
-        assert_eq!(probed, [32, 64, 128, 128, 128]);
-        assert_eq!((limit.sustains, limit.degraded_at), (64, None));
+        assert_eq!(&probed[..6], [32, 64, 128, 128, 128, 96]);
+        assert!(probed[5..].iter().all(|&u| u < 128), "{probed:?}");
+        assert_eq!((limit.sustains, limit.degraded_at), (96, Some(104)));
+        let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
+        assert_eq!(seen, std::slice::from_ref(&limit));
+        // Every count past the melting point disturbed: each becomes the
+        // ceiling in turn, and the search ends under the lowest with what
+        // held below it, a lower bound.
+        let mut past = mock(|users, _| if users > 96 { 5.0 } else { 0.1 });
+        let mut records = Vec::new();
+        let limit = find_limit(&mut runner(), &mut past, &template, search, &mut records).unwrap();
+        assert_eq!((limit.sustains, limit.degraded_at), (96, None));
         assert!(
-            limit.why.starts_with("stopped at 128 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
+            limit.why.starts_with("stopped at 104 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
+            "{}",
+            limit.why
+        );
+        assert!(
+            limit.why.ends_with("96 held before, a lower bound"),
             "{}",
             limit.why
         );
