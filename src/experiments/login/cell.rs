@@ -773,8 +773,9 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     let mut probes = 0;
     let mut disturbed_in_a_row = 0;
     // The lowest count the machine's disturbance kept from being judged,
-    // and why.
+    // and why; and how many counts it has kept so.
     let mut ceiling: Option<(usize, String)> = None;
+    let mut ceilings = 0;
     let why = loop {
         probes += 1;
         let record = runner.cell(
@@ -810,6 +811,12 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
             // steal stands), as a lower bound.
             disturbed_in_a_row = 0;
             ceiling = Some((n, disturbed_why(why)));
+            ceilings += 1;
+            if ceilings >= MAX_CEILINGS {
+                // A machine this disturbed would hold the search for
+                // minutes more: what held below is the answer it gives.
+                break disturbed_stop_why(n, &disturbed_why(why), below(&tallies(&probed), n));
+            }
         } else {
             disturbed_in_a_row = 0;
             if let Probe::GeneratorLimited(limit) = &outcome {
@@ -837,7 +844,15 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         let counts = tallies(&probed);
         let (good, bad) = boundary(&counts);
         let top = ceiling_of(&ceiling);
-        let good = good.filter(|g| g.users < top);
+        // The most held normally below both the first count that was not
+        // and the ceiling.
+        let good = match good {
+            Some(g) if g.users >= top => counts
+                .iter()
+                .filter(|t| t.is_normal() && t.users < top)
+                .max_by_key(|t| t.users),
+            good => good,
+        };
         let good_users = good.map_or(0, |g| g.users);
         // The first count not normal, or not judged, whichever is lower.
         let bad_users = bad
@@ -897,6 +912,11 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         why,
     })
 }
+
+/// Counts a search lets the machine's disturbance keep from being judged
+/// before it stops under the last of them: each costs
+/// [`DISTURBED_PROBES`] probes and their pauses (about half a minute).
+const MAX_CEILINGS: usize = 2;
 
 /// The users under a ceiling of `ceiling_of` ([`usize::MAX`]: none).
 fn ceiling_of(ceiling: &Option<(usize, String)>) -> usize {
@@ -1325,14 +1345,14 @@ mod tests {
         let seen = crate::experiments::login::analysis::limits(&records, template.host_cpu_pct);
         assert_eq!(seen, std::slice::from_ref(&limit));
         // Every count past the melting point disturbed: each becomes the
-        // ceiling in turn, and the search ends under the lowest with what
-        // held below it, a lower bound.
+        // ceiling in turn, and at the second (MAX_CEILINGS) the search
+        // ends with what held below it, a lower bound.
         let mut past = mock(|users, _| if users > 96 { 5.0 } else { 0.1 });
         let mut records = Vec::new();
         let limit = find_limit(&mut runner(), &mut past, &template, search, &mut records).unwrap();
         assert_eq!((limit.sustains, limit.degraded_at), (96, None));
         assert!(
-            limit.why.starts_with("stopped at 104 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
+            limit.why.starts_with("stopped at 112 users, not judged: the machine was disturbed in 3 probes in a row (the hypervisor took 5.0% of a CPU"),
             "{}",
             limit.why
         );
