@@ -468,22 +468,23 @@ mod tests {
             max_duration: Duration::from_secs(10),
             ..default()
         };
-        let send_with = |amount, token| {
+        let sender = |record: usize, amount, token, interval_s: Option<f64>| {
             request(
                 "stream",
                 StreamRequest::Send(Box::new(SendSpec {
                     connect: "10.0.0.2:5311".parse().unwrap(),
                     options: SocketOptions::default(),
                     strategy: SendStrategy::Write,
-                    record: 100,
+                    record,
                     amount,
                     interface: None,
                     token,
-                    interval_s: None,
+                    interval_s,
                     udp: None,
                 })),
             )
         };
+        let send_with = |amount, token| sender(100, amount, token, None);
         let send = |amount| send_with(amount, Some([1; crate::endpoint::protocol::TOKEN_LEN]));
         assert!(
             policy
@@ -514,19 +515,11 @@ mod tests {
             assert!(refused.contains("not a positive number"), "{refused}");
         }
         let with = |record: usize, interval_s: Option<f64>| {
-            request(
-                "stream",
-                StreamRequest::Send(Box::new(SendSpec {
-                    connect: "10.0.0.2:5311".parse().unwrap(),
-                    options: SocketOptions::default(),
-                    strategy: SendStrategy::Write,
-                    record,
-                    amount: Amount::Seconds(1.0),
-                    interface: None,
-                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
-                    interval_s,
-                    udp: None,
-                })),
+            sender(
+                record,
+                Amount::Seconds(1.0),
+                Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+                interval_s,
             )
         };
         for (record, interval, says) in [

@@ -5,6 +5,7 @@
 //! sockets' queues).
 
 pub mod analysis;
+pub mod bounds;
 pub mod cell;
 pub mod client;
 pub mod figures;

@@ -148,7 +148,7 @@ impl Role for RpmRole {
                     ));
                 }
                 // The command line's bounds, whoever sent the request.
-                super::options::check_bounds(
+                super::bounds::check_bounds(
                     spec.probe_rate,
                     spec.max_connections,
                     spec.max_duration_s,

@@ -141,7 +141,7 @@ impl Role for StreamRole {
             StreamRequest::Receive(spec) => {
                 policy.part_of(run, Self::ROLE, "a stream receiver")?;
                 // The command line's bounds, whoever sent the request.
-                super::cell::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
+                super::bounds::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
                 policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
                 spec.limit_bytes = Some(policy.max_bytes);
                 Ok(())
@@ -161,7 +161,7 @@ impl Role for StreamRole {
                 if let Some(pace) = &spec.udp {
                     pace.check()?;
                 }
-                super::cell::check_sender(spec.record as u64, spec.amount, spec.interval_s)
+                super::bounds::check_sender(spec.record as u64, spec.amount, spec.interval_s)
                     .map_err(|e| e.to_string())?;
                 match spec.amount {
                     Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),

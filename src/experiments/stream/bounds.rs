@@ -1,0 +1,122 @@
+//! The bounds of one stream, the same whoever asks for it: the command
+//! line and a sweep's grid (through `StreamConfig::validate`) and a
+//! controller's request to an agent (the roles' checks), so an agent never
+//! runs what the command line would refuse.
+
+use crate::experiments::stream::record::{Amount, RecvStrategy};
+use crate::units::format_size;
+use thiserror::Error;
+
+/// Largest record netlab accepts: each side holds a pattern buffer this big.
+pub const MAX_RECORD: u64 = 256 << 20;
+
+/// The longest timed run accepted: a day (iperf3's bound too).
+pub const MAX_DURATION_S: f64 = 86_400.0;
+
+/// The most bytes a run may be asked to send: a day at 100 Gbit/s.
+pub const MAX_BYTES: u64 = 1_080_000_000_000_000;
+
+/// The largest receive buffer (`--rbuf`): as large as the largest record.
+pub const MAX_RBUF: usize = MAX_RECORD as usize;
+
+/// The most connections `-P` opens each way (each is two processes).
+pub const MAX_PARALLEL: u32 = 128;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigError {
+    #[error("record size 0: give 1 byte or more")]
+    RecordEmpty,
+    #[error("record size {record} is larger than the total {total} to send")]
+    RecordExceedsTotal { record: String, total: String },
+    #[error("record size {0} exceeds the maximum of {max}", max = format_size(MAX_RECORD))]
+    RecordTooLarge(String),
+    #[error("duration {0} s is not a positive number of seconds")]
+    Duration(f64),
+    #[error(
+        "--duration {0} s is longer than a day ({MAX_DURATION_S} s), the longest run netlab makes"
+    )]
+    DurationTooLong(f64),
+    #[error(
+        "--bytes {0} is more than a day at 100 Gbit/s (1.08 PB, {MAX_BYTES} bytes), the most a run sends"
+    )]
+    BytesTooMany(String),
+    #[error("--rbuf {0} is larger than the largest receive buffer, {max}", max = format_size(MAX_RBUF as u64))]
+    ReadBufferTooLarge(String),
+    #[error("--rbuf 0: give 1 byte or more")]
+    ReadBufferEmpty,
+    #[error("-P {0}: give 1 to {MAX_PARALLEL} connections")]
+    Parallel(u32),
+    #[error("--interval {0}")]
+    Interval(String),
+    #[error("--confidence {0}")]
+    Confidence(String),
+    #[error("--udp: {0}")]
+    Udp(String),
+    #[error("--rcvlowat {0}")]
+    Rcvlowat(String),
+    #[error("{0}")]
+    CpuBudget(String),
+}
+
+/// What one sender sends, within netlab's bounds wherever the values come
+/// from: the command line and a sweep's grid (through
+/// [`StreamConfig::validate`]) or a controller's request to an agent (the
+/// sender role's check), so an agent never runs what the command line
+/// would refuse.
+pub fn check_sender(
+    record: u64,
+    amount: Amount,
+    interval_s: Option<f64>,
+) -> Result<(), ConfigError> {
+    if record == 0 {
+        return Err(ConfigError::RecordEmpty);
+    }
+    if record > MAX_RECORD {
+        return Err(ConfigError::RecordTooLarge(format_size(record)));
+    }
+    match amount {
+        Amount::Bytes(total) if record > total => Err(ConfigError::RecordExceedsTotal {
+            record: format_size(record),
+            total: format_size(total),
+        }),
+        Amount::Seconds(s) if !(s.is_finite() && s > 0.0) => Err(ConfigError::Duration(s)),
+        Amount::Seconds(s) if s > MAX_DURATION_S => Err(ConfigError::DurationTooLong(s)),
+        Amount::Bytes(total) if total > MAX_BYTES => {
+            Err(ConfigError::BytesTooMany(format_size(total)))
+        }
+        _ => check_interval(interval_s, amount),
+    }
+}
+
+/// A receiver's read buffer, within netlab's bounds (see [`check_sender`]).
+pub fn check_receiver(recv: RecvStrategy) -> Result<(), ConfigError> {
+    match recv {
+        RecvStrategy::Read { buffer: 0 } | RecvStrategy::Zerocopy { buffer: 0 } => {
+            Err(ConfigError::ReadBufferEmpty)
+        }
+        RecvStrategy::Read { buffer } | RecvStrategy::Zerocopy { buffer } if buffer > MAX_RBUF => {
+            Err(ConfigError::ReadBufferTooLarge(format_size(buffer as u64)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--interval`: above 10 ms, and within a timed run's length.
+pub fn check_interval(interval_s: Option<f64>, amount: Amount) -> Result<(), ConfigError> {
+    let Some(every) = interval_s else {
+        return Ok(());
+    };
+    if !(every.is_finite() && every >= 0.01) {
+        return Err(ConfigError::Interval(format!(
+            "{every} s: give 10ms or more"
+        )));
+    }
+    if let Amount::Seconds(run) = amount
+        && every > run
+    {
+        return Err(ConfigError::Interval(format!(
+            "{every} s is longer than the run ({run} s): there would be one interval, the whole run"
+        )));
+    }
+    Ok(())
+}
