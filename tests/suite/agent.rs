@@ -1465,7 +1465,29 @@ fn a_metrics_port_out_of_descriptors_keeps_listening() {
             Ok(())
         });
     }
-    let mut agent = command.spawn().unwrap();
+    /// Stops the agent however the test ends (a panic included).
+    struct Stopped(std::process::Child);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on our own child, by PID.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            if exit_within_5s(&mut self.0).is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    fn exit_within_5s(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+    let mut agent = Stopped(command.spawn().unwrap());
     let up = Instant::now();
     while scrape(&metrics).is_err() {
         assert!(
@@ -1514,10 +1536,7 @@ fn a_metrics_port_out_of_descriptors_keeps_listening() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(reply.contains("netlab_agent_"), "{reply}");
-    assert!(agent.try_wait().unwrap().is_none(), "the agent died");
-    // SAFETY: kill(2) on our own child, by PID.
-    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
-    agent.wait().unwrap();
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent died");
 }
 
 /// A TCP relay in the current namespace, as a port-forward or tunnel is:
