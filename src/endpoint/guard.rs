@@ -31,7 +31,8 @@
 //! A local run has no guard, its listeners being on loopback or inside the
 //! namespaces it made, with one exception: rpm's probe server is guarded
 //! on this host too (`Launcher::guard_here_too`), since anyone on the host
-//! can reach 127.0.0.1 and a stranger's downloads would change its figures. The token is sent by the connecting end right after
+//! can reach 127.0.0.1 and a stranger's downloads would change its
+//! figures. The token is sent by the connecting end right after
 //! `connect`, before `Go`, so it is outside every measured interval.
 
 use crate::endpoint::protocol::{DataGuard, TOKEN_LEN, Token};

@@ -55,7 +55,7 @@ pub fn fill_by(link: &mut impl Link, buf: &mut [u8], deadline: Option<Instant>) 
 /// A read or wait that ended without data and without a fault: its
 /// timeout (`WouldBlock` or `TimedOut`, as the kernel words it) or a
 /// signal (`Interrupted`).
-pub fn is_a_wake_up(error: &io::Error) -> bool {
+fn is_a_wake_up(error: &io::Error) -> bool {
     matches!(
         error.kind(),
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted

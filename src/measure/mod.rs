@@ -2,8 +2,9 @@
 //! scheduling ([`rusage`]), the machine's CPU split ([`procstat`]), the
 //! kernel's per-connection view ([`tcpinfo`]), its protocol counters
 //! ([`netstat`]), the host's facts ([`host`]) and the limits a load can
-//! cross ([`limits`]), and whether the user asked to stop ([`stop`]). How each figure is obtained
-//! and where it is blind is written down in `docs/MEASUREMENT.md`.
+//! cross ([`limits`]), and whether the user asked to stop ([`stop`]). How
+//! each figure is obtained and where it is blind is written down in
+//! `docs/MEASUREMENT.md`.
 
 pub mod drops;
 pub mod host;

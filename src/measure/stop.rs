@@ -46,13 +46,6 @@ impl From<Stopped> for std::io::Error {
     }
 }
 
-/// Whether `error` is a wait given up for a stop.
-pub fn is_stopped(error: &std::io::Error) -> bool {
-    error
-        .get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<Stopped>().is_some())
-}
-
 /// `Err(Stopped)` once a stop was asked for.
 pub fn check() -> Result<(), Stopped> {
     if requested() { Err(Stopped) } else { Ok(()) }
@@ -74,11 +67,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stop_is_an_io_error_no_retry_loop_swallows_and_is_told_apart() {
+    fn a_stop_is_an_io_error_no_retry_loop_swallows() {
         let e: std::io::Error = Stopped.into();
         assert_ne!(e.kind(), std::io::ErrorKind::Interrupted);
-        assert!(is_stopped(&e));
-        assert!(!is_stopped(&std::io::ErrorKind::TimedOut.into()));
+        assert!(e.get_ref().is_some_and(|inner| inner.is::<Stopped>()));
         assert_eq!(e.to_string(), "stopped (SIGTERM or Ctrl-C)");
     }
 

@@ -150,9 +150,11 @@ impl Read for StdinInput {
             }
         }
         // One byte past the limit tells "exactly the limit" from "more".
-        let room = (self.limit + 1 - self.taken.min(self.limit + 1)) as usize;
-        let take = buf.len().min(room.max(1));
-        let n = std::io::stdin().lock().read(&mut buf[..take])?;
+        let room = self.limit.saturating_add(1).saturating_sub(self.taken);
+        let take = buf
+            .len()
+            .min(usize::try_from(room).unwrap_or(usize::MAX).max(1));
+        let n = stdin.lock().read(&mut buf[..take])?;
         self.taken += n as u64;
         if self.taken > self.limit {
             return Err(std::io::Error::new(

@@ -215,6 +215,19 @@ pub fn boundary(tallies: &[Tally]) -> (Option<&Tally>, Option<&Tally>) {
     (good, bad)
 }
 
+/// The count held normally with the most users below the first that was
+/// not, and below `top` (a count the search could not judge;
+/// [`usize::MAX`]: none): what a search sustains, and what the records'
+/// reading of it says.
+pub fn held_below(tallies: &[Tally], top: usize) -> Option<&Tally> {
+    let (_, bad) = boundary(tallies);
+    let top = bad.map_or(top, |b| b.users.min(top));
+    tallies
+        .iter()
+        .filter(|t| t.is_normal() && t.users < top)
+        .max_by_key(|t| t.users)
+}
+
 /// Why a search stopped at `bad`, one verdict word with its criterion:
 /// "104 users unusable in 2 of 2 probes: echo p99 1234.5 ms, past 1 s".
 pub fn not_normal_why(bad: &Tally) -> String {
@@ -274,7 +287,7 @@ pub fn disturbed_stop_why(at: usize, why: &str, sustains: usize) -> String {
 /// One server's limit from its probes.
 fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
     let tallies = tallies(probes);
-    let (good, worse) = boundary(&tallies);
+    let (_, worse) = boundary(&tallies);
     let stopped = probes
         .iter()
         .filter_map(|(users, p)| match p {
@@ -287,21 +300,9 @@ fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
                 .map(|(users, why)| (users, why, true)),
         )
         .min_by_key(|(users, _, _)| *users);
-    let ceiling = [worse.map(|w| w.users), stopped.as_ref().map(|s| s.0)]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(usize::MAX);
-    limit.sustains = good.filter(|g| g.users < ceiling).map_or(0, |g| g.users);
-    if limit.sustains == 0 {
-        // Below a generator-limited count: the most normal count under it.
-        limit.sustains = tallies
-            .iter()
-            .filter(|t| t.is_normal() && t.users < ceiling)
-            .map(|t| t.users)
-            .max()
-            .unwrap_or(0);
-    }
+    // Below a count that stopped the search: the most normal count under it.
+    limit.sustains =
+        held_below(&tallies, stopped.as_ref().map_or(usize::MAX, |s| s.0)).map_or(0, |t| t.users);
     limit.degraded_at = worse.map(|w| w.users);
     limit.why = match (worse, stopped) {
         (_, Some((at, why, true))) if worse.is_none_or(|w| at < w.users) => {

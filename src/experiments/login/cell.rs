@@ -42,8 +42,8 @@ use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::analysis::{
-    DISTURBED_PROBES, Probe, boundary, disturbed_stop_why, disturbed_why, lower_bound_why,
-    not_normal_why, tallies,
+    DISTURBED_PROBES, Probe, Tally, boundary, disturbed_stop_why, disturbed_why, held_below,
+    lower_bound_why, not_normal_why, tallies,
 };
 use crate::experiments::login::load::LoadFix;
 use crate::experiments::login::record::Record;
@@ -210,34 +210,12 @@ pub fn run_cell(
         );
     };
     let seconds = window.seconds.max(1e-9);
-    // Packets at the server's interface where it has its own; otherwise
-    // the sessions' own sockets' segments (the host's TCP counters would
-    // count every other connection beside the run too). `server` is the
-    // server's (in, out) of them: on loopback the host counts each segment
-    // both in and out, half of them the server's.
-    let (packets, server, packets_source) = match (launcher.interface(End::To), report.segments) {
-        (Some(name), _) => {
-            let n = (window.packets_in, window.packets_out);
-            let source = format!("interface {name} (server side) rx/tx packets");
-            (n, (n.0 as f64, n.1 as f64), source)
-        }
-        (None, Some(s)) => {
-            let n = (s.typed, s.echoed);
-            let source = "TCP segments of the run's sessions (TCP_INFO of the typists' sockets)";
-            (n, (n.0 as f64, n.1 as f64), source.to_string())
-        }
-        (None, None) if serving_here => {
-            let n = (window.packets_in, window.packets_out);
-            let half = n.0 as f64 / 2.0;
-            let source = "TCP segments on loopback (every one is both in and out)";
-            (n, (half, half), source.to_string())
-        }
-        (None, None) => {
-            let n = (window.packets_in, window.packets_out);
-            let source = "TCP segments of the serving host (every connection's)";
-            (n, (n.0 as f64, n.1 as f64), source.to_string())
-        }
-    };
+    let (packets, server, packets_source) = packets_of(
+        launcher.interface(End::To),
+        report.segments,
+        &window,
+        serving_here,
+    );
     let busy_s = (100.0 - window.cpu.idle_pct - window.cpu.iowait_pct) / 100.0
         * window.cpus as f64
         * seconds;
@@ -278,6 +256,43 @@ pub fn run_cell(
         emulator,
         per_keystroke: Some(per_keystroke),
     })
+}
+
+/// The packets a cell counts, the server's (in, out) share of them, and
+/// where they were read. Packets at the server's interface where it has
+/// its own (`interface`); otherwise the sessions' own sockets' segments
+/// (the host's TCP counters would count every other connection beside the
+/// run too). On loopback the host counts each segment both in and out,
+/// half of them the server's.
+fn packets_of(
+    interface: Option<String>,
+    segments: Option<crate::endpoint::login::typist::SessionSegments>,
+    window: &crate::measure::window::HostWindow,
+    serving_here: bool,
+) -> ((u64, u64), (f64, f64), String) {
+    match (interface, segments) {
+        (Some(name), _) => {
+            let n = (window.packets_in, window.packets_out);
+            let source = format!("interface {name} (server side) rx/tx packets");
+            (n, (n.0 as f64, n.1 as f64), source)
+        }
+        (None, Some(s)) => {
+            let n = (s.typed, s.echoed);
+            let source = "TCP segments of the run's sessions (TCP_INFO of the typists' sockets)";
+            (n, (n.0 as f64, n.1 as f64), source.to_string())
+        }
+        (None, None) if serving_here => {
+            let n = (window.packets_in, window.packets_out);
+            let half = n.0 as f64 / 2.0;
+            let source = "TCP segments on loopback (every one is both in and out)";
+            (n, (half, half), source.to_string())
+        }
+        (None, None) => {
+            let n = (window.packets_in, window.packets_out);
+            let source = "TCP segments of the serving host (every connection's)";
+            (n, (n.0 as f64, n.1 as f64), source.to_string())
+        }
+    }
 }
 
 /// The server's work per keystroke over `window`, `packets` its (in, out).
@@ -796,14 +811,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 "{server}: probe {probes}, {n} users: not judged, {why}"
             ));
             if disturbed_in_a_row < DISTURBED_PROBES {
-                // Give a passing disturbance (a neighbour's burst on the
-                // VM's host) time to pass before the same count again.
-                let until = std::time::Instant::now() + DISTURBED_PAUSE;
-                while std::time::Instant::now() < until
-                    && !crate::controller::processes::interrupted()
-                {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+                pause_for_a_disturbance();
                 continue;
             }
             // Not judged: a ceiling the search stays under. What holds
@@ -842,17 +850,9 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
             ));
         }
         let counts = tallies(&probed);
-        let (good, bad) = boundary(&counts);
+        let (_, bad) = boundary(&counts);
         let top = ceiling_of(&ceiling);
-        // The most held normally below both the first count that was not
-        // and the ceiling.
-        let good = match good {
-            Some(g) if g.users >= top => counts
-                .iter()
-                .filter(|t| t.is_normal() && t.users < top)
-                .max_by_key(|t| t.users),
-            good => good,
-        };
+        let good = held_below(&counts, top);
         let good_users = good.map_or(0, |g| g.users);
         // The first count not normal, or not judged, whichever is lower.
         let bad_users = bad
@@ -913,6 +913,16 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     })
 }
 
+/// Gives a passing disturbance (a neighbour's burst on the VM's host)
+/// [`DISTURBED_PAUSE`] to pass before the same count again; a stop ends
+/// the wait.
+fn pause_for_a_disturbance() {
+    let until = std::time::Instant::now() + DISTURBED_PAUSE;
+    while std::time::Instant::now() < until && !crate::measure::stop::requested() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Counts a search lets the machine's disturbance keep from being judged
 /// before it stops under the last of them: each costs
 /// [`DISTURBED_PROBES`] probes and their pauses (about half a minute).
@@ -923,22 +933,9 @@ fn ceiling_of(ceiling: &Option<(usize, String)>) -> usize {
     ceiling.as_ref().map_or(usize::MAX, |c| c.0)
 }
 
-/// The most users held normally below the first count that was not, and
-/// below `top`, as the records' reading takes it
-/// (`login::analysis::limits`).
-fn below(counts: &[crate::experiments::login::analysis::Tally], top: usize) -> usize {
-    let (good, bad) = boundary(counts);
-    let top = bad.map_or(top, |b| b.users.min(top));
-    good.filter(|g| g.users < top)
-        .map(|g| g.users)
-        .or_else(|| {
-            counts
-                .iter()
-                .filter(|t| t.is_normal() && t.users < top)
-                .map(|t| t.users)
-                .max()
-        })
-        .unwrap_or(0)
+/// [`held_below`]'s users (0: nothing held).
+fn below(counts: &[Tally], top: usize) -> usize {
+    held_below(counts, top).map_or(0, |t| t.users)
 }
 
 /// Where a search stands, in words.

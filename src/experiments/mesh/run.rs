@@ -245,40 +245,7 @@ impl MeshRun {
             self.inventory.len()
         ));
         let reached = reach_all(&self.inventory);
-        let mut states = Vec::new();
-        let mut lost: Vec<u32> = Vec::new();
-        let mut why_lost: Vec<(String, String)> = Vec::new();
-        for (i, (agent, outcome)) in self.inventory.iter().zip(&reached).enumerate() {
-            match outcome {
-                Ok(link) => {
-                    let facts = link.facts();
-                    let mut labels = facts.identity.labels.clone();
-                    if let Some(node) = &facts.identity.node {
-                        labels.insert("node".into(), node.clone());
-                    }
-                    labels.extend(agent.labels.clone());
-                    hosts[i].labels = labels;
-                    states.push(AgentState {
-                        name: agent.name.clone(),
-                        facts: Some(facts),
-                        failed: None,
-                    });
-                }
-                Err(why) => {
-                    say(&format!("netlab mesh: {}: {why}", agent.name));
-                    if !summary.lost.iter().any(|(name, _)| name == &agent.name) {
-                        summary.lost.push((agent.name.clone(), why.clone()));
-                    }
-                    why_lost.push((agent.name.clone(), why.clone()));
-                    lost.push(i as u32);
-                    states.push(AgentState {
-                        name: agent.name.clone(),
-                        facts: None,
-                        failed: Some(why.clone()),
-                    });
-                }
-            }
-        }
+        let (states, mut lost, mut why_lost) = self.account(&reached, hosts, summary, say);
         if let Some(manifest) = manifest.take() {
             write_manifest(
                 &self.dir,
@@ -311,28 +278,7 @@ impl MeshRun {
         let seed = spec.seed.wrapping_add(pass as u64);
         let whole = Schedule::new(&ids, seed, spec.bidir, spec.mode, spec.max_pairs)?;
         self.check_limits(&whole, &reached)?;
-        // Pairs whose every test of this pass is finished: not planned
-        // again. Only the measured tests are walked (not every pair).
-        let index: std::collections::HashMap<&str, u32> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.name.as_str(), i as u32))
-            .collect();
-        let mut tests_done: std::collections::HashMap<Pair, usize> =
-            std::collections::HashMap::new();
-        for (from, to, test, p) in lock(&results.measured).iter() {
-            if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
-                && *p == pass
-                && spec.tests.contains(test)
-            {
-                *tests_done.entry(Pair { from, to }).or_default() += 1;
-            }
-        }
-        let mut done: HashSet<Pair> = tests_done
-            .into_iter()
-            .filter(|&(_, n)| n == spec.tests.len())
-            .map(|(pair, _)| pair)
-            .collect();
+        let mut done = self.finished_pairs(results, hosts, pass);
         let orphans = whole.orphaned(&lost, &done);
         self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
         let mut schedule = whole.remaining(&lost, &done)?;
@@ -404,6 +350,78 @@ impl MeshRun {
             break;
         }
         Ok(())
+    }
+
+    /// Each agent's state as reached: its facts and labels (into `hosts`)
+    /// or why it was lost (said, and counted in `summary` once); and the
+    /// lost ones' indices and reasons.
+    fn account(
+        &self,
+        reached: &[Result<Arc<AgentLink>, String>],
+        hosts: &mut [Host],
+        summary: &mut Summary,
+        say: &(dyn Fn(&str) + Sync),
+    ) -> (Vec<AgentState>, Vec<u32>, Vec<(String, String)>) {
+        let mut states = Vec::new();
+        let mut lost: Vec<u32> = Vec::new();
+        let mut why_lost: Vec<(String, String)> = Vec::new();
+        for (i, (agent, outcome)) in self.inventory.iter().zip(reached).enumerate() {
+            match outcome {
+                Ok(link) => {
+                    let facts = link.facts();
+                    let mut labels = facts.identity.labels.clone();
+                    if let Some(node) = &facts.identity.node {
+                        labels.insert("node".into(), node.clone());
+                    }
+                    labels.extend(agent.labels.clone());
+                    hosts[i].labels = labels;
+                    states.push(AgentState {
+                        name: agent.name.clone(),
+                        facts: Some(facts),
+                        failed: None,
+                    });
+                }
+                Err(why) => {
+                    say(&format!("netlab mesh: {}: {why}", agent.name));
+                    if !summary.lost.iter().any(|(name, _)| name == &agent.name) {
+                        summary.lost.push((agent.name.clone(), why.clone()));
+                    }
+                    why_lost.push((agent.name.clone(), why.clone()));
+                    lost.push(i as u32);
+                    states.push(AgentState {
+                        name: agent.name.clone(),
+                        facts: None,
+                        failed: Some(why.clone()),
+                    });
+                }
+            }
+        }
+        (states, lost, why_lost)
+    }
+
+    /// Pairs whose every test of `pass` is finished: not planned again.
+    /// Only the measured tests are walked (not every pair).
+    fn finished_pairs(&self, results: &Results, hosts: &[Host], pass: usize) -> HashSet<Pair> {
+        let index: std::collections::HashMap<&str, u32> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i as u32))
+            .collect();
+        let mut tests_done: std::collections::HashMap<Pair, usize> =
+            std::collections::HashMap::new();
+        for (from, to, test, p) in lock(&results.measured).iter() {
+            if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
+                && *p == pass
+                && self.pass.tests.contains(test)
+            {
+                *tests_done.entry(Pair { from, to }).or_default() += 1;
+            }
+        }
+        tests_done
+            .into_iter()
+            .filter(|&(_, n)| n == self.pass.tests.len())
+            .map(|(pair, _)| pair)
+            .collect()
     }
 
     /// Makes the run directory (a new run) or reads what it holds (`--resume`).
