@@ -629,6 +629,14 @@ mod tests {
             serde_json::json!({"size": 64, "cold_pool": 0, "batches": 1}),
         );
         assert!(policy.check("cksum", &mut checksum).is_ok());
+        // A cell past this host's memory is refused before an endpoint
+        // would try to allocate it.
+        let mut huge = request(
+            "cksum",
+            serde_json::json!({"size": 1u64 << 50, "cold_pool": 0, "batches": 1}),
+        );
+        let refusal = policy.check("cksum", &mut huge).unwrap_err();
+        assert!(refusal.contains("more than half"), "{refusal}");
         let refusal = policy.check("mesh", &mut checksum).unwrap_err();
         assert!(refusal.contains("not part of a mesh run"), "{refusal}");
         let streams_only = Policy {

@@ -26,13 +26,6 @@ pub enum PlanError {
     },
 }
 
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// The sizes to time and how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CksumPlan {
@@ -97,10 +90,9 @@ impl CksumPlan {
 
     /// The cells, once the memory each needs is known to be available.
     pub fn specs(&self) -> Result<Vec<CksumSpec>, PlanError> {
-        let available = mem_available().unwrap_or(u64::MAX);
+        let available = super::bounds::mem_available().unwrap_or(u64::MAX);
         for &size in &self.sizes {
-            // Hot source and destination, and two cold pools of at least two buffers each.
-            let needed = 2 * size + 2 * self.cold_pool.max(2 * size.next_multiple_of(4096) + 128);
+            let needed = super::bounds::memory_needed(size, self.cold_pool);
             if needed > available / 2 {
                 return Err(PlanError::Memory {
                     size: format_size(size),

@@ -12,7 +12,7 @@ pub struct CksumArgs {
     #[arg(long, default_value = "64,1408,4096,65536,1M,64M")]
     pub sizes: String,
     /// Timed batches per variant (the median is reported, with min and max).
-    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=super::bounds::MAX_BATCHES as i64))]
     pub batches: u32,
     /// Pool the cold runs walk through; should exceed the last-level cache.
     #[arg(long, default_value = "512M", value_parser = parse_size)]

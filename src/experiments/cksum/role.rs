@@ -357,7 +357,7 @@ impl crate::endpoint::role::Role for CksumRole {
     }
 
     fn check(
-        _: &mut CksumSpec,
+        spec: &mut CksumSpec,
         run: &str,
         policy: &crate::endpoint::agent::policy::Policy,
     ) -> Result<(), String> {
@@ -365,6 +365,8 @@ impl crate::endpoint::role::Role for CksumRole {
             run,
             <Self as crate::endpoint::role::Protocol>::ROLE,
             "a checksum measurement",
-        )
+        )?;
+        // The command line's bounds, on this host's memory.
+        super::bounds::check(spec)
     }
 }
