@@ -342,7 +342,7 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
 #[test]
 fn bad_input_is_refused_with_the_reason() {
     let _beside = common::beside_others();
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 19] = [
         (
             &["--host-cpu", "0.5", "--rate", "1000"],
             "is below what one session typing 1000 chars/s needs here",
@@ -368,6 +368,12 @@ fn bad_input_is_refused_with_the_reason() {
             "shape the netns placement's link: add netns to --placement",
         ),
         (&["--users", "0"], "zero users"),
+        (&["--users", "16,70000"], "--users 70000: at most 65536 users"),
+        (
+            &["--find-limit", "--max-users", "100000"],
+            "--max-users 100000: at most 65536",
+        ),
+        (&["--duration", "2days"], "longer than a day"),
         (&["--rate", "-1"], "--rate"),
         (&["--rate", "2000"], "at most 1000"),
         (&["--corpus", "/nonexistent/corpus.txt"], "cannot read"),

@@ -677,6 +677,101 @@ mod tests {
     }
 
     #[test]
+    fn a_login_request_passes_the_command_lines_checks_and_this_hosts_limits() {
+        use crate::endpoint::login::clients::{LoginTarget, TypeSpec};
+        use crate::endpoint::login::host::{Dialect, HostServeSpec, Target};
+        let policy = Policy {
+            allow: ["stream", "login"].map(String::from).into(),
+            ..default()
+        };
+        let typing = |users: usize, rate: f64, warmup_s: f64, stall_ms: u64| {
+            request(
+                "login",
+                LoginRequest::Type(Box::new(TypeSpec {
+                    target: LoginTarget {
+                        server: "10.0.0.2:5311".parse().unwrap(),
+                        dialect: Dialect::Rlogin,
+                        ssh: None,
+                        token: Some([5; 16]),
+                        stall: crate::endpoint::stall::StallBound { ms: stall_ms },
+                    },
+                    users,
+                    rate,
+                    poisson: false,
+                    corpus: b"hello".to_vec(),
+                    warmup_s,
+                    duration_s: 5.0,
+                })),
+            )
+        };
+        assert!(
+            policy
+                .check("login", &mut typing(16, 5.0, 1.0, 5000))
+                .is_ok()
+        );
+        for (mut hostile, says) in [
+            // Duration::from_secs_f64(-1.0) would have panicked the endpoint.
+            (typing(16, 5.0, -1.0, 5000), "--warmup -1"),
+            (typing(0, 5.0, 1.0, 5000), "zero users"),
+            (typing(1_000_000_000, 5.0, 1.0, 5000), "at most 65536 users"),
+            (typing(16, 1e12, 1.0, 5000), "--rate 1000000000000"),
+            (
+                typing(16, 5.0, 1.0, 0),
+                "--stall-timeout must be above zero",
+            ),
+        ] {
+            let refused = policy.check("login", &mut hostile).unwrap_err();
+            assert!(refused.contains(says), "{refused}");
+        }
+        // Within the bounds, past what this host holds: more users than
+        // its ephemeral ports (28,232 by Linux's default range) are refused
+        // before an endpoint starts one of them.
+        let ports = crate::measure::limits::HostLimits::read()
+            .ephemeral_ports
+            .map(|(lo, hi)| hi - lo + 1);
+        if let Some(ports) = ports.filter(|&p| p < 65_536) {
+            let refused = policy
+                .check("login", &mut typing(ports as usize + 1, 5.0, 1.0, 5000))
+                .unwrap_err();
+            assert!(refused.contains("ephemeral ports"), "{refused}");
+        }
+        let serving = |max_sessions: usize, interface: Option<&str>, budget: Option<f64>| {
+            request(
+                "login",
+                LoginRequest::Serve(Box::new(HostServeSpec {
+                    target: Target::Fork,
+                    dialect: Dialect::Rlogin,
+                    address: "10.0.0.2".parse().unwrap(),
+                    session: SessionCommand::Discard { linemode: false },
+                    max_sessions,
+                    nodelay: false,
+                    interface: interface.map(String::from),
+                    measure_idle: false,
+                    guard: Some(guard()),
+                    cpu_budget_pct: budget,
+                })),
+            )
+        };
+        assert!(
+            policy
+                .check("login", &mut serving(32, Some("veth0"), Some(5.0)))
+                .is_ok()
+        );
+        for (mut hostile, says) in [
+            (serving(0, None, None), "a server of 0 sessions"),
+            (serving(10_000_000, None, None), "at most 65552 sessions"),
+            (serving(32, Some("../../etc"), None), "interface name"),
+            (
+                serving(32, None, Some(0.0)),
+                "--host-cpu 0: must be at least",
+            ),
+        ] {
+            let refused = policy.check("login", &mut hostile).unwrap_err();
+            assert!(refused.contains(says), "{refused}");
+        }
+    }
+
+    #[test]
     fn a_lab_run_holds_each_command_to_its_own_experiment() {
         let policy = default();
         assert!(policy.admit("lab").is_ok());

@@ -374,12 +374,8 @@ impl Default for LoginPlan {
 /// Why a login plan cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
-    #[error("--users: zero users is not an experiment")]
-    ZeroUsers,
-    #[error("--rate {0}: must be above 0 and at most 1000 characters per second per user")]
-    Rate(String),
-    #[error("--duration must be above zero")]
-    Duration,
+    #[error(transparent)]
+    Bounds(#[from] crate::experiments::login::bounds::BoundsError),
     #[error("{0}")]
     HostCpu(String),
     #[error("--host-cpu {0}: give a percent of one CPU or a preset (sun3, vax750)")]
@@ -503,31 +499,26 @@ impl LoginPlan {
     }
 
     pub fn validate(&self) -> Result<(), PlanError> {
-        if self.users.contains(&0) {
-            return Err(PlanError::ZeroUsers);
+        use crate::experiments::login::bounds;
+        for &users in &self.users {
+            bounds::check_users(users)?;
         }
-        if !(self.rate > 0.0 && self.rate <= 1000.0) {
-            return Err(PlanError::Rate(self.rate.to_string()));
-        }
-        if self.duration_s.is_nan() || self.duration_s <= 0.0 {
-            return Err(PlanError::Duration);
-        }
+        bounds::check_typing(1, self.rate, self.warmup_s, self.duration_s)?;
         if let Some(percent) = self.host_cpu_pct {
-            crate::testbed::cgroup::check(percent)
-                .map_err(|e| PlanError::HostCpu(e.to_string()))?;
+            bounds::check_budget(percent)?;
         }
         Ok(())
     }
 
     /// What the plan's largest cell holds at once on this host, when both
-    /// ends run here (loopback, netns): a pty per session; the busiest
-    /// process's descriptors (a single-process relay holds each session's
-    /// socket and pty, splice also two pipes; the typist holds a socket a
-    /// user); the processes each design adds per session (a command each;
-    /// fork a relay too; telnetd socat and telnetd; sshd its two and the
-    /// `ssh` client); an ephemeral port per user. None when every
-    /// placement runs on agents (their hosts' limits are theirs).
+    /// ends run here (loopback, netns): the busiest relay's server
+    /// ([`bounds::serving_needs`]) and the typist beside it. None when
+    /// every placement runs on agents (their hosts' limits are theirs, and
+    /// each agent checks its own).
+    ///
+    /// [`bounds::serving_needs`]: crate::experiments::login::bounds::serving_needs
     pub fn needs(&self, most_users: usize) -> Option<crate::measure::limits::Needs> {
+        use crate::experiments::login::bounds::{per_session, typing_needs};
         let here = self
             .placements
             .iter()
@@ -536,33 +527,20 @@ impl LoginPlan {
             return None;
         }
         let n = most_users as u64;
-        let per_session = |relay: &Target| -> (u64, u64) {
-            match relay {
-                Target::Splice => (6, 1),
-                Target::Epoll | Target::Uring | Target::Batch => (2, 1),
-                Target::Fork => (1, 2),
-                Target::Telnetd => (1, 3),
-                Target::Sshd => (1, 4),
-            }
+        let most = |pick: fn((u64, u64)) -> u64| {
+            self.relays
+                .iter()
+                .map(|r| pick(per_session(*r)))
+                .max()
+                .unwrap_or(2)
         };
-        let descriptors = self
-            .relays
-            .iter()
-            .map(|r| per_session(r).0)
-            .max()
-            .unwrap_or(2);
-        let processes = self
-            .relays
-            .iter()
-            .map(|r| per_session(r).1)
-            .max()
-            .unwrap_or(2);
+        let typist = typing_needs(most_users, false);
         Some(crate::measure::limits::Needs {
             what: format!("login with {most_users} users"),
             ptys: n,
-            descriptors_per_process: descriptors * n + 64,
-            processes: processes * n,
-            ephemeral_ports: n,
+            descriptors_per_process: (most(|c| c.0) * n + 64).max(typist.descriptors_per_process),
+            processes: most(|c| c.1) * n,
+            ephemeral_ports: typist.ephemeral_ports,
         })
     }
 

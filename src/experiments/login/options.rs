@@ -161,6 +161,13 @@ impl LoginExperimentArgs {
             };
             check_one_session(percent, self.rate, packet_us)?;
         }
+        if self.find_limit && self.max_users > crate::experiments::login::bounds::MAX_USERS {
+            bail!(
+                "--max-users {}: at most {} users a cell (an ephemeral port each)",
+                self.max_users,
+                crate::experiments::login::bounds::MAX_USERS
+            );
+        }
         if self.find_limit && self.load.is_some() {
             bail!(
                 "--find-limit with --load: a limit search varies users, a load's cells vary the fix; run one, then the other"

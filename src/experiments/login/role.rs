@@ -12,6 +12,8 @@ use crate::endpoint::login::clients::{
 use crate::endpoint::login::host::{Host, HostReport, HostServeSpec, HostServing, SessionCommand};
 use crate::endpoint::login::typist::{Moment, TypistReport};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::experiments::login::bounds;
+use crate::measure::limits::{HostLimits, Needs};
 use crate::measure::window::HostWindow;
 use serde::{Deserialize, Serialize};
 
@@ -178,10 +180,19 @@ impl Role for LoginRole {
                 if let SessionCommand::Output { bytes, .. } = spec.session {
                     policy.within_bytes(bytes, " of output")?;
                 }
+                bounds::check_serving(spec.max_sessions, spec.interface.as_deref())
+                    .map_err(|e| e.to_string())?;
+                if let Some(percent) = spec.cpu_budget_pct {
+                    bounds::check_budget(percent).map_err(|e| e.to_string())?;
+                }
+                within_this_hosts_limits(bounds::serving_needs(spec.target, spec.max_sessions))?;
                 policy.guard_data_port(&mut spec.guard, 0)
             }
             LoginRequest::Type(spec) => {
                 policy.part_of(run, "login", "a typist")?;
+                bounds::check_typing(spec.users, spec.rate, spec.warmup_s, spec.duration_s)
+                    .and_then(|()| bounds::check_stall(spec.target.stall.ms))
+                    .map_err(|e| e.to_string())?;
                 policy.within_seconds(spec.warmup_s + spec.duration_s, " of typing")?;
                 if spec.corpus.len() > MAX_CORPUS {
                     return Err(format!(
@@ -189,15 +200,36 @@ impl Role for LoginRole {
                         spec.corpus.len()
                     ));
                 }
-                Ok(())
+                within_this_hosts_limits(bounds::typing_needs(
+                    spec.users,
+                    spec.target.ssh.is_some(),
+                ))
             }
-            LoginRequest::Terminal(_) => policy.part_of(run, "output", "a terminal"),
+            LoginRequest::Terminal(target) => {
+                policy.part_of(run, "output", "a terminal")?;
+                bounds::check_stall(target.stall.ms).map_err(|e| e.to_string())
+            }
             LoginRequest::Budget
             | LoginRequest::WindowOpen
             | LoginRequest::WindowClose
             | LoginRequest::Stop => Ok(()),
         }
     }
+}
+
+/// Refuses work that would cross this host's limits (ptys, descriptors,
+/// processes, ephemeral ports) before an endpoint starts any of it: the
+/// controller cannot check an agent's host for it.
+fn within_this_hosts_limits(needs: Needs) -> Result<(), String> {
+    let crossed = crate::measure::limits::check(&needs, &HostLimits::read());
+    if crossed.is_empty() {
+        return Ok(());
+    }
+    Err(crate::measure::limits::LimitsCrossed {
+        what: needs.what,
+        crossed,
+    }
+    .to_string())
 }
 
 impl LoginRole {
