@@ -368,7 +368,10 @@ fn bad_input_is_refused_with_the_reason() {
             "shape the netns placement's link: add netns to --placement",
         ),
         (&["--users", "0"], "zero users"),
-        (&["--users", "16,70000"], "--users 70000: at most 65536 users"),
+        (
+            &["--users", "16,70000"],
+            "--users 70000: at most 65536 users",
+        ),
         (
             &["--find-limit", "--max-users", "100000"],
             "--max-users 100000: at most 65536",

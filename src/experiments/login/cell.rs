@@ -711,8 +711,8 @@ pub struct LimitSearch {
     /// The most users ever probed.
     pub max_users: usize,
     /// Bisect until the last normal and the first degraded count are within
-    /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`,
-    /// 8 in the lab's quick profile too.
+    /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`
+    /// and the lab's `--full`, 4 in its quick profile.
     pub resolution: usize,
     /// Keystrokes a probe's window holds at least (stretched to hold them):
     /// [`PROBE_ECHOES`] but in the lab's smoke profile.

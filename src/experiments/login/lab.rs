@@ -45,8 +45,12 @@ impl DesignLimits {
             // against the kernel-assisted analogue (splice): `--find-limit`'s
             // probes (1 s warm-up, 5 s windows: a load a few percent past
             // the CPU needs seconds to push echoes past 100 ms, so shorter
-            // windows overstate the limit) and resolution, from 64 users:
-            // fork in five probes, splice in two, about a minute.
+            // windows overstate the limit), from 64 users, bisected to a
+            // quarter of the limit rather than an eighth: the confirmed
+            // boundary costs each server two to four probes, and an
+            // eighth's two more bisections would take the profile past its
+            // three minutes (`--full` and `--find-limit` bisect to an
+            // eighth). About six probes a server, a minute and a quarter.
             (
                 vec![Target::Fork, Target::Splice],
                 LoginPlan {
@@ -57,7 +61,7 @@ impl DesignLimits {
                 LimitSearch {
                     start: 64,
                     max_users: 128,
-                    resolution: 8,
+                    resolution: 4,
                     echoes: PROBE_ECHOES,
                 },
             ),
