@@ -33,6 +33,24 @@ pub fn requested() -> bool {
         .is_some_and(|flag| flag.load(Ordering::Relaxed))
 }
 
+/// Makes `command` start with SIGINT at its default action. An endpoint
+/// ignores SIGINT (a terminal's Ctrl-C is its controller's), and exec
+/// keeps an ignored signal ignored: without this, the command of a session
+/// of netlab's own relays would ignore the Ctrl-C its user types, which a
+/// real login never does. (telnetd and sshd, daemons in the endpoint's
+/// process group, keep ignoring it so that a terminal's Ctrl-C is still
+/// the controller's alone; their sessions inherit that.)
+pub fn default_sigint(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
+}
+
 /// A wait given up because a stop was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[error("stopped (SIGTERM or Ctrl-C)")]

@@ -135,7 +135,7 @@ pub fn spawn(command: &[String], rows: u16, cols: u16) -> io::Result<Pty> {
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    let child = crate::measure::stop::default_sigint(&mut cmd).spawn()?;
     Ok(Pty { master, child })
 }
 
@@ -187,6 +187,30 @@ mod tests {
         // The terminal echoes the line, then cat writes it back.
         let out = read_until(&pty.master, "hello\r\nhello\r\n");
         assert!(out.contains("hello\r\nhello\r\n"), "{out:?}");
+    }
+
+    #[test]
+    fn a_typed_ctrl_c_interrupts_the_command_though_its_endpoint_ignores_sigint() {
+        // As an endpoint does, for the moment of the spawn: the command
+        // would inherit the ignored SIGINT without `default_sigint`.
+        // SAFETY: swapping one signal's disposition and restoring it.
+        let before = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+        let spawned = spawn(&["cat".into()], 24, 80);
+        unsafe { libc::signal(libc::SIGINT, before) };
+        let mut pty = spawned.unwrap();
+        File::from(pty.master.try_clone().unwrap())
+            .write_all(b"\x03")
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            if let Some(status) = pty.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "cat ignored the typed ^C");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
     }
 
     #[test]
