@@ -712,7 +712,7 @@ pub struct LimitSearch {
     pub max_users: usize,
     /// Bisect until the last normal and the first degraded count are within
     /// `good / resolution` of each other: 8 (an eighth) for `--find-limit`
-    /// and the lab's `--full`, 4 in its quick profile.
+    /// and the lab's `--full`, 2 (a half) in its quick and smoke profiles.
     pub resolution: usize,
     /// Keystrokes a probe's window holds at least (stretched to hold them):
     /// [`PROBE_ECHOES`] but in the lab's smoke profile.

@@ -42,26 +42,26 @@ impl DesignLimits {
                 },
             ),
             // 1989's pair: a process per session, as the normal rlogind,
-            // against the kernel-assisted analogue (splice): `--find-limit`'s
-            // probes (1 s warm-up, 5 s windows: a load a few percent past
-            // the CPU needs seconds to push echoes past 100 ms, so shorter
-            // windows overstate the limit), from 64 users, bisected to a
-            // quarter of the limit rather than an eighth: the confirmed
-            // boundary costs each server two to four probes, and an
-            // eighth's two more bisections would take the profile past its
-            // three minutes (`--full` and `--find-limit` bisect to an
-            // eighth). About six probes a server, a minute and a quarter.
+            // against the kernel-assisted analogue (splice), from 64 users,
+            // bisected to half the limit with 1 s warm-ups and 4 s windows,
+            // each side of the boundary confirmed. `--find-limit` and
+            // `--full` bisect to an eighth with 5 s windows (a load a few
+            // percent past the CPU needs seconds to push echoes past
+            // 100 ms: 1 s windows overstated the limit, 96 users where 5 s
+            // found 80); those took 20 probes and 126 s of this profile's
+            // three minutes (2026-12-02), a quarter with 5 s windows 12
+            // probes and 76 s. About five probes a server, under a minute.
             (
                 vec![Target::Fork, Target::Splice],
                 LoginPlan {
                     warmup_s: 1.0,
-                    duration_s: 5.0,
+                    duration_s: 4.0,
                     ..LoginPlan::quick()
                 },
                 LimitSearch {
                     start: 64,
                     max_users: 128,
-                    resolution: 4,
+                    resolution: 2,
                     echoes: PROBE_ECHOES,
                 },
             ),
