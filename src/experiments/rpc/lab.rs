@@ -59,7 +59,7 @@ mod tests {
     #[test]
     fn profiles_and_the_1989_local_column_across_hosts() {
         let quick = RpcLab::new(Profile::Quick);
-        assert_eq!((quick.plan.calls, quick.plan.reps), (20, 3));
+        assert_eq!((quick.plan.calls, quick.plan.reps), (10, 3));
         let full = RpcLab::new(Profile::Full);
         assert_eq!((full.plan.calls, full.plan.reps), (100, 20));
         let smoke = RpcLab::new(Profile::Smoke);
