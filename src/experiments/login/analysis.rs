@@ -318,14 +318,20 @@ fn limit_of(mut limit: Limit, probes: &[(usize, Probe)]) -> Limit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::endpoint::login::host::Dialect;
     use crate::endpoint::login::host::Target;
     use crate::endpoint::login::typist::TypistReport;
     use crate::experiments::login::record::LoginParams;
 
-    fn record(relay: Target, users: usize, budget: Option<f64>, p99: f64, lag: f64) -> Record {
+    pub(crate) fn record(
+        relay: Target,
+        users: usize,
+        budget: Option<f64>,
+        p99: f64,
+        lag: f64,
+    ) -> Record {
         let params = LoginParams {
             relay,
             protocol: Dialect::Rlogin,
