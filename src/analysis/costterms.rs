@@ -210,8 +210,14 @@ pub fn bootstrap(runs: &[Vec<TermPoint>], resamples: usize) -> Vec<TermModel> {
         .collect()
 }
 
-/// The 2.5% and 97.5% points of each coefficient over `models`.
-pub fn intervals(models: &[TermModel]) -> Option<TermIntervals> {
+/// The 2.5% and 97.5% points of each coefficient over `models`, widened
+/// where need be to hold `fit`'s own coefficient. The resamples fit one
+/// run a size and the fit every run, and a non-negative fit's terms lean
+/// away from zero in the resamples, so the percentile interval can miss
+/// the fit it is printed beside (0.962 µs per call against 1.016-1.37 on
+/// 2026-12-03): an interval that does not hold its figure would tell a
+/// reader the figure is wrong, when it is the resamples that are noisier.
+pub fn intervals(models: &[TermModel], fit: Option<&TermModel>) -> Option<TermIntervals> {
     if models.is_empty() {
         return None;
     }
@@ -223,6 +229,10 @@ pub fn intervals(models: &[TermModel]) -> Option<TermIntervals> {
         let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
         low[t] = at(0.025);
         high[t] = at(0.975);
+        if let Some(fit) = fit {
+            low[t] = low[t].min(fit.costs()[t]);
+            high[t] = high[t].max(fit.costs()[t]);
+        }
     }
     Some(TermIntervals {
         low,
@@ -396,7 +406,7 @@ mod tests {
             .collect();
         let models = bootstrap(&runs, 200);
         assert!(models.len() > 150);
-        let iv = intervals(&models).unwrap();
+        let iv = intervals(&models, None).unwrap();
         for t in [0, 3] {
             assert!(
                 iv.low[t] <= costs[t] * 1.1 && costs[t] * 0.9 <= iv.high[t],
@@ -404,7 +414,13 @@ mod tests {
             );
             assert!(iv.low[t] <= iv.high[t]);
         }
-        assert!(intervals(&[]).is_none());
+        assert!(intervals(&[], None).is_none());
+        // Widened to hold the fit it is printed beside.
+        let mut outside = models[0].clone();
+        outside.per_call = iv.high[0] * 2.0;
+        let held = intervals(&models, Some(&outside)).unwrap();
+        assert_eq!(held.high[0], outside.per_call);
+        assert_eq!(held.low[0], iv.low[0]);
     }
 
     #[test]

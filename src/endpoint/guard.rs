@@ -266,10 +266,16 @@ impl Gate {
             EfdFlags::EFD_SEMAPHORE | EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC,
         )?);
         let signal = ready.clone();
+        // The count is written before the connection is sent, so it
+        // never lags the channel: whoever takes a connection finds its
+        // count there to clear, and a count with nothing yet in the
+        // channel is the moment between the two (a poll wakes, finds none,
+        // and wakes again at once). Written after, a take could clear
+        // nothing and the late count be left to signal a connection that
+        // was gone, or an empty take clear the count of one just sent.
         let hand_over = move |admitted: (TcpStream, SocketAddr)| {
-            if tx.send(admitted).is_ok() {
-                let _ = signal.write(1);
-            }
+            let _ = signal.write(1);
+            let _ = tx.send(admitted);
         };
         std::thread::Builder::new()
             .name("data-gate".into())
@@ -299,8 +305,7 @@ impl Gate {
     pub fn next(&self, wait: Duration) -> io::Result<Option<(TcpStream, SocketAddr)>> {
         match self.admitted.recv_timeout(wait) {
             Ok(admitted) => {
-                // Taken: one less to signal (the count is written after
-                // the send, so it may lag; a spurious wake-up finds none).
+                // Taken: one less to signal (written before the send).
                 let _ = self.ready.read();
                 Ok(Some(admitted))
             }
@@ -321,12 +326,9 @@ impl Gate {
                 let _ = self.ready.read();
                 Ok(admitted)
             }
-            Err(mpsc::TryRecvError::Empty) => {
-                // A count written for a connection taken already (the
-                // count lags the channel): clear it so the poll rests.
-                let _ = self.ready.read();
-                Err(io::ErrorKind::WouldBlock.into())
-            }
+            // A count here belongs to a connection on its way into the
+            // channel: left for its take to clear.
+            Err(mpsc::TryRecvError::Empty) => Err(io::ErrorKind::WouldBlock.into()),
             Err(mpsc::TryRecvError::Disconnected) => {
                 Err(io::Error::other("the data port's gate stopped"))
             }
@@ -388,17 +390,27 @@ impl Door {
 
     /// Waits up to `wait` for a connection (a poll on [`Door::fd`]), then
     /// takes it: `WouldBlock` when none came.
+    /// A gate's count can lead its connection by a moment, so a wake-up
+    /// that finds none polls again until `wait` is spent.
     pub fn accept_within(&self, wait: Duration) -> io::Result<(TcpStream, SocketAddr)> {
-        match self.accept() {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut fds = [PollFd::new(self.fd(), PollFlags::POLLIN)];
-                let millis = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
-                match poll(&mut fds, millis) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => self.accept(),
-                    Err(e) => Err(e.into()),
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.accept() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(e);
+                    }
+                    let mut fds = [PollFd::new(self.fd(), PollFlags::POLLIN)];
+                    let millis = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+                    match poll(&mut fds, millis) {
+                        Ok(0) => return self.accept(),
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
+                other => return other,
             }
-            other => other,
         }
     }
 }

@@ -366,7 +366,7 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         model,
         dips: dips::dips(records),
         regimes: regimes(&points),
-        term_intervals: costterms::intervals(&resampled),
+        term_intervals: costterms::intervals(&resampled, terms.as_ref()),
         checks: TermChecks {
             per_call_ratio: one_byte
                 .and_then(|one| per_call_ratio(terms.as_ref()?, &resampled, &one)),
