@@ -557,26 +557,20 @@ impl ReportSection for LoginSection {
             .filter(|r| r.data.result.is_some())
             .map(|r| r.data.params.users)
             .max()?;
-        let at_most: Vec<_> = records
-            .iter()
-            .filter(|r| r.data.params.users == most)
-            .filter_map(|r| r.data.result.as_ref())
-            .collect();
-        let echo = at_most
-            .iter()
-            .map(|r| r.typist.echo_p99_ms)
-            .fold(0.0, f64::max);
-        let cpu = at_most.iter().map(|r| r.server_cpu_pct).fold(0.0, f64::max);
         let h = &crate::report::historical::figures().login_relay_load;
-        let budgeted = records.iter().find_map(|r| {
-            r.data
-                .params
-                .host_cpu_preset
-                .as_ref()
-                .map(|p| p.name.clone())
-        });
+        let budgeted = budgeted(records).map(|(_, preset)| preset.name.clone());
         Some(crate::report::html::Headline {
             now: searched_limits(records).unwrap_or_else(|| {
+                let at_most: Vec<_> = records
+                    .iter()
+                    .filter(|r| r.data.params.users == most)
+                    .filter_map(|r| r.data.result.as_ref())
+                    .collect();
+                let echo = at_most
+                    .iter()
+                    .map(|r| r.typist.echo_p99_ms)
+                    .fold(0.0, f64::max);
+                let cpu = at_most.iter().map(|r| r.server_cpu_pct).fold(0.0, f64::max);
                 format!(
                     "{most} users: echo p99 at most {echo:.1} ms, a server at most {cpu:.1}% of one CPU"
                 )
@@ -596,21 +590,18 @@ impl ReportSection for LoginSection {
     /// each relay design sustains and why it stopped; without one, the
     /// worst keystroke echo seen.
     fn limited(records: &[Record]) -> Option<String> {
-        let budgeted = records.iter().find_map(|r| {
-            let p = &r.data.params;
-            p.host_cpu_preset.as_ref().map(|preset| {
-                let of_cpu = match (p.host_cpu_pct, preset.budget_interval_pct) {
-                    (Some(pct), Some([lo, hi])) => {
-                        format!(" ({pct:.2}% of one CPU, 95% {lo:.2}-{hi:.2}%)")
-                    }
-                    (Some(pct), None) => format!(" ({pct:.2}% of one CPU)"),
-                    _ => String::new(),
-                };
-                (
-                    p.host_cpu_pct,
-                    format!("{}-class CPU budget{of_cpu}", preset.name),
-                )
-            })
+        let budgeted = budgeted(records).map(|(host_cpu_pct, preset)| {
+            let of_cpu = match (host_cpu_pct, preset.budget_interval_pct) {
+                (Some(pct), Some([lo, hi])) => {
+                    format!(" ({pct:.2}% of one CPU, 95% {lo:.2}-{hi:.2}%)")
+                }
+                (Some(pct), None) => format!(" ({pct:.2}% of one CPU)"),
+                _ => String::new(),
+            };
+            (
+                host_cpu_pct,
+                format!("{}-class CPU budget{of_cpu}", preset.name),
+            )
         });
         if let Some((budget, preset)) = budgeted {
             let found = limits(records, budget);
@@ -654,16 +645,23 @@ impl ReportSection for LoginSection {
     }
 }
 
+/// The first 1989-class budget among `records` (a preset's), with the
+/// share of one CPU it came to: the one budget a run's search used.
+fn budgeted(records: &[Record]) -> Option<(Option<f64>, &crate::testbed::cgroup::PresetBudget)> {
+    records.iter().find_map(|r| {
+        let p = &r.data.params;
+        Some((p.host_cpu_pct, p.host_cpu_preset.as_ref()?))
+    })
+}
+
 /// The limits a search found on a 1989-class budget, each with its
 /// bracket, for the first screen: "fork sustains 32 users, not 48; splice
 /// sustains 96 users, not 128 (a sun3-class budget, 1.72% of one CPU)".
 /// None without a budgeted search. The largest count any record holds is
 /// not a result on a budget: it is usually the probe that failed.
 fn searched_limits(records: &[Record]) -> Option<String> {
-    let (budget, preset) = records.iter().find_map(|r| {
-        let p = &r.data.params;
-        Some((p.host_cpu_pct?, p.host_cpu_preset.as_ref()?.name.clone()))
-    })?;
+    let (budget, preset) = budgeted(records)?;
+    let (budget, preset) = (budget?, &preset.name);
     let found = limits(records, Some(budget));
     if found.is_empty() {
         return None;
