@@ -2,7 +2,7 @@
 //! than one run carries its spread.
 
 use crate::record::stats::Spread;
-use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Indices drawn for a bootstrap by a fixed xorshift generator, so a report
 /// rebuilt from the same records draws the same resamples.
@@ -24,29 +24,7 @@ impl Draws {
     }
 }
 
-/// A distribution-free confidence interval for the median of what was
-/// sampled: the k-th smallest and the k-th largest of the n samples, k the
-/// largest with P(Binomial(n, 1/2) < k) <= (1 - level) / 2 (the order
-/// statistics interval: Le Boudec, *Performance Evaluation of Computer and
-/// Communication Systems*, 2010, Theorem 2.1). It assumes only independent
-/// runs, not a normal distribution, which run times rarely follow. None
-/// when n is too small for the level (fewer than 6 runs at 95%) or a
-/// sample is not a number.
-pub fn median_interval(samples: &[f64], level: f64) -> Option<(f64, f64)> {
-    let n = samples.len();
-    if n == 0 || samples.iter().any(|x| x.is_nan()) || !(level > 0.0 && level < 1.0) {
-        return None;
-    }
-    let tail = (1.0 - level) / 2.0;
-    let binomial = Binomial::new(0.5, n as u64).ok()?;
-    // P(B < k) = P(B <= k - 1); the largest k (1-based) whose tail fits.
-    let k = (1..=n / 2)
-        .take_while(|&k| binomial.cdf(k as u64 - 1) <= tail)
-        .last()?;
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Some((sorted[k - 1], sorted[n - k]))
-}
+pub use crate::record::stats::median_interval;
 
 /// The interval's half-width relative to the median, e.g. 0.05 for ±5%.
 pub fn relative_half_width(samples: &[f64], level: f64) -> Option<f64> {

@@ -139,6 +139,32 @@ impl ReportSection for StreamSection {
         format!("stream {} B records", data.params.record)
     }
 
+    /// Each cell's throughput over its runs (a run is a record).
+    fn estimates(records: &[StreamRecord]) -> Vec<html::Estimated> {
+        let mut cells: Vec<(String, Vec<f64>)> = Vec::new();
+        for r in records {
+            let Some(result) = r.data.result.as_ref() else {
+                continue;
+            };
+            let cell = format!("{} ({})", Self::cell(&r.data), r.placement);
+            let mbit = result.figures.throughput_mbit_s;
+            match cells.iter_mut().find(|c| c.0 == cell) {
+                Some(c) => c.1.push(mbit),
+                None => cells.push((cell, vec![mbit])),
+            }
+        }
+        cells
+            .into_iter()
+            .filter_map(|(cell, runs)| {
+                Some(html::Estimated {
+                    cell,
+                    figure: "Mbit/s".into(),
+                    spread: crate::record::stats::Spread::of(&runs)?,
+                })
+            })
+            .collect()
+    }
+
     fn links(records: &[StreamRecord]) -> Vec<String> {
         crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }

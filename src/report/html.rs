@@ -8,6 +8,7 @@
 //! future schema and experiments this netlab does not know are listed as
 //! skipped, with why; failed cells are listed as missing.
 
+pub use super::caveats::Estimated;
 use super::figures::{self, Figure};
 use crate::record::profile::Profiled;
 use crate::record::{Record, SCHEMA};
@@ -51,6 +52,13 @@ pub trait ReportSection {
     fn headline(records: &[Record<Self::Data>]) -> Option<Headline> {
         let _ = records;
         None
+    }
+    /// Its figures with the spread each is held to, one per record (or
+    /// per cell, where a cell's runs are records of their own), for what
+    /// the page tells a reader to read with care ([`super::caveats`]).
+    fn estimates(records: &[Record<Self::Data>]) -> Vec<Estimated> {
+        let _ = records;
+        Vec::new()
     }
     /// The links its cells ran over (an emulated or shaped link's account
     /// of itself), for the first screen; none on loopback.
@@ -97,6 +105,7 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
         figures,
         limited: S::limited(records),
         headline: S::headline(records),
+        caveats: super::caveats::caveats(S::EXPERIMENT, &S::estimates(records)),
         links: {
             let mut links = S::links(records);
             links.sort();
@@ -217,6 +226,8 @@ pub struct Section {
     pub limited: Option<String>,
     /// Its row of the first screen (see [`ReportSection::headline`]).
     pub headline: Option<Headline>,
+    /// What to read with care in its figures ([`super::caveats`]).
+    pub caveats: Vec<String>,
     /// The links its cells ran over (see [`ReportSection::links`]).
     pub links: Vec<String>,
     /// Cells that failed: what and why.
@@ -253,6 +264,9 @@ pub struct Written {
     pub notable: Vec<String>,
     /// What limited each experiment, one line each (`experiment: line`).
     pub limited: Vec<String>,
+    /// Figures to read with care: intervals wider than a set share of
+    /// them, records of one cell that disagree ([`super::caveats`]).
+    pub caveats: Vec<String>,
     pub skipped: Vec<String>,
     /// Figures that could not be drawn or rasterised, and why.
     pub figure_errors: Vec<String>,
@@ -273,6 +287,12 @@ impl Written {
         if !self.limited.is_empty() {
             text.push_str("what limited each experiment:\n");
             for line in &self.limited {
+                text.push_str(&format!("- {line}\n"));
+            }
+        }
+        if !self.caveats.is_empty() {
+            text.push_str("read with care:\n");
+            for line in &self.caveats {
                 text.push_str(&format!("- {line}\n"));
             }
         }
@@ -299,6 +319,7 @@ pub fn write<D: Profiled>(
             .iter()
             .filter_map(|s| Some(format!("{}: {}", s.experiment, s.limited.as_ref()?)))
             .collect(),
+        caveats: sections.iter().flat_map(|s| s.caveats.clone()).collect(),
         skipped: loaded.skipped.clone(),
         figure_errors: Vec::new(),
     };
@@ -337,6 +358,13 @@ pub fn write<D: Profiled>(
             ));
         }
         html.push_str("</ul></details>\n");
+    }
+    if !written.caveats.is_empty() {
+        html.push_str("<h2>Read with care</h2>\n<ul class=\"caveats\">\n");
+        for c in &written.caveats {
+            html.push_str(&format!("<li>{}</li>\n", escape(c)));
+        }
+        html.push_str("</ul>\n");
     }
     if !notable.is_empty() {
         html.push_str("<h2>Most notable</h2>\n<ol>\n");

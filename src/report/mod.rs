@@ -1,6 +1,7 @@
 //! Turning records into what people read: tables in the source documents'
 //! shape with the historical figures beside them, figures, and the report page.
 
+pub mod caveats;
 pub mod csv;
 pub mod doctor;
 pub mod figures;

@@ -623,3 +623,47 @@ fn the_collision_check_catches_overlapping_words_and_a_mark_on_a_line() {
         "{found:?}"
     );
 }
+
+/// A second record of one RPC cell, measured on a host a third slower,
+/// disagrees beyond both records' intervals: the page, and the summary
+/// the lab prints, say so by the cell's name; the fixture alone does not
+/// have that disagreement.
+#[test]
+fn records_of_one_cell_that_disagree_are_named_on_the_first_screen() {
+    let _beside = common::beside_others();
+    let fixture = std::fs::read_to_string(FIXTURE).unwrap();
+    let rpc = fixture
+        .lines()
+        .find(|l| l.contains("\"experiment\":\"rpc\"") && l.contains("\"ms_per_100_calls\""))
+        .unwrap();
+    let mut first: serde_json::Value = serde_json::from_str(rpc).unwrap();
+    let spread = serde_json::json!({"min": 1.40, "median": 1.43, "max": 1.45, "n": 3});
+    first["result"]["ms_per_100_calls"] = spread;
+    let mut slower = first.clone();
+    slower["result"]["ms_per_100_calls"] =
+        serde_json::json!({"min": 1.90, "median": 1.95, "max": 2.00, "n": 3});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("records.jsonl");
+    let write = |records: &[&serde_json::Value]| {
+        let text: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        let loaded = page::load(&path).unwrap();
+        html::write(&loaded, &Report, "records.jsonl", &dir.path().join("out")).unwrap()
+    };
+    let agreeing = write(&[&first, &first]);
+    assert!(agreeing.caveats.is_empty(), "{:?}", agreeing.caveats);
+    let written = write(&[&first, &slower]);
+    assert_eq!(written.caveats.len(), 1, "{:?}", written.caveats);
+    let line = &written.caveats[0];
+    assert!(line.starts_with("rpc "), "{line}");
+    assert!(
+        line.contains("2 records of this cell disagree beyond their intervals, ms per 100 calls 1.43 (range 1.40-1.45 of 3 runs) against 1.95 (range 1.90-2.00 of 3 runs)"),
+        "{line}"
+    );
+    let page = std::fs::read_to_string(&written.html).unwrap();
+    assert!(
+        page.contains("<h2>Read with care</h2>"),
+        "no caveats on the page"
+    );
+    assert!(written.summary_text("").contains("read with care:\n- rpc "));
+}

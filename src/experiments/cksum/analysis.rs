@@ -121,6 +121,7 @@ mod limit_tests {
                 median,
                 max,
                 n: 5,
+                interval: None,
             },
             gb_s: 0.0,
             fraction_of_limit: 0.0,

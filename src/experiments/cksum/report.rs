@@ -240,6 +240,30 @@ impl ReportSection for CksumSection {
         format!("cksum {} B", data.params.size)
     }
 
+    /// Each variant's time per KB over its batches, hot and cold.
+    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+        let mut out = Vec::new();
+        for r in records {
+            let Some(result) = r.data.result.as_ref() else {
+                continue;
+            };
+            for row in &result.rows {
+                out.push(crate::report::html::Estimated {
+                    cell: format!(
+                        "{} B {} {} ({})",
+                        result.size,
+                        row.variant,
+                        if row.cold { "cold" } else { "hot" },
+                        r.placement
+                    ),
+                    figure: "ns per KB".into(),
+                    spread: row.ns_per_kb,
+                });
+            }
+        }
+        out
+    }
+
     /// The fastest checksum at the largest size, beside Van Jacobson's
     /// 1988 cost per KB, and whether reading the bytes bounds it.
     fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
@@ -254,11 +278,16 @@ impl ReportSection for CksumSection {
             .fold(f64::INFINITY, f64::min);
         Some(crate::report::html::Headline {
             now: format!(
-                "{:.1} GB/s (its {} batches {:.1}-{:.1}), the {} checksum over {} (hot)",
+                "{:.1} GB/s ({} {:.1}-{:.1} over {} batches), the {} checksum over {} (hot)",
                 hot.gb_s,
+                if hot.ns_per_kb.interval.is_some() {
+                    "95%"
+                } else {
+                    "range"
+                },
+                1024.0 / hot.ns_per_kb.bounds()[1],
+                1024.0 / hot.ns_per_kb.bounds()[0],
                 hot.ns_per_kb.n,
-                1024.0 / hot.ns_per_kb.max,
-                1024.0 / hot.ns_per_kb.min,
                 hot.variant,
                 crate::report::table::bytes(largest.size as u64)
             ),

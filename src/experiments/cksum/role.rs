@@ -242,17 +242,11 @@ pub fn measure(spec: &CksumSpec) -> CksumResult {
                 .unwrap_or(1.0)
         };
         for (name, kind, ns) in &timed {
-            let per_kb = |v: f64| v / kb;
             rows.push(Row {
                 variant: name.clone(),
                 kind: *kind,
                 cold,
-                ns_per_kb: Spread {
-                    min: per_kb(ns.min),
-                    median: per_kb(ns.median),
-                    max: per_kb(ns.max),
-                    n: ns.n,
-                },
+                ns_per_kb: ns.scaled(1.0 / kb),
                 gb_s: spec.size as f64 / ns.median,
                 fraction_of_limit: limit_of(*kind) / ns.median,
             });

@@ -545,6 +545,31 @@ impl ReportSection for LoginSection {
         )
     }
 
+    /// The 1989-class budget each record ran under, with the interval its
+    /// calibration gave it: records of one file under budgets that
+    /// disagree did not run on the same 1989-class host.
+    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+        records
+            .iter()
+            .filter_map(|r| {
+                let p = &r.data.params;
+                let preset = p.host_cpu_preset.as_ref()?;
+                let [lo, hi] = preset.budget_interval_pct?;
+                Some(crate::report::html::Estimated {
+                    cell: format!("the {}-class host", preset.name),
+                    figure: "budget, % of one CPU".into(),
+                    spread: crate::record::stats::Spread {
+                        min: lo,
+                        median: p.host_cpu_pct?,
+                        max: hi,
+                        n: preset.batches.unwrap_or(0),
+                        interval: Some([lo, hi]),
+                    },
+                })
+            })
+            .collect()
+    }
+
     fn links(records: &[Record]) -> Vec<String> {
         crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }

@@ -83,12 +83,7 @@ pub fn run_cell(params: &RpcParams) -> Result<RpcResult, ControlError> {
         .collect();
     let calls = f64::from(params.calls * params.reps).max(1.0);
     let mut result = RpcResult {
-        ms_per_100_calls: Spread::of(&per_100).unwrap_or(Spread {
-            min: 0.0,
-            median: 0.0,
-            max: 0.0,
-            n: 0,
-        }),
+        ms_per_100_calls: Spread::of(&per_100).unwrap_or_default(),
         delayed_acks_per_call: served.counters.get("TcpExt.DelayedACKs") as f64 / calls,
         client: *report,
         server: *served,

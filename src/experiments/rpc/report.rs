@@ -581,6 +581,20 @@ impl ReportSection for RpcSection {
         crate::report::html::link_details(records, |d| d.result.as_ref()?.link.as_ref())
     }
 
+    /// Each record's time for 100 calls over its repetitions.
+    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+        records
+            .iter()
+            .filter_map(|r| {
+                Some(crate::report::html::Estimated {
+                    cell: format!("{} ({})", Self::cell(&r.data), r.placement),
+                    figure: "ms per 100 calls".into(),
+                    spread: r.data.result.as_ref()?.ms_per_100_calls,
+                })
+            })
+            .collect()
+    }
+
     /// The fastest null call, beside 1989's on a Sun-3/60, and the stalls.
     fn headline(records: &[Record]) -> Option<crate::report::html::Headline> {
         use crate::experiments::rpc::analysis::{findings_from_records, measured_records, results};
@@ -626,10 +640,11 @@ impl ReportSection for RpcSection {
         };
         Some(crate::report::html::Headline {
             now: format!(
-                "{:.0} µs a {}-byte call, median ({})",
+                "{:.0} µs a {}-byte call, median ({}); µs a call over its repetitions: {}",
                 result.client.latency_us_p50,
                 params.size,
-                params.column()
+                params.column(),
+                crate::report::caveats::with_interval(&result.ms_per_100_calls.scaled(10.0))
             ),
             then,
             limit,

@@ -360,4 +360,27 @@ impl ReportSection for RpmSection {
     fn cell(data: &RpmData) -> String {
         cell_name(data)
     }
+
+    /// Each record's RPM with its bootstrap interval (records before
+    /// 2026-12-02 have none and are not judged).
+    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+        records
+            .iter()
+            .filter_map(|r| {
+                let summary = &r.data.result.as_ref()?.summary;
+                let [lo, hi] = summary.rpm_interval?;
+                Some(crate::report::html::Estimated {
+                    cell: format!("{} ({})", cell_name(&r.data), r.placement),
+                    figure: "RPM".into(),
+                    spread: crate::record::stats::Spread {
+                        min: lo,
+                        median: summary.rpm?,
+                        max: hi,
+                        n: summary.samples.0 + summary.samples.1 + summary.samples.2,
+                        interval: Some([lo, hi]),
+                    },
+                })
+            })
+            .collect()
+    }
 }
