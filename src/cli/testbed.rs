@@ -50,7 +50,13 @@ pub fn run(args: TestbedArgs, out: &mut Output) -> anyhow::Result<()> {
     };
     let report = netns::clean(Runner { verbose }, all)?;
     // Test users of sshd cells whose netlab process is gone.
-    let users = crate::endpoint::login::programs::remove_stale_ssh_users();
+    let mut users = crate::endpoint::login::programs::remove_stale_ssh_users();
+    // Scratch directories of endpoints stopped before they could remove them.
+    users.extend(
+        crate::testbed::scratch::remove_stale()
+            .into_iter()
+            .map(|dir| format!("removed scratch directory {dir}")),
+    );
     // CPU budgets (--host-cpu) of netlab processes that are gone.
     let budgets = crate::testbed::cgroup::remove_stale();
     out.text(&report::testbed::clean_text(&report, &users, &budgets))?;

@@ -13,6 +13,7 @@ pub mod link;
 pub mod netns;
 pub mod qdisc;
 pub mod queue_stage;
+pub mod scratch;
 pub mod segment;
 
 /// Whether process `pid` is a live netlab process: the rule by which

@@ -98,7 +98,7 @@ pub fn type_load(spec: &TypeSpec, edge: &mut Edge) -> io::Result<TypistReport> {
             spec.corpus.len()
         )));
     }
-    let dir = tempfile::Builder::new().prefix("netlab-typist").tempdir()?;
+    let dir = crate::testbed::scratch::scratch_dir("typist")?;
     let config = TypistConfig {
         connect: spec.target.connect(dir.path())?,
         users: spec.users,

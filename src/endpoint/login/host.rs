@@ -391,9 +391,7 @@ impl Host {
                 }
             }
         };
-        let dir = tempfile::Builder::new()
-            .prefix("netlab-session")
-            .tempdir()?;
+        let dir = crate::testbed::scratch::scratch_dir("session")?;
         std::fs::set_permissions(
             dir.path(),
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
