@@ -24,7 +24,7 @@ impl Draws {
     }
 }
 
-pub use crate::record::stats::median_interval;
+use crate::record::stats::median_interval;
 
 /// The interval's half-width relative to the median, e.g. 0.05 for ±5%.
 pub fn relative_half_width(samples: &[f64], level: f64) -> Option<f64> {

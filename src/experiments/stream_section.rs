@@ -140,7 +140,7 @@ impl ReportSection for StreamSection {
     }
 
     /// Each cell's throughput over its runs (a run is a record).
-    fn estimates(records: &[StreamRecord]) -> Vec<html::Estimated> {
+    fn estimates(records: &[StreamRecord]) -> Vec<crate::report::caveats::Estimated> {
         let mut cells: Vec<(String, Vec<f64>)> = Vec::new();
         for r in records {
             let Some(result) = r.data.result.as_ref() else {
@@ -156,7 +156,7 @@ impl ReportSection for StreamSection {
         cells
             .into_iter()
             .filter_map(|(cell, runs)| {
-                Some(html::Estimated {
+                Some(crate::report::caveats::Estimated {
                     cell,
                     figure: "Mbit/s".into(),
                     spread: crate::record::stats::Spread::of(&runs)?,
@@ -194,7 +194,7 @@ impl ReportSection for StreamSection {
             .max_by(|a, b| median(&a.1).total_cmp(&median(&b.1)))?;
         let figures = &r.data.result.as_ref()?.figures;
         let gbit = |mbit: f64| mbit / 1000.0;
-        let spread = match crate::analysis::stats::median_interval(&runs, 0.95) {
+        let spread = match crate::record::stats::median_interval(&runs, 0.95) {
             Some((lo, hi)) => format!(
                 ", the median of {} runs (95% {:.2}-{:.2})",
                 runs.len(),

@@ -8,7 +8,7 @@
 //! future schema and experiments this netlab does not know are listed as
 //! skipped, with why; failed cells are listed as missing.
 
-pub use super::caveats::Estimated;
+use super::caveats::Estimated;
 use super::figures::{self, Figure};
 use crate::record::profile::Profiled;
 use crate::record::{Record, SCHEMA};

@@ -9,9 +9,9 @@
 //! is refused; it says its age, and the record of every run that used it
 //! says which file and which measurement.
 
-use crate::analysis::stats::median_interval;
 use crate::measure::host::HostFacts;
 use crate::measure::packet_cost::{self, Calibration, PacketCost};
+use crate::record::stats::median_interval;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;

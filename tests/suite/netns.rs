@@ -5,7 +5,7 @@
 use crate::common;
 use common::{children_of, netlab};
 
-use netlab::analysis::stats::median_interval;
+use netlab::record::stats::median_interval;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 

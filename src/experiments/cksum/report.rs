@@ -241,14 +241,14 @@ impl ReportSection for CksumSection {
     }
 
     /// Each variant's time per KB over its batches, hot and cold.
-    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+    fn estimates(records: &[Record]) -> Vec<crate::report::caveats::Estimated> {
         let mut out = Vec::new();
         for r in records {
             let Some(result) = r.data.result.as_ref() else {
                 continue;
             };
             for row in &result.rows {
-                out.push(crate::report::html::Estimated {
+                out.push(crate::report::caveats::Estimated {
                     cell: format!(
                         "{} B {} {} ({})",
                         result.size,

@@ -547,15 +547,51 @@ impl ReportSection for LoginSection {
 
     /// The 1989-class budget each record ran under, with the interval its
     /// calibration gave it: records of one file under budgets that
-    /// disagree did not run on the same 1989-class host.
-    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+    /// disagree did not run on the same 1989-class host. And the server's
+    /// CPU per keystroke over the normal probes of one count (a search
+    /// repeats the counts beside its boundary): probes of one count that
+    /// cost the server different CPU a keystroke ran on a host whose speed
+    /// changed during the search, which moves the limit it finds.
+    fn estimates(records: &[Record]) -> Vec<crate::report::caveats::Estimated> {
+        let mut counts: Vec<(String, Vec<f64>)> = Vec::new();
+        for r in records {
+            let Some(result) = r.data.result.as_deref() else {
+                continue;
+            };
+            if result.verdict != "normal" {
+                continue;
+            }
+            let p = &r.data.params;
+            let cell = format!(
+                "{} {} at {} users ({}{})",
+                p.relay.name(),
+                p.protocol.name(),
+                p.users,
+                r.placement,
+                p.host_cpu_pct.map_or(String::new(), |b| format!(
+                    ", a budget of {b:.2}% of one CPU"
+                ))
+            );
+            let us = result.server_cpu_per_keystroke_us;
+            match counts.iter_mut().find(|c| c.0 == cell) {
+                Some(c) => c.1.push(us),
+                None => counts.push((cell, vec![us])),
+            }
+        }
+        let costs = counts.into_iter().filter_map(|(cell, runs)| {
+            Some(crate::report::caveats::Estimated {
+                cell,
+                figure: "the server's µs a keystroke".into(),
+                spread: crate::record::stats::Spread::of(&runs)?,
+            })
+        });
         records
             .iter()
             .filter_map(|r| {
                 let p = &r.data.params;
                 let preset = p.host_cpu_preset.as_ref()?;
                 let [lo, hi] = preset.budget_interval_pct?;
-                Some(crate::report::html::Estimated {
+                Some(crate::report::caveats::Estimated {
                     cell: format!("the {}-class host", preset.name),
                     figure: "budget, % of one CPU".into(),
                     spread: crate::record::stats::Spread {
@@ -567,6 +603,7 @@ impl ReportSection for LoginSection {
                     },
                 })
             })
+            .chain(costs)
             .collect()
     }
 
@@ -753,6 +790,40 @@ mod tests {
                 .starts_with("48 users: echo p99 at most 2.0 ms"),
             "{}",
             headline.now
+        );
+    }
+
+    /// A search whose probes of one count cost the server a third more
+    /// CPU a keystroke in one than in another ran on a host that changed
+    /// speed: the report says so by the count; probes that agree, and
+    /// counts probed once, say nothing.
+    #[test]
+    fn probes_of_one_count_whose_cost_moved_are_read_with_care() {
+        let budget = Some(2.54);
+        let probe = |users, us| {
+            let mut r = record(Target::Fork, users, budget, 5.0, 0.0);
+            r.data.result.as_mut().unwrap().server_cpu_per_keystroke_us = us;
+            r
+        };
+        let records = vec![
+            probe(32, 182.0),
+            probe(32, 178.6),
+            probe(36, 112.5),
+            probe(36, 162.1),
+            probe(40, 120.0),
+            // Not normal: a saturated server's cost is its share spread
+            // over what was typed, not a cost.
+            record(Target::Fork, 44, budget, 400.0, 0.0),
+        ];
+        let estimates = <LoginSection as ReportSection>::estimates(&records);
+        let lines = crate::report::caveats::caveats("login", &estimates);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "login fork rlogin at 36 users (loopback, a budget of 2.54% of one CPU): the server's µs a keystroke 137 (range 112-162 of 2 runs)"
+            ),
+            "{}",
+            lines[0]
         );
     }
 }

@@ -152,7 +152,9 @@ impl ReportSection for OutputSection {
             .split_once(", bound by ")
             .map_or(limited.clone(), |(_, why)| format!("the slowest: {why}"));
         Some(crate::report::html::Headline {
-            now: format!("{slowest:.0} to {fastest:.0} KB/s of text typed, by server"),
+            now: format!(
+                "{slowest:.0} to {fastest:.0} KB/s of text typed, by server (one run a cell: no interval)"
+            ),
             then: Some(format!(
                 "1987: at most {} KB/s to a 9600-baud terminal, the remote VAX-11/750 at {}% CPU",
                 t.terminal_kbytes_s_max, t.remote_cpu_pct

@@ -582,11 +582,11 @@ impl ReportSection for RpcSection {
     }
 
     /// Each record's time for 100 calls over its repetitions.
-    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+    fn estimates(records: &[Record]) -> Vec<crate::report::caveats::Estimated> {
         records
             .iter()
             .filter_map(|r| {
-                Some(crate::report::html::Estimated {
+                Some(crate::report::caveats::Estimated {
                     cell: format!("{} ({})", Self::cell(&r.data), r.placement),
                     figure: "ms per 100 calls".into(),
                     spread: r.data.result.as_ref()?.ms_per_100_calls,

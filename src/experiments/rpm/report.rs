@@ -363,13 +363,13 @@ impl ReportSection for RpmSection {
 
     /// Each record's RPM with its bootstrap interval (records before
     /// 2026-12-02 have none and are not judged).
-    fn estimates(records: &[Record]) -> Vec<crate::report::html::Estimated> {
+    fn estimates(records: &[Record]) -> Vec<crate::report::caveats::Estimated> {
         records
             .iter()
             .filter_map(|r| {
                 let summary = &r.data.result.as_ref()?.summary;
                 let [lo, hi] = summary.rpm_interval?;
-                Some(crate::report::html::Estimated {
+                Some(crate::report::caveats::Estimated {
                     cell: format!("{} ({})", cell_name(&r.data), r.placement),
                     figure: "RPM".into(),
                     spread: crate::record::stats::Spread {
