@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netlab::experiments::rpm::framing::{Decoder, Event, encode};
+use netlab::endpoint::rpm::framing::{Decoder, Event, encode};
 
 fn decode(bytes: &[u8], cut: usize) -> (Vec<Event>, bool) {
     let mut decoder = Decoder::default();

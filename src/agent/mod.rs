@@ -65,7 +65,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::endpoint::ratelog::RateLog;
-pub use crate::endpoint::ratelog::{LOG_BURST, LOG_WINDOW};
 
 /// Unproven connections at once; a new one ends the oldest.
 pub const MAX_HANDSHAKES: usize = 1024;

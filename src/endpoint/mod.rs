@@ -17,6 +17,7 @@ pub mod protocol;
 pub mod ratelog;
 pub mod role;
 pub mod rpc;
+pub mod rpm;
 pub mod stall;
 pub mod testbed;
 pub mod waiting;

@@ -241,7 +241,7 @@ registry! {
     /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness): idle vs working latency, grade, which queue held the delay.
     rpm: Rpm(rpm::options::RpmArgs) {
         data: rpm::record::RpmData, section: rpm::report::RpmSection,
-        role: rpm::role::RpmRole,
+        role: crate::endpoint::rpm::role::RpmRole,
         agent: ByDefault,
         lab: rpm::lab::RpmLab::boxed,
     }

@@ -254,7 +254,7 @@ fn accessible(svg: &str, title: &str, description: &str) -> String {
     }
 }
 
-pub use super::htmltext::escape;
+use super::htmltext::escape;
 
 /// What `write` produced.
 #[derive(Debug)]

@@ -65,7 +65,7 @@ pub struct Ipv4 {
     pub payload: Vec<u8>,
 }
 
-pub use super::ipv4::PROTO_UDP as IPPROTO_UDP;
+use super::ipv4::PROTO_UDP as IPPROTO_UDP;
 
 /// What an Ethernet frame carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -53,7 +53,7 @@ pub mod flags {
     pub const ACK: u8 = 0x10;
 }
 
-pub use super::ipv4::PROTO_TCP;
+use super::ipv4::PROTO_TCP;
 
 /// Byte ranges of the TCP header fields.
 mod tcp_field {
@@ -68,7 +68,7 @@ mod tcp_field {
     pub const WIN_SIZE: Range<usize> = 14..16;
 }
 
-pub use super::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
+use super::ipv4::HEADER_LEN as IPV4_HEADER_LEN;
 /// Length of a TCP header without options.
 pub const TCP_HEADER_LEN: usize = 20;
 

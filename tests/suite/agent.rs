@@ -8,8 +8,9 @@
 use crate::common;
 use common::{children_of, json_of, lines_of};
 
-use netlab::endpoint::agent::channel::{self, Link};
+use netlab::endpoint::agent::channel;
 use netlab::endpoint::agent::key::Key;
+use netlab::endpoint::waiting::Link;
 use serde_json::Value;
 use std::fs::File;
 use std::io::{Read, Write};

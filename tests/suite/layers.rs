@@ -47,15 +47,13 @@ const LAYERS: [&str; 16] = [
 const ABOVE_CORE: &str = "experiments";
 
 /// Experiments that vary another and may name it: (variant, varied).
-const VARIANTS: [(&str, &str); 8] = [
+const VARIANTS: [(&str, &str); 7] = [
     // `netlab sweep stream`: the same transfer over a grid of record sizes.
     ("sweep", "stream"),
     // `netlab ablate stream`: the same transfer over a factorial of features.
     ("ablate", "stream"),
     // `netlab ablate rpm`: the same responsiveness test over a factorial of its fixes.
     ("ablate", "rpm"),
-    // `netlab login --load`: the typists beside rpm's load-generating connections.
-    ("login", "rpm"),
     // The 1987 terminal test: login's servers and sessions, typing out instead of in.
     ("output", "login"),
     // `netlab mesh`: stream, rpc and rpm cells between every pair of agents.
@@ -708,6 +706,11 @@ const NAMED_IN_CORE: &[(&str, &str, &str)] = &[
         "endpoint/login/",
         "login",
         "the remote-login library (TELNET RFC 854, rlogin RFC 1282, ptys, relays), named for its protocols",
+    ),
+    (
+        "endpoint/rpm/",
+        "rpm",
+        "the responsiveness test's ends (draft-ietf-ippm-responsiveness-06: probes, load-generating connections, saturation), named for the draft's figure; its role keeps the name agents already serve (`rpm`), and login starts a load with it",
     ),
 ];
 

@@ -167,7 +167,7 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-pub use crate::endpoint::waiting::Link;
+use crate::endpoint::waiting::Link;
 
 fn noise(e: snow::Error) -> ChannelError {
     ChannelError::Noise(e.to_string())

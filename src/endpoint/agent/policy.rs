@@ -544,15 +544,15 @@ mod tests {
 
     #[test]
     fn an_rpm_test_the_command_line_would_refuse_is_refused_through_an_agent() {
-        use crate::experiments::rpm::record::ClientSpec;
-        use crate::experiments::rpm::role::RpmRequest;
+        use crate::endpoint::rpm::role::RpmRequest;
+        use crate::endpoint::rpm::types::ClientSpec;
         let policy = default();
         let measure = |max_connections: usize, probe_rate: u32, seconds: f64, idle: u32| {
             request(
                 "rpm",
                 RpmRequest::Measure(Box::new(ClientSpec {
                     server: "10.0.0.2:5311".parse().unwrap(),
-                    direction: crate::experiments::rpm::record::Direction::Down,
+                    direction: crate::endpoint::rpm::types::Direction::Down,
                     max_connections,
                     probe_rate,
                     max_duration_s: seconds,
@@ -653,7 +653,7 @@ mod tests {
         );
         let mut rpm_server = request(
             "rpm",
-            crate::experiments::rpm::role::RpmRequest::Serve {
+            crate::endpoint::rpm::role::RpmRequest::Serve {
                 bind: "10.0.0.2:0".parse().unwrap(),
                 guard: Some(guard()),
                 sockets: Default::default(),

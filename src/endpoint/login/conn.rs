@@ -7,8 +7,9 @@
 //! and an rlogin urgent byte goes out only after every byte produced before
 //! it (RFC 1282: the window request follows the server's NUL).
 
-use super::protocol::{Output, Protocol, ServerSession};
+use super::protocol::{Protocol, ServerSession};
 use super::pty::{self, Pty};
+use super::session::Output;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -17,7 +17,7 @@
 //!   reading every byte can tell. (The 1980s "kernel-assisted" telnetd let
 //!   the kernel scan for IAC; Linux offers no such hook.)
 
-pub use super::session::Output;
+use super::session::Output;
 use super::session::TelnetSession;
 use crate::wire::rlogin::{ClientEvent, ClientStream, Startup, control};
 

@@ -191,7 +191,7 @@ impl RpmPlan {
                 }
                 (RpmKnob::Cc, placement) if !matches!(placement, Placement::Remote { .. }) => {
                     for level in &f.factor.levels {
-                        crate::experiments::rpm::sockets::congestion_available(level).map_err(
+                        crate::endpoint::rpm::sockets::congestion_available(level).map_err(
                             |e| AblateError::Refused {
                                 name: f.factor.name.clone(),
                                 level: level.clone(),
@@ -521,7 +521,7 @@ pub fn run(args: AblateRpmArgs, out: &mut Output) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::rpm::record::{Direction, LoadSockets};
+    use crate::endpoint::rpm::types::{Direction, LoadSockets};
 
     fn base(placement: Placement) -> RpmParams {
         RpmParams {

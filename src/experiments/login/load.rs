@@ -9,9 +9,9 @@
 
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, EndpointProcess, Wait};
+use crate::endpoint::rpm::role::{LoadStart, LoadStop, Serve, Stop};
+use crate::endpoint::rpm::types::{ClientSpec, Direction, LoadReport, LoadSockets};
 use crate::experiments::login::record::BulkLoad;
-use crate::experiments::rpm::record::{ClientSpec, Direction, LoadReport, LoadSockets};
-use crate::experiments::rpm::role::{LoadStart, LoadStop, Serve, Stop};
 use std::net::SocketAddr;
 
 /// The most bulk streams `--load` takes (the draft's MNP).

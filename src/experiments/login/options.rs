@@ -239,12 +239,12 @@ impl LoginExperimentArgs {
             bail!("--load-fix: name at least one fix (none for the load as it comes)");
         }
         if fixes.contains(&LoadFix::Bbr)
-            && let Err(e) = crate::experiments::rpm::sockets::congestion_available("bbr")
+            && let Err(e) = crate::endpoint::rpm::sockets::congestion_available("bbr")
         {
             bail!("--load-fix bbr: {e}");
         }
         if let Some(name) = &self.load_congestion
-            && let Err(e) = crate::experiments::rpm::sockets::congestion_available(name)
+            && let Err(e) = crate::endpoint::rpm::sockets::congestion_available(name)
         {
             bail!("--load-congestion {name}: {e}");
         }

@@ -5,7 +5,7 @@
 
 use crate::endpoint::login::host::{Dialect, Target};
 use crate::endpoint::login::typist::TypistReport;
-use crate::experiments::rpm::record::{LoadReport, LoadSockets};
+use crate::endpoint::rpm::types::{LoadReport, LoadSockets};
 use crate::measure::procstat::SystemCpu;
 use crate::record::testbed::{EmulatorReport, LinkFacts, Placement};
 use crate::testbed::cgroup::PresetBudget;

@@ -162,7 +162,7 @@ pub struct PassArgs {
     pub passes: usize,
 }
 
-pub use crate::experiments::mesh::record::{MAX_PASSES, MeshTest};
+use crate::experiments::mesh::record::{MAX_PASSES, MeshTest};
 
 impl PassArgs {
     /// Refuses passes outside 1..=[`MAX_PASSES`].
@@ -529,8 +529,8 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
                 args.loss_rate
             );
         }
-        let lengths = crate::experiments::stream::udp::MIN_LENGTH
-            ..=crate::experiments::stream::udp::MAX_LENGTH;
+        let lengths = crate::experiments::stream::record::MIN_LENGTH
+            ..=crate::experiments::stream::record::MAX_LENGTH;
         if !lengths.contains(&args.loss_length) {
             bail!(
                 "--loss-length {}: give {} to {} bytes",

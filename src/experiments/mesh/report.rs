@@ -8,7 +8,8 @@
 use crate::experiments::mesh::analysis::{self, Finding};
 use crate::experiments::mesh::matrix::{Cell, METRICS, Matrix, Metric, hosts_of};
 use crate::experiments::mesh::record::{Manifest, PairTest};
-use crate::report::html::{PAGE_END, escape, page_start};
+use crate::report::html::{PAGE_END, page_start};
+use crate::report::htmltext::escape;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

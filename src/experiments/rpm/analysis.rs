@@ -6,53 +6,18 @@
 //! measuring end and recompute the result from the record, so a reader
 //! can check every figure against the samples kept beside it.
 
-use super::record::{
-    AGREE_FLOOR_MS, ClientReport, Compared, Ending, MedianSpread, ProbeKind, Sample, SideBySide,
-    Summary,
-};
+use super::record::{AGREE_FLOOR_MS, Compared, MedianSpread, SideBySide, Summary};
 use crate::analysis::responsiveness::{
-    Confidence, DRAFT, Grade, Params, ProbeMeans, Rpm, Stability, Tier, trimmed_mean,
+    Confidence, DRAFT, Grade, Params, ProbeMeans, Stability, Tier, trimmed_mean,
 };
+use crate::endpoint::rpm::saturation::{
+    goodput_saturation, in_window, means_over, responsiveness_saturation,
+};
+use crate::endpoint::rpm::types::{ClientReport, Ending, ProbeKind, Sample};
 use crate::measure::irtt::IrttRun;
 
 /// The formula, as the report shows it beside the figure.
 pub const FORMULA: &str = "RPM = (60000 / ((TM(tcp_f) + TM(http_f)) / 2) + 60000 / TM(http_l)) / 2, TM the trimmed mean keeping the lowest 95% (draft-ietf-ippm-responsiveness-06, the TCP-only case)";
-
-/// The probes of intervals `first..=last` (by start time), by kind.
-fn in_window(
-    samples: &[Sample],
-    id_s: f64,
-    first: usize,
-    last: usize,
-    kind: ProbeKind,
-) -> Vec<f64> {
-    let (from, to) = (
-        first as f64 * id_s * 1000.0,
-        (last + 1) as f64 * id_s * 1000.0,
-    );
-    samples
-        .iter()
-        .filter(|s| s.kind == kind && s.t_ms >= from && s.t_ms < to)
-        .map(|s| s.ms)
-        .collect()
-}
-
-/// The trimmed means of the probes that started in intervals
-/// `first..=last`.
-pub fn means_over(
-    samples: &[Sample],
-    params: &Params,
-    first: usize,
-    last: usize,
-) -> Option<ProbeMeans> {
-    let of = |kind| in_window(samples, params.id_s, first, last, kind);
-    ProbeMeans::of(
-        &of(ProbeKind::TcpForeign),
-        &of(ProbeKind::RequestForeign),
-        &of(ProbeKind::RequestLoaded),
-        params.tmp,
-    )
-}
 
 /// Bootstrap resamples behind [`rpm_interval`].
 pub const RPM_RESAMPLES: usize = 400;
@@ -97,49 +62,6 @@ pub fn rpm_interval(
     Some([at(0.025), at(0.975)])
 }
 
-/// The responsiveness at the end of interval `i`: over the probes of the
-/// last MAD intervals (the draft's moving window).
-pub fn responsiveness_at(samples: &[Sample], params: &Params, i: usize) -> Option<Rpm> {
-    let first = (i + 1).saturating_sub(params.mad.max(1));
-    means_over(samples, params, first, i).map(|m| m.rpm())
-}
-
-/// The draft's saturation rule over the goodput of each interval (bit/s):
-/// the moving averages of the last MAD intervals, stable once their
-/// standard deviation is within SDT of the latest. The first interval
-/// where that held.
-pub fn goodput_saturation(goodput: &[f64], params: &Params) -> Option<usize> {
-    let mut averages = Stability::default();
-    for i in 0..goodput.len() {
-        let window = &goodput[(i + 1).saturating_sub(params.mad.max(1))..=i];
-        averages.push(window.iter().sum::<f64>() / window.len() as f64);
-        if averages.stable(params) {
-            return Some(i);
-        }
-    }
-    None
-}
-
-/// After goodput saturated at `from`: the first interval where the
-/// responsiveness of each interval since was stable by the same rule.
-pub fn responsiveness_saturation(
-    samples: &[Sample],
-    params: &Params,
-    from: usize,
-    intervals: usize,
-) -> (Option<usize>, Stability) {
-    let mut series = Stability::default();
-    for i in from..intervals {
-        if let Some(rpm) = responsiveness_at(samples, params, i) {
-            series.push(rpm.combined);
-            if series.stable(params) {
-                return (Some(i), series);
-            }
-        }
-    }
-    (None, series)
-}
-
 /// The summary of a run's raw figures.
 pub fn summarise(report: &ClientReport, params: Params) -> Summary {
     let mad = params.mad.max(1);
@@ -170,7 +92,7 @@ pub fn summarise(report: &ClientReport, params: Params) -> Summary {
         .collect();
     let last = n - 1;
     let window = (last + 1).saturating_sub(mad)..=last;
-    let average = |f: fn(&super::record::Interval) -> f64| {
+    let average = |f: fn(&crate::endpoint::rpm::types::Interval) -> f64| {
         report.intervals[window.clone()].iter().map(f).sum::<f64>() / window.clone().count() as f64
     };
     summary.goodput_down_bps = average(|i| i.goodput_down_bps);
@@ -251,8 +173,8 @@ pub fn summarise(report: &ClientReport, params: Params) -> Summary {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::Interval;
     use super::*;
+    use crate::endpoint::rpm::types::Interval;
 
     fn interval(t_s: f64, bps: f64) -> Interval {
         Interval {

@@ -3,14 +3,15 @@
 //! test run in the measuring end, and the analysis of what it saw.
 
 use super::analysis::summarise;
-use super::record::{ClientSpec, RpmData, RpmParams, RpmResult};
-use super::role::{Measure, Serve, Stop};
+use super::record::{RpmData, RpmParams, RpmResult};
 use crate::analysis::responsiveness::Params;
 use crate::controller::Interrupted;
 use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, Wait};
 use crate::controller::runner::{MeasureCell, Measured};
+use crate::endpoint::rpm::role::{Measure, Serve, Stop};
+use crate::endpoint::rpm::types::ClientSpec;
 use crate::measure::irtt::{self, IrttRun};
 use std::net::SocketAddr;
 use std::time::Duration;

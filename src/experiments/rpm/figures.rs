@@ -3,7 +3,8 @@
 //! cell, so that a fix reads as one line lying lower than another while
 //! carrying the same goodput.
 
-use super::record::{ProbeKind, Record, RpmData, RpmResult};
+use super::record::{Record, RpmData, RpmResult};
+use crate::endpoint::rpm::types::ProbeKind;
 use crate::report::figures::{Figure, Series, Style, Unit, caption};
 
 /// The series name of each cell (`report::short_name`), repeats numbered.
@@ -179,9 +180,9 @@ pub fn rpm_figures(records: &[Record]) -> Vec<Figure> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{ClientReport, Interval, Sample};
     use super::*;
     use crate::analysis::responsiveness::Params;
+    use crate::endpoint::rpm::types::{ClientReport, Interval, Sample};
 
     fn sample(kind: ProbeKind, t_ms: f64, ms: f64) -> Sample {
         Sample { kind, t_ms, ms }

@@ -6,9 +6,10 @@
 //! Across a real path, the path's own responsiveness.
 
 use super::cell::RpmMeasure;
-use super::record::{Direction, LoadSockets, RpmParams};
+use super::record::RpmParams;
 use super::report;
 use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::endpoint::rpm::types::{Direction, LoadSockets};
 use crate::record::testbed::{LinkVia, Placement};
 use crate::testbed::link::LinkOverrides;
 use crate::testbed::netns::has_net_admin;

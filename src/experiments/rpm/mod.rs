@@ -5,16 +5,10 @@
 //! sockets' queues).
 
 pub mod analysis;
-pub mod bounds;
 pub mod cell;
-pub mod client;
 pub mod figures;
-pub mod framing;
 pub mod lab;
 pub mod options;
 pub mod record;
 pub mod report;
-pub mod role;
-pub mod server;
-pub mod sockets;
 pub mod split;

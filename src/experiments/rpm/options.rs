@@ -2,9 +2,10 @@
 //! (draft-ietf-ippm-responsiveness-06) on loopback, a netns link of any
 //! profile and queue discipline, or between agents.
 
-pub use super::bounds::{CEILING_CONNECTIONS, DRAFT_MAX_CONNECTIONS, MAX_PROBE_RATE, check_bounds};
 use super::cell::RpmMeasure;
-use super::record::{Direction, LoadSockets, RpmParams};
+use super::record::RpmParams;
+use crate::endpoint::rpm::bounds::{DRAFT_MAX_CONNECTIONS, check_bounds};
+use crate::endpoint::rpm::types::{Direction, LoadSockets};
 use crate::options::Output;
 use crate::units::{parse_duration, parse_size};
 use anyhow::bail;
@@ -111,7 +112,7 @@ impl RpmArgs {
         let placement = self.place.placement("rpm")?;
         if let Some(name) = &self.congestion
             && !matches!(placement, crate::record::testbed::Placement::Remote { .. })
-            && let Err(e) = super::sockets::congestion_available(name)
+            && let Err(e) = crate::endpoint::rpm::sockets::congestion_available(name)
         {
             bail!(
                 "--congestion: congestion control \"{name}\" is not available here: {e} (see /proc/sys/net/ipv4/tcp_available_congestion_control)"

@@ -18,7 +18,8 @@
 //! The idle round trip is the path itself; what is left over is not
 //! explained, and says so.
 
-use super::record::{DelaySplit, Direction, Part, RpmResult, SocketQueue};
+use super::record::{DelaySplit, Part, RpmResult};
+use crate::endpoint::rpm::types::{Direction, SocketQueue};
 
 /// The mean of `f` over `samples` within `[from, to)` seconds.
 fn mean_in(
@@ -223,9 +224,10 @@ fn fix_for(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{ClientReport, ServerReport, Summary};
+    use super::super::record::Summary;
     use super::*;
     use crate::analysis::responsiveness::Params;
+    use crate::endpoint::rpm::types::{ClientReport, ServerReport};
     use crate::record::testbed::{BottleneckCounts, EmulatorReport, QueueSample};
 
     /// A download at 48 Mbit/s over intervals 4..=7, with the server's

@@ -7,10 +7,7 @@
 //! is outside the measured interval), samples `/proc/stat` around the data
 //! path, and turns the two endpoint reports into one [`Record`].
 
-pub use super::bounds::{
-    ConfigError, MAX_BYTES, MAX_DURATION_S, MAX_PARALLEL, MAX_RBUF, MAX_RECORD, check_interval,
-    check_receiver, check_sender,
-};
+use super::bounds::{ConfigError, MAX_PARALLEL, check_interval, check_receiver, check_sender};
 use crate::analysis::limits::judge;
 use crate::controller::Interrupted;
 use crate::controller::helpers::Bed;

@@ -1,7 +1,8 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
+use crate::experiments::stream::bounds::MAX_PARALLEL;
 use crate::experiments::stream::cell::{
-    Confidence, MAX_PARALLEL, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
+    Confidence, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
 use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::RecvStrategy;
@@ -149,8 +150,8 @@ impl StreamOptions {
         }
         let length = self.length.unwrap_or(1460);
         let (lo, hi) = (
-            crate::experiments::stream::udp::MIN_LENGTH,
-            crate::experiments::stream::udp::MAX_LENGTH,
+            crate::experiments::stream::record::MIN_LENGTH,
+            crate::experiments::stream::record::MAX_LENGTH,
         );
         if !(lo as i64..=hi as i64).contains(&length) {
             bail!("--length {length}: give {lo} to {hi} bytes (netlab's header is 24)");

@@ -58,7 +58,7 @@ const MIN_STRAGGLER_GRACE: Duration = Duration::from_millis(50);
 /// Socket buffers asked for on both ends (the kernel may grant less), so
 /// that what is lost is lost on the path, not in a small buffer.
 const SOCKET_BUFFER: usize = 4 << 20;
-pub use crate::experiments::stream::record::{MAX_LENGTH, MIN_LENGTH};
+use crate::experiments::stream::record::MAX_LENGTH;
 
 /// CLOCK_MONOTONIC in nanoseconds: shared by every process of one host
 /// (network namespaces included), not between hosts.

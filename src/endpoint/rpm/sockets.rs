@@ -4,7 +4,7 @@
 //! unsent), the receiver's unread ones (SIOCINQ), and the round trip the
 //! kernel sees against the least it has seen.
 
-use super::record::{LoadSockets, SocketQueue};
+use super::types::{LoadSockets, SocketQueue};
 use crate::measure::tcpinfo::TcpState;
 use std::io;
 use std::net::TcpStream;

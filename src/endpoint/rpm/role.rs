@@ -4,8 +4,8 @@
 //! carried) beside another experiment's cell.
 
 use super::client::{self, BackgroundLoad};
-use super::record::{ClientReport, ClientSpec, LoadReport, LoadSockets, ServerReport};
 use super::server::Server;
+use super::types::{ClientReport, ClientSpec, LoadReport, LoadSockets, ServerReport};
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};

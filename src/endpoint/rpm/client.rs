@@ -7,7 +7,7 @@
 //!    round trip).
 //! 2. Load: INP load-generating connections per direction; each interval
 //!    (ID) the goodput is measured, and while its moving average is not
-//!    stable (`analysis::goodput_saturation`) INC more are added per
+//!    stable (`saturation::goodput_saturation`) INC more are added per
 //!    direction, up to the most allowed.
 //! 3. Probes from the load's start, at most MPS pairs a second and within
 //!    PTC of the goodput: a foreign probe (a new connection: the handshake
@@ -22,14 +22,14 @@
 //! Every probe's time and every interval's goodput go into the report
 //! raw; `analysis` computes the result from them.
 
-use super::analysis::{goodput_saturation, responsiveness_at};
 use super::framing::{DATA_FRAME, Decoder, Event, HEADER_LEN, data_header, probe_frame};
-use super::record::{
+use super::saturation::{goodput_saturation, responsiveness_at};
+use super::server::{PROBE_READY, PROBE_REQUEST};
+use super::sockets::{apply, queue_of};
+use super::types::{
     ClientReport, ClientSpec, Direction, Ending, Interval, LoadReport, ProbeKind, Sample,
     SocketQueue,
 };
-use super::server::{PROBE_READY, PROBE_REQUEST};
-use super::sockets::{apply, queue_of};
 use crate::analysis::responsiveness::Stability;
 use crate::measure::tcpinfo::TcpInfo;
 use std::io::{self, Read, Write};

@@ -13,8 +13,8 @@
 //! only the run's peer with the run's token gets in.
 
 use super::framing::{DATA_FRAME, Decoder, Event, data_header, probe_frame};
-use super::record::{LoadSockets, ServerReport, SocketQueue};
 use super::sockets::{apply, queue_of};
+use super::types::{LoadSockets, ServerReport, SocketQueue};
 use crate::endpoint::guard::Gate;
 use crate::endpoint::protocol::DataGuard;
 use std::io::{self, Read, Write};
