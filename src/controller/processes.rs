@@ -417,29 +417,22 @@ impl EndpointProcess {
     /// (`/proc/PID/task/*/stat` and `wchan`): "stopped (SIGSTOP)", "blocked
     /// writing: its send buffer is full", ...; `None` on an agent's host or
     /// when no thread is waiting in a way worth naming. For a stalled
-    /// cell's reason, when the other end cannot speak for itself.
+    /// cell's reason, when the other end cannot speak for itself. A thread
+    /// between two calls (woken, or waiting for a CPU on a busy host) is
+    /// in none, so the threads are read a few times, 40 ms apart, before
+    /// the answer is none.
     pub fn waiting_in(&self) -> Option<String> {
         let Channel::Pipe { child, .. } = &self.channel else {
             return None;
         };
         let pid = child.id();
-        let mut seen: Vec<&'static str> = Vec::new();
-        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-            .ok()?
-            .flatten()
-        {
-            let state = task_state(&task.path().display().to_string());
-            if matches!(state, Some('T' | 't')) {
-                return Some("stopped (SIGSTOP)".into());
+        for _ in 0..4 {
+            if let Some(doing) = threads_waiting_in(pid) {
+                return Some(doing);
             }
-            let syscall = std::fs::read_to_string(task.path().join("syscall")).unwrap_or_default();
-            if let Some(words) = blocked_in(&syscall)
-                && !seen.contains(&words)
-            {
-                seen.push(words);
-            }
+            std::thread::sleep(Duration::from_millis(40));
         }
-        (!seen.is_empty()).then(|| seen.join(", "))
+        threads_waiting_in(pid)
     }
 
     /// Makes [`EndpointProcess::recv`] keep waiting after Ctrl-C, so helpers
@@ -627,6 +620,28 @@ pub fn exit_within(
 fn task_state(dir: &str) -> Option<char> {
     let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
     stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// What process `pid`'s threads are waiting in, read once (see
+/// [`EndpointProcess::waiting_in`]).
+fn threads_waiting_in(pid: u32) -> Option<String> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let state = task_state(&task.path().display().to_string());
+        if matches!(state, Some('T' | 't')) {
+            return Some("stopped (SIGSTOP)".into());
+        }
+        let syscall = std::fs::read_to_string(task.path().join("syscall")).unwrap_or_default();
+        if let Some(words) = blocked_in(&syscall)
+            && !seen.contains(&words)
+        {
+            seen.push(words);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(", "))
 }
 
 /// The system call a thread sleeps in, from `/proc/PID/task/TID/syscall`

@@ -447,21 +447,25 @@ fn with_other_side(
             }
         }
         // The other end said nothing: say what its kernel shows it doing.
-        Err(ControlError::Timeout { .. }) if stalled(&failed) => match (failed, other.waiting_in())
-        {
-            (ControlError::Failed { role, message }, Some(doing)) => ControlError::Failed {
-                role,
-                message: format!(
-                    "{message}; the {} is {doing}",
-                    if other_is_receiver {
-                        "receiver"
-                    } else {
-                        "sender"
-                    }
-                ),
-            },
-            (failed, _) => failed,
-        },
+        Err(ControlError::Timeout { .. }) if stalled(&failed) => {
+            let side = if other_is_receiver {
+                "receiver"
+            } else {
+                "sender"
+            };
+            match (failed, other.waiting_in()) {
+                (ControlError::Failed { role, message }, doing) => ControlError::Failed {
+                    role,
+                    message: match doing {
+                        Some(doing) => format!("{message}; the {side} is {doing}"),
+                        None => format!(
+                            "{message}; the {side} said nothing in {wait} ms and was waiting in no call its kernel shows"
+                        ),
+                    },
+                },
+                (failed, _) => failed,
+            }
+        }
         Err(cause @ (ControlError::Failed { .. } | ControlError::Died { .. }))
             if other_is_receiver =>
         {
