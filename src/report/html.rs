@@ -346,33 +346,11 @@ pub fn write<D: Profiled>(
     ));
     html.push_str(&what_ran(&loaded.records, &sections));
     html.push_str(&first_screen(&sections));
-    let limited: Vec<&Section> = sections.iter().filter(|s| s.limited.is_some()).collect();
-    if !limited.is_empty() {
-        html.push_str("<details class=\"limited\"><summary>What limited each experiment, in full</summary>\n<ul class=\"limited\">\n");
-        for section in limited {
-            html.push_str(&format!(
-                "<li><a href=\"#{}\">{}</a>: {}</li>\n",
-                section.experiment,
-                section.experiment,
-                escape(section.limited.as_deref().unwrap_or(""))
-            ));
-        }
-        html.push_str("</ul></details>\n");
-    }
-    if !written.caveats.is_empty() {
-        html.push_str("<h2>Read with care</h2>\n<ul class=\"caveats\">\n");
-        for c in &written.caveats {
-            html.push_str(&format!("<li>{}</li>\n", escape(c)));
-        }
-        html.push_str("</ul>\n");
-    }
-    if !notable.is_empty() {
-        html.push_str("<h2>Most notable</h2>\n<ol>\n");
-        for n in &notable {
-            html.push_str(&format!("<li>{}</li>\n", escape(n)));
-        }
-        html.push_str("</ol>\n");
-    }
+    html.push_str(&under_the_first_screen(
+        &sections,
+        &written.caveats,
+        &notable,
+    ));
     if loaded.records.is_empty() {
         html.push_str("<p class=\"missing\">No records to report.</p>\n");
     }
@@ -579,6 +557,40 @@ fn what_ran<D>(records: &[Record<D>], sections: &[Section]) -> String {
         },
         escape(&over),
     )
+}
+
+/// What follows the first screen's table: what limited each experiment in
+/// full (folded), the figures to read with care, the most notable findings.
+fn under_the_first_screen(sections: &[Section], caveats: &[String], notable: &[String]) -> String {
+    let mut html = String::new();
+    let limited: Vec<&Section> = sections.iter().filter(|s| s.limited.is_some()).collect();
+    if !limited.is_empty() {
+        html.push_str("<details class=\"limited\"><summary>What limited each experiment, in full</summary>\n<ul class=\"limited\">\n");
+        for section in limited {
+            html.push_str(&format!(
+                "<li><a href=\"#{}\">{}</a>: {}</li>\n",
+                section.experiment,
+                section.experiment,
+                escape(section.limited.as_deref().unwrap_or(""))
+            ));
+        }
+        html.push_str("</ul></details>\n");
+    }
+    if !caveats.is_empty() {
+        html.push_str("<h2>Read with care</h2>\n<ul class=\"caveats\">\n");
+        for c in caveats {
+            html.push_str(&format!("<li>{}</li>\n", escape(c)));
+        }
+        html.push_str("</ul>\n");
+    }
+    if !notable.is_empty() {
+        html.push_str("<h2>Most notable</h2>\n<ol>\n");
+        for n in notable {
+            html.push_str(&format!("<li>{}</li>\n", escape(n)));
+        }
+        html.push_str("</ol>\n");
+    }
+    html
 }
 
 /// The first screen: an experiment a row, today's headline figure beside

@@ -816,3 +816,142 @@ fn the_name_check_sees_literals_and_paths_only() {
         ]
     );
 }
+
+/// The longest a function may be, in lines from its `fn` to its closing
+/// brace (#63: a function that long does several things; split it on its
+/// seams).
+const LONGEST_FUNCTION: usize = 150;
+
+/// Functions over [`LONGEST_FUNCTION`] lines that were there when the
+/// check came (2026-12-03), each at most as long as it was then. The list
+/// only shrinks: split one, and take it off.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("report/figures.rs", "render_svg", 378),
+    ("testbed/emulator.rs", "relay", 272),
+    ("experiments/broadcast/wire.rs", "run", 227),
+    ("endpoint/login/typist.rs", "run", 197),
+    ("experiments/stream/analysis.rs", "flow_evidence", 185),
+    ("experiments/stream/iperf3_format.rs", "end", 178),
+    ("experiments/login/figures.rs", "login_figures", 166),
+    ("analysis/factorial.rs", "analyse", 166),
+    ("experiments/rpm/split.rs", "split", 161),
+    ("endpoint/rpm/client.rs", "run", 161),
+    ("experiments/stream/report.rs", "stream_table", 158),
+    ("experiments/stream/transfer.rs", "receive_zerocopy", 173),
+];
+
+/// Every function outside test items with its file (under `src/`), name
+/// and length in lines: from a line that declares it to the first line
+/// after it that is its indentation and a closing brace (rustfmt's shape;
+/// a declaration ending in `;` has no body and is skipped).
+fn function_lengths(src: &Path) -> Vec<(String, String, usize)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut found = Vec::new();
+    for path in files {
+        let file = path
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let text = without_test_items(&std::fs::read_to_string(&path).unwrap());
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some((indent, name)) = declares_fn(line) else {
+                continue;
+            };
+            let closing = format!("{indent}}}");
+            if let Some(end) = lines[i..].iter().position(|l| *l == closing) {
+                found.push((file.clone(), name.to_string(), end + 1));
+            }
+        }
+    }
+    found
+}
+
+/// A line's indentation and the function it declares, if it declares one:
+/// `pub(crate) async fn name(` and the like.
+fn declares_fn(line: &str) -> Option<(&str, &str)> {
+    let rest = line.trim_start();
+    let indent = &line[..line.len() - rest.len()];
+    let mut rest = rest;
+    if let Some(after) = rest.strip_prefix("pub") {
+        rest = match after.strip_prefix('(') {
+            Some(scoped) => scoped.split_once(") ")?.1,
+            None => after.strip_prefix(' ')?,
+        };
+    }
+    for qualifier in ["const ", "async ", "unsafe ", "extern \"C\" "] {
+        rest = rest.strip_prefix(qualifier).unwrap_or(rest);
+    }
+    let name = rest.strip_prefix("fn ")?;
+    let end = name
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(name.len());
+    (end > 0).then(|| (indent, &name[..end]))
+}
+
+#[test]
+fn the_function_count_reads_every_form_of_declaration() {
+    let _beside = common::beside_others();
+    assert_eq!(declares_fn("fn a() {"), Some(("", "a")));
+    assert_eq!(
+        declares_fn("    pub fn run_cell("),
+        Some(("    ", "run_cell"))
+    );
+    assert_eq!(
+        declares_fn("pub(crate) async unsafe fn x<T>()"),
+        Some(("", "x"))
+    );
+    assert_eq!(declares_fn("    // fn not_this()"), None);
+    assert_eq!(declares_fn("let f = |x| fn_like(x);"), None);
+    assert_eq!(declares_fn("pub struct Fn;"), None);
+}
+
+#[test]
+fn no_function_is_longer_than_150_lines_but_the_listed_and_none_grows() {
+    let _beside = common::beside_others();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lengths = function_lengths(&src);
+    // The check sees a function it must: the longest one there is.
+    assert!(
+        lengths
+            .iter()
+            .any(|(f, n, len)| f == "report/figures.rs" && n == "render_svg" && *len > 100),
+        "the count does not see render_svg"
+    );
+    let mut over: Vec<String> = Vec::new();
+    for (file, name, len) in &lengths {
+        if *len <= LONGEST_FUNCTION {
+            continue;
+        }
+        match LONG_FUNCTIONS
+            .iter()
+            .find(|(f, n, _)| f == file && n == name)
+        {
+            Some((_, _, was)) if len <= was => {}
+            Some((_, _, was)) => over.push(format!(
+                "{file}: {name} is {len} lines, longer than the {was} it was listed at"
+            )),
+            None => over.push(format!(
+                "{file}: {name} is {len} lines (at most {LONGEST_FUNCTION}: split it on its seams)"
+            )),
+        }
+    }
+    assert!(over.is_empty(), "{}", over.join("\n"));
+    // A listed function that was split comes off the list.
+    let gone: Vec<String> = LONG_FUNCTIONS
+        .iter()
+        .filter(|(f, n, _)| {
+            !lengths
+                .iter()
+                .any(|(file, name, len)| file == f && name == n && *len > LONGEST_FUNCTION)
+        })
+        .map(|(f, n, _)| format!("{f}: {n}"))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "no longer over {LONGEST_FUNCTION} lines, take them off LONG_FUNCTIONS: {}",
+        gone.join(", ")
+    );
+}
