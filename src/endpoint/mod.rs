@@ -8,6 +8,7 @@
 //! `ip netns exec`) and a remote agent (over TCP instead of a pipe).
 
 pub mod agent;
+pub mod bulk;
 pub mod guard;
 pub mod iperf3;
 pub mod login;

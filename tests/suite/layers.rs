@@ -837,7 +837,7 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("experiments/rpm/split.rs", "split", 161),
     ("endpoint/rpm/client.rs", "run", 161),
     ("experiments/stream/report.rs", "stream_table", 158),
-    ("experiments/stream/transfer.rs", "receive_zerocopy", 173),
+    ("endpoint/bulk/transfer.rs", "receive_zerocopy", 173),
 ];
 
 /// Every function outside test items with its file (under `src/`), name

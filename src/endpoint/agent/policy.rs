@@ -340,11 +340,11 @@ fn unguarded() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
+    use crate::endpoint::bulk::types::{Amount, RecvStrategy, SendStrategy, SocketOptions};
     use crate::endpoint::login::host::SessionCommand;
     use crate::experiments::login::role::LoginRequest;
-    use crate::experiments::stream::record::{Amount, RecvStrategy, SendStrategy, SocketOptions};
     use crate::experiments::stream::role::StreamRequest;
-    use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 
     /// The agent's default policy, checking the registry's roles.
     fn default() -> Policy {

@@ -14,12 +14,12 @@
 //! Ctrl-C) and nothing needs restoring.
 
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
+use crate::endpoint::bulk::types::Amount;
+use crate::endpoint::bulk::types::{RecvStrategy, SendStrategy};
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
-use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::DesignContext;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
-use crate::experiments::stream::record::{RecvStrategy, SendStrategy};
 use crate::measure::host::on_path;
 use crate::record::now_rfc3339;
 use crate::record::testbed::LinkVia;

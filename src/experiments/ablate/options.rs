@@ -1,12 +1,12 @@
 //! `netlab ablate stream --factor NAME=V1,V2 [...]`: a full factorial of a
 //! stream run's features, its effects and interactions.
 
+use crate::endpoint::bulk::types::Amount;
 use crate::experiments::ablate::cell::{
     AblatePlan, DesignFactor, Preset, analyse_records, fresh_seed,
 };
 use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::options::StreamOptions;
-use crate::experiments::stream::record::Amount;
 use crate::options::Output;
 use crate::units::parse_size;
 use anyhow::Context;

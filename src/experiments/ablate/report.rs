@@ -655,7 +655,7 @@ mod tests {
             } = &mut r.data
             {
                 result.receiver.zerocopy_receive =
-                    Some(crate::experiments::stream::record::ZerocopyReceiveStats {
+                    Some(crate::endpoint::bulk::types::ZerocopyReceiveStats {
                         mapped,
                         copied,
                         calls: 1,

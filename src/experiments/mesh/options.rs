@@ -529,8 +529,8 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
                 args.loss_rate
             );
         }
-        let lengths = crate::experiments::stream::record::MIN_LENGTH
-            ..=crate::experiments::stream::record::MAX_LENGTH;
+        let lengths =
+            crate::endpoint::bulk::types::MIN_LENGTH..=crate::endpoint::bulk::types::MAX_LENGTH;
         if !lengths.contains(&args.loss_length) {
             bail!(
                 "--loss-length {}: give {} to {} bytes",

@@ -120,8 +120,8 @@ impl PassSpec {
                 self.loss_rate_bps
             ));
         }
-        let lengths = crate::experiments::stream::record::MIN_LENGTH
-            ..=crate::experiments::stream::record::MAX_LENGTH;
+        let lengths =
+            crate::endpoint::bulk::types::MIN_LENGTH..=crate::endpoint::bulk::types::MAX_LENGTH;
         if !lengths.contains(&self.loss_length) {
             return Err(format!(
                 "loss_length {}: give {} to {} bytes",

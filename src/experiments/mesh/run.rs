@@ -20,6 +20,7 @@ use crate::controller::processes::ControlError;
 use crate::controller::remote::{self, AgentLink};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::lock;
+use crate::endpoint::bulk::types::{Amount, EndpointReport, UdpPace};
 use crate::endpoint::rpm::types::Direction as RpmDirection;
 use crate::experiments::mesh::inventory::Agent;
 use crate::experiments::mesh::record::{
@@ -30,9 +31,7 @@ use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::experiments::rpm::record::RpmParams;
 use crate::experiments::stream::cell::{StreamConfig, run_once};
-use crate::experiments::stream::record::{
-    Amount, Direction, EndpointReport, Flows, StreamResult, UdpPace,
-};
+use crate::experiments::stream::record::{Direction, Flows, StreamResult};
 use crate::record::testbed::Placement;
 use crate::record::{RecordWriter, now_rfc3339};
 use anyhow::{Context, bail};

@@ -9,13 +9,12 @@ use crate::analysis::limits::{
     CoreEvidence, FlowEvidence, InterfaceDrops, IntervalEvidence, PathEvidence, SenderTcp,
     SideEvidence,
 };
+use crate::endpoint::bulk::types::UdpLossSites;
+use crate::endpoint::bulk::types::{EndpointReport, ZerocopyReceiveStats, ZerocopyStats};
+use crate::experiments::stream::record::FlowResult;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
-use crate::experiments::stream::record::UdpLossSites;
 use crate::experiments::stream::record::{Bottleneck, StreamFigures};
-use crate::experiments::stream::record::{
-    EndpointReport, FlowResult, ZerocopyReceiveStats, ZerocopyStats,
-};
 use crate::record::stats::Spread;
 use crate::record::testbed::{EmulatorReport, Framing, LinkFacts};
 
@@ -221,7 +220,7 @@ pub fn flow_evidence(
         path.rate_source = slowest.describe();
         path.rate_exact = false;
     }
-    let evidence_of = |samples: &[crate::experiments::stream::record::IntervalSample]| {
+    let evidence_of = |samples: &[crate::endpoint::bulk::types::IntervalSample]| {
         samples
             .iter()
             .filter_map(|i| {
@@ -479,7 +478,7 @@ mod tests {
 
     #[test]
     fn udp_losses_are_placed_by_each_sites_counter_and_the_rest_is_unexplained() {
-        use crate::experiments::stream::record::UdpStats;
+        use crate::endpoint::bulk::types::UdpStats;
         use crate::measure::ifstat::InterfaceCounters;
         let sender = EndpointReport {
             udp: Some(UdpStats {

@@ -3,7 +3,7 @@
 //! controller's request to an agent (the roles' checks), so an agent never
 //! runs what the command line would refuse.
 
-use crate::experiments::stream::record::{Amount, RecvStrategy};
+use crate::endpoint::bulk::types::{Amount, RecvStrategy};
 use crate::units::format_size;
 use thiserror::Error;
 

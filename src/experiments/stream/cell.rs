@@ -14,24 +14,25 @@ use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, EndpointProcess, Sent, Wait};
 use crate::controller::runner::{MeasureCell, Measured};
+use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
+use crate::endpoint::bulk::types::Amount;
+use crate::endpoint::bulk::types::EndpointReport;
+use crate::endpoint::bulk::types::RecvStrategy;
+use crate::endpoint::bulk::types::SendStrategy;
+use crate::endpoint::bulk::types::SocketOptions;
+use crate::endpoint::bulk::types::{IntervalSample, UdpPace};
 use crate::endpoint::stall::STALL_PHRASE;
 use crate::experiments::stream::analysis::{
     combined_figures, figures, flow_evidence, jain_fairness, udp_loss_sites,
 };
-use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::DesignContext;
-use crate::experiments::stream::record::EndpointReport;
 use crate::experiments::stream::record::Record;
-use crate::experiments::stream::record::RecvStrategy;
-use crate::experiments::stream::record::SendStrategy;
-use crate::experiments::stream::record::SocketOptions;
 use crate::experiments::stream::record::StreamData;
 use crate::experiments::stream::record::StreamParams;
 use crate::experiments::stream::record::StreamResult;
 use crate::experiments::stream::record::SweepContext;
-use crate::experiments::stream::record::{Direction, FlowResult, Flows, IntervalSample, UdpPace};
+use crate::experiments::stream::record::{Direction, FlowResult, Flows};
 use crate::experiments::stream::role::{Connect, Go, Listen};
-use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::measure::procstat;
 use crate::record::testbed::Placement;
 use crate::units::format_size;
@@ -509,7 +510,7 @@ pub fn run_once(
     for (index, pair) in pairs.iter_mut().enumerate() {
         let (sender, mut receiver) =
             wait_for(pair, &go, limit, start, &mut |s| on_interval(index, s))?;
-        crate::experiments::stream::udp::count_losses_from_sender(&mut receiver, &sender);
+        crate::endpoint::bulk::udp::count_losses_from_sender(&mut receiver, &sender);
         flows.push(FlowResult {
             reverse: pair.reverse,
             figures: figures(&sender, &receiver, config.record),

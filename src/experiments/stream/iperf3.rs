@@ -11,9 +11,9 @@
 use crate::analysis::limits::{
     FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
+use crate::endpoint::bulk::transfer::{Shaping, autotune_max};
 use crate::endpoint::iperf3::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick, run};
 use crate::experiments::stream::iperf3_format as format;
-use crate::experiments::stream::transfer::{Shaping, autotune_max};
 use crate::options::Output;
 use crate::report::table::markdown;
 use crate::wire::iperf3::Results;

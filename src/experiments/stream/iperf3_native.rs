@@ -9,9 +9,10 @@
 //! cookie (netlab's control channel is its own), the connections' sockets
 //! named by their stream ids, the placement for the host connected to.
 
+use crate::endpoint::bulk::types::EndpointReport;
 use crate::endpoint::iperf3::{Connected, Iperf3Run, LocalStream, Tick};
 use crate::experiments::stream::iperf3_format::{self as format, Test};
-use crate::experiments::stream::record::{Direction, EndpointReport, Record, StreamResult};
+use crate::experiments::stream::record::{Direction, Record, StreamResult};
 use crate::measure::tcpinfo::TcpInfo;
 use crate::wire::iperf3::{Results, StreamResult as PeerStream};
 
@@ -77,7 +78,7 @@ fn test_of(record: &Record) -> Test {
 /// The sender's TCP_INFO at an interval's end, as far as its sample kept
 /// it (retransmits summed up to then).
 fn info_at(
-    sample: &crate::experiments::stream::record::IntervalSample,
+    sample: &crate::endpoint::bulk::types::IntervalSample,
     retransmits: u32,
     mss: u32,
 ) -> TcpInfo {

@@ -4,10 +4,10 @@
 //! barrier (Sun's one-packet LANCE driver) on that Ethernet and its fix.
 
 use super::cell::{StreamCell, StreamConfig, StreamMeasure};
-use super::record::Amount;
 use super::report;
 use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
 use crate::controller::profile::Profiling;
+use crate::endpoint::bulk::types::Amount;
 use crate::record::testbed::Placement;
 use crate::testbed::netns::has_net_admin;
 

@@ -11,6 +11,3 @@ pub mod options;
 pub mod record;
 pub mod report;
 pub mod role;
-pub mod spec;
-pub mod transfer;
-pub mod udp;

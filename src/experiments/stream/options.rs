@@ -1,14 +1,15 @@
 //! `netlab stream`: one bulk transfer (or `--repeat K` of them) on loopback.
 
+use crate::endpoint::bulk::types::Amount;
+use crate::endpoint::bulk::types::RecvStrategy;
+use crate::endpoint::bulk::types::SendStrategy;
+use crate::endpoint::bulk::types::SocketOptions;
+use crate::endpoint::bulk::types::UdpPace;
 use crate::experiments::stream::bounds::MAX_PARALLEL;
 use crate::experiments::stream::cell::{
     Confidence, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
 };
-use crate::experiments::stream::record::Amount;
-use crate::experiments::stream::record::RecvStrategy;
-use crate::experiments::stream::record::SendStrategy;
-use crate::experiments::stream::record::SocketOptions;
-use crate::experiments::stream::record::{Direction, Flows, UdpPace};
+use crate::experiments::stream::record::{Direction, Flows};
 use crate::options::Output;
 use crate::units::parse_size;
 use anyhow::bail;
@@ -150,8 +151,8 @@ impl StreamOptions {
         }
         let length = self.length.unwrap_or(1460);
         let (lo, hi) = (
-            crate::experiments::stream::record::MIN_LENGTH,
-            crate::experiments::stream::record::MAX_LENGTH,
+            crate::endpoint::bulk::types::MIN_LENGTH,
+            crate::endpoint::bulk::types::MAX_LENGTH,
         );
         if !(lo as i64..=hi as i64).contains(&length) {
             bail!("--length {length}: give {lo} to {hi} bytes (netlab's header is 24)");

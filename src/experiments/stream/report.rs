@@ -437,7 +437,7 @@ pub fn udp_text(records: &[Record]) -> Option<String> {
 }
 
 /// Where a UDP run's datagrams were lost, site by site, and its jitter's cause.
-fn loss_sites_text(sites: &crate::experiments::stream::record::UdpLossSites) -> String {
+fn loss_sites_text(sites: &crate::endpoint::bulk::types::UdpLossSites) -> String {
     let mut found: Vec<String> = [
         (
             Some(sites.refused_at_send),
@@ -534,7 +534,7 @@ pub fn confidence_text(c: &crate::experiments::stream::cell::Confident) -> Strin
 pub fn interval_line(
     run: u32,
     connection: usize,
-    sample: &crate::experiments::stream::record::IntervalSample,
+    sample: &crate::endpoint::bulk::types::IntervalSample,
 ) -> serde_json::Value {
     let mut line = serde_json::json!({
         "event": "interval",
@@ -556,8 +556,7 @@ pub fn interval_line(
 /// chrono accounting, its largest part first.
 pub fn intervals_text(records: &[Record]) -> Option<String> {
     let (_, last) = stream_results(records).into_iter().last()?;
-    let senders: Vec<&crate::experiments::stream::record::EndpointReport> = if last.flows.is_empty()
-    {
+    let senders: Vec<&crate::endpoint::bulk::types::EndpointReport> = if last.flows.is_empty() {
         vec![&last.sender]
     } else {
         last.flows.iter().map(|f| &f.sender).collect()
@@ -722,7 +721,7 @@ pub fn zero_copy_text(records: &[Record]) -> Option<String> {
         .filter_map(|(_, r)| r.receiver.zerocopy_receive.as_ref())
         .collect();
     if !receives.is_empty() {
-        let total = crate::experiments::stream::record::ZerocopyReceiveStats {
+        let total = crate::endpoint::bulk::types::ZerocopyReceiveStats {
             mapped: receives.iter().map(|z| z.mapped).sum(),
             copied: receives.iter().map(|z| z.copied).sum(),
             calls: receives.iter().map(|z| z.calls).sum(),

@@ -5,11 +5,11 @@
 //! receiver asked for progress sends byte counts about four times a second.
 
 use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
+use crate::endpoint::bulk::transfer::{Receiver, Sender};
+use crate::endpoint::bulk::types::{Amount, BudgetUse, EndpointReport, IntervalSample};
+use crate::endpoint::bulk::udp::{UdpReceiver, UdpSender};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};
-use crate::experiments::stream::record::{Amount, BudgetUse, EndpointReport, IntervalSample};
-use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
-use crate::experiments::stream::transfer::{Receiver, Sender};
-use crate::experiments::stream::udp::{UdpReceiver, UdpSender};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

@@ -14,8 +14,8 @@ use crate::analysis::{
 use crate::checksum::copy::CopyCost;
 use crate::controller::MeasureError;
 use crate::controller::runner::{MeasureCell, Runner};
+use crate::endpoint::bulk::types::Amount;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
-use crate::experiments::stream::record::Amount;
 use crate::experiments::stream::record::Bottleneck;
 use crate::experiments::stream::record::Record;
 use crate::experiments::stream::record::StreamData;
@@ -444,7 +444,7 @@ fn waited_share(records: &[Record]) -> Option<f64> {
         .iter()
         .filter_map(|r| {
             let result = r.data.result.as_ref()?;
-            let share = |end: &crate::experiments::stream::record::EndpointReport| {
+            let share = |end: &crate::endpoint::bulk::types::EndpointReport| {
                 end.run_delay_s.map(|d| d / end.wall_s.max(1e-9))
             };
             share(&result.sender)
@@ -646,7 +646,7 @@ pub fn is_lever(record: &Record) -> bool {
 pub fn lever_cells(config: &SweepConfig, context: &SweepContext) -> Vec<StreamCell> {
     let reads = matches!(
         config.base.recv,
-        crate::experiments::stream::record::RecvStrategy::Read { .. }
+        crate::endpoint::bulk::types::RecvStrategy::Read { .. }
     );
     if !config.levers || !reads {
         return Vec::new();
@@ -661,7 +661,7 @@ pub fn lever_cells(config: &SweepConfig, context: &SweepContext) -> Vec<StreamCe
             point.options.mss = Some(mss);
         }
         if let Some(buffer) = lever.read_buffer {
-            point.recv = crate::experiments::stream::record::RecvStrategy::Read { buffer };
+            point.recv = crate::endpoint::bulk::types::RecvStrategy::Read { buffer };
         }
         if let Some(lowat) = lever.rcvlowat {
             point.options.rcvlowat = Some(lowat);

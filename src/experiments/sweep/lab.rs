@@ -5,8 +5,8 @@
 use super::cell::{self as sweep, Precision, SweepConfig};
 use super::report;
 use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile};
+use crate::endpoint::bulk::types::Amount;
 use crate::experiments::stream::cell::StreamMeasure;
-use crate::experiments::stream::record::Amount;
 use crate::units::format_size;
 
 /// The lab's sweep.

@@ -1,9 +1,9 @@
 //! `netlab sweep stream`: throughput vs record size, with the knee and a
 //! cost model by terms (per call, segment, wake-up and byte), with its checks.
 
+use crate::endpoint::bulk::types::Amount;
 use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::options::StreamOptions;
-use crate::experiments::stream::record::Amount;
 use crate::experiments::sweep::cell::{self as sweep, Precision, SweepConfig};
 use crate::options::Output;
 use crate::units::{format_size, parse_size, parse_size_list};

@@ -2,10 +2,8 @@
 //! receiver's [`ReceiveSpec`] and the sender's [`SendSpec`], carried by
 //! the role's requests and read by the data paths (TCP and UDP).
 
+use super::types::{Amount, RecvStrategy, SendStrategy, SocketOptions, UdpPace};
 use crate::endpoint::protocol::{DataGuard, Token};
-use crate::experiments::stream::record::{
-    Amount, RecvStrategy, SendStrategy, SocketOptions, UdpPace,
-};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 

@@ -25,14 +25,14 @@
 //! socket to that source; the sender sends no data before a consent with
 //! its token has come back from the address it sends to.
 
+use super::types::EndpointReport;
+use super::types::{Amount, Latency, UdpPace, UdpStats};
+use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
+use crate::endpoint::bulk::transfer::interface_delta;
 use crate::endpoint::guard;
 use crate::endpoint::pattern::Pattern;
 use crate::endpoint::protocol::{DataGuard, current_cpu};
 use crate::endpoint::ratelog::{RateLog, endpoint_line};
-use crate::experiments::stream::record::EndpointReport;
-use crate::experiments::stream::record::{Amount, Latency, UdpPace, UdpStats};
-use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
-use crate::experiments::stream::transfer::interface_delta;
 use crate::measure::ifstat::InterfaceCounters;
 use crate::measure::{netstat::Counters, rusage::ProcessUsage};
 use crate::wire::udpstream::{HEADER_LEN, Header, Kind, handshake, handshake_token};
@@ -58,7 +58,7 @@ const MIN_STRAGGLER_GRACE: Duration = Duration::from_millis(50);
 /// Socket buffers asked for on both ends (the kernel may grant less), so
 /// that what is lost is lost on the path, not in a small buffer.
 const SOCKET_BUFFER: usize = 4 << 20;
-use crate::experiments::stream::record::MAX_LENGTH;
+use super::types::MAX_LENGTH;
 
 /// CLOCK_MONOTONIC in nanoseconds: shared by every process of one host
 /// (network namespaces included), not between hosts.
@@ -754,7 +754,7 @@ mod tests {
         ReceiveSpec {
             bind: "127.0.0.1:0".parse().unwrap(),
             options: Default::default(),
-            strategy: crate::experiments::stream::record::RecvStrategy::Read { buffer: 65536 },
+            strategy: crate::endpoint::bulk::types::RecvStrategy::Read { buffer: 65536 },
             verify: true,
             progress: false,
             interface: None,
@@ -851,7 +851,7 @@ mod tests {
             SendSpec {
                 connect: addr,
                 options: Default::default(),
-                strategy: crate::experiments::stream::record::SendStrategy::Write,
+                strategy: crate::endpoint::bulk::types::SendStrategy::Write,
                 record: 1000,
                 amount: Amount::Bytes(1_000_000),
                 interface: None,
@@ -892,7 +892,7 @@ mod tests {
         SendSpec {
             connect,
             options: Default::default(),
-            strategy: crate::experiments::stream::record::SendStrategy::Write,
+            strategy: crate::endpoint::bulk::types::SendStrategy::Write,
             record: 1000,
             amount: Amount::Bytes(100_000),
             interface: None,

@@ -12,22 +12,22 @@
 //! - the sender's wall time runs until the receiver has closed, i.e. until
 //!   every byte was delivered to the receiving application, like ttcp.
 
+use super::types::Amount;
+use super::types::EndpointReport;
+use super::types::RecvStrategy;
+use super::types::SendStrategy;
+use super::types::SocketBuffer;
+use super::types::SocketOptions;
+use super::types::ZerocopyReceiveStats;
+use super::types::ZerocopyStats;
+use super::types::{ChronoShares, IntervalSample};
+use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::guard;
 use crate::endpoint::pattern::{AlignedBuf, PERIOD, Pattern};
 #[cfg(test)]
 use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::protocol::current_cpu;
 use crate::endpoint::stall::{self, StallBound, Stalled};
-use crate::experiments::stream::record::Amount;
-use crate::experiments::stream::record::EndpointReport;
-use crate::experiments::stream::record::RecvStrategy;
-use crate::experiments::stream::record::SendStrategy;
-use crate::experiments::stream::record::SocketBuffer;
-use crate::experiments::stream::record::SocketOptions;
-use crate::experiments::stream::record::ZerocopyReceiveStats;
-use crate::experiments::stream::record::ZerocopyStats;
-use crate::experiments::stream::record::{ChronoShares, IntervalSample};
-use crate::experiments::stream::spec::{ReceiveSpec, SendSpec};
 use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
 use crate::measure::schedstat::thread_run_delay_ns;
 use crate::measure::{
@@ -1258,13 +1258,13 @@ fn egress_interface(stream: &TcpStream) -> Option<String> {
 /// interface; the receiver's ifb devices, where ingress shaping is
 /// redirected), read before the data path and again after it: what they
 /// dropped and held back over the flow. Read outside the data path.
-pub(super) struct Shaping {
+pub struct Shaping {
     interfaces: Vec<String>,
     before: Result<Vec<crate::measure::qdisc::Shaper>, String>,
 }
 
 impl Shaping {
-    pub(super) fn start(interfaces: Vec<String>) -> Shaping {
+    pub fn start(interfaces: Vec<String>) -> Shaping {
         let before = Shaping::read(&interfaces);
         Shaping { interfaces, before }
     }
@@ -1278,7 +1278,7 @@ impl Shaping {
     }
 
     /// The shapers over the flow, and what could not be read.
-    pub(super) fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
+    pub fn finish(self) -> (Vec<crate::measure::qdisc::Shaper>, Option<String>) {
         let after = Shaping::read(&self.interfaces);
         match (self.before, after) {
             (Ok(before), Ok(after)) => (
@@ -1383,7 +1383,7 @@ fn socket_buffer(size: io::Result<usize>, set: bool, sysctl: &str) -> Option<Soc
 
 /// The largest buffer autotuning may grow a socket's to: `tcp_wmem`'s or
 /// `tcp_rmem`'s third field.
-pub(super) fn autotune_max(sysctl: &str) -> Option<u64> {
+pub fn autotune_max(sysctl: &str) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/sys/net/ipv4/{sysctl}"))
         .ok()
         .and_then(|t| t.split_whitespace().nth(2)?.parse().ok())
