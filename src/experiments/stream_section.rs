@@ -139,22 +139,51 @@ impl ReportSection for StreamSection {
         format!("stream {} B records", data.params.record)
     }
 
-    /// Each cell's throughput over its runs (a run is a record).
+    /// Each cell's throughput over its runs (a run is a record): runs
+    /// are one cell when everything they were asked but their index among
+    /// the repeats is the same (a sweep's short runs and the lab's longer
+    /// ones of one record size are two cells, as are two link profiles).
     fn estimates(records: &[StreamRecord]) -> Vec<crate::report::caveats::Estimated> {
-        let mut cells: Vec<(String, Vec<f64>)> = Vec::new();
+        let mut cells: Vec<(String, String, Vec<f64>)> = Vec::new();
         for r in records {
             let Some(result) = r.data.result.as_ref() else {
                 continue;
             };
-            let cell = format!("{} ({})", Self::cell(&r.data), r.placement);
+            let p = &r.data.params;
+            // A sweep's id and its copy cost, measured once per sweep, say
+            // which sweep ran it, not what was asked.
+            let key = serde_json::to_string(&crate::experiments::stream::record::StreamParams {
+                repeat_index: 0,
+                sweep: p.sweep.as_ref().map(|s| SweepContext {
+                    id: String::new(),
+                    parameter: s.parameter.clone(),
+                    copy: None,
+                }),
+                ..p.clone()
+            })
+            .unwrap_or_default();
             let mbit = result.figures.throughput_mbit_s;
-            match cells.iter_mut().find(|c| c.0 == cell) {
-                Some(c) => c.1.push(mbit),
-                None => cells.push((cell, vec![mbit])),
+            match cells.iter_mut().find(|c| c.0 == key) {
+                Some(c) => c.2.push(mbit),
+                None => cells.push((key, cell_words(r), vec![mbit])),
             }
         }
+        // Cells that differ only in what their words leave out (a link
+        // profile, a socket option) are numbered apart.
+        let names: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
         cells
             .into_iter()
+            .enumerate()
+            .map(|(i, (_, name, runs))| {
+                let same = names.iter().filter(|n| **n == name).count();
+                let nth = names[..i].iter().filter(|n| **n == name).count() + 1;
+                let cell = if same > 1 {
+                    format!("{name}, setting {nth} of {same}")
+                } else {
+                    name
+                };
+                (cell, runs)
+            })
             .filter_map(|(cell, runs)| {
                 Some(crate::report::caveats::Estimated {
                     cell,
@@ -283,5 +312,82 @@ impl ReportSection for StreamSection {
             tally.join(", "),
             example.headline()
         ))
+    }
+}
+
+use crate::experiments::stream::record::SweepContext;
+
+/// A stream cell in words for the report's caveats: its record size,
+/// placement, strategies, amount, and whether it had several flows or was
+/// a sweep's run.
+fn cell_words(r: &StreamRecord) -> String {
+    let p = &r.data.params;
+    let amount = match (p.bytes, p.duration_s) {
+        (Some(bytes), _) => crate::report::table::bytes(bytes),
+        (None, Some(s)) => format!("{s} s"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "{} ({}, {} / {}, {amount}{}{})",
+        <StreamSection as ReportSection>::cell(&r.data),
+        r.placement,
+        p.send.name(),
+        p.recv.name(),
+        if p.flows.is_single() {
+            ""
+        } else {
+            ", several flows"
+        },
+        if p.sweep.is_some() { ", a sweep's" } else { "" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::stream::record::fixture_stream_run;
+
+    /// Repeats of one cell pool; a sweep's run of the same record size is
+    /// a cell of its own, named so.
+    #[test]
+    fn a_cell_is_everything_a_run_was_asked_but_its_repeat_index() {
+        let run = |repeat: u32, sweep: bool, mbit: f64| {
+            let mut r = fixture_stream_run();
+            r.data.params.repeat_index = repeat;
+            r.data.params.sweep = sweep.then(|| SweepContext {
+                id: "2026-12-03T10:00:00Z".into(),
+                parameter: "record".into(),
+                copy: None,
+            });
+            r.data.result.as_mut().unwrap().figures.throughput_mbit_s = mbit;
+            r
+        };
+        let records = vec![
+            run(0, false, 100.0),
+            run(1, false, 110.0),
+            run(2, false, 90.0),
+            run(0, true, 50.0),
+            {
+                let mut another_sweep = run(0, true, 60.0);
+                another_sweep.data.params.sweep.as_mut().unwrap().id = "later".into();
+                another_sweep
+            },
+        ];
+        let estimates = <StreamSection as ReportSection>::estimates(&records);
+        assert_eq!(estimates.len(), 2, "{estimates:?}");
+        assert_eq!(estimates[0].spread.n, 3);
+        assert_eq!(estimates[0].spread.median, 100.0);
+        assert!(
+            !estimates[0].cell.contains("sweep"),
+            "{}",
+            estimates[0].cell
+        );
+        assert!(
+            estimates[1].cell.ends_with(", a sweep's)"),
+            "{}",
+            estimates[1].cell
+        );
+        // Two sweeps' runs of one record size are one cell.
+        assert_eq!(estimates[1].spread.n, 2);
     }
 }
