@@ -209,12 +209,17 @@ fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
         tcp,
         share,
         round_trip,
+        series,
         ..
     } = busy;
     let delivered_bps = round_trip.delivered_bps;
     // A loss-based control halves its window at each loss (its slow-start
     // threshold then set): a window at the delivered rate is the loss's.
-    let window_bps = tcp.cwnd_rate_bps();
+    // Its typical window is the samples' median; the end's one reading
+    // lands anywhere on the sawtooth, up to a peak half again the rate.
+    let window_bps = series
+        .window_rate_bps
+        .unwrap_or_else(|| tcp.cwnd_rate_bps());
     let window_cut = tcp.loss_based()
         && tcp.snd_ssthresh.is_some_and(|s| s < INFINITE_SSTHRESH)
         && window_bps <= WINDOW_SLACK * delivered_bps;

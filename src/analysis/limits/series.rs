@@ -47,6 +47,10 @@ pub struct Series {
     pub recovery_share: Option<f64>,
     /// The largest congestion window any sample or the end saw, segments.
     pub max_cwnd: u32,
+    /// The settled samples' median window over its round trip, bits/s:
+    /// a sawtooth's typical window, where the end's one reading may have
+    /// caught it at a peak or just after a cut.
+    pub window_rate_bps: Option<f64>,
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -97,6 +101,14 @@ impl Series {
             .filter(|&r| r > 0)
             .map(|r| f64::from(r) / 1e3)
             .collect();
+        let windows: Vec<f64> = settled
+            .iter()
+            .filter(|s| s.cwnd > 0 && s.rtt_us.is_some_and(|r| r > 0))
+            .map(|s| {
+                f64::from(s.cwnd) * f64::from(tcp.snd_mss) * 8.0
+                    / (f64::from(s.rtt_us.unwrap_or(1)) / 1e6)
+            })
+            .collect();
         let states: Vec<u8> = all.iter().filter_map(|s| s.ca_state).collect();
         let recovering = states.iter().filter(|&&s| s >= CA_RECOVERY).count();
         Series {
@@ -111,6 +123,9 @@ impl Series {
                 .chain([tcp.snd_cwnd])
                 .max()
                 .unwrap_or(0),
+            window_rate_bps: (windows.len() >= PLATEAU_SAMPLES && tcp.snd_mss > 0)
+                .then(|| median(&windows))
+                .flatten(),
         }
     }
 

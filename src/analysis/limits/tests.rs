@@ -868,13 +868,39 @@ fn a_loss_based_window_cut_by_loss_and_binding_is_the_loss() {
     f.bytes = 4_034_000;
     f.samples = samples(4.0, 8e6, 21_000, 3);
     for (k, s) in f.samples.iter_mut().enumerate() {
-        // A sawtooth, no plateau.
+        // A sawtooth, no plateau: the window between 9 and 18 segments.
         s.delivery_rate_bps = Some(4e6 + 1e6 * (k % 8) as f64);
+        s.cwnd = 9 + (k % 10) as u32;
     }
     let v = judge(&f);
     let first = v.primary().unwrap();
     assert_eq!(first.factor, Factor::Loss, "{v:?}");
     assert!(first.fix.contains("halved its window"), "{}", first.fix);
+    // The end's one reading caught a peak (25 segments, 14 Mbit/s against
+    // 8 delivered, past the slack) and no sample was in recovery: the samples' typical window still says the loss held it.
+    // Seen beside a CPU-bound job on 2026-12-03, where the end's reading
+    // alone left it undecided.
+    f.tcp.as_mut().unwrap().snd_cwnd = 25;
+    for s in &mut f.samples {
+        s.ca_state = Some(0);
+    }
+    let v = judge(&f);
+    let first = v.primary().unwrap();
+    assert_eq!(first.factor, Factor::Loss, "{v:?}");
+    assert!(
+        first.evidence["cwnd_rate_mbit_s"] < 1.5 * 8.0,
+        "the typical window, not the peak: {first:?}"
+    );
+    // Without samples the end's reading is all there is, and at the peak
+    // it is no evidence that the window held the flow.
+    f.samples.clear();
+    f.intervals.clear();
+    assert_ne!(primary(&f), Factor::Loss);
+    f.samples = samples(4.0, 8e6, 21_000, 3);
+    for (k, s) in f.samples.iter_mut().enumerate() {
+        s.delivery_rate_bps = Some(4e6 + 1e6 * (k % 8) as f64);
+        s.cwnd = 9 + (k % 10) as u32;
+    }
     // bbr's window is not cut by loss: the same figures are not its loss.
     f.tcp.as_mut().unwrap().congestion_control = Some("bbr".into());
     assert_ne!(primary(&f), Factor::Loss);
