@@ -837,7 +837,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("experiments/rpm/split.rs", "split", 161),
     ("endpoint/rpm/client.rs", "run", 161),
     ("experiments/stream/report.rs", "stream_table", 158),
-    ("endpoint/bulk/transfer.rs", "receive_zerocopy", 173),
 ];
 
 /// Every function outside test items with its file (under `src/`), name

@@ -1,12 +1,18 @@
 //! The bulk data paths (ttcp-style): a TCP sender that hands records to
 //! the kernel with one of several strategies and a receiver that drains
-//! and verifies them ([`transfer`]), UDP's paced datagrams and the
+//! and verifies them ([`sender`], [`receiver`], [`zerocopy`], and what
+//! both share in [`socket`]), UDP's paced datagrams and the
 //! receiver that counts their losses by site ([`udp`]), what each end is
 //! asked ([`spec`]) and what both report ([`types`]). The stream
 //! experiment runs them, and through its cells the sweep, the ablations
 //! and the mesh.
 
+pub mod receiver;
+pub mod sender;
+pub mod socket;
 pub mod spec;
-pub mod transfer;
+#[cfg(test)]
+mod tests;
 pub mod types;
 pub mod udp;
+pub mod zerocopy;

@@ -27,8 +27,8 @@
 
 use super::types::EndpointReport;
 use super::types::{Amount, Latency, UdpPace, UdpStats};
+use crate::endpoint::bulk::socket::interface_delta;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
-use crate::endpoint::bulk::transfer::interface_delta;
 use crate::endpoint::guard;
 use crate::endpoint::pattern::Pattern;
 use crate::endpoint::protocol::{DataGuard, current_cpu};

@@ -11,7 +11,7 @@
 use crate::analysis::limits::{
     FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
-use crate::endpoint::bulk::transfer::{Shaping, autotune_max};
+use crate::endpoint::bulk::socket::{Shaping, autotune_max};
 use crate::endpoint::iperf3::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick, run};
 use crate::experiments::stream::iperf3_format as format;
 use crate::options::Output;

@@ -5,8 +5,9 @@
 //! receiver asked for progress sends byte counts about four times a second.
 
 use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::bulk::receiver::Receiver;
+use crate::endpoint::bulk::sender::Sender;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
-use crate::endpoint::bulk::transfer::{Receiver, Sender};
 use crate::endpoint::bulk::types::{Amount, BudgetUse, EndpointReport, IntervalSample};
 use crate::endpoint::bulk::udp::{UdpReceiver, UdpSender};
 use crate::endpoint::role::{Link, Protocol, Role, RoleError};

@@ -1,0 +1,301 @@
+//! End-to-end transfers over loopback through every strategy.
+
+use super::receiver::Receiver;
+use super::sender::{PATTERN_FILE_PERIODS, Sender};
+use super::socket::StreamError;
+use super::types::Amount;
+use super::types::EndpointReport;
+use super::types::RecvStrategy;
+use super::types::SendStrategy;
+use super::types::SocketOptions;
+use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
+use crate::endpoint::pattern::PERIOD;
+use crate::endpoint::protocol::DataGuard;
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Instant;
+
+fn transfer(
+    strategy: SendStrategy,
+    recv: RecvStrategy,
+    record: usize,
+    amount: Amount,
+) -> (EndpointReport, EndpointReport) {
+    transfer_with(SocketOptions::default(), strategy, recv, record, amount)
+}
+
+fn transfer_with(
+    options: SocketOptions,
+    strategy: SendStrategy,
+    recv: RecvStrategy,
+    record: usize,
+    amount: Amount,
+) -> (EndpointReport, EndpointReport) {
+    let receiver = Receiver::listen(ReceiveSpec {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        options: options.clone(),
+        strategy: recv,
+        verify: true,
+        progress: false,
+        interface: None,
+        guard: None,
+        limit_bytes: None,
+        udp: false,
+        udp_clock_shared: false,
+    })
+    .unwrap();
+    let addr = receiver.local_addr().unwrap();
+    let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
+    let sender = Sender::connect(SendSpec {
+        connect: addr,
+        options,
+        strategy,
+        record,
+        amount,
+        interface: None,
+        token: None,
+        interval_s: None,
+        udp: None,
+    })
+    .unwrap();
+    let sent = sender.run(&mut |_| {}).unwrap();
+    (sent, recv_thread.join().unwrap())
+}
+
+#[test]
+fn a_low_water_mark_makes_every_read_but_the_last_whole() {
+    // 16 KB writes with TCP_NODELAY: without the mark a read returns
+    // whatever the last segments brought; with 64 KB it waits for 64 KB.
+    let total = 8u64 << 20;
+    let lowat: u32 = 64 << 10;
+    let options = SocketOptions {
+        nodelay: true,
+        rcvlowat: Some(lowat),
+        ..Default::default()
+    };
+    let recv = RecvStrategy::Read { buffer: 128 << 10 };
+    let (sent, got) = transfer_with(
+        options,
+        SendStrategy::Write,
+        recv,
+        16 << 10,
+        Amount::Bytes(total),
+    );
+    assert_eq!(sent.bytes, total);
+    assert_eq!(got.bytes, total);
+    assert!(got.verified);
+    // The first read (before the mark is set), the full ones, the
+    // tail and the end of stream.
+    let most = total.div_ceil(lowat as u64) + 3;
+    assert!(
+        got.syscalls <= most,
+        "{} reads for {total} bytes: some returned less than {lowat}",
+        got.syscalls
+    );
+}
+
+#[test]
+fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
+    let token = [9u8; crate::endpoint::protocol::TOKEN_LEN];
+    let spec = |limit_bytes| ReceiveSpec {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        options: SocketOptions::default(),
+        strategy: RecvStrategy::Read { buffer: 4096 },
+        verify: true,
+        progress: false,
+        interface: None,
+        guard: Some(DataGuard {
+            peer: "127.0.0.1".parse().unwrap(),
+            token,
+            ports: None,
+        }),
+        limit_bytes,
+        udp: false,
+        udp_clock_shared: false,
+    };
+    let send = |addr, bytes| {
+        Sender::connect(SendSpec {
+            connect: addr,
+            options: SocketOptions::default(),
+            strategy: SendStrategy::Write,
+            record: 1000,
+            amount: Amount::Bytes(bytes),
+            interface: None,
+            token: Some(token),
+            interval_s: None,
+            udp: None,
+        })
+        .unwrap()
+        .run(&mut |_| {})
+    };
+    for (limit, bytes, ok) in [(Some(10_000), 10_000, true), (Some(10_000), 50_000, false)] {
+        let receiver = Receiver::listen(spec(limit)).unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}));
+        // A connection without the token is refused; the run goes on.
+        drop(TcpStream::connect(addr).unwrap());
+        let _ = send(addr, bytes);
+        let received = recv_thread.join().unwrap();
+        match (ok, received) {
+            (true, Ok(report)) => assert_eq!(report.bytes, bytes),
+            (false, Err(StreamError::Limit(10_000))) => {}
+            (_, other) => panic!("limit {limit:?}, {bytes} bytes: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_strategy_delivers_the_exact_stream() {
+    let total = 3 * PERIOD as u64 * PATTERN_FILE_PERIODS as u64 / 2 + 12_345; // wraps the file
+    for strategy in [
+        SendStrategy::Write,
+        SendStrategy::Chunked { chunk: 1000 },
+        SendStrategy::Writev { records: 7 },
+        SendStrategy::Sendfile,
+        SendStrategy::Splice,
+        SendStrategy::Zerocopy,
+    ] {
+        let (sent, got) = transfer(
+            strategy,
+            RecvStrategy::Read { buffer: 8191 },
+            70_001,
+            Amount::Bytes(total),
+        );
+        assert_eq!(sent.bytes, total, "{strategy:?}");
+        assert_eq!(got.bytes, total, "{strategy:?}");
+        assert!(got.verified);
+        let records_per_call = if let SendStrategy::Writev { records } = strategy {
+            records
+        } else {
+            1
+        };
+        assert!(
+            sent.syscalls >= total / 70_001 / records_per_call as u64,
+            "{strategy:?}"
+        );
+    }
+}
+
+#[test]
+fn zero_copy_receive_maps_whole_pages_and_counts_every_byte() {
+    // Segments of exactly one page of payload (4096 + the 12-byte
+    // timestamp option) from the sender's own pages: the kernel maps
+    // them. From write(2)'s copies it maps nothing and every byte is
+    // read; either way every byte arrives, verified, counted once.
+    let total = 8 << 20;
+    let options = SocketOptions {
+        mss: Some(4108),
+        ..Default::default()
+    };
+    let mut mapped_share = Vec::new();
+    for strategy in [SendStrategy::Write, SendStrategy::Zerocopy] {
+        let (_, got) = transfer_with(
+            options.clone(),
+            strategy,
+            RecvStrategy::Zerocopy { buffer: 128 << 10 },
+            64 << 10,
+            Amount::Bytes(total),
+        );
+        assert_eq!(got.bytes, total, "{strategy:?}");
+        assert!(got.verified);
+        assert_eq!(got.mss, Some(4096), "{strategy:?}");
+        let zc = got.zerocopy_receive.expect("zero-copy receive stats");
+        assert_eq!(zc.unavailable, None);
+        assert_eq!(zc.mapped + zc.copied, total, "{strategy:?}: {zc:?}");
+        mapped_share.push(zc.mapped_pct());
+    }
+    assert_eq!(mapped_share[0], 0.0, "write(2)'s pages never map");
+    assert!(
+        mapped_share[1] > 50.0,
+        "MSG_ZEROCOPY's pages map: {mapped_share:?}"
+    );
+}
+
+#[test]
+fn zerocopy_reports_completions() {
+    let (sent, _) = transfer(
+        SendStrategy::Zerocopy,
+        RecvStrategy::Read { buffer: 65536 },
+        65536,
+        Amount::Bytes(4 << 20),
+    );
+    let zc = sent.zerocopy.unwrap();
+    // One completion per successful send of a whole 64 KiB record at least.
+    assert!(zc.completed >= (4 << 20) / 65536, "{zc:?}");
+    // On loopback the kernel must copy the pages after all, and says so.
+    assert_eq!(zc.copied, zc.completed, "{zc:?}");
+}
+
+#[test]
+fn splice_receiver_counts_bytes_without_verifying() {
+    let (_, got) = transfer(
+        SendStrategy::Write,
+        RecvStrategy::Splice,
+        4096,
+        Amount::Bytes(1 << 20),
+    );
+    assert_eq!(got.bytes, 1 << 20);
+    assert!(!got.verified);
+}
+
+#[test]
+fn duration_mode_stops_on_time() {
+    let start = Instant::now();
+    let (sent, got) = transfer(
+        SendStrategy::Write,
+        RecvStrategy::Read { buffer: 65536 },
+        16384,
+        Amount::Seconds(0.3),
+    );
+    let took = start.elapsed().as_secs_f64();
+    assert!((0.3..5.0).contains(&took), "took {took}");
+    assert_eq!(sent.bytes, got.bytes);
+    assert!(sent.bytes > 0);
+}
+
+#[test]
+fn chunked_sends_make_one_call_per_chunk() {
+    let (sent, _) = transfer(
+        SendStrategy::Chunked { chunk: 1024 },
+        RecvStrategy::Read { buffer: 65536 },
+        4096,
+        Amount::Bytes(1 << 20),
+    );
+    assert_eq!(sent.syscalls, (1 << 20) / 1024);
+    let (sent, _) = transfer(
+        SendStrategy::Writev { records: 8 },
+        RecvStrategy::Read { buffer: 65536 },
+        4096,
+        Amount::Bytes(1 << 20),
+    );
+    assert!(
+        sent.syscalls <= (1 << 20) / 4096 / 8 + 8,
+        "{}",
+        sent.syscalls
+    );
+}
+
+#[test]
+fn port_in_use_is_named() {
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap();
+    let err = Receiver::listen(ReceiveSpec {
+        bind: addr,
+        options: SocketOptions::default(),
+        strategy: RecvStrategy::Read { buffer: 1024 },
+        verify: true,
+        progress: false,
+        interface: None,
+        guard: None,
+        limit_bytes: None,
+        udp: false,
+        udp_clock_shared: false,
+    })
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string()
+            .contains(&format!("port {} is in use", addr.port())),
+        "{err}"
+    );
+}
