@@ -831,7 +831,7 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("experiments/broadcast/wire.rs", "run", 227),
     ("endpoint/login/typist.rs", "run", 197),
     ("experiments/stream/analysis.rs", "flow_evidence", 185),
-    ("experiments/stream/iperf3_format.rs", "end", 178),
+    ("endpoint/iperf3/format.rs", "end", 178),
     ("experiments/login/figures.rs", "login_figures", 166),
     ("analysis/factorial.rs", "analyse", 166),
     ("experiments/rpm/split.rs", "split", 161),

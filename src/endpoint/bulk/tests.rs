@@ -1,13 +1,14 @@
 //! End-to-end transfers over loopback through every strategy.
 
 use super::receiver::Receiver;
-use super::sender::{PATTERN_FILE_PERIODS, Sender};
+use super::sender::Sender;
 use super::socket::StreamError;
 use super::types::Amount;
 use super::types::EndpointReport;
 use super::types::RecvStrategy;
 use super::types::SendStrategy;
 use super::types::SocketOptions;
+use super::write::PATTERN_FILE_PERIODS;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::pattern::PERIOD;
 use crate::endpoint::protocol::DataGuard;

@@ -423,7 +423,7 @@ pub struct EndpointReport {
     /// Without `--interval`, the sender's own quiet samples of TCP_INFO
     /// for the limits verdict (its delivery-rate plateau, its RTT while
     /// it ran, its time in recovery), taken at the clock checks every
-    /// [`crate::endpoint::bulk::sender::VERDICT_SAMPLE_S`]; not
+    /// [`crate::endpoint::bulk::schedule::VERDICT_SAMPLE_S`]; not
     /// printed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<IntervalSample>,

@@ -4,11 +4,12 @@
 //! error queue (`linux/errqueue.h`), each completion saying whether it
 //! copied after all.
 
-use super::receiver::{ProgressTicker, ReadSpec, Received, receive_read};
-use super::sender::{Schedule, SendTally};
+use super::read::{ProgressTicker, ReadSpec, Received, receive_read};
+use super::schedule::Schedule;
 use super::socket::{StreamError, check, io_err};
 use super::types::ZerocopyReceiveStats;
 use super::types::ZerocopyStats;
+use super::write::SendTally;
 use crate::endpoint::pattern::{AlignedBuf, Pattern};
 use crate::endpoint::stall::StallBound;
 use std::io;

@@ -5,15 +5,16 @@
 //! TCP and UDP, `-P`, `-R`, `--bidir`; the limits verdict on each TCP
 //! stream from netlab's end (with `-R`, from the receiver's evidence
 //! alone, and it says so); netlab's table and JSON, or iperf3's document
-//! and event lines ([`super::iperf3_format`]). What does not apply is
+//! and event lines ([`crate::endpoint::iperf3::format`]). What does not apply is
 //! refused by name.
 
 use crate::analysis::limits::{
     FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::endpoint::bulk::socket::{Shaping, autotune_max};
-use crate::endpoint::iperf3::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick, run};
-use crate::experiments::stream::iperf3_format as format;
+use crate::endpoint::iperf3::format;
+use crate::endpoint::iperf3::run;
+use crate::endpoint::iperf3::types::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick};
 use crate::options::Output;
 use crate::report::table::markdown;
 use crate::wire::iperf3::Results;

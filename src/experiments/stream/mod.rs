@@ -4,7 +4,6 @@ pub mod analysis;
 pub mod bounds;
 pub mod cell;
 pub mod iperf3;
-pub mod iperf3_format;
 pub mod iperf3_native;
 pub mod lab;
 pub mod options;

@@ -325,7 +325,7 @@ impl StreamArgs {
 fn iperf3_spec(
     args: &StreamArgs,
     target: &str,
-) -> anyhow::Result<crate::endpoint::iperf3::Iperf3Spec> {
+) -> anyhow::Result<crate::endpoint::iperf3::types::Iperf3Spec> {
     let c = &args.common;
     let unsupported = [
         (
@@ -367,7 +367,7 @@ fn iperf3_spec(
     } else {
         (None, args.record as usize)
     };
-    Ok(crate::endpoint::iperf3::Iperf3Spec {
+    Ok(crate::endpoint::iperf3::types::Iperf3Spec {
         server: crate::experiments::stream::iperf3::server_address(target)?,
         parallel: c.parallel as u32,
         reverse: c.reverse,

@@ -11,7 +11,7 @@
 //! Invariant: a figure the server did not report (a test that ended
 //! early) is left out, never written as zero.
 
-use crate::endpoint::iperf3::{Connected, Iperf3Run, Iperf3Spec, LocalStream, Tick};
+use super::types::{Connected, Iperf3Run, Iperf3Spec, LocalStream, Tick};
 
 /// The test as iperf3's document describes it: against an iperf3 server
 /// ([`Test::of`]), or netlab's own run between its endpoints
