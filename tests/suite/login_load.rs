@@ -579,15 +579,28 @@ fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them
     assert!(sojourn(tail) > 50.0, "{}", sojourn(tail));
     let p99 = |r: &Value| r["typist"]["echo_p99_ms"].as_f64().unwrap();
     assert!(p99(tail) > 100.0, "drop-tail's echo p99 {} ms", p99(tail));
+    // Degraded, or unusable where a dropped echo waited a retransmission
+    // past 1 s (the queue overflows once cubic fills it).
+    assert_ne!(tail["verdict"], "normal", "{tail}");
+    // The fair queue's cell is judged by its queue only when the machine
+    // had a CPU for the emulator and the ends: on a machine other work
+    // saturated, the experiment says so and sets the verdict aside.
+    let result: netlab::experiments::login::record::LoginResult =
+        serde_json::from_value(fair.clone()).unwrap();
+    if let Some(why) = netlab::experiments::login::analysis::contended(&result) {
+        eprintln!(
+            "fq_codel's cell was contended ({why}): echo p99 {} ms against drop-tail's {} ms",
+            p99(fair),
+            p99(tail)
+        );
+        return;
+    }
     assert!(
         p99(fair) < p99(tail) / 3.0 && p99(fair) < 100.0,
         "fq_codel's echo p99 {} ms against drop-tail's {} ms",
         p99(fair),
         p99(tail)
     );
-    // Degraded, or unusable where a dropped echo waited a retransmission
-    // past 1 s (the queue overflows once cubic fills it).
-    assert_ne!(tail["verdict"], "normal", "{tail}");
     assert_eq!(fair["verdict"], "normal", "{fair}");
 }
 

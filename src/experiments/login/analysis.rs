@@ -35,8 +35,9 @@ pub enum Probe {
     /// The server did worse than normal while the hypervisor took so much
     /// of the machine over the window (steal time) that the verdict says
     /// more about the host's neighbours than about the server: half the
-    /// server's budget or more ([`disturbed`]). A normal verdict under
-    /// steal stands: the disturbance can only have made it harder.
+    /// server's budget or more ([`disturbed`]); or while other work left
+    /// the machine no CPU to spare ([`contended`]). A normal verdict under
+    /// either stands: the disturbance can only have made it harder.
     Disturbed(String),
 }
 
@@ -57,6 +58,34 @@ pub fn disturbed(result: &LoginResult, cores: usize) -> Option<String> {
     })
 }
 
+/// Other work held at least this much of a CPU before the cell began
+/// (`baseline_busy_cpus`): a job beside the experiment, not the idle
+/// host's housekeeping (hundredths of a CPU here).
+pub const BUSY_BESIDE_CPUS: f64 = 0.5;
+
+/// A window with less idle than this, in percent of all CPUs' time, had
+/// no CPU to spare: a task that became runnable waited for one.
+pub const SATURATED_IDLE_PCT: f64 = 5.0;
+
+/// Whether a cell's window was contended by work that was not the cell's:
+/// other work held [`BUSY_BESIDE_CPUS`] or more before the cell, and the
+/// machine had no CPU to spare during it ([`SATURATED_IDLE_PCT`]). Then
+/// the servers, the typists and the wire emulator (a process like any
+/// other) waited for a CPU, and the echo times measure that wait as well
+/// as the design. One job beside a budgeted search is not this: the
+/// budget is a share of one CPU and the machine had the other to spare.
+/// Seen on 2026-12-03 beside `yes` and a build: fq_codel's cell echoed at
+/// p99 1.8 s, slower than drop-tail's, with no idle left.
+pub fn contended(result: &LoginResult) -> Option<String> {
+    (result.baseline_busy_cpus >= BUSY_BESIDE_CPUS && result.cpu.idle_pct < SATURATED_IDLE_PCT)
+        .then(|| {
+            format!(
+                "other work held {:.1} CPUs before the cell and the machine had {:.1}% idle during it: the servers, typists and emulator waited for a CPU",
+                result.baseline_busy_cpus, result.cpu.idle_pct
+            )
+        })
+}
+
 /// What a login record says about its server at its user count.
 pub fn probe(record: &Record) -> Option<Probe> {
     let LoginData { result, .. } = &record.data;
@@ -66,7 +95,9 @@ pub fn probe(record: &Record) -> Option<Probe> {
             // Steal can only make a server look worse: one that held
             // through it held, so only a worse verdict is set aside.
             None if r.verdict == "normal" => Probe::Normal,
-            None if let Some(why) = disturbed(r, record.host.cores) => Probe::Disturbed(why),
+            None if let Some(why) = disturbed(r, record.host.cores).or_else(|| contended(r)) => {
+                Probe::Disturbed(why)
+            }
             None if r.criterion.is_empty() => Probe::Worse(format!(
                 "{}: echo p99 {:.1} ms",
                 r.verdict, r.typist.echo_p99_ms
@@ -391,6 +422,34 @@ pub(crate) mod tests {
         assert!(limits[1].why.starts_with("normal at every count tried"));
         let free = super::limits(&records, None);
         assert_eq!((free[0].sustains, free[0].degraded_at), (0, Some(48)));
+    }
+
+    #[test]
+    fn a_worse_cell_on_a_machine_other_work_saturated_is_set_aside_as_disturbed() {
+        let cell = |beside: f64, idle: f64| {
+            let mut r = record(Target::Epoll, 8, None, 1800.0, 0.0);
+            let result = r.data.result.as_mut().unwrap();
+            result.baseline_busy_cpus = beside;
+            result.cpu.idle_pct = idle;
+            probe(&r).unwrap()
+        };
+        // A job and a build beside it, no idle left: the wait is theirs.
+        let Probe::Disturbed(why) = cell(1.4, 0.8) else {
+            panic!("{:?}", cell(1.4, 0.8))
+        };
+        assert!(
+            why.contains("1.4 CPUs") && why.contains("0.8% idle"),
+            "{why}"
+        );
+        // The cell's own work filling the machine is the design's cost.
+        assert!(matches!(cell(0.05, 0.0), Probe::Worse(_)));
+        // A job beside it that left the machine CPU to spare changed
+        // nothing the verdict rests on.
+        assert!(matches!(cell(1.0, 40.0), Probe::Worse(_)));
+        // A normal verdict under contention stands.
+        let mut r = record(Target::Epoll, 8, None, 10.0, 0.0);
+        r.data.result.as_mut().unwrap().baseline_busy_cpus = 1.4;
+        assert_eq!(probe(&r), Some(Probe::Normal));
     }
 
     #[test]
