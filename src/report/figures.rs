@@ -626,56 +626,94 @@ impl Svg {
     }
 }
 
-/// Draws `figure` as an SVG document, its series in `colours`.
+/// Draws `figure` as an SVG document, its series in `colours`: the plot's
+/// layout, then its grid and ticks, the data, the marks, what goes under
+/// the plot, and last the head (whose height is known only then).
 pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> {
-    let f = figure;
-    let xs: Vec<f64> = f
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .chain(f.marks.iter().map(|m| m.x))
-        .collect();
-    let ys: Vec<f64> = f
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .chain(f.marks.iter().map(|m| m.y))
-        .collect();
-    let x_axis = Axis::new(&xs, f.log_x, &f.x_unit, &f.categories, false);
-    let y_axis = Axis::new(&ys, f.log_y, &f.y_unit, &[], true);
+    let layout = Layout::of(figure);
     let mut svg = Svg {
         body: String::new(),
     };
+    layout.draw_grid(&mut svg);
+    let drawn = draw_series(&mut svg, figure, colours, &layout);
+    draw_marks(&mut svg, figure, &layout, &drawn)?;
+    let height = draw_below(&mut svg, figure, &layout, &drawn.legend);
+    Ok(format!(
+        "{}{}</svg>\n",
+        layout.head(figure, height),
+        svg.body
+    ))
+}
 
-    // The title, shrunk to fit.
-    let mut title_size: f64 = 19.0;
-    while title_size > 12.0 && text_width(&f.title, title_size) > WIDTH - 24.0 {
-        title_size -= 1.0;
-    }
-    let tick_size = 13.0;
-    let axis_size = 14.0;
-    let top = 34.0 + title_size;
+/// Where everything of a figure's plot goes: its axes, the box the data
+/// is drawn in, the ticks chosen and the sizes of its text.
+struct Layout {
+    x_axis: Axis,
+    y_axis: Axis,
+    plot: Box2,
+    x_ticks: Vec<(f64, String)>,
+    y_ticks: Vec<(f64, String)>,
+    /// Category names stand upright under the plot; numbers lie flat.
+    upright: bool,
+    title_size: f64,
+    y_title: Vec<String>,
+    /// How far the x ticks' labels reach below the plot.
+    x_tick_depth: f64,
+}
 
-    // The y axis: its ticks the densest set whose labels have room.
-    let y_ticks = pick_ticks(&y_axis, PLOT_HEIGHT, |_| tick_size + 6.0);
-    let y_tick_width = y_ticks
-        .iter()
-        .map(|(_, l)| text_width(l, tick_size))
-        .fold(0.0, f64::max);
-    let y_title = wrap(&f.y_label, PLOT_HEIGHT - 8.0, axis_size);
-    let left = 10.0 + y_title.len() as f64 * (axis_size + 4.0) + 8.0 + y_tick_width + 8.0;
+const TICK_SIZE: f64 = 13.0;
+const AXIS_SIZE: f64 = 14.0;
 
-    // The x axis: category names stand upright, numbers lie flat.
-    let upright = !f.categories.is_empty();
-    let mut right = WIDTH - 14.0;
-    let x_ticks = {
-        let first = pick_ticks(&x_axis, right - left, |l| {
+/// What the data left on the plot, for the marks to keep clear of, and the
+/// legend's entries: name, colour, style, and whether drawn as a line.
+struct Drawn {
+    segments: Vec<((f64, f64), (f64, f64))>,
+    dots: Vec<Box2>,
+    legend: Vec<(String, &'static str, Style, bool)>,
+}
+
+impl Layout {
+    fn of(f: &Figure) -> Layout {
+        let xs: Vec<f64> = f
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .chain(f.marks.iter().map(|m| m.x))
+            .collect();
+        let ys: Vec<f64> = f
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain(f.marks.iter().map(|m| m.y))
+            .collect();
+        let x_axis = Axis::new(&xs, f.log_x, &f.x_unit, &f.categories, false);
+        let y_axis = Axis::new(&ys, f.log_y, &f.y_unit, &[], true);
+        // The title, shrunk to fit.
+        let mut title_size: f64 = 19.0;
+        while title_size > 12.0 && text_width(&f.title, title_size) > WIDTH - 24.0 {
+            title_size -= 1.0;
+        }
+        let (tick_size, axis_size) = (TICK_SIZE, AXIS_SIZE);
+        let top = 34.0 + title_size;
+        // The y axis: its ticks the densest set whose labels have room.
+        let y_ticks = pick_ticks(&y_axis, PLOT_HEIGHT, |_| tick_size + 6.0);
+        let y_tick_width = y_ticks
+            .iter()
+            .map(|(_, l)| text_width(l, tick_size))
+            .fold(0.0, f64::max);
+        let y_title = wrap(&f.y_label, PLOT_HEIGHT - 8.0, axis_size);
+        let left = 10.0 + y_title.len() as f64 * (axis_size + 4.0) + 8.0 + y_tick_width + 8.0;
+        // The x axis: category names stand upright, numbers lie flat.
+        let upright = !f.categories.is_empty();
+        let mut right = WIDTH - 14.0;
+        let room = |l: &str| {
             if upright {
                 tick_size + 4.0
             } else {
                 text_width(l, tick_size) + 14.0
             }
-        });
+        };
+        let first = pick_ticks(&x_axis, right - left, room);
         // The last label must not pass the figure's right edge.
         if let Some((t, l)) = first.last().filter(|_| !upright) {
             let at = left + (t - x_axis.lo) / (x_axis.hi - x_axis.lo) * (right - left);
@@ -684,92 +722,146 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
                 right -= overhang;
             }
         }
-        pick_ticks(&x_axis, right - left, |l| {
-            if upright {
-                tick_size + 4.0
-            } else {
-                text_width(l, tick_size) + 14.0
-            }
-        })
-    };
-    let plot = Box2 {
-        x0: left,
-        y0: top,
-        x1: right,
-        y1: top + PLOT_HEIGHT,
-    };
-    let px = |t: f64| plot.x0 + (t - x_axis.lo) / (x_axis.hi - x_axis.lo) * (plot.x1 - plot.x0);
-    let py = |t: f64| plot.y1 - (t - y_axis.lo) / (y_axis.hi - y_axis.lo) * (plot.y1 - plot.y0);
-
-    // Grid, frame and ticks.
-    for (t, label) in &y_ticks {
-        let y = py(*t);
-        svg.line("grid", (plot.x0, y), (plot.x1, y), "#e4e4e4", 1.0);
-        svg.text(
-            "tick",
-            plot.x0 - 8.0,
-            y + tick_size * 0.35,
-            tick_size,
-            "end",
-            false,
-            label,
-            "#333",
-        );
-    }
-    let x_tick_depth = if upright {
-        x_ticks
-            .iter()
-            .map(|(_, l)| text_width(l, tick_size - 1.0))
-            .fold(0.0, f64::max)
-    } else {
-        tick_size
-    };
-    for (t, label) in &x_ticks {
-        let x = px(*t);
-        svg.line("grid", (x, plot.y0), (x, plot.y1), "#e4e4e4", 1.0);
-        if upright {
-            svg.text(
-                "tick",
-                x + (tick_size - 1.0) * 0.35,
-                plot.y1 + 8.0,
-                tick_size - 1.0,
-                "end",
-                true,
-                label,
-                "#333",
-            );
+        let x_ticks = pick_ticks(&x_axis, right - left, room);
+        let x_tick_depth = if upright {
+            x_ticks
+                .iter()
+                .map(|(_, l)| text_width(l, tick_size - 1.0))
+                .fold(0.0, f64::max)
         } else {
+            tick_size
+        };
+        Layout {
+            plot: Box2 {
+                x0: left,
+                y0: top,
+                x1: right,
+                y1: top + PLOT_HEIGHT,
+            },
+            x_axis,
+            y_axis,
+            x_ticks,
+            y_ticks,
+            upright,
+            title_size,
+            y_title,
+            x_tick_depth,
+        }
+    }
+
+    fn px(&self, t: f64) -> f64 {
+        let (plot, axis) = (&self.plot, &self.x_axis);
+        plot.x0 + (t - axis.lo) / (axis.hi - axis.lo) * (plot.x1 - plot.x0)
+    }
+
+    fn py(&self, t: f64) -> f64 {
+        let (plot, axis) = (&self.plot, &self.y_axis);
+        plot.y1 - (t - axis.lo) / (axis.hi - axis.lo) * (plot.y1 - plot.y0)
+    }
+
+    /// A value pair where the plot draws it; None off a log axis.
+    fn place(&self, x: f64, y: f64) -> Option<(f64, f64)> {
+        Some((
+            self.px(self.x_axis.place(x)?),
+            self.py(self.y_axis.place(y)?),
+        ))
+    }
+
+    /// Grid, frame and ticks.
+    fn draw_grid(&self, svg: &mut Svg) {
+        let (plot, tick_size) = (&self.plot, TICK_SIZE);
+        for (t, label) in &self.y_ticks {
+            let y = self.py(*t);
+            svg.line("grid", (plot.x0, y), (plot.x1, y), "#e4e4e4", 1.0);
             svg.text(
                 "tick",
-                x,
-                plot.y1 + 6.0 + tick_size,
+                plot.x0 - 8.0,
+                y + tick_size * 0.35,
                 tick_size,
-                "middle",
+                "end",
                 false,
                 label,
                 "#333",
             );
         }
+        for (t, label) in &self.x_ticks {
+            let x = self.px(*t);
+            svg.line("grid", (x, plot.y0), (x, plot.y1), "#e4e4e4", 1.0);
+            if self.upright {
+                svg.text(
+                    "tick",
+                    x + (tick_size - 1.0) * 0.35,
+                    plot.y1 + 8.0,
+                    tick_size - 1.0,
+                    "end",
+                    true,
+                    label,
+                    "#333",
+                );
+            } else {
+                svg.text(
+                    "tick",
+                    x,
+                    plot.y1 + 6.0 + tick_size,
+                    tick_size,
+                    "middle",
+                    false,
+                    label,
+                    "#333",
+                );
+            }
+        }
+        let _ = write!(
+            svg.body,
+            "<rect class=\"frame\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#888\" stroke-width=\"1\"/>",
+            plot.x0,
+            plot.y0,
+            plot.x1 - plot.x0,
+            plot.y1 - plot.y0
+        );
     }
-    let _ = write!(
-        svg.body,
-        "<rect class=\"frame\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#888\" stroke-width=\"1\"/>",
-        plot.x0,
-        plot.y0,
-        plot.x1 - plot.x0,
-        plot.y1 - plot.y0
-    );
 
-    // The data: lines, then points over them.
-    let mut segments: Vec<((f64, f64), (f64, f64))> = Vec::new();
-    let mut dots: Vec<Box2> = Vec::new();
-    let mut legend: Vec<(String, &'static str, Style, bool)> = Vec::new();
+    /// The document's opening, its title, and the y axis' title upright
+    /// beside the ticks, centred.
+    fn head(&self, f: &Figure, height: f64) -> String {
+        let mut header = String::new();
+        let _ = write!(
+            header,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"{FONT}\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
+        );
+        let mut head = Svg { body: header };
+        head.text(
+            "title",
+            WIDTH / 2.0,
+            14.0 + self.title_size,
+            self.title_size,
+            "middle",
+            false,
+            &f.title,
+            "#111",
+        );
+        let centre = (self.plot.y0 + self.plot.y1) / 2.0;
+        for (k, line) in self.y_title.iter().enumerate() {
+            let x = 12.0 + AXIS_SIZE + k as f64 * (AXIS_SIZE + 4.0) - 2.0;
+            head.text("axis", x, centre, AXIS_SIZE, "middle", true, line, "#222");
+        }
+        head.body
+    }
+}
+
+/// The data: lines, then points over them.
+fn draw_series(svg: &mut Svg, f: &Figure, colours: &Colours, layout: &Layout) -> Drawn {
+    let mut drawn = Drawn {
+        segments: Vec::new(),
+        dots: Vec::new(),
+        legend: Vec::new(),
+    };
     for (i, s) in f.series.iter().enumerate() {
         let colour = colours.of(&s.name, i);
         let placed: Vec<(f64, f64)> = s
             .points
             .iter()
-            .filter_map(|&(x, y)| Some((px(x_axis.place(x)?), py(y_axis.place(y)?))))
+            .filter_map(|&(x, y)| layout.place(x, y))
             .collect();
         let as_points =
             s.style == Style::Points || (s.style == Style::Measured && placed.len() <= 3);
@@ -789,7 +881,9 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
                 "<polyline class=\"data\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
                 points.join(" ")
             );
-            segments.extend(placed.windows(2).map(|w| (w[0], w[1])));
+            drawn
+                .segments
+                .extend(placed.windows(2).map(|w| (w[0], w[1])));
         }
         if s.style != Style::Model || !joined {
             let r = if as_points { 4.5 } else { 3.0 };
@@ -798,7 +892,7 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
                     svg.body,
                     "<circle class=\"point\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r}\" fill=\"{colour}\"/>"
                 );
-                dots.push(Box2 {
+                drawn.dots.push(Box2 {
                     x0: x - r,
                     y0: y - r,
                     x1: x + r,
@@ -806,17 +900,21 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
                 });
             }
         }
-        legend.push((s.name.clone(), colour, s.style, joined));
+        drawn.legend.push((s.name.clone(), colour, s.style, joined));
     }
+    drawn
+}
 
-    // Marks: a cross each, and its number where nothing else is.
+/// Marks: a cross each, and its number where nothing else is (clear of
+/// the data where it can be, of the other numbers always).
+fn draw_marks(svg: &mut Svg, f: &Figure, layout: &Layout, drawn: &Drawn) -> Result<(), String> {
+    let (plot, segments, dots) = (&layout.plot, &drawn.segments, &drawn.dots);
     let mut taken: Vec<Box2> = Vec::new();
     let mark_size = 12.0;
     for (i, m) in f.marks.iter().enumerate() {
-        let (Some(tx), Some(ty)) = (x_axis.place(m.x), y_axis.place(m.y)) else {
+        let Some((x, y)) = layout.place(m.x, m.y) else {
             continue;
         };
-        let (x, y) = (px(tx), py(ty));
         svg.line(
             "mark",
             (x - 6.0, y - 6.0),
@@ -894,9 +992,19 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
             "#b00020",
         );
     }
+    Ok(())
+}
 
-    // Under the plot: the x title, the legend, the key to the marks, the caption.
-    let mut y = plot.y1 + 8.0 + x_tick_depth + 10.0;
+/// Under the plot: the x title, the legend, the key to the marks, the
+/// caption. Returns the document's height.
+fn draw_below(
+    svg: &mut Svg,
+    f: &Figure,
+    layout: &Layout,
+    legend: &[(String, &'static str, Style, bool)],
+) -> f64 {
+    let (plot, axis_size) = (&layout.plot, AXIS_SIZE);
+    let mut y = plot.y1 + 8.0 + layout.x_tick_depth + 10.0;
     for line in wrap(&f.x_label, WIDTH - 40.0, axis_size) {
         y += axis_size + 2.0;
         svg.text(
@@ -979,31 +1087,7 @@ pub fn render_svg(figure: &Figure, colours: &Colours) -> Result<String, String> 
         y += 14.0;
         svg.text("caption", 12.0, y, 11.0, "start", false, &line, "#666");
     }
-    let height = (y + 10.0).ceil();
-
-    // The axes' titles: the y title upright beside the ticks, centred.
-    let mut header = String::new();
-    let _ = write!(
-        header,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" viewBox=\"0 0 {WIDTH} {height}\" font-family=\"{FONT}\"><rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>"
-    );
-    let mut head = Svg { body: header };
-    head.text(
-        "title",
-        WIDTH / 2.0,
-        14.0 + title_size,
-        title_size,
-        "middle",
-        false,
-        &f.title,
-        "#111",
-    );
-    let centre = (plot.y0 + plot.y1) / 2.0;
-    for (k, line) in y_title.iter().enumerate() {
-        let x = 12.0 + axis_size + k as f64 * (axis_size + 4.0) - 2.0;
-        head.text("axis", x, centre, axis_size, "middle", true, line, "#222");
-    }
-    Ok(format!("{}{}</svg>\n", head.body, svg.body))
+    (y + 10.0).ceil()
 }
 
 /// The densest tick set of `axis` whose labels, each `room(label)` long

@@ -826,7 +826,6 @@ const LONGEST_FUNCTION: usize = 150;
 /// check came (2026-12-03), each at most as long as it was then. The list
 /// only shrinks: split one, and take it off.
 const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
-    ("report/figures.rs", "render_svg", 378),
     ("testbed/emulator.rs", "relay", 272),
     ("experiments/broadcast/wire.rs", "run", 227),
     ("endpoint/login/typist.rs", "run", 197),
@@ -912,13 +911,20 @@ fn no_function_is_longer_than_150_lines_but_the_listed_and_none_grows() {
     let _beside = common::beside_others();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let lengths = function_lengths(&src);
-    // The check sees a function it must: the longest one there is.
-    assert!(
-        lengths
-            .iter()
-            .any(|(f, n, len)| f == "report/figures.rs" && n == "render_svg" && *len > 100),
-        "the count does not see render_svg"
-    );
+    // The check sees functions it must: the figure renderer (a dozen lines
+    // over its parts), its marks, and the emulator's relay, the longest left.
+    for (file, name, at_least) in [
+        ("report/figures.rs", "render_svg", 10),
+        ("report/figures.rs", "draw_marks", 60),
+        ("testbed/emulator.rs", "relay", 200),
+    ] {
+        assert!(
+            lengths
+                .iter()
+                .any(|(f, n, len)| f == file && n == name && *len >= at_least),
+            "the count does not see {file}: {name}"
+        );
+    }
     let mut over: Vec<String> = Vec::new();
     for (file, name, len) in &lengths {
         if *len <= LONGEST_FUNCTION {
