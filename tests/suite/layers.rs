@@ -831,11 +831,9 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("endpoint/login/typist.rs", "run", 197),
     ("experiments/stream/analysis.rs", "flow_evidence", 185),
     ("endpoint/iperf3/format.rs", "end", 178),
-    ("experiments/login/figures.rs", "login_figures", 166),
     ("analysis/factorial.rs", "analyse", 166),
     ("experiments/rpm/split.rs", "split", 161),
     ("endpoint/rpm/client.rs", "run", 161),
-    ("experiments/stream/report.rs", "stream_table", 158),
 ];
 
 /// Every function outside test items with its file (under `src/`), name

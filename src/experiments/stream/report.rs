@@ -160,64 +160,9 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
         }
     }
     let _ = writeln!(out, "{table}");
-    if let Some((_, last)) = runs.last() {
-        let s = &last.system;
-        let _ = writeln!(
-            out,
-            "system (last run, /proc/stat): us {:.0}% sy {:.0}% id {:.0}% irq {:.0}% softirq {:.0}% steal {:.0}%; busiest CPU {} at {:.0}%; {:.0} cs/s{}",
-            s.user_pct,
-            s.system_pct,
-            s.idle_pct,
-            s.irq_pct,
-            s.softirq_pct,
-            s.steal_pct,
-            s.busiest_cpu,
-            s.busiest_cpu_pct,
-            s.context_switches_per_s,
-            if s.ticks < 100 {
-                format!(
-                    " (only {} clock ticks: too short a run for these percentages to mean much)",
-                    s.ticks
-                )
-            } else {
-                String::new()
-            }
-        );
-        if let Some(t) = &last.sender.tcp_info {
-            let _ = writeln!(
-                out,
-                "TCP_INFO (sender, last run): rtt {} µs ± {}, cwnd {} segs, mss {}, retransmits {}, delivery rate {}",
-                t.rtt_us,
-                t.rttvar_us,
-                t.snd_cwnd,
-                t.snd_mss,
-                t.total_retrans,
-                t.delivery_rate_bps.map_or("-".into(), |r| format!(
-                    "{} Mbit/s",
-                    num(r as f64 * 8.0 / 1e6)
-                ))
-            );
-        }
-        // Each counter from the end whose kernel counts it; on one host's
-        // loopback both ends share a namespace, and each count holds both.
-        use crate::measure::netstat::counted_at_sender;
-        let shared = runs.last().is_some_and(|(r, _)| r.placement == "loopback");
-        let at_sender = last.sender.counters.short_pairs(counted_at_sender);
-        let at_receiver = last
-            .receiver
-            .counters
-            .short_pairs(|k| !counted_at_sender(k));
-        let _ = writeln!(
-            out,
-            "kernel counters, change over the last run{}: at the sender {}; at the receiver {}",
-            if shared {
-                " (one namespace for both ends: each count is both ends' traffic)"
-            } else {
-                " (each read in the namespace of the end that counts it)"
-            },
-            at_sender.join(" "),
-            at_receiver.join(" ")
-        );
+    if let Some((run, last)) = runs.last() {
+        // On one host's loopback both ends share a namespace.
+        out.push_str(&last_run_lines(last, run.placement == "loopback"));
     }
     if let Some((_, last)) = runs.last() {
         out.push_str(&netns_lines(last));
@@ -225,6 +170,70 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
     for r in records.iter().filter(|r| r.error.is_some()) {
         let _ = writeln!(out, "failed run: {}", r.error.as_deref().unwrap_or(""));
     }
+    out
+}
+
+/// The last run's machine (/proc/stat), the sender's TCP_INFO, and the
+/// kernel's counters from the end that counts each; `shared` when both
+/// ends were in one namespace, so that each count holds both.
+fn last_run_lines(last: &StreamResult, shared: bool) -> String {
+    let mut out = String::new();
+    let s = &last.system;
+    let _ = writeln!(
+        out,
+        "system (last run, /proc/stat): us {:.0}% sy {:.0}% id {:.0}% irq {:.0}% softirq {:.0}% steal {:.0}%; busiest CPU {} at {:.0}%; {:.0} cs/s{}",
+        s.user_pct,
+        s.system_pct,
+        s.idle_pct,
+        s.irq_pct,
+        s.softirq_pct,
+        s.steal_pct,
+        s.busiest_cpu,
+        s.busiest_cpu_pct,
+        s.context_switches_per_s,
+        if s.ticks < 100 {
+            format!(
+                " (only {} clock ticks: too short a run for these percentages to mean much)",
+                s.ticks
+            )
+        } else {
+            String::new()
+        }
+    );
+    if let Some(t) = &last.sender.tcp_info {
+        let _ = writeln!(
+            out,
+            "TCP_INFO (sender, last run): rtt {} µs ± {}, cwnd {} segs, mss {}, retransmits {}, delivery rate {}",
+            t.rtt_us,
+            t.rttvar_us,
+            t.snd_cwnd,
+            t.snd_mss,
+            t.total_retrans,
+            t.delivery_rate_bps.map_or("-".into(), |r| format!(
+                "{} Mbit/s",
+                num(r as f64 * 8.0 / 1e6)
+            ))
+        );
+    }
+    // Each counter from the end whose kernel counts it; on one host's
+    // loopback both ends share a namespace, and each count holds both.
+    use crate::measure::netstat::counted_at_sender;
+    let at_sender = last.sender.counters.short_pairs(counted_at_sender);
+    let at_receiver = last
+        .receiver
+        .counters
+        .short_pairs(|k| !counted_at_sender(k));
+    let _ = writeln!(
+        out,
+        "kernel counters, change over the last run{}: at the sender {}; at the receiver {}",
+        if shared {
+            " (one namespace for both ends: each count is both ends' traffic)"
+        } else {
+            " (each read in the namespace of the end that counts it)"
+        },
+        at_sender.join(" "),
+        at_receiver.join(" ")
+    );
     out
 }
 
