@@ -832,8 +832,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("experiments/stream/analysis.rs", "flow_evidence", 185),
     ("endpoint/iperf3/format.rs", "end", 178),
     ("analysis/factorial.rs", "analyse", 166),
-    ("experiments/rpm/split.rs", "split", 161),
-    ("endpoint/rpm/client.rs", "run", 161),
 ];
 
 /// Every function outside test items with its file (under `src/`), name

@@ -369,37 +369,9 @@ pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
                 }
                 std::thread::sleep((due - t).min(QUEUE_EVERY).max(Duration::from_millis(1)));
             }
-            let (mut down, mut up) = (0u64, 0u64);
-            let loads = probing.loads.lock().expect("lock").clone();
-            for load in &loads {
-                let mut load = load.lock().expect("lock");
-                let bytes = load.goodput_bytes();
-                if load.sending {
-                    up += bytes
-                } else {
-                    down += bytes
-                }
-            }
-            let seconds = params.id_s;
-            let started = |k: ProbeKind| {
-                samples
-                    .lock()
-                    .expect("lock")
-                    .iter()
-                    .filter(|s| s.kind == k && s.t_ms >= (i as f64) * seconds * 1000.0)
-                    .count() as u32
-            };
-            report.intervals.push(Interval {
-                t_s: due.as_secs_f64(),
-                goodput_down_bps: down as f64 * 8.0 / seconds,
-                goodput_up_bps: up as f64 * 8.0 / seconds,
-                connections: loads.len(),
-                probes: (
-                    started(ProbeKind::TcpForeign),
-                    started(ProbeKind::RequestLoaded),
-                ),
-            });
-            let total = (down + up) as f64 * 8.0 / seconds;
+            let interval = tally(&probing, i, due, params.id_s);
+            let total = interval.goodput_down_bps + interval.goodput_up_bps;
+            report.intervals.push(interval);
             goodput.push(total);
             // Probes within PTC of the capacity seen, at most the rate asked.
             let rate = params
@@ -437,8 +409,55 @@ pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
         report.ending = Some(ending);
         Ok(())
     })();
-    // Whether the test ended or failed: the probes stop and are waited
-    // for, then the load connections close.
+    // Whether the test ended or failed, everything it started stops.
+    stop(&probing, scheduler);
+    outcome?;
+    report.loaded = std::mem::take(&mut *samples.lock().expect("lock"));
+    report.loaded.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    report.probe_failures = std::mem::take(&mut *probing.failures.lock().expect("lock"));
+    report.self_probes_skipped = probing.skipped.load(Ordering::Relaxed);
+    Ok(report)
+}
+
+/// Interval `i` (ending `due` after the load began, `seconds` long): each
+/// direction's goodput over it, the connections open, and the probes of
+/// each kind started in it.
+fn tally(probing: &Probing, i: usize, due: Duration, seconds: f64) -> Interval {
+    let (mut down, mut up) = (0u64, 0u64);
+    let loads = probing.loads.lock().expect("lock").clone();
+    for load in &loads {
+        let mut load = load.lock().expect("lock");
+        let bytes = load.goodput_bytes();
+        if load.sending {
+            up += bytes
+        } else {
+            down += bytes
+        }
+    }
+    let started = |k: ProbeKind| {
+        probing
+            .samples
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|s| s.kind == k && s.t_ms >= (i as f64) * seconds * 1000.0)
+            .count() as u32
+    };
+    Interval {
+        t_s: due.as_secs_f64(),
+        goodput_down_bps: down as f64 * 8.0 / seconds,
+        goodput_up_bps: up as f64 * 8.0 / seconds,
+        connections: loads.len(),
+        probes: (
+            started(ProbeKind::TcpForeign),
+            started(ProbeKind::RequestLoaded),
+        ),
+    }
+}
+
+/// The probes stop and are waited for, then the load connections close
+/// (one a probe still holds is shut down instead).
+fn stop(probing: &Probing, scheduler: Option<std::thread::JoinHandle<()>>) {
     probing.stop.store(true, Ordering::Relaxed);
     if let Some(scheduler) = scheduler {
         let _ = scheduler.join();
@@ -455,12 +474,6 @@ pub fn run(spec: &ClientSpec) -> Result<ClientReport, String> {
             }
         }
     }
-    outcome?;
-    report.loaded = std::mem::take(&mut *samples.lock().expect("lock"));
-    report.loaded.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
-    report.probe_failures = std::mem::take(&mut *probing.failures.lock().expect("lock"));
-    report.self_probes_skipped = probing.skipped.load(Ordering::Relaxed);
-    Ok(report)
 }
 
 /// The measuring end's queues now: unsent and unacknowledged bytes of

@@ -100,6 +100,42 @@ pub fn split(result: &RpmResult, direction: Direction) -> Option<DelaySplit> {
             qdisc / 1024.0
         ),
     });
+    parts.extend(bottleneck(
+        result,
+        download,
+        sender,
+        (from, to),
+        as_ms(qdisc),
+    ));
+    if let Some(bytes) = mean_in(receiver, from, to, |q| q.unread_bytes as f64) {
+        parts.push(Part {
+            name: "the receiver's unread bytes".into(),
+            ms: as_ms(bytes),
+            share: 0.0,
+            evidence: format!("SIOCINQ {:.0} KB on average", bytes / 1024.0),
+        });
+    }
+    let explained: f64 = parts.iter().map(|p| p.ms).sum();
+    parts.push(Part {
+        name: "not explained".into(),
+        ms: working - explained,
+        share: 0.0,
+        evidence: "the self probes' round trip less every part above (negative: the parts overlap or were read at other moments)".into(),
+    });
+    Some(judged(parts, working, idle))
+}
+
+/// The bottleneck's queue over the window `(from, to)`: the emulator's
+/// own reading where the path is emulated, else inferred from the sending
+/// connections' RTT above their least, less the sender's qdisc
+/// (`qdisc_ms`).
+fn bottleneck(
+    result: &RpmResult,
+    download: bool,
+    sender: &[SocketQueue],
+    (from, to): (f64, f64),
+    qdisc_ms: f64,
+) -> Option<Part> {
     let loaded_dir = if download { 1 } else { 0 };
     let emulated = result
         .emulator
@@ -119,48 +155,39 @@ pub fn split(result: &RpmResult, direction: Direction) -> Option<DelaySplit> {
                     max = max.max(s.sojourn_ms_max);
                 }
             }
-            if sent > 0 {
+            (sent > 0).then(|| {
                 let mean = weighted / sent as f64;
-                parts.push(Part {
+                Part {
                     name: format!("the bottleneck's {} queue", queue.discipline),
                     ms: mean,
                     share: 0.0,
                     evidence: format!(
                         "the emulator's own reading: {sent} packets waited {mean:.1} ms on average, {max:.1} ms at most"
                     ),
-                });
-            }
+                }
+            })
         }
         None => {
             let above = mean_in(sender, from, to, |q| (q.srtt_ms - q.min_rtt_ms).max(0.0));
-            if let Some(ms) = above {
-                let ms = (ms - as_ms(qdisc)).max(0.0);
-                parts.push(Part {
+            above.map(|ms| {
+                let ms = (ms - qdisc_ms).max(0.0);
+                Part {
                     name: "the bottleneck (inferred)".into(),
                     ms,
                     share: 0.0,
                     evidence: format!(
                         "the sending connections' RTT {ms:.1} ms above their least (tcpi_rtt - tcpi_min_rtt, less the sender's qdisc): an inference, not a reading"
                     ),
-                });
-            }
+                }
+            })
         }
     }
-    if let Some(bytes) = mean_in(receiver, from, to, |q| q.unread_bytes as f64) {
-        parts.push(Part {
-            name: "the receiver's unread bytes".into(),
-            ms: as_ms(bytes),
-            share: 0.0,
-            evidence: format!("SIOCINQ {:.0} KB on average", bytes / 1024.0),
-        });
-    }
-    let explained: f64 = parts.iter().map(|p| p.ms).sum();
-    parts.push(Part {
-        name: "not explained".into(),
-        ms: working - explained,
-        share: 0.0,
-        evidence: "the self probes' round trip less every part above (negative: the parts overlap or were read at other moments)".into(),
-    });
+}
+
+/// The parts' shares of the working round trip and the verdict: the
+/// largest queue read, when it holds half the delay load added or more;
+/// else undecided.
+fn judged(mut parts: Vec<Part>, working: f64, idle: f64) -> DelaySplit {
     for part in &mut parts {
         part.share = part.ms / working;
     }
@@ -196,7 +223,7 @@ pub fn split(result: &RpmResult, direction: Direction) -> Option<DelaySplit> {
             );
         }
     }
-    Some(split)
+    split
 }
 
 fn capitalised(text: &str) -> String {
