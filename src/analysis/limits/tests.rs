@@ -877,7 +877,8 @@ fn a_loss_based_window_cut_by_loss_and_binding_is_the_loss() {
     assert_eq!(first.factor, Factor::Loss, "{v:?}");
     assert!(first.fix.contains("halved its window"), "{}", first.fix);
     // The end's one reading caught a peak (25 segments, 14 Mbit/s against
-    // 8 delivered, past the slack) and no sample was in recovery: the samples' typical window still says the loss held it.
+    // 8 delivered, past the slack) and no sample was in recovery: the
+    // samples' typical window still says the loss held it.
     // Seen beside a CPU-bound job on 2026-12-03, where the end's reading
     // alone left it undecided.
     f.tcp.as_mut().unwrap().snd_cwnd = 25;
