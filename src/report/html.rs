@@ -441,22 +441,17 @@ pub fn write<D: Profiled>(
     Ok(written)
 }
 
-/// The first screen's table, and the page on paper: every fold open, no
-/// figure or table row split across pages, links as plain text.
-/// The rules of every netlab page: its text, figures and readings.
-const PAGE_CSS: &str =
-    "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-pre{background:#f6f6f6;padding:.8em;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}
-figure{margin:1.5em 0;max-width:100%}figcaption{font-size:13px;color:#555}
-.reading{font-size:15px;line-height:1.5}
-.skipped,.missing{color:#a40}
-svg{max-width:100%;height:auto}
-";
+/// The one stylesheet of every netlab page, a file of its own: the page's
+/// rules (its text, figures and readings), the text tables' (what
+/// [`super::htmltext::text_to_html`] writes: tables that fit the page,
+/// below 700 px each row a list of labelled values), the first screen's
+/// table, and the page on paper (every fold open, no figure or table row
+/// split across pages, links as plain text).
+const STYLESHEET: &str = include_str!("page.css");
 
 /// The start of every netlab page (the report, a mesh run's page): the
-/// document's head with the one stylesheet (the page's rules, the text
-/// tables', the first screen's and print's, then `own_css`, the page's
-/// own additions), and `title` as its heading. [`PAGE_END`] ends it.
+/// document's head with the one stylesheet ([`STYLESHEET`], then
+/// `own_css`, the page's own additions), and `title` as its heading. [`PAGE_END`] ends it.
 pub fn page_start(title: &str, own_css: &str) -> String {
     let title = escape(title);
     let own = if own_css.is_empty() {
@@ -465,30 +460,12 @@ pub fn page_start(title: &str, own_css: &str) -> String {
         format!("{own_css}\n")
     };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<style>\n{PAGE_CSS}{}\n{FIRST_SCREEN_AND_PRINT_CSS}\n{own}</style></head><body>\n<h1>{title}</h1>\n",
-        super::htmltext::CSS,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<style>\n{STYLESHEET}{own}</style></head><body>\n<h1>{title}</h1>\n"
     )
 }
 
 /// The end of every netlab page.
 pub const PAGE_END: &str = "</body></html>\n";
-
-const FIRST_SCREEN_AND_PRINT_CSS: &str = "\
-p.ran{font-size:14px;color:#333}\
-table.first{width:100%;font-size:14px;margin:.8em 0}table.first td{padding:6px 8px}\
-table.first td:first-child{font-weight:600;width:22%}table.first td.limit{color:#6a1b1b}\
-nav.sections{font-size:14px;margin:.4em 0 1.2em}nav.sections a{margin-right:.6em}\
-details.limited{margin:.6em 0;font-size:14px}\
-@media print{\
-body{max-width:none;margin:0;padding:0;font-size:10.5pt}\
-nav.sections{display:none}\
-a{color:inherit;text-decoration:none}\
-h1,h2,h3{break-after:avoid}\
-figure,tr,details{break-inside:avoid}\
-section{break-before:auto}\
-details::details-content{content-visibility:visible;display:block}\
-summary{list-style:none}summary .more{display:none}\
-svg{max-width:100%;height:auto}}";
 
 /// What ran: the cells of each placement, the hosts (this one and any
 /// agents), and the time from the first cell's start to the last one's end.

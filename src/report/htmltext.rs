@@ -5,7 +5,7 @@
 //! Joy or Van Jacobson) grouped apart from today's; every other line stays
 //! as written, wrapped at the page's edge instead of cut off. Each cell
 //! carries its column's header, so a narrow window can show a row as a
-//! list of `header: value` lines (the page's CSS does).
+//! list of `header: value` lines (the page's stylesheet, `page.css`, does).
 
 /// Text as HTML's characters: `&`, `<`, `>` and `"` escaped.
 pub fn escape(text: &str) -> String {
@@ -158,26 +158,6 @@ pub fn text_to_html(text: &str) -> String {
 
 /// Runs of this many lines or more are folded.
 const FOLDED_FROM: usize = 3;
-
-/// The page's CSS for what [`text_to_html`] writes: tables that fit the
-/// page (cells wrap), and below 700 px each row as a list of labelled
-/// values, so nothing runs past a phone's edge.
-pub const CSS: &str = "\
-.tw{max-width:100%;margin:.6em 0}\
-table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums;max-width:100%}\
-th,td{padding:3px 8px;border-bottom:1px solid #ddd;vertical-align:top;overflow-wrap:anywhere}\
-th{text-align:left;background:#eef1f5;font-weight:600}\
-td.n,th.n{text-align:right;white-space:nowrap}\
-.then{background:#f6f0e0}th.then{background:#eadfc4}.then-first{border-left:2px solid #b9a36b}\
-pre.text{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:.5em;font-size:12px;margin:.3em 0}\
-p.text{font-size:13px;margin:.35em 0;overflow-wrap:anywhere}\
-details.text{margin:.35em 0;font-size:13px}details.text summary{cursor:pointer;overflow-wrap:anywhere}\
-details.text .more{color:#777}\
-@media (max-width:700px){\
-table,thead,tbody,tr,th,td{display:block}thead{display:none}\
-tr{border:1px solid #ddd;margin:.5em 0;padding:.2em}\
-td{border:none;text-align:left!important;white-space:normal!important}\
-td::before{content:attr(data-label) \": \";font-weight:600;color:#555}}";
 
 #[cfg(test)]
 mod tests {
