@@ -830,7 +830,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("experiments/broadcast/wire.rs", "run", 227),
     ("endpoint/login/typist.rs", "run", 197),
     ("experiments/stream/analysis.rs", "flow_evidence", 185),
-    ("endpoint/iperf3/format.rs", "end", 178),
     ("analysis/factorial.rs", "analyse", 166),
 ];
 

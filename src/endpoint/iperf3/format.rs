@@ -440,6 +440,16 @@ pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
     }
     let mut end = Map::new();
     end.insert("streams".into(), Value::Array(streams));
+    write_sums(&mut end, spec, &sums);
+    write_cpu_and_congestion(&mut end, spec, run);
+    Value::Object(end)
+}
+
+/// `end`'s sums each way (`sum_sent`, `sum_received`, and with `--bidir`
+/// the reverse pair; UDP's `sum` too), client to server first. A sum the
+/// server's results were needed for and did not give is left out.
+fn write_sums(end: &mut Map<String, Value>, spec: &Test, sums: &[Sums; 2]) {
+    let udp = spec.udp_bps.is_some();
     let names = [
         ("sum_sent", "sum_received"),
         ("sum_sent_bidir_reverse", "sum_received_bidir_reverse"),
@@ -485,6 +495,13 @@ pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
             end.insert(received_name.into(), Value::Object(received));
         }
     }
+}
+
+/// `end`'s CPU at both ends (the server's only when it reported) and, for
+/// TCP, the congestion control each end used.
+fn write_cpu_and_congestion(end: &mut Map<String, Value>, spec: &Test, run: &Iperf3Run) {
+    let udp = spec.udp_bps.is_some();
+    let server = run.server.as_ref();
     let zero = Results::default();
     let remote = server.unwrap_or(&zero);
     let mut cpu = json!({
@@ -513,7 +530,6 @@ pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
             end.insert("receiver_tcp_congestion".into(), json!(cc));
         }
     }
-    Value::Object(end)
 }
 
 /// The whole document: iperf3's three parts, `error` as iperf3 writes it
