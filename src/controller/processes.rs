@@ -14,7 +14,7 @@
 //! still running: every exit path of the controller cleans up.
 
 use crate::endpoint::protocol::{Command, Reply};
-use crate::endpoint::role::{Protocol, Request};
+use crate::endpoint::role::{self, Protocol, Request};
 use crate::wire::control::{FrameReader, write_frame};
 use std::io;
 use std::marker::PhantomData;
@@ -84,14 +84,6 @@ pub enum ControlError {
         role: &'static str,
         seconds: f64,
         what: &'static str,
-    },
-    /// A role's reply that answers another request than the one sent (a
-    /// role out of step with its controller).
-    #[error("{role} endpoint answered {asked} with {answered}")]
-    OutOfTurn {
-        role: &'static str,
-        asked: String,
-        answered: String,
     },
     #[error("{role} endpoint sent an unexpected message while {what}: {reply}")]
     Unexpected {
@@ -445,7 +437,7 @@ impl EndpointProcess {
     /// answer it gets: the one exchange every experiment uses. `wait`
     /// bounds the wait (`until_done`: as long as the role works, watched
     /// for death and Ctrl-C) and names what is awaited in errors.
-    pub fn call<R: Request>(&mut self, request: R, wait: Wait) -> Result<R::Answer, ControlError> {
+    pub fn call<R: Request>(&mut self, request: R, wait: Wait) -> Result<R::Reply, ControlError> {
         self.call_hearing(request, wait, &mut |_| {}, &mut |_, _| Ok(()))
     }
 
@@ -458,7 +450,7 @@ impl EndpointProcess {
         wait: Wait,
         progress: &mut dyn FnMut(Option<u64>),
         on_event: &mut OnEvent<R::Role>,
-    ) -> Result<R::Answer, ControlError> {
+    ) -> Result<R::Reply, ControlError> {
         let sent = self.send(request)?;
         self.answer(&sent, wait, progress, on_event)
     }
@@ -470,18 +462,13 @@ impl EndpointProcess {
 
     /// Sends `request` without waiting; [`EndpointProcess::answer`] waits.
     pub fn send<R: Request>(&mut self, request: R) -> Result<Sent<R>, ControlError> {
-        let asked = brief(&request);
-        let request =
-            serde_json::to_value(request.into_wire()).map_err(|e| ControlError::Channel {
-                role: self.role,
-                source: io::Error::other(e),
-            })?;
-        self.send_command(&Command::Role {
-            role: <R::Role as Protocol>::ROLE.to_string(),
-            request,
+        let command = role::command(&request).map_err(|e| ControlError::Channel {
+            role: self.role,
+            source: io::Error::other(e),
         })?;
+        self.send_command(&command)?;
         Ok(Sent {
-            asked,
+            asked: brief(&request),
             request: PhantomData,
         })
     }
@@ -494,18 +481,18 @@ impl EndpointProcess {
         wait: Wait,
         progress: &mut dyn FnMut(Option<u64>),
         on_event: &mut OnEvent<R::Role>,
-    ) -> Result<R::Answer, ControlError> {
+    ) -> Result<R::Reply, ControlError> {
         let start = Instant::now();
         loop {
             let left = wait.timeout.map(|t| t.saturating_sub(start.elapsed()));
             match self.recv(left, wait.what, progress)? {
                 Reply::Role(value) => {
-                    let reply: <R::Role as Protocol>::Reply =
-                        serde_json::from_value(value).map_err(|e| self.garbled(wait.what, e))?;
-                    return R::answer(reply).map_err(|other| ControlError::OutOfTurn {
+                    // The role's handler returns `R::Reply` by its type; a
+                    // reply that is not one is a role out of step.
+                    return serde_json::from_value(value).map_err(|e| ControlError::Unexpected {
                         role: self.role,
-                        asked: sent.asked.clone(),
-                        answered: brief(&other),
+                        what: wait.what,
+                        reply: format!("a reply to {} that does not parse ({e})", sent.asked),
                     });
                 }
                 Reply::Event(value) => {
@@ -694,34 +681,26 @@ mod tests {
     use serde::{Deserialize, Serialize};
     use std::sync::Mutex;
 
-    /// A role's protocol for the exchange alone: two requests, each with
-    /// its own reply.
-    #[derive(Debug, Serialize, Deserialize)]
-    enum ToyRequest {
-        Ping,
-        Sum(u32),
-    }
-    #[derive(Debug, Serialize, Deserialize)]
-    enum ToyReply {
-        Pong,
-        Total(u64),
-    }
+    /// A role for the exchange alone: two requests, each with its own
+    /// reply type.
     struct ToyRole;
     impl Protocol for ToyRole {
         const ROLE: &'static str = "toy";
-        type Request = ToyRequest;
-        type Reply = ToyReply;
         type Event = ();
     }
-    #[derive(Debug)]
+    #[derive(Debug, Serialize, Deserialize)]
     struct Ping;
-    #[derive(Debug)]
+    impl Request for Ping {
+        type Role = ToyRole;
+        type Reply = ();
+        const NAME: &'static str = "Ping";
+    }
+    #[derive(Debug, Serialize, Deserialize)]
     struct Sum(u32);
-    crate::endpoint::role::requests! { ToyRole:
-        Ping, |Ping| ToyRequest::Ping;
-        ToyReply::Pong => () = ();
-        Sum, |Sum(n)| ToyRequest::Sum(n);
-        ToyReply::Total(total) => u64 = total;
+    impl Request for Sum {
+        type Role = ToyRole;
+        type Reply = u64;
+        const NAME: &'static str = "Sum";
     }
 
     /// An agent's link that keeps what it is sent.
@@ -744,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_gets_its_own_reply_and_one_out_of_turn_names_both() {
+    fn a_call_gets_its_own_reply_and_one_of_another_type_names_the_request() {
         let courier = Arc::new(Courier::default());
         let (tx, replies) = mpsc::channel();
         let mut process = EndpointProcess {
@@ -757,20 +736,32 @@ mod tests {
             replies,
             through_interrupt: false,
         };
-        tx.send(Ok(Reply::Role(serde_json::json!({"Total": 5}))))
-            .unwrap();
+        tx.send(Ok(Reply::Role(serde_json::json!(5)))).unwrap();
         let total: u64 = process.call(Sum(2), Wait::up_to(1, "adding")).unwrap();
         assert_eq!(total, 5);
-        assert!(courier.sent.lock().unwrap()[0].contains("Sum"));
-        // Answered with another request's reply: one error naming both.
-        tx.send(Ok(Reply::Role(serde_json::json!("Pong")))).unwrap();
+        let sent = courier.sent.lock().unwrap()[0].clone();
+        assert!(
+            sent.contains(r#"request: "Sum""#) && sent.contains("params: Number(2)"),
+            "{sent}"
+        );
+        // Answered with another request's reply: the error names the
+        // request it should have answered.
+        tx.send(Ok(Reply::Role(serde_json::json!(null)))).unwrap();
         let error = process.call(Sum(3), Wait::up_to(1, "adding")).unwrap_err();
-        assert!(matches!(error, ControlError::OutOfTurn { .. }), "{error:?}");
-        assert_eq!(error.to_string(), "toy endpoint answered Sum(3) with Pong");
+        assert!(
+            matches!(error, ControlError::Unexpected { .. }),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("toy endpoint sent an unexpected message while adding: a reply to Sum(3) that does not parse"),
+            "{error}"
+        );
         // A unit request and its reply.
-        tx.send(Ok(Reply::Role(serde_json::json!("Pong")))).unwrap();
+        tx.send(Ok(Reply::Role(serde_json::json!(null)))).unwrap();
         process.call(Ping, Wait::up_to(1, "pinging")).unwrap();
-        // A reply that is no reply of the protocol's is said as garbled.
+        // A reply that is no reply of the request's is said as garbled.
         tx.send(Ok(Reply::Role(serde_json::json!({"Other": 1}))))
             .unwrap();
         let error = process.call(Ping, Wait::up_to(1, "pinging")).unwrap_err();

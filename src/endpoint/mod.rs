@@ -47,7 +47,11 @@ pub fn serve<R: Read, W: Write>(roles: RoleTable, input: R, mut output: W) -> st
         let reply = match command {
             Command::Exit => break,
             Command::Proceed => failed("Proceed with nothing awaiting it"),
-            Command::Role { role, request } => match role::find(roles, &role) {
+            Command::Role {
+                role,
+                request,
+                params,
+            } => match role::find(roles, &role) {
                 None => failed(format_args!("this endpoint plays no role \"{role}\"")),
                 Some(entry) => {
                     let at = match playing.iter().position(|(name, _)| *name == entry.role) {
@@ -59,7 +63,7 @@ pub fn serve<R: Read, W: Write>(roles: RoleTable, input: R, mut output: W) -> st
                     };
                     let mut next = || reader.next_message::<Command>();
                     let mut link = Link::new(&mut output, &mut next);
-                    match playing[at].1.handle(request, &mut link) {
+                    match playing[at].1.handle(&request, params, &mut link) {
                         Ok(value) => Reply::Role(value),
                         Err(RoleError::Failed(message)) => Reply::Failed { message },
                         Err(RoleError::Channel(e)) => return Err(e),

@@ -5,8 +5,8 @@
 //! (an experiment's, or the testbed's emulator and capture: see
 //! [`crate::endpoint::role`]), answered by one [`Reply::Role`] or
 //! [`Reply::Failed`], with [`Reply::Progress`] and [`Reply::Event`]s on the
-//! way. Each role's requests and replies are its own typed enums, carried
-//! here as JSON values, so this file names no experiment. Connection set-up
+//! way. Each request is its role's own type, named on the wire and carried
+//! here as a JSON value, as is its reply, so this file names no experiment. Connection set-up
 //! is its own request, before the one that starts the data path, so it is
 //! outside every measured interval.
 
@@ -35,10 +35,12 @@ pub struct DataGuard {
 /// Controller → endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
-    /// A request for the role named, in that role's own typed form.
+    /// Request `request` of the role named, its body (`params`) in the
+    /// request's own typed form.
     Role {
         role: String,
-        request: serde_json::Value,
+        request: String,
+        params: serde_json::Value,
     },
     /// Go on after an event that awaits it.
     Proceed,
@@ -83,7 +85,8 @@ mod tests {
         let commands = [
             Command::Role {
                 role: "example".into(),
-                request: serde_json::json!({"Send": {"bytes": 42, "to": "127.0.0.1:5001"}}),
+                request: "Send".into(),
+                params: serde_json::json!({"bytes": 42, "to": "127.0.0.1:5001"}),
             },
             Command::Proceed,
             Command::Exit,

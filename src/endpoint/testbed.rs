@@ -8,7 +8,7 @@
 //! started and what its report is.
 
 use super::agent::policy::Policy;
-use super::role::{Link, Protocol, Request, Role, RoleError};
+use super::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
 use crate::record::testbed::{CaptureReport, EmulatorReport};
 use crate::testbed::capture::{Capture, CaptureSpec};
 use crate::testbed::emulator::{Emulator, EmulatorSpec};
@@ -30,23 +30,15 @@ pub trait Helper: Sized + Send + 'static {
     fn stop(self) -> io::Result<Self::Report>;
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum HelperRequest<S> {
-    Start(Box<S>),
-    Stop,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum HelperReply<R> {
-    /// Started, running until `Stop`.
-    Running,
-    Done(Box<R>),
-}
-
-/// Start a helper from its spec.
+/// Start a helper from its spec: answered when it runs.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
 pub struct Start<H: Helper>(pub H::Spec);
+
 /// Stop a helper: its report.
-pub struct Stop<H>(pub PhantomData<H>);
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Stop<H>(#[serde(skip)] pub PhantomData<H>);
 
 impl<H: Helper> Debug for Start<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,30 +54,14 @@ impl<H> Debug for Stop<H> {
 
 impl<H: Helper> Request for Start<H> {
     type Role = HelperRole<H>;
-    type Answer = ();
-    fn into_wire(self) -> HelperRequest<H::Spec> {
-        HelperRequest::Start(Box::new(self.0))
-    }
-    fn answer(reply: HelperReply<H::Report>) -> Result<(), HelperReply<H::Report>> {
-        match reply {
-            HelperReply::Running => Ok(()),
-            other => Err(other),
-        }
-    }
+    type Reply = ();
+    const NAME: &'static str = "Start";
 }
 
 impl<H: Helper> Request for Stop<H> {
     type Role = HelperRole<H>;
-    type Answer = H::Report;
-    fn into_wire(self) -> HelperRequest<H::Spec> {
-        HelperRequest::Stop
-    }
-    fn answer(reply: HelperReply<H::Report>) -> Result<H::Report, HelperReply<H::Report>> {
-        match reply {
-            HelperReply::Done(report) => Ok(*report),
-            other => Err(other),
-        }
-    }
+    type Reply = H::Report;
+    const NAME: &'static str = "Stop";
 }
 
 /// A helper from `Start` to `Stop`.
@@ -101,37 +77,41 @@ impl<H> Default for HelperRole<H> {
 
 impl<H: Helper> Protocol for HelperRole<H> {
     const ROLE: &'static str = H::ROLE;
-    type Request = HelperRequest<H::Spec>;
-    type Reply = HelperReply<H::Report>;
     type Event = ();
 }
 
 impl<H: Helper> Role for HelperRole<H> {
-    fn handle(
-        &mut self,
-        request: HelperRequest<H::Spec>,
-        _: &mut Link<'_>,
-    ) -> Result<HelperReply<H::Report>, RoleError> {
-        match request {
-            HelperRequest::Start(spec) => {
-                let doing = H::doing(&spec);
-                let helper =
-                    H::start(*spec).map_err(|e| RoleError::failed(format_args!("{doing}: {e}")))?;
-                self.running = Some(helper);
-                Ok(HelperReply::Running)
-            }
-            HelperRequest::Stop => {
-                let helper = self.running.take().ok_or_else(|| {
-                    RoleError::failed(format_args!("Stop with no {} running", H::ROLE))
-                })?;
-                let report = helper.stop().map_err(RoleError::failed)?;
-                Ok(HelperReply::Done(Box::new(report)))
-            }
-        }
+    const ROUTES: &'static [Route<Self>] = &[route::<Start<H>>(), route::<Stop<H>>()];
+}
+
+/// What an agent answers a helper's request: refused, whichever.
+const CONTROLLER_HOST_ONLY: &str =
+    "the wire emulator and the capture run only on the controller's host";
+
+impl<H: Helper> Handler<Start<H>> for HelperRole<H> {
+    fn handle(&mut self, Start(spec): Start<H>, _: &mut Link<'_>) -> Result<(), RoleError> {
+        let doing = H::doing(&spec);
+        let helper = H::start(spec).map_err(|e| RoleError::failed(format_args!("{doing}: {e}")))?;
+        self.running = Some(helper);
+        Ok(())
     }
 
-    fn check(_: &mut HelperRequest<H::Spec>, _: &str, _: &Policy) -> Result<(), String> {
-        Err("the wire emulator and the capture run only on the controller's host".into())
+    fn check(_: &mut Start<H>, _: &str, _: &Policy) -> Result<(), String> {
+        Err(CONTROLLER_HOST_ONLY.into())
+    }
+}
+
+impl<H: Helper> Handler<Stop<H>> for HelperRole<H> {
+    fn handle(&mut self, _: Stop<H>, _: &mut Link<'_>) -> Result<H::Report, RoleError> {
+        let helper = self
+            .running
+            .take()
+            .ok_or_else(|| RoleError::failed(format_args!("Stop with no {} running", H::ROLE)))?;
+        helper.stop().map_err(RoleError::failed)
+    }
+
+    fn check(_: &mut Stop<H>, _: &str, _: &Policy) -> Result<(), String> {
+        Err(CONTROLLER_HOST_ONLY.into())
     }
 }
 

@@ -56,8 +56,17 @@ use thiserror::Error;
 
 /// The Noise protocol name.
 pub const PATTERN: &str = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
-/// Bound into the handshake: a peer speaking another agent protocol fails it.
-const PROLOGUE: &[u8] = b"netlab agent protocol 2";
+/// The version of what controller and agent say to each other, bound into
+/// the handshake ([`PROLOGUE`]), so a peer of another fails the handshake's
+/// first message before anything of a run is said. 3: a role's request
+/// travels by its name with its body (`Command::Role`'s `request` and
+/// `params`) and its reply as that request's own reply type. 2: each
+/// role's request and reply enums. An agent of protocol 2 answers a
+/// controller of 3 as it answers a wrong key ([`Refusal::KeyDiffers`], whose
+/// text names both causes), and so does one of 3 a controller of 2.
+pub const PROTOCOL: u32 = 3;
+/// Bound into the handshake: "netlab agent protocol {PROTOCOL}".
+const PROLOGUE: &[u8] = b"netlab agent protocol 3";
 /// Largest Noise message.
 pub const NOISE_MAX: usize = 65535;
 /// Bytes a Noise transport message adds to its plaintext (the AEAD tag).
@@ -160,7 +169,7 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Refusal::Busy => "the agent is busy with unauthenticated connections: it ended our handshake, before judging our key, to make room",
-            Refusal::KeyDiffers => "the agent could not verify our first handshake message: it holds a different key",
+            Refusal::KeyDiffers => "the agent could not verify our first handshake message: it holds a different key, or speaks another agent protocol (another netlab release)",
             Refusal::Replayed => "the agent saw our first handshake message before (a replay)",
             Refusal::TooSlow => "our first handshake message did not reach the agent whole in time",
         })
@@ -220,9 +229,17 @@ fn write_message(link: &mut impl Write, message: &[u8]) -> io::Result<()> {
 }
 
 fn handshake_state(key: &Key, initiator: bool) -> Result<snow::HandshakeState, ChannelError> {
+    handshake_state_of(PROLOGUE, key, initiator)
+}
+
+fn handshake_state_of(
+    prologue: &[u8],
+    key: &Key,
+    initiator: bool,
+) -> Result<snow::HandshakeState, ChannelError> {
     let params: snow::params::NoiseParams = PATTERN.parse().map_err(noise)?;
     let builder = snow::Builder::new(params)
-        .prologue(PROLOGUE)
+        .prologue(prologue)
         .map_err(noise)?
         .psk(0, key.bytes())
         .map_err(noise)?;
@@ -658,6 +675,35 @@ pub mod tests {
             matches!(client, Err(ChannelError::Refused(Refusal::KeyDiffers))),
             "{:?}",
             client.err()
+        );
+    }
+
+    #[test]
+    fn a_peer_of_the_previous_protocol_fails_the_first_message() {
+        assert_eq!(
+            PROLOGUE,
+            format!("netlab agent protocol {PROTOCOL}").as_bytes()
+        );
+        // A controller of protocol 2 (before requests travelled by name),
+        // with the right key, writes its first message: this agent cannot
+        // verify it.
+        let key = Key::from_bytes([7; 32]);
+        let mut old = handshake_state_of(b"netlab agent protocol 2", &key, true).unwrap();
+        let mut first = [0u8; HANDSHAKE_MESSAGE_MAX];
+        let n = old.write_message(&[], &mut first).unwrap();
+        assert!(matches!(
+            verify_first(&first[..n], &key),
+            Err(ChannelError::Authentication(_))
+        ));
+        // The same message of this protocol verifies.
+        let mut new = handshake_state_of(PROLOGUE, &key, true).unwrap();
+        let n = new.write_message(&[], &mut first).unwrap();
+        assert!(verify_first(&first[..n], &key).is_ok());
+        // What the controller is told names both causes.
+        assert!(
+            Refusal::KeyDiffers
+                .to_string()
+                .contains("another agent protocol")
         );
     }
 

@@ -178,7 +178,8 @@ mod tests {
                 id: 3,
                 command: Command::Role {
                     role: "stream".into(),
-                    request: serde_json::json!("Go"),
+                    request: "Go".into(),
+                    params: serde_json::Value::Null,
                 },
             },
             ToAgent::Bye,

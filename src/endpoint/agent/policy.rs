@@ -21,12 +21,14 @@ pub enum Serve {
 }
 
 /// One role's check of the requests it is sent through an agent, by the
-/// role's name: the role's own `Role::check` (`crate::endpoint::role`
-/// makes these; the registry lists them). It may tighten the request.
+/// role's name: each request's own `Handler::check`, found by the
+/// request's name (`crate::endpoint::role::check_of` makes these; the
+/// registry lists them). It may tighten the request.
 #[derive(Clone, Copy)]
 pub struct RoleCheck {
     pub role: &'static str,
-    pub check: fn(&mut serde_json::Value, &str, &Policy) -> Result<(), String>,
+    /// Checks request `name` of the role, its body as JSON, in a run.
+    pub check: fn(&str, &mut serde_json::Value, &str, &Policy) -> Result<(), String>,
 }
 
 impl std::fmt::Debug for RoleCheck {
@@ -252,14 +254,18 @@ impl Policy {
     /// it: a request goes to its role's own check, which may tighten it.
     pub fn check(&self, experiment: &str, command: &mut Command) -> Result<(), String> {
         match command {
-            Command::Role { role, request } => {
+            Command::Role {
+                role,
+                request,
+                params,
+            } => {
                 let entry = self
                     .served
                     .roles
                     .iter()
                     .find(|c| c.role == role)
                     .ok_or_else(|| format!("no endpoint role \"{role}\""))?;
-                (entry.check)(request, experiment, self)
+                (entry.check)(request, params, experiment, self)
             }
             Command::Proceed | Command::Exit => Ok(()),
         }
@@ -343,8 +349,8 @@ mod tests {
     use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
     use crate::endpoint::bulk::types::{Amount, RecvStrategy, SendStrategy, SocketOptions};
     use crate::endpoint::login::host::SessionCommand;
-    use crate::experiments::login::role::LoginRequest;
-    use crate::experiments::stream::role::StreamRequest;
+    use crate::experiments::login::role::{Serve as LoginServe, Type};
+    use crate::experiments::stream::role::{Connect, Listen};
 
     /// The agent's default policy, checking the registry's roles.
     fn default() -> Policy {
@@ -359,10 +365,16 @@ mod tests {
         }
     }
 
-    fn request(role: &str, request: impl serde::Serialize) -> Command {
+    fn request(request: impl crate::endpoint::role::Request) -> Command {
+        crate::endpoint::role::command(&request).unwrap()
+    }
+
+    /// A request of `role` by its name and body, as any peer could send it.
+    fn raw(role: &str, request: &str, params: serde_json::Value) -> Command {
         Command::Role {
             role: role.into(),
-            request: serde_json::to_value(request).unwrap(),
+            request: request.into(),
+            params,
         }
     }
 
@@ -407,21 +419,18 @@ mod tests {
     }
 
     fn receive(guard: Option<DataGuard>, port: u16) -> Command {
-        request(
-            "stream",
-            StreamRequest::Receive(Box::new(ReceiveSpec {
-                bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
-                options: SocketOptions::default(),
-                strategy: RecvStrategy::Read { buffer: 1 << 17 },
-                verify: true,
-                progress: false,
-                interface: None,
-                guard,
-                limit_bytes: None,
-                udp: false,
-                udp_clock_shared: false,
-            })),
-        )
+        request(Listen(ReceiveSpec {
+            bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
+            options: SocketOptions::default(),
+            strategy: RecvStrategy::Read { buffer: 1 << 17 },
+            verify: true,
+            progress: false,
+            interface: None,
+            guard,
+            limit_bytes: None,
+            udp: false,
+            udp_clock_shared: false,
+        }))
     }
 
     fn guard() -> DataGuard {
@@ -437,10 +446,10 @@ mod tests {
         let policy = default();
         let mut command = receive(Some(guard()), 0);
         policy.check("stream", &mut command).unwrap();
-        let Command::Role { request, .. } = command else {
+        let Command::Role { params, .. } = command else {
             unreachable!()
         };
-        let Ok(StreamRequest::Receive(spec)) = serde_json::from_value(request) else {
+        let Ok(Listen(spec)) = serde_json::from_value(params) else {
             unreachable!()
         };
         assert_eq!(spec.guard.unwrap().ports, Some((5311, 5350)));
@@ -469,20 +478,17 @@ mod tests {
             ..default()
         };
         let sender = |record: usize, amount, token, interval_s: Option<f64>| {
-            request(
-                "stream",
-                StreamRequest::Send(Box::new(SendSpec {
-                    connect: "10.0.0.2:5311".parse().unwrap(),
-                    options: SocketOptions::default(),
-                    strategy: SendStrategy::Write,
-                    record,
-                    amount,
-                    interface: None,
-                    token,
-                    interval_s,
-                    udp: None,
-                })),
-            )
+            request(Connect(SendSpec {
+                connect: "10.0.0.2:5311".parse().unwrap(),
+                options: SocketOptions::default(),
+                strategy: SendStrategy::Write,
+                record,
+                amount,
+                interface: None,
+                token,
+                interval_s,
+                udp: None,
+            }))
         };
         let send_with = |amount, token| sender(100, amount, token, None);
         let send = |amount| send_with(amount, Some([1; crate::endpoint::protocol::TOKEN_LEN]));
@@ -534,8 +540,8 @@ mod tests {
             assert!(refused.contains(says), "{record} {interval:?}: {refused}");
         }
         let mut huge_read = receive(Some(guard()), 0);
-        if let Command::Role { request, .. } = &mut huge_read {
-            request["Receive"]["strategy"] =
+        if let Command::Role { params, .. } = &mut huge_read {
+            params["strategy"] =
                 serde_json::to_value(RecvStrategy::Read { buffer: 1 << 40 }).unwrap();
         }
         let refused = policy.check("stream", &mut huge_read).unwrap_err();
@@ -544,24 +550,21 @@ mod tests {
 
     #[test]
     fn an_rpm_test_the_command_line_would_refuse_is_refused_through_an_agent() {
-        use crate::endpoint::rpm::role::RpmRequest;
+        use crate::endpoint::rpm::role::Measure;
         use crate::endpoint::rpm::types::ClientSpec;
         let policy = default();
         let measure = |max_connections: usize, probe_rate: u32, seconds: f64, idle: u32| {
-            request(
-                "rpm",
-                RpmRequest::Measure(Box::new(ClientSpec {
-                    server: "10.0.0.2:5311".parse().unwrap(),
-                    direction: crate::endpoint::rpm::types::Direction::Down,
-                    max_connections,
-                    probe_rate,
-                    max_duration_s: seconds,
-                    idle_probes: idle,
-                    draft: Default::default(),
-                    sockets: Default::default(),
-                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
-                })),
-            )
+            request(Measure(ClientSpec {
+                server: "10.0.0.2:5311".parse().unwrap(),
+                direction: crate::endpoint::rpm::types::Direction::Down,
+                max_connections,
+                probe_rate,
+                max_duration_s: seconds,
+                idle_probes: idle,
+                draft: Default::default(),
+                sockets: Default::default(),
+                token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+            }))
         };
         assert!(policy.check("rpm", &mut measure(16, 100, 10.0, 10)).is_ok());
         for (spec, says) in [
@@ -581,22 +584,19 @@ mod tests {
     #[test]
     fn an_rpc_cell_the_command_line_would_refuse_is_refused_through_an_agent() {
         use crate::endpoint::rpc::{Proto, RpcClientSpec, client};
-        use crate::experiments::rpc::role::RpcRequest;
+        use crate::experiments::rpc::role::Call;
         let policy = default();
         let call = |size: usize, calls: u32, reps: u32| {
-            request(
-                "rpc",
-                RpcRequest::Call(RpcClientSpec {
-                    server: "10.0.0.2:5311".parse().unwrap(),
-                    proto: Proto::Tcp,
-                    strategy: client::Strategy::Sun,
-                    options: Default::default(),
-                    size,
-                    calls,
-                    reps,
-                    token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
-                }),
-            )
+            request(Call(RpcClientSpec {
+                server: "10.0.0.2:5311".parse().unwrap(),
+                proto: Proto::Tcp,
+                strategy: client::Strategy::Sun,
+                options: Default::default(),
+                size,
+                calls,
+                reps,
+                token: Some([1; crate::endpoint::protocol::TOKEN_LEN]),
+            }))
         };
         assert!(policy.check("rpc", &mut call(8192, 100, 20)).is_ok());
         for (mut spec, says) in [
@@ -624,15 +624,17 @@ mod tests {
         let policy = default();
         assert!(policy.admit("mesh").is_ok());
         assert!(policy.check("mesh", &mut receive(Some(guard()), 0)).is_ok());
-        let mut checksum = request(
+        let mut checksum = raw(
             "cksum",
+            "Measure",
             serde_json::json!({"size": 64, "cold_pool": 0, "batches": 1}),
         );
         assert!(policy.check("cksum", &mut checksum).is_ok());
         // A cell past this host's memory is refused before an endpoint
         // would try to allocate it.
-        let mut huge = request(
+        let mut huge = raw(
             "cksum",
+            "Measure",
             serde_json::json!({"size": 1u64 << 50, "cold_pool": 0, "batches": 1}),
         );
         let refusal = policy.check("cksum", &mut huge).unwrap_err();
@@ -651,14 +653,11 @@ mod tests {
                 .check("mesh", &mut receive(Some(guard()), 0))
                 .is_ok()
         );
-        let mut rpm_server = request(
-            "rpm",
-            crate::endpoint::rpm::role::RpmRequest::Serve {
-                bind: "10.0.0.2:0".parse().unwrap(),
-                guard: Some(guard()),
-                sockets: Default::default(),
-            },
-        );
+        let mut rpm_server = request(crate::endpoint::rpm::role::Serve {
+            bind: "10.0.0.2:0".parse().unwrap(),
+            guard: Some(guard()),
+            sockets: Default::default(),
+        });
         assert!(policy.check("mesh", &mut rpm_server.clone()).is_ok());
         let refusal = streams_only.check("mesh", &mut rpm_server).unwrap_err();
         assert!(
@@ -685,24 +684,21 @@ mod tests {
             ..default()
         };
         let typing = |users: usize, rate: f64, warmup_s: f64, stall_ms: u64| {
-            request(
-                "login",
-                LoginRequest::Type(Box::new(TypeSpec {
-                    target: LoginTarget {
-                        server: "10.0.0.2:5311".parse().unwrap(),
-                        dialect: Dialect::Rlogin,
-                        ssh: None,
-                        token: Some([5; 16]),
-                        stall: crate::endpoint::stall::StallBound { ms: stall_ms },
-                    },
-                    users,
-                    rate,
-                    poisson: false,
-                    corpus: b"hello".to_vec(),
-                    warmup_s,
-                    duration_s: 5.0,
-                })),
-            )
+            request(Type(TypeSpec {
+                target: LoginTarget {
+                    server: "10.0.0.2:5311".parse().unwrap(),
+                    dialect: Dialect::Rlogin,
+                    ssh: None,
+                    token: Some([5; 16]),
+                    stall: crate::endpoint::stall::StallBound { ms: stall_ms },
+                },
+                users,
+                rate,
+                poisson: false,
+                corpus: b"hello".to_vec(),
+                warmup_s,
+                duration_s: 5.0,
+            }))
         };
         assert!(
             policy
@@ -736,21 +732,18 @@ mod tests {
             assert!(refused.contains("ephemeral ports"), "{refused}");
         }
         let serving = |max_sessions: usize, interface: Option<&str>, budget: Option<f64>| {
-            request(
-                "login",
-                LoginRequest::Serve(Box::new(HostServeSpec {
-                    target: Target::Fork,
-                    dialect: Dialect::Rlogin,
-                    address: "10.0.0.2".parse().unwrap(),
-                    session: SessionCommand::Discard { linemode: false },
-                    max_sessions,
-                    nodelay: false,
-                    interface: interface.map(String::from),
-                    measure_idle: false,
-                    guard: Some(guard()),
-                    cpu_budget_pct: budget,
-                })),
-            )
+            request(LoginServe(HostServeSpec {
+                target: Target::Fork,
+                dialect: Dialect::Rlogin,
+                address: "10.0.0.2".parse().unwrap(),
+                session: SessionCommand::Discard { linemode: false },
+                max_sessions,
+                nodelay: false,
+                interface: interface.map(String::from),
+                measure_idle: false,
+                guard: Some(guard()),
+                cpu_budget_pct: budget,
+            }))
         };
         assert!(
             policy
@@ -777,21 +770,18 @@ mod tests {
         assert!(policy.admit("lab").is_ok());
         assert!(policy.check("lab", &mut receive(Some(guard()), 0)).is_ok());
         let typing = |session| {
-            request(
-                "login",
-                LoginRequest::Serve(Box::new(crate::endpoint::login::host::HostServeSpec {
-                    target: crate::endpoint::login::host::Target::Epoll,
-                    dialect: crate::endpoint::login::host::Dialect::Rlogin,
-                    address: "10.0.0.2".parse().unwrap(),
-                    session,
-                    max_sessions: 4,
-                    nodelay: false,
-                    interface: None,
-                    measure_idle: false,
-                    guard: Some(guard()),
-                    cpu_budget_pct: None,
-                })),
-            )
+            request(LoginServe(crate::endpoint::login::host::HostServeSpec {
+                target: crate::endpoint::login::host::Target::Epoll,
+                dialect: crate::endpoint::login::host::Dialect::Rlogin,
+                address: "10.0.0.2".parse().unwrap(),
+                session,
+                max_sessions: 4,
+                nodelay: false,
+                interface: None,
+                measure_idle: false,
+                guard: Some(guard()),
+                cpu_budget_pct: None,
+            }))
         };
         let refusal = policy
             .check(
@@ -841,7 +831,8 @@ mod role_tests {
         };
         let mut unknown = Command::Role {
             role: "shell".into(),
-            request: serde_json::json!("ls"),
+            request: "ls".into(),
+            params: serde_json::Value::Null,
         };
         assert!(
             policy
@@ -851,7 +842,8 @@ mod role_tests {
         );
         let mut emulate = Command::Role {
             role: "emulator".into(),
-            request: serde_json::json!("Stop"),
+            request: "Stop".into(),
+            params: serde_json::Value::Null,
         };
         assert!(
             policy
@@ -861,18 +853,30 @@ mod role_tests {
         );
         let mut garbled = Command::Role {
             role: "stream".into(),
-            request: serde_json::json!({"Receive": 3}),
+            request: "Listen".into(),
+            params: serde_json::json!(3),
         };
+        let refusal = policy.check("stream", &mut garbled).unwrap_err();
         assert!(
-            policy
-                .check("stream", &mut garbled)
-                .unwrap_err()
-                .contains("does not parse")
+            refusal.starts_with("a stream Listen request that does not parse"),
+            "{refusal}"
+        );
+        // A request the role does not answer is refused by its name, with
+        // the names it does answer.
+        let mut unknown_request = Command::Role {
+            role: "stream".into(),
+            request: "Shell".into(),
+            params: serde_json::Value::Null,
+        };
+        assert_eq!(
+            policy.check("stream", &mut unknown_request).unwrap_err(),
+            "the stream role answers no request \"Shell\" (it answers Listen, Connect, Go)"
         );
         // Without the registry's roles an agent serves nothing.
         let mut go = Command::Role {
             role: "stream".into(),
-            request: serde_json::json!("Go"),
+            request: "Go".into(),
+            params: serde_json::Value::Null,
         };
         assert!(Policy::default().check("stream", &mut go).is_err());
     }

@@ -8,65 +8,64 @@ use super::server::Server;
 use super::types::{ClientReport, ClientSpec, LoadReport, LoadSockets, ServerReport};
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
-use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
+/// Serve load and probe connections on `bind`: the address served.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum RpmRequest {
-    Serve {
-        bind: SocketAddr,
-        guard: Option<DataGuard>,
-        sockets: LoadSockets,
-    },
-    Measure(Box<ClientSpec>),
-    Stop,
-    /// Load-generating connections to `spec.server` (its direction, at
-    /// most `spec.max_connections` each way), no probes, until `LoadStop`.
-    LoadStart(Box<ClientSpec>),
-    LoadStop,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum RpmReply {
-    Serving { addr: SocketAddr },
-    Measured(Box<ClientReport>),
-    Stopped(Box<ServerReport>),
-    Loading,
-    Loaded(LoadReport),
-}
-
-/// Serve load and probe connections on `bind`.
-#[derive(Debug)]
 pub struct Serve {
     pub bind: SocketAddr,
     pub guard: Option<DataGuard>,
     pub sockets: LoadSockets,
 }
-/// Run the test.
-#[derive(Debug)]
+
+impl Request for Serve {
+    type Role = RpmRole;
+    type Reply = SocketAddr;
+    const NAME: &'static str = "Serve";
+}
+
+/// Run the test: its raw figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measure(pub ClientSpec);
+
+impl Request for Measure {
+    type Role = RpmRole;
+    type Reply = Box<ClientReport>;
+    const NAME: &'static str = "Measure";
+}
+
 /// Stop serving: what was served.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
-/// Start a load alone (`max_connections` connections each way).
-#[derive(Debug)]
+
+impl Request for Stop {
+    type Role = RpmRole;
+    type Reply = Box<ServerReport>;
+    const NAME: &'static str = "Stop";
+}
+
+/// Start a load alone: load-generating connections to `spec.server` (its
+/// direction, at most `spec.max_connections` each way), no probes, until
+/// `LoadStop`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadStart(pub ClientSpec);
+
+impl Request for LoadStart {
+    type Role = RpmRole;
+    type Reply = ();
+    const NAME: &'static str = "LoadStart";
+}
+
 /// Stop the load: what it carried.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadStop;
 
-crate::endpoint::role::requests! { RpmRole:
-    Serve, |Serve { bind, guard, sockets }| RpmRequest::Serve { bind, guard, sockets };
-    RpmReply::Serving { addr } => SocketAddr = addr;
-    Measure, |Measure(spec)| RpmRequest::Measure(Box::new(spec));
-    RpmReply::Measured(report) => Box<ClientReport> = report;
-    Stop, |Stop| RpmRequest::Stop;
-    RpmReply::Stopped(report) => Box<ServerReport> = report;
-    LoadStart, |LoadStart(spec)| RpmRequest::LoadStart(Box::new(spec));
-    RpmReply::Loading => () = ();
-    LoadStop, |LoadStop| RpmRequest::LoadStop;
-    RpmReply::Loaded(report) => LoadReport = report;
+impl Request for LoadStop {
+    type Role = RpmRole;
+    type Reply = LoadReport;
+    const NAME: &'static str = "LoadStop";
 }
 
 #[derive(Default)]
@@ -77,87 +76,111 @@ pub struct RpmRole {
 
 impl Protocol for RpmRole {
     const ROLE: &'static str = "rpm";
-    type Request = RpmRequest;
-    type Reply = RpmReply;
     type Event = ();
 }
 
 impl Role for RpmRole {
-    fn handle(&mut self, request: RpmRequest, _link: &mut Link<'_>) -> Result<RpmReply, RoleError> {
-        match request {
-            RpmRequest::Serve {
-                bind,
-                guard,
-                sockets,
-            } => {
-                let server = Server::start(bind, guard, sockets)
-                    .map_err(|e| RoleError::failed(format_args!("rpm server on {bind}: {e}")))?;
-                let addr = server.local_addr();
-                self.server = Some(server);
-                Ok(RpmReply::Serving { addr })
-            }
-            RpmRequest::Measure(spec) => client::run(&spec)
-                .map(|r| RpmReply::Measured(Box::new(r)))
-                .map_err(RoleError::Failed),
-            RpmRequest::Stop => {
-                let server = self
-                    .server
-                    .take()
-                    .ok_or_else(|| RoleError::failed("Stop with no rpm server running"))?;
-                Ok(RpmReply::Stopped(Box::new(server.stop())))
-            }
-            RpmRequest::LoadStart(spec) => {
-                if self.load.is_some() {
-                    return Err(RoleError::failed("a load is already running"));
-                }
-                self.load = Some(
-                    BackgroundLoad::start(&spec, spec.max_connections)
-                        .map_err(RoleError::Failed)?,
-                );
-                Ok(RpmReply::Loading)
-            }
-            RpmRequest::LoadStop => {
-                let load = self
-                    .load
-                    .take()
-                    .ok_or_else(|| RoleError::failed("LoadStop with no load running"))?;
-                Ok(RpmReply::Loaded(load.stop()))
-            }
-        }
+    const ROUTES: &'static [Route<Self>] = &[
+        route::<Serve>(),
+        route::<Measure>(),
+        route::<Stop>(),
+        route::<LoadStart>(),
+        route::<LoadStop>(),
+    ];
+}
+
+impl Handler<Serve> for RpmRole {
+    fn handle(&mut self, serve: Serve, _: &mut Link<'_>) -> Result<SocketAddr, RoleError> {
+        let Serve {
+            bind,
+            guard,
+            sockets,
+        } = serve;
+        let server = Server::start(bind, guard, sockets)
+            .map_err(|e| RoleError::failed(format_args!("rpm server on {bind}: {e}")))?;
+        let addr = server.local_addr();
+        self.server = Some(server);
+        Ok(addr)
     }
 
-    fn check(request: &mut RpmRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        match request {
-            RpmRequest::Serve { bind, guard, .. } => {
-                policy.part_of(run, Self::ROLE, "an rpm server")?;
-                policy.guard_data_port(guard, bind.port())
-            }
-            RpmRequest::Measure(spec) => {
-                policy.part_of(run, Self::ROLE, "an rpm measuring end")?;
-                if spec.token.is_none() {
-                    return Err("an rpm measuring end through an agent sends only after the server's consent, and the controller sent no run token to ask it with".into());
-                }
-                // The command line's bounds, whoever sent the request (a
-                // minute at most).
-                super::bounds::check_bounds(
-                    spec.probe_rate,
-                    spec.max_connections,
-                    spec.max_duration_s,
-                    spec.idle_probes,
-                )?;
-                policy.within_seconds(spec.max_duration_s, " of load")
-            }
-            RpmRequest::LoadStart(spec) => {
-                // A load beside another experiment's cell runs only in
-                // rpm's own runs through an agent (login's uses it on
-                // loopback and in namespaces).
-                policy.part_of(run, Self::ROLE, "an rpm load")?;
-                if spec.token.is_none() {
-                    return Err("an rpm load through an agent needs the run's token".into());
-                }
-                Ok(())
-            }
-            RpmRequest::Stop | RpmRequest::LoadStop => Ok(()),
+    fn check(serve: &mut Serve, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "an rpm server")?;
+        policy.guard_data_port(&mut serve.guard, serve.bind.port())
+    }
+}
+
+impl Handler<Measure> for RpmRole {
+    fn handle(
+        &mut self,
+        Measure(spec): Measure,
+        _: &mut Link<'_>,
+    ) -> Result<Box<ClientReport>, RoleError> {
+        client::run(&spec).map(Box::new).map_err(RoleError::Failed)
+    }
+
+    fn check(Measure(spec): &mut Measure, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "an rpm measuring end")?;
+        if spec.token.is_none() {
+            return Err("an rpm measuring end through an agent sends only after the server's consent, and the controller sent no run token to ask it with".into());
         }
+        // The command line's bounds, whoever sent the request (a minute at
+        // most).
+        super::bounds::check_bounds(
+            spec.probe_rate,
+            spec.max_connections,
+            spec.max_duration_s,
+            spec.idle_probes,
+        )?;
+        policy.within_seconds(spec.max_duration_s, " of load")
+    }
+}
+
+impl Handler<Stop> for RpmRole {
+    fn handle(&mut self, _: Stop, _: &mut Link<'_>) -> Result<Box<ServerReport>, RoleError> {
+        let server = self
+            .server
+            .take()
+            .ok_or_else(|| RoleError::failed("Stop with no rpm server running"))?;
+        Ok(Box::new(server.stop()))
+    }
+
+    fn check(_: &mut Stop, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Handler<LoadStart> for RpmRole {
+    fn handle(&mut self, LoadStart(spec): LoadStart, _: &mut Link<'_>) -> Result<(), RoleError> {
+        if self.load.is_some() {
+            return Err(RoleError::failed("a load is already running"));
+        }
+        self.load =
+            Some(BackgroundLoad::start(&spec, spec.max_connections).map_err(RoleError::Failed)?);
+        Ok(())
+    }
+
+    fn check(LoadStart(spec): &mut LoadStart, run: &str, policy: &Policy) -> Result<(), String> {
+        // A load beside another experiment's cell runs only in rpm's own
+        // runs through an agent (login's uses it on loopback and in
+        // namespaces).
+        policy.part_of(run, Self::ROLE, "an rpm load")?;
+        if spec.token.is_none() {
+            return Err("an rpm load through an agent needs the run's token".into());
+        }
+        Ok(())
+    }
+}
+
+impl Handler<LoadStop> for RpmRole {
+    fn handle(&mut self, _: LoadStop, _: &mut Link<'_>) -> Result<LoadReport, RoleError> {
+        let load = self
+            .load
+            .take()
+            .ok_or_else(|| RoleError::failed("LoadStop with no load running"))?;
+        Ok(load.stop())
+    }
+
+    fn check(_: &mut LoadStop, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
     }
 }

@@ -331,17 +331,22 @@ pub struct CksumRole;
 
 impl crate::endpoint::role::Protocol for CksumRole {
     const ROLE: &'static str = "cksum";
-    type Request = CksumSpec;
-    type Reply = CksumResult;
     type Event = ();
 }
 
-crate::endpoint::role::requests! { CksumRole:
-    CksumSpec, |spec| spec;
-    result => CksumResult = result;
+/// One size's timings.
+impl crate::endpoint::role::Request for CksumSpec {
+    type Role = CksumRole;
+    type Reply = CksumResult;
+    const NAME: &'static str = "Measure";
 }
 
 impl crate::endpoint::role::Role for CksumRole {
+    const ROUTES: &'static [crate::endpoint::role::Route<Self>] =
+        &[crate::endpoint::role::route::<CksumSpec>()];
+}
+
+impl crate::endpoint::role::Handler<CksumSpec> for CksumRole {
     fn handle(
         &mut self,
         spec: CksumSpec,

@@ -11,79 +11,81 @@ use crate::endpoint::login::clients::{
 };
 use crate::endpoint::login::host::{Host, HostReport, HostServeSpec, HostServing, SessionCommand};
 use crate::endpoint::login::typist::{Moment, TypistReport};
-use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
 use crate::experiments::login::bounds;
 use crate::measure::limits::{HostLimits, Needs};
 use crate::measure::window::HostWindow;
 use serde::{Deserialize, Serialize};
 
+/// Start the cell's server, serving until `Stop`: what a client needs of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum LoginRequest {
-    /// Start the cell's server, serving until `Stop`.
-    Serve(Box<HostServeSpec>),
-    /// Every session is logged in: put the CPU budget's quota on the
-    /// server (if it has a budget).
-    Budget,
-    /// Open the serving host's measured window.
-    WindowOpen,
-    /// Close it; the host's window.
-    WindowClose,
-    /// Type a login load against a server.
-    Type(Box<TypeSpec>),
-    /// Read one file's output through a server as a terminal.
-    Terminal(Box<LoginTarget>),
-    /// End the server and every session; its account.
-    Stop,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum LoginReply {
-    Serving(Box<HostServing>),
-    WindowOpened,
-    BudgetApplied,
-    Window(Box<HostWindow>),
-    Typed(Box<TypistReport>),
-    Terminal(Box<TerminalReport>),
-    Stopped(Box<HostReport>),
-}
-
-/// Start the cell's server: what a client needs of it.
-#[derive(Debug)]
 pub struct Serve(pub HostServeSpec);
-/// Put the CPU budget's quota on the server.
-#[derive(Debug)]
+
+impl Request for Serve {
+    type Role = LoginRole;
+    type Reply = Box<HostServing>;
+    const NAME: &'static str = "Serve";
+}
+
+/// Every session is logged in: put the CPU budget's quota on the server
+/// (if it has a budget).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Budget;
+
+impl Request for Budget {
+    type Role = LoginRole;
+    type Reply = ();
+    const NAME: &'static str = "Budget";
+}
+
 /// Open the serving host's measured window.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowOpen;
+
+impl Request for WindowOpen {
+    type Role = LoginRole;
+    type Reply = ();
+    const NAME: &'static str = "WindowOpen";
+}
+
 /// Close it: the host's window.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowClose;
+
+impl Request for WindowClose {
+    type Role = LoginRole;
+    type Reply = Box<HostWindow>;
+    const NAME: &'static str = "WindowClose";
+}
+
 /// Type a login load against a server: the typists' account.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Type(pub TypeSpec);
+
+impl Request for Type {
+    type Role = LoginRole;
+    type Reply = Box<TypistReport>;
+    const NAME: &'static str = "Type";
+}
+
 /// Read one file's output through a server as a terminal: its account.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Terminal(pub LoginTarget);
+
+impl Request for Terminal {
+    type Role = LoginRole;
+    type Reply = Box<TerminalReport>;
+    const NAME: &'static str = "Terminal";
+}
+
 /// End the server and every session: its account.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
 
-crate::endpoint::role::requests! { LoginRole:
-    Serve, |Serve(spec)| LoginRequest::Serve(Box::new(spec));
-    LoginReply::Serving(serving) => Box<HostServing> = serving;
-    Budget, |Budget| LoginRequest::Budget;
-    LoginReply::BudgetApplied => () = ();
-    WindowOpen, |WindowOpen| LoginRequest::WindowOpen;
-    LoginReply::WindowOpened => () = ();
-    WindowClose, |WindowClose| LoginRequest::WindowClose;
-    LoginReply::Window(window) => Box<HostWindow> = window;
-    Type, |Type(spec)| LoginRequest::Type(Box::new(spec));
-    LoginReply::Typed(report) => Box<TypistReport> = report;
-    Terminal, |Terminal(target)| LoginRequest::Terminal(Box::new(target));
-    LoginReply::Terminal(report) => Box<TerminalReport> = report;
-    Stop, |Stop| LoginRequest::Stop;
-    LoginReply::Stopped(report) => Box<HostReport> = report;
+impl Request for Stop {
+    type Role = LoginRole;
+    type Reply = Box<HostReport>;
+    const NAME: &'static str = "Stop";
 }
 
 /// The typing end's measured window opens or closes, or (`logged_in`)
@@ -105,115 +107,162 @@ pub struct LoginRole {
 
 impl Protocol for LoginRole {
     const ROLE: &'static str = "login";
-    type Request = LoginRequest;
-    type Reply = LoginReply;
     type Event = WindowEdge;
 }
 
 impl Role for LoginRole {
+    const ROUTES: &'static [Route<Self>] = &[
+        route::<Serve>(),
+        route::<Budget>(),
+        route::<WindowOpen>(),
+        route::<WindowClose>(),
+        route::<Type>(),
+        route::<Terminal>(),
+        route::<Stop>(),
+    ];
+}
+
+/// Tells the controller of a window's edge and, when it `awaits`, waits
+/// for its `Proceed`.
+fn window_edge(link: &mut Link<'_>, moment: Moment, awaits: bool) -> std::io::Result<()> {
+    link.event::<LoginRole>(&WindowEdge {
+        open: moment == Moment::WindowOpen,
+        awaits,
+        logged_in: moment == Moment::LoggedIn,
+    })?;
+    if awaits {
+        link.proceed()?;
+    }
+    Ok(())
+}
+
+impl Handler<Serve> for LoginRole {
     fn handle(
         &mut self,
-        request: LoginRequest,
-        link: &mut Link<'_>,
-    ) -> Result<LoginReply, RoleError> {
-        let mut edge = |moment: Moment, awaits| {
-            link.event::<LoginRole>(&WindowEdge {
-                open: moment == Moment::WindowOpen,
-                awaits,
-                logged_in: moment == Moment::LoggedIn,
-            })?;
-            if awaits {
-                link.proceed()?;
-            }
-            Ok(())
-        };
-        match request {
-            LoginRequest::Serve(spec) => {
-                let target = spec.target.name();
-                let (host, serving) = Host::start(*spec)
-                    .map_err(|e| RoleError::failed(format_args!("starting {target}: {e}")))?;
-                self.host = Some(Box::new(host));
-                Ok(LoginReply::Serving(Box::new(serving)))
-            }
-            LoginRequest::Budget => {
-                self.serving()?.apply_budget().map_err(RoleError::failed)?;
-                Ok(LoginReply::BudgetApplied)
-            }
-            LoginRequest::WindowOpen => {
-                self.serving()?.open_window().map_err(RoleError::failed)?;
-                Ok(LoginReply::WindowOpened)
-            }
-            LoginRequest::WindowClose => {
-                let window = self.serving()?.close_window().map_err(RoleError::failed)?;
-                Ok(LoginReply::Window(Box::new(window)))
-            }
-            LoginRequest::Type(spec) => type_load(&spec, &mut edge)
-                .map(|r| LoginReply::Typed(Box::new(r)))
-                .map_err(RoleError::failed),
-            LoginRequest::Terminal(target) => terminal(&target, &mut edge)
-                .map(|r| LoginReply::Terminal(Box::new(r)))
-                .map_err(RoleError::failed),
-            LoginRequest::Stop => {
-                let host = self
-                    .host
-                    .take()
-                    .ok_or_else(|| RoleError::failed("Stop with no server running"))?;
-                let report = host.stop().map_err(RoleError::failed)?;
-                Ok(LoginReply::Stopped(Box::new(report)))
-            }
-        }
+        Serve(spec): Serve,
+        _: &mut Link<'_>,
+    ) -> Result<Box<HostServing>, RoleError> {
+        let target = spec.target.name();
+        let (host, serving) = Host::start(spec)
+            .map_err(|e| RoleError::failed(format_args!("starting {target}: {e}")))?;
+        self.host = Some(Box::new(host));
+        Ok(Box::new(serving))
     }
 
-    fn check(request: &mut LoginRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        match request {
-            LoginRequest::Serve(spec) => {
-                let (experiment, what) = match spec.session {
-                    SessionCommand::Discard { .. } => ("login", "a typing session"),
-                    SessionCommand::Output { .. } => ("output", "an output session"),
-                };
-                let what = if matches!(run, "login" | "output") {
-                    what
-                } else {
-                    "a login server"
-                };
-                policy.part_of(run, experiment, what)?;
-                if let SessionCommand::Output { bytes, .. } = spec.session {
-                    policy.within_bytes(bytes, " of output")?;
-                }
-                bounds::check_serving(spec.max_sessions, spec.interface.as_deref())
-                    .map_err(|e| e.to_string())?;
-                if let Some(percent) = spec.cpu_budget_pct {
-                    bounds::check_budget(percent).map_err(|e| e.to_string())?;
-                }
-                within_this_hosts_limits(bounds::serving_needs(spec.target, spec.max_sessions))?;
-                policy.guard_data_port(&mut spec.guard, 0)
-            }
-            LoginRequest::Type(spec) => {
-                policy.part_of(run, "login", "a typist")?;
-                bounds::check_typing(spec.users, spec.rate, spec.warmup_s, spec.duration_s)
-                    .and_then(|()| bounds::check_stall(spec.target.stall.ms))
-                    .map_err(|e| e.to_string())?;
-                policy.within_seconds(spec.warmup_s + spec.duration_s, " of typing")?;
-                if spec.corpus.len() > MAX_CORPUS {
-                    return Err(format!(
-                        "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
-                        spec.corpus.len()
-                    ));
-                }
-                within_this_hosts_limits(bounds::typing_needs(
-                    spec.users,
-                    spec.target.ssh.is_some(),
-                ))
-            }
-            LoginRequest::Terminal(target) => {
-                policy.part_of(run, "output", "a terminal")?;
-                bounds::check_stall(target.stall.ms).map_err(|e| e.to_string())
-            }
-            LoginRequest::Budget
-            | LoginRequest::WindowOpen
-            | LoginRequest::WindowClose
-            | LoginRequest::Stop => Ok(()),
+    fn check(Serve(spec): &mut Serve, run: &str, policy: &Policy) -> Result<(), String> {
+        let (experiment, what) = match spec.session {
+            SessionCommand::Discard { .. } => ("login", "a typing session"),
+            SessionCommand::Output { .. } => ("output", "an output session"),
+        };
+        let what = if matches!(run, "login" | "output") {
+            what
+        } else {
+            "a login server"
+        };
+        policy.part_of(run, experiment, what)?;
+        if let SessionCommand::Output { bytes, .. } = spec.session {
+            policy.within_bytes(bytes, " of output")?;
         }
+        bounds::check_serving(spec.max_sessions, spec.interface.as_deref())
+            .map_err(|e| e.to_string())?;
+        if let Some(percent) = spec.cpu_budget_pct {
+            bounds::check_budget(percent).map_err(|e| e.to_string())?;
+        }
+        within_this_hosts_limits(bounds::serving_needs(spec.target, spec.max_sessions))?;
+        policy.guard_data_port(&mut spec.guard, 0)
+    }
+}
+
+impl Handler<Budget> for LoginRole {
+    fn handle(&mut self, _: Budget, _: &mut Link<'_>) -> Result<(), RoleError> {
+        self.serving()?.apply_budget().map_err(RoleError::failed)
+    }
+
+    fn check(_: &mut Budget, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Handler<WindowOpen> for LoginRole {
+    fn handle(&mut self, _: WindowOpen, _: &mut Link<'_>) -> Result<(), RoleError> {
+        self.serving()?.open_window().map_err(RoleError::failed)
+    }
+
+    fn check(_: &mut WindowOpen, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Handler<WindowClose> for LoginRole {
+    fn handle(&mut self, _: WindowClose, _: &mut Link<'_>) -> Result<Box<HostWindow>, RoleError> {
+        let window = self.serving()?.close_window().map_err(RoleError::failed)?;
+        Ok(Box::new(window))
+    }
+
+    fn check(_: &mut WindowClose, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Handler<Type> for LoginRole {
+    fn handle(
+        &mut self,
+        Type(spec): Type,
+        link: &mut Link<'_>,
+    ) -> Result<Box<TypistReport>, RoleError> {
+        type_load(&spec, &mut |moment, awaits| {
+            window_edge(link, moment, awaits)
+        })
+        .map(Box::new)
+        .map_err(RoleError::failed)
+    }
+
+    fn check(Type(spec): &mut Type, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, "login", "a typist")?;
+        bounds::check_typing(spec.users, spec.rate, spec.warmup_s, spec.duration_s)
+            .and_then(|()| bounds::check_stall(spec.target.stall.ms))
+            .map_err(|e| e.to_string())?;
+        policy.within_seconds(spec.warmup_s + spec.duration_s, " of typing")?;
+        if spec.corpus.len() > MAX_CORPUS {
+            return Err(format!(
+                "a corpus of {} bytes is over the {MAX_CORPUS} a typing end takes",
+                spec.corpus.len()
+            ));
+        }
+        within_this_hosts_limits(bounds::typing_needs(spec.users, spec.target.ssh.is_some()))
+    }
+}
+
+impl Handler<Terminal> for LoginRole {
+    fn handle(
+        &mut self,
+        Terminal(target): Terminal,
+        link: &mut Link<'_>,
+    ) -> Result<Box<TerminalReport>, RoleError> {
+        terminal(&target, &mut |moment, awaits| {
+            window_edge(link, moment, awaits)
+        })
+        .map(Box::new)
+        .map_err(RoleError::failed)
+    }
+
+    fn check(Terminal(target): &mut Terminal, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, "output", "a terminal")?;
+        bounds::check_stall(target.stall.ms).map_err(|e| e.to_string())
+    }
+}
+
+impl Handler<Stop> for LoginRole {
+    fn handle(&mut self, _: Stop, _: &mut Link<'_>) -> Result<Box<HostReport>, RoleError> {
+        let host = self
+            .host
+            .take()
+            .ok_or_else(|| RoleError::failed("Stop with no server running"))?;
+        host.stop().map(Box::new).map_err(RoleError::failed)
+    }
+
+    fn check(_: &mut Stop, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
     }
 }
 

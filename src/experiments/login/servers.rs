@@ -168,7 +168,7 @@ pub fn drive<R: Request<Role = LoginRole>>(
     server: &mut ServerProcess,
     request: R,
     timeout: Duration,
-) -> Result<(R::Answer, Option<HostWindow>), CellError> {
+) -> Result<(R::Reply, Option<HostWindow>), CellError> {
     let mut window = None;
     let mut failure = None;
     let wait = Wait {

@@ -5,56 +5,46 @@
 
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
-use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
 use crate::endpoint::rpc::server::{Running, Server, ServerOptions, ServerReport};
 use crate::endpoint::rpc::{RpcClientReport, RpcClientSpec, run_client};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum RpcRequest {
-    /// Serve netlab's RPC program on TCP and UDP at `bind`.
-    Serve {
-        bind: SocketAddr,
-        options: ServerOptions,
-        /// Through an agent: who may call, with which token.
-        #[serde(default)]
-        guard: Option<DataGuard>,
-    },
-    /// Make one cell's calls as the client.
-    Call(RpcClientSpec),
-    /// Stop the server; its account.
-    Stop,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum RpcReply {
-    Serving { port: u16 },
-    Called(Box<RpcClientReport>),
-    Stopped(Box<ServerReport>),
-}
-
 /// Serve netlab's RPC program on TCP and UDP at `bind`: the port.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Serve {
     pub bind: SocketAddr,
     pub options: ServerOptions,
+    /// Through an agent: who may call, with which token.
+    #[serde(default)]
     pub guard: Option<DataGuard>,
 }
+
+impl Request for Serve {
+    type Role = RpcRole;
+    type Reply = u16;
+    const NAME: &'static str = "Serve";
+}
+
 /// One cell's calls as the client: their account.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call(pub RpcClientSpec);
+
+impl Request for Call {
+    type Role = RpcRole;
+    type Reply = Box<RpcClientReport>;
+    const NAME: &'static str = "Call";
+}
+
 /// Stop the server: its account.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
 
-crate::endpoint::role::requests! { RpcRole:
-    Serve, |Serve { bind, options, guard }| RpcRequest::Serve { bind, options, guard };
-    RpcReply::Serving { port } => u16 = port;
-    Call, |Call(spec)| RpcRequest::Call(spec);
-    RpcReply::Called(report) => Box<RpcClientReport> = report;
-    Stop, |Stop| RpcRequest::Stop;
-    RpcReply::Stopped(report) => Box<ServerReport> = report;
+impl Request for Stop {
+    type Role = RpcRole;
+    type Reply = Box<ServerReport>;
+    const NAME: &'static str = "Stop";
 }
 
 /// The server this endpoint runs, if any.
@@ -65,60 +55,69 @@ pub struct RpcRole {
 
 impl Protocol for RpcRole {
     const ROLE: &'static str = "rpc";
-    type Request = RpcRequest;
-    type Reply = RpcReply;
     type Event = ();
 }
 
 impl Role for RpcRole {
-    fn handle(&mut self, request: RpcRequest, _: &mut Link<'_>) -> Result<RpcReply, RoleError> {
-        match request {
-            RpcRequest::Serve {
-                bind,
-                options,
-                guard,
-            } => {
-                let running = Server::bind_guarded(bind, options, guard)
-                    .and_then(|s| s.start())
-                    .map_err(|e| RoleError::failed(format_args!("RPC server on {bind}: {e}")))?;
-                let port = running.port();
-                self.server = Some(running);
-                Ok(RpcReply::Serving { port })
-            }
-            RpcRequest::Call(spec) => run_client(&spec)
-                .map(|report| RpcReply::Called(Box::new(report)))
-                .map_err(RoleError::Failed),
-            RpcRequest::Stop => {
-                let running = self
-                    .server
-                    .take()
-                    .ok_or_else(|| RoleError::failed("Stop with no RPC server running"))?;
-                Ok(RpcReply::Stopped(Box::new(running.stop())))
-            }
-        }
+    const ROUTES: &'static [Route<Self>] = &[route::<Serve>(), route::<Call>(), route::<Stop>()];
+}
+
+impl Handler<Serve> for RpcRole {
+    fn handle(&mut self, serve: Serve, _: &mut Link<'_>) -> Result<u16, RoleError> {
+        let Serve {
+            bind,
+            options,
+            guard,
+        } = serve;
+        let running = Server::bind_guarded(bind, options, guard)
+            .and_then(|s| s.start())
+            .map_err(|e| RoleError::failed(format_args!("RPC server on {bind}: {e}")))?;
+        let port = running.port();
+        self.server = Some(running);
+        Ok(port)
     }
 
-    fn check(request: &mut RpcRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        match request {
-            RpcRequest::Serve { bind, guard, .. } => {
-                policy.part_of(run, Self::ROLE, "an RPC server")?;
-                policy.guard_data_port(guard, bind.port())
-            }
-            RpcRequest::Call(spec) => {
-                policy.part_of(run, Self::ROLE, "an RPC client")?;
-                // Over TCP and UDP alike the client sends its calls only
-                // after the server consented to the run's token.
-                if spec.token.is_none() {
-                    return Err("an RPC client through an agent calls only after the server's consent, and the controller sent no run token to ask it with".into());
-                }
-                // The command line's bounds, whoever sent the request.
-                spec.check_bounds()?;
-                let bytes = (spec.size as u64)
-                    .saturating_mul(spec.calls as u64)
-                    .saturating_mul(spec.reps as u64);
-                policy.within_bytes(bytes, " of arguments")
-            }
-            RpcRequest::Stop => Ok(()),
+    fn check(serve: &mut Serve, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "an RPC server")?;
+        policy.guard_data_port(&mut serve.guard, serve.bind.port())
+    }
+}
+
+impl Handler<Call> for RpcRole {
+    fn handle(
+        &mut self,
+        Call(spec): Call,
+        _: &mut Link<'_>,
+    ) -> Result<Box<RpcClientReport>, RoleError> {
+        run_client(&spec).map(Box::new).map_err(RoleError::Failed)
+    }
+
+    fn check(Call(spec): &mut Call, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "an RPC client")?;
+        // Over TCP and UDP alike the client sends its calls only after the
+        // server consented to the run's token.
+        if spec.token.is_none() {
+            return Err("an RPC client through an agent calls only after the server's consent, and the controller sent no run token to ask it with".into());
         }
+        // The command line's bounds, whoever sent the request.
+        spec.check_bounds()?;
+        let bytes = (spec.size as u64)
+            .saturating_mul(spec.calls as u64)
+            .saturating_mul(spec.reps as u64);
+        policy.within_bytes(bytes, " of arguments")
+    }
+}
+
+impl Handler<Stop> for RpcRole {
+    fn handle(&mut self, _: Stop, _: &mut Link<'_>) -> Result<Box<ServerReport>, RoleError> {
+        let running = self
+            .server
+            .take()
+            .ok_or_else(|| RoleError::failed("Stop with no RPC server running"))?;
+        Ok(Box::new(running.stop()))
+    }
+
+    fn check(_: &mut Stop, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
     }
 }

@@ -10,45 +10,39 @@ use crate::endpoint::bulk::sender::Sender;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::bulk::types::{Amount, BudgetUse, EndpointReport, IntervalSample};
 use crate::endpoint::bulk::udp::{UdpReceiver, UdpSender};
-use crate::endpoint::role::{Link, Protocol, Role, RoleError};
+use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum StreamRequest {
-    /// Listen (or bind, for UDP); answered by `Listening`.
-    Receive(Box<ReceiveSpec>),
-    /// Connect (or open a UDP socket); answered by `Connected`.
-    Send(Box<SendSpec>),
-    /// Move the bytes now; answered by `Done`.
-    Go,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum StreamReply {
-    Listening { addr: SocketAddr },
-    Connected { local: SocketAddr },
-    Done(Box<EndpointReport>),
-}
-
 /// Listen (or bind, for UDP): the address listened on.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Listen(pub ReceiveSpec);
+
+impl Request for Listen {
+    type Role = StreamRole;
+    type Reply = SocketAddr;
+    const NAME: &'static str = "Listen";
+}
+
 /// Connect (or open a UDP socket): the local address.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Connect(pub SendSpec);
+
+impl Request for Connect {
+    type Role = StreamRole;
+    type Reply = SocketAddr;
+    const NAME: &'static str = "Connect";
+}
+
 /// Move the bytes now: the end's report.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Go;
 
-crate::endpoint::role::requests! { StreamRole:
-    Listen, |Listen(spec)| StreamRequest::Receive(Box::new(spec));
-    StreamReply::Listening { addr } => SocketAddr = addr;
-    Connect, |Connect(spec)| StreamRequest::Send(Box::new(spec));
-    StreamReply::Connected { local } => SocketAddr = local;
-    Go, |Go| StreamRequest::Go;
-    StreamReply::Done(report) => Box<EndpointReport> = report;
+impl Request for Go {
+    type Role = StreamRole;
+    type Reply = Box<EndpointReport>;
+    const NAME: &'static str = "Go";
 }
 
 /// What the endpoint holds between set-up and `Go`.
@@ -84,93 +78,97 @@ fn make_budget(percent: Option<f64>) -> Result<Option<CpuBudget>, RoleError> {
 
 impl Protocol for StreamRole {
     const ROLE: &'static str = "stream";
-    type Request = StreamRequest;
-    type Reply = StreamReply;
     /// A sender's interval, as it ends (`--interval`).
     type Event = IntervalSample;
 }
 
 impl Role for StreamRole {
-    fn handle(
-        &mut self,
-        request: StreamRequest,
-        link: &mut Link<'_>,
-    ) -> Result<StreamReply, RoleError> {
-        match &request {
-            StreamRequest::Receive(spec) => {
-                self.budget = make_budget(spec.options.receiver_cpu_pct)?
-            }
-            StreamRequest::Send(spec) => self.budget = make_budget(spec.options.sender_cpu_pct)?,
-            StreamRequest::Go => {}
-        }
-        match request {
-            StreamRequest::Receive(spec) if spec.udp => {
-                let bind = spec.bind;
-                let receiver = UdpReceiver::bind(*spec)
-                    .map_err(|e| RoleError::failed(format_args!("binding UDP {bind}: {e}")))?;
-                let addr = receiver.local_addr()?;
-                self.state = State::UdpReceiver(Box::new(receiver));
-                Ok(StreamReply::Listening { addr })
-            }
-            StreamRequest::Send(spec) if spec.udp.is_some() => {
-                let pace = spec.udp.expect("checked");
-                let to = spec.connect;
-                let sender = UdpSender::connect(*spec, pace)
-                    .map_err(|e| RoleError::failed(format_args!("UDP socket to {to}: {e}")))?;
-                let local = sender.local_addr()?;
-                self.state = State::UdpSender(Box::new(sender));
-                Ok(StreamReply::Connected { local })
-            }
-            StreamRequest::Receive(spec) => {
-                let receiver = Receiver::listen(*spec).map_err(RoleError::failed)?;
-                let addr = receiver.local_addr()?;
-                self.state = State::Receiver(Box::new(receiver));
-                Ok(StreamReply::Listening { addr })
-            }
-            StreamRequest::Send(spec) => {
-                let sender = Sender::connect(*spec).map_err(RoleError::failed)?;
-                let local = sender.local_addr()?;
-                self.state = State::Sender(Box::new(sender));
-                Ok(StreamReply::Connected { local })
-            }
-            StreamRequest::Go => self.go(link).map(|r| StreamReply::Done(Box::new(r))),
-        }
+    const ROUTES: &'static [Route<Self>] = &[route::<Listen>(), route::<Connect>(), route::<Go>()];
+}
+
+impl Handler<Listen> for StreamRole {
+    fn handle(&mut self, Listen(spec): Listen, _: &mut Link<'_>) -> Result<SocketAddr, RoleError> {
+        self.budget = make_budget(spec.options.receiver_cpu_pct)?;
+        let (addr, state) = if spec.udp {
+            let bind = spec.bind;
+            let receiver = UdpReceiver::bind(spec)
+                .map_err(|e| RoleError::failed(format_args!("binding UDP {bind}: {e}")))?;
+            (
+                receiver.local_addr()?,
+                State::UdpReceiver(Box::new(receiver)),
+            )
+        } else {
+            let receiver = Receiver::listen(spec).map_err(RoleError::failed)?;
+            (receiver.local_addr()?, State::Receiver(Box::new(receiver)))
+        };
+        self.state = state;
+        Ok(addr)
     }
 
-    fn check(request: &mut StreamRequest, run: &str, policy: &Policy) -> Result<(), String> {
-        match request {
-            StreamRequest::Receive(spec) => {
-                policy.part_of(run, Self::ROLE, "a stream receiver")?;
-                // The command line's bounds, whoever sent the request.
-                super::bounds::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
-                policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
-                spec.limit_bytes = Some(policy.max_bytes);
-                Ok(())
+    fn check(Listen(spec): &mut Listen, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "a stream receiver")?;
+        // The command line's bounds, whoever sent the request.
+        super::bounds::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
+        policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
+        spec.limit_bytes = Some(policy.max_bytes);
+        Ok(())
+    }
+}
+
+impl Handler<Connect> for StreamRole {
+    fn handle(
+        &mut self,
+        Connect(spec): Connect,
+        _: &mut Link<'_>,
+    ) -> Result<SocketAddr, RoleError> {
+        self.budget = make_budget(spec.options.sender_cpu_pct)?;
+        let (local, state) = match spec.udp {
+            Some(pace) => {
+                let to = spec.connect;
+                let sender = UdpSender::connect(spec, pace)
+                    .map_err(|e| RoleError::failed(format_args!("UDP socket to {to}: {e}")))?;
+                (sender.local_addr()?, State::UdpSender(Box::new(sender)))
             }
-            StreamRequest::Send(spec) => {
-                policy.part_of(run, Self::ROLE, "a stream sender")?;
-                // The agent sends datagrams only to a receiver that
-                // answered the run's token (the sender waits for it).
-                if spec.udp.is_some() && spec.token.is_none() {
-                    return Err("a UDP sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
-                }
-                // A TCP sender too: it waits for the receiver's consent
-                // to the token before its first byte of data.
-                if spec.token.is_none() {
-                    return Err("a sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
-                }
-                if let Some(pace) = &spec.udp {
-                    pace.check()?;
-                }
-                super::bounds::check_sender(spec.record as u64, spec.amount, spec.interval_s)
-                    .map_err(|e| e.to_string())?;
-                match spec.amount {
-                    Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
-                    Amount::Seconds(s) => policy.within_seconds(s, ""),
-                }
+            None => {
+                let sender = Sender::connect(spec).map_err(RoleError::failed)?;
+                (sender.local_addr()?, State::Sender(Box::new(sender)))
             }
-            StreamRequest::Go => Ok(()),
+        };
+        self.state = state;
+        Ok(local)
+    }
+
+    fn check(Connect(spec): &mut Connect, run: &str, policy: &Policy) -> Result<(), String> {
+        policy.part_of(run, Self::ROLE, "a stream sender")?;
+        // The agent sends datagrams only to a receiver that answered the
+        // run's token (the sender waits for it).
+        if spec.udp.is_some() && spec.token.is_none() {
+            return Err("a UDP sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
         }
+        // A TCP sender too: it waits for the receiver's consent to the
+        // token before its first byte of data.
+        if spec.token.is_none() {
+            return Err("a sender through an agent sends only after the receiver's consent, and the controller sent no run token to ask it with".into());
+        }
+        if let Some(pace) = &spec.udp {
+            pace.check()?;
+        }
+        super::bounds::check_sender(spec.record as u64, spec.amount, spec.interval_s)
+            .map_err(|e| e.to_string())?;
+        match spec.amount {
+            Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
+            Amount::Seconds(s) => policy.within_seconds(s, ""),
+        }
+    }
+}
+
+impl Handler<Go> for StreamRole {
+    fn handle(&mut self, _: Go, link: &mut Link<'_>) -> Result<Box<EndpointReport>, RoleError> {
+        self.go(link).map(Box::new)
+    }
+
+    fn check(_: &mut Go, _: &str, _: &Policy) -> Result<(), String> {
+        Ok(())
     }
 }
 
