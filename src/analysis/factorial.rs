@@ -158,6 +158,58 @@ pub fn analyse(
         return Err(FactorialError::OneLevel(f.name.clone()));
     }
     let cells = combinations(factors);
+    let per_cell = responses_by_cell(factors, &cells, runs)?;
+    let n = per_cell[0].len();
+    let means: Vec<f64> = per_cell
+        .iter()
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        .collect();
+    let df = cells.len() * (n - 1);
+    let sigma = (df > 0).then(|| {
+        let ss: f64 = per_cell
+            .iter()
+            .zip(&means)
+            .flat_map(|(v, m)| v.iter().map(move |x| (x - m).powi(2)))
+            .sum();
+        (ss / df as f64).sqrt()
+    });
+    let t = (df > 0)
+        .then(|| StudentsT::new(0.0, 1.0, df as f64).ok())
+        .flatten()
+        .map(|d| d.inverse_cdf(0.5 + level / 2.0));
+    let contrasts = Contrasts {
+        factors,
+        cells: &cells,
+        means: &means,
+        n,
+        sigma,
+        t,
+    };
+    let main = contrasts.main_effects();
+    let interactions = contrasts.interactions();
+    let flags = interaction_flags(&main, &interactions);
+    Ok(Analysis {
+        runs: runs.len(),
+        runs_per_cell: n,
+        grand_mean: means.iter().sum::<f64>() / means.len() as f64,
+        sigma,
+        df,
+        level,
+        t,
+        means: cells.iter().cloned().zip(means.iter().copied()).collect(),
+        main,
+        interactions,
+        flags,
+    })
+}
+
+/// Each cell's responses, in the order of `cells`; every cell must have
+/// as many as the first.
+fn responses_by_cell(
+    factors: &[Factor],
+    cells: &[Vec<usize>],
+    runs: &[(Vec<usize>, f64)],
+) -> Result<Vec<Vec<f64>>, FactorialError> {
     let index_of = |levels: &[usize]| -> Result<usize, FactorialError> {
         let mut index = 0;
         for (factor, &level) in factors.iter().zip(levels) {
@@ -184,100 +236,120 @@ pub fn analyse(
             return Err(FactorialError::Unbalanced(n, values.len()));
         }
     }
-    let means: Vec<f64> = per_cell
-        .iter()
-        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
-        .collect();
-    let df = cells.len() * (n - 1);
-    let sigma = (df > 0).then(|| {
-        let ss: f64 = per_cell
-            .iter()
-            .zip(&means)
-            .flat_map(|(v, m)| v.iter().map(move |x| (x - m).powi(2)))
-            .sum();
-        (ss / df as f64).sqrt()
-    });
-    let t = (df > 0)
-        .then(|| StudentsT::new(0.0, 1.0, df as f64).ok())
-        .flatten()
-        .map(|d| d.inverse_cdf(0.5 + level / 2.0));
-    // A contrast: coefficients over the cells; its estimate and interval.
-    let contrast = |coefficient: &dyn Fn(&[usize]) -> f64| -> (f64, Option<f64>) {
+    Ok(per_cell)
+}
+
+/// The cells' means and the pooled error: what every effect is a contrast
+/// of.
+struct Contrasts<'a> {
+    factors: &'a [Factor],
+    cells: &'a [Vec<usize>],
+    means: &'a [f64],
+    /// Runs a cell.
+    n: usize,
+    sigma: Option<f64>,
+    /// Student's t at the level, on the error's degrees of freedom.
+    t: Option<f64>,
+}
+
+impl Contrasts<'_> {
+    /// A contrast (coefficients over the cells): its estimate and its
+    /// interval's half-width.
+    fn contrast(&self, coefficient: &dyn Fn(&[usize]) -> f64) -> (f64, Option<f64>) {
         let mut estimate = 0.0;
         let mut squares = 0.0;
-        for (cell, mean) in cells.iter().zip(&means) {
+        for (cell, mean) in self.cells.iter().zip(self.means) {
             let c = coefficient(cell);
             estimate += c * mean;
             squares += c * c;
         }
-        let half = match (sigma, t) {
-            (Some(s), Some(t)) => Some(t * s * (squares / n as f64).sqrt()),
+        let half = match (self.sigma, self.t) {
+            (Some(s), Some(t)) => Some(t * s * (squares / self.n as f64).sqrt()),
             _ => None,
         };
         (estimate, half)
-    };
-    let others = |skip: &[usize]| -> f64 {
-        factors
+    }
+
+    /// How many cells each combination of the factors but `skip` spans.
+    fn others(&self, skip: &[usize]) -> f64 {
+        self.factors
             .iter()
             .enumerate()
             .filter(|(i, _)| !skip.contains(i))
             .map(|(_, f)| f.levels.len() as f64)
             .product()
-    };
-    let mut main = Vec::new();
-    for (a, factor) in factors.iter().enumerate() {
-        let weight = 1.0 / others(&[a]);
-        for j in 1..factor.levels.len() {
-            let (estimate, half_width) = contrast(&|cell| {
-                if cell[a] == j {
-                    weight
-                } else if cell[a] == 0 {
-                    -weight
-                } else {
-                    0.0
-                }
-            });
-            main.push(Effect {
-                factors: vec![(factor.name.clone(), factor.levels[j].clone())],
-                estimate,
-                half_width,
-            });
-        }
     }
-    let mut interactions = Vec::new();
-    for a in 0..factors.len() {
-        for b in a + 1..factors.len() {
-            let weight = 1.0 / others(&[a, b]);
-            for j in 1..factors[a].levels.len() {
-                for k in 1..factors[b].levels.len() {
-                    let sign = |level: usize, high: usize| match level {
-                        0 => Some(-1.0),
-                        l if l == high => Some(1.0),
-                        _ => None,
-                    };
-                    let (estimate, half_width) =
-                        contrast(&|cell| match (sign(cell[a], j), sign(cell[b], k)) {
-                            (Some(x), Some(y)) => weight * x * y,
-                            _ => 0.0,
+
+    /// Each factor's levels against its first.
+    fn main_effects(&self) -> Vec<Effect> {
+        let mut main = Vec::new();
+        for (a, factor) in self.factors.iter().enumerate() {
+            let weight = 1.0 / self.others(&[a]);
+            for j in 1..factor.levels.len() {
+                let (estimate, half_width) = self.contrast(&|cell| {
+                    if cell[a] == j {
+                        weight
+                    } else if cell[a] == 0 {
+                        -weight
+                    } else {
+                        0.0
+                    }
+                });
+                main.push(Effect {
+                    factors: vec![(factor.name.clone(), factor.levels[j].clone())],
+                    estimate,
+                    half_width,
+                });
+            }
+        }
+        main
+    }
+
+    /// Each pair of factors' levels (against their first) together.
+    fn interactions(&self) -> Vec<Effect> {
+        let factors = self.factors;
+        let mut interactions = Vec::new();
+        for a in 0..factors.len() {
+            for b in a + 1..factors.len() {
+                let weight = 1.0 / self.others(&[a, b]);
+                for j in 1..factors[a].levels.len() {
+                    for k in 1..factors[b].levels.len() {
+                        let sign = |level: usize, high: usize| match level {
+                            0 => Some(-1.0),
+                            l if l == high => Some(1.0),
+                            _ => None,
+                        };
+                        let (estimate, half_width) =
+                            self.contrast(&|cell| match (sign(cell[a], j), sign(cell[b], k)) {
+                                (Some(x), Some(y)) => weight * x * y,
+                                _ => 0.0,
+                            });
+                        interactions.push(Effect {
+                            factors: vec![
+                                (factors[a].name.clone(), factors[a].levels[j].clone()),
+                                (factors[b].name.clone(), factors[b].levels[k].clone()),
+                            ],
+                            estimate,
+                            half_width,
                         });
-                    interactions.push(Effect {
-                        factors: vec![
-                            (factors[a].name.clone(), factors[a].levels[j].clone()),
-                            (factors[b].name.clone(), factors[b].levels[k].clone()),
-                        ],
-                        estimate,
-                        half_width,
-                    });
+                    }
                 }
             }
         }
+        interactions
     }
+}
+
+/// The interactions that are significant and as large as the smaller of
+/// their two main effects, each said as what judging one factor at a time
+/// would miss.
+fn interaction_flags(main: &[Effect], interactions: &[Effect]) -> Vec<String> {
     let main_of = |name: &(String, String)| {
         main.iter()
             .find(|e| &e.factors[0] == name)
             .map_or(0.0, |e| e.estimate)
     };
-    let flags = interactions
+    interactions
         .iter()
         .filter(|i| i.significant())
         .filter_map(|i| {
@@ -300,20 +372,7 @@ pub fn analyse(
                 )
             })
         })
-        .collect();
-    Ok(Analysis {
-        runs: runs.len(),
-        runs_per_cell: n,
-        grand_mean: means.iter().sum::<f64>() / means.len() as f64,
-        sigma,
-        df,
-        level,
-        t,
-        means: cells.iter().cloned().zip(means.iter().copied()).collect(),
-        main,
-        interactions,
-        flags,
-    })
+        .collect()
 }
 
 #[cfg(test)]

@@ -361,113 +361,189 @@ fn relay(
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000) };
     let origin = Instant::now();
     let now_ns = || origin.elapsed().as_nanos() as u64;
-    // With a queue discipline, the bottleneck's queue and wire come
-    // first; the models carry what leaves them.
-    let (mut stages, after) = match queue_stages(spec) {
-        Some((stages, after)) => (Some(stages), after),
-        None => (None, spec.link.clone()),
-    };
-    let queue_bytes = if stages.is_some() {
-        u64::MAX
-    } else {
-        spec.queue_bytes
-    };
-    // Each direction draws from its own stream, both from the one seed.
-    let mut models = [
-        LinkModel::new(&after, queue_bytes, spec.seed),
-        LinkModel::new(&after, queue_bytes, spec.seed ^ 0x9e37_79b9_7f4a_7c15),
-    ];
-    let mut queues: [BinaryHeap<Reverse<Held>>; 2] = [BinaryHeap::new(), BinaryHeap::new()];
-    let mut seq = 0u64;
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let mut fates: Vec<Fate> = Vec::new();
-    let mut report = EmulatorReport::default();
-    let mut overhead = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    let raw = [fds[0].as_raw_fd(), fds[1].as_raw_fd()];
+    let mut relay = Relay::new(spec, [fds[0].as_raw_fd(), fds[1].as_raw_fd()], offload)?;
     let mut buf = vec![0u8; MAX_PACKET];
-
     let tuning = spec.link.emulator;
     if let Some(cpu) = tuning.cpu {
-        // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread (0).
-        let pinned = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        if pinned != 0 {
-            return Err(io::Error::other(format!(
-                "cannot pin the emulator to CPU {cpu}: {}",
-                io::Error::last_os_error()
-            )));
-        }
+        pin_to(cpu)?;
     }
     while !stop.load(Ordering::Relaxed) {
-        // Release what is due, after taking from the bottleneck's queues
-        // what their wires sent by now.
-        let now = now_ns();
-        if let Some(stages) = &mut stages {
-            for dir in 0..2 {
-                carry_departures(
-                    &mut stages[dir],
-                    &mut models[dir],
-                    now,
-                    &mut queues[dir],
-                    &mut seq,
-                    &mut spare,
-                    &mut report.max_queued[dir],
-                );
-            }
-        }
-        for dir in 0..2 {
-            while queues[dir]
-                .peek()
-                .is_some_and(|Reverse(h)| h.release_ns <= now)
-            {
-                let Reverse(held) = queues[dir].pop().expect("peeked");
-                count_written(&mut report, dir, write_packet(raw[1 - dir], &held.packet)?);
-                let late_us = now.saturating_sub(held.release_ns) / 1000;
-                let _ = overhead.record(late_us.max(1));
-                report.forwarded_packets[dir] += 1;
-                report.forwarded_bytes[dir] +=
-                    held.packet
-                        .len()
-                        .saturating_sub(if offload { VNET_HDR_LEN } else { 0 })
-                        as u64;
-                spare.push(held.packet);
-            }
-        }
-        let next_departure = stages
-            .iter()
-            .flatten()
-            .filter_map(|q| q.stage.next_departure())
-            .min();
-        let next_release = queues
-            .iter()
-            .filter_map(|q| q.peek().map(|Reverse(h)| h.release_ns))
-            .chain(next_departure)
-            .min();
+        relay.release_due(now_ns())?;
         // Spinning: look and come back at once, never sleep.
         let timeout = if tuning.spin {
             Duration::ZERO
         } else {
-            next_release
+            relay
+                .next_release()
                 .map(|t| Duration::from_nanos(t.saturating_sub(now_ns())))
                 .unwrap_or(Duration::from_millis(50))
                 .min(Duration::from_millis(50))
         };
-        let mut pfds = [
-            libc::pollfd {
-                fd: raw[0],
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: raw[1],
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let Some(readable) = relay.wait(timeout)? else {
+            continue;
+        };
+        for (dir, _) in readable.iter().enumerate().filter(|(_, r)| **r) {
+            for _ in 0..BATCH {
+                // SAFETY: buf is valid for MAX_PACKET bytes.
+                let n = unsafe { libc::read(relay.raw[dir], buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => break,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => return Err(e),
+                    }
+                }
+                let packet = &buf[..n as usize];
+                let read_at = now_ns();
+                if immediate {
+                    relay.pass(dir, packet)?;
+                    let _ = relay.overhead.record(((now_ns() - read_at) / 1000).max(1));
+                } else {
+                    relay.admit(dir, packet, read_at);
+                }
+            }
+        }
+    }
+    Ok(relay.finish())
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread (0).
+    let pinned = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if pinned != 0 {
+        return Err(io::Error::other(format!(
+            "cannot pin the emulator to CPU {cpu}: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+/// The relay's state between wake-ups: each direction's link model, the
+/// packets it holds until their release, the bottleneck's queues (with a
+/// queue discipline) and the account so far.
+struct Relay {
+    raw: [RawFd; 2],
+    offload: bool,
+    /// With a queue discipline, the bottleneck's queue and wire come
+    /// first; the models carry what leaves them.
+    stages: Option<[Queued; 2]>,
+    models: [LinkModel; 2],
+    queues: [BinaryHeap<Reverse<Held>>; 2],
+    seq: u64,
+    /// Packet buffers to reuse.
+    spare: Vec<Vec<u8>>,
+    fates: Vec<Fate>,
+    report: EmulatorReport,
+    /// How late each packet left after its release (µs).
+    overhead: hdrhistogram::Histogram<u64>,
+}
+
+impl Relay {
+    fn new(spec: &EmulatorSpec, raw: [RawFd; 2], offload: bool) -> io::Result<Relay> {
+        let (stages, after) = match queue_stages(spec) {
+            Some((stages, after)) => (Some(stages), after),
+            None => (None, spec.link.clone()),
+        };
+        let queue_bytes = if stages.is_some() {
+            u64::MAX
+        } else {
+            spec.queue_bytes
+        };
+        Ok(Relay {
+            raw,
+            offload,
+            stages,
+            // Each direction draws from its own stream, both from the one seed.
+            models: [
+                LinkModel::new(&after, queue_bytes, spec.seed),
+                LinkModel::new(&after, queue_bytes, spec.seed ^ 0x9e37_79b9_7f4a_7c15),
+            ],
+            queues: [BinaryHeap::new(), BinaryHeap::new()],
+            seq: 0,
+            spare: Vec::new(),
+            fates: Vec::new(),
+            report: EmulatorReport::default(),
+            overhead: hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
+                .map_err(|e| io::Error::other(e.to_string()))?,
+        })
+    }
+
+    /// The virtio-net header's length, where the devices carry one.
+    fn header(&self) -> usize {
+        if self.offload { VNET_HDR_LEN } else { 0 }
+    }
+
+    /// Takes from direction `dir`'s bottleneck queue what its wire sent
+    /// by `now`, into the model.
+    fn carry(&mut self, dir: usize, now: u64) {
+        if let Some(stages) = &mut self.stages {
+            carry_departures(
+                &mut stages[dir],
+                &mut self.models[dir],
+                now,
+                &mut self.queues[dir],
+                &mut self.seq,
+                &mut self.spare,
+                &mut self.report.max_queued[dir],
+            );
+        }
+    }
+
+    /// Writes what is due by `now`, after taking from the bottleneck's
+    /// queues what their wires sent by then.
+    fn release_due(&mut self, now: u64) -> io::Result<()> {
+        for dir in 0..2 {
+            self.carry(dir, now);
+        }
+        let header = self.header();
+        for dir in 0..2 {
+            while self.queues[dir]
+                .peek()
+                .is_some_and(|Reverse(h)| h.release_ns <= now)
+            {
+                let Reverse(held) = self.queues[dir].pop().expect("peeked");
+                let written = write_packet(self.raw[1 - dir], &held.packet)?;
+                count_written(&mut self.report, dir, written);
+                let late_us = now.saturating_sub(held.release_ns) / 1000;
+                let _ = self.overhead.record(late_us.max(1));
+                self.report.forwarded_packets[dir] += 1;
+                self.report.forwarded_bytes[dir] += held.packet.len().saturating_sub(header) as u64;
+                self.spare.push(held.packet);
+            }
+        }
+        Ok(())
+    }
+
+    /// When the next held packet is due or the next departs a bottleneck.
+    fn next_release(&self) -> Option<u64> {
+        let next_departure = self
+            .stages
+            .iter()
+            .flatten()
+            .filter_map(|q| q.stage.next_departure())
+            .min();
+        self.queues
+            .iter()
+            .filter_map(|q| q.peek().map(|Reverse(h)| h.release_ns))
+            .chain(next_departure)
+            .min()
+    }
+
+    /// Waits up to `timeout` for either device to be readable: which are,
+    /// or `None` when a signal cut the wait short.
+    fn wait(&self, timeout: Duration) -> io::Result<Option<[bool; 2]>> {
+        let mut pfds = self.raw.map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -477,150 +553,161 @@ fn relay(
         if ready < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+                return Ok(None);
             }
             return Err(e);
         }
-        for dir in 0..2 {
-            if pfds[dir].revents & libc::POLLIN == 0 {
+        Ok(Some(pfds.map(|p| p.revents & libc::POLLIN != 0)))
+    }
+
+    /// Passes `packet` on whole (with offload, its virtio-net header too):
+    /// the link does nothing to packets.
+    fn pass(&mut self, dir: usize, packet: &[u8]) -> io::Result<()> {
+        let written = write_packet(self.raw[1 - dir], packet)?;
+        count_written(&mut self.report, dir, written);
+        self.report.forwarded_packets[dir] += 1;
+        self.report.forwarded_bytes[dir] += packet.len().saturating_sub(self.header()) as u64;
+        // The header's gso_type (byte 1) is set on a super-packet.
+        if self.offload && packet.len() > VNET_HDR_LEN && packet[1] != 0 {
+            self.report.super_packets[dir] += 1;
+        }
+        Ok(())
+    }
+
+    /// Holds `packet` in direction `dir` until `release_ns`.
+    fn hold(&mut self, dir: usize, release_ns: u64, packet: Vec<u8>) {
+        self.seq += 1;
+        let queue = &mut self.queues[dir];
+        queue.push(Reverse(Held {
+            release_ns,
+            seq: self.seq,
+            packet,
+        }));
+        self.report.max_queued[dir] = self.report.max_queued[dir].max(queue.len());
+    }
+
+    /// A spare buffer, emptied.
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut packet = self.spare.pop().unwrap_or_default();
+        packet.clear();
+        packet
+    }
+
+    /// What the link does to `packet`, read from direction `dir` at
+    /// `read_at`: into the bottleneck's queue, or through the model into
+    /// the held packets (a super-packet segment by segment).
+    fn admit(&mut self, dir: usize, packet: &[u8], read_at: u64) {
+        if self.stages.is_some() {
+            // The wire took what was due before this packet came.
+            self.carry(dir, read_at);
+            let mut copy = self.buffer();
+            copy.extend_from_slice(packet);
+            let stages = self.stages.as_mut().expect("checked");
+            stages[dir].stage.push(read_at, copy, &mut self.spare);
+            return;
+        }
+        let Some(ip) = packet.get(self.header()..) else {
+            return;
+        };
+        let vnet = self
+            .offload
+            .then(|| VnetHeader::parse(packet).ok())
+            .flatten()
+            .unwrap_or_default();
+        match vnet.is_gso().then(|| Plan::of(&vnet, ip)) {
+            Some(Ok(plan)) => self.admit_segments(dir, &plan, ip, read_at),
+            Some(Err(_)) => {
+                // Not TCP over IPv4: the model decides it whole.
+                self.report.uncut[dir] += 1;
+                self.admit_whole(dir, packet, ip.len(), read_at);
+            }
+            None => self.admit_whole(dir, packet, ip.len(), read_at),
+        }
+    }
+
+    /// A super-packet: each wire segment meets the model on its own; runs
+    /// of segments that leave together, unaltered, go on as one
+    /// super-packet again.
+    fn admit_segments(&mut self, dir: usize, plan: &Plan, ip: &[u8], read_at: u64) {
+        self.report.super_packets[dir] += 1;
+        let segments = plan.segments();
+        self.report.segments[dir] += segments as u64;
+        let mut fates = std::mem::take(&mut self.fates);
+        fates.clear();
+        fates.extend((0..segments).map(|i| self.models[dir].admit(read_at, plan.wire_len(i))));
+        let mut i = 0;
+        while i < segments {
+            if let Some(at) = plain_delivery(&fates[i]) {
+                let run = fates[i + 1..]
+                    .iter()
+                    .take_while(|f| plain_delivery(f) == Some(at))
+                    .count()
+                    + 1;
+                let mut packet = self.spare.pop().unwrap_or_default();
+                plan.emit_run(ip, i, run, &mut packet);
+                self.hold(dir, at, packet);
+                i += run;
                 continue;
             }
-            for _ in 0..BATCH {
-                // SAFETY: buf is valid for MAX_PACKET bytes.
-                let n = unsafe { libc::read(raw[dir], buf.as_mut_ptr().cast(), buf.len()) };
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    match e.kind() {
-                        io::ErrorKind::WouldBlock => break,
-                        io::ErrorKind::Interrupted => continue,
-                        _ => return Err(e),
-                    }
+            for delivery in &fates[i].deliveries {
+                let mut packet = self.spare.pop().unwrap_or_default();
+                plan.emit_run(ip, i, 1, &mut packet);
+                if let Some(flip) = delivery.corrupt {
+                    corrupt_offloaded(&mut packet, flip);
                 }
-                let n = n as usize;
-                let read_at = now_ns();
-                if immediate {
-                    // Passed on whole (with offload, its virtio-net header too).
-                    count_written(&mut report, dir, write_packet(raw[1 - dir], &buf[..n])?);
-                    let _ = overhead.record(((now_ns() - read_at) / 1000).max(1));
-                    report.forwarded_packets[dir] += 1;
-                    let header = if offload { VNET_HDR_LEN } else { 0 };
-                    report.forwarded_bytes[dir] += n.saturating_sub(header) as u64;
-                    // The header's gso_type (byte 1) is set on a super-packet.
-                    if offload && n > VNET_HDR_LEN && buf[1] != 0 {
-                        report.super_packets[dir] += 1;
-                    }
-                    continue;
-                }
-                if let Some(stages) = &mut stages {
-                    // The wire took what was due before this packet came.
-                    carry_departures(
-                        &mut stages[dir],
-                        &mut models[dir],
-                        read_at,
-                        &mut queues[dir],
-                        &mut seq,
-                        &mut spare,
-                        &mut report.max_queued[dir],
-                    );
-                    let mut packet = spare.pop().unwrap_or_default();
-                    packet.clear();
-                    packet.extend_from_slice(&buf[..n]);
-                    stages[dir].stage.push(read_at, packet, &mut spare);
-                    continue;
-                }
-                let queue = &mut queues[dir];
-                let model = &mut models[dir];
-                let mut hold = |release_ns: u64, packet: Vec<u8>| {
-                    seq += 1;
-                    queue.push(Reverse(Held {
-                        release_ns,
-                        seq,
-                        packet,
-                    }));
-                    report.max_queued[dir] = report.max_queued[dir].max(queue.len());
-                };
-                let header = if offload { VNET_HDR_LEN } else { 0 };
-                let Some(ip) = buf.get(header..n) else {
-                    continue;
-                };
-                let vnet = offload
-                    .then(|| VnetHeader::parse(&buf[..n]).ok())
-                    .flatten()
-                    .unwrap_or_default();
-                let plan = vnet.is_gso().then(|| Plan::of(&vnet, ip));
-                if let Some(Ok(plan)) = plan {
-                    // A super-packet: each wire segment meets the model on
-                    // its own; runs of segments that leave together,
-                    // unaltered, go on as one super-packet again.
-                    report.super_packets[dir] += 1;
-                    let segments = plan.segments();
-                    report.segments[dir] += segments as u64;
-                    fates.clear();
-                    fates.extend((0..segments).map(|i| model.admit(read_at, plan.wire_len(i))));
-                    let mut i = 0;
-                    while i < segments {
-                        if let Some(at) = plain_delivery(&fates[i]) {
-                            let run = fates[i + 1..]
-                                .iter()
-                                .take_while(|f| plain_delivery(f) == Some(at))
-                                .count()
-                                + 1;
-                            let mut packet = spare.pop().unwrap_or_default();
-                            plan.emit_run(ip, i, run, &mut packet);
-                            hold(at, packet);
-                            i += run;
-                            continue;
-                        }
-                        for delivery in &fates[i].deliveries {
-                            let mut packet = spare.pop().unwrap_or_default();
-                            plan.emit_run(ip, i, 1, &mut packet);
-                            if let Some(flip) = delivery.corrupt {
-                                corrupt_offloaded(&mut packet, flip);
-                            }
-                            hold(delivery.at_ns, packet);
-                        }
-                        i += 1;
-                    }
-                    continue;
-                }
-                if let Some(Err(_)) = plan {
-                    // Not TCP over IPv4: the model decides it whole.
-                    report.uncut[dir] += 1;
-                }
-                let fate = model.admit(read_at, ip.len());
-                for delivery in fate.deliveries {
-                    let mut packet = spare.pop().unwrap_or_default();
-                    packet.clear();
-                    packet.extend_from_slice(&buf[..n]);
-                    if let Some(flip) = delivery.corrupt {
-                        if offload {
-                            corrupt_offloaded(&mut packet, flip);
-                        } else {
-                            packet[flip.offset] ^= flip.mask;
-                        }
-                    }
-                    hold(delivery.at_ns, packet);
+                self.hold(dir, delivery.at_ns, packet);
+            }
+            i += 1;
+        }
+        self.fates = fates;
+    }
+
+    /// A packet the model decides whole (`ip_len`: its IP length).
+    fn admit_whole(&mut self, dir: usize, packet: &[u8], ip_len: usize, read_at: u64) {
+        let fate = self.models[dir].admit(read_at, ip_len);
+        for delivery in fate.deliveries {
+            let mut copy = self.buffer();
+            copy.extend_from_slice(packet);
+            if let Some(flip) = delivery.corrupt {
+                if self.offload {
+                    corrupt_offloaded(&mut copy, flip);
+                } else {
+                    copy[flip.offset] ^= flip.mask;
                 }
             }
+            self.hold(dir, delivery.at_ns, copy);
         }
     }
-    for (dir, model) in models.iter().enumerate() {
-        report.left_held[dir] = queues[dir].len() as u64;
-        let counts = model.counts();
-        report.lost_packets[dir] = counts.lost;
-        report.queue_drops[dir] = counts.queue_drops;
-        report.model[dir] = counts;
-    }
-    if let Some([a, b]) = stages {
-        for (dir, queued) in [&a, &b].into_iter().enumerate() {
-            report.left_held[dir] += queued.stage.backlog_packets();
+
+    /// The account: each model's counts, what is still held, the
+    /// bottlenecks' reports and the lateness.
+    fn finish(self) -> EmulatorReport {
+        let Relay {
+            stages,
+            models,
+            queues,
+            mut report,
+            overhead,
+            ..
+        } = self;
+        for (dir, model) in models.iter().enumerate() {
+            report.left_held[dir] = queues[dir].len() as u64;
+            let counts = model.counts();
+            report.lost_packets[dir] = counts.lost;
+            report.queue_drops[dir] = counts.queue_drops;
+            report.model[dir] = counts;
         }
-        report.bottleneck = Some([a.stage.finish(), b.stage.finish()]);
+        if let Some([a, b]) = stages {
+            for (dir, queued) in [&a, &b].into_iter().enumerate() {
+                report.left_held[dir] += queued.stage.backlog_packets();
+            }
+            report.bottleneck = Some([a.stage.finish(), b.stage.finish()]);
+        }
+        report.overhead_us_p50 = overhead.value_at_quantile(0.5) as f64;
+        report.overhead_us_p99 = overhead.value_at_quantile(0.99) as f64;
+        report.overhead_us_max = overhead.max() as f64;
+        report
     }
-    report.overhead_us_p50 = overhead.value_at_quantile(0.5) as f64;
-    report.overhead_us_p99 = overhead.value_at_quantile(0.99) as f64;
-    report.overhead_us_max = overhead.max() as f64;
-    Ok(report)
 }
 
 /// What became of a packet handed to the receiving device. Every outcome

@@ -468,43 +468,14 @@ pub fn run(
         return Err(io::Error::other("the corpus has no typeable characters"));
     }
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-    let mut users = Vec::with_capacity(config.users);
+    let mut users = open_sessions(config, &epoll)?;
     let mut report = TypistReport {
         users: config.users,
         ..Default::default()
     };
-    for i in 0..config.users {
-        match User::open(config, i) {
-            Ok(user) => {
-                epoll.add(
-                    user.link.fd(),
-                    EpollEvent::new(EpollFlags::EPOLLIN, i as u64),
-                )?;
-                users.push(user);
-            }
-            Err(e) => return Err(io::Error::other(format!("session {i} did not open: {e}"))),
-        }
-    }
     let mut buf = vec![0u8; 16 * 1024];
     let mut events = vec![EpollEvent::empty(); 1024];
-    let mut sink = Vec::new();
-    // Let every session negotiate before typing starts.
-    let deadline =
-        Instant::now() + Duration::from_secs(10) + Duration::from_millis(20 * config.users as u64);
-    while users.iter().any(|u| !u.ready && u.broken.is_none()) && Instant::now() < deadline {
-        let n = epoll.wait(&mut events, 100u16).unwrap_or(0);
-        for event in &events[..n] {
-            users[event.data() as usize].receive(&mut buf, Instant::now(), &mut sink);
-        }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-    }
-    for user in &mut users {
-        if !user.ready && user.broken.is_none() {
-            user.broken = Some("negotiation did not finish within the wait".into());
-        }
-    }
+    log_in(&mut users, &epoll, &mut events, &mut buf, stop);
     on_moment(Moment::LoggedIn);
 
     let interval = Duration::from_secs_f64(1.0 / config.rate);
@@ -602,36 +573,76 @@ pub fn run(
     // The window's last keystrokes are still on their way: their echoes
     // are awaited a while longer (no typing, the CPU no longer counted),
     // so that on a slow or loaded path they count as slow, not as lost.
-    let drain_end = Instant::now() + ECHO_DRAIN;
-    let awaiting = |users: &[User]| {
-        users
-            .iter()
-            .any(|u| u.broken.is_none() && u.pending.iter().any(|(_, _, counts)| *counts))
+    let mut echoes = Echoes {
+        histogram: &mut echo,
+        count: &mut report.echoes,
+        latencies: &mut latencies,
     };
-    while awaiting(&users) && !stop.load(Ordering::Relaxed) {
-        let left = drain_end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+    echoes.drain(&epoll, &mut events, &mut users, &mut buf, stop)?;
+    report.window_s = window.as_secs_f64();
+    finish(&mut report, &users, &echo, &lag);
+    Ok(report)
+}
+
+/// Opens every session and watches each for input.
+fn open_sessions(config: &TypistConfig, epoll: &Epoll) -> io::Result<Vec<User>> {
+    let mut users = Vec::with_capacity(config.users);
+    for i in 0..config.users {
+        match User::open(config, i) {
+            Ok(user) => {
+                epoll.add(
+                    user.link.fd(),
+                    EpollEvent::new(EpollFlags::EPOLLIN, i as u64),
+                )?;
+                users.push(user);
+            }
+            Err(e) => return Err(io::Error::other(format!("session {i} did not open: {e}"))),
+        }
+    }
+    Ok(users)
+}
+
+/// Lets every session negotiate before typing starts; a session that has
+/// not finished within the wait (10 s and 20 ms a session) is broken.
+fn log_in(
+    users: &mut [User],
+    epoll: &Epoll,
+    events: &mut [EpollEvent],
+    buf: &mut [u8],
+    stop: &AtomicBool,
+) {
+    let mut sink = Vec::new();
+    let deadline =
+        Instant::now() + Duration::from_secs(10) + Duration::from_millis(20 * users.len() as u64);
+    while users.iter().any(|u| !u.ready && u.broken.is_none()) && Instant::now() < deadline {
+        let n = epoll.wait(events, 100u16).unwrap_or(0);
+        for event in &events[..n] {
+            users[event.data() as usize].receive(buf, Instant::now(), &mut sink);
+        }
+        if stop.load(Ordering::Relaxed) {
             break;
         }
-        let ms = left.as_millis().clamp(1, 100) as u16;
-        Echoes {
-            histogram: &mut echo,
-            count: &mut report.echoes,
-            latencies: &mut latencies,
-        }
-        .collect(&epoll, &mut events, &mut users, &mut buf, ms)?;
     }
+    for user in users {
+        if !user.ready && user.broken.is_none() {
+            user.broken = Some("negotiation did not finish within the wait".into());
+        }
+    }
+}
+
+/// The report's account of the sessions and the figures of the echoes'
+/// and the send lag's histograms.
+fn finish(report: &mut TypistReport, users: &[User], echo: &Histogram<u64>, lag: &Histogram<u64>) {
     report.per_line = users.iter().any(|u| u.linemode);
     report.tcp_info = users.iter().find_map(|u| match &u.link {
         Link::Socket(stream) => crate::measure::tcpinfo::TcpInfo::read(stream.as_fd()).ok(),
         Link::Program { .. } => None,
     });
-    report.window_s = window.as_secs_f64();
     report.unechoed = users
         .iter()
         .map(|u| u.pending.iter().filter(|(_, _, counts)| *counts).count() as u64)
         .sum();
-    for u in &users {
+    for u in users {
         if let Some(why) = &u.broken {
             report.failed_sessions += 1;
             if report.first_failure.is_none() {
@@ -650,7 +661,6 @@ pub fn run(
         report.send_lag_p99_ms = ms(lag.value_at_quantile(0.99));
         report.send_lag_max_ms = ms(lag.max());
     }
-    Ok(report)
 }
 
 /// Where the echoes that come back are recorded.
@@ -661,6 +671,33 @@ struct Echoes<'a> {
 }
 
 impl Echoes<'_> {
+    /// Awaits the echoes still owed after the window, up to [`ECHO_DRAIN`]
+    /// (no typing meanwhile), or until `stop`.
+    fn drain(
+        &mut self,
+        epoll: &Epoll,
+        events: &mut [EpollEvent],
+        users: &mut [User],
+        buf: &mut [u8],
+        stop: &AtomicBool,
+    ) -> io::Result<()> {
+        let drain_end = Instant::now() + ECHO_DRAIN;
+        let awaiting = |users: &[User]| {
+            users
+                .iter()
+                .any(|u| u.broken.is_none() && u.pending.iter().any(|(_, _, counts)| *counts))
+        };
+        while awaiting(users) && !stop.load(Ordering::Relaxed) {
+            let left = drain_end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let ms = left.as_millis().clamp(1, 100) as u16;
+            self.collect(epoll, events, users, buf, ms)?;
+        }
+        Ok(())
+    }
+
     /// Waits up to `ms` for the sessions' output, records each echo that
     /// came, and stops watching a session that broke: whether any came.
     fn collect(

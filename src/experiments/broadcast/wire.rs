@@ -155,37 +155,26 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
     let ms = 1_000_000u64;
     let start = Instant::now();
     let now = || start.elapsed().as_nanos() as u64;
-    let bin_ns = spec.bin_ms.max(1) * ms;
-    let mut bins: Vec<Bin> = Vec::new();
-    let mut hops: Vec<u64> = Vec::new();
-    let (mut frames, mut copies, mut write_errors) = (0u64, 0u64, 0u64);
+    let mut tally = Tally {
+        bin_ns: spec.bin_ms.max(1) * ms,
+        rate_bps: spec.rate_bps,
+        ..Tally::default()
+    };
     let mut in_flight: Option<(usize, super::model::Outgoing, u64)> = None;
     let mut wire_free = 0u64;
     let mut turn = 0usize;
-    let mut probe_sent = false;
-    // The Suns' first supplies at half-way to the probe; the probe is the
-    // sender's first, the rest follow at routed's pace.
-    let mut next_supply = spec.probe.at_ms * ms / 2;
-    let mut supplies = 0u64;
-    let mut last_copy: Option<u64> = None;
-    let hello_ns = spec.hello_ms.max(1) * ms;
-    let mut next_hello = 0u64;
-    let mut hello_seq = 0u32;
-    let mut hellos_sent = [0u64; 2];
+    let mut sends = Sends {
+        // The Suns' first supplies at half-way to the probe.
+        next_supply: spec.probe.at_ms * ms / 2,
+        ..Sends::default()
+    };
     let [a, b] = spec.heartbeat;
     let mut buf = vec![0u8; 65536];
     let stopped_by = loop {
         let t = now();
         // What the bridge flooded to each host.
-        for (i, tap) in taps.iter().enumerate() {
-            loop {
-                // SAFETY: reading into our own buffer from our own fd.
-                let n = unsafe { libc::read(tap.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-                hosts[i].arrive(buf[..n as usize].to_vec());
-            }
+        for (tap, host) in taps.iter().zip(&mut hosts) {
+            read_flooded(tap, host, &mut buf);
         }
         // A frame whose last bit has left reaches the bridge.
         if let Some((i, out, end)) = in_flight.take() {
@@ -199,35 +188,9 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
                     )
                 };
                 if n < 0 {
-                    write_errors += 1;
+                    tally.write_errors += 1;
                 }
-                frames += 1;
-                let slot = (end / bin_ns) as usize;
-                if bins.len() <= slot {
-                    bins.resize(slot + 1, Bin::default());
-                }
-                bins[slot].frames += 1;
-                if let Some(hop) = out.hop {
-                    copies += 1;
-                    bins[slot].copies += 1;
-                    last_copy = Some(end);
-                    let h = usize::from(hop.max(1)) - 1;
-                    if hops.len() <= h {
-                        hops.resize(h + 1, 0);
-                    }
-                    hops[h] += 1;
-                }
-                // The busy time, split over the bins it spans.
-                let mut from = end.saturating_sub(wire_time_ns(out.bytes.len(), spec.rate_bps));
-                while from < end {
-                    let slot = (from / bin_ns) as usize;
-                    let upto = ((slot as u64 + 1) * bin_ns).min(end);
-                    if bins.len() <= slot {
-                        bins.resize(slot + 1, Bin::default());
-                    }
-                    bins[slot].busy_ns += upto - from;
-                    from = upto;
-                }
+                tally.landed(&out, end);
             } else {
                 in_flight = Some((i, out, end));
             }
@@ -235,45 +198,9 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         for host in &mut hosts {
             host.run(t);
         }
-        if t >= next_hello {
-            hello_seq += 1;
-            let (ma, mb) = (hosts[a].config.mac, hosts[b].config.mac);
-            hosts[a].send(&hello(ma, mb, hello_seq), None);
-            hosts[b].send(&hello(mb, ma, hello_seq), None);
-            hellos_sent[0] += 1;
-            hellos_sent[1] += 1;
-            next_hello += hello_ns;
-        }
+        sends.due(&spec, &mut hosts, t);
         let probe_at = spec.probe.at_ms * ms;
-        let supply_ns = spec.probe.supply_ms.max(1) * ms;
-        if t >= next_supply {
-            let mut senders: Vec<(usize, Ipv4Addr)> = Vec::new();
-            if supplies > 0 {
-                senders.push((spec.probe.from, spec.probe.dst));
-            }
-            if t >= probe_at / 2 {
-                for &i in &spec.probe.suppliers {
-                    senders.push((i, hosts[i].config.broadcast));
-                }
-            }
-            for (i, dst) in senders {
-                let h = &mut hosts[i];
-                let (mac, addr) = (h.config.mac, h.config.addr);
-                h.send(&rip_supply(mac, addr, dst, spec.probe.ttl), None);
-            }
-            supplies += 1;
-            next_supply = probe_at / 2 + supplies * supply_ns;
-        }
-        if !probe_sent && t >= probe_at {
-            let p = &mut hosts[spec.probe.from];
-            let (mac, addr) = (p.config.mac, p.config.addr);
-            p.send(&rip_supply(mac, addr, spec.probe.dst, spec.probe.ttl), None);
-            p.send(&arp_query(mac, addr, spec.probe.dst), None);
-            if let Some(stray) = spec.probe.stray {
-                p.send(&stray_datagram(mac, addr, stray, spec.probe.ttl), None);
-            }
-            probe_sent = true;
-        }
+        let probe_sent = sends.probe_sent;
         // The wire takes the next frame, each host in turn.
         if in_flight.is_none() {
             let n = hosts.len();
@@ -289,7 +216,7 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             }
         }
         // The bounds.
-        if frames >= spec.max_frames {
+        if tally.frames >= spec.max_frames {
             break Bound::FrameCap;
         }
         if t >= spec.max_ms * ms || stop.load(Ordering::Relaxed) {
@@ -299,17 +226,20 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
             .iter()
             .any(|h| h.output.iter().any(|o| o.hop.is_some()))
             || in_flight.as_ref().is_some_and(|(_, o, _)| o.hop.is_some());
-        let quiet_since = last_copy.unwrap_or(probe_at).max(probe_at);
+        let quiet_since = tally.last_copy.unwrap_or(probe_at).max(probe_at);
         if probe_sent && !copies_pending && t >= quiet_since + spec.quiet_ms * ms {
             let expired: u64 = hosts.iter().map(|h| h.counters.ttl_expired).sum();
-            break if copies == 0 && expired == 0 {
+            break if tally.copies == 0 && expired == 0 {
                 Bound::NoStorm
             } else {
                 Bound::Ttl
             };
         }
         // Sleep until the next thing to do, or a frame arrives.
-        let mut wake = next_hello.min(spec.max_ms * ms).min(next_supply);
+        let mut wake = sends
+            .next_hello
+            .min(spec.max_ms * ms)
+            .min(sends.next_supply);
         if !probe_sent {
             wake = wake.min(probe_at);
         }
@@ -321,31 +251,7 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
                 wake = wake.min(d);
             }
         }
-        let t = now();
-        if wake > t {
-            let wait = wake - t;
-            let mut fds: Vec<libc::pollfd> = taps
-                .iter()
-                .map(|fd| libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
-            let ts = libc::timespec {
-                tv_sec: (wait / 1_000_000_000) as libc::time_t,
-                tv_nsec: (wait % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: fds and ts outlive the call.
-            unsafe {
-                libc::ppoll(
-                    fds.as_mut_ptr(),
-                    fds.len() as libc::nfds_t,
-                    &ts,
-                    std::ptr::null(),
-                )
-            };
-        }
+        wait_for_any(&taps, wake.saturating_sub(now()));
     };
     let end = now();
     let gap = |receiver: usize| longest_gap(&hosts[receiver].hello_times, end) as f64 / 1e6;
@@ -353,20 +259,168 @@ fn run(spec: ModelSpec, stop: &AtomicBool) -> io::Result<ModelReport> {
         stopped_by,
         elapsed_ms: end as f64 / 1e6,
         probe_ms: spec.probe.at_ms as f64,
-        last_copy_ms: last_copy.map(|t| t as f64 / 1e6),
-        frames,
-        copies,
-        hops,
+        last_copy_ms: tally.last_copy.map(|t| t as f64 / 1e6),
+        frames: tally.frames,
+        copies: tally.copies,
+        hops: tally.hops,
         bin_ms: spec.bin_ms.max(1),
-        bins,
-        hellos_sent,
+        bins: tally.bins,
+        hellos_sent: sends.hellos_sent,
         longest_gap_ms: [gap(b), gap(a)],
         hosts: hosts
             .iter()
             .map(|h| (h.config.name.clone(), h.counters.clone()))
             .collect(),
-        write_errors,
+        write_errors: tally.write_errors,
     })
+}
+
+/// What the model's hosts send on a timer: the heartbeats, the routers'
+/// supplies and the probe.
+#[derive(Default)]
+struct Sends {
+    next_hello: u64,
+    hello_seq: u32,
+    hellos_sent: [u64; 2],
+    next_supply: u64,
+    supplies: u64,
+    probe_sent: bool,
+}
+
+impl Sends {
+    /// Sends what is due at `t` (ns from the start).
+    fn due(&mut self, spec: &ModelSpec, hosts: &mut [Host], t: u64) {
+        let ms = 1_000_000u64;
+        let [a, b] = spec.heartbeat;
+        if t >= self.next_hello {
+            self.hello_seq += 1;
+            let (ma, mb) = (hosts[a].config.mac, hosts[b].config.mac);
+            hosts[a].send(&hello(ma, mb, self.hello_seq), None);
+            hosts[b].send(&hello(mb, ma, self.hello_seq), None);
+            self.hellos_sent[0] += 1;
+            self.hellos_sent[1] += 1;
+            self.next_hello += spec.hello_ms.max(1) * ms;
+        }
+        let probe_at = spec.probe.at_ms * ms;
+        let supply_ns = spec.probe.supply_ms.max(1) * ms;
+        // The probe is the sender's first supply; the rest follow at
+        // routed's pace.
+        if t >= self.next_supply {
+            let mut senders: Vec<(usize, Ipv4Addr)> = Vec::new();
+            if self.supplies > 0 {
+                senders.push((spec.probe.from, spec.probe.dst));
+            }
+            if t >= probe_at / 2 {
+                for &i in &spec.probe.suppliers {
+                    senders.push((i, hosts[i].config.broadcast));
+                }
+            }
+            for (i, dst) in senders {
+                let h = &mut hosts[i];
+                let (mac, addr) = (h.config.mac, h.config.addr);
+                h.send(&rip_supply(mac, addr, dst, spec.probe.ttl), None);
+            }
+            self.supplies += 1;
+            self.next_supply = probe_at / 2 + self.supplies * supply_ns;
+        }
+        if !self.probe_sent && t >= probe_at {
+            let p = &mut hosts[spec.probe.from];
+            let (mac, addr) = (p.config.mac, p.config.addr);
+            p.send(&rip_supply(mac, addr, spec.probe.dst, spec.probe.ttl), None);
+            p.send(&arp_query(mac, addr, spec.probe.dst), None);
+            if let Some(stray) = spec.probe.stray {
+                p.send(&stray_datagram(mac, addr, stray, spec.probe.ttl), None);
+            }
+            self.probe_sent = true;
+        }
+    }
+}
+
+/// Reads every frame the bridge flooded to `host`'s TAP.
+fn read_flooded(tap: &OwnedFd, host: &mut Host, buf: &mut [u8]) {
+    loop {
+        // SAFETY: reading into our own buffer from our own fd.
+        let n = unsafe { libc::read(tap.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        host.arrive(buf[..n as usize].to_vec());
+    }
+}
+
+/// Sleeps up to `wait_ns`, or until a frame arrives on any TAP.
+fn wait_for_any(taps: &[OwnedFd], wait_ns: u64) {
+    if wait_ns == 0 {
+        return;
+    }
+    let mut fds: Vec<libc::pollfd> = taps
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: (wait_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (wait_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: fds and ts outlive the call.
+    unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// What the wire carried: frames and copies, by bin and by hop.
+#[derive(Default)]
+struct Tally {
+    bin_ns: u64,
+    rate_bps: u64,
+    bins: Vec<Bin>,
+    hops: Vec<u64>,
+    frames: u64,
+    copies: u64,
+    write_errors: u64,
+    /// When the last forwarded copy's last bit left (ns from the start).
+    last_copy: Option<u64>,
+}
+
+impl Tally {
+    fn bin(&mut self, at: u64) -> &mut Bin {
+        let slot = (at / self.bin_ns) as usize;
+        if self.bins.len() <= slot {
+            self.bins.resize(slot + 1, Bin::default());
+        }
+        &mut self.bins[slot]
+    }
+
+    /// Counts `out`, whose last bit left the wire at `end`.
+    fn landed(&mut self, out: &super::model::Outgoing, end: u64) {
+        self.frames += 1;
+        self.bin(end).frames += 1;
+        if let Some(hop) = out.hop {
+            self.copies += 1;
+            self.bin(end).copies += 1;
+            self.last_copy = Some(end);
+            let h = usize::from(hop.max(1)) - 1;
+            if self.hops.len() <= h {
+                self.hops.resize(h + 1, 0);
+            }
+            self.hops[h] += 1;
+        }
+        // The busy time, split over the bins it spans.
+        let mut from = end.saturating_sub(wire_time_ns(out.bytes.len(), self.rate_bps));
+        while from < end {
+            let upto = ((from / self.bin_ns + 1) * self.bin_ns).min(end);
+            self.bin(from).busy_ns += upto - from;
+            from = upto;
+        }
+    }
 }
 
 impl StormModel {

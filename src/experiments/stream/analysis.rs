@@ -83,7 +83,24 @@ pub fn flow_evidence(
     if sender.udp.is_some() || receiver.udp.is_some() {
         return None;
     }
-    let side = |r: &EndpointReport, sends: bool| SideEvidence {
+    Some(FlowEvidence {
+        bytes: receiver.bytes,
+        record,
+        sender: side_evidence(sender, true),
+        receiver: side_evidence(receiver, false),
+        tcp: sender_tcp(sender),
+        path: path_evidence(sender, receiver, usize::from(reverse), link, emulator),
+        paced_bps,
+        intervals: interval_evidence(&sender.intervals),
+        samples: interval_evidence(&sender.samples),
+        handshake_s: sender.handshake_s,
+    })
+}
+
+/// One end's account as the limits analysis reads it; `sends`: the
+/// sending end (its interface's transmit counts, else its receive counts).
+fn side_evidence(r: &EndpointReport, sends: bool) -> SideEvidence {
+    SideEvidence {
         wall_s: r.wall_s,
         cpu_s: r.usage.cpu_s(),
         user_s: Some(r.usage.user_s),
@@ -107,8 +124,12 @@ pub fn flow_evidence(
             dropped: if sends { i.tx_dropped } else { i.rx_dropped },
             errors: if sends { i.tx_errors } else { i.rx_errors },
         }),
-    };
-    let tcp = sender.tcp_info.as_ref().map(|t| SenderTcp {
+    }
+}
+
+/// The sender's TCP_INFO at the end, as the limits analysis reads it.
+fn sender_tcp(sender: &EndpointReport) -> Option<SenderTcp> {
+    sender.tcp_info.as_ref().map(|t| SenderTcp {
         srtt_us: t.rtt_us,
         min_rtt_us: t.min_rtt_us,
         snd_mss: t.snd_mss,
@@ -125,25 +146,24 @@ pub fn flow_evidence(
         bytes_sent: t.bytes_sent,
         bytes_retrans: t.bytes_retrans,
         bbr_bw_bps: sender.bbr_bw_bps,
-    });
-    let direction = usize::from(reverse);
-    let mss = f64::from(sender.tcp_info.as_ref().map_or(1448, |t| t.snd_mss.max(1)));
-    // IP and TCP headers with timestamps (52 bytes), and Ethernet's 38
-    // of framing where the link frames as Ethernet.
-    let framing = match link.and_then(|l| l.profile.impair.framing) {
-        Some(Framing::Ethernet) => 38.0,
-        _ => 0.0,
-    };
-    // A link profile's rate where there is one; on a real path, the slower
-    // of the two ends' interfaces as their drivers report them.
+    })
+}
+
+/// The path's rate, where it came from and whether it is the path's own:
+/// a link profile's rate where there is one; on a real path, the slower of
+/// the two ends' interfaces as their drivers report them.
+fn path_rate(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    link: Option<&LinkFacts>,
+) -> (Option<u64>, String, bool) {
     let speeds: Vec<&crate::measure::ifstat::LinkSpeed> = [sender, receiver]
         .iter()
         .filter_map(|r| r.link_speed.as_ref())
         .filter(|s| !s.nominal())
         .collect();
     let slower = speeds.iter().min_by_key(|s| s.mbit_s);
-    let (rate_bps, rate_source, rate_exact) = match (link.and_then(|l| l.profile.rate_bps), slower)
-    {
+    match (link.and_then(|l| l.profile.rate_bps), slower) {
         (Some(rate), _) => (
             Some(rate),
             link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
@@ -170,7 +190,26 @@ pub fn flow_evidence(
             )
         }
         _ => (None, String::new(), false),
+    }
+}
+
+/// The path the flow crossed in `direction` (0: A to B): its rate, its
+/// framing, the emulator's counts and both ends' shapers.
+fn path_evidence(
+    sender: &EndpointReport,
+    receiver: &EndpointReport,
+    direction: usize,
+    link: Option<&LinkFacts>,
+    emulator: Option<&EmulatorReport>,
+) -> PathEvidence {
+    let mss = f64::from(sender.tcp_info.as_ref().map_or(1448, |t| t.snd_mss.max(1)));
+    // IP and TCP headers with timestamps (52 bytes), and Ethernet's 38
+    // of framing where the link frames as Ethernet.
+    let framing = match link.and_then(|l| l.profile.impair.framing) {
+        Some(Framing::Ethernet) => 38.0,
+        _ => 0.0,
     };
+    let (rate_bps, rate_source, rate_exact) = path_rate(sender, receiver, link);
     let mut path = PathEvidence {
         rate_bps,
         rate_source,
@@ -220,41 +259,35 @@ pub fn flow_evidence(
         path.rate_source = slowest.describe();
         path.rate_exact = false;
     }
-    let evidence_of = |samples: &[crate::endpoint::bulk::types::IntervalSample]| {
-        samples
-            .iter()
-            .filter_map(|i| {
-                let c = i.chrono?;
-                Some(IntervalEvidence {
-                    start_s: i.start_s,
-                    end_s: i.end_s,
-                    busy: c.busy,
-                    rwnd_limited: c.rwnd_limited,
-                    sndbuf_limited: c.sndbuf_limited,
-                    app_limited: i.app_limited,
-                    // BBR's own estimate, where it has one, is the
-                    // smoother of the two (a windowed maximum).
-                    delivery_rate_bps: i.bbr_bw_mbit_s.or(i.delivery_rate_mbit_s).map(|r| r * 1e6),
-                    rtt_us: (i.rtt_us > 0).then_some(i.rtt_us),
-                    ca_state: i.ca_state,
-                    retransmits: i.retransmits,
-                    cwnd: i.cwnd,
-                })
+    path
+}
+
+/// The sender's intervals (or samples) that carry the kernel's chrono
+/// accounting.
+fn interval_evidence(
+    samples: &[crate::endpoint::bulk::types::IntervalSample],
+) -> Vec<IntervalEvidence> {
+    samples
+        .iter()
+        .filter_map(|i| {
+            let c = i.chrono?;
+            Some(IntervalEvidence {
+                start_s: i.start_s,
+                end_s: i.end_s,
+                busy: c.busy,
+                rwnd_limited: c.rwnd_limited,
+                sndbuf_limited: c.sndbuf_limited,
+                app_limited: i.app_limited,
+                // BBR's own estimate, where it has one, is the smoother of
+                // the two (a windowed maximum).
+                delivery_rate_bps: i.bbr_bw_mbit_s.or(i.delivery_rate_mbit_s).map(|r| r * 1e6),
+                rtt_us: (i.rtt_us > 0).then_some(i.rtt_us),
+                ca_state: i.ca_state,
+                retransmits: i.retransmits,
+                cwnd: i.cwnd,
             })
-            .collect::<Vec<_>>()
-    };
-    Some(FlowEvidence {
-        bytes: receiver.bytes,
-        record,
-        sender: side(sender, true),
-        receiver: side(receiver, false),
-        tcp,
-        path,
-        paced_bps,
-        intervals: evidence_of(&sender.intervals),
-        samples: evidence_of(&sender.samples),
-        handshake_s: sender.handshake_s,
-    })
+        })
+        .collect()
 }
 
 /// Where a UDP run's datagrams were lost (None for TCP, or when the
