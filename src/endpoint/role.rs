@@ -53,6 +53,25 @@ pub trait Request: Serialize + DeserializeOwned + Debug {
     const NAME: &'static str;
 }
 
+/// Declares requests of one role, each with its reply type and named on
+/// the wire by its type's name:
+///
+/// ```text
+/// requests! { StreamRole: Listen => SocketAddr, Go => Box<EndpointReport> }
+/// ```
+///
+/// A type that cannot travel (not serde) fails at [`Request`]'s bounds.
+macro_rules! requests {
+    ($Role:ty: $($Type:ident => $Reply:ty),+ $(,)?) => {$(
+        impl $crate::endpoint::role::Request for $Type {
+            type Role = $Role;
+            type Reply = $Reply;
+            const NAME: &'static str = stringify!($Type);
+        }
+    )+};
+}
+pub(crate) use requests;
+
 /// A role's answer to request `R`: the return type is `R`'s reply, so a
 /// handler that returns anything else does not compile:
 ///

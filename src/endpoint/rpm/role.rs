@@ -8,7 +8,7 @@ use super::server::Server;
 use super::types::{ClientReport, ClientSpec, LoadReport, LoadSockets, ServerReport};
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
-use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
+use crate::endpoint::role::{Handler, Link, Protocol, Role, RoleError, Route, route};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -20,31 +20,13 @@ pub struct Serve {
     pub sockets: LoadSockets,
 }
 
-impl Request for Serve {
-    type Role = RpmRole;
-    type Reply = SocketAddr;
-    const NAME: &'static str = "Serve";
-}
-
 /// Run the test: its raw figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Measure(pub ClientSpec);
 
-impl Request for Measure {
-    type Role = RpmRole;
-    type Reply = Box<ClientReport>;
-    const NAME: &'static str = "Measure";
-}
-
 /// Stop serving: what was served.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
-
-impl Request for Stop {
-    type Role = RpmRole;
-    type Reply = Box<ServerReport>;
-    const NAME: &'static str = "Stop";
-}
 
 /// Start a load alone: load-generating connections to `spec.server` (its
 /// direction, at most `spec.max_connections` each way), no probes, until
@@ -52,26 +34,22 @@ impl Request for Stop {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadStart(pub ClientSpec);
 
-impl Request for LoadStart {
-    type Role = RpmRole;
-    type Reply = ();
-    const NAME: &'static str = "LoadStart";
-}
-
 /// Stop the load: what it carried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadStop;
-
-impl Request for LoadStop {
-    type Role = RpmRole;
-    type Reply = LoadReport;
-    const NAME: &'static str = "LoadStop";
-}
 
 #[derive(Default)]
 pub struct RpmRole {
     server: Option<Server>,
     load: Option<BackgroundLoad>,
+}
+
+crate::endpoint::role::requests! { RpmRole:
+    Serve => SocketAddr,
+    Measure => Box<ClientReport>,
+    Stop => Box<ServerReport>,
+    LoadStart => (),
+    LoadStop => LoadReport,
 }
 
 impl Protocol for RpmRole {

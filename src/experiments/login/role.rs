@@ -11,7 +11,7 @@ use crate::endpoint::login::clients::{
 };
 use crate::endpoint::login::host::{Host, HostReport, HostServeSpec, HostServing, SessionCommand};
 use crate::endpoint::login::typist::{Moment, TypistReport};
-use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
+use crate::endpoint::role::{Handler, Link, Protocol, Role, RoleError, Route, route};
 use crate::experiments::login::bounds;
 use crate::measure::limits::{HostLimits, Needs};
 use crate::measure::window::HostWindow;
@@ -21,72 +21,30 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Serve(pub HostServeSpec);
 
-impl Request for Serve {
-    type Role = LoginRole;
-    type Reply = Box<HostServing>;
-    const NAME: &'static str = "Serve";
-}
-
 /// Every session is logged in: put the CPU budget's quota on the server
 /// (if it has a budget).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Budget;
 
-impl Request for Budget {
-    type Role = LoginRole;
-    type Reply = ();
-    const NAME: &'static str = "Budget";
-}
-
 /// Open the serving host's measured window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowOpen;
-
-impl Request for WindowOpen {
-    type Role = LoginRole;
-    type Reply = ();
-    const NAME: &'static str = "WindowOpen";
-}
 
 /// Close it: the host's window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowClose;
 
-impl Request for WindowClose {
-    type Role = LoginRole;
-    type Reply = Box<HostWindow>;
-    const NAME: &'static str = "WindowClose";
-}
-
 /// Type a login load against a server: the typists' account.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Type(pub TypeSpec);
-
-impl Request for Type {
-    type Role = LoginRole;
-    type Reply = Box<TypistReport>;
-    const NAME: &'static str = "Type";
-}
 
 /// Read one file's output through a server as a terminal: its account.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Terminal(pub LoginTarget);
 
-impl Request for Terminal {
-    type Role = LoginRole;
-    type Reply = Box<TerminalReport>;
-    const NAME: &'static str = "Terminal";
-}
-
 /// End the server and every session: its account.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
-
-impl Request for Stop {
-    type Role = LoginRole;
-    type Reply = Box<HostReport>;
-    const NAME: &'static str = "Stop";
-}
 
 /// The typing end's measured window opens or closes, or (`logged_in`)
 /// every session has logged in; when `awaits`, it waits for the
@@ -103,6 +61,16 @@ pub struct WindowEdge {
 #[derive(Default)]
 pub struct LoginRole {
     host: Option<Box<Host>>,
+}
+
+crate::endpoint::role::requests! { LoginRole:
+    Serve => Box<HostServing>,
+    Budget => (),
+    WindowOpen => (),
+    WindowClose => Box<HostWindow>,
+    Type => Box<TypistReport>,
+    Terminal => Box<TerminalReport>,
+    Stop => Box<HostReport>,
 }
 
 impl Protocol for LoginRole {

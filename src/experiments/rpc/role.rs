@@ -5,7 +5,7 @@
 
 use crate::endpoint::agent::policy::Policy;
 use crate::endpoint::protocol::DataGuard;
-use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
+use crate::endpoint::role::{Handler, Link, Protocol, Role, RoleError, Route, route};
 use crate::endpoint::rpc::server::{Running, Server, ServerOptions, ServerReport};
 use crate::endpoint::rpc::{RpcClientReport, RpcClientSpec, run_client};
 use serde::{Deserialize, Serialize};
@@ -21,36 +21,24 @@ pub struct Serve {
     pub guard: Option<DataGuard>,
 }
 
-impl Request for Serve {
-    type Role = RpcRole;
-    type Reply = u16;
-    const NAME: &'static str = "Serve";
-}
-
 /// One cell's calls as the client: their account.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call(pub RpcClientSpec);
-
-impl Request for Call {
-    type Role = RpcRole;
-    type Reply = Box<RpcClientReport>;
-    const NAME: &'static str = "Call";
-}
 
 /// Stop the server: its account.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop;
 
-impl Request for Stop {
-    type Role = RpcRole;
-    type Reply = Box<ServerReport>;
-    const NAME: &'static str = "Stop";
-}
-
 /// The server this endpoint runs, if any.
 #[derive(Default)]
 pub struct RpcRole {
     server: Option<Running>,
+}
+
+crate::endpoint::role::requests! { RpcRole:
+    Serve => u16,
+    Call => Box<RpcClientReport>,
+    Stop => Box<ServerReport>,
 }
 
 impl Protocol for RpcRole {

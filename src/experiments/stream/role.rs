@@ -10,7 +10,7 @@ use crate::endpoint::bulk::sender::Sender;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::bulk::types::{Amount, BudgetUse, EndpointReport, IntervalSample};
 use crate::endpoint::bulk::udp::{UdpReceiver, UdpSender};
-use crate::endpoint::role::{Handler, Link, Protocol, Request, Role, RoleError, Route, route};
+use crate::endpoint::role::{Handler, Link, Protocol, Role, RoleError, Route, route};
 use crate::testbed::cgroup::CpuBudget;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -19,31 +19,13 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Listen(pub ReceiveSpec);
 
-impl Request for Listen {
-    type Role = StreamRole;
-    type Reply = SocketAddr;
-    const NAME: &'static str = "Listen";
-}
-
 /// Connect (or open a UDP socket): the local address.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Connect(pub SendSpec);
 
-impl Request for Connect {
-    type Role = StreamRole;
-    type Reply = SocketAddr;
-    const NAME: &'static str = "Connect";
-}
-
 /// Move the bytes now: the end's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Go;
-
-impl Request for Go {
-    type Role = StreamRole;
-    type Reply = Box<EndpointReport>;
-    const NAME: &'static str = "Go";
-}
 
 /// What the endpoint holds between set-up and `Go`.
 #[derive(Default)]
@@ -74,6 +56,12 @@ fn make_budget(percent: Option<f64>) -> Result<Option<CpuBudget>, RoleError> {
                 .map_err(|e| RoleError::failed(format_args!("a CPU budget of {p}%: {e}")))
         })
         .transpose()
+}
+
+crate::endpoint::role::requests! { StreamRole:
+    Listen => SocketAddr,
+    Connect => SocketAddr,
+    Go => Box<EndpointReport>,
 }
 
 impl Protocol for StreamRole {
