@@ -301,6 +301,8 @@ pub struct RoleEntry {
     /// The experiment's name, as requests carry it.
     pub role: &'static str,
     pub make: fn() -> Box<dyn AnyRole>,
+    /// The names of the requests it routes, in its order.
+    pub requests: fn() -> Vec<&'static str>,
 }
 
 impl RoleEntry {
@@ -308,8 +310,13 @@ impl RoleEntry {
         RoleEntry {
             role: R::ROLE,
             make: make::<R>,
+            requests: request_names::<R>,
         }
     }
+}
+
+fn request_names<R: Role>() -> Vec<&'static str> {
+    R::ROUTES.iter().map(|r| r.name).collect()
 }
 
 /// A role's checks as an agent's policy holds them: on the request as it

@@ -264,3 +264,26 @@ pub fn records_of<T: Clone>(
         .filter_map(|r| pick(&r.data).map(|data| r.with(data.clone())))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    /// A request is found by its name among its role's routes, the first
+    /// that matches: a name routed twice would leave the second handler
+    /// unreachable.
+    #[test]
+    fn every_role_routes_each_request_name_once() {
+        for entry in super::ROLES {
+            let names = (entry.requests)();
+            assert!(!names.is_empty(), "{} routes no request", entry.role);
+            let mut once = names.clone();
+            once.sort_unstable();
+            once.dedup();
+            assert_eq!(
+                once.len(),
+                names.len(),
+                "{} routes a name twice: {names:?}",
+                entry.role
+            );
+        }
+    }
+}

@@ -702,7 +702,7 @@ fn accept_loop(
                                 (Ok(()), None) if w.idled_out.load(Ordering::Relaxed) => {
                                     Err(format!(
                                         "idle for {} s",
-                                        Duration::from_millis(options.idle_timeout_ms).as_secs()
+                                        options.idle_timeout_ms as f64 / 1000.0
                                     ))
                                 }
                                 (other, None) => other,
