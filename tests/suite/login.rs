@@ -351,12 +351,19 @@ fn linemode_sessions_edit_and_echo_at_the_client() {
     for relay in RELAYS {
         let server = Server::spawn(&["--relay", relay, "--linemode"]);
         let mut session = Session::telnet(server.addr, true).unwrap();
-        session.settle(Duration::from_millis(300)).unwrap();
-        let state = session.telnet_state().unwrap();
-        assert!(
-            state.linemode() && !state.server_echoes(),
-            "{relay}: LINEMODE not agreed"
-        );
+        // The options are agreed in a few round trips: waited for, up to
+        // WAIT (beside a CPU-bound job 300 ms once did not see them done).
+        let deadline = std::time::Instant::now() + WAIT;
+        let agreed = |session: &Session| {
+            let state = session.telnet_state().unwrap();
+            state.linemode() && !state.server_echoes()
+        };
+        while !agreed(&session) && std::time::Instant::now() < deadline {
+            session.settle(Duration::from_millis(50)).unwrap();
+        }
+        assert!(agreed(&session), "{relay}: LINEMODE not agreed");
+        // Anything the server still had to say about the options.
+        session.settle(Duration::from_millis(100)).unwrap();
         // The client sends the whole line; the pty (cooked, echo off) hands
         // it to cat, whose copy is the only one that comes back.
         session.type_bytes(b"a whole line\r").unwrap();
