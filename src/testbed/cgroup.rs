@@ -538,13 +538,17 @@ mod tests {
         let free_after = cpu_in(window);
         let free = free_before.max(free_after);
         // 10% of a CPU for 0.6 s is 60 ms; a period's slack above it.
-        assert!(held < 160_000_000, "{held} ns in 0.6 s under a 10% budget");
+        let quota_ns = window.as_nanos() as u64 / 10;
+        assert!(
+            held < quota_ns + 100_000_000,
+            "{held} ns in 0.6 s under a 10% budget"
+        );
         // Set against the same process free, where the host left it room
-        // to show the cap: free, it got more than twice the quota's 60 ms.
+        // to show the cap: free, it got more than twice the quota.
         // (Beside a CPU-bound job and the other unit tests on two CPUs it
         // once got 23-44 ms free: no room, and then the kernel's own
         // throttling, asserted above, is the evidence of the cap.)
-        if free > 2 * 60_000_000 {
+        if free > 2 * quota_ns {
             assert!(
                 held * 2 < free,
                 "under the budget {held} ns, free {free_before} ns before and {free_after} ns after (in 0.6 s each)"
