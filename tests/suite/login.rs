@@ -228,7 +228,13 @@ fn window_changes_reach_the_command() {
         for protocol in ["telnet", "rlogin"] {
             let server = Server::start(relay, protocol, &["sh", "-c", script]);
             let mut session = server.session(protocol);
-            session.settle(Duration::from_millis(300)).unwrap();
+            // The server agrees to take sizes (NAWS, or rlogin's window
+            // request) within a few round trips: waited for, up to WAIT,
+            // as a fixed settle is not enough beside a CPU-bound job.
+            let deadline = std::time::Instant::now() + WAIT;
+            while !session.resize(50, 132).unwrap() && std::time::Instant::now() < deadline {
+                session.settle(Duration::from_millis(50)).unwrap();
+            }
             assert!(
                 session.resize(50, 132).unwrap(),
                 "{relay}/{protocol}: server took no sizes"
