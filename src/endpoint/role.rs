@@ -297,6 +297,7 @@ impl<R: Role> AnyRole for R {
 }
 
 /// One experiment's role in the table.
+#[derive(Clone, Copy)]
 pub struct RoleEntry {
     /// The experiment's name, as requests carry it.
     pub role: &'static str,

@@ -22,69 +22,156 @@ pub mod stream_section;
 pub mod sweep;
 
 use crate::controller::lab::LabEntry;
-use crate::endpoint::agent::policy::{Serve, Served};
-use crate::endpoint::role::{RoleEntry, RoleTable, check_of};
+use crate::endpoint::agent::policy::{RoleCheck, Serve, Served};
+use crate::endpoint::role::RoleTable;
 use crate::options::Output;
+use crate::options::experiment::{Experiment, Recorded, RolePart, count_somes, somes};
 use crate::record::profile::Profiled;
 use crate::report::html::{ReportSection, Section, section_of};
 use serde::{Deserialize, Serialize};
 
-/// Builds the registry from one entry per experiment:
+/// Builds the registry from one line per experiment, the type that
+/// implements [`Experiment`] (and [`Recorded`] where `records` follows it):
 ///
 /// ```text
 /// /// Its line in `netlab --help`.
-/// name: Variant(its clap arguments) {
-///     data: its record data, section: its report section,  // if it records
-///     role: its endpoint role,                               // if it has one
-///     agent: ByDefault | OnAllow | As(other),                // if agents serve it
-///     lab: its lab part's constructor,                       // if the lab runs it
-/// }
+/// name: Variant(its::Type) records,
 /// ```
 ///
 /// and makes of them (the folder's `pub mod` line is written above, for
-/// rustfmt): the subcommands
-/// ([`Command`]); the endpoint roles ([`ROLES`]); what agents serve
-/// ([`SERVED`]); the lab's parts in order ([`LAB`]); the records a report
-/// reads, in report order ([`RECORDED`]), as one type ([`RecordData`]: read
-/// by the record's `experiment` name, with an accessor per experiment
-/// named after it); and each record's section and cell name.
+/// rustfmt): the subcommands ([`Command`]); the endpoint roles
+/// ([`ROLES`]); what agents serve ([`SERVED`]); the lab's parts in order
+/// ([`LAB`]); the records a report reads, in report order ([`RECORDED`]),
+/// as one type ([`RecordData`]: read by the record's `experiment` name,
+/// with an accessor per experiment named after it); and each record's
+/// section and cell name. Everything else about an experiment is its
+/// type's: a line naming a type that is not an experiment, or marked
+/// `records` on one that is not [`Recorded`], fails at those bounds.
 macro_rules! registry {
     ($(
         $(#[doc = $doc:literal])*
-        $name:ident: $Variant:ident($Args:ty) {
-            $(data: $Data:ty, section: $Section:ty,)?
-            $(role: $Role:ty,)?
-            $(agent: $how:ident $(($($as:ident),+))?,)?
-            $(lab: $Lab:expr,)?
-        }
+        $name:ident: $Variant:ident($E:ty) $($records:ident)?,
     )*) => {
+        const EXPERIMENTS: usize = [$(stringify!($name)),*].len();
+
+        /// Each experiment's role, where it has one, in the registry's order.
+        const ROLE_PARTS: [Option<RolePart>; EXPERIMENTS] = [$(<$E as Experiment>::ROLE,)*];
+
+        const TESTBED_ROLES: [RolePart; 2] = [
+            RolePart::of::<crate::endpoint::testbed::EmulatorRole>(),
+            RolePart::of::<crate::endpoint::testbed::CaptureRole>(),
+        ];
+
+        const ALL_ROLES: [Option<RolePart>; 2 + EXPERIMENTS] = {
+            let mut all = [None; 2 + EXPERIMENTS];
+            all[0] = Some(TESTBED_ROLES[0]);
+            all[1] = Some(TESTBED_ROLES[1]);
+            let mut i = 0;
+            while i < EXPERIMENTS {
+                all[2 + i] = ROLE_PARTS[i];
+                i += 1;
+            }
+            all
+        };
+
+        const ROLE_COUNT: usize = count_somes(&ALL_ROLES);
+
+        const ROLE_LIST: [RolePart; ROLE_COUNT] = somes(ALL_ROLES, TESTBED_ROLES[0]);
+
         /// Every role an endpoint process can play: the testbed's helpers,
         /// then each experiment's.
-        pub const ROLES: RoleTable = &[
-            RoleEntry::of::<crate::endpoint::testbed::EmulatorRole>(),
-            RoleEntry::of::<crate::endpoint::testbed::CaptureRole>(),
-            $($(RoleEntry::of::<$Role>(),)?)*
-        ];
+        pub const ROLES: RoleTable = &{
+            let mut entries = [TESTBED_ROLES[0].entry; ROLE_COUNT];
+            let mut i = 0;
+            while i < ROLE_COUNT {
+                entries[i] = ROLE_LIST[i].entry;
+                i += 1;
+            }
+            entries
+        };
+
+        const ROLE_CHECKS: [RoleCheck; ROLE_COUNT] = {
+            let mut checks = [TESTBED_ROLES[0].check; ROLE_COUNT];
+            let mut i = 0;
+            while i < ROLE_COUNT {
+                checks[i] = ROLE_LIST[i].check;
+                i += 1;
+            }
+            checks
+        };
+
+        const AGENTS: [Option<(&str, Serve)>; EXPERIMENTS] = [$(
+            match <$E as Experiment>::AGENT {
+                Some(how) => Some((<$E as Experiment>::NAME, how)),
+                None => None,
+            },
+        )*];
+
+        const SERVED_EXPERIMENTS: [(&str, Serve); count_somes(&AGENTS)] =
+            somes(AGENTS, ("", Serve::ByDefault));
 
         /// What an agent serves: each experiment and how (by default, on
         /// `--allow`, or as another's runs), and the lab's run, which
         /// holds each request to its own experiment.
         pub const SERVED: Served = Served {
-            experiments: &[$($((stringify!($name), Serve::$how $((&[$(stringify!($as)),+]))?),)?)*],
+            experiments: &SERVED_EXPERIMENTS,
             every: "lab",
-            roles: &[
-                check_of::<crate::endpoint::testbed::EmulatorRole>(),
-                check_of::<crate::endpoint::testbed::CaptureRole>(),
-                $($(check_of::<$Role>(),)?)*
-            ],
+            roles: &ROLE_CHECKS,
         };
+
+        const LAB_PARTS: [Option<LabEntry>; EXPERIMENTS] = [$(<$E as Experiment>::LAB,)*];
 
         /// Each experiment's share of `netlab lab`, in the order the lab
         /// runs them (the registry's).
-        pub const LAB: &[LabEntry] = &[$($($Lab,)?)*];
+        pub const LAB: &[LabEntry] = &somes::<_, EXPERIMENTS, { count_somes(&LAB_PARTS) }>(
+            LAB_PARTS,
+            |_| unreachable!("a filler the registry's lab parts overwrite"),
+        );
 
+        registry!(@records $($name $Variant ($E) $($records)?;)*);
+
+        /// Each experiment's subcommand, as the command line lists them.
+        #[derive(Debug, clap::Subcommand)]
+        pub enum Command {
+            $($(#[doc = $doc])* $Variant(<$E as Experiment>::Args),)*
+        }
+
+        impl Command {
+            /// Runs the experiment's command, printing to `out`.
+            pub fn run(self, out: &mut Output) -> anyhow::Result<()> {
+                match self {
+                    $(Command::$Variant(args) => <$E as Experiment>::run(args, out),)*
+                }
+            }
+
+            /// Whether it prints JSON (so an error is printed as JSON too).
+            pub fn json(&self) -> bool {
+                match self {
+                    $(Command::$Variant(args) => <$E as Experiment>::json(args),)*
+                }
+            }
+        }
+
+        /// The registry's names are its experiments' own: each line's
+        /// subcommand, records and section carry one name.
+        #[cfg(test)]
+        const NAMES: [(&str, &str); EXPERIMENTS] =
+            [$((stringify!($name), <$E as Experiment>::NAME),)*];
+    };
+    // The recorded experiments alone (those marked `records`), gathered
+    // first so that each arm below lists them once.
+    (@records $($name:ident $Variant:ident ($E:ty) $($records:ident)?;)*) => {
+        registry!(@recorded [] $($name $Variant ($E) $($records)?;)*);
+    };
+    (@recorded [$($done:tt)*] $name:ident $Variant:ident ($E:ty) records; $($rest:tt)*) => {
+        registry!(@recorded [$($done)* ($name $Variant $E)] $($rest)*);
+    };
+    (@recorded [$($done:tt)*] $name:ident $Variant:ident ($E:ty); $($rest:tt)*) => {
+        registry!(@recorded [$($done)*] $($rest)*);
+    };
+    (@recorded [$(($name:ident $Variant:ident $E:ty))*]) => {
         /// The experiments whose records a report reads, in report order.
-        pub const RECORDED: &[&str] = &[$($(<$Section as ReportSection>::EXPERIMENT,)?)*];
+        pub const RECORDED: &[&str] = &[$(<$E as Experiment>::NAME,)*];
 
         /// Any experiment's record data, as a records file holds them side
         /// by side. Written exactly as each experiment writes its own
@@ -95,30 +182,32 @@ macro_rules! registry {
         #[derive(Debug, Clone, PartialEq, Serialize)]
         #[serde(untagged)]
         pub enum RecordData {
-            $($($Variant($Data),)?)*
+            $($Variant(<$E as Recorded>::Data),)*
         }
 
         impl RecordData {
             /// The experiment's name, as the record carries it.
             pub fn experiment(&self) -> &'static str {
                 match self {
-                    $($(RecordData::$Variant(_) => <$Section as ReportSection>::EXPERIMENT,)?)*
+                    $(RecordData::$Variant(_) => <$E as Experiment>::NAME,)*
                 }
             }
 
-            $($(
-                pub fn $name(&self) -> Option<&$Data> {
+            $(
+                pub fn $name(&self) -> Option<&<$E as Recorded>::Data> {
                     match self {
                         RecordData::$Variant(data) => Some(data),
                         _ => None,
                     }
                 }
-            )?)*
+            )*
 
             /// One record's cell as people name it (without its placement).
             pub fn cell_name(&self) -> String {
                 match self {
-                    $($(RecordData::$Variant(data) => <$Section as ReportSection>::cell(data),)?)*
+                    $(RecordData::$Variant(data) => {
+                        <<$E as Recorded>::Section as ReportSection>::cell(data)
+                    })*
                 }
             }
         }
@@ -126,13 +215,13 @@ macro_rules! registry {
         impl Profiled for RecordData {
             fn role_of(&self, pid: u32) -> Option<&'static str> {
                 match self {
-                    $($(RecordData::$Variant(data) => Profiled::role_of(data as &$Data, pid),)?)*
+                    $(RecordData::$Variant(data) => Profiled::role_of(data, pid), )*
                 }
             }
 
             fn data_path(&self) -> Option<crate::record::profile::DataPath> {
                 match self {
-                    $($(RecordData::$Variant(data) => Profiled::data_path(data as &$Data),)?)*
+                    $(RecordData::$Variant(data) => Profiled::data_path(data), )*
                 }
             }
         }
@@ -146,13 +235,13 @@ macro_rules! registry {
                     .and_then(|v| v.as_str())
                     .ok_or_else(|| D::Error::missing_field("experiment"))?
                     .to_string();
-                $($(
-                    if name == <$Section as ReportSection>::EXPERIMENT {
-                        return serde_json::from_value::<$Data>(value)
+                $(
+                    if name == <$E as Experiment>::NAME {
+                        return serde_json::from_value::<<$E as Recorded>::Data>(value)
                             .map(RecordData::$Variant)
                             .map_err(D::Error::custom);
                     }
-                )?)*
+                )*
                 Err(D::Error::unknown_variant(&name, RECORDED))
             }
         }
@@ -160,95 +249,37 @@ macro_rules! registry {
         /// Each experiment's section the records allow, in report order.
         pub fn sections(records: &[Record]) -> Vec<Section> {
             let mut sections = Vec::new();
-            $($(
-                sections.extend(section_of::<$Section>(&records_of(records, RecordData::$name)));
-            )?)*
+            $(
+                sections.extend(section_of::<<$E as Recorded>::Section>(
+                    &records_of(records, RecordData::$name),
+                ));
+            )*
             sections
-        }
-
-        /// Each experiment's subcommand, as the command line lists them.
-        #[derive(Debug, clap::Subcommand)]
-        pub enum Command {
-            $($(#[doc = $doc])* $Variant($Args),)*
-        }
-
-        impl Command {
-            /// Runs the experiment's command, printing to `out`.
-            pub fn run(self, out: &mut Output) -> anyhow::Result<()> {
-                match self {
-                    $(Command::$Variant(args) => $name::options::run(args, out),)*
-                }
-            }
-
-            /// Whether it prints JSON (so an error is printed as JSON too).
-            pub fn json(&self) -> bool {
-                match self {
-                    $(Command::$Variant(args) => args.json(),)*
-                }
-            }
         }
     };
 }
 
 registry! {
     /// Bulk transfer between two endpoint processes (ttcp-style).
-    stream: Stream(stream::options::StreamArgs) {
-        data: stream::record::StreamData, section: stream_section::StreamSection,
-        role: stream::role::StreamRole,
-        agent: ByDefault,
-        lab: stream::lab::StreamLab::boxed,
-    }
+    stream: Stream(stream::Stream) records,
     /// ONC RPC: the 1989 experiment (time per call vs size), cliffs and their causes; `serve`, `ping`.
-    rpc: Rpc(rpc::options::RpcArgs) {
-        data: rpc::record::RpcData, section: rpc::report::RpcSection,
-        role: rpc::role::RpcRole,
-        agent: ByDefault,
-        lab: rpc::lab::RpcLab::boxed,
-    }
+    rpc: Rpc(rpc::Rpc) records,
     /// Run an experiment over a grid of sizes: throughput vs size, knee, cost model.
-    sweep: Sweep(sweep::options::SweepArgs) {
-        agent: As(stream),
-        lab: sweep::lab::SweepLab::boxed,
-    }
+    sweep: Sweep(sweep::Sweep),
     /// Internet checksum and copy costs per KB: variants, limits, then vs now, the per-packet budget.
-    cksum: Cksum(cksum::options::CksumArgs) {
-        data: cksum::record::CksumData, section: cksum::report::CksumSection,
-        role: cksum::role::CksumRole,
-        agent: ByDefault,
-        lab: cksum::lab::CksumLab::boxed,
-    }
+    cksum: Cksum(cksum::Cksum) records,
     /// What-ifs as a full factorial: each feature's effect and their interactions.
-    ablate: Ablate(ablate::options::AblateArgs) {}
+    ablate: Ablate(ablate::Ablate),
     /// Remote-login load (the 1989 typing test) and servers on ptys: `serve`.
-    login: Login(login::options::LoginArgs) {
-        data: login::record::LoginData, section: login::report::LoginSection,
-        role: login::role::LoginRole,
-        agent: OnAllow,
-        lab: login::lab::LoginLab::boxed,
-    }
+    login: Login(login::Login) records,
     /// The 1987 terminal-output test: text typed to a terminal through each relay design.
-    output: Output(output::options::OutputArgs) {
-        data: output::record::OutputData, section: output::report::OutputSection,
-        agent: OnAllow,
-        lab: output::lab::OutputLab::boxed,
-    }
+    output: Output(output::Output) records,
     /// The 1990 broadcast storm on an emulated Ethernet: 1990 hosts and Linux, each fix a factor.
-    broadcast: Broadcast(broadcast::options::BroadcastArgs) {
-        data: broadcast::record::BroadcastData, section: broadcast::report::BroadcastSection,
-        role: broadcast::wire::ModelRole,
-        lab: broadcast::lab::BroadcastLab::boxed,
-    }
+    broadcast: Broadcast(broadcast::Broadcast) records,
     /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness): idle vs working latency, grade, which queue held the delay.
-    rpm: Rpm(rpm::options::RpmArgs) {
-        data: rpm::record::RpmData, section: rpm::report::RpmSection,
-        role: crate::endpoint::rpm::role::RpmRole,
-        agent: ByDefault,
-        lab: rpm::lab::RpmLab::boxed,
-    }
+    rpm: Rpm(rpm::Rpm) records,
     /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT, loss and RPM matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
-    mesh: Mesh(mesh::options::MeshArgs) {
-        agent: As(stream, rpc, rpm),
-    }
+    mesh: Mesh(mesh::Mesh),
 }
 
 /// A record of any experiment.
@@ -267,6 +298,15 @@ pub fn records_of<T: Clone>(
 
 #[cfg(test)]
 mod tests {
+    /// Each registry line's name is its experiment's `NAME`: the name the
+    /// subcommand, records, section and role go by.
+    #[test]
+    fn each_line_is_named_as_its_experiment() {
+        for (line, name) in super::NAMES {
+            assert_eq!(line, name);
+        }
+    }
+
     /// A request is found by its name among its role's routes, the first
     /// that matches: a name routed twice would leave the second handler
     /// unreachable.

@@ -50,73 +50,7 @@ impl ReportSection for StreamSection {
                 &summary,
                 &sweep,
             ));
-            let first = &summary.points[0];
-            let best = summary
-                .points
-                .iter()
-                .max_by(|a, b| {
-                    a.throughput_mb_s
-                        .median
-                        .total_cmp(&b.throughput_mb_s.median)
-                })
-                .expect("not empty");
-            reading.push_str(&format!(
-                "Throughput rises from {:.0} MB/s with {}-byte records to {:.0} MB/s with {}-byte records. ",
-                first.throughput_mb_s.median, first.record, best.throughput_mb_s.median, best.record
-            ));
-            let largest = summary.points.last().map(|p| p.record as f64);
-            if let Some(k) = summary.knee.as_ref().filter(|k| Some(k.size) == largest) {
-                reading.push_str(&format!(
-                    "No knee within these sizes: only the largest, {} bytes, is within {:.0}% of the best; the curve still rises. ",
-                    k.size,
-                    (1.0 - k.fraction) * 100.0
-                ));
-            } else if let Some(k) = summary
-                .knee
-                .as_ref()
-                .filter(|_| sweep::figures::still_rising(&summary.points))
-            {
-                reading.push_str(&format!(
-                    "No plateau within these sizes: {} bytes is within {:.0}% of the best, but the largest size beats every run of the one before it, so the curve still rises and its knee lies beyond the sizes measured. ",
-                    k.size,
-                    (1.0 - k.fraction) * 100.0
-                ));
-            } else if let Some(k) = &summary.knee {
-                reading.push_str(&format!(
-                    "The knee, the smallest size within {:.0}% of the best, is {} bytes: Van Jacobson's \"just to the right of the knee\" on this host. ",
-                    (1.0 - k.fraction) * 100.0,
-                    k.size
-                ));
-            }
-            if let Some(t) = summary.terms.as_ref().filter(|_| summary.all_resolved()) {
-                let regimes: Vec<String> = summary
-                    .regimes
-                    .iter()
-                    .map(|r| format!("{} from {} to {} bytes", r.term.name(), r.from, r.to))
-                    .collect();
-                reading.push_str(&format!(
-                    "Priced by its calls, segments, wake-ups and bytes ({} µs, {} µs, {} µs and {} ns each, 95% intervals; r² {:.3}), a record's largest cost is {}. ",
-                    summary.term_text(0, 1e6, &|v| format!("{v:.2}")),
-                    summary.term_text(1, 1e6, &|v| format!("{v:.2}")),
-                    summary.term_text(2, 1e6, &|v| format!("{v:.2}")),
-                    summary.term_text(3, 1e9, &|v| format!("{v:.3}")),
-                    t.r_squared,
-                    regimes.join(", ")
-                ));
-            } else if summary.terms.is_some() {
-                let unresolved: Vec<&str> = (0..4)
-                    .filter(|&i| !summary.resolved(i))
-                    .map(|i| crate::analysis::costterms::TERMS[i].name())
-                    .collect();
-                reading.push_str(&format!(
-                    "The cost by terms is not quoted: {} not resolved by this sweep (a 95% interval that reaches zero). ",
-                    unresolved.join(" and ")
-                ));
-            }
-            reading.push_str(&format!(
-                "At the plateau the bottleneck was {}.",
-                best.limited_by()
-            ));
+            reading.push_str(&sweep_reading(&summary));
         } else if !single.is_empty() {
             reading.push_str(
                 "Single runs only (no size sweep): the table gives each run's throughput and CPU.",
@@ -340,6 +274,87 @@ fn cell_words(r: &StreamRecord) -> String {
         },
         if p.sweep.is_some() { ", a sweep's" } else { "" }
     )
+}
+
+/// What the sweep's curve says: where throughput rises to, its knee (or
+/// that there is none within the sizes), the cost by terms where they are
+/// resolved, and the bottleneck at the plateau.
+fn sweep_reading(summary: &crate::experiments::sweep::cell::SweepSummary) -> String {
+    let mut reading = String::new();
+    let first = &summary.points[0];
+    let best = summary
+        .points
+        .iter()
+        .max_by(|a, b| {
+            a.throughput_mb_s
+                .median
+                .total_cmp(&b.throughput_mb_s.median)
+        })
+        .expect("not empty");
+    reading.push_str(&format!(
+        "Throughput rises from {:.0} MB/s with {}-byte records to {:.0} MB/s with {}-byte records. ",
+        first.throughput_mb_s.median, first.record, best.throughput_mb_s.median, best.record
+    ));
+    let largest = summary.points.last().map(|p| p.record as f64);
+    if let Some(k) = summary.knee.as_ref().filter(|k| Some(k.size) == largest) {
+        reading.push_str(&format!(
+            "No knee within these sizes: only the largest, {} bytes, is within {:.0}% of the best; the curve still rises. ",
+            k.size,
+            (1.0 - k.fraction) * 100.0
+        ));
+    } else if let Some(k) = summary
+        .knee
+        .as_ref()
+        .filter(|_| sweep::figures::still_rising(&summary.points))
+    {
+        reading.push_str(&format!(
+            "No plateau within these sizes: {} bytes is within {:.0}% of the best, but the largest size beats every run of the one before it, so the curve still rises and its knee lies beyond the sizes measured. ",
+            k.size,
+            (1.0 - k.fraction) * 100.0
+        ));
+    } else if let Some(k) = &summary.knee {
+        reading.push_str(&format!(
+            "The knee, the smallest size within {:.0}% of the best, is {} bytes: Van Jacobson's \"just to the right of the knee\" on this host. ",
+            (1.0 - k.fraction) * 100.0,
+            k.size
+        ));
+    }
+    if let Some(t) = summary.terms.as_ref().filter(|_| summary.all_resolved()) {
+        let regimes: Vec<String> = summary
+            .regimes
+            .iter()
+            .map(|r| format!("{} from {} to {} bytes", r.term.name(), r.from, r.to))
+            .collect();
+        reading.push_str(&format!(
+            "Priced by its calls, segments, wake-ups and bytes ({} µs, {} µs, {} µs and {} ns each, 95% intervals; r² {:.3}), a record's largest cost is {}. ",
+            summary.term_text(0, 1e6, &|v| format!("{v:.2}")),
+            summary.term_text(1, 1e6, &|v| format!("{v:.2}")),
+            summary.term_text(2, 1e6, &|v| format!("{v:.2}")),
+            summary.term_text(3, 1e9, &|v| format!("{v:.3}")),
+            t.r_squared,
+            regimes.join(", ")
+        ));
+    } else if summary.terms.is_some() {
+        let unresolved: Vec<&str> = (0..4)
+            .filter(|&i| !summary.resolved(i))
+            .map(|i| crate::analysis::costterms::TERMS[i].name())
+            .collect();
+        reading.push_str(&format!(
+            "The cost by terms is not quoted: {} not resolved by this sweep (a 95% interval that reaches zero). ",
+            unresolved.join(" and ")
+        ));
+    }
+    reading.push_str(&format!(
+        "At the plateau the bottleneck was {}.",
+        best.limited_by()
+    ));
+    reading
+}
+
+/// Stream's records, read into the section above.
+impl crate::options::experiment::Recorded for stream::Stream {
+    type Data = StreamData;
+    type Section = StreamSection;
 }
 
 #[cfg(test)]

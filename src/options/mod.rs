@@ -2,11 +2,14 @@
 //! experiment's own options flatten in: where records go and how a run
 //! prints (`run.rs`), where its ends run and over which link
 //! (`placement.rs`), a server's bind address; the parsers of sizes and
-//! durations as users type them; and [`Output`], standard output that
+//! durations as users type them; what an experiment is to the rest of
+//! netlab (`experiment.rs`, the trait the registry's entries implement);
+//! and [`Output`], standard output that
 //! treats a closed pipe as the reader's wish to stop. Each experiment's
 //! options live in its folder (`experiments/<name>/options.rs`); `cli`
 //! holds the top-level command.
 
+pub mod experiment;
 pub mod placement;
 pub mod run;
 

@@ -1,7 +1,8 @@
 //! What every experiment's command shares: where its records go, how it
 //! prints, whether it stops at the first failed cell; and the steps around
-//! its grid (open the records file, make the runner, print the JSON document
-//! or the text, fail when no cell measured anything).
+//! its grid, the same for every experiment ([`RunOptions::measure`]: open
+//! the records file, make the runner, print the JSON document or the text,
+//! fail when no cell measured anything).
 
 use crate::controller::runner::Runner;
 use crate::measure::host::HostFacts;
@@ -69,6 +70,30 @@ impl RunOptions {
             .profiling(profiling))
     }
 
+    /// A measured run from end to end, the same for every experiment:
+    /// opens the records file, makes the runner, lets `measure` run its
+    /// cells on it (the runner appends each record as it is made), then
+    /// prints what it measured as [`RunOutcome::print`] says and fails as
+    /// [`RunOptions::finish`] does when cells failed.
+    pub fn measure<D: crate::record::profile::Profiled>(
+        &self,
+        out: &mut Output,
+        measure: impl FnOnce(&mut Runner<'_>) -> anyhow::Result<RunOutcome<D>>,
+    ) -> anyhow::Result<()> {
+        let mut writer = self.writer()?;
+        let measured = measure(&mut self.runner(&mut writer)?)?;
+        let judged: &[Record<D>] = if measured.judged {
+            &measured.records
+        } else {
+            &[]
+        };
+        match measured.print {
+            Print::DocOrText { doc, text } => self.finish(out, judged, doc, || text),
+            Print::Lines(doc) => self.finish_lines(out, judged, doc),
+            Print::Foreign(doc) => Ok(out.json(&doc)?),
+        }
+    }
+
     /// Prints `doc` (with `records_file` added) under `--json`, or `text`.
     /// A run whose every cell failed prints neither: it is an error naming
     /// the first reason and the records file (so `--json` prints one
@@ -126,6 +151,43 @@ impl RunOptions {
         }
         Ok(())
     }
+}
+
+/// What a measured run leaves to print ([`RunOptions::measure`]).
+pub struct RunOutcome<D> {
+    /// Its records, as the runner wrote them.
+    pub records: Vec<Record<D>>,
+    /// Whether its cells' failures are the run's (a run fails when every
+    /// cell failed, and ends with [`SomeCellsFailed`] when some did); not
+    /// for a search, whose probes may fail on the way to its answer.
+    pub judged: bool,
+    pub print: Print,
+}
+
+impl<D> RunOutcome<D> {
+    /// A grid's records, printed as `doc` under `--json` or as `text`.
+    pub fn grid(records: Vec<Record<D>>, doc: serde_json::Value, text: String) -> Self {
+        RunOutcome {
+            records,
+            judged: true,
+            print: Print::DocOrText { doc, text },
+        }
+    }
+}
+
+/// How a measured run prints.
+pub enum Print {
+    /// `doc` (with the records file and the failed cells' count added)
+    /// under `--json`, else `text`, the profile's table and where the
+    /// records went.
+    DocOrText {
+        doc: serde_json::Value,
+        text: String,
+    },
+    /// As JSON Lines, `doc` as the last line, `{"event":"end",...}`.
+    Lines(serde_json::Value),
+    /// Another tool's document, printed as it is (iperf3's `-J`).
+    Foreign(serde_json::Value),
 }
 
 /// A run some of whose cells failed: its output is printed (the cells

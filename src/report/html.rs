@@ -300,6 +300,31 @@ impl Written {
     }
 }
 
+/// The page's first line: how many records, from where, on which host
+/// (and whether a virtual machine) and netlab version.
+fn records_line<D>(records: &[Record<D>], records_link: &str) -> String {
+    let first = records.first();
+    format!(
+        "<p>{} records from <a href=\"{}\">{}</a>{}.</p>\n",
+        records.len(),
+        escape(records_link),
+        escape(records_link),
+        first.map_or(String::new(), |r| format!(
+            "; host {} ({}, {} cores, Linux {}{}); netlab {}",
+            escape(&r.host.hostname),
+            escape(&r.host.cpu_model),
+            r.host.cores,
+            escape(&r.host.kernel),
+            if r.host.virtualized {
+                ", a virtual machine: the real host's interrupt time is invisible"
+            } else {
+                ""
+            },
+            escape(&r.netlab_version)
+        ))
+    )
+}
+
 /// Writes report.html and every figure's SVG and PNG into `dir`.
 /// `records_link` is how the page links to the raw records.
 pub fn write<D: Profiled>(
@@ -324,26 +349,7 @@ pub fn write<D: Profiled>(
         figure_errors: Vec::new(),
     };
     let mut html = page_start("netlab report", "");
-    let first = loaded.records.first();
-    html.push_str(&format!(
-        "<p>{} records from <a href=\"{}\">{}</a>{}.</p>\n",
-        loaded.records.len(),
-        escape(records_link),
-        escape(records_link),
-        first.map_or(String::new(), |r| format!(
-            "; host {} ({}, {} cores, Linux {}{}); netlab {}",
-            escape(&r.host.hostname),
-            escape(&r.host.cpu_model),
-            r.host.cores,
-            escape(&r.host.kernel),
-            if r.host.virtualized {
-                ", a virtual machine: the real host's interrupt time is invisible"
-            } else {
-                ""
-            },
-            escape(&r.netlab_version)
-        ))
-    ));
+    html.push_str(&records_line(&loaded.records, records_link));
     html.push_str(&what_ran(&loaded.records, &sections));
     html.push_str(&first_screen(&sections));
     html.push_str(&under_the_first_screen(
@@ -373,34 +379,7 @@ pub fn write<D: Profiled>(
         ));
         for figure in &section.figures {
             match figures::render_svg(figure, &colours) {
-                Ok(svg) => {
-                    let svg_path = dir.join(format!("{}.svg", figure.id));
-                    std::fs::write(&svg_path, &svg)?;
-                    written.figures.push(svg_path);
-                    let csv_path = dir.join(format!("{}.csv", figure.id));
-                    std::fs::write(&csv_path, figures::csv(figure))?;
-                    match figures::render_png(&svg) {
-                        Ok(png) => {
-                            let png_path = dir.join(format!("{}.png", figure.id));
-                            std::fs::write(&png_path, png)?;
-                            written.figures.push(png_path);
-                        }
-                        Err(e) => written
-                            .figure_errors
-                            .push(format!("{}.png: {e}", figure.id)),
-                    }
-                    // Inline: the SVG document without its XML prologue,
-                    // with its title and a text alternative for readers
-                    // that cannot see it.
-                    let body = svg.find("<svg").map_or(svg.as_str(), |start| &svg[start..]);
-                    let body = accessible(body, &figure.title, &figures::describe(figure));
-                    html.push_str(&format!(
-                        "<figure id=\"{id}\">{body}<figcaption>{}. {} Data: <a href=\"{id}.csv\">{id}.csv</a>; drawn as <a href=\"{id}.svg\">SVG</a> and <a href=\"{id}.png\">PNG</a>.</figcaption></figure>\n",
-                        escape(&figure.title),
-                        escape(&figure.caption),
-                        id = figure.id,
-                    ));
-                }
+                Ok(svg) => html.push_str(&figure_files(figure, &svg, dir, &mut written)?),
                 Err(e) => written.figure_errors.push(e),
             }
         }
@@ -439,6 +418,42 @@ pub fn write<D: Profiled>(
     html.push_str(PAGE_END);
     std::fs::write(&written.html, html)?;
     Ok(written)
+}
+
+/// Writes one figure's SVG, data (CSV) and PNG into `dir`, and gives its
+/// `<figure>` for the page: the SVG inline, titled and described for
+/// readers that cannot see it, with links to the files. A PNG that cannot
+/// be drawn is named among the figure errors; the page goes on.
+fn figure_files(
+    figure: &Figure,
+    svg: &str,
+    dir: &Path,
+    written: &mut Written,
+) -> std::io::Result<String> {
+    let svg_path = dir.join(format!("{}.svg", figure.id));
+    std::fs::write(&svg_path, svg)?;
+    written.figures.push(svg_path);
+    let csv_path = dir.join(format!("{}.csv", figure.id));
+    std::fs::write(&csv_path, figures::csv(figure))?;
+    match figures::render_png(svg) {
+        Ok(png) => {
+            let png_path = dir.join(format!("{}.png", figure.id));
+            std::fs::write(&png_path, png)?;
+            written.figures.push(png_path);
+        }
+        Err(e) => written
+            .figure_errors
+            .push(format!("{}.png: {e}", figure.id)),
+    }
+    // Inline: the SVG document without its XML prologue.
+    let body = svg.find("<svg").map_or(svg, |start| &svg[start..]);
+    let body = accessible(body, &figure.title, &figures::describe(figure));
+    Ok(format!(
+        "<figure id=\"{id}\">{body}<figcaption>{}. {} Data: <a href=\"{id}.csv\">{id}.csv</a>; drawn as <a href=\"{id}.svg\">SVG</a> and <a href=\"{id}.png\">PNG</a>.</figcaption></figure>\n",
+        escape(&figure.title),
+        escape(&figure.caption),
+        id = figure.id,
+    ))
 }
 
 /// The one stylesheet of every netlab page, a file of its own: the page's

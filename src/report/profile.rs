@@ -50,19 +50,18 @@ const PER_PACKET: [(&str, &[Layer]); 5] = [
     ("user code", &[Layer::Netlab, Layer::OtherUser]),
 ];
 
-/// The per-packet view of profiled stream cells: the whole host's busy CPU
-/// per data segment by part, grouped by placement and record size (their
-/// repeats merged), beside Van Jacobson's 1988 Sun-3/60 packet.
-pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
-    /// The profiled runs of one placement and record size.
-    struct Group<'a> {
-        placement: String,
-        record: u64,
-        tables: Vec<&'a LayerTable>,
-        segments: u64,
-        bytes: f64,
-        hz: u64,
-    }
+/// The profiled runs of one placement and record size.
+struct Group<'a> {
+    placement: String,
+    record: u64,
+    tables: Vec<&'a LayerTable>,
+    segments: u64,
+    bytes: f64,
+    hz: u64,
+}
+
+/// The profiled stream runs, grouped by placement and record size.
+fn profiled_groups<D: Profiled>(records: &[Record<D>]) -> Vec<Group<'_>> {
     let mut groups: Vec<Group> = Vec::new();
     for r in records {
         let (Some(profile), Some(path)) = (&r.profile, r.data.data_path()) else {
@@ -92,6 +91,14 @@ pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
             }),
         }
     }
+    groups
+}
+
+/// The per-packet view of profiled stream cells: the whole host's busy CPU
+/// per data segment by part, grouped by placement and record size (their
+/// repeats merged), beside Van Jacobson's 1988 Sun-3/60 packet.
+pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
+    let groups = profiled_groups(records);
     if groups.is_empty() {
         return String::new();
     }

@@ -64,6 +64,55 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// A raw packet socket bound to interface `ifindex`, every protocol,
+/// with kernel timestamps and (best effort) a 16 MB receive buffer.
+fn packet_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket creation.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            i32::from(ETH_P_ALL.to_be()),
+        )
+    })?;
+    // SAFETY: fd was just created and is ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain data.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_protocol = ETH_P_ALL.to_be();
+    addr.sll_ifindex = ifindex as i32;
+    // SAFETY: addr is a valid sockaddr_ll of the given size.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    })?;
+    let one: libc::c_int = 1;
+    let big: libc::c_int = 16 << 20;
+    // SAFETY: int-valued socket options.
+    unsafe {
+        check(libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            4,
+        ))?;
+        // Best effort: a bigger buffer only lowers the chance of drops.
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&big as *const libc::c_int).cast(),
+            4,
+        );
+    }
+    Ok(fd)
+}
+
 impl Capture {
     pub fn start(spec: CaptureSpec) -> io::Result<Capture> {
         let name = std::ffi::CString::new(spec.interface.clone())
@@ -76,49 +125,7 @@ impl Capture {
                 spec.interface
             )));
         }
-        // SAFETY: plain socket creation.
-        let fd = check(unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                i32::from(ETH_P_ALL.to_be()),
-            )
-        })?;
-        // SAFETY: fd was just created and is ours.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_ll is plain data.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = ETH_P_ALL.to_be();
-        addr.sll_ifindex = ifindex as i32;
-        // SAFETY: addr is a valid sockaddr_ll of the given size.
-        check(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        })?;
-        let one: libc::c_int = 1;
-        let big: libc::c_int = 16 << 20;
-        // SAFETY: int-valued socket options.
-        unsafe {
-            check(libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&one as *const libc::c_int).cast(),
-                4,
-            ))?;
-            // Best effort: a bigger buffer only lowers the chance of drops.
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&big as *const libc::c_int).cast(),
-                4,
-            );
-        }
+        let fd = packet_socket(ifindex)?;
         let mut ifr = [0u8; 40];
         ifr[..spec.interface.len()].copy_from_slice(spec.interface.as_bytes());
         // SAFETY: SIOCGIFHWADDR fills a struct ifreq (40 bytes).

@@ -774,6 +774,64 @@ fn netem_slot(words: &mut Words) -> Result<Slot, LinkError> {
     Ok(slot)
 }
 
+/// A loss model's transition percentages in words.
+fn loss_model_words(model: Option<LossModel>) -> Option<String> {
+    match model {
+        Some(LossModel::GilbertElliott {
+            p_pct,
+            r_pct,
+            bad_loss_pct,
+            good_loss_pct,
+        }) => Some(format!(
+            "Gilbert-Elliott loss (p {p_pct}%, r {r_pct}%, 1-h {bad_loss_pct}%, 1-k {good_loss_pct}%)"
+        )),
+        Some(LossModel::FourState {
+            p13_pct,
+            p31_pct,
+            p32_pct,
+            p23_pct,
+            p14_pct,
+        }) => Some(format!(
+            "4-state loss (p13 {p13_pct}%, p31 {p31_pct}%, p32 {p32_pct}%, p23 {p23_pct}%, p14 {p14_pct}%)"
+        )),
+        None => None,
+    }
+}
+
+/// The link's framing overhead and its slots, in words.
+fn framing_and_slot_words(i: &Impairments) -> Vec<String> {
+    let mut parts = Vec::new();
+    match i.framing {
+        Some(Framing::Ethernet) => parts.push("Ethernet framing".into()),
+        Some(Framing::Overhead {
+            packet,
+            cell_size,
+            cell_overhead,
+        }) => parts.push(format!(
+            "overhead {packet} B/packet, cells {cell_size} B + {cell_overhead} B"
+        )),
+        None => {}
+    }
+    if let Some(slot) = i.slot {
+        parts.push(format!(
+            "slots every {}-{} ms (≤ {} packets, ≤ {} B)",
+            slot.min_us as f64 / 1000.0,
+            slot.max_us as f64 / 1000.0,
+            if slot.packets == 0 {
+                "any".to_string()
+            } else {
+                slot.packets.to_string()
+            },
+            if slot.bytes == 0 {
+                "any".to_string()
+            } else {
+                slot.bytes.to_string()
+            },
+        ));
+    }
+    parts
+}
+
 /// The impairments in words, for the link's one-line description.
 fn describe_impairments(i: &Impairments) -> Vec<String> {
     let mut parts = Vec::new();
@@ -804,26 +862,7 @@ fn describe_impairments(i: &Impairments) -> Vec<String> {
             i.loss_correlation_pct
         ));
     }
-    match i.loss_model {
-        Some(LossModel::GilbertElliott {
-            p_pct,
-            r_pct,
-            bad_loss_pct,
-            good_loss_pct,
-        }) => parts.push(format!(
-            "Gilbert-Elliott loss (p {p_pct}%, r {r_pct}%, 1-h {bad_loss_pct}%, 1-k {good_loss_pct}%)"
-        )),
-        Some(LossModel::FourState {
-            p13_pct,
-            p31_pct,
-            p32_pct,
-            p23_pct,
-            p14_pct,
-        }) => parts.push(format!(
-            "4-state loss (p13 {p13_pct}%, p31 {p31_pct}%, p32 {p32_pct}%, p23 {p23_pct}%, p14 {p14_pct}%)"
-        )),
-        None => {}
-    }
+    parts.extend(loss_model_words(i.loss_model));
     if i.duplicate_pct > 0.0 {
         parts.push(format!(
             "duplicate {}%{}",
@@ -846,34 +885,7 @@ fn describe_impairments(i: &Impairments) -> Vec<String> {
             i.reorder_gap.max(1)
         ));
     }
-    match i.framing {
-        Some(Framing::Ethernet) => parts.push("Ethernet framing".into()),
-        Some(Framing::Overhead {
-            packet,
-            cell_size,
-            cell_overhead,
-        }) => parts.push(format!(
-            "overhead {packet} B/packet, cells {cell_size} B + {cell_overhead} B"
-        )),
-        None => {}
-    }
-    if let Some(slot) = i.slot {
-        parts.push(format!(
-            "slots every {}-{} ms (≤ {} packets, ≤ {} B)",
-            slot.min_us as f64 / 1000.0,
-            slot.max_us as f64 / 1000.0,
-            if slot.packets == 0 {
-                "any".to_string()
-            } else {
-                slot.packets.to_string()
-            },
-            if slot.bytes == 0 {
-                "any".to_string()
-            } else {
-                slot.bytes.to_string()
-            },
-        ));
-    }
+    parts.extend(framing_and_slot_words(i));
     if let Some(n) = i.tx_queue {
         parts.push(format!("tx queue {n}, service {} µs", i.tx_service_us));
     }
@@ -961,29 +973,8 @@ impl LinkProfile {
             None => {}
         }
         if let Some(name) = &given.queue_discipline {
-            let Some(rate) = profile.rate_bps else {
-                return Err(LinkError::Invalid(format!(
-                    "--queue-discipline {name}: a queue forms in front of the link's rate; give one (--link-rate or a named link)"
-                )));
-            };
-            if given.tx_queue.is_some() || given.tx_service.is_some() {
-                return Err(LinkError::Invalid(
-                    "--queue-discipline and --tx-queue/--tx-service: the interface's queue would be the discipline's; give one".into(),
-                ));
-            }
-            let discipline = if name_is_droptail(name) {
-                // Without --queue, the named link's buffer is its drop-tail queue.
-                let size = queue.or(profile.queue_bytes.map(QueueSize::Bytes));
-                queue_discipline(name, size, rate, profile.mtu)?
-            } else {
-                if queue.is_none() {
-                    // An AQM keeps its own limit in packets, not the named
-                    // link's drop-tail buffer.
-                    profile.queue_bytes = None;
-                }
-                queue_discipline(name, queue, rate, profile.mtu)?
-            };
-            profile.impair.queue_discipline = Some(discipline);
+            profile.impair.queue_discipline =
+                Some(Self::discipline_of(&mut profile, name, queue, given)?);
         }
         if given.jitter_reorders {
             if profile.jitter_us == 0 {
@@ -1023,6 +1014,39 @@ impl LinkProfile {
         }
         profile.validate()?;
         Ok(profile)
+    }
+
+    /// `--queue-discipline NAME` on `profile`'s rate: drop-tail takes the
+    /// named link's buffer when no `--queue` is given, an AQM its own limit
+    /// (and the drop-tail buffer is dropped).
+    fn discipline_of(
+        profile: &mut LinkProfile,
+        name: &str,
+        queue: Option<QueueSize>,
+        given: &LinkOverrides,
+    ) -> Result<QueueDiscipline, LinkError> {
+        let Some(rate) = profile.rate_bps else {
+            return Err(LinkError::Invalid(format!(
+                "--queue-discipline {name}: a queue forms in front of the link's rate; give one (--link-rate or a named link)"
+            )));
+        };
+        if given.tx_queue.is_some() || given.tx_service.is_some() {
+            return Err(LinkError::Invalid(
+                "--queue-discipline and --tx-queue/--tx-service: the interface's queue would be the discipline's; give one".into(),
+            ));
+        }
+        if name_is_droptail(name) {
+            // Without --queue, the named link's buffer is its drop-tail queue.
+            let size = queue.or(profile.queue_bytes.map(QueueSize::Bytes));
+            queue_discipline(name, size, rate, profile.mtu)
+        } else {
+            if queue.is_none() {
+                // An AQM keeps its own limit in packets, not the named
+                // link's drop-tail buffer.
+                profile.queue_bytes = None;
+            }
+            queue_discipline(name, queue, rate, profile.mtu)
+        }
     }
 }
 

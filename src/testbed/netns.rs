@@ -204,25 +204,12 @@ const VETH_ETHERNET_OVERHEAD: u32 = 4 + 8 + 12;
 /// a rate of its own.
 const NETEM_ORDER_RATE: &str = "100gbit";
 
-/// The arguments of `tc qdisc add ... netem` for `profile`, in tc-netem(8)'s
-/// words; the same link netlab's emulator would build.
-pub fn netem_args(profile: &LinkProfile) -> Vec<String> {
+/// netem's `loss` words for `profile`: random with its correlation, or a
+/// Gilbert-Elliott or four-state model's transition percentages.
+fn netem_loss_args(profile: &LinkProfile) -> Vec<String> {
     let i = &profile.impair;
     let pct = |p: f64| format!("{p}%");
-    let mut args = vec![
-        "delay".to_string(),
-        format!("{}us", profile.delay_us),
-        format!("{}us", profile.jitter_us),
-    ];
-    if i.delay_correlation_pct > 0.0 {
-        args.push(pct(i.delay_correlation_pct));
-    }
-    if i.distribution != DelayDistribution::Uniform {
-        args.extend([
-            "distribution".into(),
-            format!("{:?}", i.distribution).to_lowercase(),
-        ]);
-    }
+    let mut args = Vec::new();
     match i.loss_model {
         None => {
             args.extend(["loss".into(), "random".into(), pct(profile.loss_pct)]);
@@ -252,6 +239,29 @@ pub fn netem_args(profile: &LinkProfile) -> Vec<String> {
                 .chain([p13_pct, p31_pct, p32_pct, p23_pct, p14_pct].map(pct)),
         ),
     }
+    args
+}
+
+/// The arguments of `tc qdisc add ... netem` for `profile`, in tc-netem(8)'s
+/// words; the same link netlab's emulator would build.
+pub fn netem_args(profile: &LinkProfile) -> Vec<String> {
+    let i = &profile.impair;
+    let pct = |p: f64| format!("{p}%");
+    let mut args = vec![
+        "delay".to_string(),
+        format!("{}us", profile.delay_us),
+        format!("{}us", profile.jitter_us),
+    ];
+    if i.delay_correlation_pct > 0.0 {
+        args.push(pct(i.delay_correlation_pct));
+    }
+    if i.distribution != DelayDistribution::Uniform {
+        args.extend([
+            "distribution".into(),
+            format!("{:?}", i.distribution).to_lowercase(),
+        ]);
+    }
+    args.extend(netem_loss_args(profile));
     for (word, p, corr) in [
         ("duplicate", i.duplicate_pct, i.duplicate_correlation_pct),
         ("corrupt", i.corrupt_pct, i.corrupt_correlation_pct),

@@ -822,6 +822,10 @@ fn the_name_check_sees_literals_and_paths_only() {
 /// seams).
 const LONGEST_FUNCTION: usize = 150;
 
+/// How many functions may be over 100 lines (#63: 60 when it was filed,
+/// 30 since 2026-12-03 evening).
+const MOST_OVER_100: usize = 30;
+
 /// Functions over [`LONGEST_FUNCTION`] lines that were there when the
 /// check came (2026-12-03), each at most as long as it was then. The list
 /// only shrinks: split one, and take it off.
@@ -933,6 +937,19 @@ fn no_function_is_longer_than_150_lines_but_the_listed_and_none_grows() {
         }
     }
     assert!(over.is_empty(), "{}", over.join("\n"));
+    // And few long ones: at most MOST_OVER_100 between 100 and 150 lines.
+    let mut long: Vec<String> = lengths
+        .iter()
+        .filter(|(_, _, len)| *len > 100)
+        .map(|(file, name, len)| format!("{file}: {name} ({len})"))
+        .collect();
+    long.sort();
+    assert!(
+        long.len() <= MOST_OVER_100,
+        "{} functions over 100 lines, at most {MOST_OVER_100}: split one on its seams\n{}",
+        long.len(),
+        long.join("\n")
+    );
     // A listed function that was split comes off the list.
     let gone: Vec<String> = LONG_FUNCTIONS
         .iter()

@@ -335,6 +335,36 @@ struct Sums {
     peer_missing: bool,
 }
 
+/// One UDP stream's entry of `end` (the receiver's account of loss and
+/// jitter, the sender's of datagrams sent), added to its direction's sums.
+fn udp_stream(
+    local: &LocalStream,
+    peer: Option<&StreamResult>,
+    socket: i64,
+    sums: &mut Sums,
+) -> Value {
+    // The receiver's account of loss and jitter; the sender's of
+    // datagrams sent.
+    let (jitter_s, lost, packets) = match (local.sender, peer) {
+        (true, Some(p)) => (p.jitter, p.errors, local.packets as i64),
+        (true, None) => (0.0, 0, local.packets as i64),
+        (false, _) => (local.jitter_s, local.lost, local.packets as i64),
+    };
+    sums.packets += packets;
+    sums.lost += lost;
+    sums.jitter_s += jitter_s;
+    let mut entry = account(
+        socket,
+        local.seconds,
+        local.seconds,
+        local.bytes,
+        local.sender,
+    );
+    udp_received(&mut entry, jitter_s, lost, packets);
+    entry.insert("out_of_order".into(), json!(0));
+    json!({ "udp": entry })
+}
+
 /// `end`: each stream's sender and receiver, the sums each way, the CPU
 /// at both ends, and the congestion controls.
 pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
@@ -371,26 +401,7 @@ pub fn end(spec: &Test, run: &Iperf3Run) -> Value {
         });
         sums.peer_missing |= peer.is_none();
         if udp {
-            // The receiver's account of loss and jitter; the sender's of
-            // datagrams sent.
-            let (jitter_s, lost, packets) = match (local.sender, peer) {
-                (true, Some(p)) => (p.jitter, p.errors, local.packets as i64),
-                (true, None) => (0.0, 0, local.packets as i64),
-                (false, _) => (local.jitter_s, local.lost, local.packets as i64),
-            };
-            sums.packets += packets;
-            sums.lost += lost;
-            sums.jitter_s += jitter_s;
-            let mut entry = account(
-                socket,
-                local.seconds,
-                local.seconds,
-                local.bytes,
-                local.sender,
-            );
-            udp_received(&mut entry, jitter_s, lost, packets);
-            entry.insert("out_of_order".into(), json!(0));
-            streams.push(json!({ "udp": entry }));
+            streams.push(udp_stream(local, peer, socket, sums));
             continue;
         }
         let retransmits = if local.sender {

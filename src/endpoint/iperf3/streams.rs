@@ -290,34 +290,7 @@ pub(super) fn open_udp_stream(
     use std::os::fd::{AsFd, AsRawFd};
     let addr = spec.server;
     let fail = |e: io::Error| ClientError::Io(addr, format!("UDP stream {id}: {e}"));
-    let any: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse().expect("an address")
-    } else {
-        "[::]:0".parse().expect("an address")
-    };
-    let socket = std::net::UdpSocket::bind(any).map_err(fail)?;
-    socket.connect(addr).map_err(fail)?;
-    socket.set_read_timeout(Some(spec.timeout)).map_err(fail)?;
-    socket
-        .send(&iperf3::UDP_CONNECT_MSG.to_ne_bytes())
-        .map_err(fail)?;
-    // In reverse the server may send data before (or instead of) the
-    // reply's turn: a few datagrams are let pass, as iperf3 does.
-    let mut reply = vec![0u8; spec.len.max(4)];
-    let mut answered = false;
-    for _ in 0..4 {
-        let n = socket.recv(&mut reply).map_err(fail)?;
-        if n == 4 && reply[..4] == iperf3::UDP_CONNECT_REPLY.to_ne_bytes() {
-            answered = true;
-            break;
-        }
-    }
-    if !answered {
-        return Err(ClientError::Io(
-            addr,
-            format!("UDP stream {id}: no UDP_CONNECT_REPLY from the server"),
-        ));
-    }
+    let socket = udp_connect(spec, id)?;
     socket
         .set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(fail)?;
@@ -353,58 +326,24 @@ pub(super) fn open_udp_stream(
                 if !stopped {
                     calls += 1;
                 }
-                if sender {
-                    if stopped {
-                        std::thread::sleep(Duration::from_millis(10));
-                        continue;
-                    }
-                    // Paced: no further ahead than the rate allows.
-                    let allowed = started.elapsed().as_secs_f64() * bps as f64 / 8.0;
-                    if count.load(Ordering::Relaxed) as f64 >= allowed {
-                        std::thread::sleep(Duration::from_micros(200));
-                        continue;
-                    }
-                    seq = seq.wrapping_add(1);
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default();
-                    buf[..4].copy_from_slice(&(now.as_secs() as u32).to_be_bytes());
-                    buf[4..8].copy_from_slice(&now.subsec_micros().to_be_bytes());
-                    buf[8..12].copy_from_slice(&seq.to_be_bytes());
-                    // A send that fails (a refusal by ICMP) costs its
-                    // sequence number, as iperf3's does: the receiver
-                    // counts it lost.
-                    if let Ok(n) = socket.send(&buf[..len]) {
-                        count.fetch_add(n as u64, Ordering::Relaxed);
-                        shared.total.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                    if let Ok(mut a) = account.lock() {
-                        a.packets = u64::from(seq);
-                    }
-                } else {
-                    match socket.recv(&mut buf) {
-                        Ok(n) if n >= UDP_HEADER && !stopped => {
-                            count.fetch_add(n as u64, Ordering::Relaxed);
-                            shared.total.fetch_add(n as u64, Ordering::Relaxed);
-                            let word = |i: usize| {
-                                u32::from_be_bytes(buf[i..i + 4].try_into().expect("4 bytes"))
-                            };
-                            let sent = f64::from(word(0)) + f64::from(word(4)) / 1e6;
-                            if let Ok(mut a) = account.lock() {
-                                a.received(u64::from(word(8)), sent, epoch_s());
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                io::ErrorKind::WouldBlock
-                                    | io::ErrorKind::TimedOut
-                                    | io::ErrorKind::Interrupted
-                                    | io::ErrorKind::ConnectionRefused
-                            ) => {}
-                        Err(e) => return Err(e),
-                    }
+                if !sender {
+                    receive_datagram(&socket, &mut buf, stopped, &count, &shared, &account)?;
+                    continue;
+                }
+                if stopped {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                // Paced: no further ahead than the rate allows.
+                let allowed = started.elapsed().as_secs_f64() * bps as f64 / 8.0;
+                if count.load(Ordering::Relaxed) as f64 >= allowed {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                seq = seq.wrapping_add(1);
+                send_datagram(&socket, &mut buf[..len], seq, &count, &shared);
+                if let Ok(mut a) = account.lock() {
+                    a.packets = u64::from(seq);
                 }
             }
             Ok(())
@@ -423,6 +362,98 @@ pub(super) fn open_udp_stream(
         },
         link,
     ))
+}
+
+/// A UDP socket connected to the server, which has answered iperf3's
+/// connect datagram; reads then wait up to the spec's timeout.
+fn udp_connect(spec: &Iperf3Spec, id: i64) -> Result<std::net::UdpSocket, ClientError> {
+    let addr = spec.server;
+    let fail = |e: io::Error| ClientError::Io(addr, format!("UDP stream {id}: {e}"));
+    let any: SocketAddr = if addr.is_ipv4() {
+        "0.0.0.0:0".parse().expect("an address")
+    } else {
+        "[::]:0".parse().expect("an address")
+    };
+    let socket = std::net::UdpSocket::bind(any).map_err(fail)?;
+    socket.connect(addr).map_err(fail)?;
+    socket.set_read_timeout(Some(spec.timeout)).map_err(fail)?;
+    socket
+        .send(&iperf3::UDP_CONNECT_MSG.to_ne_bytes())
+        .map_err(fail)?;
+    // In reverse the server may send data before (or instead of) the
+    // reply's turn: a few datagrams are let pass, as iperf3 does.
+    let mut reply = vec![0u8; spec.len.max(4)];
+    for _ in 0..4 {
+        let n = socket.recv(&mut reply).map_err(fail)?;
+        if n == 4 && reply[..4] == iperf3::UDP_CONNECT_REPLY.to_ne_bytes() {
+            return Ok(socket);
+        }
+    }
+    Err(ClientError::Io(
+        addr,
+        format!("UDP stream {id}: no UDP_CONNECT_REPLY from the server"),
+    ))
+}
+
+/// Sends one datagram of iperf3's UDP stream: the time sent (seconds and
+/// microseconds) and the sequence number `seq`, big-endian, at its head.
+fn send_datagram(
+    socket: &std::net::UdpSocket,
+    datagram: &mut [u8],
+    seq: u32,
+    count: &AtomicU64,
+    shared: &Shared,
+) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    datagram[..4].copy_from_slice(&(now.as_secs() as u32).to_be_bytes());
+    datagram[4..8].copy_from_slice(&now.subsec_micros().to_be_bytes());
+    datagram[8..12].copy_from_slice(&seq.to_be_bytes());
+    // A send that fails (a refusal by ICMP) costs its sequence number, as
+    // iperf3's does: the receiver counts it lost.
+    if let Ok(n) = socket.send(datagram) {
+        count.fetch_add(n as u64, Ordering::Relaxed);
+        shared.total.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Receives one datagram (or none within the read timeout) and counts it
+/// as iperf3's receiver does: bytes, and the sequence and send time for
+/// loss, order and jitter; after the stop, datagrams are drained uncounted.
+fn receive_datagram(
+    socket: &std::net::UdpSocket,
+    buf: &mut [u8],
+    stopped: bool,
+    count: &AtomicU64,
+    shared: &Shared,
+    account: &std::sync::Mutex<UdpCount>,
+) -> io::Result<()> {
+    match socket.recv(buf) {
+        Ok(n) if n >= UDP_HEADER && !stopped => {
+            count.fetch_add(n as u64, Ordering::Relaxed);
+            shared.total.fetch_add(n as u64, Ordering::Relaxed);
+            let word = |i: usize| u32::from_be_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
+            let sent = f64::from(word(0)) + f64::from(word(4)) / 1e6;
+            if let Ok(mut a) = account.lock() {
+                a.received(u64::from(word(8)), sent, epoch_s());
+            }
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock
+                    | io::ErrorKind::TimedOut
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Every stream's counts at `seconds`; `live`: TCP_INFO read now from

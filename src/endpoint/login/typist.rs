@@ -482,6 +482,12 @@ pub fn run(
     let start = Instant::now();
     let window_start = start + config.warmup;
     let end = window_start + config.duration;
+    let typing = Typing {
+        corpus: &corpus,
+        window_start,
+        interval,
+        config,
+    };
     let mut due: BinaryHeap<Reverse<(Instant, usize)>> = BinaryHeap::with_capacity(users.len());
     for i in 0..users.len() {
         // Phases spread evenly over one interval, so users do not type in lockstep.
@@ -491,48 +497,18 @@ pub fn run(
     let mut echo = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
     let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
     let mut latencies = Vec::new();
-    let mut cpu_at_window: Option<f64> = None;
-    let mut programs_at_window = 0;
-    let mut segments_at_window = None;
+    let mut at_window: Option<AtWindow> = None;
     let mut last_echo = Instant::now();
     loop {
         let now = Instant::now();
         if now >= end || stop.load(Ordering::Relaxed) {
             break;
         }
-        if cpu_at_window.is_none() && now >= window_start {
-            cpu_at_window = Some(thread_cpu_s());
-            programs_at_window = programs_cpu_ns(&users);
-            segments_at_window = session_segments(&users);
+        if at_window.is_none() && now >= window_start {
+            at_window = Some(AtWindow::now(&users));
             on_moment(Moment::WindowOpen);
         }
-        // Fire every keystroke that is due.
-        while let Some(&Reverse((at, i))) = due.peek() {
-            if at > now {
-                break;
-            }
-            due.pop();
-            let user = &mut users[i];
-            if user.broken.is_none() {
-                // Warm-up keystrokes are typed but not counted.
-                let in_window = at >= window_start;
-                let awaits = user.type_one(&corpus, now, in_window);
-                if in_window && user.broken.is_none() {
-                    report.keystrokes += 1;
-                    report.awaited += u64::from(awaits);
-                    lag.saturating_record(
-                        now.saturating_duration_since(at).as_micros().max(1) as u64
-                    );
-                }
-            }
-            let next = at
-                + if config.poisson {
-                    gap(config.rate, true)
-                } else {
-                    interval
-                };
-            due.push(Reverse((next, i)));
-        }
+        typing.fire_due(now, &mut due, &mut users, &mut report, &mut lag);
         let wait = due
             .peek()
             .map(|Reverse((at, _))| at.saturating_duration_since(Instant::now()))
@@ -556,20 +532,12 @@ pub fn run(
             return Err(io::Error::other(stalled));
         }
     }
-    if cpu_at_window.is_some() {
-        report.client_programs_cpu_s =
-            programs_cpu_ns(&users).saturating_sub(programs_at_window) as f64 / 1e9;
-        report.segments =
-            segments_at_window
-                .zip(session_segments(&users))
-                .map(|((out0, in0), (out1, in1))| SessionSegments {
-                    typed: out1.saturating_sub(out0),
-                    echoed: in1.saturating_sub(in0),
-                });
+    if let Some(at) = &at_window {
+        at.close(&users, &mut report);
         on_moment(Moment::WindowClose);
     }
     let window = Instant::now().saturating_duration_since(window_start);
-    report.own_cpu_s = cpu_at_window.map_or(0.0, |c| thread_cpu_s() - c);
+    report.own_cpu_s = at_window.map_or(0.0, |at| thread_cpu_s() - at.cpu_s);
     // The window's last keystrokes are still on their way: their echoes
     // are awaited a while longer (no typing, the CPU no longer counted),
     // so that on a slow or loaded path they count as slow, not as lost.
@@ -582,6 +550,88 @@ pub fn run(
     report.window_s = window.as_secs_f64();
     finish(&mut report, &users, &echo, &lag);
     Ok(report)
+}
+
+/// What the window's accounts start from, read as it opens: the typist's
+/// own CPU, its client programs' and the sessions' segments.
+struct AtWindow {
+    cpu_s: f64,
+    programs_ns: u64,
+    segments: Option<(u64, u64)>,
+}
+
+impl AtWindow {
+    fn now(users: &[User]) -> Self {
+        AtWindow {
+            cpu_s: thread_cpu_s(),
+            programs_ns: programs_cpu_ns(users),
+            segments: session_segments(users),
+        }
+    }
+
+    /// The window's share of its client programs' CPU and of the segments
+    /// typed and echoed, as it closes.
+    fn close(&self, users: &[User], report: &mut TypistReport) {
+        report.client_programs_cpu_s =
+            programs_cpu_ns(users).saturating_sub(self.programs_ns) as f64 / 1e9;
+        report.segments =
+            self.segments
+                .zip(session_segments(users))
+                .map(|((out0, in0), (out1, in1))| SessionSegments {
+                    typed: out1.saturating_sub(out0),
+                    echoed: in1.saturating_sub(in0),
+                });
+    }
+}
+
+/// What a keystroke is typed from: the corpus, when the window opens, and
+/// the pace.
+struct Typing<'a> {
+    corpus: &'a [u8],
+    window_start: Instant,
+    interval: Duration,
+    config: &'a TypistConfig,
+}
+
+impl Typing<'_> {
+    /// Types every keystroke that is due by `now`, each user's next one
+    /// then scheduled (an interval on, or a Poisson gap). Warm-up
+    /// keystrokes are typed but not counted; a window keystroke counts
+    /// with how late it was typed (`lag`).
+    fn fire_due(
+        &self,
+        now: Instant,
+        due: &mut BinaryHeap<Reverse<(Instant, usize)>>,
+        users: &mut [User],
+        report: &mut TypistReport,
+        lag: &mut Histogram<u64>,
+    ) {
+        while let Some(&Reverse((at, i))) = due.peek() {
+            if at > now {
+                break;
+            }
+            due.pop();
+            let user = &mut users[i];
+            if user.broken.is_none() {
+                let in_window = at >= self.window_start;
+                let awaits = user.type_one(self.corpus, now, in_window);
+                if in_window && user.broken.is_none() {
+                    report.keystrokes += 1;
+                    report.awaited += u64::from(awaits);
+                    lag.saturating_record(
+                        now.saturating_duration_since(at).as_micros().max(1) as u64
+                    );
+                }
+            }
+            let next = at
+                + if self.config.poisson {
+                    gap(self.config.rate, true)
+                } else {
+                    self.interval
+                };
+            due.push(Reverse((next, i)));
+        }
+    }
 }
 
 /// Opens every session and watches each for input.

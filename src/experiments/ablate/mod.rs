@@ -4,3 +4,19 @@ pub mod cell;
 pub mod options;
 pub mod report;
 pub mod rpm;
+
+/// The ablate experiment, as the registry lists it.
+pub struct Ablate;
+
+impl crate::options::experiment::Experiment for Ablate {
+    const NAME: &'static str = "ablate";
+    type Args = options::AblateArgs;
+
+    fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
+        options::run(args, out)
+    }
+
+    fn json(args: &Self::Args) -> bool {
+        args.json()
+    }
+}

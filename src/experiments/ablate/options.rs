@@ -8,6 +8,7 @@ use crate::experiments::ablate::cell::{
 use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::options::StreamOptions;
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use crate::units::parse_size;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -105,15 +106,13 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         .context("a random seed")?;
     let plan = AblatePlan::new(base, factors, args.reps, seed)?;
     plan.check_budget(args.budget)?;
-    let run = &args.common.run;
-    let mut writer = run.writer()?;
-    let records = run
-        .runner(&mut writer)?
-        .grid(&mut StreamMeasure::default(), &plan.cells())?;
-    let design = plan.design();
-    let analysis = analyse_records(&design, &records, 0.95);
-    let doc = crate::experiments::ablate::report::doc(&plan, args.preset, &analysis, &records);
-    run.finish(out, &records, doc, || {
-        crate::experiments::ablate::report::full_text(&plan, args.preset, &analysis, &records)
+    args.common.run.measure(out, |runner| {
+        let records = runner.grid(&mut StreamMeasure::default(), &plan.cells())?;
+        let design = plan.design();
+        let analysis = analyse_records(&design, &records, 0.95);
+        let doc = crate::experiments::ablate::report::doc(&plan, args.preset, &analysis, &records);
+        let text =
+            crate::experiments::ablate::report::full_text(&plan, args.preset, &analysis, &records);
+        Ok(RunOutcome::grid(records, doc, text))
     })
 }

@@ -141,15 +141,9 @@ fn verdict(e: &Effect) -> &'static str {
     }
 }
 
-/// The design's records as a table of combinations, then the analysis.
-pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Analysis) -> String {
-    let mut out = format!(
-        "netlab ablate: {title}\n{} runs: {} combinations x {} randomised blocks; response: throughput, Mbit/s\n",
-        analysis.runs,
-        analysis.runs / analysis.runs_per_cell.max(1),
-        analysis.runs_per_cell
-    );
-    // Each combination's runs, in the factors' order.
+/// Each combination's runs (throughput, Mbit/s), keyed by its levels in
+/// the factors' order, in the order of the factors' levels.
+fn runs_by_combination(factors: &[Factor], records: &[Record]) -> Vec<(Vec<String>, Vec<f64>)> {
     let mut cells: Vec<(Vec<String>, Vec<f64>)> = Vec::new();
     for r in records {
         let StreamData {
@@ -184,6 +178,18 @@ pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Anal
             .map(|(f, l)| f.levels.iter().position(|x| x == l).unwrap_or(0))
             .collect::<Vec<usize>>()
     });
+    cells
+}
+
+/// The design's records as a table of combinations, then the analysis.
+pub fn text(title: &str, factors: &[Factor], records: &[Record], analysis: &Analysis) -> String {
+    let mut out = format!(
+        "netlab ablate: {title}\n{} runs: {} combinations x {} randomised blocks; response: throughput, Mbit/s\n",
+        analysis.runs,
+        analysis.runs / analysis.runs_per_cell.max(1),
+        analysis.runs_per_cell
+    );
+    let cells = runs_by_combination(factors, records);
     let mut header: Vec<&str> = factors.iter().map(|f| f.name.as_str()).collect();
     header.extend(["runs", "mean Mbit/s", "min", "max"]);
     let rows: Vec<Vec<String>> = cells

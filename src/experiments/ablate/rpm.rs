@@ -13,8 +13,9 @@ use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, comb
 use crate::analysis::responsiveness::Grade;
 use crate::experiments::rpm::cell::RpmMeasure;
 use crate::experiments::rpm::options::RpmArgs;
-use crate::experiments::rpm::record::{Record, RpmDesign, RpmParams};
+use crate::experiments::rpm::record::{Record, RpmData, RpmDesign, RpmParams};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use crate::record::testbed::{LinkVia, Placement};
 use crate::report::table::{markdown, num};
 use crate::testbed::link::{QueueSize, parse_queue_size, queue_discipline};
@@ -442,6 +443,14 @@ pub fn text(
         ],
         &rows,
     ));
+    out.push_str(&effects_text(analysis));
+    out
+}
+
+/// The factorial's effects on RPM, main and interactions, each with its
+/// interval and whether it stands beyond the runs' noise.
+fn effects_text(analysis: &Result<Analysis, FactorialError>) -> String {
+    let mut out = String::new();
     match analysis {
         Ok(a) => {
             out.push_str(&format!(
@@ -500,11 +509,14 @@ pub fn run(args: AblateRpmArgs, out: &mut Output) -> anyhow::Result<()> {
         .context("a random seed")?;
     let plan = RpmPlan::new(base, factors, args.reps, seed, queue)?;
     plan.check_budget(args.budget)?;
-    let run = &args.rpm.run;
-    let mut writer = run.writer()?;
-    let records = run
-        .runner(&mut writer)?
-        .grid(&mut RpmMeasure, &plan.cells())?;
+    args.rpm.run.measure(out, |runner| {
+        let records = runner.grid(&mut RpmMeasure, &plan.cells())?;
+        Ok(measured(&plan, records))
+    })
+}
+
+/// The factorial's effects on RPM beside the records, and the text.
+fn measured(plan: &RpmPlan, records: Vec<Record>) -> RunOutcome<RpmData> {
     let analysis = analyse_rpm(&plan.design(), &records);
     let doc = serde_json::json!({
         "experiment": "ablate rpm",
@@ -515,7 +527,8 @@ pub fn run(args: AblateRpmArgs, out: &mut Output) -> anyhow::Result<()> {
         })).collect::<Vec<_>>()),
         "records": records,
     });
-    run.finish(out, &records, doc, || text(&plan, &records, &analysis))
+    let text = text(plan, &records, &analysis);
+    RunOutcome::grid(records, doc, text)
 }
 
 #[cfg(test)]

@@ -16,3 +16,27 @@ pub mod options;
 pub mod record;
 pub mod report;
 pub mod wire;
+
+/// The broadcast experiment, as the registry lists it.
+pub struct Broadcast;
+
+impl crate::options::experiment::Experiment for Broadcast {
+    const NAME: &'static str = "broadcast";
+    type Args = options::BroadcastArgs;
+    const ROLE: Option<crate::options::experiment::RolePart> =
+        Some(crate::options::experiment::RolePart::of::<wire::ModelRole>());
+    const LAB: Option<crate::controller::lab::LabEntry> = Some(lab::BroadcastLab::boxed);
+
+    fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
+        options::run(args, out)
+    }
+
+    fn json(args: &Self::Args) -> bool {
+        args.json()
+    }
+}
+
+impl crate::options::experiment::Recorded for Broadcast {
+    type Data = record::BroadcastData;
+    type Section = report::BroadcastSection;
+}

@@ -3,8 +3,10 @@
 //! (namespaces), with each of the document's fixes as a factor.
 
 use super::cell::{BroadcastMeasure, NET, TEN_MBIT, check, default_mix};
-use super::record::{BroadcastSpec, Fix};
+use super::record::{BroadcastData, BroadcastSpec, Fix};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
+use crate::record::Record;
 use clap::Args;
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -101,15 +103,22 @@ pub fn run(args: BroadcastArgs, out: &mut Output) -> anyhow::Result<()> {
             "netlab broadcast builds network namespaces, a bridge and TAP devices: it needs root (CAP_NET_ADMIN)"
         );
     }
-    let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer)?;
-    let records = runner.grid(
-        &mut BroadcastMeasure {
-            verbose: args.verbose,
-        },
-        &specs,
-    )?;
-    drop(runner);
+    args.run.measure(out, |runner| {
+        let records = runner.grid(
+            &mut BroadcastMeasure {
+                verbose: args.verbose,
+            },
+            &specs,
+        )?;
+        Ok(measured(&args, records))
+    })
+}
+
+/// The records with each run's reading beside it, and the table.
+fn measured(
+    args: &BroadcastArgs,
+    records: Vec<Record<BroadcastData>>,
+) -> RunOutcome<BroadcastData> {
     // Each run's reading (what the text table shows) beside its record.
     let readings: Vec<serde_json::Value> = records
         .iter()
@@ -123,11 +132,10 @@ pub fn run(args: BroadcastArgs, out: &mut Output) -> anyhow::Result<()> {
         "records": records,
         "readings": readings,
     });
-    args.run.finish(out, &records, doc, || {
-        format!(
-            "netlab broadcast: one RIP supply to the all-1's broadcast on a 10 Mbit/s Ethernet of {} hosts\n{}",
-            args.hosts,
-            super::report::table(&records)
-        )
-    })
+    let text = format!(
+        "netlab broadcast: one RIP supply to the all-1's broadcast on a 10 Mbit/s Ethernet of {} hosts\n{}",
+        args.hosts,
+        super::report::table(&records)
+    );
+    RunOutcome::grid(records, doc, text)
 }

@@ -3,7 +3,7 @@
 //! figure (frames on the wire over time, a series a fix) and its row on
 //! the report's first screen.
 
-use super::record::{BroadcastData, Fix};
+use super::record::{BroadcastData, BroadcastResult, BroadcastSpec, Fix, Reading};
 use crate::report::figures::{Figure, Series, Style, Unit, caption};
 use crate::report::html::{Headline, Parts, ReportSection};
 use crate::report::table::markdown;
@@ -34,6 +34,48 @@ pub fn timeline(model: &super::wire::ModelReport, step_ms: u64) -> String {
         model.probe_ms,
         counts.join(" ")
     )
+}
+
+/// Under no fix: the storm's timeline, what the heartbeat's far end took
+/// in and dropped, and what today's Linux hosts did with the broadcast.
+fn unfixed_lines(p: &BroadcastSpec, result: &BroadcastResult, r: &Reading) -> Vec<String> {
+    let mut lines = vec![timeline(&result.model, 100)];
+    if let Some((name, vax)) = result.model.hosts.get(1) {
+        lines.push(format!(
+            "{name} (the heartbeat's far end): took in {} frames, its ipintrq (50 deep, 800 µs a frame) dropped {} ({:.0}%); hellos received {} of {} sent",
+            vax.taken_in,
+            vax.input_drops,
+            100.0 * vax.input_drops as f64 / vax.taken_in.max(1) as f64,
+            vax.hellos,
+            result.model.hellos_sent[0]
+        ));
+    }
+    if !result.linux.is_empty() {
+        lines.push(format!(
+            "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire{}",
+            result.linux.len(),
+            p.sun_broadcast,
+            r.linux_received,
+            r.linux_forwarded,
+            r.linux_frames,
+            match (r.ip_forward_drops, result.stray) {
+                (Some(n), Some(stray)) => format!(
+                    "; the datagram to {stray} sent as a link-level broadcast: ip_forward dropped {n} (skb:kfree_skb, reason {})",
+                    result
+                        .kernel_drops
+                        .iter()
+                        .flatten()
+                        .find(|d| d.function == "ip_forward")
+                        .map_or("-", |d| d.reason.as_str())
+                ),
+                _ => String::new(),
+            }
+        ));
+        for note in &result.notes {
+            lines.push(format!("note: {note}"));
+        }
+    }
+    lines
 }
 
 /// The results table, a row a run.
@@ -74,42 +116,7 @@ pub fn table(records: &[Record]) -> String {
                     r.linux_forwarded.to_string(),
                 ]);
                 if p.fix == Fix::None {
-                    linux_lines.push(timeline(&result.model, 100));
-                    if let Some((name, vax)) = result.model.hosts.get(1) {
-                        linux_lines.push(format!(
-                            "{name} (the heartbeat's far end): took in {} frames, its ipintrq (50 deep, 800 µs a frame) dropped {} ({:.0}%); hellos received {} of {} sent",
-                            vax.taken_in,
-                            vax.input_drops,
-                            100.0 * vax.input_drops as f64 / vax.taken_in.max(1) as f64,
-                            vax.hellos,
-                            result.model.hellos_sent[0]
-                        ));
-                    }
-                }
-                if !result.linux.is_empty() && p.fix == Fix::None {
-                    linux_lines.push(format!(
-                        "today's Linux hosts ({}, forwarding on, given the Suns' broadcast {}): took in {} broadcast datagrams, forwarded {} (Ip ForwDatagrams), put {} frames on the wire{}",
-                        result.linux.len(),
-                        p.sun_broadcast,
-                        r.linux_received,
-                        r.linux_forwarded,
-                        r.linux_frames,
-                        match (r.ip_forward_drops, result.stray) {
-                            (Some(n), Some(stray)) => format!(
-                                "; the datagram to {stray} sent as a link-level broadcast: ip_forward dropped {n} (skb:kfree_skb, reason {})",
-                                result
-                                    .kernel_drops
-                                    .iter()
-                                    .flatten()
-                                    .find(|d| d.function == "ip_forward")
-                                    .map_or("-", |d| d.reason.as_str())
-                            ),
-                            _ => String::new(),
-                        }
-                    ));
-                    for note in &result.notes {
-                        linux_lines.push(format!("note: {note}"));
-                    }
+                    linux_lines.extend(unfixed_lines(p, result, &r));
                 }
             }
             None => {

@@ -3,6 +3,7 @@
 
 use crate::experiments::cksum::cell::{CksumMeasure, CksumPlan};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use crate::units::parse_size;
 use clap::Args;
 
@@ -36,17 +37,15 @@ pub fn run(args: CksumArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     let on = args.remote.ends("cksum")?.map(|(_, to)| to);
     let specs = CksumPlan::with_sizes(&args.sizes, args.batches, args.cold_pool)?.specs()?;
-    let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer)?;
-    let caches = runner.host().caches.clone();
-    let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
-    drop(runner);
-    let doc = crate::experiments::cksum::report::doc(&caches, &records);
-    args.run.finish(out, &records, doc, || {
-        format!(
+    args.run.measure(out, |runner| {
+        let caches = runner.host().caches.clone();
+        let records = runner.grid(&mut CksumMeasure { on }, &specs)?;
+        let doc = crate::experiments::cksum::report::doc(&caches, &records);
+        let text = format!(
             "netlab cksum: ns per KB, median of {} batches\n{}",
             args.batches,
             crate::experiments::cksum::report::table(&records)
-        )
+        );
+        Ok(RunOutcome::grid(records, doc, text))
     })
 }

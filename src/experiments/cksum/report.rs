@@ -99,7 +99,22 @@ pub fn table(records: &[Record]) -> String {
         ));
     }
     out.push_str("of limit: checksums against the fastest kernel that reads every byte (the read sweep, an OR over every byte, or a checksum), copies and fused copies against the fastest of memcpy, rep movsb and the non-temporal copy, same size and temperature; cold cells walk a shuffled pool larger than the caches, so each meets uncached lines. Over 100% within the batches' spread is noise.\n");
-    for result in &results {
+    out.push_str(&above_limits_text(&results));
+    out.push_str(&budget(&results));
+    for record in records.iter().filter(|r| r.error.is_some()) {
+        out.push_str(&format!(
+            "failed: {}\n",
+            record.error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// Each cell faster than its own limit, with both ranges, and whether
+/// the batches say it is the limit's noise or an error.
+fn above_limits_text(results: &[&CksumResult]) -> String {
+    let mut out = String::new();
+    for result in results {
         for a in above_limits(result) {
             let range = |s: &crate::record::stats::Spread| {
                 format!(
@@ -126,13 +141,6 @@ pub fn table(records: &[Record]) -> String {
                 }
             ));
         }
-    }
-    out.push_str(&budget(&results));
-    for record in records.iter().filter(|r| r.error.is_some()) {
-        out.push_str(&format!(
-            "failed: {}\n",
-            record.error.as_deref().unwrap_or("")
-        ));
     }
     out
 }

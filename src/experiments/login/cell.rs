@@ -29,6 +29,7 @@
 
 use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
+use crate::controller::processes::EndpointProcess;
 use crate::controller::refuse;
 use crate::controller::runner::{MeasureCell, Measured, Runner};
 use crate::controller::{CellError, Interrupted, MeasureError};
@@ -40,6 +41,7 @@ use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::SessionCommand;
 use crate::endpoint::login::host::Target;
 use crate::endpoint::login::server::Relay;
+use crate::endpoint::login::typist::TypistReport;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::analysis::{
     DISTURBED_PROBES, Probe, Tally, boundary, disturbed_stop_why, disturbed_why, held_below,
@@ -51,7 +53,7 @@ use crate::experiments::login::record::{BulkLoad, LoginData};
 use crate::experiments::login::record::{KeystrokeCounts, Limit, LoginParams, LoginResult};
 use crate::experiments::login::role::Type;
 use crate::experiments::login::servers::{self, ServerSpec};
-use crate::measure::window::idle_busy_cpus;
+use crate::measure::window::{HostWindow, idle_busy_cpus};
 use crate::record::testbed::Placement;
 use crate::testbed::cgroup::HostPreset;
 use crate::testbed::cgroup::PresetBudget;
@@ -147,17 +149,7 @@ pub fn run_cell(
     // The server at `To` (side B, the `--to` host), the users at `From`.
     let launcher = Launcher::for_run(&params.placement, bed.as_ref())?;
     let mut server = servers::start(
-        &ServerSpec {
-            target: params.relay,
-            dialect: params.protocol,
-            session: SessionCommand::Discard {
-                linemode: params.protocol.linemode(),
-            },
-            max_sessions: params.users + 16,
-            nodelay: false,
-            measure_idle: baseline_busy_cpus.is_none(),
-            cpu_budget_pct: params.host_cpu_pct,
-        },
+        &server_spec(params, baseline_busy_cpus.is_none()),
         &launcher,
     )?;
     let baseline_busy_cpus = baseline_busy_cpus
@@ -170,24 +162,7 @@ pub fn run_cell(
         .map(|l| crate::experiments::login::load::start(l, &launcher))
         .transpose()?;
     let mut typist = launcher.spawn("typist", End::From)?;
-    let spec = TypeSpec {
-        target: LoginTarget {
-            stall: params.stall.unwrap_or_default(),
-            ..server.target(params.protocol)
-        },
-        users: params.users,
-        rate: params.rate,
-        poisson: params.poisson,
-        corpus: corpus.to_vec(),
-        warmup_s: params.warmup_s,
-        duration_s: params.duration_s,
-    };
-    // Sessions negotiate (10 s plus 20 ms a user at most), type, close.
-    let timeout = Duration::from_secs_f64(
-        params.warmup_s + params.duration_s + 60.0 + 0.02 * params.users as f64,
-    );
-    let driven = servers::drive(&mut typist, &mut server, Type(spec), timeout);
-    let (report, window) = match driven {
+    let (report, window) = match type_to(&mut typist, &mut server, params, corpus) {
         Ok((report, window)) => (*report, window),
         Err(e) => return Err(server.failed(e)),
     };
@@ -196,11 +171,8 @@ pub fn run_cell(
     let host_cpu = server.cpu_budget.clone();
     // Sessions the server ended during the run (all end at the stop).
     let host = server.stop()?;
-    let (link, emulator) = match bed {
-        Some(bed) => {
-            let finished = bed.finish()?;
-            (Some(finished.link), finished.emulator)
-        }
+    let (link, emulator) = match bed.map(Bed::finish).transpose()? {
+        Some(finished) => (Some(finished.link), finished.emulator),
         None => (None, None),
     };
     let Some(window) = window else {
@@ -216,18 +188,9 @@ pub fn run_cell(
         &window,
         serving_here,
     );
-    let busy_s = (100.0 - window.cpu.idle_pct - window.cpu.iowait_pct) / 100.0
-        * window.cpus as f64
-        * seconds;
     let keystrokes = report.keystrokes.max(1) as f64;
-    // The generator's CPU is the serving host's only when both ends share it.
-    let clients_s = if launcher.same_host() {
-        report.own_cpu_s + report.client_programs_cpu_s
-    } else {
-        0.0
-    };
     let host_cpu_per_keystroke_us =
-        ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6;
+        host_cpu_per_keystroke_us(&window, &report, baseline_busy_cpus, launcher.same_host());
     let server_ns = window.tree_ns as f64;
     let per_keystroke = per_keystroke(&window, server, keystrokes);
     let (verdict, criterion) = judged(&report);
@@ -256,6 +219,74 @@ pub fn run_cell(
         emulator,
         per_keystroke: Some(per_keystroke),
     })
+}
+
+/// The login server a cell runs: its relay design and protocol, sessions
+/// that discard what is typed (echoing it), room for every user, and the
+/// 1989-class budget when the cell has one. `measure_idle`: the serving
+/// end measures its idle baseline before it starts.
+fn server_spec(params: &LoginParams, measure_idle: bool) -> ServerSpec {
+    ServerSpec {
+        target: params.relay,
+        dialect: params.protocol,
+        session: SessionCommand::Discard {
+            linemode: params.protocol.linemode(),
+        },
+        max_sessions: params.users + 16,
+        nodelay: false,
+        measure_idle,
+        cpu_budget_pct: params.host_cpu_pct,
+    }
+}
+
+/// The serving host's CPU a keystroke, net of its idle baseline and (when
+/// both ends share the host) of the load generator's own.
+fn host_cpu_per_keystroke_us(
+    window: &HostWindow,
+    report: &TypistReport,
+    baseline_busy_cpus: f64,
+    same_host: bool,
+) -> f64 {
+    let seconds = window.seconds.max(1e-9);
+    let busy_s = (100.0 - window.cpu.idle_pct - window.cpu.iowait_pct) / 100.0
+        * window.cpus as f64
+        * seconds;
+    let keystrokes = report.keystrokes.max(1) as f64;
+    // The generator's CPU is the serving host's only when both ends share it.
+    let clients_s = if same_host {
+        report.own_cpu_s + report.client_programs_cpu_s
+    } else {
+        0.0
+    };
+    ((busy_s - baseline_busy_cpus * seconds - clients_s).max(0.0) / keystrokes) * 1e6
+}
+
+/// Has the typist type to the server as the cell says: its users log in,
+/// type for the warm-up and the window, and leave; the typist's report
+/// and the serving host's window.
+fn type_to(
+    typist: &mut EndpointProcess,
+    server: &mut servers::ServerProcess,
+    params: &LoginParams,
+    corpus: &[u8],
+) -> Result<(Box<TypistReport>, Option<HostWindow>), CellError> {
+    let spec = TypeSpec {
+        target: LoginTarget {
+            stall: params.stall.unwrap_or_default(),
+            ..server.target(params.protocol)
+        },
+        users: params.users,
+        rate: params.rate,
+        poisson: params.poisson,
+        corpus: corpus.to_vec(),
+        warmup_s: params.warmup_s,
+        duration_s: params.duration_s,
+    };
+    // Sessions negotiate (10 s plus 20 ms a user at most), type, close.
+    let timeout = Duration::from_secs_f64(
+        params.warmup_s + params.duration_s + 60.0 + 0.02 * params.users as f64,
+    );
+    servers::drive(typist, server, Type(spec), timeout)
 }
 
 /// The packets a cell counts, the server's (in, out) share of them, and
@@ -771,18 +802,7 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
     let mut ceilings = 0;
     let why = loop {
         probes += 1;
-        let record = runner.cell(
-            measure,
-            &LoginParams {
-                users: n,
-                duration_s: probe_window_s(template, n, echoes),
-                ..template.clone()
-            },
-        )?;
-        let outcome = crate::experiments::login::analysis::probe(&record)
-            // Not a login record (a measure of the wrong experiment).
-            .unwrap_or_else(|| Probe::Worse("failed: no login result".into()));
-        records.push(record);
+        let outcome = probe_at(runner, measure, template, n, echoes, records)?;
         if let Probe::Disturbed(why) = &outcome {
             disturbed_in_a_row += 1;
             runner.say(&format!(
@@ -827,56 +847,14 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
                 so_far(good.map_or(0, |g| g.users), bad.map(|b| b.users))
             ));
         }
-        let counts = tallies(&probed);
-        let (_, bad) = boundary(&counts);
-        let top = ceiling_of(&ceiling);
-        let good = held_below(&counts, top);
-        let good_users = good.map_or(0, |g| g.users);
-        // The first count not normal, or not judged, whichever is lower.
-        let bad_users = bad
-            .map(|b| b.users)
-            .into_iter()
-            .chain(ceiling.as_ref().map(|c| c.0))
-            .min();
-        let largest = counts.last().map_or(n, |t| t.users);
-        let last = if bad_users.is_none() { largest } else { n };
-        let unprobed = |users: &usize| !counts.iter().any(|t| t.users == *users);
-        let tied = counts.iter().any(|t| t.users == n && t.normal == t.worse);
-        // A count whose probes disagree is decided by a third before the
-        // search moves on from it.
-        let next = tied
-            .then_some(n)
-            .or_else(|| {
-                next_users(good_users, bad_users, last, max_users, resolution)
-                    .filter(unprobed)
-                    .filter(|&m| m < top)
-            })
-            .or_else(|| {
-                // The search has converged: confirm both sides of it (a
-                // side above the ceiling is left as it is).
-                bad_users?;
-                [good, bad.filter(|b| b.users < top)]
-                    .into_iter()
-                    .flatten()
-                    .find(|t| !t.is_confirmed())
-                    .map(|t| t.users)
-            });
-        match next {
-            Some(next) => {
-                if !unprobed(&next) {
+        match next_count(&probed, &ceiling, n, max_users, resolution) {
+            Ok(next) => {
+                if probed.iter().any(|(users, _)| *users == next) {
                     runner.say(&format!("{server}: confirming {next} users"));
                 }
                 n = next;
             }
-            None => {
-                break match (&ceiling, bad) {
-                    (Some((at, why)), bad) if bad.is_none_or(|b| *at < b.users) => {
-                        disturbed_stop_why(*at, why, good_users)
-                    }
-                    (_, Some(bad)) => not_normal_why(bad),
-                    (_, None) => format!("normal up to the cap of {max_users} users"),
-                };
-            }
+            Err(why) => break why,
         }
     };
     let counts = tallies(&probed);
@@ -888,6 +866,85 @@ pub fn find_limit<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
         sustains: below(&counts, ceiling_of(&ceiling)),
         degraded_at: bad.map(|b| b.users),
         why,
+    })
+}
+
+/// One probe of a limit search: the template's cell at `n` users, for a
+/// window that holds `echoes` keystrokes; its record is appended to
+/// `records`, and its verdict returned.
+fn probe_at<M: MeasureCell<Cell = LoginParams, Data = LoginData>>(
+    runner: &mut Runner,
+    measure: &mut M,
+    template: &LoginParams,
+    n: usize,
+    echoes: usize,
+    records: &mut Vec<Record>,
+) -> Result<Probe, MeasureError> {
+    let record = runner.cell(
+        measure,
+        &LoginParams {
+            users: n,
+            duration_s: probe_window_s(template, n, echoes),
+            ..template.clone()
+        },
+    )?;
+    let outcome = crate::experiments::login::analysis::probe(&record)
+        // Not a login record (a measure of the wrong experiment).
+        .unwrap_or_else(|| Probe::Worse("failed: no login result".into()));
+    records.push(record);
+    Ok(outcome)
+}
+
+/// Where a limit search goes after a probe of `n` users: the next count
+/// to probe (doubling, bisecting, a third probe for a tied count, or a
+/// confirmation of either side of the boundary), or why it has ended.
+fn next_count(
+    probed: &[(usize, Probe)],
+    ceiling: &Option<(usize, String)>,
+    n: usize,
+    max_users: usize,
+    resolution: usize,
+) -> Result<usize, String> {
+    let counts = tallies(probed);
+    let (_, bad) = boundary(&counts);
+    let top = ceiling_of(ceiling);
+    let good = held_below(&counts, top);
+    let good_users = good.map_or(0, |g| g.users);
+    // The first count not normal, or not judged, whichever is lower.
+    let bad_users = bad
+        .map(|b| b.users)
+        .into_iter()
+        .chain(ceiling.as_ref().map(|c| c.0))
+        .min();
+    let largest = counts.last().map_or(n, |t| t.users);
+    let last = if bad_users.is_none() { largest } else { n };
+    let unprobed = |users: &usize| !counts.iter().any(|t| t.users == *users);
+    let tied = counts.iter().any(|t| t.users == n && t.normal == t.worse);
+    // A count whose probes disagree is decided by a third before the
+    // search moves on from it.
+    let next = tied
+        .then_some(n)
+        .or_else(|| {
+            next_users(good_users, bad_users, last, max_users, resolution)
+                .filter(unprobed)
+                .filter(|&m| m < top)
+        })
+        .or_else(|| {
+            // The search has converged: confirm both sides of it (a
+            // side above the ceiling is left as it is).
+            bad_users?;
+            [good, bad.filter(|b| b.users < top)]
+                .into_iter()
+                .flatten()
+                .find(|t| !t.is_confirmed())
+                .map(|t| t.users)
+        });
+    next.ok_or_else(|| match (ceiling, bad) {
+        (Some((at, why)), bad) if bad.is_none_or(|b| *at < b.users) => {
+            disturbed_stop_why(*at, why, good_users)
+        }
+        (_, Some(bad)) => not_normal_why(bad),
+        (_, None) => format!("normal up to the cap of {max_users} users"),
     })
 }
 

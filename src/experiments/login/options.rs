@@ -12,6 +12,7 @@ use crate::experiments::login::cell::{
 use crate::experiments::login::load::{LoadFix, parse_load};
 use crate::experiments::login::record::LoginData;
 use crate::options::Output;
+use crate::options::run::{Print, RunOutcome};
 use crate::record::testbed::Placement;
 use anyhow::bail;
 
@@ -391,30 +392,31 @@ pub fn run_experiment(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Re
     };
     plan.check_limits(most_users)?;
     let corpus = corpus(args.corpus.as_deref())?;
-    let mut writer = args.run.writer()?;
-    // One idle baseline for the run, before any cell starts anything.
-    let mut measure = LoginMeasure::new(corpus)?;
-    let mut runner = args.run.runner(&mut writer)?;
-    if args.find_limit {
-        let search = LimitSearch {
-            start: plan.users.first().copied().unwrap_or(16),
-            max_users: args.max_users,
-            resolution: 8,
-            echoes: PROBE_ECHOES,
-        };
-        let mut records = Vec::new();
-        let limits = find_limits(&mut runner, &mut measure, &plan, search, &mut records)?;
-        let doc =
-            serde_json::json!({ "experiment": "login", "find_limit": limits, "records": records });
-        // A limit is found even when its probes failed: no failure check.
-        return args.run.finish::<LoginData>(out, &[], doc, || {
-            crate::experiments::login::report::limits_table(plan.rate, &limits)
-        });
-    }
-    let records = runner.grid(&mut measure, &plan.cells())?;
-    let doc = serde_json::json!({ "experiment": "login", "records": records });
-    args.run.finish(out, &records, doc, || {
-        crate::experiments::login::report::grid_text(&plan, &records)
+    args.run.measure(out, |runner| {
+        // One idle baseline for the run, before any cell starts anything.
+        let mut measure = LoginMeasure::new(corpus)?;
+        if args.find_limit {
+            let search = LimitSearch {
+                start: plan.users.first().copied().unwrap_or(16),
+                max_users: args.max_users,
+                resolution: 8,
+                echoes: PROBE_ECHOES,
+            };
+            let mut records = Vec::new();
+            let limits = find_limits(runner, &mut measure, &plan, search, &mut records)?;
+            let doc = serde_json::json!({ "experiment": "login", "find_limit": limits, "records": records });
+            let text = crate::experiments::login::report::limits_table(plan.rate, &limits);
+            // A limit is found even when its probes failed: no failure check.
+            return Ok(RunOutcome {
+                records,
+                judged: false,
+                print: Print::DocOrText { doc, text },
+            });
+        }
+        let records = runner.grid(&mut measure, &plan.cells())?;
+        let doc = serde_json::json!({ "experiment": "login", "records": records });
+        let text = crate::experiments::login::report::grid_text(&plan, &records);
+        Ok(RunOutcome::grid(records, doc, text))
     })
 }
 

@@ -133,6 +133,56 @@ pub fn load_table(records: &[Record]) -> Option<String> {
     Some(text)
 }
 
+/// One record's row of [`table`], in the source's shape.
+fn row_of(record: &Record) -> Vec<String> {
+    let LoginData { params, result } = &record.data;
+    // A server under a CPU budget says so, and whether it was applied.
+    let preset = params
+        .host_cpu_preset
+        .as_ref()
+        .map_or(String::new(), |p| format!("{} ", p.name));
+    let budget = match (params.host_cpu_pct, result) {
+        (None, _) => String::new(),
+        (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
+            format!(" ({preset}{p}% CPU: not applied)")
+        }
+        (Some(p), _) => format!(" ({preset}{p}% CPU)"),
+    };
+    let mut row = vec![
+        format!("{}{budget}", params.relay.name()),
+        params.protocol.name().to_string(),
+        params.placement.name().to_string(),
+        params.users.to_string(),
+    ];
+    match result {
+        Some(r) => row.extend([
+            format!("{:.1}", r.procs_running_mean),
+            format!("{:.1}", r.procs_blocked_mean),
+            r.syscalls_per_s.map_or("n/a".into(), |v| format!("{v:.0}")),
+            format!("{:.0}", r.cpu.context_switches_per_s),
+            format!("{:.0}", r.cpu.user_pct),
+            format!(
+                "{:.0}",
+                r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
+            ),
+            format!("{:.0}", r.cpu.idle_pct),
+            format!("{:.0}", r.packets_in_per_s),
+            format!("{:.0}", r.packets_out_per_s),
+            num(r.typist.echo_p50_ms),
+            num(r.typist.echo_p99_ms),
+            num(r.typist.echo_max_ms),
+            num(r.server_cpu_per_keystroke_us),
+            num(r.host_cpu_per_keystroke_us),
+            typist_cpu(&r.typist),
+            said(r),
+        ]),
+        None => {
+            crate::report::table::failed_row(&mut row, 15, record.error.as_deref());
+        }
+    }
+    row
+}
+
 /// Today's rows in the source's shape, then the 1989 rows.
 pub fn table(records: &[Record]) -> String {
     let header = [
@@ -157,55 +207,7 @@ pub fn table(records: &[Record]) -> String {
         "typist cpu %",
         "verdict",
     ];
-    let mut rows = Vec::new();
-    for record in records {
-        let LoginData { params, result } = &record.data;
-        // A server under a CPU budget says so, and whether it was applied.
-        let preset = params
-            .host_cpu_preset
-            .as_ref()
-            .map_or(String::new(), |p| format!("{} ", p.name));
-        let budget = match (params.host_cpu_pct, result) {
-            (None, _) => String::new(),
-            (Some(p), Some(r)) if r.host_cpu.as_deref().is_some_and(|n| n.starts_with("not")) => {
-                format!(" ({preset}{p}% CPU: not applied)")
-            }
-            (Some(p), _) => format!(" ({preset}{p}% CPU)"),
-        };
-        let mut row = vec![
-            format!("{}{budget}", params.relay.name()),
-            params.protocol.name().to_string(),
-            params.placement.name().to_string(),
-            params.users.to_string(),
-        ];
-        match result {
-            Some(r) => row.extend([
-                format!("{:.1}", r.procs_running_mean),
-                format!("{:.1}", r.procs_blocked_mean),
-                r.syscalls_per_s.map_or("n/a".into(), |v| format!("{v:.0}")),
-                format!("{:.0}", r.cpu.context_switches_per_s),
-                format!("{:.0}", r.cpu.user_pct),
-                format!(
-                    "{:.0}",
-                    r.cpu.system_pct + r.cpu.irq_pct + r.cpu.softirq_pct
-                ),
-                format!("{:.0}", r.cpu.idle_pct),
-                format!("{:.0}", r.packets_in_per_s),
-                format!("{:.0}", r.packets_out_per_s),
-                num(r.typist.echo_p50_ms),
-                num(r.typist.echo_p99_ms),
-                num(r.typist.echo_max_ms),
-                num(r.server_cpu_per_keystroke_us),
-                num(r.host_cpu_per_keystroke_us),
-                typist_cpu(&r.typist),
-                said(r),
-            ]),
-            None => {
-                crate::report::table::failed_row(&mut row, 15, record.error.as_deref());
-            }
-        }
-        rows.push(row);
-    }
+    let rows: Vec<Vec<String>> = records.iter().map(row_of).collect();
     let mut text = markdown(&header, &rows);
     let then = &historical::figures().login_relay_load;
     text.push_str(&format!("\n1989 ({}): {}\n", then.source, then.what));
@@ -395,6 +397,14 @@ pub fn design_limits(records: &[Record]) -> String {
         "server CPU %: the server's process tree's exact CPU over the window, % of one CPU, beside the {}% budget (a small group can run past its quota: docs/EXPERIMENTS.md).\n",
         params.host_cpu_pct.unwrap_or(0.0)
     ));
+    text.push_str(&then_and_now(preset, &found));
+    text
+}
+
+/// The 1989 limits and CPU a keystroke (in packets of its host's cost)
+/// beside today's, and the best design against fork, then and here.
+fn then_and_now(preset: &crate::testbed::cgroup::PresetBudget, found: &[Limit]) -> String {
+    let mut text = String::new();
     let h = &historical::figures().login_relay_load;
     text.push_str(&format!(
         "1989 ({}): normal rlogind: {}; kernel-assisted: {} (limits under 16 and over 40 users: a ratio above 2.5).\n",

@@ -17,3 +17,23 @@ pub mod report;
 pub mod rules;
 pub mod run;
 pub mod schedule;
+
+/// The mesh experiment, as the registry lists it.
+pub struct Mesh;
+
+impl crate::options::experiment::Experiment for Mesh {
+    const NAME: &'static str = "mesh";
+    type Args = options::MeshArgs;
+    const AGENT: Option<crate::endpoint::agent::policy::Serve> =
+        Some(crate::endpoint::agent::policy::Serve::As(&[
+            "stream", "rpc", "rpm",
+        ]));
+
+    fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
+        options::run(args, out)
+    }
+
+    fn json(args: &Self::Args) -> bool {
+        args.json()
+    }
+}

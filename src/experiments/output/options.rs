@@ -7,6 +7,7 @@ use crate::endpoint::login::host::Dialect;
 use crate::endpoint::login::host::Target;
 use crate::experiments::output::cell::{OutputMeasure, OutputPlan};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use anyhow::bail;
 use clap::Args;
 
@@ -84,13 +85,10 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         nodelay: args.nodelay,
         stall: args.run.stall_option()?,
     };
-    let mut writer = args.run.writer()?;
-    let records = args
-        .run
-        .runner(&mut writer)?
-        .grid(&mut OutputMeasure, &plan.cells())?;
-    let doc = serde_json::json!({ "experiment": "output", "records": records });
-    args.run.finish(out, &records, doc, || {
-        crate::experiments::output::report::output_text(args.size, args.baud, &records)
+    args.run.measure(out, |runner| {
+        let records = runner.grid(&mut OutputMeasure, &plan.cells())?;
+        let doc = serde_json::json!({ "experiment": "output", "records": records });
+        let text = crate::experiments::output::report::output_text(args.size, args.baud, &records);
+        Ok(RunOutcome::grid(records, doc, text))
     })
 }

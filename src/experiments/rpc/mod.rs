@@ -24,3 +24,29 @@ pub mod plan;
 pub mod record;
 pub mod report;
 pub mod role;
+
+/// The rpc experiment, as the registry lists it.
+pub struct Rpc;
+
+impl crate::options::experiment::Experiment for Rpc {
+    const NAME: &'static str = "rpc";
+    type Args = options::RpcArgs;
+    const ROLE: Option<crate::options::experiment::RolePart> =
+        Some(crate::options::experiment::RolePart::of::<role::RpcRole>());
+    const AGENT: Option<crate::endpoint::agent::policy::Serve> =
+        Some(crate::endpoint::agent::policy::Serve::ByDefault);
+    const LAB: Option<crate::controller::lab::LabEntry> = Some(lab::RpcLab::boxed);
+
+    fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
+        options::run(args, out)
+    }
+
+    fn json(args: &Self::Args) -> bool {
+        args.json()
+    }
+}
+
+impl crate::options::experiment::Recorded for Rpc {
+    type Data = record::RpcData;
+    type Section = report::RpcSection;
+}

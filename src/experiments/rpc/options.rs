@@ -3,6 +3,7 @@
 //! Arguments become an [`RpcPlan`]; `plan` runs it.
 
 use crate::controller::processes::wait_for_interrupt;
+use crate::controller::runner::Runner;
 use crate::endpoint::rpc::client;
 use crate::endpoint::rpc::client::{ClientOptions, Strategy};
 use crate::endpoint::rpc::rpcbind;
@@ -14,6 +15,7 @@ use crate::experiments::rpc::plan::RpcPlan;
 use crate::experiments::rpc::record::RpcData;
 use crate::model::sunos4;
 use crate::options::Output;
+use crate::options::run::{Print, RunOutcome};
 use crate::units::parse_count_list;
 use crate::units::{parse_duration, parse_size};
 use anyhow::{Context, bail};
@@ -217,42 +219,54 @@ pub fn run_experiment(args: RpcExperimentArgs, out: &mut Output) -> anyhow::Resu
     for note in &plan.skipped {
         eprintln!("netlab rpc: {note}");
     }
-    let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer)?;
-    if let Some((lo, hi)) = cliff_range {
-        let ranges =
-            rpc_search::find_cliffs(&mut runner, &mut RpcMeasure, &plan, lo, hi).map_err(|e| {
-                match e {
-                    // Keeps an interruption an interruption (exit 130).
-                    rpc_search::SearchError::Stopped(stopped) => anyhow::Error::from(stopped),
-                    other => other.into(),
-                }
-            })?;
-        let doc =
-            crate::experiments::rpc::report::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
-        return args.run.finish::<RpcData>(out, &[], doc, || {
-            crate::experiments::rpc::report::stall_ranges_text(
-                plan.strategy.name(),
-                &plan.placements,
-                &ranges,
-                (lo, hi),
-                rpc_search::PROBE_CALLS,
-            )
-        });
-    }
-    let rpc_search::Explained {
-        records,
-        findings,
-        reruns,
-    } = rpc_search::measure_and_explain(&mut runner, &mut RpcMeasure, &plan)?;
-    let doc = crate::experiments::rpc::report::doc(&records, &findings, &reruns, &plan.skipped);
-    args.run.finish(out, &records, doc, || {
-        format!(
-            "{}{}{}",
-            plan.title(),
-            crate::experiments::rpc::report::table(&records, &findings),
-            crate::experiments::rpc::report::connect_per_call_text(&records)
-        )
+    args.run.measure(out, |runner| match cliff_range {
+        Some(range) => find_cliffs(runner, &plan, range),
+        None => {
+            let rpc_search::Explained {
+                records,
+                findings,
+                reruns,
+            } = rpc_search::measure_and_explain(runner, &mut RpcMeasure, &plan)?;
+            let doc =
+                crate::experiments::rpc::report::doc(&records, &findings, &reruns, &plan.skipped);
+            let text = format!(
+                "{}{}{}",
+                plan.title(),
+                crate::experiments::rpc::report::table(&records, &findings),
+                crate::experiments::rpc::report::connect_per_call_text(&records)
+            );
+            Ok(RunOutcome::grid(records, doc, text))
+        }
+    })
+}
+
+/// `--find-cliffs`: the sizes between `lo` and `hi` where calls stall.
+fn find_cliffs(
+    runner: &mut Runner<'_>,
+    plan: &RpcPlan,
+    (lo, hi): (usize, usize),
+) -> anyhow::Result<RunOutcome<RpcData>> {
+    let ranges = rpc_search::find_cliffs(runner, &mut RpcMeasure, plan, lo, hi).map_err(|e| {
+        match e {
+            // Keeps an interruption an interruption (exit 130).
+            rpc_search::SearchError::Stopped(stopped) => anyhow::Error::from(stopped),
+            other => other.into(),
+        }
+    })?;
+    let doc = crate::experiments::rpc::report::cliffs_doc(plan.strategy.name(), (lo, hi), &ranges);
+    let text = crate::experiments::rpc::report::stall_ranges_text(
+        plan.strategy.name(),
+        &plan.placements,
+        &ranges,
+        (lo, hi),
+        rpc_search::PROBE_CALLS,
+    );
+    // The probes' records are in the records file; the search's answer is
+    // the ranges, found even where probes failed.
+    Ok(RunOutcome {
+        records: Vec::new(),
+        judged: false,
+        print: Print::DocOrText { doc, text },
     })
 }
 

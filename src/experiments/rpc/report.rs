@@ -146,65 +146,13 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
             .iter()
             .map(|(c, _)| format!("1989 model {c} ms/call")),
     );
-    let mut rows = Vec::new();
-    for size in &sizes {
-        let mut row = vec![size.to_string()];
-        for column in &columns {
-            let cell = measured
-                .iter()
-                .find(|(p, _)| p.size == *size && &p.column() == column);
-            row.push(match cell {
-                Some((p, r)) => {
-                    let flag = if findings
-                        .iter()
-                        .any(|f| &f.column == column && f.size == *size)
-                    {
-                        " !"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "{} ({}–{}){flag}",
-                        num(mean_ms_per_100(r, p.calls) / 100.0),
-                        num(r.ms_per_100_calls.min / 100.0),
-                        num(r.ms_per_100_calls.max / 100.0)
-                    )
-                }
-                None => "-".into(),
-            });
-        }
-        for column in &columns {
-            let index = h
-                .columns
-                .iter()
-                .position(|c| c.replace('_', " ").eq_ignore_ascii_case(column));
-            let then = h.rows.iter().find(|r| r[0] as usize == *size);
-            row.push(match (index, then) {
-                (Some(i), Some(r)) => num(r[i]),
-                _ => "".into(),
-            });
-        }
-        for (_, placement) in &model_columns {
-            row.push(model_cell(*size as u64, *placement));
-        }
-        rows.push(row);
-    }
+    let rows: Vec<Vec<String>> = sizes
+        .iter()
+        .map(|&size| size_row(size, &columns, &model_columns, &measured, findings))
+        .collect();
     let mut out = String::new();
     if let Some(first) = records.first() {
-        // Only the placements these records were measured on.
-        let mut placements: Vec<String> = Vec::new();
-        for (params, _) in results(records) {
-            let text = match &params.placement {
-                Placement::Loopback => "loopback (local)".to_string(),
-                Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
-                Placement::Remote { from, to } if from == to => format!("{to} (local)"),
-                Placement::Remote { from, to } => format!("{from} -> {to} (remote)"),
-            };
-            if !placements.contains(&text) {
-                placements.push(text);
-            }
-        }
-        out.push_str(&hosts_text(first, &placements.join(", ")));
+        out.push_str(&hosts_text(first, &placements_text(records)));
         out.push('\n');
     }
     let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -230,6 +178,90 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
             num(result.client.latency_us_max)
         ));
     }
+    out.push_str(&cliffs_text(findings));
+    out.push_str(&call_time_table(&measured));
+    out.push_str(&format!(
+        "1989: TCP slow ranges {:?} bytes; {}\n",
+        h.slow_ranges_bytes, h.profile_note
+    ));
+    for record in records.iter().filter(|r| r.error.is_some()) {
+        out.push_str(&format!(
+            "failed cell: {}\n",
+            record.error.as_deref().unwrap_or("")
+        ));
+    }
+    out
+}
+
+/// One size's row: each column's time a call measured (min–max, `!` on
+/// a cliff), the 1989 figure, and the 1989 model's.
+fn size_row(
+    size: usize,
+    columns: &[String],
+    model_columns: &[(&String, sunos4::Placement)],
+    measured: &[(&RpcParams, &RpcResult)],
+    findings: &[Finding],
+) -> Vec<String> {
+    let h = &historical::figures().rpc_size_sweep;
+    let mut row = vec![size.to_string()];
+    for column in columns {
+        let cell = measured
+            .iter()
+            .find(|(p, _)| p.size == size && &p.column() == column);
+        row.push(match cell {
+            Some((p, r)) => {
+                let cliff = findings
+                    .iter()
+                    .any(|f| &f.column == column && f.size == size);
+                format!(
+                    "{} ({}–{}){}",
+                    num(mean_ms_per_100(r, p.calls) / 100.0),
+                    num(r.ms_per_100_calls.min / 100.0),
+                    num(r.ms_per_100_calls.max / 100.0),
+                    if cliff { " !" } else { "" }
+                )
+            }
+            None => "-".into(),
+        });
+    }
+    for column in columns {
+        let index = h
+            .columns
+            .iter()
+            .position(|c| c.replace('_', " ").eq_ignore_ascii_case(column));
+        let then = h.rows.iter().find(|r| r[0] as usize == size);
+        row.push(match (index, then) {
+            (Some(i), Some(r)) => num(r[i]),
+            _ => "".into(),
+        });
+    }
+    for (_, placement) in model_columns {
+        row.push(model_cell(size as u64, *placement));
+    }
+    row
+}
+
+/// The placements these records were measured on, each once.
+fn placements_text(records: &[Record]) -> String {
+    let mut placements: Vec<String> = Vec::new();
+    for (params, _) in results(records) {
+        let text = match &params.placement {
+            Placement::Loopback => "loopback (local)".to_string(),
+            Placement::Netns { link, .. } => format!("netns over {} (remote)", link.describe()),
+            Placement::Remote { from, to } if from == to => format!("{to} (local)"),
+            Placement::Remote { from, to } => format!("{from} -> {to} (remote)"),
+        };
+        if !placements.contains(&text) {
+            placements.push(text);
+        }
+    }
+    placements.join(", ")
+}
+
+/// Each cliff with its cause and one stalled call on the wire, or that
+/// there were none.
+fn cliffs_text(findings: &[Finding]) -> String {
+    let mut out = String::new();
     for finding in findings {
         out.push_str(&format!(
             "cliff: {} at {} bytes, {} ms per call, its median call {:.0}x what the other sizes predict\n",
@@ -250,17 +282,6 @@ pub fn table(records: &[Record], findings: &[Finding]) -> String {
     }
     if findings.is_empty() {
         out.push_str("no cliffs: every size within 3x of what the others predict\n");
-    }
-    out.push_str(&call_time_table(&measured));
-    out.push_str(&format!(
-        "1989: TCP slow ranges {:?} bytes; {}\n",
-        h.slow_ranges_bytes, h.profile_note
-    ));
-    for record in records.iter().filter(|r| r.error.is_some()) {
-        out.push_str(&format!(
-            "failed cell: {}\n",
-            record.error.as_deref().unwrap_or("")
-        ));
     }
     out
 }
@@ -699,15 +720,11 @@ impl ReportSection for RpcSection {
     }
 }
 
-/// Time per call vs argument size per column (TCP/UDP, local/remote),
-/// cliffs marked with their diagnosis reruns' times where recorded.
-pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
-    let measured = rpc::measured_records(records);
-    if measured.is_empty() {
-        return Vec::new();
-    }
+/// Each column's time per call (ms, the median of its repetitions) by
+/// argument size, in size order.
+fn time_by_column(measured: &[Record]) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
-    for r in &measured {
+    for r in measured {
         if let RpcData {
             params,
             result: Some(result),
@@ -731,9 +748,13 @@ pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
     for s in &mut series {
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    // The cliffs `netlab rpc` flags (by the median call), with the best
-    // time a diagnosis rerun reached.
-    let marks: Vec<(String, Mark)> = rpc::flag_cliffs(&measured)
+    series
+}
+
+/// The cliffs `netlab rpc` flags (by the median call), each with the best
+/// time a diagnosis rerun reached, by column.
+fn cliff_marks(records: &[Record], measured: &[Record]) -> Vec<(String, Mark)> {
+    rpc::flag_cliffs(measured)
         .into_iter()
         .map(|(column, cliff, params, result)| {
             let fixed = diagnosis_reruns(records, &column, params.size);
@@ -751,7 +772,18 @@ pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
             };
             (column, mark)
         })
-        .collect();
+        .collect()
+}
+
+/// Time per call vs argument size per column (TCP/UDP, local/remote),
+/// cliffs marked with their diagnosis reruns' times where recorded.
+pub fn rpc_time(records: &[Record]) -> Vec<Figure> {
+    let measured = rpc::measured_records(records);
+    if measured.is_empty() {
+        return Vec::new();
+    }
+    let series = time_by_column(&measured);
+    let marks = cliff_marks(records, &measured);
     let used: Vec<&Record> = measured.iter().collect();
     // One panel per protocol: today's local and remote columns beside
     // 1989's (the document's figures read as ms per call, the one reading

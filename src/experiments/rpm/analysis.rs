@@ -62,6 +62,32 @@ pub fn rpm_interval(
     Some([at(0.025), at(0.975)])
 }
 
+/// The window's RPM (combined, foreign and self), its tier, the working
+/// round trip and (beside the idle one) its grades, from the window's
+/// trimmed means.
+fn with_rpm(summary: &mut Summary, means: &ProbeMeans) {
+    let rpm = means.rpm();
+    summary.tm_tcp_f_ms = Some(means.tcp_f);
+    summary.tm_http_f_ms = Some(means.http_f);
+    summary.tm_http_l_ms = Some(means.http_l);
+    summary.rpm_foreign = Some(rpm.foreign);
+    summary.rpm_self = Some(rpm.loaded);
+    summary.rpm = Some(rpm.combined);
+    summary.tier = Some(Tier::of_rpm(rpm.combined).name().to_string());
+    let working = 60_000.0 / rpm.combined;
+    summary.working_ms = Some(working);
+    if let Some(idle) = summary.idle_ms {
+        let added = (working - idle).max(0.0);
+        summary.added_ms = Some(added);
+        summary.grade = Some(Grade::of_added_ms(added).name().to_string());
+        summary.grade_loaded = Some(
+            Grade::of_added_ms((means.http_l - idle).max(0.0))
+                .name()
+                .to_string(),
+        );
+    }
+}
+
 /// The summary of a run's raw figures.
 pub fn summarise(report: &ClientReport, params: Params) -> Summary {
     let mad = params.mad.max(1);
@@ -142,27 +168,8 @@ pub fn summarise(report: &ClientReport, params: Params) -> Summary {
             .push("the test's time ran out before both stages saturated".into());
     }
     if let Some(means) = means_over(&report.loaded, &params, first, end) {
-        let rpm = means.rpm();
         summary.rpm_interval = rpm_interval(&report.loaded, &params, first, end);
-        summary.tm_tcp_f_ms = Some(means.tcp_f);
-        summary.tm_http_f_ms = Some(means.http_f);
-        summary.tm_http_l_ms = Some(means.http_l);
-        summary.rpm_foreign = Some(rpm.foreign);
-        summary.rpm_self = Some(rpm.loaded);
-        summary.rpm = Some(rpm.combined);
-        summary.tier = Some(Tier::of_rpm(rpm.combined).name().to_string());
-        let working = 60_000.0 / rpm.combined;
-        summary.working_ms = Some(working);
-        if let Some(idle) = summary.idle_ms {
-            let added = (working - idle).max(0.0);
-            summary.added_ms = Some(added);
-            summary.grade = Some(Grade::of_added_ms(added).name().to_string());
-            summary.grade_loaded = Some(
-                Grade::of_added_ms((means.http_l - idle).max(0.0))
-                    .name()
-                    .to_string(),
-            );
-        }
+        with_rpm(&mut summary, &means);
     } else {
         summary
             .notes

@@ -7,6 +7,7 @@ use super::record::RpmParams;
 use crate::endpoint::rpm::bounds::{DRAFT_MAX_CONNECTIONS, check_bounds};
 use crate::endpoint::rpm::types::{Direction, LoadSockets};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use crate::units::{parse_duration, parse_size};
 use anyhow::bail;
 use clap::Args;
@@ -140,11 +141,10 @@ impl RpmArgs {
 
 pub fn run(args: RpmArgs, out: &mut Output) -> anyhow::Result<()> {
     let params = args.params()?;
-    let mut writer = args.run.writer()?;
-    let mut runner = args.run.runner(&mut writer)?;
-    let records = runner.grid(&mut RpmMeasure, &[params])?;
-    drop(runner);
-    let doc = serde_json::json!({ "experiment": "rpm", "records": records });
-    args.run
-        .finish(out, &records, doc, || super::report::table(&records))
+    args.run.measure(out, |runner| {
+        let records = runner.grid(&mut RpmMeasure, &[params])?;
+        let doc = serde_json::json!({ "experiment": "rpm", "records": records });
+        let text = super::report::table(&records);
+        Ok(RunOutcome::grid(records, doc, text))
+    })
 }

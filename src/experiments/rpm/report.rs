@@ -47,6 +47,58 @@ fn grade_scale() -> String {
     )
 }
 
+/// What a cell's notes say of where its delay built up: the split of
+/// the round trip and its verdict and fix, and each emulated queue that
+/// held packets.
+fn where_the_delay_was(r: &Record, result: &super::record::RpmResult) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(split) = &result.split {
+        let parts: Vec<String> = split
+            .parts
+            .iter()
+            .map(|p| {
+                if p.ms < 0.0 {
+                    // The parts sum past the round trip itself.
+                    format!(
+                        "{} {:.1} ms (the parts above overlap or were read at other moments than the probes: they sum past the round trip)",
+                        p.name, p.ms
+                    )
+                } else {
+                    format!("{} {:.1} ms", p.name, p.ms)
+                }
+            })
+            .collect();
+        notes.push(format!(
+            "{}: where the delay built up: {}. {}{}",
+            cell_name(&r.data),
+            parts.join(", "),
+            split.verdict,
+            split
+                .fix
+                .as_ref()
+                .map(|f| format!(". Fix: {f}"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(b) = result.emulator.as_ref().and_then(|e| e.bottleneck.as_ref()) {
+        for (dir, q) in b.iter().enumerate() {
+            if q.sent > 0 && q.sojourn_ms_max > 1.0 {
+                notes.push(format!(
+                    "{}: the link's {} queue ({}) held packets {} ms at the median, {} ms at p99 (dropped {}, marked {})",
+                    cell_name(&r.data),
+                    if dir == 0 { "A→B" } else { "B→A" },
+                    q.discipline,
+                    num(q.sojourn_ms_p50),
+                    num(q.sojourn_ms_p99),
+                    q.dropped,
+                    q.marked
+                ));
+            }
+        }
+    }
+    notes
+}
+
 pub fn table(records: &[Record]) -> String {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -85,50 +137,7 @@ pub fn table(records: &[Record]) -> String {
         for note in &s.notes {
             notes.push(format!("{}: {note}", cell_name(&r.data)));
         }
-        if let Some(split) = &result.split {
-            let parts: Vec<String> = split
-                .parts
-                .iter()
-                .map(|p| {
-                    if p.ms < 0.0 {
-                        // The parts sum past the round trip itself.
-                        format!(
-                            "{} {:.1} ms (the parts above overlap or were read at other moments than the probes: they sum past the round trip)",
-                            p.name, p.ms
-                        )
-                    } else {
-                        format!("{} {:.1} ms", p.name, p.ms)
-                    }
-                })
-                .collect();
-            notes.push(format!(
-                "{}: where the delay built up: {}. {}{}",
-                cell_name(&r.data),
-                parts.join(", "),
-                split.verdict,
-                split
-                    .fix
-                    .as_ref()
-                    .map(|f| format!(". Fix: {f}"))
-                    .unwrap_or_default()
-            ));
-        }
-        if let Some(b) = result.emulator.as_ref().and_then(|e| e.bottleneck.as_ref()) {
-            for (dir, q) in b.iter().enumerate() {
-                if q.sent > 0 && q.sojourn_ms_max > 1.0 {
-                    notes.push(format!(
-                        "{}: the link's {} queue ({}) held packets {} ms at the median, {} ms at p99 (dropped {}, marked {})",
-                        cell_name(&r.data),
-                        if dir == 0 { "A→B" } else { "B→A" },
-                        q.discipline,
-                        num(q.sojourn_ms_p50),
-                        num(q.sojourn_ms_p99),
-                        q.dropped,
-                        q.marked
-                    ));
-                }
-            }
-        }
+        notes.extend(where_the_delay_was(r, result));
     }
     let mut out = String::from(
         "netlab rpm: responsiveness under working conditions (draft-ietf-ippm-responsiveness-06)\n",

@@ -10,3 +10,27 @@ pub mod options;
 pub mod record;
 pub mod report;
 pub mod role;
+
+/// The stream experiment, as the registry lists it.
+pub struct Stream;
+
+impl crate::options::experiment::Experiment for Stream {
+    const NAME: &'static str = "stream";
+    type Args = options::StreamArgs;
+    const ROLE: Option<crate::options::experiment::RolePart> =
+        Some(crate::options::experiment::RolePart::of::<role::StreamRole>());
+    const AGENT: Option<crate::endpoint::agent::policy::Serve> =
+        Some(crate::endpoint::agent::policy::Serve::ByDefault);
+    const LAB: Option<crate::controller::lab::LabEntry> = Some(lab::StreamLab::boxed);
+
+    fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
+        options::run(args, out)
+    }
+
+    fn json(args: &Self::Args) -> bool {
+        args.json()
+    }
+}
+
+// Its `Recorded` impl is beside its report section, which shows its
+// variants' runs too (`stream_section.rs`): stream names neither variant.

@@ -11,6 +11,7 @@ use crate::experiments::stream::cell::{
 };
 use crate::experiments::stream::record::{Direction, Flows};
 use crate::options::Output;
+use crate::options::run::{Print, RunOutcome};
 use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
@@ -389,6 +390,27 @@ fn iperf3_spec(
     })
 }
 
+/// The ways of printing a run that go together: iperf3's document is one
+/// test, its event lines are for tests against iperf3 itself, and JSON
+/// Lines come one an interval.
+fn check_printing(args: &StreamArgs) -> anyhow::Result<()> {
+    let iperf3_format = args.format == JsonFormat::Iperf3;
+    if iperf3_format && (args.repeat > 1 || args.confidence.is_some()) {
+        anyhow::bail!(
+            "--format iperf3: iperf3's document is one test; --repeat and --confidence make several (use --json)"
+        );
+    }
+    if iperf3_format && args.json_stream {
+        anyhow::bail!(
+            "--format iperf3 --json-stream: iperf3's event lines are written for tests against an iperf3 server (--to iperf3:HOST); netlab's own run streams its own lines (--json-stream alone) or prints iperf3's whole document at its end (--format iperf3)"
+        );
+    }
+    if args.json_stream && args.interval.is_none() {
+        anyhow::bail!("--json-stream: give --interval TIME (the lines are one per interval)");
+    }
+    Ok(())
+}
+
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     if let Some(target) = args
         .common
@@ -412,19 +434,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         );
     }
     let iperf3_format = args.format == JsonFormat::Iperf3;
-    if iperf3_format && (args.repeat > 1 || args.confidence.is_some()) {
-        anyhow::bail!(
-            "--format iperf3: iperf3's document is one test; --repeat and --confidence make several (use --json)"
-        );
-    }
-    if iperf3_format && args.json_stream {
-        anyhow::bail!(
-            "--format iperf3 --json-stream: iperf3's event lines are written for tests against an iperf3 server (--to iperf3:HOST); netlab's own run streams its own lines (--json-stream alone) or prints iperf3's whole document at its end (--format iperf3)"
-        );
-    }
-    if args.json_stream && args.interval.is_none() {
-        anyhow::bail!("--json-stream: give --interval TIME (the lines are one per interval)");
-    }
+    check_printing(&args)?;
     let mut config = args.common.config(args.amount(), args.record)?;
     config.interval_s = args.interval;
     config.check_interval()?;
@@ -452,7 +462,6 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut run = args.common.run.clone();
     // JSON Lines: progress off, errors as JSON, as under --json.
     run.json |= args.json_stream;
-    let mut writer = run.writer()?;
     let cells = StreamCell::repeats(&config, args.repeat);
     let mut measure = StreamMeasure::default();
     if args.json_stream {
@@ -462,47 +471,60 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
             let _ = writeln!(std::io::stdout().lock(), "{line}");
         }));
     }
-    let (records, confident) = match &confidence {
-        Some(asked) => {
-            let (records, confident) =
-                run_until_confident(&mut run.runner(&mut writer)?, &mut measure, &config, *asked)?;
-            (records, Some(confident))
-        }
-        None => (run.runner(&mut writer)?.grid(&mut measure, &cells)?, None),
-    };
-    let mut doc = crate::experiments::stream::report::stream_doc(&config.describe(), &records);
-    if let Some(confident) = &confident {
-        doc["confidence"] = serde_json::json!(confident);
-    }
-    if args.json_stream {
-        return run.finish_lines(out, &records, doc);
-    }
-    if iperf3_format {
-        let record = records
-            .last()
-            .ok_or_else(|| anyhow::anyhow!("--format iperf3: the run made no record"))?;
-        let netlab = serde_json::json!({
-            "experiment": "stream",
-            "description": config.describe(),
-            "records_file": run.out,
-            "placement": record.placement,
-            "limits": record.data.result.as_ref().and_then(|r| r.limits.clone()),
-            "host": record.host,
-            "agents": record.agents,
-        });
-        out.json(&crate::experiments::stream::iperf3_native::document(
-            record, netlab,
-        )?)?;
-        return Ok(());
-    }
-    run.finish(out, &records, doc, || {
-        let mut text =
-            crate::experiments::stream::report::stream_section(&config.describe(), &records);
+    let records_file = run.out.clone();
+    run.measure(out, |runner| {
+        let (records, confident) = match &confidence {
+            Some(asked) => {
+                let (records, confident) =
+                    run_until_confident(runner, &mut measure, &config, *asked)?;
+                (records, Some(confident))
+            }
+            None => (runner.grid(&mut measure, &cells)?, None),
+        };
+        let mut doc = crate::experiments::stream::report::stream_doc(&config.describe(), &records);
         if let Some(confident) = &confident {
-            text.push_str(&crate::experiments::stream::report::confidence_text(
-                confident,
-            ));
+            doc["confidence"] = serde_json::json!(confident);
         }
-        text
+        let print = if args.json_stream {
+            Print::Lines(doc)
+        } else if iperf3_format {
+            Print::Foreign(iperf3_document(&config, &records, &records_file)?)
+        } else {
+            let mut text =
+                crate::experiments::stream::report::stream_section(&config.describe(), &records);
+            if let Some(confident) = &confident {
+                text.push_str(&crate::experiments::stream::report::confidence_text(
+                    confident,
+                ));
+            }
+            Print::DocOrText { doc, text }
+        };
+        Ok(RunOutcome {
+            records,
+            judged: true,
+            print,
+        })
     })
+}
+
+/// `--format iperf3`: the run's last record as iperf3's `-J` document,
+/// with netlab's own facts under its `netlab` key.
+fn iperf3_document(
+    config: &StreamConfig,
+    records: &[crate::experiments::stream::record::Record],
+    records_file: &std::path::Path,
+) -> anyhow::Result<serde_json::Value> {
+    let record = records
+        .last()
+        .ok_or_else(|| anyhow::anyhow!("--format iperf3: the run made no record"))?;
+    let netlab = serde_json::json!({
+        "experiment": "stream",
+        "description": config.describe(),
+        "records_file": records_file,
+        "placement": record.placement,
+        "limits": record.data.result.as_ref().and_then(|r| r.limits.clone()),
+        "host": record.host,
+        "agents": record.agents,
+    });
+    crate::experiments::stream::iperf3_native::document(record, netlab)
 }

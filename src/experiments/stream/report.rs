@@ -69,6 +69,41 @@ pub fn stream_doc(description: &str, records: &[Record]) -> serde_json::Value {
     })
 }
 
+/// One run's row of [`stream_table`], numbered `run`.
+fn run_row(run: usize, r: &StreamResult) -> Vec<String> {
+    let f = &r.figures;
+    vec![
+        run.to_string(),
+        num(f.throughput_mb_s),
+        num(f.throughput_mbit_s),
+        num(f.sender_cpu_pct),
+        num(f.receiver_cpu_pct),
+        num(f.sender_us_per_kb),
+        num(f.receiver_us_per_kb),
+        r.sender.syscalls.to_string(),
+        r.receiver.syscalls.to_string(),
+        format!(
+            "{}/{}",
+            r.sender.usage.voluntary_cs, r.sender.usage.involuntary_cs
+        ),
+        format!(
+            "{}/{}",
+            r.receiver.usage.voluntary_cs, r.receiver.usage.involuntary_cs
+        ),
+        f.data_segments.map_or("-".into(), |n| n.to_string()),
+        f.mean_segment_bytes.map_or("-".into(), num),
+        match (r.sender.cpus, r.receiver.cpus) {
+            (Some((_, s)), Some((_, r))) => format!("{s}/{r}"),
+            _ => "-".into(),
+        },
+        r.limits
+            .as_ref()
+            .and_then(|v| v.primary())
+            .map_or(f.bottleneck.describe(), |l| l.factor.describe())
+            .to_string(),
+    ]
+}
+
 pub fn stream_table(title: &str, records: &[Record]) -> String {
     let mut out = String::new();
     let runs = stream_results(records);
@@ -97,37 +132,7 @@ pub fn stream_table(title: &str, records: &[Record]) -> String {
         "bottleneck",
     ]);
     for (i, (_, r)) in runs.iter().enumerate() {
-        let f = &r.figures;
-        table.add_row(vec![
-            (i + 1).to_string(),
-            num(f.throughput_mb_s),
-            num(f.throughput_mbit_s),
-            num(f.sender_cpu_pct),
-            num(f.receiver_cpu_pct),
-            num(f.sender_us_per_kb),
-            num(f.receiver_us_per_kb),
-            r.sender.syscalls.to_string(),
-            r.receiver.syscalls.to_string(),
-            format!(
-                "{}/{}",
-                r.sender.usage.voluntary_cs, r.sender.usage.involuntary_cs
-            ),
-            format!(
-                "{}/{}",
-                r.receiver.usage.voluntary_cs, r.receiver.usage.involuntary_cs
-            ),
-            f.data_segments.map_or("-".into(), |n| n.to_string()),
-            f.mean_segment_bytes.map_or("-".into(), num),
-            match (r.sender.cpus, r.receiver.cpus) {
-                (Some((_, s)), Some((_, r))) => format!("{s}/{r}"),
-                _ => "-".into(),
-            },
-            r.limits
-                .as_ref()
-                .and_then(|v| v.primary())
-                .map_or(f.bottleneck.describe(), |l| l.factor.describe())
-                .to_string(),
-        ]);
+        table.add_row(run_row(i + 1, r));
     }
     if runs.len() > 1 {
         let col = |f: &dyn Fn(&StreamResult) -> f64| {

@@ -271,12 +271,8 @@ pub fn is_check(record: &Record) -> bool {
 /// Bootstrap resamples for the model knee's interval.
 pub const KNEE_RESAMPLES: usize = 500;
 
-/// Summarises stream records by record size (records of other experiments
-/// are ignored).
-pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
-    let (checks, points): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(is_check);
-    let (levers, points): (Vec<Record>, Vec<Record>) = points.into_iter().partition(is_lever);
-    let records = &points[..];
+/// The sizes that measured, in order, and each size's first failure.
+fn sizes_and_failures(records: &[Record]) -> (Vec<u64>, Vec<(u64, String)>) {
     let mut sizes: Vec<u64> = Vec::new();
     let mut failed: Vec<(u64, String)> = Vec::new();
     for record in records {
@@ -290,20 +286,12 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
         }
     }
     sizes.sort_unstable();
-    let points: Vec<SweepPoint> = sizes
-        .iter()
-        .filter_map(|&size| point_of(records, size))
-        .collect();
-    let curve: Vec<(f64, f64)> = points
-        .iter()
-        .map(|p| (p.record as f64, p.throughput_mb_s.median))
-        .collect();
-    let times: Vec<(f64, f64)> = points
-        .iter()
-        .map(|p| (p.record as f64, p.us_per_record.median * 1e-6))
-        .collect();
-    // Every run's time per record, by size, for the model knee's interval.
-    let runs: Vec<(f64, Vec<f64>)> = points
+    (sizes, failed)
+}
+
+/// Every run's time per record (s), by size, for the model knee's interval.
+fn run_times(records: &[Record], points: &[SweepPoint]) -> Vec<(f64, Vec<f64>)> {
+    points
         .iter()
         .map(|p| {
             let times = records
@@ -318,17 +306,12 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                 .collect();
             (p.record as f64, times)
         })
-        .collect();
-    let model = costmodel::fit(&times);
-    let (lever_runs, lever_points) = lever_series(&levers);
-    let counted: Vec<TermPoint> = points
-        .iter()
-        .filter_map(|p| p.counts)
-        .chain(lever_points.iter().map(|l| l.counts))
-        .collect();
-    let terms = costterms::fit(&counted);
-    // Every run's own counts, by size, for the terms' intervals.
-    let counted_runs: Vec<Vec<TermPoint>> = points
+        .collect()
+}
+
+/// Every run's own counts, by size, for the terms' intervals.
+fn run_counts_by_size(records: &[Record], points: &[SweepPoint]) -> Vec<Vec<TermPoint>> {
+    points
         .iter()
         .map(|p| {
             records
@@ -342,7 +325,38 @@ pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
                 })
                 .collect()
         })
+        .collect()
+}
+
+/// Summarises stream records by record size (records of other experiments
+/// are ignored).
+pub fn summarize(all: &[Record], knee_fraction: f64) -> SweepSummary {
+    let (checks, points): (Vec<Record>, Vec<Record>) = all.iter().cloned().partition(is_check);
+    let (levers, points): (Vec<Record>, Vec<Record>) = points.into_iter().partition(is_lever);
+    let records = &points[..];
+    let (sizes, failed) = sizes_and_failures(records);
+    let points: Vec<SweepPoint> = sizes
+        .iter()
+        .filter_map(|&size| point_of(records, size))
         .collect();
+    let curve: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.record as f64, p.throughput_mb_s.median))
+        .collect();
+    let times: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (p.record as f64, p.us_per_record.median * 1e-6))
+        .collect();
+    let runs = run_times(records, &points);
+    let model = costmodel::fit(&times);
+    let (lever_runs, lever_points) = lever_series(&levers);
+    let counted: Vec<TermPoint> = points
+        .iter()
+        .filter_map(|p| p.counts)
+        .chain(lever_points.iter().map(|l| l.counts))
+        .collect();
+    let terms = costterms::fit(&counted);
+    let counted_runs = run_counts_by_size(records, &points);
     let counted_runs: Vec<Vec<TermPoint>> = counted_runs.into_iter().chain(lever_runs).collect();
     let resampled = costterms::bootstrap(&counted_runs, TERM_RESAMPLES);
     let waited_share = waited_share(records);

@@ -6,6 +6,7 @@ use crate::experiments::stream::cell::StreamMeasure;
 use crate::experiments::stream::options::StreamOptions;
 use crate::experiments::sweep::cell::{self as sweep, Precision, SweepConfig};
 use crate::options::Output;
+use crate::options::run::RunOutcome;
 use crate::units::{format_size, parse_size, parse_size_list};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -104,32 +105,32 @@ pub fn run(args: SweepArgs, out: &mut Output) -> anyhow::Result<()> {
         .ci
         .map(|percent| Precision::checked(percent, args.budget, args.max_runs as usize, &config))
         .transpose()?;
-    let run = &args.common.run;
-    let mut writer = run.writer()?;
-    let mut runner = run.runner(&mut writer)?;
-    let sweep::Swept {
-        records,
-        summary,
-        precision: refined,
-    } = sweep::run(
-        &mut runner,
-        &mut StreamMeasure::default(),
-        &config,
-        precision.as_ref(),
-    )?;
-    drop(runner);
-    let title = format!(
-        "record sizes {}; each point {}",
-        args.record,
-        config.base.describe()
-    );
-    let doc =
-        crate::experiments::sweep::report::sweep_doc(&title, &summary, refined.as_ref(), &records);
-    run.finish(out, &records, doc, || {
+    args.common.run.measure(out, |runner| {
+        let sweep::Swept {
+            records,
+            summary,
+            precision: refined,
+        } = sweep::run(
+            runner,
+            &mut StreamMeasure::default(),
+            &config,
+            precision.as_ref(),
+        )?;
+        let title = format!(
+            "record sizes {}; each point {}",
+            args.record,
+            config.base.describe()
+        );
+        let doc = crate::experiments::sweep::report::sweep_doc(
+            &title,
+            &summary,
+            refined.as_ref(),
+            &records,
+        );
         let mut text = crate::experiments::sweep::report::sweep_table(&title, &summary, &records);
         if let Some(refined) = &refined {
             text.push_str(&crate::experiments::sweep::report::precision_text(refined));
         }
-        text
+        Ok(RunOutcome::grid(records, doc, text))
     })
 }

@@ -1,6 +1,7 @@
 //! The sweep's table (throughput and costs against record size, the knee,
 //! the fitted cost model, the dips, 1988's figures) and its JSON document.
 
+use crate::analysis::costterms::TermModel;
 use crate::experiments::stream::record::Record;
 use crate::experiments::sweep::cell::{PrecisionReport, SweepSummary};
 use crate::report::historical;
@@ -65,43 +66,7 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
         let _ = writeln!(out, "record {}: failed: {reason}", format_size(*size));
     }
     terms_text(&mut out, summary);
-    let largest = summary.points.last().map(|p| p.record);
-    match &summary.knee {
-        Some(k) if Some(k.size as u64) == largest && summary.points.len() > 1 => {
-            let _ = writeln!(
-                out,
-                "knee (measured): none within these sizes: {} records are the best, {} MB/s, and every smaller size is more than {:.0}% below it{}; the curve still rises, so Van Jacobson's \"just to the right of the knee\" lies beyond {}: sweep larger records",
-                format_size(k.size as u64),
-                num(k.throughput),
-                100.0 * (1.0 - k.fraction),
-                below_the_knee(summary, k.size as u64),
-                format_size(k.size as u64),
-            );
-        }
-        Some(k) => {
-            let _ = writeln!(
-                out,
-                "knee (measured): {} records reach {} MB/s, {:.0}% of the best, {} MB/s (at {}): the smallest size within {:.0}% of the best. Van Jacobson's rule, just to the right of the knee: {} records on this host{}",
-                format_size(k.size as u64),
-                num(k.throughput),
-                100.0 * k.throughput / k.plateau,
-                num(k.plateau),
-                format_size(k.plateau_size as u64),
-                100.0 * (1.0 - k.fraction),
-                format_size(k.size as u64),
-                below_the_knee(summary, k.size as u64),
-            );
-            if crate::experiments::sweep::figures::still_rising(&summary.points) {
-                let _ = writeln!(
-                    out,
-                    "but no plateau yet: the largest size's median beats every run of the size before it, so the curve still rises and its knee may lie beyond the sizes measured: sweep larger records"
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(out, "knee: not enough points");
-        }
-    }
+    knee_text(&mut out, summary);
     if let Some(m) = &summary.model {
         let _ = writeln!(
             out,
@@ -154,6 +119,48 @@ pub fn sweep_table(title: &str, summary: &SweepSummary, records: &[Record]) -> S
     }
     let _ = writeln!(out, "rule of thumb (1988): {}", h.rule_of_thumb);
     out
+}
+
+/// Where the measured curve's knee is, against Van Jacobson's rule (just
+/// to the right of it), or that the curve still rises past the sizes.
+fn knee_text(out: &mut String, summary: &SweepSummary) {
+    let largest = summary.points.last().map(|p| p.record);
+    match &summary.knee {
+        Some(k) if Some(k.size as u64) == largest && summary.points.len() > 1 => {
+            let _ = writeln!(
+                out,
+                "knee (measured): none within these sizes: {} records are the best, {} MB/s, and every smaller size is more than {:.0}% below it{}; the curve still rises, so Van Jacobson's \"just to the right of the knee\" lies beyond {}: sweep larger records",
+                format_size(k.size as u64),
+                num(k.throughput),
+                100.0 * (1.0 - k.fraction),
+                below_the_knee(summary, k.size as u64),
+                format_size(k.size as u64),
+            );
+        }
+        Some(k) => {
+            let _ = writeln!(
+                out,
+                "knee (measured): {} records reach {} MB/s, {:.0}% of the best, {} MB/s (at {}): the smallest size within {:.0}% of the best. Van Jacobson's rule, just to the right of the knee: {} records on this host{}",
+                format_size(k.size as u64),
+                num(k.throughput),
+                100.0 * k.throughput / k.plateau,
+                num(k.plateau),
+                format_size(k.plateau_size as u64),
+                100.0 * (1.0 - k.fraction),
+                format_size(k.size as u64),
+                below_the_knee(summary, k.size as u64),
+            );
+            if crate::experiments::sweep::figures::still_rising(&summary.points) {
+                let _ = writeln!(
+                    out,
+                    "but no plateau yet: the largest size's median beats every run of the size before it, so the curve still rises and its knee may lie beyond the sizes measured: sweep larger records"
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(out, "knee: not enough points");
+        }
+    }
 }
 
 /// The physical cost model, where each term costs most, and its checks.
@@ -232,6 +239,12 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
             runs.join("; ")
         );
     }
+    per_call_check(out, summary, t);
+    per_byte_check(out, summary, t);
+}
+
+/// The per-call term against a 1-byte run the fit did not see.
+fn per_call_check(out: &mut String, summary: &SweepSummary, t: &TermModel) {
     match (&summary.checks.one_byte, summary.checks.per_call_ratio) {
         (Some(one), Some([ratio, low, high])) => {
             let parts = t.parts(one);
@@ -262,6 +275,10 @@ fn terms_text(out: &mut String, summary: &SweepSummary) {
             let _ = writeln!(out, "check, per call: no 1-byte run recorded");
         }
     }
+}
+
+/// The per-byte term against one copy's cost, hot and cold.
+fn per_byte_check(out: &mut String, summary: &SweepSummary, t: &TermModel) {
     match &summary.checks.copy {
         Some(_) if !summary.resolved(3) => {
             let _ = writeln!(
