@@ -115,14 +115,7 @@ pub fn ask_udp_consent(socket: &UdpSocket, token: &[u8]) -> io::Result<()> {
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => refused = true,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
+                Err(e) if crate::endpoint::stall::nothing_came(&e) => {
                     break;
                 }
                 Err(e) => return Err(e),

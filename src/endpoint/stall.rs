@@ -100,6 +100,13 @@ impl StallBound {
     }
 }
 
+/// Whether a read's error only says that nothing came yet: its timeout
+/// ran out ([`timed_out`]) or a signal interrupted it. The caller waits
+/// again or moves on; any other error is the peer's or the socket's.
+pub fn nothing_came(e: &io::Error) -> bool {
+    timed_out(e) || e.kind() == io::ErrorKind::Interrupted
+}
+
 /// Whether `e` is an armed socket's wait running out (`EAGAIN`, which a
 /// blocking socket returns only then).
 pub fn timed_out(e: &io::Error) -> bool {

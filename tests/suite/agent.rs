@@ -275,7 +275,6 @@ fn agents_named(record: &Value) -> Vec<String> {
 
 #[test]
 fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     // A runs as the systemd unit would: no privilege at all.
     hosts.start_agent(A, true);
@@ -438,7 +437,6 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
 #[test]
 fn bidirectional_streams_and_ablate_run_between_agents_and_ablate_refuses_what_they_cannot_change()
 {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(A, false);
     hosts.start_agent(B, false);
@@ -515,7 +513,6 @@ fn bidirectional_streams_and_ablate_run_between_agents_and_ablate_refuses_what_t
 
 #[test]
 fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let other = hosts.dir.path().join("other.key");
@@ -552,7 +549,6 @@ fn a_wrong_key_is_one_line_and_the_agent_serves_on() {
 
 #[test]
 fn another_release_is_refused_naming_both_versions() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
@@ -585,7 +581,6 @@ fn another_release_is_refused_naming_both_versions() {
 
 #[test]
 fn a_busy_agent_refuses_a_second_controller() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
@@ -611,7 +606,6 @@ fn a_busy_agent_refuses_a_second_controller() {
 
 #[test]
 fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     // `--allow` adds to the experiments served by default: stream stays.
     hosts.start_agent_with(
@@ -781,7 +775,6 @@ fn in_netns<T: Send>(path: &str, f: impl FnOnce() -> T + Send) -> T {
 
 #[test]
 fn no_keyless_lockout_across_a_long_round_trip() {
-    let _beside = common::beside_others();
     // 160 peers without the key (the XXpsk3 handshake this replaced lost
     // 2 runs in 5 to them at a 25 ms round trip, each told "the agent
     // rejected our key") reconnecting from the controller's own
@@ -869,7 +862,6 @@ fn no_keyless_lockout_across_a_long_round_trip() {
 
 #[test]
 fn peers_without_the_key_cannot_starve_handshakes() {
-    let _beside = common::beside_others();
     // Three dozen abusers from the controller's own host (its address
     // shared with its key-holding runs) and a dozen from A's; then a
     // hundred from the controller's host alone, A's runs unhurt.
@@ -969,7 +961,6 @@ fn closed_by_agent(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn hostile_peers_do_not_disturb_a_run_in_progress() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
@@ -1066,7 +1057,6 @@ fn hostile_peers_do_not_disturb_a_run_in_progress() {
 
 #[test]
 fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let out = hosts.dir.path().join("r.jsonl");
@@ -1106,7 +1096,6 @@ fn a_killed_agent_fails_its_cell_and_the_grid_goes_on() {
 
 #[test]
 fn a_vanished_controller_leaves_nothing_behind_on_the_agents() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(A, false);
     hosts.start_agent(B, false);
@@ -1147,9 +1136,8 @@ fn test_users() -> Vec<String> {
         .collect()
 }
 
-#[test]
+#[test(alone)]
 fn login_and_output_run_from_a_to_b_and_a_vanished_controller_leaves_no_sshd() {
-    let _alone = common::alone();
     let mut hosts = Hosts::new();
     // A types as the systemd unit would run it; B serves (sshd needs root).
     hosts.start_agent_with(A, true, &["--allow", "login,output"]);
@@ -1303,7 +1291,6 @@ fn loopback_agent(dir: &Path, key: &Path, name: &str) -> (Child, String) {
 
 #[test]
 fn two_agents_on_one_hosts_loopback_stream_both_ways_at_once() {
-    let _beside = common::beside_others();
     // Both agents on 127.0.0.1 with the same default data ports: each
     // direction's receiver takes a port of the range the other left free.
     let dir = tempfile::tempdir().unwrap();
@@ -1353,7 +1340,6 @@ fn scrape(address: &str) -> Result<String, String> {
 
 #[test]
 fn a_flood_at_the_metrics_port_fails_no_run_and_scrapes_go_on() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     let metrics = format!("{}:9464", hosts.addr(B));
     hosts.start_agent(A, false);
@@ -1426,7 +1412,6 @@ fn a_flood_at_the_metrics_port_fails_no_run_and_scrapes_go_on() {
 /// descriptors, so that a dozen connections exhaust it.)
 #[test]
 fn a_metrics_port_out_of_descriptors_keeps_listening() {
-    let _beside = common::beside_others();
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
@@ -1595,7 +1580,6 @@ fn delaying_relay(
 
 #[test]
 fn a_controller_behind_a_delaying_relay_is_not_locked_out_by_strangers_sharing_it() {
-    let _beside = common::beside_others();
     let mut hosts = Hosts::new();
     hosts.start_agent(B, false);
     let target = hosts.control(B);

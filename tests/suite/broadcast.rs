@@ -120,9 +120,8 @@ fn hops(record: &Value) -> Vec<u64> {
         .collect()
 }
 
-#[test]
+#[test(alone)]
 fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() {
-    let _alone = common::alone();
     require_root();
 
     // TTL 255: only the run's own cap stops it.
@@ -213,9 +212,8 @@ fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() 
     );
 }
 
-#[test]
+#[test(alone)]
 fn bad_plans_are_refused_before_anything_is_built() {
-    let _alone = common::alone();
     for (args, says) in [
         (vec!["--hosts", "2"], "at least 3 hosts"),
         (vec!["--max-frames", "0"], "--max-frames of 0"),

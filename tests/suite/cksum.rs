@@ -1,7 +1,6 @@
 //! The checksum variants against checksums the kernel computed, and the
 //! `netlab cksum` command.
 
-use crate::common;
 use assert_cmd::Command;
 use netlab::checksum;
 use netlab::testbed::emulator::{TunSide, open_tun};
@@ -28,7 +27,6 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn variants_verify_checksums_the_kernel_computed() {
-    let _beside = common::beside_others();
     assert!(
         netlab::testbed::netns::has_net_admin(),
         "this test needs root (CAP_NET_ADMIN)"
@@ -125,7 +123,6 @@ fn variants_verify_checksums_the_kernel_computed() {
 
 #[test]
 fn cksum_measures_and_refuses_bad_sizes() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = Command::cargo_bin("netlab")
         .unwrap()

@@ -8,7 +8,6 @@ use predicates::prelude::*;
 
 #[test]
 fn stream_moves_every_byte_and_measures_both_sides() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let output = netlab()
@@ -63,7 +62,6 @@ fn stream_moves_every_byte_and_measures_both_sides() {
 
 #[test]
 fn every_send_strategy_runs_through_the_binary() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     for strategy in [
         "write", "chunked", "writev", "sendfile", "splice", "zerocopy",
@@ -97,7 +95,6 @@ fn every_send_strategy_runs_through_the_binary() {
 
 #[test]
 fn splice_receiver_and_socket_options_are_recorded() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let output = netlab()
@@ -135,7 +132,6 @@ fn splice_receiver_and_socket_options_are_recorded() {
 
 #[test]
 fn table_output_names_host_and_history() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     netlab()
         .args(["stream", "--bytes", "4M", "--record", "1024", "--out"])
@@ -147,9 +143,8 @@ fn table_output_names_host_and_history() {
         .stdout(predicate::str::contains("host:"));
 }
 
-#[test]
+#[test(alone)]
 fn sweep_finds_a_knee_and_fits_a_model() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let output = netlab()
@@ -202,9 +197,8 @@ fn sweep_finds_a_knee_and_fits_a_model() {
     assert!(!text.contains("NaN"));
 }
 
-#[test]
+#[test(alone)]
 fn sweep_table_prints_the_1988_figures() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     netlab()
         .args([
@@ -228,9 +222,8 @@ fn sweep_table_prints_the_1988_figures() {
         .stdout(predicate::str::contains("then (1988"));
 }
 
-#[test]
+#[test(alone)]
 fn a_sweep_with_a_precision_target_runs_more_and_says_what_it_reached() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let doc = run_json(
@@ -290,7 +283,6 @@ fn bad(args: &[&str], message: &str) {
 
 #[test]
 fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
-    let _beside = common::beside_others();
     bad(
         &["rpm", "--probe-rate", "200"],
         "--probe-rate 200: from 1 to 100 probe pairs a second (the draft's MPS)",
@@ -363,9 +355,8 @@ fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn rpm_on_loopback_keeps_its_raw_samples_beside_its_figure() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let doc = common::run_json(
         &[
@@ -402,7 +393,6 @@ fn rpm_on_loopback_keeps_its_raw_samples_beside_its_figure() {
 
 #[test]
 fn bad_sizes_are_refused_with_the_reason() {
-    let _beside = common::beside_others();
     bad(&["stream", "--bytes", "0"], "must be greater than zero");
     bad(&["stream", "--bytes", "-1"], "negative");
     bad(&["stream", "--bytes", "4Q"], "unknown size suffix");
@@ -431,7 +421,6 @@ fn bad_sizes_are_refused_with_the_reason() {
 
 #[test]
 fn absurd_amounts_counts_and_paths_are_refused_before_anything_runs() {
-    let _beside = common::beside_others();
     bad(
         &["stream", "--duration", "10000000000s"],
         "longer than a day",
@@ -484,7 +473,6 @@ fn absurd_amounts_counts_and_paths_are_refused_before_anything_runs() {
 
 #[test]
 fn bad_input_errors_are_one_line_and_exit_nonzero() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let assert = netlab()
         .args(["stream", "--bytes", "1M", "--record", "4M", "--out"])
@@ -497,7 +485,6 @@ fn bad_input_errors_are_one_line_and_exit_nonzero() {
 
 #[test]
 fn json_errors_are_json() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     for args in [
         vec!["stream", "--bytes", "4Q", "--json"],
@@ -519,7 +506,6 @@ fn json_errors_are_json() {
 
 #[test]
 fn a_port_in_use_is_named() {
-    let _beside = common::beside_others();
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port().to_string();
     bad(
@@ -530,7 +516,6 @@ fn a_port_in_use_is_named() {
 
 #[test]
 fn an_endpoint_that_dies_is_reported_and_earlier_records_stay() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     netlab()
@@ -556,7 +541,6 @@ fn an_endpoint_that_dies_is_reported_and_earlier_records_stay() {
 
 #[test]
 fn a_run_with_some_failed_cells_prints_the_rest_and_does_not_exit_0() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let marker = dir.path().join("aborted-once");
@@ -580,7 +564,6 @@ fn a_run_with_some_failed_cells_prints_the_rest_and_does_not_exit_0() {
 
 #[test]
 fn a_failed_run_is_recorded_and_the_rest_go_on_unless_fail_fast() {
-    let _beside = common::beside_others();
     // Every run's sender aborts: by default all three are tried and
     // recorded; with --fail-fast the first stops the series.
     let dir = tempfile::tempdir().unwrap();
@@ -611,7 +594,6 @@ fn a_failed_run_is_recorded_and_the_rest_go_on_unless_fail_fast() {
 
 #[test]
 fn broken_stdout_pipe_is_not_an_error() {
-    let _beside = common::beside_others();
     // `netlab ... | head -c 1`: the reader goes away; netlab still exits 0.
     let dir = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("bash")
@@ -628,7 +610,6 @@ fn broken_stdout_pipe_is_not_an_error() {
 
 #[test]
 fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
@@ -689,9 +670,8 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
-    let _alone = common::alone();
     if !netlab::testbed::netns::has_net_admin() {
         // perf_event_open system-wide and kernel addresses need root; CI is root.
         return;
@@ -772,9 +752,8 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
     assert!(html.contains("href=\"flame-1.svg\""));
 }
 
-#[test]
+#[test(alone)]
 fn ablate_runs_every_combination_and_reports_effects_and_interactions() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("a.jsonl");
     let doc = run_json(
@@ -825,7 +804,6 @@ fn ablate_runs_every_combination_and_reports_effects_and_interactions() {
 
 #[test]
 fn ablate_refuses_a_factor_its_placement_cannot_change_and_a_design_over_budget() {
-    let _beside = common::beside_others();
     netlab()
         .args(["ablate", "stream", "--factor", "mtu=1500,9000"])
         .assert()
@@ -857,7 +835,6 @@ fn ablate_refuses_a_factor_its_placement_cannot_change_and_a_design_over_budget(
 
 #[test]
 fn ablate_on_netns_builds_each_combinations_link_and_leaves_nothing_behind() {
-    let _beside = common::beside_others();
     if !netlab::testbed::netns::has_net_admin() {
         return;
     }
@@ -920,7 +897,6 @@ fn ablate_on_netns_builds_each_combinations_link_and_leaves_nothing_behind() {
 
 #[test]
 fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_not_grant() {
-    let _beside = common::beside_others();
     if !netlab::testbed::netns::has_net_admin() {
         return;
     }
@@ -1007,7 +983,6 @@ fn ablate_switches_offloads_on_its_own_links_and_refuses_what_the_kernel_will_no
 
 #[test]
 fn a_login_load_above_the_pty_limit_is_refused_at_once_with_nothing_started() {
-    let _beside = common::beside_others();
     let max: u64 = std::fs::read_to_string("/proc/sys/kernel/pty/max")
         .unwrap()
         .trim()
@@ -1054,7 +1029,6 @@ fn strict_json(stdout: &[u8], what: &str) -> serde_json::Value {
 
 #[test]
 fn every_subcommand_prints_one_strict_json_document_whatever_happens() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("j.jsonl");
     let out = out.to_str().unwrap();
@@ -1186,7 +1160,6 @@ fn every_subcommand_prints_one_strict_json_document_whatever_happens() {
 
 #[test]
 fn doctor_reports_this_host_line_by_line_and_as_json() {
-    let _beside = common::beside_others();
     let text = netlab().arg("doctor").output().unwrap();
     assert!(text.status.success());
     let text = String::from_utf8(text.stdout).unwrap();
@@ -1245,7 +1218,6 @@ fn doctor_reports_this_host_line_by_line_and_as_json() {
 
 #[test]
 fn parallel_reverse_and_bidirectional_streams_each_deliver_every_byte_verified() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.jsonl");
     for (args, forward, backward) in [
@@ -1291,7 +1263,6 @@ fn parallel_reverse_and_bidirectional_streams_each_deliver_every_byte_verified()
 
 #[test]
 fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("i.jsonl");
     let doc = run_json(
@@ -1385,9 +1356,8 @@ fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn confidence_repeats_until_reached_and_refuses_a_bad_level_or_width() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.jsonl");
     let doc = run_json(
@@ -1437,7 +1407,6 @@ fn confidence_repeats_until_reached_and_refuses_a_bad_level_or_width() {
 
 #[test]
 fn rpc_connect_per_call_opens_a_connection_for_every_call() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let run = netlab()
@@ -1494,9 +1463,8 @@ fn rpc_connect_per_call_opens_a_connection_for_every_call() {
         .stderr(predicate::str::contains("--connect-per-call is TCP only"));
 }
 
-#[test]
+#[test(alone)]
 fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("u.jsonl");
     // Loopback: nothing lost, every datagram verified, latency on one clock.
@@ -1640,7 +1608,6 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
 
 #[test]
 fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories() {
-    let _beside = common::beside_others();
     let agents = "127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6";
     let output = netlab()
         .args([
@@ -1716,7 +1683,6 @@ fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories()
 
 #[test]
 fn an_agent_refuses_a_malformed_label_before_it_listens() {
-    let _beside = common::beside_others();
     for (label, says) in [
         ("zone", "--label \"zone\": not KEY=VALUE"),
         ("bad key=x", "the key \"bad key\""),
@@ -1762,7 +1728,6 @@ fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
 
 #[test]
 fn hostile_files_and_flags_are_refused_by_name_never_crash() {
-    let _beside = common::beside_others();
     use std::ffi::OsStr;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -1903,7 +1868,6 @@ fn hostile_files_and_flags_are_refused_by_name_never_crash() {
 
 #[test]
 fn a_hand_edited_mesh_manifest_is_refused_naming_its_field() {
-    let _beside = common::beside_others();
     use netlab::experiments::mesh::record::Manifest;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
@@ -1974,7 +1938,6 @@ struct Waiting {
 /// not a failure), say so, and leave no process of its group behind.
 #[test]
 fn sigterm_ends_every_kind_of_wait_and_exits_as_stopped() {
-    let _beside = common::beside_others();
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
@@ -2136,7 +2099,6 @@ fn loopback_listening_ports(pids: &[u32]) -> Vec<u16> {
 /// server serves the client's own load connections and no others.
 #[test]
 fn strangers_on_this_host_cannot_load_rpms_probe_server() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let run = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))

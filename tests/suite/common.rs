@@ -155,8 +155,8 @@ pub const STARTS_AT_ONCE: &[&str] = &[
 ];
 
 /// Who holds the suite now. Every test takes one of two guards first,
-/// [`alone`] or [`beside_others`] (`tests/suite/main.rs` checks that none
-/// is without one). Tests that run beside others go first: each that is
+/// [`alone`] or [`beside_others`]: the suite's `#[test]` (and
+/// `#[test(alone)]`) gives it (`tests/macros`). Tests that run beside others go first: each that is
 /// alone waits until none of them runs or waits, then runs by itself, one
 /// after another. libtest's own threads (`--test-threads`, which
 /// `scripts/test` sets high for this binary) only start the tests; this
@@ -209,6 +209,7 @@ impl Guard {
             now.beside_waiting -= 1;
             now.beside += 1;
         }
+        HELD.set(Some(if alone { Hold::Alone } else { Hold::Beside }));
         Guard {
             alone,
             asked,
@@ -217,8 +218,27 @@ impl Guard {
     }
 }
 
+/// How a test holds the suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    Alone,
+    Beside,
+}
+
+thread_local! {
+    /// The hold of the test running on this thread (libtest runs each
+    /// test on a thread of its own).
+    static HELD: std::cell::Cell<Option<Hold>> = const { std::cell::Cell::new(None) };
+}
+
+/// How the test running on this thread holds the suite, if it does.
+pub fn held() -> Option<Hold> {
+    HELD.get()
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
+        HELD.set(None);
         {
             let mut now = holders();
             if self.alone {

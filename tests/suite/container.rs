@@ -16,8 +16,6 @@
 //! network, the images) is removed at its end; the debootstrap rootfs is
 //! kept as a tarball in target/tmp for the next run.
 
-use crate::common;
-
 use netlab::endpoint::agent::key::Key;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -104,7 +102,6 @@ fn at_most_host(resource: nix::sys::resource::Resource, wanted: u64) -> u64 {
 
 #[test]
 fn the_image_runs_agents_and_a_controller_that_finds_them_by_dns() {
-    let _beside = common::beside_others();
     assert!(
         netlab::testbed::netns::has_net_admin(),
         "the container test needs root"

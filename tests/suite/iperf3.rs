@@ -156,9 +156,8 @@ fn server_bits_per_s(doc: &Value) -> f64 {
         .sum()
 }
 
-#[test]
+#[test(alone)]
 fn netlab_and_iperf3_s_own_client_agree_on_a_shaped_link() {
-    let _alone = common::alone();
     let mut pair = Pair::new("200mbit");
     pair.start_server();
     // Alternating, twice each: the link's rate is the answer both must find.
@@ -187,9 +186,8 @@ fn netlab_and_iperf3_s_own_client_agree_on_a_shaped_link() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn reverse_parallel_bidir_and_bytes_run_against_a_stock_server() {
-    let _alone = common::alone();
     let mut pair = Pair::new("500mbit");
     pair.start_server();
     let count = |doc: &Value, sender: bool| {
@@ -232,9 +230,8 @@ fn reverse_parallel_bidir_and_bytes_run_against_a_stock_server() {
     assert!(sum("server") <= sum("client"), "{bytes}");
 }
 
-#[test]
+#[test(alone)]
 fn udp_loss_on_a_shaped_link_is_counted_as_iperf3_counts_it() {
-    let _alone = common::alone();
     // A short queue: what the link cannot carry is dropped at it (with a
     // long one the sender's socket is held back instead, and nothing is lost).
     let mut pair = Pair::shaped("100mbit", &["burst", "16kb", "limit", "30kb"]);
@@ -280,9 +277,8 @@ fn fake_server(greeting: &'static [u8]) -> u16 {
     port
 }
 
-#[test]
+#[test(alone)]
 fn servers_that_are_not_iperf3_or_are_busy_are_refused_by_name() {
-    let _alone = common::alone();
     let ssh = fake_server(b"SSH-2.0-OpenSSH_9.2\r\n");
     let run = netlab()
         .args(["stream", "--to", &format!("iperf3:127.0.0.1:{ssh}")])
@@ -377,9 +373,8 @@ fn exporter_fields(doc: &Value) -> Result<[f64; 4], String> {
     ])
 }
 
-#[test]
+#[test(alone)]
 fn one_reader_takes_the_same_fields_from_netlab_and_iperf3() {
-    let _alone = common::alone();
     let mut pair = Pair::new("200mbit");
     pair.start_server();
     let ours = pair.netlab(&["--duration", "3", "--format", "iperf3"]);
@@ -436,9 +431,8 @@ fn one_reader_takes_the_same_fields_from_netlab_and_iperf3() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn json_stream_prints_iperf3_s_events_as_the_test_runs() {
-    let _alone = common::alone();
     let mut pair = Pair::new("100mbit");
     pair.start_server();
     let binary = assert_cmd::cargo::cargo_bin("netlab");
@@ -479,9 +473,8 @@ fn json_stream_prints_iperf3_s_events_as_the_test_runs() {
         .unwrap_or_else(|e| panic!("{e}: {events:?}"));
 }
 
-#[test]
+#[test(alone)]
 fn a_server_that_goes_away_mid_test_leaves_netlab_s_figures_marked_incomplete() {
-    let _alone = common::alone();
     let pair = Pair::new("100mbit");
     let mut server = Command::new("ip")
         .args([
@@ -534,9 +527,8 @@ fn a_server_that_goes_away_mid_test_leaves_netlab_s_figures_marked_incomplete() 
     assert!(doc["end"].get("sum_received").is_none(), "{doc}");
 }
 
-#[test]
+#[test(alone)]
 fn netlab_s_own_runs_print_iperf3_s_document_too() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("r.jsonl");
     for args in [
@@ -581,7 +573,6 @@ fn netlab_s_own_runs_print_iperf3_s_document_too() {
 
 #[test]
 fn sigterm_stops_a_run_that_a_silent_server_holds() {
-    let _beside = common::beside_others();
     // A server that asks for the parameters, then says nothing: each wait
     // on it is 10 s, the whole exchange longer; SIGTERM must not wait.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -6,7 +6,6 @@
 //! golden copy: a change to them is a change to that file, seen in review.
 //! Without the validator the test fails naming what to run; it never skips.
 
-use crate::common;
 use base64::Engine;
 use netlab::endpoint::agent::key::Key;
 use std::path::{Path, PathBuf};
@@ -58,7 +57,6 @@ fn validate(yaml: &str, version: &str) -> String {
 
 #[test]
 fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
-    let _beside = common::beside_others();
     let yaml = netlab(&[
         "mesh",
         "manifests",

@@ -9,7 +9,6 @@ use std::os::unix::process::CommandExt;
 
 #[test]
 fn lab_runs_the_landed_experiments_and_writes_its_directory() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let mut lab = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"));
     lab.args(["lab", "--smoke", "--out-dir"]).arg(dir.path());

@@ -20,7 +20,6 @@
 //! folder's shared types have one home. (A path inside an inline module
 //! is read from its file's module: write such paths from `crate::`.)
 
-use crate::common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -216,7 +215,6 @@ fn violations(src: &Path, not_yet_moved: &[(&str, &str)]) -> Vec<String> {
 
 #[test]
 fn every_module_names_only_layers_below_it() {
-    let _beside = common::beside_others();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let found = violations(&src, NOT_YET_MOVED);
     assert!(
@@ -228,7 +226,6 @@ fn every_module_names_only_layers_below_it() {
 
 #[test]
 fn every_excused_reference_still_exists() {
-    let _beside = common::beside_others();
     // An entry of NOT_YET_MOVED that no file needs any more is removed, so
     // the list says what is left to move.
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -247,7 +244,6 @@ fn every_excused_reference_still_exists() {
 
 #[test]
 fn every_top_level_module_has_a_layer() {
-    let _beside = common::beside_others();
     let lib =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     for line in lib.lines() {
@@ -260,7 +256,6 @@ fn every_top_level_module_has_a_layer() {
 
 #[test]
 fn the_check_sees_an_upward_import() {
-    let _beside = common::beside_others();
     // The scanner itself: a low module naming a higher one is caught, in
     // both forms and in nested groups, test items are skipped by their
     // braces (code after them is read), and experiments may name only
@@ -555,7 +550,6 @@ fn circles(src: &Path) -> Vec<String> {
 
 #[test]
 fn no_folder_holds_a_circle() {
-    let _beside = common::beside_others();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let found = circles(&src);
     assert!(
@@ -567,7 +561,6 @@ fn no_folder_holds_a_circle() {
 
 #[test]
 fn the_circle_check_sees_every_form_of_path() {
-    let _beside = common::beside_others();
     // Two files naming each other through `super::` and `crate::`, a
     // folder's mod.rs naming a child it shares types with by a bare path
     // in its code, and a chain without a circle.
@@ -645,7 +638,6 @@ fn declaration_lines(text: &str) -> (usize, usize) {
 
 #[test]
 fn cli_is_thin_beyond_its_option_declarations() {
-    let _beside = common::beside_others();
     let mut files = Vec::new();
     rust_files(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli"),
@@ -669,7 +661,6 @@ fn cli_is_thin_beyond_its_option_declarations() {
 
 #[test]
 fn the_count_sees_declarations_and_nothing_else() {
-    let _beside = common::beside_others();
     let text = "use clap::Args;\n\
                 /// Help for the struct.\n\
                 #[derive(Debug, Args)]\n\
@@ -770,7 +761,6 @@ fn names_in_core(src: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn the_core_names_no_experiment() {
-    let _beside = common::beside_others();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let names = experiment_names(&src);
     assert!(names.contains(&"rpc".to_string()), "{names:?}");
@@ -792,7 +782,6 @@ fn the_core_names_no_experiment() {
 
 #[test]
 fn the_name_check_sees_literals_and_paths_only() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
     std::fs::create_dir_all(src.join("experiments/rpc")).unwrap();
@@ -884,7 +873,6 @@ fn declares_fn(line: &str) -> Option<(&str, &str)> {
 
 #[test]
 fn the_function_count_reads_every_form_of_declaration() {
-    let _beside = common::beside_others();
     assert_eq!(declares_fn("fn a() {"), Some(("", "a")));
     assert_eq!(
         declares_fn("    pub fn run_cell("),
@@ -901,7 +889,6 @@ fn the_function_count_reads_every_form_of_declaration() {
 
 #[test]
 fn no_function_is_longer_than_150_lines_but_the_listed_and_none_grows() {
-    let _beside = common::beside_others();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let lengths = function_lengths(&src);
     // The check sees functions it must: the figure renderer (a dozen lines

@@ -99,9 +99,8 @@ fn factors(result: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
+#[test(alone)]
 fn a_rated_link_is_full_and_says_so() {
-    let _alone = common::alone();
     let r = in_namespaces(&["--link-rate", "100mbit", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "link", "{verdict}");
@@ -123,9 +122,8 @@ fn a_rated_link_is_full_and_says_so() {
     assert_eq!(speed["mbit_s"], 10000, "{speed}");
 }
 
-#[test]
+#[test(alone)]
 fn a_small_receive_buffer_on_a_20ms_path_is_the_receive_window() {
-    let _alone = common::alone();
     let r = in_namespaces(&["--delay", "10ms", "--rcvbuf", "64K", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "receive_window", "{verdict}");
@@ -135,17 +133,15 @@ fn a_small_receive_buffer_on_a_20ms_path_is_the_receive_window() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn a_small_send_buffer_on_a_20ms_path_is_the_send_buffer() {
-    let _alone = common::alone();
     let r = in_namespaces(&["--delay", "10ms", "--sndbuf", "32K", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "send_buffer", "{verdict}");
 }
 
-#[test]
+#[test(alone)]
 fn random_loss_bounds_a_loss_based_flow_near_mathis() {
-    let _alone = common::alone();
     let r = in_namespaces(&[
         "--link-via",
         "emulator",
@@ -171,9 +167,8 @@ fn random_loss_bounds_a_loss_based_flow_near_mathis() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
-    let _alone = common::alone();
     // cubic fills whatever queue it is given: 1 MB at 10 Mbit/s is up to
     // 800 ms of it.
     let r = in_namespaces(&[
@@ -194,9 +189,8 @@ fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
-    let _alone = common::alone();
     let r = stream(&["--record", "1K", "--duration", "1s"]);
     let (_, verdict) = primary(&r);
     if primary_or_contention(&r, "per_call") {
@@ -222,16 +216,14 @@ fn small_records_on_loopback_are_bound_by_the_cost_of_each_call() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn udp_flows_carry_no_tcp_verdict() {
-    let _alone = common::alone();
     let r = stream(&["--udp", "--rate", "10mbit", "--duration", "500ms"]);
     assert!(r["limits"].is_null(), "{}", r["limits"]);
 }
 
-#[test]
+#[test(alone)]
 fn the_report_s_first_screen_says_what_limited_each_experiment() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("r.jsonl");
     netlab()
@@ -265,9 +257,8 @@ fn the_report_s_first_screen_says_what_limited_each_experiment() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn a_paced_sender_is_limited_by_its_own_rate() {
-    let _alone = common::alone();
     let r = in_namespaces(&["--delay", "10ms", "--rate", "50mbit", "--duration", "2s"]);
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "application", "{verdict}");
@@ -279,9 +270,8 @@ fn a_paced_sender_is_limited_by_its_own_rate() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn a_tcp_rate_of_nothing_is_refused_by_name() {
-    let _alone = common::alone();
     let err = refused(&["--rate", "0"]);
     assert!(err.contains("--rate 0"), "{err}");
 }
@@ -307,30 +297,26 @@ fn budgeted(option: &str, who: &str) {
     assert_eq!(r[who]["cpu_budget"]["percent"], 20.0, "{}", r[who]);
 }
 
-#[test]
+#[test(alone)]
 fn a_sender_under_a_cpu_budget_is_limited_by_its_cpu() {
-    let _alone = common::alone();
     budgeted("--sender-cpu", "sender");
 }
 
-#[test]
+#[test(alone)]
 fn a_receiver_under_a_cpu_budget_is_limited_by_its_cpu() {
-    let _alone = common::alone();
     budgeted("--receiver-cpu", "receiver");
 }
 
 #[test]
 fn cpu_budgets_out_of_range_are_refused_by_name() {
-    let _beside = common::beside_others();
     for (option, value) in [("--sender-cpu", "0"), ("--receiver-cpu", "150")] {
         let err = refused(&[option, value]);
         assert!(err.contains(&format!("{option} {value}")), "{err}");
     }
 }
 
-#[test]
+#[test(alone)]
 fn udp_loss_is_placed_where_it_happened() {
-    let _alone = common::alone();
     let r = in_namespaces(&[
         "--link-via",
         "emulator",
@@ -352,9 +338,8 @@ fn udp_loss_is_placed_where_it_happened() {
     assert_eq!(sites["receiver_socket"].as_u64().unwrap_or(0), 0, "{sites}");
 }
 
-#[test]
+#[test(alone)]
 fn udp_at_a_tbf_links_rate_is_lost_at_the_senders_qdisc_and_counted() {
-    let _alone = common::alone();
     // veth with tbf at 20 Mbit/s, offered 20 Mbit/s of payload: with the
     // headers and framing tbf counts, more than the link carries, so its
     // queue overflows now and then, below the sender's socket.
@@ -376,10 +361,9 @@ fn udp_at_a_tbf_links_rate_is_lost_at_the_senders_qdisc_and_counted() {
     assert_eq!(sites["unexplained"], 0, "{sites}");
 }
 
-#[test]
+#[test(alone)]
 fn the_report_names_what_limited_rpc_cksum_login_and_output_from_their_records() {
     // Alone too: the report's own CPU would be a stream run's contention.
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let records = dir.path().join("r.jsonl");
     std::fs::copy(
@@ -408,9 +392,8 @@ fn the_report_names_what_limited_rpc_cksum_login_and_output_from_their_records()
     assert!(line("output").contains("bound by"));
 }
 
-#[test]
+#[test(alone)]
 fn each_interval_carries_the_senders_time_by_the_chrono_accounting() {
-    let _alone = common::alone();
     let r = in_namespaces(&[
         "--delay",
         "10ms",
@@ -483,9 +466,8 @@ fn f(v: &Value, field: &str) -> f64 {
         .unwrap_or_else(|| panic!("{field} in {v}"))
 }
 
-#[test]
+#[test(alone)]
 fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
-    let _alone = common::alone();
     // Loopback, Sun's two writes: 4096 bytes waits on the delayed ACK
     // (Nagle), a null call on the kernels and the wake-ups between them.
     let splits = rpc_splits(&[
@@ -585,9 +567,8 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
     assert!(wan["fix"].as_str().unwrap().contains("round trip"), "{wan}");
 }
 
-#[test]
+#[test(alone)]
 fn the_sweeps_cost_model_prices_calls_segments_wakeups_and_bytes_and_is_checked() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let doc = run_json(
         &[

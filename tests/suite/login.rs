@@ -142,7 +142,6 @@ fn echo_round_trip(session: &mut Session, text: &str) {
 
 #[test]
 fn every_design_echoes_both_protocols_and_cleans_up() {
-    let _beside = common::beside_others();
     for relay in RELAYS {
         for protocol in ["telnet", "rlogin"] {
             let server = Server::start(relay, protocol, &["cat"]);
@@ -182,7 +181,6 @@ fn every_byte_file() -> tempfile::NamedTempFile {
 
 #[test]
 fn a_megabyte_of_output_arrives_byte_exact() {
-    let _beside = common::beside_others();
     let file = every_byte_file();
     let want = std::fs::read(file.path()).unwrap();
     assert!(want.contains(&0xff) && want.contains(&b'\r'));
@@ -222,7 +220,6 @@ fn a_megabyte_of_output_arrives_byte_exact() {
 
 #[test]
 fn window_changes_reach_the_command() {
-    let _beside = common::beside_others();
     let script = "read x; stty size; read y; stty size; sleep 5";
     for relay in RELAYS {
         for protocol in ["telnet", "rlogin"] {
@@ -258,7 +255,6 @@ fn window_changes_reach_the_command() {
 
 #[test]
 fn bad_peers_end_only_their_own_session_and_leak_nothing() {
-    let _beside = common::beside_others();
     for relay in RELAYS {
         let server = Server::start(relay, "telnet", &["cat"]);
         let (idle_children, idle_fds) = server.baseline("telnet");
@@ -307,7 +303,6 @@ fn bad_peers_end_only_their_own_session_and_leak_nothing() {
 
 #[test]
 fn rlogin_refuses_a_malformed_startup_and_serves_on() {
-    let _beside = common::beside_others();
     for relay in RELAYS {
         let server = Server::start(relay, "rlogin", &["cat"]);
         let mut bad = TcpStream::connect(server.addr).unwrap();
@@ -327,7 +322,6 @@ fn rlogin_refuses_a_malformed_startup_and_serves_on() {
 
 #[test]
 fn refuses_a_remote_bind_without_the_flag() {
-    let _beside = common::beside_others();
     let out = Command::new(assert_cmd::cargo::cargo_bin("netlab"))
         .args(["login", "serve", "--bind", "0.0.0.0"])
         .output()
@@ -338,7 +332,6 @@ fn refuses_a_remote_bind_without_the_flag() {
 
 #[test]
 fn refuses_sessions_beyond_the_cap() {
-    let _beside = common::beside_others();
     let server = Server::spawn(&["--relay", "epoll", "--max-sessions", "1"]);
     let mut first = server.session("telnet");
     echo_round_trip(&mut first, "one");
@@ -353,7 +346,6 @@ fn refuses_sessions_beyond_the_cap() {
 
 #[test]
 fn linemode_sessions_edit_and_echo_at_the_client() {
-    let _beside = common::beside_others();
     for relay in RELAYS {
         let server = Server::spawn(&["--relay", relay, "--linemode"]);
         let mut session = Session::telnet(server.addr, true).unwrap();
@@ -390,7 +382,6 @@ fn linemode_sessions_edit_and_echo_at_the_client() {
 
 #[test]
 fn idle_sessions_are_closed() {
-    let _beside = common::beside_others();
     let servers: Vec<Server> = RELAYS
         .iter()
         .map(|relay| Server::spawn(&["--relay", relay, "--idle-timeout", "1"]))
@@ -415,7 +406,6 @@ fn idle_sessions_are_closed() {
 /// reaped.
 #[test]
 fn a_flood_of_random_bytes_freezes_no_design_and_sigterm_ends_each() {
-    let _beside = common::beside_others();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut random = |n: usize| -> Vec<u8> {
         (0..n)

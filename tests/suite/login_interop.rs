@@ -100,7 +100,6 @@ fn type_into(pty: &Pty, bytes: &[u8]) {
 
 #[test]
 fn debian_telnet_client_types_into_every_design() {
-    let _beside = common::beside_others();
     require("/usr/bin/telnet", "telnet");
     for relay in RELAYS {
         let (_server, addr) = serve(relay, "telnet", &["cat"]);
@@ -130,7 +129,6 @@ fn debian_telnet_client_types_into_every_design() {
 
 #[test]
 fn debian_rlogin_client_logs_into_every_design_with_its_window_size() {
-    let _beside = common::beside_others();
     require("/usr/bin/rlogin", "rsh-redone-client");
     // rlogin binds a reserved source port, which needs root.
     // SAFETY: geteuid has no preconditions.
@@ -175,7 +173,6 @@ fn debian_rlogin_client_logs_into_every_design_with_its_window_size() {
 
 #[test]
 fn netlab_telnet_client_works_with_inetutils_telnetd() {
-    let _beside = common::beside_others();
     require("/usr/sbin/telnetd", "inetutils-telnetd");
     require("/usr/bin/socat", "socat");
     let port = TcpListener::bind("127.0.0.1:0")

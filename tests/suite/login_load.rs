@@ -5,9 +5,8 @@ use crate::common;
 use common::{descendants, netlab, run_json};
 use serde_json::Value;
 
-#[test]
+#[test(alone)]
 fn a_short_run_measures_every_cell() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let run = netlab()
@@ -140,7 +139,6 @@ fn model_json(command: &mut assert_cmd::Command) -> Value {
 /// points, and what it refuses.
 #[test]
 fn the_1989_model_predicts_both_designs_and_refuses_what_it_does_not_describe() {
-    let _beside = common::beside_others();
     let doc = model_json(netlab().args(["login", "--stack", "sunos35", "--json"]));
     let predictions = doc["predictions"].as_array().unwrap();
     assert_eq!(predictions.len(), 2);
@@ -189,9 +187,8 @@ fn the_1989_model_predicts_both_designs_and_refuses_what_it_does_not_describe() 
     assert!(String::from_utf8_lossy(&run.stderr).contains("add --stack sunos35"));
 }
 
-#[test]
+#[test(alone)]
 fn find_limit_doubles_up_to_the_cap() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let run = netlab()
         .args([
@@ -242,9 +239,8 @@ fn find_limit_doubles_up_to_the_cap() {
     assert_eq!(users, [2, 4]);
 }
 
-#[test]
+#[test(alone)]
 fn output_is_typed_through_each_design_and_paced_by_baud() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let run = netlab()
@@ -341,7 +337,6 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
 
 #[test]
 fn bad_input_is_refused_with_the_reason() {
-    let _beside = common::beside_others();
     let cases: [(&[&str], &str); 19] = [
         (
             &["--host-cpu", "0.5", "--rate", "1000"],
@@ -415,9 +410,8 @@ fn assert_sshd_cleaned_up() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn real_servers_and_linemode_run_beside_netlabs() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let doc = run_json(
@@ -517,9 +511,8 @@ fn real_servers_and_linemode_run_beside_netlabs() {
 /// 000's typists on 003's queues: four cubic streams fill a 50 Mbit/s
 /// link's 1000-packet drop-tail queue, and the typists' echoes wait in it;
 /// FQ-CoDel on the same link gives their flow its own queue.
-#[test]
+#[test(alone)]
 fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let doc = run_json(
@@ -604,9 +597,8 @@ fn typists_under_a_bulk_load_wait_in_the_drop_tail_queue_and_fq_codel_frees_them
     assert_eq!(fair["verdict"], "normal", "{fair}");
 }
 
-#[test]
+#[test(alone)]
 fn both_experiments_run_across_a_netns_link() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let doc = run_json(
@@ -659,9 +651,8 @@ fn both_experiments_run_across_a_netns_link() {
     assert!(kbs > 100.0 && kbs < 1300.0, "{kbs} KB/s over ether10: {r}");
 }
 
-#[test]
+#[test(alone)]
 fn after_sigkill_testbed_clean_removes_sshds_leftovers() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let test_users = || -> Vec<String> {
         std::fs::read_to_string("/etc/passwd")
@@ -792,9 +783,8 @@ fn netlab_cgroups() -> Vec<String> {
     .collect()
 }
 
-#[test]
+#[test(alone)]
 fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let before = netlab_cgroups();
@@ -1011,9 +1001,8 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
 /// SIGTERM to the run's whole process group (as `timeout` sends it) in the
 /// middle of a budgeted cell: the ends outlive it until their controller
 /// stops them, so no cgroup, process or pty is left behind.
-#[test]
+#[test(alone)]
 fn sigterm_to_the_process_group_mid_budgeted_cell_leaves_nothing() {
-    let _alone = common::alone();
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let before = netlab_cgroups();

@@ -323,9 +323,8 @@ fn findings<'a>(doc: &'a Value, metric: &str) -> Vec<&'a str> {
         .collect()
 }
 
-#[test]
+#[test(alone)]
 fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
-    let _alone = common::alone();
     let mut fleet = Fleet::new('f');
     let key = fleet.key.clone();
     for host in 0..AGENTS {
@@ -520,7 +519,6 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
 /// the run resumed; a controller of another release.
 #[test]
 fn a_mesh_run_cut_short_by_dead_agents_and_controller_resumes_without_measuring_twice() {
-    let _beside = common::beside_others();
     let mut fleet = Fleet::new('r');
     let key = fleet.key.clone();
     for host in 0..AGENTS - 1 {
@@ -894,9 +892,8 @@ impl Drop for EcmpPair {
     }
 }
 
-#[test]
+#[test(alone)]
 fn repeats_split_between_two_equal_cost_paths_are_read_as_ecmp() {
-    let _alone = common::alone();
     let mut pair = EcmpPair::new();
     let (a, b) = (pair.addr_a(), pair.addr_b());
     pair.start_agent(0, &a);
@@ -1060,9 +1057,8 @@ impl Drop for BloatFleet {
     }
 }
 
-#[test]
+#[test(alone)]
 fn a_mesh_of_rpm_tests_grades_every_pair_and_reads_the_bloated_sender() {
-    let _alone = common::alone();
     let mut fleet = BloatFleet::new();
     for host in 0..BLOAT_HOSTS {
         fleet.start_agent(host);

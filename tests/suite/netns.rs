@@ -36,9 +36,8 @@ fn stream(args: &[&str]) -> Value {
     record["result"].clone()
 }
 
-#[test]
+#[test(alone)]
 fn ether10_delivers_about_ten_megabits() {
-    let _alone = common::alone();
     let r = stream(&[
         "--placement",
         "netns",
@@ -61,18 +60,16 @@ fn ether10_delivers_about_ten_megabits() {
     assert!(r["sender"]["interface"]["tx_packets"].as_u64().unwrap() > 1000);
 }
 
-#[test]
+#[test(alone)]
 fn an_unshaped_veth_is_far_faster() {
-    let _alone = common::alone();
     let r = stream(&["--placement", "netns", "--duration", "1s"]);
     let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
     assert!(rate > 200.0, "unshaped veth {rate} Mbit/s");
     assert!(r["link"]["profile"]["rate_bps"].is_null());
 }
 
-#[test]
+#[test(alone)]
 fn a_10ms_delay_shows_a_20ms_rtt() {
-    let _alone = common::alone();
     let r = stream(&["--placement", "netns", "--delay", "10ms", "--bytes", "2M"]);
     // The minimum RTT is the path's delay; the smoothed RTT also carries
     // whatever queue the bulk transfer builds in the emulator (26.5 ms was
@@ -90,9 +87,8 @@ fn a_10ms_delay_shows_a_20ms_rtt() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn one_percent_loss_shows_retransmits() {
-    let _alone = common::alone();
     let r = stream(&["--placement", "netns", "--loss", "1%", "--bytes", "8M"]);
     assert!(r["sender"]["tcp_info"]["total_retrans"].as_u64().unwrap() > 0);
     assert_eq!(r["receiver"]["bytes"], 8 << 20);
@@ -103,11 +99,10 @@ fn one_percent_loss_shows_retransmits() {
 /// and cuts them into wire segments for the model (`testbed::gso`): the
 /// model still decides every wire segment, so its loss count is the
 /// configured rate's, segment by segment, and TCP retransmits what it lost.
-#[test]
+#[test(alone)]
 fn the_link_model_decides_every_wire_segment_of_a_super_packet() {
     // Alone: beside four other tests (the lab's run among them) the loss
     // count once fell 3.4 standard deviations short of the rate's.
-    let _alone = common::alone();
     let r = stream(&[
         "--placement",
         "netns",
@@ -143,9 +138,8 @@ fn the_link_model_decides_every_wire_segment_of_a_super_packet() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn the_capture_counts_what_the_interface_counts() {
-    let _alone = common::alone();
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("wire.pcap");
     let r = stream(&[
@@ -196,9 +190,8 @@ fn one_packet_driver_mbit_s(mss: f64, service_us: u64) -> f64 {
     ip_per_s / 1500.0 * mss * 8.0 / 1e6
 }
 
-#[test]
+#[test(alone)]
 fn the_one_packet_driver_s_sound_barrier_and_its_fix() {
-    let _alone = common::alone();
     // Sun's if_le.c handed the LANCE one packet at a time; each hand-over
     // waited for the interrupt's service. Two service times, then a deep
     // queue with the same service time: the barrier goes. 2 MB is some
@@ -275,7 +268,6 @@ fn the_one_packet_driver_s_sound_barrier_and_its_fix() {
 
 #[test]
 fn every_byte_arrives_through_loss_reordering_duplication_and_corruption() {
-    let _beside = common::beside_others();
     let r = stream(&[
         "--placement",
         "netns",
@@ -299,9 +291,8 @@ fn every_byte_arrives_through_loss_reordering_duplication_and_corruption() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn a_slow_receiver_loses_back_to_back_frames() {
-    let _alone = common::alone();
     // The 82586 "can't hack back-to-back, minimum spacing packets": a
     // receiver needing more than a frame's time drops some of a burst.
     let r = stream(&[
@@ -323,9 +314,8 @@ fn a_slow_receiver_loses_back_to_back_frames() {
     assert_eq!(r["receiver"]["verified"], true);
 }
 
-#[test]
+#[test(alone)]
 fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
-    let _alone = common::alone();
     require_root();
     let support = netlab::testbed::netns::probe_qdiscs().expect("probe runs");
     if let Err(why) = &support.netem {
@@ -366,9 +356,8 @@ fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn delays_through_the_emulator_follow_the_distribution() {
-    let _alone = common::alone();
     // 100,000 UDP datagrams through a normal 50 ms ± 10 ms delay, jitter
     // free to reorder (netem without a rate), one-way latency read on the
     // host's one clock: its quantiles are the distribution's plus the
@@ -440,7 +429,6 @@ fn delays_through_the_emulator_follow_the_distribution() {
 
 #[test]
 fn the_emulator_can_carry_an_unimpaired_link() {
-    let _beside = common::beside_others();
     let r = stream(&[
         "--placement",
         "netns",
@@ -480,7 +468,6 @@ fn the_emulator_can_carry_an_unimpaired_link() {
 
 #[test]
 fn bad_link_parameters_are_refused_before_anything_is_created() {
-    let _beside = common::beside_others();
     for (args, message) in [
         (
             vec!["--link", "token-ring"],
@@ -610,7 +597,6 @@ fn bad_link_parameters_are_refused_before_anything_is_created() {
 
 #[test]
 fn without_root_the_netns_placement_says_so_and_leaves_nothing() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
@@ -647,7 +633,6 @@ fn without_root_the_netns_placement_says_so_and_leaves_nothing() {
 
 #[test]
 fn a_failing_run_tears_its_namespaces_down() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
@@ -695,7 +680,6 @@ fn wait_for_namespaces(pid: u32) {
 
 #[test]
 fn sigterm_stops_the_run_and_removes_its_namespaces() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
@@ -732,9 +716,8 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn after_sigkill_testbed_clean_removes_the_leftovers() {
-    let _alone = common::alone();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
@@ -790,7 +773,6 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
 
 #[test]
 fn a_panic_tears_the_testbed_down() {
-    let _beside = common::beside_others();
     require_root();
     let profile = netlab::record::testbed::LinkProfile::named("ether10").unwrap();
     let names = std::sync::Mutex::new(Vec::new());
@@ -813,7 +795,6 @@ fn a_panic_tears_the_testbed_down() {
 
 #[test]
 fn a_packet_the_device_cannot_parse_is_dropped_and_counted_not_fatal() {
-    let _beside = common::beside_others();
     // A corrupted IP version nibble makes the TUN write fail with EINVAL;
     // the emulator once stopped relaying there and the run waited forever.
     require_root();
@@ -928,9 +909,8 @@ fn foreign_round_trips(result: &Value) -> (f64, f64) {
     median_interval(&samples, 0.95).unwrap_or_else(|| panic!("{} self probes", samples.len()))
 }
 
-#[test]
+#[test(alone)]
 fn fq_codel_in_the_emulator_keeps_the_working_latency_that_drop_tail_lets_grow() {
-    let _alone = common::alone();
     // irtt beside the drop-tail run: the real peer must see what netlab's
     // foreign probes saw, idle and under the load.
     let deep = rpm_over("droptail", &["--irtt"]);

@@ -232,9 +232,8 @@ fn promtool_metrics(text: &str) -> (bool, String) {
     )
 }
 
-#[test]
+#[test(alone)]
 fn prometheus_reads_the_lossy_host_as_bad_within_two_probe_cycles() {
-    let _alone = common::alone();
     let mut fleet = Fleet::new();
     let binary = assert_cmd::cargo::cargo_bin("netlab");
     // The lossy host: the switch drops 10% of the UDP to and from it (the
@@ -455,7 +454,6 @@ fn prometheus_reads_the_lossy_host_as_bad_within_two_probe_cycles() {
 
 #[test]
 fn a_metrics_port_in_use_and_an_unwritable_rule_file_are_refused_before_any_cycle() {
-    let _beside = common::beside_others();
     let binary = assert_cmd::cargo::cargo_bin("netlab");
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
@@ -517,7 +515,6 @@ fn a_metrics_port_in_use_and_an_unwritable_rule_file_are_refused_before_any_cycl
 
 #[test]
 fn the_shipped_rules_are_netlab_s_defaults_and_promtool_accepts_them() {
-    let _beside = common::beside_others();
     let binary = assert_cmd::cargo::cargo_bin("netlab");
     let printed = run(binary.to_str().unwrap(), &["mesh", "rules"]);
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/netlab-rules.yml");

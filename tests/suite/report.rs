@@ -21,7 +21,6 @@ fn fixture() -> html::Loaded<RecordData> {
 
 #[test]
 fn tables_and_readings_match_their_snapshots() {
-    let _beside = common::beside_others();
     let loaded = fixture();
     let sections = Report.sections(&loaded.records);
     let names: Vec<&str> = sections.iter().map(|s| s.experiment).collect();
@@ -40,7 +39,6 @@ fn tables_and_readings_match_their_snapshots() {
 
 #[test]
 fn figure_data_matches_its_snapshots() {
-    let _beside = common::beside_others();
     let loaded = fixture();
     let all = page::figures(&loaded.records);
     let ids: Vec<&str> = all.iter().map(|f| f.id.as_str()).collect();
@@ -133,7 +131,6 @@ fn render(page: &Path, screenshot: Option<&Path>) -> (String, Vec<String>) {
 
 #[test]
 fn chromium_renders_every_figure_without_console_errors() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let run = netlab()
         .args(["report", FIXTURE, "-o"])
@@ -205,7 +202,6 @@ fn chromium_renders_every_figure_without_console_errors() {
 
 #[test]
 fn the_console_check_catches_a_failing_page() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("bad.html");
     std::fs::write(
@@ -222,7 +218,6 @@ fn the_console_check_catches_a_failing_page() {
 
 #[test]
 fn csv_has_a_row_per_record_and_a_column_per_field() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let run = netlab()
         .args(["report", FIXTURE, "--csv", "-o"])
@@ -268,7 +263,6 @@ fn csv_has_a_row_per_record_and_a_column_per_field() {
 
 #[test]
 fn bad_records_files_render_what_they_can_and_say_what_they_skipped() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let lines: Vec<String> = std::fs::read_to_string(FIXTURE)
         .unwrap()
@@ -430,7 +424,6 @@ document.body.setAttribute('data-overflow', bad.join('; '));
 
 #[test]
 fn no_table_or_figure_overflows_at_desktop_or_phone_width() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let run = netlab()
         .args(["report", FIXTURE, "-o"])
@@ -463,7 +456,6 @@ fn no_table_or_figure_overflows_at_desktop_or_phone_width() {
 
 #[test]
 fn the_overflow_check_catches_a_table_wider_than_the_page() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("wide.html");
     let cells = "<td>wide-cell-that-does-not-wrap</td>".repeat(30);
@@ -534,7 +526,6 @@ document.body.setAttribute('data-collisions', bad.join('; '));
 
 #[test]
 fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_its_data() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let run = netlab()
         .args(["report", FIXTURE, "-o"])
@@ -600,7 +591,6 @@ fn every_figure_keeps_its_words_apart_inside_its_edges_and_off_its_data_and_has_
 
 #[test]
 fn the_collision_check_catches_overlapping_words_and_a_mark_on_a_line() {
-    let _beside = common::beside_others();
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("crowded.html");
     std::fs::write(
@@ -630,7 +620,6 @@ fn the_collision_check_catches_overlapping_words_and_a_mark_on_a_line() {
 /// have that disagreement.
 #[test]
 fn records_of_one_cell_that_disagree_are_named_on_the_first_screen() {
-    let _beside = common::beside_others();
     let fixture = std::fs::read_to_string(FIXTURE).unwrap();
     let rpc = fixture
         .lines()

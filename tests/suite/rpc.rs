@@ -90,7 +90,6 @@ fn closed(stream: &mut TcpStream) -> bool {
 
 #[test]
 fn the_server_survives_malformed_peers_and_keeps_serving() {
-    let _beside = common::beside_others();
     survives_malformed_peers(0);
 }
 
@@ -99,7 +98,6 @@ fn the_server_survives_malformed_peers_and_keeps_serving() {
 /// blocking ones do.
 #[test]
 fn a_busy_polling_server_survives_malformed_peers_too() {
-    let _beside = common::beside_others();
     survives_malformed_peers(200);
 }
 
@@ -242,7 +240,6 @@ fn ensure_rpcbind() -> Option<std::process::Child> {
 
 #[test]
 fn interoperates_with_rpcinfo_and_rpcbind() {
-    let _beside = common::beside_others();
     let mut started = ensure_rpcbind();
     // netlab's client calls procedure 0 of the real rpcbind, versions 2-4, TCP and UDP.
     for version in ["2", "3", "4"] {
@@ -314,9 +311,8 @@ fn interoperates_with_rpcinfo_and_rpcbind() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn the_experiment_finds_and_explains_the_4k_cliff() {
-    let _alone = common::alone();
     let doc = rpc_json(&[
         "--sizes",
         "0,1024,2048,4096",
@@ -376,9 +372,8 @@ fn the_experiment_finds_and_explains_the_4k_cliff() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
-    let _alone = common::alone();
     let doc = rpc_json(&[
         "--sizes",
         "0,1024,2048,4096",
@@ -421,9 +416,8 @@ fn busy_polling_spins_on_both_ends_and_leaves_the_cliff_alone() {
     );
 }
 
-#[test]
+#[test(alone)]
 fn pinned_ends_are_run_and_recorded_where_asked() {
-    let _alone = common::alone();
     // The first and last CPUs this process may use (the same one on a
     // single-CPU machine).
     let allowed = netlab::endpoint::pin::allowed_cpus();
@@ -451,9 +445,8 @@ fn pinned_ends_are_run_and_recorded_where_asked() {
     }
 }
 
-#[test]
+#[test(alone)]
 fn find_cliffs_maps_the_stall_to_the_byte() {
-    let _alone = common::alone();
     let doc = rpc_json(&[
         "--find-cliffs",
         "--placements",
@@ -469,9 +462,8 @@ fn find_cliffs_maps_the_stall_to_the_byte() {
     assert_eq!(ranges[0]["open_ended"], true);
 }
 
-#[test]
+#[test(alone)]
 fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
-    let _alone = common::alone();
     // With 4 KB buffers asked (Linux doubles them) a two-write call no
     // longer stalls on loopback (docs/EXPERIMENTS.md: from 7949 bytes on,
     // three writes, it does): the 3953-byte step, which every call of
@@ -515,7 +507,6 @@ fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
 
 #[test]
 fn bad_experiment_arguments_are_refused() {
-    let _beside = common::beside_others();
     for (args, message) in [
         (vec!["rpc", "--sizes", "70000"], "too large"),
         (
@@ -552,7 +543,6 @@ fn bad_experiment_arguments_are_refused() {
 
 #[test]
 fn the_sunos4_model_predicts_the_1989_ranges_through_the_binary() {
-    let _beside = common::beside_others();
     let doc = rpc_json(&[
         "--stack",
         "sunos4",
@@ -629,7 +619,6 @@ fn serve(options: ServerOptions) -> (netlab::endpoint::rpc::server::Running, Soc
 
 #[test]
 fn strangers_cannot_hold_records_memory_or_every_connection() {
-    let _beside = common::beside_others();
     let null = Call::new(1, PROGRAM, 1, 0);
     // A record that trickles in, a byte every 300 ms, is cut at its deadline
     // though the connection is never idle; a record of version 3 that

@@ -129,7 +129,6 @@ fn fails_as_stalled(
 
 #[test]
 fn a_receiver_that_stops_reading_fails_a_byte_counted_run() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -154,7 +153,6 @@ fn a_receiver_that_stops_reading_fails_a_byte_counted_run() {
 
 #[test]
 fn a_frozen_emulator_fails_a_byte_counted_run_and_the_testbed_goes() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -194,7 +192,6 @@ fn a_frozen_emulator_fails_a_byte_counted_run_and_the_testbed_goes() {
 
 #[test]
 fn an_rpc_server_that_stops_answering_fails_its_cell() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -229,7 +226,6 @@ fn an_rpc_server_that_stops_answering_fails_its_cell() {
 
 #[test]
 fn a_login_server_that_stops_echoing_fails_its_cell() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
@@ -270,7 +266,6 @@ fn a_login_server_that_stops_echoing_fails_its_cell() {
 /// named: sent = received + the named drops, exactly, with no count beyond.
 #[test]
 fn an_emulated_link_names_every_datagram_it_drops() {
-    let _beside = common::beside_others();
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");

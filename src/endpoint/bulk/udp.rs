@@ -157,14 +157,7 @@ fn await_hello(
                 Ok(got) => got,
                 Err(e) => return Err(format!("waiting for the sender's hello: {e}")),
             },
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if crate::endpoint::stall::nothing_came(&e) => {
                 continue;
             }
             // An ICMP error for an earlier consent: the sender is gone or
@@ -274,12 +267,7 @@ impl UdpReceiver {
             }
             let n = match recv_counting_drops(fd, &mut buf, &mut control, &mut drops) {
                 Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
+                Err(e) if crate::endpoint::stall::timed_out(&e) => {
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

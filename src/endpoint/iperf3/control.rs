@@ -76,13 +76,7 @@ impl Control {
                 .set_read_timeout(Some(left.min(STOP_POLL).max(Duration::from_millis(1))))
                 .map_err(self.io("waiting for the server"))?;
             match self.socket.read(buf) {
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if crate::endpoint::stall::nothing_came(&e) => {}
                 done => return Ok(done),
             }
         }

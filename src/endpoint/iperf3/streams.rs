@@ -247,13 +247,7 @@ pub(super) fn open_stream(
                         shared.total.fetch_add(n as u64, Ordering::Relaxed);
                     }
                     Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock
-                                | io::ErrorKind::TimedOut
-                                | io::ErrorKind::Interrupted
-                        ) => {}
+                    Err(e) if crate::endpoint::stall::nothing_came(&e) => {}
                     // The server may close its ends once the test is over.
                     Err(_) if shared.stop.load(Ordering::Relaxed) => open = false,
                     Err(e) => return Err(e),
@@ -442,13 +436,8 @@ fn receive_datagram(
         }
         Ok(_) => Ok(()),
         Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock
-                    | io::ErrorKind::TimedOut
-                    | io::ErrorKind::Interrupted
-                    | io::ErrorKind::ConnectionRefused
-            ) =>
+            if crate::endpoint::stall::nothing_came(&e)
+                || e.kind() == io::ErrorKind::ConnectionRefused =>
         {
             Ok(())
         }

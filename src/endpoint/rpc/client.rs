@@ -456,12 +456,7 @@ impl UdpClient {
                 };
                 let n = match received {
                     Ok(n) => n,
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) =>
-                    {
+                    Err(e) if crate::endpoint::stall::timed_out(&e) => {
                         break;
                     }
                     Err(e) => return Err(e.into()),

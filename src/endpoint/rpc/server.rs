@@ -513,14 +513,7 @@ fn serve_udp(
         };
         let (n, peer) = match received {
             Ok(got) => got,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if crate::endpoint::stall::nothing_came(&e) => {
                 continue;
             }
             Err(e) => {
