@@ -52,14 +52,14 @@ impl RunOptions {
     }
 
     /// The records file, opened for appending.
-    pub fn writer(&self) -> anyhow::Result<RecordWriter> {
+    fn writer(&self) -> anyhow::Result<RecordWriter> {
         RecordWriter::append(&self.out)
             .with_context(|| format!("cannot open {}", self.out.display()))
     }
 
     /// A runner over `writer` with these options, on this host; with
     /// `--profile`, refused here when this host cannot profile.
-    pub fn runner<'w>(&self, writer: &'w mut RecordWriter) -> anyhow::Result<Runner<'w>> {
+    fn runner<'w>(&self, writer: &'w mut RecordWriter) -> anyhow::Result<Runner<'w>> {
         let profiling = self
             .profile
             .then(crate::controller::profile::Profiling::check)
@@ -74,7 +74,7 @@ impl RunOptions {
     /// opens the records file, makes the runner, lets `measure` run its
     /// cells on it (the runner appends each record as it is made), then
     /// prints what it measured as [`RunOutcome::print`] says and fails as
-    /// [`RunOptions::finish`] does when cells failed.
+    /// `finish` does when cells failed.
     pub fn measure<D: crate::record::profile::Profiled>(
         &self,
         out: &mut Output,
@@ -98,7 +98,7 @@ impl RunOptions {
     /// A run whose every cell failed prints neither: it is an error naming
     /// the first reason and the records file (so `--json` prints one
     /// document either way, the error's).
-    pub fn finish<D: crate::record::profile::Profiled>(
+    fn finish<D: crate::record::profile::Profiled>(
         &self,
         out: &mut Output,
         records: &[Record<D>],
@@ -119,9 +119,9 @@ impl RunOptions {
         failed.map_or(Ok(()), |f| Err(f.into()))
     }
 
-    /// As [`RunOptions::finish`] under `--json-stream`: the document as the
+    /// As `finish` under `--json-stream`: the document as the
     /// last line of JSON Lines, `{"event":"end",...}`.
-    pub fn finish_lines<D>(
+    fn finish_lines<D>(
         &self,
         out: &mut Output,
         records: &[Record<D>],
@@ -136,7 +136,7 @@ impl RunOptions {
         failed.map_or(Ok(()), |f| Err(f.into()))
     }
 
-    /// As [`RunOptions::finish`] for a run that measured nothing and wrote
+    /// As `finish` for a run that measured nothing and wrote
     /// no records (a model's predictions): no records file is named.
     pub fn finish_unrecorded(
         &self,
