@@ -29,6 +29,18 @@ pub enum Profile {
 }
 
 impl Profile {
+    /// Its flag's name (`--smoke`, `--full`; `quick` has none).
+    pub fn name(self) -> &'static str {
+        self.pick("smoke", "quick", "full")
+    }
+
+    /// The profile `name` names.
+    pub fn named(name: &str) -> Option<Profile> {
+        [Profile::Smoke, Profile::Quick, Profile::Full]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+
     /// The value for this profile: `smoke`, `quick` or `full`.
     pub fn pick<T>(self, smoke: T, quick: T, full: T) -> T {
         match self {

@@ -24,6 +24,7 @@ pub mod processes;
 pub mod profile;
 pub mod progress;
 pub mod remote;
+pub mod resume;
 pub mod runner;
 
 pub mod errors;

@@ -10,7 +10,11 @@
 //! - an interruption (Ctrl-C, SIGTERM) ends the grid between cells; the
 //!   cell in progress is not recorded, every finished one is on disk
 //!   already ([`MeasureError::Interrupted`]);
-//! - each record is appended and flushed the moment its cell ends.
+//! - each record is appended and flushed the moment its cell ends, with
+//!   its cell's key;
+//! - given the records of an earlier run of the plan ([`Runner::resume`],
+//!   `--resume`), a cell with a measured record there is not measured
+//!   again: its record is given back as it was (see [`super::resume`]).
 //!
 //! Searches (the cliff bisection, the limit search, the diagnosis reruns)
 //! call [`Runner::cell`] one cell at a time and decide the next from the
@@ -20,6 +24,7 @@
 use super::errors::{CellError, Interrupted, MeasureError};
 use super::processes::ControlError;
 use super::progress::Progress;
+use super::resume::{CellKey, Resumed};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordWriter, now_rfc3339};
 use serde::Serialize;
@@ -42,10 +47,15 @@ pub struct Measured<D> {
 pub trait MeasureCell {
     type Cell;
     /// The experiment's record data.
-    type Data: Serialize + Clone;
+    type Data: Serialize + serde::de::DeserializeOwned + Clone;
 
     /// A few words naming the cell, for the progress display.
     fn label(&self, cell: &Self::Cell) -> String;
+
+    /// What identifies the cell across runs: everything its measurement
+    /// depends on (its parameters, where it runs), so that a resumed run
+    /// reuses a record only for the same cell.
+    fn key(&self, cell: &Self::Cell) -> CellKey;
 
     /// Measures `cell`. A cell that failed is still `Ok`, with its reason in
     /// [`Measured::error`]; `Err` means the user interrupted it.
@@ -64,6 +74,10 @@ pub struct Runner<'w> {
     spinner: Option<Progress>,
     /// `--profile`: each cell measured under a CPU profile.
     profiling: Option<super::profile::Profiling>,
+    /// `--resume`: an earlier run's records, reused for their cells.
+    resumed: Option<Resumed>,
+    /// Cells whose record was reused, not measured.
+    reused: usize,
 }
 
 impl Drop for Runner<'_> {
@@ -87,7 +101,30 @@ impl<'w> Runner<'w> {
             saved: 0,
             spinner: None,
             profiling: None,
+            resumed: None,
+            reused: 0,
         }
+    }
+
+    /// Reuse `resumed`'s records for the cells they measured (`--resume`).
+    pub fn resume(mut self, resumed: Option<Resumed>) -> Self {
+        self.resumed = resumed;
+        self
+    }
+
+    /// A resumed run's earlier choice (see [`Resumed::earlier`]); `None`
+    /// in a run that is not resumed.
+    pub fn earlier<T: serde::de::DeserializeOwned>(
+        &self,
+        experiment: &str,
+        pointer: &str,
+    ) -> Option<T> {
+        self.resumed.as_ref()?.earlier(experiment, pointer)
+    }
+
+    /// How many cells were given their earlier record instead of measured.
+    pub fn reused(&self) -> usize {
+        self.reused
     }
 
     /// Profile every cell's CPU by layer (`--profile`), kept in its record.
@@ -191,6 +228,11 @@ impl<'w> Runner<'w> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(self.interrupted());
         }
+        let key = measure.key(cell);
+        if let Some(record) = self.resumed.as_mut().and_then(|r| r.take(&key)) {
+            self.reused += 1;
+            return Ok(record);
+        }
         let started = now_rfc3339();
         // A profile that cannot start is said in the record, not fatal:
         // the measurement itself goes on.
@@ -218,6 +260,7 @@ impl<'w> Runner<'w> {
             measured.data,
             measured.error,
         );
+        record.cell = Some(key.to_string());
         if record.placement == "remote" {
             record.agents = super::remote::facts();
         }
@@ -301,7 +344,7 @@ pub(crate) mod mock {
     impl<C, D, F> MeasureCell for Mock<C, D, F>
     where
         C: Clone + std::fmt::Debug,
-        D: Serialize + Clone,
+        D: Serialize + serde::de::DeserializeOwned + Clone,
         F: FnMut(&C) -> Result<Measured<D>, Interrupted>,
     {
         type Cell = C;
@@ -309,6 +352,10 @@ pub(crate) mod mock {
 
         fn label(&self, cell: &C) -> String {
             format!("{cell:?}")
+        }
+
+        fn key(&self, cell: &C) -> CellKey {
+            CellKey::of("mock", &format!("{cell:?}"))
         }
 
         fn measure(&mut self, cell: &C) -> Result<Measured<D>, Interrupted> {
@@ -411,6 +458,66 @@ mod tests {
             crate::record::read_records::<Sized>(&path).unwrap().len(),
             2
         );
+    }
+
+    #[test]
+    fn a_killed_grid_resumed_measures_only_what_it_had_not_and_keeps_one_record_a_cell() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        // The first run: cell 2 fails, the user stops it during cell 4.
+        let mut first = Mock::new(move |&size: &usize| {
+            if size == 4 {
+                flag.store(true, Ordering::Relaxed);
+            }
+            Ok(example_cell(size, (size == 2).then_some("refused")))
+        });
+        let cells = [1, 2, 3, 3, 4, 5];
+        {
+            let mut writer = RecordWriter::append(&path).unwrap();
+            let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+                .progress(false)
+                .stop_flag(stop);
+            assert!(matches!(
+                runner.grid(&mut first, &cells),
+                Err(MeasureError::Interrupted { saved: 4 })
+            ));
+        }
+        // The second, resumed from the file: the failed cell and those
+        // never finished are measured; the rest come back as they were.
+        let mut second = Mock::new(|&size: &usize| Ok(example_cell(size, None)));
+        let resumed = crate::controller::resume::Resumed::read(&path).unwrap();
+        assert_eq!(resumed.found(), 3);
+        let mut writer = RecordWriter::append(&path).unwrap();
+        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+            .resume(Some(resumed));
+        let records = runner.grid(&mut second, &cells).unwrap();
+        assert_eq!(runner.reused(), 3);
+        assert_eq!(second.measured, [2, 4, 5]);
+        let sizes: Vec<usize> = records.iter().map(|r| r.data.size).collect();
+        assert_eq!(
+            sizes, cells,
+            "the run's records are the whole plan's, in order"
+        );
+        assert!(
+            records
+                .iter()
+                .all(|r| r.error.is_none() && r.cell.is_some())
+        );
+        let on_disk = crate::record::read_records::<Sized>(&path).unwrap();
+        assert_eq!(
+            on_disk.len(),
+            7,
+            "4 from the first run and 3 from the second"
+        );
+        let measured_again = on_disk[4..]
+            .iter()
+            .map(|r| r.as_ref().unwrap().data.size)
+            .collect::<Vec<_>>();
+        assert_eq!(measured_again, [2, 4, 5]);
     }
 
     #[test]

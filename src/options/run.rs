@@ -17,6 +17,12 @@ pub struct RunOptions {
     /// JSON Lines file the records are appended to.
     #[arg(long, default_value = "netlab-results.jsonl", value_name = "FILE")]
     pub out: PathBuf,
+    /// Finish a run of this command that was stopped part-way: FILE (or a
+    /// run directory's results.jsonl) holds its records; a cell it
+    /// measured is not measured again (its record is reused), the others
+    /// are measured and appended to FILE. Give the same arguments again.
+    #[arg(long, value_name = "FILE|DIR", conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
     /// Print one JSON document instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -51,23 +57,52 @@ impl RunOptions {
         Ok((bound != crate::endpoint::stall::StallBound::default()).then_some(bound))
     }
 
-    /// The records file, opened for appending.
-    fn writer(&self) -> anyhow::Result<RecordWriter> {
-        RecordWriter::append(&self.out)
-            .with_context(|| format!("cannot open {}", self.out.display()))
+    /// With `--resume`, the earlier run's choice at `pointer` in its last
+    /// `experiment` record (see `Resumed::earlier`), for a plan made
+    /// before its runner: a design's seed.
+    pub fn earlier<T: serde::de::DeserializeOwned>(
+        &self,
+        experiment: &str,
+        pointer: &str,
+    ) -> anyhow::Result<Option<T>> {
+        match &self.resume {
+            Some(path) => {
+                Ok(crate::controller::resume::Resumed::read(path)?.earlier(experiment, pointer))
+            }
+            None => Ok(None),
+        }
     }
 
-    /// A runner over `writer` with these options, on this host; with
-    /// `--profile`, refused here when this host cannot profile.
+    /// Where the records go: `--out`, or the file `--resume` names.
+    fn records_file(&self) -> anyhow::Result<PathBuf> {
+        match &self.resume {
+            Some(path) => Ok(crate::controller::resume::records_file(path)?),
+            None => Ok(self.out.clone()),
+        }
+    }
+
+    /// The records file, opened for appending.
+    fn writer(&self, path: &std::path::Path) -> anyhow::Result<RecordWriter> {
+        RecordWriter::append(path).with_context(|| format!("cannot open {}", path.display()))
+    }
+
+    /// A runner over `writer` with these options, on this host, reusing
+    /// `--resume`'s records; with `--profile`, refused here when this host
+    /// cannot profile.
     fn runner<'w>(&self, writer: &'w mut RecordWriter) -> anyhow::Result<Runner<'w>> {
         let profiling = self
             .profile
             .then(crate::controller::profile::Profiling::check)
             .transpose()?;
+        let resumed = match &self.resume {
+            Some(path) => Some(crate::controller::resume::Resumed::read(path)?),
+            None => None,
+        };
         Ok(Runner::new(HostFacts::gather(), Some(writer))
             .fail_fast(self.fail_fast)
             .progress(!self.json)
-            .profiling(profiling))
+            .profiling(profiling)
+            .resume(resumed))
     }
 
     /// A measured run from end to end, the same for every experiment:
@@ -80,16 +115,27 @@ impl RunOptions {
         out: &mut Output,
         measure: impl FnOnce(&mut Runner<'_>) -> anyhow::Result<RunOutcome<D>>,
     ) -> anyhow::Result<()> {
-        let mut writer = self.writer()?;
-        let measured = measure(&mut self.runner(&mut writer)?)?;
+        let path = self.records_file()?;
+        let mut writer = self.writer(&path)?;
+        let mut runner = self.runner(&mut writer)?;
+        let outcome = measure(&mut runner);
+        let reused = runner.reused();
+        drop(runner);
+        if reused > 0 {
+            eprintln!(
+                "resumed: {reused} cell(s) measured before were not measured again (their records are in {})",
+                path.display()
+            );
+        }
+        let measured = outcome.map_err(|e| resume_hint(e, &path))?;
         let judged: &[Record<D>] = if measured.judged {
             &measured.records
         } else {
             &[]
         };
         match measured.print {
-            Print::DocOrText { doc, text } => self.finish(out, judged, doc, || text),
-            Print::Lines(doc) => self.finish_lines(out, judged, doc),
+            Print::DocOrText { doc, text } => self.finish(out, &path, judged, doc, || text),
+            Print::Lines(doc) => self.finish_lines(out, &path, judged, doc),
             Print::Foreign(doc) => Ok(out.json(&doc)?),
         }
     }
@@ -101,20 +147,21 @@ impl RunOptions {
     fn finish<D: crate::record::profile::Profiled>(
         &self,
         out: &mut Output,
+        file: &std::path::Path,
         records: &[Record<D>],
         mut doc: serde_json::Value,
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
-        check_some_measured(records, &self.out)?;
-        let failed = some_failed(records, &self.out);
+        check_some_measured(records, file)?;
+        let failed = some_failed(records, file);
         if self.json {
-            doc["records_file"] = serde_json::json!(self.out);
+            doc["records_file"] = serde_json::json!(file);
             doc["failed_cells"] = serde_json::json!(failed.as_ref().map_or(0, |f| f.failed));
             out.json(&doc)?;
         } else {
             out.text(&text())?;
             out.text(&crate::report::profile::text(records))?;
-            eprintln!("records appended to {}", self.out.display());
+            eprintln!("records appended to {}", file.display());
         }
         failed.map_or(Ok(()), |f| Err(f.into()))
     }
@@ -124,12 +171,13 @@ impl RunOptions {
     fn finish_lines<D>(
         &self,
         out: &mut Output,
+        file: &std::path::Path,
         records: &[Record<D>],
         mut doc: serde_json::Value,
     ) -> anyhow::Result<()> {
-        check_some_measured(records, &self.out)?;
-        let failed = some_failed(records, &self.out);
-        doc["records_file"] = serde_json::json!(self.out);
+        check_some_measured(records, file)?;
+        let failed = some_failed(records, file);
+        doc["records_file"] = serde_json::json!(file);
         doc["event"] = serde_json::json!("end");
         doc["failed_cells"] = serde_json::json!(failed.as_ref().map_or(0, |f| f.failed));
         out.text(&format!("{doc}\n"))?;
@@ -150,6 +198,25 @@ impl RunOptions {
             out.text(&text())?;
         }
         Ok(())
+    }
+}
+
+/// A run the user stopped says how to finish it: the same command with
+/// `--resume FILE`.
+fn resume_hint(e: anyhow::Error, file: &std::path::Path) -> anyhow::Error {
+    let stopped = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::controller::MeasureError>(),
+            Some(crate::controller::MeasureError::Interrupted { .. })
+        )
+    });
+    if stopped {
+        e.context(format!(
+            "the run stopped; the same command with --resume {} finishes it",
+            file.display()
+        ))
+    } else {
+        e
     }
 }
 

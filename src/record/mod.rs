@@ -51,6 +51,12 @@ pub struct Record<D> {
     /// Where the CPU went over the cell, by layer (`--profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Box<profile::ProfileReport>>,
+    /// The cell's key (`crate::controller::resume::CellKey`): a run
+    /// killed part-way is finished (`--resume`) without measuring a cell
+    /// that has a record again. Absent in records written before
+    /// records carried keys: their cells are measured again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<String>,
 }
 
 impl<D> Record<D> {
@@ -73,6 +79,7 @@ impl<D> Record<D> {
             data,
             error,
             profile: None,
+            cell: None,
         }
     }
 
@@ -89,6 +96,7 @@ impl<D> Record<D> {
             data: f(self.data),
             error: self.error,
             profile: self.profile,
+            cell: self.cell,
         }
     }
 
@@ -105,6 +113,7 @@ impl<D> Record<D> {
             data,
             error: self.error.clone(),
             profile: self.profile.clone(),
+            cell: self.cell.clone(),
         }
     }
 }

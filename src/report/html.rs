@@ -209,7 +209,30 @@ fn parse_lines<D: DeserializeOwned>(
             )),
         }
     }
+    drop_superseded(&mut loaded);
     loaded
+}
+
+/// A resumed run measures again the cells whose records failed: the
+/// failure is then history, not a missing cell, and is left out (and
+/// counted) when the same cell has a measured record in the file.
+fn drop_superseded<D>(loaded: &mut Loaded<D>) {
+    let measured: std::collections::HashSet<String> = loaded
+        .records
+        .iter()
+        .filter(|r| r.error.is_none())
+        .filter_map(|r| r.cell.clone())
+        .collect();
+    let before = loaded.records.len();
+    loaded
+        .records
+        .retain(|r| r.error.is_none() || r.cell.as_ref().is_none_or(|key| !measured.contains(key)));
+    let superseded = before - loaded.records.len();
+    if superseded > 0 {
+        loaded.skipped.push(format!(
+            "{superseded} failed record(s) left out: a resumed run measured the same cell(s) later"
+        ));
+    }
 }
 
 /// One experiment's part of the report.
@@ -701,5 +724,48 @@ pub fn records_link(records: &Path, dir: &Path) -> String {
             .unwrap_or_else(|_| records.to_path_buf())
             .display()
             .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+    #[serde(tag = "experiment", rename = "example")]
+    struct Example {
+        size: u32,
+    }
+
+    fn line(size: u32, cell: Option<&str>, error: Option<&str>) -> String {
+        let mut record = Record::new(
+            "t".into(),
+            "loopback",
+            &crate::measure::host::HostFacts::default(),
+            Example { size },
+            error.map(String::from),
+        );
+        record.cell = cell.map(String::from);
+        serde_json::to_string(&record).unwrap()
+    }
+
+    #[test]
+    fn a_failure_a_resumed_run_measured_again_is_left_out_and_counted() {
+        let text = [
+            line(1, Some("k1"), Some("refused")),
+            line(2, Some("k2"), Some("timed out")),
+            line(3, None, Some("no key")),
+            line(1, Some("k1"), None),
+        ]
+        .join("\n");
+        let loaded = parse::<Example>(&text, &["example"]);
+        let kept: Vec<(u32, bool)> = loaded
+            .records
+            .iter()
+            .map(|r| (r.data.size, r.error.is_some()))
+            .collect();
+        assert_eq!(kept, [(2, true), (3, true), (1, false)]);
+        assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+        assert!(loaded.skipped[0].starts_with("1 failed record(s) left out"));
     }
 }

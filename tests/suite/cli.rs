@@ -608,22 +608,26 @@ fn broken_stdout_pipe_is_not_an_error() {
     assert!(status.success());
 }
 
+/// The sweep both runs of [`ctrl_c_stops_a_sweep_keeps_finished_records_and_resume_finishes_it`]
+/// are given: 4 record sizes twice each, with its check and lever runs.
+const SWEEP: [&str; 8] = [
+    "sweep",
+    "stream",
+    "--record",
+    "1K..8K",
+    "--duration",
+    "300ms",
+    "--repeat",
+    "2",
+];
+
 #[test]
-fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
+fn ctrl_c_stops_a_sweep_keeps_finished_records_and_resume_finishes_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args([
-            "sweep",
-            "stream",
-            "--record",
-            "1K..1M",
-            "--duration",
-            "400ms",
-            "--repeat",
-            "3",
-            "--out",
-        ])
+        .args(SWEEP)
+        .arg("--out")
         .arg(&out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -651,23 +655,59 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_leaves_no_endpoint() {
     // SAFETY: signalling our own child by its PID.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(String::from_utf8_lossy(&output.stderr).contains("interrupted"));
-    let lines = lines_of(&out);
-    assert!(lines.len() >= 2);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(
-        lines.iter().all(|l| l["result"].is_object()),
-        "no half or failed record for the interrupted run: {lines:?}"
+        stderr.contains(&format!("--resume {}", out.display())),
+        "the interruption says how to finish: {stderr}"
+    );
+    let first = lines_of(&out);
+    assert!(first.len() >= 2, "{}", first.len());
+    assert!(
+        first.iter().all(|l| l["result"].is_object()),
+        "no half or failed record for the interrupted run: {first:?}"
     );
     for endpoint in endpoints {
         let alive = std::path::Path::new(&format!("/proc/{endpoint}")).exists();
         assert!(!alive, "endpoint {endpoint} still exists");
     }
+    // The same command with --resume measures only the cells left, and
+    // its document covers the whole sweep.
+    let resumed = netlab()
+        .args(SWEEP)
+        .arg("--json")
+        .arg("--resume")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("resumed: {} cell(s)", first.len())),
+        "{stderr}"
+    );
+    let all = lines_of(&out);
+    assert_eq!(
+        all[..first.len()],
+        first[..],
+        "the first run's records stay as they were"
+    );
+    let keys: std::collections::HashSet<&str> =
+        all.iter().map(|l| l["cell"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), all.len(), "each cell recorded once in all");
+    let ids: std::collections::HashSet<&str> = all
+        .iter()
+        .map(|l| l["params"]["sweep"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 1, "one sweep, resumed under its own id");
+    let doc: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    assert_eq!(
+        doc["records"].as_array().map(Vec::len),
+        Some(all.len()),
+        "the document covers the whole sweep"
+    );
+    assert_eq!(doc["records_file"], serde_json::json!(out));
 }
 
 #[test(alone)]

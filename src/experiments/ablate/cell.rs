@@ -600,7 +600,11 @@ impl AblatePlan {
     /// Every run in the order it runs: block by block, each block every
     /// combination once in its own random order.
     pub fn cells(&self) -> Vec<StreamCell> {
-        let id = now_rfc3339();
+        self.cells_in(now_rfc3339())
+    }
+
+    /// [`AblatePlan::cells`] of the design `id` (a resumed one's).
+    pub fn cells_in(&self, id: String) -> Vec<StreamCell> {
         blocks(&self.design(), self.reps, self.seed)
             .into_iter()
             .map(|(block, levels)| StreamCell {

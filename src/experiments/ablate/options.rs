@@ -100,14 +100,25 @@ pub fn run(args: AblateArgs, out: &mut Output) -> anyhow::Result<()> {
         .iter()
         .map(|f| DesignFactor::parse(f))
         .collect::<Result<Vec<_>, _>>()?;
-    let seed = args
-        .seed
-        .map_or_else(fresh_seed, Ok)
-        .context("a random seed")?;
+    // A resumed design runs in its own order, under its own id.
+    let earlier = args
+        .common
+        .run
+        .earlier::<crate::experiments::stream::record::DesignContext>("stream", "/params/design")?
+        .filter(|e| args.seed.is_none_or(|seed| seed == e.seed));
+    let seed = match (args.seed, &earlier) {
+        (Some(seed), _) => seed,
+        (None, Some(earlier)) => earlier.seed,
+        (None, None) => fresh_seed().context("a random seed")?,
+    };
     let plan = AblatePlan::new(base, factors, args.reps, seed)?;
     plan.check_budget(args.budget)?;
+    let cells = match earlier {
+        Some(earlier) => plan.cells_in(earlier.id),
+        None => plan.cells(),
+    };
     args.common.run.measure(out, |runner| {
-        let records = runner.grid(&mut StreamMeasure::default(), &plan.cells())?;
+        let records = runner.grid(&mut StreamMeasure::default(), &cells)?;
         let design = plan.design();
         let analysis = analyse_records(&design, &records, 0.95);
         let doc = crate::experiments::ablate::report::doc(&plan, args.preset, &analysis, &records);

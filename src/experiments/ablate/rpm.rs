@@ -297,7 +297,11 @@ impl RpmPlan {
 
     /// Every run, block by block, each block in its own seeded order.
     pub fn cells(&self) -> Vec<RpmParams> {
-        let id = crate::record::now_rfc3339();
+        self.cells_in(crate::record::now_rfc3339())
+    }
+
+    /// [`RpmPlan::cells`] of the design `id` (a resumed one's).
+    pub fn cells_in(&self, id: String) -> Vec<RpmParams> {
         blocks(&self.design(), self.reps, self.seed)
             .into_iter()
             .map(|(block, levels)| RpmParams {
@@ -503,14 +507,25 @@ pub fn run(args: AblateRpmArgs, out: &mut Output) -> anyhow::Result<()> {
         .as_deref()
         .map(parse_queue_size)
         .transpose()?;
-    let seed = args
-        .seed
-        .map_or_else(fresh_seed, Ok)
-        .context("a random seed")?;
+    // A resumed design runs in its own order, under its own id.
+    let earlier = args
+        .rpm
+        .run
+        .earlier::<RpmDesign>("rpm", "/params/design")?
+        .filter(|e| args.seed.is_none_or(|seed| seed == e.seed));
+    let seed = match (args.seed, &earlier) {
+        (Some(seed), _) => seed,
+        (None, Some(earlier)) => earlier.seed,
+        (None, None) => fresh_seed().context("a random seed")?,
+    };
     let plan = RpmPlan::new(base, factors, args.reps, seed, queue)?;
     plan.check_budget(args.budget)?;
+    let cells = match earlier {
+        Some(earlier) => plan.cells_in(earlier.id),
+        None => plan.cells(),
+    };
     args.rpm.run.measure(out, |runner| {
-        let records = runner.grid(&mut RpmMeasure, &plan.cells())?;
+        let records = runner.grid(&mut RpmMeasure, &cells)?;
         Ok(measured(&plan, records))
     })
 }

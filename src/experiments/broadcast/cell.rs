@@ -15,6 +15,7 @@ use crate::controller::Interrupted;
 use crate::controller::helpers::{start_helper, stop_helper};
 use crate::controller::launcher::Launcher;
 use crate::controller::processes::ControlError;
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::testbed::segment::{Segments, snmp_counter};
 use std::net::Ipv4Addr;
@@ -312,6 +313,10 @@ impl MeasureCell for BroadcastMeasure {
 
     fn label(&self, spec: &BroadcastSpec) -> String {
         format!("broadcast, fix: {}", spec.fix.name())
+    }
+
+    fn key(&self, spec: &BroadcastSpec) -> CellKey {
+        CellKey::of("broadcast", spec)
     }
 
     fn measure(&mut self, spec: &BroadcastSpec) -> Result<Measured<BroadcastData>, Interrupted> {

@@ -6,6 +6,7 @@
 use crate::controller::Interrupted;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, Wait};
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::experiments::cksum::record::CksumData;
 use crate::experiments::cksum::record::{CksumResult, CksumSpec};
@@ -126,6 +127,11 @@ impl MeasureCell for CksumMeasure {
 
     fn label(&self, spec: &CksumSpec) -> String {
         format!("cksum {}", format_size(spec.size as u64))
+    }
+
+    fn key(&self, spec: &CksumSpec) -> CellKey {
+        // The agent it runs on is part of the cell.
+        CellKey::of("cksum", &(spec, &self.on))
     }
 
     fn measure(&mut self, spec: &CksumSpec) -> Result<Measured<CksumData>, Interrupted> {

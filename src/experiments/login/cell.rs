@@ -31,6 +31,7 @@ use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::EndpointProcess;
 use crate::controller::refuse;
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured, Runner};
 use crate::controller::{CellError, Interrupted, MeasureError};
 use crate::endpoint::login::clients::LoginTarget;
@@ -706,6 +707,11 @@ impl MeasureCell for LoginMeasure {
             cell.protocol.name(),
             cell.users
         )
+    }
+
+    fn key(&self, cell: &LoginParams) -> CellKey {
+        // What the users type is part of the cell.
+        CellKey::of("login", &(cell, &*String::from_utf8_lossy(&self.corpus)))
     }
 
     fn measure(&mut self, cell: &LoginParams) -> Result<Measured<LoginData>, Interrupted> {

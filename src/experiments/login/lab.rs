@@ -9,7 +9,7 @@ use crate::controller::lab::{Across, Lab, LabError, LabPart, Profile, where_run}
 use crate::endpoint::login::host::{DEFAULT_CORPUS, Dialect, Target};
 use crate::endpoint::login::server::Relay;
 use crate::record::testbed::Placement;
-use crate::testbed::cgroup::{self, HostPreset};
+use crate::testbed::cgroup::{self, HostPreset, PresetBudget};
 use crate::testbed::netns::has_net_admin;
 
 /// Each relay design's limit (the most users it serves normally) under a
@@ -96,14 +96,25 @@ impl DesignLimits {
     /// The plan with its budget: this host's packet cost measured now, or
     /// the stored calibration at `calibration`. Why not, when this host
     /// cannot give a server a budget.
-    pub fn budgeted(&self, calibration: Option<&std::path::Path>) -> Result<LoginPlan, String> {
+    /// `earlier`, a resumed lab's budget (its percent and preset), is
+    /// taken as it was: the same host as the cells it measured.
+    pub fn budgeted(
+        &self,
+        calibration: Option<&std::path::Path>,
+        earlier: Option<(f64, PresetBudget)>,
+    ) -> Result<LoginPlan, String> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err("a CPU budget needs root (a cgroup of the CPU controller)".into());
         }
         cgroup::available().map_err(|e| e.to_string())?;
-        let calibrated = super::cell::calibrate(calibration).map_err(|e| e.to_string())?;
-        let (percent, preset) = self.preset.budget_calibrated(&calibrated);
+        let (percent, preset) = match earlier {
+            Some((percent, preset)) if calibration.is_none() => (percent, preset),
+            _ => {
+                let calibrated = super::cell::calibrate(calibration).map_err(|e| e.to_string())?;
+                self.preset.budget_calibrated(&calibrated)
+            }
+        };
         cgroup::check(percent).map_err(|e| e.to_string())?;
         Ok(LoginPlan {
             host_cpu_pct: Some(percent),
@@ -159,7 +170,16 @@ impl LoginLab {
 
     /// 1989's shape: where each design melts on a 1989-class host.
     fn run_limits(&self, lab: &mut Lab, limits: &DesignLimits) -> Result<(), LabError> {
-        let budgeted = match limits.budgeted(lab.calibration.as_deref()) {
+        // A resumed lab emulates the host its earlier cells were measured on.
+        let earlier = lab
+            .runner
+            .earlier::<f64>("login", "/params/host_cpu_pct")
+            .zip(
+                lab.runner
+                    .earlier::<PresetBudget>("login", "/params/host_cpu_preset"),
+            )
+            .filter(|(_, preset)| preset.name == limits.preset.name());
+        let budgeted = match limits.budgeted(lab.calibration.as_deref(), earlier) {
             Ok(budgeted) => budgeted,
             Err(why) => {
                 return lab.skipped(format!("each design's limit on a 1989-class host: {why}"));

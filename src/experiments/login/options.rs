@@ -14,6 +14,7 @@ use crate::experiments::login::record::LoginData;
 use crate::options::Output;
 use crate::options::run::{Print, RunOutcome};
 use crate::record::testbed::Placement;
+use crate::testbed::cgroup::PresetBudget;
 use anyhow::bail;
 
 use crate::controller::processes::wait_for_interrupt;
@@ -141,10 +142,21 @@ impl LoginExperimentArgs {
     /// The validated plan; errors name the bad option before anything runs.
     pub fn plan(&self) -> anyhow::Result<LoginPlan> {
         let placements = self.place.placements("login")?;
-        let (host_cpu_pct, host_cpu_preset) = match self.host_cpu.as_deref() {
-            Some(text) => host_budget(text, &placements, self.calibration.as_deref())
+        // A resumed run emulates the host the earlier one did: the same
+        // budget, from the same calibration, not one measured again now.
+        let earlier = match (self.host_cpu.as_deref(), &self.calibration) {
+            (Some(name), None) => self
+                .run
+                .earlier::<PresetBudget>("login", "/params/host_cpu_preset")?
+                .filter(|preset| preset.name == name)
+                .zip(self.run.earlier::<f64>("login", "/params/host_cpu_pct")?),
+            _ => None,
+        };
+        let (host_cpu_pct, host_cpu_preset) = match (self.host_cpu.as_deref(), earlier) {
+            (Some(_), Some((preset, pct))) => (Some(pct), Some(preset)),
+            (Some(text), None) => host_budget(text, &placements, self.calibration.as_deref())
                 .map(|(pct, preset)| (Some(pct), preset))?,
-            None => (None, None),
+            (None, _) => (None, None),
         };
         // A budget a single session outgrows is refused before anything
         // starts, against this host's packet cost (where the server runs here).

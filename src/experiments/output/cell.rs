@@ -22,6 +22,7 @@ use crate::controller::CellError;
 use crate::controller::Interrupted;
 use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::login::clients::LoginTarget;
 use crate::endpoint::login::host::Dialect;
@@ -205,6 +206,10 @@ impl MeasureCell for OutputMeasure {
             cell.protocol.name(),
             cell.placement.name()
         )
+    }
+
+    fn key(&self, cell: &OutputParams) -> CellKey {
+        CellKey::of("output", cell)
     }
 
     fn measure(&mut self, cell: &OutputParams) -> Result<Measured<OutputData>, Interrupted> {

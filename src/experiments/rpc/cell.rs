@@ -12,6 +12,7 @@ use crate::controller::Interrupted;
 use crate::controller::helpers::{Bed, start_helper, stop_helper};
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, Wait};
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::rpc::RpcClientSpec;
 use crate::experiments::rpc::record::RpcData;
@@ -112,6 +113,10 @@ impl MeasureCell for RpcMeasure {
             Purpose::Diagnose(_) | Purpose::Other(_) => "diagnosing",
         };
         format!("{what} {} {} B", cell.column(), cell.size)
+    }
+
+    fn key(&self, cell: &RpcParams) -> CellKey {
+        CellKey::of("rpc", cell)
     }
 
     fn measure(&mut self, cell: &RpcParams) -> Result<Measured<RpcData>, Interrupted> {

@@ -9,6 +9,7 @@ use crate::controller::Interrupted;
 use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, Wait};
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::rpm::role::{Measure, Serve, Stop};
 use crate::endpoint::rpm::types::ClientSpec;
@@ -163,6 +164,10 @@ impl MeasureCell for RpmMeasure {
                 .map(|l| format!(" {l}"))
                 .unwrap_or_default()
         )
+    }
+
+    fn key(&self, cell: &RpmParams) -> CellKey {
+        CellKey::of("rpm", cell)
     }
 
     fn measure(&mut self, cell: &RpmParams) -> Result<Measured<RpmData>, Interrupted> {

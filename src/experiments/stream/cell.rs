@@ -13,6 +13,7 @@ use crate::controller::Interrupted;
 use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, EndpointProcess, Sent, Wait};
+use crate::controller::resume::CellKey;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::bulk::types::Amount;
@@ -759,6 +760,16 @@ impl MeasureCell for StreamMeasure {
             "record {} run {}",
             format_size(cell.config.record),
             cell.repeat_index + 1
+        )
+    }
+
+    fn key(&self, cell: &StreamCell) -> CellKey {
+        CellKey::of(
+            "stream",
+            &StreamParams {
+                design: cell.design.clone(),
+                ..cell.config.params(cell.repeat_index, cell.sweep.clone())
+            },
         )
     }
 

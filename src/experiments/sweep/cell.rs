@@ -899,7 +899,15 @@ pub fn run<M: MeasureCell<Cell = StreamCell, Data = StreamData>>(
     precision: Option<&Precision>,
 ) -> Result<Swept, MeasureError> {
     let started = Instant::now();
-    let context = context();
+    // A resumed sweep is the same sweep: its id, and the copy cost its
+    // model is checked against.
+    let context = runner
+        .earlier::<SweepContext>("stream", "/params/sweep")
+        .map(|earlier| SweepContext {
+            parameter: "record".into(),
+            ..earlier
+        })
+        .unwrap_or_else(context);
     let cells = cells(config, &context);
     let mut records = vec![runner.cell(measure, &check_cell(config, &context))?];
     records.extend(runner.grid(measure, &cells)?);
