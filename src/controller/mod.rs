@@ -25,6 +25,7 @@ pub mod profile;
 pub mod progress;
 pub mod remote;
 pub mod resume;
+pub mod rounds;
 pub mod runner;
 
 pub mod errors;

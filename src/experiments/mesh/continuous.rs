@@ -21,6 +21,7 @@
 //! sees 2 (N - 1) × calls / every probe calls a second; `--probe-rate`
 //! bounds that, and `--probe-calls` (if given) must fit under it.
 
+use crate::controller::rounds::Schedule;
 use crate::experiments::mesh::inventory::{self, Agent};
 use crate::experiments::mesh::metrics::{Cycle, HostLabels, Kind, MeshMetrics, Slo};
 use crate::experiments::mesh::record::{
@@ -28,7 +29,6 @@ use crate::experiments::mesh::record::{
 };
 use crate::experiments::mesh::rules::RuleSettings;
 use crate::experiments::mesh::run::MeshRun;
-use crate::experiments::mesh::schedule::Schedule;
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -452,7 +452,7 @@ pub fn rotate(cycles: &Path, keep: usize) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::mesh::schedule::Mode;
+    use crate::controller::rounds::Mode;
 
     fn probe_spec() -> PassSpec {
         PassSpec {

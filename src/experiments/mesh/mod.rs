@@ -16,7 +16,6 @@ pub mod record;
 pub mod report;
 pub mod rules;
 pub mod run;
-pub mod schedule;
 
 /// The mesh experiment, as the registry lists it.
 pub struct Mesh;

@@ -2,10 +2,10 @@
 //! ...`), and `netlab mesh plan`: the inventory, the rounds and the time a
 //! pass will take, before any traffic.
 
+use crate::controller::rounds::{Mode, Pair, Schedule};
 use crate::experiments::mesh::inventory;
 use crate::experiments::mesh::record::PassSpec;
 use crate::experiments::mesh::run::{MeshRun, TEST_OVERHEAD};
-use crate::experiments::mesh::schedule::{Mode, Pair, Schedule};
 use crate::options::Output;
 use anyhow::bail;
 use clap::{Args, Subcommand};

@@ -12,8 +12,8 @@
 //! be read together (two groups among them point to ECMP).
 
 use crate::analysis::limits::{Factor, Verdict};
+use crate::controller::rounds::Mode;
 use crate::experiments::mesh::inventory::Agent;
-use crate::experiments::mesh::schedule::Mode;
 use crate::record::testbed::AgentFacts;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -428,7 +428,7 @@ mod tests {
             let spec = PassSpec {
                 tests: vec![MeshTest::Stream],
                 duration_s,
-                mode: crate::experiments::mesh::schedule::Mode::Host,
+                mode: crate::controller::rounds::Mode::Host,
                 max_pairs: None,
                 bidir: false,
                 seed: 1,

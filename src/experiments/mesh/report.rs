@@ -475,10 +475,10 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::rounds::Mode;
     use crate::experiments::mesh::inventory::Agent;
     use crate::experiments::mesh::record::MeshTest;
     use crate::experiments::mesh::record::{PairFigures, PassSpec};
-    use crate::experiments::mesh::schedule::Mode;
 
     /// A one-pass stream mesh's manifest over agents `names` (`HOST:PORT`
     /// or a bare name, given a loopback address).

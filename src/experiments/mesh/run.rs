@@ -18,6 +18,7 @@
 use crate::analysis::limits::Verdict;
 use crate::controller::processes::ControlError;
 use crate::controller::remote::{self, AgentLink};
+use crate::controller::rounds::{Pair, Schedule, Walker, walk};
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::lock;
 use crate::endpoint::bulk::types::{Amount, EndpointReport, UdpPace};
@@ -27,7 +28,6 @@ use crate::experiments::mesh::record::{
     AgentState, MANIFEST, Manifest, MeshTest, PairFigures, PairTest, PassSpec, RESULTS, TestKey,
     read_manifest, results_from,
 };
-use crate::experiments::mesh::schedule::{Pair, Schedule};
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::experiments::rpm::record::RpmParams;
 use crate::experiments::stream::cell::{StreamConfig, run_once};
@@ -140,6 +140,83 @@ struct Host {
     labels: BTreeMap<String, String>,
 }
 
+/// A pass walked on the runner's schedule ([`walk`]): each step run and
+/// written, the lost agents said and their pairs failed.
+struct PassWalk<'a> {
+    run: &'a MeshRun,
+    results: &'a Results,
+    hosts: &'a mut [Host],
+    summary: &'a mut Summary,
+    why_lost: Vec<(String, String)>,
+    pass: usize,
+    say: &'a (dyn Fn(&str) + Sync),
+}
+
+impl Walker for PassWalk<'_> {
+    type Error = anyhow::Error;
+
+    fn planned(&mut self, schedule: &Schedule) {
+        let spec = &self.run.pass;
+        (self.say)(&format!(
+            "netlab mesh: {} tests over {} agents in {} rounds ({} mode{})",
+            schedule.tests(),
+            schedule.hosts().count(),
+            schedule.rounds(),
+            spec.mode.name(),
+            if spec.bidir {
+                ", both ways at once"
+            } else {
+                ""
+            }
+        ));
+    }
+
+    fn step(&mut self, round: usize, pairs: &[Pair]) -> anyhow::Result<Vec<u32>> {
+        let at = At {
+            pass: self.pass,
+            round,
+            alongside: pairs.len(),
+        };
+        self.run.stop_if_interrupted(self.results)?;
+        let (newly_lost, cell_s) = self
+            .run
+            .run_step(self.results, self.hosts, at, pairs, self.say);
+        self.summary.cell_s += cell_s;
+        self.run.stop_if_interrupted(self.results)?;
+        if let Some(why) = lock(&self.results.broken).clone() {
+            bail!(
+                "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
+                self.run.dir.join(RESULTS).display(),
+                self.run.dir.display()
+            );
+        }
+        let mut gone = Vec::new();
+        for (host, why) in newly_lost {
+            let name = self.hosts[host as usize].name.clone();
+            (self.say)(&format!(
+                "netlab mesh: lost {name}: {why}; planning the rest without it"
+            ));
+            if !self.summary.lost.iter().any(|(n, _)| n == &name) {
+                self.summary.lost.push((name.clone(), why.clone()));
+            }
+            self.why_lost.push((name, why));
+            gone.push(host);
+        }
+        Ok(gone)
+    }
+
+    fn lost(&mut self, _gone: &[u32], lost: &[u32], orphans: &[Pair]) -> anyhow::Result<()> {
+        self.run.fail_all(
+            self.results,
+            self.hosts,
+            self.pass,
+            orphans,
+            lost,
+            &self.why_lost,
+        )
+    }
+}
+
 impl MeshRun {
     /// Runs the pass (or what is left of it) and says how it went; results
     /// are on disk as they come, whatever this returns.
@@ -245,7 +322,7 @@ impl MeshRun {
             self.inventory.len()
         ));
         let reached = reach_all(&self.inventory);
-        let (states, mut lost, mut why_lost) = self.account(&reached, hosts, summary, say);
+        let (states, mut lost, why_lost) = self.account(&reached, hosts, summary, say);
         if let Some(manifest) = manifest.take() {
             write_manifest(
                 &self.dir,
@@ -281,75 +358,22 @@ impl MeshRun {
         let mut done = self.finished_pairs(results, hosts, pass);
         let orphans = whole.orphaned(&lost, &done);
         self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
-        let mut schedule = whole.remaining(&lost, &done)?;
-        if spec.mode == crate::experiments::mesh::schedule::Mode::Stress {
+        let schedule = whole.remaining(&lost, &done)?;
+        if spec.mode == crate::controller::rounds::Mode::Stress {
             say(
                 "netlab mesh: stress: every pair of a round starts at once and they share the network on purpose (a bisection test); a cell is not its path's own figure",
             );
         }
-        'pass: loop {
-            say(&format!(
-                "netlab mesh: {} tests over {} agents in {} rounds ({} mode{})",
-                schedule.tests(),
-                schedule.hosts().count(),
-                schedule.rounds(),
-                spec.mode.name(),
-                if spec.bidir {
-                    ", both ways at once"
-                } else {
-                    ""
-                }
-            ));
-            for r in 0..schedule.rounds() {
-                let pairs = schedule.round(r);
-                for step in schedule.steps(&pairs) {
-                    let at = At {
-                        pass,
-                        round: r,
-                        alongside: step.len(),
-                    };
-                    self.stop_if_interrupted(results)?;
-                    let (newly_lost, cell_s) = self.run_step(results, hosts, at, step, say);
-                    summary.cell_s += cell_s;
-                    self.stop_if_interrupted(results)?;
-                    if let Some(why) = lock(&results.broken).clone() {
-                        bail!(
-                            "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
-                            self.dir.join(RESULTS).display(),
-                            self.dir.display()
-                        );
-                    }
-                    for pair in step {
-                        done.insert(*pair);
-                    }
-                    if newly_lost.is_empty() {
-                        continue;
-                    }
-                    let mut gone = Vec::new();
-                    for (host, why) in newly_lost {
-                        let name = hosts[host as usize].name.clone();
-                        say(&format!(
-                            "netlab mesh: lost {name}: {why}; planning the rest without it"
-                        ));
-                        if !summary.lost.iter().any(|(n, _)| n == &name) {
-                            summary.lost.push((name.clone(), why.clone()));
-                        }
-                        why_lost.push((name, why));
-                        lost.push(host);
-                        gone.push(host);
-                    }
-                    let orphans = schedule.orphaned(&gone, &done);
-                    self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
-                    match schedule.remaining(&lost, &done) {
-                        Ok(next) => schedule = next,
-                        Err(_) => break 'pass,
-                    }
-                    continue 'pass;
-                }
-            }
-            break;
-        }
-        Ok(())
+        let mut walker = PassWalk {
+            run: self,
+            results,
+            hosts,
+            summary,
+            why_lost,
+            pass,
+            say,
+        };
+        walk(schedule, &mut done, &mut lost, &mut walker)
     }
 
     /// Each agent's state as reached: its facts and labels (into `hosts`)

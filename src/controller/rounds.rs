@@ -1,6 +1,8 @@
-//! Which pairs of a mesh's hosts are measured when: every ordered pair once
-//! a pass, in rounds of disjoint pairs, so that no host is in two tests at
-//! once (`host` mode).
+//! The runner's schedule of pairs: which pairs of N hosts are measured
+//! when, every ordered pair once a pass, in rounds of disjoint pairs, so
+//! that no host is in two tests at once (`host` mode); and [`walk`], the
+//! one loop that runs a pass step by step and replans it when hosts are
+//! lost. `netlab mesh` runs its passes through it; it names no experiment.
 //!
 //! The rounds come from the circle method (round-robin tournaments): with
 //! the hosts padded to an even count `m` (a "bye" for an odd N), one host
@@ -25,7 +27,8 @@
 //! When hosts fail mid-pass, [`Schedule::remaining`] plans what is left
 //! over the survivors (the same method over fewer hosts, minus the pairs
 //! already measured) and [`Schedule::orphaned`] lists the cells the lost
-//! hosts take with them.
+//! hosts take with them; [`walk`] does both after each step that lost a
+//! host, so that a pass goes on over whoever is left.
 
 use std::collections::HashSet;
 use thiserror::Error;
@@ -285,6 +288,60 @@ impl Schedule {
     }
 }
 
+/// What [`walk`] runs a pass through: the steps' measurements and what is
+/// done with the pairs a lost host takes with it.
+pub trait Walker {
+    type Error;
+    /// The plan (the whole pass, or what is left after a loss) is about to
+    /// run: said to the person watching.
+    fn planned(&mut self, schedule: &Schedule);
+    /// Measures one step's pairs (disjoint in `host` and `strict` mode)
+    /// of round `round`, and says which hosts it lost. An error ends the
+    /// walk (the user stopped it; nothing more can be kept).
+    fn step(&mut self, round: usize, pairs: &[Pair]) -> Result<Vec<u32>, Self::Error>;
+    /// `gone` were lost in the last step (`lost` is every host lost so
+    /// far): `orphans` are their pairs not measured, never to be.
+    fn lost(&mut self, gone: &[u32], lost: &[u32], orphans: &[Pair]) -> Result<(), Self::Error>;
+}
+
+/// Runs `schedule` step by step through `walker`: each step's pairs are
+/// done once it returns; after a step that lost hosts, their unmeasured
+/// pairs are handed to [`Walker::lost`] and the rest of the pass is planned
+/// anew over the survivors, less `done`. Ends when every pair is done, or
+/// when fewer than two hosts are left (their pairs then all orphaned).
+/// `done` and `lost` carry what the pass held before (a resumed or
+/// replanned pass) and are left as it ended.
+pub fn walk<W: Walker>(
+    mut schedule: Schedule,
+    done: &mut HashSet<Pair>,
+    lost: &mut Vec<u32>,
+    walker: &mut W,
+) -> Result<(), W::Error> {
+    'pass: loop {
+        walker.planned(&schedule);
+        for r in 0..schedule.rounds() {
+            let pairs = schedule.round(r);
+            for step in schedule.steps(&pairs) {
+                let gone = walker.step(r, step)?;
+                done.extend(step.iter().copied());
+                if gone.is_empty() {
+                    continue;
+                }
+                lost.extend(gone.iter().copied());
+                let orphans = schedule.orphaned(&gone, done);
+                walker.lost(&gone, lost, &orphans)?;
+                match schedule.remaining(lost, done) {
+                    Ok(next) => schedule = next,
+                    Err(_) => break 'pass,
+                }
+                continue 'pass;
+            }
+        }
+        break;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,5 +519,100 @@ mod tests {
             assert_eq!(pairs.len(), 5_000);
         }
         assert_eq!(s.step_count(), 2 * 9_999 * 5_000usize.div_ceil(64));
+    }
+
+    /// A walker that measures every pair and loses `victim` at its first
+    /// step after `after` steps.
+    struct Losing {
+        victim: u32,
+        after: usize,
+        steps: usize,
+        measured: Vec<Pair>,
+        /// The lost host's pair in the step that lost it: the step's own
+        /// failure (a mesh writes it failed), done like the others.
+        failed: Vec<Pair>,
+        orphaned: Vec<Pair>,
+        plans: usize,
+    }
+
+    impl Walker for Losing {
+        type Error = ();
+        fn planned(&mut self, _: &Schedule) {
+            self.plans += 1;
+        }
+        fn step(&mut self, _: usize, pairs: &[Pair]) -> Result<Vec<u32>, ()> {
+            self.steps += 1;
+            let mut seen = HashSet::new();
+            for p in pairs {
+                assert!(
+                    seen.insert(p.from) && seen.insert(p.to),
+                    "a host twice in a step"
+                );
+            }
+            if self.steps > self.after && pairs.iter().any(|p| p.hosts().contains(&self.victim)) {
+                self.after = usize::MAX;
+                let (failed, measured): (Vec<Pair>, Vec<Pair>) =
+                    pairs.iter().partition(|p| p.hosts().contains(&self.victim));
+                self.measured.extend(measured);
+                self.failed.extend(failed);
+                return Ok(vec![self.victim]);
+            }
+            self.measured.extend(pairs);
+            Ok(Vec::new())
+        }
+        fn lost(&mut self, gone: &[u32], lost: &[u32], orphans: &[Pair]) -> Result<(), ()> {
+            assert_eq!(gone, [self.victim]);
+            assert!(lost.contains(&self.victim));
+            assert!(orphans.iter().all(|p| p.hosts().contains(&self.victim)));
+            self.orphaned.extend(orphans);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_walk_replans_over_the_survivors_and_every_pair_is_measured_or_orphaned() {
+        for n in [3u32, 6, 9] {
+            let schedule = Schedule::new(&all(n), 7, false, Mode::Host, None).unwrap();
+            let mut walker = Losing {
+                victim: 2,
+                after: 3,
+                steps: 0,
+                measured: Vec::new(),
+                failed: Vec::new(),
+                orphaned: Vec::new(),
+                plans: 0,
+            };
+            let (mut done, mut lost) = (HashSet::new(), Vec::new());
+            walk(schedule, &mut done, &mut lost, &mut walker).unwrap();
+            assert_eq!(lost, [2]);
+            assert_eq!(walker.plans, 2, "planned once, and again after the loss");
+            let measured: HashSet<Pair> = walker.measured.iter().copied().collect();
+            assert_eq!(
+                measured.len(),
+                walker.measured.len(),
+                "no pair measured twice"
+            );
+            let survivors = (n - 1) as usize;
+            for from in 0..n {
+                for to in (0..n).filter(|&t| t != from) {
+                    let pair = Pair { from, to };
+                    let ends = [
+                        measured.contains(&pair),
+                        walker.failed.contains(&pair),
+                        walker.orphaned.contains(&pair),
+                    ];
+                    assert_eq!(
+                        ends.iter().filter(|&&e| e).count(),
+                        1,
+                        "n={n}: {pair:?} measured, failed in its step or orphaned, once: {ends:?}"
+                    );
+                    if from != 2 && to != 2 {
+                        assert!(ends[0], "n={n}: {pair:?} between survivors never measured");
+                    }
+                }
+            }
+            assert!(measured.len() >= survivors * (survivors - 1));
+            assert_eq!(walker.failed.len(), 1);
+        }
     }
 }
