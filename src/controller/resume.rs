@@ -133,6 +133,26 @@ impl Resumed {
         Ok(resumed)
     }
 
+    /// Reads the records file at `path` as [`Resumed::read`] does, each
+    /// line first made current by `upgrade` (an experiment whose older
+    /// lines were not records gives them their envelope and key).
+    pub fn read_upgrading(
+        path: &Path,
+        upgrade: &dyn Fn(serde_json::Value) -> serde_json::Value,
+    ) -> Result<Resumed, ResumeError> {
+        let mut resumed = Resumed::read(path)?;
+        let all = std::mem::take(&mut resumed.all);
+        resumed.by_key.clear();
+        resumed.found = 0;
+        all.into_iter().for_each(|r| resumed.keep(upgrade(r)));
+        Ok(resumed)
+    }
+
+    /// Whether a measured record of `key` waits to be taken.
+    pub fn has(&self, key: &CellKey) -> bool {
+        self.by_key.get(key.as_str()).is_some_and(|r| !r.is_empty())
+    }
+
     /// Records built in memory (tests of the runner).
     #[cfg(test)]
     pub fn of(records: impl IntoIterator<Item = serde_json::Value>) -> Resumed {

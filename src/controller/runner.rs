@@ -21,6 +21,8 @@
 //! record, so they run against a mock [`MeasureCell`] in tests exactly as
 //! against endpoint processes.
 
+pub mod together;
+
 use super::errors::{CellError, Interrupted, MeasureError};
 use super::processes::ControlError;
 use super::progress::Progress;
@@ -78,6 +80,9 @@ pub struct Runner<'w> {
     resumed: Option<Resumed>,
     /// Cells whose record was reused, not measured.
     reused: usize,
+    /// Keys a round (or a cell decided without measuring) kept in this
+    /// run: such a cell is not measured again in it ([`Runner::round`]).
+    kept: std::collections::HashSet<CellKey>,
 }
 
 impl Drop for Runner<'_> {
@@ -103,6 +108,7 @@ impl<'w> Runner<'w> {
             profiling: None,
             resumed: None,
             reused: 0,
+            kept: std::collections::HashSet::new(),
         }
     }
 
@@ -253,6 +259,19 @@ impl<'w> Runner<'w> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(self.interrupted());
         }
+        self.keep(key, started, measured, profile)
+    }
+
+    /// Makes the record of a measured cell (with its key, its profile
+    /// when one ran) and saves it; a failed cell ends the run under
+    /// `fail_fast`, after it is saved.
+    fn keep<D: Serialize>(
+        &mut self,
+        key: CellKey,
+        started: String,
+        measured: Measured<D>,
+        profile: Option<Result<crate::record::profile::ProfileReport, String>>,
+    ) -> Result<Record<D>, MeasureError> {
         let mut record = Record::new(
             started,
             &measured.placement,
@@ -261,6 +280,7 @@ impl<'w> Runner<'w> {
             measured.error,
         );
         record.cell = Some(key.to_string());
+        self.kept.insert(key);
         if record.placement == "remote" {
             record.agents = super::remote::facts();
         }

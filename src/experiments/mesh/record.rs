@@ -12,8 +12,10 @@
 //! be read together (two groups among them point to ECMP).
 
 use crate::analysis::limits::{Factor, Verdict};
+use crate::controller::resume::CellKey;
 use crate::controller::rounds::Mode;
 use crate::experiments::mesh::inventory::Agent;
+use crate::record::Record;
 use crate::record::testbed::AgentFacts;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -178,8 +180,12 @@ pub struct AgentState {
 /// A pair-test of a pass: (from, to, test, pass).
 pub type TestKey = (String, String, MeshTest, usize);
 
-/// One direction of one test of one pair: a line of `results.jsonl`.
+/// One direction of one test of one pair: the data of a line of
+/// `results.jsonl`, a runner's record (`"experiment": "mesh"`, its cell
+/// key that of [`PairTest::key`]). Lines of a netlab before that were this
+/// alone; [`results_from`] and [`upgrade`] read them still.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "experiment", rename = "mesh")]
 pub struct PairTest {
     pub test: MeshTest,
     /// The sending (calling) end and the receiving (serving) one, as the
@@ -201,6 +207,10 @@ pub struct PairTest {
     /// Both directions at once (`--bidir`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bidir: bool,
+    /// When the test started. A record carries it in its envelope (and
+    /// [`results_from`] puts it back here); a line of an older netlab
+    /// carried it here.
+    #[serde(default, skip_serializing)]
     pub started: String,
     pub seconds: f64,
     /// None: measured; otherwise why not.
@@ -215,11 +225,53 @@ pub struct PairTest {
 }
 
 impl PairTest {
-    /// The key `--resume` knows a finished test by.
+    /// What identifies the test in its run: (from, to, test, pass). The
+    /// run's manifest fixes the rest (lengths, mode, seed), and a resumed
+    /// run takes them from it.
     pub fn key(&self) -> TestKey {
         (self.from.clone(), self.to.clone(), self.test, self.pass)
     }
+
+    /// The runner's key of the test (`--resume` knows a finished test by it).
+    pub fn cell_key(&self) -> CellKey {
+        cell_key(&self.from, &self.to, self.test, self.pass)
+    }
 }
+
+/// The runner's key of the test of `test` from `from` to `to` in `pass`.
+pub fn cell_key(from: &str, to: &str, test: MeshTest, pass: usize) -> CellKey {
+    CellKey::of("mesh", &(from, to, test, pass))
+}
+
+/// A line of `results.jsonl` as a runner's record: a line of a netlab that
+/// wrote the test alone (no `schema`) gets the record's envelope, placement
+/// `agents`, its `error` from `failed` and its cell key. A record, or a line
+/// that is not a test, is given back as it was.
+pub fn upgrade(line: serde_json::Value) -> serde_json::Value {
+    if line.get("schema").is_some() {
+        return line;
+    }
+    let mut test = line.clone();
+    if let Some(fields) = test.as_object_mut() {
+        fields.insert("experiment".into(), "mesh".into());
+    }
+    let Ok(test) = serde_json::from_value::<PairTest>(test) else {
+        return line;
+    };
+    let mut record = Record::new(
+        test.started.clone(),
+        PLACEMENT,
+        &crate::measure::host::HostFacts::default(),
+        test.clone(),
+        test.failed.clone(),
+    );
+    record.ended = record.started.clone();
+    record.cell = Some(test.cell_key().to_string());
+    serde_json::to_value(record).unwrap_or(line)
+}
+
+/// The placement a mesh's records name: between two agents of the fleet.
+pub const PLACEMENT: &str = "agents";
 
 /// The figures a heat map shows, each where its test gives it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -309,9 +361,9 @@ impl PairFigures {
     }
 }
 
-/// The finished tests of `results.jsonl` lines, and each line skipped with
-/// why (torn by a killed controller, not UTF-8, not a test): one bad line
-/// costs that line.
+/// The finished tests of `results.jsonl` lines (records, or tests alone as
+/// older netlabs wrote them), and each line skipped with why (torn by a
+/// killed controller, not UTF-8, not a test): one bad line costs that line.
 pub fn results_from(
     lines: impl Iterator<Item = crate::record::files::Line>,
 ) -> (Vec<PairTest>, Vec<String>) {
@@ -319,9 +371,14 @@ pub fn results_from(
     let mut skipped = Vec::new();
     for (n, line) in lines {
         match line.and_then(|l| {
-            serde_json::from_str::<PairTest>(&l).map_err(|e| format!("line {n}: {e}"))
+            let value = serde_json::from_str(&l).map_err(|e| format!("line {n}: {e}"))?;
+            serde_json::from_value::<Record<PairTest>>(upgrade(value))
+                .map_err(|e| format!("line {n}: {e}"))
         }) {
-            Ok(result) => results.push(result),
+            Ok(record) => results.push(PairTest {
+                started: record.started,
+                ..record.data
+            }),
             Err(why) => skipped.push(why),
         }
     }
@@ -476,11 +533,38 @@ mod tests {
             },
             detail: None,
         };
-        let json = serde_json::to_string(&line).unwrap();
+        let mut record = Record::new(
+            line.started.clone(),
+            PLACEMENT,
+            &crate::measure::host::HostFacts::default(),
+            line.clone(),
+            None,
+        );
+        record.cell = Some(line.cell_key().to_string());
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains(r#""experiment":"mesh""#), "{json}");
         let text = format!("{json}\n{}\n", &json[..json.len() / 2]);
         let (read, torn) = read_results(&text);
-        assert_eq!(read, vec![line]);
+        assert_eq!(read, vec![line.clone()]);
         assert_eq!(torn, 1);
+        // A line as a netlab before records wrote it: the test alone. It
+        // reads as the same test, and as a record with the same cell key.
+        let mut alone = serde_json::to_value(&line).unwrap();
+        alone.as_object_mut().unwrap().remove("experiment");
+        alone["started"] = line.started.clone().into();
+        let (read, torn) = read_results(&alone.to_string());
+        assert_eq!((read, torn), (vec![line.clone()], 0));
+        let upgraded: Record<PairTest> = serde_json::from_value(upgrade(alone)).unwrap();
+        assert_eq!(upgraded.cell, record.cell);
+        assert_eq!(upgraded.started, line.started);
+        assert_eq!(
+            upgraded.data,
+            PairTest {
+                started: String::new(),
+                ..line
+            }
+        );
+        assert!(upgraded.error.is_none());
     }
 
     #[test]

@@ -327,25 +327,9 @@ fn asymmetry_map(matrix: &Matrix, metric: &Metric) -> String {
     html
 }
 
-/// The heat maps' own rules, after the stylesheet every page shares.
-/// A heat map stays a grid on a narrow screen (it scrolls), unlike the
-/// report's text tables, which become lists.
-const STYLE: &str = "body{max-width:80em}\
-table.heat{max-width:none;display:table}table.heat thead{display:table-header-group}table.heat tbody{display:table-row-group}\
-table.heat tr{display:table-row;border:none;margin:0;padding:0}table.heat td,table.heat th{display:table-cell;overflow-wrap:normal}\
-table.heat td::before{content:none}\
-table.heat{border-collapse:collapse;margin:.6em 0 1.4em}\
-table.heat td,table.heat th{border:1px solid #ccc;padding:.25em .45em;text-align:right;font-variant-numeric:tabular-nums}\
-table.heat th{background:#f4f4f4;font-weight:600;white-space:nowrap}\
-td.self{background:#ddd}\
-table.heat th.group{background:#e8eef6;text-align:center}\
-td.missing{background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px);color:#999;text-align:center}\
-td.failed{background:#333;color:#fff;text-align:center}\
-td.host{background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)!important;font-style:italic}\
-td.median{background:#fafafa;font-style:italic}\
-td.modes{outline:2px dashed #a33;outline-offset:-3px}\
-ul.findings li{margin:.2em 0}\
-.legend span{display:inline-block;padding:0 .5em;margin-right:.6em;border:1px solid #ccc}";
+/// The heat maps' own rules, after the stylesheet every page shares
+/// (`heat.css`).
+pub const STYLE: &str = include_str!("heat.css");
 
 /// The page for a run directory's manifest and results.
 pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
@@ -397,9 +381,21 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         }
         html.push_str("</ul>");
     }
-    html.push_str("<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> <span style=\"font-style:italic;background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)\">host-bound: limited by a host, not read for the findings</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>");
+    html.push_str(&matrices(&hosts, results));
+    html.push_str(PAGE_END);
+    html
+}
+
+/// For each figure measured over `hosts`: its findings in words, its
+/// heat map (or, over [`MAX_MATRIX_HOSTS`], each host's summary) and, for
+/// each test's main figure, the asymmetry map: the body a mesh run's page
+/// and the report's mesh section share.
+pub fn matrices(hosts: &[(String, BTreeMap<String, String>)], results: &[PairTest]) -> String {
+    let mut html = String::from(
+        "<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> <span style=\"font-style:italic;background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)\">host-bound: limited by a host, not read for the findings</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>",
+    );
     for metric in METRICS {
-        let matrix = Matrix::of(metric, &hosts, results);
+        let matrix = Matrix::of(metric, hosts, results);
         if matrix.is_empty() {
             continue;
         }
@@ -441,7 +437,6 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
             html.push_str(&asymmetry_map(&matrix, metric));
         }
     }
-    html.push_str(PAGE_END);
     html
 }
 

@@ -16,28 +16,32 @@
 //!   `--resume` retries it: only measured tests count as finished there).
 
 use crate::analysis::limits::Verdict;
+use crate::controller::errors::{Interrupted, MeasureError};
 use crate::controller::processes::ControlError;
 use crate::controller::remote::{self, AgentLink};
+use crate::controller::resume::{CellKey, Resumed};
 use crate::controller::rounds::{Pair, Schedule, Walker, walk};
+use crate::controller::runner::together::MeasureTogether;
+use crate::controller::runner::{Measured, Runner};
 use crate::endpoint::agent::key::Key;
-use crate::endpoint::agent::lock;
 use crate::endpoint::bulk::types::{Amount, EndpointReport, UdpPace};
 use crate::endpoint::rpm::types::Direction as RpmDirection;
 use crate::experiments::mesh::inventory::Agent;
 use crate::experiments::mesh::record::{
-    AgentState, MANIFEST, Manifest, MeshTest, PairFigures, PairTest, PassSpec, RESULTS, TestKey,
-    read_manifest, results_from,
+    AgentState, MANIFEST, Manifest, MeshTest, PLACEMENT, PairFigures, PairTest, PassSpec, RESULTS,
+    cell_key, read_manifest, upgrade,
 };
 use crate::experiments::rpc::record::{Purpose, RpcParams};
 use crate::experiments::rpm::record::RpmParams;
 use crate::experiments::stream::cell::{StreamConfig, run_once};
 use crate::experiments::stream::record::{Direction, Flows, StreamResult};
+use crate::measure::host::HostFacts;
 use crate::record::testbed::Placement;
 use crate::record::{RecordWriter, now_rfc3339};
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Agents reached at once while the run starts.
@@ -86,44 +90,6 @@ pub struct Summary {
     pub controller_cpu_s: f64,
 }
 
-/// The run directory's results file, shared by the pairs' threads.
-struct Results {
-    file: Mutex<RecordWriter>,
-    /// Finished (measured) tests, by (from, to, test): skipped on resume.
-    measured: Mutex<HashSet<TestKey>>,
-    /// Tests already written as failed in this run.
-    failed: Mutex<HashSet<TestKey>>,
-    counts: Mutex<(usize, usize)>,
-    /// Why a line could not be written (a full disk): the run stops after
-    /// the step in flight, since nothing more it measured would be kept.
-    broken: Mutex<Option<String>>,
-}
-
-impl Results {
-    fn write(&self, line: &PairTest) -> anyhow::Result<()> {
-        {
-            let mut file = lock(&self.file);
-            if let Err(e) = file.write_line(line) {
-                lock(&self.broken).get_or_insert_with(|| e.to_string());
-                return Err(e).context("writing results.jsonl");
-            }
-        }
-        let mut counts = lock(&self.counts);
-        if line.failed.is_some() {
-            counts.1 += 1;
-            lock(&self.failed).insert(line.key());
-        } else {
-            counts.0 += 1;
-            lock(&self.measured).insert(line.key());
-        }
-        Ok(())
-    }
-
-    fn finished(&self, key: &TestKey) -> bool {
-        lock(&self.measured).contains(key) || lock(&self.failed).contains(key)
-    }
-}
-
 /// Where a test sits in the run: its pass, its round, and how many pairs
 /// ran in its step.
 #[derive(Debug, Clone, Copy)]
@@ -142,9 +108,9 @@ struct Host {
 
 /// A pass walked on the runner's schedule ([`walk`]): each step run and
 /// written, the lost agents said and their pairs failed.
-struct PassWalk<'a> {
+struct PassWalk<'a, 'w> {
     run: &'a MeshRun,
-    results: &'a Results,
+    runner: &'a mut Runner<'w>,
     hosts: &'a mut [Host],
     summary: &'a mut Summary,
     why_lost: Vec<(String, String)>,
@@ -152,7 +118,7 @@ struct PassWalk<'a> {
     say: &'a (dyn Fn(&str) + Sync),
 }
 
-impl Walker for PassWalk<'_> {
+impl Walker for PassWalk<'_, '_> {
     type Error = anyhow::Error;
 
     fn planned(&mut self, schedule: &Schedule) {
@@ -177,19 +143,10 @@ impl Walker for PassWalk<'_> {
             round,
             alongside: pairs.len(),
         };
-        self.run.stop_if_interrupted(self.results)?;
-        let (newly_lost, cell_s) = self
-            .run
-            .run_step(self.results, self.hosts, at, pairs, self.say);
+        let (newly_lost, cell_s) =
+            self.run
+                .run_step(self.runner, self.summary, self.hosts, at, pairs, self.say)?;
         self.summary.cell_s += cell_s;
-        self.run.stop_if_interrupted(self.results)?;
-        if let Some(why) = lock(&self.results.broken).clone() {
-            bail!(
-                "cannot write {}: {why}; the run stops here (what was written stays, and --resume {} finishes it)",
-                self.run.dir.join(RESULTS).display(),
-                self.run.dir.display()
-            );
-        }
         let mut gone = Vec::new();
         for (host, why) in newly_lost {
             let name = self.hosts[host as usize].name.clone();
@@ -207,7 +164,8 @@ impl Walker for PassWalk<'_> {
 
     fn lost(&mut self, _gone: &[u32], lost: &[u32], orphans: &[Pair]) -> anyhow::Result<()> {
         self.run.fail_all(
-            self.results,
+            self.runner,
+            self.summary,
             self.hosts,
             self.pass,
             orphans,
@@ -217,16 +175,41 @@ impl Walker for PassWalk<'_> {
     }
 }
 
+/// A step's pair-tests as the runner measures them: a lane a pair, its
+/// tests in order; a cell's records are its directions' lines.
+struct PairTests<'a> {
+    run: &'a MeshRun,
+    hosts: &'a [Host],
+    at: At,
+    say: &'a (dyn Fn(&str) + Sync),
+}
+
+impl MeasureTogether for PairTests<'_> {
+    type Cell = (Pair, MeshTest);
+    type Data = PairTest;
+
+    fn keys(&self, &(pair, test): &(Pair, MeshTest)) -> Vec<CellKey> {
+        self.run.keys(self.hosts, pair, test, self.at.pass)
+    }
+
+    fn measure(
+        &self,
+        &(pair, test): &(Pair, MeshTest),
+    ) -> Result<Vec<Measured<PairTest>>, Interrupted> {
+        self.run.run_test(self.hosts, self.at, pair, test, self.say)
+    }
+}
+
 impl MeshRun {
     /// Runs the pass (or what is left of it) and says how it went; results
     /// are on disk as they come, whatever this returns.
     pub fn run(self, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Summary> {
         let started = Instant::now();
         let usage = crate::measure::rusage::ProcessUsage::now();
-        let (manifest, results) = self.open_dir()?;
+        let (manifest, resumed, mut writer) = self.open_dir()?;
         remote::configure(Key::load(&self.key)?, "mesh");
         let mut summary = Summary {
-            skipped: lock(&results.measured).len(),
+            skipped: resumed.as_ref().map_or(0, Resumed::found),
             ..Summary::default()
         };
         if summary.skipped > 0 {
@@ -235,6 +218,11 @@ impl MeshRun {
                 summary.skipped
             ));
         }
+        // The tests are the runner's cells: it keeps each record the
+        // moment its test ends, and a resumed run's measured ones.
+        let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
+            .progress(false)
+            .resume(resumed);
         let mut hosts: Vec<Host> = self
             .inventory
             .iter()
@@ -245,10 +233,10 @@ impl MeshRun {
             .collect();
         let mut manifest = Some(manifest);
         for pass in 0..self.pass.passes {
-            if self.pass_measured(&results, pass) {
+            if self.pass_measured(&runner, pass) {
                 continue;
             }
-            self.stop_if_interrupted(&results)?;
+            self.stop_if_interrupted(&summary)?;
             if self.pass.passes > 1 {
                 say(&format!(
                     "netlab mesh: pass {} of {}",
@@ -258,14 +246,17 @@ impl MeshRun {
             }
             // Each pass is its own run on the agents.
             remote::close_all();
-            let outcome =
-                self.run_pass(pass, &results, &mut hosts, &mut manifest, &mut summary, say);
+            let outcome = self.run_pass(
+                pass,
+                &mut runner,
+                &mut hosts,
+                &mut manifest,
+                &mut summary,
+                say,
+            );
             remote::close_all();
             outcome?;
         }
-        let (measured, failed) = *lock(&results.counts);
-        summary.measured = measured;
-        summary.failed = failed;
         summary.seconds = started.elapsed().as_secs_f64();
         summary.controller_cpu_s = crate::measure::rusage::ProcessUsage::now()
             .since(&usage)
@@ -276,31 +267,49 @@ impl MeshRun {
     /// Ends the run when the user asked to stop (Ctrl-C, SIGTERM): the
     /// tests in flight were not written (a `--resume` measures them), and
     /// what was measured stays.
-    fn stop_if_interrupted(&self, results: &Results) -> anyhow::Result<()> {
+    fn stop_if_interrupted(&self, summary: &Summary) -> anyhow::Result<()> {
         if !crate::controller::processes::interrupted() {
             return Ok(());
         }
-        let saved = lock(&results.counts).0;
-        Err(
-            anyhow::Error::new(crate::controller::MeasureError::Interrupted { saved }).context(
-                format!(
-                    "the mesh stopped; --resume {} finishes it",
-                    self.dir.display()
-                ),
-            ),
-        )
+        Err(self.stopped(summary.measured))
+    }
+
+    /// The error of a run the user stopped, `saved` tests kept.
+    fn stopped(&self, saved: usize) -> anyhow::Error {
+        anyhow::Error::new(crate::controller::MeasureError::Interrupted { saved }).context(format!(
+            "the mesh stopped; --resume {} finishes it",
+            self.dir.display()
+        ))
+    }
+
+    /// The keys of `pair`'s tests of `pass`, one a direction, in the order
+    /// the tests run.
+    fn keys(&self, hosts: &[Host], pair: Pair, test: MeshTest, pass: usize) -> Vec<CellKey> {
+        self.directions(pair)
+            .into_iter()
+            .map(|d| {
+                cell_key(
+                    &hosts[d.from as usize].name,
+                    &hosts[d.to as usize].name,
+                    test,
+                    pass,
+                )
+            })
+            .collect()
     }
 
     /// Whether every pair-test of `pass` is measured already (a resumed
     /// run skips it without reaching the agents).
-    fn pass_measured(&self, results: &Results, pass: usize) -> bool {
-        let n = self.inventory.len();
-        let wanted = n * (n - 1) * self.pass.tests.len();
-        let measured = lock(&results.measured)
-            .iter()
-            .filter(|(_, _, test, p)| *p == pass && self.pass.tests.contains(test))
-            .count();
-        measured >= wanted
+    fn pass_measured(&self, runner: &Runner, pass: usize) -> bool {
+        let names = self.inventory.iter().map(|a| a.name.as_str());
+        names.clone().all(|from| {
+            names.clone().filter(|&to| to != from).all(|to| {
+                self.pass
+                    .tests
+                    .iter()
+                    .all(|&test| runner.done(&cell_key(from, to, test, pass)))
+            })
+        })
     }
 
     /// One pass: every agent reached and authenticated, the pairs planned
@@ -311,7 +320,7 @@ impl MeshRun {
     fn run_pass(
         &self,
         pass: usize,
-        results: &Results,
+        runner: &mut Runner,
         hosts: &mut [Host],
         manifest: &mut Option<Manifest>,
         summary: &mut Summary,
@@ -355,9 +364,9 @@ impl MeshRun {
         let seed = spec.seed.wrapping_add(pass as u64);
         let whole = Schedule::new(&ids, seed, spec.bidir, spec.mode, spec.max_pairs)?;
         self.check_limits(&whole, &reached)?;
-        let mut done = self.finished_pairs(results, hosts, pass);
+        let mut done = self.finished_pairs(runner, hosts, pass);
         let orphans = whole.orphaned(&lost, &done);
-        self.fail_all(results, hosts, pass, &orphans, &lost, &why_lost)?;
+        self.fail_all(runner, summary, hosts, pass, &orphans, &lost, &why_lost)?;
         let schedule = whole.remaining(&lost, &done)?;
         if spec.mode == crate::controller::rounds::Mode::Stress {
             say(
@@ -366,7 +375,7 @@ impl MeshRun {
         }
         let mut walker = PassWalk {
             run: self,
-            results,
+            runner,
             hosts,
             summary,
             why_lost,
@@ -424,50 +433,41 @@ impl MeshRun {
     }
 
     /// Pairs whose every test of `pass` is finished: not planned again.
-    /// Only the measured tests are walked (not every pair).
-    fn finished_pairs(&self, results: &Results, hosts: &[Host], pass: usize) -> HashSet<Pair> {
-        let index: std::collections::HashMap<&str, u32> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.name.as_str(), i as u32))
-            .collect();
-        let mut tests_done: std::collections::HashMap<Pair, usize> =
-            std::collections::HashMap::new();
-        for (from, to, test, p) in lock(&results.measured).iter() {
-            if let (Some(&from), Some(&to)) = (index.get(from.as_str()), index.get(to.as_str()))
-                && *p == pass
-                && self.pass.tests.contains(test)
-            {
-                *tests_done.entry(Pair { from, to }).or_default() += 1;
-            }
-        }
-        tests_done
-            .into_iter()
-            .filter(|&(_, n)| n == self.pass.tests.len())
-            .map(|(pair, _)| pair)
+    fn finished_pairs(&self, runner: &Runner, hosts: &[Host], pass: usize) -> HashSet<Pair> {
+        let n = hosts.len() as u32;
+        (0..n)
+            .flat_map(|from| (0..n).map(move |to| Pair { from, to }))
+            .filter(|pair| pair.from != pair.to)
+            .filter(|pair| {
+                let (from, to) = (
+                    &hosts[pair.from as usize].name,
+                    &hosts[pair.to as usize].name,
+                );
+                self.pass
+                    .tests
+                    .iter()
+                    .all(|&test| runner.done(&cell_key(from, to, test, pass)))
+            })
             .collect()
     }
 
-    /// Makes the run directory (a new run) or reads what it holds (`--resume`).
-    fn open_dir(&self) -> anyhow::Result<(Manifest, Results)> {
+    /// Makes the run directory (a new run) or reads what it holds
+    /// (`--resume`: its manifest, and its records for the runner), and
+    /// opens its records file.
+    fn open_dir(&self) -> anyhow::Result<(Manifest, Option<Resumed>, RecordWriter)> {
         let results_path = self.dir.join(RESULTS);
-        let mut measured = HashSet::new();
+        let mut resumed = None;
         let manifest = if self.resume {
             let manifest = read_manifest(&self.dir)?;
-            let (lines, skipped) =
-                match crate::record::files::record_lines(&results_path, "mesh results") {
-                    Ok(lines) => results_from(lines),
-                    Err(e) if e.is_missing() => (Vec::new(), Vec::new()),
-                    Err(e) => return Err(e.into()),
-                };
-            for why in crate::record::files::skipped_summary(&skipped, 5) {
-                eprintln!(
-                    "netlab mesh: {}: {why}: skipped (measured again)",
-                    results_path.display()
-                );
-            }
-            for line in lines.iter().filter(|l| l.failed.is_none()) {
-                measured.insert(line.key());
+            if results_path.exists() {
+                let read = Resumed::read_upgrading(&results_path, &upgrade)?;
+                for why in crate::record::files::skipped_summary(read.unreadable(), 5) {
+                    eprintln!(
+                        "netlab mesh: {}: {why}: skipped (measured again)",
+                        results_path.display()
+                    );
+                }
+                resumed = Some(read);
             }
             manifest
         } else {
@@ -497,19 +497,10 @@ impl MeshRun {
         };
         // The records' writer, each line synced: a line torn by a killed
         // controller or a full disk is ended first (and skipped on reading).
-        let file = RecordWriter::append(&results_path)
+        let writer = RecordWriter::append(&results_path)
             .with_context(|| format!("opening {}", results_path.display()))?
             .durable();
-        Ok((
-            manifest,
-            Results {
-                file: Mutex::new(file),
-                measured: Mutex::new(measured),
-                failed: Mutex::new(HashSet::new()),
-                counts: Mutex::new((0, 0)),
-                broken: Mutex::new(None),
-            },
-        ))
+        Ok((manifest, resumed, writer))
     }
 
     /// Refuses, before any traffic, a pass that an agent would end part-way:
@@ -548,9 +539,11 @@ impl MeshRun {
     }
 
     /// Writes a failed line for each test of `pairs` not finished yet.
+    #[allow(clippy::too_many_arguments)]
     fn fail_all(
         &self,
-        results: &Results,
+        runner: &mut Runner,
+        summary: &mut Summary,
         hosts: &[Host],
         pass: usize,
         pairs: &[Pair],
@@ -579,13 +572,23 @@ impl MeshRun {
                         alongside: 0,
                     };
                     let line = self.line(hosts, direction, test, at, now_rfc3339());
-                    if results.finished(&line.key()) {
-                        continue;
+                    let why = reason(pair);
+                    let decided = Measured {
+                        placement: PLACEMENT.into(),
+                        data: PairTest {
+                            failed: Some(why.clone()),
+                            ..line
+                        },
+                        error: Some(why),
+                    };
+                    let key = decided.data.cell_key();
+                    if runner
+                        .decided(key, decided)
+                        .map_err(|e| self.not_kept(e))?
+                        .is_some()
+                    {
+                        summary.failed += 1;
                     }
-                    results.write(&PairTest {
-                        failed: Some(reason(pair)),
-                        ..line
-                    })?;
                 }
             }
         }
@@ -647,44 +650,49 @@ impl MeshRun {
         }
     }
 
-    /// Runs one step's pairs at once, each on its own thread; returns the
-    /// hosts lost meanwhile, with why, and the step's cell time (its
-    /// longest pair's tests).
+    /// Runs one step's pairs at once on the runner, each on its own
+    /// thread, its tests one after another; returns the hosts lost
+    /// meanwhile, with why, and the step's cell time (its longest pair's
+    /// tests).
     fn run_step(
         &self,
-        results: &Results,
+        runner: &mut Runner,
+        summary: &mut Summary,
         hosts: &[Host],
         at: At,
         step: &[Pair],
         say: &(dyn Fn(&str) + Sync),
-    ) -> (Vec<(u32, String)>, f64) {
-        let troubled: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-        let longest = std::thread::scope(|scope| {
-            let pairs: Vec<_> = step
-                .iter()
-                .map(|pair| {
-                    let troubled = &troubled;
-                    scope.spawn(move || {
-                        let mut seconds = 0.0;
-                        for &test in &self.pass.tests {
-                            let (failed, took) =
-                                self.run_test(results, hosts, at, *pair, test, say);
-                            seconds += took;
-                            if failed {
-                                lock(troubled).extend(pair.hosts());
-                            }
-                        }
-                        seconds
-                    })
-                })
-                .collect();
-            pairs
-                .into_iter()
-                .map(|p| p.join().unwrap_or(0.0))
-                .fold(0.0, f64::max)
-        });
+    ) -> anyhow::Result<(Vec<(u32, String)>, f64)> {
+        self.stop_if_interrupted(summary)?;
+        let lanes: Vec<Vec<(Pair, MeshTest)>> = step
+            .iter()
+            .map(|&pair| self.pass.tests.iter().map(|&test| (pair, test)).collect())
+            .collect();
+        let tests = PairTests {
+            run: self,
+            hosts,
+            at,
+            say,
+        };
+        let records = runner.round(&tests, &lanes).map_err(|e| self.not_kept(e))?;
+        let directions = if self.pass.bidir { 2.0 } else { 1.0 };
+        let mut longest = 0.0f64;
+        let mut troubled: Vec<u32> = Vec::new();
+        for (pair, lane) in step.iter().zip(&records) {
+            let mut seconds = 0.0;
+            for record in &lane.measured {
+                // Both directions of a test share its time.
+                seconds += record.data.seconds / directions;
+                if record.error.is_some() {
+                    summary.failed += 1;
+                    troubled.extend(pair.hosts());
+                } else {
+                    summary.measured += 1;
+                }
+            }
+            longest = longest.max(seconds);
+        }
         // A host in a failed test is lost when it cannot be reached again.
-        let mut troubled = troubled.into_inner().unwrap_or_default();
         troubled.sort_unstable();
         troubled.dedup();
         let lost = troubled
@@ -694,30 +702,36 @@ impl MeshRun {
                 Err(e) => Some((host, agent_message(e))),
             })
             .collect();
-        (lost, longest)
+        Ok((lost, longest))
     }
 
-    /// Runs `test` of `pair` unless it is finished, writing its lines;
-    /// whether it failed, and the seconds it took (none when finished).
+    /// Why the runner stopped the run, as the mesh says it: the user's
+    /// stop, or a record that could not be written (a full disk).
+    fn not_kept(&self, error: MeasureError) -> anyhow::Error {
+        match error {
+            MeasureError::Interrupted { saved } => self.stopped(saved),
+            other => anyhow::Error::new(other).context(format!(
+                "the run stops here (what was written stays, and --resume {} finishes it)",
+                self.dir.display()
+            )),
+        }
+    }
+
+    /// Runs `test` of `pair`: each direction's line, failed or not, as
+    /// the runner keeps it.
     fn run_test(
         &self,
-        results: &Results,
         hosts: &[Host],
         at: At,
         pair: Pair,
         test: MeshTest,
         say: &(dyn Fn(&str) + Sync),
-    ) -> (bool, f64) {
-        let directions = self.directions(pair);
-        let lines: Vec<PairTest> = directions
+    ) -> Result<Vec<Measured<PairTest>>, Interrupted> {
+        let lines: Vec<PairTest> = self
+            .directions(pair)
             .iter()
             .map(|d| self.line(hosts, *d, test, at, now_rfc3339()))
             .collect();
-        if lines.iter().all(|l| results.finished(&l.key()))
-            || crate::controller::processes::interrupted()
-        {
-            return (false, 0.0);
-        }
         let (from, to) = (
             &hosts[pair.from as usize].name,
             &hosts[pair.to as usize].name,
@@ -740,10 +754,16 @@ impl MeshRun {
             MeshTest::Probe => self.probe(from, to),
         };
         let seconds = start.elapsed().as_secs_f64();
-        let mut failed = false;
+        let kept = |line: PairTest, error: Option<String>| Measured {
+            placement: PLACEMENT.into(),
+            data: line,
+            error,
+        };
         match measured {
-            Ok(by_direction) => {
-                for (line, (figures, detail)) in lines.into_iter().zip(by_direction) {
+            Ok(by_direction) => Ok(lines
+                .into_iter()
+                .zip(by_direction)
+                .map(|(line, (figures, detail))| {
                     say(&format!(
                         "{}: {} -> {} {}: {}",
                         self.place(at),
@@ -758,33 +778,30 @@ impl MeshRun {
                         detail,
                         ..line
                     };
-                    if let Err(e) = results.write(&line) {
-                        say(&format!("netlab mesh: {}", crate::options::describe(&e)));
-                    }
-                }
-            }
+                    kept(line, None)
+                })
+                .collect()),
             // Stopped by the user, not failed: left for a --resume.
-            Err(_) if crate::controller::processes::interrupted() => {}
+            Err(_) if crate::controller::processes::interrupted() => Err(Interrupted),
             Err(why) => {
-                failed = true;
                 say(&format!(
                     "{}: {from} -> {to} {}: failed: {why}",
                     self.place(at),
                     test.name()
                 ));
-                for line in lines {
-                    let line = PairTest {
-                        seconds,
-                        failed: Some(why.clone()),
-                        ..line
-                    };
-                    if let Err(e) = results.write(&line) {
-                        say(&format!("netlab mesh: {}", crate::options::describe(&e)));
-                    }
-                }
+                Ok(lines
+                    .into_iter()
+                    .map(|line| {
+                        let line = PairTest {
+                            seconds,
+                            failed: Some(why.clone()),
+                            ..line
+                        };
+                        kept(line, Some(why.clone()))
+                    })
+                    .collect())
             }
         }
-        (failed, seconds)
     }
 
     /// A TCP stream (or with `udp`, paced datagrams) from `from` to `to`
