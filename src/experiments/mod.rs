@@ -279,7 +279,7 @@ registry! {
     /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness): idle vs working latency, grade, which queue held the delay.
     rpm: Rpm(rpm::Rpm) records,
     /// Every pair of N hosts' agents in rounds of disjoint pairs: throughput, RTT, loss and RPM matrices, bottlenecks, resume; `plan`, `report`, `manifests`.
-    mesh: Mesh(mesh::Mesh),
+    mesh: Mesh(mesh::Mesh) records,
 }
 
 /// A record of any experiment.

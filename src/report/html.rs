@@ -66,6 +66,15 @@ pub trait ReportSection {
         let _ = records;
         Vec::new()
     }
+    /// What the section shows beyond its figures, as HTML of its own (the
+    /// mesh's heat maps), placed after them; empty for most.
+    fn html(records: &[Record<Self::Data>]) -> String {
+        let _ = records;
+        String::new()
+    }
+    /// The stylesheet rules [`ReportSection::html`] needs, added to the
+    /// page's once when the section is on it.
+    const STYLE: &'static str = "";
 }
 
 /// Each cell's link as it accounts for itself (for [`ReportSection::links`]):
@@ -124,6 +133,8 @@ pub fn section_of<S: ReportSection>(records: &[Record<S::Data>]) -> Option<Secti
                 )
             })
             .collect(),
+        html: S::html(records),
+        style: S::STYLE,
         records: records.len(),
     })
 }
@@ -255,6 +266,10 @@ pub struct Section {
     pub links: Vec<String>,
     /// Cells that failed: what and why.
     pub missing: Vec<String>,
+    /// Its own HTML after its figures (see [`ReportSection::html`]), and
+    /// the rules that HTML needs.
+    pub html: String,
+    pub style: &'static str,
     pub records: usize,
 }
 
@@ -371,7 +386,13 @@ pub fn write<D: Profiled>(
         skipped: loaded.skipped.clone(),
         figure_errors: Vec::new(),
     };
-    let mut html = page_start("netlab report", "");
+    let mut styles: Vec<&str> = sections
+        .iter()
+        .map(|s| s.style)
+        .filter(|s| !s.is_empty())
+        .collect();
+    styles.dedup();
+    let mut html = page_start("netlab report", &styles.join("\n"));
     html.push_str(&records_line(&loaded.records, records_link));
     html.push_str(&what_ran(&loaded.records, &sections));
     html.push_str(&first_screen(&sections));
@@ -406,6 +427,7 @@ pub fn write<D: Profiled>(
                 Err(e) => written.figure_errors.push(e),
             }
         }
+        html.push_str(&section.html);
         html.push_str(&format!(
             "{}<p>{} records; raw: <a href=\"{}\">{}</a> (experiment \"{}\").</p>\n",
             super::htmltext::text_to_html(&section.tables),

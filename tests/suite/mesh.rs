@@ -650,6 +650,29 @@ fn a_mesh_run_cut_short_by_dead_agents_and_controller_resumes_without_measuring_
         2 * 6 * 5
     );
 
+    // The run's records are a section of `netlab report`: its tests
+    // counted, its heat maps, the dead agent's cells named as failed and
+    // the spoiled line as skipped.
+    let page_dir = fleet.dir.path().join("report");
+    let output = Command::new(binary())
+        .arg("report")
+        .arg(dir.join("results.jsonl"))
+        .arg("-o")
+        .arg(&page_dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = std::fs::read_to_string(page_dir.join("report.html")).unwrap();
+    let section = &page[page.find("<section id=\"mesh\">").expect("a mesh section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("every pair of 8 hosts"), "{section}");
+    assert!(section.contains("class=\"heat\""), "{section}");
+    assert!(
+        section.contains(&format!("mesh {} -&gt; ", a(6))),
+        "agent 6's cells are missing by name: {section}"
+    );
+    assert!(page.contains("not UTF-8"), "the spoiled line is skipped");
+
     // A controller of another release: every agent refuses it, by name.
     let output = fleet
         .mesh(&[

@@ -16,6 +16,7 @@ pub mod record;
 pub mod report;
 pub mod rules;
 pub mod run;
+pub mod section;
 
 /// The mesh experiment, as the registry lists it.
 pub struct Mesh;
@@ -35,4 +36,9 @@ impl crate::options::experiment::Experiment for Mesh {
     fn json(args: &Self::Args) -> bool {
         args.json()
     }
+}
+
+impl crate::options::experiment::Recorded for Mesh {
+    type Data = record::PairTest;
+    type Section = section::MeshSection;
 }

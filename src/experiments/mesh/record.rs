@@ -224,6 +224,8 @@ pub struct PairTest {
     pub detail: Option<serde_json::Value>,
 }
 
+impl crate::record::profile::Profiled for PairTest {}
+
 impl PairTest {
     /// What identifies the test in its run: (from, to, test, pass). The
     /// run's manifest fixes the rest (lengths, mode, seed), and a resumed

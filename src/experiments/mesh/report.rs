@@ -381,7 +381,7 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         }
         html.push_str("</ul>");
     }
-    html.push_str(&matrices(&hosts, results));
+    html.push_str(&matrices(&hosts, results, 2));
     html.push_str(PAGE_END);
     html
 }
@@ -389,8 +389,12 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
 /// For each figure measured over `hosts`: its findings in words, its
 /// heat map (or, over [`MAX_MATRIX_HOSTS`], each host's summary) and, for
 /// each test's main figure, the asymmetry map: the body a mesh run's page
-/// and the report's mesh section share.
-pub fn matrices(hosts: &[(String, BTreeMap<String, String>)], results: &[PairTest]) -> String {
+/// and the report's mesh section share; `level` is the heading level of each metric.
+pub fn matrices(
+    hosts: &[(String, BTreeMap<String, String>)],
+    results: &[PairTest],
+    level: u8,
+) -> String {
     let mut html = String::from(
         "<p class=\"legend\"><span style=\"background:hsl(120,65%,78%)\">typical or better</span><span style=\"background:hsl(0,65%,78%)\">worse than typical</span><span class=\"failed\" style=\"background:#333;color:#fff\">✕ failed</span><span style=\"background:repeating-linear-gradient(45deg,#fff,#fff 4px,#eee 4px,#eee 8px)\">· not measured</span> <span style=\"outline:2px dashed #a33;outline-offset:-3px\">⁑ two groups among its passes</span> <span style=\"font-style:italic;background-image:repeating-linear-gradient(135deg,transparent,transparent 5px,rgba(0,0,0,.12) 5px,rgba(0,0,0,.12) 7px)\">host-bound: limited by a host, not read for the findings</span> Hover a cell for its value, its passes, its limits verdict or why it failed.</p>",
     );
@@ -401,7 +405,7 @@ pub fn matrices(hosts: &[(String, BTreeMap<String, String>)], results: &[PairTes
         }
         let _ = write!(
             html,
-            "<h2>{} ({}, {} test)</h2>",
+            "<h{level}>{} ({}, {} test)</h{level}>",
             escape(metric.describe),
             escape(metric.unit),
             metric.test.name()
@@ -431,8 +435,9 @@ pub fn matrices(hosts: &[(String, BTreeMap<String, String>)], results: &[PairTes
         if MAPPED.contains(&metric.name) {
             let _ = write!(
                 html,
-                "<h3>Asymmetry of {}: each direction against the other</h3>",
-                escape(metric.describe)
+                "<h{sub}>Asymmetry of {}: each direction against the other</h{sub}>",
+                escape(metric.describe),
+                sub = level + 1
             );
             html.push_str(&asymmetry_map(&matrix, metric));
         }
