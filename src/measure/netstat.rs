@@ -68,12 +68,23 @@ pub const AT_SENDER: &[&str] = &[
 /// covers it), or no socket on the port. `Udp.InErrors` less
 /// `Udp.RcvbufErrors` is the UDP layer's own drops: checksum and memory
 /// errors (a full socket buffer is counted per socket, by SO_RXQ_OVFL).
+///
+/// The `Ip6.` counters are for an IPv4 packet whose version nibble was
+/// flipped from 4 to 6 on the way (a single bit): a TUN device hands it to
+/// IPv6 by that nibble, which drops it as a bad header (`Ip6.InHdrErrors`,
+/// seen in a namespace on 2026-12-04) or, by what the rest of the header
+/// reads as, as truncated, unroutable or not its address.
 pub const UDP_RECEIVE_DROPS: &[&str] = &[
     "Ip.InHdrErrors",
     "Ip.InAddrErrors",
     "Ip.InDiscards",
     "IpExt.InTruncatedPkts",
     "Udp.NoPorts",
+    "Ip6.InHdrErrors",
+    "Ip6.InAddrErrors",
+    "Ip6.InDiscards",
+    "Ip6.InNoRoutes",
+    "Ip6.InTruncatedPkts",
 ];
 
 /// Whether the kernel counts `name` at the data's sender ([`AT_SENDER`]).
@@ -97,7 +108,8 @@ impl Counters {
 pub struct Counters(pub BTreeMap<String, u64>);
 
 impl Counters {
-    /// Reads `/proc/net/netstat` and `/proc/net/snmp` of the caller's namespace.
+    /// Reads `/proc/net/netstat`, `/proc/net/snmp` and `/proc/net/snmp6` of
+    /// the caller's namespace.
     /// A file that cannot be read contributes nothing (the record then lacks
     /// those counters rather than failing the run).
     pub fn read() -> Counters {
@@ -117,7 +129,27 @@ impl Counters {
                 all.0.extend(Counters::parse(&text).0);
             }
         }
+        if let Ok(text) = std::fs::read_to_string(format!("{dir}/snmp6")) {
+            all.0.extend(Counters::parse_snmp6(&text).0);
+        }
         all
+    }
+
+    /// Parses `snmp6`'s one-counter lines (`Ip6InHdrErrors  3`) with the
+    /// group split off at its `6` (`Ip6.InHdrErrors`, `Icmp6.InMsgs`,
+    /// `UdpLite6.InErrors`), as the IPv4 files name theirs. Lines that do
+    /// not read so are skipped.
+    pub fn parse_snmp6(text: &str) -> Counters {
+        Counters(
+            text.lines()
+                .filter_map(|line| {
+                    let (name, value) = line.split_once(char::is_whitespace)?;
+                    let value = value.trim().parse::<u64>().ok()?;
+                    let (group, rest) = name.split_at(name.find('6')? + 1);
+                    (!rest.is_empty()).then(|| (format!("{group}.{rest}"), value))
+                })
+                .collect(),
+        )
     }
 
     /// Parses the header/value line pairs of either file. Lines that do not
@@ -203,6 +235,22 @@ Tcp: 1 -1 1000 900 3\n";
         let s = Counters::parse(SNMP);
         assert_eq!(s.get("Tcp.InSegs"), 1000);
         assert!(!s.0.contains_key("Tcp.MaxConn"));
+    }
+
+    #[test]
+    fn parses_snmp6_lines_into_groups() {
+        let c = Counters::parse_snmp6(
+            "Ip6InReceives                   \t242\nIp6InHdrErrors \t5\nIcmp6InType134 2\nUdpLite6InErrors 1\nbroken\nIp6 7\n",
+        );
+        assert_eq!(c.get("Ip6.InReceives"), 242);
+        assert_eq!(c.get("Ip6.InHdrErrors"), 5);
+        assert_eq!(c.get("Icmp6.InType134"), 2);
+        assert_eq!(c.get("UdpLite6.InErrors"), 1);
+        assert_eq!(c.0.len(), 4);
+        // A flipped version nibble's drop is one of the UDP receive drops.
+        let after = Counters(c.0.clone());
+        let drops = after.udp_receive_drops(&Counters::default());
+        assert_eq!(drops.get("Ip6.InHdrErrors"), Some(&5));
     }
 
     #[test]

@@ -1630,7 +1630,8 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
         "{sites}"
     );
     // Corrupted datagrams die in the receiver's IP and UDP layers (their
-    // checksums) or at its device, and are named there, not as unexplained.
+    // checksums), in IPv6 (a version nibble flipped from 4 to 6) or at its
+    // device, and are named there, not as unexplained.
     let doc = through_emulator("1s", &["--netem", "corrupt 2%"]);
     let record = &doc["records"][0]["result"];
     let sites = &record["udp_loss"];
