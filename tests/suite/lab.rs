@@ -157,8 +157,16 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     } else {
         assert!(text.contains("skipped: rpm: the emulated 50 Mbit/s link needs root"));
     }
+    // The mesh: three loopback agents, every ordered pair's rtt test, on
+    // the lab's runner into its records, and its section on the page.
+    assert_eq!(count("mesh", "agents"), 3 * 2);
+    assert!(text.contains("mesh: every pair of 3 hosts"), "{text}");
     // The report, its figures and the notable findings.
     let report = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        report.contains("<section id=\"mesh\">") && report.contains("class=\"heat\""),
+        "the mesh's section and heat maps"
+    );
     for figure in [
         "stream-throughput",
         "rpc-time",

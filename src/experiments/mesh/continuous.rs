@@ -315,6 +315,7 @@ impl Continuous {
             key: self.key.clone(),
             dir: dir.clone(),
             resume: false,
+            keep: false,
         };
         // Each test's line is on disk; only what goes wrong is said.
         let quiet = |line: &str| {

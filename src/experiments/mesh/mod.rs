@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod continuous;
 pub mod inventory;
+pub mod lab;
 pub mod manifests;
 pub mod matrix;
 pub mod metrics;
@@ -28,6 +29,8 @@ impl crate::options::experiment::Experiment for Mesh {
         Some(crate::endpoint::agent::policy::Serve::As(&[
             "stream", "rpc", "rpm",
         ]));
+
+    const LAB: Option<crate::controller::lab::LabEntry> = Some(lab::MeshLab::boxed);
 
     fn run(args: Self::Args, out: &mut crate::options::Output) -> anyhow::Result<()> {
         options::run(args, out)

@@ -564,6 +564,7 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
         key,
         dir: dir.clone(),
         resume,
+        keep: false,
     };
     let say = |line: &str| eprintln!("{line}");
     let summary = match run.run(&say) {

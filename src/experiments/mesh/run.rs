@@ -69,6 +69,9 @@ pub struct MeshRun {
     pub key: PathBuf,
     pub dir: PathBuf,
     pub resume: bool,
+    /// Whether [`Summary::records`] gathers the run's records (the lab's
+    /// section reads them; a fleet's run leaves them on disk alone).
+    pub keep: bool,
 }
 
 /// How a run ended.
@@ -88,6 +91,9 @@ pub struct Summary {
     pub cell_s: f64,
     /// The controller's CPU time (all its threads) over the run.
     pub controller_cpu_s: f64,
+    /// The records of this run's tests, measured, failed or reused, when
+    /// the run keeps them ([`MeshRun::keep`]).
+    pub records: Vec<crate::record::Record<PairTest>>,
 }
 
 /// Where a test sits in the run: its pass, its round, and how many pairs
@@ -204,12 +210,32 @@ impl MeshRun {
     /// Runs the pass (or what is left of it) and says how it went; results
     /// are on disk as they come, whatever this returns.
     pub fn run(self, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Summary> {
+        let (manifest, resumed, mut writer) = self.open_dir()?;
+        let finished = resumed.as_ref().map_or(0, Resumed::found);
+        // The tests are the runner's cells: it keeps each record the
+        // moment its test ends, and a resumed run's measured ones.
+        let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
+            .progress(false)
+            .resume(resumed);
+        self.run_on(&mut runner, manifest, finished, say)
+    }
+
+    /// Runs the passes on `runner` (the run's own over its directory, or
+    /// the lab's), writing `manifest` (with the agents' accounts of
+    /// themselves) into the run's directory at the first pass run;
+    /// `finished` tests were found measured already.
+    pub fn run_on(
+        &self,
+        runner: &mut Runner,
+        manifest: Manifest,
+        finished: usize,
+        say: &(dyn Fn(&str) + Sync),
+    ) -> anyhow::Result<Summary> {
         let started = Instant::now();
         let usage = crate::measure::rusage::ProcessUsage::now();
-        let (manifest, resumed, mut writer) = self.open_dir()?;
         remote::configure(Key::load(&self.key)?, "mesh");
         let mut summary = Summary {
-            skipped: resumed.as_ref().map_or(0, Resumed::found),
+            skipped: finished,
             ..Summary::default()
         };
         if summary.skipped > 0 {
@@ -218,11 +244,6 @@ impl MeshRun {
                 summary.skipped
             ));
         }
-        // The tests are the runner's cells: it keeps each record the
-        // moment its test ends, and a resumed run's measured ones.
-        let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
-            .progress(false)
-            .resume(resumed);
         let mut hosts: Vec<Host> = self
             .inventory
             .iter()
@@ -233,7 +254,7 @@ impl MeshRun {
             .collect();
         let mut manifest = Some(manifest);
         for pass in 0..self.pass.passes {
-            if self.pass_measured(&runner, pass) {
+            if self.pass_measured(runner, pass) {
                 continue;
             }
             self.stop_if_interrupted(&summary)?;
@@ -246,14 +267,7 @@ impl MeshRun {
             }
             // Each pass is its own run on the agents.
             remote::close_all();
-            let outcome = self.run_pass(
-                pass,
-                &mut runner,
-                &mut hosts,
-                &mut manifest,
-                &mut summary,
-                say,
-            );
+            let outcome = self.run_pass(pass, runner, &mut hosts, &mut manifest, &mut summary, say);
             remote::close_all();
             outcome?;
         }
@@ -479,21 +493,7 @@ impl MeshRun {
                 );
             }
             crate::record::files::make_out_dir(&self.dir, "--out").map_err(anyhow::Error::msg)?;
-            let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
-            let pass = &self.pass;
-            let schedule = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
-            Manifest {
-                experiment: "mesh".into(),
-                netlab_version: env!("CARGO_PKG_VERSION").into(),
-                started: now_rfc3339(),
-                controller: remote::controller_name(),
-                agents_spec: self.agents_spec.clone(),
-                inventory: self.inventory.clone(),
-                pass: self.pass.clone(),
-                rounds: schedule.rounds(),
-                steps: schedule.step_count(),
-                agents: Vec::new(),
-            }
+            self.manifest()?
         };
         // The records' writer, each line synced: a line torn by a killed
         // controller or a full disk is ended first (and skipped on reading).
@@ -501,6 +501,26 @@ impl MeshRun {
             .with_context(|| format!("opening {}", results_path.display()))?
             .durable();
         Ok((manifest, resumed, writer))
+    }
+
+    /// A new run's manifest: what it was told and its plan's size (the
+    /// agents' accounts are added as they answer).
+    pub fn manifest(&self) -> anyhow::Result<Manifest> {
+        let ids: Vec<u32> = (0..self.inventory.len() as u32).collect();
+        let pass = &self.pass;
+        let schedule = Schedule::new(&ids, pass.seed, pass.bidir, pass.mode, pass.max_pairs)?;
+        Ok(Manifest {
+            experiment: "mesh".into(),
+            netlab_version: env!("CARGO_PKG_VERSION").into(),
+            started: now_rfc3339(),
+            controller: remote::controller_name(),
+            agents_spec: self.agents_spec.clone(),
+            inventory: self.inventory.clone(),
+            pass: self.pass.clone(),
+            rounds: schedule.rounds(),
+            steps: schedule.step_count(),
+            agents: Vec::new(),
+        })
     }
 
     /// Refuses, before any traffic, a pass that an agent would end part-way:
@@ -582,12 +602,13 @@ impl MeshRun {
                         error: Some(why),
                     };
                     let key = decided.data.cell_key();
-                    if runner
-                        .decided(key, decided)
-                        .map_err(|e| self.not_kept(e))?
-                        .is_some()
+                    if let Some(record) =
+                        runner.decided(key, decided).map_err(|e| self.not_kept(e))?
                     {
                         summary.failed += 1;
+                        if self.keep {
+                            summary.records.push(record);
+                        }
                     }
                 }
             }
@@ -691,6 +712,13 @@ impl MeshRun {
                 }
             }
             longest = longest.max(seconds);
+        }
+        if self.keep {
+            summary.records.extend(
+                records
+                    .into_iter()
+                    .flat_map(|lane| lane.reused.into_iter().chain(lane.measured)),
+            );
         }
         // A host in a failed test is lost when it cannot be reached again.
         troubled.sort_unstable();
