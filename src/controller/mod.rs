@@ -27,6 +27,7 @@ pub mod remote;
 pub mod resume;
 pub mod rounds;
 pub mod runner;
+pub mod sink;
 
 pub mod errors;
 

@@ -65,6 +65,11 @@ impl Progress {
         self.maybe_show();
     }
 
+    /// The units counted so far.
+    pub fn position(&self) -> u64 {
+        self.bar.position()
+    }
+
     pub fn set_message(&mut self, message: String) {
         self.bar.set_message(message);
     }

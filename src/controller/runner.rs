@@ -2,7 +2,9 @@
 //!
 //! An experiment says how to measure one cell ([`MeasureCell`]); the runner
 //! walks a grid of cells through it with one failure policy, one
-//! interruption path, one progress display and one way of keeping records:
+//! interruption path, and one way out for what happens: its events go to
+//! its [`Sink`]s (the records file, the progress display, any added with
+//! [`Runner::sink`]; see [`super::sink`]):
 //!
 //! - a failed cell becomes a record with its `error` set, saved like any
 //!   other, and the grid goes on; with `fail_fast` the runner stops after
@@ -25,8 +27,8 @@ pub mod together;
 
 use super::errors::{CellError, Interrupted, MeasureError};
 use super::processes::ControlError;
-use super::progress::Progress;
 use super::resume::{CellKey, Resumed};
+use super::sink::{Display, RunEvent, Sink, SinkError};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordWriter, now_rfc3339};
 use serde::Serialize;
@@ -67,13 +69,13 @@ pub trait MeasureCell {
 /// Walks cells through a [`MeasureCell`], keeping a record of each.
 pub struct Runner<'w> {
     host: HostFacts,
-    writer: Option<&'w mut RecordWriter>,
+    /// The records file first, then any added; each told every event.
+    sinks: Vec<Box<dyn Sink + 'w>>,
+    /// The person watching, told each event after the sinks.
+    display: Display,
     fail_fast: bool,
-    show_progress: bool,
     stop: Arc<AtomicBool>,
     saved: usize,
-    /// The display of cells measured one at a time (searches).
-    spinner: Option<Progress>,
     /// `--profile`: each cell measured under a CPU profile.
     profiling: Option<super::profile::Profiling>,
     /// `--resume`: an earlier run's records, reused for their cells.
@@ -85,26 +87,21 @@ pub struct Runner<'w> {
     kept: std::collections::HashSet<CellKey>,
 }
 
-impl Drop for Runner<'_> {
-    fn drop(&mut self) {
-        if let Some(spinner) = &self.spinner {
-            spinner.finish();
-        }
-    }
-}
-
 impl<'w> Runner<'w> {
     /// A runner that appends records to `writer` (none: keep them in memory
     /// only) and stops on the process's interrupt flag.
     pub fn new(host: HostFacts, writer: Option<&'w mut RecordWriter>) -> Runner<'w> {
+        let sinks: Vec<Box<dyn Sink + 'w>> = match writer {
+            Some(writer) => vec![Box::new(writer)],
+            None => Vec::new(),
+        };
         Runner {
             host,
-            writer,
+            sinks,
+            display: Display::new(true),
             fail_fast: false,
-            show_progress: true,
             stop: super::processes::interrupt_flag(),
             saved: 0,
-            spinner: None,
             profiling: None,
             resumed: None,
             reused: 0,
@@ -161,8 +158,29 @@ impl<'w> Runner<'w> {
     /// Show a progress bar on a terminal (the default); scripted runs and
     /// `--json` turn it off.
     pub fn progress(mut self, on: bool) -> Self {
-        self.show_progress = on;
+        self.display.set_enabled(on);
         self
+    }
+
+    /// Tell `sink` every event of the run too, after the records file.
+    pub fn sink(mut self, sink: impl Sink + 'w) -> Self {
+        self.sinks.push(Box::new(sink));
+        self
+    }
+
+    /// Tells every sink, then the display, of `event`; the first sink's
+    /// error ends the telling (the records file is first).
+    fn tell(&mut self, event: RunEvent<'_>) -> Result<(), SinkError> {
+        for sink in &mut self.sinks {
+            sink.event(&event)?;
+        }
+        self.display.event(&event)
+    }
+
+    /// As [`Runner::tell`] for events whose loss costs nothing measured:
+    /// a sink's error is the next record's to report.
+    fn tell_only(&mut self, event: RunEvent<'_>) {
+        let _ = self.tell(event);
     }
 
     /// Watch `flag` instead of the process's interrupt flag (tests).
@@ -181,31 +199,28 @@ impl<'w> Runner<'w> {
         measure: &mut M,
         cells: &[M::Cell],
     ) -> Result<Vec<Record<M::Data>>, MeasureError> {
-        let mut bar = Progress::new(cells.len() as u64, false, self.show_progress);
+        self.tell_only(RunEvent::Began { cells: cells.len() });
         let mut records = Vec::with_capacity(cells.len());
         for cell in cells {
-            bar.set_message(measure.label(cell));
-            let outcome = self.measure_and_save(measure, cell);
-            bar.inc(1);
-            match outcome {
+            self.tell_only(RunEvent::Measuring {
+                label: &measure.label(cell),
+            });
+            match self.measure_and_save(measure, cell) {
                 Ok(record) => records.push(record),
                 Err(e) => {
-                    bar.finish();
+                    self.tell_only(RunEvent::Ended);
                     return Err(e);
                 }
             }
         }
-        bar.finish();
+        self.tell_only(RunEvent::Ended);
         Ok(records)
     }
 
     /// Says a line to the person watching (a search's step or plan), on
     /// stderr, above the spinner when one shows.
     pub fn say(&mut self, line: &str) {
-        match &self.spinner {
-            Some(spinner) => spinner.println(line),
-            None => eprintln!("{line}"),
-        }
+        self.tell_only(RunEvent::Said(line));
     }
 
     /// Measures one cell and saves its record (failed or not): a search's
@@ -215,15 +230,10 @@ impl<'w> Runner<'w> {
         measure: &mut M,
         cell: &M::Cell,
     ) -> Result<Record<M::Data>, MeasureError> {
-        let show = self.show_progress;
-        let spinner = self.spinner.get_or_insert_with(|| Progress::spinner(show));
-        spinner.set_message(measure.label(cell));
-        spinner.tick();
-        let outcome = self.measure_and_save(measure, cell);
-        if let Some(spinner) = &mut self.spinner {
-            spinner.inc(1);
-        }
-        outcome
+        self.tell_only(RunEvent::Measuring {
+            label: &measure.label(cell),
+        });
+        self.measure_and_save(measure, cell)
     }
 
     fn measure_and_save<M: MeasureCell>(
@@ -237,6 +247,7 @@ impl<'w> Runner<'w> {
         let key = measure.key(cell);
         if let Some(record) = self.resumed.as_mut().and_then(|r| r.take(&key)) {
             self.reused += 1;
+            self.tell_only(RunEvent::Reused);
             return Ok(record);
         }
         let started = now_rfc3339();
@@ -294,12 +305,15 @@ impl<'w> Runner<'w> {
             }
             None => {}
         }
-        if let Some(writer) = self.writer.as_deref_mut() {
-            writer.write(&record).map_err(|source| MeasureError::Save {
-                path: writer.path().display().to_string(),
-                source,
+        let line = serde_json::to_string(&record).map_err(|e| MeasureError::Save {
+            path: "the record".into(),
+            source: std::io::Error::other(e),
+        })?;
+        self.tell(RunEvent::Kept { line: &line })
+            .map_err(|e| MeasureError::Save {
+                path: e.to,
+                source: e.source,
             })?;
-        }
         self.saved += 1;
         if self.fail_fast
             && let Some(error) = &record.error
@@ -427,6 +441,59 @@ mod tests {
         assert_eq!(records[1].error.as_deref(), Some("no such thing"));
         assert!(records[0].error.is_none() && records[2].error.is_none());
         assert_eq!(mock.measured, [1, 2, 3]);
+    }
+
+    /// A sink that writes down what it is told.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    impl Sink for Log {
+        fn event(&mut self, event: &RunEvent<'_>) -> Result<(), SinkError> {
+            self.0.push(match event {
+                RunEvent::Kept { line } => format!("kept {line}"),
+                other => format!("{other:?}"),
+            });
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_added_sink_is_told_every_event_in_order_with_the_lines_on_disk() {
+        let mut mock = Mock::new(|&size: &usize| {
+            Ok(example_cell(size, (size == 2).then_some("no such thing")))
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut writer = RecordWriter::append(&path).unwrap();
+        let mut log = Log::default();
+        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+            .sink(&mut log);
+        runner.grid(&mut mock, &[1, 2]).unwrap();
+        runner.say("a search's step");
+        runner.cell(&mut mock, &3).unwrap();
+        drop(runner);
+        let lines: Vec<String> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| format!("kept {l}"))
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            log.0,
+            [
+                "Began { cells: 2 }",
+                "Measuring { label: \"1\" }",
+                &lines[0],
+                "Measuring { label: \"2\" }",
+                &lines[1],
+                "Ended",
+                "Said(\"a search's step\")",
+                "Measuring { label: \"3\" }",
+                &lines[2],
+            ]
+        );
     }
 
     #[test]

@@ -175,15 +175,24 @@ impl RecordWriter {
         self
     }
 
-    /// Writes one record as one line and flushes it to the file.
-    pub fn write<D: Serialize>(&mut self, record: &Record<D>) -> std::io::Result<()> {
-        self.write_line(record)
-    }
-
     /// Writes any value as one JSON line, flushed (and synced when
     /// [`RecordWriter::durable`]).
     pub fn write_line<T: Serialize>(&mut self, value: &T) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+        let line = serde_json::to_string(value).map_err(std::io::Error::other)?;
+        self.write_str(&line)
+    }
+
+    /// Writes a line made already (a serialized record, without its line
+    /// break), as [`RecordWriter::write_line`] does. A line with a break in
+    /// it is refused: it would be two records' lines, neither one whole.
+    pub fn write_str(&mut self, line: &str) -> std::io::Result<()> {
+        if line.contains('\n') {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a record's line has a line break in it",
+            ));
+        }
+        let mut line = line.as_bytes().to_vec();
         line.push(b'\n');
         // One write per record: a crash never leaves half a line behind a whole one.
         self.file.write_all(&line)?;

@@ -190,6 +190,7 @@ impl Runner<'_> {
             let records: Vec<Record<D>> = keys.iter().filter_map(|k| resumed.take(k)).collect();
             if records.len() == keys.len() {
                 self.reused += 1;
+                self.tell_only(crate::controller::sink::RunEvent::Reused);
                 self.kept.extend(keys);
                 return Step::Reuse(records);
             }

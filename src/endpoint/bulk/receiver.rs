@@ -9,8 +9,7 @@
 
 use super::read::{ReadSpec, receive_read, receive_splice};
 use super::socket::{
-    Before, Shaping, StreamError, congestion_control_of, egress_interface, io_err, link_speed_of,
-    new_socket, socket_buffer,
+    Before, Shaping, StreamError, egress_interface, io_err, new_socket, socket_buffer,
 };
 use super::types::EndpointReport;
 use super::types::RecvStrategy;
@@ -18,7 +17,6 @@ use super::zerocopy::receive_zerocopy;
 use crate::endpoint::bulk::spec::ReceiveSpec;
 use crate::endpoint::guard;
 use crate::endpoint::stall::{self, Stalled};
-use crate::measure::tcpinfo::TcpInfo;
 use socket2::Socket;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -163,8 +161,6 @@ impl Receiver {
             received.map_err(|e| e.stalled("receiver", bound, &stream))?;
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let over = before.end();
-        let (shapers, shapers_unread) = shaping.finish();
-        let tcp_info = TcpInfo::read(stream.as_fd()).ok();
         let socket = Socket::from(stream);
         let buffer = socket_buffer(
             socket.recv_buffer_size(),
@@ -172,33 +168,15 @@ impl Receiver {
             "tcp_rmem",
         );
         Ok(EndpointReport {
-            role: "receiver".into(),
-            pid: std::process::id(),
-            bytes,
-            syscalls,
-            wall_s,
-            usage: over.usage,
-            tcp_info,
-            counters: over.counters,
-            congestion_control: congestion_control_of(&socket),
-            mss: socket.tcp_mss().ok(),
             verified: self.spec.verify && self.spec.strategy.sees_bytes(),
-            zerocopy: None,
             zerocopy_receive,
-            intervals: Vec::new(),
-            samples: Vec::new(),
-            handshake_s: None,
-            bbr_bw_bps: None,
-            shapers,
-            shapers_unread,
-            udp: None,
-            cpus: over.cpus,
-            interface: over.interface,
-            run_delay_s: over.run_delay_s,
-            buffer,
-            cpu_budget: None,
-            core: over.core,
-            link_speed: link_speed_of(&socket),
+            ..over.tcp_report(
+                "receiver",
+                (bytes, syscalls, wall_s),
+                &socket,
+                buffer,
+                shaping,
+            )
         })
     }
 }

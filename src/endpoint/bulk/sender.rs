@@ -16,8 +16,7 @@
 
 use super::schedule::{QuietSamples, Schedule};
 use super::socket::{
-    Before, Shaping, StreamError, congestion_control_of, egress_interface, io_err, link_speed_of,
-    new_socket, socket_buffer,
+    Before, Shaping, StreamError, egress_interface, io_err, new_socket, socket_buffer,
 };
 use super::types::EndpointReport;
 use super::types::IntervalSample;
@@ -27,7 +26,6 @@ use super::zerocopy::send_zerocopy;
 use crate::endpoint::bulk::spec::SendSpec;
 use crate::endpoint::guard;
 use crate::endpoint::pattern::Pattern;
-use crate::measure::tcpinfo::TcpInfo;
 use socket2::Socket;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -176,10 +174,8 @@ impl Sender {
         }
         let wall_s = start.elapsed().as_secs_f64();
         let over = before.end();
-        let (shapers, shapers_unread) = shaping.finish();
         let intervals = schedule.finish_intervals();
         let samples = quiet.map_or_else(Vec::new, QuietSamples::finish);
-        let tcp_info = TcpInfo::read(self.stream.as_fd()).ok();
         let bbr_bw_bps = crate::measure::tcpinfo::bbr_bandwidth(self.stream.as_fd());
         let socket = Socket::from(self.stream);
         let buffer = socket_buffer(
@@ -188,33 +184,18 @@ impl Sender {
             "tcp_wmem",
         );
         Ok(EndpointReport {
-            role: "sender".into(),
-            pid: std::process::id(),
-            bytes: tally.bytes,
-            syscalls: tally.syscalls,
-            wall_s,
-            usage: over.usage,
-            tcp_info,
-            counters: over.counters,
-            congestion_control: congestion_control_of(&socket),
-            mss: socket.tcp_mss().ok(),
-            verified: false,
             zerocopy: tally.zerocopy,
-            zerocopy_receive: None,
             intervals,
             samples,
             handshake_s: Some(self.handshake_s),
             bbr_bw_bps,
-            shapers,
-            shapers_unread,
-            udp: None,
-            cpus: over.cpus,
-            interface: over.interface,
-            run_delay_s: over.run_delay_s,
-            buffer,
-            cpu_budget: None,
-            core: over.core,
-            link_speed: link_speed_of(&socket),
+            ..over.tcp_report(
+                "sender",
+                (tally.bytes, tally.syscalls, wall_s),
+                &socket,
+                buffer,
+                shaping,
+            )
         })
     }
 }

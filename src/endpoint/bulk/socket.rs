@@ -4,12 +4,14 @@
 //! interface's counters, the shapers on its side, the socket buffers as
 //! the kernel set them, the link's speed). Read outside the data path.
 
+use super::types::EndpointReport;
 use super::types::SocketBuffer;
 use super::types::SocketOptions;
 use crate::endpoint::protocol::current_cpu;
 use crate::endpoint::stall::{self, StallBound, Stalled};
 use crate::measure::procstat::{CoreLoad, StatSnapshot, core_load};
 use crate::measure::schedstat::thread_run_delay_ns;
+use crate::measure::tcpinfo::TcpInfo;
 use crate::measure::{ifstat::InterfaceCounters, netstat::Counters, rusage::ProcessUsage};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -210,6 +212,44 @@ pub(super) struct Over {
     pub(super) core: Option<CoreLoad>,
     pub(super) counters: Counters,
     pub(super) interface: Option<InterfaceCounters>,
+}
+
+impl Over {
+    /// A TCP end's report of its data path, the part both ends fill alike:
+    /// who, how much, what the accounting saw over it, and what the socket
+    /// (its TCP_INFO, control, MSS, link, buffer) and the shaping on its
+    /// side say at the end. The end fills in the rest.
+    pub(super) fn tcp_report(
+        self,
+        role: &str,
+        (bytes, syscalls, wall_s): (u64, u64, f64),
+        socket: &Socket,
+        buffer: Option<SocketBuffer>,
+        shaping: Shaping,
+    ) -> EndpointReport {
+        let (shapers, shapers_unread) = shaping.finish();
+        EndpointReport {
+            role: role.into(),
+            pid: std::process::id(),
+            bytes,
+            syscalls,
+            wall_s,
+            usage: self.usage,
+            tcp_info: TcpInfo::read(socket.as_fd()).ok(),
+            counters: self.counters,
+            congestion_control: congestion_control_of(socket),
+            mss: socket.tcp_mss().ok(),
+            shapers,
+            shapers_unread,
+            cpus: self.cpus,
+            interface: self.interface,
+            run_delay_s: self.run_delay_s,
+            buffer,
+            core: self.core,
+            link_speed: link_speed_of(socket),
+            ..EndpointReport::default()
+        }
+    }
 }
 
 impl Before {

@@ -453,21 +453,9 @@ pub fn rotate(cycles: &Path, keep: usize) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::rounds::Mode;
 
     fn probe_spec() -> PassSpec {
-        PassSpec {
-            tests: vec![MeshTest::Probe],
-            duration_s: 1.0,
-            mode: Mode::Host,
-            max_pairs: None,
-            bidir: false,
-            seed: 1,
-            loss_rate_bps: 10_000_000,
-            loss_length: 1200,
-            passes: 1,
-            probe_calls: 20,
-        }
+        PassSpec::new(vec![MeshTest::Probe], 1.0)
     }
 
     #[test]

@@ -60,18 +60,7 @@ impl MeshLab {
     }
 
     fn pass(&self) -> PassSpec {
-        PassSpec {
-            tests: self.tests.clone(),
-            duration_s: self.duration_s,
-            mode: crate::controller::rounds::Mode::Host,
-            max_pairs: None,
-            bidir: false,
-            seed: 1,
-            loss_rate_bps: 10_000_000,
-            loss_length: 1200,
-            passes: 1,
-            probe_calls: super::record::DEFAULT_PROBE_CALLS,
-        }
+        PassSpec::new(self.tests.clone(), self.duration_s)
     }
 }
 

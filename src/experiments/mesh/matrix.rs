@@ -428,23 +428,12 @@ mod tests {
 
     fn line(from: &str, to: &str, failed: Option<&str>, mbit: f64) -> PairTest {
         PairTest {
-            pass: 0,
-            test: MeshTest::Stream,
-            from: from.into(),
-            to: to.into(),
-            from_labels: BTreeMap::new(),
-            to_labels: BTreeMap::new(),
-            round: 0,
-            alongside: 1,
-            bidir: false,
-            started: String::new(),
-            seconds: 1.0,
             failed: failed.map(String::from),
             figures: PairFigures {
                 throughput_mbit_s: Some(mbit),
                 ..PairFigures::default()
             },
-            detail: None,
+            ..PairTest::example(MeshTest::Stream, from, to)
         }
     }
 

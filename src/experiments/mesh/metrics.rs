@@ -622,16 +622,6 @@ mod tests {
 
     fn probe(from: &str, to: &str, loss_pct: f64, failed: bool) -> PairTest {
         PairTest {
-            test: MeshTest::Probe,
-            from: from.into(),
-            to: to.into(),
-            from_labels: BTreeMap::new(),
-            to_labels: BTreeMap::new(),
-            round: 0,
-            alongside: 1,
-            pass: 0,
-            bidir: false,
-            started: String::new(),
             seconds: 0.1,
             failed: failed.then(|| "timed out".into()),
             figures: PairFigures {
@@ -640,7 +630,7 @@ mod tests {
                 rtt_p99_us: (!failed).then_some(300.0),
                 ..PairFigures::default()
             },
-            detail: None,
+            ..PairTest::example(MeshTest::Probe, from, to)
         }
     }
 

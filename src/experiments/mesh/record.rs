@@ -93,6 +93,25 @@ pub const MIN_TEST_S: f64 = 0.01;
 pub const MAX_LOSS_RATE_BPS: u64 = 100_000_000_000;
 
 impl PassSpec {
+    /// A pass of `tests`, each `duration_s` long, with the command line's
+    /// defaults for the rest: every pair once, one way at a time, in host
+    /// mode, seed 1, the loss test at 10 Mbit/s of 1,200-byte datagrams,
+    /// [`DEFAULT_PROBE_CALLS`] probe calls.
+    pub fn new(tests: Vec<MeshTest>, duration_s: f64) -> PassSpec {
+        PassSpec {
+            tests,
+            duration_s,
+            mode: Mode::Host,
+            max_pairs: None,
+            bidir: false,
+            seed: 1,
+            loss_rate_bps: 10_000_000,
+            loss_length: 1200,
+            passes: 1,
+            probe_calls: DEFAULT_PROBE_CALLS,
+        }
+    }
+
     /// Whether every field is one netlab would have written: the same
     /// checks as the command line's, so a hand-edited manifest fails here,
     /// naming the field, and not later as a panic.
@@ -225,6 +244,31 @@ pub struct PairTest {
 }
 
 impl crate::record::profile::Profiled for PairTest {}
+
+#[cfg(test)]
+impl PairTest {
+    /// A unit test's line: `test` from `from` to `to`, measured, one
+    /// second long, alone in the first round of the first pass, with no
+    /// labels and no figures.
+    pub fn example(test: MeshTest, from: &str, to: &str) -> PairTest {
+        PairTest {
+            test,
+            from: from.into(),
+            to: to.into(),
+            from_labels: BTreeMap::new(),
+            to_labels: BTreeMap::new(),
+            round: 0,
+            alongside: 1,
+            pass: 0,
+            bidir: false,
+            started: String::new(),
+            seconds: 1.0,
+            failed: None,
+            figures: PairFigures::default(),
+            detail: None,
+        }
+    }
+}
 
 impl PairTest {
     /// What identifies the test in its run: (from, to, test, pass). The
@@ -485,16 +529,10 @@ mod tests {
             passes in 0usize..2000,
         ) {
             let spec = PassSpec {
-                tests: vec![MeshTest::Stream],
-                duration_s,
-                mode: crate::controller::rounds::Mode::Host,
-                max_pairs: None,
-                bidir: false,
-                seed: 1,
                 loss_rate_bps,
                 loss_length,
                 passes,
-                probe_calls: DEFAULT_PROBE_CALLS,
+                ..PassSpec::new(vec![MeshTest::Stream], duration_s)
             };
             if spec.check().is_ok() {
                 proptest::prop_assert!(duration_s > 0.0 && duration_s <= MAX_TEST_S);

@@ -475,7 +475,6 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::rounds::Mode;
     use crate::experiments::mesh::inventory::Agent;
     use crate::experiments::mesh::record::MeshTest;
     use crate::experiments::mesh::record::{PairFigures, PassSpec};
@@ -500,16 +499,9 @@ mod tests {
                 })
                 .collect(),
             pass: PassSpec {
-                tests: vec![MeshTest::Stream],
-                duration_s: 1.0,
-                mode: Mode::Host,
-                max_pairs: None,
-                bidir: false,
-                seed: 1,
                 loss_rate_bps: 1,
                 loss_length: 100,
-                passes: 1,
-                probe_calls: 20,
+                ..PassSpec::new(vec![MeshTest::Stream], 1.0)
             },
             rounds: names.len().saturating_sub(1),
             steps: names.len().saturating_sub(1),
@@ -527,24 +519,12 @@ mod tests {
             for k in 1..=20 {
                 let j = (i + k) % n;
                 results.push(PairTest {
-                    test: MeshTest::Stream,
-                    from: name(i),
-                    to: name(j),
-                    from_labels: BTreeMap::new(),
-                    to_labels: BTreeMap::new(),
-                    round: 0,
-                    alongside: 1,
-                    pass: 0,
-                    bidir: false,
-                    started: String::new(),
-                    seconds: 1.0,
-                    failed: None,
                     figures: PairFigures {
                         throughput_mbit_s: Some(if i == 7 { 50.0 } else { 940.0 }),
                         verdict: Some("limited by the link".into()),
                         ..PairFigures::default()
                     },
-                    detail: None,
+                    ..PairTest::example(MeshTest::Stream, &name(i), &name(j))
                 });
             }
         }
@@ -573,24 +553,13 @@ mod tests {
                     continue;
                 }
                 results.push(PairTest {
-                    test: MeshTest::Stream,
-                    from: from.into(),
-                    to: to.into(),
-                    from_labels: BTreeMap::new(),
-                    to_labels: BTreeMap::new(),
-                    round: 0,
-                    alongside: 1,
-                    pass: 0,
-                    bidir: false,
-                    started: String::new(),
-                    seconds: 1.0,
                     failed: ((from, to) == ("c", "a")).then(|| "agent c <lost>".to_string()),
                     figures: PairFigures {
                         throughput_mbit_s: Some(if from == "a" { 90.0 } else { 940.0 }),
                         verdict: Some("limited by the link".into()),
                         ..PairFigures::default()
                     },
-                    detail: None,
+                    ..PairTest::example(MeshTest::Stream, from, to)
                 });
             }
         }

@@ -869,23 +869,10 @@ impl MeshRun {
             let rtt_us = control_rtt_us(caller, server).unwrap_or(1000).max(20);
             let per_rep = self.pass.duration_s * 1e6 / f64::from(RTT_REPS);
             let calls = (per_rep / rtt_us as f64).clamp(100.0, 200_000.0) as u32;
-            let params = RpcParams {
-                size: 0,
-                proto: crate::endpoint::rpc::Proto::Tcp,
-                strategy: crate::endpoint::rpc::client::Strategy::Writev,
-                client: Default::default(),
-                server: Default::default(),
-                calls,
+            let result = run_calls(&RpcParams {
                 reps: RTT_REPS,
-                placement: Placement::Remote {
-                    from: caller.to_string(),
-                    to: server.to_string(),
-                },
-                purpose: Purpose::Measure,
-                capture_timeline: false,
-            };
-            let result =
-                crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
+                ..empty_calls(caller, server, crate::endpoint::rpc::Proto::Tcp, calls)
+            })?;
             let figures = PairFigures {
                 rtt_p50_us: Some(result.client.latency_us_p50),
                 rtt_p99_us: Some(result.client.latency_us_p99),
@@ -914,26 +901,14 @@ impl MeshRun {
             // seconds, and a reply that late is a probe's loss anyway.
             let rtt_us = control_rtt_us(caller, server).unwrap_or(125_000);
             let timeout_ms = (4 * rtt_us / 1000).clamp(PROBE_TIMEOUT_MS.0, PROBE_TIMEOUT_MS.1);
-            let params = RpcParams {
-                size: 0,
-                proto: crate::endpoint::rpc::Proto::Udp,
-                strategy: crate::endpoint::rpc::client::Strategy::Writev,
-                client: crate::endpoint::rpc::client::ClientOptions {
-                    udp_timeout_ms: Some(timeout_ms as u32),
-                    ..Default::default()
-                },
-                server: Default::default(),
-                calls: self.pass.probe_calls,
-                reps: 1,
-                placement: Placement::Remote {
-                    from: caller.to_string(),
-                    to: server.to_string(),
-                },
-                purpose: Purpose::Measure,
-                capture_timeline: false,
-            };
-            let result =
-                crate::experiments::rpc::cell::run_cell(&params).map_err(|e| e.to_string())?;
+            let mut params = empty_calls(
+                caller,
+                server,
+                crate::endpoint::rpc::Proto::Udp,
+                self.pass.probe_calls,
+            );
+            params.client.udp_timeout_ms = Some(timeout_ms as u32);
+            let result = run_calls(&params)?;
             let retransmitted = result.client.udp_retransmissions;
             let attempts = u64::from(self.pass.probe_calls) + retransmitted;
             let figures = PairFigures {
@@ -1038,6 +1013,37 @@ impl MeshRun {
             Ok((figures, serde_json::to_value(&result).ok()))
         })
     }
+}
+
+/// `calls` empty RPC calls over `proto` from `caller`'s agent to
+/// `server`'s, one repetition, the rest as the rpc experiment's defaults:
+/// the rtt test's and the probe's cell.
+fn empty_calls(
+    caller: &str,
+    server: &str,
+    proto: crate::endpoint::rpc::Proto,
+    calls: u32,
+) -> RpcParams {
+    RpcParams {
+        size: 0,
+        proto,
+        strategy: crate::endpoint::rpc::client::Strategy::Writev,
+        client: Default::default(),
+        server: Default::default(),
+        calls,
+        reps: 1,
+        placement: Placement::Remote {
+            from: caller.to_string(),
+            to: server.to_string(),
+        },
+        purpose: Purpose::Measure,
+        capture_timeline: false,
+    }
+}
+
+/// Runs an rpc cell between two agents; its error in words.
+fn run_calls(params: &RpcParams) -> Result<crate::experiments::rpc::record::RpcResult, String> {
+    crate::experiments::rpc::cell::run_cell(params).map_err(|e| e.to_string())
 }
 
 /// The longer of the two agents' control round trips (µs), as their

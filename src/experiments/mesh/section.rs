@@ -136,23 +136,12 @@ mod tests {
 
     fn record(from: &str, to: &str, mbit: Option<f64>) -> Record<PairTest> {
         let test = PairTest {
-            test: MeshTest::Stream,
-            from: from.into(),
-            to: to.into(),
-            from_labels: Default::default(),
-            to_labels: Default::default(),
-            round: 1,
-            alongside: 0,
-            pass: 0,
-            bidir: false,
-            started: String::new(),
-            seconds: 1.0,
             failed: mbit.is_none().then(|| "refused".to_string()),
             figures: PairFigures {
                 throughput_mbit_s: mbit,
                 ..Default::default()
             },
-            detail: None,
+            ..PairTest::example(MeshTest::Stream, from, to)
         };
         let error = test.failed.clone();
         Record::new(
