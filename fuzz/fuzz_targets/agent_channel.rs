@@ -6,8 +6,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netlab::endpoint::agent::channel::{self, Link};
+use netlab::endpoint::agent::channel;
 use netlab::endpoint::agent::key::Key;
+use netlab::endpoint::waiting::Link;
 use std::io::{Read, Write};
 use std::time::Instant;
 

@@ -387,6 +387,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_peers_figures_read_back_to_the_last_bit() {
+        // fuzz/iperf3_control's find (2026-12-04): without serde_json's
+        // float_roundtrip, 6.7751177688833374e38 read back one bit off.
+        let text =
+            br#"[877688833387.83388,6188,677511776888333838877688833387688833387.83388,3333]"#;
+        let results: Results = parse_json(text, "results").unwrap();
+        let again = frame(&results);
+        assert_eq!(
+            parse_json::<Results>(&again[4..], "results").unwrap(),
+            results
+        );
+    }
+
+    #[test]
     fn the_client_takes_each_state_once_in_order() {
         let mut expect = Some(Expect::FIRST);
         let order = [
