@@ -177,8 +177,9 @@ impl<'w> Runner<'w> {
         self.display.event(&event)
     }
 
-    /// As [`Runner::tell`] for events whose loss costs nothing measured:
-    /// a sink's error is the next record's to report.
+    /// As [`Runner::tell`] for events whose loss costs nothing measured
+    /// (all but a kept record): a sink's error on one is dropped, and only
+    /// a kept record's stops the run.
     fn tell_only(&mut self, event: RunEvent<'_>) {
         let _ = self.tell(event);
     }
