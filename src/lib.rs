@@ -15,9 +15,10 @@
 //! | [`analysis`] | pure functions over measurements: statistics, knee, cost model, cliffs, the limits verdict, call splits |
 //! | [`testbed`] | namespaces, link profiles, the wire emulator, capture, CPU budgets (cgroups) |
 //! | [`endpoint`] | the endpoint process and its roles' seam, the protocol libraries under study (ONC RPC, the login servers and relays), data-port guards, the agent's endpoint side (channel, key, policy) |
+//! | [`export`] | the formats results go out in, behind one trait: the HTML page, CSV, iperf3's JSON, OpenMetrics, Kubernetes YAML, Prometheus rules |
 //! | [`controller`] | the engine every experiment runs on: the runner (cells, records, resume), the launcher and placements, endpoint processes local or through agents, the lab's plumbing, profiles, progress, the doctor |
 //! | [`agent`] | `netlab agent serve`: the ends of experiments for controllers on other hosts |
-//! | [`report`] | the report's page (sections as a trait) and figure toolkit, text tables, CSV |
+//! | [`report`] | the report's page (sections as a trait) and figure toolkit, text tables |
 //! | [`options`] | the command-line option groups every experiment shares, and standard output |
 //! | [`experiments`] | one folder per experiment (options, plan and cell, role, record data, analysis, report section) and the registry that lists them |
 //! | [`lab`] | `netlab lab`: every experiment in its quick or full profile, one records file, one report |
@@ -33,6 +34,7 @@ pub mod cli;
 pub mod controller;
 pub mod endpoint;
 pub mod experiments;
+pub mod export;
 pub mod lab;
 pub mod measure;
 pub mod model;

@@ -192,7 +192,7 @@ mod tests {
         m.run("stream");
         m.refused("a replayed first handshake message");
         m.endpoint_io(std::process::id());
-        let text = crate::controller::metrics::encode(&m.registry.lock().unwrap());
+        let text = crate::export::openmetrics::OpenMetrics(&m.registry.lock().unwrap()).text();
         assert!(
             text.contains("netlab_agent_runs_total{experiment=\"stream\"} 1"),
             "{text}"

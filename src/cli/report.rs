@@ -1,9 +1,9 @@
 //! `netlab report RESULTS.jsonl [-o DIR] [--csv]`: the report of a records
 //! file (see [`crate::report::html`]), and with `--csv` one CSV file per
-//! experiment ([`crate::report::csv`]).
+//! experiment ([`crate::export::csv`]).
 
 use crate::options::Output;
-use crate::report::{self, html};
+use crate::report::html;
 use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -40,7 +40,9 @@ pub fn run(args: ReportArgs, out: &mut Output) -> anyhow::Result<()> {
         eprintln!("figure not drawn: {e}");
     }
     if args.csv {
-        for path in report::csv::write_csv(&loaded, crate::experiments::RECORDED, &dir)? {
+        for path in
+            crate::export::csv::write_csv(&loaded.records, crate::experiments::RECORDED, &dir)?
+        {
             out.text(&format!("csv: {}\n", path.display()))?;
         }
     }

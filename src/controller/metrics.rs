@@ -8,7 +8,7 @@
 //! A scraper that asks for OpenMetrics (`Accept:
 //! application/openmetrics-text`, as Prometheus does) gets it; any other
 //! gets the same figures in Prometheus' text format 0.0.4
-//! ([`text_004`]): there a counter's metadata is named with its `_total`
+//! ([`Text004`]): there a counter's metadata is named with its `_total`
 //! (OpenMetrics names the family without it), which is what `promtool
 //! check metrics` (2.42, Debian's) reads; it reports OpenMetrics'
 //! counters as lacking help.
@@ -43,6 +43,8 @@
 //! closes every connection and frees the port.
 
 use crate::endpoint::ratelog::RateLog;
+use crate::export::Export;
+use crate::export::openmetrics::{OpenMetrics, Text004};
 use crate::wire::http::{self, Head, Method, Reading};
 use prometheus_client::registry::Registry;
 use std::io::{self, Read, Write};
@@ -51,12 +53,6 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The content type Prometheus asks for and the crate writes.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// Prometheus' older text format, for scrapers that do not ask for
-/// OpenMetrics (curl, `promtool check metrics`).
-pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Connections held at once.
 pub const MAX_CONNECTIONS: usize = 32;
@@ -111,17 +107,6 @@ impl Drop for MetricsServer {
             let _ = thread.join();
         }
     }
-}
-
-/// The registry's exposition now, as a scrape gets it.
-pub fn encode(registry: &Registry) -> String {
-    let mut text = String::new();
-    // Writing to a String cannot fail; a metric that cannot encode is a
-    // bug of its own type, shown rather than hidden.
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, registry) {
-        text = format!("# netlab: the registry did not encode: {e}\n# EOF\n");
-    }
-    text
 }
 
 /// Serves `registry` at `http://ADDRESS/metrics` until the server is
@@ -440,52 +425,17 @@ impl Port {
     }
 }
 
-/// OpenMetrics text as Prometheus' text format 0.0.4: a counter family's
-/// `# HELP` and `# TYPE` named as its samples are (`_total`), `# UNIT`
-/// and `# EOF` left out; samples as they are.
-pub fn text_004(openmetrics: &str) -> String {
-    let counters: std::collections::HashSet<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
-    let mut out = String::with_capacity(openmetrics.len());
-    for line in openmetrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let meta = ["# HELP ", "# TYPE "]
-            .into_iter()
-            .find_map(|p| Some((p, line.strip_prefix(p)?)));
-        match meta {
-            Some((prefix, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                if counters.contains(name) {
-                    out.push_str(&format!("{prefix}{name}_total {tail}"));
-                } else {
-                    out.push_str(line);
-                }
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
-}
-
 /// The answer to `head`: the exposition for `GET` or `HEAD` of
 /// `/metrics` (or `/`), else 404 or 405 without encoding.
 fn answer(head: &Head, registry: &SharedRegistry) -> Vec<u8> {
     let keep_alive = head.keep_alive;
     match (head.method, head.path.as_str()) {
         (Method::Get | Method::Head, "/metrics" | "/") => {
-            let text = match registry.lock() {
-                Ok(registry) => encode(&registry),
-                Err(poisoned) => encode(&poisoned.into_inner()),
-            };
+            let registry = registry.lock().unwrap_or_else(|p| p.into_inner());
             let (kind, body) = if head.openmetrics {
-                (OPENMETRICS, text)
+                (OpenMetrics::MEDIA_TYPE, OpenMetrics(&registry).text())
             } else {
-                (TEXT_004, text_004(&text))
+                (Text004::MEDIA_TYPE, Text004(&registry).text())
             };
             http::emit_answer(
                 (200, "OK"),

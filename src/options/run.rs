@@ -136,7 +136,7 @@ impl RunOptions {
         match measured.print {
             Print::DocOrText { doc, text } => self.finish(out, &path, judged, doc, || text),
             Print::Lines(doc) => self.finish_lines(out, &path, judged, doc),
-            Print::Foreign(doc) => Ok(out.json(&doc)?),
+            Print::Foreign(text) => Ok(out.text(&text)?),
         }
     }
 
@@ -253,8 +253,9 @@ pub enum Print {
     },
     /// As JSON Lines, `doc` as the last line, `{"event":"end",...}`.
     Lines(serde_json::Value),
-    /// Another tool's document, printed as it is (iperf3's `-J`).
-    Foreign(serde_json::Value),
+    /// Another tool's document as an exporter rendered it
+    /// ([`crate::export`]: iperf3's `-J`), printed as it is.
+    Foreign(String),
 }
 
 /// A run some of whose cells failed: its output is printed (the cells

@@ -22,6 +22,8 @@
 //! units in its axis labels, and its caption names the host and the
 //! placements its points came from.
 
+use crate::export::Export;
+use crate::export::html::escape;
 use crate::record::Record;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -155,15 +157,13 @@ pub fn describe(f: &Figure) -> String {
 /// A figure's data as CSV: a row per point (`series`, `style`, `x`, `y`,
 /// and the category's name where x is one), then a row per mark.
 pub fn csv(f: &Figure) -> String {
-    let mut out = csv::Writer::from_writer(Vec::new());
-    let header = [
-        "series",
-        "style",
-        f.x_label.as_str(),
-        f.y_label.as_str(),
-        "category",
-    ];
-    let _ = out.write_record(header);
+    let mut rows = vec![vec![
+        "series".to_string(),
+        "style".to_string(),
+        f.x_label.clone(),
+        f.y_label.clone(),
+        "category".to_string(),
+    ]];
     for s in &f.series {
         let style = match s.style {
             Style::Measured => "measured",
@@ -172,25 +172,28 @@ pub fn csv(f: &Figure) -> String {
         };
         for &(x, y) in &s.points {
             let category = f.categories.get(x as usize).filter(|_| x >= 0.0);
-            let _ = out.write_record([
-                s.name.as_str(),
-                style,
-                &x.to_string(),
-                &y.to_string(),
-                category.map_or("", String::as_str),
+            rows.push(vec![
+                s.name.clone(),
+                style.to_string(),
+                x.to_string(),
+                y.to_string(),
+                category.cloned().unwrap_or_default(),
             ]);
         }
     }
     for (i, m) in f.marks.iter().enumerate() {
-        let _ = out.write_record([
-            &format!("mark {}: {}", i + 1, m.label),
-            "mark",
-            &m.x.to_string(),
-            &m.y.to_string(),
-            "",
+        rows.push(vec![
+            format!("mark {}: {}", i + 1, m.label),
+            "mark".to_string(),
+            m.x.to_string(),
+            m.y.to_string(),
+            String::new(),
         ]);
     }
-    String::from_utf8(out.into_inner().unwrap_or_default()).unwrap_or_default()
+    // Text in memory always renders.
+    crate::export::csv::Table { rows: &rows }
+        .render()
+        .unwrap_or_default()
 }
 
 /// Okabe and Ito's colour-blind-safe palette (2008), with grey in place
@@ -582,10 +585,6 @@ impl Box2 {
         }
         t0 <= t1
     }
-}
-
-fn escape(text: &str) -> String {
-    super::htmltext::escape(text)
 }
 
 struct Svg {

@@ -10,6 +10,8 @@
 
 use super::caveats::Estimated;
 use super::figures::{self, Figure};
+use crate::export::Export;
+use crate::export::html::escape;
 use crate::record::profile::Profiled;
 use crate::record::{Record, SCHEMA};
 use serde::de::DeserializeOwned;
@@ -292,8 +294,6 @@ fn accessible(svg: &str, title: &str, description: &str) -> String {
     }
 }
 
-use super::htmltext::escape;
-
 /// What `write` produced.
 #[derive(Debug)]
 pub struct Written {
@@ -392,7 +392,7 @@ pub fn write<D: Profiled>(
         .filter(|s| !s.is_empty())
         .collect();
     styles.dedup();
-    let mut html = page_start("netlab report", &styles.join("\n"));
+    let mut html = String::new();
     html.push_str(&records_line(&loaded.records, records_link));
     html.push_str(&what_ran(&loaded.records, &sections));
     html.push_str(&first_screen(&sections));
@@ -460,8 +460,13 @@ pub fn write<D: Profiled>(
             escape(&absent.join(", "))
         ));
     }
-    html.push_str(PAGE_END);
-    std::fs::write(&written.html, html)?;
+    crate::export::html::Page {
+        title: "netlab report".into(),
+        own_css: styles.join("\n"),
+        body: html,
+    }
+    .write_to(&written.html)
+    .map_err(std::io::Error::other)?;
     Ok(written)
 }
 
@@ -500,32 +505,6 @@ fn figure_files(
         id = figure.id,
     ))
 }
-
-/// The one stylesheet of every netlab page, a file of its own: the page's
-/// rules (its text, figures and readings), the text tables' (what
-/// [`super::htmltext::text_to_html`] writes: tables that fit the page,
-/// below 700 px each row a list of labelled values), the first screen's
-/// table, and the page on paper (every fold open, no figure or table row
-/// split across pages, links as plain text).
-const STYLESHEET: &str = include_str!("page.css");
-
-/// The start of every netlab page (the report, a mesh run's page): the
-/// document's head with the one stylesheet ([`STYLESHEET`], then
-/// `own_css`, the page's own additions), and `title` as its heading. [`PAGE_END`] ends it.
-pub fn page_start(title: &str, own_css: &str) -> String {
-    let title = escape(title);
-    let own = if own_css.is_empty() {
-        String::new()
-    } else {
-        format!("{own_css}\n")
-    };
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n<style>\n{STYLESHEET}{own}</style></head><body>\n<h1>{title}</h1>\n"
-    )
-}
-
-/// The end of every netlab page.
-pub const PAGE_END: &str = "</body></html>\n";
 
 /// What ran: the cells of each placement, the hosts (this one and any
 /// agents), and the time from the first cell's start to the last one's end.

@@ -7,13 +7,7 @@
 //! carries its column's header, so a narrow window can show a row as a
 //! list of `header: value` lines (the page's stylesheet, `page.css`, does).
 
-/// Text as HTML's characters: `&`, `<`, `>` and `"` escaped.
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::export::html::escape;
 
 /// Whether a header names the source documents' figures.
 fn is_then(header: &str) -> bool {

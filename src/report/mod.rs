@@ -2,7 +2,6 @@
 //! shape with the historical figures beside them, figures, and the report page.
 
 pub mod caveats;
-pub mod csv;
 pub mod doctor;
 pub mod figures;
 pub mod historical;

@@ -7,7 +7,7 @@
 //! From the bottom: checksums, byte formats (an IPv4 header carries its
 //! RFC 1071 checksum), units and measurements; the
 //! record every measurement becomes; pure analysis over records; the
-//! testbed; the endpoint programs; the runner, launcher and placements;
+//! testbed; the endpoint programs; the formats results go out in; the runner, launcher and placements;
 //! the agent; the report's page and figure toolkit. That is the shared
 //! core, and it names no experiment. Above it `experiments/`, one folder
 //! per experiment: each names the core and itself, never another
@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 16] = [
+const LAYERS: [&str; 17] = [
     "checksum",
     "wire",
     "units",
@@ -33,6 +33,7 @@ const LAYERS: [&str; 16] = [
     "analysis",
     "testbed",
     "endpoint",
+    "export",
     "controller",
     "agent",
     "report",

@@ -13,7 +13,6 @@
 //! before [`run`] returns.
 
 mod control;
-pub mod format;
 mod streams;
 #[cfg(test)]
 mod tests;

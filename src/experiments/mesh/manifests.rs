@@ -18,6 +18,8 @@
 
 use crate::endpoint::agent::DEFAULT_PORT;
 use crate::endpoint::agent::key::Key;
+use crate::export::Export;
+use crate::export::yaml::Documents;
 use anyhow::bail;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{
@@ -225,29 +227,6 @@ fn field_env(name: &str, path: &str) -> EnvVar {
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
-}
-
-/// `text` as comment lines of at most 76 columns, its words re-flowed.
-fn comment(text: &str) -> String {
-    let mut out = String::new();
-    let mut line = String::from("#");
-    for word in text.split_whitespace() {
-        if line.len() + 1 + word.len() > 76 && line.len() > 1 {
-            out.push_str(&line);
-            out.push('\n');
-            line = String::from("#");
-        }
-        line.push(' ');
-        line.push_str(word);
-    }
-    out.push_str(&line);
-    out.push('\n');
-    out
-}
-
-/// One object as a YAML document with the comment before it.
-fn document<T: serde::Serialize>(about: &str, object: &T) -> anyhow::Result<String> {
-    Ok(comment(about) + &serde_yaml_ng::to_string(object)?)
 }
 
 fn daemon_set(cluster: &Cluster<'_>) -> DaemonSet {
@@ -556,7 +535,8 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     if let Some(c) = &cluster.continuous {
         made.push_str(&format!(" --continuous --every {}", c.every));
     }
-    let mut docs = vec![document(
+    let mut docs = Documents::default();
+    docs.push(
         &format!(
             "netlab mesh on Kubernetes: an agent on every node, a headless Service\nnaming every ready agent, and {controller}.\nMade by `{made}` from the Kubernetes API's own types\n(k8s-openapi, API 1.33); docs/DEPLOY.md walks through it. Nothing here\nneeds RBAC, a service-account token or `kubectl exec`."
         ),
@@ -568,11 +548,11 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
             },
             ..Namespace::default()
         },
-    )?];
+    )?;
     match cluster.key {
         Some(path) => {
             let key = Key::load(path)?;
-            docs.push(document(
+            docs.push(
                 "The agents' pre-shared key (`netlab agent keygen`): every agent and the\nmesh hold it; mounted read-only, readable by its owner alone.",
                 &Secret {
                     metadata: meta(
@@ -587,13 +567,16 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
                     )])),
                     ..Secret::default()
                 },
-            )?);
+            )?;
         }
-        None => docs.push(format!(
-            "# The Secret `netlab-key` holds the agents' key; make it apart, so the key\n# is in no file but its own:\n#   netlab agent keygen --out agent.key\n#   kubectl -n {ns} create secret generic netlab-key --from-file=agent.key\n"
-        )),
+        None => docs.push_note(&[
+            "The Secret `netlab-key` holds the agents' key; make it apart, so the key",
+            "is in no file but its own:",
+            "  netlab agent keygen --out agent.key",
+            &format!("  kubectl -n {ns} create secret generic netlab-key --from-file=agent.key"),
+        ]),
     }
-    docs.push(document(
+    docs.push(
         &format!(
             "An agent on every node{}. It serves stream, rpc and rpm cells (a mesh's\ntests) to a controller holding the key, one run at a time, on its data\nports 5311-5350; a pass over N nodes is one run of up to --max-duration.\nTolerates every taint (a mesh with holes is no mesh); its node, zone and\nregion from the downward API; ready once it accepts on its control port;\na CPU request and no CPU limit (a throttled agent would measure its\nquota, not the path); its own metrics on port {AGENT_METRICS_PORT}, with Prometheus'\nscrape annotations; the key mounted read-only, mode 0400 (256).",
             if cluster.pod_network {
@@ -603,16 +586,16 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
             }
         ),
         &daemon_set(cluster),
-    )?);
-    docs.push(document(
+    )?;
+    docs.push(
         &format!(
             "The agents by one name: a headless Service's DNS name resolves to every\nready agent's address (`netlab mesh --agents {}`).",
             agents_name(cluster)
         ),
         &service(cluster),
-    )?);
+    )?;
     match (&cluster.continuous, cluster.schedule) {
-        (Some(continuous), _) => docs.push(document(
+        (Some(continuous), _) => docs.push(
             &format!(
                 "The controller, all the time: every pair probed every {} within the probe\nbudget{}, each cycle's directory under /results/continuous (the\nnewest 100 kept), Prometheus metrics on port {CONTROLLER_METRICS_PORT} (scrape\nannotations; deploy/prometheus/netlab-rules.yml holds the alert rules).\nOne replica, recreated rather than rolled: agents serve one run at a time.",
                 continuous.every,
@@ -621,16 +604,16 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
                     .map_or(String::new(), |p| format!(", throughput every {p}"))
             ),
             &deployment(cluster, continuous),
-        )?),
-        (None, None) => docs.push(document(
+        )?,
+        (None, None) => docs.push(
             "Every pair of agents measured, --passes times. Apply it once the agents\nare ready (`kubectl apply --selector 'app.kubernetes.io/name!=netlab-mesh'`\nfirst, then `kubectl rollout status daemonset/netlab-agent`), so its DNS\nquery finds every node. Each run's directory (manifest, results.jsonl,\nmatrices, report.html) goes to /results (an emptyDir: a\npersistentVolumeClaim keeps them); the summary, to stdout (kubectl logs).",
             &Job {
                 metadata: meta("netlab-mesh", ns, app("netlab-mesh")),
                 spec: Some(job_spec(cluster)),
                 ..Job::default()
             },
-        )?),
-        (None, Some(schedule)) => docs.push(document(
+        )?,
+        (None, Some(schedule)) => docs.push(
             "Every pair of agents measured on a schedule, one run at a time\n(concurrencyPolicy Forbid).",
             &CronJob {
                 metadata: meta("netlab-mesh", ns, app("netlab-mesh")),
@@ -645,9 +628,9 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
                 }),
                 ..CronJob::default()
             },
-        )?),
+        )?,
     }
-    Ok(docs.join("---\n"))
+    Ok(docs.render()?)
 }
 
 #[cfg(test)]

@@ -365,7 +365,9 @@ impl Matrix {
             }));
             rows.push(line);
         }
-        crate::report::csv::rows_csv(&rows)
+        // Text in memory always renders.
+        crate::export::Export::render(&crate::export::csv::Table { rows: &rows })
+            .unwrap_or_default()
     }
 
     /// Whether any cell holds a value or a failure.

@@ -687,7 +687,7 @@ mod tests {
             seconds: 3.0,
             ended_s: 1e9,
         });
-        crate::controller::metrics::encode(&registry)
+        crate::export::openmetrics::OpenMetrics(&registry).text()
     }
 
     fn series(text: &str, name: &str) -> Vec<String> {
@@ -768,7 +768,7 @@ mod tests {
             seconds: 1.0,
             ended_s: 1e9,
         });
-        let text = crate::controller::metrics::encode(&registry);
+        let text = crate::export::openmetrics::OpenMetrics(&registry).text();
         assert!(
             text.contains("netlab_mesh_path_failed{from=\"b\",to=\"a\"} 1"),
             "{text}"
@@ -805,7 +805,7 @@ mod tests {
             seconds: 1.0,
             ended_s: 1e9,
         });
-        let text = crate::controller::metrics::encode(&registry);
+        let text = crate::export::openmetrics::OpenMetrics(&registry).text();
         assert!(
             text.contains(
                 "netlab_mesh_path_throughput_bytes_per_second{from=\"a\",to=\"b\",limit=\"link\"} 3750000.0"

@@ -8,8 +8,8 @@
 use crate::experiments::mesh::analysis::{self, Finding};
 use crate::experiments::mesh::matrix::{Cell, METRICS, Matrix, Metric, hosts_of};
 use crate::experiments::mesh::record::{Manifest, PairTest};
-use crate::report::html::{PAGE_END, page_start};
-use crate::report::htmltext::escape;
+use crate::export::Export;
+use crate::export::html::{Page, escape};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -332,13 +332,12 @@ fn asymmetry_map(matrix: &Matrix, metric: &Metric) -> String {
 pub const STYLE: &str = include_str!("heat.css");
 
 /// The page for a run directory's manifest and results.
-pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
+pub fn page(manifest: &Manifest, results: &[PairTest]) -> Page {
     let inventory = manifest.hosts();
     let hosts = hosts_of(results, &inventory);
     let measured = results.iter().filter(|r| r.failed.is_none()).count();
     let failed = results.len() - measured;
-    // The report's page skeleton and stylesheet, with the heat maps' rules.
-    let mut html = page_start(&format!("netlab mesh: {} hosts", hosts.len()), STYLE);
+    let mut html = String::new();
     let pass = &manifest.pass;
     let _ = write!(
         html,
@@ -382,8 +381,12 @@ pub fn page(manifest: &Manifest, results: &[PairTest]) -> String {
         html.push_str("</ul>");
     }
     html.push_str(&matrices(&hosts, results, 2));
-    html.push_str(PAGE_END);
-    html
+    // The report's page and stylesheet, with the heat maps' rules.
+    Page {
+        title: format!("netlab mesh: {} hosts", hosts.len()),
+        own_css: STYLE.into(),
+        body: html,
+    }
 }
 
 /// For each figure measured over `hosts`: its findings in words, its
@@ -452,8 +455,7 @@ pub fn write_dir(dir: &std::path::Path) -> anyhow::Result<Vec<String>> {
     let manifest = crate::experiments::mesh::record::read_manifest(dir)?;
     let (results, skipped) = crate::experiments::mesh::record::results_of(dir)?;
     let path = dir.join("report.html");
-    std::fs::write(&path, page(&manifest, &results))
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    page(&manifest, &results).write_to(&path)?;
     let inventory = manifest.hosts();
     let hosts = hosts_of(&results, &inventory);
     let mut lines = Vec::new();
@@ -530,7 +532,7 @@ mod tests {
         }
         let names: Vec<String> = (0..n).map(name).collect();
         let manifest = manifest_of(&names);
-        let html = page(&manifest, &results);
+        let html = page(&manifest, &results).render().unwrap();
         assert!(html.len() < 1 << 20, "{} bytes", html.len());
         assert!(html.contains("1000 hosts: the 1000×1000 matrix is summarized"));
         // The slow sender heads its summary.
@@ -564,7 +566,7 @@ mod tests {
             }
         }
         let manifest = manifest_of(&hosts.map(String::from));
-        let html = page(&manifest, &results);
+        let html = page(&manifest, &results).render().unwrap();
         assert!(html.contains("class=\"failed\" title=\"c → a: failed: agent c &lt;lost&gt;\""));
         assert!(html.contains("class=\"missing\" title=\"c → b: not measured"));
         assert!(html.contains("limited by the link"));

@@ -7,6 +7,8 @@
 //! defaults (a test keeps the two equal and `promtool check rules` passes
 //! on both).
 
+use crate::export::Export;
+use crate::export::rules::{AlertRule, RuleFile, RuleGroup, duration};
 use std::time::Duration;
 
 /// A host is bad in its row (or column) when at least this share of its
@@ -22,127 +24,110 @@ pub struct RuleSettings {
     pub loss_ratio: f64,
 }
 
-/// Prometheus' duration syntax for whole seconds (`90s`, `5m`).
-fn prom_duration(d: Duration) -> String {
-    let s = d.as_secs().max(1);
-    if s.is_multiple_of(3600) {
-        format!("{}h", s / 3600)
-    } else if s.is_multiple_of(60) {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
-/// The rule file's YAML.
-pub fn render(settings: RuleSettings) -> String {
-    let two_cycles = prom_duration(settings.every * 2);
+/// The rules for `settings`, as data.
+pub fn rule_file(settings: RuleSettings) -> RuleFile {
+    let two_cycles = Some(settings.every * 2);
     // A controller is stale after three cycles without one finishing (a
     // throughput pass delays the probes by its own length).
     let stale_s = (settings.every * 3).as_secs().max(1);
     let loss = settings.loss_ratio;
     let loss_pct = 100.0 * loss;
-    format!(
-        r#"# Alert rules for netlab's continuous mesh (netlab mesh --every {every} --loss-slo {loss_pct}%).
-# Made by `netlab mesh rules`; check with `promtool check rules`.
-groups:
-  - name: netlab-mesh
-    rules:
-      - alert: NetlabHostRowBad
-        expr: netlab_mesh_row_bad_ratio >= {BAD_SHARE}
-        for: {two_cycles}
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{{{ $labels.from }}}} sends badly: {{{{ $value | humanizePercentage }}}} of its paths breach the SLO"
-          description: "Most paths from {{{{ $labels.from }}}} (zone {{{{ $labels.zone }}}}, rack {{{{ $labels.rack }}}}) lose more than {loss_pct}% of probes or fail: look at the host's sending side (its NIC, its link, its ToR port) before the paths."
-      - alert: NetlabHostColumnBad
-        expr: netlab_mesh_column_bad_ratio >= {BAD_SHARE}
-        for: {two_cycles}
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{{{ $labels.to }}}} receives badly: {{{{ $value | humanizePercentage }}}} of its paths breach the SLO"
-          description: "Most paths to {{{{ $labels.to }}}} (zone {{{{ $labels.zone }}}}, rack {{{{ $labels.rack }}}}) lose more than {loss_pct}% of probes or fail: look at the host's receiving side."
-      - alert: NetlabPathLossAboveSLO
-        expr: netlab_mesh_path_loss_ratio > {loss}
-        for: {two_cycles}
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{{{ $labels.from }}}} -> {{{{ $labels.to }}}} loses {{{{ $value | humanizePercentage }}}} of probes (SLO {loss_pct}%)"
-          description: "The path's probes lost more than the SLO for two cycles; if the host's row or column is bad too, the host is the cause, not the path."
-      - alert: NetlabPathProbeFailed
-        expr: netlab_mesh_path_failed == 1
-        for: {two_cycles}
-        labels:
-          severity: warning
-        annotations:
-          summary: "{{{{ $labels.from }}}} -> {{{{ $labels.to }}}}: the probe failed"
-          description: "A probe call went unanswered five times in a row: the path drops nearly everything, or the receiving agent is gone."
-      - alert: NetlabAgentUnreachable
-        expr: netlab_mesh_agent_up == 0
-        for: {two_cycles}
-        labels:
-          severity: critical
-        annotations:
-          summary: "agent {{{{ $labels.agent }}}} does not answer the controller"
-          description: "The agent took no part in two probe cycles (down, its port blocked, or another key): its row and column are unmeasured."
-      - alert: NetlabMeshStale
-        expr: time() - netlab_mesh_last_cycle_timestamp_seconds{{kind="probe"}} > {stale_s}
-        labels:
-          severity: warning
-        annotations:
-          summary: "the mesh controller finished no probe cycle for {stale_s} s"
-          description: "The continuous controller stopped measuring (stopped, stuck, or a throughput pass far longer than the probe cycle)."
-"#,
-        every = prom_duration(settings.every),
-    )
+    let rule = |alert: &str, expr: String, severity: &str, summary: String, description: String| {
+        AlertRule {
+            alert: alert.into(),
+            expr,
+            hold: two_cycles,
+            labels: vec![("severity".into(), severity.into())],
+            annotations: vec![
+                ("summary".into(), summary),
+                ("description".into(), description),
+            ],
+        }
+    };
+    let stale = AlertRule {
+        hold: None,
+        ..rule(
+            "NetlabMeshStale",
+            format!(
+                "time() - netlab_mesh_last_cycle_timestamp_seconds{{kind=\"probe\"}} > {stale_s}"
+            ),
+            "warning",
+            format!("the mesh controller finished no probe cycle for {stale_s} s"),
+            "The continuous controller stopped measuring (stopped, stuck, or a throughput pass far longer than the probe cycle).".into(),
+        )
+    };
+    RuleFile {
+        header: vec![
+            format!(
+                "Alert rules for netlab's continuous mesh (netlab mesh --every {} --loss-slo {loss_pct}%).",
+                duration(settings.every)
+            ),
+            "Made by `netlab mesh rules`; check with `promtool check rules`.".into(),
+        ],
+        groups: vec![RuleGroup {
+            name: "netlab-mesh".into(),
+            rules: vec![
+                rule(
+                    "NetlabHostRowBad",
+                    format!("netlab_mesh_row_bad_ratio >= {BAD_SHARE}"),
+                    "warning",
+                    "{{ $labels.from }} sends badly: {{ $value | humanizePercentage }} of its paths breach the SLO".into(),
+                    format!("Most paths from {{{{ $labels.from }}}} (zone {{{{ $labels.zone }}}}, rack {{{{ $labels.rack }}}}) lose more than {loss_pct}% of probes or fail: look at the host's sending side (its NIC, its link, its ToR port) before the paths."),
+                ),
+                rule(
+                    "NetlabHostColumnBad",
+                    format!("netlab_mesh_column_bad_ratio >= {BAD_SHARE}"),
+                    "warning",
+                    "{{ $labels.to }} receives badly: {{ $value | humanizePercentage }} of its paths breach the SLO".into(),
+                    format!("Most paths to {{{{ $labels.to }}}} (zone {{{{ $labels.zone }}}}, rack {{{{ $labels.rack }}}}) lose more than {loss_pct}% of probes or fail: look at the host's receiving side."),
+                ),
+                rule(
+                    "NetlabPathLossAboveSLO",
+                    format!("netlab_mesh_path_loss_ratio > {loss}"),
+                    "warning",
+                    format!("{{{{ $labels.from }}}} -> {{{{ $labels.to }}}} loses {{{{ $value | humanizePercentage }}}} of probes (SLO {loss_pct}%)"),
+                    "The path's probes lost more than the SLO for two cycles; if the host's row or column is bad too, the host is the cause, not the path.".into(),
+                ),
+                rule(
+                    "NetlabPathProbeFailed",
+                    "netlab_mesh_path_failed == 1".into(),
+                    "warning",
+                    "{{ $labels.from }} -> {{ $labels.to }}: the probe failed".into(),
+                    "A probe call went unanswered five times in a row: the path drops nearly everything, or the receiving agent is gone.".into(),
+                ),
+                rule(
+                    "NetlabAgentUnreachable",
+                    "netlab_mesh_agent_up == 0".into(),
+                    "critical",
+                    "agent {{ $labels.agent }} does not answer the controller".into(),
+                    "The agent took no part in two probe cycles (down, its port blocked, or another key): its row and column are unmeasured.".into(),
+                ),
+                stale,
+            ],
+        }],
+    }
+}
+
+/// The rule file's YAML.
+pub fn render(settings: RuleSettings) -> String {
+    // Every rule above is named once and has an expression.
+    rule_file(settings)
+        .render()
+        .expect("the mesh's rules are well formed")
 }
 
 /// Writes the rules to `path` whole or not at all (a temporary file beside
 /// it, renamed over it).
 pub fn write(path: &std::path::Path, settings: RuleSettings) -> anyhow::Result<()> {
     use anyhow::Context;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    // The file is replaced whole by a rename: never over something that
-    // is not a regular file (as root, `--rules /dev/full` would have put
-    // a file where the device was).
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_file() => anyhow::bail!(
-            "--rules {}: it exists and is not a regular file; netlab writes rules only to a file of its own",
-            path.display()
-        ),
-        _ => {}
-    }
-    let mut file = tempfile::NamedTempFile::new_in(dir).with_context(|| {
-        format!(
-            "--rules {}: cannot write the rule file in {}",
-            path.display(),
-            dir.display()
-        )
-    })?;
-    std::io::Write::write_all(&mut file, render(settings).as_bytes())
-        .and_then(|()| file.as_file().sync_all())
-        .with_context(|| format!("--rules {}: writing the rules", path.display()))?;
-    file.persist(path)
-        .map_err(|e| anyhow::anyhow!("--rules {}: {}", path.display(), e.error))?;
-    Ok(())
+    rule_file(settings)
+        .write_to(path)
+        .with_context(|| format!("--rules {}", path.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_are_prometheus_s() {
-        assert_eq!(prom_duration(Duration::from_secs(60)), "1m");
-        assert_eq!(prom_duration(Duration::from_secs(90)), "90s");
-        assert_eq!(prom_duration(Duration::from_secs(7200)), "2h");
-    }
 
     #[test]
     fn the_rules_wait_two_cycles_and_carry_the_slo() {

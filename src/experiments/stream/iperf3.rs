@@ -5,16 +5,16 @@
 //! TCP and UDP, `-P`, `-R`, `--bidir`; the limits verdict on each TCP
 //! stream from netlab's end (with `-R`, from the receiver's evidence
 //! alone, and it says so); netlab's table and JSON, or iperf3's document
-//! and event lines ([`crate::endpoint::iperf3::format`]). What does not apply is
+//! and event lines ([`crate::export::iperf3`]). What does not apply is
 //! refused by name.
 
 use crate::analysis::limits::{
     FlowEvidence, IntervalEvidence, PathEvidence, SenderTcp, SideEvidence,
 };
 use crate::endpoint::bulk::socket::{Shaping, autotune_max};
-use crate::endpoint::iperf3::format;
 use crate::endpoint::iperf3::run;
 use crate::endpoint::iperf3::types::{Iperf3Run, Iperf3Spec, LocalStream, Progress, Tick};
+use crate::export::iperf3 as format;
 use crate::options::Output;
 use crate::report::table::markdown;
 use crate::wire::iperf3::Results;
@@ -532,7 +532,8 @@ pub fn run_against(
         line(out, "netlab", &extra);
         line(out, "end", &end);
     } else if printing.iperf3 {
-        out.json(&format::document(start_doc, intervals, end, &result, extra))?;
+        let doc = format::document(start_doc, intervals, end, &result, extra);
+        out.text(&crate::export::Export::render(&format::Document(doc))?)?;
     } else {
         options.finish_unrecorded(
             out,

@@ -1,6 +1,6 @@
 //! netlab's own stream run (between its endpoints: loopback, namespaces or
 //! agents) as iperf3's document (`--format iperf3`), by the same writer as
-//! a test against an iperf3 server ([`crate::endpoint::iperf3::format`]): the `--from`
+//! a test against an iperf3 server ([`crate::export::iperf3`]): the `--from`
 //! end is iperf3's client, the `--to` end its server, each connection a
 //! stream (ids 1, 3, 4, ... as iperf3 numbers them), each end's own
 //! reports its figures, the sender's `--interval` samples the intervals.
@@ -10,9 +10,9 @@
 //! named by their stream ids, the placement for the host connected to.
 
 use crate::endpoint::bulk::types::EndpointReport;
-use crate::endpoint::iperf3::format::{self, Test};
 use crate::endpoint::iperf3::types::{Connected, Iperf3Run, LocalStream, Tick};
 use crate::experiments::stream::record::{Direction, Record, StreamResult};
+use crate::export::iperf3::{self as format, Test};
 use crate::measure::tcpinfo::TcpInfo;
 use crate::wire::iperf3::{Results, StreamResult as PeerStream};
 

@@ -488,7 +488,13 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
         let print = if args.json_stream {
             Print::Lines(doc)
         } else if iperf3_format {
-            Print::Foreign(iperf3_document(&config, &records, &records_file)?)
+            Print::Foreign(crate::export::Export::render(
+                &crate::export::iperf3::Document(iperf3_document(
+                    &config,
+                    &records,
+                    &records_file,
+                )?),
+            )?)
         } else {
             let mut text =
                 crate::experiments::stream::report::stream_section(&config.describe(), &records);

@@ -11,7 +11,7 @@
 //! Invariant: a figure the server did not report (a test that ended
 //! early) is left out, never written as zero.
 
-use super::types::{Connected, Iperf3Run, Iperf3Spec, LocalStream, Tick};
+use crate::endpoint::iperf3::types::{Connected, Iperf3Run, Iperf3Spec, LocalStream, Tick};
 
 /// The test as iperf3's document describes it: against an iperf3 server
 /// ([`Test::of`]), or netlab's own run between its endpoints
@@ -52,6 +52,7 @@ impl Test {
         }
     }
 }
+use super::{Export, ExportError};
 use crate::wire::iperf3::{Results, StreamResult};
 use serde_json::{Map, Value, json};
 
@@ -562,6 +563,24 @@ pub fn document(
         doc["error"] = json!(format!("{why} (incomplete: netlab's figures up to then)"));
     }
     doc
+}
+
+/// iperf3's `-J` document as it goes out: pretty JSON and a line break,
+/// as iperf3 prints it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document(pub Value);
+
+impl Export for Document {
+    const FORMAT: &'static str = "iperf3 JSON";
+    const MEDIA_TYPE: &'static str = "application/json";
+
+    fn render(&self) -> Result<String, ExportError> {
+        let text = serde_json::to_string_pretty(&self.0).map_err(|e| ExportError::Render {
+            format: Self::FORMAT,
+            reason: e.to_string(),
+        })?;
+        Ok(text + "\n")
+    }
 }
 
 /// One of iperf3's `--json-stream` lines: `{"event":NAME,"data":DATA}`.
