@@ -32,6 +32,8 @@ use super::sink::{Display, RunEvent, Sink, SinkError};
 use crate::measure::host::HostFacts;
 use crate::record::{Record, RecordWriter, now_rfc3339};
 use serde::Serialize;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -66,11 +68,40 @@ pub trait MeasureCell {
     fn measure(&mut self, cell: &Self::Cell) -> Result<Measured<Self::Data>, Interrupted>;
 }
 
+/// The runner's sinks, in order, shared with its [`Tap`]s (one thread:
+/// the runner's; a tap is used only while the runner waits on a cell).
+#[derive(Default, Clone)]
+struct Sinks<'w>(Rc<RefCell<Vec<Box<dyn Sink + 'w>>>>);
+
+/// A cell's way to its runner's sinks while it is measured: each sample
+/// (an interval of `--interval`, as its JSON line) reaches them as
+/// [`RunEvent::Sample`] the moment it is told, before the cell's record.
+#[derive(Clone)]
+pub struct Tap<'w> {
+    sinks: Sinks<'w>,
+}
+
+impl Tap<'_> {
+    /// Tells every sink of `line`. A sink's error loses only the sample
+    /// (the record keeps what the cell measured), so it is dropped.
+    pub fn sample(&self, line: &str) {
+        // Borrowed only if the runner is not telling an event: a cell is
+        // measured between events, never inside one.
+        if let Ok(mut sinks) = self.sinks.0.try_borrow_mut() {
+            for sink in sinks.iter_mut() {
+                let _ = sink.event(&RunEvent::Sample { line });
+            }
+        }
+    }
+}
+
 /// Walks cells through a [`MeasureCell`], keeping a record of each.
 pub struct Runner<'w> {
     host: HostFacts,
     /// The records file first, then any added; each told every event.
-    sinks: Vec<Box<dyn Sink + 'w>>,
+    /// Shared with the [`Tap`]s cells are given, which tell them samples
+    /// while the runner waits on the cell.
+    sinks: Sinks<'w>,
     /// The person watching, told each event after the sinks.
     display: Display,
     fail_fast: bool,
@@ -91,10 +122,10 @@ impl<'w> Runner<'w> {
     /// A runner that appends records to `writer` (none: keep them in memory
     /// only) and stops on the process's interrupt flag.
     pub fn new(host: HostFacts, writer: Option<&'w mut RecordWriter>) -> Runner<'w> {
-        let sinks: Vec<Box<dyn Sink + 'w>> = match writer {
-            Some(writer) => vec![Box::new(writer)],
-            None => Vec::new(),
-        };
+        let sinks: Sinks<'w> = Sinks::default();
+        if let Some(writer) = writer {
+            sinks.0.borrow_mut().push(Box::new(writer));
+        }
         Runner {
             host,
             sinks,
@@ -164,14 +195,28 @@ impl<'w> Runner<'w> {
 
     /// Tell `sink` every event of the run too, after the records file.
     pub fn sink(mut self, sink: impl Sink + 'w) -> Self {
-        self.sinks.push(Box::new(sink));
+        self.add_sink(sink);
         self
+    }
+
+    /// As [`Runner::sink`], on a runner already made (an experiment's
+    /// own: `--json-stream`'s lines).
+    pub fn add_sink(&mut self, sink: impl Sink + 'w) {
+        self.sinks.0.borrow_mut().push(Box::new(sink));
+    }
+
+    /// A handle a cell keeps to tell this runner's sinks what it sees
+    /// while it is measured ([`RunEvent::Sample`]).
+    pub fn tap(&self) -> Tap<'w> {
+        Tap {
+            sinks: self.sinks.clone(),
+        }
     }
 
     /// Tells every sink, then the display, of `event`; the first sink's
     /// error ends the telling (the records file is first).
     fn tell(&mut self, event: RunEvent<'_>) -> Result<(), SinkError> {
-        for sink in &mut self.sinks {
+        for sink in self.sinks.0.borrow_mut().iter_mut() {
             sink.event(&event)?;
         }
         self.display.event(&event)
@@ -495,6 +540,41 @@ mod tests {
                 &lines[2],
             ]
         );
+    }
+
+    #[test]
+    fn a_cells_samples_reach_the_sinks_while_it_is_measured_and_not_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut writer = RecordWriter::append(&path).unwrap();
+        let mut log = Log::default();
+        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+            .sink(&mut log);
+        let tap = runner.tap();
+        let mut mock = Mock::new(|&size: &usize| {
+            for i in 0..size {
+                tap.sample(&format!("{{\"interval\":{i}}}"));
+            }
+            Ok(example_cell(size, None))
+        });
+        runner.grid(&mut mock, &[2]).unwrap();
+        // The tap shares the sinks (and so the log) with the runner.
+        drop(mock);
+        drop(tap);
+        drop(runner);
+        let kept = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(kept.lines().count(), 1, "{kept}");
+        assert_eq!(
+            log.0[1..4],
+            [
+                "Measuring { label: \"2\" }",
+                "Sample { line: \"{\\\"interval\\\":0}\" }",
+                "Sample { line: \"{\\\"interval\\\":1}\" }",
+            ]
+        );
+        assert_eq!(log.0[4], format!("kept {}", kept.trim_end()));
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! The runner's own sinks are the records file ([`RecordWriter`], which
 //! keeps each record line the moment its cell ends) and the display
 //! ([`Display`]: the progress bar, the search's spinner and the lines
-//! said above them); [`super::runner::Runner::sink`] adds others (a
-//! stream of events to another program, a test's log).
+//! said above them); [`super::runner::Runner::sink`] adds others:
+//! [`JsonLines`] (`--json-stream`: each sample a line on stdout as it is
+//! seen), the continuous mesh's Prometheus metrics (each kept test into
+//! the cycle the next scrape shows), a test's log.
 //!
 //! Invariants: a record's line is made once and every sink is given the
 //! same bytes, the records file first, so a sink that reads it sees what
@@ -30,6 +32,10 @@ pub enum RunEvent<'a> {
     /// A cell was given its record from the resumed run (not measured,
     /// and not written again).
     Reused,
+    /// A figure seen inside a cell before its record (an interval of
+    /// `--interval`), as its JSON line, told through a
+    /// [`super::runner::Tap`].
+    Sample { line: &'a str },
     /// A line for the person watching.
     Said(&'a str),
     /// The grid begun last ended (done, failed or stopped).
@@ -114,6 +120,7 @@ impl Sink for Display {
                     counter.tick();
                 }
             }
+            RunEvent::Sample { .. } => {}
             RunEvent::Kept { .. } | RunEvent::Reused => {
                 if let Some(counter) = self.counter() {
                     counter.inc(1);
@@ -138,6 +145,38 @@ impl Drop for Display {
         for progress in [&self.bar, &self.spinner].into_iter().flatten() {
             progress.finish();
         }
+    }
+}
+
+/// JSON Lines to another program (`--json-stream`): each sample's line
+/// the moment it is told, flushed; nothing else (the run's last line is
+/// its summary, printed when it ends).
+pub struct JsonLines<W: std::io::Write> {
+    out: W,
+    /// What `out` is, for an error (`stdout`).
+    to: String,
+}
+
+impl<W: std::io::Write> JsonLines<W> {
+    pub fn new(out: W, to: &str) -> JsonLines<W> {
+        JsonLines {
+            out,
+            to: to.to_string(),
+        }
+    }
+}
+
+impl<W: std::io::Write> Sink for JsonLines<W> {
+    fn event(&mut self, event: &RunEvent<'_>) -> Result<(), SinkError> {
+        let RunEvent::Sample { line } = event else {
+            return Ok(());
+        };
+        writeln!(self.out, "{line}")
+            .and_then(|()| self.out.flush())
+            .map_err(|source| SinkError {
+                to: self.to.clone(),
+                source,
+            })
     }
 }
 
@@ -178,6 +217,31 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("records.jsonl"), "{e}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn json_lines_carry_each_sample_and_nothing_else() {
+        let mut lines = JsonLines::new(Vec::new(), "a buffer");
+        for event in [
+            RunEvent::Began { cells: 1 },
+            RunEvent::Sample {
+                line: r#"{"event":"interval","n":1}"#,
+            },
+            RunEvent::Said("said"),
+            RunEvent::Sample {
+                line: r#"{"event":"interval","n":2}"#,
+            },
+            RunEvent::Kept {
+                line: r#"{"record":1}"#,
+            },
+            RunEvent::Ended,
+        ] {
+            lines.event(&event).unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(lines.out).unwrap(),
+            "{\"event\":\"interval\",\"n\":1}\n{\"event\":\"interval\",\"n\":2}\n"
+        );
     }
 
     #[test]

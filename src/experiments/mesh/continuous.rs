@@ -23,10 +23,8 @@
 
 use crate::controller::rounds::Schedule;
 use crate::experiments::mesh::inventory::{self, Agent};
-use crate::experiments::mesh::metrics::{Cycle, HostLabels, Kind, MeshMetrics, Slo};
-use crate::experiments::mesh::record::{
-    MAX_PROBE_CALLS, MeshTest, PassSpec, read_manifest, results_of,
-};
+use crate::experiments::mesh::metrics::{Cycle, CycleTests, HostLabels, Kind, MeshMetrics, Slo};
+use crate::experiments::mesh::record::{MAX_PROBE_CALLS, MeshTest, PassSpec, read_manifest};
 use crate::experiments::mesh::rules::RuleSettings;
 use crate::experiments::mesh::run::MeshRun;
 use anyhow::{Context, bail};
@@ -326,7 +324,9 @@ impl Continuous {
                 say(line);
             }
         };
-        let outcome = run.run(&quiet);
+        // The metrics take each test as the runner keeps it.
+        let mut kept = CycleTests::default();
+        let outcome = run.run_into(&quiet, Some(&mut kept));
         // The agents as the cycle found them: the manifest is written
         // before any test, even when too few answered.
         let hosts: Vec<(HostLabels, bool)> = match read_manifest(&dir) {
@@ -349,7 +349,7 @@ impl Continuous {
                 .map(|a| (HostLabels::of(&a.name, &a.labels), false))
                 .collect(),
         };
-        let results = results_of(&dir).map(|(lines, _)| lines).unwrap_or_default();
+        let results = kept.tests;
         let seconds = started.elapsed().as_secs_f64();
         let metrics = &exposed.metrics;
         {

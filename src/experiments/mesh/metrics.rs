@@ -14,7 +14,8 @@
 //!   path series, so a path that recovered leaves the exposition.
 
 use crate::analysis::limits::Factor;
-use crate::experiments::mesh::record::{MeshTest, PairTest};
+use crate::controller::sink::{RunEvent, Sink, SinkError};
+use crate::experiments::mesh::record::{MeshTest, PairTest, results_from};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -157,6 +158,29 @@ pub struct Cycle<'a> {
     pub seconds: f64,
     /// When it ended, seconds since the epoch.
     pub ended_s: f64,
+}
+
+/// The metrics' sink on a cycle's runner: each test the runner keeps,
+/// read from its record's line as it is kept. The cycle's figures are set
+/// from them when it ends ([`MeshMetrics::record`]), all at once, so a
+/// scrape sees one cycle or the other, never a mix.
+#[derive(Debug, Default)]
+pub struct CycleTests {
+    pub tests: Vec<PairTest>,
+    /// Kept lines that were not a mesh test (none, from a mesh's runner).
+    pub unread: Vec<String>,
+}
+
+impl Sink for CycleTests {
+    fn event(&mut self, event: &RunEvent<'_>) -> Result<(), SinkError> {
+        if let RunEvent::Kept { line } = event {
+            let n = self.tests.len() + self.unread.len() + 1;
+            let (tests, unread) = results_from(std::iter::once((n, Ok(line.to_string()))));
+            self.tests.extend(tests);
+            self.unread.extend(unread);
+        }
+        Ok(())
+    }
 }
 
 /// A host's probed paths one way (its row: the paths it sends on; its
@@ -619,6 +643,34 @@ impl MeshMetrics {
 mod tests {
     use super::*;
     use crate::experiments::mesh::record::PairFigures;
+
+    #[test]
+    fn the_cycle_takes_each_kept_test_from_its_line() {
+        let test = probe("a", "b", 2.0, false);
+        let record = crate::record::Record::new(
+            "2026-12-04T00:00:00Z".into(),
+            "remote",
+            &crate::measure::host::HostFacts::default(),
+            test.clone(),
+            None,
+        );
+        let line = serde_json::to_string(&record).unwrap();
+        let mut kept = CycleTests::default();
+        for event in [
+            RunEvent::Measuring { label: "a->b" },
+            RunEvent::Kept { line: &line },
+            RunEvent::Said("a line"),
+            RunEvent::Kept {
+                line: "{\"experiment\":\"rpc\"}",
+            },
+        ] {
+            kept.event(&event).unwrap();
+        }
+        assert_eq!(kept.tests.len(), 1);
+        assert_eq!(kept.tests[0].figures, test.figures);
+        assert_eq!(kept.tests[0].started, "2026-12-04T00:00:00Z");
+        assert_eq!(kept.unread.len(), 1, "{:?}", kept.unread);
+    }
 
     fn probe(from: &str, to: &str, loss_pct: f64, failed: bool) -> PairTest {
         PairTest {

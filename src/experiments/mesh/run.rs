@@ -23,6 +23,7 @@ use crate::controller::resume::{CellKey, Resumed};
 use crate::controller::rounds::{Pair, Schedule, Walker, walk};
 use crate::controller::runner::together::MeasureTogether;
 use crate::controller::runner::{Measured, Runner};
+use crate::controller::sink::Sink;
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::bulk::types::{Amount, EndpointReport, UdpPace};
 use crate::endpoint::rpm::types::Direction as RpmDirection;
@@ -210,6 +211,16 @@ impl MeshRun {
     /// Runs the pass (or what is left of it) and says how it went; results
     /// are on disk as they come, whatever this returns.
     pub fn run(self, say: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Summary> {
+        self.run_into(say, None)
+    }
+
+    /// As [`MeshRun::run`], `sink` told the run's events after the
+    /// results file (the continuous mode's metrics).
+    pub fn run_into(
+        self,
+        say: &(dyn Fn(&str) + Sync),
+        sink: Option<&mut dyn Sink>,
+    ) -> anyhow::Result<Summary> {
         let (manifest, resumed, mut writer) = self.open_dir()?;
         let finished = resumed.as_ref().map_or(0, Resumed::found);
         // The tests are the runner's cells: it keeps each record the
@@ -217,6 +228,9 @@ impl MeshRun {
         let mut runner = Runner::new(HostFacts::gather(), Some(&mut writer))
             .progress(false)
             .resume(resumed);
+        if let Some(sink) = sink {
+            runner.add_sink(sink);
+        }
         self.run_on(&mut runner, manifest, finished, say)
     }
 

@@ -14,6 +14,7 @@ use crate::controller::helpers::Bed;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, EndpointProcess, Sent, Wait};
 use crate::controller::resume::CellKey;
+use crate::controller::runner::Tap;
 use crate::controller::runner::{MeasureCell, Measured};
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::bulk::types::Amount;
@@ -741,17 +742,15 @@ pub fn run_until_confident<M: MeasureCell<Cell = StreamCell, Data = StreamData>>
 }
 
 /// Measures stream cells with two endpoint processes each (a pair per
-/// connection); with `intervals`, hands each connection's intervals to it
-/// as they end: (run index, connection index, the interval).
+/// connection); with a `tap`, tells the runner's sinks each connection's
+/// intervals as they end (`--json-stream`), as
+/// [`crate::experiments::stream::report::interval_line`]s.
 #[derive(Default)]
-pub struct StreamMeasure {
-    pub intervals: Option<IntervalSink>,
+pub struct StreamMeasure<'w> {
+    pub tap: Option<Tap<'w>>,
 }
 
-/// Where `--json-stream` sends intervals: (run, connection, interval).
-pub type IntervalSink = Box<dyn FnMut(u32, usize, &IntervalSample)>;
-
-impl MeasureCell for StreamMeasure {
+impl MeasureCell for StreamMeasure<'_> {
     type Cell = StreamCell;
     type Data = StreamData;
 
@@ -776,12 +775,13 @@ impl MeasureCell for StreamMeasure {
     fn measure(&mut self, cell: &StreamCell) -> Result<Measured<StreamData>, Interrupted> {
         let config = &cell.config;
         let run = cell.repeat_index;
-        let result = match &mut self.intervals {
-            Some(sink) => run_once(config, &mut |connection, sample| {
-                sink(run, connection, sample)
-            }),
-            None => run_once(config, &mut |_, _| {}),
-        };
+        let result = run_once(config, &mut |connection, sample| {
+            if let Some(tap) = &self.tap {
+                let line =
+                    crate::experiments::stream::report::interval_line(run, connection, sample);
+                tap.sample(&line.to_string());
+            }
+        });
         crate::controller::measured(config.placement.name(), result, |result| StreamData {
             params: StreamParams {
                 design: cell.design.clone(),

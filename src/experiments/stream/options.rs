@@ -15,7 +15,6 @@ use crate::options::run::{Print, RunOutcome};
 use crate::units::parse_size;
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-use std::io::Write;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SendKind {
@@ -463,16 +462,19 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     // JSON Lines: progress off, errors as JSON, as under --json.
     run.json |= args.json_stream;
     let cells = StreamCell::repeats(&config, args.repeat);
-    let mut measure = StreamMeasure::default();
-    if args.json_stream {
-        measure.intervals = Some(Box::new(|run, connection, sample| {
-            let line = crate::experiments::stream::report::interval_line(run, connection, sample);
-            // A reader that went away stops nothing: the run finishes.
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
-        }));
-    }
     let records_file = run.out.clone();
     run.measure(out, |runner| {
+        // Each interval a line on stdout as it ends; a reader that went
+        // away loses the lines, never the run.
+        let mut measure = StreamMeasure {
+            tap: args.json_stream.then(|| runner.tap()),
+        };
+        if args.json_stream {
+            runner.add_sink(crate::controller::sink::JsonLines::new(
+                std::io::stdout(),
+                "stdout",
+            ));
+        }
         let (records, confident) = match &confidence {
             Some(asked) => {
                 let (records, confident) =
