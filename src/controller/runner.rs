@@ -451,11 +451,18 @@ pub(crate) mod mock {
             .progress(false)
             .stop_flag(Arc::new(AtomicBool::new(false)))
     }
+
+    /// As [`runner`], keeping records in `writer`'s file.
+    pub fn runner_into(writer: &mut RecordWriter) -> Runner<'_> {
+        Runner::new(HostFacts::default(), Some(writer))
+            .progress(false)
+            .stop_flag(Arc::new(AtomicBool::new(false)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mock::{Mock, runner};
+    use super::mock::{Mock, runner, runner_into};
     use super::*;
 
     /// A made-up experiment's data.
@@ -512,10 +519,7 @@ mod tests {
         let path = dir.path().join("r.jsonl");
         let mut writer = RecordWriter::append(&path).unwrap();
         let mut log = Log::default();
-        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
-            .progress(false)
-            .stop_flag(Arc::new(AtomicBool::new(false)))
-            .sink(&mut log);
+        let mut runner = runner_into(&mut writer).sink(&mut log);
         runner.grid(&mut mock, &[1, 2]).unwrap();
         runner.say("a search's step");
         runner.cell(&mut mock, &3).unwrap();
@@ -548,10 +552,7 @@ mod tests {
         let path = dir.path().join("r.jsonl");
         let mut writer = RecordWriter::append(&path).unwrap();
         let mut log = Log::default();
-        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
-            .progress(false)
-            .stop_flag(Arc::new(AtomicBool::new(false)))
-            .sink(&mut log);
+        let mut runner = runner_into(&mut writer).sink(&mut log);
         let tap = runner.tap();
         let mut mock = Mock::new(|&size: &usize| {
             for i in 0..size {
@@ -584,10 +585,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.jsonl");
         let mut writer = RecordWriter::append(&path).unwrap();
-        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
-            .progress(false)
-            .stop_flag(Arc::new(AtomicBool::new(false)))
-            .fail_fast(true);
+        let mut runner = runner_into(&mut writer).fail_fast(true);
         match runner.grid(&mut mock, &[1, 2, 3]) {
             Err(MeasureError::FailFast { error, saved }) => {
                 assert_eq!(error, "broken");
@@ -658,10 +656,7 @@ mod tests {
         let resumed = crate::controller::resume::Resumed::read(&path).unwrap();
         assert_eq!(resumed.found(), 3);
         let mut writer = RecordWriter::append(&path).unwrap();
-        let mut runner = Runner::new(HostFacts::default(), Some(&mut writer))
-            .progress(false)
-            .stop_flag(Arc::new(AtomicBool::new(false)))
-            .resume(Some(resumed));
+        let mut runner = runner_into(&mut writer).resume(Some(resumed));
         let records = runner.grid(&mut second, &cells).unwrap();
         assert_eq!(runner.reused(), 3);
         assert_eq!(second.measured, [2, 4, 5]);

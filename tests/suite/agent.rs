@@ -6,6 +6,7 @@
 //! without it these tests fail with that reason rather than skip.
 
 use crate::common;
+use crate::common::words;
 use common::{children_of, json_of, lines_of};
 
 use netlab::endpoint::agent::channel;
@@ -331,9 +332,7 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
         CTL,
         &hosts.a_to_b(
             "stream",
-            &[
-                "--udp", "--rate", "50M", "--length", "1024", "--bytes", "2M",
-            ],
+            &words("--udp --rate 50M --length 1024 --bytes 2M"),
         ),
         &out,
     );
@@ -397,14 +396,7 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
         CTL,
         &hosts.a_to_b(
             "rpm",
-            &[
-                "--duration",
-                "3s",
-                "--connections",
-                "4",
-                "--probe-rate",
-                "20",
-            ],
+            &words("--duration 3s --connections 4 --probe-rate 20"),
         ),
         &out,
     );
@@ -611,14 +603,7 @@ fn a_run_beyond_an_agent_s_limits_is_refused_before_anything_starts() {
     hosts.start_agent_with(
         B,
         false,
-        &[
-            "--max-duration",
-            "3s",
-            "--max-bytes",
-            "1M",
-            "--allow",
-            "login",
-        ],
+        &words("--max-duration 3s --max-bytes 1M --allow login"),
     );
     let out = hosts.dir.path().join("r.jsonl");
     for (options, said) in [

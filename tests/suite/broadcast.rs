@@ -17,6 +17,7 @@
 //! Root is needed (CAP_NET_ADMIN); without it the storm test fails saying so.
 
 use crate::common;
+use crate::common::words;
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -136,15 +137,7 @@ fn the_storm_grows_is_bounded_and_each_fix_stops_it_while_linux_forwards_none() 
     );
 
     // Nor would it stop by itself within a second: the time cap does.
-    let timed = storm(&[
-        "--fixes",
-        "none",
-        "--ttl",
-        "255",
-        "--max-time",
-        "1s",
-        "--json",
-    ]);
+    let timed = storm(&words("--fixes none --ttl 255 --max-time 1s --json"));
     assert_eq!(timed[0]["result"]["model"]["stopped_by"], "TimeCap");
     let elapsed = timed[0]["result"]["model"]["elapsed_ms"].as_f64().unwrap();
     assert!(

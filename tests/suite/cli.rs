@@ -2,6 +2,7 @@
 //! endpoint processes.
 
 use crate::common;
+use crate::common::words;
 use common::{children_of, json_of, lines_of, netlab, run_json};
 
 use predicates::prelude::*;
@@ -10,17 +11,7 @@ use predicates::prelude::*;
 fn stream_moves_every_byte_and_measures_both_sides() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
-    let output = netlab()
-        .args([
-            "stream", "--bytes", "4M", "--record", "1K", "--repeat", "2", "--json", "--out",
-        ])
-        .arg(&out)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc = json_of(&output);
+    let doc = run_json(&words("stream --bytes 4M --record 1K --repeat 2"), &out);
     let records = doc["records"].as_array().unwrap();
     assert_eq!(records.len(), 2);
     for r in records {
@@ -97,28 +88,10 @@ fn every_send_strategy_runs_through_the_binary() {
 fn splice_receiver_and_socket_options_are_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
-    let output = netlab()
-        .args([
-            "stream",
-            "--duration",
-            "300ms",
-            "--record",
-            "16K",
-            "--recv",
-            "splice",
-            "--nodelay",
-            "--cc",
-            "reno",
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc = json_of(&output);
+    let doc = run_json(
+        &words("stream --duration 300ms --record 16K --recv splice --nodelay --cc reno"),
+        &out,
+    );
     let r = &doc["records"][0];
     assert_eq!(r["params"]["verify"], false);
     assert_eq!(r["params"]["options"]["nodelay"], true);
@@ -147,26 +120,10 @@ fn table_output_names_host_and_history() {
 fn sweep_finds_a_knee_and_fits_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
-    let output = netlab()
-        .args([
-            "sweep",
-            "stream",
-            "--record",
-            "256..64K*4",
-            "--duration",
-            "150ms",
-            "--repeat",
-            "2",
-            "--json",
-            "--out",
-        ])
-        .arg(&out)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc = json_of(&output);
+    let doc = run_json(
+        &words("sweep stream --record 256..64K*4 --duration 150ms --repeat 2"),
+        &out,
+    );
     let points = doc["summary"]["points"].as_array().unwrap();
     let sizes: Vec<u64> = points
         .iter()
@@ -193,8 +150,8 @@ fn sweep_finds_a_knee_and_fits_a_model() {
             .all(|l| l["runs"] == 2 && l["counts"]["bytes"] == 65536.0)
     );
     assert_eq!(doc["summary"]["checks"]["one_byte"]["bytes"], 1.0);
-    let text = String::from_utf8(output).unwrap();
-    assert!(!text.contains("NaN"));
+    // JSON has no NaN: a figure that is not a number is null.
+    assert!(!doc.to_string().contains("NaN"));
 }
 
 #[test(alone)]
@@ -320,37 +277,15 @@ fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
         "need --placement netns",
     );
     bad(
-        &[
-            "rpm",
-            "--placement",
-            "netns",
-            "--queue-discipline",
-            "fq_codel",
-        ],
+        &words("rpm --placement netns --queue-discipline fq_codel"),
         "a queue forms in front of the link's rate",
     );
     bad(
-        &[
-            "rpm",
-            "--placement",
-            "netns",
-            "--link-rate",
-            "50mbit",
-            "--queue-discipline",
-            "red",
-        ],
+        &words("rpm --placement netns --link-rate 50mbit --queue-discipline red"),
         "droptail, codel (RFC 8289) or fq_codel (RFC 8290)",
     );
     bad(
-        &[
-            "rpm",
-            "--placement",
-            "netns",
-            "--link-rate",
-            "50mbit",
-            "--queue",
-            "0",
-        ],
+        &words("rpm --placement netns --link-rate 50mbit --queue 0"),
         "a queue of 0 holds nothing",
     );
 }
@@ -359,15 +294,7 @@ fn rpm_refuses_what_passes_the_draft_s_limits_naming_them() {
 fn rpm_on_loopback_keeps_its_raw_samples_beside_its_figure() {
     let dir = tempfile::tempdir().unwrap();
     let doc = common::run_json(
-        &[
-            "rpm",
-            "--duration",
-            "3s",
-            "--connections",
-            "2",
-            "--probe-rate",
-            "20",
-        ],
+        &words("rpm --duration 3s --connections 2 --probe-rate 20"),
         &dir.path().join("r.jsonl"),
     );
     let result = &doc["records"][0]["result"];
@@ -549,9 +476,7 @@ fn a_run_with_some_failed_cells_prints_the_rest_and_does_not_exit_0() {
             "NETLAB_FAULT",
             format!("sender-abort-first:{}", marker.display()),
         )
-        .args([
-            "stream", "--bytes", "256K", "--repeat", "3", "--json", "--out",
-        ])
+        .args(words("stream --bytes 256K --repeat 3 --json --out"))
         .arg(&out)
         .assert()
         .code(3)
@@ -610,23 +535,14 @@ fn broken_stdout_pipe_is_not_an_error() {
 
 /// The sweep both runs of [`ctrl_c_stops_a_sweep_keeps_finished_records_and_resume_finishes_it`]
 /// are given: 4 record sizes twice each, with its check and lever runs.
-const SWEEP: [&str; 8] = [
-    "sweep",
-    "stream",
-    "--record",
-    "1K..8K",
-    "--duration",
-    "300ms",
-    "--repeat",
-    "2",
-];
+const SWEEP: &str = "sweep stream --record 1K..8K --duration 300ms --repeat 2";
 
 #[test]
 fn ctrl_c_stops_a_sweep_keeps_finished_records_and_resume_finishes_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s.jsonl");
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args(SWEEP)
+        .args(words(SWEEP))
         .arg("--out")
         .arg(&out)
         .stdout(std::process::Stdio::null())
@@ -675,7 +591,7 @@ fn ctrl_c_stops_a_sweep_keeps_finished_records_and_resume_finishes_it() {
     // The same command with --resume measures only the cells left, and
     // its document covers the whole sweep.
     let resumed = netlab()
-        .args(SWEEP)
+        .args(words(SWEEP))
         .arg("--json")
         .arg("--resume")
         .arg(&out)
@@ -719,15 +635,7 @@ fn a_profiled_stream_says_where_the_cpu_went_by_layer() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("p.jsonl");
     let output = netlab()
-        .args([
-            "stream",
-            "--bytes",
-            "64M",
-            "--record",
-            "1K",
-            "--profile",
-            "--out",
-        ])
+        .args(words("stream --bytes 64M --record 1K --profile --out"))
         .arg(&out)
         .assert()
         .success()
@@ -1111,41 +1019,15 @@ fn every_subcommand_prints_one_strict_json_document_whatever_happens() {
         ),
         (&["rpc", "--stack", "sunos4", "--sizes", "4000,4096"], true),
         (
-            &[
-                "cksum",
-                "--sizes",
-                "1408",
-                "--batches",
-                "1",
-                "--cold-pool",
-                "4M",
-            ],
+            &words("cksum --sizes 1408 --batches 1 --cold-pool 4M"),
             true,
         ),
         (
-            &[
-                "login",
-                "--users",
-                "2",
-                "--relay",
-                "epoll",
-                "--duration",
-                "1s",
-                "--warmup",
-                "0s",
-            ],
+            &words("login --users 2 --relay epoll --duration 1s --warmup 0s"),
             true,
         ),
         (
-            &[
-                "output",
-                "--size",
-                "64K",
-                "--relay",
-                "epoll",
-                "--protocol",
-                "telnet",
-            ],
+            &words("output --size 64K --relay epoll --protocol telnet"),
             true,
         ),
         (&["doctor"], true),
@@ -1157,15 +1039,7 @@ fn every_subcommand_prints_one_strict_json_document_whatever_happens() {
         (&["ablate", "stream", "--factor", "mtu=1500,9000"], false),
         (&["login", "--users", "1000000", "--relay", "epoll"], false),
         (
-            &[
-                "stream",
-                "--bytes",
-                "1M",
-                "--placement",
-                "netns",
-                "--to",
-                "nowhere.invalid",
-            ],
+            &words("stream --bytes 1M --placement netns --to nowhere.invalid"),
             false,
         ),
     ];
@@ -1305,18 +1179,7 @@ fn parallel_reverse_and_bidirectional_streams_each_deliver_every_byte_verified()
 fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("i.jsonl");
-    let doc = run_json(
-        &[
-            "stream",
-            "--duration",
-            "1s",
-            "--interval",
-            "200ms",
-            "-P",
-            "2",
-        ],
-        &out,
-    );
+    let doc = run_json(&words("stream --duration 1s --interval 200ms -P 2"), &out);
     let result = &doc["records"][0]["result"];
     for flow in result["flows"].as_array().unwrap() {
         let intervals = flow["sender"]["intervals"].as_array().unwrap();
@@ -1335,15 +1198,9 @@ fn intervals_add_up_to_the_total_and_stream_as_json_lines_while_the_run_goes() {
     }
     // JSON Lines: intervals as they end, then the document; each line parses.
     let run = netlab()
-        .args([
-            "stream",
-            "--duration",
-            "600ms",
-            "--interval",
-            "200ms",
-            "--json-stream",
-            "--out",
-        ])
+        .args(words(
+            "stream --duration 600ms --interval 200ms --json-stream --out",
+        ))
         .arg(&out)
         .output()
         .unwrap();
@@ -1490,14 +1347,9 @@ fn rpc_connect_per_call_opens_a_connection_for_every_call() {
         assert_eq!(r["result"]["server"]["calls"], 20);
     }
     netlab()
-        .args([
-            "rpc",
-            "--connect-per-call",
-            "--proto",
-            "udp",
-            "--placements",
-            "loopback",
-        ])
+        .args(words(
+            "rpc --connect-per-call --proto udp --placements loopback",
+        ))
         .assert()
         .failure()
         .stderr(predicate::str::contains("--connect-per-call is TCP only"));
@@ -1509,16 +1361,7 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
     let out = dir.path().join("u.jsonl");
     // Loopback: nothing lost, every datagram verified, latency on one clock.
     let doc = run_json(
-        &[
-            "stream",
-            "--udp",
-            "--rate",
-            "50mbit",
-            "--length",
-            "1000",
-            "--duration",
-            "500ms",
-        ],
+        &words("stream --udp --rate 50mbit --length 1000 --duration 500ms"),
         &out,
     );
     let udp = &doc["records"][0]["result"]["receiver"]["udp"];
@@ -1549,15 +1392,7 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
             "applies to TCP",
         ),
         (
-            &[
-                "--udp",
-                "--rate",
-                "100mbit",
-                "--placement",
-                "netns",
-                "--link",
-                "ether10",
-            ][..],
+            &words("--udp --rate 100mbit --placement netns --link ether10")[..],
             "beyond the link profile's 10 Mbit/s",
         ),
         (
@@ -1815,14 +1650,7 @@ fn hostile_files_and_flags_are_refused_by_name_never_crash() {
         &["login", "--stack", "sunos35", "--counts-from"][..],
         &["login", "--users", "1", "--corpus"][..],
         &["mesh", "manifests", "--image", "netlab:1", "--key"][..],
-        &[
-            "login",
-            "--host-cpu",
-            "sun3",
-            "--users",
-            "1",
-            "--calibration",
-        ][..],
+        &words("login --host-cpu sun3 --users 1 --calibration")[..],
     ] {
         let mut v = os(args);
         v.push(fifo.clone().into());
@@ -1852,15 +1680,7 @@ fn hostile_files_and_flags_are_refused_by_name_never_crash() {
         "--stream-every 0s: give the probe cycle",
     );
     run(
-        os(&[
-            "mesh",
-            "manifests",
-            "--image",
-            "n:1",
-            "--continuous",
-            "--every",
-            "0s",
-        ]),
+        os(&words("mesh manifests --image n:1 --continuous --every 0s")),
         "a probe cycle is 1 s to a day",
     );
     run(

@@ -10,6 +10,12 @@ pub fn netlab() -> Command {
     Command::cargo_bin("netlab").expect("binary built")
 }
 
+/// A command line as typed, split at its spaces: each argument one word
+/// (an argument with a space in it is written as an array instead).
+pub fn words(line: &'static str) -> Vec<&'static str> {
+    line.split_whitespace().collect()
+}
+
 /// The one JSON document `output` holds, or a panic showing what it held.
 pub fn json_of(output: &[u8]) -> Value {
     serde_json::from_slice(output).unwrap_or_else(|e| {

@@ -3,6 +3,7 @@
 //! iperf3's own client on the same link; and the servers it must refuse.
 
 use crate::common;
+use crate::common::words;
 use common::netlab;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -337,14 +338,7 @@ fn servers_that_are_not_iperf3_or_are_busy_are_refused_by_name() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("--repeat does not apply"));
     // iperf3's event lines are for tests against an iperf3 server.
     let run = netlab()
-        .args([
-            "stream",
-            "--format",
-            "iperf3",
-            "--json-stream",
-            "--interval",
-            "1s",
-        ])
+        .args(words("stream --format iperf3 --json-stream --interval 1s"))
         .output()
         .unwrap();
     assert!(!run.status.success());

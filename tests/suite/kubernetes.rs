@@ -6,6 +6,7 @@
 //! golden copy: a change to them is a change to that file, seen in review.
 //! Without the validator the test fails naming what to run; it never skips.
 
+use crate::common::words;
 use base64::Engine;
 use netlab::endpoint::agent::key::Key;
 use std::path::{Path, PathBuf};
@@ -57,12 +58,9 @@ fn validate(yaml: &str, version: &str) -> String {
 
 #[test]
 fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
-    let yaml = netlab(&[
-        "mesh",
-        "manifests",
-        "--image",
-        "ghcr.io/example/netlab:0.1.0",
-    ]);
+    let yaml = netlab(&words(
+        "mesh manifests --image ghcr.io/example/netlab:0.1.0",
+    ));
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/netlab.yaml");
     assert_eq!(
         yaml,
@@ -87,15 +85,9 @@ fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
 
     // The continuous controller as a Deployment, its metrics port scraped,
     // the agents' too: its own golden copy, the same schemas.
-    let continuous = netlab(&[
-        "mesh",
-        "manifests",
-        "--image",
-        "ghcr.io/example/netlab:0.1.0",
-        "--continuous",
-        "--stream-every",
-        "1h",
-    ]);
+    let continuous = netlab(&words(
+        "mesh manifests --image ghcr.io/example/netlab:0.1.0 --continuous --stream-every 1h",
+    ));
     let golden =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/netlab-continuous.yaml");
     assert_eq!(
@@ -127,14 +119,9 @@ fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
     }
     assert!(!continuous.contains("kind: Job"));
     // --passes goes into the Job's arguments.
-    let passes = netlab(&[
-        "mesh",
-        "manifests",
-        "--image",
-        "ghcr.io/example/netlab:0.1.0",
-        "--passes",
-        "16",
-    ]);
+    let passes = netlab(&words(
+        "mesh manifests --image ghcr.io/example/netlab:0.1.0 --passes 16",
+    ));
     assert!(passes.contains("- --passes\n        - '16'"), "{passes}");
     validate(&passes, "1.25.0");
 

@@ -5,6 +5,7 @@
 //! root (CAP_NET_ADMIN), as CI has; without it they fail with that reason.
 
 use crate::common;
+use crate::common::words;
 use common::{netlab, run_json};
 
 use serde_json::Value;
@@ -142,18 +143,9 @@ fn a_small_send_buffer_on_a_20ms_path_is_the_send_buffer() {
 
 #[test(alone)]
 fn random_loss_bounds_a_loss_based_flow_near_mathis() {
-    let r = in_namespaces(&[
-        "--link-via",
-        "emulator",
-        "--delay",
-        "10ms",
-        "--loss",
-        "1%",
-        "--cc",
-        "cubic",
-        "--duration",
-        "4s",
-    ]);
+    let r = in_namespaces(&words(
+        "--link-via emulator --delay 10ms --loss 1% --cc cubic --duration 4s",
+    ));
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "loss", "{verdict}");
     let evidence = &r["limits"]["limits"][0]["evidence"];
@@ -171,16 +163,9 @@ fn random_loss_bounds_a_loss_based_flow_near_mathis() {
 fn an_oversized_queue_in_front_of_a_full_link_is_named_beside_it() {
     // cubic fills whatever queue it is given: 1 MB at 10 Mbit/s is up to
     // 800 ms of it.
-    let r = in_namespaces(&[
-        "--link-rate",
-        "10mbit",
-        "--queue",
-        "1M",
-        "--cc",
-        "cubic",
-        "--duration",
-        "4s",
-    ]);
+    let r = in_namespaces(&words(
+        "--link-rate 10mbit --queue 1M --cc cubic --duration 4s",
+    ));
     let (factor, verdict) = primary(&r);
     assert_eq!(factor, "link", "{verdict}");
     assert!(
@@ -317,17 +302,9 @@ fn cpu_budgets_out_of_range_are_refused_by_name() {
 
 #[test(alone)]
 fn udp_loss_is_placed_where_it_happened() {
-    let r = in_namespaces(&[
-        "--link-via",
-        "emulator",
-        "--loss",
-        "2%",
-        "--udp",
-        "--rate",
-        "20mbit",
-        "--duration",
-        "2s",
-    ]);
+    let r = in_namespaces(&words(
+        "--link-via emulator --loss 2% --udp --rate 20mbit --duration 2s",
+    ));
     let sites = &r["udp_loss"];
     let lost = sites["lost"].as_u64().unwrap();
     let on_the_link = sites["on_the_link"].as_u64().unwrap();
@@ -343,15 +320,9 @@ fn udp_at_a_tbf_links_rate_is_lost_at_the_senders_qdisc_and_counted() {
     // veth with tbf at 20 Mbit/s, offered 20 Mbit/s of payload: with the
     // headers and framing tbf counts, more than the link carries, so its
     // queue overflows now and then, below the sender's socket.
-    let r = in_namespaces(&[
-        "--link-rate",
-        "20mbit",
-        "--udp",
-        "--rate",
-        "20mbit",
-        "--duration",
-        "2s",
-    ]);
+    let r = in_namespaces(&words(
+        "--link-rate 20mbit --udp --rate 20mbit --duration 2s",
+    ));
     let sites = &r["udp_loss"];
     let lost = sites["lost"].as_u64().unwrap();
     let at_qdisc = sites["sender_queue"].as_u64().unwrap();
@@ -470,31 +441,17 @@ fn f(v: &Value, field: &str) -> f64 {
 fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
     // Loopback, Sun's two writes: 4096 bytes waits on the delayed ACK
     // (Nagle), a null call on the kernels and the wake-ups between them.
-    let splits = rpc_splits(&[
-        "--placements",
-        "loopback",
-        "--sizes",
-        "4096",
-        "--calls",
-        "20",
-        "--reps",
-        "2",
-    ]);
+    let splits = rpc_splits(&words(
+        "--placements loopback --sizes 4096 --calls 20 --reps 2",
+    ));
     let (_, stalled) = &splits[0];
     // The null call on its own, long enough for the kernel's split of CPU
     // time into user and system, which is sampled at the tick: 20 calls of
     // 50 µs are a millisecond, under one tick, and can read no system time
     // at all (a CI run did); 2000 are about 100 ms, some 25 ticks.
-    let splits = rpc_splits(&[
-        "--placements",
-        "loopback",
-        "--sizes",
-        "0",
-        "--calls",
-        "2000",
-        "--reps",
-        "2",
-    ]);
+    let splits = rpc_splits(&words(
+        "--placements loopback --sizes 0 --calls 2000 --reps 2",
+    ));
     let (_, null) = &splits[0];
     assert_eq!(stalled["bound"], "waiting", "{stalled}");
     assert!(
@@ -516,18 +473,9 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
     // Busy polling on both ends: nobody sleeps through a call. The poll
     // must outlast a whole call, which on a loaded VM host has taken 225 µs
     // (a CI run where 200 µs of polling ran out and each end slept): 2 ms.
-    let polled = rpc_splits(&[
-        "--placements",
-        "loopback",
-        "--sizes",
-        "0",
-        "--calls",
-        "50",
-        "--reps",
-        "2",
-        "--busy-poll",
-        "2000",
-    ]);
+    let polled = rpc_splits(&words(
+        "--placements loopback --sizes 0 --calls 50 --reps 2 --busy-poll 2000",
+    ));
     let (_, polled) = &polled[0];
     // Sleeps, not switches: two ends spinning on a 2-core host are
     // preempted (involuntary switches, run delay) but do not sleep.
@@ -548,18 +496,9 @@ fn each_rpc_call_is_split_and_its_largest_part_named_with_its_fix() {
         netlab::testbed::netns::has_net_admin(),
         "the limits tests over a link need CAP_NET_ADMIN: run them as root"
     );
-    let splits = rpc_splits(&[
-        "--placements",
-        "netns",
-        "--link",
-        "wan",
-        "--sizes",
-        "0",
-        "--calls",
-        "10",
-        "--reps",
-        "2",
-    ]);
+    let splits = rpc_splits(&words(
+        "--placements netns --link wan --sizes 0 --calls 10 --reps 2",
+    ));
     let (_, wan) = &splits[0];
     assert_eq!(wan["bound"], "wire", "{wan}");
     assert_eq!(f(wan, "propagation_us"), 40_000.0, "{wan}");

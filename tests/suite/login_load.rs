@@ -2,6 +2,7 @@
 //! bad input it must refuse.
 
 use crate::common;
+use crate::common::words;
 use common::{descendants, netlab, run_json};
 use serde_json::Value;
 
@@ -110,14 +111,7 @@ fn a_short_run_measures_every_cell() {
     // The same records through a pipe (`-`) give the same model.
     let piped = model_json(
         netlab()
-            .args([
-                "login",
-                "--stack",
-                "sunos35",
-                "--json",
-                "--counts-from",
-                "-",
-            ])
+            .args(words("login --stack sunos35 --json --counts-from -"))
             .pipe_stdin(&out)
             .unwrap(),
     );
@@ -205,14 +199,7 @@ fn find_limit_doubles_up_to_the_cap() {
             "--rate",
             "50",
         ])
-        .args([
-            "--duration",
-            "500ms",
-            "--warmup",
-            "200ms",
-            "--json",
-            "--out",
-        ])
+        .args(words("--duration 500ms --warmup 200ms --json --out"))
         .arg(dir.path().join("r.jsonl"))
         .output()
         .unwrap();
@@ -276,15 +263,7 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
     // TCP_NODELAY on the server: output leaves in the pty's chunks instead
     // of being held by Nagle into near-MSS segments (loopback's MSS is 64 KB).
     let mean_segment = |nodelay: bool| {
-        let mut args = vec![
-            "output",
-            "--size",
-            "1M",
-            "--relay",
-            "epoll",
-            "--protocol",
-            "rlogin",
-        ];
+        let mut args = words("output --size 1M --relay epoll --protocol rlogin");
         if nodelay {
             args.push("--nodelay");
         }
@@ -307,18 +286,9 @@ fn output_is_typed_through_each_design_and_paced_by_baud() {
     );
     // 1200 bytes at 9600 baud (960 characters a second) take about 1.25 s.
     let run = netlab()
-        .args([
-            "output",
-            "--size",
-            "1200",
-            "--baud",
-            "9600",
-            "--relay",
-            "epoll",
-            "--protocol",
-            "rlogin",
-            "--json",
-        ])
+        .args(words(
+            "output --size 1200 --baud 9600 --relay epoll --protocol rlogin --json",
+        ))
         .arg("--out")
         .arg(&out)
         .output()
@@ -602,21 +572,9 @@ fn both_experiments_run_across_a_netns_link() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let doc = run_json(
-        &[
-            "login",
-            "--users",
-            "4",
-            "--relay",
-            "epoll",
-            "--protocol",
-            "rlogin",
-            "--placement",
-            "netns",
-            "--duration",
-            "1s",
-            "--warmup",
-            "500ms",
-        ],
+        &words(
+            "login --users 4 --relay epoll --protocol rlogin --placement netns --duration 1s --warmup 500ms",
+        ),
         &out,
     );
     let record = &doc["records"][0];
@@ -632,17 +590,7 @@ fn both_experiments_run_across_a_netns_link() {
     assert_eq!(r["link"]["profile"]["name"], "ether10", "{r}");
     assert_eq!(r["verdict"], "normal", "{r}");
     let doc = run_json(
-        &[
-            "output",
-            "--size",
-            "64K",
-            "--relay",
-            "splice",
-            "--protocol",
-            "rlogin",
-            "--placement",
-            "netns",
-        ],
+        &words("output --size 64K --relay splice --protocol rlogin --placement netns"),
         &out,
     );
     let r = &doc["records"][0]["result"];
@@ -789,17 +737,7 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
     let out = dir.path().join("r.jsonl");
     let before = netlab_cgroups();
     let cell = |budget: Option<&str>| {
-        let mut args = vec![
-            "login",
-            "--relay",
-            "epoll",
-            "--users",
-            "48",
-            "--duration",
-            "1s",
-            "--warmup",
-            "300ms",
-        ];
+        let mut args = words("login --relay epoll --users 48 --duration 1s --warmup 300ms");
         if let Some(b) = budget {
             args.extend(["--host-cpu", b]);
         }
@@ -839,19 +777,7 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
     // A preset: the budget derived from this host's packet cost, recorded
     // with its derivation, applied as a percent like any other.
     let doc = run_json(
-        &[
-            "login",
-            "--relay",
-            "epoll",
-            "--users",
-            "2",
-            "--duration",
-            "300ms",
-            "--warmup",
-            "100ms",
-            "--host-cpu",
-            "sun3",
-        ],
+        &words("login --relay epoll --users 2 --duration 300ms --warmup 100ms --host-cpu sun3"),
         &out,
     );
     let params = &doc["records"][0]["params"];
@@ -911,21 +837,7 @@ fn a_small_cpu_budget_makes_the_server_melt_and_is_removed() {
     );
     let reused = |file: &std::path::Path| {
         netlab()
-            .args([
-                "login",
-                "--relay",
-                "epoll",
-                "--users",
-                "2",
-                "--duration",
-                "300ms",
-                "--warmup",
-                "100ms",
-                "--host-cpu",
-                "sun3",
-                "--json",
-                "--calibration",
-            ])
+            .args(words("login --relay epoll --users 2 --duration 300ms --warmup 100ms --host-cpu sun3 --json --calibration"))
             .arg(file)
             .arg("--out")
             .arg(&out)
@@ -1007,20 +919,9 @@ fn sigterm_to_the_process_group_mid_budgeted_cell_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let before = netlab_cgroups();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args([
-            "login",
-            "--relay",
-            "epoll",
-            "--users",
-            "8",
-            "--duration",
-            "30s",
-            "--warmup",
-            "1s",
-            "--host-cpu",
-            "20",
-            "--out",
-        ])
+        .args(words(
+            "login --relay epoll --users 8 --duration 30s --warmup 1s --host-cpu 20 --out",
+        ))
         .arg(dir.path().join("r.jsonl"))
         .process_group(0)
         .stdout(std::process::Stdio::null())

@@ -25,6 +25,7 @@
 //! Root is needed (CAP_NET_ADMIN); without it the tests fail saying so.
 
 use crate::common;
+use crate::common::words;
 use common::run;
 
 use netlab::endpoint::agent::key::Key;
@@ -207,12 +208,9 @@ impl Fleet {
                 "--conf-file=/dev/null",
                 "--no-resolv",
             ])
-            .args([
-                "--no-hosts",
-                "--bind-interfaces",
-                "--user=root",
-                "--pid-file=",
-            ])
+            .args(words(
+                "--no-hosts --bind-interfaces --user=root --pid-file=",
+            ))
             .arg(format!("--addn-hosts={}", hosts.display()))
             .arg(format!("--listen-address={}", self.addr(DNS)))
             .args(&srv)

@@ -3,6 +3,7 @@
 //! has; without it they fail with that reason rather than skip.
 
 use crate::common;
+use crate::common::words;
 use common::{children_of, netlab};
 
 use netlab::record::stats::median_interval;
@@ -38,16 +39,9 @@ fn stream(args: &[&str]) -> Value {
 
 #[test(alone)]
 fn ether10_delivers_about_ten_megabits() {
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link",
-        "ether10",
-        "--duration",
-        "3s",
-        "--record",
-        "8K",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link ether10 --duration 3s --record 8K",
+    ));
     let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
     assert!(
         (8.5..=10.0).contains(&rate),
@@ -103,16 +97,9 @@ fn one_percent_loss_shows_retransmits() {
 fn the_link_model_decides_every_wire_segment_of_a_super_packet() {
     // Alone: beside four other tests (the lab's run among them) the loss
     // count once fell 3.4 standard deviations short of the rate's.
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link-via",
-        "emulator",
-        "--loss",
-        "0.5%",
-        "--duration",
-        "2s",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link-via emulator --loss 0.5% --duration 2s",
+    ));
     assert_eq!(r["receiver"]["verified"], true);
     let e = &r["emulator"];
     let n = |v: &Value| v.as_u64().unwrap();
@@ -235,22 +222,9 @@ fn the_one_packet_driver_s_sound_barrier_and_its_fix() {
         );
         assert_eq!(r["receiver"]["verified"], true);
     }
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link",
-        "ether10",
-        "--tx-queue",
-        "32",
-        "--tx-service",
-        "150us",
-        "--bytes",
-        "2M",
-        "--record",
-        "8K",
-        "--queue",
-        "256K",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link ether10 --tx-queue 32 --tx-service 150us --bytes 2M --record 8K --queue 256K",
+    ));
     let rate = r["figures"]["throughput_mbit_s"].as_f64().unwrap();
     let barrier = one_packet_driver_mbit_s(r["sender"]["mss"].as_f64().unwrap(), 150);
     assert!(
@@ -295,18 +269,9 @@ fn every_byte_arrives_through_loss_reordering_duplication_and_corruption() {
 fn a_slow_receiver_loses_back_to_back_frames() {
     // The 82586 "can't hack back-to-back, minimum spacing packets": a
     // receiver needing more than a frame's time drops some of a burst.
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link",
-        "ether10",
-        "--rx-min-gap",
-        "1300us",
-        "--bytes",
-        "1M",
-        "--record",
-        "8K",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link ether10 --rx-min-gap 1300us --bytes 1M --record 8K",
+    ));
     assert_eq!(r["link"]["realised_by"], "emulator");
     let drops = r["emulator"]["model"][0]["rx_gap_drops"].as_u64().unwrap();
     assert!(drops > 0, "no frame was dropped");
@@ -331,16 +296,7 @@ fn netem_and_the_emulator_build_the_same_link_where_netem_exists() {
         );
         return;
     }
-    let link = [
-        "--placement",
-        "netns",
-        "--delay",
-        "10ms",
-        "--jitter",
-        "1ms",
-        "--loss",
-        "0.5%",
-    ];
+    let link = words("--placement netns --delay 10ms --jitter 1ms --loss 0.5%");
     let mut netem = link.to_vec();
     netem.extend(["--bytes", "4M"]);
     let by_netem = stream(&netem);
@@ -429,14 +385,9 @@ fn delays_through_the_emulator_follow_the_distribution() {
 
 #[test]
 fn the_emulator_can_carry_an_unimpaired_link() {
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link-via",
-        "emulator",
-        "--duration",
-        "1s",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link-via emulator --duration 1s",
+    ));
     assert_eq!(r["link"]["realised_by"], "emulator");
     let e = &r["emulator"];
     assert!(e["forwarded_packets"][0].as_u64().unwrap() > 1000);
@@ -450,15 +401,9 @@ fn the_emulator_can_carry_an_unimpaired_link() {
     assert!(mean > 3000.0, "mean packet {mean} B");
     assert_eq!(r["receiver"]["verified"], true);
     // Asked for wire packets, the stack hands over MTU-sized ones.
-    let r = stream(&[
-        "--placement",
-        "netns",
-        "--link-via",
-        "emulator",
-        "--emulator-wire-packets",
-        "--duration",
-        "1s",
-    ]);
+    let r = stream(&words(
+        "--placement netns --link-via emulator --emulator-wire-packets --duration 1s",
+    ));
     let e = &r["emulator"];
     assert_eq!(e["super_packets"][0], 0);
     let mean =
@@ -555,27 +500,13 @@ fn bad_link_parameters_are_refused_before_anything_is_created() {
             "is not one netlab has: droptail, codel (RFC 8289) or fq_codel (RFC 8290)",
         ),
         (
-            vec![
-                "--link",
-                "ether10",
-                "--tx-queue",
-                "1",
-                "--queue-discipline",
-                "codel",
-            ],
+            words("--link ether10 --tx-queue 1 --queue-discipline codel"),
             "--queue-discipline and --tx-queue",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let assert = netlab()
-            .args([
-                "stream",
-                "--placement",
-                "netns",
-                "--duration",
-                "1s",
-                "--out",
-            ])
+            .args(words("stream --placement netns --duration 1s --out"))
             .arg(dir.path().join("r.jsonl"))
             .args(&args)
             .assert()
@@ -606,22 +537,11 @@ fn without_root_the_netns_placement_says_so_and_leaves_nothing() {
     .unwrap();
     let bin = assert_cmd::cargo::cargo_bin("netlab");
     let output = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
+        .args(words(
+            "--reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all",
+        ))
         .arg(&bin)
-        .args([
-            "stream",
-            "--placement",
-            "netns",
-            "--duration",
-            "1s",
-            "--out",
-        ])
+        .args(words("stream --placement netns --duration 1s --out"))
         .arg(dir.path().join("r.jsonl"))
         .output()
         .expect("setpriv (util-linux) runs");
@@ -637,16 +557,9 @@ fn a_failing_run_tears_its_namespaces_down() {
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
         .env("NETLAB_FAULT", "sender-abort")
-        .args([
-            "stream",
-            "--placement",
-            "netns",
-            "--link",
-            "ether10",
-            "--bytes",
-            "1M",
-            "--out",
-        ])
+        .args(words(
+            "stream --placement netns --link ether10 --bytes 1M --out",
+        ))
         .arg(dir.path().join("r.jsonl"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -683,16 +596,9 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args([
-            "stream",
-            "--placement",
-            "netns",
-            "--link",
-            "ether10",
-            "--duration",
-            "20s",
-            "--out",
-        ])
+        .args(words(
+            "stream --placement netns --link ether10 --duration 20s --out",
+        ))
         .arg(dir.path().join("r.jsonl"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -721,16 +627,9 @@ fn after_sigkill_testbed_clean_removes_the_leftovers() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("netlab"))
-        .args([
-            "stream",
-            "--placement",
-            "netns",
-            "--delay",
-            "5ms",
-            "--duration",
-            "20s",
-            "--out",
-        ])
+        .args(words(
+            "stream --placement netns --delay 5ms --duration 20s --out",
+        ))
         .arg(dir.path().join("r.jsonl"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

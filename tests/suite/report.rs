@@ -5,6 +5,7 @@
 //! hold failed cells.
 
 use crate::common;
+use crate::common::words;
 use common::netlab;
 use netlab::experiments::page::{self, Report};
 use netlab::experiments::{RECORDED, RecordData};
@@ -177,12 +178,9 @@ fn chromium_renders_every_figure_without_console_errors() {
     let pdf = dir.path().join("report.pdf");
     let url = format!("file://{}", page.canonicalize().unwrap().display());
     let run = std::process::Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-pdf-header-footer",
-        ])
+        .args(words(
+            "--headless --no-sandbox --disable-gpu --no-pdf-header-footer",
+        ))
         .arg(format!("--print-to-pdf={}", pdf.display()))
         .arg(&url)
         .output()
@@ -374,12 +372,9 @@ fn run_probe(page: &Path, script: &str, width: u32, attribute: &str) -> Vec<Stri
     std::fs::write(&probed, html.replace("</body>", script)).unwrap();
     let url = format!("file://{}", probed.canonicalize().unwrap().display());
     let run = std::process::Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-        ])
+        .args(words(
+            "--headless --no-sandbox --disable-gpu --hide-scrollbars",
+        ))
         .arg(format!("--window-size={width},3000"))
         .arg("--dump-dom")
         .arg(&url)

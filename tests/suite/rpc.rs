@@ -2,6 +2,7 @@
 //! malformed ones, and the experiment through the binary.
 
 use crate::common;
+use crate::common::words;
 use common::{netlab, run_json};
 use netlab::endpoint::rpc::server::{PROGRAM, Server, ServerOptions};
 use netlab::wire::recmark::{fragment_header, single_fragment};
@@ -447,13 +448,9 @@ fn pinned_ends_are_run_and_recorded_where_asked() {
 
 #[test(alone)]
 fn find_cliffs_maps_the_stall_to_the_byte() {
-    let doc = rpc_json(&[
-        "--find-cliffs",
-        "--placements",
-        "loopback",
-        "--cliff-range",
-        "3800..4200",
-    ]);
+    let doc = rpc_json(&words(
+        "--find-cliffs --placements loopback --cliff-range 3800..4200",
+    ));
     let ranges = doc["stall_ranges"].as_array().unwrap();
     assert_eq!(ranges.len(), 1, "{ranges:?}");
     // 40-byte header + 4-byte length + argument (padded) must exceed 3996 bytes: 3953 and up.
@@ -471,35 +468,17 @@ fn small_socket_buffers_are_set_on_both_ends_and_move_linuxs_stall() {
     // left near 4 KB under these buffers is sporadic (a probe in about
     // four stalls somewhere from 3980 bytes, 2026-11-26; its cause is not
     // yet investigated), so no range may start at the default's step.
-    let doc = rpc_json(&[
-        "--find-cliffs",
-        "--placements",
-        "loopback",
-        "--cliff-range",
-        "3900..4100",
-        "--sockbuf",
-        "4096",
-    ]);
+    let doc = rpc_json(&words(
+        "--find-cliffs --placements loopback --cliff-range 3900..4100 --sockbuf 4096",
+    ));
     let ranges = doc["stall_ranges"].as_array().unwrap();
     assert!(
         ranges.iter().all(|r| r["from"] != 3953),
         "the default's step at 3953 bytes is still there: {doc}"
     );
-    let doc = rpc_json(&[
-        "--sizes",
-        "4096",
-        "--calls",
-        "10",
-        "--reps",
-        "1",
-        "--proto",
-        "tcp",
-        "--sockbuf",
-        "4K",
-        "--no-diagnose",
-        "--placements",
-        "loopback",
-    ]);
+    let doc = rpc_json(&words(
+        "--sizes 4096 --calls 10 --reps 1 --proto tcp --sockbuf 4K --no-diagnose --placements loopback",
+    ));
     let params = &doc["records"][0]["params"];
     assert_eq!(params["client"]["sockbuf"], 4096, "{params}");
     assert_eq!(params["server"]["sockbuf"], 4096, "{params}");
@@ -543,13 +522,9 @@ fn bad_experiment_arguments_are_refused() {
 
 #[test]
 fn the_sunos4_model_predicts_the_1989_ranges_through_the_binary() {
-    let doc = rpc_json(&[
-        "--stack",
-        "sunos4",
-        "--find-cliffs",
-        "--cliff-range",
-        "3900..9100",
-    ]);
+    let doc = rpc_json(&words(
+        "--stack sunos4 --find-cliffs --cliff-range 3900..9100",
+    ));
     assert_eq!(doc["experiment"], "rpc-model-find-cliffs");
     for placement in doc["stall_ranges"].as_array().unwrap() {
         assert_eq!(

@@ -13,6 +13,7 @@
 //! they take here; it is a bound on a hang, not a speed.
 
 use crate::common;
+use crate::common::words;
 use common::{children_of, descendants};
 
 use std::process::{Child, Command, Stdio};
@@ -157,15 +158,7 @@ fn a_frozen_emulator_fails_a_byte_counted_run_and_the_testbed_goes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let child = start(
-        &[
-            "stream",
-            "--placement",
-            "netns",
-            "--link-via",
-            "emulator",
-            "--bytes",
-            "500G",
-        ],
+        &words("stream --placement netns --link-via emulator --bytes 500G"),
         &out,
     );
     let pid = child.id();
@@ -196,20 +189,9 @@ fn an_rpc_server_that_stops_answering_fails_its_cell() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let child = start(
-        &[
-            "rpc",
-            "--sizes",
-            "0",
-            "--proto",
-            "tcp",
-            "--placements",
-            "loopback",
-            "--calls",
-            "1000000",
-            "--reps",
-            "100",
-            "--no-diagnose",
-        ],
+        &words(
+            "rpc --sizes 0 --proto tcp --placements loopback --calls 1000000 --reps 100 --no-diagnose",
+        ),
         &out,
     );
     let endpoints = wait_for_children(child.id(), 2);
@@ -230,17 +212,7 @@ fn a_login_server_that_stops_echoing_fails_its_cell() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let child = start(
-        &[
-            "login",
-            "--users",
-            "4",
-            "--relay",
-            "epoll",
-            "--warmup",
-            "1s",
-            "--duration",
-            "60s",
-        ],
+        &words("login --users 4 --relay epoll --warmup 1s --duration 60s"),
         &out,
     );
     let pid = child.id();
@@ -270,20 +242,9 @@ fn an_emulated_link_names_every_datagram_it_drops() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.jsonl");
     let child = start(
-        &[
-            "stream",
-            "--udp",
-            "--rate",
-            "160mbit",
-            "--length",
-            "200",
-            "--bytes",
-            "200000000",
-            "--placement",
-            "netns",
-            "--link-via",
-            "emulator",
-        ],
+        &words(
+            "stream --udp --rate 160mbit --length 200 --bytes 200000000 --placement netns --link-via emulator",
+        ),
         &out,
     );
     let helpers = wait_for_children(child.id(), 3);

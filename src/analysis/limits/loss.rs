@@ -204,43 +204,36 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
 
 /// [`judge`] over the flow's loss cost.
 fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
-    let &Busy {
-        flow,
-        tcp,
-        share,
-        round_trip,
-        series,
-        ..
-    } = busy;
-    let delivered_bps = round_trip.delivered_bps;
+    let delivered_bps = busy.round_trip.delivered_bps;
     // A loss-based control halves its window at each loss (its slow-start
     // threshold then set): a window at the delivered rate is the loss's.
     // Its typical window is the samples' median; the end's one reading
     // lands anywhere on the sawtooth, up to a peak half again the rate.
-    let window_bps = series
+    let window_bps = busy
+        .series
         .window_rate_bps
-        .unwrap_or_else(|| tcp.cwnd_rate_bps());
-    let window_cut = tcp.loss_based()
-        && tcp.snd_ssthresh.is_some_and(|s| s < INFINITE_SSTHRESH)
+        .unwrap_or_else(|| busy.tcp.cwnd_rate_bps());
+    let window_cut = busy.tcp.loss_based()
+        && busy.tcp.snd_ssthresh.is_some_and(|s| s < INFINITE_SSTHRESH)
         && window_bps <= WINDOW_SLACK * delivered_bps;
     if !cost.binding(window_cut) {
         return None;
     }
     let mut evidence = BTreeMap::from([
         ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
-        ("srtt_ms".to_string(), f64::from(tcp.srtt_us) / 1e3),
+        ("srtt_ms".to_string(), f64::from(busy.tcp.srtt_us) / 1e3),
     ]);
     cost.evidence(&mut evidence);
     if window_cut {
         evidence.insert("cwnd_rate_mbit_s".into(), window_bps / 1e6);
     }
-    if let Some(rate) = flow.path.rate_bps {
+    if let Some(rate) = busy.flow.path.rate_bps {
         evidence.insert("link_mbit_s".into(), rate as f64 / 1e6);
     }
-    let mathis = if tcp.loss_based() {
+    let mathis = if busy.tcp.loss_based() {
         let p = cost.retrans_share.max(1e-9);
-        let srtt = f64::from(tcp.srtt_us.max(1)) / 1e6;
-        let bound = f64::from(tcp.snd_mss) * 8.0 / srtt * MATHIS_C / p.sqrt();
+        let srtt = f64::from(busy.tcp.srtt_us.max(1)) / 1e6;
+        let bound = f64::from(busy.tcp.snd_mss) * 8.0 / srtt * MATHIS_C / p.sqrt();
         evidence.insert("mathis_bound_mbit_s".into(), bound / 1e6);
         format!(
             "; for a loss-based control Mathis' bound at this loss is {:.1} Mbit/s",
@@ -249,8 +242,8 @@ fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
     } else {
         String::new()
     };
-    let source = where_lost(flow, cost, tcp.loss_based());
-    let below = flow.path.rate_bps.map_or(String::new(), |rate| {
+    let source = where_lost(busy.flow, cost, busy.tcp.loss_based());
+    let below = busy.flow.path.rate_bps.map_or(String::new(), |rate| {
         format!(
             ", {:.0}% of the link's {:.1} Mbit/s",
             100.0 * delivered_bps / rate as f64,
@@ -259,7 +252,7 @@ fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
     });
     Some(Limit {
         factor: Factor::Loss,
-        share,
+        share: busy.share,
         evidence,
         fix: format!(
             "{:.2}% of the bytes were retransmitted{}{}{}, and the flow delivered {:.1} Mbit/s{below}{mathis}; {source}",
@@ -267,7 +260,8 @@ fn judge_binding(busy: &Busy, cost: &LossCost) -> Option<Limit> {
             if window_cut {
                 format!(
                     "; {} halved its window at each loss and the window ({:.1} Mbit/s over the round trip) held the flow",
-                    tcp.congestion_control
+                    busy.tcp
+                        .congestion_control
                         .as_deref()
                         .unwrap_or("the congestion control"),
                     window_bps / 1e6

@@ -270,92 +270,86 @@ fn busy_time(
 /// opening; otherwise the verdict is undecided, with the busiest part and
 /// what was seen as evidence, and what would decide it.
 fn nothing_at_bound(busy: &Busy) -> Limit {
-    let &Busy {
-        flow,
-        tcp,
-        share,
-        round_trip,
-        series,
-        ..
-    } = busy;
-    let delivered_bps = round_trip.delivered_bps;
-    let cwnd_rate = tcp.cwnd_rate_bps();
+    let delivered_bps = busy.round_trip.delivered_bps;
+    let cwnd_rate = busy.tcp.cwnd_rate_bps();
     let parts = [
-        ("the sender's CPU", flow.sender.load()),
-        ("the receiver's CPU", flow.receiver.load()),
+        ("the sender's CPU", busy.flow.sender.load()),
+        ("the receiver's CPU", busy.flow.receiver.load()),
         (
             "the wire emulator's CPU",
-            flow.path.emulator_busy.unwrap_or(0.0),
+            busy.flow.path.emulator_busy.unwrap_or(0.0),
         ),
     ];
-    let (busiest, busy) = parts
+    let (busiest, busiest_load) = parts
         .into_iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .expect("three parts");
     let mut evidence = BTreeMap::from([
         ("sender_cpu_pct".to_string(), 100.0 * parts[0].1),
         ("receiver_cpu_pct".to_string(), 100.0 * parts[1].1),
-        ("cwnd_segments".to_string(), f64::from(tcp.snd_cwnd)),
+        ("cwnd_segments".to_string(), f64::from(busy.tcp.snd_cwnd)),
         ("cwnd_rate_mbit_s".to_string(), cwnd_rate / 1e6),
         ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
-        ("min_rtt_ms".to_string(), round_trip.rtt_s * 1e3),
+        ("min_rtt_ms".to_string(), busy.round_trip.rtt_s * 1e3),
     ]);
-    if let Some(emulator) = flow.path.emulator_busy {
+    if let Some(emulator) = busy.flow.path.emulator_busy {
         evidence.insert("emulator_cpu_pct".into(), 100.0 * emulator);
     }
-    series.evidence(&mut evidence);
-    if flow
+    busy.series.evidence(&mut evidence);
+    if busy
+        .flow
         .path
         .emulator_busy
         .is_some_and(|busy| busy >= SATURATED)
     {
         return Limit {
             factor: Factor::Emulator,
-            share,
+            share: busy.share,
             evidence,
             fix: format!(
                 "the wire emulator (a user-space process carrying every packet) was busy {:.0}% of the run, at its bound, and nothing else bound: use a veth link (netem or tbf) where the kernel has them, or an unimpaired link (super-packets)",
-                100.0 * busy
+                100.0 * busiest_load
             ),
         };
     }
     let window_bound = cwnd_rate <= WINDOW_SLACK * delivered_bps;
-    if window_bound && tcp.loss_based() && tcp.total_retrans == 0 {
-        let wall = flow.sender.wall_s;
+    if window_bound && busy.tcp.loss_based() && busy.tcp.total_retrans == 0 {
+        let wall = busy.flow.sender.wall_s;
         return Limit {
             factor: Factor::CongestionWindow,
-            share,
+            share: busy.share,
             evidence,
             fix: format!(
                 "no loss, no full link, no window or buffer at its rate, no saturated CPU, no plateau in the delivery rate: {}'s window ({} segments) bound the flow and was still opening; run longer (the run was {wall:.1} s) or raise the initial window (ip route ... initcwnd)",
-                tcp.congestion_control
+                busy.tcp
+                    .congestion_control
                     .as_deref()
                     .unwrap_or("the congestion control"),
-                tcp.snd_cwnd
+                busy.tcp.snd_cwnd
             ),
         };
     }
     let mut decide = Vec::new();
-    if flow.path.rate_bps.is_none() {
+    if busy.flow.path.rate_bps.is_none() {
         decide.push("the path's rate (a shaper or link either end could read, or --link-rate)");
     }
-    if series.plateau.is_none() {
-        decide.push(if series.samples == 0 {
+    if busy.series.plateau.is_none() {
+        decide.push(if busy.series.samples == 0 {
             "samples of the delivery rate during the run"
         } else {
             "a steadier delivery rate (a longer run)"
         });
     }
-    if flow.sender.run_delay_s.is_none() || flow.receiver.run_delay_s.is_none() {
+    if busy.flow.sender.run_delay_s.is_none() || busy.flow.receiver.run_delay_s.is_none() {
         decide.push("each side's scheduler delay");
     }
     Limit {
         factor: Factor::Undecided,
-        share,
+        share: busy.share,
         evidence,
         fix: format!(
             "nothing reached its bound (no buffer or window at its rate, no full link, no plateau of the delivery rate, no loss that cost the flow its time); the busiest part was {busiest} at {:.0}% of what it could have had, below its bound, so it is evidence, not the cause{}",
-            100.0 * busy,
+            100.0 * busiest_load,
             if decide.is_empty() {
                 String::new()
             } else {

@@ -94,22 +94,15 @@ fn held(
 /// [`LINK_FULL`] of the link's, or its emulated wire busy that share of
 /// the run). `host`, a side near its own CPU bound, is named beside it.
 pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
-    let &Busy {
-        flow,
-        tcp,
-        share,
-        round_trip,
-        series,
-        ..
-    } = busy;
     let loss = busy.loss.as_ref();
-    let rate = flow.path.rate_bps? as f64;
-    let delivered_bps = round_trip.delivered_bps;
-    let payload_rate = rate / flow.path.overhead.max(1.0);
-    let wire_busy = flow
+    let rate = busy.flow.path.rate_bps? as f64;
+    let delivered_bps = busy.round_trip.delivered_bps;
+    let payload_rate = rate / busy.flow.path.overhead.max(1.0);
+    let wire_busy = busy
+        .flow
         .path
         .wire_busy_s
-        .map(|s| s / flow.sender.wall_s.max(1e-9));
+        .map(|s| s / busy.flow.sender.wall_s.max(1e-9));
     let full =
         delivered_bps >= LINK_FULL * payload_rate || wire_busy.is_some_and(|b| b >= LINK_FULL);
     // A flow well over the rate did not cross that link (a shaper on
@@ -126,11 +119,11 @@ pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
     if let Some(b) = wire_busy {
         evidence.insert("wire_busy_share".into(), b);
     }
-    series.evidence(&mut evidence);
+    busy.series.evidence(&mut evidence);
     if let Some(l) = loss {
         l.evidence(&mut evidence);
     }
-    let (how, _) = held(tcp, series, loss, payload_rate, &mut evidence);
+    let (how, _) = held(busy.tcp, busy.series, loss, payload_rate, &mut evidence);
     let hosts = match host {
         None => "nothing on either host limits this flow".to_string(),
         Some(near) => {
@@ -144,13 +137,13 @@ pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
     };
     Some(Limit {
         factor: Factor::Link,
-        share,
+        share: busy.share,
         evidence,
         fix: format!(
             "the link is full: {:.1} of {:.1} Mbit/s of payload ({}); {how}; {hosts}",
             delivered_bps / 1e6,
             payload_rate / 1e6,
-            flow.path.rate_source
+            busy.flow.path.rate_source
         ),
     })
 }
@@ -163,43 +156,35 @@ pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
 /// a queue or a shaper to show for it (loss, not a bottleneck, set the
 /// rate: see `loss.rs`).
 pub(super) fn bottleneck(busy: &Busy) -> Option<Limit> {
-    let &Busy {
-        flow,
-        tcp,
-        share,
-        round_trip,
-        series,
-        ..
-    } = busy;
     let loss = busy.loss.as_ref();
-    let plateau = series.plateau?;
-    let delivered_bps = round_trip.delivered_bps;
+    let plateau = busy.series.plateau?;
+    let delivered_bps = busy.round_trip.delivered_bps;
     if delivered_bps < AT_PLATEAU * plateau.rate_bps {
         return None;
     }
-    if let Some(rate) = flow.path.rate_bps
-        && flow.path.rate_exact
-        && rate as f64 / flow.path.overhead.max(1.0) * LINK_FULL > plateau.rate_bps
+    if let Some(rate) = busy.flow.path.rate_bps
+        && busy.flow.path.rate_exact
+        && rate as f64 / busy.flow.path.overhead.max(1.0) * LINK_FULL > plateau.rate_bps
     {
         return None;
     }
-    let shaper = matching_shaper(flow, plateau.rate_bps);
+    let shaper = matching_shaper(busy.flow, plateau.rate_bps);
     let recovering = loss.is_some_and(|l| l.recovery_share.unwrap_or(0.0) >= RECOVERY_SHARE);
-    if recovering && shaper.is_none() && series.queue_ms(tcp).is_none() {
+    if recovering && shaper.is_none() && busy.series.queue_ms(busy.tcp).is_none() {
         return None;
     }
     let mut evidence = BTreeMap::from([
         ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
-        ("min_rtt_ms".to_string(), round_trip.rtt_s * 1e3),
+        ("min_rtt_ms".to_string(), busy.round_trip.rtt_s * 1e3),
     ]);
-    series.evidence(&mut evidence);
+    busy.series.evidence(&mut evidence);
     if let Some(l) = loss {
         l.evidence(&mut evidence);
     }
-    if let Some(rate) = flow.path.rate_bps {
+    if let Some(rate) = busy.flow.path.rate_bps {
         evidence.insert("interface_mbit_s".into(), rate as f64 / 1e6);
     }
-    let (how, fix) = held(tcp, series, loss, plateau.rate_bps, &mut evidence);
+    let (how, fix) = held(busy.tcp, busy.series, loss, plateau.rate_bps, &mut evidence);
     let what = match shaper {
         Some(s) => {
             evidence.insert("shaper_mbit_s".into(), s.rate_bps as f64 / 1e6);
@@ -212,7 +197,7 @@ pub(super) fn bottleneck(busy: &Busy) -> Option<Limit> {
     };
     Some(Limit {
         factor: Factor::Path,
-        share,
+        share: busy.share,
         evidence,
         fix: format!(
             "the path's bottleneck at {:.1} Mbit/s: the kernel's delivery rate sat there ({} samples within {:.0}%) and the flow delivered {:.1}, with no window, buffer or CPU binding; {what}; {how}; {fix}",

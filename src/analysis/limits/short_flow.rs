@@ -20,36 +20,32 @@ pub const SLOW_START_ROUNDS: f64 = 40.0;
 
 /// A short flow, named with what it took.
 pub(super) fn judge(busy: &Busy) -> Option<Limit> {
-    let &Busy {
-        flow,
-        tcp,
-        share,
-        round_trip,
-        series,
-        ..
-    } = busy;
-    let rtt_s = round_trip.rtt_s;
-    let rounds = flow.sender.wall_s / rtt_s;
-    let in_slow_start = tcp.loss_based()
-        && tcp.total_retrans == 0
-        && tcp.snd_ssthresh.is_some_and(|s| s >= INFINITE_SSTHRESH);
+    let rtt_s = busy.round_trip.rtt_s;
+    let rounds = busy.flow.sender.wall_s / rtt_s;
+    let in_slow_start = busy.tcp.loss_based()
+        && busy.tcp.total_retrans == 0
+        && busy
+            .tcp
+            .snd_ssthresh
+            .is_some_and(|s| s >= INFINITE_SSTHRESH);
     let short = rounds <= SHORT_ROUNDS
-        || (in_slow_start && series.plateau.is_none() && rounds <= SLOW_START_ROUNDS);
+        || (in_slow_start && busy.series.plateau.is_none() && rounds <= SLOW_START_ROUNDS);
     if !short {
         return None;
     }
-    let reached = f64::from(series.max_cwnd.max(tcp.snd_cwnd)) * f64::from(tcp.snd_mss);
+    let reached =
+        f64::from(busy.series.max_cwnd.max(busy.tcp.snd_cwnd)) * f64::from(busy.tcp.snd_mss);
     let mut evidence = BTreeMap::from([
         ("round_trips".to_string(), rounds),
         ("min_rtt_ms".to_string(), rtt_s * 1e3),
-        ("bytes".to_string(), flow.bytes as f64),
+        ("bytes".to_string(), busy.flow.bytes as f64),
         ("window_reached_bytes".to_string(), reached),
         (
             "delivered_mbit_s".to_string(),
-            round_trip.delivered_bps / 1e6,
+            busy.round_trip.delivered_bps / 1e6,
         ),
     ]);
-    let needed = round_trip.link_bdp();
+    let needed = busy.round_trip.link_bdp();
     let window = match needed {
         Some(bdp) => {
             evidence.insert("window_needed_bytes".into(), bdp);
@@ -57,7 +53,7 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
                 "its window reached {} of the {} the path needed ({:.1} Mbit/s × {:.1} ms)",
                 mb(reached),
                 mb(bdp),
-                round_trip.link_bps.unwrap_or(0.0) / 1e6,
+                busy.round_trip.link_bps.unwrap_or(0.0) / 1e6,
                 rtt_s * 1e3
             )
         }
@@ -66,10 +62,10 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
             mb(reached)
         ),
     };
-    let handshake = match flow.handshake_s {
+    let handshake = match busy.flow.handshake_s {
         Some(h) => {
             evidence.insert("handshake_ms".into(), h * 1e3);
-            let whole = h + flow.sender.wall_s;
+            let whole = h + busy.flow.sender.wall_s;
             evidence.insert("handshake_share".into(), h / whole.max(1e-9));
             format!(
                 "; the handshake took {:.1} ms more ({:.0}% of the whole)",
@@ -86,11 +82,11 @@ pub(super) fn judge(busy: &Busy) -> Option<Limit> {
     };
     Some(Limit {
         factor: Factor::ShortFlow,
-        share,
+        share: busy.share,
         evidence,
         fix: format!(
             "the transfer ({}) took {rounds:.0} round trips of {:.1} ms and {how}: {window}{handshake}; send more per connection, reuse the connection (pooling, keep-alive; net.ipv4.tcp_slow_start_after_idle=0 keeps its window), or raise the initial window (ip route change ... initcwnd 20 initrwnd 20)",
-            mb(flow.bytes as f64),
+            mb(busy.flow.bytes as f64),
             rtt_s * 1e3
         ),
     })
