@@ -271,14 +271,19 @@ pub enum QueueDiscipline {
     },
     /// FQ-CoDel (RFC 8290): `flows` queues served `quantum` bytes a turn,
     /// each with CoDel, `limit_packets` in all.
-    FqCodel {
-        limit_packets: u32,
-        flows: u32,
-        quantum: u32,
-        target_us: u64,
-        interval_us: u64,
-        ecn: bool,
-    },
+    FqCodel(FqCodelQueue),
+}
+
+/// FQ-CoDel's parameters (tc-fq_codel(8)'s `limit`, `flows`, `quantum`,
+/// `target`, `interval`, `ecn`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FqCodelQueue {
+    pub limit_packets: u32,
+    pub flows: u32,
+    pub quantum: u32,
+    pub target_us: u64,
+    pub interval_us: u64,
+    pub ecn: bool,
 }
 
 impl QueueDiscipline {
@@ -287,7 +292,7 @@ impl QueueDiscipline {
         match self {
             QueueDiscipline::DropTail { .. } => "droptail",
             QueueDiscipline::Codel { .. } => "codel",
-            QueueDiscipline::FqCodel { .. } => "fq_codel",
+            QueueDiscipline::FqCodel(_) => "fq_codel",
         }
     }
 }
@@ -334,13 +339,33 @@ pub enum LossModel {
     },
     /// The 4-state Markov model of Salsano et al. (netem's GI model):
     /// transmitted and lost states in gap and burst periods.
-    FourState {
-        p13_pct: f64,
-        p31_pct: f64,
-        p32_pct: f64,
-        p23_pct: f64,
-        p14_pct: f64,
-    },
+    FourState(FourStateLoss),
+}
+
+/// The 4-state model's transition probabilities, in percent: from gap
+/// transmit (1) to burst loss (3) and to gap loss (4), from burst loss
+/// back to gap transmit (31) and to burst transmit (32), and from burst
+/// transmit to burst loss (23).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FourStateLoss {
+    pub p13_pct: f64,
+    pub p31_pct: f64,
+    pub p32_pct: f64,
+    pub p23_pct: f64,
+    pub p14_pct: f64,
+}
+
+impl FourStateLoss {
+    /// The five in netem's order (`loss state p13 p31 p32 p23 p14`).
+    pub fn in_order(&self) -> [f64; 5] {
+        [
+            self.p13_pct,
+            self.p31_pct,
+            self.p32_pct,
+            self.p23_pct,
+            self.p14_pct,
+        ]
+    }
 }
 
 /// Bytes a packet occupies on the wire beyond its IP bytes.
@@ -617,5 +642,26 @@ mod identity_tests {
         assert!(Identity::gather(&[long], []).is_err());
         let e = Identity::gather(&[], [("NETLAB_LABEL_zone".into(), "a\nb".into())]).unwrap_err();
         assert!(e.starts_with("NETLAB_LABEL_zone: "), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_models_with_parameters_of_their_own_read_and_write_as_records_always_held_them() {
+        // As records before the parameters were types of their own.
+        let fq = r#"{"kind":"fq_codel","limit_packets":10240,"flows":1024,"quantum":1514,"target_us":5000,"interval_us":100000,"ecn":true}"#;
+        let loss = r#"{"model":"four_state","p13_pct":2.0,"p31_pct":30.0,"p32_pct":0.0,"p23_pct":100.0,"p14_pct":0.0}"#;
+        let read: QueueDiscipline = serde_json::from_str(fq).unwrap();
+        assert!(matches!(read, QueueDiscipline::FqCodel(q) if q.flows == 1024 && q.ecn));
+        assert_eq!(serde_json::to_string(&read).unwrap(), fq);
+        let read: LossModel = serde_json::from_str(loss).unwrap();
+        let LossModel::FourState(s) = read else {
+            panic!("{read:?}")
+        };
+        assert_eq!(s.in_order(), [2.0, 30.0, 0.0, 100.0, 0.0]);
+        assert_eq!(serde_json::to_string(&read).unwrap(), loss);
     }
 }

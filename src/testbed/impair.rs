@@ -208,18 +208,12 @@ impl Loss {
                 k1: scaled(good_loss_pct),
                 bad: false,
             },
-            Some(LossModel::FourState {
-                p13_pct,
-                p31_pct,
-                p32_pct,
-                p23_pct,
-                p14_pct,
-            }) => Loss::FourState {
-                p13: scaled(p13_pct),
-                p31: scaled(p31_pct),
-                p32: scaled(p32_pct),
-                p23: scaled(p23_pct),
-                p14: scaled(p14_pct),
+            Some(LossModel::FourState(s)) => Loss::FourState {
+                p13: scaled(s.p13_pct),
+                p31: scaled(s.p31_pct),
+                p32: scaled(s.p32_pct),
+                p23: scaled(s.p23_pct),
+                p14: scaled(s.p14_pct),
                 state: FourState::GapTransmit,
             },
         }
@@ -1046,13 +1040,15 @@ mod tests {
     fn four_state_loss_matches_its_stationary_rate() {
         let mut p = profile();
         let (p13, p31, p32, p23, p14) = (0.02, 0.3, 0.1, 0.05, 0.01);
-        p.impair.loss_model = Some(LossModel::FourState {
-            p13_pct: p13 * 100.0,
-            p31_pct: p31 * 100.0,
-            p32_pct: p32 * 100.0,
-            p23_pct: p23 * 100.0,
-            p14_pct: p14 * 100.0,
-        });
+        p.impair.loss_model = Some(LossModel::FourState(
+            crate::record::testbed::FourStateLoss {
+                p13_pct: p13 * 100.0,
+                p31_pct: p31 * 100.0,
+                p32_pct: p32 * 100.0,
+                p23_pct: p23 * 100.0,
+                p14_pct: p14 * 100.0,
+            },
+        ));
         let (_, fates) = run(&p, 400_000, 100, 1000);
         let lost: Vec<bool> = fates.iter().map(|f| f.deliveries.is_empty()).collect();
         let (mean, half) = batch_interval(&lost, 100);

@@ -18,7 +18,8 @@
 
 use crate::record::testbed::LinkProfile;
 use crate::record::testbed::{
-    DelayDistribution, Framing, Impairments, LossModel, QueueDiscipline, QueueLimit, Slot,
+    DelayDistribution, FourStateLoss, FqCodelQueue, Framing, Impairments, LossModel,
+    QueueDiscipline, QueueLimit, Slot,
 };
 use crate::units::parse_duration;
 use std::time::Duration;
@@ -161,14 +162,8 @@ impl LinkProfile {
                 "slot min delay greater than max delay".into(),
             ));
         }
-        if let Some(LossModel::FourState {
-            p13_pct,
-            p31_pct,
-            p32_pct,
-            p14_pct,
-            ..
-        }) = i.loss_model
-            && (p13_pct + p14_pct > 100.0 || p31_pct + p32_pct > 100.0)
+        if let Some(LossModel::FourState(s)) = i.loss_model
+            && (s.p13_pct + s.p14_pct > 100.0 || s.p31_pct + s.p32_pct > 100.0)
         {
             return Err(LinkError::Netem(
                 "loss state: a state's outgoing probabilities add up to more than 100% (p13 + p14, p31 + p32)".into(),
@@ -401,14 +396,14 @@ pub fn queue_discipline(
             interval_us: codel.interval_ns / 1000,
             ecn: codel.ecn,
         },
-        "fq_codel" | "fq-codel" => QueueDiscipline::FqCodel {
+        "fq_codel" | "fq-codel" => QueueDiscipline::FqCodel(FqCodelQueue {
             limit_packets: packets_of(fq.limit as u32)?,
             flows: fq.flows as u32,
             quantum: fq.quantum,
             target_us: fq.codel.target_ns / 1000,
             interval_us: fq.codel.interval_ns / 1000,
             ecn: fq.codel.ecn,
-        },
+        }),
         other => {
             return Err(LinkError::Invalid(format!(
                 "--queue-discipline \"{other}\" is not one netlab has: droptail, codel (RFC 8289) or fq_codel (RFC 8290)"
@@ -463,16 +458,12 @@ fn describe_discipline(d: &QueueDiscipline) -> String {
             "CoDel (RFC 8289) {limit_packets} packets, {}",
             aqm(target_us, interval_us, ecn)
         ),
-        QueueDiscipline::FqCodel {
-            limit_packets,
-            flows,
-            quantum,
-            target_us,
-            interval_us,
-            ecn,
-        } => format!(
-            "FQ-CoDel (RFC 8290) {flows} flows, quantum {quantum} B, {limit_packets} packets, {}",
-            aqm(target_us, interval_us, ecn)
+        QueueDiscipline::FqCodel(q) => format!(
+            "FQ-CoDel (RFC 8290) {} flows, quantum {} B, {} packets, {}",
+            q.flows,
+            q.quantum,
+            q.limit_packets,
+            aqm(q.target_us, q.interval_us, q.ecn)
         ),
     }
 }
@@ -677,13 +668,13 @@ fn netem_loss(words: &mut Words, profile: &mut LinkProfile) -> Result<(), LinkEr
             let p32 = words.optional_pct("loss state p32")?.unwrap_or(0.0);
             let p23 = words.optional_pct("loss state p23")?.unwrap_or(100.0);
             let p14 = words.optional_pct("loss state p14")?.unwrap_or(0.0);
-            impair.loss_model = Some(LossModel::FourState {
+            impair.loss_model = Some(LossModel::FourState(FourStateLoss {
                 p13_pct: p13,
                 p31_pct: p31,
                 p32_pct: p32,
                 p23_pct: p23,
                 p14_pct: p14,
-            });
+            }));
         }
         Some("gemodel") | Some("gmodel") => {
             words.take();
@@ -785,14 +776,9 @@ fn loss_model_words(model: Option<LossModel>) -> Option<String> {
         }) => Some(format!(
             "Gilbert-Elliott loss (p {p_pct}%, r {r_pct}%, 1-h {bad_loss_pct}%, 1-k {good_loss_pct}%)"
         )),
-        Some(LossModel::FourState {
-            p13_pct,
-            p31_pct,
-            p32_pct,
-            p23_pct,
-            p14_pct,
-        }) => Some(format!(
-            "4-state loss (p13 {p13_pct}%, p31 {p31_pct}%, p32 {p32_pct}%, p23 {p23_pct}%, p14 {p14_pct}%)"
+        Some(LossModel::FourState(s)) => Some(format!(
+            "4-state loss (p13 {}%, p31 {}%, p32 {}%, p23 {}%, p14 {}%)",
+            s.p13_pct, s.p31_pct, s.p32_pct, s.p23_pct, s.p14_pct
         )),
         None => None,
     }
@@ -1209,13 +1195,13 @@ mod tests {
         let gi = netem("loss state 2% 30%").unwrap();
         assert_eq!(
             gi.impair.loss_model,
-            Some(LossModel::FourState {
+            Some(LossModel::FourState(FourStateLoss {
                 p13_pct: 2.0,
                 p31_pct: 30.0,
                 p32_pct: 0.0,
                 p23_pct: 100.0,
                 p14_pct: 0.0
-            })
+            }))
         );
         assert_eq!(netem("loss random 3%").unwrap().loss_pct, 3.0);
         // A netem delay makes the link impaired; Ethernet framing alone does not.
@@ -1305,14 +1291,14 @@ mod tests {
         .unwrap();
         assert_eq!(
             d(wan_fq.clone()),
-            QueueDiscipline::FqCodel {
+            QueueDiscipline::FqCodel(FqCodelQueue {
                 limit_packets: 10_240,
                 flows: 1024,
                 quantum: 1514,
                 target_us: 5000,
                 interval_us: 100_000,
                 ecn: true
-            }
+            })
         );
         assert_eq!(wan_fq.queue_bytes, None);
         assert!(

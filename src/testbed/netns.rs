@@ -227,16 +227,10 @@ fn netem_loss_args(profile: &LinkProfile) -> Vec<String> {
                 .into_iter()
                 .chain([p_pct, r_pct, bad_loss_pct, good_loss_pct].map(pct)),
         ),
-        Some(LossModel::FourState {
-            p13_pct,
-            p31_pct,
-            p32_pct,
-            p23_pct,
-            p14_pct,
-        }) => args.extend(
+        Some(LossModel::FourState(s)) => args.extend(
             ["loss".into(), "state".into()]
                 .into_iter()
-                .chain([p13_pct, p31_pct, p32_pct, p23_pct, p14_pct].map(pct)),
+                .chain(s.in_order().map(pct)),
         ),
     }
     args
@@ -343,26 +337,19 @@ pub fn kernel_discipline_args(discipline: &QueueDiscipline) -> Vec<String> {
             format!("{interval_us}us"),
             ecn(on),
         ],
-        QueueDiscipline::FqCodel {
-            limit_packets,
-            flows,
-            quantum,
-            target_us,
-            interval_us,
-            ecn: on,
-        } => vec![
+        QueueDiscipline::FqCodel(q) => vec![
             "fq_codel".into(),
             "limit".into(),
-            limit_packets.to_string(),
+            q.limit_packets.to_string(),
             "flows".into(),
-            flows.to_string(),
+            q.flows.to_string(),
             "quantum".into(),
-            quantum.to_string(),
+            q.quantum.to_string(),
             "target".into(),
-            format!("{target_us}us"),
+            format!("{}us", q.target_us),
             "interval".into(),
-            format!("{interval_us}us"),
-            ecn(on),
+            format!("{}us", q.interval_us),
+            ecn(q.ecn),
         ],
     }
 }
@@ -658,7 +645,7 @@ fn discipline_realisation(
             );
         }
         QueueDiscipline::Codel { .. } => "CoDel (RFC 8289)",
-        QueueDiscipline::FqCodel { .. } => "FQ-CoDel (RFC 8290)",
+        QueueDiscipline::FqCodel(_) => "FQ-CoDel (RFC 8290)",
     };
     let mut without = profile.clone();
     without.impair.queue_discipline = None;

@@ -85,20 +85,15 @@ fn discipline_of(d: &QueueDiscipline, mtu: usize) -> Queue {
             codel(target_us, interval_us, ecn),
             limit_packets as usize,
         )),
-        QueueDiscipline::FqCodel {
-            limit_packets,
-            flows,
-            quantum,
-            target_us,
-            interval_us,
-            ecn,
-        } => Box::new(FqCodel::new(crate::testbed::qdisc::fq_codel::Params {
-            flows: flows as usize,
-            quantum,
-            limit: limit_packets as usize,
-            codel: codel(target_us, interval_us, ecn),
-            ..Default::default()
-        })),
+        QueueDiscipline::FqCodel(q) => {
+            Box::new(FqCodel::new(crate::testbed::qdisc::fq_codel::Params {
+                flows: q.flows as usize,
+                quantum: q.quantum,
+                limit: q.limit_packets as usize,
+                codel: codel(q.target_us, q.interval_us, q.ecn),
+                ..Default::default()
+            }))
+        }
     }
 }
 

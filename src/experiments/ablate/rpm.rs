@@ -616,10 +616,12 @@ mod tests {
         assert_eq!(*via, LinkVia::Emulator);
         assert!(matches!(
             link.impair.queue_discipline,
-            Some(crate::record::testbed::QueueDiscipline::FqCodel {
-                limit_packets: 1000,
-                ..
-            })
+            Some(crate::record::testbed::QueueDiscipline::FqCodel(
+                crate::record::testbed::FqCodelQueue {
+                    limit_packets: 1000,
+                    ..
+                }
+            ))
         ));
         // The same seed, the same order.
         let again = plan.cells();
