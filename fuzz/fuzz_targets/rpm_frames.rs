@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netlab::endpoint::rpm::framing::{Decoder, Event, encode};
+use netlab::endpoint::rpm::framing::{Decoder, Event, encode, joined};
 
 fn decode(bytes: &[u8], cut: usize) -> (Vec<Event>, bool) {
     let mut decoder = Decoder::default();
@@ -17,19 +17,6 @@ fn decode(bytes: &[u8], cut: usize) -> (Vec<Event>, bool) {
         .and_then(|()| decoder.feed(&bytes[cut..], &mut |e| events.push(e)))
         .is_ok();
     (events, ok)
-}
-
-/// Adjacent data joined, empty data left out: what a reader counts.
-fn joined(events: &[Event]) -> Vec<Event> {
-    let mut out: Vec<Event> = Vec::new();
-    for e in events {
-        match (out.last_mut(), e) {
-            (_, Event::Data(0)) => {}
-            (Some(Event::Data(n)), Event::Data(m)) => *n += m,
-            _ => out.push(*e),
-        }
-    }
-    out
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -160,6 +160,35 @@ pub struct SenderTcp {
     pub bbr_bw_bps: Option<u64>,
 }
 
+impl SenderTcp {
+    /// The verdict's view of a sender's `struct tcp_info`, with the
+    /// congestion control and BBR's bandwidth estimate read beside it.
+    pub fn of(
+        t: &crate::measure::tcpinfo::TcpInfo,
+        congestion_control: Option<String>,
+        bbr_bw_bps: Option<u64>,
+    ) -> SenderTcp {
+        SenderTcp {
+            srtt_us: t.rtt_us,
+            min_rtt_us: t.min_rtt_us,
+            snd_mss: t.snd_mss,
+            snd_cwnd: t.snd_cwnd,
+            total_retrans: t.total_retrans,
+            data_segs_out: t.data_segs_out,
+            busy_us: t.busy_time_us,
+            rwnd_limited_us: t.rwnd_limited_us,
+            sndbuf_limited_us: t.sndbuf_limited_us,
+            congestion_control,
+            // TCP_INFO gives bytes per second.
+            delivery_rate_bps: t.delivery_rate_bps.map(|r| r.saturating_mul(8)),
+            snd_ssthresh: t.snd_ssthresh,
+            bytes_sent: t.bytes_sent,
+            bytes_retrans: t.bytes_retrans,
+            bbr_bw_bps,
+        }
+    }
+}
+
 /// `TCP_INFINITE_SSTHRESH` (include/net/tcp.h).
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 

@@ -215,6 +215,29 @@ pub(super) struct Over {
 }
 
 impl Over {
+    /// An end's report of its data path: who, how much, and what the
+    /// accounting saw over it. The end fills in the rest.
+    pub(super) fn report(
+        self,
+        role: &str,
+        (bytes, syscalls, wall_s): (u64, u64, f64),
+    ) -> EndpointReport {
+        EndpointReport {
+            role: role.into(),
+            pid: std::process::id(),
+            bytes,
+            syscalls,
+            wall_s,
+            usage: self.usage,
+            counters: self.counters,
+            cpus: self.cpus,
+            interface: self.interface,
+            run_delay_s: self.run_delay_s,
+            core: self.core,
+            ..EndpointReport::default()
+        }
+    }
+
     /// A TCP end's report of its data path, the part both ends fill alike:
     /// who, how much, what the accounting saw over it, and what the socket
     /// (its TCP_INFO, control, MSS, link, buffer) and the shaping on its
@@ -229,25 +252,14 @@ impl Over {
     ) -> EndpointReport {
         let (shapers, shapers_unread) = shaping.finish();
         EndpointReport {
-            role: role.into(),
-            pid: std::process::id(),
-            bytes,
-            syscalls,
-            wall_s,
-            usage: self.usage,
             tcp_info: TcpInfo::read(socket.as_fd()).ok(),
-            counters: self.counters,
             congestion_control: congestion_control_of(socket),
             mss: socket.tcp_mss().ok(),
             shapers,
             shapers_unread,
-            cpus: self.cpus,
-            interface: self.interface,
-            run_delay_s: self.run_delay_s,
             buffer,
-            core: self.core,
             link_speed: link_speed_of(socket),
-            ..EndpointReport::default()
+            ..self.report(role, (bytes, syscalls, wall_s))
         }
     }
 }
@@ -263,6 +275,15 @@ impl Before {
             run_delay_ns: thread_run_delay_ns(),
             stat: StatSnapshot::read().ok(),
         }
+    }
+
+    /// The datagrams the stack dropped on their way in since (see
+    /// `Counters::udp_receive_drops`).
+    pub(super) fn udp_receive_drops(
+        &self,
+        now: &Counters,
+    ) -> std::collections::BTreeMap<String, u64> {
+        now.udp_receive_drops(&self.counters)
     }
 
     pub(super) fn end(self) -> Over {

@@ -27,14 +27,13 @@
 
 use super::types::EndpointReport;
 use super::types::{Amount, Latency, UdpPace, UdpStats};
-use crate::endpoint::bulk::socket::interface_delta;
+use crate::endpoint::bulk::socket::Before;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::guard;
 use crate::endpoint::pattern::Pattern;
-use crate::endpoint::protocol::{DataGuard, current_cpu};
+use crate::endpoint::protocol::DataGuard;
 use crate::endpoint::ratelog::{RateLog, endpoint_line};
-use crate::measure::ifstat::InterfaceCounters;
-use crate::measure::{netstat::Counters, rusage::ProcessUsage};
+use crate::measure::netstat::Counters;
 use crate::wire::udpstream::{HEADER_LEN, Header, Kind, handshake, handshake_token};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -234,14 +233,7 @@ impl UdpReceiver {
             None => None,
         };
         let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
-        let counters_before = Counters::read();
-        let interface_before = self
-            .spec
-            .interface
-            .as_deref()
-            .and_then(InterfaceCounters::read);
-        let usage_before = ProcessUsage::now();
-        let cpu_before = current_cpu();
+        let before = Before::now(self.spec.interface.as_deref());
         let mut buf = vec![0u8; MAX_LENGTH + 1];
         let mut counts = Counts::new(self.spec.udp_clock_shared);
         let mut pattern: Option<Pattern> = None;
@@ -330,25 +322,15 @@ impl UdpReceiver {
             }
         }
         counts.stats.socket_drops = drops;
-        let counters_after = Counters::read();
-        counts.stats.stack_drops = counters_after.udp_receive_drops(&counters_before);
+        counts.stats.stack_drops = before.udp_receive_drops(&Counters::read());
         let wall_s = match (first, last) {
             (Some(first), Some(last)) => (last - first).as_secs_f64(),
             _ => 0.0,
         };
         Ok(EndpointReport {
-            role: "receiver".into(),
-            pid: std::process::id(),
-            bytes,
-            syscalls,
-            wall_s,
-            usage: ProcessUsage::now().since(&usage_before),
-            counters: counters_after.delta_reported(&counters_before),
             verified: true,
-            cpus: Some((cpu_before, current_cpu())),
-            interface: interface_delta(self.spec.interface.as_deref(), interface_before),
             udp: Some(counts.finish()),
-            ..Default::default()
+            ..before.end().report("receiver", (bytes, syscalls, wall_s))
         })
     }
 }
@@ -536,14 +518,7 @@ impl UdpSender {
     /// Sends on schedule until the amount is sent or the time is up, then
     /// the end marker three times.
     pub fn run(self) -> io::Result<EndpointReport> {
-        let counters_before = Counters::read();
-        let interface_before = self
-            .spec
-            .interface
-            .as_deref()
-            .and_then(InterfaceCounters::read);
-        let usage_before = ProcessUsage::now();
-        let cpu_before = current_cpu();
+        let before = Before::now(self.spec.interface.as_deref());
         let length = self.pace.length;
         let payload = length - HEADER_LEN;
         let pattern = Pattern::new(payload);
@@ -612,21 +587,14 @@ impl UdpSender {
             std::thread::sleep(Duration::from_millis(1));
         }
         Ok(EndpointReport {
-            role: "sender".into(),
-            pid: std::process::id(),
-            bytes: sent * length as u64,
-            syscalls,
-            wall_s,
-            usage: ProcessUsage::now().since(&usage_before),
-            counters: Counters::read().delta_reported(&counters_before),
-            cpus: Some((cpu_before, current_cpu())),
-            interface: interface_delta(self.spec.interface.as_deref(), interface_before),
             udp: Some(UdpStats {
                 sent: Some(sent),
                 send_errors: errors,
                 ..Default::default()
             }),
-            ..Default::default()
+            ..before
+                .end()
+                .report("sender", (sent * length as u64, syscalls, wall_s))
         })
     }
 }

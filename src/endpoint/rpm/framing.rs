@@ -53,6 +53,20 @@ pub enum Event {
     Probe,
 }
 
+/// Adjacent data joined, empty data left out: what a reader counts, the
+/// same however a peer cut its frames.
+pub fn joined(events: &[Event]) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    for e in events {
+        match (out.last_mut(), e) {
+            (_, Event::Data(0)) => {}
+            (Some(Event::Data(n)), Event::Data(m)) => *n += m,
+            _ => out.push(*e),
+        }
+    }
+    out
+}
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum FrameError {
     #[error("frame kind {0} is neither data (0) nor probe (1)")]
@@ -163,18 +177,6 @@ mod tests {
             at = end.max(at);
         }
         Ok(events)
-    }
-
-    fn joined(events: &[Event]) -> Vec<Event> {
-        let mut out: Vec<Event> = Vec::new();
-        for e in events {
-            match (out.last_mut(), e) {
-                (_, Event::Data(0)) => {}
-                (Some(Event::Data(n)), Event::Data(m)) => *n += m,
-                _ => out.push(*e),
-            }
-        }
-        out
     }
 
     #[test]

@@ -129,24 +129,10 @@ fn side_evidence(r: &EndpointReport, sends: bool) -> SideEvidence {
 
 /// The sender's TCP_INFO at the end, as the limits analysis reads it.
 fn sender_tcp(sender: &EndpointReport) -> Option<SenderTcp> {
-    sender.tcp_info.as_ref().map(|t| SenderTcp {
-        srtt_us: t.rtt_us,
-        min_rtt_us: t.min_rtt_us,
-        snd_mss: t.snd_mss,
-        snd_cwnd: t.snd_cwnd,
-        total_retrans: t.total_retrans,
-        data_segs_out: t.data_segs_out,
-        busy_us: t.busy_time_us,
-        rwnd_limited_us: t.rwnd_limited_us,
-        sndbuf_limited_us: t.sndbuf_limited_us,
-        congestion_control: sender.congestion_control.clone(),
-        // TCP_INFO gives bytes per second.
-        delivery_rate_bps: t.delivery_rate_bps.map(|r| r.saturating_mul(8)),
-        snd_ssthresh: t.snd_ssthresh,
-        bytes_sent: t.bytes_sent,
-        bytes_retrans: t.bytes_retrans,
-        bbr_bw_bps: sender.bbr_bw_bps,
-    })
+    sender
+        .tcp_info
+        .as_ref()
+        .map(|t| SenderTcp::of(t, sender.congestion_control.clone(), sender.bbr_bw_bps))
 }
 
 /// The path's rate, where it came from and whether it is the path's own:

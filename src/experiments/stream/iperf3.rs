@@ -373,22 +373,9 @@ pub fn verdicts(spec: &Iperf3Spec, run: &Iperf3Run, path: &LocalPath) -> Vec<Str
             } else {
                 (server_side(server, local.seconds), netlab_side(local, false))
             };
-            let tcp = local.tcp_info.as_ref().filter(|_| local.sender).map(|t| SenderTcp {
-                srtt_us: t.rtt_us,
-                min_rtt_us: t.min_rtt_us,
-                snd_mss: t.snd_mss,
-                snd_cwnd: t.snd_cwnd,
-                total_retrans: t.total_retrans,
-                data_segs_out: t.data_segs_out,
-                busy_us: t.busy_time_us,
-                rwnd_limited_us: t.rwnd_limited_us,
-                sndbuf_limited_us: t.sndbuf_limited_us,
-                congestion_control: local.thread.as_ref().and_then(|t| t.congestion_control.clone()),
-                delivery_rate_bps: t.delivery_rate_bps.map(|r| r.saturating_mul(8)),
-                snd_ssthresh: t.snd_ssthresh,
-                bytes_sent: t.bytes_sent,
-                bytes_retrans: t.bytes_retrans,
-                bbr_bw_bps: None,
+            let tcp = local.tcp_info.as_ref().filter(|_| local.sender).map(|t| {
+                let cc = local.thread.as_ref().and_then(|t| t.congestion_control.clone());
+                SenderTcp::of(t, cc, None)
             });
             let flow = FlowEvidence {
                 bytes: delivered,
