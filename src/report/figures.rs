@@ -94,6 +94,33 @@ pub struct Figure {
     pub caption: String,
 }
 
+impl Figure {
+    /// `series` on linear axes of plain numbers, with no categories or
+    /// marks; a figure that differs says so with `..Figure::plain(..)`.
+    pub fn plain(
+        id: &str,
+        title: &str,
+        (x_label, y_label): (&str, &str),
+        series: Vec<Series>,
+        caption: String,
+    ) -> Figure {
+        Figure {
+            id: id.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            log_x: false,
+            log_y: false,
+            x_unit: Unit::Plain,
+            y_unit: Unit::Plain,
+            categories: Vec::new(),
+            series,
+            marks: Vec::new(),
+            caption,
+        }
+    }
+}
+
 /// The host and placements of the records a figure draws.
 pub fn caption<D>(records: &[&Record<D>]) -> String {
     let mut placements: Vec<&str> = records.iter().map(|r| r.placement.as_str()).collect();

@@ -25,17 +25,16 @@ fn transfer(
     transfer_with(SocketOptions::default(), strategy, recv, record, amount)
 }
 
-fn transfer_with(
+/// A verifying TCP receiver on `bind`, nothing else asked of it.
+fn receive_spec(
+    bind: std::net::SocketAddr,
     options: SocketOptions,
-    strategy: SendStrategy,
-    recv: RecvStrategy,
-    record: usize,
-    amount: Amount,
-) -> (EndpointReport, EndpointReport) {
-    let receiver = Receiver::listen(ReceiveSpec {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        options: options.clone(),
-        strategy: recv,
+    strategy: RecvStrategy,
+) -> ReceiveSpec {
+    ReceiveSpec {
+        bind,
+        options,
+        strategy,
         verify: true,
         progress: false,
         interface: None,
@@ -43,7 +42,21 @@ fn transfer_with(
         limit_bytes: None,
         udp: false,
         udp_clock_shared: false,
-    })
+    }
+}
+
+fn transfer_with(
+    options: SocketOptions,
+    strategy: SendStrategy,
+    recv: RecvStrategy,
+    record: usize,
+    amount: Amount,
+) -> (EndpointReport, EndpointReport) {
+    let receiver = Receiver::listen(receive_spec(
+        "127.0.0.1:0".parse().unwrap(),
+        options.clone(),
+        recv,
+    ))
     .unwrap();
     let addr = receiver.local_addr().unwrap();
     let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
@@ -280,18 +293,11 @@ fn chunked_sends_make_one_call_per_chunk() {
 fn port_in_use_is_named() {
     let holder = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = holder.local_addr().unwrap();
-    let err = Receiver::listen(ReceiveSpec {
-        bind: addr,
-        options: SocketOptions::default(),
-        strategy: RecvStrategy::Read { buffer: 1024 },
-        verify: true,
-        progress: false,
-        interface: None,
-        guard: None,
-        limit_bytes: None,
-        udp: false,
-        udp_clock_shared: false,
-    })
+    let err = Receiver::listen(receive_spec(
+        addr,
+        SocketOptions::default(),
+        RecvStrategy::Read { buffer: 1024 },
+    ))
     .err()
     .unwrap();
     assert!(

@@ -166,18 +166,15 @@ pub fn login_figures(records: &[Record]) -> Vec<Figure> {
             .collect(),
     );
     let figure = |id: &str, title: &str, y_label: &str, log_y: bool, y_unit: Unit, series| Figure {
-        id: id.into(),
-        title: title.into(),
-        x_label: "users typing 5 chars/s".into(),
-        y_label: y_label.into(),
-        log_x: false,
         log_y,
-        x_unit: Unit::Plain,
         y_unit,
-        categories: Vec::new(),
-        series,
-        marks: Vec::new(),
-        caption: caption(&used),
+        ..Figure::plain(
+            id,
+            title,
+            ("users typing 5 chars/s", y_label),
+            series,
+            caption(&used),
+        )
     };
     let (now_then, then_label) = then_and_now(&points, &cpu);
     let mut figures = vec![

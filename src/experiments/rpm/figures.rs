@@ -142,18 +142,15 @@ pub fn rpm_figures(records: &[Record]) -> Vec<Figure> {
             .collect()
     };
     let figure = |id: &str, title: &str, y_label: &str, log_y, y_unit, series| Figure {
-        id: id.into(),
-        title: title.into(),
-        x_label: "seconds after the load started (0: idle)".into(),
-        y_label: y_label.into(),
-        log_x: false,
         log_y,
-        x_unit: Unit::Plain,
         y_unit,
-        categories: Vec::new(),
-        series,
-        marks: Vec::new(),
-        caption: caption(&measured),
+        ..Figure::plain(
+            id,
+            title,
+            ("seconds after the load started (0: idle)", y_label),
+            series,
+            caption(&measured),
+        )
     };
     vec![
         figure(

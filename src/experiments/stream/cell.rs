@@ -800,15 +800,8 @@ mod tests {
         StreamConfig {
             amount,
             record,
-            send: SendStrategy::Write,
             recv: RecvStrategy::Read { buffer: 131072 },
-            options: SocketOptions::default(),
-            verify: true,
-            port: 0,
-            placement: Placement::Loopback,
-            flows: Flows::default(),
-            interval_s: None,
-            udp: None,
+            ..StreamConfig::default()
         }
     }
 
