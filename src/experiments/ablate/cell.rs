@@ -135,6 +135,33 @@ pub enum AblateError {
     },
 }
 
+/// `NAME=V1,V2[,...]`: the factor of `knobs` it names, what that factor
+/// takes, and its levels (at least two); a name not in `knobs` is
+/// `unknown(name, levels)`.
+pub fn parse_factor<K: Copy>(
+    text: &str,
+    knobs: &[(&'static str, K, &'static str)],
+    unknown: impl FnOnce(&str, &str) -> AblateError,
+) -> Result<(K, &'static str, Factor), AblateError> {
+    let (name, levels) = text
+        .split_once('=')
+        .ok_or_else(|| AblateError::Syntax(text.to_string()))?;
+    let name = name.trim();
+    let Some(&(_, knob, takes)) = knobs.iter().find(|k| k.0 == name) else {
+        return Err(unknown(name, levels));
+    };
+    let levels: Vec<String> = levels
+        .split(',')
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    if levels.len() < 2 {
+        return Err(AblateError::OneLevel(name.into()));
+    }
+    let name = name.into();
+    Ok((knob, takes, Factor { name, levels }))
+}
+
 /// A factor of the design and what it changes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesignFactor {
@@ -145,34 +172,15 @@ pub struct DesignFactor {
 impl DesignFactor {
     /// `NAME=V1,V2[,...]`, each level checked against what the factor takes.
     pub fn parse(text: &str) -> Result<DesignFactor, AblateError> {
-        let (name, levels) = text
-            .split_once('=')
-            .ok_or_else(|| AblateError::Syntax(text.to_string()))?;
-        let name = name.trim();
-        let &(_, knob, takes) = KNOBS
-            .iter()
-            .find(|k| k.0 == name)
-            .ok_or_else(|| AblateError::UnknownFactor { name: name.into() })?;
-        let levels: Vec<String> = levels
-            .split(',')
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
-        if levels.len() < 2 {
-            return Err(AblateError::OneLevel(name.into()));
-        }
-        let factor = DesignFactor {
-            knob,
-            factor: Factor {
-                name: name.into(),
-                levels,
-            },
-        };
+        let (knob, takes, factor) = parse_factor(text, &KNOBS, |name, _| {
+            AblateError::UnknownFactor { name: name.into() }
+        })?;
+        let factor = DesignFactor { knob, factor };
         for level in &factor.factor.levels {
             factor
                 .apply(level, &mut StreamConfig::default())
                 .map_err(|_| AblateError::Level {
-                    name: name.into(),
+                    name: factor.factor.name.clone(),
                     level: level.clone(),
                     takes,
                 })?;

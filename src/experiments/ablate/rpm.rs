@@ -8,7 +8,7 @@
 //! with its levels, and the effects on RPM come from
 //! `analysis::factorial`.
 
-use super::cell::{AblateError, blocks, check_budget, fresh_seed, named};
+use super::cell::{AblateError, blocks, check_budget, fresh_seed, named, parse_factor};
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
 use crate::analysis::responsiveness::Grade;
 use crate::experiments::rpm::cell::RpmMeasure;
@@ -84,31 +84,16 @@ pub struct RpmFactor {
 impl RpmFactor {
     /// `NAME=V1,V2[,...]`, each level checked against what the factor takes.
     pub fn parse(text: &str) -> Result<RpmFactor, AblateError> {
-        let (name, levels) = text
-            .split_once('=')
-            .ok_or_else(|| AblateError::Syntax(text.to_string()))?;
-        let name = name.trim();
-        let &(_, knob, takes) =
-            RPM_KNOBS
-                .iter()
-                .find(|k| k.0 == name)
-                .ok_or_else(|| AblateError::Refused {
-                    name: name.into(),
-                    level: levels.into(),
-                    reason: format!(
-                        "not a factor of rpm (known: {})",
-                        RPM_KNOBS.map(|k| k.0).join(", ")
-                    ),
-                })?;
-        let levels: Vec<String> = levels
-            .split(',')
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect();
-        if levels.len() < 2 {
-            return Err(AblateError::OneLevel(name.into()));
-        }
-        for level in &levels {
+        let (knob, takes, factor) =
+            parse_factor(text, &RPM_KNOBS, |name, levels| AblateError::Refused {
+                name: name.into(),
+                level: levels.into(),
+                reason: format!(
+                    "not a factor of rpm (known: {})",
+                    RPM_KNOBS.map(|k| k.0).join(", ")
+                ),
+            })?;
+        for level in &factor.levels {
             let fine = match knob {
                 RpmKnob::NotsentLowat => level == "off" || size(level).is_ok(),
                 RpmKnob::Sndbuf | RpmKnob::Rcvbuf => level == "default" || size(level).is_ok(),
@@ -122,19 +107,13 @@ impl RpmFactor {
             };
             if !fine {
                 return Err(AblateError::Level {
-                    name: name.into(),
+                    name: factor.name.clone(),
                     level: level.clone(),
                     takes,
                 });
             }
         }
-        Ok(RpmFactor {
-            knob,
-            factor: Factor {
-                name: name.into(),
-                levels,
-            },
-        })
+        Ok(RpmFactor { knob, factor })
     }
 }
 
