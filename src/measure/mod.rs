@@ -24,3 +24,24 @@ pub mod tcpinfo;
 pub mod usersyms;
 pub mod waits;
 pub mod window;
+
+/// The median of values sorted already: the middle one, or the mean of the
+/// middle two for an even count; none of none.
+pub fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_median_is_the_middle_or_the_mean_of_the_middle_two() {
+        assert_eq!(super::median_of_sorted(&[]), None);
+        assert_eq!(super::median_of_sorted(&[1.0, 2.0, 9.0]), Some(2.0));
+        assert_eq!(super::median_of_sorted(&[1.0, 2.0, 4.0, 9.0]), Some(3.0));
+    }
+}

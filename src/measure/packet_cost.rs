@@ -163,16 +163,11 @@ pub fn measure(calibration: Calibration) -> io::Result<PacketCost> {
         .map_err(|_| io::Error::other("the echo thread panicked"))??;
     let mut sorted = batches_us.clone();
     sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
+    let median = super::median_of_sorted(&sorted).unwrap_or(0.0);
     Ok(PacketCost {
         us_per_packet: median,
         min_us: sorted[0],
-        max_us: sorted[n - 1],
+        max_us: sorted[sorted.len() - 1],
         packets: 2 * round_trips as u64 * batches as u64,
         batches_us,
         cpus: cpus.map(|(a, b)| [a, b]),

@@ -51,11 +51,7 @@ impl Spread {
         }
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
+        let median = crate::measure::median_of_sorted(&v)?;
         Some(Spread {
             min: v[0],
             median,

@@ -329,11 +329,7 @@ pub fn median_spread(samples: &[f64]) -> Option<MedianSpread> {
     }
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
+    let median = crate::measure::median_of_sorted(&sorted)?;
     let (low, high) = if n < 6 {
         (0, n - 1)
     } else {
