@@ -156,15 +156,7 @@ impl<'a> Reader<'a> {
 
     /// Variable-length opaque data of at most `bound` bytes, borrowed.
     pub fn opaque(&mut self, bound: u32) -> Result<&'a [u8], XdrError> {
-        let offset = self.pos;
-        let length = self.u32()?;
-        if length > bound {
-            return Err(XdrError::TooLong {
-                offset,
-                length,
-                bound,
-            });
-        }
+        let length = self.array_len(bound)?;
         let data = self.take(length as usize)?;
         let pad_at = self.pos;
         let pad = self.take(padding(length as usize))?;
@@ -182,7 +174,8 @@ impl<'a> Reader<'a> {
         String::from_utf8(bytes.to_vec()).map_err(|_| XdrError::NotText(offset))
     }
 
-    /// The count of a variable-length array, at most `bound`.
+    /// The count of a variable-length array (or the length of opaque data),
+    /// at most `bound`.
     pub fn array_len(&mut self, bound: u32) -> Result<u32, XdrError> {
         let offset = self.pos;
         let length = self.u32()?;

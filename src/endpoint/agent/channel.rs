@@ -650,6 +650,17 @@ pub mod tests {
         (client, agent.join().unwrap())
     }
 
+    /// A session on one key, and the client's bytes as an eavesdropper
+    /// on the wire would record them.
+    fn overheard(key: &Key) -> (Channel<MemLink>, Channel<MemLink>, Arc<Mutex<Vec<u8>>>) {
+        let (a, b) = pair();
+        let written = a.written.clone();
+        let agent_key = key.clone();
+        let agent = std::thread::spawn(move || accept(b, &agent_key));
+        let client = connect(a, key).unwrap();
+        (client, agent.join().unwrap().unwrap(), written)
+    }
+
     #[test]
     fn peers_with_one_key_talk_both_ways() {
         let key = Key::from_bytes([7; 32]);
@@ -711,12 +722,7 @@ pub mod tests {
     fn a_replayed_handshake_opens_nothing() {
         let key = Key::from_bytes([9; 32]);
         // A real session, recorded as an eavesdropper would see it.
-        let (a, b) = pair();
-        let recorded = a.written.clone();
-        let agent_key = key.clone();
-        let agent = std::thread::spawn(move || accept(b, &agent_key));
-        let mut client = connect(a, &key).unwrap();
-        let _agent = agent.join().unwrap().unwrap();
+        let (mut client, _agent, recorded) = overheard(&key);
         client.send(&"run".to_string()).unwrap();
         let bytes = recorded.lock().unwrap().clone();
         // Its first message verifies once and is a replay after.
@@ -778,12 +784,7 @@ pub mod tests {
     #[test]
     fn a_replayed_transport_message_does_not_decrypt() {
         let key = Key::from_bytes([3; 32]);
-        let (a, b) = pair();
-        let written = a.written.clone();
-        let agent_key = key.clone();
-        let agent = std::thread::spawn(move || accept(b, &agent_key));
-        let mut client = connect(a, &key).unwrap();
-        let mut agent = agent.join().unwrap().unwrap();
+        let (mut client, mut agent, written) = overheard(&key);
         let before = written.lock().unwrap().len();
         client.send(&"once".to_string()).unwrap();
         let message = written.lock().unwrap()[before..].to_vec();
