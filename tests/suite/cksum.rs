@@ -124,26 +124,10 @@ fn variants_verify_checksums_the_kernel_computed() {
 #[test]
 fn cksum_measures_and_refuses_bad_sizes() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("netlab")
-        .unwrap()
-        .args([
-            "cksum",
-            "--sizes",
-            "1408,4096",
-            "--batches",
-            "2",
-            "--cold-pool",
-            "8M",
-            "--json",
-            "--out",
-        ])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let doc = crate::common::run_json(
+        &crate::common::words("cksum --sizes 1408,4096 --batches 2 --cold-pool 8M"),
+        &dir.path().join("r.jsonl"),
+    );
     let records = doc["records"].as_array().unwrap();
     assert_eq!(records.len(), 2);
     let rows = records[0]["result"]["rows"].as_array().unwrap();

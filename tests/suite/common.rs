@@ -16,6 +16,31 @@ pub fn words(line: &'static str) -> Vec<&'static str> {
     line.split_whitespace().collect()
 }
 
+/// The port a server just started as `child` prints as its first line of
+/// output (its stdout piped), once it listens.
+pub fn port_it_printed(child: &mut std::process::Child) -> u16 {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .expect("the server says its port");
+    line.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a port: {line:?}"))
+}
+
+/// Asserts this host can run a test of namespaces (CAP_NET_ADMIN) and has
+/// `tools`, which `installs` says how to get.
+pub fn require(test: &str, tools: &[&str], installs: &str) {
+    assert!(
+        netlab::testbed::netns::has_net_admin(),
+        "{test} needs CAP_NET_ADMIN: run it as root"
+    );
+    for tool in tools {
+        assert!(Path::new(tool).exists(), "{test} needs {tool} ({installs})");
+    }
+}
+
 /// The one JSON document `output` holds, or a panic showing what it held.
 pub fn json_of(output: &[u8]) -> Value {
     serde_json::from_slice(output).unwrap_or_else(|e| {

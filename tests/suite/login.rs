@@ -8,7 +8,7 @@ use common::children_of;
 
 use netlab::endpoint::login::client::Session;
 use netlab::wire::telnet::{IAC, SB, SE, option};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,11 +47,7 @@ impl Server {
             .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().unwrap();
+        let port = common::port_it_printed(&mut child);
         Server {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),

@@ -10,7 +10,7 @@ use common::children_of;
 
 use netlab::endpoint::login::client::Session;
 use netlab::endpoint::login::pty::{self, Pty};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
@@ -58,11 +58,7 @@ fn serve(relay: &str, protocol: &str, command: &[&str]) -> (Killed, SocketAddr) 
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
+    let port = common::port_it_printed(&mut child);
     (Killed(child), SocketAddr::from(([127, 0, 0, 1], port)))
 }
 

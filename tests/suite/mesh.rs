@@ -76,16 +76,11 @@ impl Fleet {
     /// A fleet whose namespaces are tagged `tag`, so that two fleets of
     /// this file can stand at once.
     fn new(tag: char) -> Fleet {
-        assert!(
-            netlab::testbed::netns::has_net_admin(),
-            "the mesh test needs CAP_NET_ADMIN: run it as root"
+        common::require(
+            "the mesh test",
+            &["/usr/sbin/dnsmasq", "/usr/sbin/nft", "/usr/sbin/tc"],
+            "scripts/test installs dnsmasq-base, nftables and iproute2",
         );
-        for tool in ["/usr/sbin/dnsmasq", "/usr/sbin/nft", "/usr/sbin/tc"] {
-            assert!(
-                Path::new(tool).exists(),
-                "the mesh test needs {tool} (scripts/test installs dnsmasq-base, nftables and iproute2)"
-            );
-        }
         let tag = format!("nlt{}m{tag}", std::process::id());
         let mut names: Vec<String> = (0..AGENTS).map(|i| format!("{tag}h{i}")).collect();
         names.extend(["ctl", "dns", "sw"].map(|h| format!("{tag}{h}")));

@@ -21,17 +21,7 @@ fn require_root() {
 fn stream(args: &[&str]) -> Value {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let output = netlab()
-        .arg("stream")
-        .args(args)
-        .args(["--json", "--out"])
-        .arg(dir.path().join("r.jsonl"))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let doc: Value = serde_json::from_slice(&output).unwrap();
+    let doc = common::run_json(&[&["stream"], args].concat(), &dir.path().join("r.jsonl"));
     let record = doc["records"][0].clone();
     assert_eq!(record["placement"], "netns");
     record["result"].clone()

@@ -40,16 +40,11 @@ struct Fleet {
 
 impl Fleet {
     fn new() -> Fleet {
-        assert!(
-            netlab::testbed::netns::has_net_admin(),
-            "the Prometheus test needs CAP_NET_ADMIN: run it as root"
+        common::require(
+            "the Prometheus test",
+            &["/usr/bin/prometheus", "/usr/bin/promtool", "/usr/sbin/nft"],
+            "scripts/test installs prometheus and nftables",
         );
-        for tool in ["/usr/bin/prometheus", "/usr/bin/promtool", "/usr/sbin/nft"] {
-            assert!(
-                Path::new(tool).exists(),
-                "the Prometheus test needs {tool} (scripts/test installs prometheus and nftables)"
-            );
-        }
         let tag = format!("nlp{}", std::process::id());
         let mut names: Vec<String> = (0..AGENTS).map(|i| format!("{tag}h{i}")).collect();
         names.extend(["ctl", "sw"].map(|h| format!("{tag}{h}")));
