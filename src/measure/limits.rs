@@ -154,38 +154,43 @@ pub fn check(needs: &Needs, have: &HostLimits) -> Vec<Crossed> {
             ),
         });
     }
+    // Processes count against the user's limit and the system's, each
+    // beside those running now.
+    let now = have.processes_now.unwrap_or(0);
+    let mut processes = |limit, cap: u64, how_to_raise| {
+        if needs.processes + now > cap {
+            crossed.push(Crossed {
+                limit,
+                needed: needs.processes,
+                available: cap.saturating_sub(now),
+                how_to_raise,
+            });
+        }
+    };
     if !have.root
         && let Some(soft) = have.nproc.and_then(|l| l.soft)
     {
-        let now = have.processes_now.unwrap_or(0);
-        if needs.processes + now > soft {
-            crossed.push(Crossed {
-                limit: "processes of this user (RLIMIT_NPROC)",
-                needed: needs.processes,
-                available: soft.saturating_sub(now),
-                how_to_raise: format!(
-                    "the limit is {soft}; `ulimit -u {}` (up to the hard limit) or limits.conf (nproc)",
-                    needs.processes + now
-                ),
-            });
-        }
+        processes(
+            "processes of this user (RLIMIT_NPROC)",
+            soft,
+            format!(
+                "the limit is {soft}; `ulimit -u {}` (up to the hard limit) or limits.conf (nproc)",
+                needs.processes + now
+            ),
+        );
     }
     let system_max = match (have.pid_max, have.threads_max) {
         (Some(p), Some(t)) => Some(p.min(t)),
         (p, t) => p.or(t),
     };
     if let Some(max) = system_max {
-        let now = have.processes_now.unwrap_or(0);
-        if needs.processes + now > max {
-            crossed.push(Crossed {
-                limit: "processes on the system (kernel.pid_max, kernel.threads-max)",
-                needed: needs.processes,
-                available: max.saturating_sub(now),
-                how_to_raise: format!(
-                    "{max} at most, {now} running; raise kernel.pid_max and kernel.threads-max with sysctl"
-                ),
-            });
-        }
+        processes(
+            "processes on the system (kernel.pid_max, kernel.threads-max)",
+            max,
+            format!(
+                "{max} at most, {now} running; raise kernel.pid_max and kernel.threads-max with sysctl"
+            ),
+        );
     }
     if let Some((lo, hi)) = have.ephemeral_ports {
         let ports = hi.saturating_sub(lo) + 1;

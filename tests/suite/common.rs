@@ -41,6 +41,29 @@ pub fn require(test: &str, tools: &[&str], installs: &str) {
     }
 }
 
+/// A switch that drops: in namespace `switch` (a bridge), an nftables
+/// chain `chain` of table `fault` on the bridge's forward hook, each of
+/// `rules` (nft's words after `add rule bridge fault CHAIN`) added to it.
+pub fn faulty_switch(switch: &str, chain: &str, rules: &[Vec<&str>]) {
+    let nft = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", switch, "nft"];
+        all.extend(args);
+        run("ip", &all);
+    };
+    nft(&["add", "table", "bridge", "fault"]);
+    nft(&[
+        "add",
+        "chain",
+        "bridge",
+        "fault",
+        chain,
+        "{ type filter hook forward priority 0; }",
+    ]);
+    for rule in rules {
+        nft(&[&["add", "rule", "bridge", "fault", chain][..], rule].concat());
+    }
+}
+
 /// The one JSON document `output` holds, or a panic showing what it held.
 pub fn json_of(output: &[u8]) -> Value {
     serde_json::from_slice(output).unwrap_or_else(|e| {

@@ -337,25 +337,15 @@ fn a_mesh_of_eight_agents_found_by_dns_reads_each_fault_as_what_it_is() {
     // The path from host 2 to host 3: 3% of its packets dropped by the
     // switch (a bridge-family rule on the forward hook).
     let sw = fleet.names[DNS + 1].clone();
-    let nft = |args: &[&str]| {
-        let mut all = vec!["netns", "exec", sw.as_str(), "nft"];
-        all.extend(args);
-        run("ip", &all);
-    };
-    nft(&["add", "table", "bridge", "fault"]);
-    nft(&[
-        "add",
-        "chain",
-        "bridge",
-        "fault",
-        "path",
-        "{ type filter hook forward priority 0; }",
-    ]);
     let (h2, h3) = (fleet.addr(2), fleet.addr(3));
-    nft(&[
-        "add", "rule", "bridge", "fault", "path", "ip", "saddr", &h2, "ip", "daddr", &h3, "numgen",
-        "random", "mod", "100", "<", "3", "drop",
-    ]);
+    common::faulty_switch(
+        &sw,
+        "path",
+        &[vec![
+            "ip", "saddr", &h2, "ip", "daddr", &h3, "numgen", "random", "mod", "100", "<", "3",
+            "drop",
+        ]],
+    );
 
     // The agents by their SRV records, as a headless Service's named port
     // gives them: each target and its port.

@@ -235,26 +235,15 @@ fn prometheus_reads_the_lossy_host_as_bad_within_two_probe_cycles() {
     // probes' datagrams; the agents' control connections are TCP).
     let sw = fleet.names[SW].clone();
     let lossy = fleet.addr(LOSSY);
-    let nft = |args: &[&str]| {
-        let mut all = vec!["netns", "exec", sw.as_str(), "nft"];
-        all.extend(args);
-        run("ip", &all);
-    };
-    nft(&["add", "table", "bridge", "fault"]);
-    nft(&[
-        "add",
-        "chain",
-        "bridge",
-        "fault",
-        "host",
-        "{ type filter hook forward priority 0; }",
-    ]);
-    for side in ["saddr", "daddr"] {
-        nft(&[
-            "add", "rule", "bridge", "fault", "host", "ip", side, &lossy, "ip", "protocol", "udp",
-            "numgen", "random", "mod", "100", "<", "10", "drop",
-        ]);
-    }
+    let rules: Vec<Vec<&str>> = ["saddr", "daddr"]
+        .map(|side| {
+            vec![
+                "ip", side, &lossy, "ip", "protocol", "udp", "numgen", "random", "mod", "100", "<",
+                "10", "drop",
+            ]
+        })
+        .to_vec();
+    common::faulty_switch(&sw, "host", &rules);
     for host in 0..AGENTS {
         let listen = fleet.agent(host);
         let metrics = format!("{}:9465", fleet.addr(host));

@@ -438,12 +438,9 @@ impl Channel<TcpStream> {
                 state: self.state.clone(),
                 sealed: noise_buffer(),
             },
-            Opener {
-                link: self.link,
-                state: self.state,
-                sealed: self.sealed,
-                opened: self.opened,
-            },
+            // The receiving half is the channel itself, its sending
+            // left to the Sealer.
+            Opener(self),
         ))
     }
 }
@@ -467,22 +464,11 @@ impl Sealer {
 }
 
 /// The receiving half of a TCP channel.
-pub struct Opener {
-    link: TcpStream,
-    state: Arc<Mutex<snow::TransportState>>,
-    sealed: Vec<u8>,
-    opened: Vec<u8>,
-}
+pub struct Opener(Channel<TcpStream>);
 
 impl Opener {
     pub fn recv<T: DeserializeOwned>(&mut self, idle: Option<Duration>) -> Result<T, ChannelError> {
-        open(
-            &self.state,
-            &mut self.link,
-            idle,
-            &mut self.sealed,
-            &mut self.opened,
-        )
+        self.0.recv(idle)
     }
 }
 

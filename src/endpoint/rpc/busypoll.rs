@@ -27,6 +27,11 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+/// `--busy-poll`'s microseconds as a spin's budget.
+pub fn budget(us: u32) -> Duration {
+    Duration::from_micros(us.into())
+}
+
 /// Calls `attempt` until it returns anything but "would block" (returned as
 /// `Some`) or `budget` has passed (`None`: time to block). `empty` counts
 /// the attempts that found nothing.

@@ -74,11 +74,6 @@ pub struct ClientOptions {
     pub udp_timeout_ms: Option<u32>,
 }
 
-impl ClientOptions {
-    pub fn busy_poll(&self) -> Duration {
-        Duration::from_micros(self.busy_poll_us.into())
-    }
-}
 use crate::endpoint::stall::{StallBound, Stalled, timed_out};
 use crate::wire::recmark::{Assembler, LAST_FRAGMENT, fragment_header};
 use crate::wire::rpc::{AcceptStat, Call, Message, Reply, ReplyBody, parse};
@@ -297,9 +292,11 @@ impl TcpClient {
             {
                 return check_reply(record, xid);
             }
-            let spun = busypoll::spin(self.options.busy_poll(), &mut self.empty_polls, || {
-                busypoll::recv_now(&self.stream, &mut self.buf)
-            });
+            let spun = busypoll::spin(
+                busypoll::budget(self.options.busy_poll_us),
+                &mut self.empty_polls,
+                || busypoll::recv_now(&self.stream, &mut self.buf),
+            );
             let n = match spun {
                 Some(got) => got?,
                 None => (&self.stream)

@@ -155,7 +155,7 @@ pub fn run_client(spec: &RpcClientSpec) -> Result<RpcClientReport, String> {
                     .ask_consent(token)
                     .map_err(|e| format!("asking {} to consent: {e}", spec.server))?;
             }
-            client.busy_poll = spec.options.busy_poll();
+            client.busy_poll = busypoll::budget(spec.options.busy_poll_us);
             if let Some(ms) = spec.options.udp_timeout_ms {
                 client.timeout = Duration::from_millis(u64::from(ms.max(1)));
             }

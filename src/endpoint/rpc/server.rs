@@ -56,12 +56,6 @@ pub struct ServerOptions {
     pub sockbuf: Option<u32>,
 }
 
-impl ServerOptions {
-    pub fn busy_poll(&self) -> Duration {
-        Duration::from_micros(self.busy_poll_us.into())
-    }
-}
-
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
@@ -504,9 +498,11 @@ fn serve_udp(
     let mut reply = Vec::with_capacity(64);
     let mut empty_polls = 0;
     while !stop.load(Ordering::Relaxed) {
-        let spun = busypoll::spin(options.busy_poll(), &mut empty_polls, || {
-            busypoll::recv_from_now(udp, &mut buf)
-        });
+        let spun = busypoll::spin(
+            busypoll::budget(options.busy_poll_us),
+            &mut empty_polls,
+            || busypoll::recv_from_now(udp, &mut buf),
+        );
         let received = match spun {
             Some(got) => got,
             None => udp.recv_from(&mut buf),
@@ -812,9 +808,11 @@ fn serve_connection(
     let mut empty_polls = 0;
     let mut reads = 0;
     loop {
-        let spun = busypoll::spin(options.busy_poll(), &mut empty_polls, || {
-            busypoll::recv_now(stream, &mut buf)
-        });
+        let spun = busypoll::spin(
+            busypoll::budget(options.busy_poll_us),
+            &mut empty_polls,
+            || busypoll::recv_now(stream, &mut buf),
+        );
         let received = match spun {
             Some(got) => got,
             None => stream.read(&mut buf),

@@ -340,29 +340,20 @@ mod tests {
         // sparse one: the bulk flow is marked, the sparse flow is not,
         // and nothing is dropped.
         let mut events = Vec::new();
-        let mut id = 0;
+        let mut next_id = 0..;
+        let mut ect = |flow, len| {
+            let id = next_id.next().expect("ids to spare");
+            Event::Arrive(TestPacket {
+                id,
+                flow,
+                len,
+                ect: true,
+            })
+        };
         for i in 0..6000u64 {
-            events.push((
-                i * MS / 2,
-                Event::Arrive(TestPacket {
-                    id,
-                    flow: 1,
-                    len: 1500,
-                    ect: true,
-                }),
-            ));
-            id += 1;
+            events.push((i * MS / 2, ect(1, 1500)));
             if i % 100 == 0 {
-                events.push((
-                    i * MS / 2,
-                    Event::Arrive(TestPacket {
-                        id,
-                        flow: 2,
-                        len: 80,
-                        ect: true,
-                    }),
-                ));
-                id += 1;
+                events.push((i * MS / 2, ect(2, 80)));
             }
             if i % 2 == 1 {
                 events.push((i * MS / 2, Event::Send));
