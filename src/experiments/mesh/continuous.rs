@@ -81,6 +81,21 @@ pub struct ContinuousSummary {
     pub stopped: String,
 }
 
+/// The loop's end in a line, as `netlab mesh --every` prints it.
+impl std::fmt::Display for ContinuousSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "netlab mesh: continuous: {} probe cycles, {} throughput passes, {} failed; stopped after {}; cycles in {}",
+            self.probe_cycles,
+            self.stream_cycles,
+            self.failed_cycles,
+            self.stopped,
+            self.dir.join("cycles").display()
+        )
+    }
+}
+
 /// The probe calls a path gets each way, from the budget: each agent is
 /// in 2 (N - 1) probes a cycle.
 pub fn calls_within(budget_per_s: f64, every: Duration, hosts: usize) -> u32 {

@@ -162,6 +162,31 @@ pub struct PassArgs {
     pub passes: usize,
 }
 
+impl PassArgs {
+    /// The pass these options ask for, of `tests` lasting `duration_s`
+    /// each, its loss test at `(bits/s, datagram length)`, with the
+    /// default probe calls.
+    fn spec(
+        &self,
+        tests: Vec<MeshTest>,
+        duration_s: f64,
+        (rate, length): (u64, usize),
+    ) -> PassSpec {
+        PassSpec {
+            tests,
+            duration_s,
+            mode: self.mode,
+            max_pairs: self.max_pairs,
+            bidir: self.bidir,
+            seed: self.seed,
+            loss_rate_bps: rate,
+            loss_length: length,
+            passes: self.passes,
+            probe_calls: crate::experiments::mesh::record::DEFAULT_PROBE_CALLS,
+        }
+    }
+}
+
 use crate::experiments::mesh::record::{MAX_PASSES, MeshTest};
 
 impl PassArgs {
@@ -414,16 +439,12 @@ fn run_continuous(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
     let rate = crate::testbed::link::parse_rate(&args.loss_rate)
         .map_err(|e| anyhow::anyhow!("--loss-rate {}: {e}", args.loss_rate))?;
     let base = PassSpec {
-        tests: vec![MeshTest::Probe],
-        duration_s: args.pass.duration.as_secs_f64(),
-        mode: args.pass.mode,
-        max_pairs: args.pass.max_pairs,
-        bidir: args.pass.bidir,
-        seed: args.pass.seed,
-        loss_rate_bps: rate,
-        loss_length: args.loss_length,
         passes: 1,
-        probe_calls: crate::experiments::mesh::record::DEFAULT_PROBE_CALLS,
+        ..args.pass.spec(
+            vec![MeshTest::Probe],
+            args.pass.duration.as_secs_f64(),
+            (rate, args.loss_length),
+        )
     };
     let stream = match c.stream_every {
         Some(period) => {
@@ -473,14 +494,7 @@ fn run_continuous(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             "summary": summary,
         }))?;
     } else {
-        out.text(&format!(
-            "netlab mesh: continuous: {} probe cycles, {} throughput passes, {} failed; stopped after {}; cycles in {}\n",
-            summary.probe_cycles,
-            summary.stream_cycles,
-            summary.failed_cycles,
-            summary.stopped,
-            summary.dir.join("cycles").display()
-        ))?;
+        out.text(&format!("{summary}\n"))?;
     }
     Ok(())
 }
@@ -540,18 +554,14 @@ fn run_mesh(args: RunArgs, out: &mut Output) -> anyhow::Result<()> {
             );
         }
         let pass = PassSpec {
-            tests: dedup(&args.pass.tests),
-            duration_s: duration.as_secs_f64(),
-            mode: args.pass.mode,
-            max_pairs: args.pass.max_pairs,
-            bidir: args.pass.bidir,
-            seed: args.pass.seed,
-            loss_rate_bps: rate,
-            loss_length: args.loss_length,
-            passes: args.pass.passes,
             probe_calls: args
                 .probe_calls
                 .unwrap_or(crate::experiments::mesh::record::DEFAULT_PROBE_CALLS),
+            ..args.pass.spec(
+                dedup(&args.pass.tests),
+                duration.as_secs_f64(),
+                (rate, args.loss_length),
+            )
         };
         pass.check()
             .map_err(|why| anyhow::anyhow!("netlab mesh: {why}"))?;
