@@ -744,7 +744,7 @@ pub fn run_until_confident<M: MeasureCell<Cell = StreamCell, Data = StreamData>>
 /// Measures stream cells with two endpoint processes each (a pair per
 /// connection); with a `tap`, tells the runner's sinks each connection's
 /// intervals as they end (`--json-stream`), as
-/// [`crate::experiments::stream::report::interval_line`]s.
+/// [`interval_line`]s.
 #[derive(Default)]
 pub struct StreamMeasure<'w> {
     pub tap: Option<Tap<'w>>,
@@ -777,8 +777,7 @@ impl MeasureCell for StreamMeasure<'_> {
         let run = cell.repeat_index;
         let result = run_once(config, &mut |connection, sample| {
             if let Some(tap) = &self.tap {
-                let line =
-                    crate::experiments::stream::report::interval_line(run, connection, sample);
+                let line = interval_line(run, connection, sample);
                 tap.sample(&line.to_string());
             }
         });
@@ -790,6 +789,26 @@ impl MeasureCell for StreamMeasure<'_> {
             result,
         })
     }
+}
+
+/// One `--json-stream` line: an interval of run `run` (0-based) on
+/// connection `connection` (0-based), as it ended.
+pub fn interval_line(
+    run: u32,
+    connection: usize,
+    sample: &crate::endpoint::bulk::types::IntervalSample,
+) -> serde_json::Value {
+    let mut line = serde_json::json!({
+        "event": "interval",
+        "run": run + 1,
+        "connection": connection + 1,
+    });
+    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
+        (line.as_object_mut(), serde_json::to_value(sample))
+    {
+        map.extend(fields);
+    }
+    line
 }
 
 #[cfg(test)]

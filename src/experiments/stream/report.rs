@@ -543,26 +543,6 @@ pub fn confidence_text(c: &crate::experiments::stream::cell::Confident) -> Strin
     }
 }
 
-/// One `--json-stream` line: an interval of run `run` (0-based) on
-/// connection `connection` (0-based), as it ended.
-pub fn interval_line(
-    run: u32,
-    connection: usize,
-    sample: &crate::endpoint::bulk::types::IntervalSample,
-) -> serde_json::Value {
-    let mut line = serde_json::json!({
-        "event": "interval",
-        "run": run + 1,
-        "connection": connection + 1,
-    });
-    if let (Some(map), Ok(serde_json::Value::Object(fields))) =
-        (line.as_object_mut(), serde_json::to_value(sample))
-    {
-        map.extend(fields);
-    }
-    line
-}
-
 /// The last run's intervals (`--interval`), each connection's in turn:
 /// throughput of the bytes acknowledged, retransmits, cwnd, RTT, the
 /// kernel's delivery rate at each interval's end (and whether its sample
