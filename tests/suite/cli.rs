@@ -1483,6 +1483,80 @@ fn udp_counts_loss_through_the_emulator_within_its_binomial_interval() {
 }
 
 #[test]
+fn mesh_peers_plans_a_fleets_probes_within_its_budget_and_refuses_a_rack_it_cannot_hold() {
+    // 3 zones of 4 racks of 5 hosts.
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("fleet.txt");
+    let mut lines = String::new();
+    for z in 0..3 {
+        for r in 0..4 {
+            for h in 1..=5 {
+                lines.push_str(&format!("10.{z}.{r}.{h}:5310 zone=z{z} rack=z{z}r{r}\n"));
+            }
+        }
+    }
+    std::fs::write(&inventory, lines).unwrap();
+    let peers = |rate: &str| {
+        netlab()
+            .args(["mesh", "peers", "--agents"])
+            .arg(&inventory)
+            .args([
+                "--every",
+                "60s",
+                "--probe-calls",
+                "20",
+                "--json",
+                "--show",
+                "60",
+            ])
+            .args(["--probe-rate", rate])
+            .output()
+            .unwrap()
+    };
+    let run = peers("8");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc = json_of(&run.stdout);
+    // 8 calls/s for 60 s, 20 calls a probe each way: 12 peers. The 4 rack
+    // peers leave 8 for 15 in the zone and 40 beyond: 3 and 5 a cycle,
+    // round in 5 and 8 cycles.
+    assert_eq!(doc["hosts"], 60);
+    assert_eq!(doc["peers_per_cycle"], 12);
+    assert_eq!(doc["coverage_cycles"], 8);
+    let lists = doc["lists"].as_array().unwrap();
+    assert_eq!(lists.len(), 60);
+    let rack = |name: &str| name.rsplit_once('.').unwrap().0.to_string();
+    for list in lists {
+        let me = list["agent"].as_str().unwrap();
+        let peers: Vec<&str> = list["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(peers.len(), 12, "{me}: {peers:?}");
+        assert!(!peers.contains(&me));
+        assert_eq!(
+            peers.iter().filter(|p| rack(p) == rack(me)).count(),
+            4,
+            "{me}"
+        );
+    }
+    // A budget below a rack's size names the rack and what it needs.
+    let short = peers("1");
+    assert!(!short.status.success());
+    let error = json_of(&short.stdout);
+    let said = error["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        said.contains("has 5 hosts") && said.contains("raise the probe budget"),
+        "{error}"
+    );
+}
+
+#[test]
 fn mesh_plan_lists_disjoint_rounds_without_traffic_and_refuses_bad_inventories() {
     let agents = "127.0.0.1,127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6";
     let output = netlab()

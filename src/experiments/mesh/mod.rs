@@ -13,6 +13,8 @@ pub mod manifests;
 pub mod matrix;
 pub mod metrics;
 pub mod options;
+pub mod peer_lists;
+pub mod peers;
 pub mod record;
 pub mod report;
 pub mod rules;

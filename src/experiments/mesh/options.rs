@@ -28,6 +28,7 @@ impl MeshArgs {
         match &self.command {
             Some(MeshCommand::Plan(plan)) => plan.json,
             Some(MeshCommand::Report(report)) => report.json,
+            Some(MeshCommand::Peers(peers)) => peers.json,
             Some(MeshCommand::Manifests(_) | MeshCommand::Rules(_)) => false,
             None => self.run.json,
         }
@@ -211,6 +212,10 @@ pub enum MeshCommand {
     Manifests(ManifestsArgs),
     /// Print the Prometheus alert rules for a continuous mesh's metrics.
     Rules(RulesArgs),
+    /// Print the peer lists a fleet's agents would probe within a probe
+    /// budget (their rack, samples of their zone and of the others), and
+    /// the cycles until every pair is probed, sending no traffic.
+    Peers(crate::experiments::mesh::peer_lists::PeersArgs),
 }
 
 #[derive(Debug, Args)]
@@ -285,6 +290,7 @@ pub struct PlanArgs {
 pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         Some(MeshCommand::Plan(plan)) => print_plan(&plan, out),
+        Some(MeshCommand::Peers(peers)) => crate::experiments::mesh::peer_lists::print(&peers, out),
         Some(MeshCommand::Report(report)) => {
             let found = crate::experiments::mesh::report::write_dir(&report.dir)?;
             print_findings(&report.dir, &found, report.json, out)
