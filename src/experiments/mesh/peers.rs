@@ -500,7 +500,7 @@ mod tests {
             let c = plan.coverage_cycles();
             let mut seen = vec![vec![false; n]; n];
             for cycle in from..from + c {
-                for a in 0..n {
+                for (a, row) in seen.iter_mut().enumerate() {
                     let list = plan.peers_of(a, cycle);
                     prop_assert!(list.len() <= peers);
                     let mut sorted = list.clone();
@@ -509,7 +509,7 @@ mod tests {
                     prop_assert_eq!(sorted.len(), list.len(), "a peer twice in a cycle");
                     for p in list {
                         prop_assert_ne!(p as usize, a);
-                        seen[a][p as usize] = true;
+                        row[p as usize] = true;
                     }
                 }
             }
