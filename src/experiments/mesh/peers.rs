@@ -8,8 +8,10 @@
 //! - a sample of the other zones,
 //!
 //! as many in all as the probe budget gives it ([`peers_within`]). A sample
-//! is a window that slides, cycle by cycle, over the candidates in an
-//! order drawn from the seed for that agent, and the window sizes are split
+//! is a window that slides, cycle by cycle, over the candidates in the
+//! fleet's seeded order read from the agent's own place on (so each host
+//! is in about as many windows a cycle as each agent has), and the window
+//! sizes are split
 //! so the slowest reaches round soonest: every ordered pair is probed at
 //! least once in any [`PeerPlan::coverage_cycles`] consecutive cycles, and
 //! no peer twice in one cycle. Each agent starts its cycle at an offset
@@ -138,12 +140,6 @@ fn draw(seed: u64, name: &str) -> u64 {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
     mix(fnv ^ mix(seed))
-}
-
-/// `list` ordered by each member's draw under `seed` (a seeded shuffle
-/// that depends on the members, not on where they stood).
-fn seeded_order(list: &mut [u32], hosts: &[HostLabels], seed: u64) {
-    list.sort_by_cached_key(|&h| (draw(seed, &hosts[h as usize].name), h));
 }
 
 /// Splits `room` probes between `zone` and `others` candidates so that the
@@ -288,9 +284,15 @@ impl PeerPlan {
                 others.push(j as u32);
             }
         }
-        let agent_seed = self.seed ^ draw(self.seed, &host.name);
-        seeded_order(&mut zone, &self.hosts, agent_seed);
-        seeded_order(&mut others, &self.hosts, agent_seed.rotate_left(1));
+        // One seeded order of the fleet, each agent reading it from its
+        // own place on: in any cycle the windows of consecutive agents
+        // are consecutive stretches of one ring, so each host falls in
+        // about as many windows as each agent has (a shuffle per agent
+        // would pile a third more on some hosts).
+        let own = draw(self.seed, &host.name);
+        let from_me = |h: &u32| draw(self.seed, &self.hosts[*h as usize].name).wrapping_sub(own);
+        zone.sort_by_cached_key(|h| (from_me(h), *h));
+        others.sort_by_cached_key(|h| (from_me(h), *h));
         if shares.others.0 == 0 {
             zone.append(&mut others);
         }
