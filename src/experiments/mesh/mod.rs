@@ -20,6 +20,7 @@ pub mod report;
 pub mod rules;
 pub mod run;
 pub mod section;
+pub mod summaries;
 
 /// The mesh experiment, as the registry lists it.
 pub struct Mesh;
