@@ -130,6 +130,12 @@ fn from_file(text: &str) -> Result<Vec<Agent>, String> {
 /// The entries of an inventory file, each with its line number, parsed
 /// without resolving anything (what a fuzzer and the resolver both take).
 pub fn entries(text: &str) -> Result<Vec<(usize, Entry)>, String> {
+    entries_up_to(text, MAX_AGENTS)
+}
+
+/// As [`entries`], at most `most` of them: a plan that sends nothing
+/// (`netlab mesh peers`) reads fleets larger than a mesh runs.
+pub fn entries_up_to(text: &str, most: usize) -> Result<Vec<(usize, Entry)>, String> {
     let mut found = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -137,8 +143,8 @@ pub fn entries(text: &str) -> Result<Vec<(usize, Entry)>, String> {
         let Some(name) = words.next() else {
             continue;
         };
-        if found.len() >= MAX_AGENTS {
-            return Err(format!("more than {MAX_AGENTS} agents"));
+        if found.len() >= most {
+            return Err(format!("more than {most} agents"));
         }
         let mut labels = BTreeMap::new();
         for w in words {
@@ -417,6 +423,16 @@ mod tests {
             entries(&text)
                 .unwrap_err()
                 .contains("more than 4096 agents")
+        );
+        // A plan reads more, and is bounded too.
+        assert_eq!(
+            entries_up_to(&text, MAX_AGENTS + 1).unwrap().len(),
+            MAX_AGENTS + 1
+        );
+        assert!(
+            entries_up_to(&text, 10)
+                .unwrap_err()
+                .contains("more than 10 agents")
         );
     }
 

@@ -40,6 +40,34 @@ pub struct PeersArgs {
     pub json: bool,
 }
 
+/// The most hosts a plan reads from a file: a plan resolves and reaches
+/// nothing, so it takes fleets larger than a mesh runs
+/// ([`inventory::MAX_AGENTS`]).
+pub const MAX_PLANNED: usize = 20_000;
+
+/// The hosts `spec` names: a file's names and labels as written (up to
+/// [`MAX_PLANNED`], nothing resolved), else the agents a mesh would reach.
+fn fleet(spec: &str) -> anyhow::Result<Vec<HostLabels>> {
+    let path = std::path::Path::new(spec);
+    if !spec.starts_with("dns:") && path.is_file() {
+        let text = crate::record::files::read_text(
+            path,
+            crate::record::files::MAX_SMALL_FILE,
+            "an inventory",
+        )?;
+        let entries = inventory::entries_up_to(&text, MAX_PLANNED)
+            .map_err(|why| anyhow::anyhow!("--agents {spec}: {why}"))?;
+        return Ok(entries
+            .into_iter()
+            .map(|(_, (name, labels))| HostLabels::of(&name, &labels))
+            .collect());
+    }
+    Ok(inventory::parse(spec)?
+        .iter()
+        .map(|a| HostLabels::of(&a.name, &a.labels))
+        .collect())
+}
+
 pub fn print(args: &PeersArgs, out: &mut Output) -> anyhow::Result<()> {
     if !(args.probe_rate.is_finite() && args.probe_rate > 0.0) {
         bail!(
@@ -47,11 +75,7 @@ pub fn print(args: &PeersArgs, out: &mut Output) -> anyhow::Result<()> {
             args.probe_rate
         );
     }
-    let agents = inventory::parse(&args.agents)?;
-    let hosts: Vec<HostLabels> = agents
-        .iter()
-        .map(|a| HostLabels::of(&a.name, &a.labels))
-        .collect();
+    let hosts = fleet(&args.agents)?;
     let peers = peers_within(args.probe_rate, args.every, args.probe_calls);
     let started = Instant::now();
     let plan = PeerPlan::new(&hosts, peers, args.seed).map_err(|e| {
