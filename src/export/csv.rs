@@ -47,38 +47,39 @@ fn rendering(e: csv::Error) -> ExportError {
 
 /// One experiment's records as CSV: a header of every field any of them
 /// has (sorted), then a row each, a field a record lacks left empty.
-pub struct Records<'a, D> {
-    pub records: &'a [Record<D>],
-    pub experiment: &'a str,
+pub struct Records {
+    /// Each record flattened to `column -> value`.
+    rows: Vec<BTreeMap<String, String>>,
 }
 
-impl<D: Serialize> Records<'_, D> {
-    /// The experiment's records, each flattened to `column -> value`.
-    fn rows(&self) -> Vec<BTreeMap<String, String>> {
-        self.records
+impl Records {
+    /// `experiment`'s records among `records`, or none when it has none.
+    pub fn of<D: Serialize>(records: &[Record<D>], experiment: &str) -> Option<Records> {
+        let rows: Vec<BTreeMap<String, String>> = records
             .iter()
             .map(|r| serde_json::to_value(r).expect("records serialise"))
-            .filter(|v| v["experiment"] == self.experiment)
+            .filter(|v| v["experiment"] == experiment)
             .map(|v| {
                 let mut row = BTreeMap::new();
                 flatten("", &v, &mut row);
                 row
             })
-            .collect()
+            .collect();
+        (!rows.is_empty()).then_some(Records { rows })
     }
 }
 
-impl<D: Serialize> Export for Records<'_, D> {
+impl Export for Records {
     const FORMAT: &'static str = "CSV";
     const MEDIA_TYPE: &'static str = "text/csv; charset=utf-8";
 
     fn render(&self) -> Result<String, ExportError> {
-        let rows = self.rows();
+        let rows = &self.rows;
         let mut columns: Vec<&String> = rows.iter().flat_map(|r| r.keys()).collect();
         columns.sort();
         columns.dedup();
         let mut table: Vec<Vec<String>> = vec![columns.iter().map(|c| c.to_string()).collect()];
-        for row in &rows {
+        for row in rows {
             table.push(
                 columns
                     .iter()
@@ -124,13 +125,9 @@ pub fn write_csv<D: Serialize>(
 ) -> Result<Vec<PathBuf>, ExportError> {
     let mut written = Vec::new();
     for &experiment in experiments {
-        let table = Records {
-            records,
-            experiment,
-        };
-        if table.rows().is_empty() {
+        let Some(table) = Records::of(records, experiment) else {
             continue;
-        }
+        };
         let path = dir.join(format!("{experiment}.csv"));
         table.write_to(&path)?;
         written.push(path);

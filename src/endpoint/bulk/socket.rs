@@ -287,6 +287,11 @@ impl Before {
     }
 
     pub(super) fn end(self) -> Over {
+        self.end_at(Counters::read())
+    }
+
+    /// As [`Before::end`], with the stack's counters read already (`now`).
+    pub(super) fn end_at(self, now: Counters) -> Over {
         let usage = ProcessUsage::now().since(&self.usage);
         let last = current_cpu();
         let run_delay_s = self
@@ -302,7 +307,7 @@ impl Before {
             cpus: Some((self.cpu, last)),
             run_delay_s,
             core,
-            counters: Counters::read().delta_reported(&self.counters),
+            counters: now.delta_reported(&self.counters),
             interface: interface_delta(self.interface_name.as_deref(), self.interface),
         }
     }

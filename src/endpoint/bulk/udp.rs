@@ -322,7 +322,9 @@ impl UdpReceiver {
             }
         }
         counts.stats.socket_drops = drops;
-        counts.stats.stack_drops = before.udp_receive_drops(&Counters::read());
+        // One read of the stack's counters for its drops and the report.
+        let now = Counters::read();
+        counts.stats.stack_drops = before.udp_receive_drops(&now);
         let wall_s = match (first, last) {
             (Some(first), Some(last)) => (last - first).as_secs_f64(),
             _ => 0.0,
@@ -330,7 +332,9 @@ impl UdpReceiver {
         Ok(EndpointReport {
             verified: true,
             udp: Some(counts.finish()),
-            ..before.end().report("receiver", (bytes, syscalls, wall_s))
+            ..before
+                .end_at(now)
+                .report("receiver", (bytes, syscalls, wall_s))
         })
     }
 }

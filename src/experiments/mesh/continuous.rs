@@ -364,6 +364,13 @@ impl Continuous {
                 .map(|a| (HostLabels::of(&a.name, &a.labels), false))
                 .collect(),
         };
+        // A mesh's runner keeps only mesh tests: a line the metrics could
+        // not read is news, not noise.
+        for why in &kept.unread {
+            say(&format!(
+                "netlab mesh: cycle {n}: a kept line the metrics could not read: {why}"
+            ));
+        }
         let results = kept.tests;
         let seconds = started.elapsed().as_secs_f64();
         let metrics = &exposed.metrics;

@@ -260,13 +260,6 @@ impl PeerPlan {
         &self.hosts
     }
 
-    /// Where `name` is in [`PeerPlan::hosts`].
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.hosts
-            .binary_search_by(|h| h.name.as_str().cmp(name))
-            .ok()
-    }
-
     /// Agent `i`'s candidates in its seeded order (O(N log N) to draw).
     pub fn agent(&self, i: usize) -> AgentPeers {
         let shares = self.shares(i).expect("checked when the plan was made");
@@ -345,11 +338,6 @@ impl PeerPlan {
             }
         }
         into.into_iter().max().unwrap_or(0) as usize
-    }
-
-    /// The budget the plan was made for: peers an agent a cycle.
-    pub fn peers(&self) -> usize {
-        self.peers
     }
 
     /// When in a cycle of length `every` agent `agent` sends each of its

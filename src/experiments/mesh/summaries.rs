@@ -1,6 +1,6 @@
 //! What an agent that probes its own peer list keeps of it (#64, point 2;
 //! the probing itself is not built yet): per peer, the round trips and
-//! the calls sent and lost of its last [`Summaries::window`] probes, in a
+//! the calls sent and lost of its last `window` probes, in a
 //! fixed memory bound; per pair of zones, a histogram of every round trip
 //! since the agent started (Prometheus' cumulative buckets); and the worst
 //! K peers, the only ones it would serve a series each for, so its
@@ -82,10 +82,6 @@ impl Summaries {
             zones: BTreeMap::new(),
             clock: 0,
         }
-    }
-
-    pub fn window(&self) -> usize {
-        self.window
     }
 
     /// Keeps one probe of `peer` (in `zone`): its round trips beyond
