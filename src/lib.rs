@@ -35,6 +35,7 @@ pub mod controller;
 pub mod endpoint;
 pub mod experiments;
 pub mod export;
+pub mod fleet;
 pub mod lab;
 pub mod measure;
 pub mod model;

@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netlab::experiments::mesh::inventory::{entries, entry_line};
+use netlab::experiments::mesh::inventory::entries;
+use netlab::fleet::hosts::entry_line;
 use netlab::experiments::mesh::record::{Manifest, results_from};
 use netlab::record::files::lines;
 

@@ -56,7 +56,9 @@ use crate::endpoint::agent::channel::{
 };
 use crate::endpoint::agent::key::Key;
 use crate::endpoint::agent::policy::Policy;
-use crate::endpoint::agent::{FromAgent, Hello, ToAgent, Welcome, lock, now_us, version_mismatch};
+use crate::endpoint::agent::{
+    FLEET_REPORT, FromAgent, Hello, ToAgent, Welcome, lock, now_us, version_mismatch,
+};
 use crate::measure::host::HostFacts;
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -246,6 +248,8 @@ pub struct AgentConfig {
     pub identity: crate::record::testbed::Identity,
     /// Serve its own metrics here (`--metrics`).
     pub metrics: Option<SocketAddr>,
+    /// Probe a fleet on its own (`--probe-peers`).
+    pub probes: Option<crate::fleet::prober::ProberConfig>,
 }
 
 /// Logs refused peers, at most [`LOG_BURST`] a window, and counts each
@@ -336,6 +340,8 @@ struct Agent {
     /// Proven connections not yet past their Hello.
     proven: AtomicUsize,
     stop: Arc<AtomicBool>,
+    /// Its own probing, when it probes.
+    prober: Option<crate::fleet::prober::Prober>,
 }
 
 /// Serves until `stop` is set; then ends every run and returns.
@@ -355,6 +361,18 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         Err(e) => log(format_args!("descriptors: cannot raise RLIMIT_NOFILE: {e}")),
     }
     let metrics = Arc::new(metrics::AgentMetrics::default());
+    let prober = match config.probes.clone() {
+        Some(probes) => {
+            let fleet = crate::fleet::metrics::FleetMetrics::default();
+            fleet.register(&mut lock(&metrics.registry));
+            Some(crate::fleet::prober::Prober::start(
+                probes,
+                fleet,
+                Box::new(log),
+            )?)
+        }
+        None => None,
+    };
     let _exporter = match config.metrics {
         Some(address) => {
             let server = crate::controller::metrics::serve(address, metrics.registry.clone())
@@ -384,6 +402,7 @@ pub fn serve(config: AgentConfig, stop: Arc<AtomicBool>) -> io::Result<()> {
         metrics,
         proven: AtomicUsize::new(0),
         stop: stop.clone(),
+        prober,
     });
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let mut unproven = Unprovens::default();
@@ -602,6 +621,18 @@ fn connection(agent: &Agent, stream: TcpStream, peer: SocketAddr, verified: Veri
         }
     };
     let ours = env!("CARGO_PKG_VERSION");
+    if hello.version == ours && hello.experiment == FLEET_REPORT {
+        // A read of figures: no slot, nothing started.
+        let answer = match &agent.prober {
+            Some(prober) => FromAgent::Fleet(Box::new(prober.report())),
+            None => FromAgent::Refused {
+                reason: "this agent does not probe a fleet (it was started without --probe-peers)"
+                    .into(),
+            },
+        };
+        let _ = sealer.send(&answer);
+        return;
+    }
     let refusal = if hello.version != ours {
         Some(version_mismatch(ours, &hello.version))
     } else {

@@ -98,6 +98,35 @@ pub fn resolve(name: &str) -> Result<SocketAddr, String> {
     Ok(addr)
 }
 
+/// Reads the summary of the probing agent at `addr` runs on its own
+/// (`netlab agent serve --probe-peers`): one handshake, one Hello of
+/// [`crate::endpoint::agent::FLEET_REPORT`], one answer; no run slot is
+/// taken and no thread is left behind.
+pub fn read_fleet(
+    addr: SocketAddr,
+    key: &Key,
+    within: Duration,
+) -> Result<crate::fleet::report::FleetReport, String> {
+    let stream = TcpStream::connect_timeout(&addr, within.min(CONNECT_TIME))
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut channel = channel::connect(stream, key).map_err(|e| handshake_failure(e, 1))?;
+    channel
+        .send(&ToAgent::Hello(Hello {
+            version: claimed_version(),
+            experiment: crate::endpoint::agent::FLEET_REPORT.to_string(),
+            controller: controller_name(),
+            time_us: now_us(),
+        }))
+        .map_err(|e| format!("cannot ask: {e}"))?;
+    match channel.recv::<FromAgent>(Some(within.min(ANSWER_TIME))) {
+        Ok(FromAgent::Fleet(report)) => Ok(*report),
+        Ok(FromAgent::Refused { reason }) => Err(format!("refused: {reason}")),
+        Ok(other) => Err(format!("unexpected answer: {other:?}")),
+        Err(e) => Err(format!("no answer ({e})")),
+    }
+}
+
 impl AgentLink {
     /// Connects, authenticates and opens a run of `experiment`.
     pub fn connect(name: &str, key: &Key, experiment: &str) -> Result<AgentLink, ControlError> {

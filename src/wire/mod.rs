@@ -11,6 +11,7 @@
 //! - [`dns`]: DNS queries and responses, SRV, A and AAAA (RFC 1035, 2782, 6891).
 //! - [`iperf3`]: iperf3's control protocol (states, cookie, JSON parameters and results).
 //! - [`http`]: the head of an HTTP/1.x request, bounded (RFC 9112), as the metrics endpoints read it.
+//! - [`probe`]: the fleet's probe calls and answers over UDP, each with a keyed MAC.
 //! - [`ether`]: Ethernet II frames, ARP (RFC 826), IPv4 (RFC 791) and UDP (RFC 768) headers.
 
 /// Writes a protocol's table of codes once, as an enum with `code()` for
@@ -57,6 +58,7 @@ pub mod ether;
 pub mod http;
 pub mod iperf3;
 pub mod ipv4;
+pub mod probe;
 pub mod recmark;
 pub mod rlogin;
 pub mod rpc;

@@ -23,7 +23,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-const LAYERS: [&str; 17] = [
+const LAYERS: [&str; 18] = [
     "checksum",
     "wire",
     "units",
@@ -32,6 +32,7 @@ const LAYERS: [&str; 17] = [
     "record",
     "analysis",
     "testbed",
+    "fleet",
     "endpoint",
     "export",
     "controller",

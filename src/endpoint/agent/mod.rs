@@ -27,6 +27,11 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 /// The agent's default port.
 pub const DEFAULT_PORT: u16 = 5310;
 
+/// The `experiment` of a Hello that asks an agent for its own probing's
+/// summary ([`FromAgent::Fleet`]) instead of a run: it takes no run slot
+/// and starts nothing.
+pub const FLEET_REPORT: &str = "fleet-report";
+
 /// Controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToAgent {
@@ -95,6 +100,8 @@ pub enum FromAgent {
     Ended {
         reason: String,
     },
+    /// Its probing's summary, the answer to a Hello of [`FLEET_REPORT`].
+    Fleet(Box<crate::fleet::report::FleetReport>),
 }
 
 /// The agent's answer to `Hello`.

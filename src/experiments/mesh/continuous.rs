@@ -23,10 +23,11 @@
 
 use crate::controller::rounds::Schedule;
 use crate::experiments::mesh::inventory::{self, Agent};
-use crate::experiments::mesh::metrics::{Cycle, CycleTests, HostLabels, Kind, MeshMetrics, Slo};
+use crate::experiments::mesh::metrics::{Cycle, CycleTests, Kind, MeshMetrics, Slo};
 use crate::experiments::mesh::record::{MAX_PROBE_CALLS, MeshTest, PassSpec, read_manifest};
 use crate::experiments::mesh::rules::RuleSettings;
 use crate::experiments::mesh::run::MeshRun;
+use crate::fleet::HostLabels;
 use anyhow::{Context, bail};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

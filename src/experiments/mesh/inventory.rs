@@ -14,6 +14,7 @@
 
 use crate::controller::remote::resolve;
 use crate::endpoint::agent::DEFAULT_PORT;
+use crate::fleet::hosts::{Entry, entries_up_to};
 use crate::wire::dns;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -116,9 +117,6 @@ fn agent(name: &str, labels: BTreeMap<String, String>) -> Result<Agent, String> 
     })
 }
 
-/// One inventory line's agent name and labels.
-pub type Entry = (String, BTreeMap<String, String>);
-
 /// `HOST[:PORT] [label=value ...]` a line, each name resolved.
 fn from_file(text: &str) -> Result<Vec<Agent>, String> {
     entries(text)?
@@ -131,75 +129,6 @@ fn from_file(text: &str) -> Result<Vec<Agent>, String> {
 /// without resolving anything (what a fuzzer and the resolver both take).
 pub fn entries(text: &str) -> Result<Vec<(usize, Entry)>, String> {
     entries_up_to(text, MAX_AGENTS)
-}
-
-/// As [`entries`], at most `most` of them: a plan that sends nothing
-/// (`netlab mesh peers`) reads fleets larger than a mesh runs.
-pub fn entries_up_to(text: &str, most: usize) -> Result<Vec<(usize, Entry)>, String> {
-    let mut found = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        let mut words = line.split_whitespace();
-        let Some(name) = words.next() else {
-            continue;
-        };
-        if found.len() >= most {
-            return Err(format!("more than {most} agents"));
-        }
-        let mut labels = BTreeMap::new();
-        for w in words {
-            let (k, v) = w
-                .split_once('=')
-                .filter(|(k, _)| !k.is_empty())
-                .ok_or_else(|| format!("line {}: {w:?} is not label=value", i + 1))?;
-            check_label(k, v).map_err(|e| format!("line {}: {e}", i + 1))?;
-            if labels.insert(k.to_string(), v.to_string()).is_some() {
-                return Err(format!("line {}: label {k:?} given twice", i + 1));
-            }
-        }
-        found.push((i + 1, (name.to_string(), labels)));
-    }
-    Ok(found)
-}
-
-/// Longest label name: a Kubernetes label key's (a 253-byte prefix, `/`,
-/// a 63-byte name).
-pub const MAX_LABEL_NAME: usize = 317;
-/// Longest label value (Prometheus and reports show it whole).
-pub const MAX_LABEL_VALUE: usize = 256;
-
-/// A label as the reports, the Prometheus exposition and Kubernetes take
-/// it: a name of letters, digits, `_`, `.`, `-` and `/` that starts with a
-/// letter or `_`; a value without control characters; each bounded.
-fn check_label(name: &str, value: &str) -> Result<(), String> {
-    let name_ok = name.len() <= MAX_LABEL_NAME
-        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/'));
-    if !name_ok {
-        return Err(format!(
-            "label name {name:?}: letters, digits, '_', '.', '-' and '/', starting with a letter or '_', at most {MAX_LABEL_NAME} bytes"
-        ));
-    }
-    if value.len() > MAX_LABEL_VALUE || value.chars().any(char::is_control) {
-        return Err(format!(
-            "label {name}: its value is longer than {MAX_LABEL_VALUE} bytes or holds control characters"
-        ));
-    }
-    Ok(())
-}
-
-/// An entry as an inventory line ([`entries`] reads it back the same).
-pub fn entry_line((name, labels): &Entry) -> String {
-    let mut line = name.clone();
-    for (k, v) in labels {
-        line.push(' ');
-        line.push_str(k);
-        line.push('=');
-        line.push_str(v);
-    }
-    line
 }
 
 /// Every address `NAME[:PORT]` resolves to, in the resolver's order made
@@ -401,6 +330,7 @@ fn from_srv(name: &str, servers: &[SocketAddr]) -> Result<Vec<Agent>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::hosts::{MAX_LABEL_VALUE, entry_line};
 
     proptest::proptest! {
         #[test]

@@ -16,12 +16,12 @@
 use crate::analysis::limits::Factor;
 use crate::controller::sink::{RunEvent, Sink, SinkError};
 use crate::experiments::mesh::record::{MeshTest, PairTest, results_from};
+use crate::fleet::HostLabels;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
 /// Breaches exposed per path at most, as a multiple of `--metrics-pairs`.
@@ -129,24 +129,6 @@ pub struct Slo {
     pub loss_ratio: f64,
     /// The probes' median round trip, seconds.
     pub rtt_s: Option<f64>,
-}
-
-/// A host as the metrics label it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostLabels {
-    pub name: String,
-    pub zone: String,
-    pub rack: String,
-}
-
-impl HostLabels {
-    pub fn of(name: &str, labels: &BTreeMap<String, String>) -> HostLabels {
-        HostLabels {
-            name: name.to_string(),
-            zone: labels.get("zone").cloned().unwrap_or_default(),
-            rack: labels.get("rack").cloned().unwrap_or_default(),
-        }
-    }
 }
 
 /// A cycle as the metrics take it.
@@ -643,6 +625,7 @@ impl MeshMetrics {
 mod tests {
     use super::*;
     use crate::experiments::mesh::record::PairFigures;
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_cycle_takes_each_kept_test_from_its_line() {

@@ -5,6 +5,7 @@
 //! run with its run directory (manifest, `results.jsonl`, resume), and the
 //! matrices a figure each, what they show in words and `report.html`.
 
+pub mod aggregate;
 pub mod analysis;
 pub mod continuous;
 pub mod inventory;
@@ -14,13 +15,12 @@ pub mod matrix;
 pub mod metrics;
 pub mod options;
 pub mod peer_lists;
-pub mod peers;
 pub mod record;
 pub mod report;
 pub mod rules;
 pub mod run;
 pub mod section;
-pub mod summaries;
+pub mod watch;
 
 /// The mesh experiment, as the registry lists it.
 pub struct Mesh;

@@ -29,6 +29,7 @@ impl MeshArgs {
             Some(MeshCommand::Plan(plan)) => plan.json,
             Some(MeshCommand::Report(report)) => report.json,
             Some(MeshCommand::Peers(peers)) => peers.json,
+            Some(MeshCommand::Watch(watch)) => watch.json,
             Some(MeshCommand::Manifests(_) | MeshCommand::Rules(_)) => false,
             None => self.run.json,
         }
@@ -216,6 +217,10 @@ pub enum MeshCommand {
     /// budget (their rack, samples of their zone and of the others), and
     /// the cycles until every pair is probed, sending no traffic.
     Peers(crate::experiments::mesh::peer_lists::PeersArgs),
+    /// Read the summaries of agents that probe their own peer lists
+    /// (`netlab agent serve --probe-peers`) each cycle, and name the hosts
+    /// and racks in trouble from them.
+    Watch(crate::experiments::mesh::watch::WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +296,7 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
     match args.command {
         Some(MeshCommand::Plan(plan)) => print_plan(&plan, out),
         Some(MeshCommand::Peers(peers)) => crate::experiments::mesh::peer_lists::print(&peers, out),
+        Some(MeshCommand::Watch(watch)) => crate::experiments::mesh::watch::run(&watch, out),
         Some(MeshCommand::Report(report)) => {
             let found = crate::experiments::mesh::report::write_dir(&report.dir)?;
             print_findings(&report.dir, &found, report.json, out)

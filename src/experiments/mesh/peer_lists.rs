@@ -5,8 +5,8 @@
 //! one host is sent in a cycle, and a few agents' lists.
 
 use crate::experiments::mesh::inventory;
-use crate::experiments::mesh::metrics::HostLabels;
-use crate::experiments::mesh::peers::{PeerPlan, peers_within};
+use crate::fleet::HostLabels;
+use crate::fleet::peers::{PeerPlan, peers_within};
 use crate::options::Output;
 use anyhow::bail;
 use clap::Args;
@@ -55,7 +55,7 @@ fn fleet(spec: &str) -> anyhow::Result<Vec<HostLabels>> {
             crate::record::files::MAX_SMALL_FILE,
             "an inventory",
         )?;
-        let entries = inventory::entries_up_to(&text, MAX_PLANNED)
+        let entries = crate::fleet::hosts::entries_up_to(&text, MAX_PLANNED)
             .map_err(|why| anyhow::anyhow!("--agents {spec}: {why}"))?;
         return Ok(entries
             .into_iter()

@@ -26,7 +26,7 @@
 //! A host with no `rack` label is a rack of its own; one with no `zone`
 //! label is in the zone of all such hosts.
 
-use crate::experiments::mesh::metrics::HostLabels;
+use super::HostLabels;
 use std::time::Duration;
 use thiserror::Error;
 

@@ -1,10 +1,9 @@
-//! What an agent that probes its own peer list keeps of it (#64, point 2;
-//! the probing itself is not built yet): per peer, the round trips and
-//! the calls sent and lost of its last `window` probes, in a
-//! fixed memory bound; per pair of zones, a histogram of every round trip
-//! since the agent started (Prometheus' cumulative buckets); and the worst
-//! K peers, the only ones it would serve a series each for, so its
-//! metrics' cardinality is K + zones², not N.
+//! What an agent that probes its own peer list keeps of it (#64, point 2):
+//! per peer, the round trips and the calls sent and lost of its last
+//! `window` probes, in a fixed memory bound; and the worst K peers, the
+//! only ones it serves a series each for (its round trips per pair of
+//! zones go to a Prometheus histogram, [`super::metrics`]), so its
+//! metrics' cardinality is K + zones, not N.
 //!
 //! Invariants: at most `max_peers` peers are held (a new peer past that
 //! replaces the one probed longest ago), each with at most `window`
@@ -12,22 +11,12 @@
 //! bounded by `max_peers x window x MAX_CALLS x 4` bytes whatever the peers
 //! send; a probe's figures are never NaN (a lost call has no round trip).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use super::HostLabels;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
 
 /// Round trips kept from one probe (its calls' answered ones, at most).
 pub const MAX_CALLS: usize = 64;
-
-/// The upper bounds of the zone pairs' histogram buckets, µs: powers of
-/// two from 16 µs to about 16 s, then +Inf.
-pub const BUCKETS_US: [u32; 21] = {
-    let mut b = [0u32; 21];
-    let mut i = 0;
-    while i < 21 {
-        b[i] = 16 << i;
-        i += 1;
-    }
-    b
-};
 
 /// One probe of a peer: the calls it sent, how many were lost, and the
 /// answered ones' round trips (µs).
@@ -41,17 +30,21 @@ pub struct Probe {
 #[derive(Debug, Default)]
 struct PeerWindow {
     zone: String,
+    rack: String,
     probes: VecDeque<Probe>,
     /// The summaries' clock when it was last probed.
     last: u64,
 }
 
 /// A peer's figures over its window.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PeerFigures {
     pub peer: String,
     pub zone: String,
+    pub rack: String,
     pub probes: usize,
+    pub calls: u64,
+    pub lost: u64,
     pub loss_ratio: f64,
     pub rtt_p50_us: Option<u32>,
     pub rtt_p99_us: Option<u32>,
@@ -60,42 +53,35 @@ pub struct PeerFigures {
 /// An agent's summaries of its peers.
 #[derive(Debug)]
 pub struct Summaries {
-    zone: String,
     window: usize,
     max_peers: usize,
     peers: HashMap<String, PeerWindow>,
-    /// Per (this zone, peer's zone): a count a bucket (the last +Inf),
-    /// and the round trips' sum, µs.
-    zones: BTreeMap<String, ([u64; 22], u64)>,
     clock: u64,
 }
 
 impl Summaries {
-    /// An agent in `zone` keeping `window` probes of at most `max_peers`
-    /// peers (each at least 1).
-    pub fn new(zone: &str, window: usize, max_peers: usize) -> Summaries {
+    /// An agent keeping `window` probes of at most `max_peers` peers
+    /// (each at least 1).
+    pub fn new(window: usize, max_peers: usize) -> Summaries {
         Summaries {
-            zone: zone.to_string(),
             window: window.max(1),
             max_peers: max_peers.max(1),
             peers: HashMap::new(),
-            zones: BTreeMap::new(),
             clock: 0,
         }
     }
 
-    /// Keeps one probe of `peer` (in `zone`): its round trips beyond
-    /// [`MAX_CALLS`] are dropped, its loss kept whole.
-    pub fn record(&mut self, peer: &str, zone: &str, mut probe: Probe) {
+    /// Keeps one probe of `peer`: its round trips beyond [`MAX_CALLS`]
+    /// are dropped, its loss kept whole.
+    pub fn record(&mut self, peer: &HostLabels, mut probe: Probe) {
         self.clock += 1;
         probe.rtts_us.truncate(MAX_CALLS);
         probe.lost = probe.lost.min(probe.calls);
-        let (buckets, sum) = self.zones.entry(zone.to_string()).or_insert(([0; 22], 0));
-        for &rtt in &probe.rtts_us {
-            let at = BUCKETS_US.iter().position(|&b| rtt <= b).unwrap_or(21);
-            buckets[at] += 1;
-            *sum += u64::from(rtt);
-        }
+        let HostLabels {
+            name: peer,
+            zone,
+            rack,
+        } = peer;
         if !self.peers.contains_key(peer) && self.peers.len() >= self.max_peers {
             let oldest = self
                 .peers
@@ -107,7 +93,8 @@ impl Summaries {
             }
         }
         let window = self.peers.entry(peer.to_string()).or_default();
-        window.zone = zone.to_string();
+        window.zone.clone_from(zone);
+        window.rack.clone_from(rack);
         window.last = self.clock;
         window.probes.push_back(probe);
         while window.probes.len() > self.window {
@@ -137,7 +124,10 @@ impl Summaries {
                 PeerFigures {
                     peer: peer.clone(),
                     zone: w.zone.clone(),
+                    rack: w.rack.clone(),
                     probes: w.probes.len(),
+                    calls,
+                    lost,
                     loss_ratio: if calls == 0 {
                         0.0
                     } else {
@@ -163,31 +153,20 @@ impl Summaries {
         all.truncate(k);
         all
     }
-
-    /// Per (this agent's zone, a peer zone): the cumulative count at each
-    /// of [`BUCKETS_US`] and +Inf, and the sum of the round trips (µs), as
-    /// a Prometheus histogram has them.
-    pub fn zone_histograms(&self) -> Vec<((String, String), Vec<u64>, u64)> {
-        self.zones
-            .iter()
-            .map(|(zone, (buckets, sum))| {
-                let cumulative = buckets
-                    .iter()
-                    .scan(0u64, |run, &n| {
-                        *run += n;
-                        Some(*run)
-                    })
-                    .collect();
-                ((self.zone.clone(), zone.clone()), cumulative, *sum)
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn peer(name: &str, zone: &str) -> HostLabels {
+        HostLabels {
+            name: name.into(),
+            zone: zone.into(),
+            rack: String::new(),
+        }
+    }
 
     fn probe(calls: u32, lost: u32, rtt: u32) -> Probe {
         Probe {
@@ -199,17 +178,17 @@ mod tests {
 
     #[test]
     fn a_peers_figures_are_its_last_window_of_probes() {
-        let mut s = Summaries::new("a", 3, 10);
-        s.record("p", "b", probe(20, 10, 5000));
+        let mut s = Summaries::new(3, 10);
+        s.record(&peer("p", "b"), probe(20, 10, 5000));
         for _ in 0..3 {
-            s.record("p", "b", probe(20, 0, 100));
+            s.record(&peer("p", "b"), probe(20, 0, 100));
         }
         let f = &s.figures()[0];
         assert_eq!((f.probes, f.loss_ratio), (3, 0.0));
         assert_eq!((f.rtt_p50_us, f.rtt_p99_us), (Some(100), Some(100)));
         let all_lost = {
-            let mut s = Summaries::new("a", 3, 10);
-            s.record("q", "b", probe(20, 20, 0));
+            let mut s = Summaries::new(3, 10);
+            s.record(&peer("q", "b"), probe(20, 20, 0));
             s.figures()[0].clone()
         };
         assert_eq!((all_lost.loss_ratio, all_lost.rtt_p50_us), (1.0, None));
@@ -217,28 +196,12 @@ mod tests {
 
     #[test]
     fn the_worst_are_the_lossiest_then_the_slowest() {
-        let mut s = Summaries::new("a", 4, 10);
-        s.record("slow", "a", probe(20, 0, 9000));
-        s.record("lossy", "b", probe(20, 4, 100));
-        s.record("fine", "b", probe(20, 0, 100));
+        let mut s = Summaries::new(4, 10);
+        s.record(&peer("slow", "a"), probe(20, 0, 9000));
+        s.record(&peer("lossy", "b"), probe(20, 4, 100));
+        s.record(&peer("fine", "b"), probe(20, 0, 100));
         let worst: Vec<String> = s.worst(2).into_iter().map(|f| f.peer).collect();
         assert_eq!(worst, ["lossy", "slow"]);
-    }
-
-    #[test]
-    fn zone_pairs_count_every_round_trip_in_cumulative_buckets() {
-        let mut s = Summaries::new("a", 2, 2);
-        s.record("p", "b", probe(3, 0, 20));
-        s.record("q", "b", probe(2, 0, 40_000_000));
-        let hist = s.zone_histograms();
-        assert_eq!(hist.len(), 1);
-        let ((from, to), counts, sum) = &hist[0];
-        assert_eq!((from.as_str(), to.as_str()), ("a", "b"));
-        assert_eq!(counts[0], 0); // <= 16 us
-        assert_eq!(counts[1], 3); // <= 32 us
-        assert_eq!(counts[20], 3); // <= 16.8 s
-        assert_eq!(counts[21], 5); // +Inf
-        assert_eq!(*sum, 60 + 80_000_000);
     }
 
     proptest! {
@@ -247,9 +210,9 @@ mod tests {
             probes in proptest::collection::vec((0u8..40, 0u32..500, 0u32..500, any::<u32>()), 1..400),
         ) {
             let (window, max_peers) = (5, 8);
-            let mut s = Summaries::new("a", window, max_peers);
+            let mut s = Summaries::new(window, max_peers);
             for (peer, calls, lost, rtt) in probes {
-                s.record(&format!("p{peer}"), &format!("z{}", peer % 3), Probe {
+                s.record(&HostLabels { name: format!("p{peer}"), zone: format!("z{}", peer % 3), rack: String::new() }, Probe {
                     calls,
                     lost,
                     rtts_us: vec![rtt; (calls % 100) as usize],
@@ -260,7 +223,6 @@ mod tests {
                 prop_assert!(w.probes.len() <= window);
                 prop_assert!(w.probes.iter().all(|p| p.rtts_us.len() <= MAX_CALLS && p.lost <= p.calls));
             }
-            prop_assert!(s.zones.len() <= 3);
             for f in s.figures() {
                 prop_assert!((0.0..=1.0).contains(&f.loss_ratio));
                 prop_assert!(f.rtt_p50_us <= f.rtt_p99_us);

@@ -1,0 +1,454 @@
+//! `netlab mesh watch`: the controller of a sampled fleet (#64, point 3).
+//! The agents probe their own peer lists (`netlab agent serve
+//! --probe-peers`); each cycle this reads every agent's summary with a
+//! fixed pool of threads (one handshake and one answer each, no link kept
+//! open), names hosts and racks from the aggregates
+//! ([`super::aggregate`]), and writes one line a cycle: its findings, the
+//! hosts in trouble and their paths, never a line per pair.
+//!
+//! Invariants: threads are the pool's, whatever the fleet's size; memory
+//! is the fleet's reports of one cycle (bounded per agent by its
+//! summaries) and a bit per ordered pair for coverage (only up to
+//! [`COVERAGE_MAX`] hosts). If it stops, the agents go on probing.
+
+use crate::controller::remote::{read_fleet, resolve};
+use crate::endpoint::agent::key::Key;
+use crate::experiments::mesh::aggregate::{self, Finding, Fleet};
+use crate::experiments::mesh::inventory;
+use crate::fleet::report::FleetReport;
+use crate::options::Output;
+use crate::record::RecordWriter;
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The agents: a list, a file (`HOST[:PORT] zone=Z rack=R` a line; up
+    /// to 20,000) or `dns:NAME`.
+    #[arg(long)]
+    pub agents: String,
+    /// The key the agents hold.
+    #[arg(long, value_name = "FILE", env = "NETLAB_KEY_FILE")]
+    pub key: PathBuf,
+    /// The agents' probe cycle (their `--probe-every`).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "PERIOD")]
+    pub every: Duration,
+    /// Cycles to read, then stop (0: until interrupted).
+    #[arg(long, default_value_t = 0)]
+    pub cycles: u64,
+    /// Threads reading the agents' summaries.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub pool: u32,
+    /// A directory (it must exist) for `watch.jsonl`, a line a cycle.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The most hosts whose ordered pairs' coverage is tracked (a bit each:
+/// 2 MB at this size).
+pub const COVERAGE_MAX: usize = 4096;
+/// The most paths of the hosts in trouble a line keeps.
+const MAX_PATHS: usize = 200;
+
+/// One cycle, as `watch.jsonl` keeps it.
+#[derive(Debug, Serialize)]
+pub struct CycleLine {
+    pub cycle: u64,
+    pub time: String,
+    pub agents: usize,
+    pub answered: usize,
+    /// Agents that gave no summary, and why (at most 20 named).
+    pub unanswered: Vec<(String, String)>,
+    pub unanswered_count: usize,
+    pub paths: usize,
+    pub calls: u64,
+    pub lost: u64,
+    /// Ordered pairs probed so far, of all, and the cycles it took.
+    pub covered: Option<(u64, u64)>,
+    pub covered_in: Option<u64>,
+    pub findings: Vec<Finding>,
+    /// The hosts the findings name: their own figures out and in.
+    pub hosts: Vec<HostLine>,
+    /// The paths of the hosts and racks in trouble (at most 200).
+    pub trouble_paths: Vec<PathLine>,
+    pub controller: ControllerCost,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostLine {
+    pub host: String,
+    pub out_calls: u64,
+    pub out_lost: u64,
+    pub in_calls: u64,
+    pub in_lost: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PathLine {
+    pub from: String,
+    pub to: String,
+    pub calls: u64,
+    pub lost: u64,
+    pub p50_us: Option<u32>,
+}
+
+/// What the controller spent on the cycle.
+#[derive(Debug, Serialize, Clone, Copy)]
+pub struct ControllerCost {
+    pub gather_s: f64,
+    pub cpu_s: f64,
+    pub rss_kb: u64,
+    /// Threads at the cycle's end, and the pool's while it read.
+    pub threads: u64,
+    pub pool_threads: usize,
+}
+
+fn agents(spec: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    let path = std::path::Path::new(spec);
+    if !spec.starts_with("dns:") && path.is_file() {
+        let text = crate::record::files::read_text(
+            path,
+            crate::record::files::MAX_SMALL_FILE,
+            "an inventory",
+        )?;
+        let entries = crate::fleet::hosts::entries_up_to(&text, crate::fleet::prober::MAX_HOSTS)
+            .map_err(|e| anyhow::anyhow!("--agents {spec}: {e}"))?;
+        let addrs = entries
+            .into_iter()
+            .map(|(line, (name, _))| {
+                resolve(&name).map_err(|e| anyhow::anyhow!("--agents {spec} line {line}: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if addrs.len() < 2 {
+            bail!("--agents {spec}: a fleet needs at least two agents");
+        }
+        return Ok(addrs);
+    }
+    Ok(inventory::parse(spec)?
+        .into_iter()
+        .map(|a| a.addr)
+        .collect())
+}
+
+/// The process's CPU seconds, resident KB and threads.
+fn own_cost() -> (f64, u64, u64) {
+    let cpu = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 * 1e-6;
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or(0.0);
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (cpu, field("VmRSS:"), field("Threads:"))
+}
+
+thread_local! {
+    /// The threads the last [`gather`] on this thread read with.
+    static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Every agent's summary, read by `pool` threads.
+pub fn gather(
+    addrs: &[SocketAddr],
+    key: &Key,
+    pool: usize,
+    within: Duration,
+) -> Vec<Result<FleetReport, String>> {
+    let threads = pool.min(addrs.len()).max(1);
+    POOL.with(|p| p.set(threads));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<FleetReport, String>>>> =
+        Mutex::new((0..addrs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(addr) = addrs.get(i) else {
+                        break;
+                    };
+                    let got = read_fleet(*addr, key, within);
+                    results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(got);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not read".into())))
+        .collect()
+}
+
+/// Ordered pairs seen probed, a bit each.
+struct Coverage {
+    index: HashMap<String, usize>,
+    bits: Vec<u64>,
+    seen: u64,
+}
+
+impl Coverage {
+    fn new(addrs: &[SocketAddr]) -> Option<Coverage> {
+        let n = addrs.len();
+        (n <= COVERAGE_MAX).then(|| Coverage {
+            index: addrs
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.to_string(), i))
+                .collect(),
+            bits: vec![0; (n * n).div_ceil(64)],
+            seen: 0,
+        })
+    }
+
+    fn add(&mut self, reports: &[FleetReport]) {
+        let n = self.index.len();
+        for r in reports {
+            let Some(&from) = self.index.get(&r.host.name) else {
+                continue;
+            };
+            for p in &r.peers {
+                if let Some(&to) = self.index.get(&p.peer)
+                    && to != from
+                {
+                    let bit = from * n + to;
+                    if self.bits[bit / 64] & (1 << (bit % 64)) == 0 {
+                        self.bits[bit / 64] |= 1 << (bit % 64);
+                        self.seen += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn all(&self) -> u64 {
+        let n = self.index.len() as u64;
+        n * (n - 1)
+    }
+}
+
+pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.every < Duration::from_secs(1) {
+        bail!("--every {:?}: at least 1 s", args.every);
+    }
+    let key = Key::load(&args.key)?;
+    let addrs = agents(&args.agents)?;
+    let mut writer = match &args.out {
+        Some(dir) => {
+            if !dir.is_dir() {
+                bail!(
+                    "--out {}: not a directory (netlab does not create it)",
+                    dir.display()
+                );
+            }
+            Some(
+                RecordWriter::append(&dir.join("watch.jsonl"))
+                    .with_context(|| format!("--out {}", dir.display()))?
+                    .durable(),
+            )
+        }
+        None => None,
+    };
+    let stop = crate::controller::processes::interrupt_flag();
+    let mut coverage = Coverage::new(&addrs);
+    let mut first_cycle = None;
+    let mut covered_in = None;
+    let mut done = 0u64;
+    let every_us = args.every.as_micros().max(1);
+    // Read a cycle once its last probes have closed: after the agents'
+    // timeout (1 s by default), at most a quarter of the cycle.
+    let settle = (args.every / 4).min(Duration::from_secs(3));
+    out.text(&format!(
+        "watching {} agents, a cycle every {:?}, {} threads reading\n",
+        addrs.len(),
+        args.every,
+        args.pool
+    ))?;
+    while !stop.load(Ordering::Relaxed) && (args.cycles == 0 || done < args.cycles) {
+        let now_us = SystemTime::now().duration_since(UNIX_EPOCH)?.as_micros();
+        let into = Duration::from_micros((now_us % every_us) as u64);
+        if into < settle {
+            std::thread::sleep((settle - into).min(Duration::from_millis(200)));
+            continue;
+        }
+        let cycle = (now_us / every_us) as u64;
+        let (cpu0, ..) = own_cost();
+        let started = Instant::now();
+        let results = gather(&addrs, &key, args.pool as usize, args.every / 2);
+        let gather_s = started.elapsed().as_secs_f64();
+        let mut reports = Vec::new();
+        let mut unanswered = Vec::new();
+        for (addr, r) in addrs.iter().zip(results) {
+            match r {
+                Ok(report) => reports.push(report),
+                Err(e) => unanswered.push((addr.to_string(), e)),
+            }
+        }
+        let fleet = Fleet::of(&reports);
+        let findings = aggregate::findings(&fleet);
+        if let Some(c) = coverage.as_mut() {
+            c.add(&reports);
+            first_cycle.get_or_insert(cycle);
+            if covered_in.is_none() && c.seen == c.all() {
+                covered_in = Some(cycle - first_cycle.unwrap_or(cycle) + 1);
+            }
+        }
+        let line = cycle_line(
+            cycle,
+            &addrs,
+            &reports,
+            unanswered,
+            &fleet,
+            findings,
+            coverage.as_ref().map(|c| (c.seen, c.all())),
+            covered_in,
+            (gather_s, cpu0),
+        );
+        say(&line, args.json, out)?;
+        if let Some(w) = writer.as_mut() {
+            w.write_line(&line)?;
+        }
+        done += 1;
+        // Sleep into the next cycle.
+        let now_us = SystemTime::now().duration_since(UNIX_EPOCH)?.as_micros();
+        let left = every_us - now_us % every_us;
+        let mut wait = Duration::from_micros(left as u64);
+        while wait > Duration::ZERO && !stop.load(Ordering::Relaxed) {
+            let step = wait.min(Duration::from_millis(200));
+            std::thread::sleep(step);
+            wait -= step;
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cycle_line(
+    cycle: u64,
+    addrs: &[SocketAddr],
+    reports: &[FleetReport],
+    unanswered: Vec<(String, String)>,
+    fleet: &Fleet,
+    findings: Vec<Finding>,
+    covered: Option<(u64, u64)>,
+    covered_in: Option<u64>,
+    (gather_s, cpu0): (f64, f64),
+) -> CycleLine {
+    let named: BTreeSet<String> = findings
+        .iter()
+        .flat_map(|f| match &f.subject {
+            aggregate::Subject::Host { host, .. } => vec![host.clone()],
+            aggregate::Subject::Rack { zone, rack } => fleet
+                .hosts
+                .iter()
+                .filter(|h| &h.zone == zone && &h.rack == rack)
+                .map(|h| h.name.clone())
+                .collect(),
+        })
+        .collect();
+    let mut hosts: Vec<HostLine> = named
+        .iter()
+        .map(|h| HostLine {
+            host: h.clone(),
+            out_calls: 0,
+            out_lost: 0,
+            in_calls: 0,
+            in_lost: 0,
+        })
+        .collect();
+    let mut trouble_paths = Vec::new();
+    for p in &fleet.paths {
+        let (from, to) = (&fleet.hosts[p.from].name, &fleet.hosts[p.to].name);
+        for h in hosts.iter_mut() {
+            if &h.host == from {
+                h.out_calls += p.calls;
+                h.out_lost += p.lost;
+            }
+            if &h.host == to {
+                h.in_calls += p.calls;
+                h.in_lost += p.lost;
+            }
+        }
+        if (named.contains(from) || named.contains(to)) && trouble_paths.len() < MAX_PATHS {
+            trouble_paths.push(PathLine {
+                from: from.clone(),
+                to: to.clone(),
+                calls: p.calls,
+                lost: p.lost,
+                p50_us: p.p50_us,
+            });
+        }
+    }
+    let (cpu1, rss_kb, threads) = own_cost();
+    let unanswered_count = unanswered.len();
+    CycleLine {
+        cycle,
+        time: crate::record::now_rfc3339(),
+        agents: addrs.len(),
+        answered: reports.len(),
+        unanswered: unanswered.into_iter().take(20).collect(),
+        unanswered_count,
+        paths: fleet.paths.len(),
+        calls: fleet.paths.iter().map(|p| p.calls).sum(),
+        lost: fleet.paths.iter().map(|p| p.lost).sum(),
+        covered,
+        covered_in,
+        findings,
+        hosts,
+        trouble_paths,
+        controller: ControllerCost {
+            gather_s,
+            cpu_s: cpu1 - cpu0,
+            rss_kb,
+            threads,
+            pool_threads: POOL.with(|p| p.get()),
+        },
+    }
+}
+
+fn say(line: &CycleLine, json: bool, out: &mut Output) -> anyhow::Result<()> {
+    if json {
+        return Ok(out.text(&format!("{}\n", serde_json::to_string(line)?))?);
+    }
+    let mut text = format!(
+        "cycle {}: {} of {} agents answered, {} paths, lost {} of {} calls",
+        line.cycle, line.answered, line.agents, line.paths, line.lost, line.calls
+    );
+    if let Some((seen, all)) = line.covered {
+        text += &format!(", pairs covered {seen} of {all}");
+    }
+    text += &format!(
+        "; read in {:.2} s by {} threads, controller {:.3} CPU s, {} MB\n",
+        line.controller.gather_s,
+        line.controller.pool_threads,
+        line.controller.cpu_s,
+        line.controller.rss_kb / 1024,
+    );
+    for (agent, why) in &line.unanswered {
+        text += &format!("  no summary from {agent}: {why}\n");
+    }
+    if line.findings.is_empty() {
+        text += "  no finding\n";
+    }
+    for f in &line.findings {
+        text += &format!("  finding: {f}\n");
+    }
+    Ok(out.text(&text)?)
+}
