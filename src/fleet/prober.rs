@@ -3,7 +3,8 @@
 //! answers its peers' calls and sends its own, cycle after cycle, with no
 //! controller. If a controller goes away, nothing here notices.
 //!
-//! Each cycle (cycles are counted from the Unix epoch, so agents number
+//! It answers from its start and probes from the first cycle that
+//! begins after it. Each cycle (cycles are counted from the Unix epoch, so agents number
 //! them alike and draw matching lists, [`PeerPlan`]) it probes the peers
 //! its plan gives it, each at its offset in the cycle: `calls` calls
 //! `spacing` apart, each answered or lost after `timeout`. A probe's
@@ -226,6 +227,7 @@ impl Drop for Prober {
 
 /// A probe in flight.
 struct Running {
+    cycle: u64,
     peer: HostLabels,
     addr: SocketAddr,
     sent: u32,
@@ -403,9 +405,10 @@ impl Loop {
             .into_iter()
             .map(|o| began + o)
             .zip(list)
-            // Begun mid-cycle (the agent just started): the probes whose
-            // time has passed wait for the next cycle.
-            .filter(|(at, _)| !first || *at >= Instant::now())
+            // Begun mid-cycle (the agent just started), it only answers
+            // until the next: a fleet started together then probes only
+            // agents already up, and no start-up loss is kept.
+            .filter(|_| !first)
             .collect();
         starts.sort();
         self.queue = starts.into();
@@ -550,6 +553,7 @@ impl Loop {
             return;
         };
         self.running.push(Running {
+            cycle: self.cycle.unwrap_or(0),
             peer: host,
             addr,
             sent: 0,
@@ -600,6 +604,7 @@ impl Loop {
             s.summaries.record(
                 &r.peer,
                 Probe {
+                    cycle: r.cycle,
                     calls: r.sent,
                     lost,
                     rtts_us: r.rtts_us,

@@ -22,6 +22,8 @@ pub const MAX_CALLS: usize = 64;
 /// answered ones' round trips (µs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
+    /// The cycle it was sent in.
+    pub cycle: u64,
     pub calls: u32,
     pub lost: u32,
     pub rtts_us: Vec<u32>,
@@ -48,6 +50,18 @@ pub struct PeerFigures {
     pub loss_ratio: f64,
     pub rtt_p50_us: Option<u32>,
     pub rtt_p99_us: Option<u32>,
+    /// The last probe alone: what changed in the last cycles shows here
+    /// first (the window's figures lag it by up to `window` probes).
+    pub last: LastProbe,
+}
+
+/// One probe's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastProbe {
+    pub cycle: u64,
+    pub calls: u32,
+    pub lost: u32,
+    pub rtt_p50_us: Option<u32>,
 }
 
 /// An agent's summaries of its peers.
@@ -135,6 +149,24 @@ impl Summaries {
                     },
                     rtt_p50_us: rank(0.5),
                     rtt_p99_us: rank(0.99),
+                    last: w.probes.back().map_or(
+                        LastProbe {
+                            cycle: 0,
+                            calls: 0,
+                            lost: 0,
+                            rtt_p50_us: None,
+                        },
+                        |p| {
+                            let mut rtts = p.rtts_us.clone();
+                            rtts.sort_unstable();
+                            LastProbe {
+                                cycle: p.cycle,
+                                calls: p.calls,
+                                lost: p.lost,
+                                rtt_p50_us: (!rtts.is_empty()).then(|| rtts[(rtts.len() - 1) / 2]),
+                            }
+                        },
+                    ),
                 }
             })
             .collect()
@@ -170,6 +202,7 @@ mod tests {
 
     fn probe(calls: u32, lost: u32, rtt: u32) -> Probe {
         Probe {
+            cycle: 0,
             calls,
             lost,
             rtts_us: vec![rtt; (calls - lost) as usize],
@@ -213,6 +246,7 @@ mod tests {
             let mut s = Summaries::new(window, max_peers);
             for (peer, calls, lost, rtt) in probes {
                 s.record(&HostLabels { name: format!("p{peer}"), zone: format!("z{}", peer % 3), rack: String::new() }, Probe {
+                    cycle: 0,
                     calls,
                     lost,
                     rtts_us: vec![rtt; (calls % 100) as usize],

@@ -2,8 +2,10 @@
 //! 3): hosts and racks named from aggregates, never from an N x N matrix.
 //!
 //! Every agent's report holds, per peer, its calls, losses and median
-//! round trip over a window. Each such (agent, peer) figure is one
-//! directed path. The explanations are found greedily, the most certain
+//! round trip over a window and in its last probe. Each (agent, peer)
+//! whose last probe was in the last [`FRESH`] cycles is one directed
+//! path, as that probe saw it: a fault is judged on the cycles since it
+//! began, not diluted by the window before it. The explanations are found greedily, the most certain
 //! first, and each explains away the paths it accounts for, so that one
 //! lossy host does not make its healthy peers look lossy too:
 //!
@@ -25,8 +27,10 @@ use crate::fleet::HostLabels;
 use crate::fleet::report::FleetReport;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Binomial, DiscreteCDF};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
+/// Cycles a path's last probe counts for: the last two.
+pub const FRESH: u64 = 2;
 /// The least loss ratio the test assumes for a healthy path.
 pub const LOSS_FLOOR: f64 = 0.001;
 /// The family-wise false-finding rate of one cycle's tests.
@@ -148,9 +152,16 @@ impl Fleet {
             })
         };
         let mut paths = Vec::new();
+        let newest = reports
+            .iter()
+            .filter_map(|r| r.last_cycle)
+            .max()
+            .unwrap_or(0);
         for r in reports {
             let from = at(r.host.clone(), &mut hosts);
-            for p in &r.peers {
+            // Each path as its last probe saw it, if that was in the last
+            // FRESH cycles: a fault shows in the cycles after it began.
+            for p in r.peers.iter().filter(|p| p.last.cycle + FRESH > newest) {
                 let to = at(
                     HostLabels {
                         name: p.peer.clone(),
@@ -159,13 +170,13 @@ impl Fleet {
                     },
                     &mut hosts,
                 );
-                if p.calls > 0 && from != to {
+                if p.last.calls > 0 && from != to {
                     paths.push(Path {
                         from,
                         to,
-                        calls: p.calls,
-                        lost: p.lost.min(p.calls),
-                        p50_us: p.rtt_p50_us,
+                        calls: u64::from(p.last.calls),
+                        lost: u64::from(p.last.lost.min(p.last.calls)),
+                        p50_us: p.last.rtt_p50_us,
                     });
                 }
             }
@@ -308,11 +319,18 @@ pub fn findings(fleet: &Fleet) -> Vec<Finding> {
                 } else {
                     bp < alpha && ratio(il, ic) < 0.25 * ratio(bl, bc) && ip > 0.01
                 };
-                let p = if c.host { p } else { bp };
-                (elevated && fits).then_some((p, c, calls, lost, all))
+                let (p, rank) = if c.host {
+                    (p, ratio(lost, calls))
+                } else {
+                    (bp, ratio(bl, bc))
+                };
+                (elevated && fits).then_some((p, rank, c, calls, lost, all))
             })
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((p, c, calls, lost, all)) = best else {
+            // Significance is the gate; the most concentrated loss goes
+            // first (p-values of large samples all underflow to 0, and a
+            // rack next to a lossy one must not explain its paths away).
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.total_cmp(&a.0)));
+        let Some((p, _, c, calls, lost, all)) = best else {
             break;
         };
         let explained = if c.host { all } else { c.beyond.clone() };
@@ -406,21 +424,70 @@ pub fn findings(fleet: &Fleet) -> Vec<Finding> {
     found
 }
 
-/// Hosts of the fleet no report came from (an agent unreachable, or not
-/// probing), by name.
-pub fn silent(fleet: &Fleet, reported: &BTreeSet<String>) -> Vec<String> {
-    fleet
-        .hosts
-        .iter()
-        .filter(|h| !reported.contains(&h.name))
-        .map(|h| h.name.clone())
+/// A rack's paths, inside it and across its edge, as one line of a
+/// cycle's record: how a reader sees a rack's link beside its hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackLine {
+    pub zone: String,
+    pub rack: String,
+    pub inside_paths: usize,
+    pub inside_p50_us: Option<u32>,
+    pub beyond_paths: usize,
+    pub beyond_p50_us: Option<u32>,
+    pub beyond_calls: u64,
+    pub beyond_lost: u64,
+}
+
+/// Every rack's line (racks of more than one host), O(paths).
+pub fn racks(fleet: &Fleet) -> Vec<RackLine> {
+    #[derive(Default)]
+    struct Acc {
+        inside: Vec<f64>,
+        inside_paths: usize,
+        beyond: Vec<f64>,
+        beyond_paths: usize,
+        calls: u64,
+        lost: u64,
+    }
+    let mut acc: BTreeMap<(String, String), Acc> = BTreeMap::new();
+    for p in &fleet.paths {
+        let rtt = p.p50_us.map(f64::from);
+        if fleet.same_rack(p) {
+            let (z, r) = fleet.rack_key(p.from);
+            let a = acc.entry((z.into(), r.into())).or_default();
+            a.inside_paths += 1;
+            a.inside.extend(rtt);
+        } else {
+            for h in [p.from, p.to] {
+                let (z, r) = fleet.rack_key(h);
+                let a = acc.entry((z.into(), r.into())).or_default();
+                a.beyond_paths += 1;
+                a.beyond.extend(rtt);
+                a.calls += p.calls;
+                a.lost += p.lost;
+            }
+        }
+    }
+    let med = |v: Vec<f64>| (!v.is_empty()).then(|| median(v) as u32);
+    acc.into_iter()
+        .filter(|(_, a)| a.inside_paths > 0)
+        .map(|((zone, rack), a)| RackLine {
+            zone,
+            rack,
+            inside_paths: a.inside_paths,
+            inside_p50_us: med(a.inside),
+            beyond_paths: a.beyond_paths,
+            beyond_p50_us: med(a.beyond),
+            beyond_calls: a.calls,
+            beyond_lost: a.lost,
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::summaries::PeerFigures;
+    use crate::fleet::summaries::{LastProbe, PeerFigures};
 
     /// 40 hosts, 8 racks of 5, 2 zones; every host probes every other;
     /// `loss(from, to)` and `rtt(from, to)` say each path's figures.
@@ -465,6 +532,12 @@ mod tests {
                             loss_ratio: lost as f64 / calls as f64,
                             rtt_p50_us: Some(rtt(i, j)),
                             rtt_p99_us: Some(rtt(i, j) * 2),
+                            last: LastProbe {
+                                cycle: 1,
+                                calls: calls as u32,
+                                lost: lost as u32,
+                                rtt_p50_us: Some(rtt(i, j)),
+                            },
                         }
                     })
                     .collect(),

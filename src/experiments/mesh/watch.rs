@@ -80,6 +80,8 @@ pub struct CycleLine {
     pub hosts: Vec<HostLine>,
     /// The paths of the hosts and racks in trouble (at most 200).
     pub trouble_paths: Vec<PathLine>,
+    /// Every rack's paths inside it and across its edge.
+    pub racks: Vec<aggregate::RackLine>,
     pub controller: ControllerCost,
 }
 
@@ -413,6 +415,7 @@ fn cycle_line(
         findings,
         hosts,
         trouble_paths,
+        racks: aggregate::racks(fleet),
         controller: ControllerCost {
             gather_s,
             cpu_s: cpu1 - cpu0,
