@@ -155,6 +155,14 @@ impl ProbeArgs {
                 self.probe_calls
             );
         }
+        if let PeerSource::File(path) = &source
+            && !path.is_file()
+        {
+            anyhow::bail!(
+                "--probe-peers {}: no such file (give a file of hosts or dns:NAME)",
+                path.display()
+            );
+        }
         // A probe's calls go at most 10 ms apart, and all of them within
         // its share of the cycle.
         let share = self.probe_every / peers as u32;

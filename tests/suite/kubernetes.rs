@@ -118,6 +118,41 @@ fn the_manifests_are_the_golden_copy_and_kubernetes_schemas_accept_them() {
         assert!(continuous.contains(expected), "{expected}: {continuous}");
     }
     assert!(!continuous.contains("kind: Job"));
+
+    // A sampled fleet (#64): agents probing their own peers from the
+    // Service's DNS, a watching controller; both scraped, both valid.
+    let sampled = netlab(&words(
+        "mesh manifests --image ghcr.io/example/netlab:0.1.0 --sampled --every 60s --probe-rate 100",
+    ));
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/netlab-sampled.yaml");
+    assert_eq!(
+        sampled,
+        std::fs::read_to_string(&golden).unwrap(),
+        "the manifests changed: regenerate {} with `netlab mesh manifests --image ghcr.io/example/netlab:0.1.0 --sampled --every 60s --probe-rate 100` and review the difference",
+        golden.display()
+    );
+    for version in ["1.25.0", "1.37.0"] {
+        let said = validate(&sampled, version);
+        for object in ["daemonset/netlab-agent", "deployment/netlab-mesh-watch"] {
+            assert!(
+                said.contains(&format!("passed for resource {object}")),
+                "{said}"
+            );
+        }
+    }
+    for expected in [
+        "prometheus.io/port: '9464'",
+        "prometheus.io/port: '9465'",
+        "- --probe-peers\n        - dns:netlab-agents.netlab.svc.cluster.local:5310",
+        "- --probe-rate\n        - '100'",
+        "value: $(POD_IP):5310",
+        "protocol: UDP",
+        "- watch\n",
+    ] {
+        assert!(sampled.contains(expected), "{expected}: {sampled}");
+    }
+    assert!(!sampled.contains("kind: Job"));
     // --passes goes into the Job's arguments.
     let passes = netlab(&words(
         "mesh manifests --image ghcr.io/example/netlab:0.1.0 --passes 16",

@@ -23,6 +23,7 @@ mod broadcast;
 mod cksum;
 mod cli;
 mod container;
+mod fleet;
 mod iperf3;
 mod kubernetes;
 mod lab;

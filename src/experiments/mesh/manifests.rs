@@ -52,6 +52,18 @@ pub struct Continuous<'a> {
     pub stream_every: Option<&'a str>,
 }
 
+/// The sampled fleet's settings: agents probing their own peer lists,
+/// a controller reading their summaries (`netlab mesh watch`).
+#[derive(Debug, Clone)]
+pub struct Sampled<'a> {
+    /// The agents' `--probe-every` and the controller's `--every`.
+    pub every: &'a str,
+    /// `--probe-rate`, calls a second.
+    pub rate: f64,
+    /// `--probe-seed`.
+    pub seed: u64,
+}
+
 /// What the manifests are made for.
 #[derive(Debug, Clone)]
 pub struct Cluster<'a> {
@@ -71,6 +83,8 @@ pub struct Cluster<'a> {
     pub passes: usize,
     /// The controller as a long-running Deployment instead.
     pub continuous: Option<Continuous<'a>>,
+    /// Or agents probing their own peer lists and a controller reading them.
+    pub sampled: Option<Sampled<'a>>,
 }
 
 /// A DNS-1123 label, as a namespace's name must be.
@@ -233,36 +247,62 @@ fn daemon_set(cluster: &Cluster<'_>) -> DaemonSet {
     let ns = cluster.namespace;
     let listen = format!("0.0.0.0:{DEFAULT_PORT}");
     let metrics = format!("0.0.0.0:{AGENT_METRICS_PORT}");
+    let mut args = strings(&[
+        "agent",
+        "serve",
+        "--listen",
+        &listen,
+        "--key",
+        "/etc/netlab/agent.key",
+        "--max-duration",
+        "6h",
+        "--metrics",
+        &metrics,
+    ]);
+    let mut env = vec![
+        field_env("NODE_NAME", "spec.nodeName"),
+        field_env(
+            "NETLAB_LABEL_zone",
+            "metadata.labels['topology.kubernetes.io/zone']",
+        ),
+        field_env(
+            "NETLAB_LABEL_region",
+            "metadata.labels['topology.kubernetes.io/region']",
+        ),
+    ];
+    let mut ports = vec![
+        port("control", DEFAULT_PORT),
+        port("metrics", AGENT_METRICS_PORT),
+    ];
+    if let Some(sampled) = &cluster.sampled {
+        // Its peers from the headless Service's DNS; itself by its pod's
+        // address (Kubernetes expands $(POD_IP) from the variable above).
+        args.extend(strings(&[
+            "--probe-peers",
+            &agents_name(cluster),
+            "--probe-every",
+            sampled.every,
+            "--probe-rate",
+            &sampled.rate.to_string(),
+            "--probe-seed",
+            &sampled.seed.to_string(),
+        ]));
+        env.push(field_env("POD_IP", "status.podIP"));
+        env.push(EnvVar {
+            name: "NETLAB_PROBE_AS".into(),
+            value: Some(format!("$(POD_IP):{DEFAULT_PORT}")),
+            ..EnvVar::default()
+        });
+        let mut probe = port("probe", DEFAULT_PORT);
+        probe.protocol = Some("UDP".into());
+        ports.push(probe);
+    }
     let agent = Container {
         name: "agent".into(),
         image: Some(cluster.image.into()),
-        args: Some(strings(&[
-            "agent",
-            "serve",
-            "--listen",
-            &listen,
-            "--key",
-            "/etc/netlab/agent.key",
-            "--max-duration",
-            "6h",
-            "--metrics",
-            &metrics,
-        ])),
-        env: Some(vec![
-            field_env("NODE_NAME", "spec.nodeName"),
-            field_env(
-                "NETLAB_LABEL_zone",
-                "metadata.labels['topology.kubernetes.io/zone']",
-            ),
-            field_env(
-                "NETLAB_LABEL_region",
-                "metadata.labels['topology.kubernetes.io/region']",
-            ),
-        ]),
-        ports: Some(vec![
-            port("control", DEFAULT_PORT),
-            port("metrics", AGENT_METRICS_PORT),
-        ]),
+        args: Some(args),
+        env: Some(env),
+        ports: Some(ports),
         readiness_probe: Some(Probe {
             tcp_socket: Some(TCPSocketAction {
                 port: IntOrString::String("control".into()),
@@ -487,6 +527,61 @@ fn deployment(cluster: &Cluster<'_>, continuous: &Continuous<'_>) -> Deployment 
     }
 }
 
+/// The sampled fleet's controller: `netlab mesh watch`, all the time.
+fn watch_deployment(cluster: &Cluster<'_>, sampled: &Sampled<'_>) -> Deployment {
+    let metrics = format!("0.0.0.0:{CONTROLLER_METRICS_PORT}");
+    let args = strings(&[
+        "mesh",
+        "watch",
+        "--agents",
+        &agents_name(cluster),
+        "--key",
+        "/etc/netlab/agent.key",
+        "--every",
+        sampled.every,
+        "--metrics",
+        &metrics,
+        "--out",
+        "/results",
+    ]);
+    let mut container = controller(
+        cluster,
+        args,
+        vec![port("metrics", CONTROLLER_METRICS_PORT)],
+    );
+    container.readiness_probe = Some(Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/metrics".into()),
+            port: IntOrString::String("metrics".into()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(30),
+        ..Probe::default()
+    });
+    let (results, _) = results_volume();
+    let name = "netlab-mesh-watch";
+    Deployment {
+        metadata: meta(name, cluster.namespace, app(name)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels(&[("app.kubernetes.io/name", name)])),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(app(name)),
+                    annotations: Some(scrape(CONTROLLER_METRICS_PORT)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(vec![container], vec![key_volume(), results])),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
 /// The manifests as one multi-document YAML text.
 pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     let ns = cluster.namespace;
@@ -510,6 +605,19 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     {
         bail!("--schedule {schedule:?}: give a cron schedule of five fields, e.g. \"0 3 * * *\"");
     }
+    if cluster.sampled.is_some() && (cluster.continuous.is_some() || cluster.schedule.is_some()) {
+        bail!(
+            "--sampled runs its own controller all the time; give it without --continuous or --schedule"
+        );
+    }
+    if let Some(sampled) = &cluster.sampled
+        && !(sampled.rate.is_finite() && sampled.rate > 0.0)
+    {
+        bail!(
+            "--probe-rate {}: a rate of calls a second above 0",
+            sampled.rate
+        );
+    }
     if cluster.continuous.is_some() && cluster.schedule.is_some() {
         bail!("--continuous and --schedule: a continuous controller runs all the time; give one");
     }
@@ -521,6 +629,9 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
         );
     }
     let controller = match (&cluster.continuous, cluster.schedule) {
+        _ if cluster.sampled.is_some() => {
+            "a Deployment reading the summaries of agents that probe their own peers"
+        }
         (Some(_), _) => "a Deployment probing every pair all the time",
         (None, Some(_)) => "a CronJob measuring every pair",
         (None, None) => "a Job measuring every pair",
@@ -534,6 +645,12 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
     }
     if let Some(c) = &cluster.continuous {
         made.push_str(&format!(" --continuous --every {}", c.every));
+    }
+    if let Some(c) = &cluster.sampled {
+        made.push_str(&format!(
+            " --sampled --every {} --probe-rate {}",
+            c.every, c.rate
+        ));
     }
     let mut docs = Documents::default();
     docs.push(
@@ -595,6 +712,13 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
         &service(cluster),
     )?;
     match (&cluster.continuous, cluster.schedule) {
+        _ if let Some(sampled) = &cluster.sampled => docs.push(
+            &format!(
+                "The controller of a sampled fleet (`netlab mesh watch`): each agent probes\nits own peer list every {} (its rack, samples of its zone and of the\nothers, within {} calls a second, from the Service's DNS and a shared\nseed; no API server calls) and keeps summaries; this reads them every\ncycle with a fixed pool of threads and names hosts and racks in trouble.\nOne line a cycle in /results/watch.jsonl; its aggregates and findings as\nPrometheus metrics on port {CONTROLLER_METRICS_PORT} (scrape annotations). If it stops,\nthe agents go on probing and serving their own metrics.",
+                sampled.every, sampled.rate
+            ),
+            &watch_deployment(cluster, sampled),
+        )?,
         (Some(continuous), _) => docs.push(
             &format!(
                 "The controller, all the time: every pair probed every {} within the probe\nbudget{}, each cycle's directory under /results/continuous (the\nnewest 100 kept), Prometheus metrics on port {CONTROLLER_METRICS_PORT} (scrape\nannotations; deploy/prometheus/netlab-rules.yml holds the alert rules).\nOne replica, recreated rather than rolled: agents serve one run at a time.",
@@ -649,6 +773,7 @@ mod tests {
             duration: "10s",
             passes: 1,
             continuous: None,
+            sampled: None,
         }
     }
 

@@ -265,12 +265,23 @@ pub struct ManifestsArgs {
     /// --every`), serving Prometheus metrics, instead of a Job.
     #[arg(long, conflicts_with = "schedule")]
     pub continuous: bool,
-    /// The continuous controller's probe cycle.
-    #[arg(long, default_value = "30s", requires = "continuous")]
+    /// The probe cycle of the continuous controller or of the sampled fleet.
+    #[arg(long, default_value = "30s")]
     pub every: String,
     /// The continuous controller's throughput pass (--tests), this often.
     #[arg(long, requires = "continuous")]
     pub stream_every: Option<String>,
+    /// Agents that probe their own peer lists each --every (`netlab agent
+    /// serve --probe-peers`) and a controller reading their summaries
+    /// (`netlab mesh watch`): for fleets of hundreds and thousands.
+    #[arg(long, conflicts_with_all = ["schedule", "continuous"])]
+    pub sampled: bool,
+    /// The sampled agents' probe budget, calls a second each.
+    #[arg(long, default_value_t = 10.0, requires = "sampled")]
+    pub probe_rate: f64,
+    /// The sampled agents' shared seed.
+    #[arg(long, default_value_t = 0, requires = "sampled")]
+    pub probe_seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -327,6 +338,16 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
             if m.continuous {
                 check_periods(every, stream_every)?;
             }
+            if m.sampled {
+                let peers = crate::fleet::peers::peers_within(m.probe_rate, every, 20);
+                if peers == 0 {
+                    bail!(
+                        "--probe-rate {} over --every {}: no room for one probe of 20 calls each way a cycle",
+                        m.probe_rate,
+                        m.every
+                    );
+                }
+            }
             if m.passes == 0 || m.passes > crate::experiments::mesh::record::MAX_PASSES {
                 bail!(
                     "--passes {}: give 1 to {}",
@@ -351,6 +372,13 @@ pub fn run(args: MeshArgs, out: &mut Output) -> anyhow::Result<()> {
                             stream_every: m.stream_every.as_deref(),
                         }
                     }),
+                    sampled: m
+                        .sampled
+                        .then_some(crate::experiments::mesh::manifests::Sampled {
+                            every: &m.every,
+                            rate: m.probe_rate,
+                            seed: m.probe_seed,
+                        }),
                 },
             )?;
             out.text(&yaml)?;

@@ -20,12 +20,15 @@ use crate::options::Output;
 use crate::record::RecordWriter;
 use anyhow::{Context, bail};
 use clap::Args;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Args)]
@@ -46,6 +49,11 @@ pub struct WatchArgs {
     /// Threads reading the agents' summaries.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub pool: u32,
+    /// Serve the fleet's aggregates (cycles, agents answering, loss,
+    /// coverage, the findings, the controller's own cost) at
+    /// http://ADDR:PORT/metrics.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
     /// A directory (it must exist) for `watch.jsonl`, a line a cycle.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -139,6 +147,121 @@ fn agents(spec: &str) -> anyhow::Result<Vec<SocketAddr>> {
         .into_iter()
         .map(|a| a.addr)
         .collect())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct FindingLabels {
+    trouble: String,
+    host: String,
+    zone: String,
+    rack: String,
+}
+
+/// The controller's series: a handful, and one a finding (at most 64).
+#[derive(Default)]
+struct WatchMetrics {
+    cycles: Counter,
+    agents: Gauge,
+    answered: Gauge,
+    paths: Gauge,
+    calls: Gauge,
+    lost: Gauge,
+    covered: Gauge,
+    read_seconds: Gauge<f64, AtomicU64>,
+    cpu_seconds: Gauge<f64, AtomicU64>,
+    findings: Family<FindingLabels, Gauge>,
+}
+
+impl WatchMetrics {
+    fn registry(&self) -> prometheus_client::registry::Registry {
+        let mut r = prometheus_client::registry::Registry::default();
+        r.register(
+            "netlab_fleet_watch_cycles",
+            "Cycles the controller has read",
+            self.cycles.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_agents",
+            "Agents in the fleet",
+            self.agents.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_agents_answered",
+            "Agents that gave their summary in the last cycle",
+            self.answered.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_paths",
+            "Directed paths probed in the last two cycles",
+            self.paths.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_calls",
+            "Probe calls on those paths' last probes",
+            self.calls.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_lost",
+            "Probe calls lost on those paths' last probes",
+            self.lost.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_pairs_covered",
+            "Ordered pairs probed since the controller started",
+            self.covered.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_read_seconds",
+            "Time to read every agent's summary in the last cycle",
+            self.read_seconds.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_cpu_seconds",
+            "The controller's CPU time in the last cycle",
+            self.cpu_seconds.clone(),
+        );
+        r.register(
+            "netlab_fleet_watch_finding",
+            "A host or rack named in the last cycle (1), by what is wrong",
+            self.findings.clone(),
+        );
+        r
+    }
+
+    fn set(&self, line: &CycleLine) {
+        self.cycles.inc();
+        self.agents.set(line.agents as i64);
+        self.answered.set(line.answered as i64);
+        self.paths.set(line.paths as i64);
+        self.calls.set(line.calls as i64);
+        self.lost.set(line.lost as i64);
+        self.covered.set(line.covered.map_or(0, |c| c.0) as i64);
+        self.read_seconds.set(line.controller.gather_s);
+        self.cpu_seconds.set(line.controller.cpu_s);
+        self.findings.clear();
+        for f in line.findings.iter().take(64) {
+            let trouble = match f.trouble {
+                aggregate::Trouble::Loss { .. } => "loss",
+                aggregate::Trouble::Slow { .. } => "slow",
+            };
+            let (host, zone, rack) = match &f.subject {
+                aggregate::Subject::Host { host, zone, rack } => {
+                    (host.clone(), zone.clone(), rack.clone())
+                }
+                aggregate::Subject::Rack { zone, rack } => {
+                    (String::new(), zone.clone(), rack.clone())
+                }
+            };
+            self.findings
+                .get_or_create(&FindingLabels {
+                    trouble: trouble.into(),
+                    host,
+                    zone,
+                    rack,
+                })
+                .set(1);
+        }
+    }
 }
 
 /// The process's CPU seconds, resident KB and threads.
@@ -268,6 +391,16 @@ pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let metrics = WatchMetrics::default();
+    let _server = match args.metrics {
+        Some(address) => {
+            let registry = std::sync::Arc::new(Mutex::new(metrics.registry()));
+            let server = crate::controller::metrics::serve(address, registry)?;
+            out.text(&format!("metrics at http://{}/metrics\n", server.address()))?;
+            Some(server)
+        }
+        None => None,
+    };
     let stop = crate::controller::processes::interrupt_flag();
     let mut coverage = Coverage::new(&addrs);
     let mut first_cycle = None;
@@ -323,6 +456,7 @@ pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
             covered_in,
             (gather_s, cpu0),
         );
+        metrics.set(&line);
         say(&line, args.json, out)?;
         if let Some(w) = writer.as_mut() {
             w.write_line(&line)?;
