@@ -254,8 +254,11 @@ struct Loop {
     fleet: BTreeMap<SocketAddr, Option<(String, String)>>,
     drawn: Option<Drawn>,
     cycle: Option<u64>,
-    /// This cycle's probes yet to start: (when, peer index).
-    queue: VecDeque<(Instant, u32)>,
+    /// Probes yet to start: (when, peer index, cycle). A probe late for
+    /// its cycle (the thread was not run in time) starts at once in the
+    /// next, never dropped: a dropped probe would leave its pair
+    /// unprobed for another C cycles.
+    queue: VecDeque<(Instant, u32, u64)>,
     running: Vec<Running>,
     /// Calls awaiting their answer: seq -> (running probe's peer address,
     /// when sent); a discovery call has no probe.
@@ -299,15 +302,15 @@ impl Loop {
             if self.cycle != Some(cycle) {
                 self.begin(cycle, now - into);
             }
-            while self.queue.front().is_some_and(|(at, _)| *at <= now) {
-                let (_, peer) = self.queue.pop_front().expect("checked");
-                self.open(peer as usize, now);
+            while self.queue.front().is_some_and(|(at, ..)| *at <= now) {
+                let (_, peer, cycle) = self.queue.pop_front().expect("checked");
+                self.open(peer as usize, cycle, now);
             }
             self.send_due(now);
             self.close_due(now);
             let next_cycle = now + (self.config.every - into);
             let wake = [
-                self.queue.front().map(|(at, _)| *at),
+                self.queue.front().map(|(at, ..)| *at),
                 self.running.iter().map(|r| self.due(r)).min(),
                 Some(next_cycle),
                 Some(now + Duration::from_millis(200)),
@@ -377,7 +380,7 @@ impl Loop {
                 .set_worst(&s.summaries.worst(self.config.worst));
         }
         self.cycle = Some(cycle);
-        self.queue.clear();
+        // Probes of a plan that changed are dropped with it.
         if first || cycle.is_multiple_of(self.config.reload.max(1)) {
             match self.read_fleet() {
                 Ok(()) => {}
@@ -391,6 +394,7 @@ impl Loop {
         }
         if let Err(e) = self.redraw() {
             self.drawn = None;
+            self.queue.clear();
             self.problem(Some(e));
             return;
         }
@@ -401,15 +405,17 @@ impl Loop {
         let offsets = drawn
             .plan
             .probe_offsets(drawn.me, self.config.every, list.len());
-        let mut starts: Vec<(Instant, u32)> = offsets
+        let mut starts: Vec<(Instant, u32, u64)> = offsets
             .into_iter()
             .map(|o| began + o)
             .zip(list)
+            .map(|(at, peer)| (at, peer, cycle))
             // Begun mid-cycle (the agent just started), it only answers
             // until the next: a fleet started together then probes only
             // agents already up, and no start-up loss is kept.
             .filter(|_| !first)
             .collect();
+        starts.extend(self.queue.drain(..));
         starts.sort();
         self.queue = starts.into();
         self.problem(None);
@@ -523,6 +529,8 @@ impl Loop {
             self.config.every,
             plan.coverage_cycles()
         ));
+        // Queued probes name hosts by the old plan's indices.
+        self.queue.clear();
         self.drawn = Some(Drawn { plan, me, mine });
         Ok(())
     }
@@ -544,7 +552,7 @@ impl Loop {
         self.socket.send_to(&bytes, addr).is_ok()
     }
 
-    fn open(&mut self, peer: usize, now: Instant) {
+    fn open(&mut self, peer: usize, cycle: u64, now: Instant) {
         let Some(drawn) = &self.drawn else {
             return;
         };
@@ -553,7 +561,7 @@ impl Loop {
             return;
         };
         self.running.push(Running {
-            cycle: self.cycle.unwrap_or(0),
+            cycle,
             peer: host,
             addr,
             sent: 0,
