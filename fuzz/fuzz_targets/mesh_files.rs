@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use netlab::experiments::mesh::inventory::entries;
-use netlab::fleet::hosts::entry_line;
 use netlab::experiments::mesh::record::{Manifest, results_from};
+use netlab::fleet::hosts::entry_line;
 use netlab::record::files::lines;
 
 fuzz_target!(|data: &[u8]| {

@@ -51,13 +51,14 @@ fn agent(i: usize, key: &Path, hosts: &Path, log: &Path) -> Child {
     c.spawn().unwrap()
 }
 
-fn watch(hosts: &Path, key: &Path, cycles: &str) -> Vec<serde_json::Value> {
+fn watch(hosts: &Path, key: &Path, cycles: &str, more: &[&str]) -> Vec<serde_json::Value> {
     let out = netlab()
         .args(["mesh", "watch", "--agents"])
         .arg(hosts)
         .arg("--key")
         .arg(key)
         .args(["--every", "1s", "--cycles", cycles, "--json"])
+        .args(more)
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -135,7 +136,7 @@ fn a_sampled_fleet_probes_on_its_own_and_names_the_host_without_the_key_alone() 
         }
     }
 
-    let cycles = watch(&hosts, &key, "4");
+    let cycles = watch(&hosts, &key, "4", &[]);
     assert_eq!(cycles.len(), 4);
     let last = &cycles[3];
     assert_eq!(last["agents"], 17);
@@ -162,11 +163,43 @@ fn a_sampled_fleet_probes_on_its_own_and_names_the_host_without_the_key_alone() 
     // No controller for two seconds: the agents kept probing.
     let before = cycles[3]["calls"].as_u64().unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let again = watch(&hosts, &key, "1");
+    // Again, with a throughput pass over 2 sampled agents beside the
+    // cycles: a run directory `netlab mesh report` reads.
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let out_s = out.to_str().unwrap();
+    let again = watch(
+        &hosts,
+        &key,
+        "3",
+        &[
+            "--out",
+            out_s,
+            "--stream-every",
+            "1s",
+            "--stream-sample",
+            "2",
+            "--stream-duration",
+            "1s",
+        ],
+    );
     let report_cycle = |line: &serde_json::Value| line["cycle"].as_u64().unwrap();
     assert!(report_cycle(&again[0]) >= report_cycle(last) + 2);
     assert!(again[0]["calls"].as_u64().unwrap() > 0 && before > 0);
     assert_eq!(again[0]["answered"], 16);
+    let passes = std::fs::read_to_string(out.join("throughput.jsonl")).unwrap();
+    let pass: serde_json::Value = serde_json::from_str(passes.lines().next().unwrap()).unwrap();
+    // The two sampled agents, both directions (the stranger may be drawn:
+    // then its tests failed, named).
+    assert_eq!(pass["agents"].as_array().unwrap().len(), 2, "{pass}");
+    if pass["lost"].as_array().unwrap().is_empty() {
+        assert_eq!(pass["measured"], 2, "{pass}");
+    }
+    let run_dir = pass["dir"].as_str().unwrap();
+    netlab()
+        .args(["mesh", "report", run_dir])
+        .assert()
+        .success();
 }
 
 #[test]

@@ -279,10 +279,17 @@ fn candidates(fleet: &Fleet, live: &[bool]) -> Vec<Candidate> {
     out
 }
 
-/// The findings of one set of reports.
+/// The findings of one set of reports: loss first, then slowness over
+/// the paths loss did not explain.
 pub fn findings(fleet: &Fleet) -> Vec<Finding> {
-    let mut found = Vec::new();
     let mut live = vec![true; fleet.paths.len()];
+    let mut found = loss_findings(fleet, &mut live);
+    found.extend(slow_findings(fleet, &mut live));
+    found
+}
+
+fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
+    let mut found = Vec::new();
     let sum = |paths: &[usize]| {
         paths.iter().fold((0u64, 0u64), |(c, l), &i| {
             (c + fleet.paths[i].calls, l + fleet.paths[i].lost)
@@ -298,7 +305,7 @@ pub fn findings(fleet: &Fleet) -> Vec<Finding> {
     );
     let base = fleet_ratio.max(LOSS_FLOOR);
     for _ in 0..32 {
-        let cands = candidates(fleet, &live);
+        let cands = candidates(fleet, live);
         let alpha = ALPHA / cands.len().max(1) as f64;
         let lossy = |paths: &[usize]| {
             let (calls, lost) = sum(paths);
@@ -353,7 +360,11 @@ pub fn findings(fleet: &Fleet) -> Vec<Finding> {
             paths: explained.len(),
         });
     }
-    // Slowness, over the paths loss did not explain.
+    found
+}
+
+fn slow_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
+    let mut found = Vec::new();
     let fleet_p50 = median(
         fleet
             .paths
@@ -376,7 +387,7 @@ pub fn findings(fleet: &Fleet) -> Vec<Finding> {
         (n, measured.len())
     };
     for _ in 0..32 {
-        let cands = candidates(fleet, &live);
+        let cands = candidates(fleet, live);
         let best = cands
             .iter()
             .filter_map(|c| {

@@ -582,8 +582,8 @@ fn watch_deployment(cluster: &Cluster<'_>, sampled: &Sampled<'_>) -> Deployment 
     }
 }
 
-/// The manifests as one multi-document YAML text.
-pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
+/// Refuses what Kubernetes or the mesh would refuse, by its option.
+fn check(cluster: &Cluster<'_>) -> anyhow::Result<()> {
     let ns = cluster.namespace;
     check_label("--namespace", ns)?;
     for domain_label in cluster.cluster_domain.split('.') {
@@ -628,6 +628,13 @@ pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
             crate::experiments::mesh::record::MAX_PASSES
         );
     }
+    Ok(())
+}
+
+/// The manifests as one multi-document YAML text.
+pub fn render(cluster: &Cluster<'_>) -> anyhow::Result<String> {
+    check(cluster)?;
+    let ns = cluster.namespace;
     let controller = match (&cluster.continuous, cluster.schedule) {
         _ if cluster.sampled.is_some() => {
             "a Deployment reading the summaries of agents that probe their own peers"

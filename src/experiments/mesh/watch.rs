@@ -54,6 +54,20 @@ pub struct WatchArgs {
     /// http://ADDR:PORT/metrics.
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// A throughput pass this often, over a sample of the agents drawn
+    /// anew each pass (`--stream-sample`): every pair of them in rounds
+    /// of disjoint pairs (`netlab mesh`'s own pass, stream tests of
+    /// `--stream-duration`), each pass a run directory under
+    /// OUT/throughput/ that `netlab mesh report` reads, a line each in
+    /// OUT/throughput.jsonl. It runs beside the probe cycles, never in them.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "PERIOD", requires = "out")]
+    pub stream_every: Option<Duration>,
+    /// Agents in each throughput pass.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..=64))]
+    pub stream_sample: u32,
+    /// Each throughput test's length.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "TIME")]
+    pub stream_duration: Duration,
     /// A directory (it must exist) for `watch.jsonl`, a line a cycle.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -283,6 +297,58 @@ fn own_cost() -> (f64, u64, u64) {
     (cpu, field("VmRSS:"), field("Threads:"))
 }
 
+/// `watch.jsonl` in `--out`, when given.
+fn open_record(args: &WatchArgs) -> anyhow::Result<Option<RecordWriter>> {
+    Ok(match &args.out {
+        Some(dir) => {
+            if !dir.is_dir() {
+                bail!(
+                    "--out {}: not a directory (netlab does not create it)",
+                    dir.display()
+                );
+            }
+            Some(
+                RecordWriter::append(&dir.join("watch.jsonl"))
+                    .with_context(|| format!("--out {}", dir.display()))?
+                    .durable(),
+            )
+        }
+        None => None,
+    })
+}
+
+/// The throughput passes' thread, when `--stream-every` asks for them.
+fn start_throughput(
+    args: &WatchArgs,
+    addrs: &[SocketAddr],
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    finished: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Option<std::thread::JoinHandle<()>>> {
+    Ok(match (args.stream_every, &args.out) {
+        (Some(every), Some(dir)) => {
+            use crate::experiments::mesh::record::{MAX_TEST_S, MIN_TEST_S};
+            if !(MIN_TEST_S..=MAX_TEST_S).contains(&args.stream_duration.as_secs_f64()) {
+                bail!(
+                    "--stream-duration {:?}: give {MIN_TEST_S} s to a day",
+                    args.stream_duration
+                );
+            }
+            let passes = Throughput {
+                agents_spec: args.agents.clone(),
+                addrs: addrs.to_vec(),
+                key: args.key.clone(),
+                dir: dir.clone(),
+                every,
+                sample: (args.stream_sample as usize).min(addrs.len()),
+                duration: args.stream_duration,
+            };
+            let (stop, finished) = (stop.clone(), finished.clone());
+            Some(std::thread::spawn(move || passes.run(&stop, &finished)))
+        }
+        _ => None,
+    })
+}
+
 thread_local! {
     /// The threads the last [`gather`] on this thread read with.
     static POOL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -375,22 +441,7 @@ pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     let key = Key::load(&args.key)?;
     let addrs = agents(&args.agents)?;
-    let mut writer = match &args.out {
-        Some(dir) => {
-            if !dir.is_dir() {
-                bail!(
-                    "--out {}: not a directory (netlab does not create it)",
-                    dir.display()
-                );
-            }
-            Some(
-                RecordWriter::append(&dir.join("watch.jsonl"))
-                    .with_context(|| format!("--out {}", dir.display()))?
-                    .durable(),
-            )
-        }
-        None => None,
-    };
+    let mut writer = open_record(args)?;
     let metrics = WatchMetrics::default();
     let _server = match args.metrics {
         Some(address) => {
@@ -402,6 +453,8 @@ pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
         None => None,
     };
     let stop = crate::controller::processes::interrupt_flag();
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let throughput = start_throughput(args, &addrs, &stop, &finished)?;
     let mut coverage = Coverage::new(&addrs);
     let mut first_cycle = None;
     let mut covered_in = None;
@@ -472,7 +525,133 @@ pub fn run(args: &WatchArgs, out: &mut Output) -> anyhow::Result<()> {
             wait -= step;
         }
     }
+    finished.store(true, Ordering::Relaxed);
+    if let Some(t) = throughput {
+        let _ = t.join();
+    }
     Ok(())
+}
+
+/// The slower throughput passes over sampled agents.
+struct Throughput {
+    agents_spec: String,
+    addrs: Vec<SocketAddr>,
+    key: PathBuf,
+    dir: PathBuf,
+    every: Duration,
+    sample: usize,
+    duration: Duration,
+}
+
+/// One throughput pass, as `throughput.jsonl` keeps it.
+#[derive(Debug, Serialize)]
+struct PassLine {
+    pass: u64,
+    time: String,
+    agents: Vec<String>,
+    dir: String,
+    measured: usize,
+    failed: usize,
+    lost: Vec<(String, String)>,
+    seconds: f64,
+    error: Option<String>,
+}
+
+impl Throughput {
+    /// Pass after pass, `every` apart, until `stop` or `done`.
+    fn run(&self, stop: &std::sync::atomic::AtomicBool, done: &std::sync::atomic::AtomicBool) {
+        let mut writer = RecordWriter::append(&self.dir.join("throughput.jsonl")).ok();
+        let mut pass = 0u64;
+        loop {
+            let until = Instant::now() + self.every;
+            while Instant::now() < until {
+                if stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            pass += 1;
+            // A new sample each pass: every agent in turn, in a seeded order.
+            let mut order: Vec<usize> = (0..self.addrs.len()).collect();
+            fastrand::Rng::with_seed(pass).shuffle(&mut order);
+            let inventory: Vec<inventory::Agent> = order[..self.sample]
+                .iter()
+                .map(|&i| inventory::Agent {
+                    name: self.addrs[i].to_string(),
+                    addr: self.addrs[i],
+                    labels: Default::default(),
+                })
+                .collect();
+            let dir = self.dir.join("throughput").join(format!("{pass:06}"));
+            let started = Instant::now();
+            let run = crate::experiments::mesh::run::MeshRun {
+                agents_spec: self.agents_spec.clone(),
+                inventory: inventory.clone(),
+                pass: crate::experiments::mesh::record::PassSpec {
+                    tests: vec![crate::experiments::mesh::record::MeshTest::Stream],
+                    duration_s: self.duration.as_secs_f64(),
+                    mode: crate::controller::rounds::Mode::Host,
+                    max_pairs: None,
+                    bidir: false,
+                    seed: pass,
+                    // `netlab mesh`'s defaults (no loss test runs here).
+                    loss_rate_bps: 10_000_000,
+                    loss_length: 1200,
+                    passes: 1,
+                    probe_calls: crate::experiments::mesh::record::DEFAULT_PROBE_CALLS,
+                },
+                key: self.key.clone(),
+                dir: dir.clone(),
+                resume: false,
+                keep: false,
+            };
+            let quiet = |line: &str| {
+                if line.contains(": failed:") {
+                    eprintln!("{line}");
+                }
+            };
+            let outcome = std::fs::create_dir_all(&dir)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| run.run(&quiet));
+            let line = match outcome {
+                Ok(s) => PassLine {
+                    pass,
+                    time: crate::record::now_rfc3339(),
+                    agents: inventory.iter().map(|a| a.name.clone()).collect(),
+                    dir: dir.display().to_string(),
+                    measured: s.measured,
+                    failed: s.failed,
+                    lost: s.lost,
+                    seconds: s.seconds,
+                    error: None,
+                },
+                Err(e) => PassLine {
+                    pass,
+                    time: crate::record::now_rfc3339(),
+                    agents: inventory.iter().map(|a| a.name.clone()).collect(),
+                    dir: dir.display().to_string(),
+                    measured: 0,
+                    failed: 0,
+                    lost: Vec::new(),
+                    seconds: started.elapsed().as_secs_f64(),
+                    error: Some(crate::options::describe(&e)),
+                },
+            };
+            eprintln!(
+                "netlab mesh watch: throughput pass {pass} over {} agents: {} tests measured, {} failed in {:.0} s{}",
+                line.agents.len(),
+                line.measured,
+                line.failed,
+                line.seconds,
+                line.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(": {e}"))
+            );
+            if let Some(w) = writer.as_mut() {
+                let _ = w.write_line(&line);
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
