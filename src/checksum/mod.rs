@@ -18,8 +18,10 @@
 //!   be checksummed while it is copied, for little more than the copy.
 //!
 //! [`update16`] is RFC 1624's incremental update for one changed 16-bit field.
-//! Copy variants live in [`copy`].
+//! Copy variants live in [`copy`], and the AEADs of TLS and QUIC, the
+//! per-byte cost of today's transports, in [`aead`].
 
+pub mod aead;
 pub mod copy;
 pub mod scalar;
 pub mod simd;

@@ -131,8 +131,17 @@ fn cksum_measures_and_refuses_bad_sizes() {
     let records = doc["records"].as_array().unwrap();
     assert_eq!(records.len(), 2);
     let rows = records[0]["result"]["rows"].as_array().unwrap();
-    // Hot and cold: the read sweep, 3 checksums, 3 fused copies, 6 copies (rep movsb since 2026-11-24).
-    assert_eq!(rows.len(), 2 * 13);
+    // Hot and cold: the read sweep, 3 checksums, 3 fused copies, 6 copies
+    // (rep movsb since 2026-11-24), 3 AEADs sealing and opening (#65).
+    assert_eq!(rows.len(), 2 * (13 + 6));
+    for kind in ["seal", "open"] {
+        assert_eq!(
+            rows.iter().filter(|r| r["kind"] == kind).count(),
+            2 * 3,
+            "{kind}"
+        );
+    }
+    assert!(records[0]["result"].get("openssl").is_none());
     assert!(rows.iter().all(|r| r["gb_s"].as_f64().unwrap() > 0.0));
     // The caches are a fact of the measuring host, kept with the record
     // (sysfs lists them on every Linux this runs on).
@@ -154,4 +163,60 @@ fn cksum_measures_and_refuses_bad_sizes() {
         let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
         assert!(stderr.contains(message), "{sizes}: {stderr}");
     }
+}
+
+#[test]
+fn cksum_times_the_aeads_beside_openssl_speed_and_refuses_unknown_ciphers() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = crate::common::run_json(
+        &crate::common::words(
+            "cksum --sizes 16384 --batches 2 --cold-pool 8M --ciphers aes-128-gcm,chacha20-poly1305 --openssl",
+        ),
+        &dir.path().join("r.jsonl"),
+    );
+    let result = &doc["records"][0]["result"];
+    let rows = result["rows"].as_array().unwrap();
+    let seal = rows
+        .iter()
+        .find(|r| r["variant"] == "seal-aes-128-gcm" && r["cold"] == false)
+        .expect("the AES-128-GCM seal is timed");
+    assert!(seal["gb_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        !rows.iter().any(|r| r["variant"] == "seal-aes-256-gcm"),
+        "only the ciphers asked for"
+    );
+    // The real openssl on this host, for both ciphers both ways.
+    let baseline = &result["openssl"];
+    assert!(baseline["problem"].is_null(), "{baseline}");
+    assert!(
+        baseline["version"].as_str().unwrap().starts_with("OpenSSL"),
+        "{baseline}"
+    );
+    let b = baseline["rows"].as_array().unwrap();
+    assert_eq!(b.len(), 4, "{baseline}");
+    for row in b {
+        let ns = row["ns_per_kb"].as_f64().unwrap();
+        // Any AEAD on a machine that runs this suite seals a KB in between
+        // a nanosecond and a millisecond: a parse gone wrong is far outside.
+        assert!((1.0..1e6).contains(&ns), "{row}");
+    }
+    for (args, message) in [
+        ("--ciphers rc4", "unknown cipher \"rc4\""),
+        ("--ciphers aes-128-gcm,des", "unknown cipher \"des\""),
+        ("--ciphers none --openssl", "--openssl times ciphers"),
+    ] {
+        let assert = Command::cargo_bin("netlab")
+            .unwrap()
+            .args(["cksum", "--sizes", "64"])
+            .args(args.split(' '))
+            .arg("--out")
+            .arg(dir.path().join("bad.jsonl"))
+            .assert()
+            .failure();
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+        // One line says it all (clap adds its pointer to --help below).
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(message), "{args}: {stderr}");
+    }
+    assert!(!dir.path().join("bad.jsonl").exists());
 }

@@ -11,13 +11,14 @@ use crate::experiments::cksum::record::{CksumResult, Kind, Row};
 /// (the read sweep, and every checksum, since each reads every byte: at
 /// 64 MiB the AVX2 checksum's memory-level parallelism outruns the plain
 /// OR sweep); for copies and fused copies the best of memcpy, `rep movsb`
-/// and the non-temporal copy.
+/// and the non-temporal copy; for sealing and opening in place, which
+/// read and write every byte as a copy does, the same copies.
 pub fn bounds(kind: Kind, variant: &str, variant_kind: Kind) -> bool {
     match kind {
         Kind::Checksum | Kind::ReadLimit => {
             matches!(variant_kind, Kind::ReadLimit | Kind::Checksum)
         }
-        Kind::Fused | Kind::Copy => COPY_LIMITS.contains(&variant),
+        Kind::Fused | Kind::Copy | Kind::Seal | Kind::Open => COPY_LIMITS.contains(&variant),
     }
 }
 
@@ -132,6 +133,7 @@ mod limit_tests {
     fn a_cell_above_its_limit_is_flagged_within_or_beyond_the_noise() {
         let result = CksumResult {
             size: 65536,
+            openssl: None,
             simd_path: "avx2".into(),
             rows: vec![
                 row("read-limit", Kind::ReadLimit, (10.0, 11.0, 12.0)),

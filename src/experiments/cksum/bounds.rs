@@ -61,6 +61,8 @@ mod tests {
             size,
             cold_pool: 1 << 20,
             batches,
+            ciphers: Vec::new(),
+            openssl: false,
         };
         assert!(check(&spec(64 << 10, 9)).is_ok());
         assert!(

@@ -3,6 +3,7 @@
 //! size measured in an endpoint process (`role` times the
 //! variants there).
 
+use crate::checksum::aead::Cipher;
 use crate::controller::Interrupted;
 use crate::controller::launcher::{End, Launcher};
 use crate::controller::processes::{ControlError, Wait};
@@ -35,6 +36,10 @@ pub struct CksumPlan {
     pub batches: u32,
     /// Bytes the cold runs walk through; should exceed the last-level cache.
     pub cold_pool: u64,
+    /// The AEADs timed beside the checksum and the copy.
+    pub ciphers: Vec<Cipher>,
+    /// `openssl speed -evp` for the same ciphers and sizes, beside.
+    pub openssl: bool,
 }
 
 impl Default for CksumPlan {
@@ -45,6 +50,8 @@ impl Default for CksumPlan {
             sizes: vec![64, 1408, 4096, 65536, 1 << 20, 64 << 20],
             batches: 9,
             cold_pool: 512 << 20,
+            ciphers: Cipher::ALL.to_vec(),
+            openssl: false,
         }
     }
 }
@@ -56,6 +63,8 @@ impl CksumPlan {
             sizes: vec![64, 1408, 65536, 16 << 20],
             batches: 3,
             cold_pool: 64 << 20,
+            ciphers: Cipher::ALL.to_vec(),
+            openssl: false,
         }
     }
 
@@ -65,6 +74,8 @@ impl CksumPlan {
             sizes: vec![64, 1408, 65536, 1 << 20, 64 << 20],
             batches: 5,
             cold_pool: 256 << 20,
+            ciphers: Cipher::ALL.to_vec(),
+            openssl: false,
         }
     }
 
@@ -72,11 +83,12 @@ impl CksumPlan {
     pub fn full() -> Self {
         CksumPlan {
             batches: 15,
+            openssl: true,
             ..CksumPlan::default()
         }
     }
 
-    /// A plan of the sizes in a list like `64,1408,1M`.
+    /// A plan of the sizes in a list like `64,1408,1M`, every cipher.
     pub fn with_sizes(text: &str, batches: u32, cold_pool: u64) -> Result<Self, PlanError> {
         let sizes = text
             .split(',')
@@ -86,6 +98,8 @@ impl CksumPlan {
             sizes,
             batches,
             cold_pool,
+            ciphers: Cipher::ALL.to_vec(),
+            openssl: false,
         })
     }
 
@@ -109,6 +123,8 @@ impl CksumPlan {
                 size: size as usize,
                 cold_pool: self.cold_pool as usize,
                 batches: self.batches,
+                ciphers: self.ciphers.iter().map(|c| c.name().to_string()).collect(),
+                openssl: self.openssl,
             })
             .collect())
     }

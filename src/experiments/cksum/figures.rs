@@ -25,7 +25,7 @@ pub fn cksum_speed(records: &[Record]) -> Vec<Figure> {
     if points.is_empty() {
         return Vec::new();
     }
-    let (mut limits, variants): (Vec<Series>, Vec<Series>) = by_series(points)
+    let (mut limits, mut variants): (Vec<Series>, Vec<Series>) = by_series(points)
         .into_iter()
         .partition(|s| s.name.contains("read") || s.name == "memcpy");
     for s in &mut limits {
@@ -33,10 +33,12 @@ pub fn cksum_speed(records: &[Record]) -> Vec<Figure> {
         s.name = format!("{} (limit)", s.name);
     }
     // Small multiples: one panel per kind (checksum alone, copy and
-    // checksum fused, copy alone), at most four variants each, every one
+    // checksum fused, copy alone, encryption), at most four variants each, every one
     // beside the machine's limits: no panel holds more than six lines.
     let kind = |name: &str| {
-        if name.starts_with("fused") {
+        if name.starts_with("seal") || name.starts_with("open") {
+            "encryption (AEAD sealing and opening in place)"
+        } else if name.starts_with("fused") {
             "copy and checksum fused"
         } else if name.starts_with("copy") {
             "copy"
@@ -44,6 +46,8 @@ pub fn cksum_speed(records: &[Record]) -> Vec<Figure> {
             "checksum"
         }
     };
+    // A kind's variants side by side, whatever their names' order.
+    variants.sort_by_key(|s| kind(&s.name));
     let mut panels: Vec<(&str, Vec<Series>)> = Vec::new();
     for s in variants {
         let k = kind(&s.name);

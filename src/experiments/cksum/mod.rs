@@ -1,6 +1,7 @@
-//! The Internet checksum (RFC 1071) and copy costs per KB (source 003): every variant, hot and cold, against the machine's limits and 1988's figures.
+//! The Internet checksum (RFC 1071) and copy costs per KB (source 003): every variant, hot and cold, against the machine's limits and 1988's figures; beside them today's per-byte cost, the AEADs of TLS and QUIC sealing and opening, with `openssl speed` as their yardstick (#65).
 
 pub mod analysis;
+pub mod baseline;
 pub mod bounds;
 pub mod cell;
 pub mod figures;

@@ -10,6 +10,7 @@
 //! the last-level cache, a different buffer each operation, so every byte
 //! comes from memory. Runs in an endpoint process, like every data path.
 
+use crate::checksum::aead::{self, Cipher};
 use crate::checksum::{self, copy, simd};
 use crate::endpoint::pattern::AlignedBuf;
 use crate::experiments::cksum::record::{CksumResult, CksumSpec, Kind, Row};
@@ -83,6 +84,11 @@ enum Op {
     Checksum(checksum::ChecksumFn),
     Fused(checksum::FusedFn),
     Copy(copy::CopyFn),
+    /// Seals the destination in place.
+    Seal(Box<aead::Bench>),
+    /// Opens the destination in place, once [`Buffers::prime`] has set
+    /// every destination up for its cipher.
+    Open(Box<aead::Bench>),
 }
 
 /// Buffers for one size: hot ones and cold pools.
@@ -98,6 +104,9 @@ struct Buffers {
     /// in any cache.
     order: Vec<usize>,
     next: usize,
+    /// Which text of an open's cycle each destination holds (the hot one
+    /// last), since [`Buffers::prime`].
+    opened: Vec<bool>,
 }
 
 impl Buffers {
@@ -120,25 +129,61 @@ impl Buffers {
             dst: AlignedBuf::zeroed(size),
             pool_src: fill(slots * stride),
             pool_dst: fill(slots * stride),
+            opened: vec![false; slots + 1],
             order,
             next: 0,
         }
     }
 
+    fn stride(&self) -> usize {
+        self.size.next_multiple_of(4096) + 64
+    }
+
+    /// Before an open is timed: every destination (the hot one, or each
+    /// cold slot) holds the same plaintext, and `bench` knows its tags.
+    fn prime(&mut self, bench: &mut aead::Bench, cold: bool) {
+        let size = self.size;
+        let plain = self.src.as_slice().to_vec();
+        bench.prime(&plain);
+        if cold {
+            let stride = self.stride();
+            for slot in self.pool_dst.as_mut_slice().chunks_mut(stride) {
+                if slot.len() >= size {
+                    slot[..size].copy_from_slice(&plain);
+                }
+            }
+        } else {
+            self.dst.as_mut_slice().copy_from_slice(&plain);
+        }
+        self.opened.fill(false);
+    }
+
     /// Runs `op` once, on the hot buffers or on the next cold slot.
     fn run(&mut self, op: &Op, cold: bool) -> u64 {
-        let (src, dst) = if cold {
-            let stride = self.size.next_multiple_of(4096) + 64;
-            let at = self.order[self.next % self.order.len()] * stride;
+        let hot = self.opened.len() - 1;
+        let (src, dst, opened) = if cold {
+            let stride = self.stride();
+            let slot = self.order[self.next % self.order.len()];
+            let at = slot * stride;
             self.next += 1;
             (
                 &self.pool_src.as_slice()[at..at + self.size],
                 &mut self.pool_dst.as_mut_slice()[at..at + self.size],
+                &mut self.opened[slot],
             )
         } else {
-            (self.src.as_slice(), self.dst.as_mut_slice())
+            (
+                self.src.as_slice(),
+                self.dst.as_mut_slice(),
+                &mut self.opened[hot],
+            )
         };
         match op {
+            Op::Seal(bench) => u64::from(bench.seal(black_box(dst)).as_ref()[0]),
+            Op::Open(bench) => {
+                *opened = bench.open(black_box(dst), *opened);
+                u64::from(dst.first().copied().unwrap_or(0))
+            }
             Op::Read(f) => f(black_box(src)),
             Op::Checksum(f) => u64::from(f(black_box(src))),
             Op::Fused(f) => u64::from(f(dst, black_box(src))),
@@ -170,7 +215,11 @@ impl Buffers {
     }
 
     /// ns per operation over `batches` calibrated batches.
-    fn time(&mut self, op: &Op, cold: bool, batches: u32) -> Spread {
+    fn time(&mut self, op: &mut Op, cold: bool, batches: u32) -> Spread {
+        if let Op::Open(bench) = op {
+            self.prime(bench, cold);
+        }
+        let op = &*op;
         self.touch(cold);
         // Warm up (and, hot, bring the buffer into cache), then calibrate.
         let mut sink = 0u64;
@@ -202,8 +251,9 @@ fn lock_in_memory(buf: &[u8]) {
     let _ = unsafe { libc::mlock(buf.as_ptr().cast(), buf.len()) };
 }
 
-/// Every variant, in table order, with its kind.
-fn ops() -> Vec<(String, Kind, Op)> {
+/// Every variant, in table order, with its kind: the AEADs of `ciphers`
+/// last, each sealing then opening.
+fn ops(ciphers: &[Cipher]) -> Vec<(String, Kind, Op)> {
     let mut ops: Vec<(String, Kind, Op)> =
         vec![("read-limit".into(), Kind::ReadLimit, Op::Read(read_sweep))];
     for (name, f) in checksum::VARIANTS {
@@ -215,18 +265,29 @@ fn ops() -> Vec<(String, Kind, Op)> {
     for (name, f) in copy::VARIANTS {
         ops.push((name.into(), Kind::Copy, Op::Copy(f)));
     }
+    for &cipher in ciphers {
+        let bench = || Box::new(aead::Bench::new(cipher));
+        ops.push((format!("seal-{cipher}"), Kind::Seal, Op::Seal(bench())));
+        ops.push((format!("open-{cipher}"), Kind::Open, Op::Open(bench())));
+    }
     ops
+}
+
+/// The ciphers a request names; an unknown name is refused.
+pub fn ciphers(spec: &CksumSpec) -> Result<Vec<Cipher>, String> {
+    spec.ciphers.iter().map(|c| c.parse()).collect()
 }
 
 /// Measures every variant at `spec.size`, hot and cold.
 pub fn measure(spec: &CksumSpec) -> CksumResult {
+    let ciphers = ciphers(spec).unwrap_or_default();
     let mut buffers = Buffers::new(spec.size, spec.cold_pool);
     let kb = spec.size as f64 / 1024.0;
     let mut rows = Vec::new();
     for cold in [false, true] {
         let mut timed: Vec<(String, Kind, Spread)> = Vec::new();
-        for (name, kind, op) in ops() {
-            let spread = buffers.time(&op, cold, spec.batches);
+        for (name, kind, mut op) in ops(&ciphers) {
+            let spread = buffers.time(&mut op, cold, spec.batches);
             timed.push((name, kind, spread));
         }
         // A limit is the best of the kernels that bound it, measured here
@@ -256,6 +317,9 @@ pub fn measure(spec: &CksumSpec) -> CksumResult {
         size: spec.size,
         simd_path: simd::path().into(),
         rows,
+        openssl: spec
+            .openssl
+            .then(|| super::baseline::openssl_speed(spec.size, &ciphers)),
     }
 }
 
@@ -269,8 +333,14 @@ mod tests {
             size: 4096,
             cold_pool: 1 << 20,
             batches: 3,
+            ciphers: Cipher::ALL.map(|c| c.name().to_string()).to_vec(),
+            openssl: false,
         });
-        assert_eq!(r.rows.len(), 2 * (1 + 3 + 3 + copy::VARIANTS.len()));
+        assert_eq!(
+            r.rows.len(),
+            2 * (1 + 3 + 3 + copy::VARIANTS.len() + 2 * Cipher::ALL.len())
+        );
+        assert!(r.openssl.is_none());
         for row in &r.rows {
             assert!(row.ns_per_kb.median > 0.0 && row.gb_s > 0.0, "{row:?}");
             assert!(row.fraction_of_limit > 0.0);
@@ -366,6 +436,7 @@ impl crate::endpoint::role::Handler<CksumSpec> for CksumRole {
             "a checksum measurement",
         )?;
         // The command line's bounds, on this host's memory.
-        super::bounds::check(spec)
+        super::bounds::check(spec)?;
+        ciphers(spec).map(|_| ())
     }
 }

@@ -10,18 +10,32 @@
 //! lossy host does not make its healthy peers look lossy too:
 //!
 //! - **a host** whose paths, in and out and inside its own rack alike,
-//!   lose more than the fleet's (a one-sided binomial test against the
-//!   fleet's median loss, at least [`LOSS_FLOOR`], Bonferroni-corrected
-//!   over the candidates), or are slow (at least [`SLOW_SHARE`] of them
+//!   lose more than the rest of the fleet's paths (at least
+//!   [`LOSS_EFFECT`] times, and by a one-sided binomial test against the
+//!   rest's loss ratio, at least [`LOSS_FLOOR`], Bonferroni-corrected over
+//!   the candidates, with the worst pair of hosts left out, so that one
+//!   bad path is not its ends), or are slow (at least [`SLOW_SHARE`] of them
 //!   slower than [`SLOW_FACTOR`] x the fleet's median round trip, and at
 //!   least [`SLOW_MARGIN_US`] more);
 //! - **a rack's uplink**: the paths crossing the rack's edge lose or are
-//!   slow so, while the paths inside the rack do not.
+//!   slow so, while the paths inside the rack do not;
+//! - **a zone's link out**, the same one level up: the paths crossing the
+//!   zone's edge, with the paths inside the zone clean (with two zones
+//!   the two links are one edge, and the finding says so);
+//! - **a pair of hosts**: what no host, rack or zone explains, tested per
+//!   pair (both directions) against the loss left on the unexplained
+//!   paths, Bonferroni-corrected over the pairs, on the last probe and
+//!   on the agents' window alike; slow only both ways, and when the last
+//!   probe and a window of two probes or more agree, and only while each end's other paths are clean (a
+//!   rack's fault shows first on a few of its paths, and those are the
+//!   rack's). At most [`MAX_PAIRS`] a cycle, the worst first.
 //!
 //! A host in trouble inside its rack is a host; a rack whose every host
-//! is fine inside and in trouble outside is its shared link. Invariant:
+//! is fine inside and in trouble outside is its shared link. On ties the
+//! narrower subject is named (a zone of one rack is that rack). Invariant:
 //! a fleet whose paths all behave alike gives no finding, and no finding
-//! names a host or rack that none of the troubled paths touches.
+//! names a host, rack, zone or pair that none of the troubled paths
+//! touches.
 
 use crate::fleet::HostLabels;
 use crate::fleet::report::FleetReport;
@@ -33,6 +47,8 @@ use std::collections::{BTreeMap, HashMap};
 pub const FRESH: u64 = 2;
 /// The least loss ratio the test assumes for a healthy path.
 pub const LOSS_FLOOR: f64 = 0.001;
+/// A subject's loss must be this many times the rest of the fleet's.
+pub const LOSS_EFFECT: f64 = 3.0;
 /// The family-wise false-finding rate of one cycle's tests.
 pub const ALPHA: f64 = 1e-3;
 /// A path is slow past this many times the fleet's median round trip...
@@ -41,6 +57,9 @@ pub const SLOW_FACTOR: f64 = 3.0;
 pub const SLOW_MARGIN_US: u32 = 500;
 /// A host or rack edge is slow when this share of its paths is.
 pub const SLOW_SHARE: f64 = 0.8;
+/// Pair findings a cycle, at most: past them the trouble is wider than
+/// pairs, and the host, rack and zone lines show it.
+pub const MAX_PAIRS: usize = 16;
 
 /// One directed path's figures, as the agent at its start held them.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +69,12 @@ pub struct Path {
     pub calls: u64,
     pub lost: u64,
     pub p50_us: Option<u32>,
+    /// The agent's window for this peer (the last probe among them).
+    pub window_calls: u64,
+    pub window_lost: u64,
+    pub window_p50_us: Option<u32>,
+    /// Probes in that window.
+    pub window_probes: usize,
 }
 
 /// What a finding names.
@@ -65,13 +90,37 @@ pub enum Subject {
         zone: String,
         rack: String,
     },
+    /// A zone's link to the others; `other` is the only other zone, when
+    /// there are two (then the two links are one edge, either side).
+    Zone {
+        zone: String,
+        other: Option<String>,
+    },
+    /// Two hosts, both directions of their path; `a` sorts before `b`.
+    Pair {
+        a: String,
+        b: String,
+    },
+}
+
+impl Subject {
+    /// Narrower subjects win ties: a host before its rack before its zone.
+    fn narrowness(&self) -> u8 {
+        match self {
+            Subject::Pair { .. } => 3,
+            Subject::Host { .. } => 2,
+            Subject::Rack { .. } => 1,
+            Subject::Zone { .. } => 0,
+        }
+    }
 }
 
 /// What is wrong with it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trouble {
-    /// Its paths lost `lost` of `calls` (the fleet's median ratio beside).
+    /// Its paths lost `lost` of `calls`; `fleet_ratio` is the loss on the
+    /// rest of the fleet's paths (at least [`LOSS_FLOOR`]), its baseline.
     Loss {
         calls: u64,
         lost: u64,
@@ -105,6 +154,17 @@ impl std::fmt::Display for Finding {
             Subject::Rack { zone, rack } => {
                 write!(f, "rack {rack:?} of zone {zone:?}, its link out")?
             }
+            Subject::Zone { zone, other: None } => {
+                write!(f, "zone {zone:?}, its link to the other zones")?
+            }
+            Subject::Zone {
+                zone,
+                other: Some(other),
+            } => write!(
+                f,
+                "the link between zones {zone:?} and {other:?} (either zone's side)"
+            )?,
+            Subject::Pair { a, b } => write!(f, "the path between {a} and {b}")?,
         }
         match &self.trouble {
             Trouble::Loss {
@@ -114,7 +174,7 @@ impl std::fmt::Display for Finding {
                 p_value,
             } => write!(
                 f,
-                ": lost {lost} of {calls} calls ({:.2}%, the fleet's median path {:.2}%; p = {p_value:.1e})",
+                ": lost {lost} of {calls} calls ({:.2}%, the rest of the fleet {:.2}%; p = {p_value:.1e})",
                 100.0 * *lost as f64 / (*calls).max(1) as f64,
                 100.0 * fleet_ratio
             ),
@@ -177,6 +237,10 @@ impl Fleet {
                         calls: u64::from(p.last.calls),
                         lost: u64::from(p.last.lost.min(p.last.calls)),
                         p50_us: p.last.rtt_p50_us,
+                        window_calls: p.calls,
+                        window_lost: p.lost.min(p.calls),
+                        window_p50_us: p.rtt_p50_us,
+                        window_probes: p.probes,
                     });
                 }
             }
@@ -196,6 +260,21 @@ impl Fleet {
 
     fn same_rack(&self, p: &Path) -> bool {
         self.rack_key(p.from) == self.rack_key(p.to)
+    }
+
+    fn zone(&self, h: usize) -> &str {
+        &self.hosts[h].zone
+    }
+
+    /// The zones the fleet's paths join, when there are two or more.
+    fn zones(&self) -> Vec<&str> {
+        let zones: std::collections::BTreeSet<&str> =
+            self.hosts.iter().map(|h| h.zone.as_str()).collect();
+        if zones.len() < 2 {
+            Vec::new()
+        } else {
+            zones.into_iter().collect()
+        }
     }
 }
 
@@ -276,7 +355,267 @@ fn candidates(fleet: &Fleet, live: &[bool]) -> Vec<Candidate> {
                 host: false,
             }),
     );
+    out.extend(zone_candidates(fleet, live));
     out
+}
+
+/// Each zone's edge, as a candidate like a rack's: paths inside the zone
+/// and paths across its edge.
+fn zone_candidates(fleet: &Fleet, live: &[bool]) -> Vec<Candidate> {
+    let zones = fleet.zones();
+    if zones.is_empty() {
+        return Vec::new();
+    }
+    let mut by_zone: BTreeMap<&str, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+    for (i, p) in fleet.paths.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let (from, to) = (fleet.zone(p.from), fleet.zone(p.to));
+        if from == to {
+            by_zone.entry(from).or_default().0.push(i);
+        } else {
+            by_zone.entry(from).or_default().1.push(i);
+            by_zone.entry(to).or_default().1.push(i);
+        }
+    }
+    if let [a, b] = zones[..] {
+        // Two zones have one edge: one candidate, its inside both zones'.
+        let (mut inside, mut beyond) = (Vec::new(), Vec::new());
+        for (zone, (i, e)) in by_zone {
+            inside.extend(i);
+            if zone == a {
+                beyond = e;
+            }
+        }
+        return vec![Candidate {
+            subject: Subject::Zone {
+                zone: a.to_string(),
+                other: Some(b.to_string()),
+            },
+            inside,
+            beyond,
+            host: false,
+        }];
+    }
+    by_zone
+        .into_iter()
+        .filter(|(_, (inside, _))| !inside.is_empty())
+        .map(|(zone, (inside, beyond))| Candidate {
+            subject: Subject::Zone {
+                zone: zone.to_string(),
+                other: None,
+            },
+            inside,
+            beyond,
+            host: false,
+        })
+        .collect()
+}
+
+/// The live paths grouped by the pair of hosts at their ends.
+fn pairs(fleet: &Fleet, live: &[bool]) -> BTreeMap<(usize, usize), Vec<usize>> {
+    let mut out: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+    for (i, p) in fleet.paths.iter().enumerate() {
+        if live[i] {
+            out.entry((p.from.min(p.to), p.from.max(p.to)))
+                .or_default()
+                .push(i);
+        }
+    }
+    out
+}
+
+/// `paths` less those of the pair of hosts that lost the most on them.
+fn without_worst_pair(fleet: &Fleet, paths: &[usize]) -> Vec<usize> {
+    let key = |i: usize| {
+        let p = &fleet.paths[i];
+        (p.from.min(p.to), p.from.max(p.to))
+    };
+    let mut lost: HashMap<(usize, usize), u64> = HashMap::new();
+    for &i in paths {
+        *lost.entry(key(i)).or_default() += fleet.paths[i].lost;
+    }
+    let worst = lost
+        .into_iter()
+        .max_by_key(|&(pair, l)| (l, std::cmp::Reverse(pair)))
+        .map(|(pair, _)| pair);
+    paths
+        .iter()
+        .copied()
+        .filter(|&i| Some(key(i)) != worst)
+        .collect()
+}
+
+/// Each host's live paths: what a pair's ends do with the rest of the
+/// fleet, so that a pair is named only when it alone is in trouble (the
+/// first cycles of a rack's or a host's fault are the wider subject's,
+/// before enough of its paths show it).
+fn ends(fleet: &Fleet, live: &[bool]) -> HashMap<usize, Vec<usize>> {
+    let mut out: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, p) in fleet.paths.iter().enumerate() {
+        if live[i] {
+            out.entry(p.from).or_default().push(i);
+            out.entry(p.to).or_default().push(i);
+        }
+    }
+    out
+}
+
+/// The live paths of `host` other than those of `pair`.
+fn others<'a>(
+    fleet: &'a Fleet,
+    ends: &'a HashMap<usize, Vec<usize>>,
+    host: usize,
+    (a, b): (usize, usize),
+) -> impl Iterator<Item = &'a Path> {
+    ends.get(&host)
+        .into_iter()
+        .flatten()
+        .map(|&i| &fleet.paths[i])
+        .filter(move |p| (p.from.min(p.to), p.from.max(p.to)) != (a, b))
+}
+
+/// A pair by its hosts' names in order, so that a pair is named alike
+/// whichever of its ends the reports met first.
+fn pair_subject(fleet: &Fleet, (a, b): (usize, usize)) -> Subject {
+    let (a, b) = (&fleet.hosts[a].name, &fleet.hosts[b].name);
+    let (a, b) = if a <= b { (a, b) } else { (b, a) };
+    Subject::Pair {
+        a: a.clone(),
+        b: b.clone(),
+    }
+}
+
+/// Pairs whose loss the wider subjects left unexplained: each pair's both
+/// directions against the loss on all the unexplained paths, on the last
+/// probe and on the window (a fault's first cycles show in the one, a
+/// path that loses a little but always in the other).
+fn lossy_pairs(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
+    let groups = pairs(fleet, live);
+    let (calls, lost) = groups.values().flatten().fold((0u64, 0u64), |(c, l), &i| {
+        (c + fleet.paths[i].calls, l + fleet.paths[i].lost)
+    });
+    let base = (lost as f64 / calls.max(1) as f64).max(LOSS_FLOOR);
+    let alpha = ALPHA / (2 * groups.len()).max(1) as f64;
+    let ends = ends(fleet, live);
+    // (loss ratio, p, pair, calls, lost)
+    type Lossy = (f64, f64, (usize, usize), u64, u64);
+    let mut lossy: Vec<Lossy> = groups
+        .iter()
+        .filter_map(|(&pair, paths)| {
+            let sum = |f: fn(&Path) -> (u64, u64)| {
+                paths.iter().fold((0u64, 0u64), |(c, l), &i| {
+                    let (pc, pl) = f(&fleet.paths[i]);
+                    (c + pc, l + pl)
+                })
+            };
+            let last = sum(|p| (p.calls, p.lost));
+            let window = sum(|p| (p.window_calls, p.window_lost));
+            let test = |(c, l): (u64, u64)| {
+                let ratio = l as f64 / c.max(1) as f64;
+                (upper_tail(l, c, base), ratio, c, l)
+            };
+            let (p, ratio, c, l) = [test(last), test(window)]
+                .into_iter()
+                .filter(|(p, ratio, ..)| *p < alpha && *ratio >= LOSS_EFFECT * base)
+                .min_by(|a, b| a.0.total_cmp(&b.0))?;
+            // Each end's other paths clean: otherwise the end is the fault.
+            let clean = |h: usize| {
+                let (c, l) = others(fleet, &ends, h, pair)
+                    .fold((0, 0), |(c, l), p| (c + p.calls, l + p.lost));
+                upper_tail(l, c, base) > 0.01
+            };
+            (clean(pair.0) && clean(pair.1)).then_some((ratio, p, pair, c, l))
+        })
+        .collect();
+    lossy.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.total_cmp(&b.1)));
+    lossy
+        .into_iter()
+        .take(MAX_PAIRS)
+        .map(|(_, p, pair, calls, lost)| {
+            let paths = &groups[&pair];
+            for &i in paths {
+                live[i] = false;
+            }
+            Finding {
+                subject: pair_subject(fleet, pair),
+                trouble: Trouble::Loss {
+                    calls,
+                    lost,
+                    fleet_ratio: base,
+                    p_value: p,
+                },
+                paths: paths.len(),
+            }
+        })
+        .collect()
+}
+
+/// Pairs slow both ways, on the last probe and over a window of at least
+/// two probes alike (one slow probe is a busy host; a window of them is
+/// the path).
+fn slow_pairs(fleet: &Fleet, live: &mut [bool], threshold: f64, fleet_p50: u32) -> Vec<Finding> {
+    let groups = pairs(fleet, live);
+    let ends = ends(fleet, live);
+    let above = |v: Option<u32>| v.map(|v| f64::from(v) > threshold);
+    let mut slow: Vec<(u32, (usize, usize), usize)> = groups
+        .iter()
+        .filter_map(|(&pair, paths)| {
+            let measured: Vec<&Path> = paths
+                .iter()
+                .map(|&i| &fleet.paths[i])
+                .filter(|p| p.p50_us.is_some())
+                .collect();
+            // Both ways, each over at least two probes: a single probe
+            // from a CPU-starved agent is as slow as a slow path.
+            let all_slow = measured.len() == 2
+                && measured.iter().all(|p| {
+                    above(p.p50_us) == Some(true)
+                        && above(p.window_p50_us) == Some(true)
+                        && p.window_probes >= 2
+                });
+            // Each end's other paths mostly fast: otherwise the end, or
+            // the link it sits behind, is the fault.
+            let fast = |h: usize| {
+                let (n, slow) = others(fleet, &ends, h, pair)
+                    .filter_map(|p| above(p.p50_us))
+                    .fold((0usize, 0usize), |(n, s), slow| {
+                        (n + 1, s + usize::from(slow))
+                    });
+                slow as f64 <= (1.0 - SLOW_SHARE) * n as f64
+            };
+            (all_slow && fast(pair.0) && fast(pair.1)).then(|| {
+                let p50 = median(
+                    measured
+                        .iter()
+                        .filter_map(|p| p.p50_us.map(f64::from))
+                        .collect(),
+                );
+                (p50 as u32, pair, measured.len())
+            })
+        })
+        .collect();
+    slow.sort_by_key(|s| std::cmp::Reverse(s.0));
+    slow.into_iter()
+        .take(MAX_PAIRS)
+        .map(|(p50, pair, measured)| {
+            let paths = &groups[&pair];
+            for &i in paths {
+                live[i] = false;
+            }
+            Finding {
+                subject: pair_subject(fleet, pair),
+                trouble: Trouble::Slow {
+                    paths: measured,
+                    slow: measured,
+                    p50_us: p50,
+                    fleet_p50_us: fleet_p50,
+                },
+                paths: paths.len(),
+            }
+        })
+        .collect()
 }
 
 /// The findings of one set of reports: loss first, then slowness over
@@ -295,31 +634,29 @@ fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
             (c + fleet.paths[i].calls, l + fleet.paths[i].lost)
         })
     };
-    // Loss: the fleet's median path, the floor under it.
-    let fleet_ratio = median(
-        fleet
-            .paths
-            .iter()
-            .map(|p| p.lost as f64 / p.calls as f64)
-            .collect(),
-    );
-    let base = fleet_ratio.max(LOSS_FLOOR);
+    let ratio = |l: u64, n: u64| l as f64 / n.max(1) as f64;
     for _ in 0..32 {
         let cands = candidates(fleet, live);
         let alpha = ALPHA / cands.len().max(1) as f64;
-        let lossy = |paths: &[usize]| {
-            let (calls, lost) = sum(paths);
-            (calls, lost, upper_tail(lost, calls, base))
-        };
+        let live_paths: Vec<usize> = (0..fleet.paths.len()).filter(|&i| live[i]).collect();
+        let (total_calls, total_lost) = sum(&live_paths);
         let best = cands
             .iter()
             .filter_map(|c| {
+                let all = [c.inside.as_slice(), c.beyond.as_slice()].concat();
+                let explained = if c.host { &all } else { &c.beyond };
+                // Against the rest of the fleet: loss the whole fleet shares
+                // is no host's and no link's.
+                let (ec, el) = sum(explained);
+                let base = ratio(total_lost - el, total_calls - ec).max(LOSS_FLOOR);
+                let lossy = |paths: &[usize]| {
+                    let (calls, lost) = sum(paths);
+                    (calls, lost, upper_tail(lost, calls, base))
+                };
                 let (ic, il, ip) = lossy(&c.inside);
                 let (bc, bl, bp) = lossy(&c.beyond);
-                let all = [c.inside.as_slice(), c.beyond.as_slice()].concat();
                 let (calls, lost, p) = lossy(&all);
-                let ratio = |l: u64, n: u64| l as f64 / n.max(1) as f64;
-                let elevated = p < alpha && ratio(lost, calls) >= 3.0 * base;
+                let elevated = p < alpha && ratio(lost, calls) >= LOSS_EFFECT * base;
                 let fits = if c.host {
                     // Inside its rack too, when it has rack peers.
                     c.inside.is_empty() || ip < 0.05 || ratio(il, ic) >= 0.5 * ratio(bl, bc)
@@ -331,21 +668,24 @@ fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
                 } else {
                     (bp, ratio(bl, bc))
                 };
-                (elevated && fits).then_some((p, rank, c, calls, lost, all))
+                // Leave the worst pair out: loss on one path is that path,
+                // not the host or the link the path crosses.
+                let (rc, rl, rp) = lossy(&without_worst_pair(fleet, explained));
+                let spread = rp < alpha && ratio(rl, rc) >= LOSS_EFFECT * base;
+                (elevated && fits && spread).then_some((p, rank, base, c, explained.clone()))
             })
             // Significance is the gate; the most concentrated loss goes
             // first (p-values of large samples all underflow to 0, and a
             // rack next to a lossy one must not explain its paths away).
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.total_cmp(&a.0)));
-        let Some((p, _, c, calls, lost, all)) = best else {
+            .max_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then(b.0.total_cmp(&a.0))
+                    .then(a.3.subject.narrowness().cmp(&b.3.subject.narrowness()))
+            });
+        let Some((p, _, base, c, explained)) = best else {
             break;
         };
-        let explained = if c.host { all } else { c.beyond.clone() };
-        let (calls, lost) = if c.host {
-            (calls, lost)
-        } else {
-            sum(&c.beyond)
-        };
+        let (calls, lost) = sum(&explained);
         for &i in &explained {
             live[i] = false;
         }
@@ -354,12 +694,13 @@ fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
             trouble: Trouble::Loss {
                 calls,
                 lost,
-                fleet_ratio,
+                fleet_ratio: base,
                 p_value: p,
             },
             paths: explained.len(),
         });
     }
+    found.extend(lossy_pairs(fleet, live));
     found
 }
 
@@ -401,7 +742,7 @@ fn slow_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
                 };
                 ok.then(|| (bs + if c.host { is } else { 0 }, c))
             })
-            .max_by_key(|(n, _)| *n);
+            .max_by_key(|(n, c)| (*n, c.subject.narrowness()));
         let Some((_, c)) = best else {
             break;
         };
@@ -432,6 +773,7 @@ fn slow_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
             paths: explained.len(),
         });
     }
+    found.extend(slow_pairs(fleet, live, threshold, fleet_p50));
     found
 }
 
@@ -506,9 +848,18 @@ mod tests {
         loss: impl Fn(usize, usize) -> f64,
         rtt: impl Fn(usize, usize) -> u32,
     ) -> Vec<FleetReport> {
+        reports_in(2, loss, rtt)
+    }
+
+    /// As [`reports`], the 40 hosts in `zones` zones of whole racks.
+    fn reports_in(
+        zones: usize,
+        loss: impl Fn(usize, usize) -> f64,
+        rtt: impl Fn(usize, usize) -> u32,
+    ) -> Vec<FleetReport> {
         let host = |i: usize| HostLabels {
             name: format!("10.0.0.{i}:5310"),
-            zone: format!("z{}", i / 20),
+            zone: format!("z{}", i / (40 / zones)),
             rack: format!("r{}", i / 5),
         };
         (0..40)
@@ -562,8 +913,111 @@ mod tests {
             .map(|f| match &f.subject {
                 Subject::Host { host, .. } => host.clone(),
                 Subject::Rack { rack, .. } => rack.clone(),
+                Subject::Zone { zone, .. } => zone.clone(),
+                Subject::Pair { a, b } => format!("{a}-{b}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn loss_everywhere_alike_is_no_finding_about_any_pair() {
+        // 1% on every path: each loses 0 or 1 of its 40 calls, so the
+        // fleet's median path is 0 and only the pooled loss says 1%.
+        let r = reports(|_, _| 0.01, |_, _| 50);
+        let fleet = Fleet::of(&r);
+        let lost: u64 = fleet.paths.iter().map(|p| p.lost).sum();
+        assert!(lost > 100, "the dither gave {lost} losses");
+        assert!(findings(&fleet).is_empty(), "{:#?}", findings(&fleet));
+    }
+
+    #[test]
+    fn a_lossy_zone_link_is_the_zone_and_with_two_zones_says_either_side() {
+        let r = reports(|i, j| if i / 20 != j / 20 { 0.05 } else { 0.0 }, |_, _| 50);
+        let found = findings(&Fleet::of(&r));
+        assert_eq!(names(&found), ["z0"], "{found:#?}");
+        assert_eq!(
+            found[0].subject,
+            Subject::Zone {
+                zone: "z0".into(),
+                other: Some("z1".into())
+            }
+        );
+        assert_eq!(found[0].paths, 2 * 20 * 20);
+
+        // Four zones of ten: the one whose link loses is named alone.
+        let r = reports_in(
+            4,
+            |i, j| {
+                if (i / 10 == 2) != (j / 10 == 2) {
+                    0.05
+                } else {
+                    0.0
+                }
+            },
+            |_, _| 50,
+        );
+        let found = findings(&Fleet::of(&r));
+        assert_eq!(names(&found), ["z2"], "{found:#?}");
+        assert!(found[0].to_string().contains("to the other zones"));
+    }
+
+    #[test]
+    fn a_slow_zone_link_is_the_zone_and_not_its_racks() {
+        let r = reports_in(
+            4,
+            |_, _| 0.0,
+            |i, j| {
+                if (i / 10 == 1) != (j / 10 == 1) {
+                    4000
+                } else {
+                    60
+                }
+            },
+        );
+        let found = findings(&Fleet::of(&r));
+        assert_eq!(names(&found), ["z1"], "{found:#?}");
+        assert!(matches!(found[0].trouble, Trouble::Slow { .. }));
+    }
+
+    #[test]
+    fn a_rack_fault_showing_on_half_its_paths_is_no_pair() {
+        // A shaped rack's first cycle: half its paths out are slow, too
+        // few for the rack, and no pair of them is its own.
+        let edge = |i: usize, j: usize| (i / 5 == 5) != (j / 5 == 5) && (i + j).is_multiple_of(2);
+        let r = reports(|_, _| 0.0, |i, j| if edge(i, j) { 9000 } else { 50 });
+        let found = findings(&Fleet::of(&r));
+        assert!(
+            found
+                .iter()
+                .all(|f| !matches!(f.subject, Subject::Pair { .. })),
+            "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn one_lossy_path_is_the_pair_not_either_host() {
+        let pair = |i: usize, j: usize| (i, j) == (3, 28) || (i, j) == (28, 3);
+        let r = reports(
+            |i, j| if pair(i, j) { 0.3 } else { 0.0 },
+            |i, j| {
+                if (i, j) == (11, 36) || (i, j) == (36, 11) {
+                    7000
+                } else {
+                    50
+                }
+            },
+        );
+        let found = findings(&Fleet::of(&r));
+        assert_eq!(
+            names(&found),
+            [
+                "10.0.0.28:5310-10.0.0.3:5310",
+                "10.0.0.11:5310-10.0.0.36:5310"
+            ],
+            "{found:#?}"
+        );
+        assert!(matches!(found[0].trouble, Trouble::Loss { .. }));
+        assert!(matches!(found[1].trouble, Trouble::Slow { .. }));
     }
 
     #[test]

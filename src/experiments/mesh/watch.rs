@@ -167,6 +167,8 @@ fn agents(spec: &str) -> anyhow::Result<Vec<SocketAddr>> {
 struct FindingLabels {
     trouble: String,
     host: String,
+    /// A pair finding's other host.
+    peer: String,
     zone: String,
     rack: String,
 }
@@ -258,18 +260,22 @@ impl WatchMetrics {
                 aggregate::Trouble::Loss { .. } => "loss",
                 aggregate::Trouble::Slow { .. } => "slow",
             };
-            let (host, zone, rack) = match &f.subject {
+            let none = String::new;
+            let (host, peer, zone, rack) = match &f.subject {
                 aggregate::Subject::Host { host, zone, rack } => {
-                    (host.clone(), zone.clone(), rack.clone())
+                    (host.clone(), none(), zone.clone(), rack.clone())
                 }
                 aggregate::Subject::Rack { zone, rack } => {
-                    (String::new(), zone.clone(), rack.clone())
+                    (none(), none(), zone.clone(), rack.clone())
                 }
+                aggregate::Subject::Zone { zone, .. } => (none(), none(), zone.clone(), none()),
+                aggregate::Subject::Pair { a, b } => (a.clone(), b.clone(), none(), none()),
             };
             self.findings
                 .get_or_create(&FindingLabels {
                     trouble: trouble.into(),
                     host,
+                    peer,
                     zone,
                     rack,
                 })
@@ -666,6 +672,8 @@ fn cycle_line(
     covered_in: Option<u64>,
     (gather_s, cpu0): (f64, f64),
 ) -> CycleLine {
+    // Hosts a finding names (a zone's are too many: its edge's paths
+    // and its racks' lines show it).
     let named: BTreeSet<String> = findings
         .iter()
         .flat_map(|f| match &f.subject {
@@ -676,6 +684,15 @@ fn cycle_line(
                 .filter(|h| &h.zone == zone && &h.rack == rack)
                 .map(|h| h.name.clone())
                 .collect(),
+            aggregate::Subject::Pair { a, b } => vec![a.clone(), b.clone()],
+            aggregate::Subject::Zone { .. } => Vec::new(),
+        })
+        .collect();
+    let zones: BTreeSet<&str> = findings
+        .iter()
+        .filter_map(|f| match &f.subject {
+            aggregate::Subject::Zone { zone, .. } => Some(zone.as_str()),
+            _ => None,
         })
         .collect();
     let mut hosts: Vec<HostLine> = named
@@ -701,7 +718,15 @@ fn cycle_line(
                 h.in_lost += p.lost;
             }
         }
-        if (named.contains(from) || named.contains(to)) && trouble_paths.len() < MAX_PATHS {
+        let (zone_from, zone_to) = (
+            fleet.hosts[p.from].zone.as_str(),
+            fleet.hosts[p.to].zone.as_str(),
+        );
+        let across_zone =
+            zone_from != zone_to && (zones.contains(zone_from) || zones.contains(zone_to));
+        if (named.contains(from) || named.contains(to) || across_zone)
+            && trouble_paths.len() < MAX_PATHS
+        {
             trouble_paths.push(PathLine {
                 from: from.clone(),
                 to: to.clone(),
