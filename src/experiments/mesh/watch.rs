@@ -660,21 +660,10 @@ impl Throughput {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cycle_line(
-    cycle: u64,
-    addrs: &[SocketAddr],
-    reports: &[FleetReport],
-    unanswered: Vec<(String, String)>,
-    fleet: &Fleet,
-    findings: Vec<Finding>,
-    covered: Option<(u64, u64)>,
-    covered_in: Option<u64>,
-    (gather_s, cpu0): (f64, f64),
-) -> CycleLine {
-    // Hosts a finding names (a zone's are too many: its edge's paths
-    // and its racks' lines show it).
-    let named: BTreeSet<String> = findings
+/// The hosts the findings name, and the zones: a zone's hosts are too
+/// many to list, so its edge's paths and its racks' lines show it.
+fn named_by<'a>(findings: &'a [Finding], fleet: &Fleet) -> (BTreeSet<String>, BTreeSet<&'a str>) {
+    let named = findings
         .iter()
         .flat_map(|f| match &f.subject {
             aggregate::Subject::Host { host, .. } => vec![host.clone()],
@@ -688,13 +677,29 @@ fn cycle_line(
             aggregate::Subject::Zone { .. } => Vec::new(),
         })
         .collect();
-    let zones: BTreeSet<&str> = findings
+    let zones = findings
         .iter()
         .filter_map(|f| match &f.subject {
             aggregate::Subject::Zone { zone, .. } => Some(zone.as_str()),
             _ => None,
         })
         .collect();
+    (named, zones)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cycle_line(
+    cycle: u64,
+    addrs: &[SocketAddr],
+    reports: &[FleetReport],
+    unanswered: Vec<(String, String)>,
+    fleet: &Fleet,
+    findings: Vec<Finding>,
+    covered: Option<(u64, u64)>,
+    covered_in: Option<u64>,
+    (gather_s, cpu0): (f64, f64),
+) -> CycleLine {
+    let (named, zones) = named_by(&findings, fleet);
     let mut hosts: Vec<HostLine> = named
         .iter()
         .map(|h| HostLine {
