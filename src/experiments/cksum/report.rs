@@ -147,15 +147,20 @@ fn above_limits_text(results: &[&CksumResult]) -> String {
     out
 }
 
+/// The result at the size nearest Van Jacobson's packet, and that packet's
+/// bytes of data.
+fn nearest_packet<'a>(results: &[&'a CksumResult]) -> Option<(&'a CksumResult, f64)> {
+    let packet = historical::figures().bsd_speedups.packet_data_bytes as f64;
+    let result = results
+        .iter()
+        .min_by_key(|r| (r.size as f64 - packet).abs() as u64)?;
+    Some((result, packet))
+}
+
 /// Van Jacobson's per-packet budget for a 1408-byte packet at today's hot costs.
 pub fn budget(results: &[&CksumResult]) -> String {
     let h = &historical::figures().bsd_speedups;
-    let packet = h.packet_data_bytes as f64;
-    // The size nearest a packet.
-    let Some(result) = results
-        .iter()
-        .min_by_key(|r| (r.size as f64 - packet).abs() as u64)
-    else {
+    let Some((result, packet)) = nearest_packet(results) else {
         return String::new();
     };
     let ns_per_kb = |name: &str| {
@@ -217,11 +222,7 @@ fn hot_ns_per_kb(result: &CksumResult, variant: &str) -> Option<f64> {
 /// same run and Van Jacobson's per-byte work.
 pub fn encryption(results: &[&CksumResult]) -> String {
     let h = &historical::figures().bsd_speedups;
-    let packet = h.packet_data_bytes as f64;
-    let Some(result) = results
-        .iter()
-        .min_by_key(|r| (r.size as f64 - packet).abs() as u64)
-    else {
+    let Some((result, packet)) = nearest_packet(results) else {
         return String::new();
     };
     let seals: Vec<&crate::experiments::cksum::record::Row> = result
