@@ -21,6 +21,7 @@ pub mod rpc;
 pub mod rpm;
 pub mod stall;
 pub mod testbed;
+pub mod tls;
 pub mod waiting;
 
 use crate::wire::control::{FrameReader, write_frame};

@@ -38,6 +38,7 @@ mod prometheus;
 mod report;
 mod rpc;
 mod stall;
+mod tls;
 
 /// The suite's `#[test]` is `tests/macros`'s: the test holds the suite
 /// beside others as it runs, without a word of its own.
