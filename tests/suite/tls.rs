@@ -101,6 +101,19 @@ fn netlab_s_client_sends_to_openssl_s_server_with_each_suite() {
     }
 }
 
+/// `openssl s_client` to 127.0.0.1:`port`, TLS 1.3, trusting `ca` alone
+/// and failing on a certificate it cannot verify.
+fn s_client(port: u16, ca: &std::path::Path) -> Command {
+    let mut client = Command::new("openssl");
+    client
+        .args(["s_client", "-brief", "-tls1_3", "-verify_return_error"])
+        .args(["-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", "localhost"])
+        .arg("-CAfile")
+        .arg(ca);
+    client
+}
+
 #[test]
 fn openssl_s_client_sends_to_netlab_s_server_and_refuses_another_run_s_certificate() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,17 +140,8 @@ fn openssl_s_client_sends_to_netlab_s_server_and_refuses_another_run_s_certifica
             let suite = tls.conn.negotiated_cipher_suite().map(|s| s.suite());
             (String::from_utf8_lossy(&got).to_string(), suite)
         });
-        let mut client = Command::new("openssl")
-            .args(["s_client", "-brief", "-tls1_3", "-verify_return_error"])
+        let mut client = s_client(port, &dir.path().join("cert.pem"))
             .args(["-ciphersuites", openssl_suite(cipher)])
-            .args([
-                "-connect",
-                &format!("127.0.0.1:{port}"),
-                "-servername",
-                "localhost",
-            ])
-            .arg("-CAfile")
-            .arg(dir.path().join("cert.pem"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -174,16 +178,7 @@ fn openssl_s_client_sends_to_netlab_s_server_and_refuses_another_run_s_certifica
         let mut sink = Vec::new();
         tls.read_to_end(&mut sink).is_err()
     });
-    let out = Command::new("openssl")
-        .args(["s_client", "-brief", "-tls1_3", "-verify_return_error"])
-        .args([
-            "-connect",
-            &format!("127.0.0.1:{port}"),
-            "-servername",
-            "localhost",
-        ])
-        .arg("-CAfile")
-        .arg(other.path().join("cert.pem"))
+    let out = s_client(port, &other.path().join("cert.pem"))
         .stdin(Stdio::null())
         .output()
         .unwrap();

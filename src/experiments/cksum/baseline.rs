@@ -92,7 +92,7 @@ pub fn explain(cipher: &str, ratio: f64, size: usize, cpu: &[String]) -> Option<
     let gcm = cipher.starts_with("aes-");
     if gcm && ratio < 1.0 && has("vaes") && has("vpclmulqdq") {
         return Some(
-            "this CPU has VAES and VPCLMULQDQ, and ring (0.17.14) seals and opens AES-GCM with its VAES/AVX2 code, two blocks an instruction; an OpenSSL without such code (Debian's 3.0 libcrypto has no 256-bit vaesenc) runs 128-bit AES-NI".into(),
+            "this CPU has VAES and VPCLMULQDQ, and ring seals and opens AES-GCM with its VAES/AVX2 code, two blocks an instruction; an OpenSSL without such code (Debian's 3.0 libcrypto has no 256-bit vaesenc) runs 128-bit AES-NI".into(),
         );
     }
     if !gcm && ratio > 1.0 && has("avx512f") {

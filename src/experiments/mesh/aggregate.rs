@@ -672,7 +672,7 @@ fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
                 // not the host or the link the path crosses.
                 let (rc, rl, rp) = lossy(&without_worst_pair(fleet, explained));
                 let spread = rp < alpha && ratio(rl, rc) >= LOSS_EFFECT * base;
-                (elevated && fits && spread).then_some((p, rank, base, c, explained.clone()))
+                (elevated && fits && spread).then_some((p, rank, base, c))
             })
             // Significance is the gate; the most concentrated loss goes
             // first (p-values of large samples all underflow to 0, and a
@@ -682,8 +682,14 @@ fn loss_findings(fleet: &Fleet, live: &mut [bool]) -> Vec<Finding> {
                     .then(b.0.total_cmp(&a.0))
                     .then(a.3.subject.narrowness().cmp(&b.3.subject.narrowness()))
             });
-        let Some((p, _, base, c, explained)) = best else {
+        let Some((p, _, base, c)) = best else {
             break;
+        };
+        // Only the chosen candidate's paths are gathered.
+        let explained = if c.host {
+            [c.inside.as_slice(), c.beyond.as_slice()].concat()
+        } else {
+            c.beyond.clone()
         };
         let (calls, lost) = sum(&explained);
         for &i in &explained {
