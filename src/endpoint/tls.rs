@@ -34,6 +34,166 @@ pub enum TlsError {
     Name(String),
 }
 
+/// What an end of a `--tls` stream is told: the run's certificate (the
+/// receiver serves it, the sender trusts it alone), the one cipher both
+/// offer, and the most plaintext a record holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TlsSpec {
+    pub certificate: RunCertificate,
+    pub cipher: Cipher,
+    /// Plaintext bytes per record at most (None: TLS's largest, 16 KB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<usize>,
+}
+
+/// What a run asks of TLS, before its certificate exists (`--tls`,
+/// `--cipher`, `--tls-record`): recorded with the run's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TlsChoice {
+    pub cipher: Cipher,
+    /// Plaintext bytes per record at most (None: 16 KB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<usize>,
+}
+
+impl TlsChoice {
+    /// The ends' spec with the run's certificate.
+    pub fn spec(&self, certificate: RunCertificate) -> TlsSpec {
+        TlsSpec {
+            certificate,
+            cipher: self.cipher,
+            record: self.record,
+        }
+    }
+
+    /// A record size in bounds, or why not.
+    pub fn check(&self) -> Result<(), String> {
+        match self.record {
+            Some(r) if !(MIN_RECORD..=MAX_RECORD).contains(&r) => Err(format!(
+                "a TLS record of {r} bytes: give {MIN_RECORD} to {MAX_RECORD} bytes of plaintext (RFC 8446 §5.1)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `TLS 1.3, aes-128-gcm, 16K records`.
+    pub fn describe(&self) -> String {
+        format!(
+            "TLS 1.3, {}, {} records",
+            self.cipher,
+            crate::units::format_size(self.record.unwrap_or(MAX_RECORD) as u64)
+        )
+    }
+}
+
+/// The fewest and most plaintext bytes a record may be told to hold:
+/// rustls' floor of 32 bytes a record, header included, and TLS's
+/// ceiling of 2^14 (RFC 8446 §5.1).
+pub const MIN_RECORD: usize = 32 - RECORD_HEADER;
+pub const MAX_RECORD: usize = 1 << 14;
+
+/// A TLS record's header (RFC 8446 §5.1), which rustls' fragment size
+/// counts.
+pub const RECORD_HEADER: usize = 5;
+
+/// What TLS 1.3 adds to each record on the wire: the header, the inner
+/// content type and the AEAD's 16-byte tag (RFC 8446 §5.2).
+pub const RECORD_OVERHEAD: usize = RECORD_HEADER + 1 + 16;
+
+impl TlsSpec {
+    /// A record size in bounds, or why not.
+    pub fn check(&self) -> Result<(), String> {
+        self.choice().check()
+    }
+
+    /// What the run asked for, without the certificate.
+    pub fn choice(&self) -> TlsChoice {
+        TlsChoice {
+            cipher: self.cipher,
+            record: self.record,
+        }
+    }
+
+    /// rustls' `max_fragment_size`: the record's plaintext and its header.
+    fn fragment(&self) -> Option<usize> {
+        self.record.map(|r| r + RECORD_HEADER)
+    }
+
+    /// The sender's configuration: the certificate's client side.
+    pub fn client(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        let mut config = Arc::unwrap_or_clone(self.certificate.client(self.cipher)?);
+        config.max_fragment_size = self.fragment();
+        Ok(Arc::new(config))
+    }
+
+    /// The receiver's configuration: no session tickets (the sender never
+    /// reads after its handshake, so none would be read).
+    pub fn server(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut config = Arc::unwrap_or_clone(self.certificate.server(self.cipher)?);
+        config.max_fragment_size = self.fragment();
+        config.send_tls13_tickets = 0;
+        Ok(Arc::new(config))
+    }
+}
+
+/// Whether this kernel can take TLS records over (kTLS, the `tls` upper
+/// layer protocol): asked of an unconnected socket, the kernel answers
+/// ENOENT when it has no such module and ENOTCONN when it has one (it
+/// attaches only to an established connection).
+pub fn kernel_tls() -> KernelTls {
+    use std::os::fd::AsRawFd;
+    let Ok(socket) = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+    else {
+        return KernelTls::Unknown("no TCP socket to ask with".into());
+    };
+    let name = b"tls";
+    // SAFETY: the option value is a live byte string of its own length.
+    let ret = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_TCP,
+            libc::TCP_ULP,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    match (ret, err.raw_os_error()) {
+        (0, _) | (_, Some(libc::ENOTCONN)) => KernelTls::Present,
+        (_, Some(libc::ENOENT)) => KernelTls::Absent,
+        _ => KernelTls::Unknown(err.to_string()),
+    }
+}
+
+/// kTLS on this host, as [`kernel_tls`] found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelTls {
+    /// The kernel has the `tls` ULP.
+    Present,
+    /// It has none (CONFIG_TLS off, or the module missing).
+    Absent,
+    /// The question failed, as said.
+    Unknown(String),
+}
+
+impl Default for KernelTls {
+    fn default() -> Self {
+        KernelTls::Unknown("not asked".into())
+    }
+}
+
+impl KernelTls {
+    /// What a report says of it, for a stream whose records rustls made.
+    pub fn describe(&self) -> String {
+        match self {
+            KernelTls::Present => "this kernel has kTLS, but netlab seals in user space (kernel offload of rustls' keys is not built yet)".into(),
+            KernelTls::Absent => "this kernel has no kTLS (no `tls` upper-layer protocol: CONFIG_TLS off), so every record is sealed and opened in user space".into(),
+            KernelTls::Unknown(why) => format!("whether this kernel has kTLS is unknown ({why})"),
+        }
+    }
+}
+
 /// A run's certificate and key, DER, as the specs carry them.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunCertificate {

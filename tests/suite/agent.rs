@@ -351,6 +351,34 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
     );
     assert_eq!(got["malformed"], 0, "{record}");
 
+    // TLS through the agents: the run's certificate reaches both ends in
+    // their set-up requests (over the Noise channel) and no further; a
+    // plain twin runs beside it.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b("stream", &words("--tls --cipher aes-256-gcm --bytes 8M")),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "TLS and its plain twin");
+    let tls = records
+        .iter()
+        .find(|r| !r["params"]["tls"].is_null())
+        .expect("the TLS run");
+    assert!(tls["error"].is_null(), "{tls}");
+    assert_eq!(tls["result"]["receiver"]["bytes"], 8 << 20);
+    assert_eq!(tls["result"]["receiver"]["verified"], true);
+    assert_eq!(
+        tls["result"]["sender"]["tls"]["suite"],
+        "TLS13_AES_256_GCM_SHA384"
+    );
+    assert!(doc["tls_beside_plain"]["pairs"] == 1, "{doc}");
+    for host in [A, B] {
+        assert!(!hosts.log_text(host).contains("key_der"));
+    }
+
     // A drives its own end to B: RPC "local" is both ends on B, "remote" A to B.
     let run = hosts.run(
         A,
@@ -423,7 +451,7 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
         let log = hosts.log_text(host);
         assert!(log.contains("every one reaped"), "{log}");
     }
-    assert_eq!(lines_of(&out).len(), 11);
+    assert_eq!(lines_of(&out).len(), 13);
 }
 
 #[test]

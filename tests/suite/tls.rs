@@ -193,3 +193,90 @@ fn openssl_s_client_sends_to_netlab_s_server_and_refuses_another_run_s_certifica
         "netlab's server saw the handshake fail"
     );
 }
+
+/// `netlab stream --tls` on loopback and between namespaces: every byte
+/// verified through TLS 1.3 with the asked suite, a plain TCP twin beside
+/// each run, each side's record layer timed, the comparison in the
+/// document, and no key in the records file.
+#[test(alone)]
+fn stream_tls_runs_beside_plain_tcp_on_loopback_and_netns() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    for (placement, cipher) in [("loopback", "chacha20-poly1305"), ("netns", "aes-256-gcm")] {
+        let args = [
+            "stream",
+            "--tls",
+            "--cipher",
+            cipher,
+            "--tls-record",
+            "4K",
+            "--bytes",
+            "16M",
+            "--placement",
+            placement,
+        ];
+        let doc = crate::common::run_json(&args, &out);
+        let records = doc["records"].as_array().unwrap();
+        assert_eq!(records.len(), 2, "a TLS run and its plain twin");
+        let tls: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| !r["params"]["tls"].is_null())
+            .collect();
+        assert_eq!(tls.len(), 1);
+        let r = &tls[0]["result"];
+        assert!(tls[0]["error"].is_null(), "{}", tls[0]);
+        assert_eq!(r["receiver"]["bytes"], 16 << 20);
+        assert_eq!(r["receiver"]["verified"], true);
+        let suite = openssl_suite(cipher.parse().unwrap()).replace("TLS_", "TLS13_");
+        for side in ["sender", "receiver"] {
+            let t = &r[side]["tls"];
+            assert_eq!(t["suite"], suite.as_str(), "{side}: {t}");
+            assert_eq!(t["version"], "TLSv1_3");
+            assert_eq!(t["record_bytes"], 4096);
+            assert!(t["record_s"].as_f64().unwrap() > 0.0, "{t}");
+            assert!(t["kernel_tls"].is_string() || t["kernel_tls"].is_object());
+        }
+        // 4 KB records: at least 4096 records' overhead on the wire.
+        let wire = r["sender"]["tls"]["wire_bytes"].as_u64().unwrap();
+        assert!(wire >= (16 << 20) + 4096 * 22, "{wire}");
+        let beside = &doc["tls_beside_plain"];
+        assert_eq!(beside["pairs"], 1, "{beside}");
+        assert!(beside["ratio"]["median"].as_f64().unwrap() > 0.0);
+        assert!(beside["sealing_share"].as_f64().unwrap() > 0.0);
+        let verdict = r["limits"]["limits"][0]["fix"].as_str().unwrap_or("");
+        if r["limits"]["limits"][0]["factor"] == "sender_cpu" {
+            assert!(verdict.contains("sealing TLS records"), "{verdict}");
+        }
+    }
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !written.contains("key_der") && !written.contains("cert_der"),
+        "the run's certificate and key stay out of the records"
+    );
+}
+
+#[test]
+fn stream_tls_refuses_what_it_cannot_carry_in_one_line_each() {
+    for (args, says) in [
+        ("--tls --udp --rate 10M", "--udp"),
+        ("--tls --cipher rc4", "unknown cipher \"rc4\""),
+        ("--tls --strategy sendfile", "--strategy sendfile"),
+        ("--tls --recv splice", "--recv splice"),
+        ("--tls --tls-record 20", "27 to 16384"),
+        ("--tls --rcvlowat 64K", "--rcvlowat"),
+        ("--cipher aes-256-gcm", "--tls"),
+    ] {
+        let run = crate::common::netlab()
+            .arg("stream")
+            .args(args.split(' '))
+            .args(["--bytes", "1M"])
+            .output()
+            .unwrap();
+        assert!(!run.status.success(), "{args}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        // Said at once: in the error's first two lines (clap names a
+        // missing option on the line after its own).
+        let head: String = err.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(head.contains(says), "{args}: {err}");
+    }
+}

@@ -65,8 +65,15 @@ pub(super) fn idle_time(flow: &FlowEvidence, share: f64, round_trip: &RoundTrip)
     if let Some(own) = own {
         evidence.insert("sender_outside_write_pct".into(), 100.0 * own);
     }
-    let fix = match own {
-        Some(own) if own >= OWN_WORK => format!(
+    let fix = match (own, &flow.sender.record_layer) {
+        (Some(own), Some(layer)) if own >= OWN_WORK => format!(
+            "the sender had nothing in flight: it spent {:.0}% of the run in user space between its writes, {:.0}% {}: {}",
+            100.0 * own,
+            100.0 * layer.seconds / flow.sender.wall_s.max(1e-9),
+            layer.clause(flow.bytes),
+            layer.fixes()
+        ),
+        (Some(own), _) if own >= OWN_WORK => format!(
             "the sender had nothing in flight: it spent {:.0}% of the run producing data between its writes: a cheaper producer, or more threads producing",
             100.0 * own
         ),

@@ -106,8 +106,15 @@ pub(super) fn receive_window(flow: &FlowEvidence, share: f64, round_trip: &Round
             .evidence
             .insert("receiver_outside_read_pct".into(), 100.0 * own);
         if own >= OWN_WORK {
+            let work = reader.record_layer.as_ref().map_or(String::new(), |layer| {
+                format!(
+                    ", {:.0}% {}",
+                    100.0 * layer.seconds / reader.wall_s.max(1e-9),
+                    layer.clause(flow.bytes)
+                )
+            });
             limit.fix.push_str(&format!(
-                "; the reader spent {:.0}% of the run on its own work between reads, draining the buffer only between",
+                "; the reader spent {:.0}% of the run on its own work between reads{work}, draining the buffer only between",
                 100.0 * own
             ));
         }

@@ -81,6 +81,14 @@ pub(super) fn sender_cpu(flow: &FlowEvidence, share: f64) -> Limit {
             fix,
         };
     }
+    if let Some(fix) = record_layer_bound(side, "sender", flow.bytes, &mut evidence) {
+        return Limit {
+            factor: Factor::SenderCpu,
+            share,
+            evidence,
+            fix,
+        };
+    }
     if flow.record <= SMALL_RECORD {
         // The packet work each write sets off on its core (on loopback
         // and veth, the receive path itself runs in softirq there) is a
@@ -246,6 +254,44 @@ pub(super) fn budget_bound(
     ))
 }
 
+/// A saturated side with a TLS record layer: its share of the side's CPU
+/// named first ("the sender's core spent 61% of its time sealing TLS
+/// records"), the encryption called the bound when it is the larger part
+/// of the cost, else the copy and TCP beside it.
+pub(super) fn record_layer_bound(
+    side: &SideEvidence,
+    who: &str,
+    bytes: u64,
+    evidence: &mut BTreeMap<String, f64>,
+) -> Option<String> {
+    let layer = side.record_layer.as_ref()?;
+    let share = side.record_share()?;
+    evidence.insert(format!("{who}_{}_pct", layer.work), 100.0 * share);
+    if let Some(alone) = layer.alone_ns_per_kb {
+        evidence.insert(format!("{who}_cipher_alone_ns_per_kb"), alone);
+    }
+    let kb = (bytes as f64 / 1024.0).max(1e-9);
+    let clause = layer.clause(bytes);
+    let rest = (side.cpu_s - layer.seconds).max(0.0) * 1e9 / kb;
+    Some(if share >= RECORD_LAYER_BOUND {
+        format!(
+            "the {who}'s core spent {:.0}% of its time {clause}: the encryption bounds the run; {}",
+            100.0 * share,
+            layer.fixes()
+        )
+    } else {
+        format!(
+            "the {who}'s core spent {:.0}% of its time {clause} and the rest ({rest:.0} ns per KB) in the kernel's copy and TCP: the copy bounds the run more than the encryption; spread connections over cores (-P), or let the kernel seal as it copies (kTLS{})",
+            100.0 * share,
+            if layer.kernel_tls {
+                ""
+            } else {
+                ": absent on this kernel"
+            }
+        )
+    })
+}
+
 pub(super) fn contention(who: &str, side: &SideEvidence, waited: f64, share: f64) -> Limit {
     let mut evidence = BTreeMap::from([
         (format!("{who}_cpu_pct"), 100.0 * side.utilisation()),
@@ -288,6 +334,14 @@ pub(super) fn receiver_cpu(flow: &FlowEvidence, share: f64) -> Limit {
     ]);
     core_evidence(side, "receiver", &mut evidence);
     if let Some(fix) = budget_bound(side, "receiver", "--receiver-cpu", &mut evidence) {
+        return Limit {
+            factor: Factor::ReceiverCpu,
+            share,
+            evidence,
+            fix,
+        };
+    }
+    if let Some(fix) = record_layer_bound(side, "receiver", flow.bytes, &mut evidence) {
         return Limit {
             factor: Factor::ReceiverCpu,
             share,

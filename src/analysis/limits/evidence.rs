@@ -42,6 +42,55 @@ pub struct SideEvidence {
     /// the packets it dropped or failed in that direction over the run
     /// (`/proc/net/dev`'s drop and errs; all its traffic's).
     pub interface: Option<InterfaceDrops>,
+    /// `--tls`: the side's time in its TLS record layer.
+    pub record_layer: Option<RecordLayer>,
+}
+
+/// A side's TLS record layer over the run: sealing (the sender) or
+/// opening (the receiver) records in user space.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordLayer {
+    /// `sealing` or `opening`.
+    pub work: String,
+    /// Time in it, s.
+    pub seconds: f64,
+    /// The negotiated suite (`TLS13_AES_128_GCM_SHA256`).
+    pub suite: String,
+    /// The cipher alone on the side's core, ns per KB of plaintext.
+    pub alone_ns_per_kb: Option<f64>,
+    /// Whether the side's kernel has kTLS, to carry the records itself.
+    pub kernel_tls: bool,
+}
+
+/// A side whose record layer took at least this share of its CPU time
+/// has the encryption as the larger part of its per-byte cost: the copy
+/// into the socket is the rest.
+pub const RECORD_LAYER_BOUND: f64 = 0.5;
+
+impl RecordLayer {
+    /// `sealing TLS records (TLS13_AES_128_GCM_SHA256: 95 ns per KB; the
+    /// cipher alone on this core 87)`, for `bytes` of plaintext.
+    pub fn clause(&self, bytes: u64) -> String {
+        let kb = (bytes as f64 / 1024.0).max(1e-9);
+        format!(
+            "{} TLS records ({}: {:.0} ns per KB{})",
+            self.work,
+            self.suite,
+            self.seconds * 1e9 / kb,
+            self.alone_ns_per_kb.map_or(String::new(), |a| format!(
+                "; the cipher alone on its core {a:.0}"
+            ))
+        )
+    }
+
+    /// What moves the records off the CPU, or onto a cheaper path.
+    pub fn fixes(&self) -> &'static str {
+        if self.kernel_tls {
+            "hand the records to the kernel (kTLS: the copy into the socket then seals them), a NIC that offloads TLS, or spread connections over cores (-P)"
+        } else {
+            "kTLS would let the kernel seal during its copy, but this kernel has none (CONFIG_TLS off); a NIC that offloads TLS, or spread connections over cores (-P)"
+        }
+    }
 }
 
 /// One interface's drops and errors in the flow's direction.
@@ -70,6 +119,12 @@ pub const INTERRUPT_WORK: f64 = 0.1;
 pub const OWN_WORK: f64 = 0.3;
 
 impl SideEvidence {
+    /// The share of its CPU time its TLS record layer took.
+    pub fn record_share(&self) -> Option<f64> {
+        let layer = self.record_layer.as_ref()?;
+        (self.cpu_s > 0.0).then(|| (layer.seconds / self.cpu_s).min(1.0))
+    }
+
     /// The share of the run the application spent on its own CPU outside
     /// the kernel: between its reads or writes.
     pub fn own_work_share(&self) -> Option<f64> {

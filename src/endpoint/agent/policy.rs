@@ -420,6 +420,7 @@ mod tests {
 
     fn receive(guard: Option<DataGuard>, port: u16) -> Command {
         request(Listen(ReceiveSpec {
+            tls: None,
             bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
             options: SocketOptions::default(),
             strategy: RecvStrategy::Read { buffer: 1 << 17 },
@@ -479,6 +480,7 @@ mod tests {
         };
         let sender = |record: usize, amount, token, interval_s: Option<f64>| {
             request(Connect(SendSpec {
+                tls: None,
                 connect: "10.0.0.2:5311".parse().unwrap(),
                 options: SocketOptions::default(),
                 strategy: SendStrategy::Write,

@@ -16,6 +16,7 @@ pub mod socket;
 pub mod spec;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 pub mod types;
 pub mod udp;
 mod write;

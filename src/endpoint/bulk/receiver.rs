@@ -7,19 +7,20 @@
 //!
 //! Invariant: the data path makes only the system calls it counts.
 
-use super::read::{ReadSpec, receive_read, receive_splice};
+use super::read::{ReadSpec, Received, receive_read, receive_splice};
 use super::socket::{
     Before, Shaping, StreamError, egress_interface, io_err, new_socket, socket_buffer,
 };
 use super::types::EndpointReport;
 use super::types::RecvStrategy;
+use super::types::ZerocopyReceiveStats;
 use super::zerocopy::receive_zerocopy;
 use crate::endpoint::bulk::spec::ReceiveSpec;
 use crate::endpoint::guard;
 use crate::endpoint::stall::{self, Stalled};
 use socket2::Socket;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 
 /// A receiver that is listening, not yet started.
@@ -113,7 +114,6 @@ impl Receiver {
             .map_err(io_err("bounding the waits (--stall-timeout)"))?;
         // The data port closes as soon as the sender is in.
         drop(self.door);
-        let limit = self.spec.limit_bytes.unwrap_or(u64::MAX);
         if self.spec.options.nodelay {
             stream
                 .set_nodelay(true)
@@ -125,38 +125,15 @@ impl Receiver {
             .interface
             .clone()
             .or_else(|| egress_interface(&stream));
+        let mut session = self
+            .spec
+            .tls
+            .as_ref()
+            .map(|tls| super::tls::Session::server(&stream, tls))
+            .transpose()
+            .map_err(|e| e.stalled("receiver", bound, &stream))?;
         let before = Before::now(interface.as_deref());
-        let mut zerocopy_receive = None;
-        let received = match self.spec.strategy {
-            RecvStrategy::Read { buffer } => receive_read(
-                &stream,
-                ReadSpec {
-                    buffer,
-                    verify: self.spec.verify,
-                    limit,
-                    lowat: self.spec.options.rcvlowat,
-                    stall_ms: bound.millis(),
-                },
-                self.spec.progress,
-                progress,
-            ),
-            RecvStrategy::Splice => receive_splice(&stream, limit, self.spec.progress, progress),
-            RecvStrategy::Zerocopy { buffer } => {
-                let read = ReadSpec {
-                    buffer,
-                    verify: self.spec.verify,
-                    limit,
-                    lowat: None,
-                    stall_ms: bound.millis(),
-                };
-                receive_zerocopy(&stream, read, self.spec.progress, progress).map(
-                    |(received, stats)| {
-                        zerocopy_receive = Some(stats);
-                        received
-                    },
-                )
-            }
-        };
+        let (received, zerocopy_receive) = drain(&self.spec, &stream, session.as_mut(), progress);
         let (bytes, syscalls, first_byte) =
             received.map_err(|e| e.stalled("receiver", bound, &stream))?;
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
@@ -168,8 +145,9 @@ impl Receiver {
             "tcp_rmem",
         );
         Ok(EndpointReport {
-            verified: self.spec.verify && self.spec.strategy.sees_bytes(),
+            verified: self.spec.verify && (session.is_some() || self.spec.strategy.sees_bytes()),
             zerocopy_receive,
+            tls: session.map(super::tls::Session::stats),
             ..over.tcp_report(
                 "receiver",
                 (bytes, syscalls, wall_s),
@@ -178,5 +156,48 @@ impl Receiver {
                 shaping,
             )
         })
+    }
+}
+
+/// Takes the stream to its end by the spec's strategy, or through the
+/// TLS session's record layer; with zero-copy receive, what it mapped.
+fn drain(
+    spec: &ReceiveSpec,
+    stream: &TcpStream,
+    session: Option<&mut super::tls::Session>,
+    progress: &mut dyn FnMut(u64),
+) -> (Result<Received, StreamError>, Option<ZerocopyReceiveStats>) {
+    let bound = spec.options.stall_bound();
+    let read = |buffer, lowat| ReadSpec {
+        buffer,
+        verify: spec.verify,
+        limit: spec.limit_bytes.unwrap_or(u64::MAX),
+        lowat,
+        stall_ms: bound.millis(),
+    };
+    let want = spec.progress;
+    let limit = spec.limit_bytes.unwrap_or(u64::MAX);
+    match (session, spec.strategy) {
+        (Some(session), strategy) => {
+            let buffer = match strategy {
+                RecvStrategy::Read { buffer } | RecvStrategy::Zerocopy { buffer } => buffer,
+                RecvStrategy::Splice => 128 << 10,
+            };
+            (
+                session.receive(stream, read(buffer, None), want, progress),
+                None,
+            )
+        }
+        (None, RecvStrategy::Read { buffer }) => (
+            receive_read(stream, read(buffer, spec.options.rcvlowat), want, progress),
+            None,
+        ),
+        (None, RecvStrategy::Splice) => (receive_splice(stream, limit, want, progress), None),
+        (None, RecvStrategy::Zerocopy { buffer }) => {
+            match receive_zerocopy(stream, read(buffer, None), want, progress) {
+                Ok((received, stats)) => (Ok(received), Some(stats)),
+                Err(e) => (Err(e), None),
+            }
+        }
     }
 }

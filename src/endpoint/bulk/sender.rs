@@ -21,11 +21,10 @@ use super::socket::{
 use super::types::EndpointReport;
 use super::types::IntervalSample;
 use super::types::SendStrategy;
-use super::write::{SendTally, send_from_file, send_writev, write_all};
+use super::write::{send_from_file, send_write, send_writev};
 use super::zerocopy::send_zerocopy;
 use crate::endpoint::bulk::spec::SendSpec;
 use crate::endpoint::guard;
-use crate::endpoint::pattern::Pattern;
 use socket2::Socket;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -109,6 +108,12 @@ impl Sender {
     ) -> Result<EndpointReport, StreamError> {
         let spec = &self.spec;
         let fd = self.stream.as_raw_fd();
+        // The TLS handshake before the data path: its own figure.
+        let mut session = spec
+            .tls
+            .as_ref()
+            .map(|tls| super::tls::Session::client(&self.stream, tls))
+            .transpose()?;
         let egress = egress_interface(&self.stream);
         let shaping = Shaping::start(egress.clone().into_iter().collect());
         let before = Before::now(spec.interface.as_deref().or(egress.as_deref()));
@@ -121,36 +126,23 @@ impl Sender {
             None => QuietSamples::start(&self.stream, schedule.start),
             Some(_) => None,
         };
-        let tally = match spec.strategy {
-            SendStrategy::Write => {
-                let pattern = Pattern::new(spec.record);
-                let mut tally = SendTally::default();
-                while let Some((offset, len)) = schedule.next() {
-                    write_all(fd, pattern.slice(offset, len), &mut tally)
-                        .map_err(io_err("writing to the socket"))?;
-                    tally.bytes += len as u64;
-                }
-                tally
+        let tally = match (&mut session, spec.strategy) {
+            (Some(session), _) => session.send(&self.stream, &mut schedule, spec.record)?,
+            (None, SendStrategy::Write) => send_write(fd, &mut schedule, spec.record, None)
+                .map_err(io_err("writing to the socket"))?,
+            (None, SendStrategy::Chunked { chunk }) => {
+                send_write(fd, &mut schedule, spec.record, Some(chunk))
+                    .map_err(io_err("writing to the socket"))?
             }
-            SendStrategy::Chunked { chunk } => {
-                let pattern = Pattern::new(spec.record);
-                let mut tally = SendTally::default();
-                while let Some((offset, len)) = schedule.next() {
-                    for piece in pattern.slice(offset, len).chunks(chunk.max(1)) {
-                        write_all(fd, piece, &mut tally)
-                            .map_err(io_err("writing to the socket"))?;
-                    }
-                    tally.bytes += len as u64;
-                }
-                tally
-            }
-            SendStrategy::Writev { records } => {
+            (None, SendStrategy::Writev { records }) => {
                 send_writev(fd, &mut schedule, spec.record, records.max(1))
                     .map_err(io_err("writev to the socket"))?
             }
-            SendStrategy::Sendfile => send_from_file(fd, &mut schedule, spec.record, false)?,
-            SendStrategy::Splice => send_from_file(fd, &mut schedule, spec.record, true)?,
-            SendStrategy::Zerocopy => send_zerocopy(
+            (None, SendStrategy::Sendfile) => {
+                send_from_file(fd, &mut schedule, spec.record, false)?
+            }
+            (None, SendStrategy::Splice) => send_from_file(fd, &mut schedule, spec.record, true)?,
+            (None, SendStrategy::Zerocopy) => send_zerocopy(
                 &self.stream,
                 &mut schedule,
                 spec.record,
@@ -189,6 +181,7 @@ impl Sender {
             samples,
             handshake_s: Some(self.handshake_s),
             bbr_bw_bps,
+            tls: session.map(super::tls::Session::stats),
             ..over.tcp_report(
                 "sender",
                 (tally.bytes, tally.syscalls, wall_s),

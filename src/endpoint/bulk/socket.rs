@@ -37,6 +37,8 @@ pub enum StreamError {
     Limit(u64),
     #[error(transparent)]
     Stalled(#[from] Stalled),
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 impl StreamError {

@@ -4,6 +4,7 @@
 
 use super::types::{Amount, RecvStrategy, SendStrategy, SocketOptions, UdpPace};
 use crate::endpoint::protocol::{DataGuard, Token};
+use crate::endpoint::tls::TlsSpec;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -32,6 +33,9 @@ pub struct ReceiveSpec {
     /// latency can be measured.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub udp_clock_shared: bool,
+    /// `--tls`: serve TLS 1.3 with the run's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }
 
 /// Sender set-up.
@@ -55,4 +59,7 @@ pub struct SendSpec {
     /// `--udp`: paced datagrams instead of a TCP stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpPace>,
+    /// `--tls`: TLS 1.3 to a server of the run's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
 }

@@ -12,6 +12,7 @@ use super::write::PATTERN_FILE_PERIODS;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
 use crate::endpoint::pattern::PERIOD;
 use crate::endpoint::protocol::DataGuard;
+use crate::endpoint::tls::{RunCertificate, TlsChoice, TlsSpec};
 use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::Instant;
@@ -32,6 +33,7 @@ fn receive_spec(
     strategy: RecvStrategy,
 ) -> ReceiveSpec {
     ReceiveSpec {
+        tls: None,
         bind,
         options,
         strategy,
@@ -61,6 +63,7 @@ fn transfer_with(
     let addr = receiver.local_addr().unwrap();
     let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
     let sender = Sender::connect(SendSpec {
+        tls: None,
         connect: addr,
         options,
         strategy,
@@ -112,6 +115,7 @@ fn a_low_water_mark_makes_every_read_but_the_last_whole() {
 fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
     let token = [9u8; crate::endpoint::protocol::TOKEN_LEN];
     let spec = |limit_bytes| ReceiveSpec {
+        tls: None,
         bind: "127.0.0.1:0".parse().unwrap(),
         options: SocketOptions::default(),
         strategy: RecvStrategy::Read { buffer: 4096 },
@@ -129,6 +133,7 @@ fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
     };
     let send = |addr, bytes| {
         Sender::connect(SendSpec {
+            tls: None,
             connect: addr,
             options: SocketOptions::default(),
             strategy: SendStrategy::Write,
@@ -305,4 +310,133 @@ fn port_in_use_is_named() {
             .contains(&format!("port {} is in use", addr.port())),
         "{err}"
     );
+}
+
+/// A `--tls` spec with a fresh certificate for loopback.
+fn tls_spec(cipher: crate::checksum::aead::Cipher, record: Option<usize>) -> TlsSpec {
+    let certificate = RunCertificate::new(&["127.0.0.1".into()]).unwrap();
+    TlsChoice { cipher, record }.spec(certificate)
+}
+
+#[test]
+fn tls_streams_arrive_verified_whole_with_their_costs_split() {
+    use crate::checksum::aead::Cipher;
+    for (cipher, record, app_record) in [
+        (Cipher::Aes128Gcm, None, 128 << 10),
+        (Cipher::Chacha20Poly1305, Some(1000), 4096),
+        (Cipher::Aes256Gcm, Some(16384), 1),
+    ] {
+        let tls = tls_spec(cipher, record);
+        let total: u64 = if app_record == 1 { 64 << 10 } else { 8 << 20 };
+        let receiver = Receiver::listen(ReceiveSpec {
+            tls: Some(tls.clone()),
+            ..receive_spec(
+                "127.0.0.1:0".parse().unwrap(),
+                SocketOptions::default(),
+                RecvStrategy::Read { buffer: 64 << 10 },
+            )
+        })
+        .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let receiving = thread::spawn(move || receiver.run(&mut |_| {}));
+        let sender = Sender::connect(SendSpec {
+            tls: Some(tls),
+            connect: addr,
+            options: SocketOptions::default(),
+            strategy: SendStrategy::Write,
+            record: app_record,
+            amount: Amount::Bytes(total),
+            interface: None,
+            token: None,
+            interval_s: None,
+            udp: None,
+        })
+        .unwrap();
+        let sent = sender.run(&mut |_| {}).unwrap();
+        let got = receiving.join().unwrap().unwrap();
+        assert_eq!((sent.bytes, got.bytes), (total, total), "{cipher}");
+        assert!(got.verified);
+        let (s, r) = (sent.tls.unwrap(), got.tls.unwrap());
+        assert_eq!(s.suite, r.suite);
+        assert!(
+            s.suite
+                .contains(&cipher.name().replace('-', "_").to_uppercase()[..6]),
+            "{s:?}"
+        );
+        assert_eq!(s.version, "TLSv1_3");
+        // Every byte in records: at least one record's overhead per
+        // record size of plaintext, plus close_notify.
+        let per_record = record.unwrap_or(16384).min(app_record.max(1)) as u64;
+        let records = total.div_ceil(per_record);
+        assert!(
+            s.wire_bytes >= total + records * 22,
+            "{cipher}: {} wire bytes for {total} in {records} records",
+            s.wire_bytes
+        );
+        // The receiver's last handshake read may bring the first records.
+        assert!(
+            r.wire_bytes <= s.wire_bytes && r.wire_bytes + (64 << 10) >= s.wire_bytes,
+            "{} sent, {} received",
+            s.wire_bytes,
+            r.wire_bytes
+        );
+        assert!(s.record_s > 0.0 && s.record_s < sent.wall_s, "{s:?}");
+        assert!(r.record_s > 0.0 && r.record_s < got.wall_s + 0.1, "{r:?}");
+        assert_eq!(s.record_bytes, record.unwrap_or(16384));
+        assert!(s.cipher_alone.is_some_and(|c| c.seal_ns_per_kb > 0.0));
+        assert_ne!(s.kernel_tls, crate::endpoint::tls::KernelTls::default());
+    }
+}
+
+#[test]
+fn a_tls_stream_cut_short_or_tampered_with_is_an_error_not_a_short_run() {
+    use crate::checksum::aead::Cipher;
+    use std::io::Write;
+    // A peer that completes the handshake and then closes without
+    // close_notify; then one that flips a byte of a record.
+    for tamper in [false, true] {
+        let tls = tls_spec(Cipher::Aes128Gcm, None);
+        let receiver = Receiver::listen(ReceiveSpec {
+            tls: Some(tls.clone()),
+            ..receive_spec(
+                "127.0.0.1:0".parse().unwrap(),
+                SocketOptions::default(),
+                RecvStrategy::Read { buffer: 4096 },
+            )
+        })
+        .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let receiving = thread::spawn(move || receiver.run(&mut |_| {}));
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        let mut conn = rustls::ClientConnection::new(
+            tls.client().unwrap(),
+            rustls::pki_types::ServerName::IpAddress(addr.ip().into()),
+        )
+        .unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).unwrap();
+        }
+        conn.writer().write_all(&[0u8; 1000]).unwrap();
+        let mut wire = Vec::new();
+        while conn.wants_write() {
+            conn.write_tls(&mut wire).unwrap();
+        }
+        if tamper {
+            let last = wire.len() - 1;
+            wire[last] ^= 1;
+        } else {
+            // Part of a record's header, then the end.
+            wire.truncate(3);
+        }
+        tcp.write_all(&wire).unwrap();
+        drop(tcp);
+        let err = receiving.join().unwrap().unwrap_err();
+        let text = err.to_string();
+        if tamper {
+            // Opened in the data path, or by the handshake's last read.
+            assert!(text.contains("TLS: ") && text.contains("decrypt"), "{text}");
+        } else {
+            assert!(text.contains("close_notify"), "{text}");
+        }
+    }
 }

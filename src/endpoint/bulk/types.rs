@@ -472,11 +472,54 @@ pub struct EndpointReport {
     /// time is charged to no process, so the side's own CPU time misses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core: Option<crate::measure::procstat::CoreLoad>,
+    /// `--tls`: what this end's TLS did and cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStats>,
     /// The speed the data connection's interface reports (ethtool's
     /// Speed): the path's rate where no link profile says it, on a real
     /// path between hosts. None on loopback and where the driver has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_speed: Option<crate::measure::ifstat::LinkSpeed>,
+}
+
+/// One end of a `--tls` stream: the session it negotiated, the time its
+/// data path spent in the record layer, and its cipher alone on its core.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsStats {
+    /// The negotiated suite and version as rustls names them
+    /// (`TLS13_AES_128_GCM_SHA256`, `TLSv1_3`).
+    pub suite: String,
+    pub version: String,
+    /// The library that made the records, with its crypto.
+    pub library: String,
+    /// The TLS handshake, from the first flight to the keys (outside the
+    /// data path's wall time), s.
+    pub handshake_s: f64,
+    /// Time in the record layer over the data path: the sender's sealing
+    /// (rustls framing, copying into the record and encrypting), the
+    /// receiver's opening (decrypting and rustls' copy out), s.
+    pub record_s: f64,
+    /// Bytes of TLS on the wire over the data path (headers, inner types
+    /// and tags included), each direction the end sent or read.
+    pub wire_bytes: u64,
+    /// Plaintext per record at most, bytes.
+    pub record_bytes: usize,
+    /// The cipher alone on this end's core at set-up, at `record_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_alone: Option<crate::checksum::aead::CipherRate>,
+    /// Whether the kernel could have taken the records over.
+    pub kernel_tls: crate::endpoint::tls::KernelTls,
+}
+
+impl TlsStats {
+    /// The record layer's share of the end's wall time.
+    pub fn share_of(&self, wall_s: f64) -> f64 {
+        if wall_s > 0.0 {
+            (self.record_s / wall_s).min(1.0)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// A data path's CPU budget as it was applied.

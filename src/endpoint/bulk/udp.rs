@@ -712,6 +712,7 @@ mod tests {
 
     fn receiver_spec() -> ReceiveSpec {
         ReceiveSpec {
+            tls: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             options: Default::default(),
             strategy: crate::endpoint::bulk::types::RecvStrategy::Read { buffer: 65536 },
@@ -809,6 +810,7 @@ mod tests {
         };
         let sender = UdpSender::connect(
             SendSpec {
+                tls: None,
                 connect: addr,
                 options: Default::default(),
                 strategy: crate::endpoint::bulk::types::SendStrategy::Write,
@@ -850,6 +852,7 @@ mod tests {
 
     fn sender_spec(connect: SocketAddr, token: Option<[u8; 16]>, pace: UdpPace) -> SendSpec {
         SendSpec {
+            tls: None,
             connect,
             options: Default::default(),
             strategy: crate::endpoint::bulk::types::SendStrategy::Write,

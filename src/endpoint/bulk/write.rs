@@ -35,6 +35,26 @@ pub(super) fn write_all(fd: RawFd, mut data: &[u8], tally: &mut SendTally) -> io
     Ok(())
 }
 
+/// One `write(2)` per record, or with `chunk` (sosend's style) records
+/// handed over `chunk` bytes a call.
+pub(super) fn send_write(
+    fd: RawFd,
+    schedule: &mut Schedule,
+    record: usize,
+    chunk: Option<usize>,
+) -> io::Result<SendTally> {
+    let pattern = Pattern::new(record);
+    let mut tally = SendTally::default();
+    let chunk = chunk.unwrap_or(record).max(1);
+    while let Some((offset, len)) = schedule.next() {
+        for piece in pattern.slice(offset, len).chunks(chunk) {
+            write_all(fd, piece, &mut tally)?;
+        }
+        tally.bytes += len as u64;
+    }
+    Ok(tally)
+}
+
 pub(super) fn send_writev(
     fd: RawFd,
     schedule: &mut Schedule,

@@ -6,8 +6,8 @@
 //! is 1024 bytes, the unit of Van Jacobson's per-KB costs.
 
 use crate::analysis::limits::{
-    CoreEvidence, FlowEvidence, InterfaceDrops, IntervalEvidence, PathEvidence, SenderTcp,
-    SideEvidence,
+    CoreEvidence, FlowEvidence, InterfaceDrops, IntervalEvidence, PathEvidence, RecordLayer,
+    SenderTcp, SideEvidence,
 };
 use crate::endpoint::bulk::types::UdpLossSites;
 use crate::endpoint::bulk::types::{EndpointReport, ZerocopyReceiveStats, ZerocopyStats};
@@ -123,6 +123,19 @@ fn side_evidence(r: &EndpointReport, sends: bool) -> SideEvidence {
             name: i.name.clone(),
             dropped: if sends { i.tx_dropped } else { i.rx_dropped },
             errors: if sends { i.tx_errors } else { i.rx_errors },
+        }),
+        record_layer: r.tls.as_ref().map(|t| RecordLayer {
+            work: if sends { "sealing" } else { "opening" }.into(),
+            seconds: t.record_s,
+            suite: t.suite.clone(),
+            alone_ns_per_kb: t.cipher_alone.map(|c| {
+                if sends {
+                    c.seal_ns_per_kb
+                } else {
+                    c.open_ns_per_kb
+                }
+            }),
+            kernel_tls: t.kernel_tls == crate::endpoint::tls::KernelTls::Present,
         }),
     }
 }

@@ -56,6 +56,36 @@ pub enum ConfigError {
     Rcvlowat(String),
     #[error("{0}")]
     CpuBudget(String),
+    #[error("--tls: {0}")]
+    Tls(String),
+}
+
+/// `--tls`: a record size in bounds, over a TCP stream the record layer
+/// can sit on (its own writes and reads: the copy-free strategies hand
+/// the kernel plaintext, which only kTLS could seal).
+pub fn check_tls(
+    tls: Option<&crate::endpoint::tls::TlsChoice>,
+    send: crate::endpoint::bulk::types::SendStrategy,
+    recv: RecvStrategy,
+) -> Result<(), ConfigError> {
+    use crate::endpoint::bulk::types::SendStrategy;
+    let Some(tls) = tls else {
+        return Ok(());
+    };
+    tls.check().map_err(ConfigError::Tls)?;
+    if send != SendStrategy::Write {
+        return Err(ConfigError::Tls(format!(
+            "--strategy {} hands the kernel plaintext, and records are sealed in user space (no kTLS offload is built): use --strategy write",
+            send.name()
+        )));
+    }
+    if !matches!(recv, RecvStrategy::Read { .. }) {
+        return Err(ConfigError::Tls(format!(
+            "--recv {} takes the stream without reading it, and records are opened in user space: use --recv read",
+            recv.name()
+        )));
+    }
+    Ok(())
 }
 
 /// What one sender sends, within netlab's bounds wherever the values come

@@ -24,6 +24,7 @@ use crate::endpoint::bulk::types::SendStrategy;
 use crate::endpoint::bulk::types::SocketOptions;
 use crate::endpoint::bulk::types::{IntervalSample, UdpPace};
 use crate::endpoint::stall::STALL_PHRASE;
+use crate::endpoint::tls::{RunCertificate, TlsChoice, TlsSpec};
 use crate::experiments::stream::analysis::{
     combined_figures, figures, flow_evidence, jain_fairness, udp_loss_sites,
 };
@@ -59,6 +60,8 @@ pub struct StreamConfig {
     pub interval_s: Option<f64>,
     /// `--udp`: paced datagrams instead of a TCP stream.
     pub udp: Option<UdpPace>,
+    /// `--tls`: TLS 1.3 over the TCP stream.
+    pub tls: Option<TlsChoice>,
 }
 
 impl Default for StreamConfig {
@@ -77,6 +80,7 @@ impl Default for StreamConfig {
             flows: Flows::default(),
             interval_s: None,
             udp: None,
+            tls: None,
         }
     }
 }
@@ -181,6 +185,18 @@ impl StreamConfig {
         self.check_budgets()?;
         check_sender(self.record, self.amount, None)?;
         check_receiver(self.recv)?;
+        super::bounds::check_tls(self.tls.as_ref(), self.send, self.recv)?;
+        if self.tls.is_some() && self.udp.is_some() {
+            return Err(ConfigError::Tls(
+                "TLS runs over TCP's byte stream, and --udp sends datagrams (DTLS is not built; QUIC is the encrypted transport over UDP)".into(),
+            ));
+        }
+        if self.tls.is_some() && self.options.rcvlowat.is_some() {
+            return Err(ConfigError::Tls(
+                "--rcvlowat: the record layer reads as records come, a whole record at a time"
+                    .into(),
+            ));
+        }
         if let Some(lowat) = self.options.rcvlowat {
             let refuse = |why: &str| {
                 Err(ConfigError::Rcvlowat(format!(
@@ -224,6 +240,7 @@ impl StreamConfig {
             flows: self.flows,
             interval_s: self.interval_s,
             udp: self.udp,
+            tls: self.tls,
         }
     }
 
@@ -277,8 +294,11 @@ impl StreamConfig {
                 budgets.push_str(&format!(", {who} held to {p}% of one CPU"));
             }
         }
+        let tls = self
+            .tls
+            .map_or(String::new(), |t| format!(", over {}", t.describe()));
         format!(
-            "{amount} in {} records, {send} -> {recv}, {verify}{flows}{budgets}",
+            "{amount} in {} records, {send} -> {recv}, {verify}{flows}{budgets}{tls}",
             format_size(self.record)
         )
     }
@@ -303,6 +323,7 @@ fn set_up(
     launcher: &Launcher,
     index: usize,
     reverse: bool,
+    tls: Option<&TlsSpec>,
 ) -> Result<Pair, ControlError> {
     let (send_end, receive_end) = if reverse {
         (End::To, End::From)
@@ -330,6 +351,7 @@ fn set_up(
         limit_bytes: None,
         udp: config.udp.is_some(),
         udp_clock_shared: launcher.same_host(),
+        tls: tls.cloned(),
     });
     let addr = receiver.call(receive, setup("setting up"))?;
     let send = Connect(SendSpec {
@@ -342,12 +364,27 @@ fn set_up(
         token: launcher.token(),
         interval_s: config.interval_s,
         udp: config.udp,
+        tls: tls.cloned(),
     });
     sender.call(send, setup("connecting"))?;
     Ok(Pair {
         sender,
         receiver,
         reverse,
+    })
+}
+
+/// `--tls`: the run's own certificate, for both ends' addresses (either
+/// may receive: `--reverse`, `--bidir`), made for this run alone and held
+/// in memory; it reaches the ends in their set-up requests.
+fn run_certificate(launcher: &Launcher) -> Result<RunCertificate, ControlError> {
+    let mut names: Vec<String> = [End::To, End::From]
+        .map(|end| launcher.address(end).to_string())
+        .to_vec();
+    names.dedup();
+    RunCertificate::new(&names).map_err(|e| ControlError::Failed {
+        role: "controller",
+        message: e.to_string(),
     })
 }
 
@@ -490,9 +527,13 @@ pub fn run_once(
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
     let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
+    let tls = config
+        .tls
+        .map(|choice| run_certificate(&launcher).map(|c| choice.spec(c)))
+        .transpose()?;
     let mut pairs = Vec::new();
     for (index, reverse) in config.flows.each().into_iter().enumerate() {
-        pairs.push(set_up(config, &launcher, index, reverse)?);
+        pairs.push(set_up(config, &launcher, index, reverse, tls.as_ref())?);
     }
     let limit = match config.amount {
         Amount::Seconds(s) => Some(Duration::from_secs_f64(s) + TIMED_RUN_GRACE),
@@ -615,6 +656,37 @@ pub struct StreamCell {
 }
 
 impl StreamCell {
+    /// `--tls`: `repeat` runs of `config`, each beside a run of the same
+    /// stream without TLS, the pair's order alternating (plain first in
+    /// even runs) so that a drift in the host's speed falls on both
+    /// alike. Without TLS, [`StreamCell::repeats`].
+    pub fn beside_plain(config: &StreamConfig, repeat: u32) -> Vec<StreamCell> {
+        if config.tls.is_none() {
+            return StreamCell::repeats(config, repeat);
+        }
+        let plain = StreamConfig {
+            tls: None,
+            ..config.clone()
+        };
+        let cell = |config: &StreamConfig, repeat_index| StreamCell {
+            config: config.clone(),
+            repeat_index,
+            sweep: None,
+            design: None,
+        };
+        (0..repeat)
+            .flat_map(|i| {
+                let pair = [cell(&plain, i), cell(config, i)];
+                if i % 2 == 0 {
+                    pair
+                } else {
+                    let [a, b] = pair;
+                    [b, a]
+                }
+            })
+            .collect()
+    }
+
     /// `repeat` runs of `config`, as cells of a grid.
     pub fn repeats(config: &StreamConfig, repeat: u32) -> Vec<StreamCell> {
         (0..repeat)
@@ -890,6 +962,80 @@ mod tests {
         assert!(
             Confidence::parse("99,5", 1, 2).is_err(),
             "max below the minimum"
+        );
+    }
+
+    #[test]
+    fn tls_runs_alternate_with_plain_twins_of_the_same_stream() {
+        let mut tls = config(Amount::Seconds(1.0), 16384);
+        tls.tls = Some(TlsChoice {
+            cipher: crate::checksum::aead::Cipher::Chacha20Poly1305,
+            record: None,
+        });
+        let cells = StreamCell::beside_plain(&tls, 3);
+        let shape: Vec<(u32, bool)> = cells
+            .iter()
+            .map(|c| (c.repeat_index, c.config.tls.is_some()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0, false),
+                (0, true),
+                (1, true),
+                (1, false),
+                (2, false),
+                (2, true)
+            ]
+        );
+        for c in &cells {
+            assert_eq!(
+                c.config,
+                StreamConfig {
+                    tls: c.config.tls,
+                    ..tls.clone()
+                }
+            );
+        }
+        let plain = config(Amount::Seconds(1.0), 16384);
+        assert_eq!(StreamCell::beside_plain(&plain, 2).len(), 2);
+    }
+
+    #[test]
+    fn tls_refuses_what_it_cannot_carry() {
+        let mut c = config(Amount::Seconds(1.0), 16384);
+        c.tls = Some(TlsChoice {
+            cipher: crate::checksum::aead::Cipher::Aes128Gcm,
+            record: None,
+        });
+        assert!(c.validate().is_ok());
+        let refused = |c: &StreamConfig| match c.validate() {
+            Err(ConfigError::Tls(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        let mut udp = c.clone();
+        udp.udp = Some(UdpPace {
+            rate_bps: 1_000_000,
+            length: 1400,
+        });
+        assert!(refused(&udp).contains("--udp"));
+        let mut sendfile = c.clone();
+        sendfile.send = SendStrategy::Sendfile;
+        assert!(refused(&sendfile).contains("--strategy sendfile"));
+        let mut splice = c.clone();
+        splice.recv = RecvStrategy::Splice;
+        assert!(refused(&splice).contains("--recv splice"));
+        for record in [0, 26, 16385, 1 << 20] {
+            let mut big = c.clone();
+            big.tls = Some(TlsChoice {
+                record: Some(record),
+                ..c.tls.unwrap()
+            });
+            assert!(refused(&big).contains("27 to 16384"), "{record}");
+        }
+        assert!(
+            c.describe()
+                .ends_with("over TLS 1.3, aes-128-gcm, 16K records")
         );
     }
 

@@ -3,6 +3,7 @@
 pub mod analysis;
 pub mod bounds;
 pub mod cell;
+pub mod encrypted;
 pub mod iperf3;
 pub mod iperf3_native;
 pub mod lab;

@@ -5,6 +5,7 @@ use crate::endpoint::bulk::types::RecvStrategy;
 use crate::endpoint::bulk::types::SendStrategy;
 use crate::endpoint::bulk::types::SocketOptions;
 use crate::endpoint::bulk::types::UdpPace;
+use crate::endpoint::tls::TlsChoice;
 use crate::experiments::stream::bounds::MAX_PARALLEL;
 use crate::experiments::stream::cell::{
     Confidence, StreamCell, StreamConfig, StreamMeasure, run_until_confident,
@@ -123,6 +124,23 @@ pub struct StreamOptions {
         allow_hyphen_values = true
     )]
     pub length: Option<i64>,
+    /// TLS 1.3 over the TCP stream (rustls on ring, the run's own
+    /// certificate): each end's time sealing or opening records measured
+    /// apart from its system calls, and a plain TCP stream run beside it,
+    /// alternating, in the same run (not with --confidence).
+    #[arg(long)]
+    pub tls: bool,
+    /// --tls's cipher: aes-128-gcm, aes-256-gcm or chacha20-poly1305.
+    #[arg(
+        long,
+        requires = "tls",
+        value_name = "NAME",
+        default_value = "aes-128-gcm"
+    )]
+    pub cipher: String,
+    /// --tls's most plaintext per record (default 16K, TLS's largest).
+    #[arg(long, requires = "tls", value_parser = crate::options::usize_size_arg, value_name = "SIZE")]
+    pub tls_record: Option<usize>,
     /// Run the sending end's data path under a CPU budget of PERCENT of
     /// one CPU (a cgroup quota; 0.1 to 100 per CPU). Both ends local
     /// or through agents; needs root and a cgroup CPU controller.
@@ -164,6 +182,21 @@ impl StreamOptions {
         pace.check()
             .map_err(|why| anyhow::anyhow!("--rate {rate} --length {length}: {why}"))?;
         Ok(Some(pace))
+    }
+
+    /// `--tls [--cipher NAME] [--tls-record SIZE]`, the cipher checked.
+    fn tls_choice(&self) -> anyhow::Result<Option<TlsChoice>> {
+        if !self.tls {
+            return Ok(None);
+        }
+        let cipher = self
+            .cipher
+            .parse()
+            .map_err(|why| anyhow::anyhow!("--cipher: {why}"))?;
+        Ok(Some(TlsChoice {
+            cipher,
+            record: self.tls_record,
+        }))
     }
 
     /// TCP `--rate R`, checked: the kernel's pacing rate, bits/s.
@@ -229,6 +262,7 @@ impl StreamOptions {
             placement: self.place.placement("stream")?,
             interval_s: None,
             udp: self.udp_pace()?,
+            tls: self.tls_choice()?,
             flows: Flows {
                 parallel: u32::try_from(self.parallel)
                     .ok()
@@ -461,7 +495,9 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut run = args.common.run.clone();
     // JSON Lines: progress off, errors as JSON, as under --json.
     run.json |= args.json_stream;
-    let cells = StreamCell::repeats(&config, args.repeat);
+    // --tls: a plain TCP stream beside each run (not under --confidence,
+    // whose interval is of one stream's runs).
+    let cells = StreamCell::beside_plain(&config, args.repeat);
     let records_file = run.out.clone();
     run.measure(out, |runner| {
         // Each interval a line on stdout as it ends; a reader that went

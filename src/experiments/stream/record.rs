@@ -173,6 +173,9 @@ pub struct StreamParams {
     /// `--udp`: the datagrams' length and rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpPace>,
+    /// `--tls`: the cipher and record size asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::endpoint::tls::TlsChoice>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -61,12 +61,16 @@ fn stream_results(records: &[Record]) -> Vec<(&Record, &StreamResult)> {
 /// The table of `netlab stream`: one row per run, then min/median/max.
 /// `netlab stream --json`: the run's description, its summary and records.
 pub fn stream_doc(description: &str, records: &[Record]) -> serde_json::Value {
-    serde_json::json!({
+    let mut doc = serde_json::json!({
         "experiment": "stream",
         "description": description,
         "summary": crate::experiments::stream::analysis::summary_json(records),
         "records": records,
-    })
+    });
+    if let Some(beside) = crate::experiments::stream::encrypted::compare(records) {
+        doc["tls_beside_plain"] = serde_json::json!(beside);
+    }
+    doc
 }
 
 /// One run's row of [`stream_table`], numbered `run`.
@@ -881,8 +885,22 @@ pub fn barrier_text(records: &[Record]) -> Option<String> {
     Some(text)
 }
 
-/// A stream table with the 1981 figures beside it.
+/// A stream table with the 1981 figures beside it; a `--tls` run's
+/// encrypted runs, their plain twins, and the two compared.
 pub fn stream_section(title: &str, records: &[Record]) -> String {
+    if let Some(beside) = crate::experiments::stream::encrypted::compare(records) {
+        let (tls, plain): (Vec<Record>, Vec<Record>) = records
+            .iter()
+            .cloned()
+            .partition(|r| r.data.params.tls.is_some());
+        let mut text = stream_table(title, &tls);
+        text.push_str(&stream_table(
+            "the same stream without TLS, run beside it",
+            &plain,
+        ));
+        text.push_str(&crate::experiments::stream::encrypted::tls_text(&beside));
+        return text;
+    }
     let mut text = stream_table(title, records);
     if let Some(lines) = udp_text(records) {
         text.push_str(&lines);

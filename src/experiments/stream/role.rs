@@ -97,6 +97,11 @@ impl Handler<Listen> for StreamRole {
         policy.part_of(run, Self::ROLE, "a stream receiver")?;
         // The command line's bounds, whoever sent the request.
         super::bounds::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
+        if let Some(tls) = &spec.tls {
+            let write = crate::endpoint::bulk::types::SendStrategy::Write;
+            super::bounds::check_tls(Some(&tls.choice()), write, spec.strategy)
+                .map_err(|e| e.to_string())?;
+        }
         policy.guard_data_port(&mut spec.guard, spec.bind.port())?;
         spec.limit_bytes = Some(policy.max_bytes);
         Ok(())
@@ -143,6 +148,14 @@ impl Handler<Connect> for StreamRole {
         }
         super::bounds::check_sender(spec.record as u64, spec.amount, spec.interval_s)
             .map_err(|e| e.to_string())?;
+        if let Some(tls) = &spec.tls {
+            let read = crate::endpoint::bulk::types::RecvStrategy::Read { buffer: 1 };
+            super::bounds::check_tls(Some(&tls.choice()), spec.strategy, read)
+                .map_err(|e| e.to_string())?;
+            if spec.udp.is_some() {
+                return Err("--tls over --udp: TLS needs TCP's byte stream".into());
+            }
+        }
         match spec.amount {
             Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
             Amount::Seconds(s) => policy.within_seconds(s, ""),
