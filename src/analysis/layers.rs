@@ -106,6 +106,15 @@ pub const RULES: &[Rule] = &[
     exact("simple_copy_to_iter", Copy),
     exact("skb_do_copy_data_nocache", Copy),
     exact("tcp_recvmsg_locked", Tcp),
+    // The kernel's ciphers (kTLS, IPsec): AES-NI and its GCM, ChaCha20
+    // and Poly1305, and the crypto API's dispatch.
+    prefix("aesni_", Encryption),
+    prefix("aes_gcm_", Encryption),
+    prefix("gcm_", Encryption),
+    prefix("chacha", Encryption),
+    prefix("poly1305", Encryption),
+    prefix("crypto_aead", Encryption),
+    prefix("tls_sw_", Encryption),
     // Checksums.
     prefix("csum_", Checksum),
     prefix("__skb_checksum", Checksum),
@@ -284,6 +293,15 @@ pub const RULES: &[Rule] = &[
     prefix("security_", Syscall),
 ];
 
+/// Whether a function of netlab's own binary is a cipher's: ring's
+/// assembly and C (`ring_core_0_17_14__aes_gcm_enc_update_vaes_avx2`,
+/// `..._chacha20_poly1305_seal`) and its Rust AEAD code (`ring::aead::`).
+pub fn is_user_crypto(function: &str) -> bool {
+    function.starts_with("ring_core_")
+        || function.starts_with("ring::aead")
+        || function.starts_with("<ring::aead")
+}
+
 /// A name without the compiler's clone suffixes.
 pub fn base_name(symbol: &str) -> &str {
     symbol.split_once('.').map_or(symbol, |(base, _)| base)
@@ -322,6 +340,10 @@ pub fn classify(chain: &[Frame]) -> Layer {
         return Unclassified;
     };
     let leaf_rule = match leaf {
+        Frame::User {
+            netlab: true,
+            function: Some(f),
+        } if is_user_crypto(f) => return Encryption,
         Frame::User { netlab: true, .. } => return Netlab,
         Frame::User { netlab: false, .. } => return OtherUser,
         Frame::Kernel(symbol) => match rule_for(symbol) {
@@ -794,6 +816,44 @@ mod tests {
         assert!((tcp.share - 0.4).abs() < 1e-12);
         assert!((tcp.error - 1.96 * (0.4f64 * 0.6 / 10.0).sqrt()).abs() < 1e-12);
         assert_eq!(both.unclassified, [("a_mystery".to_string(), 2)]);
+    }
+
+    #[test]
+    fn ciphers_are_encryption_in_user_space_and_in_the_kernel() {
+        let user = |f| {
+            classify(&[Frame::User {
+                netlab: true,
+                function: Some(f),
+            }])
+        };
+        for f in [
+            "ring_core_0_17_14__aes_gcm_enc_update_vaes_avx2",
+            "ring_core_0_17_14__gcm_ghash_vpclmulqdq_avx2_1",
+            "ring_core_0_17_14__chacha20_poly1305_seal",
+            "ring::aead::aes_gcm::seal",
+        ] {
+            assert_eq!(user(f), Encryption, "{f}");
+        }
+        // rustls' framing and netlab's own loops stay netlab's.
+        assert_eq!(
+            user("rustls::msgs::message::outbound::read_opaque_message_header"),
+            Netlab
+        );
+        // Another program's ring is not netlab's encryption.
+        assert_eq!(
+            classify(&[Frame::User {
+                netlab: false,
+                function: Some("ring_core_0_17_14__aes_gcm_enc_update_vaes_avx2"),
+            }]),
+            OtherUser
+        );
+        for f in [
+            "aesni_gcm_enc_update_avx_gen4",
+            "gcm_crypt",
+            "tls_sw_sendmsg",
+        ] {
+            assert_eq!(classify(&[Frame::Kernel(f)]), Encryption, "{f}");
+        }
     }
 
     #[test]

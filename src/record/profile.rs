@@ -21,6 +21,9 @@ pub enum Layer {
     /// Devices and queueing: loopback, veth, tun, qdiscs, the receive backlog.
     Link,
     Checksum,
+    /// Sealing and opening records (TLS, QUIC): ring's ciphers in netlab's
+    /// user space, the kernel's crypto where kTLS seals.
+    Encryption,
     /// Copies between user and kernel memory.
     Copy,
     /// Allocation and freeing (slab, pages, sk_buffs), page faults.
@@ -44,6 +47,7 @@ impl Layer {
             Layer::Ip => "IP",
             Layer::Link => "link and driver",
             Layer::Checksum => "checksum",
+            Layer::Encryption => "encryption",
             Layer::Copy => "copy user<->kernel",
             Layer::Memory => "memory management",
             Layer::Scheduler => "scheduler and wake-ups",
@@ -123,7 +127,7 @@ pub trait Profiled {
 }
 
 /// A bulk-data cell's packets, for the per-packet view of its profile.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DataPath {
     /// Bytes per application write.
     pub record: u64,
@@ -132,4 +136,8 @@ pub struct DataPath {
     pub mean_segment_bytes: f64,
     /// Segments that took the receiver's fast path (TcpExt.TCPHPHits).
     pub fast_path_hits: u64,
+    /// What sets the path apart beyond its record size (`TLS 1.3,
+    /// aes-128-gcm, 16K records`), empty for plain TCP: cells that differ
+    /// in it are not merged.
+    pub variant: String,
 }

@@ -31,7 +31,7 @@ const MAPPING: [(&str, &[Layer]); 5] = [
 /// system calls, memory and user code he does not name: they are shown
 /// apart. Stalls cannot be seen by sampling a clock (no hardware counters):
 /// a stalled instruction's time lands on its function's layer.
-const PER_PACKET: [(&str, &[Layer]); 5] = [
+const PER_PACKET: [(&str, &[Layer]); 6] = [
     ("protocol (TCP, IP)", &[Layer::Tcp, Layer::Ip]),
     (
         "device, interrupt, task (link, softirq, scheduler)",
@@ -48,12 +48,15 @@ const PER_PACKET: [(&str, &[Layer]); 5] = [
         ],
     ),
     ("user code", &[Layer::Netlab, Layer::OtherUser]),
+    // 1988 sent in the clear: a cost he had no row for.
+    ("encryption (TLS, QUIC)", &[Layer::Encryption]),
 ];
 
 /// The profiled runs of one placement and record size.
 struct Group<'a> {
     placement: String,
     record: u64,
+    variant: String,
     tables: Vec<&'a LayerTable>,
     segments: u64,
     bytes: f64,
@@ -72,10 +75,9 @@ fn profiled_groups<D: Profiled>(records: &[Record<D>]) -> Vec<Group<'_>> {
             continue;
         }
         let bytes = path.mean_segment_bytes * segments as f64;
-        match groups
-            .iter_mut()
-            .find(|g| g.placement == r.placement && g.record == path.record)
-        {
+        match groups.iter_mut().find(|g| {
+            g.placement == r.placement && g.record == path.record && g.variant == path.variant
+        }) {
             Some(g) => {
                 g.tables.push(&profile.system);
                 g.segments += segments;
@@ -84,6 +86,7 @@ fn profiled_groups<D: Profiled>(records: &[Record<D>]) -> Vec<Group<'_>> {
             None => groups.push(Group {
                 placement: r.placement.clone(),
                 record: path.record,
+                variant: path.variant.clone(),
                 tables: vec![&profile.system],
                 segments,
                 bytes,
@@ -124,6 +127,7 @@ pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
             format!("{variable:.0}"),
             "-".into(),
             "-".into(),
+            "none (in the clear)".into(),
         ];
         row.push(format!(
             "{:.0} (+{:.0} stalls)",
@@ -136,6 +140,7 @@ pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
     for Group {
         placement,
         record,
+        variant,
         tables,
         segments,
         bytes,
@@ -152,8 +157,13 @@ pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
                 .map(|(_, us)| us)
                 .sum()
         };
+        let over = if variant.is_empty() {
+            String::new()
+        } else {
+            format!(", over {variant}")
+        };
         let mut row = vec![
-            format!("{} records, {placement}", format_size(*record)),
+            format!("{} records, {placement}{over}", format_size(*record)),
             format!("{:.0}", bytes / *segments as f64),
         ];
         row.extend(PER_PACKET.iter().map(|(_, layers)| num(sum(layers))));
@@ -162,7 +172,7 @@ pub fn per_packet_text<D: Profiled>(records: &[Record<D>]) -> String {
         let (p, d) = (sum(PER_PACKET[0].1), sum(PER_PACKET[1].1));
         if p + d > 0.0 {
             protocol_share.push(format!(
-                "{} records {placement} {:.0}%",
+                "{} records {placement}{over} {:.0}%",
                 format_size(*record),
                 p * 100.0 / (p + d)
             ));
@@ -548,8 +558,8 @@ mod tests {
             .expect("today's row");
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         assert_eq!(
-            &cells[2..9],
-            ["1448", "500", "250", "250", "0", "0", "1000"],
+            &cells[2..10],
+            ["1448", "500", "250", "250", "0", "0", "0", "1000"],
             "{row}"
         );
         assert!(text.contains("1988 35%"), "{text}");

@@ -248,6 +248,7 @@ impl crate::record::profile::Profiled for StreamData {
             segments,
             mean_segment_bytes: result.figures.mean_segment_bytes.unwrap_or(0.0),
             fast_path_hits: result.receiver.counters.get("TcpExt.TCPHPHits"),
+            variant: self.params.tls.map_or(String::new(), |t| t.describe()),
         })
     }
 }
