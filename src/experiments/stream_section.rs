@@ -26,6 +26,8 @@ impl ReportSection for StreamSection {
             .iter()
             .cloned()
             .partition(|r| matches!(&r.data, StreamData { params, .. } if params.sweep.is_some()));
+        // `--tls` runs and their plain twins: a section of their own.
+        let (encrypted, single) = stream::encrypted::split(&single);
         let mut text = String::new();
         // Factorial designs (`netlab ablate`): their analysis and one
         // interaction plot per pair of factors.
@@ -41,6 +43,11 @@ impl ReportSection for StreamSection {
             if let Some(barrier) = stream::report::barrier_text(&single) {
                 text.push_str(&barrier);
             }
+        }
+        if let Some(tls) =
+            stream::report::tls_section("netlab stream --tls, beside plain TCP", &encrypted)
+        {
+            text.push_str(&tls);
         }
         let summary = summarize(&sweep, crate::analysis::knee::DEFAULT_FRACTION);
         let mut reading = String::new();

@@ -65,6 +65,23 @@ fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     Spread::of(&values.collect::<Vec<_>>()).map(|s| s.median)
 }
 
+/// A `--tls` run's records (its TLS runs and their plain twins: the same
+/// parameters but TLS), and the rest.
+pub fn split(records: &[Record]) -> (Vec<Record>, Vec<Record>) {
+    let tls: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.data.params.tls.is_some())
+        .collect();
+    records.iter().cloned().partition(|r| {
+        r.data.params.tls.is_some()
+            || tls.iter().any(|t| {
+                let mut twin = t.data.params.clone();
+                twin.tls = None;
+                twin == r.data.params
+            })
+    })
+}
+
 /// Each measured TLS run with the plain run of its repeat index.
 fn pairs(records: &[Record]) -> Vec<(&StreamResult, &StreamResult)> {
     let measured: Vec<(&Record, &StreamResult)> = records
@@ -376,5 +393,13 @@ mod tests {
         assert_eq!(compare(&slow).unwrap().bound_by, "the cipher alone");
         // No twins, no comparison.
         assert!(compare(&records[1..3]).is_none());
+        // The twins go with their TLS runs; another plain run does not.
+        let mut other = run(0, false, 1.0, 0.1);
+        other.data.params.record += 1;
+        let mut all = records.clone();
+        all.push(other);
+        let (tls, rest) = split(&all);
+        assert_eq!((tls.len(), rest.len()), (4, 1));
+        assert_eq!(rest[0].data.params.record, records[0].data.params.record + 1);
     }
 }

@@ -1,7 +1,9 @@
 //! stream's share of the lab: 1981's 4 MB in 1 KB records (Bill Joy's
 //! transfer) on loopback, profiled by layer where this host can, then over
 //! an emulated 10 Mbit/s Ethernet watched on the wire, then 1988's sound
-//! barrier (Sun's one-packet LANCE driver) on that Ethernet and its fix.
+//! barrier (Sun's one-packet LANCE driver) on that Ethernet and its fix;
+//! then today's per-byte cost 1988 did not have: the same bulk transfer
+//! over TLS 1.3 beside plain TCP (#65).
 
 use super::cell::{StreamCell, StreamConfig, StreamMeasure};
 use super::report;
@@ -64,6 +66,26 @@ pub struct StreamLab {
     /// beside Berkeley's split; off across hosts (the sampler sees this
     /// host only).
     pub profile_joy: bool,
+    /// Today: a bulk transfer over TLS 1.3 (AES-128-GCM), each run beside
+    /// the same transfer in the clear.
+    pub tls: StreamConfig,
+    pub tls_repeat: u32,
+}
+
+/// The lab's encrypted transfer: 128 KB writes sealed into 16 KB records
+/// with AES-128-GCM (TLS 1.3's mandatory cipher, RFC 8446 §9.1), `bytes`
+/// of them.
+pub fn encrypted(bytes: u64, placement: Placement) -> StreamConfig {
+    StreamConfig {
+        amount: Amount::Bytes(bytes),
+        record: 128 << 10,
+        tls: Some(crate::endpoint::tls::TlsChoice {
+            cipher: crate::checksum::aead::Cipher::Aes128Gcm,
+            record: None,
+        }),
+        placement,
+        ..StreamConfig::default()
+    }
 }
 
 impl StreamLab {
@@ -97,6 +119,12 @@ impl StreamLab {
                 "stream over netns ether10 (the netns placement needs CAP_NET_ADMIN; run as root)"
                     .into(),
             profile_joy: true,
+            // Half a second or less a run on loopback here (2 to 3 GB/s).
+            tls: encrypted(
+                profile.pick(256 << 20, 1 << 30, 4 << 30),
+                Placement::Loopback,
+            ),
+            tls_repeat: profile.pick(1, 1, 5),
         }
     }
 
@@ -130,6 +158,8 @@ impl LabPart for StreamLab {
         self.joy_ether10 = None;
         self.barrier.clear();
         self.profile_joy = false;
+        // A real path's speed is unknown: 64 MB, a second at 500 Mbit/s.
+        self.tls = encrypted(64 << 20, across.path());
         self.ether10_skipped = format!(
             "stream over an emulated 10 Mbit/s Ethernet: this lab runs across the real path from {} to {}",
             across.from, across.to
@@ -191,6 +221,19 @@ impl LabPart for StreamLab {
             text.push_str(&report::barrier_text(&records).unwrap_or_default());
             lab.measured(text)?;
         }
+
+        // Today: the per-byte cost 1988 did not have, beside plain TCP.
+        eprintln!(
+            "lab: stream, {} ({} runs, each beside plain TCP)",
+            self.tls.describe(),
+            self.tls_repeat
+        );
+        let cells = StreamCell::beside_plain(&self.tls, self.tls_repeat);
+        let records = lab.runner.grid(&mut StreamMeasure::default(), &cells)?;
+        lab.measured(report::stream_section(
+            &format!("today's per-byte cost: {}", self.tls.describe()),
+            &records,
+        ))?;
         Ok(())
     }
 }
@@ -210,6 +253,11 @@ mod tests {
         assert_eq!(quick.joy_repeat, 5);
         assert_eq!(StreamLab::new(Profile::Full).joy_repeat, 20);
         assert_eq!(StreamLab::new(Profile::Smoke).joy_repeat, 2);
+        // One encrypted pair in the quick profile, its config one a
+        // stream accepts.
+        assert_eq!(quick.tls_repeat, 1);
+        assert!(quick.tls.validate().is_ok());
+        assert_eq!(StreamCell::beside_plain(&quick.tls, 1).len(), 2);
     }
 
     #[test]
@@ -231,5 +279,7 @@ mod tests {
         assert!(part.barrier.is_empty());
         assert!(!part.profile_joy);
         assert!(part.ether10_skipped.contains("real path"));
+        assert_eq!(part.tls.placement, part.joy.placement);
+        assert!(part.tls.tls.is_some());
     }
 }

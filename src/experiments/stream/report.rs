@@ -885,20 +885,27 @@ pub fn barrier_text(records: &[Record]) -> Option<String> {
     Some(text)
 }
 
+/// A `--tls` run's tables and comparison: its TLS runs, their plain twins,
+/// and the two compared; None without both.
+pub fn tls_section(title: &str, records: &[Record]) -> Option<String> {
+    let beside = crate::experiments::stream::encrypted::compare(records)?;
+    let (tls, plain): (Vec<Record>, Vec<Record>) = records
+        .iter()
+        .cloned()
+        .partition(|r| r.data.params.tls.is_some());
+    let mut text = stream_table(title, &tls);
+    text.push_str(&stream_table(
+        "the same stream without TLS, run beside it",
+        &plain,
+    ));
+    text.push_str(&crate::experiments::stream::encrypted::tls_text(&beside));
+    Some(text)
+}
+
 /// A stream table with the 1981 figures beside it; a `--tls` run's
 /// encrypted runs, their plain twins, and the two compared.
 pub fn stream_section(title: &str, records: &[Record]) -> String {
-    if let Some(beside) = crate::experiments::stream::encrypted::compare(records) {
-        let (tls, plain): (Vec<Record>, Vec<Record>) = records
-            .iter()
-            .cloned()
-            .partition(|r| r.data.params.tls.is_some());
-        let mut text = stream_table(title, &tls);
-        text.push_str(&stream_table(
-            "the same stream without TLS, run beside it",
-            &plain,
-        ));
-        text.push_str(&crate::experiments::stream::encrypted::tls_text(&beside));
+    if let Some(text) = tls_section(title, records) {
         return text;
     }
     let mut text = stream_table(title, records);
