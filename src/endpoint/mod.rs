@@ -15,6 +15,7 @@ pub mod login;
 pub mod pattern;
 pub mod pin;
 pub mod protocol;
+pub mod quic;
 pub mod ratelog;
 pub mod role;
 pub mod rpc;

@@ -126,6 +126,20 @@ impl TlsSpec {
         Ok(Arc::new(config))
     }
 
+    /// QUIC's client: [`quic_suites`], no record size (QUIC frames its own).
+    pub fn quic_client(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        self.certificate.client_with(quic_suites(self.cipher))
+    }
+
+    /// QUIC's server: [`quic_suites`], no early data.
+    pub fn quic_server(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut config =
+            Arc::unwrap_or_clone(self.certificate.server_with(quic_suites(self.cipher))?);
+        config.ignore_client_order = false;
+        config.max_early_data_size = 0;
+        Ok(Arc::new(config))
+    }
+
     /// The receiver's configuration: no session tickets (the sender never
     /// reads after its handshake, so none would be read).
     pub fn server(&self) -> Result<Arc<ServerConfig>, TlsError> {
@@ -237,8 +251,15 @@ impl RunCertificate {
 
     /// The server's configuration: this certificate, TLS 1.3, `cipher` only.
     pub fn server(&self, cipher: Cipher) -> Result<Arc<ServerConfig>, TlsError> {
+        self.server_with(one_suite(cipher))
+    }
+
+    fn server_with(
+        &self,
+        suites: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()));
-        let config = ServerConfig::builder_with_provider(one_suite(cipher))
+        let config = ServerConfig::builder_with_provider(suites)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()
             .with_single_cert(vec![CertificateDer::from(self.cert_der.clone())], key)?;
@@ -247,9 +268,16 @@ impl RunCertificate {
 
     /// The client's configuration: it trusts this certificate alone.
     pub fn client(&self, cipher: Cipher) -> Result<Arc<ClientConfig>, TlsError> {
+        self.client_with(one_suite(cipher))
+    }
+
+    fn client_with(
+        &self,
+        suites: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Arc<ClientConfig>, TlsError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(CertificateDer::from(self.cert_der.clone()))?;
-        let config = ClientConfig::builder_with_provider(one_suite(cipher))
+        let config = ClientConfig::builder_with_provider(suites)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_root_certificates(roots)
             .with_no_client_auth();
@@ -293,6 +321,22 @@ pub fn openssl_suite(cipher: Cipher) -> &'static str {
 fn one_suite(cipher: Cipher) -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::CryptoProvider {
         cipher_suites: vec![suite(cipher)],
+        ..provider::default_provider()
+    })
+}
+
+/// QUIC's suites for `cipher`: it first, then AES-128-GCM (RFC 9001
+/// §5.2: every QUIC connection's initial packets use it, and rustls wants
+/// it offered). The client lists `cipher` first and the server follows
+/// the client's order, so `cipher` is the one negotiated.
+#[allow(deprecated)]
+fn quic_suites(cipher: Cipher) -> Arc<rustls::crypto::CryptoProvider> {
+    let mut cipher_suites = vec![suite(cipher)];
+    if cipher != Cipher::Aes128Gcm {
+        cipher_suites.push(suite(Cipher::Aes128Gcm));
+    }
+    Arc::new(rustls::crypto::CryptoProvider {
+        cipher_suites,
         ..provider::default_provider()
     })
 }

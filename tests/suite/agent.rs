@@ -379,6 +379,25 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
         assert!(!hosts.log_text(host).contains("key_der"));
     }
 
+    // QUIC through the agents: B answers only A, and A's stream starts
+    // with the run's token; TCP and TCP+TLS run beside it.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b("stream", &words("--quic --bytes 8M")),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 3, "QUIC, TCP+TLS and TCP");
+    let quic = records
+        .iter()
+        .find(|r| !r["params"]["quic"].is_null())
+        .expect("the QUIC run");
+    assert!(quic["error"].is_null(), "{quic}");
+    assert_eq!(quic["result"]["receiver"]["bytes"], 8 << 20);
+    assert_eq!(quic["result"]["receiver"]["verified"], true);
+
     // A drives its own end to B: RPC "local" is both ends on B, "remote" A to B.
     let run = hosts.run(
         A,
@@ -451,7 +470,7 @@ fn stream_rpc_and_rpm_run_between_agents_and_from_a_third_host() {
         let log = hosts.log_text(host);
         assert!(log.contains("every one reaped"), "{log}");
     }
-    assert_eq!(lines_of(&out).len(), 13);
+    assert_eq!(lines_of(&out).len(), 16);
 }
 
 #[test]

@@ -52,9 +52,14 @@ fn lab_runs_the_landed_experiments_and_writes_its_directory() {
     };
     let root = netlab::testbed::netns::has_net_admin();
     // Stream: 2 Joy runs on loopback, 1 over netns ether10 and 3 of 1988's
-    // sound barrier when root, then the sweep's 1-byte check, 15 sizes
-    // x 2 runs and its lever series (4 settings x 2 runs).
-    assert_eq!(count("stream", "loopback"), 2 + 1 + 15 * 2 + 4 * 2);
+    // sound barrier when root, a TLS run and its plain twin, then the
+    // sweep's 1-byte check, 15 sizes x 2 runs and its lever series (4
+    // settings x 2 runs).
+    assert_eq!(count("stream", "loopback"), 2 + 2 + 1 + 15 * 2 + 4 * 2);
+    assert!(
+        text.contains("TLS beside plain TCP (same run, alternating, 1 pair)"),
+        "{text}"
+    );
     assert_eq!(count("stream", "netns"), if root { 1 + 3 } else { 0 });
     // RPC: 8 sizes x TCP and UDP per placement, plus the diagnosis runs of each cliff.
     assert!(count("rpc", "loopback") >= 16);

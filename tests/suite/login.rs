@@ -276,8 +276,11 @@ fn bad_peers_end_only_their_own_session_and_leak_nothing() {
         drop(bad);
         echo_round_trip(&mut good, "after");
         drop(good);
+        // At most the baseline: a baseline read while the warm-up session
+        // was still being reaped (two equal readings 200 ms apart) is one
+        // the idle server later goes below; a leak goes above it.
         eventually(&format!("{relay}: bad sessions are gone"), || {
-            children_of(server.pid()).len() == idle_children && server.fds() == idle_fds
+            children_of(server.pid()).len() <= idle_children && server.fds() <= idle_fds
         });
         server.stop();
 
@@ -291,7 +294,7 @@ fn bad_peers_end_only_their_own_session_and_leak_nothing() {
         );
         eventually(
             &format!("{relay}: exited command's session is gone"),
-            || server.fds() == idle_fds && children_of(server.pid()).is_empty(),
+            || server.fds() <= idle_fds && children_of(server.pid()).is_empty(),
         );
         server.stop();
     }

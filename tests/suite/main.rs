@@ -35,6 +35,7 @@ mod login_load;
 mod mesh;
 mod netns;
 mod prometheus;
+mod quic;
 mod report;
 mod rpc;
 mod stall;

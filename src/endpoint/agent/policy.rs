@@ -421,6 +421,7 @@ mod tests {
     fn receive(guard: Option<DataGuard>, port: u16) -> Command {
         request(Listen(ReceiveSpec {
             tls: None,
+            quic: None,
             bind: std::net::SocketAddr::from(([10, 0, 0, 2], port)),
             options: SocketOptions::default(),
             strategy: RecvStrategy::Read { buffer: 1 << 17 },
@@ -481,6 +482,7 @@ mod tests {
         let sender = |record: usize, amount, token, interval_s: Option<f64>| {
             request(Connect(SendSpec {
                 tls: None,
+                quic: None,
                 connect: "10.0.0.2:5311".parse().unwrap(),
                 options: SocketOptions::default(),
                 strategy: SendStrategy::Write,

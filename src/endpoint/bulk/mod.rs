@@ -8,6 +8,7 @@
 //! experiment runs them, and through its cells the sweep, the ablations
 //! and the mesh.
 
+pub mod quic;
 mod read;
 pub mod receiver;
 pub mod schedule;

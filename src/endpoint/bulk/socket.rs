@@ -39,6 +39,8 @@ pub enum StreamError {
     Stalled(#[from] Stalled),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("QUIC: {0}")]
+    Quic(String),
 }
 
 impl StreamError {

@@ -36,6 +36,9 @@ pub struct ReceiveSpec {
     /// `--tls`: serve TLS 1.3 with the run's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// `--quic`: receive over QUIC instead of TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::endpoint::quic::QuicSpec>,
 }
 
 /// Sender set-up.
@@ -62,4 +65,7 @@ pub struct SendSpec {
     /// `--tls`: TLS 1.3 to a server of the run's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
+    /// `--quic`: send over QUIC instead of TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::endpoint::quic::QuicSpec>,
 }

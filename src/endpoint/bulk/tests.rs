@@ -34,6 +34,7 @@ fn receive_spec(
 ) -> ReceiveSpec {
     ReceiveSpec {
         tls: None,
+        quic: None,
         bind,
         options,
         strategy,
@@ -64,6 +65,7 @@ fn transfer_with(
     let recv_thread = thread::spawn(move || receiver.run(&mut |_| {}).unwrap());
     let sender = Sender::connect(SendSpec {
         tls: None,
+        quic: None,
         connect: addr,
         options,
         strategy,
@@ -116,6 +118,7 @@ fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
     let token = [9u8; crate::endpoint::protocol::TOKEN_LEN];
     let spec = |limit_bytes| ReceiveSpec {
         tls: None,
+        quic: None,
         bind: "127.0.0.1:0".parse().unwrap(),
         options: SocketOptions::default(),
         strategy: RecvStrategy::Read { buffer: 4096 },
@@ -134,6 +137,7 @@ fn a_guarded_receiver_serves_the_token_and_holds_the_byte_limit() {
     let send = |addr, bytes| {
         Sender::connect(SendSpec {
             tls: None,
+            quic: None,
             connect: addr,
             options: SocketOptions::default(),
             strategy: SendStrategy::Write,
@@ -340,6 +344,7 @@ fn tls_streams_arrive_verified_whole_with_their_costs_split() {
         let addr = receiver.local_addr().unwrap();
         let receiving = thread::spawn(move || receiver.run(&mut |_| {}));
         let sender = Sender::connect(SendSpec {
+            quic: None,
             tls: Some(tls),
             connect: addr,
             options: SocketOptions::default(),
@@ -439,4 +444,175 @@ fn a_tls_stream_cut_short_or_tampered_with_is_an_error_not_a_short_run() {
             assert!(text.contains("close_notify"), "{text}");
         }
     }
+}
+
+/// A QUIC spec for loopback with a fresh certificate.
+fn quic_spec(cipher: crate::checksum::aead::Cipher, gso: bool) -> crate::endpoint::quic::QuicSpec {
+    crate::endpoint::quic::QuicSpec {
+        tls: tls_spec(cipher, None),
+        gso,
+    }
+}
+
+#[test]
+fn quic_streams_arrive_verified_with_their_packets_and_calls_counted() {
+    use super::quic::{QuicReceiver, QuicSender};
+    use crate::checksum::aead::Cipher;
+    for (cipher, gso) in [(Cipher::Aes128Gcm, true), (Cipher::Chacha20Poly1305, false)] {
+        let quic = quic_spec(cipher, gso);
+        let total: u64 = 8 << 20;
+        let receiver = QuicReceiver::bind(
+            receive_spec(
+                "127.0.0.1:0".parse().unwrap(),
+                SocketOptions::default(),
+                RecvStrategy::Read { buffer: 64 << 10 },
+            ),
+            quic.clone(),
+        )
+        .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let receiving = thread::spawn(move || receiver.run());
+        let sender = QuicSender::connect(
+            SendSpec {
+                quic: None,
+                tls: None,
+                connect: addr,
+                options: SocketOptions::default(),
+                strategy: SendStrategy::Write,
+                record: 100_000,
+                amount: Amount::Bytes(total),
+                interface: None,
+                token: None,
+                interval_s: None,
+                udp: None,
+            },
+            quic,
+        )
+        .unwrap();
+        let sent = sender.run().unwrap();
+        let got = receiving.join().unwrap().unwrap();
+        assert_eq!((sent.bytes, got.bytes), (total, total), "{cipher}");
+        assert!(got.verified);
+        let (s, r) = (sent.quic.unwrap(), got.quic.unwrap());
+        assert_eq!(s.suite, r.suite);
+        assert!(
+            s.suite
+                .contains(&cipher.name().replace('-', "_").to_uppercase()[..6]),
+            "{s:?}"
+        );
+        // Every byte went in protected packets of at most an MTU.
+        assert!(s.datagrams_sent >= total / 1500, "{s:?}");
+        assert!(s.sealed_packets >= s.datagrams_sent, "{s:?}");
+        assert!(
+            r.opened_packets >= s.datagrams_sent - s.lost_packets,
+            "{r:?}"
+        );
+        assert!(s.seal_s > 0.0 && r.open_s > 0.0);
+        assert_eq!(sent.syscalls, s.udp_sends + s.udp_receives);
+        // A receive call may bring several datagrams (recvmmsg; GRO's
+        // batches on top), never none.
+        assert!(r.udp_receives <= r.datagrams_received, "{r:?}");
+        if !gso {
+            // One datagram a send call.
+            assert_eq!(s.udp_sends, s.datagrams_sent, "{s:?}");
+        }
+    }
+}
+
+/// netlab's QUIC sender to a receiver written with quinn alone (the
+/// library's own server: none of netlab's wrappers), and quinn's own
+/// client to netlab's receiver.
+#[test]
+fn quic_ends_interoperate_with_plain_quinn_peers() {
+    use super::quic::{QuicReceiver, QuicSender};
+    use crate::checksum::aead::Cipher;
+    let quic = quic_spec(Cipher::Aes256Gcm, true);
+    let total: u64 = 2 << 20;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let plain_server = |spec: &crate::endpoint::quic::QuicSpec| {
+        let mut tls = std::sync::Arc::unwrap_or_clone(spec.tls.quic_server().unwrap());
+        tls.alpn_protocols = vec![crate::endpoint::quic::ALPN.to_vec()];
+        quinn::ServerConfig::with_crypto(std::sync::Arc::new(
+            quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap(),
+        ))
+    };
+    // quinn's own server, reading what netlab sends.
+    let server = {
+        let _guard = rt.enter();
+        quinn::Endpoint::server(plain_server(&quic), "127.0.0.1:0".parse().unwrap()).unwrap()
+    };
+    let addr = server.local_addr().unwrap();
+    let sender = QuicSender::connect(
+        SendSpec {
+            quic: None,
+            tls: None,
+            connect: addr,
+            options: SocketOptions::default(),
+            strategy: SendStrategy::Write,
+            record: 65536,
+            amount: Amount::Bytes(total),
+            interface: None,
+            token: None,
+            interval_s: None,
+            udp: None,
+        },
+        quic.clone(),
+    )
+    .unwrap();
+    let sending = thread::spawn(move || sender.run());
+    let got = rt.block_on(async {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        let mut stream = conn.accept_uni().await.unwrap();
+        let data = stream.read_to_end(64 << 20).await.unwrap();
+        conn.close(0u32.into(), b"done");
+        server.wait_idle().await;
+        data
+    });
+    let sent = sending.join().unwrap().unwrap();
+    assert_eq!(got.len() as u64, total);
+    assert_eq!(sent.bytes, total);
+    crate::endpoint::pattern::Pattern::new(got.len())
+        .verify(0, &got)
+        .expect("quinn's server got the pattern");
+
+    // quinn's own client, sending the pattern to netlab's receiver.
+    let receiver = QuicReceiver::bind(
+        receive_spec(
+            "127.0.0.1:0".parse().unwrap(),
+            SocketOptions::default(),
+            RecvStrategy::Read { buffer: 65536 },
+        ),
+        quic.clone(),
+    )
+    .unwrap();
+    let addr = receiver.local_addr().unwrap();
+    let receiving = thread::spawn(move || receiver.run());
+    let mut tls = std::sync::Arc::unwrap_or_clone(quic.tls.quic_client().unwrap());
+    tls.alpn_protocols = vec![crate::endpoint::quic::ALPN.to_vec()];
+    let client_config = quinn::ClientConfig::new(std::sync::Arc::new(
+        quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap(),
+    ));
+    rt.block_on(async {
+        let client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let conn = client
+            .connect_with(client_config, addr, "127.0.0.1")
+            .unwrap()
+            .await
+            .unwrap();
+        let mut stream = conn.open_uni().await.unwrap();
+        let pattern = crate::endpoint::pattern::Pattern::new(total as usize);
+        stream
+            .write_all(pattern.slice(0, total as usize))
+            .await
+            .unwrap();
+        stream.finish().unwrap();
+        let _ = conn.closed().await;
+        client.wait_idle().await;
+    });
+    let got = receiving.join().unwrap().unwrap();
+    assert_eq!(got.bytes, total);
+    assert!(got.verified);
 }

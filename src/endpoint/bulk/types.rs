@@ -475,6 +475,9 @@ pub struct EndpointReport {
     /// `--tls`: what this end's TLS did and cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsStats>,
+    /// `--quic`: what this end's QUIC did and cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicStats>,
     /// The speed the data connection's interface reports (ethtool's
     /// Speed): the path's rate where no link profile says it, on a real
     /// path between hosts. None on loopback and where the driver has none.
@@ -519,6 +522,54 @@ impl TlsStats {
         } else {
             0.0
         }
+    }
+}
+
+/// One end of a `--quic` stream: its session, its packet protection
+/// (counted, and timed one packet in `sampled_every`), its UDP system
+/// calls and their batches, and quinn's view of the path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicStats {
+    /// The negotiated suite (`TLS13_AES_128_GCM_SHA256`).
+    pub suite: String,
+    pub library: String,
+    /// The QUIC handshake, s (outside the data path's wall time).
+    pub handshake_s: f64,
+    /// Whether GSO and GRO were asked for, and the largest GSO batch the
+    /// socket allowed (1: none).
+    pub gso: bool,
+    pub max_gso_segments: u64,
+    /// Packets this end protected and removed protection from, and the
+    /// time each took (scaled from the sampled packets), s.
+    pub sealed_packets: u64,
+    pub opened_packets: u64,
+    pub seal_s: f64,
+    pub open_s: f64,
+    pub sampled_every: u64,
+    /// Send calls and the datagrams in them; receive calls that returned
+    /// datagrams, and the datagrams.
+    pub udp_sends: u64,
+    pub datagrams_sent: u64,
+    pub udp_receives: u64,
+    pub datagrams_received: u64,
+    /// quinn's path at the end: packets it judged lost, congestion
+    /// events, smoothed RTT (µs), congestion window (bytes), MTU.
+    pub lost_packets: u64,
+    pub congestion_events: u64,
+    pub rtt_us: f64,
+    pub cwnd: u64,
+    pub mtu: u16,
+    /// The cipher alone on this end's core, 1200-byte packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cipher_alone: Option<crate::checksum::aead::CipherRate>,
+    /// `sealing` (the sender) or `opening` (the receiver): its own work.
+    pub record_layer: String,
+}
+
+impl QuicStats {
+    /// The time this end spent protecting and unprotecting packets, s.
+    pub fn crypto_s(&self) -> f64 {
+        self.seal_s + self.open_s
     }
 }
 

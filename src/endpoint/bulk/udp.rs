@@ -713,6 +713,7 @@ mod tests {
     fn receiver_spec() -> ReceiveSpec {
         ReceiveSpec {
             tls: None,
+            quic: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             options: Default::default(),
             strategy: crate::endpoint::bulk::types::RecvStrategy::Read { buffer: 65536 },
@@ -811,6 +812,7 @@ mod tests {
         let sender = UdpSender::connect(
             SendSpec {
                 tls: None,
+                quic: None,
                 connect: addr,
                 options: Default::default(),
                 strategy: crate::endpoint::bulk::types::SendStrategy::Write,
@@ -853,6 +855,7 @@ mod tests {
     fn sender_spec(connect: SocketAddr, token: Option<[u8; 16]>, pace: UdpPace) -> SendSpec {
         SendSpec {
             tls: None,
+            quic: None,
             connect,
             options: Default::default(),
             strategy: crate::endpoint::bulk::types::SendStrategy::Write,

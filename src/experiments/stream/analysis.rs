@@ -47,11 +47,13 @@ pub fn figures(sender: &EndpointReport, receiver: &EndpointReport, record: u64) 
     let kb = bytes / 1024.0;
     let sender_util = ratio(sender.usage.cpu_s(), sender.wall_s);
     let receiver_util = ratio(receiver.usage.cpu_s(), receiver.wall_s);
+    // QUIC's datagrams stand for TCP's segments.
     let data_segments = sender
         .tcp_info
         .as_ref()
         .and_then(|t| t.data_segs_out)
-        .map(u64::from);
+        .map(u64::from)
+        .or(sender.quic.as_ref().map(|q| q.datagrams_sent));
     let records = (sender.bytes as f64 / record.max(1) as f64).ceil();
     StreamFigures {
         throughput_mb_s: rate / 1e6,
@@ -80,7 +82,7 @@ pub fn flow_evidence(
     link: Option<&LinkFacts>,
     emulator: Option<&EmulatorReport>,
 ) -> Option<FlowEvidence> {
-    if sender.udp.is_some() || receiver.udp.is_some() {
+    if sender.udp.is_some() || receiver.udp.is_some() || sender.quic.is_some() {
         return None;
     }
     Some(FlowEvidence {

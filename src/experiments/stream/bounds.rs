@@ -58,6 +58,59 @@ pub enum ConfigError {
     CpuBudget(String),
     #[error("--tls: {0}")]
     Tls(String),
+    #[error("--quic: {0}")]
+    Quic(String),
+}
+
+/// `--quic`: QUIC is its own transport, with its own TLS: the options of
+/// TCP's sockets, TLS over TCP and bare datagrams are refused by name.
+/// What a QUIC stream is asked beside QUIC itself.
+pub struct Beside<'a> {
+    pub udp: bool,
+    pub tls: bool,
+    pub send: crate::endpoint::bulk::types::SendStrategy,
+    pub recv: RecvStrategy,
+    pub options: &'a crate::endpoint::bulk::types::SocketOptions,
+    pub interval: bool,
+}
+
+pub fn check_quic(config: Beside<'_>) -> Result<(), ConfigError> {
+    use crate::endpoint::bulk::types::SendStrategy;
+    let o = config.options;
+    let tcp_only = [
+        (
+            config.udp,
+            "--udp (QUIC runs over UDP itself; --udp sends bare datagrams)",
+        ),
+        (config.tls, "--tls (QUIC carries its own TLS 1.3)"),
+        (
+            config.send != SendStrategy::Write,
+            "--strategy (quinn copies each write into its packets)",
+        ),
+        (!matches!(config.recv, RecvStrategy::Read { .. }), "--recv"),
+        (
+            o.congestion_control.is_some(),
+            "--cc (quinn's congestion control is its own)",
+        ),
+        (
+            o.mss.is_some(),
+            "--mss (QUIC sizes its own packets by path MTU discovery)",
+        ),
+        (o.nodelay, "--nodelay"),
+        (o.rcvlowat.is_some(), "--rcvlowat"),
+        (o.pacing_bps.is_some(), "--rate (quinn paces itself)"),
+        (
+            o.sndbuf.is_some() || o.rcvbuf.is_some(),
+            "--sndbuf/--rcvbuf",
+        ),
+        (config.interval, "--interval (it reads TCP_INFO)"),
+    ];
+    match tcp_only.iter().find(|(given, _)| *given) {
+        Some((_, option)) => Err(ConfigError::Quic(format!(
+            "{option} is a TCP option and does not apply"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `--tls`: a record size in bounds, over a TCP stream the record layer

@@ -23,6 +23,7 @@ use crate::endpoint::bulk::types::RecvStrategy;
 use crate::endpoint::bulk::types::SendStrategy;
 use crate::endpoint::bulk::types::SocketOptions;
 use crate::endpoint::bulk::types::{IntervalSample, UdpPace};
+use crate::endpoint::quic::QuicChoice;
 use crate::endpoint::stall::STALL_PHRASE;
 use crate::endpoint::tls::{RunCertificate, TlsChoice, TlsSpec};
 use crate::experiments::stream::analysis::{
@@ -62,6 +63,8 @@ pub struct StreamConfig {
     pub udp: Option<UdpPace>,
     /// `--tls`: TLS 1.3 over the TCP stream.
     pub tls: Option<TlsChoice>,
+    /// `--quic`: QUIC instead of TCP.
+    pub quic: Option<QuicChoice>,
 }
 
 impl Default for StreamConfig {
@@ -81,6 +84,7 @@ impl Default for StreamConfig {
             interval_s: None,
             udp: None,
             tls: None,
+            quic: None,
         }
     }
 }
@@ -149,6 +153,21 @@ impl StreamConfig {
         Ok(())
     }
 
+    /// `--quic`: no option of TCP's, TLS's or bare UDP's beside it.
+    pub fn check_quic(&self) -> Result<(), ConfigError> {
+        if self.quic.is_none() {
+            return Ok(());
+        }
+        super::bounds::check_quic(super::bounds::Beside {
+            udp: self.udp.is_some(),
+            tls: self.tls.is_some(),
+            send: self.send,
+            recv: self.recv,
+            options: &self.options,
+            interval: self.interval_s.is_some(),
+        })
+    }
+
     /// `--interval`: above 10 ms, and within a timed run's length.
     pub fn check_interval(&self) -> Result<(), ConfigError> {
         check_interval(self.interval_s, self.amount)
@@ -191,6 +210,7 @@ impl StreamConfig {
                 "TLS runs over TCP's byte stream, and --udp sends datagrams (DTLS is not built; QUIC is the encrypted transport over UDP)".into(),
             ));
         }
+        self.check_quic()?;
         if self.tls.is_some() && self.options.rcvlowat.is_some() {
             return Err(ConfigError::Tls(
                 "--rcvlowat: the record layer reads as records come, a whole record at a time"
@@ -241,6 +261,7 @@ impl StreamConfig {
             interval_s: self.interval_s,
             udp: self.udp,
             tls: self.tls,
+            quic: self.quic,
         }
     }
 
@@ -294,9 +315,11 @@ impl StreamConfig {
                 budgets.push_str(&format!(", {who} held to {p}% of one CPU"));
             }
         }
-        let tls = self
-            .tls
-            .map_or(String::new(), |t| format!(", over {}", t.describe()));
+        let tls = match (self.tls, self.quic) {
+            (_, Some(q)) => format!(", over {}", q.describe()),
+            (Some(t), None) => format!(", over {}", t.describe()),
+            (None, None) => String::new(),
+        };
         format!(
             "{amount} in {} records, {send} -> {recv}, {verify}{flows}{budgets}{tls}",
             format_size(self.record)
@@ -325,6 +348,17 @@ fn set_up(
     reverse: bool,
     tls: Option<&TlsSpec>,
 ) -> Result<Pair, ControlError> {
+    // --quic: the run's certificate carried as QUIC's, not over TCP.
+    let (tls, quic) = match config.quic {
+        Some(choice) => (
+            None,
+            tls.map(|t| crate::endpoint::quic::QuicSpec {
+                tls: t.clone(),
+                gso: choice.gso,
+            }),
+        ),
+        None => (tls, None),
+    };
     let (send_end, receive_end) = if reverse {
         (End::To, End::From)
     } else {
@@ -352,6 +386,7 @@ fn set_up(
         udp: config.udp.is_some(),
         udp_clock_shared: launcher.same_host(),
         tls: tls.cloned(),
+        quic: quic.clone(),
     });
     let addr = receiver.call(receive, setup("setting up"))?;
     let send = Connect(SendSpec {
@@ -365,6 +400,7 @@ fn set_up(
         interval_s: config.interval_s,
         udp: config.udp,
         tls: tls.cloned(),
+        quic,
     });
     sender.call(send, setup("connecting"))?;
     Ok(Pair {
@@ -527,8 +563,11 @@ pub fn run_once(
     // Dropped last: the namespaces outlive every process placed in them.
     let bed = Bed::create(&config.placement)?;
     let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
-    let tls = config
-        .tls
+    let asked = config.tls.or(config.quic.map(|q| TlsChoice {
+        cipher: q.cipher,
+        record: None,
+    }));
+    let tls = asked
         .map(|choice| run_certificate(&launcher).map(|c| choice.spec(c)))
         .transpose()?;
     let mut pairs = Vec::new();
@@ -585,7 +624,8 @@ pub fn run_once(
             link,
             emulator,
         )
-        .map(|evidence| judge(&evidence));
+        .map(|evidence| judge(&evidence))
+        .or_else(|| super::quic::verdict(&flow.sender, &flow.receiver));
     }
     let udp_loss = flows
         .first()
@@ -661,6 +701,9 @@ impl StreamCell {
     /// even runs) so that a drift in the host's speed falls on both
     /// alike. Without TLS, [`StreamCell::repeats`].
     pub fn beside_plain(config: &StreamConfig, repeat: u32) -> Vec<StreamCell> {
+        if let Some(quic) = config.quic {
+            return StreamCell::rotating(config, quic, repeat);
+        }
         if config.tls.is_none() {
             return StreamCell::repeats(config, repeat);
         }
@@ -683,6 +726,35 @@ impl StreamCell {
                     let [a, b] = pair;
                     [b, a]
                 }
+            })
+            .collect()
+    }
+
+    /// `--quic`: each run beside plain TCP and TCP+TLS of the same cipher,
+    /// the three in an order that rotates from run to run.
+    fn rotating(config: &StreamConfig, quic: QuicChoice, repeat: u32) -> Vec<StreamCell> {
+        let plain = StreamConfig {
+            quic: None,
+            tls: None,
+            ..config.clone()
+        };
+        let tls = StreamConfig {
+            tls: Some(TlsChoice {
+                cipher: quic.cipher,
+                record: None,
+            }),
+            ..plain.clone()
+        };
+        (0..repeat)
+            .flat_map(|repeat_index| {
+                let mut three = [plain.clone(), tls.clone(), config.clone()];
+                three.rotate_left(repeat_index as usize % 3);
+                three.map(|config| StreamCell {
+                    config,
+                    repeat_index,
+                    sweep: None,
+                    design: None,
+                })
             })
             .collect()
     }

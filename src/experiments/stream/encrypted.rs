@@ -68,18 +68,18 @@ fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
 /// A `--tls` run's records (its TLS runs and their plain twins: the same
 /// parameters but TLS), and the rest.
 pub fn split(records: &[Record]) -> (Vec<Record>, Vec<Record>) {
-    let tls: Vec<&Record> = records
+    let encrypted = |r: &Record| r.data.params.tls.is_some() || r.data.params.quic.is_some();
+    let bare = |r: &Record| {
+        let mut params = r.data.params.clone();
+        params.tls = None;
+        params.quic = None;
+        params
+    };
+    let runs: Vec<&Record> = records.iter().filter(|r| encrypted(r)).collect();
+    records
         .iter()
-        .filter(|r| r.data.params.tls.is_some())
-        .collect();
-    records.iter().cloned().partition(|r| {
-        r.data.params.tls.is_some()
-            || tls.iter().any(|t| {
-                let mut twin = t.data.params.clone();
-                twin.tls = None;
-                twin == r.data.params
-            })
-    })
+        .cloned()
+        .partition(|r| encrypted(r) || runs.iter().any(|t| bare(t) == r.data.params))
 }
 
 /// Each measured TLS run with the plain run of its repeat index.
@@ -89,6 +89,7 @@ fn pairs(records: &[Record]) -> Vec<(&StreamResult, &StreamResult)> {
         .filter_map(|r| result(r).map(|x| (r, x)))
         .collect();
     let is_tls = |r: &Record| r.data.params.tls.is_some();
+    let is_plain = |r: &Record| r.data.params.tls.is_none() && r.data.params.quic.is_none();
     measured
         .iter()
         .filter(|(r, _)| is_tls(r))
@@ -96,7 +97,7 @@ fn pairs(records: &[Record]) -> Vec<(&StreamResult, &StreamResult)> {
             let index = r.data.params.repeat_index;
             measured
                 .iter()
-                .find(|(p, _)| !is_tls(p) && p.data.params.repeat_index == index)
+                .find(|(p, _)| is_plain(p) && p.data.params.repeat_index == index)
                 .map(|(_, plain)| (*tls, *plain))
         })
         .collect()
@@ -213,19 +214,8 @@ pub fn compare(records: &[Record]) -> Option<TlsBeside> {
     })
 }
 
-/// The comparison as the stream section prints it.
-pub fn tls_text(c: &TlsBeside) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "TLS beside plain TCP (same run, alternating, {} pair{}): {} by {}, {}-byte records; {}",
-        c.pairs,
-        if c.pairs == 1 { "" } else { "s" },
-        c.suite,
-        c.library,
-        c.record_bytes,
-        c.kernel_tls
-    );
+/// The comparison's table: TLS and plain TCP row by row.
+fn beside_table(c: &TlsBeside) -> String {
     let mut table = new_table(&["", "TLS", "plain TCP", "TLS / plain"]);
     table.add_row(vec![
         "Mbit/s (median)".into(),
@@ -278,7 +268,23 @@ pub fn tls_text(c: &TlsBeside) -> String {
             .map_or("-".into(), |m| format!("TCP {m:.2}")),
         String::new(),
     ]);
-    let _ = writeln!(out, "{table}");
+    table.to_string()
+}
+
+/// The comparison as the stream section prints it.
+pub fn tls_text(c: &TlsBeside) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "TLS beside plain TCP (same run, alternating, {} pair{}): {} by {}, {}-byte records; {}",
+        c.pairs,
+        if c.pairs == 1 { "" } else { "s" },
+        c.suite,
+        c.library,
+        c.record_bytes,
+        c.kernel_tls
+    );
+    let _ = writeln!(out, "{}", beside_table(c));
     let alone = match (c.cipher_alone_ns_per_kb, c.cipher_alone_mbit_s) {
         (Some(ns), Some(mbit)) => format!(
             "the cipher alone on the sender's core seals {}-byte records at {ns:.0} ns/KB ({} Mbit/s)",
@@ -400,6 +406,9 @@ mod tests {
         all.push(other);
         let (tls, rest) = split(&all);
         assert_eq!((tls.len(), rest.len()), (4, 1));
-        assert_eq!(rest[0].data.params.record, records[0].data.params.record + 1);
+        assert_eq!(
+            rest[0].data.params.record,
+            records[0].data.params.record + 1
+        );
     }
 }

@@ -8,6 +8,7 @@ pub mod iperf3;
 pub mod iperf3_native;
 pub mod lab;
 pub mod options;
+pub mod quic;
 pub mod record;
 pub mod report;
 pub mod role;

@@ -5,6 +5,7 @@ use crate::endpoint::bulk::types::RecvStrategy;
 use crate::endpoint::bulk::types::SendStrategy;
 use crate::endpoint::bulk::types::SocketOptions;
 use crate::endpoint::bulk::types::UdpPace;
+use crate::endpoint::quic::QuicChoice;
 use crate::endpoint::tls::TlsChoice;
 use crate::experiments::stream::bounds::MAX_PARALLEL;
 use crate::experiments::stream::cell::{
@@ -130,14 +131,19 @@ pub struct StreamOptions {
     /// alternating, in the same run (not with --confidence).
     #[arg(long)]
     pub tls: bool,
-    /// --tls's cipher: aes-128-gcm, aes-256-gcm or chacha20-poly1305.
-    #[arg(
-        long,
-        requires = "tls",
-        value_name = "NAME",
-        default_value = "aes-128-gcm"
-    )]
-    pub cipher: String,
+    /// QUIC instead of TCP (quinn, on the same rustls and ring, the run's
+    /// own certificate): one connection a -P, its packets' protection
+    /// timed apart from its UDP system calls; plain TCP and TCP+TLS run
+    /// beside it, rotating, in the same run (not with --confidence).
+    #[arg(long, conflicts_with_all = ["tls", "udp"])]
+    pub quic: bool,
+    /// --quic without UDP GSO and GRO: one system call a datagram.
+    #[arg(long, requires = "quic")]
+    pub no_gso: bool,
+    /// --tls's or --quic's cipher: aes-128-gcm (default), aes-256-gcm or
+    /// chacha20-poly1305.
+    #[arg(long, value_name = "NAME")]
+    pub cipher: Option<String>,
     /// --tls's most plaintext per record (default 16K, TLS's largest).
     #[arg(long, requires = "tls", value_parser = crate::options::usize_size_arg, value_name = "SIZE")]
     pub tls_record: Option<usize>,
@@ -186,16 +192,36 @@ impl StreamOptions {
 
     /// `--tls [--cipher NAME] [--tls-record SIZE]`, the cipher checked.
     fn tls_choice(&self) -> anyhow::Result<Option<TlsChoice>> {
+        if self.cipher.is_some() && !self.tls && !self.quic {
+            bail!("--cipher applies to --tls or --quic");
+        }
         if !self.tls {
             return Ok(None);
         }
-        let cipher = self
-            .cipher
-            .parse()
-            .map_err(|why| anyhow::anyhow!("--cipher: {why}"))?;
+        let cipher = self.cipher()?;
         Ok(Some(TlsChoice {
             cipher,
             record: self.tls_record,
+        }))
+    }
+
+    /// `--cipher`, checked (AES-128-GCM where none is given).
+    fn cipher(&self) -> anyhow::Result<crate::checksum::aead::Cipher> {
+        self.cipher
+            .as_deref()
+            .unwrap_or("aes-128-gcm")
+            .parse()
+            .map_err(|why| anyhow::anyhow!("--cipher: {why}"))
+    }
+
+    /// `--quic [--cipher NAME] [--no-gso]`.
+    fn quic_choice(&self) -> anyhow::Result<Option<QuicChoice>> {
+        if !self.quic {
+            return Ok(None);
+        }
+        Ok(Some(QuicChoice {
+            cipher: self.cipher()?,
+            gso: !self.no_gso,
         }))
     }
 
@@ -263,6 +289,7 @@ impl StreamOptions {
             interval_s: None,
             udp: self.udp_pace()?,
             tls: self.tls_choice()?,
+            quic: self.quic_choice()?,
             flows: Flows {
                 parallel: u32::try_from(self.parallel)
                     .ok()
@@ -471,6 +498,7 @@ pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let mut config = args.common.config(args.amount(), args.record)?;
     config.interval_s = args.interval;
     config.check_interval()?;
+    config.check_quic()?;
     config.check_udp()?;
     config.check_limits()?;
     if let crate::record::testbed::Placement::Remote { from, to } = &config.placement {

@@ -176,6 +176,9 @@ pub struct StreamParams {
     /// `--tls`: the cipher and record size asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::endpoint::tls::TlsChoice>,
+    /// `--quic`: the cipher and GSO asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::endpoint::quic::QuicChoice>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,7 +251,11 @@ impl crate::record::profile::Profiled for StreamData {
             segments,
             mean_segment_bytes: result.figures.mean_segment_bytes.unwrap_or(0.0),
             fast_path_hits: result.receiver.counters.get("TcpExt.TCPHPHits"),
-            variant: self.params.tls.map_or(String::new(), |t| t.describe()),
+            variant: match (self.params.tls, self.params.quic) {
+                (_, Some(q)) => q.describe(),
+                (Some(t), None) => t.describe(),
+                (None, None) => String::new(),
+            },
         })
     }
 }

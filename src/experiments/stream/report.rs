@@ -70,6 +70,9 @@ pub fn stream_doc(description: &str, records: &[Record]) -> serde_json::Value {
     if let Some(beside) = crate::experiments::stream::encrypted::compare(records) {
         doc["tls_beside_plain"] = serde_json::json!(beside);
     }
+    if let Some(transports) = crate::experiments::stream::quic::transports(records) {
+        doc["transports"] = serde_json::json!(transports);
+    }
     doc
 }
 
@@ -888,6 +891,18 @@ pub fn barrier_text(records: &[Record]) -> Option<String> {
 /// A `--tls` run's tables and comparison: its TLS runs, their plain twins,
 /// and the two compared; None without both.
 pub fn tls_section(title: &str, records: &[Record]) -> Option<String> {
+    if let Some(transports) = crate::experiments::stream::quic::transports_text(records) {
+        let (quic, _): (Vec<Record>, Vec<Record>) = records
+            .iter()
+            .cloned()
+            .partition(|r| r.data.params.quic.is_some());
+        let mut text = stream_table(title, &quic);
+        text.push_str(&transports);
+        if let Some(beside) = crate::experiments::stream::encrypted::compare(records) {
+            text.push_str(&crate::experiments::stream::encrypted::tls_text(&beside));
+        }
+        return Some(text);
+    }
     let beside = crate::experiments::stream::encrypted::compare(records)?;
     let (tls, plain): (Vec<Record>, Vec<Record>) = records
         .iter()

@@ -5,6 +5,7 @@
 //! receiver asked for progress sends byte counts about four times a second.
 
 use crate::endpoint::agent::policy::Policy;
+use crate::endpoint::bulk::quic::{QuicReceiver, QuicSender};
 use crate::endpoint::bulk::receiver::Receiver;
 use crate::endpoint::bulk::sender::Sender;
 use crate::endpoint::bulk::spec::{ReceiveSpec, SendSpec};
@@ -36,6 +37,8 @@ enum State {
     Sender(Box<Sender>),
     UdpReceiver(Box<UdpReceiver>),
     UdpSender(Box<UdpSender>),
+    QuicReceiver(Box<QuicReceiver>),
+    QuicSender(Box<QuicSender>),
 }
 
 /// One end of one connection of a stream cell.
@@ -77,7 +80,13 @@ impl Role for StreamRole {
 impl Handler<Listen> for StreamRole {
     fn handle(&mut self, Listen(spec): Listen, _: &mut Link<'_>) -> Result<SocketAddr, RoleError> {
         self.budget = make_budget(spec.options.receiver_cpu_pct)?;
-        let (addr, state) = if spec.udp {
+        let (addr, state) = if let Some(quic) = spec.quic.clone() {
+            let receiver = QuicReceiver::bind(spec, quic).map_err(RoleError::failed)?;
+            (
+                receiver.local_addr()?,
+                State::QuicReceiver(Box::new(receiver)),
+            )
+        } else if spec.udp {
             let bind = spec.bind;
             let receiver = UdpReceiver::bind(spec)
                 .map_err(|e| RoleError::failed(format_args!("binding UDP {bind}: {e}")))?;
@@ -97,6 +106,12 @@ impl Handler<Listen> for StreamRole {
         policy.part_of(run, Self::ROLE, "a stream receiver")?;
         // The command line's bounds, whoever sent the request.
         super::bounds::check_receiver(spec.strategy).map_err(|e| e.to_string())?;
+        if let Some(quic) = &spec.quic
+            && (spec.udp || spec.tls.is_some())
+        {
+            let _ = quic;
+            return Err("--quic with --udp or --tls: QUIC is its own transport".into());
+        }
         if let Some(tls) = &spec.tls {
             let write = crate::endpoint::bulk::types::SendStrategy::Write;
             super::bounds::check_tls(Some(&tls.choice()), write, spec.strategy)
@@ -116,6 +131,11 @@ impl Handler<Connect> for StreamRole {
     ) -> Result<SocketAddr, RoleError> {
         self.budget = make_budget(spec.options.sender_cpu_pct)?;
         let (local, state) = match spec.udp {
+            None if spec.quic.is_some() => {
+                let quic = spec.quic.clone().expect("checked");
+                let sender = QuicSender::connect(spec, quic).map_err(RoleError::failed)?;
+                (sender.local_addr()?, State::QuicSender(Box::new(sender)))
+            }
             Some(pace) => {
                 let to = spec.connect;
                 let sender = UdpSender::connect(spec, pace)
@@ -155,6 +175,9 @@ impl Handler<Connect> for StreamRole {
             if spec.udp.is_some() {
                 return Err("--tls over --udp: TLS needs TCP's byte stream".into());
             }
+        }
+        if spec.quic.is_some() && (spec.udp.is_some() || spec.tls.is_some()) {
+            return Err("--quic with --udp or --tls: QUIC is its own transport".into());
         }
         match spec.amount {
             Amount::Bytes(bytes) => policy.within_bytes(bytes, ""),
@@ -231,6 +254,11 @@ impl StreamRole {
             State::UdpSender(sender) => sender
                 .run()
                 .map_err(|e| RoleError::failed(format_args!("sending UDP: {e}"))),
+            State::QuicReceiver(receiver) => receiver.run().map_err(RoleError::failed),
+            State::QuicSender(sender) => {
+                fault_injection_point();
+                sender.run().map_err(RoleError::failed)
+            }
             State::Idle => Err(RoleError::failed("Go before any set-up request")),
         }
     }
