@@ -8,7 +8,8 @@
 //! the stream's first 16 bytes must be the run's token. The sender's first
 //! byte of data follows a completed handshake, so it sends nothing to an
 //! address that did not answer (QUIC's own address validation; RFC 9000
-//! §8). The receiver verifies every byte against the pattern and closes the
+//! §8). Records go to quinn as slices of one shared pattern buffer, not
+//! copied (`write_chunk`), as quinn's own perf client sends. The receiver verifies every byte against the pattern and closes the
 //! connection once the stream's end has come; the sender's time runs until
 //! that close, as TCP's runs until the receiver's.
 
@@ -257,13 +258,19 @@ async fn send(
             .await
             .map_err(|e| quic_err("sending the run token")(e.to_string()))?;
     }
-    let pattern = Pattern::new(spec.record);
+    // The pattern as one shared buffer: each record is handed to quinn
+    // as a slice of it (`write_chunk`), not copied into quinn's own.
+    let period = crate::endpoint::pattern::PERIOD;
+    let backing = bytes::Bytes::copy_from_slice(
+        Pattern::new(spec.record + period).slice(0, spec.record + period),
+    );
     let mut schedule = Schedule::new(spec.amount, spec.record);
     let start = Instant::now();
     let mut bytes = 0u64;
     while let Some((offset, len)) = schedule.next() {
+        let from = (offset % period as u64) as usize;
         stream
-            .write_all(pattern.slice(offset, len))
+            .write_chunk(backing.slice(from..from + len))
             .await
             .map_err(|e| quic_err("sending")(e.to_string()))?;
         bytes += len as u64;

@@ -14,8 +14,11 @@
 //! Ctrl-C) and nothing needs restoring.
 
 use crate::analysis::factorial::{Analysis, Factor, FactorialError, analyse, combinations};
+use crate::checksum::aead::Cipher;
 use crate::endpoint::bulk::types::Amount;
 use crate::endpoint::bulk::types::{RecvStrategy, SendStrategy};
+use crate::endpoint::quic::QuicChoice;
+use crate::endpoint::tls::TlsChoice;
 use crate::experiments::stream::cell::{StreamCell, StreamConfig};
 use crate::experiments::stream::record::DesignContext;
 use crate::experiments::stream::record::Record;
@@ -46,10 +49,25 @@ pub enum Knob {
     Link,
     /// An offload on both ends' devices, by ethtool's short name.
     Offload(&'static str),
+    /// TCP, TCP+TLS or QUIC (#65).
+    Transport,
+    /// The AEAD of the encrypted transport.
+    Cipher,
+    /// TLS's plaintext per record.
+    TlsRecord,
+    /// QUIC's UDP GSO and GRO.
+    QuicGso,
+}
+
+impl Knob {
+    /// A knob of the encrypted transports that does nothing in the clear.
+    fn needs_encryption(self) -> bool {
+        matches!(self, Knob::Cipher | Knob::TlsRecord | Knob::QuicGso)
+    }
 }
 
 /// Every factor `--factor` takes, with what its levels may be.
-pub const KNOBS: [(&str, Knob, &str); 16] = [
+pub const KNOBS: [(&str, Knob, &str); 20] = [
     ("record", Knob::Record, "sizes, e.g. 1K,64K"),
     (
         "send",
@@ -86,6 +104,22 @@ pub const KNOBS: [(&str, Knob, &str); 16] = [
     ("tso", Knob::Offload("tso"), "off, on (netns)"),
     ("gso", Knob::Offload("gso"), "off, on (netns)"),
     ("gro", Knob::Offload("gro"), "off, on (netns)"),
+    ("transport", Knob::Transport, "tcp, tls, quic"),
+    (
+        "cipher",
+        Knob::Cipher,
+        "aes-128-gcm, aes-256-gcm, chacha20-poly1305 (with tls or quic)",
+    ),
+    (
+        "tls-record",
+        Knob::TlsRecord,
+        "sizes of 27 to 16K plaintext bytes (with tls)",
+    ),
+    (
+        "quic-gso",
+        Knob::QuicGso,
+        "off, on (UDP GSO and GRO, with quic)",
+    ),
 ];
 
 #[derive(Debug, Error, PartialEq)]
@@ -295,6 +329,51 @@ impl DesignFactor {
                     link.emulator.wire_packets = via == LinkVia::Emulator;
                 }
             }
+            Knob::Transport => {
+                let cipher = config
+                    .tls
+                    .map(|t| t.cipher)
+                    .or(config.quic.map(|q| q.cipher))
+                    .unwrap_or(Cipher::Aes128Gcm);
+                let record = config.tls.and_then(|t| t.record);
+                let gso = config.quic.is_none_or(|q| q.gso);
+                (config.tls, config.quic) = match level {
+                    "tcp" => (None, None),
+                    "tls" => (Some(TlsChoice { cipher, record }), None),
+                    "quic" => (None, Some(QuicChoice { cipher, gso })),
+                    other => return Err(format!("{other}: tcp, tls or quic")),
+                };
+            }
+            Knob::Cipher => {
+                let cipher: Cipher = level.parse()?;
+                if let Some(tls) = &mut config.tls {
+                    tls.cipher = cipher;
+                }
+                if let Some(quic) = &mut config.quic {
+                    quic.cipher = cipher;
+                }
+            }
+            Knob::TlsRecord => {
+                let record = size(level)?;
+                if !(crate::endpoint::tls::MIN_RECORD..=crate::endpoint::tls::MAX_RECORD)
+                    .contains(&record)
+                {
+                    return Err(format!("{record} bytes is out of 27..16384"));
+                }
+                if let Some(tls) = &mut config.tls {
+                    tls.record = Some(record);
+                }
+            }
+            Knob::QuicGso => {
+                let on = match level {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("{other}: on or off")),
+                };
+                if let Some(quic) = &mut config.quic {
+                    quic.gso = on;
+                }
+            }
             Knob::Offload(feature) => {
                 let on = match level {
                     "on" => true,
@@ -423,9 +502,19 @@ impl AblatePlan {
         if factors.is_empty() {
             return Err(AblateError::NoFactor);
         }
+        let encrypted = base.tls.is_some()
+            || base.quic.is_some()
+            || factors.iter().any(|f| f.knob == Knob::Transport);
         for (i, f) in factors.iter().enumerate() {
             if factors[..i].iter().any(|g| g.factor.name == f.factor.name) {
                 return Err(AblateError::Twice(f.factor.name.clone()));
+            }
+            if f.knob.needs_encryption() && !encrypted {
+                return Err(AblateError::Refused {
+                    name: f.factor.name.clone(),
+                    level: f.factor.levels.join(","),
+                    reason: "it changes an encrypted transport, and every run here is plain TCP: give --tls or --quic, or a transport factor".into(),
+                });
             }
             let placement = base.placement.name();
             match (f.knob, &base.placement) {
@@ -569,7 +658,11 @@ impl AblatePlan {
     /// The stream run of one combination.
     pub fn config(&self, levels: &[usize]) -> Result<StreamConfig, AblateError> {
         let mut config = self.base.clone();
-        for (f, &l) in self.factors.iter().zip(levels) {
+        // The transport first: the cipher, record size and GSO apply to
+        // the transport it chose.
+        let mut order: Vec<(&DesignFactor, &usize)> = self.factors.iter().zip(levels).collect();
+        order.sort_by_key(|(f, _)| f.knob != Knob::Transport);
+        for (f, &l) in order {
             let level = &f.factor.levels[l];
             f.apply(level, &mut config)
                 .map_err(|reason| AblateError::Refused {
@@ -799,6 +892,46 @@ mod tests {
         assert!(refused(&["cc=cubic,no_such_cc"]).contains("this kernel offers"));
         assert!(refused(&["record=1K,64G"]).starts_with("the combination record=64G cannot run"));
         assert_eq!(plan(&[], 1).unwrap_err(), AblateError::NoFactor);
+    }
+
+    #[test]
+    fn the_transport_is_set_first_and_its_knobs_follow_it() {
+        let design = plan(
+            &[
+                "cipher=aes-256-gcm,chacha20-poly1305",
+                "transport=tcp,tls,quic",
+                "quic-gso=on,off",
+            ],
+            1,
+        )
+        .unwrap();
+        // cipher=chacha20-poly1305, transport=quic, quic-gso=off: the
+        // cipher given before the transport still reaches it.
+        let c = design.config(&[1, 2, 1]).unwrap();
+        assert_eq!(c.tls, None);
+        assert_eq!(
+            c.quic,
+            Some(QuicChoice {
+                cipher: Cipher::Chacha20Poly1305,
+                gso: false
+            })
+        );
+        let c = design.config(&[0, 1, 0]).unwrap();
+        assert_eq!(c.tls.map(|t| t.cipher), Some(Cipher::Aes256Gcm));
+        assert_eq!(
+            (
+                design.config(&[0, 0, 0]).unwrap().tls,
+                design.config(&[0, 0, 0]).unwrap().quic
+            ),
+            (None, None)
+        );
+        // The transports' knobs need an encrypted transport somewhere.
+        let refused = plan(&["cipher=aes-128-gcm,aes-256-gcm"], 1)
+            .expect_err("plain TCP only")
+            .to_string();
+        assert!(refused.contains("give --tls or --quic"), "{refused}");
+        assert!(plan(&["transport=tcp,warp"], 1).is_err());
+        assert!(plan(&["transport=tls,tcp", "tls-record=1K,20"], 1).is_err());
     }
 
     #[test]
