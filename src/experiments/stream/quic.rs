@@ -469,7 +469,7 @@ pub fn transports_text(records: &[crate::experiments::stream::record::Record]) -
             Split::of(&result.receiver, rq),
         );
         out.push_str(&format!(
-            "QUIC, last run ({} by {}): the sender {:.0}% busy, {}; {} packets sealed at {:.0} ns each, {} send calls of {:.1} datagrams (GSO {}, up to {} a call). The receiver {:.0}% busy, {}; {} receive calls of {:.1} datagrams (GRO {}). quinn lost {} packets, RTT {:.0} µs, MTU {}.\n",
+            "QUIC, last run ({} by {}): the sender {:.0}% busy, {}; {} packets sealed at {:.0} ns each, {} send calls of {:.1} datagrams ({}). The receiver {:.0}% busy, {}; {} receive calls of {:.1} datagrams (GRO {}). quinn lost {} packets, RTT {:.0} µs, MTU {}.\n",
             sq.suite,
             sq.library,
             100.0 * s.busy,
@@ -478,8 +478,11 @@ pub fn transports_text(records: &[crate::experiments::stream::record::Record]) -
             sq.seal_s * 1e9 / sq.sealed_packets.max(1) as f64,
             sq.udp_sends,
             per_call(sq.datagrams_sent, sq.udp_sends),
-            if sq.gso { "on" } else { "off" },
-            sq.max_gso_segments,
+            if sq.gso {
+                format!("GSO on, up to {} a call", sq.max_gso_segments)
+            } else {
+                "GSO off".to_string()
+            },
             100.0 * r.busy,
             r.words(),
             rq.udp_receives,
