@@ -551,15 +551,7 @@ mod tests {
 
     #[test]
     fn the_library_named_is_the_one_built() {
-        let manifest = include_str!("../../Cargo.toml");
-        let version = |name: &str| {
-            manifest
-                .lines()
-                .find(|l| l.starts_with(&format!("{name} =")))
-                .and_then(|l| l.split('"').nth(1))
-                .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
-                .unwrap_or_default()
-        };
+        let version = crate::endpoint::tls::manifest_version;
         assert_eq!(
             LIBRARY,
             format!(

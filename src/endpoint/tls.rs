@@ -341,6 +341,18 @@ fn quic_suites(cipher: Cipher) -> Arc<rustls::crypto::CryptoProvider> {
     })
 }
 
+/// A dependency's major.minor as Cargo.toml asks for it, for the tests
+/// that hold the libraries' names in reports to what is built.
+#[cfg(test)]
+pub(crate) fn manifest_version(name: &str) -> String {
+    include_str!("../../Cargo.toml")
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} =")))
+        .and_then(|l| l.split('"').nth(1))
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .unwrap_or_default()
+}
+
 fn pem(label: &str, der: &[u8]) -> String {
     use base64::Engine;
     let body = base64::engine::general_purpose::STANDARD.encode(der);

@@ -383,3 +383,21 @@ pub fn bridge(switch: &str, hosts: &[&str], addr: impl Fn(usize) -> String) {
         run("ip", &["-n", ns, "link", "set", "lo", "up"]);
     }
 }
+
+/// Runs `netlab stream ARGS --bytes 1M` for each case and asserts it fails
+/// saying `says` at once: in its error's first two lines (clap names a
+/// missing option on the line after its own).
+pub fn stream_refuses(cases: &[(&str, &str)]) {
+    for (args, says) in cases {
+        let run = netlab()
+            .arg("stream")
+            .args(args.split(' '))
+            .args(["--bytes", "1M"])
+            .output()
+            .unwrap();
+        assert!(!run.status.success(), "{args}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        let head: String = err.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert!(head.contains(says), "{args}: {err}");
+    }
+}

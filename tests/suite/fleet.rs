@@ -75,7 +75,7 @@ fn watch(hosts: &Path, key: &Path, cycles: &str, more: &[&str]) -> Vec<serde_jso
         .collect()
 }
 
-#[test]
+#[test(alone)]
 fn a_sampled_fleet_probes_on_its_own_and_names_the_host_without_the_key_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (key, other_key) = (dir.path().join("key"), dir.path().join("other.key"));

@@ -75,7 +75,7 @@ fn stream_quic_runs_beside_tcp_and_tls_on_loopback_and_netns() {
 
 #[test]
 fn stream_quic_refuses_tcp_options_in_one_line_each() {
-    for (args, says) in [
+    crate::common::stream_refuses(&[
         ("--quic --udp --rate 10M", "--udp"),
         ("--quic --tls", "--tls"),
         ("--quic --cc reno", "--cc"),
@@ -85,16 +85,5 @@ fn stream_quic_refuses_tcp_options_in_one_line_each() {
         ("--quic --cipher rc4", "unknown cipher \"rc4\""),
         ("--no-gso", "--quic"),
         ("--cipher aes-256-gcm", "--tls or --quic"),
-    ] {
-        let run = crate::common::netlab()
-            .arg("stream")
-            .args(args.split(' '))
-            .args(["--bytes", "1M"])
-            .output()
-            .unwrap();
-        assert!(!run.status.success(), "{args}");
-        let err = String::from_utf8_lossy(&run.stderr);
-        let head: String = err.lines().take(2).collect::<Vec<_>>().join("\n");
-        assert!(head.contains(says), "{args}: {err}");
-    }
+    ]);
 }

@@ -257,7 +257,7 @@ fn stream_tls_runs_beside_plain_tcp_on_loopback_and_netns() {
 
 #[test]
 fn stream_tls_refuses_what_it_cannot_carry_in_one_line_each() {
-    for (args, says) in [
+    crate::common::stream_refuses(&[
         ("--tls --udp --rate 10M", "--udp"),
         ("--tls --cipher rc4", "unknown cipher \"rc4\""),
         ("--tls --strategy sendfile", "--strategy sendfile"),
@@ -265,18 +265,5 @@ fn stream_tls_refuses_what_it_cannot_carry_in_one_line_each() {
         ("--tls --tls-record 20", "27 to 16384"),
         ("--tls --rcvlowat 64K", "--rcvlowat"),
         ("--cipher aes-256-gcm", "--tls or --quic"),
-    ] {
-        let run = crate::common::netlab()
-            .arg("stream")
-            .args(args.split(' '))
-            .args(["--bytes", "1M"])
-            .output()
-            .unwrap();
-        assert!(!run.status.success(), "{args}");
-        let err = String::from_utf8_lossy(&run.stderr);
-        // Said at once: in the error's first two lines (clap names a
-        // missing option on the line after its own).
-        let head: String = err.lines().take(2).collect::<Vec<_>>().join("\n");
-        assert!(head.contains(says), "{args}: {err}");
-    }
+    ]);
 }

@@ -329,50 +329,8 @@ impl DesignFactor {
                     link.emulator.wire_packets = via == LinkVia::Emulator;
                 }
             }
-            Knob::Transport => {
-                let cipher = config
-                    .tls
-                    .map(|t| t.cipher)
-                    .or(config.quic.map(|q| q.cipher))
-                    .unwrap_or(Cipher::Aes128Gcm);
-                let record = config.tls.and_then(|t| t.record);
-                let gso = config.quic.is_none_or(|q| q.gso);
-                (config.tls, config.quic) = match level {
-                    "tcp" => (None, None),
-                    "tls" => (Some(TlsChoice { cipher, record }), None),
-                    "quic" => (None, Some(QuicChoice { cipher, gso })),
-                    other => return Err(format!("{other}: tcp, tls or quic")),
-                };
-            }
-            Knob::Cipher => {
-                let cipher: Cipher = level.parse()?;
-                if let Some(tls) = &mut config.tls {
-                    tls.cipher = cipher;
-                }
-                if let Some(quic) = &mut config.quic {
-                    quic.cipher = cipher;
-                }
-            }
-            Knob::TlsRecord => {
-                let record = size(level)?;
-                if !(crate::endpoint::tls::MIN_RECORD..=crate::endpoint::tls::MAX_RECORD)
-                    .contains(&record)
-                {
-                    return Err(format!("{record} bytes is out of 27..16384"));
-                }
-                if let Some(tls) = &mut config.tls {
-                    tls.record = Some(record);
-                }
-            }
-            Knob::QuicGso => {
-                let on = match level {
-                    "on" => true,
-                    "off" => false,
-                    other => return Err(format!("{other}: on or off")),
-                };
-                if let Some(quic) = &mut config.quic {
-                    quic.gso = on;
-                }
+            Knob::Transport | Knob::Cipher | Knob::TlsRecord | Knob::QuicGso => {
+                encrypted_transport(self.knob, level, config)?
             }
             Knob::Offload(feature) => {
                 let on = match level {
@@ -388,6 +346,65 @@ impl DesignFactor {
         }
         Ok(())
     }
+}
+
+/// The encrypted transports' knobs (#65): the transport, then the
+/// cipher, TLS's record size and QUIC's GSO of whichever it chose.
+fn encrypted_transport(knob: Knob, level: &str, config: &mut StreamConfig) -> Result<(), String> {
+    let size = |text: &str| -> Result<usize, String> {
+        parse_size(text)
+            .map_err(|e| e.to_string())
+            .and_then(|n| usize::try_from(n).map_err(|e| e.to_string()))
+    };
+    match knob {
+        Knob::Transport => {
+            let cipher = config
+                .tls
+                .map(|t| t.cipher)
+                .or(config.quic.map(|q| q.cipher))
+                .unwrap_or(Cipher::Aes128Gcm);
+            let record = config.tls.and_then(|t| t.record);
+            let gso = config.quic.is_none_or(|q| q.gso);
+            (config.tls, config.quic) = match level {
+                "tcp" => (None, None),
+                "tls" => (Some(TlsChoice { cipher, record }), None),
+                "quic" => (None, Some(QuicChoice { cipher, gso })),
+                other => return Err(format!("{other}: tcp, tls or quic")),
+            };
+        }
+        Knob::Cipher => {
+            let cipher: Cipher = level.parse()?;
+            if let Some(tls) = &mut config.tls {
+                tls.cipher = cipher;
+            }
+            if let Some(quic) = &mut config.quic {
+                quic.cipher = cipher;
+            }
+        }
+        Knob::TlsRecord => {
+            let record = size(level)?;
+            if !(crate::endpoint::tls::MIN_RECORD..=crate::endpoint::tls::MAX_RECORD)
+                .contains(&record)
+            {
+                return Err(format!("{record} bytes is out of 27..16384"));
+            }
+            if let Some(tls) = &mut config.tls {
+                tls.record = Some(record);
+            }
+        }
+        Knob::QuicGso => {
+            let on = match level {
+                "on" => true,
+                "off" => false,
+                other => return Err(format!("{other}: on or off")),
+            };
+            if let Some(quic) = &mut config.quic {
+                quic.gso = on;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The source documents' what-ifs as designs.
