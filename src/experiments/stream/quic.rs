@@ -278,7 +278,9 @@ mod tests {
 pub struct Transport {
     pub name: String,
     pub runs: usize,
+    /// The median rate, and the slowest and fastest run's.
     pub mbit_s: f64,
+    pub mbit_s_range: [f64; 2],
     /// Median of each run's rate over the plain TCP run of its index.
     pub of_plain: Option<f64>,
     /// CPU seconds per GB moved, each end.
@@ -345,15 +347,17 @@ fn row(name: &str, runs: &[Measured], all: &[Measured]) -> Transport {
             (None, None, tcp) => tcp,
         }
     };
+    let rates = crate::record::stats::Spread::of(
+        &runs
+            .iter()
+            .map(|(_, x)| x.figures.throughput_mbit_s)
+            .collect::<Vec<_>>(),
+    );
     Transport {
         name: name.to_string(),
         runs: runs.len(),
-        mbit_s: median(
-            runs.iter()
-                .map(|(_, x)| x.figures.throughput_mbit_s)
-                .collect(),
-        )
-        .unwrap_or(0.0),
+        mbit_s: rates.as_ref().map_or(0.0, |s| s.median),
+        mbit_s_range: rates.as_ref().map_or([0.0; 2], |s| [s.min, s.max]),
         of_plain: median(
             runs.iter()
                 .filter_map(|(r, x)| {
@@ -421,7 +425,7 @@ pub fn transports_text(records: &[crate::experiments::stream::record::Record]) -
     let mut table = new_table(&[
         "transport",
         "runs",
-        "Mbit/s",
+        "Mbit/s (min-max)",
         "of TCP (paired)",
         "CPU s/GB snd",
         "CPU s/GB rcv",
@@ -434,7 +438,16 @@ pub fn transports_text(records: &[crate::experiments::stream::record::Record]) -
         table.add_row(vec![
             t.name.clone(),
             t.runs.to_string(),
-            num(t.mbit_s),
+            if t.runs > 1 {
+                format!(
+                    "{} ({}-{})",
+                    num(t.mbit_s),
+                    num(t.mbit_s_range[0]),
+                    num(t.mbit_s_range[1])
+                )
+            } else {
+                num(t.mbit_s)
+            },
             t.of_plain.map_or("-".into(), |r| format!("{r:.2}")),
             num(t.sender_cpu_s_per_gb),
             num(t.receiver_cpu_s_per_gb),
