@@ -12,6 +12,7 @@ pub mod ifstat;
 pub mod irtt;
 pub mod kallsyms;
 pub mod limits;
+pub mod mptcp;
 pub mod netstat;
 pub mod packet_cost;
 pub mod procstat;

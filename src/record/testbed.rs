@@ -420,6 +420,21 @@ pub struct LinkFacts {
     pub addresses: [Ipv4Addr; 2],
     /// Why the realisation was chosen (e.g. "netem is not in this kernel").
     pub note: Option<String>,
+    /// `--mptcp`: the second path between the namespaces, if one was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_path: Option<SecondPath>,
+}
+
+/// A second link between a testbed's two namespaces, built and shaped as
+/// the first, for Multipath TCP's second subflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SecondPath {
+    pub interfaces: [String; 2],
+    pub addresses: [Ipv4Addr; 2],
+    /// How it is shaped, as the first path's `detail` says it.
+    pub detail: String,
+    /// What each namespace's MPTCP path manager was told.
+    pub path_manager: String,
 }
 
 /// Per-direction counts; index 0 is A→B, 1 is B→A.

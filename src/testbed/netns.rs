@@ -33,6 +33,12 @@ pub const INTERFACE_PREFIX: &str = "nlb";
 /// Address of side A (the sender) and side B (the receiver).
 pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// The second path's (`--mptcp`): the /30 after the first.
+pub const ADDR_A2: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 5);
+pub const ADDR_B2: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 6);
+/// The subflows and accepted addresses each namespace's MPTCP path
+/// manager allows: the second path's subflow, with room for one more.
+const MPTCP_SUBFLOWS: &str = "2";
 const PREFIX_LEN: u8 = 30;
 
 static SEQUENCE: AtomicU32 = AtomicU32::new(0);
@@ -53,6 +59,8 @@ pub enum TestbedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--mptcp's second path: {0}")]
+    SecondPath(String),
     #[error("{device}: the kernel does not grant {asked} together: ethtool -k shows \"{line}\"")]
     Offload {
         device: String,
@@ -396,6 +404,7 @@ impl Testbed {
                 interfaces: ifs.clone(),
                 addresses: [ADDR_A, ADDR_B],
                 note: None,
+                second_path: None,
             },
         };
         for name in &ns {
@@ -433,6 +442,69 @@ impl Testbed {
 
     pub fn facts(&self) -> &LinkFacts {
         &self.facts
+    }
+
+    /// `--mptcp`: a second veth pair between the namespaces (198.18.0.4/30),
+    /// configured and shaped as the first, and each namespace's in-kernel
+    /// MPTCP path manager told of it: room for two subflows, and the
+    /// namespace's second address as a `subflow` endpoint bound to its
+    /// device, so whichever end connects opens its second subflow over
+    /// the second link (ip-mptcp(8)). The emulator relays one pair of TUN
+    /// devices, so a link it carries is refused.
+    pub fn add_second_path(&mut self, profile: &LinkProfile) -> Result<(), TestbedError> {
+        if self.facts.realised_by == Realisation::Emulator {
+            return Err(TestbedError::SecondPath(format!(
+                "the link is netlab's emulator ({}), which relays one path; a second path is a veth pair (no delay, jitter or loss beyond what netem or tbf give)",
+                self.facts.note.as_deref().unwrap_or("asked for")
+            )));
+        }
+        let runner = self.runner;
+        let ns = self.facts.namespaces.clone();
+        // The first path's names with their last letter moved on: a, b
+        // become c, d (still within 15 bytes).
+        let ifs = self.facts.interfaces.clone().map(|name| {
+            let mut second = name[..name.len() - 1].to_string();
+            second.push(if name.ends_with('a') { 'c' } else { 'd' });
+            second
+        });
+        let detail = add_devices(runner, self.facts.realised_by, &ns, &ifs)?;
+        let mut shaped = None;
+        for ((n, i), addr) in ns.iter().zip(&ifs).zip([ADDR_A2, ADDR_B2]) {
+            configure_side(runner, profile, n, i, addr)?;
+            shaped = shape_side(runner, profile, self.facts.realised_by, n, i)?.or(shaped);
+        }
+        for ((n, i), addr) in ns.iter().zip(&ifs).zip([ADDR_A2, ADDR_B2]) {
+            let addr = addr.to_string();
+            runner.run(
+                "ip",
+                &[
+                    "-n",
+                    n,
+                    "mptcp",
+                    "limits",
+                    "set",
+                    "subflows",
+                    MPTCP_SUBFLOWS,
+                    "add_addr_accepted",
+                    MPTCP_SUBFLOWS,
+                ],
+            )?;
+            runner.run(
+                "ip",
+                &[
+                    "-n", n, "mptcp", "endpoint", "add", &addr, "dev", i, "subflow",
+                ],
+            )?;
+        }
+        self.facts.second_path = Some(crate::record::testbed::SecondPath {
+            interfaces: ifs,
+            addresses: [ADDR_A2, ADDR_B2],
+            detail: shaped.map_or(detail.clone(), |s| format!("{detail}, {s}")),
+            path_manager: format!(
+                "in-kernel path manager: subflows {MPTCP_SUBFLOWS}, add_addr_accepted {MPTCP_SUBFLOWS}; endpoint {ADDR_A2} (side A) and {ADDR_B2} (side B), flag subflow"
+            ),
+        });
+        Ok(())
     }
 
     /// `/run/netns/NAME` of side 0 (A, sender) or 1 (B, receiver).

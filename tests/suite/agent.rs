@@ -507,6 +507,22 @@ fn bidirectional_streams_and_ablate_run_between_agents_and_ablate_refuses_what_t
         assert_eq!(flow["receiver"]["bytes"], 8 << 20, "{flow}");
         assert_eq!(flow["receiver"]["verified"], true);
     }
+    // One MPTCP connection between the agents' kernels: one path
+    // between them, so one subflow, carrying every byte.
+    let run = hosts.run(
+        CTL,
+        &hosts.a_to_b("stream", &["--bytes", "8M", "--mptcp"]),
+        &out,
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+    let doc = json_of(&run.stdout);
+    let receiver = &doc["records"][0]["result"]["receiver"];
+    assert_eq!(receiver["verified"], true, "{receiver}");
+    let subflows = receiver["mptcp"]["subflows"].as_array().unwrap();
+    assert_eq!(subflows.len(), 1, "{receiver}");
+    // Every byte, with the run token the sender presents first.
+    let carried = subflows[0]["info"]["bytes_received"].as_u64().unwrap();
+    assert!((8 << 20..(8 << 20) + 64).contains(&carried), "{receiver}");
     // A third party drives a 2x2 design across A -> B.
     let run = hosts.run(
         CTL,

@@ -33,6 +33,7 @@ mod login;
 mod login_interop;
 mod login_load;
 mod mesh;
+mod mptcp;
 mod netns;
 mod prometheus;
 mod quic;

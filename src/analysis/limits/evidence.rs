@@ -378,6 +378,9 @@ pub struct FlowEvidence {
     pub samples: Vec<IntervalEvidence>,
     /// The TCP handshake, as the sender's `connect` took it, s.
     pub handshake_s: Option<f64>,
+    /// A Multipath TCP connection of this many subflows (any: the
+    /// sender's TCP_INFO is one subflow's and is left out).
+    pub subflows: usize,
 }
 
 impl FlowEvidence {

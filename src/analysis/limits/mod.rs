@@ -126,10 +126,15 @@ pub fn judge(flow: &FlowEvidence) -> Verdict {
     }
     let delivered_bps = flow.bytes as f64 * 8.0 / flow.receiver.wall_s.max(1e-9);
     let Some(tcp) = &flow.tcp else {
-        verdict
-            .missing
-            .push("the sender's TCP_INFO (no chrono accounting)".into());
-        cpu_only(flow, &mut verdict);
+        verdict.missing.push(if flow.subflows > 0 {
+            format!("the connection's own TCP_INFO: each of its MPTCP subflows ({}) keeps a window, round trip and chrono accounting of its own, blind to the MPTCP socket's send queue", flow.subflows)
+        } else {
+            "the sender's TCP_INFO (no chrono accounting)".into()
+        });
+        match path::full_link_untimed(flow, delivered_bps) {
+            Some(full) => verdict.limits.push(full),
+            None => cpu_only(flow, &mut verdict),
+        }
         return verdict;
     };
     let round_trip = RoundTrip {

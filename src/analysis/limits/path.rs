@@ -148,6 +148,45 @@ pub(super) fn full_link(busy: &Busy, host: Option<&Limit>) -> Option<Limit> {
     })
 }
 
+/// A link of known rate that the flow filled, read without the sender's
+/// TCP_INFO (a connection of several subflows, whose TCP_INFO is each
+/// subflow's own): the payload rate against the link's, and neither host
+/// saturated. Says nothing of how the bottleneck held the flow (no round
+/// trip or loss to read), and says so.
+pub(super) fn full_link_untimed(flow: &FlowEvidence, delivered_bps: f64) -> Option<Limit> {
+    let rate = flow.path.rate_bps? as f64;
+    let payload_rate = rate / flow.path.overhead.max(1.0);
+    let full = delivered_bps >= LINK_FULL * payload_rate;
+    let crossed = delivered_bps <= (1.0 + SHAPER_MATCH) * payload_rate;
+    let hosts_free = flow.sender.load() < SATURATED && flow.receiver.load() < SATURATED;
+    if !(full && crossed && hosts_free) {
+        return None;
+    }
+    Some(Limit {
+        factor: Factor::Link,
+        share: 1.0,
+        evidence: BTreeMap::from([
+            ("delivered_mbit_s".to_string(), delivered_bps / 1e6),
+            ("link_payload_mbit_s".to_string(), payload_rate / 1e6),
+            ("link_mbit_s".to_string(), rate / 1e6),
+            (
+                "sender_cpu_pct".to_string(),
+                100.0 * flow.sender.utilisation(),
+            ),
+            (
+                "receiver_cpu_pct".to_string(),
+                100.0 * flow.receiver.utilisation(),
+            ),
+        ]),
+        fix: format!(
+            "the link is full: {:.1} of {:.1} Mbit/s of payload ({}), neither host's CPU saturated: a faster path (or a higher shaper rate) is the only fix",
+            delivered_bps / 1e6,
+            payload_rate / 1e6,
+            flow.path.rate_source
+        ),
+    })
+}
+
 /// The path's bottleneck learnt from the flow: its delivery rate sat on a
 /// plateau and the flow ran at it, with nothing on either host binding
 /// (asked before this). Not the path's when a link of known rate was well

@@ -112,8 +112,17 @@ impl Receiver {
         bound
             .arm(stream.as_fd())
             .map_err(io_err("bounding the waits (--stall-timeout)"))?;
-        // The data port closes as soon as the sender is in.
-        drop(self.door);
+        // The data port closes as soon as the sender is in; with --mptcp
+        // not until the stream ends, since the kernel takes a subflow's
+        // MP_JOIN on the listening socket (RFC 8684 3.2: joins go to the
+        // port the connection opened on). Nothing more is accepted from it.
+        let door = match self.spec.options.mptcp {
+            true => Some(self.door),
+            false => {
+                drop(self.door);
+                None
+            }
+        };
         if self.spec.options.nodelay {
             stream
                 .set_nodelay(true)
@@ -138,6 +147,14 @@ impl Receiver {
             received.map_err(|e| e.stalled("receiver", bound, &stream))?;
         let wall_s = first_byte.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
         let over = before.end();
+        drop(door);
+        // At end of stream and before this end closes: every subflow is
+        // still there, with all it received.
+        let mptcp = self
+            .spec
+            .options
+            .mptcp
+            .then(|| super::types::MptcpStats::read(stream.as_fd()));
         let socket = Socket::from(stream);
         let buffer = socket_buffer(
             socket.recv_buffer_size(),
@@ -148,6 +165,7 @@ impl Receiver {
             verified: self.spec.verify && (session.is_some() || self.spec.strategy.sees_bytes()),
             zerocopy_receive,
             tls: session.map(super::tls::Session::stats),
+            mptcp,
             ..over.tcp_report(
                 "receiver",
                 (bytes, syscalls, wall_s),

@@ -150,25 +150,29 @@ impl Sender {
             )
             .map_err(io_err("MSG_ZEROCOPY send"))?,
         };
-        // Wait until the receiver has read everything and closed.
-        self.stream
-            .shutdown(Shutdown::Write)
-            .map_err(io_err("shutting down the send side"))?;
-        let mut sink = [0u8; 64];
-        loop {
-            match (&self.stream).read(&mut sink) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
-                Err(e) => return Err(io_err("waiting for the receiver to close")(e)),
-            }
-        }
+        // --mptcp: the subflows as the last byte was handed over (each
+        // one's acknowledged bytes then), in case they are gone by the
+        // time the receiver has closed.
+        let handed = spec
+            .options
+            .mptcp
+            .then(|| super::types::MptcpStats::read(self.stream.as_fd()));
+        wait_for_close(&self.stream)?;
         let wall_s = start.elapsed().as_secs_f64();
         let over = before.end();
         let intervals = schedule.finish_intervals();
         let samples = quiet.map_or_else(Vec::new, QuietSamples::finish);
         let bbr_bw_bps = crate::measure::tcpinfo::bbr_bandwidth(self.stream.as_fd());
+        // After the receiver closed, each subflow's acknowledged bytes are
+        // final; a subflow already gone leaves the reading at hand-over.
+        let mptcp = handed.map(|handed| {
+            let closed = super::types::MptcpStats::read(self.stream.as_fd());
+            if closed.subflows.len() >= handed.subflows.len() {
+                closed
+            } else {
+                handed
+            }
+        });
         let socket = Socket::from(self.stream);
         let buffer = socket_buffer(
             socket.send_buffer_size(),
@@ -182,6 +186,7 @@ impl Sender {
             handshake_s: Some(self.handshake_s),
             bbr_bw_bps,
             tls: session.map(super::tls::Session::stats),
+            mptcp,
             ..over.tcp_report(
                 "sender",
                 (tally.bytes, tally.syscalls, wall_s),
@@ -190,5 +195,23 @@ impl Sender {
                 shaping,
             )
         })
+    }
+}
+
+/// Shuts the send side and waits until the receiver has read everything
+/// and closed.
+fn wait_for_close(stream: &TcpStream) -> Result<(), StreamError> {
+    stream
+        .shutdown(Shutdown::Write)
+        .map_err(io_err("shutting down the send side"))?;
+    let mut sink = [0u8; 64];
+    loop {
+        match (&*stream).read(&mut sink) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(io_err("waiting for the receiver to close")(e)),
+        }
     }
 }

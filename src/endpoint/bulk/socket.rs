@@ -41,6 +41,8 @@ pub enum StreamError {
     Tls(String),
     #[error("QUIC: {0}")]
     Quic(String),
+    #[error("--mptcp: {0}")]
+    Mptcp(String),
 }
 
 impl StreamError {
@@ -78,12 +80,20 @@ pub(super) fn new_socket(
     addr: &SocketAddr,
     options: &SocketOptions,
 ) -> Result<Socket, StreamError> {
-    let socket = Socket::new(
-        Domain::for_address(*addr),
-        Type::STREAM,
-        Some(Protocol::TCP),
-    )
-    .map_err(io_err("creating the socket"))?;
+    let protocol = if options.mptcp {
+        Protocol::from(crate::measure::mptcp::IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    };
+    let socket = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(protocol)).map_err(
+        |source| match options.mptcp {
+            true => StreamError::Mptcp(match crate::measure::mptcp::support() {
+                crate::measure::mptcp::Support::Refused(why) => why,
+                crate::measure::mptcp::Support::Present => source.to_string(),
+            }),
+            false => io_err("creating the socket")(source),
+        },
+    )?;
     if let Some(size) = options.sndbuf {
         socket
             .set_send_buffer_size(size)

@@ -115,6 +115,10 @@ pub struct SocketOptions {
     /// before the cell fails (none: [`crate::endpoint::stall::DEFAULT_STALL`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<crate::endpoint::stall::StallBound>,
+    /// `--mptcp`: both ends open Multipath TCP sockets (RFC 8684), and
+    /// the kernel's path manager adds subflows over the paths it knows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mptcp: bool,
 }
 
 impl SocketOptions {
@@ -478,11 +482,66 @@ pub struct EndpointReport {
     /// `--quic`: what this end's QUIC did and cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicStats>,
+    /// `--mptcp`: the connection's subflows as this end saw them at its
+    /// end of the data path, or that it fell back to plain TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<MptcpStats>,
     /// The speed the data connection's interface reports (ethtool's
     /// Speed): the path's rate where no link profile says it, on a real
     /// path between hosts. None on loopback and where the driver has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_speed: Option<crate::measure::ifstat::LinkSpeed>,
+}
+
+/// One end of an `--mptcp` connection, read after its last byte moved
+/// (a sender's acknowledged bytes, a receiver's received ones, per
+/// subflow) and before it closed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MptcpStats {
+    /// The subflows, the one that opened the connection first; empty if
+    /// it fell back or they could not be read.
+    pub subflows: Vec<crate::measure::mptcp::Subflow>,
+    /// The peer did not answer MP_CAPABLE: the connection was plain TCP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fell_back: bool,
+    /// Why the subflows could not be read, if they could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
+}
+
+impl MptcpStats {
+    /// Reads `fd`'s connection: never fails, says what it could not read.
+    pub fn read(fd: std::os::fd::BorrowedFd<'_>) -> MptcpStats {
+        use crate::measure::mptcp::{Connection, subflows};
+        match subflows(fd) {
+            Ok(Connection::Multipath(subflows)) => MptcpStats {
+                subflows,
+                ..MptcpStats::default()
+            },
+            Ok(Connection::FellBack) => MptcpStats {
+                fell_back: true,
+                ..MptcpStats::default()
+            },
+            Err(e) => MptcpStats {
+                unread: Some(e.to_string()),
+                ..MptcpStats::default()
+            },
+        }
+    }
+
+    /// Each subflow's share of the bytes it carried for this end
+    /// (`sending`: acknowledged; else received), in subflow order; empty
+    /// where nothing was carried.
+    pub fn shares(&self, sending: bool) -> Vec<f64> {
+        let total: u64 = self.subflows.iter().map(|s| s.carried(sending)).sum();
+        if total == 0 {
+            return Vec::new();
+        }
+        self.subflows
+            .iter()
+            .map(|s| s.carried(sending) as f64 / total as f64)
+            .collect()
+    }
 }
 
 /// One end of a `--tls` stream: the session it negotiated, the time its

@@ -727,6 +727,7 @@ mod split_tests {
             interfaces: Default::default(),
             addresses: [std::net::Ipv4Addr::LOCALHOST; 2],
             note: None,
+            second_path: None,
         };
         (placement, facts)
     }

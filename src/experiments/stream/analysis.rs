@@ -85,18 +85,31 @@ pub fn flow_evidence(
     if sender.udp.is_some() || receiver.udp.is_some() || sender.quic.is_some() {
         return None;
     }
+    // --mptcp: TCP_INFO and its samples are one subflow's, not the
+    // connection's (a subflow's chrono accounting does not see data held
+    // in the MPTCP socket's own send queue, so it reads as a sender with
+    // nothing to send), so the verdict reads the connection's bytes
+    // against the paths' summed rate and the hosts' CPU, and no window.
+    let one_path = subflows(sender) == 0;
     Some(FlowEvidence {
         bytes: receiver.bytes,
         record,
         sender: side_evidence(sender, true),
         receiver: side_evidence(receiver, false),
-        tcp: sender_tcp(sender),
+        tcp: sender_tcp(sender).filter(|_| one_path),
         path: path_evidence(sender, receiver, usize::from(reverse), link, emulator),
         paced_bps,
-        intervals: interval_evidence(&sender.intervals),
-        samples: interval_evidence(&sender.samples),
+        intervals: interval_evidence(if one_path { &sender.intervals } else { &[] }),
+        samples: interval_evidence(if one_path { &sender.samples } else { &[] }),
         handshake_s: sender.handshake_s,
+        subflows: subflows(sender),
     })
+}
+
+/// How many subflows an `--mptcp` sender saw (0 for plain TCP or a
+/// connection that fell back).
+fn subflows(sender: &EndpointReport) -> usize {
+    sender.mptcp.as_ref().map_or(0, |m| m.subflows.len())
 }
 
 /// One end's account as the limits analysis reads it; `sends`: the
@@ -165,6 +178,23 @@ fn path_rate(
         .collect();
     let slower = speeds.iter().min_by_key(|s| s.mbit_s);
     match (link.and_then(|l| l.profile.rate_bps), slower) {
+        // --mptcp's second path is shaped as the first: with a subflow
+        // over each, the connection's path is the two together.
+        (Some(rate), _)
+            if subflows(sender) > 1
+                && let Some(second) = link.and_then(|l| l.second_path.as_ref()) =>
+        {
+            (
+                Some(rate.saturating_mul(2)),
+                format!(
+                    "two paths' rate, {} each: the link ({}) and --mptcp's second path ({})",
+                    crate::testbed::link::format_rate(rate),
+                    link.map_or("", |l| l.detail.as_str()),
+                    second.detail
+                ),
+                true,
+            )
+        }
         (Some(rate), _) => (
             Some(rate),
             link.map_or(String::new(), |l| format!("the link's rate, {}", l.detail)),
@@ -436,6 +466,16 @@ pub fn combine(reports: &[&EndpointReport]) -> EndpointReport {
         calls: receives.iter().map(|z| z.calls).sum(),
         unavailable: receives.iter().find_map(|z| z.unavailable.clone()),
     });
+    // --mptcp: every connection's subflows, so that each path's share
+    // covers them all.
+    if out.mptcp.is_some() {
+        let all = reports.iter().filter_map(|r| r.mptcp.as_ref());
+        out.mptcp = Some(crate::endpoint::bulk::types::MptcpStats {
+            subflows: all.clone().flat_map(|m| m.subflows.clone()).collect(),
+            fell_back: all.clone().any(|m| m.fell_back),
+            unread: all.clone().find_map(|m| m.unread.clone()),
+        });
+    }
     if let Some(data) = reports
         .iter()
         .map(|r| r.tcp_info.as_ref().and_then(|t| t.data_segs_out))

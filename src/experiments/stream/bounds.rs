@@ -60,6 +60,36 @@ pub enum ConfigError {
     Tls(String),
     #[error("--quic: {0}")]
     Quic(String),
+    #[error("--mptcp: {0}")]
+    Mptcp(String),
+}
+
+/// `--mptcp`: the options the kernel's MPTCP sockets refuse (each tried
+/// on Linux 6.18: EOPNOTSUPP), refused here by name before anything runs.
+pub fn check_mptcp(
+    options: &crate::endpoint::bulk::types::SocketOptions,
+    send: crate::endpoint::bulk::types::SendStrategy,
+    udp: bool,
+) -> Result<(), ConfigError> {
+    use crate::endpoint::bulk::types::SendStrategy;
+    if !options.mptcp {
+        return Ok(());
+    }
+    let refused = [
+        (udp, "--udp: MPTCP is TCP's; --udp sends bare datagrams"),
+        (
+            send == SendStrategy::Zerocopy,
+            "--strategy zerocopy: the kernel's MPTCP sockets refuse MSG_ZEROCOPY (EOPNOTSUPP); use write, writev, sendfile or splice",
+        ),
+        (
+            options.pacing_bps.is_some(),
+            "--rate: the kernel's MPTCP sockets refuse SO_MAX_PACING_RATE (EOPNOTSUPP); shape the link instead (--link-rate)",
+        ),
+    ];
+    match refused.iter().find(|(given, _)| *given) {
+        Some((_, why)) => Err(ConfigError::Mptcp((*why).to_string())),
+        None => Ok(()),
+    }
 }
 
 /// `--quic`: QUIC is its own transport, with its own TLS: the options of

@@ -168,6 +168,33 @@ impl StreamConfig {
         })
     }
 
+    /// `--mptcp`: options its sockets take, not beside QUIC, and a kernel
+    /// that opens MPTCP sockets where this host places the ends (asked of
+    /// an agent's kernel by its own socket, when it opens one). A netns
+    /// placement's namespaces are new, with MPTCP on wherever the kernel
+    /// has it, so only a kernel without MPTCP refuses there.
+    pub fn check_mptcp(&self) -> Result<(), ConfigError> {
+        use crate::measure::mptcp::{Support, support};
+        if !self.options.mptcp {
+            return Ok(());
+        }
+        if self.quic.is_some() {
+            return Err(ConfigError::Mptcp(
+                "--quic: QUIC runs over UDP; MPTCP is TCP's".into(),
+            ));
+        }
+        super::bounds::check_mptcp(&self.options, self.send, self.udp.is_some())?;
+        match (&self.placement, support()) {
+            (_, Support::Present) | (Placement::Remote { .. }, _) => Ok(()),
+            (Placement::Netns { .. }, Support::Refused(_))
+                if std::path::Path::new("/proc/sys/net/mptcp").exists() =>
+            {
+                Ok(())
+            }
+            (_, Support::Refused(why)) => Err(ConfigError::Mptcp(why)),
+        }
+    }
+
     /// `--interval`: above 10 ms, and within a timed run's length.
     pub fn check_interval(&self) -> Result<(), ConfigError> {
         check_interval(self.interval_s, self.amount)
@@ -211,6 +238,7 @@ impl StreamConfig {
             ));
         }
         self.check_quic()?;
+        self.check_mptcp()?;
         if self.tls.is_some() && self.options.rcvlowat.is_some() {
             return Err(ConfigError::Tls(
                 "--rcvlowat: the record layer reads as records come, a whole record at a time"
@@ -561,7 +589,12 @@ pub fn run_once(
     on_interval: &mut dyn FnMut(usize, &IntervalSample),
 ) -> Result<StreamResult, ControlError> {
     // Dropped last: the namespaces outlive every process placed in them.
-    let bed = Bed::create(&config.placement)?;
+    let mut bed = Bed::create(&config.placement)?;
+    if let (Some(bed), Placement::Netns { link, .. }) = (bed.as_mut(), &config.placement)
+        && config.options.mptcp
+    {
+        bed.testbed.add_second_path(link)?;
+    }
     let launcher = Launcher::for_run(&config.placement, bed.as_ref())?;
     let asked = config.tls.or(config.quic.map(|q| TlsChoice {
         cipher: q.cipher,
@@ -631,7 +664,7 @@ pub fn run_once(
         .first()
         .and_then(|f| udp_loss_sites(&f.sender, &f.receiver, f.reverse, link, emulator));
     // The main direction's first connection speaks for the transfer.
-    let limits = flows
+    let mut limits = flows
         .iter()
         .find(|f| !f.reverse)
         .or(flows.first())
@@ -653,6 +686,21 @@ pub fn run_once(
             .then(|| combined_figures(&backward, config.record).2);
         (sender, receiver, together, jain_fairness(&rates), reverse)
     };
+    // --mptcp with -P: no connection has TCP_INFO of its own to read, so
+    // the main direction's connections together meet the paths' rate.
+    if config.options.mptcp && !config.flows.is_single() {
+        let main_reversed = flows.iter().all(|f| f.reverse);
+        limits = flow_evidence(
+            &sender,
+            &receiver,
+            config.record,
+            None,
+            main_reversed,
+            link,
+            emulator,
+        )
+        .map(|evidence| judge(&evidence));
+    }
     Ok(StreamResult {
         sender,
         receiver,

@@ -392,6 +392,7 @@ pub fn verdicts(spec: &Iperf3Spec, run: &Iperf3Run, path: &LocalPath) -> Vec<Str
                 },
                 samples: Vec::new(),
                 handshake_s: None,
+                subflows: 0,
             };
             let mut verdict = if local.sender {
                 crate::analysis::limits::judge(&flow)

@@ -137,6 +137,11 @@ pub struct StreamOptions {
     /// beside it, rotating, in the same run (not with --confidence).
     #[arg(long, conflicts_with_all = ["tls", "udp"])]
     pub quic: bool,
+    /// Multipath TCP (RFC 8684): both ends open MPTCP sockets and the
+    /// kernel adds subflows over the paths it knows; on a netns placement
+    /// netlab gives it a second link, and reports each subflow's share.
+    #[arg(long, conflicts_with_all = ["quic", "udp"])]
+    pub mptcp: bool,
     /// --quic without UDP GSO and GRO: one system call a datagram.
     #[arg(long, requires = "quic")]
     pub no_gso: bool,
@@ -282,6 +287,7 @@ impl StreamOptions {
                 sender_cpu_pct: self.sender_cpu,
                 receiver_cpu_pct: self.receiver_cpu,
                 stall: self.run.stall_option()?,
+                mptcp: self.mptcp,
             },
             verify: !self.no_verify,
             port: self.port,

@@ -211,7 +211,8 @@ pub struct StreamResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<StreamFigures>,
     /// What limited the transfer, ranked, primary first (TCP: the main
-    /// direction's first connection; see `analysis::limits`).
+    /// direction's first connection, or with `--mptcp` all its
+    /// connections together; see `analysis::limits`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Verdict>,
     /// `--udp`: where the lost datagrams were lost, by every counter that

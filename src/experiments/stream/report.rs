@@ -212,10 +212,16 @@ fn last_run_lines(last: &StreamResult, shared: bool) -> String {
             String::new()
         }
     );
+    let subflows = last.sender.mptcp.as_ref().map_or(0, |m| m.subflows.len());
     if let Some(t) = &last.sender.tcp_info {
         let _ = writeln!(
             out,
-            "TCP_INFO (sender, last run): rtt {} µs ± {}, cwnd {} segs, mss {}, retransmits {}, delivery rate {}",
+            "TCP_INFO (sender, last run{}): rtt {} µs ± {}, cwnd {} segs, mss {}, retransmits {}, delivery rate {}",
+            if subflows > 1 {
+                ", the first of its MPTCP subflows"
+            } else {
+                ""
+            },
             t.rtt_us,
             t.rttvar_us,
             t.snd_cwnd,
@@ -227,6 +233,7 @@ fn last_run_lines(last: &StreamResult, shared: bool) -> String {
             ))
         );
     }
+    out.push_str(&super::multipath::mptcp_text(last).unwrap_or_default());
     // Each counter from the end whose kernel counts it; on one host's
     // loopback both ends share a namespace, and each count holds both.
     use crate::measure::netstat::counted_at_sender;

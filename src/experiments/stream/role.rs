@@ -112,6 +112,9 @@ impl Handler<Listen> for StreamRole {
             let _ = quic;
             return Err("--quic with --udp or --tls: QUIC is its own transport".into());
         }
+        if spec.options.mptcp && (spec.udp || spec.quic.is_some()) {
+            return Err("--mptcp with --udp or --quic: MPTCP is TCP's".into());
+        }
         if let Some(tls) = &spec.tls {
             let write = crate::endpoint::bulk::types::SendStrategy::Write;
             super::bounds::check_tls(Some(&tls.choice()), write, spec.strategy)
@@ -168,6 +171,11 @@ impl Handler<Connect> for StreamRole {
         }
         super::bounds::check_sender(spec.record as u64, spec.amount, spec.interval_s)
             .map_err(|e| e.to_string())?;
+        super::bounds::check_mptcp(&spec.options, spec.strategy, spec.udp.is_some())
+            .map_err(|e| e.to_string())?;
+        if spec.options.mptcp && spec.quic.is_some() {
+            return Err("--mptcp with --quic: MPTCP is TCP's".into());
+        }
         if let Some(tls) = &spec.tls {
             let read = crate::endpoint::bulk::types::RecvStrategy::Read { buffer: 1 };
             super::bounds::check_tls(Some(&tls.choice()), spec.strategy, read)
