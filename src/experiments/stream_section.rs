@@ -214,10 +214,11 @@ impl ReportSection for StreamSection {
                 r.placement
             ),
             then: Some(format!(
-                "1988: {:.0} KB/s, {} (Van Jacobson); 1981: {} Mbaud, VAX-11/750s (Joy)",
+                "1988: {:.0} KB/s, {} (Van Jacobson); 1981: {} Mbaud, VAX-11/750s (Joy); {}",
                 h.bsd_speedups.best_kbytes_s,
                 h.bsd_speedups.machine,
-                h.berkeley_vax.user_user_mbaud
+                h.berkeley_vax.user_user_mbaud,
+                stream::model::summary_line()
             )),
             limit,
         })

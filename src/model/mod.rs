@@ -2,10 +2,13 @@
 //! clocks. A model's parameters are the historical constants, each cited
 //! from its source; nothing is fitted to the figures it predicts.
 //!
+//! - [`bsd41`]: Berkeley's first TCP/IP (1981), a VAX-11/750 sending 4 MB
+//!   to an 11/780, and Bill Joy's ladder of projected speedups.
 //! - [`sunos35`]: the 1989 login host, a Sun-3/260 under SunOS 3.5, as
 //!   a CPU model of N users typing through rlogind.
 //! - [`sunos4`]: Sun RPC over TCP on SunOS 4 (1989), the stack behind the
 //!   "4096 and 8192 bytes are slow" table.
 
+pub mod bsd41;
 pub mod sunos35;
 pub mod sunos4;

@@ -20,6 +20,7 @@ mod common;
 
 mod agent;
 mod broadcast;
+mod bsd41;
 mod cksum;
 mod cli;
 mod container;

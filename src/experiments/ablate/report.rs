@@ -288,6 +288,8 @@ pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
                 s.step.clone(),
                 s.nearest_today.clone(),
                 format!("{:.2}", s.joy_x_step_before),
+                s.model_x_step_before
+                    .map_or("-".into(), |x| format!("{x:.2}")),
                 s.now_x_step_before
                     .map_or("-".into(), |x| format!("{x:.2}")),
                 s.now_alone_x_baseline
@@ -305,6 +307,7 @@ pub fn joy_ladder(factors: &[Factor], analysis: &Analysis) -> String {
             "Joy's step",
             "nearest today",
             "Joy: x step before",
+            "1981 model: x step before",
             "now: x step before",
             "now: alone x baseline",
             "now Mbit/s",
@@ -334,6 +337,9 @@ pub struct JoyStep {
     pub step: String,
     pub nearest_today: String,
     pub joy_x_step_before: f64,
+    /// The 1981 model's prediction for the step (`netlab stream --stack
+    /// bsd41`), as a factor over the step before.
+    pub model_x_step_before: Option<f64>,
     /// `None` for step 1, which has no counterpart today.
     pub now_x_step_before: Option<f64>,
     pub now_alone_x_baseline: Option<f64>,
@@ -342,6 +348,7 @@ pub struct JoyStep {
 
 pub fn joy_ladder_data(factors: &[Factor], analysis: &Analysis) -> Option<JoyLadder> {
     let projections = &historical::figures().berkeley_vax.projections_mbaud;
+    let model = model_ladder_x();
     let baseline = vec![0; factors.len()];
     let base = analysis.mean_of(&baseline)?;
     let mut steps = Vec::new();
@@ -352,6 +359,7 @@ pub fn joy_ladder_data(factors: &[Factor], analysis: &Analysis) -> Option<JoyLad
         step: format!("1. {} (Joy 1.9 Mbaud)", projections.first().map_or("", |p| p.0.as_str())),
         nearest_today: "no Linux counterpart: TCP sets DF and sizes segments to the path MTU; the ladder starts from today's baseline".into(),
         joy_x_step_before: joy_previous / 1.2,
+        model_x_step_before: model.first().copied(),
         now_x_step_before: None,
         now_alone_x_baseline: None,
         now_mbit_s: base,
@@ -372,6 +380,7 @@ pub fn joy_ladder_data(factors: &[Factor], analysis: &Analysis) -> Option<JoyLad
             step: format!("{}. {step}", i + 2),
             nearest_today: format!("{}={}", factor.name, factor.levels[1]),
             joy_x_step_before: joy / joy_previous,
+            model_x_step_before: model.get(i + 1).copied(),
             now_x_step_before: Some(now / previous),
             now_alone_x_baseline: Some(by_itself / base),
             now_mbit_s: now,
@@ -389,6 +398,23 @@ pub fn joy_ladder_data(factors: &[Factor], analysis: &Analysis) -> Option<JoyLad
         joy_projected_x: joy_previous / projections.first().map_or(1.2, |p| p.1),
         now_x: previous / base,
     })
+}
+
+/// The 1981 model's ladder as factors over the step before (the first
+/// over its own 1981 row).
+fn model_ladder_x() -> Vec<f64> {
+    use crate::model::bsd41;
+    let costs = bsd41::Costs::vax750();
+    let inputs = bsd41::Inputs::default();
+    let mut previous = bsd41::predict_1981(&costs, &inputs).mbaud;
+    bsd41::ladder(&costs, &inputs)
+        .iter()
+        .map(|s| {
+            let x = s.outcome.host_mbaud / previous;
+            previous = s.outcome.host_mbaud;
+            x
+        })
+        .collect()
 }
 
 /// `--preset vj1988`: each factor judged one at a time from the baseline
@@ -702,12 +728,22 @@ mod tests {
         let text = joy_ladder(&factors, &a);
         let step2 = text.lines().find(|l| l.contains("recv=splice")).unwrap();
         let cells: Vec<&str> = step2.split('|').map(str::trim).collect();
-        // Joy: 2.25 / 1.9; now: 110 / 100, alone the same.
-        assert_eq!(&cells[3..7], ["1.18", "1.10", "1.10", "110"], "{step2}");
+        // Joy: 2.25 / 1.9; the 1981 model: 2.01 / 1.86; now: 110 / 100,
+        // alone the same.
+        assert_eq!(
+            &cells[3..8],
+            ["1.18", "1.08", "1.10", "1.10", "110"],
+            "{step2}"
+        );
         let step3 = text.lines().find(|l| l.contains("mtu=4136")).unwrap();
         let cells: Vec<&str> = step3.split('|').map(str::trim).collect();
-        // Joy: 3.5 / 2.25; now 180 / 110 added to step 2, 150 / 100 alone.
-        assert_eq!(&cells[3..7], ["1.56", "1.64", "1.50", "180"], "{step3}");
+        // Joy: 3.5 / 2.25; the model 3.10 / 2.01; now 180 / 110 added to
+        // step 2, 150 / 100 alone.
+        assert_eq!(
+            &cells[3..8],
+            ["1.56", "1.54", "1.64", "1.50", "180"],
+            "{step3}"
+        );
         assert!(text.contains("today they give x1.80"), "{text}");
         // The JSON carries the same table.
         let data = serde_json::to_value(joy_ladder_data(&factors, &a).unwrap()).unwrap();

@@ -7,6 +7,7 @@ pub mod encrypted;
 pub mod iperf3;
 pub mod iperf3_native;
 pub mod lab;
+pub mod model;
 pub mod multipath;
 pub mod options;
 pub mod quic;

@@ -367,8 +367,86 @@ pub struct StreamArgs {
     /// iperf3:HOST`).
     #[arg(long, value_enum, default_value_t = JsonFormat::Netlab)]
     pub format: JsonFormat,
+    /// `linux`: measure this kernel. `bsd41`: Berkeley's 1981 TCP/IP (004,
+    /// a VAX-11/750 sending 4 MB in 1 KB records to an 11/780) as a CPU
+    /// model that runs nothing: 004's figures beside its predictions, Bill
+    /// Joy's ladder, and each constant's source.
+    #[arg(long, value_enum, default_value = "linux")]
+    pub stack: StreamStack,
+    /// With --stack bsd41: a stream results file (`netlab stream --out`)
+    /// whose runs' measured work a KB is priced on two 750s: today's code
+    /// on 1981's machine (`-`: standard input).
+    #[arg(long, value_name = "RESULTS")]
+    pub counts_from: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub common: StreamOptions,
+}
+
+/// Which stack the stream runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StreamStack {
+    Linux,
+    Bsd41,
+}
+
+/// `--stack bsd41`: the model's table, and today's runs on 1981's
+/// machine from `--counts-from`. Options that would measure are refused:
+/// the model describes one transfer (004's) and runs no endpoints.
+fn run_model(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let c = &args.common;
+    let measuring = [
+        (
+            c.place.placement != crate::options::placement::PlacementKind::Loopback
+                || c.place.remote.from.is_some()
+                || c.place.remote.to.is_some(),
+            "--placement, --from and --to",
+        ),
+        (
+            args.bytes.is_some() || args.duration.is_some(),
+            "--bytes and --duration (the model moves 004's 4 MB)",
+        ),
+        (
+            args.repeat > 1 || args.confidence.is_some(),
+            "--repeat and --confidence",
+        ),
+        (
+            args.interval.is_some() || args.json_stream,
+            "--interval and --json-stream",
+        ),
+        (
+            c.tls || c.quic || c.mptcp || c.udp,
+            "--tls, --quic, --mptcp and --udp",
+        ),
+        (c.parallel != 1, "-P"),
+        (args.format == JsonFormat::Iperf3, "--format iperf3"),
+    ];
+    if let Some((_, option)) = measuring.iter().find(|(given, _)| *given) {
+        anyhow::bail!(
+            "--stack bsd41: the model describes 004's transfer only (VAX-11/750 to 11/780 over a 3 Mbit/s Ethernet) and runs no endpoints: {option} do not apply"
+        );
+    }
+    let today = match &args.counts_from {
+        None => Vec::new(),
+        Some(path) => {
+            let lines =
+                crate::record::read_records::<crate::experiments::stream::record::StreamData>(path)
+                    .with_context(|| format!("--counts-from {}", path.display()))?;
+            let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
+            let today = crate::experiments::stream::model::today(&records);
+            if today.is_empty() {
+                anyhow::bail!(
+                    "--counts-from {}: no TCP stream there carries its work a KB (each end's system calls and the sender's TCP_INFO segments)",
+                    path.display()
+                );
+            }
+            today
+        }
+    };
+    use crate::experiments::stream::model::{model_doc, model_text};
+    args.common
+        .run
+        .finish_unrecorded(out, model_doc(&today), || model_text(&today))
 }
 
 impl StreamArgs {
@@ -478,6 +556,12 @@ fn check_printing(args: &StreamArgs) -> anyhow::Result<()> {
 }
 
 pub fn run(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.stack == StreamStack::Bsd41 {
+        return run_model(args, out);
+    }
+    if args.counts_from.is_some() {
+        anyhow::bail!("--counts-from feeds measured counts into the model: add --stack bsd41");
+    }
     if let Some(target) = args
         .common
         .place

@@ -791,6 +791,7 @@ pub fn berkeley_then_now(records: &[Record]) -> Option<String> {
     )?;
     Some(format!(
         "then (1981, {src}): 4 MB in 1024-byte records, VAX-11/750 -> 11/780 over a {link} Mbit/s Ethernet: {secs} s, {then} Mbit/s user to user; sender {cpu}, receiver {idle}% idle; system time split {split}.\n\
+{model}\n\
 now: the same transfer in {now_s} ms{each}, {now_rate} Mbit/s (median of {n}): {factor}x the 1981 rate.",
         src = h.source,
         link = h.link_mbaud,
@@ -813,7 +814,26 @@ now: the same transfer in {now_s} ms{each}, {now_rate} Mbit/s (median of {n}): {
             String::new()
         },
         factor = num(now.median / h.user_user_mbaud),
+        model = model_1981_line(),
     ))
+}
+
+/// The 1981 model's prediction of the same row, and how much of 004 it
+/// reproduces.
+fn model_1981_line() -> String {
+    use crate::model::bsd41;
+    let costs = bsd41::Costs::vax750();
+    let row = bsd41::predict_1981(&costs, &bsd41::Inputs::default());
+    let shares = row.sender.shares_pct();
+    format!(
+        "model (netlab stream --stack bsd41, costs cited or fitted to this row): {:.1} s, {:.2} Mbit/s; sender {:.0}% busy, receiver {:.0}% idle; checksum {:.0}% of the system time (predicted; Ethernet, IP, TCP and system calls are fitted); {}.",
+        bsd41::transfer_seconds(&row),
+        row.mbaud,
+        100.0 * row.sender_busy,
+        100.0 * (1.0 - row.receiver_busy),
+        shares[3],
+        super::model::summary_line()
+    )
 }
 
 /// 1988's "sound barrier" (003): runs over a link whose interface holds a

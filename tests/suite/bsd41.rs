@@ -1,0 +1,76 @@
+//! `netlab stream --stack bsd41` (#66): Berkeley's 1981 TCP/IP as a model,
+//! its table beside 004's, today's runs priced on two VAX-11/750s, and
+//! what it refuses.
+
+#[test]
+fn stream_stack_bsd41_prints_004_beside_the_model_and_prices_todays_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let doc = crate::common::run_json(&["stream", "--stack", "bsd41"], &out);
+    assert_eq!(doc["stack"], "bsd41");
+    let checks = doc["checks"].as_array().unwrap();
+    let time = checks
+        .iter()
+        .find(|c| c["figure"].as_str().unwrap().starts_with("4 MB"))
+        .unwrap();
+    assert_eq!(time["source"], 28.0);
+    assert_eq!(time["reproduces"], true, "{time}");
+    assert_eq!(doc["ladder"].as_array().unwrap().len(), 6);
+    let constants = doc["constants"].as_array().unwrap();
+    let cited = constants.iter().filter(|c| c["cited"] == true).count();
+    assert!(
+        cited * 2 > constants.len(),
+        "cited {cited} of {}",
+        constants.len()
+    );
+    assert!(!out.exists(), "a model records nothing");
+
+    // A real run's counts, priced on the 750s.
+    let records = dir.path().join("runs.jsonl");
+    let run = crate::common::netlab()
+        .args(["stream", "--bytes", "4M", "--record", "1K", "--out"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = crate::common::netlab()
+        .args(["stream", "--stack", "bsd41", "--counts-from"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert!(text.status.success(), "{said}");
+    assert!(
+        said.contains("loopback records of 1024 B, write -> read"),
+        "{said}"
+    );
+    assert!(said.contains("ACK coalescing"), "{said}");
+    assert!(said.contains("why step 4 parts"), "{said}");
+}
+
+#[test]
+fn stream_stack_bsd41_refuses_what_would_measure_in_one_line_each() {
+    crate::common::stream_refuses(&[
+        ("--stack bsd41 --placement netns", "runs no endpoints"),
+        ("--stack bsd41 --tls", "runs no endpoints"),
+        ("--counts-from x.jsonl", "add --stack bsd41"),
+        ("--stack vms", "invalid value 'vms'"),
+    ]);
+    // --bytes (which stream_refuses adds) is refused too; an empty file
+    // carries no counts.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let run = crate::common::netlab()
+        .args(["stream", "--stack", "bsd41", "--counts-from"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("carries its work a KB"), "{err}");
+}
