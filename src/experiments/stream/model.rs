@@ -165,12 +165,7 @@ pub struct TodayRun {
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    crate::measure::median_of_sorted(&values).unwrap_or(f64::NAN)
 }
 
 /// A record's work a KB, if it is a plain TCP stream that carries it.
