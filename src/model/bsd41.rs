@@ -901,6 +901,43 @@ mod tests {
         assert!(all.iter().all(|c| !c.source.is_empty()));
     }
 
+    /// Each fitted cost is tested on figures it was not fitted to: moving
+    /// it moves some step of Joy's ladder (none of which it was fitted to).
+    #[test]
+    fn every_fitted_cost_moves_a_projection_it_was_not_fitted_to() {
+        let inputs = Inputs::default();
+        let base = Costs::vax750();
+        let ladder_of = |c: &Costs| -> Vec<f64> {
+            ladder(c, &inputs)
+                .iter()
+                .map(|s| s.outcome.host_mbaud)
+                .collect()
+        };
+        let before = ladder_of(&base);
+        type Field = fn(&mut Costs) -> &mut f64;
+        let fitted: [(&str, Field); 4] = [
+            ("copy", |c| &mut c.copy_us_per_kb),
+            ("Ethernet", |c| &mut c.ethernet_us),
+            ("IP", |c| &mut c.ip_us),
+            ("TCP", |c| &mut c.tcp_us),
+        ];
+        for (name, field) in fitted {
+            let mut moved = base;
+            *field(&mut moved) *= 1.1;
+            let after = ladder_of(&moved);
+            let changed = before
+                .iter()
+                .zip(&after)
+                .filter(|(b, a)| (*b - *a).abs() > 1e-6 * *b)
+                .count();
+            assert!(changed >= 2, "{name} moves {changed} steps");
+        }
+        assert_eq!(
+            constants().iter().filter(|c| !c.cited).count(),
+            fitted.len()
+        );
+    }
+
     #[test]
     fn removing_work_never_slows_a_step() {
         let costs = Costs::vax750();

@@ -279,6 +279,15 @@ pub fn verdict(checks: &[Check]) -> (usize, usize) {
 /// The model's one line for a first screen: how much of 004 it
 /// reproduces.
 pub fn summary_line() -> String {
+    format!(
+        "the 1981 model (netlab stream --stack bsd41) {}",
+        reproduction()
+    )
+}
+
+/// How much of 004 the model reproduces, and what it misses, from
+/// "reproduces".
+pub fn reproduction() -> String {
     let checks = checks();
     let (held, of) = verdict(&checks);
     let missed: Vec<String> = checks
@@ -287,7 +296,7 @@ pub fn summary_line() -> String {
         .map(|c| format!("{} ({:.2} against {})", c.figure, c.model, c.source))
         .collect();
     format!(
-        "the 1981 model (netlab stream --stack bsd41) reproduces {held} of 004's {of} predicted figures within tolerance{}",
+        "reproduces {held} of 004's {of} predicted figures within tolerance{}",
         if missed.is_empty() {
             String::new()
         } else {

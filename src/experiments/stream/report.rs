@@ -826,13 +826,13 @@ fn model_1981_line() -> String {
     let row = bsd41::predict_1981(&costs, &bsd41::Inputs::default());
     let shares = row.sender.shares_pct();
     format!(
-        "model (netlab stream --stack bsd41, costs cited or fitted to this row): {:.1} s, {:.2} Mbit/s; sender {:.0}% busy, receiver {:.0}% idle; checksum {:.0}% of the system time (predicted; Ethernet, IP, TCP and system calls are fitted); {}.",
+        "model (netlab stream --stack bsd41, costs cited or fitted to this row): {:.1} s, {:.2} Mbit/s; sender {:.0}% busy, receiver {:.0}% idle; checksum {:.0}% of the system time (predicted; Ethernet, IP, TCP and system calls are fitted); it {}.",
         bsd41::transfer_seconds(&row),
         row.mbaud,
         100.0 * row.sender_busy,
         100.0 * (1.0 - row.receiver_busy),
         shares[3],
-        super::model::summary_line()
+        super::model::reproduction()
     )
 }
 
