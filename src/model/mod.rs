@@ -6,9 +6,12 @@
 //!   to an 11/780, and Bill Joy's ladder of projected speedups.
 //! - [`sunos35`]: the 1989 login host, a Sun-3/260 under SunOS 3.5, as
 //!   a CPU model of N users typing through rlogind.
+//! - [`vms44`]: the 1987 VMS 4.4 host typing files through TELNET (and
+//!   LAT), as a CPU model.
 //! - [`sunos4`]: Sun RPC over TCP on SunOS 4 (1989), the stack behind the
 //!   "4096 and 8192 bytes are slow" table.
 
 pub mod bsd41;
 pub mod sunos35;
 pub mod sunos4;
+pub mod vms44;

@@ -94,6 +94,7 @@ pub struct TerminalOutput {
     pub what: String,
     pub telnet: TelnetOutput,
     pub lat_direct: LatDirect,
+    pub decnet_set_host: DecnetSetHost,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -101,10 +102,24 @@ pub struct TelnetOutput {
     pub remote_cpu_pct: f64,
     pub avg_packet_bytes: f64,
     pub terminal_kbytes_s_max: f64,
+    pub remote_kernel_pct: f64,
+    pub remote_user_pct: f64,
+    pub server_process_pct: f64,
+    pub ip_acp_pct: f64,
+    pub type_pct: f64,
+    pub ether_kbytes_s_before: f64,
+    pub ether_kbytes_s_during: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct LatDirect {
+    pub remote_idle_pct_min: f64,
+    pub ether_kbytes_s_before: f64,
+    pub ether_kbytes_s_during: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DecnetSetHost {
     pub remote_idle_pct_min: f64,
 }
 

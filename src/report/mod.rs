@@ -2,6 +2,7 @@
 //! shape with the historical figures beside them, figures, and the report page.
 
 pub mod caveats;
+pub mod checks;
 pub mod doctor;
 pub mod figures;
 pub mod historical;

@@ -20,7 +20,6 @@ mod common;
 
 mod agent;
 mod broadcast;
-mod bsd41;
 mod cksum;
 mod cli;
 mod container;
@@ -34,6 +33,7 @@ mod login;
 mod login_interop;
 mod login_load;
 mod mesh;
+mod models;
 mod mptcp;
 mod netns;
 mod prometheus;

@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod cell;
 pub mod figures;
 pub mod lab;
+pub mod model;
 pub mod options;
 pub mod record;
 pub mod report;

@@ -41,10 +41,23 @@ pub struct OutputArgs {
     /// output until the client's delayed ACK; telnetd has no such switch).
     #[arg(long)]
     pub nodelay: bool,
+    /// `linux`: measure this kernel. `vms44`: the 1987 remote host (a
+    /// VAX-11/750 under VMS 4.4 with CMU/TEK TCP/IP, 002) as a CPU model
+    /// that runs nothing: 002's figures beside its predictions, and why
+    /// LAT left the host idle.
+    #[arg(long, value_enum, default_value = "linux")]
+    pub stack: OutputStack,
     #[command(flatten)]
     pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
     pub run: crate::options::run::RunOptions,
+}
+
+/// Which host the text is typed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputStack {
+    Linux,
+    Vms44,
 }
 
 impl OutputArgs {
@@ -58,6 +71,20 @@ impl OutputArgs {
 const MAX_TYPING_S: f64 = 86_400.0;
 
 pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
+    if args.stack == OutputStack::Vms44 {
+        if args.place.placement.is_some()
+            || args.place.remote.from.is_some()
+            || args.place.remote.to.is_some()
+            || args.baud.is_some()
+            || args.nodelay
+        {
+            bail!(
+                "--stack vms44: the model describes 002's host only (a VAX-11/750 typing to a 9600-baud terminal) and runs no endpoints: --placement, --from, --to, --baud and --nodelay do not apply"
+            );
+        }
+        use crate::experiments::output::model::{model_doc, model_text};
+        return args.run.finish_unrecorded(out, model_doc(), model_text);
+    }
     if args.size == 0 {
         bail!("--size must be above zero");
     }

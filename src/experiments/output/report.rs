@@ -67,6 +67,15 @@ pub fn output_table(records: &[Record]) -> String {
         then.telnet.avg_packet_bytes,
         then.lat_direct.remote_idle_pct_min
     ));
+    let (telnet, lat) = super::model::loads();
+    text.push_str(&format!(
+        "model (netlab output --stack vms44, kernel costs cited, user costs fitted to 1987's shares): telnet host {:.0}% CPU at {:.0} chars/s, {:.0}% of it kernel; LAT leaves it {:.0}% idle; it {}.\n",
+        100.0 * telnet.busy(),
+        telnet.chars_per_s,
+        100.0 * telnet.kernel / telnet.busy(),
+        100.0 * (1.0 - lat.busy()),
+        super::model::reproduction()
+    ));
     text
 }
 
@@ -156,8 +165,10 @@ impl ReportSection for OutputSection {
                 "{slowest:.0} to {fastest:.0} KB/s of text typed, by server (one run a cell: no interval)"
             ),
             then: Some(format!(
-                "1987: at most {} KB/s to a 9600-baud terminal, the remote VAX-11/750 at {}% CPU",
-                t.terminal_kbytes_s_max, t.remote_cpu_pct
+                "1987: at most {} KB/s to a 9600-baud terminal, the remote VAX-11/750 at {}% CPU; the 1987 model (netlab output --stack vms44) {}",
+                t.terminal_kbytes_s_max,
+                t.remote_cpu_pct,
+                crate::experiments::output::model::reproduction()
             )),
             limit,
         })

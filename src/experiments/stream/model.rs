@@ -9,6 +9,7 @@
 use crate::endpoint::bulk::types::{RecvStrategy, SendStrategy};
 use crate::experiments::stream::record::StreamData;
 use crate::model::bsd41::{self, Costs, Inputs, Outcome, TodayCounts};
+use crate::report::checks::{Check, Tolerance, verdict};
 use crate::report::historical;
 use crate::report::table::markdown;
 use serde::Serialize;
@@ -20,66 +21,6 @@ type Record = crate::record::Record<StreamData>;
 pub const RELATIVE_TOLERANCE: f64 = 0.15;
 /// A share of the system time, or the idle time, within this many points.
 pub const POINTS_TOLERANCE: f64 = 5.0;
-
-/// How far a prediction may be from the source's figure.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Tolerance {
-    /// A share of the figure (0.15: ±15%).
-    Relative(f64),
-    /// Percentage points.
-    Points(f64),
-}
-
-/// One of the source's figures beside the model's.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Check {
-    pub figure: String,
-    pub source: f64,
-    pub model: f64,
-    pub unit: &'static str,
-    pub tolerance: Tolerance,
-    /// The model was fitted to this figure: its agreement is the fit's,
-    /// not a prediction's.
-    pub fitted: bool,
-    pub reproduces: bool,
-}
-
-impl Check {
-    fn new(
-        figure: String,
-        source: f64,
-        model: f64,
-        unit: &'static str,
-        tolerance: Tolerance,
-        fitted: bool,
-    ) -> Check {
-        let reproduces = match tolerance {
-            Tolerance::Relative(share) => (model - source).abs() <= share * source.abs(),
-            Tolerance::Points(points) => (model - source).abs() <= points,
-        };
-        Check {
-            figure,
-            source,
-            model,
-            unit,
-            tolerance,
-            fitted,
-            reproduces,
-        }
-    }
-
-    fn off(&self) -> String {
-        match self.tolerance {
-            Tolerance::Relative(t) => format!(
-                "{:+.0}% (±{:.0}%)",
-                100.0 * (self.model / self.source - 1.0),
-                100.0 * t
-            ),
-            Tolerance::Points(t) => format!("{:+.1} points (±{t:.0})", self.model - self.source),
-        }
-    }
-}
 
 /// Every figure of 004 the model speaks to, source beside model.
 pub fn checks() -> Vec<Check> {
@@ -259,23 +200,6 @@ pub fn today(records: &[Record]) -> Vec<TodayRun> {
         .collect()
 }
 
-fn reproduces_word(c: &Check) -> &'static str {
-    match (c.reproduces, c.fitted) {
-        (true, true) => "yes (fitted)",
-        (true, false) => "yes",
-        (false, _) => "NO",
-    }
-}
-
-/// How many of the predictions (the figures not fitted to) reproduce.
-pub fn verdict(checks: &[Check]) -> (usize, usize) {
-    let predicted: Vec<&Check> = checks.iter().filter(|c| !c.fitted).collect();
-    (
-        predicted.iter().filter(|c| c.reproduces).count(),
-        predicted.len(),
-    )
-}
-
 /// The model's one line for a first screen: how much of 004 it
 /// reproduces.
 pub fn summary_line() -> String {
@@ -316,28 +240,8 @@ pub fn model_text(today: &[TodayRun]) -> String {
         out.push_str(&format!("  {line}\n"));
     }
     let checks = checks();
-    let rows: Vec<Vec<String>> = checks
-        .iter()
-        .map(|c| {
-            vec![
-                c.figure.clone(),
-                format!("{:.2} {}", c.source, c.unit),
-                format!("{:.2} {}", c.model, c.unit),
-                c.off(),
-                reproduces_word(c).into(),
-            ]
-        })
-        .collect();
     out.push('\n');
-    out.push_str(&markdown(
-        &["figure", "004 (1981)", "model", "off by", "reproduces"],
-        &rows,
-    ));
-    let (held, of) = verdict(&checks);
-    out.push_str(&format!(
-        "{held} of {of} predicted figures within tolerance ({} fitted to the 1981 row, not counted).\n",
-        checks.iter().filter(|c| c.fitted).count()
-    ));
+    out.push_str(&crate::report::checks::table(&checks, "004 (1981)"));
     out.push_str(&copy_tension());
     out.push_str("\nJoy's ladder as the model takes each step (between two 750s, 10 Mbit/s):\n");
     let steps = bsd41::ladder(&costs, &inputs);

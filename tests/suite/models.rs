@@ -1,6 +1,7 @@
-//! `netlab stream --stack bsd41` (#66): Berkeley's 1981 TCP/IP as a model,
-//! its table beside 004's, today's runs priced on two VAX-11/750s, and
-//! what it refuses.
+//! The source stacks as models (#66): `netlab stream --stack bsd41`
+//! (Berkeley's 1981 TCP/IP: its table beside 004's, today's runs priced on
+//! two VAX-11/750s) and `netlab output --stack vms44` (the 1987 VMS host
+//! beside 002), and what each refuses.
 
 #[test]
 fn stream_stack_bsd41_prints_004_beside_the_model_and_prices_todays_runs() {
@@ -73,4 +74,31 @@ fn stream_stack_bsd41_refuses_what_would_measure_in_one_line_each() {
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("carries its work a KB"), "{err}");
+}
+
+/// `netlab output --stack vms44` (#66): the 1987 VMS host as a model,
+/// 002's figures beside it, and what it refuses.
+#[test]
+fn output_stack_vms44_prints_002_beside_the_model_and_refuses_measuring_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let doc = crate::common::run_json(&["output", "--stack", "vms44"], &out);
+    assert_eq!(doc["stack"], "vms44");
+    let checks = doc["checks"].as_array().unwrap();
+    let kernel = checks
+        .iter()
+        .find(|c| c["figure"].as_str().unwrap().contains("kernel's share"))
+        .unwrap();
+    assert_eq!(kernel["source"], 20.0);
+    assert_eq!(kernel["fitted"], false);
+    assert!(doc["lat"]["server"] == 0.0, "{}", doc["lat"]);
+    assert!(!out.exists(), "a model records nothing");
+    let run = crate::common::netlab()
+        .args(["output", "--stack", "vms44", "--baud", "9600"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("runs no endpoints"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
