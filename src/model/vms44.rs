@@ -310,6 +310,57 @@ pub fn sustained(load_at: impl Fn(f64) -> Load) -> Load {
     }
 }
 
+/// What one of today's servers did for each KB of terminal data, as
+/// netlab counted it over its measured window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TodayCounts {
+    pub syscalls: f64,
+    pub context_switches: f64,
+    /// Segments out and in (data to the terminal, its ACKs back).
+    pub packets: f64,
+}
+
+/// A system call's user-mode side (the stub and its caller's loop):
+/// 4.1BSD's `getpid` on a 750, 4.5 s of user time a 100,000 (Leffler et
+/// al. 1985, Table 2).
+pub const SYSCALL_USER_US: f64 = 4.5 / 100_000.0 * 1e6;
+
+/// Today's server on 1987's VAX-11/750 at `chars_per_s`: its system
+/// calls at a QIO's kernel cost (and their user-mode stubs), its context
+/// switches at a wake-up's, the characters through the pseudo-terminal's
+/// queue in and out, each packet through the Ethernet driver, IP and TCP
+/// at the 1981 model's costs (the protocol in the kernel, as today), and
+/// TYPE's own record as in 1987. Today's relays do no work a character
+/// in user mode beyond their system calls (they move bytes in bulk), so
+/// none is charged.
+pub fn today_on_750(costs: &Costs, counts: &TodayCounts, chars_per_s: f64) -> Load {
+    let kb_per_s = chars_per_s / 1024.0;
+    let protocol = bsd41::Costs::vax750();
+    let per_kb_kernel = counts.syscalls * costs.qio_us
+        + counts.context_switches * costs.wakeup_us
+        + 2.0 * 1024.0 * costs.queue_us_per_char
+        + counts.packets * (costs.ethernet_frame_us + protocol.ip_us + protocol.tcp_us);
+    let records = chars_per_s / record_chars();
+    let type_ = records * costs.type_us_per_record / 1e6;
+    let server_user = kb_per_s * counts.syscalls * SYSCALL_USER_US / 1e6;
+    Load {
+        chars_per_s,
+        user: type_ + server_user,
+        kernel: kb_per_s * per_kb_kernel / 1e6,
+        server: server_user,
+        ip_acp: 0.0,
+        type_,
+        // Half the packets carry data behind their headers, half are
+        // bare ACKs.
+        ethernet_kbytes_s: (kb_per_s
+            * counts.packets
+            * 0.5
+            * (cited::HEADER_BYTES + cited::LEAST_FRAME_BYTES)
+            + chars_per_s)
+            / 1e3,
+    }
+}
+
 /// What the report tells a reader to keep in mind.
 pub const CAVEATS: &str = "the kernel's unit costs are 4.1BSD's on the same VAX-11/750 standing in for VMS 4.4's (a QIO does more than a getpid: an I/O request packet, a driver's start and its completion, an AST), so the kernel's share is a floor; the user-mode costs are fitted to 002's own shares at the terminal's rate; a record is the seed's 46 characters; SET HOST is taken to run as LAT does (the terminal handled by kernel drivers, one process), which the seed's 85% idle for both supports.";
 

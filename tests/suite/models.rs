@@ -93,6 +93,43 @@ fn output_stack_vms44_prints_002_beside_the_model_and_refuses_measuring_options(
     assert_eq!(kernel["fitted"], false);
     assert!(doc["lat"]["server"] == 0.0, "{}", doc["lat"]);
     assert!(!out.exists(), "a model records nothing");
+    // A real run's counts, priced on the 750.
+    let records = dir.path().join("runs.jsonl");
+    let run = crate::common::netlab()
+        .args([
+            "output",
+            "--relay",
+            "epoll",
+            "--protocol",
+            "telnet",
+            "--size",
+            "64K",
+        ])
+        // Paced to most of a second: perf counts the server's system
+        // calls over a window that long (a few milliseconds is too short).
+        .args(["--baud", "1000000", "--out"])
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc = crate::common::run_json(
+        &[
+            "output",
+            "--stack",
+            "vms44",
+            "--counts-from",
+            records.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let today = doc["today"].as_array().unwrap();
+    assert_eq!(today.len(), 1, "{doc}");
+    assert_eq!(today[0]["label"], "epoll over telnet (loopback)");
+    assert!(today[0]["counts"]["packets"].as_f64().unwrap() > 0.0);
     let run = crate::common::netlab()
         .args(["output", "--stack", "vms44", "--baud", "9600"])
         .output()

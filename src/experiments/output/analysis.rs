@@ -208,6 +208,7 @@ mod tests {
             server_cpu_pct: 2.0,
             link: None,
             tcp_info: None,
+            per_kb: None,
             waits: Some(TreeWaits {
                 window_s: 1.0,
                 samples: sites.iter().copied().collect(),

@@ -32,6 +32,7 @@ use crate::endpoint::login::server::Relay;
 use crate::endpoint::stall::StallBound;
 use crate::experiments::login::role::Terminal;
 use crate::experiments::login::servers::{self, ServerSpec};
+use crate::experiments::output::record::OutputCounts;
 use crate::experiments::output::record::OutputData;
 use crate::experiments::output::record::OutputParams;
 use crate::experiments::output::record::OutputResult;
@@ -108,6 +109,17 @@ pub fn run_cell(params: &OutputParams) -> Result<OutputResult, CellError> {
         mean_segment_bytes: bytes / segs.max(1.0),
         server_cpu_pct: 100.0 * window.tree_ns as f64 / 1e9 / seconds,
         link,
+        per_kb: window.tree_counts.map(|c| OutputCounts {
+            syscalls: c.syscalls as f64 / kb.max(1e-9),
+            context_switches: c.context_switches as f64 / kb.max(1e-9),
+            packets_out: segs / kb.max(1e-9),
+            packets_in: client
+                .tcp_info
+                .as_ref()
+                .and_then(|i| i.segs_out)
+                .map_or(0.0, |n| f64::from(n) / kb.max(1e-9)),
+            pty_transfers: window.pty_transfers.map(|n| n as f64 / kb.max(1e-9)),
+        }),
         tcp_info: client.tcp_info,
         waits: window.waits,
     })

@@ -3,7 +3,8 @@
 //! figures beside the model's, each with its tolerance, and why LAT and
 //! SET HOST left the host idle where TELNET saturated it.
 
-use crate::model::vms44::{self, Costs, Load};
+use crate::experiments::output::record::OutputData;
+use crate::model::vms44::{self, Costs, Load, TodayCounts};
 use crate::report::checks::{Check, Tolerance, verdict};
 use crate::report::historical;
 use crate::report::table::markdown;
@@ -150,8 +151,111 @@ fn budget_rows(t: &Load, l: &Load) -> Vec<Vec<String>> {
     vec![row("TELNET (CMU/TEK)", t), row("LAT (and SET HOST)", l)]
 }
 
-/// `netlab output --stack vms44` as text.
-pub fn model_text() -> String {
+type Record = crate::record::Record<OutputData>;
+
+/// One of today's servers on 1987's VAX.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TodayServer {
+    pub label: String,
+    pub cells: usize,
+    pub counts: TodayCounts,
+    /// At the terminal's rate, or the rate a saturated 750 allows.
+    pub on_750: Load,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    crate::measure::median_of_sorted(&values).unwrap_or(f64::NAN)
+}
+
+/// Today's servers in `records` whose cells counted their work a KB,
+/// each group's median counts priced on 1987's VAX.
+pub fn today(records: &[Record]) -> Vec<TodayServer> {
+    let mut groups: Vec<(String, Vec<TodayCounts>)> = Vec::new();
+    for record in records {
+        let Some(result) = record.data.result.as_deref() else {
+            continue;
+        };
+        let Some(c) = result.per_kb else {
+            continue;
+        };
+        let label = format!(
+            "{} over {} ({})",
+            result.params.relay.name(),
+            result.params.protocol.name(),
+            record.placement
+        );
+        let counts = TodayCounts {
+            syscalls: c.syscalls,
+            context_switches: c.context_switches,
+            packets: c.packets_out + c.packets_in,
+        };
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, cells)) => cells.push(counts),
+            None => groups.push((label, vec![counts])),
+        }
+    }
+    let costs = Costs::vax750();
+    groups
+        .into_iter()
+        .map(|(label, cells)| {
+            let m = |f: fn(&TodayCounts) -> f64| median(cells.iter().map(f).collect());
+            let counts = TodayCounts {
+                syscalls: m(|c| c.syscalls),
+                context_switches: m(|c| c.context_switches),
+                packets: m(|c| c.packets),
+            };
+            TodayServer {
+                on_750: vms44::sustained(|r| vms44::today_on_750(&costs, &counts, r)),
+                cells: cells.len(),
+                label,
+                counts,
+            }
+        })
+        .collect()
+}
+
+/// Today's servers on the 750, beside 1987's two designs.
+fn today_text(today: &[TodayServer]) -> String {
+    let rows: Vec<Vec<String>> = today
+        .iter()
+        .map(|t| {
+            vec![
+                t.label.clone(),
+                t.cells.to_string(),
+                format!("{:.1}", t.counts.syscalls),
+                format!("{:.1}", t.counts.context_switches),
+                format!("{:.2}", t.counts.packets),
+                format!("{:.0}", t.on_750.chars_per_s),
+                format!("{:.1}", 100.0 * t.on_750.busy()),
+                format!("{:.1}", 100.0 * t.on_750.kernel / t.on_750.busy().max(1e-9)),
+            ]
+        })
+        .collect();
+    let (telnet, lat) = loads();
+    format!(
+        "\ntoday's servers on 1987's VAX-11/750 (their measured work a KB at 1987's kernel costs, TYPE as in 1987; 1987's TELNET above at {:.0}%, LAT at {:.0}%):\n{}",
+        100.0 * telnet.busy(),
+        100.0 * lat.busy(),
+        markdown(
+            &[
+                "server",
+                "cells",
+                "system calls a KB",
+                "switches a KB",
+                "packets a KB",
+                "chars/s",
+                "CPU %",
+                "kernel % of it",
+            ],
+            &rows,
+        )
+    )
+}
+
+/// `netlab output --stack vms44` as text, with today's servers where
+/// `--counts-from` gave them.
+pub fn model_text(today: &[TodayServer]) -> String {
     let costs = Costs::vax750();
     let mut out = String::from(
         "netlab output --stack vms44: the 1987 remote host as a CPU model (no sockets): TYPE of text files to a 9600-baud terminal, VAX-11/750 under VMS 4.4 (002)\n\nconstants:\n",
@@ -194,12 +298,15 @@ pub fn model_text() -> String {
         per_record(vms44::cited::LAT_QIOS, vms44::cited::LAT_WAKEUPS),
         vms44::cited::LAT_CIRCUIT_TIMER_S * 1e3,
     ));
+    if !today.is_empty() {
+        out.push_str(&today_text(today));
+    }
     out.push_str(&format!("\ncaveats: {}\n", vms44::CAVEATS));
     out
 }
 
 /// `netlab output --stack vms44 --json`.
-pub fn model_doc() -> serde_json::Value {
+pub fn model_doc(today: &[TodayServer]) -> serde_json::Value {
     let checks = checks();
     let (held, of) = verdict(&checks);
     let (t, l) = loads();
@@ -212,6 +319,7 @@ pub fn model_doc() -> serde_json::Value {
         "reproduced": {"predicted": of, "within_tolerance": held},
         "telnet": t,
         "lat": l,
+        "today": today,
         "caveats": vms44::CAVEATS,
     })
 }
@@ -239,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_text_names_each_design_and_why_lat_is_idle() {
-        let text = model_text();
+        let text = model_text(&[]);
         assert!(text.contains("| TELNET (CMU/TEK)"), "{text}");
         assert!(text.contains("why LAT and SET HOST leave the host idle"));
         assert!(reproduction().starts_with("reproduces"));

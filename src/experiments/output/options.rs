@@ -47,6 +47,11 @@ pub struct OutputArgs {
     /// LAT left the host idle.
     #[arg(long, value_enum, default_value = "linux")]
     pub stack: OutputStack,
+    /// With --stack vms44: an output results file (`netlab output --out`)
+    /// whose servers' counted work a KB is priced on 1987's VAX: today's
+    /// servers on the old machine (`-`: standard input).
+    #[arg(long, value_name = "RESULTS")]
+    pub counts_from: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub place: crate::options::placement::ListedArgs,
     #[command(flatten)]
@@ -82,8 +87,32 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
                 "--stack vms44: the model describes 002's host only (a VAX-11/750 typing to a 9600-baud terminal) and runs no endpoints: --placement, --from, --to, --baud and --nodelay do not apply"
             );
         }
+        let today = match &args.counts_from {
+            None => Vec::new(),
+            Some(path) => {
+                use anyhow::Context;
+                let lines = crate::record::read_records::<
+                    crate::experiments::output::record::OutputData,
+                >(path)
+                .with_context(|| format!("--counts-from {}", path.display()))?;
+                let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
+                let today = crate::experiments::output::model::today(&records);
+                if today.is_empty() {
+                    bail!(
+                        "--counts-from {}: no output cell there counted its server's work a KB (records before 2026-12-05 do not)",
+                        path.display()
+                    );
+                }
+                today
+            }
+        };
         use crate::experiments::output::model::{model_doc, model_text};
-        return args.run.finish_unrecorded(out, model_doc(), model_text);
+        return args
+            .run
+            .finish_unrecorded(out, model_doc(&today), || model_text(&today));
+    }
+    if args.counts_from.is_some() {
+        bail!("--counts-from feeds measured counts into the model: add --stack vms44");
     }
     if args.size == 0 {
         bail!("--size must be above zero");

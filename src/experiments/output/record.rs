@@ -56,6 +56,24 @@ pub struct OutputResult {
     /// window (older records: not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waits: Option<crate::measure::waits::TreeWaits>,
+    /// The serving tree's work a KB of terminal data, where it was
+    /// counted: what the 1987 model prices on its VAX (older records:
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_kb: Option<OutputCounts>,
+}
+
+/// The serving tree's work a KB of terminal data.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct OutputCounts {
+    pub syscalls: f64,
+    pub context_switches: f64,
+    /// Segments the terminal received and sent (the server's out and in).
+    pub packets_out: f64,
+    pub packets_in: f64,
+    /// Pty transfers, where the server counts them (netlab's relays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty_transfers: Option<f64>,
 }
 
 /// An output record's own part: the text typed out and what it cost.
