@@ -253,6 +253,65 @@ fn today_text(today: &[TodayServer]) -> String {
     )
 }
 
+/// Each kernel proxy doubled (a VMS QIO or process switch may well cost
+/// twice 4.1BSD's system call or switch on the same 750), and what the
+/// TELNET host's CPU, its kernel share and LAT's idle time become.
+pub fn sensitivity() -> Vec<(&'static str, f64, f64, f64)> {
+    type Field = fn(&mut Costs) -> &mut f64;
+    let moves: [(&'static str, Field); 4] = [
+        ("QIO x2", |c| &mut c.qio_us),
+        ("process wake-up x2", |c| &mut c.wakeup_us),
+        ("terminal queue a character x2", |c| {
+            &mut c.queue_us_per_char
+        }),
+        ("Ethernet driver a frame x2", |c| &mut c.ethernet_frame_us),
+    ];
+    let row = |name, costs: &Costs| {
+        let t = vms44::sustained(|r| vms44::telnet(costs, r));
+        let l = vms44::sustained(|r| vms44::lat(costs, r));
+        (
+            name,
+            100.0 * t.busy(),
+            100.0 * t.kernel / t.busy(),
+            100.0 * (1.0 - l.busy()),
+        )
+    };
+    let base = Costs::vax750();
+    std::iter::once(row("none (the model)", &base))
+        .chain(moves.iter().map(|(name, field)| {
+            let mut c = base;
+            *field(&mut c) *= 2.0;
+            row(name, &c)
+        }))
+        .collect()
+}
+
+fn sensitivity_text() -> String {
+    let rows: Vec<Vec<String>> = sensitivity()
+        .iter()
+        .map(|(name, cpu, kernel, idle)| {
+            vec![
+                name.to_string(),
+                format!("{cpu:.1}"),
+                format!("{kernel:.1}"),
+                format!("{idle:.1}"),
+            ]
+        })
+        .collect();
+    format!(
+        "\nsensitivity: each kernel proxy doubled (the user costs as fitted):\n{}",
+        markdown(
+            &[
+                "constant moved",
+                "TELNET CPU %",
+                "kernel % of it",
+                "LAT idle %"
+            ],
+            &rows
+        )
+    )
+}
+
 /// `netlab output --stack vms44` as text, with today's servers where
 /// `--counts-from` gave them.
 pub fn model_text(today: &[TodayServer]) -> String {
@@ -298,6 +357,7 @@ pub fn model_text(today: &[TodayServer]) -> String {
         per_record(vms44::cited::LAT_QIOS, vms44::cited::LAT_WAKEUPS),
         vms44::cited::LAT_CIRCUIT_TIMER_S * 1e3,
     ));
+    out.push_str(&sensitivity_text());
     if !today.is_empty() {
         out.push_str(&today_text(today));
     }
@@ -320,6 +380,7 @@ pub fn model_doc(today: &[TodayServer]) -> serde_json::Value {
         "telnet": t,
         "lat": l,
         "today": today,
+        "sensitivity": sensitivity(),
         "caveats": vms44::CAVEATS,
     })
 }
