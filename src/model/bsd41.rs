@@ -36,22 +36,8 @@
 //! the receiver's CPU (a 780 does the 750's work in 1/1.4 of the time) and
 //! the wire. Pure: no clocks, no sockets.
 
+pub use super::Constant;
 use serde::Serialize;
-
-/// One constant of the model: its value, where it comes from, and how
-/// far its source lets it move (the sensitivity analysis moves it that
-/// far).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Constant {
-    pub name: &'static str,
-    pub value: f64,
-    pub unit: &'static str,
-    pub source: &'static str,
-    /// Cited from a source of the time (true) or fitted to the 1981 row.
-    pub cited: bool,
-    /// The relative uncertainty the source allows (0.1: ±10%).
-    pub uncertainty: f64,
-}
 
 /// The cited constants.
 pub mod cited {

@@ -15,3 +15,20 @@ pub mod bsd41;
 pub mod sunos35;
 pub mod sunos4;
 pub mod vms44;
+
+use serde::Serialize;
+
+/// One constant of a model: its value, where it comes from, and how far
+/// its source lets it move (a sensitivity analysis moves it that far; 0
+/// where none is given).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Constant {
+    pub name: &'static str,
+    pub value: f64,
+    pub unit: &'static str,
+    pub source: &'static str,
+    /// Cited from a source (true) or fitted to one of the source's rows.
+    pub cited: bool,
+    /// The relative uncertainty the source allows (0.1: ±10%).
+    pub uncertainty: f64,
+}

@@ -36,6 +36,7 @@
 //!
 //! Pure: no clocks, no sockets.
 
+use super::Constant;
 use super::bsd41;
 use serde::Serialize;
 
@@ -82,16 +83,6 @@ pub mod shares1987 {
     pub const SERVER: f64 = 0.50;
     pub const IP_ACP: f64 = 0.15;
     pub const TYPE: f64 = 0.15;
-}
-
-/// One constant with its source.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Constant {
-    pub name: &'static str,
-    pub value: f64,
-    pub unit: &'static str,
-    pub source: &'static str,
-    pub cited: bool,
 }
 
 /// Characters a second the terminal takes.
@@ -144,6 +135,7 @@ pub fn constants() -> Vec<Constant> {
         unit,
         source,
         cited: true,
+        uncertainty: 0.0,
     };
     let fit = |name, value, source| Constant {
         name,
@@ -151,6 +143,7 @@ pub fn constants() -> Vec<Constant> {
         unit: "µs",
         source,
         cited: false,
+        uncertainty: 0.0,
     };
     vec![
         cite(

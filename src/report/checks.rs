@@ -107,3 +107,58 @@ pub fn table(checks: &[Check], source: &str) -> String {
     ));
     out
 }
+
+/// How much of `source`'s figures the model reproduces, and what it
+/// misses with both figures, from "reproduces".
+pub fn reproduction(checks: &[Check], source: &str) -> String {
+    let (held, of) = verdict(checks);
+    let missed: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.reproduces)
+        .map(|c| format!("{} ({:.2} against {})", c.figure, c.model, c.source))
+        .collect();
+    format!(
+        "reproduces {held} of {source}'s {of} predicted figures within tolerance{}",
+        if missed.is_empty() {
+            String::new()
+        } else {
+            format!("; not {}", missed.join(", "))
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tolerance_decides_by_share_or_by_points() {
+        let relative = Check::new(
+            "t".into(),
+            10.0,
+            11.4,
+            "s",
+            Tolerance::Relative(0.15),
+            false,
+        );
+        assert!(relative.reproduces);
+        let beyond = Check::new(
+            "t".into(),
+            10.0,
+            11.6,
+            "s",
+            Tolerance::Relative(0.15),
+            false,
+        );
+        assert!(!beyond.reproduces);
+        let points = Check::new("p".into(), 30.0, 24.0, "%", Tolerance::Points(5.0), false);
+        assert!(!points.reproduces);
+        // Fitted figures are not counted among the predictions.
+        let fitted = Check::new("f".into(), 1.0, 9.0, "x", Tolerance::Points(1.0), true);
+        let checks = [relative, beyond, points, fitted];
+        assert_eq!(verdict(&checks), (1, 3));
+        let said = reproduction(&checks, "004");
+        assert!(said.starts_with("reproduces 1 of 004's 3"), "{said}");
+        assert!(said.contains("t (11.60 against 10)"), "{said}");
+    }
+}

@@ -117,21 +117,7 @@ pub fn checks() -> Vec<Check> {
 
 /// How much of 002 the model reproduces, from "reproduces".
 pub fn reproduction() -> String {
-    let checks = checks();
-    let (held, of) = verdict(&checks);
-    let missed: Vec<String> = checks
-        .iter()
-        .filter(|c| !c.reproduces)
-        .map(|c| format!("{} ({:.1} against {})", c.figure, c.model, c.source))
-        .collect();
-    format!(
-        "reproduces {held} of 002's {of} predicted figures within tolerance{}",
-        if missed.is_empty() {
-            String::new()
-        } else {
-            format!("; not {}", missed.join(", "))
-        }
-    )
+    crate::report::checks::reproduction(&checks(), "002")
 }
 
 /// Where each design's CPU goes a second, in the model.

@@ -212,21 +212,7 @@ pub fn summary_line() -> String {
 /// How much of 004 the model reproduces, and what it misses, from
 /// "reproduces".
 pub fn reproduction() -> String {
-    let checks = checks();
-    let (held, of) = verdict(&checks);
-    let missed: Vec<String> = checks
-        .iter()
-        .filter(|c| !c.reproduces)
-        .map(|c| format!("{} ({:.2} against {})", c.figure, c.model, c.source))
-        .collect();
-    format!(
-        "reproduces {held} of 004's {of} predicted figures within tolerance{}",
-        if missed.is_empty() {
-            String::new()
-        } else {
-            format!("; not {}", missed.join(", "))
-        }
-    )
+    crate::report::checks::reproduction(&checks(), "004")
 }
 
 /// `netlab stream --stack bsd41` as text.
@@ -478,30 +464,6 @@ mod tests {
         let line = summary_line();
         assert!(line.contains("reproduces 9 of 004's 10"), "{line}");
         assert!(line.contains("4 KB packets on the medium"), "{line}");
-    }
-
-    #[test]
-    fn a_tolerance_decides_by_share_or_by_points() {
-        let relative = Check::new(
-            "t".into(),
-            10.0,
-            11.4,
-            "s",
-            Tolerance::Relative(0.15),
-            false,
-        );
-        assert!(relative.reproduces);
-        let beyond = Check::new(
-            "t".into(),
-            10.0,
-            11.6,
-            "s",
-            Tolerance::Relative(0.15),
-            false,
-        );
-        assert!(!beyond.reproduces);
-        let points = Check::new("p".into(), 30.0, 24.0, "%", Tolerance::Points(5.0), false);
-        assert!(!points.reproduces);
     }
 
     #[test]
