@@ -108,9 +108,13 @@ fn stream_mptcp_on_loopback_is_one_subflow_said_plainly() {
     let record = &crate::common::lines_of(&out)[0];
     let mptcp = &record["result"]["receiver"]["mptcp"];
     assert!(mptcp["fell_back"].is_null(), "{mptcp}");
-    assert_eq!(
-        received_by_path(&record["result"]["receiver"])[0].1,
-        8 << 20
+    // Every byte, and any the connection sent again on the subflow
+    // (MEASUREMENT.md: a reinjected byte counts once per subflow that
+    // carried it), a few at most.
+    let carried = received_by_path(&record["result"]["receiver"])[0].1;
+    assert!(
+        (8 << 20..(8 << 20) + (8 << 20) / 20).contains(&carried),
+        "{carried}"
     );
 }
 
