@@ -149,11 +149,6 @@ pub struct TodayServer {
     pub on_750: Load,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    crate::measure::median_of_sorted(&values).unwrap_or(f64::NAN)
-}
-
 /// Today's servers in `records` whose cells counted their work a KB,
 /// each group's median counts priced on 1987's VAX.
 pub fn today(records: &[Record]) -> Vec<TodayServer> {
@@ -185,7 +180,7 @@ pub fn today(records: &[Record]) -> Vec<TodayServer> {
     groups
         .into_iter()
         .map(|(label, cells)| {
-            let m = |f: fn(&TodayCounts) -> f64| median(cells.iter().map(f).collect());
+            let m = |f: fn(&TodayCounts) -> f64| crate::measure::median(cells.iter().map(f));
             let counts = TodayCounts {
                 syscalls: m(|c| c.syscalls),
                 context_switches: m(|c| c.context_switches),

@@ -104,11 +104,6 @@ pub struct TodayRun {
     pub savings: Vec<bsd41::Saving>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    crate::measure::median_of_sorted(&values).unwrap_or(f64::NAN)
-}
-
 /// A record's work a KB, if it is a plain TCP stream that carries it.
 fn counts_of(record: &Record) -> Option<(String, TodayCounts, f64)> {
     let params = &record.data.params;
@@ -178,8 +173,9 @@ pub fn today(records: &[Record]) -> Vec<TodayRun> {
     groups
         .into_iter()
         .map(|(label, runs)| {
-            let m =
-                |f: &dyn Fn(&TodayCounts) -> f64| median(runs.iter().map(|(c, _)| f(c)).collect());
+            let m = |f: &dyn Fn(&TodayCounts) -> f64| {
+                crate::measure::median(runs.iter().map(|(c, _)| f(c)))
+            };
             let first = &runs[0].0;
             let counts = TodayCounts {
                 sender_syscalls_per_kb: m(&|c| c.sender_syscalls_per_kb),
@@ -189,7 +185,7 @@ pub fn today(records: &[Record]) -> Vec<TodayRun> {
                 ..first.clone()
             };
             TodayRun {
-                now_mbit_s: median(runs.iter().map(|r| r.1).collect()),
+                now_mbit_s: crate::measure::median(runs.iter().map(|r| r.1)),
                 runs: runs.len(),
                 on_750: bsd41::today_on_750(&costs, &counts),
                 savings: bsd41::savings(&costs, &counts),
