@@ -272,8 +272,19 @@ pub fn joy_implied_copy_us_per_kb() -> Option<f64> {
     Some((period_us(four) - period_us(five)) / (bsd41::cited::BIG_SEGMENT_BYTES / 1024.0))
 }
 
+/// Van Jacobson's copy a KB on a Sun-3/60 before he unrolled its loop
+/// (003: copyin and copyout at 200 µs a KB), as a VAX-11/750 would take
+/// it by the MIPS ratings the 1989 model uses (`sunos35::rating`): a
+/// check on the fitted copy that no 1981 figure enters.
+pub fn vj_copy_on_750_us_per_kb() -> Option<f64> {
+    use crate::model::sunos35::rating;
+    let vj = *historical::figures().bsd_speedups.copy_us_per_kb.first()?;
+    Some(vj * rating::SUN3_OVER_750 / rating::SUN3_260_OVER_60)
+}
+
 /// Why the model and Joy part at step 4: his steps 4 and 5 imply a copy
-/// a quarter of what his own profile leaves for it.
+/// a quarter of what his own profile leaves for it, and a third party's
+/// copy, scaled to the 750, sides with the profile.
 fn copy_tension() -> String {
     let costs = Costs::vax750();
     let Some(implied) = joy_implied_copy_us_per_kb() else {
@@ -287,7 +298,7 @@ fn copy_tension() -> String {
     let with_implied =
         bsd41::cited::BIG_SEGMENT_BYTES * 8.0 / (five.outcome.sender_us + kb * implied);
     format!(
-        "why step 4 parts: Joy's steps 4 and 5 differ only by the sender's copy, so they imply a copy of {implied:.0} µs a KB; the 1981 row's 15% for system calls, less a getpid's {:.0} µs, leaves {:.0} µs a KB for it. Both cannot hold: the model keeps the measured profile and predicts {:.2} Mbaud at step 4; with Joy's implied copy it would predict {with_implied:.2} there, and the row's system-call share would fall to {:.1}%.\n",
+        "why step 4 parts: Joy's steps 4 and 5 differ only by the sender's copy, so they imply a copy of {implied:.0} µs a KB; the 1981 row's 15% for system calls, less a getpid's {:.0} µs, leaves {:.0} µs a KB for it. Both cannot hold: the model keeps the measured profile and predicts {:.2} Mbaud at step 4; with Joy's implied copy it would predict {with_implied:.2} there, and the row's system-call share would fall to {:.1}%.{}\n",
         costs.syscall_us,
         costs.copy_us_per_kb,
         steps[3].outcome.host_mbaud,
@@ -297,7 +308,14 @@ fn copy_tension() -> String {
             bsd41::predict_1981(&c, &Inputs::default())
                 .sender
                 .shares_pct()[4]
-        }
+        },
+        vj_copy_on_750_us_per_kb()
+            .map(|vj| format!(
+                " A check from outside 1981: Van Jacobson's copy on a Sun-3/60 (003, 200 µs a KB), at the 750's MIPS rating, is {vj:.0} µs a KB; the profile's copy is {:.2} of it, Joy's implied one {:.2}, so the profile's reading is the likelier and step 4's 6.6 the optimistic figure.",
+                costs.copy_us_per_kb / vj,
+                implied / vj
+            ))
+            .unwrap_or_default()
     )
 }
 
@@ -405,6 +423,11 @@ pub fn model_doc(today: &[TodayRun]) -> serde_json::Value {
         "reproduced": {"predicted": of, "within_tolerance": held},
         "ladder": bsd41::ladder(&costs, &inputs),
         "sensitivity": bsd41::sensitivity(),
+        "copy_us_per_kb": {
+            "profile": costs.copy_us_per_kb,
+            "joy_steps_4_and_5": joy_implied_copy_us_per_kb(),
+            "van_jacobson_sun3_on_750": vj_copy_on_750_us_per_kb(),
+        },
         "today": today,
         "caveats": bsd41::CAVEATS,
     })
@@ -460,6 +483,24 @@ mod tests {
         let line = summary_line();
         assert!(line.contains("reproduces 9 of 004's 10"), "{line}");
         assert!(line.contains("4 KB packets on the medium"), "{line}");
+    }
+
+    /// The fitted copy (from the 1981 row) against Van Jacobson's Sun-3
+    /// copy scaled to the 750: nearer to it than the copy Joy's steps 4
+    /// and 5 imply, which is the claim the "why step 4 parts" line makes.
+    #[test]
+    fn a_third_partys_copy_sides_with_the_profile_not_with_step_4() {
+        let fitted = Costs::vax750().copy_us_per_kb;
+        let implied = joy_implied_copy_us_per_kb().unwrap();
+        let vj = vj_copy_on_750_us_per_kb().unwrap();
+        // 200 µs a KB on a 3.2-MIPS Sun-3/60, a 0.6-MIPS 750.
+        assert!((vj - 200.0 * 4.0 / 0.6 / 1.25).abs() < 1e-9, "{vj}");
+        let distance = |x: f64| (x / vj).ln().abs();
+        assert!(
+            distance(fitted) < distance(implied),
+            "{fitted} {implied} {vj}"
+        );
+        assert!(model_text(&[]).contains("A check from outside 1981"));
     }
 
     #[test]
