@@ -218,6 +218,37 @@ fn last_byte(path: &Path) -> Option<u8> {
     Some(byte[0])
 }
 
+/// The records of a JSON Lines file that read as `D`'s, and why each
+/// other line did not ([`read_records`], split).
+pub type ReadRecords<D> = (Vec<Record<D>>, Vec<String>);
+
+/// [`read_records`], split into the records and the reasons the other
+/// lines were not read (a line of another experiment's records is one).
+pub fn read_records_split<D: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> std::io::Result<ReadRecords<D>> {
+    let mut records = Vec::new();
+    let mut unreadable = Vec::new();
+    for line in read_records::<D>(path)? {
+        match line {
+            Ok(record) => records.push(record),
+            Err(why) => unreadable.push(why),
+        }
+    }
+    Ok((records, unreadable))
+}
+
+/// How many lines of a file did not read as records of this kind, and
+/// the first reason; `None` when every line read.
+pub fn unreadable_clause(unreadable: &[String]) -> Option<String> {
+    let first = unreadable.first()?;
+    Some(format!(
+        "{} line{} did not read as this experiment's records (the first: {first})",
+        unreadable.len(),
+        if unreadable.len() == 1 { "" } else { "s" }
+    ))
+}
+
 /// Reads every record of a JSON Lines file; lines that do not parse (or
 /// are not UTF-8, or are too long) are returned as errors with their line
 /// number, so a reader can skip them. A file that is not a regular file, or
@@ -235,4 +266,36 @@ pub fn read_records<D: serde::de::DeserializeOwned>(
     // was read is not the file, so none of it is used.
     crate::measure::stop::check()?;
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines that are not records of the kind asked are counted and the
+    /// first named; a file whose every line reads has no clause.
+    #[test]
+    fn unreadable_lines_are_split_out_and_counted() {
+        #[derive(serde::Deserialize, Debug)]
+        struct Nothing {}
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(&path, "{bad\n\n[1]\n").unwrap();
+        let (records, unreadable) = read_records_split::<Nothing>(&path).unwrap();
+        assert!(records.is_empty());
+        assert_eq!(unreadable.len(), 2, "{unreadable:?}");
+        let clause = unreadable_clause(&unreadable).unwrap();
+        assert!(
+            clause.starts_with(
+                "2 lines did not read as this experiment's records (the first: line 1: "
+            ),
+            "{clause}"
+        );
+        assert!(
+            unreadable_clause(&unreadable[..1])
+                .unwrap()
+                .starts_with("1 line did not")
+        );
+        assert_eq!(unreadable_clause(&[]), None);
+    }
 }

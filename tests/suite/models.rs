@@ -74,6 +74,22 @@ fn stream_stack_bsd41_refuses_what_would_measure_in_one_line_each() {
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("carries its work a KB"), "{err}");
+    // A file of lines that are not stream records names how many and why
+    // the first was not read.
+    let garbage = dir.path().join("garbage.jsonl");
+    std::fs::write(&garbage, "{not json\n{\"schema\": 1}\n").unwrap();
+    let run = crate::common::netlab()
+        .args(["stream", "--stack", "bsd41", "--counts-from"])
+        .arg(&garbage)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("2 lines did not read as this experiment's records (the first: line 1:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 /// `netlab output --stack vms44` (#66): the 1987 VMS host as a model,
@@ -128,6 +144,27 @@ fn output_stack_vms44_prints_002_beside_the_model_and_refuses_measuring_options(
     );
     let today = doc["today"].as_array().unwrap();
     assert_eq!(today.len(), 1, "{doc}");
+    // A torn line beside the record: the record is used and the line is
+    // named in a warning.
+    let mut torn = std::fs::read_to_string(&records).unwrap();
+    torn.push_str("{\"torn\n");
+    let partial = dir.path().join("partial.jsonl");
+    std::fs::write(&partial, torn).unwrap();
+    let run = crate::common::netlab()
+        .args(["output", "--stack", "vms44", "--json", "--counts-from"])
+        .arg(&partial)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("warning: --counts-from") && err.contains("1 line did not read"),
+        "{err}"
+    );
     assert_eq!(today[0]["label"], "epoll over telnet (loopback)");
     assert!(today[0]["counts"]["packets"].as_f64().unwrap() > 0.0);
     let run = crate::common::netlab()

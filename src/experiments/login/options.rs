@@ -352,9 +352,8 @@ fn run_model(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> 
     let today = match &args.counts_from {
         None => Vec::new(),
         Some(path) => {
-            let lines = crate::record::read_records::<LoginData>(path)
+            let (records, unreadable) = crate::record::read_records_split::<LoginData>(path)
                 .with_context(|| format!("--counts-from {}", path.display()))?;
-            let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
             let (today, left_out) =
                 crate::experiments::login::model::today(&records, &users, args.rate);
             if today.is_empty() && !left_out.is_empty() {
@@ -366,12 +365,18 @@ fn run_model(args: LoginExperimentArgs, out: &mut Output) -> anyhow::Result<()> 
             }
             if today.is_empty() {
                 bail!(
-                    "--counts-from {}: no login cell there carries its work per keystroke (system calls, context switches and pty transfers of one of netlab's relays; records before 2026-11-29 do not)",
-                    path.display()
+                    "--counts-from {}: no login cell there carries its work per keystroke (system calls, context switches and pty transfers of one of netlab's relays; records before 2026-11-29 do not){}",
+                    path.display(),
+                    crate::record::unreadable_clause(&unreadable)
+                        .map(|c| format!("; {c}"))
+                        .unwrap_or_default()
                 );
             }
             for why in &left_out {
                 eprintln!("warning: --counts-from {}: left out {why}", path.display());
+            }
+            if let Some(skipped) = crate::record::unreadable_clause(&unreadable) {
+                eprintln!("warning: --counts-from {}: {skipped}", path.display());
             }
             today
         }

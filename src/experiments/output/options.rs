@@ -91,17 +91,22 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
             None => Vec::new(),
             Some(path) => {
                 use anyhow::Context;
-                let lines = crate::record::read_records::<
+                let (records, unreadable) = crate::record::read_records_split::<
                     crate::experiments::output::record::OutputData,
                 >(path)
                 .with_context(|| format!("--counts-from {}", path.display()))?;
-                let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
                 let today = crate::experiments::output::model::today(&records);
                 if today.is_empty() {
                     bail!(
-                        "--counts-from {}: no output cell there counted its server's work a KB (records before 2026-12-05 do not)",
-                        path.display()
+                        "--counts-from {}: no output cell there counted its server's work a KB (records before 2026-12-05 do not){}",
+                        path.display(),
+                        crate::record::unreadable_clause(&unreadable)
+                            .map(|c| format!("; {c}"))
+                            .unwrap_or_default()
                     );
+                }
+                if let Some(skipped) = crate::record::unreadable_clause(&unreadable) {
+                    eprintln!("warning: --counts-from {}: {skipped}", path.display());
                 }
                 today
             }

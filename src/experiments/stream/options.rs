@@ -429,16 +429,22 @@ fn run_model(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     let today = match &args.counts_from {
         None => Vec::new(),
         Some(path) => {
-            let lines =
-                crate::record::read_records::<crate::experiments::stream::record::StreamData>(path)
-                    .with_context(|| format!("--counts-from {}", path.display()))?;
-            let records: Vec<_> = lines.into_iter().filter_map(Result::ok).collect();
+            let (records, unreadable) = crate::record::read_records_split::<
+                crate::experiments::stream::record::StreamData,
+            >(path)
+            .with_context(|| format!("--counts-from {}", path.display()))?;
             let today = crate::experiments::stream::model::today(&records);
             if today.is_empty() {
                 anyhow::bail!(
-                    "--counts-from {}: no TCP stream there carries its work a KB (each end's system calls and the sender's TCP_INFO segments)",
-                    path.display()
+                    "--counts-from {}: no TCP stream there carries its work a KB (each end's system calls and the sender's TCP_INFO segments){}",
+                    path.display(),
+                    crate::record::unreadable_clause(&unreadable)
+                        .map(|c| format!("; {c}"))
+                        .unwrap_or_default()
                 );
+            }
+            if let Some(skipped) = crate::record::unreadable_clause(&unreadable) {
+                eprintln!("warning: --counts-from {}: {skipped}", path.display());
             }
             today
         }
