@@ -249,6 +249,30 @@ pub fn unreadable_clause(unreadable: &[String]) -> Option<String> {
     ))
 }
 
+/// `--counts-from PATH` for a model: what `usable` makes of the records
+/// there. Nothing usable is an error naming `nothing` and the lines that
+/// did not read; when some is, the lines skipped are a warning on
+/// standard error.
+pub fn counts_from<D: serde::de::DeserializeOwned, T>(
+    path: &Path,
+    usable: impl FnOnce(&[Record<D>]) -> Vec<T>,
+    nothing: &str,
+) -> Result<Vec<T>, String> {
+    let flag = format!("--counts-from {}", path.display());
+    let (records, unreadable) =
+        read_records_split::<D>(path).map_err(|e| format!("{flag}: {e}"))?;
+    let found = usable(&records);
+    let skipped = unreadable_clause(&unreadable);
+    if found.is_empty() {
+        let skipped = skipped.map(|c| format!("; {c}")).unwrap_or_default();
+        return Err(format!("{flag}: {nothing}{skipped}"));
+    }
+    if let Some(skipped) = skipped {
+        eprintln!("warning: {flag}: {skipped}");
+    }
+    Ok(found)
+}
+
 /// Reads every record of a JSON Lines file; lines that do not parse (or
 /// are not UTF-8, or are too long) are returned as errors with their line
 /// number, so a reader can skip them. A file that is not a regular file, or

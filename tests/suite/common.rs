@@ -12,6 +12,18 @@ pub fn netlab() -> Command {
 
 /// A command line as typed, split at its spaces: each argument one word
 /// (an argument with a space in it is written as an array instead).
+/// Runs `command`, asserts it exits 0 (showing its standard error if
+/// not), and returns what it printed.
+pub fn succeeds(command: &mut Command) -> std::process::Output {
+    let run = command.output().expect("the command starts");
+    assert!(
+        run.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    run
+}
+
 pub fn words(line: &'static str) -> Vec<&'static str> {
     line.split_whitespace().collect()
 }

@@ -28,15 +28,10 @@ fn stream_stack_bsd41_prints_004_beside_the_model_and_prices_todays_runs() {
 
     // A real run's counts, priced on the 750s.
     let records = dir.path().join("runs.jsonl");
-    let run = crate::common::netlab()
-        .args(["stream", "--bytes", "4M", "--record", "1K", "--out"])
-        .arg(&records)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    crate::common::succeeds(
+        crate::common::netlab()
+            .args(["stream", "--bytes", "4M", "--record", "1K", "--out"])
+            .arg(&records),
     );
     let text = crate::common::netlab()
         .args(["stream", "--stack", "bsd41", "--counts-from"])
@@ -63,28 +58,25 @@ fn stream_stack_bsd41_refuses_what_would_measure_in_one_line_each() {
     ]);
     // --bytes (which stream_refuses adds) is refused too; an empty file
     // carries no counts.
+    // The error `netlab stream --stack bsd41 --counts-from FILE` gives
+    // for a file holding `text`.
     let dir = tempfile::tempdir().unwrap();
-    let empty = dir.path().join("empty.jsonl");
-    std::fs::write(&empty, "").unwrap();
-    let run = crate::common::netlab()
-        .args(["stream", "--stack", "bsd41", "--counts-from"])
-        .arg(&empty)
-        .output()
-        .unwrap();
-    assert!(!run.status.success());
-    let err = String::from_utf8_lossy(&run.stderr);
+    let refusal = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let run = crate::common::netlab()
+            .args(["stream", "--stack", "bsd41", "--counts-from"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!run.status.success());
+        String::from_utf8_lossy(&run.stderr).into_owned()
+    };
+    let err = refusal("empty.jsonl", "");
     assert!(err.contains("carries its work a KB"), "{err}");
     // A file of lines that are not stream records names how many and why
     // the first was not read.
-    let garbage = dir.path().join("garbage.jsonl");
-    std::fs::write(&garbage, "{not json\n{\"schema\": 1}\n").unwrap();
-    let run = crate::common::netlab()
-        .args(["stream", "--stack", "bsd41", "--counts-from"])
-        .arg(&garbage)
-        .output()
-        .unwrap();
-    assert!(!run.status.success());
-    let err = String::from_utf8_lossy(&run.stderr);
+    let err = refusal("garbage.jsonl", "{not json\n{\"schema\": 1}\n");
     assert!(
         err.contains("2 lines did not read as this experiment's records (the first: line 1:"),
         "{err}"
@@ -111,26 +103,15 @@ fn output_stack_vms44_prints_002_beside_the_model_and_refuses_measuring_options(
     assert!(!out.exists(), "a model records nothing");
     // A real run's counts, priced on the 750.
     let records = dir.path().join("runs.jsonl");
-    let run = crate::common::netlab()
-        .args([
-            "output",
-            "--relay",
-            "epoll",
-            "--protocol",
-            "telnet",
-            "--size",
-            "64K",
-        ])
-        // Paced to most of a second: perf counts the server's system
-        // calls over a window that long (a few milliseconds is too short).
-        .args(["--baud", "1000000", "--out"])
-        .arg(&records)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    crate::common::succeeds(
+        crate::common::netlab()
+            .args(["output", "--relay", "epoll", "--protocol", "telnet"])
+            .args(["--size", "64K"])
+            // Paced to most of a second: perf counts the server's system
+            // calls over a window that long (a few milliseconds is too
+            // short).
+            .args(["--baud", "1000000", "--out"])
+            .arg(&records),
     );
     let doc = crate::common::run_json(
         &[
@@ -150,15 +131,10 @@ fn output_stack_vms44_prints_002_beside_the_model_and_refuses_measuring_options(
     torn.push_str("{\"torn\n");
     let partial = dir.path().join("partial.jsonl");
     std::fs::write(&partial, torn).unwrap();
-    let run = crate::common::netlab()
-        .args(["output", "--stack", "vms44", "--json", "--counts-from"])
-        .arg(&partial)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let run = crate::common::succeeds(
+        crate::common::netlab()
+            .args(["output", "--stack", "vms44", "--json", "--counts-from"])
+            .arg(&partial),
     );
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(

@@ -89,27 +89,12 @@ pub fn run(args: OutputArgs, out: &mut Output) -> anyhow::Result<()> {
         }
         let today = match &args.counts_from {
             None => Vec::new(),
-            Some(path) => {
-                use anyhow::Context;
-                let (records, unreadable) = crate::record::read_records_split::<
-                    crate::experiments::output::record::OutputData,
-                >(path)
-                .with_context(|| format!("--counts-from {}", path.display()))?;
-                let today = crate::experiments::output::model::today(&records);
-                if today.is_empty() {
-                    bail!(
-                        "--counts-from {}: no output cell there counted its server's work a KB (records before 2026-12-05 do not){}",
-                        path.display(),
-                        crate::record::unreadable_clause(&unreadable)
-                            .map(|c| format!("; {c}"))
-                            .unwrap_or_default()
-                    );
-                }
-                if let Some(skipped) = crate::record::unreadable_clause(&unreadable) {
-                    eprintln!("warning: --counts-from {}: {skipped}", path.display());
-                }
-                today
-            }
+            Some(path) => crate::record::counts_from(
+                path,
+                crate::experiments::output::model::today,
+                "no output cell there counted its server's work a KB (records before 2026-12-05 do not)",
+            )
+            .map_err(anyhow::Error::msg)?,
         };
         use crate::experiments::output::model::{model_doc, model_text};
         return args

@@ -393,7 +393,6 @@ pub enum StreamStack {
 /// machine from `--counts-from`. Options that would measure are refused:
 /// the model describes one transfer (004's) and runs no endpoints.
 fn run_model(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
-    use anyhow::Context;
     let c = &args.common;
     let measuring = [
         (
@@ -428,26 +427,12 @@ fn run_model(args: StreamArgs, out: &mut Output) -> anyhow::Result<()> {
     }
     let today = match &args.counts_from {
         None => Vec::new(),
-        Some(path) => {
-            let (records, unreadable) = crate::record::read_records_split::<
-                crate::experiments::stream::record::StreamData,
-            >(path)
-            .with_context(|| format!("--counts-from {}", path.display()))?;
-            let today = crate::experiments::stream::model::today(&records);
-            if today.is_empty() {
-                anyhow::bail!(
-                    "--counts-from {}: no TCP stream there carries its work a KB (each end's system calls and the sender's TCP_INFO segments){}",
-                    path.display(),
-                    crate::record::unreadable_clause(&unreadable)
-                        .map(|c| format!("; {c}"))
-                        .unwrap_or_default()
-                );
-            }
-            if let Some(skipped) = crate::record::unreadable_clause(&unreadable) {
-                eprintln!("warning: --counts-from {}: {skipped}", path.display());
-            }
-            today
-        }
+        Some(path) => crate::record::counts_from(
+            path,
+            crate::experiments::stream::model::today,
+            "no TCP stream there carries its work a KB (each end's system calls and the sender's TCP_INFO segments)",
+        )
+        .map_err(anyhow::Error::msg)?,
     };
     use crate::experiments::stream::model::{model_doc, model_text};
     args.common
