@@ -67,29 +67,39 @@ fn variants_verify_checksums_the_kernel_computed() {
     .expect("TUN device opens");
     // A UDP datagram from inside the namespace towards the far end of the
     // TUN link: the kernel fills in the IPv4 and UDP checksums (a TUN device
-    // without offloads takes only complete packets).
-    let status = Process::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            "bash",
-            "-c",
-            "echo -n 'netlab checks the sum!' > /dev/udp/198.18.7.2/9",
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    // without offloads takes only complete packets). The device's carrier
+    // comes up when the file opens, but the kernel starts its queue only
+    // when link-watch runs (up to a second later, more on a busy host), and
+    // drops what is sent before: so the datagram is sent again until one
+    // arrives.
+    let send = || {
+        let status = Process::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns.name,
+                "bash",
+                "-c",
+                "echo -n 'netlab checks the sum!' > /dev/udp/198.18.7.2/9",
+            ])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
     let mut packet = vec![0u8; 2048];
     let mut got = None;
-    for _ in 0..100 {
-        // SAFETY: packet is valid for its length.
-        let n = unsafe { libc::read(tun.as_raw_fd(), packet.as_mut_ptr().cast(), packet.len()) };
-        if n > 28 && packet[0] >> 4 == 4 && packet[9] == 17 {
-            got = Some(n as usize);
-            break;
+    'sending: for _ in 0..20 {
+        send();
+        for _ in 0..10 {
+            // SAFETY: packet is valid for its length.
+            let n =
+                unsafe { libc::read(tun.as_raw_fd(), packet.as_mut_ptr().cast(), packet.len()) };
+            if n > 28 && packet[0] >> 4 == 4 && packet[9] == 17 {
+                got = Some(n as usize);
+                break 'sending;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let len = got.expect("the kernel wrote the UDP datagram into the TUN device");
     let packet = &packet[..len];
