@@ -133,23 +133,20 @@ mod tests {
 
     #[test]
     fn a_tolerance_decides_by_share_or_by_points() {
-        let relative = Check::new(
-            "t".into(),
-            10.0,
-            11.4,
-            "s",
-            Tolerance::Relative(0.15),
-            false,
-        );
+        // A model's 10 s figure against the source's, within 15%.
+        let within_15_pct = |model| {
+            Check::new(
+                "t".into(),
+                10.0,
+                model,
+                "s",
+                Tolerance::Relative(0.15),
+                false,
+            )
+        };
+        let relative = within_15_pct(11.4);
         assert!(relative.reproduces);
-        let beyond = Check::new(
-            "t".into(),
-            10.0,
-            11.6,
-            "s",
-            Tolerance::Relative(0.15),
-            false,
-        );
+        let beyond = within_15_pct(11.6);
         assert!(!beyond.reproduces);
         let points = Check::new("p".into(), 30.0, 24.0, "%", Tolerance::Points(5.0), false);
         assert!(!points.reproduces);

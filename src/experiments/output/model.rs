@@ -5,9 +5,10 @@
 
 use crate::experiments::output::record::OutputData;
 use crate::model::vms44::{self, Costs, Load, TodayCounts};
+use crate::record::stats::Spread;
 use crate::report::checks::{Check, Tolerance, verdict};
 use crate::report::historical;
-use crate::report::table::markdown;
+use crate::report::table::{markdown, spread_cell};
 
 /// A CPU share within this many points (#66's target for 002).
 pub const POINTS_TOLERANCE: f64 = 10.0;
@@ -143,10 +144,14 @@ type Record = crate::record::Record<OutputData>;
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TodayServer {
     pub label: String,
-    pub cells: usize,
+    /// The group's median counts.
     pub counts: TodayCounts,
-    /// At the terminal's rate, or the rate a saturated 750 allows.
+    /// The median counts at the terminal's rate, or the rate a saturated
+    /// 750 allows.
     pub on_750: Load,
+    /// Each cell's own counts priced the same way: the 750's busy share,
+    /// percent, over the group (its `n`: the cells).
+    pub on_750_cpu_pct: Spread,
 }
 
 /// Today's servers in `records` whose cells counted their work a KB,
@@ -180,15 +185,18 @@ pub fn today(records: &[Record]) -> Vec<TodayServer> {
     groups
         .into_iter()
         .map(|(label, cells)| {
-            let m = |f: fn(&TodayCounts) -> f64| crate::measure::median(cells.iter().map(f));
+            let spread = |values: Vec<f64>| Spread::of(&values).unwrap_or_default();
+            let m = |f: fn(&TodayCounts) -> f64| spread(cells.iter().map(f).collect()).median;
+            let on_750 =
+                |counts: &TodayCounts| vms44::sustained(|r| vms44::today_on_750(&costs, counts, r));
             let counts = TodayCounts {
                 syscalls: m(|c| c.syscalls),
                 context_switches: m(|c| c.context_switches),
                 packets: m(|c| c.packets),
             };
             TodayServer {
-                on_750: vms44::sustained(|r| vms44::today_on_750(&costs, &counts, r)),
-                cells: cells.len(),
+                on_750: on_750(&counts),
+                on_750_cpu_pct: spread(cells.iter().map(|c| 100.0 * on_750(c).busy()).collect()),
                 label,
                 counts,
             }
@@ -203,12 +211,12 @@ fn today_text(today: &[TodayServer]) -> String {
         .map(|t| {
             vec![
                 t.label.clone(),
-                t.cells.to_string(),
+                t.on_750_cpu_pct.n.to_string(),
                 format!("{:.1}", t.counts.syscalls),
                 format!("{:.1}", t.counts.context_switches),
                 format!("{:.2}", t.counts.packets),
                 format!("{:.0}", t.on_750.chars_per_s),
-                format!("{:.1}", 100.0 * t.on_750.busy()),
+                spread_cell(&t.on_750_cpu_pct),
                 format!("{:.1}", 100.0 * t.on_750.kernel / t.on_750.busy().max(1e-9)),
             ]
         })
@@ -226,7 +234,7 @@ fn today_text(today: &[TodayServer]) -> String {
                 "switches a KB",
                 "packets a KB",
                 "chars/s",
-                "CPU %",
+                "CPU % (range)",
                 "kernel % of it",
             ],
             &rows,

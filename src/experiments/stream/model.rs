@@ -9,9 +9,10 @@
 use crate::endpoint::bulk::types::{RecvStrategy, SendStrategy};
 use crate::experiments::stream::record::StreamData;
 use crate::model::bsd41::{self, Costs, Inputs, Outcome, TodayCounts};
+use crate::record::stats::Spread;
 use crate::report::checks::{Check, Tolerance, verdict};
 use crate::report::historical;
-use crate::report::table::markdown;
+use crate::report::table::{markdown, spread_cell};
 use serde::Serialize;
 
 type Record = crate::record::Record<StreamData>;
@@ -95,12 +96,16 @@ pub fn checks() -> Vec<Check> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TodayRun {
     pub label: String,
-    /// Records whose medians went into the counts.
-    pub runs: usize,
-    /// Today's measured rate, Mbit/s (median).
-    pub now_mbit_s: f64,
+    /// Today's measured rate over the group's records, Mbit/s (its `n`:
+    /// the records whose medians went into the counts).
+    pub now_mbit_s: Spread,
+    /// The group's median counts.
     pub counts: TodayCounts,
+    /// The median counts priced on the two 750s.
     pub on_750: Outcome,
+    /// Each record's own counts priced on the two 750s: what the 750s'
+    /// CPUs allow, Mbaud, over the group.
+    pub on_750_host_mbaud: Spread,
     pub savings: Vec<bsd41::Saving>,
 }
 
@@ -173,8 +178,9 @@ pub fn today(records: &[Record]) -> Vec<TodayRun> {
     groups
         .into_iter()
         .map(|(label, runs)| {
+            let spread = |values: Vec<f64>| Spread::of(&values).unwrap_or_default();
             let m = |f: &dyn Fn(&TodayCounts) -> f64| {
-                crate::measure::median(runs.iter().map(|(c, _)| f(c)))
+                spread(runs.iter().map(|(c, _)| f(c)).collect()).median
             };
             let first = &runs[0].0;
             let counts = TodayCounts {
@@ -185,8 +191,12 @@ pub fn today(records: &[Record]) -> Vec<TodayRun> {
                 ..first.clone()
             };
             TodayRun {
-                now_mbit_s: crate::measure::median(runs.iter().map(|r| r.1)),
-                runs: runs.len(),
+                now_mbit_s: spread(runs.iter().map(|r| r.1).collect()),
+                on_750_host_mbaud: spread(
+                    runs.iter()
+                        .map(|(c, _)| bsd41::today_on_750(&costs, c).host_mbaud)
+                        .collect(),
+                ),
                 on_750: bsd41::today_on_750(&costs, &counts),
                 savings: bsd41::savings(&costs, &counts),
                 label,
@@ -311,9 +321,11 @@ fn copy_tension() -> String {
         },
         vj_copy_on_750_us_per_kb()
             .map(|vj| format!(
-                " A check from outside 1981: Van Jacobson's copy on a Sun-3/60 (003, 200 µs a KB), at the 750's MIPS rating, is {vj:.0} µs a KB; the profile's copy is {:.2} of it, Joy's implied one {:.2}, so the profile's reading is the likelier and step 4's 6.6 the optimistic figure.",
+                " A check from outside 1981: Van Jacobson's copy on a Sun-3/60 (003, {:.0} µs a KB), at the 750's MIPS rating, is {vj:.0} µs a KB; the profile's copy is {:.2} of it, Joy's implied one {:.2}, so the profile's reading is the likelier and step 4's {:.1} the optimistic figure.",
+                historical::figures().bsd_speedups.copy_us_per_kb[0],
                 costs.copy_us_per_kb / vj,
-                implied / vj
+                implied / vj,
+                historical::figures().berkeley_vax.projections_mbaud[3].1
             ))
             .unwrap_or_default()
     )
@@ -362,12 +374,12 @@ fn today_text(today: &[TodayRun]) -> String {
             let c = &t.counts;
             vec![
                 t.label.clone(),
-                t.runs.to_string(),
+                t.now_mbit_s.n.to_string(),
                 format!("{:.3}", c.sender_syscalls_per_kb),
                 format!("{:.3}", c.segments_per_kb),
                 format!("{:.3}", c.acks_per_kb),
-                format!("{:.0}", t.now_mbit_s),
-                format!("{:.2}", t.on_750.host_mbaud),
+                spread_cell(&t.now_mbit_s),
+                spread_cell(&t.on_750_host_mbaud),
                 format!("{:.2}", t.on_750.mbaud),
             ]
         })
@@ -379,9 +391,9 @@ fn today_text(today: &[TodayRun]) -> String {
             "writes a KB",
             "segments a KB",
             "ACKs a KB",
-            "today Mbit/s",
-            "750s' CPUs Mbaud",
-            "with the wire",
+            "today Mbit/s (range)",
+            "750s' CPUs Mbaud (range)",
+            "median counts with the wire",
         ],
         &rows,
     ));
